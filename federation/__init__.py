@@ -1,0 +1,1 @@
+"""fuzzball_federation: the Federate service and its routers."""

@@ -1,0 +1,1 @@
+"""The ``fuzzball`` command-line interface."""

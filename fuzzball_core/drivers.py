@@ -1,0 +1,185 @@
+"""Driver interfaces: the contracts behind the named-driver entry-point groups.
+
+A driver is one implementation chosen by name (the configuration, a URI scheme or a provisioner
+definition gives the name) and loaded with stevedore's ``DriverManager`` from its group:
+
+==========================  ======================  =========================================
+group                       interface               chosen by
+==========================  ======================  =========================================
+``fuzzball.schedulers``     :class:`Scheduler`      ``scheduler.driver`` in the configuration
+``fuzzball.provisioners``   :class:`Provisioner`    each provisioner definition's ``driver``
+``fuzzball.image_backends`` :class:`ImageBackend`   the image URI's scheme (docker, oras, ...)
+``fuzzball.routers``        :class:`Router`         ``federate.router`` in the configuration
+==========================  ======================  =========================================
+
+An entry point names a class; the loader instantiates it with the driver's own configuration
+mapping (``{}`` when none is given).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.scheduling import Scheduler
+
+__all__ = [
+    "DRIVER_INTERFACES",
+    "ClusterOffer",
+    "ImageBackend",
+    "InstanceSpec",
+    "Provisioner",
+    "ProvisionedInstance",
+    "ResolvedImage",
+    "Router",
+    "Scheduler",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Image backends
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """An image reference pinned to immutable content.
+
+    ``digest`` identifies the content (``sha256:...``) and keys every node cache; ``size`` is
+    the total bytes a node will download; ``platform`` is ``os/arch[/variant]``.
+    """
+
+    uri: str
+    digest: str
+    size: int
+    platform: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+class ImageBackend(ABC):
+    """Fetches images of one URI scheme and hands the node runtime an EROFS file."""
+
+    #: URI schemes this backend serves, e.g. ``("docker",)``.
+    schemes: tuple[str, ...] = ()
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: Mapping[str, Any] = config or {}
+
+    @abstractmethod
+    def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
+        """Pin ``uri`` to a digest without downloading layers (runs at submission time).
+
+        Raises ``NotFound``, ``Unauthenticated`` or ``InvalidArgument`` (e.g. no image for the
+        node's architecture) so a bad image fails the submission rather than a job.
+        """
+
+    @abstractmethod
+    def fetch(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        *,
+        credentials: Mapping[str, str] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> Path:
+        """Make ``image`` available as an EROFS file under ``cache_dir`` and return its path.
+
+        ``progress(step, done, total)`` is called as layers download and convert.
+        """
+
+
+# ---------------------------------------------------------------------------------------------
+# Provisioners
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """What a provisioner definition offers: one shape of node it can create."""
+
+    definition: str
+    cores: int
+    memory: int
+    devices: Mapping[str, int] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    cost_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProvisionedInstance:
+    """A node a provisioner created (or adopted) and can later tear down."""
+
+    instance_id: str
+    definition: str
+    address: str | None = None
+    state: str = "pending"
+
+
+class Provisioner(ABC):
+    """Creates and tears down compute nodes for one infrastructure (AWS, GCP, OCI, on-prem)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: Mapping[str, Any] = config or {}
+
+    @abstractmethod
+    def offers(self) -> Sequence[InstanceSpec]:
+        """The node shapes this provisioner can create."""
+
+    @abstractmethod
+    def provision(self, spec: InstanceSpec, *, count: int = 1) -> Sequence[ProvisionedInstance]:
+        """Start ``count`` nodes of shape ``spec``; return them as soon as they are requested."""
+
+    @abstractmethod
+    def deprovision(self, instance_id: str) -> None:
+        """Tear down one node. Idempotent: an instance already gone is not an error."""
+
+    @abstractmethod
+    def list_instances(self) -> Sequence[ProvisionedInstance]:
+        """Every instance this provisioner currently manages, with its state."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Federate routers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterOffer:
+    """One member cluster as a router sees it when choosing where a workflow goes."""
+
+    name: str
+    free_cores: int
+    free_memory: int
+    free_devices: Mapping[str, int] = field(default_factory=dict)
+    largest_node_cores: int = 0
+    largest_node_memory: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    healthy: bool = True
+
+
+class Router(ABC):
+    """Federate's policy: which member cluster runs a workflow."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: Mapping[str, Any] = config or {}
+
+    @abstractmethod
+    def route(
+        self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]
+    ) -> Sequence[str]:
+        """Return the names of the clusters that can run ``workflow``, best first.
+
+        An empty sequence means no member can run it; Federate then rejects the submission.
+        """
+
+
+#: entry-point group -> the interface every driver in it implements
+DRIVER_INTERFACES: dict[str, type] = {
+    "fuzzball.schedulers": Scheduler,
+    "fuzzball.provisioners": Provisioner,
+    "fuzzball.image_backends": ImageBackend,
+    "fuzzball.routers": Router,
+}

@@ -1,0 +1,1 @@
+"""fuzzball_plugins: builtin schedulers, image backends and device/metrics hook plugins."""

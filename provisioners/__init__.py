@@ -1,0 +1,1 @@
+"""fuzzball_provisioners: node provisioners (aws, gcp, oci, onprem)."""

@@ -1,0 +1,1 @@
+"""fuzzball_runtime: the node runtime's Python face over the C core in runtime/csrc."""

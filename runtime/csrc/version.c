@@ -1,0 +1,3 @@
+#include "fbrt.h"
+
+int fbrt_abi_version(void) { return 1; }

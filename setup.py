@@ -1,0 +1,75 @@
+"""One distribution, ``fuzzball``.
+
+The top-level folders keep the design card's names (runtime/, plugins/, ...) and install under
+``fuzzball_*`` import names so nothing generic lands in site-packages. Every builtin plugin is
+registered through entry points here, exactly as a third-party package registers its own.
+"""
+
+from setuptools import find_packages, setup
+
+# folder in the repository -> import name
+PACKAGE_ROOTS = {
+    "fuzzball_core": "fuzzball_core",
+    "fuzzball_runtime": "runtime",
+    "fuzzball_plugins": "plugins",
+    "fuzzball_provisioners": "provisioners",
+    "fuzzball_federation": "federation",
+}
+
+
+def _packages() -> tuple[list[str], dict[str, str]]:
+    packages: list[str] = []
+    package_dir: dict[str, str] = {}
+    for name, folder in PACKAGE_ROOTS.items():
+        packages.append(name)
+        package_dir[name] = folder
+        for sub in find_packages(where=folder, exclude=["csrc", "csrc.*"]):
+            packages.append(f"{name}.{sub}")
+            package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
+    return packages, package_dir
+
+
+PACKAGES, PACKAGE_DIR = _packages()
+
+setup(
+    name="fuzzball",
+    version="0.1.0",
+    description="An open implementation of the Fuzzball HPC/AI workflow platform",
+    python_requires=">=3.11",
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={
+        "fuzzball_core": ["py.typed", "**/*.proto", "**/*.ini", "**/*.mako"],
+        "fuzzball_runtime": ["csrc/*.c", "csrc/*.h", "csrc/*.cdef"],
+    },
+    include_package_data=True,
+    setup_requires=["cffi>=1.16"],
+    cffi_modules=["runtime/build_ffi.py:ffibuilder"],
+    install_requires=[
+        "pluggy>=1.5",
+        "stevedore>=5.1",
+        "cffi>=1.16",
+        "click>=8.1",
+        "pydantic>=2.6",
+        "PyYAML>=6.0",
+        "rich>=13",
+        "platformdirs>=4",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.5"],
+    },
+    entry_points={
+        "console_scripts": [
+            "fuzzball = fuzzball_core.cli.main:main",
+            "fuzzball-orchestrate = fuzzball_core.services:orchestrate_main",
+            "fuzzball-substrate = fuzzball_core.services:substrate_main",
+            "fuzzball-federate = fuzzball_core.services:federate_main",
+            "fuzzball-runtime = fuzzball_runtime.cli:main",
+        ],
+        "fuzzball.schedulers": [],
+        "fuzzball.provisioners": [],
+        "fuzzball.image_backends": [],
+        "fuzzball.routers": [],
+        "fuzzball.plugins": [],
+    },
+)
