@@ -54,6 +54,8 @@ setup(
         "PyYAML>=6.0",
         "rich>=13",
         "platformdirs>=4",
+        "grpcio>=1.60",
+        "protobuf>=4.25",
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.5"],
@@ -70,6 +72,9 @@ setup(
         "fuzzball.provisioners": [],
         "fuzzball.image_backends": [],
         "fuzzball.routers": [],
-        "fuzzball.plugins": [],
+        "fuzzball.plugins": [
+            "nvidia = fuzzball_plugins.devices.nvidia",
+            "procfs-metrics = fuzzball_plugins.metrics.procfs",
+        ],
     },
 )

@@ -1,17 +1,512 @@
-"""Scheduling data types and the Scheduler driver interface.
+"""Scheduling data types and the :class:`Scheduler` driver contract.
 
-(First cut by the foundation; the default scheduler's issue completes the types.)
+A scheduler driver (entry-point group ``fuzzball.schedulers``, chosen by ``scheduler.driver``)
+is the placement core of Orchestrate: it keeps an in-memory picture of every registered node
+and of every running allocation, and turns the engine's ready jobs into placements. It does no
+I/O: the engine owns the database and the node streams, tells the scheduler what changed
+(:meth:`Scheduler.upsert_node`, :meth:`Scheduler.release`, ...), calls
+:meth:`Scheduler.schedule` on every scheduling pass, and records what comes back (placements
+become assignments; diagnoses become ``workflow why`` and ``scheduling_blocked`` events).
+
+Units used throughout: ``cores`` are whole CPU cores, ``memory`` is bytes, ``devices`` maps a
+device kind (``"nvidia.com/gpu"``) to a count, and every time is seconds since the epoch as a
+float (``time.time()``), the same clock the engine passes as ``now``.
+
+A pass, as every driver must behave:
+
+1. ``schedule(pending, now)`` considers ``pending`` in queue order (:attr:`JobRequest.order_key`:
+   higher ``priority`` first, then earlier ``submitted_at``, then ``id``).
+2. A job that fits is placed and its capacity is deducted at once (it is *reserved*); the
+   engine either starts it or calls :meth:`Scheduler.release`.
+3. A job that does not fit gets a :class:`Diagnosis` saying why, in the shape of the Kubernetes
+   scheduling framework's filter reasons ("0/5000 nodes available: 3000 insufficient memory,
+   1500 held (cordon by admin), ...").
 """
 
 from __future__ import annotations
 
-from abc import ABC
-from collections.abc import Mapping
-from typing import Any
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from fuzzball_core.errors import InvalidArgument
+
+__all__ = [
+    "Diagnosis",
+    "Hold",
+    "HoldEffect",
+    "HoldSource",
+    "JobRequest",
+    "JobShape",
+    "NodeInfo",
+    "NodeUsage",
+    "Placement",
+    "ReasonCode",
+    "Reservation",
+    "Resources",
+    "ScheduleResult",
+    "Scheduler",
+    "format_bytes",
+]
+
+
+def format_bytes(size: int) -> str:
+    """``size`` bytes in the largest binary unit that keeps it readable: ``512 GiB``, ``1.5 TiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            text = f"{value:.1f}".removesuffix(".0") if unit != "B" else str(int(value))
+            return f"{text} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _require_count(value: Any, path: str) -> int:
+    """``value`` as a non-negative int, or InvalidArgument naming ``path``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{path} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _frozen_str_mapping(value: Mapping[str, str] | None, path: str) -> Mapping[str, str]:
+    """A read-only copy of a str -> str mapping, or InvalidArgument naming ``path``."""
+    items = dict(value or {})
+    for key, item in items.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise InvalidArgument(f"{path} must map strings to strings, got {key!r}: {item!r}")
+    return MappingProxyType(dict(sorted(items.items())))
+
+
+# ---------------------------------------------------------------------------------------------
+# Resources, nodes and holds
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Resources:
+    """An amount of node capacity: whole ``cores``, ``memory`` in bytes, and ``devices``.
+
+    ``devices`` maps a device kind to a count (``{"nvidia.com/gpu": 2}``); kinds with a count
+    of zero are dropped, so ``Resources(1, 0, {"gpu": 0}) == Resources(1, 0)``.
+    """
+
+    cores: int = 0
+    memory: int = 0
+    devices: Mapping[str, int] = field(default_factory=dict)
+    #: ``devices`` as sorted ``(kind, count)`` pairs: hashable and cheap to compare.
+    device_items: tuple[tuple[str, int], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _require_count(self.cores, "cores")
+        _require_count(self.memory, "memory")
+        items: list[tuple[str, int]] = []
+        for kind, count in dict(self.devices or {}).items():
+            if not isinstance(kind, str) or not kind:
+                raise InvalidArgument(f"devices keys must be device kinds, got {kind!r}")
+            if _require_count(count, f"devices[{kind!r}]"):
+                items.append((kind, count))
+        items.sort()
+        object.__setattr__(self, "device_items", tuple(items))
+        object.__setattr__(self, "devices", MappingProxyType(dict(items)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Resources):
+            return NotImplemented
+        return (self.cores, self.memory, self.device_items) == (
+            other.cores,
+            other.memory,
+            other.device_items,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.cores, self.memory, self.device_items))
+
+    def describe(self) -> str:
+        """People's words for this amount: ``64 cores, 512 GiB memory, 2 nvidia.com/gpu``."""
+        parts = [
+            f"{self.cores} core{'' if self.cores == 1 else 's'}",
+            f"{format_bytes(self.memory)} memory",
+        ]
+        parts.extend(f"{count} {kind}" for kind, count in self.device_items)
+        return ", ".join(parts)
+
+
+class HoldEffect(StrEnum):
+    """What a hold does to its node. Every effect stops new work from being placed there."""
+
+    #: No new work; running work continues.
+    CORDON = "cordon"
+    #: No new work, and the engine takes running work off (requeue or fail with the reason).
+    EVICT = "evict"
+    #: No new work, and the provisioner tears the node down once it is empty.
+    DEPROVISION = "deprovision"
+
+
+class HoldSource(StrEnum):
+    """Who placed a hold, from the caller's identity; ``uncordon`` releases ``admin`` only."""
+
+    ADMIN = "admin"
+    MONITORING = "monitoring"
+    PROVISIONER = "provisioner"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One reason a node takes no new work, kept alongside the node's status.
+
+    ``effect`` and ``source`` accept their enum or its string value. ``placed_at`` is seconds
+    since the epoch.
+    """
+
+    effect: HoldEffect
+    source: HoldSource
+    reason: str = ""
+    placed_by: str = ""
+    placed_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "effect", HoldEffect(self.effect))
+        except ValueError:
+            choices = ", ".join(e.value for e in HoldEffect)
+            raise InvalidArgument(f"effect must be one of {choices}, got {self.effect!r}") from None
+        try:
+            object.__setattr__(self, "source", HoldSource(self.source))
+        except ValueError:
+            choices = ", ".join(s.value for s in HoldSource)
+            raise InvalidArgument(f"source must be one of {choices}, got {self.source!r}") from None
+
+    @property
+    def label(self) -> str:
+        """``cordon by admin``: the words diagnostics group held nodes under."""
+        return f"{self.effect.value} by {self.source.value}"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A registered compute node as the scheduler sees it.
+
+    A node takes new work only when it is ``ready`` (its Substrate holds a live lease) and it
+    carries no :class:`Hold`. ``device_plugin_failed`` marks a node whose device plugin failed:
+    its devices cannot be handed out, though jobs that ask for no devices may still run there.
+    ``annotations`` are matched against a job's required annotations by key=value equality.
+    """
+
+    id: str
+    capacity: Resources
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    holds: tuple[Hold, ...] = ()
+    ready: bool = True
+    device_plugin_failed: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidArgument(f"node id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.capacity, Resources):
+            raise InvalidArgument(f"node {self.id}: capacity must be Resources")
+        annotations = _frozen_str_mapping(self.annotations, f"node {self.id}: annotations")
+        object.__setattr__(self, "annotations", annotations)
+        object.__setattr__(self, "holds", tuple(self.holds))
+
+    @property
+    def takes_new_work(self) -> bool:
+        """True when the node is ready and carries no hold."""
+        return self.ready and not self.holds
+
+    @property
+    def unavailable_label(self) -> str | None:
+        """Why the node takes no new work (``not ready``, ``held (cordon by admin)``), or None.
+
+        A node with several holds lists each distinct ``effect by source`` once, sorted.
+        """
+        if not self.ready:
+            return "not ready"
+        if self.holds:
+            return f"held ({', '.join(sorted({hold.label for hold in self.holds}))})"
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs
+# ---------------------------------------------------------------------------------------------
+
+
+class JobShape(NamedTuple):
+    """The part of a :class:`JobRequest` that decides where it can run.
+
+    Two jobs with equal shapes are interchangeable to placement, so a scheduler may answer
+    (and diagnose) a shape once per pass.
+    """
+
+    cores: int
+    memory: int
+    devices: tuple[tuple[str, int], ...]
+    nodes: int
+    exclusive: bool
+    annotations: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A ready job (one stage's job, or one task of an array) asking to be placed.
+
+    ``resources`` is needed on *each* of ``nodes`` nodes (a multinode job gets all its nodes at
+    once or none). ``exclusive`` asks for whole nodes: each must be idle and nothing else is
+    placed on it while the job runs. ``annotations`` must all be present on a node, key=value.
+    ``expected_runtime`` (seconds, normally the job's timeout) lets the scheduler predict when
+    the job's capacity comes back; None means unknown (never predicted to end).
+    """
+
+    id: str
+    resources: Resources
+    nodes: int = 1
+    exclusive: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    submitted_at: float = 0.0
+    priority: int = 0
+    expected_runtime: float | None = None
+    #: Placement-relevant fields as one hashable value.
+    shape: JobShape = field(init=False, repr=False, compare=False)
+    #: Queue order: higher priority first, then earlier submission, then id.
+    order_key: tuple[int, float, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidArgument(f"job id must be a non-empty string, got {self.id!r}")
+        where = f"job {self.id}"
+        if not isinstance(self.resources, Resources):
+            raise InvalidArgument(f"{where}: resources must be Resources")
+        if _require_count(self.nodes, f"{where}: nodes") < 1:
+            raise InvalidArgument(f"{where}: nodes must be at least 1, got {self.nodes}")
+        if not isinstance(self.exclusive, bool):
+            raise InvalidArgument(f"{where}: exclusive must be a boolean")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise InvalidArgument(f"{where}: priority must be an integer")
+        runtime = self.expected_runtime
+        if runtime is not None and (
+            isinstance(runtime, bool)
+            or not isinstance(runtime, int | float)
+            or not runtime >= 0
+            or math.isinf(runtime)
+        ):
+            raise InvalidArgument(
+                f"{where}: expected_runtime must be a finite number of seconds or None"
+            )
+        annotations = _frozen_str_mapping(self.annotations, f"{where}: annotations")
+        object.__setattr__(self, "annotations", annotations)
+        resources = self.resources
+        shape = JobShape(
+            resources.cores,
+            resources.memory,
+            resources.device_items,
+            self.nodes,
+            self.exclusive,
+            tuple(annotations.items()),
+        )
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "order_key", (-self.priority, float(self.submitted_at), self.id))
+
+    def describe(self) -> str:
+        """People's words for the request: ``2 nodes with 64 cores, 512 GiB memory each``."""
+        text = self.resources.describe()
+        if self.nodes > 1:
+            text = f"{self.nodes} nodes with {text} each"
+        if self.exclusive:
+            text += " (exclusive)" if self.nodes == 1 else " (exclusive nodes)"
+        if self.annotations:
+            text += ", on nodes annotated " + ", ".join(
+                f"{k}={v}" for k, v in self.annotations.items()
+            )
+        return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A job placed on nodes; its capacity is already deducted when the engine sees it."""
+
+    job_id: str
+    node_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The earliest start the scheduler holds open for the first job that could not start.
+
+    Backfilled jobs never delay it (EASY backfill). ``start`` is None when it depends on a
+    running job with no expected end; the nodes are protected all the same.
+    """
+
+    job_id: str
+    start: float | None
+    node_ids: tuple[str, ...]
+
+
+class ReasonCode(StrEnum):
+    """Why a job was not placed; the ``reason`` of a :class:`Diagnosis`."""
+
+    #: No job ahead of it holds a reservation, and too few nodes have room for it now.
+    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
+    #: A job ahead of it holds a reservation, and it could not start in the gaps without
+    #: delaying that reservation (too few nodes have room, or the ones that do are reserved).
+    BACKFILL_NO_FIT = "BACKFILL_NO_FIT"
+    #: Nodes with room for it exist, but none carries the requested annotations.
+    NODE_ANNOTATIONS_MISMATCH = "NODE_ANNOTATIONS_MISMATCH"
+    #: Nodes that would hold it exist, but their device plugin failed.
+    DEVICE_PLUGIN_FAILED = "DEVICE_PLUGIN_FAILED"
+    #: No registered node could hold it even when idle and released from every hold; the
+    #: answer of :meth:`Scheduler.check_feasible`, and of a pass for such a job.
+    INFEASIBLE = "INFEASIBLE"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why a job was not placed, aggregated over every registered node.
+
+    ``groups`` counts the nodes passed over by the first reason each failed, in the order
+    ready, holds, device plugin, annotations, device kinds, static size, exclusive, free
+    cores, free memory, free devices, reservation. Labels are words: ``not ready``,
+    ``held (cordon by admin)``, ``device plugin failed``, ``annotations mismatch``,
+    ``missing device nvidia.com/gpu``, ``too small (memory)``, ``not idle (exclusive)``,
+    ``insufficient cores``, ``insufficient memory``, ``insufficient nvidia.com/gpu``,
+    ``reserved for job J``. ``nodes_available`` nodes passed every filter (fewer than the job
+    needs), so ``nodes_available + sum(groups.values()) == nodes_considered``.
+
+    ``roomiest_node`` is the node that takes new work and matches the job's annotations and
+    device kinds that came closest to fitting; ``shortfall`` is what it lacks (resource name ->
+    amount: ``cores``, ``memory`` in bytes, or a device kind). Both are None when no such node
+    exists. ``estimated_start`` is the earliest time the job could start as running work ends
+    (the reservation's start for the job holding it; a lower bound for the others), or None
+    when it cannot be predicted.
+    """
+
+    job_id: str
+    reason: ReasonCode
+    message: str
+    nodes_considered: int
+    nodes_available: int = 0
+    groups: Mapping[str, int] = field(default_factory=dict)
+    roomiest_node: str | None = None
+    shortfall: Mapping[str, int] | None = None
+    estimated_start: float | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """What one :meth:`Scheduler.schedule` pass decided.
+
+    ``placements`` are in the order they were made; ``diagnoses`` has one entry per pending
+    job that was not placed, keyed by job id; ``reservation`` is the backfill reservation this
+    pass protected, if any.
+    """
+
+    placements: tuple[Placement, ...] = ()
+    diagnoses: Mapping[str, Diagnosis] = field(default_factory=dict)
+    reservation: Reservation | None = None
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """One node's capacity, what running jobs use of it, and whether it takes new work.
+
+    ``free`` can show negative amounts when reconciled allocations over-commit a node (for
+    example after it re-registered with less capacity); nothing new is placed there until
+    enough is released.
+    """
+
+    node_id: str
+    capacity: Resources
+    used_cores: int
+    used_memory: int
+    used_devices: Mapping[str, int]
+    free_cores: int
+    free_memory: int
+    free_devices: Mapping[str, int]
+    job_ids: tuple[str, ...]
+    exclusive_job: str | None
+    takes_new_work: bool
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver contract
+# ---------------------------------------------------------------------------------------------
 
 
 class Scheduler(ABC):
-    """Places ready jobs on nodes. Implementations are ``fuzzball.schedulers`` drivers."""
+    """Places ready jobs on nodes. Implementations are ``fuzzball.schedulers`` drivers.
+
+    The loader instantiates the class with the driver's configuration mapping (``{}`` when
+    none is given). A driver keeps all state in memory: after a restart the engine replays
+    every node with :meth:`upsert_node` and every running job with :meth:`allocate` before the
+    first :meth:`schedule`. Calls come from one thread; a driver need not lock.
+
+    Errors are ``fuzzball_core.errors`` types: ``NotFound`` for an unknown node or job id,
+    ``AlreadyExists`` for a job allocated twice, ``FailedPrecondition`` for a call the current
+    state forbids, ``InvalidArgument`` for a malformed request.
+    """
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}
+
+    @abstractmethod
+    def upsert_node(self, node: NodeInfo) -> None:
+        """Register ``node`` or replace what is known about it (capacity, holds, readiness...).
+
+        Running allocations on the node are kept; if the new capacity is smaller than what they
+        use, the node is over-committed (see :class:`NodeUsage`) rather than anything dropped.
+        """
+
+    @abstractmethod
+    def remove_node(self, node_id: str) -> None:
+        """Forget a node. ``NotFound`` if unknown; ``FailedPrecondition`` (naming the jobs) if
+        jobs are still allocated on it: release them first."""
+
+    @abstractmethod
+    def allocate(
+        self, job: JobRequest, node_ids: Sequence[str], *, started_at: float | None = None
+    ) -> None:
+        """Record that ``job`` runs on ``node_ids`` (one per ``job.nodes``), as it is.
+
+        For reconciling running jobs after a restart: holds, readiness and free capacity are
+        not checked (reality wins, possibly over-committing a node). ``started_at`` (default:
+        unknown, so the job is never predicted to end) with ``job.expected_runtime`` gives the
+        expected end used for reservations. ``NotFound`` for an unknown node,
+        ``AlreadyExists`` if the job is already allocated, ``InvalidArgument`` if the number
+        of distinct nodes differs from ``job.nodes``.
+        """
+
+    @abstractmethod
+    def release(self, job_id: str) -> None:
+        """Give back everything ``job_id`` holds (it ended, failed, or its placement was not
+        used). ``NotFound`` if the job holds nothing."""
+
+    @abstractmethod
+    def schedule(self, pending: Sequence[JobRequest], now: float) -> ScheduleResult:
+        """Run one scheduling pass over ``pending`` (any order; see the module docstring).
+
+        Each placement's capacity is deducted before the call returns. Every pending job not
+        placed has a :class:`Diagnosis`. ``InvalidArgument`` if a pending job is already
+        allocated or listed twice.
+        """
+
+    @abstractmethod
+    def check_feasible(self, job: JobRequest) -> Diagnosis | None:
+        """None when some registered nodes could hold ``job`` if they were idle, else why not.
+
+        Every registered node counts as capacity, held or not ready ones included, so a job is
+        rejected at submission only when the cluster as built can never run it. The
+        diagnosis (reason ``INFEASIBLE``) names the request and the largest node, e.g. ``job
+        needs 64 cores, 512 GiB memory; the largest node has 16 cores, 64 GiB memory``.
+        """
+
+    @abstractmethod
+    def node_usage(self, node_id: str) -> NodeUsage:
+        """What is allocated on ``node_id`` and what is free. ``NotFound`` if unknown."""

@@ -1,14 +1,104 @@
-"""Root of the ``fuzzball`` CLI."""
+"""Root of the ``fuzzball`` CLI: the real CLI's nouns, each a click group.
+
+Every command runs inside :func:`main`, which turns a :class:`FuzzballError` into one line on
+stderr and an exit code (2 for configuration and plugin problems, 1 otherwise) instead of a
+traceback.
+"""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from fuzzball_core import __version__
+from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.cli.plugin_cmd import plugin
+from fuzzball_core.config import ConfigError
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.plugins import PluginLoadError
 
-@click.group()
-def cli() -> None:
-    """Fuzzball: containerized HPC and AI/ML workflows."""
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_file",
+    envvar="FUZZBALL_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="Configuration file shared by every Fuzzball process (also $FUZZBALL_CONFIG).",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None) -> None:
+    """Fuzzball: describe containerized HPC and AI/ML workflows once, run them anywhere."""
+    ctx.obj = CliState(config_file)
 
 
-def main() -> None:
-    cli()
+@cli.command()
+@output_option
+def version(output: str) -> None:
+    """Show the version of this CLI."""
+    data = {"version": __version__, "python": sys.version.split()[0]}
+    emit(data, output, headers=["CLIENT VERSION", "PYTHON"], rows=[[__version__, data["python"]]])
+
+
+@cli.group()
+def context() -> None:
+    """Manage API contexts (address and credentials) in ~/.config/fuzzball/config.yaml."""
+
+
+@cli.group()
+def node() -> None:
+    """Inspect and manage compute nodes."""
+
+
+@cli.group()
+def cluster() -> None:
+    """Inspect the member clusters of a Federate deployment."""
+
+
+@cli.group()
+def endpoint() -> None:
+    """Inspect service endpoints exposed by running workflows."""
+
+
+@cli.group()
+def local() -> None:
+    """Run the embedded single-machine deployment (Orchestrate + one Substrate)."""
+
+
+cli.add_command(plugin)
+
+
+def _add_optional_groups() -> None:
+    # Command groups whose modules land with their own issues join the root here.
+    try:
+        from fuzzball_core.cli.workflow_cmd import workflow
+    except ImportError:
+        workflow = None
+    if workflow is not None:
+        cli.add_command(workflow)
+    else:
+        @cli.group(name="workflow")
+        def _workflow() -> None:
+            """Validate, start and follow workflows."""
+
+
+_add_optional_groups()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(args=argv, prog_name="fuzzball", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except FuzzballError as exc:
+        click.echo(f"Error: {exc.message}", err=True)
+        sys.exit(2 if isinstance(exc, ConfigError | PluginLoadError) else 1)

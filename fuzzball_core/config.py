@@ -1,0 +1,205 @@
+"""The one configuration file every Fuzzball process reads.
+
+Its path comes from ``--config`` or ``FUZZBALL_CONFIG``; without either, the defaults describe
+the embedded single-machine setup: SQLite in the user's data directory and services on
+loopback ports. Keys are spelled with hyphens, as in the rest of Fuzzball's YAML::
+
+    data-dir: /var/lib/fuzzball
+    database:
+      url: postgresql+psycopg://fuzzball@127.0.0.1/fuzzball
+    scheduler:
+      driver: default
+    images:
+      registries:
+        docker.io:
+          mirrors: ["http://127.0.0.1:5000"]
+      cache-max-bytes: 20GiB
+    plugins:
+      require: [mysite]
+
+Unknown keys and wrong types are errors that name the key (``scheduler.drivr: unknown key``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import platformdirs
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.units import parse_duration, parse_size
+
+CONFIG_ENV = "FUZZBALL_CONFIG"
+
+ByteSize = Annotated[int, BeforeValidator(parse_size)]
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _hyphenate(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=_hyphenate, populate_by_name=True, frozen=True
+    )
+
+
+def default_data_dir() -> Path:
+    """Where the embedded setup keeps its database, logs and caches."""
+    return Path(platformdirs.user_data_dir("fuzzball", appauthor=False))
+
+
+class DatabaseConfig(_Section):
+    """Orchestrate's store. ``url`` is an SQLAlchemy URL; empty means SQLite in data-dir."""
+
+    url: str = ""
+
+
+class OrchestrateConfig(_Section):
+    """Where Orchestrate listens (gRPC for clients and nodes, REST gateway)."""
+
+    grpc_listen: str = "127.0.0.1:50051"
+    rest_listen: str = "127.0.0.1:8080"
+    node_lease: Seconds = 15.0
+    max_eviction_restarts: int = Field(default=3, ge=0)
+    enable_workflow_image_builds: bool = True
+
+
+class SubstrateConfig(_Section):
+    """One node agent. Resource limits let several agents share a machine in tests."""
+
+    orchestrate_address: str = "127.0.0.1:50051"
+    work_dir: Path | None = None
+    node_name: str | None = None
+    cores: int | None = Field(default=None, ge=1)
+    memory: ByteSize | None = None
+    devices: dict[str, int] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    metrics_listen: str = "127.0.0.1:9100"
+    #: where device plugins look for device nodes (a containerised agent mounts the host's)
+    dev_root: Path = Path("/dev")
+
+
+class SchedulerConfig(_Section):
+    """Which ``fuzzball.schedulers`` driver places jobs, and its own options."""
+
+    driver: str = "default"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class RegistryConfig(_Section):
+    """Per-registry settings: mirrors tried in order before the registry itself."""
+
+    mirrors: list[str] = Field(default_factory=list)
+    insecure: bool = False
+
+
+class ImagesConfig(_Section):
+    """Image pulls and the node's EROFS cache."""
+
+    registries: dict[str, RegistryConfig] = Field(default_factory=dict)
+    cache_max_bytes: ByteSize = 20 * 1024**3
+    cache_write_back: bool = False
+
+
+class PluginsConfig(_Section):
+    """Hook plugins the processes must load (refuse to start otherwise) or must leave out."""
+
+    require: list[str] = Field(default_factory=list)
+    disable: list[str] = Field(default_factory=list)
+
+
+class FederateConfig(_Section):
+    """Federate's routing policy (a ``fuzzball.routers`` driver) and its member clusters."""
+
+    router: str = "fit"
+    router_options: dict[str, Any] = Field(default_factory=dict)
+    clusters: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class FuzzballConfig(_Section):
+    """The whole file."""
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    database: DatabaseConfig = DatabaseConfig()
+    orchestrate: OrchestrateConfig = OrchestrateConfig()
+    substrate: SubstrateConfig = SubstrateConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    images: ImagesConfig = ImagesConfig()
+    plugins: PluginsConfig = PluginsConfig()
+    federate: FederateConfig = FederateConfig()
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL of Orchestrate's store (SQLite in data-dir by default)."""
+        return self.database.url or f"sqlite:///{self.data_dir / 'orchestrate.db'}"
+
+
+class ConfigError(InvalidArgument):
+    """The configuration file is unreadable or invalid; processes refuse to start."""
+
+
+def _error_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path or "(top level)"
+
+
+def _describe_error(error: Any) -> str:
+    path = _error_path(tuple(error["loc"]))
+    if error["type"] == "extra_forbidden":
+        return f"{path}: unknown key"
+    return f"{path}: {error['msg']}"
+
+
+def parse_config(data: Any, *, source: str = "<config>") -> FuzzballConfig:
+    """Validate already-parsed YAML content; raise InvalidArgument naming every bad key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the configuration must be a mapping of keys to values")
+    try:
+        return FuzzballConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe_error(e) for e in exc.errors()]
+        raise ConfigError(
+            f"{source}: invalid configuration: " + "; ".join(problems),
+            details=[{"field": p.split(":", 1)[0], "description": p} for p in problems],
+        ) from None
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The configuration file to read: ``explicit``, else ``$FUZZBALL_CONFIG``, else none."""
+    if explicit:
+        return Path(explicit)
+    from_env = os.environ.get(CONFIG_ENV)
+    return Path(from_env) if from_env else None
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> FuzzballConfig:
+    """Read and validate the configuration; the defaults when no file is named."""
+    path = config_path(explicit)
+    if path is None:
+        return FuzzballConfig()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read configuration {path}: {reason}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{path}:{where}: {problem}") from None
+    return parse_config(data, source=str(path))

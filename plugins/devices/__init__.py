@@ -1,0 +1,1 @@
+"""Device plugins: hook implementations that find devices and prepare containers for them."""

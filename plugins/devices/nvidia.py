@@ -1,0 +1,88 @@
+"""NVIDIA GPUs and IMEX channels: discovery on the node and device setup for each job.
+
+GPUs appear as ``/dev/nvidiaN`` (resource ``nvidia.com/gpu``); IMEX channels, which let the
+GPUs of a multi-node NVLink domain share memory, as
+``/dev/nvidia-caps-imex-channels/channelN`` (resource ``nvidia.com/imex-channel``). A job given
+GPUs also needs the driver's control nodes, and ``NVIDIA_VISIBLE_DEVICES`` /
+``NVIDIA_IMEX_CHANNELS`` so the CUDA stack inside sees exactly what it was given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.hookspecs import ContainerPreparation, Device, hookimpl
+
+GPU = "nvidia.com/gpu"
+IMEX_CHANNEL = "nvidia.com/imex-channel"
+CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+_GPU_NODE = re.compile(r"nvidia(\d+)")
+_CHANNEL_NODE = re.compile(r"channel(\d+)")
+
+
+def _numbered(directory: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for entry in directory.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def _gpu_model(proc_root: Path, index: int) -> str | None:
+    # /proc/driver/nvidia/gpus/<pci-id>/information lists "Model:" and "Device Minor:".
+    for info in sorted(proc_root.glob("driver/nvidia/gpus/*/information")):
+        fields = dict(
+            line.split(":", 1) for line in info.read_text(errors="replace").splitlines()
+            if ":" in line
+        )
+        if fields.get("Device Minor", "").strip() == str(index):
+            return fields.get("Model", "").strip() or None
+    return None
+
+
+def discover(dev_root: Path, proc_root: Path = Path("/proc")) -> list[Device]:
+    """The GPUs and IMEX channels under ``dev_root``."""
+    devices: list[Device] = []
+    for index, path in _numbered(dev_root, _GPU_NODE):
+        model = _gpu_model(proc_root, index)
+        devices.append(
+            Device(GPU, str(index), (str(path),), {"model": model} if model else {})
+        )
+    for index, path in _numbered(dev_root / "nvidia-caps-imex-channels", _CHANNEL_NODE):
+        devices.append(Device(IMEX_CHANNEL, str(index), (str(path),)))
+    return devices
+
+
+@hookimpl
+def fuzzball_node_discover_devices(node_config: Mapping[str, Any]) -> Sequence[Device]:
+    """Report the node's NVIDIA GPUs and IMEX channels."""
+    return discover(Path(node_config.get("dev_root") or "/dev"))
+
+
+@hookimpl
+def fuzzball_job_prepare_container(
+    devices: Sequence[Device], container: ContainerPreparation
+) -> None:
+    """Give the job its GPUs (plus the driver's control nodes) and IMEX channels."""
+    gpus = [d for d in devices if d.kind == GPU]
+    channels = [d for d in devices if d.kind == IMEX_CHANNEL]
+    if gpus:
+        dev_root = Path(gpus[0].paths[0]).parent
+        for name in CONTROL_NODES:
+            node = dev_root / name
+            if node.exists() and str(node) not in container.device_paths:
+                container.device_paths.append(str(node))
+        for gpu in gpus:
+            container.device_paths.extend(gpu.paths)
+        container.env["NVIDIA_VISIBLE_DEVICES"] = ",".join(g.id for g in gpus)
+    if channels:
+        for channel in channels:
+            container.device_paths.extend(channel.paths)
+        container.env["NVIDIA_IMEX_CHANNELS"] = ",".join(c.id for c in channels)

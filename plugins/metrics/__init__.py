@@ -1,0 +1,1 @@
+"""Node metrics hook plugins."""

@@ -1,0 +1,27 @@
+"""Plugin discovery of the builtins, which are registered through entry points like any other."""
+
+from fuzzball_core.plugins import HOOK_GROUP, PluginRegistry
+
+
+def test_builtin_hook_plugins_come_from_the_fuzzball_distribution():
+    registry = PluginRegistry()
+    names = {r.name: r for r in registry.records if r.group == HOOK_GROUP}
+    assert {"nvidia", "procfs-metrics"} <= set(names)
+    assert names["nvidia"].distribution == "fuzzball"
+    assert names["nvidia"].status == "ok"
+    assert "fuzzball_node_discover_devices" in names["nvidia"].hooks
+
+
+def test_builtin_hooks_are_called_through_the_plugin_manager():
+    registry = PluginRegistry()
+    results = registry.hook.fuzzball_node_collect_metrics(node_id="n1")
+    merged = {k: v for result in results if result for k, v in result.items()}
+    assert merged["fuzzball_node_memory_total_bytes"] > 0
+
+
+def test_disabled_hook_plugin_is_listed_but_not_called():
+    registry = PluginRegistry(disabled=["procfs-metrics"])
+    (record,) = registry.find(HOOK_GROUP, "procfs-metrics")
+    assert record.status == "broken"
+    assert "disabled" in record.error
+    assert registry.hook.fuzzball_node_collect_metrics(node_id="n1") == []
