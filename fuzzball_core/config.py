@@ -65,6 +65,8 @@ class OrchestrateConfig(_Section):
 
     grpc_listen: str = "127.0.0.1:50051"
     rest_listen: str = "127.0.0.1:8080"
+    #: shared secret every Substrate presents; no node may connect while it is empty
+    node_token: str = ""
     node_lease: Seconds = 15.0
     max_eviction_restarts: int = Field(default=3, ge=0)
     enable_workflow_image_builds: bool = True
@@ -74,6 +76,7 @@ class SubstrateConfig(_Section):
     """One node agent. Resource limits let several agents share a machine in tests."""
 
     orchestrate_address: str = "127.0.0.1:50051"
+    node_token: str = ""
     work_dir: Path | None = None
     node_name: str | None = None
     cores: int | None = Field(default=None, ge=1)

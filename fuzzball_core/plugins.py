@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,6 +187,17 @@ class PluginRegistry:
         return None
 
     # -- use ------------------------------------------------------------------------------------
+
+    def workflow_validators(self, source: str) -> list[Callable[[Any], list[tuple[str, str]]]]:
+        """The ``fuzzball_validate_workflow`` hook as validators for ``parse_workflow``."""
+        hook = self.pm.hook.fuzzball_validate_workflow
+
+        def validate(model: Any) -> list[tuple[str, str]]:
+            results = hook(workflow=model, source=source)
+            return [(str(path), str(message)) for result in results for path, message in
+                    (result or [])]
+
+        return [validate] if hook.get_hookimpls() else []
 
     @property
     def hook(self) -> Any:

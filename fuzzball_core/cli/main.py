@@ -8,6 +8,8 @@ traceback.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
@@ -15,6 +17,7 @@ from fuzzball_core import __version__
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.plugin_cmd import plugin
+from fuzzball_core.cli.workflow_cmd import EXTRA_VALIDATORS_KEY, workflow
 from fuzzball_core.config import ConfigError
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.plugins import PluginLoadError
@@ -32,6 +35,17 @@ from fuzzball_core.plugins import PluginLoadError
 def cli(ctx: click.Context, config_file: str | None) -> None:
     """Fuzzball: describe containerized HPC and AI/ML workflows once, run them anywhere."""
     ctx.obj = CliState(config_file)
+    ctx.meta[EXTRA_VALIDATORS_KEY] = _PluginValidators(ctx.obj)
+
+
+class _PluginValidators:
+    """The plugins' workflow validators, loaded only when a command iterates over them."""
+
+    def __init__(self, state: CliState) -> None:
+        self._state = state
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._state.registry.workflow_validators("fuzzball workflow validate"))
 
 
 @cli.command()
@@ -70,27 +84,14 @@ def local() -> None:
 cli.add_command(plugin)
 
 
-def _add_optional_groups() -> None:
-    # Command groups whose modules land with their own issues join the root here.
-    try:
-        from fuzzball_core.cli.workflow_cmd import workflow
-    except ImportError:
-        workflow = None
-    if workflow is not None:
-        cli.add_command(workflow)
-    else:
-        @cli.group(name="workflow")
-        def _workflow() -> None:
-            """Validate, start and follow workflows."""
-
-
-_add_optional_groups()
+cli.add_command(workflow)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
-        cli.main(args=argv, prog_name="fuzzball", standalone_mode=False)
+        # without standalone mode, click returns ctx.exit()'s code instead of exiting
+        code = cli.main(args=argv, prog_name="fuzzball", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -102,3 +103,4 @@ def main(argv: list[str] | None = None) -> None:
     except FuzzballError as exc:
         click.echo(f"Error: {exc.message}", err=True)
         sys.exit(2 if isinstance(exc, ConfigError | PluginLoadError) else 1)
+    sys.exit(code if isinstance(code, int) else 0)

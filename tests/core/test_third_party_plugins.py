@@ -146,3 +146,28 @@ def test_missing_driver_names_the_group_and_what_is_available(run_with_sites):
     )
     assert result.returncode == 2
     assert "no scheduler plugin named 'nosuch'" in result.stderr
+
+
+def test_site_validation_hook_is_called_by_workflow_validate(
+    run_with_sites, example_plugin_site, tmp_path
+):
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        "version: v1\njobs:\n  hello:\n    image:\n      uri: docker://alpine:latest\n"
+        "    command: [echo, hi]\n"
+    )
+    result = run_with_sites(*FUZZBALL, "workflow", "validate", str(workflow),
+                            sites=(example_plugin_site,))
+    assert result.returncode == 1
+    assert "jobs.hello.policy.timeout" in result.stdout + result.stderr
+    assert "site rule: set a timeout" in result.stdout + result.stderr
+
+
+def test_workflow_validate_without_the_site_plugin_accepts_the_file(run_with_sites, tmp_path):
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        "version: v1\njobs:\n  hello:\n    image:\n      uri: docker://alpine:latest\n"
+        "    command: [echo, hi]\n"
+    )
+    result = run_with_sites(*FUZZBALL, "workflow", "validate", str(workflow))
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,189 @@
+"""The CLI's contexts file, in the real ``fuzzball`` CLI's format (``reference/cli-config.md``).
+
+``${XDG_CONFIG_HOME:-~/.config}/fuzzball/config.yaml`` holds ``activeContext`` and a list of
+``contexts`` (name, address, oidcServerURL, auth.credentials.token, currentaccountid,
+accounts). Other tools read and write this file too, so the document is edited in place:
+fields this module does not know survive every rewrite. The file holds bearer tokens, so it
+is written atomically and readable by its owner only.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound
+
+
+def contexts_path() -> Path:
+    """``$XDG_CONFIG_HOME/fuzzball/config.yaml`` (``~/.config`` when the variable is unset)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "fuzzball" / "config.yaml"
+
+
+class Context:
+    """One entry of ``contexts``: typed access to the mapping it edits in place."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        self.entry = entry
+
+    @property
+    def name(self) -> str:
+        return str(self.entry.get("name", ""))
+
+    @property
+    def address(self) -> str:
+        return str(self.entry.get("address") or "")
+
+    @property
+    def oidc_server_url(self) -> str:
+        return str(self.entry.get("oidcServerURL") or "")
+
+    @property
+    def current_account_id(self) -> str:
+        return str(self.entry.get("currentaccountid") or "")
+
+    @property
+    def accounts(self) -> list[dict[str, Any]]:
+        return list(self.entry.get("accounts") or [])
+
+    @property
+    def token(self) -> str:
+        credentials = (self.entry.get("auth") or {}).get("credentials") or {}
+        return str(credentials.get("token") or "")
+
+    @token.setter
+    def token(self, value: str) -> None:
+        auth = self.entry.setdefault("auth", {})
+        if not isinstance(auth, dict):
+            auth = self.entry["auth"] = {}
+        credentials = auth.setdefault("credentials", {})
+        if not isinstance(credentials, dict):
+            credentials = auth["credentials"] = {}
+        credentials["token"] = value
+
+    def summary(self, *, active: bool) -> dict[str, Any]:
+        """What ``context list`` shows: everything but the token (only whether there is one)."""
+        return {
+            "name": self.name,
+            "active": active,
+            "address": self.address,
+            "oidcServerURL": self.oidc_server_url,
+            "currentaccountid": self.current_account_id,
+            "accounts": self.accounts,
+            "loggedIn": bool(self.token),
+        }
+
+
+class ContextsFile:
+    """The whole document; ``save()`` writes it back with unknown fields preserved."""
+
+    def __init__(self, path: Path, document: dict[str, Any]) -> None:
+        self.path = path
+        self.document = document
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> ContextsFile:
+        """Read the file (an absent or empty one is an empty document)."""
+        path = path or contexts_path()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls(path, {})
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(f"{path}: cannot read the contexts file: {exc}") from None
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidArgument(f"{path}: not valid YAML: {exc}") from None
+        document = {} if document is None else document
+        _check_document(path, document)
+        return cls(path, document)
+
+    @property
+    def active_name(self) -> str:
+        return str(self.document.get("activeContext") or "")
+
+    @property
+    def contexts(self) -> list[Context]:
+        return [Context(entry) for entry in self.document.get("contexts") or []]
+
+    def get(self, name: str) -> Context:
+        """The context called ``name``; ``NotFound`` lists the known ones."""
+        for context in self.contexts:
+            if context.name == name:
+                return context
+        known = ", ".join(c.name for c in self.contexts) or "none yet"
+        raise NotFound(f"context {name!r} does not exist (known contexts: {known})")
+
+    def active(self) -> Context:
+        """The active context; ``NotFound`` with the command to run when there is none."""
+        if not self.active_name:
+            raise NotFound(
+                f"no active context in {self.path}: run 'fuzzball context create NAME "
+                "--address ADDRESS' and 'fuzzball context use NAME'"
+            )
+        return self.get(self.active_name)
+
+    def create(self, name: str, address: str, *, oidc_server_url: str = "",
+               token: str = "") -> Context:
+        """Add a context in the real CLI's shape; the first one becomes active."""
+        if not name.strip():
+            raise InvalidArgument("name: a context needs a name")
+        if any(c.name == name for c in self.contexts):
+            raise AlreadyExists(f"context {name!r} already exists")
+        entry: dict[str, Any] = {
+            "name": name,
+            "address": address,
+            "oidcServerURL": oidc_server_url,
+            "auth": {"credentials": {"token": token}},
+            "currentaccountid": "",
+            "accounts": [],
+        }
+        self.document.setdefault("contexts", []).append(entry)
+        if not self.active_name:
+            self.use(name)
+        return Context(entry)
+
+    def use(self, name: str) -> None:
+        """Make ``name`` the active context."""
+        self.get(name)
+        # activeContext comes first in the real CLI's files; keep it there when adding it.
+        if "activeContext" not in self.document:
+            self.document = {"activeContext": name, **self.document}
+        self.document["activeContext"] = name
+
+    def save(self) -> None:
+        """Write the document atomically (owner read/write only)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(self.document, sort_keys=False, default_flow_style=False)
+        fd, temporary = tempfile.mkstemp(prefix=".config-", suffix=".yaml", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(temporary, 0o600)
+            os.replace(temporary, self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+def _check_document(path: Path, document: Any) -> None:
+    if not isinstance(document, Mapping):
+        raise InvalidArgument(f"{path}: the contexts file must be a mapping")
+    contexts = document.get("contexts")
+    if contexts is None:
+        return
+    if not isinstance(contexts, list):
+        raise InvalidArgument(f"{path}: contexts: must be a list")
+    for index, entry in enumerate(contexts):
+        if not isinstance(entry, dict):
+            raise InvalidArgument(f"{path}: contexts[{index}]: must be a mapping")
+        for key in ("name", "address"):
+            if not isinstance(entry.get(key, ""), str):
+                raise InvalidArgument(f"{path}: contexts[{index}].{key}: must be a string")

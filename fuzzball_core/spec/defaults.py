@@ -1,0 +1,84 @@
+"""Applying ``defaults.job`` to the steps of a workflow.
+
+Job values win. ``env`` merges by variable name, ``mounts`` by path, ``resource`` field by
+field (``devices`` and ``annotations`` by key). ``policy`` merges field by field except
+``retry``, which is inherited whole and only by jobs that declare neither ``retry`` nor
+``restart`` (Fuzzball 4.4). Services take ``env``, ``mounts`` and ``resource`` from the
+defaults, never ``policy``, since services have no execution policy.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from fuzzball_core.spec.models import DefaultJob, Job, Retry, Service, Workflow
+
+_Model = TypeVar("_Model", bound=BaseModel)
+_Step = TypeVar("_Step", Job, Service)
+
+
+def merge_env(defaults: list[str] | None, own: list[str] | None) -> list[str] | None:
+    """Defaults first, minus variables the step sets itself, then the step's own entries."""
+    if not defaults:
+        return own
+    if not own:
+        return list(defaults)
+    own_keys = {entry.partition("=")[0] for entry in own}
+    return [e for e in defaults if e.partition("=")[0] not in own_keys] + list(own)
+
+
+def merge_models(defaults: _Model | None, own: _Model | None) -> _Model | None:
+    """Field-by-field merge of two models of one type; ``own``'s set fields win.
+
+    Nested models merge recursively, dicts merge by key, a ``Retry`` is taken whole.
+    """
+    if defaults is None:
+        return own
+    if own is None:
+        return defaults
+    update = {}
+    for name in type(own).model_fields:
+        mine, inherited = getattr(own, name), getattr(defaults, name)
+        if inherited is None:
+            continue
+        if mine is None:
+            update[name] = inherited
+        elif isinstance(mine, BaseModel) and not isinstance(mine, Retry):
+            update[name] = merge_models(inherited, mine)
+        elif isinstance(mine, dict) and isinstance(inherited, dict):
+            update[name] = {**inherited, **mine}
+    return own.model_copy(update=update) if update else own
+
+
+def apply_defaults(step: _Step, defaults: DefaultJob | None) -> _Step:
+    """Return ``step`` with ``defaults`` applied (the step itself is not modified)."""
+    if defaults is None:
+        return step
+    update: dict[str, object] = {}
+    env = merge_env(defaults.env, step.env)
+    if env is not step.env:
+        update["env"] = env
+    if defaults.mounts:
+        update["mounts"] = {**defaults.mounts, **(step.mounts or {})}
+    if defaults.resource is not None:
+        update["resource"] = merge_models(defaults.resource, step.resource)
+    if isinstance(step, Job) and defaults.policy is not None:
+        update["policy"] = merge_models(defaults.policy, step.policy)
+    return step.model_copy(update=update) if update else step
+
+
+def effective_jobs(workflow: Workflow) -> dict[str, Job]:
+    """Every job of ``workflow`` with ``defaults.job`` applied, in file order."""
+    defaults = workflow.defaults.job if workflow.defaults else None
+    return {name: apply_defaults(job, defaults) for name, job in (workflow.jobs or {}).items()}
+
+
+def effective_services(workflow: Workflow) -> dict[str, Service]:
+    """Every service of ``workflow`` with ``defaults.job`` env, mounts and resource applied."""
+    defaults = workflow.defaults.job if workflow.defaults else None
+    return {
+        name: apply_defaults(service, defaults)
+        for name, service in (workflow.services or {}).items()
+    }

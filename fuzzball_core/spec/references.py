@@ -1,0 +1,239 @@
+"""Rules that relate one part of a workflow to another.
+
+These run on the normalized (v4-shaped) document rather than on the typed model, so they are
+reported together with every field error even when other parts of the file are malformed:
+anything of the wrong shape is skipped here because the model reports it.
+
+Checked: at least one job or service; jobs and services do not share names; every dependency
+names a job or service, ``RUNNING`` dependencies name services, and dependencies form no
+cycle; every mount names a declared volume; workflow-built images are not built from each
+other in a cycle; every endpoint proxies to a declared port and endpoint names are unique.
+Warned: nameless persistent volume references, and ``policy.retry`` without ``on``.
+Cycle detection is linear in the number of steps and dependencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+Violation = tuple[str, str]
+_BUILT_IMAGE_SCHEMES = ("fuzzball://", "fb://")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[str]]:
+    """Return (errors, warnings) for the cross-references of a normalized document."""
+    errors: list[Violation] = []
+    warnings: list[str] = []
+    jobs = _mapping(document.get("jobs"))
+    services = _mapping(document.get("services"))
+    volumes = _mapping(document.get("volumes"))
+    if not jobs and not services:
+        errors.append(("jobs", "a workflow needs at least one job or service"))
+    for name in services:
+        if name in jobs:
+            errors.append((f"services.{name}", f"a job is also named {name}"))
+
+    _check_volumes(volumes, warnings)
+    defaults = _mapping(_mapping(document.get("defaults")).get("job"))
+    _check_mounts(defaults.get("mounts"), "defaults.job", volumes, errors)
+    _check_retry(defaults.get("policy"), "defaults.job", warnings)
+
+    step_kinds = {name: "jobs" for name in jobs}
+    step_kinds.update({name: "services" for name in services if name not in jobs})
+    dependencies: dict[str, list[tuple[int, str]]] = {}
+    for section, steps in (("jobs", jobs), ("services", services)):
+        for name, step in steps.items():
+            if not isinstance(step, dict):
+                continue
+            path = f"{section}.{name}"
+            _check_mounts(step.get("mounts"), path, volumes, errors)
+            if section == "jobs":
+                _check_retry(step.get("policy"), path, warnings)
+            else:
+                _check_endpoints(step, path, errors)
+            if section == "services" and name in jobs:
+                continue  # already an error; keep the dependency graph keyed by unique names
+            dependencies[f"{section}.{name}"] = _step_dependencies(
+                step, path, step_kinds, services, errors
+            )
+    for cycle in find_cycles(dependencies):
+        first, second = cycle[0], cycle[1]
+        index = next(i for i, target in dependencies[first] if target == second)
+        chain = " -> ".join(cycle)
+        errors.append((f"{first}.depends-on[{index}].name", f"dependency cycle: {chain}"))
+
+    errors.extend(_check_image_builds(_mapping(document.get("images"))))
+    _check_unique_endpoint_names(services, errors)
+    return errors, warnings
+
+
+def _check_volumes(volumes: dict[str, Any], warnings: list[str]) -> None:
+    for name, volume in volumes.items():
+        reference = _mapping(volume).get("reference")
+        if not isinstance(reference, str):
+            continue
+        parts = [p for p in reference.removeprefix("volume://").split("/") if p]
+        if reference.startswith("volume://") and parts[1:] == ["persistent"]:
+            warnings.append(
+                f"volumes.{name}.reference: nameless persistent reference resolves to the "
+                f"default persistent volume; name it, e.g. volume://{parts[0]}/persistent/NAME"
+            )
+
+
+def _check_mounts(mounts: Any, path: str, volumes: dict[str, Any], errors: list[Violation]) -> None:
+    for location, mount in _mapping(mounts).items():
+        volume = _mapping(mount).get("volume")
+        if isinstance(volume, str) and volume and volume not in volumes:
+            errors.append(
+                (f"{path}.mounts.{location}.volume", f"volume {volume} is not declared in volumes")
+            )
+
+
+def _check_retry(policy: Any, path: str, warnings: list[str]) -> None:
+    retry = _mapping(policy).get("retry")
+    if isinstance(retry, dict) and not retry.get("on"):
+        warnings.append(
+            f"{path}.policy.retry.on: not set, so nothing is retried; "
+            "list node and/or exit codes to retry on"
+        )
+
+
+def _step_dependencies(
+    step: dict[str, Any],
+    path: str,
+    step_kinds: dict[str, str],
+    services: dict[str, Any],
+    errors: list[Violation],
+) -> list[tuple[int, str]]:
+    """Check ``depends-on`` and return (index, "section.name") for each valid entry."""
+    found: list[tuple[int, str]] = []
+    for index, dependency in enumerate(_list(step.get("depends-on"))):
+        if not isinstance(dependency, dict):
+            continue
+        name = dependency.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        section = step_kinds.get(name)
+        if section is None:
+            errors.append(
+                (f"{path}.depends-on[{index}].name", f"no job or service is named {name}")
+            )
+            continue
+        status = dependency.get("status")
+        if isinstance(status, str) and status.upper() == "RUNNING" and name not in services:
+            errors.append(
+                (f"{path}.depends-on[{index}].status", "RUNNING applies to services only")
+            )
+        found.append((index, f"{section}.{name}"))
+    return found
+
+
+def find_cycles(graph: dict[str, list[tuple[int, str]]]) -> list[list[str]]:
+    """Return cycles of ``graph`` (node -> [(index, node it depends on)]), each closed.
+
+    Kahn's algorithm removes every node that is not on or behind a cycle; from what remains,
+    following any remaining dependency must return to a node already seen, which closes a
+    cycle. Each node is visited a bounded number of times, so this is O(nodes + edges).
+    A cycle is written in dependency order and repeats its first node at the end:
+    ``["jobs.a", "jobs.b", "jobs.a"]`` means a depends on b, which depends on a.
+    """
+    pending = {node: len({target for _, target in targets}) for node, targets in graph.items()}
+    dependents: dict[str, list[str]] = {node: [] for node in graph}
+    for node, targets in graph.items():
+        for target in {target for _, target in targets}:
+            dependents.setdefault(target, []).append(node)
+            pending.setdefault(target, 0)
+    ready = [node for node, count in pending.items() if count == 0]
+    while ready:
+        node = ready.pop()
+        for dependent in dependents.get(node, ()):
+            pending[dependent] -= 1
+            if pending[dependent] == 0:
+                ready.append(dependent)
+    remaining = {node for node, count in pending.items() if count > 0}
+    cycles: list[list[str]] = []
+    visited: set[str] = set()
+    for start in _in_order(graph, remaining):
+        if start in visited:
+            continue
+        walk: list[str] = []
+        position: dict[str, int] = {}
+        node = start
+        while node not in position and node not in visited:
+            position[node] = len(walk)
+            walk.append(node)
+            node = next(t for _, t in graph.get(node, []) if t in remaining)
+        visited.update(walk)
+        if node in position:  # a new cycle, not a path into one already reported
+            cycle = walk[position[node] :]
+            cycles.append([*cycle, cycle[0]])
+    return cycles
+
+
+def _in_order(graph: dict[str, Any], nodes: set[str]) -> Iterable[str]:
+    return (node for node in graph if node in nodes)
+
+
+def built_image_name(uri: Any, images: dict[str, Any]) -> str | None:
+    """The ``images`` key a ``fuzzball://SCOPE/NAME`` URI refers to, if the workflow builds it."""
+    if not isinstance(uri, str) or not uri.startswith(_BUILT_IMAGE_SCHEMES):
+        return None
+    scope, _, name = uri.split("://", 1)[1].partition("/")
+    image = images.get(name)
+    if not isinstance(image, dict):
+        return None
+    declared = image.get("scope")
+    declared_scope = declared.lower() if isinstance(declared, str) else "user"
+    return name if scope == declared_scope else None
+
+
+def _check_image_builds(images: dict[str, Any]) -> list[Violation]:
+    graph: dict[str, list[tuple[int, str]]] = {}
+    for name, image in images.items():
+        source = _mapping(_mapping(image).get("from")).get("uri")
+        parent = built_image_name(source, images)
+        graph[f"images.{name}"] = [(0, f"images.{parent}")] if parent is not None else []
+    return [
+        (f"{cycle[0]}.from.uri", f"image build cycle: {' -> '.join(cycle)}")
+        for cycle in find_cycles(graph)
+    ]
+
+
+def _check_endpoints(service: dict[str, Any], path: str, errors: list[Violation]) -> None:
+    network = _mapping(service.get("network"))
+    ports = {port.get("name") for port in _list(network.get("ports")) if isinstance(port, dict)}
+    for index, endpoint in enumerate(_list(network.get("endpoints"))):
+        port_name = _mapping(endpoint).get("port-name")
+        if isinstance(port_name, str) and port_name and port_name not in ports:
+            errors.append(
+                (
+                    f"{path}.network.endpoints[{index}].port-name",
+                    f"no port named {port_name} in network.ports",
+                )
+            )
+
+
+def _check_unique_endpoint_names(services: dict[str, Any], errors: list[Violation]) -> None:
+    seen: dict[str, str] = {}
+    for name, service in services.items():
+        network = _mapping(_mapping(service).get("network"))
+        for index, endpoint in enumerate(_list(network.get("endpoints"))):
+            endpoint_name = _mapping(endpoint).get("name")
+            if not isinstance(endpoint_name, str):
+                continue
+            path = f"services.{name}.network.endpoints[{index}].name"
+            if endpoint_name in seen:
+                errors.append(
+                    (path, f"endpoint {endpoint_name} is already declared at {seen[endpoint_name]}")
+                )
+            else:
+                seen[endpoint_name] = path

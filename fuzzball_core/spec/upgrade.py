@@ -1,0 +1,196 @@
+"""Bringing a loaded workflow document into version 4 form, and writing v4 YAML.
+
+Submission, ``fuzzball workflow validate`` and ``fuzzball workflow upgrade`` all read a file
+the same way: load it, run ``normalize_document`` (which upgrades v1 and applies the reading
+rules every version shares), then validate the result as a v4 model.
+
+v1 differs from v4 in two places: ``requires: [NAME, ...]`` becomes ``depends-on`` entries
+with ``status: FINISHED``, and mounts keyed by volume (``{VOLUME: {location: PATH}}``) are
+re-keyed by path (``{PATH: {volume: VOLUME}}``), in jobs, services and ``defaults.job``.
+Reading rules for both versions: ``policy.restart: on-node-fault`` is read as
+``policy.retry: {on: [node]}`` with a deprecation warning, and ``policy`` on a service is
+dropped with a warning.
+
+The functions here never trust the document's shape: anything malformed is left in place
+for the typed model to report, so every error is reported once, at its path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+SUPPORTED_VERSIONS = ("v1", "v4")
+_STEP_SECTIONS = ("jobs", "services")
+
+
+@dataclass
+class NormalizedDocument:
+    """A document in v4 form plus what reading it produced."""
+
+    document: Any
+    #: The version the file declared ("v1" or "v4"); None when it declared no usable one.
+    source_version: str | None
+    warnings: list[str] = field(default_factory=list)
+    #: (path, message) problems found while upgrading (before the typed model sees it).
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    #: v4 path -> the path the user wrote in the v1 file, for error messages.
+    path_aliases: dict[str, str] = field(default_factory=dict)
+
+    def written_path(self, path: str) -> str:
+        """Translate a v4 field path back to where the user wrote that field."""
+        if not self.path_aliases:
+            return path
+        probe = path
+        while probe:
+            written = self.path_aliases.get(probe)
+            if written is not None:
+                return written + path[len(probe) :]
+            cut = max(probe.rfind("."), probe.rfind("["))
+            probe = probe[:cut] if cut > 0 else ""
+        return path
+
+
+def normalize_document(document: Any) -> NormalizedDocument:
+    """Return ``document`` (already loaded) in v4 form; the input is never modified."""
+    if not isinstance(document, dict):
+        result = NormalizedDocument(document, None)
+        result.errors.append(("", "a workflow file is a YAML mapping with version and jobs"))
+        return result
+    version = document.get("version")
+    if version not in SUPPORTED_VERSIONS:
+        result = NormalizedDocument(document, None)
+        problem = "is required" if version is None else "must be v1 or v4"
+        result.errors.append(("version", f"{problem} (v1 files are upgraded to v4)"))
+        return result
+    result = NormalizedDocument(dict(document), version)
+    doc = result.document
+    doc["version"] = "v4"
+    upgrading = version == "v1"
+    defaults = doc.get("defaults")
+    if isinstance(defaults, dict) and isinstance(defaults.get("job"), dict):
+        job_defaults = dict(defaults["job"])
+        doc["defaults"] = {**defaults, "job": job_defaults}
+        if upgrading:
+            _rekey_mounts(job_defaults, "defaults.job", result)
+        _read_restart(job_defaults, "defaults.job", result)
+    for section in _STEP_SECTIONS:
+        steps = doc.get(section)
+        if not isinstance(steps, dict):
+            continue
+        doc[section] = steps = dict(steps)
+        for name, step in steps.items():
+            if not isinstance(step, dict):
+                continue
+            steps[name] = step = dict(step)
+            path = f"{section}.{name}"
+            if upgrading:
+                _rekey_mounts(step, path, result)
+            _read_requires(step, path, result, upgrading)
+            if section == "services":
+                if "policy" in step:
+                    del step["policy"]
+                    result.warnings.append(
+                        f"{path}.policy: services have no execution policy; ignored"
+                    )
+            else:
+                _read_restart(step, path, result)
+    return result
+
+
+def _rekey_mounts(step: dict[str, Any], path: str, result: NormalizedDocument) -> None:
+    """v1 ``{VOLUME: {location: PATH}}`` -> v4 ``{PATH: {volume: VOLUME}}``."""
+    mounts = step.get("mounts")
+    if not isinstance(mounts, dict):
+        return
+    rekeyed: dict[str, Any] = {}
+    for volume, mount in mounts.items():
+        written = f"{path}.mounts.{volume}"
+        location = mount.get("location") if isinstance(mount, dict) else None
+        if not isinstance(location, str) or not location:
+            result.errors.append((f"{written}.location", "is required (the path to mount at)"))
+            continue
+        extra = sorted(k for k in mount if k != "location")
+        if extra:
+            result.errors.append((f"{written}.{extra[0]}", "unknown field"))
+            continue
+        if location in rekeyed:
+            other = rekeyed[location]["volume"]
+            result.errors.append(
+                (f"{written}.location", f"{location} is already the mount point of volume {other}")
+            )
+            continue
+        rekeyed[location] = {"volume": volume}
+        result.path_aliases[f"{path}.mounts.{location}.volume"] = written
+        result.path_aliases[f"{path}.mounts.{location}"] = written
+    step["mounts"] = rekeyed
+
+
+def _read_requires(
+    step: dict[str, Any], path: str, result: NormalizedDocument, upgrading: bool
+) -> None:
+    """``requires: [NAME]`` -> ``depends-on: [{name: NAME, status: FINISHED}]``."""
+    if "requires" not in step:
+        return
+    requires = step.pop("requires")
+    if requires is None:
+        return
+    if "depends-on" in step:
+        result.warnings.append(f"{path}.requires: ignored because depends-on is set")
+        return
+    if not isinstance(requires, list):
+        result.errors.append((f"{path}.requires", "must be a list of job or service names"))
+        return
+    if not upgrading:
+        result.warnings.append(f"{path}.requires: deprecated, read as depends-on (FINISHED)")
+    dependencies = []
+    for index, name in enumerate(requires):
+        if not isinstance(name, str):
+            result.errors.append((f"{path}.requires[{index}]", "must be a job or service name"))
+            continue
+        written = f"{path}.requires[{index}]"
+        result.path_aliases[f"{path}.depends-on[{len(dependencies)}]"] = written
+        result.path_aliases[f"{path}.depends-on[{len(dependencies)}].name"] = written
+        dependencies.append({"name": name, "status": "FINISHED"})
+    step["depends-on"] = dependencies
+
+
+def _read_restart(step: dict[str, Any], path: str, result: NormalizedDocument) -> None:
+    """``policy.restart: on-node-fault`` -> ``policy.retry: {on: [node]}``, with a warning."""
+    policy = step.get("policy")
+    if not isinstance(policy, dict) or "restart" not in policy or "retry" in policy:
+        return  # both set is an error the model reports; anything malformed too
+    restart = policy["restart"]
+    if not isinstance(restart, str) or restart.strip().lower() != "on-node-fault":
+        return
+    policy = {k: v for k, v in policy.items() if k != "restart"}
+    policy["retry"] = {"on": ["node"]}
+    step["policy"] = policy
+    result.path_aliases[f"{path}.policy.retry"] = f"{path}.policy.restart"
+    result.warnings.append(f"{path}.policy.restart: deprecated, read as retry: {{on: [node]}}")
+
+
+class _WorkflowDumper(yaml.SafeDumper):
+    """Writes scripts and other multi-line text as literal blocks, keys in model order."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_WorkflowDumper.add_representer(str, _represent_text)
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    """Write plain data as block-style YAML, keeping key order and multi-line text readable."""
+    return yaml.dump(
+        data,
+        Dumper=_WorkflowDumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=100,
+    )
