@@ -56,19 +56,32 @@ setup(
         "platformdirs>=4",
         "grpcio>=1.60",
         "protobuf>=4.25",
+        "httpx>=0.27",
+        "SQLAlchemy>=2.0",
+        "alembic>=1.13",
+        "psycopg[binary]>=3.1",
+        "aiohttp>=3.9",
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.5"],
+        "test": [
+            "pytest>=8",
+            "hypothesis>=6.100",
+            "ruff>=0.5",
+            "bcrypt>=4",  # htpasswd entries for the private test registry
+            "cryptography>=42",  # signs the test registry's bearer tokens
+        ],
     },
     entry_points={
         "console_scripts": [
             "fuzzball = fuzzball_core.cli.main:main",
-            "fuzzball-orchestrate = fuzzball_core.services:orchestrate_main",
+            "fuzzball-orchestrate = fuzzball_core.orchestrate.server:main",
             "fuzzball-substrate = fuzzball_core.services:substrate_main",
             "fuzzball-federate = fuzzball_core.services:federate_main",
             "fuzzball-runtime = fuzzball_runtime.cli:main",
         ],
-        "fuzzball.schedulers": [],
+        "fuzzball.schedulers": [
+            "default = fuzzball_plugins.schedulers.default:DefaultScheduler",
+        ],
         "fuzzball.provisioners": [],
         "fuzzball.image_backends": [],
         "fuzzball.routers": [],

@@ -55,7 +55,7 @@ __all__ = [
 
 
 def format_bytes(size: int) -> str:
-    """``size`` bytes in the largest binary unit that keeps it readable: ``512 GiB``, ``1.5 TiB``."""
+    """``size`` bytes in the largest readable binary unit: ``512 GiB``, ``1.5 TiB``."""
     value = float(size)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024 or unit == "TiB":

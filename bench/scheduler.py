@@ -1,0 +1,319 @@
+"""Benchmark the default scheduler's placement core on a synthetic cluster.
+
+    python bench/scheduler.py [--nodes 10000] [--jobs 100000] [--seed 1] [--profile]
+
+The cluster mixes node shapes (small, standard and large CPU nodes, high-memory nodes, GPU nodes
+with 4 or 8 GPUs), zone and fabric annotations, about 3% held nodes (cordon, evict,
+deprovision from admin, monitoring and provisioner), 1% not ready and a few GPU nodes whose
+device plugin failed. Jobs mix sizes from 1 core to 4-node and exclusive jobs, some with GPUs,
+some with annotations, mostly with an expected runtime (their timeout).
+
+Three measurements, each timing only the scheduler's own calls (schedule, release):
+
+1. fill: one pass over every job on the empty cluster (placements, then reservations,
+   estimated starts and diagnoses for everything left waiting);
+2. cost per decision at 1,000 and at the full node count, on the same job mix, to show it does
+   not grow with the number of nodes;
+3. churn: jobs arrive over time slightly faster than the cluster drains them, a pass runs every
+   10 simulated seconds, jobs end at a random fraction of their timeout and are released;
+   runs until every job has been placed.
+
+The last line is ``placements/s: N``: placements divided by scheduler time over the churn run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import heapq
+import pstats
+import random
+import time
+from collections.abc import Iterator
+
+from fuzzball_core.scheduling import (
+    Hold,
+    JobRequest,
+    NodeInfo,
+    ReasonCode,
+    Resources,
+)
+from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+GiB = 1 << 30
+GPU = "nvidia.com/gpu"
+
+# (weight, cores, memory GiB, gpus, extra annotations)
+NODE_SHAPES = [
+    (0.05, 8, 32, 0, {}),
+    (0.45, 32, 128, 0, {}),
+    (0.25, 64, 256, 0, {"fabric": "ib"}),
+    (0.07, 96, 2048, 0, {"memory": "high"}),
+    (0.12, 48, 512, 4, {"gpu": "a100"}),
+    (0.06, 112, 2048, 8, {"gpu": "h100", "fabric": "ib"}),
+]
+
+# (weight, cores, memory GiB, gpus, nodes, exclusive)
+JOB_SHAPES = [
+    (0.30, 1, 2, 0, 1, False),
+    (0.22, 4, 16, 0, 1, False),
+    (0.12, 16, 64, 0, 1, False),
+    (0.07, 32, 200, 0, 1, False),
+    (0.03, 24, 1024, 0, 1, False),
+    (0.07, 8, 64, 1, 1, False),
+    (0.03, 16, 128, 4, 1, False),
+    (0.04, 1, 1, 0, 1, True),
+    (0.04, 16, 64, 0, 2, False),
+    (0.02, 32, 128, 0, 4, False),
+    (0.01, 8, 64, 8, 2, False),
+]
+RUNTIMES = [300.0, 600.0, 1800.0, 3600.0, 7200.0]
+HOLDS = [
+    Hold("cordon", "admin", "maintenance", "root", 0.0),
+    Hold("cordon", "monitoring", "memory errors", "alertmanager", 0.0),
+    Hold("evict", "monitoring", "GPU uncorrectable ECC", "alertmanager", 0.0),
+    Hold("deprovision", "provisioner", "idle pool shrink", "provisioner", 0.0),
+]
+
+
+def make_nodes(count: int, rng: random.Random) -> list[NodeInfo]:
+    """A synthetic cluster of ``count`` nodes."""
+    weights = [shape[0] for shape in NODE_SHAPES]
+    nodes = []
+    for i in range(count):
+        _, cores, memory, gpus, extra = rng.choices(NODE_SHAPES, weights)[0]
+        roll = rng.random()
+        holds = (rng.choice(HOLDS),) if roll < 0.03 else ()
+        nodes.append(
+            NodeInfo(
+                id=f"node-{i:05d}",
+                capacity=Resources(cores, memory * GiB, {GPU: gpus} if gpus else {}),
+                annotations={"zone": "a" if i % 2 else "b", **extra},
+                holds=holds,
+                ready=not 0.03 <= roll < 0.04,
+                device_plugin_failed=bool(gpus) and rng.random() < 0.02,
+            )
+        )
+    return nodes
+
+
+def make_jobs(count: int, rng: random.Random, arrival_rate: float) -> list[JobRequest]:
+    """``count`` synthetic jobs arriving at ``arrival_rate`` per second on average."""
+    weights = [shape[0] for shape in JOB_SHAPES]
+    jobs = []
+    now = 0.0
+    for i in range(count):
+        now += rng.expovariate(arrival_rate)
+        _, cores, memory, gpus, nodes, exclusive = rng.choices(JOB_SHAPES, weights)[0]
+        annotations = {}
+        roll = rng.random()
+        if roll < 0.15:
+            annotations["zone"] = rng.choice("ab")
+        elif roll < 0.20:
+            annotations["fabric"] = "ib"
+        if gpus and rng.random() < 0.3:
+            annotations["gpu"] = "h100"
+        jobs.append(
+            JobRequest(
+                id=f"job-{i:06d}",
+                resources=Resources(cores, memory * GiB, {GPU: gpus} if gpus else {}),
+                nodes=nodes,
+                exclusive=exclusive,
+                annotations=annotations,
+                submitted_at=now,
+                priority=10 if rng.random() < 0.05 else 0,
+                expected_runtime=None if rng.random() < 0.03 else rng.choice(RUNTIMES),
+            )
+        )
+    return jobs
+
+
+def actual_runtime(job: JobRequest, rng: random.Random) -> float:
+    """How long a job really runs: a random part of its timeout (an hour when it has none)."""
+    return (job.expected_runtime or 3600.0) * rng.uniform(0.2, 1.0)
+
+
+def fill(nodes: list[NodeInfo], jobs: list[JobRequest]) -> tuple[int, int, float]:
+    """One pass over ``jobs`` on the empty cluster: (placed, waiting, seconds)."""
+    scheduler = DefaultScheduler()
+    for node in nodes:
+        scheduler.upsert_node(node)
+    started = time.perf_counter()
+    result = scheduler.schedule(jobs, now=0.0)
+    elapsed = time.perf_counter() - started
+    return len(result.placements), len(result.diagnoses), elapsed
+
+
+def decision_cost(nodes: list[NodeInfo], seed: int) -> tuple[float, float]:
+    """Microseconds per placement and per diagnosed failure on a cluster over half full.
+
+    The background and the placement probes are single-node jobs of 1 to 16 cores; the
+    placement figure is one pass of up to 2,000 probes that all fit. Failures: one pass of
+    1,000 jobs of distinct shapes (so none shares a survey) that ask for a pool of nodes
+    whose every core is taken; each is surveyed over the whole cluster. Estimated starts are
+    off here: they are one replay per pass, not a cost per decision.
+    """
+    rng = random.Random(seed)
+    pool = {node.id for node in nodes[:: max(1, len(nodes) // 50)] if node.takes_new_work}
+    scheduler = DefaultScheduler({"estimate_starts": False})
+    for info in nodes:
+        if info.id in pool:
+            info = NodeInfo(
+                info.id, info.capacity, {**info.annotations, "pool": "probe"}, info.holds
+            )
+        scheduler.upsert_node(info)
+    for node_id in pool:
+        capacity = scheduler.node_usage(node_id).capacity
+        filler = JobRequest(f"pool-{node_id}", Resources(capacity.cores, 0), expected_runtime=1)
+        scheduler.allocate(filler, [node_id], started_at=0.0)
+    total_cores = sum(node.capacity.cores for node in nodes)
+    background = []
+    used = 0
+    for job in make_jobs(len(nodes) * 10, rng, arrival_rate=1.0):
+        if _small_single_node(job):
+            background.append(job)
+            used += job.resources.cores
+            if used >= 0.6 * total_cores:
+                break
+    scheduler.schedule(background, now=0.0)
+
+    # as many probes as fit comfortably in what is left, up to 2,000
+    probes = []
+    probe_cores = 0
+    for i, job in enumerate(make_jobs(4000, rng, 1.0)):
+        if not _small_single_node(job):
+            continue
+        probe_cores += job.resources.cores
+        if len(probes) == 2000 or probe_cores > 0.1 * total_cores:
+            break
+        probes.append(JobRequest(f"probe-{i}", job.resources, submitted_at=i))
+    started = time.perf_counter()
+    result = scheduler.schedule(probes, now=0.0)
+    place_us = (time.perf_counter() - started) / max(len(result.placements), 1) * 1e6
+    assert len(result.placements) == len(probes), "every placement probe should fit"
+    for placement in result.placements:
+        scheduler.release(placement.job_id)
+
+    failures = [
+        JobRequest(
+            f"fail-{i}",
+            Resources(1, (i + 1) << 20),
+            annotations={"pool": "probe"},
+            submitted_at=i,
+            expected_runtime=600.0,
+        )
+        for i in range(1000)
+    ]
+    started = time.perf_counter()
+    result = scheduler.schedule(failures, now=0.0)
+    fail_us = (time.perf_counter() - started) / max(len(result.diagnoses), 1) * 1e6
+    assert not result.placements, "the probe pool should be full"
+    return place_us, fail_us
+
+
+def _small_single_node(job: JobRequest) -> bool:
+    return (
+        job.nodes == 1
+        and not job.exclusive
+        and not job.resources.devices
+        and (job.resources.cores <= 16)
+    )
+
+
+def churn(
+    nodes: list[NodeInfo], jobs: list[JobRequest], rng: random.Random, interval: float
+) -> dict[str, float]:
+    """Simulate arrivals, passes every ``interval`` seconds and job ends until all are placed."""
+    scheduler = DefaultScheduler()
+    for node in nodes:
+        scheduler.upsert_node(node)
+    arrivals: Iterator[JobRequest] = iter(jobs)
+    upcoming = next(arrivals, None)
+    pending: dict[str, JobRequest] = {}
+    ends: list[tuple[float, str]] = []
+    sched_time = 0.0
+    placements = passes = queue_total = 0
+    now = 0.0
+    while upcoming is not None or pending:
+        now += interval
+        while upcoming is not None and upcoming.submitted_at <= now:
+            pending[upcoming.id] = upcoming
+            upcoming = next(arrivals, None)
+        started = time.perf_counter()
+        while ends and ends[0][0] <= now:
+            scheduler.release(heapq.heappop(ends)[1])
+        result = scheduler.schedule(list(pending.values()), now)
+        sched_time += time.perf_counter() - started
+        passes += 1
+        queue_total += len(pending)
+        for placement in result.placements:
+            job = pending.pop(placement.job_id)
+            heapq.heappush(ends, (now + actual_runtime(job, rng), job.id))
+        placements += len(result.placements)
+        for diagnosis in result.diagnoses.values():
+            # the engine rejects these at submission; they would wait forever
+            if diagnosis.reason == ReasonCode.INFEASIBLE:
+                del pending[diagnosis.job_id]
+        if not ends and not result.placements and upcoming is None:
+            break  # nothing runs and nothing could start: the rest can never be placed
+    return {
+        "placements": placements,
+        "seconds": sched_time,
+        "passes": passes,
+        "mean_queue": queue_total / max(passes, 1),
+        "simulated_hours": now / 3600,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run the three measurements and print their figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10000)
+    parser.add_argument("--jobs", type=int, default=100000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes")
+    parser.add_argument("--profile", action="store_true", help="cProfile the churn run")
+    args = parser.parse_args(argv)
+
+    rng = random.Random(args.seed)
+    nodes = make_nodes(args.nodes, rng)
+    # arrivals a little faster than the cluster drains them, so a queue builds up
+    total_cores = sum(node.capacity.cores for node in nodes)
+    arrival_rate = total_cores / 11.0 / 1750.0 * 1.1
+    jobs = make_jobs(args.jobs, rng, arrival_rate)
+    held = sum(1 for node in nodes if node.holds)
+    gpu_nodes = sum(1 for node in nodes if node.capacity.devices)
+    print(f"cluster: {len(nodes)} nodes ({gpu_nodes} with GPUs, {held} held), {total_cores} cores")
+    print(f"jobs: {len(jobs)} arriving over {jobs[-1].submitted_at / 3600:.1f} h")
+
+    placed, waiting, seconds = fill(nodes, jobs)
+    print(
+        f"fill pass: {placed} placed, {waiting} diagnosed in {seconds:.2f} s "
+        f"({(placed + waiting) / seconds:,.0f} decisions/s)"
+    )
+
+    small = nodes[: max(1, args.nodes // 10)]
+    for label, subset in (("1/10 of the nodes", small), ("all nodes", nodes)):
+        place_us, fail_us = decision_cost(subset, args.seed)
+        print(
+            f"cost per decision, {len(subset)} nodes ({label}): "
+            f"{place_us:.1f} us per placement, {fail_us:.1f} us per diagnosed failure"
+        )
+
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler:
+        profiler.enable()
+    stats = churn(nodes, jobs, random.Random(args.seed), args.interval)
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    print(
+        f"churn: {stats['placements']:.0f} placements in {stats['passes']:.0f} passes over "
+        f"{stats['simulated_hours']:.1f} simulated hours, mean queue {stats['mean_queue']:.0f} "
+        f"jobs, scheduler time {stats['seconds']:.2f} s"
+    )
+    print(f"placements/s: {stats['placements'] / stats['seconds']:.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Resources(_message.Message):
+    __slots__ = ("cores", "memory", "devices")
+    class DevicesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    cores: int
+    memory: int
+    devices: _containers.ScalarMap[str, int]
+    def __init__(self, cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version")
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_PLUGIN_FAILED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    capacity: Resources
+    annotations: _containers.ScalarMap[str, str]
+    device_plugin_failed: bool
+    version: str
+    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
+
+class RegisterResponse(_message.Message):
+    __slots__ = ("node_id", "lease_seconds")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    lease_seconds: float
+    def __init__(self, node_id: _Optional[str] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("node_id", "running_run_ids")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    running_run_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node_id: _Optional[str] = ..., running_run_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RunStarted(_message.Message):
+    __slots__ = ("run_id", "time")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    time: float
+    def __init__(self, run_id: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
+
+class RunExited(_message.Message):
+    __slots__ = ("run_id", "exit_code", "signal", "oom_killed", "timed_out", "canceled", "message", "time", "metering_json")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    CANCELED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    METERING_JSON_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    exit_code: int
+    signal: int
+    oom_killed: bool
+    timed_out: bool
+    canceled: bool
+    message: str
+    time: float
+    metering_json: str
+    def __init__(self, run_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., canceled: _Optional[bool] = ..., message: _Optional[str] = ..., time: _Optional[float] = ..., metering_json: _Optional[str] = ...) -> None: ...
+
+class LogData(_message.Message):
+    __slots__ = ("run_id", "stream", "data")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    stream: str
+    data: bytes
+    def __init__(self, run_id: _Optional[int] = ..., stream: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class NodeMessage(_message.Message):
+    __slots__ = ("hello", "heartbeat", "started", "exited", "log")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    heartbeat: Heartbeat
+    started: RunStarted
+    exited: RunExited
+    log: LogData
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_NAME_FIELD_NUMBER: _ClassVar[int]
+    HAS_TASK_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    workflow_id: str
+    stage_name: str
+    has_task: bool
+    task_id: int
+    job_json: str
+    timeout_seconds: float
+    node_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Cancel(_message.Message):
+    __slots__ = ("run_id", "reason")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    reason: str
+    def __init__(self, run_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("lease_seconds", "unknown_run_ids")
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    lease_seconds: float
+    unknown_run_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ControlMessage(_message.Message):
+    __slots__ = ("welcome", "assign", "cancel")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    assign: Assignment
+    cancel: Cancel
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""Orchestrate: the control plane (store, engine, scheduler loop, node stream, service layer)."""

@@ -1,0 +1,773 @@
+"""The workflow engine: stages move PENDING -> STARTED -> FINISHED | FAILED | CANCELED.
+
+All state lives in the database; the engine keeps only what it can rebuild from the rows
+(:meth:`Engine.recover`): the scheduler's view of nodes and running work, the runs waiting
+for placement, and parsed plans. It runs on Orchestrate's event loop thread. Every pass
+(:meth:`Engine.step`) is one transaction that applies what nodes reported, advances the
+workflows whose stages changed, and schedules waiting runs; messages to nodes and event
+hooks go out only after that transaction commits, so a node never sees work the database
+does not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.requests import job_payload, job_request, run_key, timeout_seconds
+from fuzzball_core.orchestrate.views import (
+    CANCELED,
+    FAILED,
+    FINISHED,
+    PENDING,
+    STARTED,
+    TERMINAL,
+    Principal,
+)
+from fuzzball_core.scheduling import Diagnosis, JobRequest, NodeInfo, Resources, Scheduler
+from fuzzball_core.spec import (
+    Condition,
+    ParsedWorkflow,
+    Plan,
+    StageKind,
+    parse_workflow,
+    plan_workflow,
+)
+from fuzzball_core.spec import Stage as PlanStage
+from fuzzball_core.store.models import Event, LogChunk, Node, Run, Stage, Workflow
+
+log = logging.getLogger(__name__)
+
+#: Run statuses beyond the stage ones: placed and sent to a node, not yet running.
+ASSIGNED = "ASSIGNED"
+LIVE_RUN = (ASSIGNED, STARTED)
+#: Node statuses.
+READY = "READY"
+OFFLINE = "OFFLINE"
+#: Tasks of an array without its own concurrency kept in flight at once: enough to fill
+#: any cluster's free slots between passes without materialising a huge array.
+DEFAULT_TASK_WINDOW = 512
+
+
+@dataclass
+class PendingRun:
+    """A run waiting for placement."""
+
+    run_id: int
+    workflow_id: str
+    stage_id: int
+    request: JobRequest
+
+
+@dataclass
+class Transaction:
+    """One engine pass's session, plus what to send and announce once it commits."""
+
+    session: Session
+    now: float
+    outbox: list[tuple[str, node_pb2.ControlMessage]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _PlanEntry:
+    parsed: ParsedWorkflow
+    plan: Plan
+    payloads: dict[str, str] = field(default_factory=dict)
+
+
+class Engine:
+    """Drives every workflow from submission to its end."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        scheduler: Scheduler,
+        hub: NodeHub,
+        *,
+        lease_seconds: float = 15.0,
+        event_hook: Callable[[dict[str, Any]], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.sessions = sessions
+        self.scheduler = scheduler
+        self.hub = hub
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self._event_hook = event_hook
+        self._pending: dict[str, PendingRun] = {}
+        self._plans: dict[str, _PlanEntry] = {}
+        self._dispatched: set[int] = set()
+        self._dirty: set[str] = set()
+        self._inbox: list[tuple[str, node_pb2.NodeMessage]] = []
+        self._node_names: dict[str, str] = {}
+        self._wake = asyncio.Event()
+        self.diagnoses: dict[str, Diagnosis] = {}
+
+    # -- plans ---------------------------------------------------------------------------------
+
+    def _plan(self, workflow: Workflow) -> _PlanEntry:
+        entry = self._plans.get(workflow.id)
+        if entry is None:
+            parsed = parse_workflow(workflow.definition_v4, source=f"workflow {workflow.id}")
+            entry = _PlanEntry(parsed, plan_workflow(parsed))
+            self._plans[workflow.id] = entry
+        return entry
+
+    def _payload(self, entry: _PlanEntry, stage_name: str) -> str:
+        payload = entry.payloads.get(stage_name)
+        if payload is None:
+            payload = job_payload(entry.plan.stages[stage_name].definition)
+            entry.payloads[stage_name] = payload
+        return payload
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    def _event(
+        self,
+        tx: Transaction,
+        kind: str,
+        message: str = "",
+        *,
+        workflow_id: str | None = None,
+        stage_name: str | None = None,
+        node_id: str | None = None,
+        **data: Any,
+    ) -> None:
+        tx.session.add(
+            Event(
+                time=tx.now,
+                kind=kind,
+                workflow_id=workflow_id,
+                stage_name=stage_name,
+                node_id=node_id,
+                message=message,
+                data=data,
+            )
+        )
+        tx.events.append(
+            {
+                "kind": kind,
+                "time": tx.now,
+                "workflow_id": workflow_id,
+                "stage": stage_name,
+                "node_id": node_id,
+                "message": message,
+                "data": data,
+            }
+        )
+
+    def _commit(self, tx: Transaction) -> None:
+        tx.session.commit()
+        for node_id, message in tx.outbox:
+            self.hub.send(node_id, message)
+        if self._event_hook is not None:
+            for event in tx.events:
+                try:
+                    self._event_hook(event)
+                except Exception:  # a plugin's failure must not touch the workflow
+                    log.exception("event hook failed for %s", event["kind"])
+
+    def _transaction(self) -> Transaction:
+        return Transaction(self.sessions(), self.clock())
+
+    def wake(self) -> None:
+        """Ask for a pass soon (safe to call many times)."""
+        self._wake.set()
+
+    # -- recovery ------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Rebuild the in-memory state from the database (at start-up)."""
+        now = self.clock()
+        with self.sessions() as session:
+            for node in session.scalars(select(Node)):
+                self._node_names[node.id] = node.name
+                self.scheduler.upsert_node(
+                    _node_info(node, ready=node.status == READY and node.lease_expires_at > now)
+                )
+            live = session.scalars(select(Run).where(Run.status.in_((PENDING, *LIVE_RUN))))
+            for run in live:
+                self._dispatched.add(run.stage_id)
+                workflow = session.get(Workflow, run.workflow_id)
+                stage = session.get(Stage, run.stage_id)
+                if workflow is None or stage is None:
+                    continue
+                definition = self._plan(workflow).plan.stages[stage.name].definition
+                request = job_request(run.id, definition, submitted_at=run.created_at)
+                if run.status == PENDING:
+                    self._pending[request.id] = PendingRun(
+                        run.id, run.workflow_id, run.stage_id, request
+                    )
+                else:
+                    self.scheduler.allocate(request, run.node_ids, started_at=run.started_at)
+            for stage_id in session.scalars(select(Run.stage_id).distinct()):
+                self._dispatched.add(stage_id)
+            active = session.scalars(
+                select(Workflow.id).where(Workflow.status.in_((PENDING, STARTED)))
+            )
+            self._dirty.update(active)
+        self.wake()
+
+    # -- submission ----------------------------------------------------------------------------
+
+    def submit(
+        self, who: Principal, parsed: ParsedWorkflow, raw_specification: str, name: str
+    ) -> str:
+        """Store a validated workflow and its stages; return its id.
+
+        A job that no registered node could hold even when idle is refused here, naming the
+        request and the largest node.
+        """
+        plan = plan_workflow(parsed)
+        self._check_feasible(plan)
+        workflow_id = str(uuid.uuid4())
+        tx = self._transaction()
+        with tx.session:
+            tx.session.add(
+                Workflow(
+                    id=workflow_id,
+                    account_id=who.account_id,
+                    name=name,
+                    status=STARTED,
+                    raw_specification=raw_specification,
+                    definition_v4=parsed.to_yaml(),
+                    created_at=tx.now,
+                    started_at=tx.now,
+                )
+            )
+            tx.session.flush()  # the stages' foreign key needs the workflow row first
+            for stage_id in plan.topological_order():
+                planned = plan.stages[stage_id]
+                tx.session.add(
+                    Stage(
+                        workflow_id=workflow_id,
+                        name=stage_id,
+                        kind=planned.kind.value,
+                        status=PENDING,
+                        task_count=len(planned.tasks) if planned.tasks else None,
+                        created_at=tx.now,
+                    )
+                )
+            self._event(tx, "workflow_started", f"workflow {name} started",
+                        workflow_id=workflow_id)
+            self._commit(tx)
+        self._plans[workflow_id] = _PlanEntry(parsed, plan)
+        self._dirty.add(workflow_id)
+        self.wake()
+        return workflow_id
+
+    def _check_feasible(self, plan: Plan) -> None:
+        if not self._node_names:
+            return  # no node has ever registered: nothing to judge against yet
+        problems = []
+        for stage in plan:
+            if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
+                continue
+            diagnosis = self.scheduler.check_feasible(
+                job_request(0, stage.definition, submitted_at=0.0)
+            )
+            if diagnosis is not None:
+                problems.append((f"{stage.id}.resource", diagnosis.message))
+        if problems:
+            raise InvalidArgument(
+                "; ".join(f"{path}: {message}" for path, message in problems),
+                details=[{"field": p, "description": m} for p, m in problems],
+            )
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def stop(self, workflow_id: str, reason: str = "stopped by user") -> None:
+        """Cancel every stage not yet ended; running containers are told to stop."""
+        tx = self._transaction()
+        with tx.session:
+            workflow = tx.session.get(Workflow, workflow_id)
+            if workflow is None:
+                raise NotFound(f"workflow {workflow_id} not found")
+            if workflow.status in TERMINAL:
+                raise FailedPrecondition(
+                    f"workflow {workflow_id} already ended ({workflow.status})"
+                )
+            for stage in self._stages(tx.session, workflow_id):
+                if stage.status not in TERMINAL:
+                    self._end_stage(tx, stage, CANCELED, reason)
+            self._cancel_runs(tx, workflow_id, reason)
+            self._end_workflow(tx, workflow, CANCELED, reason)
+            self._commit(tx)
+
+    def _cancel_runs(
+        self, tx: Transaction, workflow_id: str, reason: str, *, stage_id: int | None = None
+    ) -> None:
+        query = select(Run).where(Run.workflow_id == workflow_id,
+                                  Run.status.in_((PENDING, *LIVE_RUN)))
+        if stage_id is not None:
+            query = query.where(Run.stage_id == stage_id)
+        for run in tx.session.scalars(query):
+            if run.status == PENDING:
+                self._pending.pop(run_key(run.id), None)
+                run.status = CANCELED
+                run.finished_at = tx.now
+                run.message = reason
+                continue
+            for node_id in run.node_ids:
+                tx.outbox.append(
+                    (node_id, node_pb2.ControlMessage(
+                        cancel=node_pb2.Cancel(run_id=run.id, reason=reason)))
+                )
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def register_node(
+        self,
+        name: str,
+        capacity: Resources,
+        annotations: dict[str, str],
+        *,
+        device_plugin_failed: bool = False,
+    ) -> str:
+        """Record a node (new, or returning under the same name); return its id."""
+        tx = self._transaction()
+        with tx.session:
+            node = tx.session.scalars(select(Node).where(Node.name == name)).first()
+            returning = node is not None
+            if node is None:
+                node = Node(id=str(uuid.uuid4()), name=name, registered_at=tx.now)
+                tx.session.add(node)
+            node.status = READY
+            node.cores = capacity.cores
+            node.memory = capacity.memory
+            node.devices = dict(capacity.devices)
+            node.annotations = dict(annotations)
+            node.last_seen = tx.now
+            node.lease_expires_at = tx.now + self.lease_seconds
+            self._node_names[node.id] = name
+            self.scheduler.upsert_node(
+                _node_info(node, ready=True, device_plugin_failed=device_plugin_failed)
+            )
+            self._event(
+                tx,
+                "node_registered",
+                f"node {name} {'re-registered' if returning else 'registered'}:"
+                f" {capacity.describe()}",
+                node_id=node.id,
+            )
+            self._commit(tx)
+        self.wake()
+        return node.id
+
+    def node_message(self, node_id: str, message: node_pb2.NodeMessage) -> None:
+        """Queue a message from a node's stream for the next pass."""
+        self._inbox.append((node_id, message))
+        self.wake()
+
+    def node_hello(self, node_id: str, known_run_ids: Iterable[int]) -> list[int]:
+        """A node (re)connected knowing these runs: reconcile, and return the ones to drop.
+
+        Runs assigned to the node that it never received are sent again; runs it should be
+        running but no longer knows failed with it; runs it knows that are over (or were
+        never ours) are returned so the node stops them.
+        """
+        known = set(known_run_ids)
+        tx = self._transaction()
+        unwanted: list[int] = []
+        with tx.session:
+            node = tx.session.get(Node, node_id)
+            if node is None:
+                raise NotFound(f"node {node_id} is not registered")
+            self._renew(tx, node)
+            for run in self._live_runs_on(tx.session, node_id):
+                if run.id in known:
+                    continue
+                if run.status == ASSIGNED:
+                    self._send_assignment(tx, run)
+                else:
+                    self._finish_run(
+                        tx, run, FAILED,
+                        f"node {node.name} restarted and no longer runs this job", None,
+                    )
+            for run_id in known:
+                run = tx.session.get(Run, run_id)
+                if run is None or run.status not in LIVE_RUN or node_id not in run.node_ids:
+                    unwanted.append(run_id)
+            self._commit(tx)
+        self.wake()
+        return unwanted
+
+    def _renew(self, tx: Transaction, node: Node) -> None:
+        node.last_seen = tx.now
+        node.lease_expires_at = tx.now + self.lease_seconds
+        if node.status != READY:
+            node.status = READY
+            self.scheduler.upsert_node(_node_info(node, ready=True))
+            self._event(tx, "node_online", f"node {node.name} is back", node_id=node.id)
+
+    def _live_runs_on(self, session: Session, node_id: str) -> list[Run]:
+        runs = session.scalars(select(Run).where(Run.status.in_(LIVE_RUN)))
+        return [run for run in runs if node_id in run.node_ids]
+
+    def _expire_leases(self, tx: Transaction) -> None:
+        expired = tx.session.scalars(
+            select(Node).where(Node.status == READY, Node.lease_expires_at < tx.now)
+        )
+        for node in expired:
+            node.status = OFFLINE
+            self.scheduler.upsert_node(_node_info(node, ready=False))
+            self._event(tx, "node_offline", f"node {node.name} stopped responding",
+                        node_id=node.id)
+            for run in self._live_runs_on(tx.session, node.id):
+                self._finish_run(tx, run, FAILED, f"node {node.name} stopped responding", None)
+
+    # -- the pass ------------------------------------------------------------------------------
+
+    async def run(self, *, tick: float = 1.0) -> None:
+        """Pass after pass until cancelled: on every wake-up, and at least every ``tick``."""
+        self.recover()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=tick)
+            self._wake.clear()
+            try:
+                self.step()
+            except Exception:
+                log.exception("engine pass failed; retrying on the next tick")
+                await asyncio.sleep(tick)
+
+    def step(self) -> None:
+        """One pass: node reports, lease expiry, readiness, scheduling; one transaction."""
+        tx = self._transaction()
+        with tx.session:
+            inbox, self._inbox = self._inbox, []
+            for node_id, message in inbox:
+                self._apply(tx, node_id, message)
+            self._expire_leases(tx)
+            while self._dirty:
+                dirty, self._dirty = self._dirty, set()
+                for workflow_id in dirty:
+                    self._advance(tx, workflow_id)
+            self._schedule(tx)
+            self._commit(tx)
+
+    def _apply(self, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
+        kind = message.WhichOneof("kind")
+        if kind == "heartbeat":
+            node = tx.session.get(Node, node_id)
+            if node is not None:
+                self._renew(tx, node)
+        elif kind == "started":
+            self._run_started(tx, message.started.run_id)
+        elif kind == "exited":
+            self._run_exited(tx, message.exited)
+        elif kind == "log":
+            self._log(tx, message.log)
+
+    def _log(self, tx: Transaction, data: node_pb2.LogData) -> None:
+        run = tx.session.get(Run, data.run_id)
+        if run is None:
+            return
+        stage = tx.session.get(Stage, run.stage_id)
+        tx.session.add(
+            LogChunk(
+                time=tx.now,
+                workflow_id=run.workflow_id,
+                stage_name=stage.name if stage else "?",
+                task_id=run.task_id,
+                stream=data.stream or "stdout",
+                data=data.data.decode("utf-8", errors="replace"),
+            )
+        )
+
+    def _run_started(self, tx: Transaction, run_id: int) -> None:
+        run = tx.session.get(Run, run_id)
+        if run is None or run.status != ASSIGNED:
+            return
+        run.status = STARTED
+        run.started_at = tx.now
+        stage = tx.session.get(Stage, run.stage_id)
+        if stage is None:
+            return
+        if stage.task_count is not None:
+            stage.tasks_running += 1
+        if stage.status == PENDING:
+            stage.status = STARTED
+            stage.started_at = tx.now
+            stage.node_ids = list(run.node_ids)
+            names = ", ".join(self._node_names.get(n, n) for n in run.node_ids)
+            self._event(tx, "stage_started", f"{stage.name} started on {names}",
+                        workflow_id=run.workflow_id, stage_name=stage.name,
+                        node_id=run.node_ids[0] if run.node_ids else None)
+
+    def _run_exited(self, tx: Transaction, exited: node_pb2.RunExited) -> None:
+        run = tx.session.get(Run, exited.run_id)
+        if run is None or run.status in TERMINAL:
+            return
+        if exited.canceled:
+            status = CANCELED
+        elif exited.exit_code == 0 and not exited.timed_out and not exited.message:
+            status = FINISHED
+        else:
+            status = FAILED
+        self._finish_run(tx, run, status, self._exit_message(tx, run, exited),
+                         exited.exit_code if exited.exit_code >= 0 else None,
+                         signal=exited.signal)
+
+    def _exit_message(self, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
+        if exited.timed_out:
+            stage = tx.session.get(Stage, run.stage_id)
+            workflow = tx.session.get(Workflow, run.workflow_id)
+            limit = ""
+            if stage is not None and workflow is not None:
+                seconds = timeout_seconds(self._plan(workflow).plan.stages[stage.name].definition)
+                limit = f" of {seconds:g}s" if seconds else ""
+            return f"killed: exceeded policy.timeout.execute{limit}"
+        if exited.message:
+            return exited.message
+        if exited.oom_killed:
+            return "killed: out of memory (raise resource.memory.size)"
+        if exited.canceled:
+            return "canceled"
+        if exited.signal:
+            return f"killed by signal {exited.signal}"
+        return f"exited with code {exited.exit_code}"
+
+    def _finish_run(
+        self,
+        tx: Transaction,
+        run: Run,
+        status: str,
+        message: str,
+        exit_code: int | None,
+        *,
+        signal: int = 0,
+    ) -> None:
+        was_started = run.status == STARTED
+        key = run_key(run.id)
+        if run.status in LIVE_RUN:
+            with contextlib.suppress(NotFound):  # never placed, or already released
+                self.scheduler.release(key)
+        run.status = status
+        run.exit_code = exit_code
+        run.message = message
+        run.finished_at = tx.now
+        stage = tx.session.get(Stage, run.stage_id)
+        if stage is None:
+            return
+        self._event(
+            tx, "container_exited", f"{stage.name}{_task_label(run)}: {message}",
+            workflow_id=run.workflow_id, stage_name=stage.name,
+            node_id=run.node_ids[0] if run.node_ids else None,
+            exit_code=exit_code, signal=signal, task_id=run.task_id, status=status,
+        )
+        if stage.task_count is None:
+            if stage.status not in TERMINAL:
+                stage.exit_code = exit_code
+                self._end_stage(tx, stage, status, message)
+            return
+        self._task_ended(tx, stage, run, status, message, was_started)
+
+    def _task_ended(
+        self, tx: Transaction, stage: Stage, run: Run, status: str, message: str,
+        was_started: bool,
+    ) -> None:
+        if was_started:
+            stage.tasks_running = max(0, stage.tasks_running - 1)
+        if status == FINISHED:
+            stage.tasks_finished += 1
+        elif status == FAILED:
+            stage.tasks_failed += 1
+        if stage.status in TERMINAL:
+            return
+        if status == FAILED:
+            stage.exit_code = run.exit_code
+            reason = f"task {run.task_id} failed: {message}"
+            self._end_stage(tx, stage, FAILED, reason)
+            self._cancel_runs(tx, stage.workflow_id, f"canceled: {reason}", stage_id=stage.id)
+        elif stage.tasks_finished >= (stage.task_count or 0):
+            self._end_stage(tx, stage, FINISHED, f"{stage.tasks_finished} tasks finished")
+        else:
+            workflow = tx.session.get(Workflow, stage.workflow_id)
+            if workflow is not None:
+                self._dispatch_tasks(tx, workflow, stage)
+
+    def _end_stage(self, tx: Transaction, stage: Stage, status: str, message: str) -> None:
+        stage.status = status
+        stage.message = message
+        stage.finished_at = tx.now
+        kind = {FINISHED: "stage_finished", FAILED: "stage_failed", CANCELED: "stage_canceled"}
+        self._event(tx, kind[status], f"{stage.name}: {message}",
+                    workflow_id=stage.workflow_id, stage_name=stage.name)
+        self._dirty.add(stage.workflow_id)
+
+    def _end_workflow(self, tx: Transaction, workflow: Workflow, status: str, error: str) -> None:
+        workflow.status = status
+        workflow.finished_at = tx.now
+        workflow.error = error if status != FINISHED else ""
+        kind = {FINISHED: "workflow_finished", FAILED: "workflow_failed",
+                CANCELED: "workflow_canceled"}[status]
+        self._event(tx, kind, f"workflow {workflow.name}: {status.lower()}"
+                    + (f" ({error})" if error and status != FINISHED else ""),
+                    workflow_id=workflow.id)
+        self._plans.pop(workflow.id, None)
+
+    # -- readiness -----------------------------------------------------------------------------
+
+    def _stages(self, session: Session, workflow_id: str) -> list[Stage]:
+        return list(session.scalars(select(Stage).where(Stage.workflow_id == workflow_id)))
+
+    def _advance(self, tx: Transaction, workflow_id: str) -> None:
+        workflow = tx.session.get(Workflow, workflow_id)
+        if workflow is None or workflow.status in TERMINAL:
+            return
+        entry = self._plan(workflow)
+        stages = {stage.name: stage for stage in self._stages(tx.session, workflow_id)}
+        by_status: dict[str, set[str]] = {FINISHED: set(), FAILED: set(), CANCELED: set()}
+        started: set[str] = set()
+        for name, stage in stages.items():
+            if stage.status in by_status:
+                by_status[stage.status].add(name)
+            elif stage.status == STARTED or stage.id in self._dispatched:
+                started.add(name)
+        ready, skipped = entry.plan.advance(
+            by_status[FINISHED], by_status[FAILED], by_status[CANCELED], started=started
+        )
+        for name in skipped:
+            reason = _skip_reason(entry.plan, name, stages)
+            self._end_stage(tx, stages[name], CANCELED, reason)
+        for name in ready:
+            self._start_stage(tx, workflow, entry, stages[name], entry.plan.stages[name])
+        if all(stage.status in TERMINAL for stage in stages.values()):
+            failed = [s for s in stages.values() if s.status == FAILED]
+            if failed:
+                self._end_workflow(tx, workflow, FAILED,
+                                   f"{failed[0].name} failed: {failed[0].message}")
+            else:
+                self._end_workflow(tx, workflow, FINISHED, "")
+
+    def _start_stage(
+        self, tx: Transaction, workflow: Workflow, entry: _PlanEntry, stage: Stage,
+        planned: PlanStage,
+    ) -> None:
+        if planned.kind is StageKind.VOLUME:
+            stage.status = STARTED
+            stage.started_at = tx.now
+            self._end_stage(tx, stage, FINISHED, "volume ready")
+            return
+        if planned.kind is StageKind.IMAGE:
+            stage.started_at = tx.now
+            self._end_stage(tx, stage, FAILED,
+                            "workflow image builds are not available in this release yet")
+            return
+        self._dispatched.add(stage.id)
+        if planned.tasks is not None:
+            stage.next_task = planned.tasks.start
+            self._dispatch_tasks(tx, workflow, stage)
+        else:
+            self._new_run(tx, workflow, stage, None)
+
+    def _dispatch_tasks(self, tx: Transaction, workflow: Workflow, stage: Stage) -> None:
+        planned = self._plan(workflow).plan.stages[stage.name]
+        tasks = planned.tasks
+        assert tasks is not None and stage.next_task is not None
+        window = tasks.concurrency or DEFAULT_TASK_WINDOW
+        ended = stage.tasks_finished + stage.tasks_failed
+        in_flight = (stage.next_task - tasks.start) - ended
+        while in_flight < window and stage.next_task <= tasks.end:
+            self._new_run(tx, workflow, stage, stage.next_task)
+            stage.next_task += 1
+            in_flight += 1
+
+    def _new_run(
+        self, tx: Transaction, workflow: Workflow, stage: Stage, task_id: int | None
+    ) -> None:
+        run = Run(workflow_id=workflow.id, stage_id=stage.id, task_id=task_id, status=PENDING,
+                  created_at=tx.now, attempt=stage.attempt)
+        tx.session.add(run)
+        tx.session.flush()
+        definition = self._plan(workflow).plan.stages[stage.name].definition
+        request = job_request(run.id, definition, submitted_at=workflow.created_at)
+        self._pending[request.id] = PendingRun(run.id, workflow.id, stage.id, request)
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def _schedule(self, tx: Transaction) -> None:
+        if not self._pending:
+            self.diagnoses = {}
+            return
+        pending = [p.request for p in self._pending.values()]
+        result = self.scheduler.schedule(pending, tx.now)
+        self.diagnoses = dict(result.diagnoses)
+        for placement in result.placements:
+            waiting = self._pending.pop(placement.job_id)
+            run = tx.session.get(Run, waiting.run_id)
+            if run is None or run.status != PENDING:
+                self.scheduler.release(placement.job_id)
+                continue
+            run.status = ASSIGNED
+            run.node_ids = list(placement.node_ids)
+            run.assigned_at = tx.now
+            stage = tx.session.get(Stage, run.stage_id)
+            names = ", ".join(self._node_names.get(n, n) for n in placement.node_ids)
+            self._event(tx, "scheduled", f"{stage.name if stage else '?'}{_task_label(run)}"
+                        f" scheduled on {names}", workflow_id=run.workflow_id,
+                        stage_name=stage.name if stage else None,
+                        node_id=placement.node_ids[0], task_id=run.task_id)
+            self._send_assignment(tx, run)
+
+    def _send_assignment(self, tx: Transaction, run: Run) -> None:
+        workflow = tx.session.get(Workflow, run.workflow_id)
+        stage = tx.session.get(Stage, run.stage_id)
+        if workflow is None or stage is None:
+            return
+        entry = self._plan(workflow)
+        definition = entry.plan.stages[stage.name].definition
+        assignment = node_pb2.Assignment(
+            run_id=run.id,
+            workflow_id=run.workflow_id,
+            stage_name=stage.name,
+            has_task=run.task_id is not None,
+            task_id=run.task_id or 0,
+            job_json=self._payload(entry, stage.name),
+            timeout_seconds=timeout_seconds(definition) or 0.0,
+            node_ids=list(run.node_ids),
+        )
+        # A multinode job's command starts on its first node; the others host its ranks.
+        tx.outbox.append((run.node_ids[0], node_pb2.ControlMessage(assign=assignment)))
+
+
+def _task_label(run: Run) -> str:
+    return f" task {run.task_id}" if run.task_id is not None else ""
+
+
+def _node_info(node: Node, *, ready: bool, device_plugin_failed: bool = False) -> NodeInfo:
+    return NodeInfo(
+        id=node.id,
+        capacity=Resources(node.cores, node.memory, dict(node.devices or {})),
+        annotations=dict(node.annotations or {}),
+        ready=ready,
+        device_plugin_failed=device_plugin_failed,
+    )
+
+
+def _skip_reason(plan: Plan, name: str, stages: dict[str, Stage]) -> str:
+    """Why ``name`` can never run, in the words of its depends-on."""
+    for edge in plan.dependencies_of(name):
+        source = stages.get(edge.source)
+        status = source.status if source is not None else "?"
+        if status == CANCELED:
+            return f"skipped: {edge.source} was canceled"
+        if edge.condition is Condition.ON_FAILURE and status == FINISHED:
+            return f"skipped: {edge.source} finished, and this runs only if it fails"
+        if edge.condition is not Condition.ON_FAILURE and status == FAILED:
+            return f"skipped: {edge.source} failed"
+    return "skipped: its dependencies can no longer be met"

@@ -1,0 +1,98 @@
+"""The node API's gRPC servicer: Register, and the Connect stream of each Substrate.
+
+A node authenticates with the shared node token (``orchestrate.node-token``). On Connect,
+its first message is a Hello listing the runs it knows; the engine reconciles those, then the
+stream carries assignments and cancellations down and reports up until either side ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import AsyncIterator
+
+import grpc
+
+from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.scheduling import Resources
+
+
+class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
+    """Serves Substrate agents."""
+
+    def __init__(self, engine: Engine, hub: NodeHub, node_token: str) -> None:
+        self.engine = engine
+        self.hub = hub
+        self._token = node_token
+
+    async def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
+        if not self._token:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                "orchestrate.node-token is not set: no node may connect")
+        presented = dict(context.invocation_metadata() or ()).get("authorization", "")
+        expected = f"Bearer {self._token}"
+        if not hmac.compare_digest(presented.encode(), expected.encode()):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the node token is not valid")
+
+    async def Register(
+        self, request: node_pb2.RegisterRequest, context: grpc.aio.ServicerContext
+    ) -> node_pb2.RegisterResponse:
+        await self._authenticate(context)
+        try:
+            capacity = Resources(
+                request.capacity.cores, request.capacity.memory, dict(request.capacity.devices)
+            )
+            node_id = self.engine.register_node(
+                request.name, capacity, dict(request.annotations),
+                device_plugin_failed=request.device_plugin_failed,
+            )
+        except FuzzballError as exc:
+            await context.abort(exc.grpc_code, exc.message)
+        return node_pb2.RegisterResponse(node_id=node_id, lease_seconds=self.engine.lease_seconds)
+
+    async def Connect(
+        self,
+        request_iterator: AsyncIterator[node_pb2.NodeMessage],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[node_pb2.ControlMessage]:
+        await self._authenticate(context)
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("kind") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "the first message on Connect must be a Hello")
+        node_id = first.hello.node_id
+        queue = self.hub.attach(node_id)
+        try:
+            unwanted = self.engine.node_hello(node_id, first.hello.running_run_ids)
+        except FuzzballError as exc:
+            self.hub.detach(node_id, queue)
+            await context.abort(exc.grpc_code, exc.message)
+        reader = asyncio.create_task(self._read(node_id, request_iterator, queue))
+        try:
+            yield node_pb2.ControlMessage(
+                welcome=node_pb2.Welcome(
+                    lease_seconds=self.engine.lease_seconds, unknown_run_ids=unwanted
+                )
+            )
+            while (message := await queue.get()) is not None:
+                yield message
+        finally:
+            reader.cancel()
+            self.hub.detach(node_id, queue)
+
+    async def _read(
+        self,
+        node_id: str,
+        request_iterator: AsyncIterator[node_pb2.NodeMessage],
+        queue: asyncio.Queue[node_pb2.ControlMessage | None],
+    ) -> None:
+        try:
+            async for message in request_iterator:
+                self.engine.node_message(node_id, message)
+        except (grpc.aio.AioRpcError, asyncio.CancelledError):
+            pass
+        finally:
+            queue.put_nowait(None)

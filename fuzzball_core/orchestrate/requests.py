@@ -1,0 +1,67 @@
+"""From a job's definition to what the scheduler and the node need.
+
+A stage's job (defaults applied) becomes a :class:`JobRequest` for the scheduler and, once
+placed, an assignment payload for the node. Both are derived from the stored v4 definition,
+so the engine can rebuild them after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fuzzball_core.scheduling import JobRequest, Resources
+from fuzzball_core.spec import Job
+
+#: Cores a job gets when its definition names none (Fuzzball's default is one core).
+DEFAULT_CORES = 1
+
+
+def run_key(run_id: int) -> str:
+    """The scheduler's id for a run."""
+    return f"run-{run_id}"
+
+
+def job_resources(job: Job) -> Resources:
+    """The per-node resources a job asks for."""
+    resource = job.resource
+    cores = DEFAULT_CORES
+    memory = 0
+    devices: dict[str, int] = {}
+    if resource is not None:
+        if resource.cpu is not None and resource.cpu.cores is not None:
+            cores = resource.cpu.cores
+        if resource.memory is not None and resource.memory.size_bytes is not None:
+            memory = resource.memory.size_bytes
+            if resource.memory.by_core:
+                memory *= cores
+        devices = dict(resource.devices or {})
+    return Resources(cores=cores, memory=memory, devices=devices)
+
+
+def timeout_seconds(job: Job) -> float | None:
+    """``policy.timeout.execute`` in seconds, or None."""
+    policy = getattr(job, "policy", None)
+    if policy is None or policy.timeout is None:
+        return None
+    return policy.timeout.execute_seconds
+
+
+def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:
+    """The scheduler's view of one run of ``job``."""
+    resource = job.resource
+    return JobRequest(
+        id=run_key(run_id),
+        resources=job_resources(job),
+        nodes=job.multinode.nodes if job.multinode is not None else 1,
+        exclusive=bool(resource is not None and resource.exclusive),
+        annotations=dict((resource.annotations if resource is not None else None) or {}),
+        submitted_at=submitted_at,
+        expected_runtime=timeout_seconds(job),
+    )
+
+
+def job_payload(job: Job) -> str:
+    """The job's definition as the JSON the node receives."""
+    data: dict[str, Any] = job.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return json.dumps(data, separators=(",", ":"))

@@ -1,0 +1,162 @@
+"""The ``fuzzball-orchestrate`` process: store, engine, node API, client API, REST gateway.
+
+Start-up order: configuration and plugins (refuse to start, exit 2, if they are wrong), then
+database migrations, then the servers, then the engine's first pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import click
+import grpc
+
+from fuzzball_core.api.v1 import node_pb2_grpc
+from fuzzball_core.config import ConfigError, FuzzballConfig
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.node_api import NodeAgentServicer
+from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.service import SqlOrchestrateService
+from fuzzball_core.plugins import PluginLoadError, PluginRegistry
+from fuzzball_core.scheduling import Scheduler
+from fuzzball_core.startup import prepare_process
+from fuzzball_core.store.database import connect, migrate, session_factory
+
+log = logging.getLogger("fuzzball.orchestrate")
+
+
+@dataclass
+class Orchestrate:
+    """A built (not yet serving) Orchestrate."""
+
+    config: FuzzballConfig
+    engine: Engine
+    service: SqlOrchestrateService
+    hub: NodeHub
+
+
+def build(config: FuzzballConfig, scheduler: Scheduler,
+          registry: PluginRegistry | None = None) -> Orchestrate:
+    """Connect to (and migrate) the database and wire the engine and the service layer."""
+    database = connect(config.database_url)
+    migrate(database)
+    sessions = session_factory(database)
+    hub = NodeHub()
+    hooks = registry.hook if registry is not None else None
+
+    def announce(event: dict[str, Any]) -> None:
+        if hooks is not None:
+            hooks.fuzzball_event(event=event)
+
+    engine = Engine(sessions, scheduler, hub, lease_seconds=config.orchestrate.node_lease,
+                    event_hook=announce)
+    service = SqlOrchestrateService(sessions, engine, registry=registry)
+    return Orchestrate(config, engine, service, hub)
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
+    """Serve gRPC (nodes and clients) and REST until ``stop`` is set."""
+    config = orchestrate.config.orchestrate
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    node_pb2_grpc.add_NodeAgentServicer_to_server(
+        NodeAgentServicer(orchestrate.engine, orchestrate.hub, config.node_token), server
+    )
+    rest_runner = None
+    try:
+        from fuzzball_core.api.grpc_client import add_client_servicers
+    except ImportError:  # the client API lands separately; the node API stands alone
+        add_client_servicers = None
+    if add_client_servicers is not None:
+        add_client_servicers(server, orchestrate.service)
+    server.add_insecure_port(config.grpc_listen)
+    await server.start()
+    try:
+        from aiohttp import web
+
+        from fuzzball_core.api.rest import build_rest_app
+    except ImportError:
+        build_rest_app = None
+    if build_rest_app is not None:
+        rest_runner = web.AppRunner(build_rest_app(orchestrate.service))
+        await rest_runner.setup()
+        host, port = _host_port(config.rest_listen)
+        await web.TCPSite(rest_runner, host, port).start()
+    engine_task = asyncio.create_task(orchestrate.engine.run())
+    log.info("orchestrate serving gRPC on %s and REST on %s", config.grpc_listen,
+             config.rest_listen)
+    try:
+        await stop.wait()
+    finally:
+        engine_task.cancel()
+        orchestrate.hub.close_all()
+        await server.stop(grace=1)
+        if rest_runner is not None:
+            await rest_runner.cleanup()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_file", envvar="FUZZBALL_CONFIG",
+              type=click.Path(dir_okay=False), help="Configuration file.")
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None) -> None:
+    """Fuzzball Orchestrate: the control plane."""
+    ctx.obj = config_file
+
+
+@cli.command("serve")
+@click.pass_obj
+def serve_command(config_file: str | None) -> None:
+    """Migrate the database and serve until SIGTERM/SIGINT."""
+    context = prepare_process("orchestrate", config_file)
+    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(orchestrate, stop)
+
+    asyncio.run(main())
+
+
+@cli.command("create-account")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="Give the account every permission.")
+@click.pass_obj
+def create_account(config_file: str | None, name: str, admin: bool) -> None:
+    """Create an account and print its bearer token (shown only once)."""
+    context = prepare_process("orchestrate", config_file)
+    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
+    _, token = orchestrate.service.create_account(name, admin=admin)
+    click.echo(token)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``fuzzball-orchestrate``."""
+    try:
+        code = cli.main(args=argv, prog_name="fuzzball-orchestrate", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (ConfigError, PluginLoadError) as exc:
+        click.echo(f"fuzzball-orchestrate: cannot start: {exc.message}", err=True)
+        sys.exit(2)
+    except FuzzballError as exc:
+        click.echo(f"fuzzball-orchestrate: {exc.message}", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

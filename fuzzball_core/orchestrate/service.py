@@ -1,0 +1,298 @@
+"""The service layer over the store and the engine (implements ``OrchestrateService``).
+
+Construct it with a session factory and a running :class:`Engine`::
+
+    service = SqlOrchestrateService(sessions, engine, registry=registry)
+    principal, token = service.create_account("admin", admin=True)
+
+Queries read the database directly and return views; changes go through the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from fuzzball_core import __version__
+from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.views import (
+    EventView,
+    LogChunkView,
+    NodeView,
+    Principal,
+    StageView,
+    WorkflowView,
+)
+from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.scheduling import Scheduler
+from fuzzball_core.spec import ParsedWorkflow, parse_workflow
+from fuzzball_core.store.models import (
+    Account,
+    ApiToken,
+    Event,
+    LogChunk,
+    Node,
+    Stage,
+    Workflow,
+)
+
+#: Most rows one listing call returns; callers page with ``after_seq``.
+PAGE = 5000
+
+
+def token_digest(token: str) -> str:
+    """What the store keeps of a bearer token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class SqlOrchestrateService:
+    """Orchestrate's service layer on SQLAlchemy."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        engine: Engine,
+        *,
+        registry: PluginRegistry | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.engine = engine
+        self._registry = registry
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.engine.scheduler
+
+    # -- accounts ------------------------------------------------------------------------------
+
+    def create_account(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
+        """Create an account and its first bearer token (shown once, stored hashed)."""
+        token = secrets.token_urlsafe(32)
+        with self.sessions() as session, session.begin():
+            if session.scalars(select(Account).where(Account.name == name)).first():
+                raise AlreadyExists(f"account {name!r} already exists")
+            account = Account(id=str(uuid.uuid4()), name=name, is_admin=admin,
+                              created_at=time.time())
+            session.add(account)
+            session.flush()
+            session.add(ApiToken(account_id=account.id, token_sha256=token_digest(token),
+                                 created_at=time.time()))
+        return Principal(account.id, name, admin), token
+
+    def issue_token(self, name: str) -> str:
+        """A new bearer token for an existing account."""
+        token = secrets.token_urlsafe(32)
+        with self.sessions() as session, session.begin():
+            account = session.scalars(select(Account).where(Account.name == name)).first()
+            if account is None:
+                raise NotFound(f"account {name!r} not found")
+            session.add(ApiToken(account_id=account.id, token_sha256=token_digest(token),
+                                 created_at=time.time()))
+        return token
+
+    def authenticate(self, token: str) -> Principal:
+        if not token:
+            raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
+        with self.sessions() as session:
+            row = session.execute(
+                select(Account).join(ApiToken, ApiToken.account_id == Account.id)
+                .where(ApiToken.token_sha256 == token_digest(token))
+            ).scalars().first()
+            if row is None:
+                raise Unauthenticated("the bearer token is not valid")
+            return Principal(row.id, row.name, row.is_admin)
+
+    def version(self) -> str:
+        return f"v{__version__}"
+
+    # -- workflows -----------------------------------------------------------------------------
+
+    def _parse(
+        self,
+        raw_specification: str | None,
+        definition: Mapping[str, Any] | None,
+        source: str,
+    ) -> tuple[ParsedWorkflow, str]:
+        if (raw_specification is None) == (definition is None):
+            raise InvalidArgument("give exactly one of rawSpecification or definition")
+        if raw_specification is None:
+            if not isinstance(definition, Mapping):
+                raise InvalidArgument("definition: must be an object")
+            raw_specification = yaml.safe_dump(dict(definition), sort_keys=False)
+        validators = self._registry.workflow_validators(source) if self._registry else []
+        parsed = parse_workflow(raw_specification, source=source, extra_validators=validators)
+        return parsed, raw_specification
+
+    def start_workflow(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> str:
+        source = name or "<api>"
+        parsed, raw = self._parse(raw_specification, definition, source)
+        return self.engine.submit(who, parsed, raw, name or "workflow")
+
+    def validate_workflow(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        parsed, _ = self._parse(raw_specification, definition, "<api>")
+        return list(parsed.warnings)
+
+    def _owned(self, session: Session, who: Principal, workflow_id: str) -> Workflow:
+        workflow = session.get(Workflow, workflow_id)
+        if workflow is None or (workflow.account_id != who.account_id and not who.is_admin):
+            raise NotFound(f"workflow {workflow_id} not found")
+        return workflow
+
+    def list_workflows(self, who: Principal) -> list[WorkflowView]:
+        with self.sessions() as session:
+            query = select(Workflow).order_by(Workflow.created_at.desc()).limit(PAGE)
+            if not who.is_admin:
+                query = query.where(Workflow.account_id == who.account_id)
+            return [_workflow_view(w, ()) for w in session.scalars(query)]
+
+    def get_workflow(self, who: Principal, workflow_id: str) -> WorkflowView:
+        with self.sessions() as session:
+            workflow = self._owned(session, who, workflow_id)
+            stages = session.scalars(
+                select(Stage).where(Stage.workflow_id == workflow_id).order_by(Stage.id)
+            )
+            return _workflow_view(workflow, tuple(_stage_view(s) for s in stages))
+
+    def stop_workflow(self, who: Principal, workflow_id: str) -> None:
+        with self.sessions() as session:
+            self._owned(session, who, workflow_id)
+        self.engine.stop(workflow_id)
+
+    def list_events(
+        self, who: Principal, workflow_id: str, *, after_seq: int = 0
+    ) -> list[EventView]:
+        with self.sessions() as session:
+            self._owned(session, who, workflow_id)
+            rows = session.scalars(
+                select(Event)
+                .where(Event.workflow_id == workflow_id, Event.seq > after_seq)
+                .order_by(Event.seq)
+                .limit(PAGE)
+            )
+            return [
+                EventView(e.seq, e.time, e.kind, e.message, e.workflow_id, e.stage_name,
+                          e.node_id, dict(e.data or {}))
+                for e in rows
+            ]
+
+    def read_logs(
+        self,
+        who: Principal,
+        workflow_id: str,
+        *,
+        stage_name: str | None = None,
+        task_id: int | None = None,
+        after_seq: int = 0,
+    ) -> list[LogChunkView]:
+        with self.sessions() as session:
+            self._owned(session, who, workflow_id)
+            query = select(LogChunk).where(
+                LogChunk.workflow_id == workflow_id, LogChunk.seq > after_seq
+            )
+            if stage_name is not None:
+                # "hello" and "jobs.hello" both name the job
+                full = stage_name if "." in stage_name else f"jobs.{stage_name}"
+                query = query.where(LogChunk.stage_name.in_((stage_name, full)))
+            if task_id is not None:
+                query = query.where(LogChunk.task_id == task_id)
+            rows = session.scalars(query.order_by(LogChunk.seq).limit(PAGE))
+            return [
+                LogChunkView(c.seq, c.time, c.stage_name, c.stream, c.data, c.task_id)
+                for c in rows
+            ]
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def list_nodes(self, who: Principal) -> list[NodeView]:
+        with self.sessions() as session:
+            return [self._node_view(n) for n in session.scalars(select(Node).order_by(Node.name))]
+
+    def get_node(self, who: Principal, node_id: str) -> NodeView:
+        with self.sessions() as session:
+            node = session.get(Node, node_id) or session.scalars(
+                select(Node).where(Node.name == node_id)
+            ).first()
+            if node is None:
+                raise NotFound(f"node {node_id} not found")
+            return self._node_view(node)
+
+    def _node_view(self, node: Node) -> NodeView:
+        try:
+            usage = self.scheduler.node_usage(node.id)
+            used = (usage.used_cores, usage.used_memory, dict(usage.used_devices),
+                    tuple(usage.job_ids))
+        except NotFound:
+            used = (0, 0, {}, ())
+        return NodeView(
+            id=node.id,
+            name=node.name,
+            status=node.status,
+            cores=node.cores,
+            memory=node.memory,
+            devices=dict(node.devices or {}),
+            annotations=dict(node.annotations or {}),
+            used_cores=used[0],
+            used_memory=used[1],
+            used_devices=used[2],
+            registered_at=node.registered_at,
+            last_seen=node.last_seen,
+            stages=used[3],
+        )
+
+
+def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> WorkflowView:
+    return WorkflowView(
+        id=workflow.id,
+        name=workflow.name,
+        status=workflow.status,
+        account_id=workflow.account_id,
+        created_at=workflow.created_at,
+        started_at=workflow.started_at,
+        finished_at=workflow.finished_at,
+        error=workflow.error or "",
+        raw_specification=workflow.raw_specification,
+        stages=stages,
+    )
+
+
+def _stage_view(stage: Stage) -> StageView:
+    return StageView(
+        id=str(stage.id),
+        workflow_id=stage.workflow_id,
+        name=stage.name,
+        kind=stage.kind,
+        status=stage.status,
+        node_ids=tuple(stage.node_ids or ()),
+        exit_code=stage.exit_code,
+        message=stage.message or "",
+        attempt=stage.attempt,
+        created_at=stage.created_at,
+        started_at=stage.started_at,
+        finished_at=stage.finished_at,
+        task_count=stage.task_count,
+        tasks_finished=stage.tasks_finished,
+        tasks_failed=stage.tasks_failed,
+        tasks_running=stage.tasks_running,
+    )

@@ -1,0 +1,87 @@
+"""The service layer's contract: what the gRPC client API and the REST gateway call.
+
+Both transports authenticate the bearer token with :meth:`OrchestrateService.authenticate`,
+then call one method per request with the resulting :class:`Principal`. Methods are plain
+(synchronous) calls made from Orchestrate's event-loop thread; each is short (database work
+only). Errors are ``fuzzball_core.errors`` types, which the transports map to gRPC codes and
+google.rpc.Status bodies. Following logs or events is done by the transport, polling with
+``after_seq`` until the workflow is terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from fuzzball_core.orchestrate.views import (
+    EventView,
+    LogChunkView,
+    NodeView,
+    Principal,
+    WorkflowView,
+)
+
+
+class OrchestrateService(Protocol):
+    """Everything a client can ask of Orchestrate."""
+
+    def authenticate(self, token: str) -> Principal:
+        """The caller owning ``token``; ``Unauthenticated`` if it is missing or unknown."""
+
+    def version(self) -> str:
+        """The server's version string (``v0.1.0``)."""
+
+    def start_workflow(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Validate, plan and store a workflow; return its id.
+
+        Exactly one of ``raw_specification`` (the file's text, sent unchanged) or
+        ``definition`` (the parsed document) is given. ``InvalidArgument`` lists every problem
+        with its field path; a job no node could ever hold is refused here too.
+        """
+
+    def validate_workflow(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Validate without storing; return the warnings. ``InvalidArgument`` when invalid."""
+
+    def list_workflows(self, who: Principal) -> list[WorkflowView]:
+        """The caller's workflows, newest first (views without stages)."""
+
+    def get_workflow(self, who: Principal, workflow_id: str) -> WorkflowView:
+        """One workflow with every stage. ``NotFound`` if absent or not the caller's."""
+
+    def stop_workflow(self, who: Principal, workflow_id: str) -> None:
+        """Cancel every stage not yet finished; running containers are killed."""
+
+    def list_events(
+        self, who: Principal, workflow_id: str, *, after_seq: int = 0
+    ) -> list[EventView]:
+        """The workflow's events with ``seq > after_seq``, oldest first."""
+
+    def read_logs(
+        self,
+        who: Principal,
+        workflow_id: str,
+        *,
+        stage_name: str | None = None,
+        task_id: int | None = None,
+        after_seq: int = 0,
+    ) -> list[LogChunkView]:
+        """Output chunks of the workflow (or of one stage / one task), oldest first."""
+
+    def list_nodes(self, who: Principal) -> list[NodeView]:
+        """Every registered node."""
+
+    def get_node(self, who: Principal, node_id: str) -> NodeView:
+        """One node by id or name. ``NotFound`` if unknown."""

@@ -1,0 +1,116 @@
+"""What the service layer hands to the API layer: plain, immutable views of stored state.
+
+The gRPC servicers and the REST gateway turn these into wire messages; nothing above the
+service layer sees a database row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Stage and workflow statuses (the REST API spells them STAGE_STATUS_<NAME>; PENDING is
+#: STAGE_STATUS_UNSPECIFIED there).
+PENDING = "PENDING"
+STARTED = "STARTED"
+FINISHED = "FINISHED"
+FAILED = "FAILED"
+CANCELED = "CANCELED"
+STATUSES = (PENDING, STARTED, FINISHED, FAILED, CANCELED)
+TERMINAL = frozenset({FINISHED, FAILED, CANCELED})
+
+#: Stage kinds, as `workflow describe` shows them.
+STAGE_KINDS = ("workflow", "image", "volume", "job", "service")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller of an API request."""
+
+    account_id: str
+    name: str
+    is_admin: bool = False
+
+
+@dataclass(frozen=True)
+class StageView:
+    """One stage of a workflow. Task arrays are one stage with task counters."""
+
+    id: str
+    workflow_id: str
+    name: str  # "jobs.hello", "images.base", "volumes.data", or the workflow's own name
+    kind: str  # one of STAGE_KINDS
+    status: str  # one of STATUSES
+    node_ids: tuple[str, ...] = ()
+    exit_code: int | None = None
+    message: str = ""
+    attempt: int = 1
+    created_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    task_count: int | None = None  # tasks in a task array; None for other stages
+    tasks_finished: int = 0
+    tasks_failed: int = 0
+    tasks_running: int = 0
+
+
+@dataclass(frozen=True)
+class WorkflowView:
+    """A workflow with its stages (``stages`` is empty in listings)."""
+
+    id: str
+    name: str
+    status: str
+    account_id: str
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    error: str = ""
+    raw_specification: str = ""
+    stages: tuple[StageView, ...] = ()
+
+
+@dataclass(frozen=True)
+class EventView:
+    """One recorded event; ``seq`` increases strictly, so callers resume with ``after_seq``."""
+
+    seq: int
+    time: float
+    kind: str  # workflow_started, stage_started, stage_finished, stage_failed, ...
+    message: str = ""
+    workflow_id: str | None = None
+    stage_name: str | None = None
+    node_id: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LogChunkView:
+    """A piece of a job's output, in order by ``seq`` within its workflow."""
+
+    seq: int
+    time: float
+    stage_name: str
+    stream: str  # "stdout" or "stderr"
+    data: str
+    task_id: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A registered compute node with its capacity, use and liveness."""
+
+    id: str
+    name: str
+    status: str  # READY, OFFLINE
+    cores: int
+    memory: int
+    devices: Mapping[str, int] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    used_cores: int = 0
+    used_memory: int = 0
+    used_devices: Mapping[str, int] = field(default_factory=dict)
+    registered_at: float | None = None
+    last_seen: float | None = None
+    stages: tuple[str, ...] = ()  # "<workflow id>/<stage name>" of running work

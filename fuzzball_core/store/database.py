@@ -1,0 +1,74 @@
+"""Connecting to the store and bringing its schema to the current revision.
+
+SQLite (the embedded default) runs in WAL mode with foreign keys on; PostgreSQL is reached
+through psycopg 3 (``postgresql+psycopg://...``; a plain ``postgresql://`` URL is read the
+same way). Migrations run automatically before a process serves anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def normalise_url(url: str) -> str:
+    """Pick the psycopg 3 driver for PostgreSQL URLs that name no driver."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    # NORMAL is durable across application crashes in WAL mode (only an OS crash can lose
+    # the last transactions), which is the trade SQLite's documentation recommends.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def connect(url: str) -> Engine:
+    """An SQLAlchemy engine for ``url``, with the per-dialect settings above."""
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        path = make_url(url).database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def alembic_config(engine: Engine) -> Config:
+    """An Alembic configuration bound to ``engine`` (no alembic.ini needed)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["engine"] = engine
+    return config
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema to ``revision`` (head by default)."""
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    """Downgrade the schema to ``revision`` (empty by default)."""
+    command.downgrade(alembic_config(engine), revision)
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that keep loaded objects usable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,564 @@
+"""The default scheduler: best-fit placement, FIFO with EASY backfill, Kubernetes-style reasons.
+
+Registered as ``default`` in the ``fuzzball.schedulers`` entry-point group.
+
+A pass (:meth:`DefaultScheduler.schedule`) walks the pending jobs in queue order. A job that
+fits is placed at once on the best-fitting nodes (see :mod:`.node_index` for the search and
+the order classes are tried in). The first job that does not fit and that the ready, unheld
+nodes could hold once running work ends becomes the *reservation*: the replay in
+:mod:`.timeline` finds the earliest time enough nodes have room for it and which nodes those
+are. Every later job may still start now (backfill) provided it cannot delay that
+reservation: it either ends before the reservation starts, or it fits in the room the reserved
+nodes keep beyond what the reserved job needs. Jobs that were not placed are diagnosed by
+:mod:`.diagnostics`, once per distinct :class:`~fuzzball_core.scheduling.JobShape`.
+
+Configuration (the driver's mapping):
+
+``estimate_starts`` (bool, default true)
+    Replay running jobs' ends for every shape left waiting to give it an estimated start.
+    The reservation always gets one.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Any
+
+from fuzzball_core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
+from fuzzball_core.scheduling import (
+    Diagnosis,
+    JobRequest,
+    JobShape,
+    NodeInfo,
+    NodeUsage,
+    Placement,
+    ReasonCode,
+    Reservation,
+    Scheduler,
+    ScheduleResult,
+)
+from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
+from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
+from fuzzball_plugins.schedulers.timeline import StartQuery, replay_ends, start_or_none
+
+_QUEUE_ORDER = attrgetter("order_key")
+
+# Why a job was left waiting in a pass; decides its reason code and how it is surveyed.
+_NO_ROOM = 0  # no reservation was held yet when it failed
+_HOLDER = 1  # it failed first and now holds the reservation
+_BACKFILL_NO_ROOM = 2  # a reservation was held; too few nodes had room
+_REFUSED = 3  # a reservation was held; the nodes with room were kept for it
+_INFEASIBLE = 4  # no registered node could ever hold it
+_BACKFILL = frozenset({_BACKFILL_NO_ROOM, _REFUSED})
+#: situations whose estimated start is the reservation's
+_STARTS_WITH_RESERVATION = frozenset({_HOLDER, _REFUSED})
+
+
+class _Allocation:
+    """A running job as the scheduler remembers it."""
+
+    __slots__ = ("end", "job", "node_ids")
+
+    def __init__(self, job: JobRequest, node_ids: tuple[str, ...], end: float) -> None:
+        self.job = job
+        self.node_ids = node_ids
+        self.end = end
+
+
+@dataclass(eq=False)
+class _Plan:
+    """Where a shape may run: the statically suitable classes, most preferred first."""
+
+    classes: list[tuple[NodeClass, tuple[int, ...]]]
+
+
+class _Protection:
+    """The room EASY backfill keeps on the reserved nodes during one pass.
+
+    ``spare`` maps each reserved node to what it has at the reservation's start beyond the
+    reserved job's request, as (free key list, free memory), or None when nothing may be
+    added (the reserved job is exclusive).
+    """
+
+    __slots__ = ("job_id", "node_ids", "spare", "start")
+
+    def __init__(
+        self,
+        job_id: str,
+        start: float,
+        spare: dict[str, tuple[list[int], int] | None],
+    ) -> None:
+        self.job_id = job_id
+        self.start = start
+        self.spare = spare
+        self.node_ids = tuple(spare)
+
+    def applies_to(self, job: JobRequest, now: float) -> bool:
+        """True unless ``job`` is expected to end before the reservation starts.
+
+        A reservation with no known start (it waits on a job with no expected end) could
+        start at any moment, so it applies to every job.
+        """
+        runtime = job.expected_runtime
+        return runtime is None or self.start == math.inf or now + runtime > self.start
+
+    def admits(self, node: IndexedNode, request_key: tuple[int, ...], memory: int) -> bool:
+        """True when ``node`` may take the request without delaying the reservation."""
+        if node.id not in self.spare:
+            return True
+        room = self.spare[node.id]
+        return room is not None and _covers(room, request_key, memory)
+
+    def refuses(self, node_id: str, request_key: tuple[int, ...], memory: int) -> bool:
+        """The survey's question: is a node with room kept for the reservation?"""
+        if node_id not in self.spare:
+            return False
+        room = self.spare[node_id]
+        return room is None or not _covers(room, request_key, memory)
+
+    def take(self, node: IndexedNode, request_key: tuple[int, ...], memory: int) -> None:
+        """Spend room on a reserved node for a job placed there."""
+        room = self.spare.get(node.id)
+        if room is not None:
+            key, free_memory = room
+            for i, need in enumerate(request_key):
+                key[i] -= need
+            self.spare[node.id] = (key, free_memory - memory)
+
+
+def _covers(room: tuple[list[int], int], request_key: tuple[int, ...], memory: int) -> bool:
+    key, free_memory = room
+    return free_memory >= memory and all(
+        have >= need for have, need in zip(key, request_key, strict=True)
+    )
+
+
+class DefaultScheduler(Scheduler):
+    """Best-fit, FIFO with EASY backfill, over an index of nodes by free capacity."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(config)
+        unknown = set(self.config) - {"estimate_starts"}
+        if unknown:
+            raise InvalidArgument(
+                f"scheduler.config: unknown option {sorted(unknown)[0]!r} "
+                "(the default scheduler accepts: estimate_starts)"
+            )
+        estimate = self.config.get("estimate_starts", True)
+        if not isinstance(estimate, bool):
+            raise InvalidArgument("scheduler.config.estimate_starts must be true or false")
+        self._estimate_starts = estimate
+        self._index = NodeIndex()
+        self._diagnostics = Diagnostics(self._index)
+        self._allocations: dict[str, _Allocation] = {}
+        #: job id -> its nodes, for every running job (the replay reads this)
+        self._nodes_of: dict[str, tuple[str, ...]] = {}
+        #: (expected end, job id) of every running job, ascending; unknown ends are inf
+        self._ends: list[tuple[float, str]] = []
+        self._plans: dict[JobShape, _Plan] = {}
+        self._plans_epoch = -1
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        """Register or update a node; see :meth:`Scheduler.upsert_node`."""
+        if not isinstance(node, NodeInfo):
+            raise InvalidArgument("node must be a NodeInfo")
+        self._index.upsert(node)
+
+    def remove_node(self, node_id: str) -> None:
+        """Forget a node with nothing allocated; see :meth:`Scheduler.remove_node`."""
+        node = self._index.get(node_id)
+        if node.jobs:
+            running = ", ".join(sorted(node.jobs)[:5])
+            raise FailedPrecondition(
+                f"node {node_id} still has {len(node.jobs)} job(s) allocated ({running}); "
+                "release them first"
+            )
+        self._index.remove(node_id)
+
+    def node_usage(self, node_id: str) -> NodeUsage:
+        """A node's allocations and free capacity; see :meth:`Scheduler.node_usage`."""
+        node = self._index.get(node_id)
+        cls = node.cls
+        capacity = node.info.capacity
+        free_devices = dict(zip(cls.device_kinds, node.free_devices, strict=True))
+        return NodeUsage(
+            node_id=node_id,
+            capacity=capacity,
+            used_cores=capacity.cores - node.free_cores,
+            used_memory=capacity.memory - node.free_memory,
+            used_devices={
+                kind: count - free_devices[kind] for kind, count in capacity.device_items
+            },
+            free_cores=node.free_cores,
+            free_memory=node.free_memory,
+            free_devices=free_devices,
+            job_ids=tuple(node.jobs),
+            exclusive_job=node.exclusive_job,
+            takes_new_work=node.usable(),
+        )
+
+    # -- allocations ----------------------------------------------------------------------
+
+    def allocate(
+        self, job: JobRequest, node_ids: Sequence[str], *, started_at: float | None = None
+    ) -> None:
+        """Record a running job as it is; see :meth:`Scheduler.allocate`."""
+        if job.id in self._allocations:
+            raise AlreadyExists(f"job {job.id} is already allocated")
+        distinct = tuple(dict.fromkeys(node_ids))
+        if len(distinct) != job.nodes:
+            raise InvalidArgument(
+                f"job {job.id}: node_ids names {len(distinct)} distinct node(s) "
+                f"but the job runs on {job.nodes}"
+            )
+        nodes = [self._index.get(node_id) for node_id in distinct]
+        end = math.inf
+        if started_at is not None and job.expected_runtime is not None:
+            end = started_at + job.expected_runtime
+        self._record(job, nodes, end)
+
+    def release(self, job_id: str) -> None:
+        """Give back a job's capacity; see :meth:`Scheduler.release`."""
+        allocation = self._allocations.pop(job_id, None)
+        if allocation is None:
+            raise NotFound(f"job {job_id} holds no allocation")
+        del self._nodes_of[job_id]
+        ends = self._ends
+        del ends[bisect_left(ends, (allocation.end, job_id))]
+        index = self._index
+        for node_id in allocation.node_ids:
+            node = index.nodes.get(node_id)
+            if node is not None and job_id in node.jobs:
+                index.remove_job(node, job_id)
+
+    def _record(self, job: JobRequest, nodes: Sequence[IndexedNode], end: float) -> None:
+        """Deduct ``job``'s usage from ``nodes`` and remember it as running until ``end``."""
+        index = self._index
+        job_id = job.id
+        resources = job.resources
+        usage: Usage = (resources.cores, resources.memory, resources.device_items)
+        exclusive = job.exclusive
+        for node in nodes:
+            if exclusive:
+                capacity = node.info.capacity
+                usage = (capacity.cores, capacity.memory, capacity.device_items)
+            index.add_job(node, job_id, usage, exclusive)
+        node_ids = tuple(node.id for node in nodes)
+        self._allocations[job_id] = _Allocation(job, node_ids, end)
+        self._nodes_of[job_id] = node_ids
+        insort(self._ends, (end, job_id))
+
+    # -- feasibility ----------------------------------------------------------------------
+
+    def check_feasible(self, job: JobRequest) -> Diagnosis | None:
+        """Could enough registered nodes hold ``job`` when idle? See
+        :meth:`Scheduler.check_feasible`."""
+        verdict = self._diagnostics.infeasibility(job)
+        if verdict is None:
+            return None
+        message, findings = verdict
+        return _diagnosis(job.id, ReasonCode.INFEASIBLE, message, findings, None)
+
+    # -- the pass -------------------------------------------------------------------------
+
+    def schedule(self, pending: Sequence[JobRequest], now: float) -> ScheduleResult:
+        """One scheduling pass; see :meth:`Scheduler.schedule` and the module docstring."""
+        plans = self._current_plans()
+        placements: list[Placement] = []
+        waiting: list[tuple[JobRequest, int]] = []
+        no_room: set[JobShape] = set()
+        refused: set[JobShape] = set()
+        infeasible: dict[JobShape, tuple[str, Survey]] = {}
+        self._check_pending(pending)
+        protection: _Protection | None = None
+        for job in sorted(pending, key=_QUEUE_ORDER):
+            job_id = job.id
+            shape = job.shape
+            if shape in no_room:
+                waiting.append((job, _NO_ROOM if protection is None else _BACKFILL_NO_ROOM))
+                continue
+            if shape in infeasible:
+                waiting.append((job, _INFEASIBLE))
+                continue
+            guarded = protection is not None and protection.applies_to(job, now)
+            if guarded and shape in refused:
+                waiting.append((job, _REFUSED))
+                continue
+            plan = plans.get(shape) or self._plan(shape)
+            chosen = self._find(shape, plan, protection if guarded else None)
+            if chosen is not None:
+                self._place(job, chosen, plan, now, protection if guarded else None)
+                placements.append(Placement(job_id, tuple(node.id for node in chosen)))
+                continue
+            if guarded and self._find(shape, plan, None) is not None:
+                refused.add(shape)
+                waiting.append((job, _REFUSED))
+                continue
+            verdict = self._diagnostics.infeasibility(job)
+            if verdict is not None:
+                infeasible[shape] = verdict
+                waiting.append((job, _INFEASIBLE))
+                continue
+            no_room.add(shape)
+            if protection is None:
+                protection = self._reserve(job, plan)
+                waiting.append((job, _NO_ROOM if protection is None else _HOLDER))
+            else:
+                waiting.append((job, _BACKFILL_NO_ROOM))
+        diagnoses = self._diagnose(waiting, no_room, infeasible, protection, now)
+        reservation = None
+        if protection is not None:
+            reservation = Reservation(
+                protection.job_id, start_or_none(protection.start), protection.node_ids
+            )
+        return ScheduleResult(tuple(placements), diagnoses, reservation)
+
+    def _check_pending(self, pending: Sequence[JobRequest]) -> None:
+        """InvalidArgument, before anything is placed, for a job listed twice or running."""
+        ids = {job.id for job in pending}
+        if len(ids) != len(pending):
+            seen: set[str] = set()
+            for job in pending:
+                if job.id in seen:
+                    raise InvalidArgument(f"pending job {job.id} is listed twice")
+                seen.add(job.id)
+        if not ids.isdisjoint(self._allocations):
+            running = sorted(ids.intersection(self._allocations))[0]
+            raise InvalidArgument(f"pending job {running} is already allocated")
+
+    def _current_plans(self) -> dict[JobShape, _Plan]:
+        if self._plans_epoch != self._index.epoch:
+            self._plans.clear()
+            self._plans_epoch = self._index.epoch
+        return self._plans
+
+    def _plan(self, shape: JobShape) -> _Plan:
+        """The classes ``shape`` may run on, preferred first: classes without device kinds
+        the job does not use, then smaller nodes (keep big nodes for big jobs)."""
+        wanted_kinds = {kind for kind, _ in shape.devices}
+        ranked = []
+        for cls in self._index.classes.values():
+            request_key = cls.request_key(shape)
+            if (
+                request_key is None
+                or not cls.matches_annotations(shape)
+                or (wanted_kinds and cls.device_plugin_failed)
+                or not cls.holds_when_idle(request_key, shape.memory)
+            ):
+                continue
+            unused_kinds = sum(kind not in wanted_kinds for kind in cls.device_kinds)
+            rank = (unused_kinds, cls.cap_cores, cls.cap_memory, cls.cap_devices)
+            ranked.append((rank, cls.profile, cls, request_key))
+        ranked.sort(key=lambda item: item[:2])
+        plan = _Plan([(cls, request_key) for _, _, cls, request_key in ranked])
+        self._plans[shape] = plan
+        return plan
+
+    def _find(
+        self, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> list[IndexedNode] | None:
+        """``shape.nodes`` distinct nodes with room for ``shape``, best fit first, or None."""
+        index = self._index
+        memory = shape.memory
+        if shape.nodes == 1 and not shape.exclusive and protection is None:
+            first_fit = index.first_fit
+            for cls, request_key in plan.classes:
+                node = first_fit(cls, request_key, memory)
+                if node is not None:
+                    return [node]
+            return None
+        chosen: list[IndexedNode] = []
+        need = shape.nodes
+        for cls, request_key in plan.classes:
+            for node in index.iter_fitting(cls, request_key, memory, shape.exclusive):
+                if protection is not None and not protection.admits(node, request_key, memory):
+                    continue
+                chosen.append(node)
+                if len(chosen) == need:
+                    return chosen
+        return None
+
+    def _place(
+        self,
+        job: JobRequest,
+        nodes: list[IndexedNode],
+        plan: _Plan,
+        now: float,
+        protection: _Protection | None,
+    ) -> None:
+        runtime = job.expected_runtime
+        self._record(job, nodes, math.inf if runtime is None else now + runtime)
+        if protection is not None:
+            keys = dict(plan.classes)
+            for node in nodes:
+                protection.take(node, keys[node.cls], job.resources.memory)
+
+    def _reserve(self, job: JobRequest, plan: _Plan) -> _Protection | None:
+        """EASY backfill's reservation for ``job``: when and where it could start, and the
+        room its nodes keep then; None when the nodes taking new work never could hold it."""
+        shape = job.shape
+        query = self._start_query(shape, plan)
+        shadow = replay_ends(self._index, self._ends, self._nodes_of, [query])
+        if not query.answered or query.start is None:
+            return None
+        spare: dict[str, tuple[list[int], int] | None] = {}
+        for node_id in list(query.fitting)[: shape.nodes]:
+            if shape.exclusive:
+                spare[node_id] = None
+                continue
+            node = self._index.nodes[node_id]
+            key, memory, _ = shadow.free_of(node)
+            request_key = query.request_keys[node.cls]
+            room = [have - need for have, need in zip(key, request_key, strict=True)]
+            spare[node_id] = (room, memory - shape.memory)
+        return _Protection(job.id, query.start, spare)
+
+    def _start_query(self, shape: JobShape, plan: _Plan) -> StartQuery:
+        """A replay question for ``shape``, seeded with the nodes that have room now."""
+        query = StartQuery(shape, dict(plan.classes))
+        for cls, request_key in plan.classes:
+            for node in self._index.iter_fitting(cls, request_key, shape.memory, shape.exclusive):
+                query.fitting[node.id] = None
+                if query.answered:
+                    return query
+        return query
+
+    # -- diagnoses ------------------------------------------------------------------------
+
+    def _diagnose(
+        self,
+        waiting: list[tuple[JobRequest, int]],
+        no_room: set[JobShape],
+        infeasible: dict[JobShape, tuple[str, Survey]],
+        protection: _Protection | None,
+        now: float,
+    ) -> _Diagnoses:
+        """Every waiting job's verdict and estimated start; each distinct (shape, situation)
+        is surveyed once."""
+        starts = self._estimated_starts(no_room)
+        reserved_start = start_or_none(protection.start) if protection is not None else None
+        verdicts: dict[tuple[JobShape, int, bool], _Verdict] = {}
+        per_job: dict[str, tuple[_Verdict, float | None]] = {}
+        for job, situation in waiting:
+            shape = job.shape
+            guarded = (
+                situation in _BACKFILL
+                and protection is not None
+                and protection.applies_to(job, now)
+            )
+            memo_key = (shape, situation, guarded)
+            verdict = verdicts.get(memo_key)
+            if verdict is None:
+                verdict = verdicts[memo_key] = self._verdict(
+                    job, situation, infeasible, protection if guarded else None
+                )
+            if situation in _STARTS_WITH_RESERVATION:
+                per_job[job.id] = (verdict, reserved_start)
+            else:
+                per_job[job.id] = (verdict, starts.get(shape))
+        return _Diagnoses(per_job)
+
+    def _verdict(
+        self,
+        job: JobRequest,
+        situation: int,
+        infeasible: dict[JobShape, tuple[str, Survey]],
+        protection: _Protection | None,
+    ) -> _Verdict:
+        shape = job.shape
+        if situation == _INFEASIBLE:
+            message, findings = infeasible[shape]
+            return ReasonCode.INFEASIBLE, message, findings
+        if protection is not None:
+            guard = protection
+
+            def refused(node_id: str, request_key: tuple[int, ...]) -> bool:
+                return guard.refuses(node_id, request_key, shape.memory)
+
+            findings = self._diagnostics.survey(shape, refused, f"reserved for job {guard.job_id}")
+        else:
+            findings = self._diagnostics.survey(shape)
+        if findings.room_without_device_plugin:
+            reason = ReasonCode.DEVICE_PLUGIN_FAILED
+        elif findings.room_without_annotations:
+            reason = ReasonCode.NODE_ANNOTATIONS_MISMATCH
+        elif situation in (_NO_ROOM, _HOLDER):
+            reason = ReasonCode.INSUFFICIENT_RESOURCES
+        else:
+            reason = ReasonCode.BACKFILL_NO_FIT
+        return reason, findings.message(shape.nodes), findings
+
+    def _estimated_starts(self, no_room: set[JobShape]) -> dict[JobShape, float | None]:
+        """Earliest start of each shape with no room, as running work ends (a lower bound)."""
+        if not self._estimate_starts or not no_room:
+            return {}
+        queries = [
+            self._start_query(shape, self._plans.get(shape) or self._plan(shape))
+            for shape in no_room
+        ]
+        replay_ends(self._index, self._ends, self._nodes_of, queries)
+        return {query.shape: start_or_none(query.start) for query in queries}
+
+
+#: A verdict shared by every job of one shape and situation: (reason, message, survey).
+_Verdict = tuple[ReasonCode, str, Survey]
+
+
+class _Diagnoses(Mapping[str, Diagnosis]):
+    """Job id -> :class:`Diagnosis`, built on first read from the pass's shared verdicts.
+
+    A pass with a long queue leaves many jobs waiting for the same few reasons; the verdicts
+    are computed during the pass, and only the per-job objects wait until someone asks.
+    """
+
+    def __init__(self, per_job: dict[str, tuple[_Verdict, float | None]]) -> None:
+        self._per_job = per_job
+        self._built: dict[str, Diagnosis] = {}
+
+    def __getitem__(self, job_id: str) -> Diagnosis:
+        built = self._built.get(job_id)
+        if built is None:
+            (reason, message, findings), start = self._per_job[job_id]
+            built = self._built[job_id] = _diagnosis(job_id, reason, message, findings, start)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._per_job)
+
+    def __len__(self) -> int:
+        return len(self._per_job)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._per_job
+
+
+def _diagnosis(
+    job_id: str,
+    reason: ReasonCode,
+    message: str,
+    findings: Survey,
+    start: float | None,
+) -> Diagnosis:
+    return Diagnosis(
+        job_id=job_id,
+        reason=reason,
+        message=message,
+        nodes_considered=findings.nodes_considered,
+        nodes_available=findings.nodes_available,
+        groups=MappingProxyType(findings.groups),
+        roomiest_node=findings.roomiest_node,
+        shortfall=None if findings.shortfall is None else MappingProxyType(findings.shortfall),
+        estimated_start=start,
+    )

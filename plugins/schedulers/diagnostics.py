@@ -1,0 +1,384 @@
+"""Why a job was not placed, counted from the node index rather than node by node.
+
+Placement behaves like a Kubernetes filter chain; this module replays that chain over whole
+groups at once. Each node is counted under the *first* filter it fails, in this order:
+
+1. ready, then holds: counted per class as nodes leave the index (``not ready``,
+   ``held (cordon by admin)``);
+2. the class's static profile, once per class: ``annotations mismatch``,
+   ``missing device <kind>``, ``device plugin failed``, ``too small (<resource>)``;
+3. ``running an exclusive job``;
+4. free capacity, once per free key of the index: ``not idle (exclusive)``,
+   ``insufficient cores``, ``insufficient memory``, ``insufficient <device kind>``;
+5. ``reserved for job J``: room that EASY backfill keeps for the reservation.
+
+The cost is one step per class plus one bisect per free key, whatever the number of nodes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
+from fuzzball_plugins.schedulers.node_index import EXCLUSIVE_BUSY, NodeClass, NodeIndex
+
+ANNOTATIONS_MISMATCH = "annotations mismatch"
+DEVICE_PLUGIN_FAILED = "device plugin failed"
+NOT_IDLE = "not idle (exclusive)"
+INSUFFICIENT_CORES = "insufficient cores"
+INSUFFICIENT_MEMORY = "insufficient memory"
+
+
+@dataclass(frozen=True)
+class Survey:
+    """The filter chain's verdict for one shape over every registered node."""
+
+    nodes_considered: int
+    nodes_available: int
+    groups: Mapping[str, int]
+    roomiest_node: str | None
+    shortfall: Mapping[str, int] | None
+    #: nodes with room for the job now that only their annotations turn away
+    room_without_annotations: int
+    #: nodes with room for the job now that only their failed device plugin turns away
+    room_without_device_plugin: int
+
+    def message(self, nodes_needed: int) -> str:
+        """``0/5000 nodes available: 3000 insufficient memory, ...; roomiest node n17 lacks
+        3 cores`` (largest groups first)."""
+        head = f"{self.nodes_available}/{self.nodes_considered} nodes available"
+        if nodes_needed > 1:
+            head += f" (job needs {nodes_needed})"
+        ordered = sorted(self.groups.items(), key=lambda item: (-item[1], item[0]))
+        text = head + (": " + ", ".join(f"{n} {label}" for label, n in ordered) if ordered else "")
+        if self.roomiest_node is not None and self.shortfall:
+            text += f"; roomiest node {self.roomiest_node} lacks {describe_amounts(self.shortfall)}"
+        return text
+
+
+def describe_amounts(amounts: Mapping[str, int]) -> str:
+    """``3 cores, 2 GiB memory, 1 nvidia.com/gpu`` for a resource -> amount mapping."""
+    parts = []
+    for name, amount in amounts.items():
+        if name == "cores":
+            parts.append(f"{amount} core{'' if amount == 1 else 's'}")
+        elif name == "memory":
+            parts.append(f"{format_bytes(amount)} memory")
+        else:
+            parts.append(f"{amount} {name}")
+    return ", ".join(parts)
+
+
+def static_label(cls: NodeClass, shape: JobShape) -> tuple[str | None, tuple[int, ...] | None]:
+    """The first static filter ``cls`` fails for ``shape`` (None if it passes all), and the
+    request as a free key of the class (None when the class lacks a requested device kind)."""
+    request_key = cls.request_key(shape)
+    if not cls.matches_annotations(shape):
+        return ANNOTATIONS_MISMATCH, request_key
+    if request_key is None:
+        kinds = set(cls.device_kinds)
+        missing = next(kind for kind, _ in shape.devices if kind not in kinds)
+        return f"missing device {missing}", None
+    if shape.devices and cls.device_plugin_failed:
+        return DEVICE_PLUGIN_FAILED, request_key
+    if shape.cores > cls.cap_cores:
+        return "too small (cores)", request_key
+    if shape.memory > cls.cap_memory:
+        return "too small (memory)", request_key
+    for kind, need, have in zip(cls.device_kinds, request_key, cls.cap_devices, strict=False):
+        if need > have:
+            return f"too small ({kind})", request_key
+    return None, request_key
+
+
+class Diagnostics:
+    """Surveys and feasibility verdicts over one :class:`NodeIndex`, with per-shape caches.
+
+    A shape's static verdict for each class is cached until a class appears or disappears;
+    a shape's feasibility until any node is registered, updated or removed.
+    """
+
+    def __init__(self, index: NodeIndex) -> None:
+        self._index = index
+        self._static: dict[JobShape, list[tuple[NodeClass, str | None, tuple[int, ...] | None]]]
+        self._static = {}
+        self._static_epoch = -1
+        self._feasibility: dict[JobShape, tuple[str, Survey] | None] = {}
+        self._feasibility_version = -1
+
+    def static_verdicts(
+        self, shape: JobShape
+    ) -> list[tuple[NodeClass, str | None, tuple[int, ...] | None]]:
+        """:func:`static_label` of every class for ``shape``: (class, label, request key)."""
+        if self._static_epoch != self._index.epoch:
+            self._static.clear()
+            self._static_epoch = self._index.epoch
+        verdicts = self._static.get(shape)
+        if verdicts is None:
+            verdicts = self._static[shape] = [
+                (cls, *static_label(cls, shape)) for cls in self._index.classes.values()
+            ]
+        return verdicts
+
+    def infeasibility(self, job: JobRequest) -> tuple[str, Survey] | None:
+        """:func:`infeasibility`, cached per shape while no node changes."""
+        if self._feasibility_version != self._index.version:
+            self._feasibility.clear()
+            self._feasibility_version = self._index.version
+        shape = job.shape
+        if shape not in self._feasibility:
+            self._feasibility[shape] = infeasibility(self._index, job)
+        return self._feasibility[shape]
+
+    def survey(
+        self,
+        shape: JobShape,
+        refused_by_reservation: Callable[[str, tuple[int, ...]], bool] | None = None,
+        reserved_label: str = "",
+    ) -> Survey:
+        """Count every registered node under the first filter it fails for ``shape``.
+
+        ``refused_by_reservation(node_id, request_key)`` tells whether a node with room is
+        kept for the reservation; such nodes are counted as ``reserved_label``. Only nodes
+        with room are asked, and a failed job leaves few of those.
+        """
+        groups: Counter[str] = Counter()
+        considered = 0
+        available = 0
+        room_without_annotations = 0
+        room_without_plugin = 0
+        roomiest: tuple[float, str, dict[str, int]] | None = None
+        probe = (shape.memory,)
+        for cls, label, request_key in self.static_verdicts(shape):
+            considered += len(cls.members)
+            unavailable = cls.unavailable
+            busy = 0
+            if unavailable:
+                for reason, count in unavailable.items():
+                    if reason == EXCLUSIVE_BUSY:
+                        busy = count
+                    else:
+                        groups[reason] += count
+            indexed = cls.indexed
+            if not busy and not indexed:
+                continue
+            if label is not None:
+                groups[label] += busy + indexed
+                if request_key is not None and label in (
+                    ANNOTATIONS_MISMATCH,
+                    DEVICE_PLUGIN_FAILED,
+                ):
+                    room = _count_with_room(cls, shape, request_key)
+                    if label == ANNOTATIONS_MISMATCH:
+                        room_without_annotations += room
+                    else:
+                        room_without_plugin += room
+                continue
+            assert request_key is not None
+            if busy:
+                groups[EXCLUSIVE_BUSY] += busy
+            if shape.exclusive:
+                with_room = list(cls.idle)
+                if indexed - len(with_room):
+                    groups[NOT_IDLE] += indexed - len(with_room)
+                # an exclusive job needs the whole node: measure against its capacity
+                need_key, need_memory = cls.cap_key, cls.cap_memory
+            else:
+                with_room = _count_free(cls, request_key, probe, groups)
+                need_key, need_memory = request_key, shape.memory
+            for key, entries in cls.index.items():
+                candidate = _roomiest_in_key(key, entries, need_key, need_memory, cls.device_kinds)
+                if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
+                    roomiest = candidate
+            if refused_by_reservation is not None:
+                for node_id in with_room:
+                    if refused_by_reservation(node_id, request_key):
+                        groups[reserved_label] += 1
+                    else:
+                        available += 1
+            else:
+                available += len(with_room)
+        return Survey(
+            nodes_considered=considered,
+            nodes_available=available,
+            groups=dict(groups),
+            roomiest_node=roomiest[1] if roomiest else None,
+            shortfall=roomiest[2] if roomiest else None,
+            room_without_annotations=room_without_annotations,
+            room_without_device_plugin=room_without_plugin,
+        )
+
+
+def _count_free(
+    cls: NodeClass,
+    request_key: tuple[int, ...],
+    probe: tuple[int],
+    groups: Counter[str],
+) -> list[str]:
+    """Count a class's indexed nodes by the free resource they lack (cores, then memory, then
+    devices) into ``groups``; return the ids of the nodes with room."""
+    with_room: list[str] = []
+    kinds = cls.device_kinds
+    cores = request_key[-1]
+    for key, entries in cls.index.items():
+        if key[-1] < cores:
+            groups[INSUFFICIENT_CORES] += len(entries)
+            continue
+        low = bisect_left(entries, probe)
+        if low:
+            groups[INSUFFICIENT_MEMORY] += low
+        if low == len(entries):
+            continue
+        short_kind = None
+        for i, kind in enumerate(kinds):
+            if key[i] < request_key[i]:
+                short_kind = kind
+                break
+        if short_kind is not None:
+            groups[f"insufficient {short_kind}"] += len(entries) - low
+        else:
+            with_room.extend(node_id for _, node_id in entries[low:])
+    return with_room
+
+
+def _count_with_room(cls: NodeClass, shape: JobShape, request_key: tuple[int, ...]) -> int:
+    """How many indexed nodes of ``cls`` have room for ``shape`` now (filters aside)."""
+    if not cls.holds_when_idle(request_key, shape.memory):
+        return 0
+    if shape.exclusive:
+        return len(cls.idle)
+    probe = (shape.memory,)
+    room = 0
+    for key, entries in cls.index.items():
+        if all(have >= need for have, need in zip(key, request_key, strict=True)):
+            room += len(entries) - bisect_left(entries, probe)
+    return room
+
+
+def _roomiest_in_key(
+    key: tuple[int, ...],
+    entries: list[tuple[int, str]],
+    need_key: tuple[int, ...],
+    need_memory: int,
+    kinds: tuple[str, ...],
+) -> tuple[float, str, dict[str, int]] | None:
+    """The node of one free key that comes closest to fitting without fitting, scored by
+    the sum of each lacking resource's missing fraction."""
+    lacks: dict[str, int] = {}
+    score = 0.0
+    if key[-1] < need_key[-1]:
+        lacks["cores"] = need_key[-1] - key[-1]
+        score += lacks["cores"] / max(need_key[-1], 1)
+    for i, kind in enumerate(kinds):
+        if key[i] < need_key[i]:
+            lacks[kind] = need_key[i] - key[i]
+            score += lacks[kind] / max(need_key[i], 1)
+    low = bisect_left(entries, (need_memory,))
+    if lacks:
+        memory, node_id = entries[-1]
+    elif low:
+        memory, node_id = entries[low - 1]
+    else:
+        return None
+    if memory < need_memory:
+        lacks["memory"] = need_memory - memory
+        score += lacks["memory"] / max(need_memory, 1)
+    if not lacks:
+        return None
+    ordered = {name: lacks[name] for name in ("cores", "memory", *kinds) if name in lacks}
+    return score, node_id, ordered
+
+
+def infeasibility(index: NodeIndex, job: JobRequest) -> tuple[str, Survey] | None:
+    """None when enough registered nodes could hold ``job`` when idle, else (message, survey).
+
+    Every registered node counts, held, not-ready and busy ones included.
+    """
+    shape = job.shape
+    groups: Counter[str] = Counter()
+    considered = 0
+    holding = 0
+    matching: list[NodeClass] = []
+    for cls in index.classes.values():
+        members = len(cls.members)
+        considered += members
+        label, request_key = static_label(cls, shape)
+        if label == DEVICE_PLUGIN_FAILED:
+            # a failed plugin is a passing state of the node, not of what was built
+            label = _size_label(cls, shape, request_key)
+        if label is None:
+            holding += members
+            continue
+        groups[label] += members
+        if label != ANNOTATIONS_MISMATCH:
+            matching.append(cls)
+    if holding >= shape.nodes:
+        return None
+    request = job.describe()
+    if not index.classes:
+        text = f"job needs {request}; no nodes are registered"
+        largest = None
+    elif not matching:
+        wanted = ", ".join(f"{key}={value}" for key, value in shape.annotations)
+        text = f"job needs {request}; no node is annotated {wanted}"
+        largest = None
+    elif holding:
+        text = (
+            f"job needs {request}; only {holding} node{'' if holding == 1 else 's'} "
+            "could hold that much"
+        )
+        largest = None
+    else:
+        largest = min(matching, key=lambda cls: _capacity_rank(cls, shape))
+        text = f"job needs {request}; the largest node has {largest.describe_capacity()}"
+    lacks = _capacity_shortfall(largest, shape) if largest else None
+    survey_result = Survey(
+        nodes_considered=considered,
+        nodes_available=holding,
+        groups=dict(groups),
+        roomiest_node=next(iter(largest.members)) if largest else None,
+        shortfall=lacks,
+        room_without_annotations=0,
+        room_without_device_plugin=0,
+    )
+    return text, survey_result
+
+
+def _size_label(cls: NodeClass, shape: JobShape, request_key: tuple[int, ...] | None) -> str | None:
+    if shape.cores > cls.cap_cores:
+        return "too small (cores)"
+    if shape.memory > cls.cap_memory:
+        return "too small (memory)"
+    assert request_key is not None
+    for kind, need, have in zip(cls.device_kinds, request_key, cls.cap_devices, strict=False):
+        if need > have:
+            return f"too small ({kind})"
+    return None
+
+
+def _capacity_shortfall(cls: NodeClass, shape: JobShape) -> dict[str, int]:
+    have_devices = dict(zip(cls.device_kinds, cls.cap_devices, strict=True))
+    lacks: dict[str, int] = {}
+    if shape.cores > cls.cap_cores:
+        lacks["cores"] = shape.cores - cls.cap_cores
+    if shape.memory > cls.cap_memory:
+        lacks["memory"] = shape.memory - cls.cap_memory
+    for kind, need in shape.devices:
+        if need > have_devices.get(kind, 0):
+            lacks[kind] = need - have_devices.get(kind, 0)
+    return lacks
+
+
+def _capacity_rank(cls: NodeClass, shape: JobShape) -> tuple[int, float, int, int]:
+    """Smaller is closer to holding ``shape``: fewer missing device kinds, then smaller
+    missing fractions, then bigger nodes."""
+    kinds = set(cls.device_kinds)
+    missing_kinds = sum(kind not in kinds for kind, _ in shape.devices)
+    wanted = {"cores": shape.cores, "memory": shape.memory, **dict(shape.devices)}
+    missing = sum(
+        amount / max(wanted[name], 1) for name, amount in _capacity_shortfall(cls, shape).items()
+    )
+    return missing_kinds, missing, -cls.cap_cores, -cls.cap_memory

@@ -1,0 +1,397 @@
+"""The default scheduler's picture of the nodes: classes of interchangeable nodes, each with an
+index of its nodes by free capacity, so a placement decision never scans every node.
+
+Nodes are grouped into :class:`NodeClass` es by everything placement treats as static:
+annotations, capacity and device-plugin health. Inside a class, the nodes that take new work
+and are not running an exclusive job are indexed by free capacity:
+
+* ``index`` maps a *free key*, ``(free count of each device kind..., free cores)``, to a list
+  of ``(free memory, node id)`` kept sorted;
+* ``keys`` holds the present free keys, sorted.
+
+Finding a node for ``c`` cores, ``m`` bytes and ``d`` devices bisects ``keys`` to the first key
+whose leading component is large enough, walks keys upward until one dominates the request,
+and bisects that key's list for the least memory that is at least ``m``: best fit on devices,
+then cores, then memory. The walk is bounded by the number of distinct free keys in the class
+(at most a few hundred for real node shapes), not by the number of nodes. Nodes that take no
+new work (held, not ready) or run an exclusive job are kept out of the index and only counted,
+per class, by the label diagnostics report them under.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Iterator
+
+from fuzzball_core.errors import NotFound
+from fuzzball_core.scheduling import JobShape, NodeInfo, Resources
+
+#: What a job uses on one node: (cores, memory, ((device kind, count), ...)).
+Usage = tuple[int, int, tuple[tuple[str, int], ...]]
+
+#: The label of nodes skipped because an exclusive job runs on them.
+EXCLUSIVE_BUSY = "running an exclusive job"
+
+
+class NodeClass:
+    """Nodes placement cannot tell apart: same annotations, capacity and plugin health."""
+
+    __slots__ = (
+        "annotations",
+        "cap_cores",
+        "cap_devices",
+        "cap_key",
+        "cap_memory",
+        "device_kinds",
+        "device_plugin_failed",
+        "idle",
+        "index",
+        "indexed",
+        "keys",
+        "members",
+        "profile",
+        "unavailable",
+    )
+
+    def __init__(self, profile: tuple, info: NodeInfo) -> None:
+        self.profile = profile
+        self.annotations: dict[str, str] = dict(info.annotations)
+        capacity = info.capacity
+        self.cap_cores = capacity.cores
+        self.cap_memory = capacity.memory
+        self.device_kinds: tuple[str, ...] = tuple(kind for kind, _ in capacity.device_items)
+        self.cap_devices: tuple[int, ...] = tuple(count for _, count in capacity.device_items)
+        self.cap_key: tuple[int, ...] = (*self.cap_devices, self.cap_cores)
+        self.device_plugin_failed = info.device_plugin_failed
+        #: every registered node of the class, by id
+        self.members: dict[str, IndexedNode] = {}
+        #: free key -> sorted [(free memory, node id)] of the indexed nodes
+        self.index: dict[tuple[int, ...], list[tuple[int, str]]] = {}
+        #: the free keys present in ``index``, sorted
+        self.keys: list[tuple[int, ...]] = []
+        #: how many members are in the index
+        self.indexed = 0
+        #: indexed nodes with nothing running, in the order they became idle
+        self.idle: dict[str, None] = {}
+        #: label -> number of members kept out of the index for that reason
+        self.unavailable: Counter[str] = Counter()
+
+    def request_key(self, shape: JobShape) -> tuple[int, ...] | None:
+        """``shape``'s request as a free key of this class, or None if the class lacks one of
+        the requested device kinds."""
+        wanted = dict(shape.devices)
+        counts = [wanted.pop(kind, 0) for kind in self.device_kinds]
+        if wanted:
+            return None
+        return (*counts, shape.cores)
+
+    def matches_annotations(self, shape: JobShape) -> bool:
+        """True when every annotation the job requires is on these nodes with that value."""
+        annotations = self.annotations
+        return all(annotations.get(key) == value for key, value in shape.annotations)
+
+    def holds_when_idle(self, request_key: tuple[int, ...], memory: int) -> bool:
+        """True when one idle node of the class has room for the request."""
+        return memory <= self.cap_memory and all(
+            need <= have for need, have in zip(request_key, self.cap_key, strict=True)
+        )
+
+    def describe_capacity(self) -> str:
+        """People's words for one node of this class: ``16 cores, 64 GiB memory``."""
+        return Resources(
+            self.cap_cores,
+            self.cap_memory,
+            dict(zip(self.device_kinds, self.cap_devices, strict=True)),
+        ).describe()
+
+
+class IndexedNode:
+    """One registered node: what it is, what runs on it and what it has free."""
+
+    __slots__ = (
+        "cls",
+        "exclusive_job",
+        "free_cores",
+        "free_devices",
+        "free_memory",
+        "id",
+        "indexed_key",
+        "info",
+        "jobs",
+        "unavailable_label",
+    )
+
+    def __init__(self, info: NodeInfo, cls: NodeClass) -> None:
+        self.id = info.id
+        self.info = info
+        self.cls = cls
+        self.jobs: dict[str, Usage] = {}
+        self.exclusive_job: str | None = None
+        self.free_cores = cls.cap_cores
+        self.free_memory = cls.cap_memory
+        self.free_devices: list[int] = list(cls.cap_devices)
+        #: the free key the node is indexed under, or None when out of the index
+        self.indexed_key: tuple[int, ...] | None = None
+        #: why the node takes no new work (diagnostics label), or None
+        self.unavailable_label: str | None = info.unavailable_label
+
+    def free_key(self) -> tuple[int, ...]:
+        """The node's current free key: ``(free devices..., free cores)``."""
+        return (*self.free_devices, self.free_cores)
+
+    def fits(self, request_key: tuple[int, ...], memory: int) -> bool:
+        """True when the node's free capacity covers the request (ignores exclusivity)."""
+        return self.free_memory >= memory and all(
+            have >= need for have, need in zip(self.free_key(), request_key, strict=True)
+        )
+
+    def usable(self) -> bool:
+        """True when the node takes new work (ready, no holds)."""
+        return self.unavailable_label is None
+
+
+class NodeIndex:
+    """Every registered node, grouped into classes, with free-capacity indexes."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, IndexedNode] = {}
+        self.classes: dict[tuple, NodeClass] = {}
+        #: bumped whenever a class appears or disappears, invalidating cached class lists
+        self.epoch = 0
+        #: bumped whenever a node is registered, updated or removed
+        self.version = 0
+
+    # -- registration ---------------------------------------------------------------------
+
+    @staticmethod
+    def profile_of(info: NodeInfo) -> tuple:
+        """The static profile that decides a node's class."""
+        return (
+            tuple(info.annotations.items()),
+            info.capacity.cores,
+            info.capacity.memory,
+            info.capacity.device_items,
+            info.device_plugin_failed,
+        )
+
+    def upsert(self, info: NodeInfo) -> IndexedNode:
+        """Register or update a node, keeping what runs on it."""
+        self.version += 1
+        old = self.nodes.get(info.id)
+        jobs: dict[str, Usage] = {}
+        exclusive_job: str | None = None
+        if old is not None:
+            jobs, exclusive_job = old.jobs, old.exclusive_job
+            self._detach(old)
+        cls = self._class_for(info)
+        node = IndexedNode(info, cls)
+        node.jobs = jobs
+        node.exclusive_job = exclusive_job
+        for usage in jobs.values():
+            self._subtract(node, usage)
+        self.nodes[info.id] = node
+        cls.members[node.id] = node
+        self._attach(node)
+        return node
+
+    def remove(self, node_id: str) -> IndexedNode:
+        """Forget a node (the caller checked that nothing runs on it)."""
+        node = self.get(node_id)
+        self.version += 1
+        self._detach(node)
+        del self.nodes[node_id]
+        return node
+
+    def get(self, node_id: str) -> IndexedNode:
+        """The node with ``node_id``, or NotFound."""
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise NotFound(f"node {node_id} is not registered") from None
+
+    def _class_for(self, info: NodeInfo) -> NodeClass:
+        profile = self.profile_of(info)
+        cls = self.classes.get(profile)
+        if cls is None:
+            cls = self.classes[profile] = NodeClass(profile, info)
+            self.epoch += 1
+        return cls
+
+    def _detach(self, node: IndexedNode) -> None:
+        """Take ``node`` out of its class entirely (index, counters, members)."""
+        cls = node.cls
+        self._unindex(node)
+        label = self._out_of_index_label(node)
+        if label is not None:
+            cls.unavailable[label] -= 1
+            if not cls.unavailable[label]:
+                del cls.unavailable[label]
+        del cls.members[node.id]
+        if not cls.members:
+            del self.classes[cls.profile]
+            self.epoch += 1
+
+    def _attach(self, node: IndexedNode) -> None:
+        """Put a member of its class into the index or the matching counter."""
+        label = self._out_of_index_label(node)
+        if label is None:
+            self._index(node)
+        else:
+            node.cls.unavailable[label] += 1
+
+    @staticmethod
+    def _out_of_index_label(node: IndexedNode) -> str | None:
+        if node.unavailable_label is not None:
+            return node.unavailable_label
+        if node.exclusive_job is not None:
+            return EXCLUSIVE_BUSY
+        return None
+
+    # -- the free-capacity index ------------------------------------------------------------
+
+    @staticmethod
+    def _index(node: IndexedNode) -> None:
+        cls = node.cls
+        key = (*node.free_devices, node.free_cores)
+        entries = cls.index.get(key)
+        if entries is None:
+            entries = cls.index[key] = []
+            insort(cls.keys, key)
+        insort(entries, (node.free_memory, node.id))
+        cls.indexed += 1
+        node.indexed_key = key
+        if not node.jobs:
+            cls.idle[node.id] = None
+
+    @staticmethod
+    def _unindex(node: IndexedNode) -> None:
+        key = node.indexed_key
+        if key is None:
+            return
+        cls = node.cls
+        entries = cls.index[key]
+        del entries[bisect_left(entries, (node.free_memory, node.id))]
+        if not entries:
+            del cls.index[key]
+            keys = cls.keys
+            del keys[bisect_left(keys, key)]
+        cls.idle.pop(node.id, None)
+        cls.indexed -= 1
+        node.indexed_key = None
+
+    # -- allocations ----------------------------------------------------------------------
+
+    def add_job(self, node: IndexedNode, job_id: str, usage: Usage, exclusive: bool) -> None:
+        """Deduct ``usage`` from ``node`` for ``job_id`` and re-index the node."""
+        in_index = node.indexed_key is not None
+        if in_index:
+            self._unindex(node)
+        else:
+            self._detach_counter(node)
+        node.jobs[job_id] = usage
+        self._subtract(node, usage)
+        if exclusive:
+            node.exclusive_job = job_id
+        self._attach(node)
+
+    def remove_job(self, node: IndexedNode, job_id: str) -> None:
+        """Give ``job_id``'s usage back to ``node`` and re-index the node."""
+        if node.indexed_key is not None:
+            self._unindex(node)
+        else:
+            self._detach_counter(node)
+        usage = node.jobs.pop(job_id)
+        self._subtract(node, usage, sign=-1)
+        if node.exclusive_job == job_id:
+            node.exclusive_job = None
+        self._attach(node)
+
+    def _detach_counter(self, node: IndexedNode) -> None:
+        label = self._out_of_index_label(node)
+        if label is not None:
+            counter = node.cls.unavailable
+            counter[label] -= 1
+            if not counter[label]:
+                del counter[label]
+
+    @staticmethod
+    def _subtract(node: IndexedNode, usage: Usage, sign: int = 1) -> None:
+        cores, memory, devices = usage
+        node.free_cores -= sign * cores
+        node.free_memory -= sign * memory
+        if devices:
+            kinds = node.cls.device_kinds
+            for kind, count in devices:
+                # a kind the node does not have (a reconciled oddity) cannot be accounted
+                if kind in kinds:
+                    node.free_devices[kinds.index(kind)] -= sign * count
+
+    # -- queries --------------------------------------------------------------------------
+
+    def iter_fitting(
+        self, cls: NodeClass, request_key: tuple[int, ...], memory: int, exclusive: bool
+    ) -> Iterator[IndexedNode]:
+        """The class's indexed nodes with room for the request, best fit first.
+
+        For an exclusive request only idle nodes qualify (the class's capacity was checked by
+        the caller), and all of them fit equally well.
+        """
+        nodes = self.nodes
+        if exclusive:
+            for node_id in list(cls.idle):
+                yield nodes[node_id]
+            return
+        keys = cls.keys
+        index = cls.index
+        count = len(keys)
+        start = bisect_left(keys, request_key[:1])
+        memory_probe = (memory,)
+        single = len(request_key) == 1
+        for position in range(start, count):
+            key = keys[position]
+            if not single and not _dominates(key, request_key):
+                continue
+            entries = index[key]
+            for at in range(bisect_left(entries, memory_probe), len(entries)):
+                yield nodes[entries[at][1]]
+
+    def first_fit(
+        self, cls: NodeClass, request_key: tuple[int, ...], memory: int
+    ) -> IndexedNode | None:
+        """The best-fitting indexed node of ``cls`` for a non-exclusive request, or None.
+
+        The hot path of placement: no generator, one bisect per free key visited.
+        """
+        keys = cls.keys
+        index = cls.index
+        memory_probe = (memory,)
+        position = bisect_left(keys, request_key[:1])
+        count = len(keys)
+        if len(request_key) == 1:
+            while position < count:
+                entries = index[keys[position]]
+                at = bisect_left(entries, memory_probe)
+                if at < len(entries):
+                    return self.nodes[entries[at][1]]
+                position += 1
+            return None
+        while position < count:
+            key = keys[position]
+            position += 1
+            if _dominates(key, request_key):
+                entries = index[key]
+                at = bisect_left(entries, memory_probe)
+                if at < len(entries):
+                    return self.nodes[entries[at][1]]
+        return None
+
+
+def _dominates(have: tuple[int, ...], need: tuple[int, ...]) -> bool:
+    """True when every component of ``have`` is at least the one of ``need``."""
+    # a plain loop: this runs per free key on the hot path, and all() over a generator
+    # costs about twice as much for the two- or three-component keys seen here
+    for available, wanted in zip(have, need, strict=True):  # noqa: SIM110
+        if available < wanted:
+            return False
+    return True

@@ -1,0 +1,133 @@
+"""When could a job start? Replays running jobs' expected ends against the node index.
+
+The default scheduler asks this for two things each pass: the EASY-backfill reservation of the
+first job that cannot start (which nodes, from when, and how much room those nodes keep for
+other work), and an estimated start for every other shape left waiting.
+
+The replay walks running allocations in order of expected end (``start + expected_runtime``;
+jobs with no expected runtime end at infinity), gives each ending job's capacity back to a
+*shadow* copy of the nodes it touched, and stops as soon as every question is answered. Only
+nodes that take new work count: capacity coming back on a held or not-ready node helps no one.
+Other pending work is ignored, so an estimate for anything but the reservation is a lower
+bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fuzzball_core.scheduling import JobShape
+from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
+
+
+@dataclass(eq=False)
+class StartQuery:
+    """One question for the replay: from when do ``shape.nodes`` nodes have room for ``shape``?
+
+    ``request_keys`` maps each class the shape may run on to the request as a free key of that
+    class. ``fitting`` starts with the nodes that have room now and grows, in the order nodes
+    gain room, until it holds enough; ``start`` is then the time that happened (``math.inf``
+    when it took a job with no expected end). ``start`` stays None when the nodes that take
+    new work can never hold the shape.
+    """
+
+    shape: JobShape
+    request_keys: Mapping[NodeClass, tuple[int, ...]]
+    fitting: dict[str, None] = field(default_factory=dict)
+    start: float | None = None
+
+    @property
+    def answered(self) -> bool:
+        """True once enough nodes have room."""
+        return len(self.fitting) >= self.shape.nodes
+
+
+class Shadow:
+    """Nodes' free capacity at a future moment, copied from the index on first touch."""
+
+    __slots__ = ("_index", "state")
+
+    def __init__(self, index: NodeIndex) -> None:
+        self._index = index
+        #: node id -> [free key as a list, free memory, jobs still running]
+        self.state: dict[str, list] = {}
+
+    def free_of(self, node: IndexedNode) -> tuple[list[int], int, int]:
+        """The node's shadow free key, free memory and running-job count."""
+        state = self.state.get(node.id)
+        if state is None:
+            return [*node.free_devices, node.free_cores], node.free_memory, len(node.jobs)
+        return state[0], state[1], state[2]
+
+    def give_back(self, node: IndexedNode, job_id: str) -> list:
+        """Return ``job_id``'s usage on ``node`` to the shadow and the node's new state."""
+        state = self.state.get(node.id)
+        if state is None:
+            state = [[*node.free_devices, node.free_cores], node.free_memory, len(node.jobs)]
+            self.state[node.id] = state
+        cores, memory, devices = node.jobs[job_id]
+        key = state[0]
+        key[-1] += cores
+        state[1] += memory
+        kinds = node.cls.device_kinds
+        for kind, count in devices:
+            if kind in kinds:
+                key[kinds.index(kind)] += count
+        state[2] -= 1
+        return state
+
+
+def replay_ends(
+    index: NodeIndex,
+    ends: Sequence[tuple[float, str]],
+    job_nodes: Mapping[str, Sequence[str]],
+    queries: Iterable[StartQuery],
+    shadow: Shadow | None = None,
+) -> Shadow:
+    """Answer ``queries`` by giving back running jobs' capacity in order of expected end.
+
+    ``ends`` is ``(expected end, job id)`` sorted ascending; ``job_nodes`` maps a running job to
+    its nodes. Returns the shadow as it stood when the last query was answered (or when the
+    running jobs ran out), so a caller can read the reserved nodes' room at that moment.
+    """
+    shadow = shadow or Shadow(index)
+    open_queries = [query for query in queries if not query.answered]
+    nodes = index.nodes
+    for end, job_id in ends:
+        if not open_queries:
+            break
+        answered_any = False
+        for node_id in job_nodes[job_id]:
+            node = nodes[node_id]
+            if node.unavailable_label is not None:
+                continue
+            state = shadow.give_back(node, job_id)
+            cls = node.cls
+            for query in open_queries:
+                request_key = query.request_keys.get(cls)
+                if request_key is None or node_id in query.fitting:
+                    continue
+                shape = query.shape
+                if shape.exclusive:
+                    has_room = state[2] == 0
+                else:
+                    has_room = state[1] >= shape.memory and all(
+                        have >= need for have, need in zip(state[0], request_key, strict=True)
+                    )
+                if has_room:
+                    query.fitting[node_id] = None
+                    if query.answered:
+                        query.start = end
+                        answered_any = True
+        if answered_any:
+            open_queries = [query for query in open_queries if not query.answered]
+    return shadow
+
+
+def start_or_none(start: float | None) -> float | None:
+    """A replayed start as callers report it: None when unknown (infinite or never)."""
+    if start is None or math.isinf(start):
+        return None
+    return start

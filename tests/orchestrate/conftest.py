@@ -1,0 +1,153 @@
+"""Fixtures for the store and engine tests: a real database (SQLite, and PostgreSQL when
+FUZZBALL_TEST_POSTGRES_URL names a server) and an engine driven pass by pass."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.service import SqlOrchestrateService
+from fuzzball_core.orchestrate.views import Principal
+from fuzzball_core.scheduling import Resources
+from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+START_POSTGRES = Path(__file__).resolve().parents[2] / "scripts" / "start-postgres.sh"
+
+
+def _postgres_url() -> str:
+    """The test server's URL: $FUZZBALL_TEST_POSTGRES_URL, or Debian's PostgreSQL started by
+    scripts/start-postgres.sh when it is installed and we are root (as in CI)."""
+    url = os.environ.get("FUZZBALL_TEST_POSTGRES_URL", "")
+    if url or os.geteuid() != 0 or not shutil.which("pg_ctlcluster"):
+        return url
+    started = subprocess.run([str(START_POSTGRES)], capture_output=True, text=True)
+    return started.stdout.strip() if started.returncode == 0 else ""
+
+
+POSTGRES_URL = _postgres_url()
+
+
+def _postgres_database() -> Iterator[str]:
+    name = f"fb_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1),
+                          isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'orchestrate.db'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("no PostgreSQL server to test on: install Debian's postgresql and run as"
+                    " root, or set FUZZBALL_TEST_POSTGRES_URL")
+    yield from _postgres_database()
+
+
+class RecordingHub(NodeHub):
+    """A hub whose every node is connected and whose messages are kept for the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, node_pb2.ControlMessage]] = []
+
+    def send(self, node_id: str, message: node_pb2.ControlMessage) -> bool:
+        self.sent.append((node_id, message))
+        return True
+
+    def take(self, kind: str) -> list[tuple[str, node_pb2.ControlMessage]]:
+        taken = [(n, m) for n, m in self.sent if m.WhichOneof("kind") == kind]
+        self.sent = [(n, m) for n, m in self.sent if m.WhichOneof("kind") != kind]
+        return taken
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Harness:
+    """An engine and its service over a real database, with the node side played by hand."""
+
+    engine: Engine
+    service: SqlOrchestrateService
+    hub: RecordingHub
+    clock: FakeClock
+    user: Principal
+
+    def node(self, name: str = "n1", cores: int = 4, memory: int = 8 << 30, **devices: int) -> str:
+        return self.engine.register_node(name, Resources(cores, memory, devices), {})
+
+    def submit(self, text: str) -> str:
+        workflow_id = self.service.start_workflow(self.user, raw_specification=text, name="wf")
+        self.engine.step()
+        return workflow_id
+
+    def assignments(self) -> list[node_pb2.Assignment]:
+        return [m.assign for _, m in self.hub.take("assign")]
+
+    def report(self, node_id: str, **fields) -> None:
+        self.engine.node_message(node_id, node_pb2.NodeMessage(**fields))
+
+    def start(self, node_id: str, run_id: int) -> None:
+        self.report(node_id, started=node_pb2.RunStarted(run_id=run_id))
+
+    def exit(self, node_id: str, run_id: int, code: int = 0, **extra) -> None:
+        self.report(node_id, exited=node_pb2.RunExited(run_id=run_id, exit_code=code, **extra))
+
+    def run_to_end(self, node_id: str, assignment: node_pb2.Assignment, code: int = 0) -> None:
+        self.start(node_id, assignment.run_id)
+        self.exit(node_id, assignment.run_id, code)
+        self.engine.step()
+
+    def stages(self, workflow_id: str) -> dict[str, str]:
+        view = self.service.get_workflow(self.user, workflow_id)
+        return {stage.name: stage.status for stage in view.stages}
+
+    def status(self, workflow_id: str) -> str:
+        return self.service.get_workflow(self.user, workflow_id).status
+
+    def events(self, workflow_id: str) -> list[str]:
+        return [e.kind for e in self.service.list_events(self.user, workflow_id)]
+
+
+def build_harness(url: str, clock: FakeClock | None = None) -> Harness:
+    database = connect(url)
+    migrate(database)
+    sessions = session_factory(database)
+    hub = RecordingHub()
+    clock = clock or FakeClock()
+    engine = Engine(sessions, DefaultScheduler(), hub, lease_seconds=15, clock=clock)
+    service = SqlOrchestrateService(sessions, engine)
+    user, _ = service.create_account(f"user-{uuid.uuid4().hex[:6]}")
+    return Harness(engine, service, hub, clock, user)
+
+
+@pytest.fixture
+def harness(database_url) -> Harness:
+    return build_harness(database_url)

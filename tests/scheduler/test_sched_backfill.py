@@ -1,0 +1,168 @@
+"""Queue order, EASY backfill and estimated start times of the default scheduler."""
+
+import pytest
+from scheduler_cluster import cluster, job, node, placed_on
+
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.scheduling import Hold, ReasonCode
+
+
+def test_earlier_submission_goes_first_whatever_order_jobs_are_passed_in():
+    scheduler = cluster(node("n", cores=16))
+    late = job("late", cores=16, submitted_at=2)
+    early = job("early", cores=16, submitted_at=1)
+    result = scheduler.schedule([late, early], now=5)
+    assert [p.job_id for p in result.placements] == ["early"]
+
+
+def test_higher_priority_goes_before_earlier_submission():
+    scheduler = cluster(node("n", cores=16))
+    result = scheduler.schedule(
+        [job("old", cores=16, submitted_at=1), job("urgent", cores=16, submitted_at=9, priority=5)],
+        now=10,
+    )
+    assert [p.job_id for p in result.placements] == ["urgent"]
+
+
+def test_a_job_listed_twice_is_refused():
+    scheduler = cluster(node("n"))
+    with pytest.raises(InvalidArgument, match="listed twice"):
+        scheduler.schedule([job("j"), job("j")], now=0)
+
+
+def test_first_blocked_job_gets_a_reservation_when_running_work_ends():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    result = scheduler.schedule([job("head", cores=16)], now=10)
+    assert result.reservation is not None
+    assert (result.reservation.job_id, result.reservation.start) == ("head", 100)
+    assert result.reservation.node_ids == ("n",)
+    assert result.diagnoses["head"].estimated_start == 100
+
+
+def test_backfill_starts_a_job_that_ends_before_the_reservation():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    short = job("short", cores=4, submitted_at=2, runtime=50)
+    result = scheduler.schedule([head, short], now=10)
+    assert placed_on(result, "short") == ("n",)
+
+
+def test_backfill_refuses_a_job_that_would_delay_the_reservation():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    long = job("long", cores=4, submitted_at=2, runtime=500)
+    result = scheduler.schedule([head, long], now=10)
+    assert placed_on(result, "long") is None
+    assert result.diagnoses["long"].reason == ReasonCode.BACKFILL_NO_FIT
+
+
+def test_backfill_uses_room_the_reserved_node_has_beyond_the_reservation():
+    scheduler = cluster(node("n", cores=32))
+    scheduler.allocate(job("running", cores=24, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    # at t=100 the node has 32 free: 16 for head, 16 to spare for a long job now
+    long = job("long", cores=8, submitted_at=2, runtime=10_000)
+    result = scheduler.schedule([head, long], now=10)
+    assert placed_on(result, "long") == ("n",)
+
+
+def test_backfill_spends_the_spare_room_only_once():
+    scheduler = cluster(node("n", cores=32))
+    scheduler.allocate(job("running", cores=20, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=24, submitted_at=1)
+    # free now 12, spare at t=100 is 32 - 24 = 8: one 8-core long job fits, a second does not
+    first = job("first", cores=8, submitted_at=2, runtime=10_000)
+    second = job("second", cores=4, submitted_at=3, runtime=10_000)
+    result = scheduler.schedule([head, first, second], now=10)
+    assert placed_on(result, "first") == ("n",)
+    assert placed_on(result, "second") is None
+
+
+def test_backfill_uses_nodes_the_reservation_does_not_need():
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    scheduler.allocate(job("r1", cores=12, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("r2", cores=12, runtime=1000), ["b"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    long = job("long", cores=4, submitted_at=2, runtime=10_000)
+    result = scheduler.schedule([head, long], now=10)
+    assert result.reservation.node_ids == ("a",)
+    assert placed_on(result, "long") == ("b",)
+
+
+def test_reservation_after_a_job_with_no_expected_end_still_protects_its_node():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("forever", cores=12, runtime=None), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    short = job("short", cores=4, submitted_at=2, runtime=5)
+    result = scheduler.schedule([head, short], now=10)
+    assert result.reservation.start is None
+    assert result.diagnoses["head"].estimated_start is None
+    assert placed_on(result, "short") is None
+
+
+def test_multinode_reservation_waits_for_enough_nodes():
+    scheduler = cluster(node("a"), node("b"), node("c"))
+    scheduler.allocate(job("r1", cores=16, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("r2", cores=16, runtime=300), ["b"], started_at=0)
+    result = scheduler.schedule([job("mpi", cores=16, nodes=3)], now=0)
+    assert result.reservation.start == 300
+    assert sorted(result.reservation.node_ids) == ["a", "b", "c"]
+
+
+def test_job_that_only_held_nodes_could_run_does_not_block_the_queue():
+    scheduler = cluster(
+        node("big", cores=64, holds=(Hold("cordon", "admin", "repair"),)),
+        node("small", cores=8),
+    )
+    scheduler.allocate(job("running", cores=4, runtime=100), ["small"], started_at=0)
+    wide = job("wide", cores=32, submitted_at=1)
+    narrow = job("narrow", cores=4, submitted_at=2, runtime=10_000)
+    result = scheduler.schedule([wide, narrow], now=0)
+    assert result.reservation is None
+    assert result.diagnoses["wide"].reason == ReasonCode.INSUFFICIENT_RESOURCES
+    assert result.diagnoses["wide"].estimated_start is None
+    assert placed_on(result, "narrow") == ("small",)
+
+
+def test_exclusive_reservation_keeps_its_node_empty():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=1, runtime=100), ["n"], started_at=0)
+    head = job("whole", exclusive=True, submitted_at=1)
+    long = job("long", cores=1, submitted_at=2, runtime=10_000)
+    result = scheduler.schedule([head, long], now=0)
+    assert result.reservation.start == 100
+    assert placed_on(result, "long") is None
+
+
+def test_waiting_job_behind_the_reservation_gets_an_estimated_start():
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    scheduler.allocate(job("r1", cores=16, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("r2", cores=16, runtime=200), ["b"], started_at=0)
+    head = job("head", cores=16, nodes=2, submitted_at=1)
+    other = job("other", cores=8, submitted_at=2)
+    result = scheduler.schedule([head, other], now=0)
+    assert result.diagnoses["head"].estimated_start == 200
+    # a lower bound: the first node to free up, ignoring the reservation's own use of it
+    assert result.diagnoses["other"].estimated_start == 100
+
+
+def test_estimated_starts_can_be_turned_off():
+    from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+    scheduler = DefaultScheduler({"estimate_starts": False})
+    scheduler.upsert_node(node("n", cores=16))
+    scheduler.allocate(job("r", cores=16, runtime=100), ["n"], started_at=0)
+    result = scheduler.schedule([job("head", cores=16), job("next", cores=8, submitted_at=1)], 0)
+    assert result.diagnoses["head"].estimated_start == 100
+    assert result.diagnoses["next"].estimated_start is None
+
+
+def test_placements_are_reserved_before_the_next_pass():
+    scheduler = cluster(node("n", cores=16))
+    first = scheduler.schedule([job("a", cores=10)], now=0)
+    second = scheduler.schedule([job("b", cores=10)], now=1)
+    assert placed_on(first, "a") == ("n",)
+    assert second.placements == ()

@@ -1,0 +1,173 @@
+"""Why a job waits: reason codes, node groups and messages, and feasibility at submission."""
+
+from scheduler_cluster import GPU, GiB, cluster, job, node
+
+from fuzzball_core.scheduling import Hold, ReasonCode
+
+CORDON = Hold("cordon", "admin", "repair", "ops", 0.0)
+
+
+def test_insufficient_resources_counts_every_group_and_names_the_roomiest_node():
+    scheduler = cluster(
+        node("g1", cores=16, memory_gib=64, gpus=2),
+        node("g2", cores=16, memory_gib=64, gpus=2),
+        node("g3", cores=16, memory_gib=64, gpus=2),
+        node("held", cores=16, memory_gib=64, gpus=2, holds=(CORDON,)),
+        node("cpu", cores=64, memory_gib=512),
+    )
+    scheduler.allocate(job("r1", memory_gib=48, runtime=100), ["g1"], started_at=0)
+    scheduler.allocate(job("r2", memory_gib=40, runtime=100), ["g2"], started_at=0)
+    scheduler.allocate(job("r3", memory_gib=48, runtime=100), ["g3"], started_at=0)
+    result = scheduler.schedule([job("j", cores=4, memory_gib=32, gpus=1)], now=0)
+    diagnosis = result.diagnoses["j"]
+    assert diagnosis.reason == ReasonCode.INSUFFICIENT_RESOURCES
+    assert diagnosis.message == (
+        "0/5 nodes available: 3 insufficient memory, 1 held (cordon by admin), "
+        "1 missing device nvidia.com/gpu; roomiest node g2 lacks 8 GiB memory"
+    )
+    assert (diagnosis.nodes_considered, diagnosis.nodes_available) == (5, 0)
+    assert dict(diagnosis.shortfall) == {"memory": 8 * GiB}
+    assert diagnosis.roomiest_node == "g2"
+
+
+def test_each_node_is_counted_once_under_the_first_filter_it_fails():
+    scheduler = cluster(
+        node("down", ready=False, holds=(CORDON,)),
+        node("tiny", cores=2),
+        node("full", cores=16),
+    )
+    scheduler.allocate(job("r", cores=14, runtime=100), ["full"], started_at=0)
+    diagnosis = scheduler.schedule([job("j", cores=4)], now=0).diagnoses["j"]
+    assert dict(diagnosis.groups) == {
+        "not ready": 1,
+        "too small (cores)": 1,
+        "insufficient cores": 1,
+    }
+
+
+def test_several_holds_on_one_node_are_listed_together():
+    holds = (CORDON, Hold("evict", "monitoring", "ECC"))
+    scheduler = cluster(node("n", holds=holds))
+    diagnosis = scheduler.schedule([job("j")], now=0).diagnoses["j"]
+    assert dict(diagnosis.groups) == {"held (cordon by admin, evict by monitoring)": 1}
+
+
+def test_backfill_no_fit_names_the_reservation_keeping_the_room():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    long = job("long", cores=4, submitted_at=2, runtime=500)
+    diagnosis = scheduler.schedule([head, long], now=10).diagnoses["long"]
+    assert diagnosis.reason == ReasonCode.BACKFILL_NO_FIT
+    assert diagnosis.message == "0/1 nodes available: 1 reserved for job head"
+    assert diagnosis.estimated_start == 100
+
+
+def test_backfill_no_fit_for_a_job_with_no_room_anywhere():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    wide = job("wide", cores=8, submitted_at=2)
+    diagnosis = scheduler.schedule([head, wide], now=10).diagnoses["wide"]
+    assert diagnosis.reason == ReasonCode.BACKFILL_NO_FIT
+    assert diagnosis.message == (
+        "0/1 nodes available: 1 insufficient cores; roomiest node n lacks 4 cores"
+    )
+
+
+def test_annotations_mismatch_when_only_unannotated_nodes_have_room():
+    scheduler = cluster(
+        node("a1", annotations={"zone": "a"}),
+        node("a2", annotations={"zone": "a"}),
+        node("b1", cores=16, annotations={"zone": "b"}),
+    )
+    scheduler.allocate(job("r", cores=16, runtime=100), ["b1"], started_at=0)
+    diagnosis = scheduler.schedule([job("j", annotations={"zone": "b"})], now=0).diagnoses["j"]
+    assert diagnosis.reason == ReasonCode.NODE_ANNOTATIONS_MISMATCH
+    assert diagnosis.message == (
+        "0/3 nodes available: 2 annotations mismatch, 1 insufficient cores; "
+        "roomiest node b1 lacks 1 core"
+    )
+
+
+def test_device_plugin_failed_when_only_failed_nodes_could_hold_the_job():
+    scheduler = cluster(node("g", gpus=4, device_plugin_failed=True), node("cpu"))
+    diagnosis = scheduler.schedule([job("j", gpus=1)], now=0).diagnoses["j"]
+    assert diagnosis.reason == ReasonCode.DEVICE_PLUGIN_FAILED
+    assert diagnosis.message == (
+        "0/2 nodes available: 1 device plugin failed, 1 missing device nvidia.com/gpu"
+    )
+
+
+def test_exclusive_job_reports_busy_nodes_and_what_they_use():
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    scheduler.allocate(job("x", cores=4, memory_gib=8, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("y", cores=1, exclusive=True, runtime=100), ["b"], started_at=0)
+    diagnosis = scheduler.schedule([job("whole", exclusive=True)], now=0).diagnoses["whole"]
+    assert dict(diagnosis.groups) == {"not idle (exclusive)": 1, "running an exclusive job": 1}
+    assert diagnosis.message.endswith("roomiest node a lacks 4 cores, 8 GiB memory")
+
+
+def test_multinode_job_says_how_many_nodes_it_needs():
+    scheduler = cluster(node("a"), node("b"), node("c"))
+    scheduler.allocate(job("r", cores=16, runtime=100), ["c"], started_at=0)
+    diagnosis = scheduler.schedule([job("mpi", cores=16, nodes=3)], now=0).diagnoses["mpi"]
+    assert diagnosis.nodes_available == 2
+    assert diagnosis.message.startswith("2/3 nodes available (job needs 3): 1 insufficient cores")
+
+
+def test_job_no_node_could_ever_hold_is_infeasible_and_does_not_block_others():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("r", cores=8, runtime=100), ["n"], started_at=0)
+    giant = job("giant", cores=64, memory_gib=512, submitted_at=1)
+    small = job("small", cores=8, submitted_at=2, runtime=10_000)
+    result = scheduler.schedule([giant, small], now=0)
+    assert result.diagnoses["giant"].reason == ReasonCode.INFEASIBLE
+    assert result.reservation is None
+    assert [p.job_id for p in result.placements] == ["small"]
+
+
+def test_check_feasible_names_the_request_and_the_largest_node():
+    scheduler = cluster(node("small", cores=8, memory_gib=32), node("large", 16, 64))
+    diagnosis = scheduler.check_feasible(job("j", cores=64, memory_gib=512))
+    assert diagnosis.reason == ReasonCode.INFEASIBLE
+    assert diagnosis.message == (
+        "job needs 64 cores, 512 GiB memory; the largest node has 16 cores, 64 GiB memory"
+    )
+    assert dict(diagnosis.groups) == {"too small (cores)": 2}
+
+
+def test_check_feasible_counts_held_and_busy_nodes_as_capacity():
+    scheduler = cluster(node("held", cores=64, holds=(CORDON,)), node("down", 64, ready=False))
+    assert scheduler.check_feasible(job("j", cores=64)) is None
+
+
+def test_check_feasible_largest_node_is_the_one_closest_to_the_request():
+    scheduler = cluster(node("cpu", cores=128, memory_gib=1024), node("gpu", 16, 64, gpus=4))
+    diagnosis = scheduler.check_feasible(job("j", cores=32, gpus=8))
+    assert diagnosis.message == (
+        "job needs 32 cores, 1 GiB memory, 8 nvidia.com/gpu; "
+        "the largest node has 16 cores, 64 GiB memory, 4 nvidia.com/gpu"
+    )
+    assert dict(diagnosis.shortfall) == {"cores": 16, GPU: 4}
+
+
+def test_check_feasible_says_when_no_node_has_the_annotations():
+    scheduler = cluster(node("n", annotations={"zone": "a"}))
+    diagnosis = scheduler.check_feasible(job("j", annotations={"zone": "c"}))
+    assert diagnosis.message == "job needs 1 core, 1 GiB memory, on nodes annotated zone=c; " + (
+        "no node is annotated zone=c"
+    )
+
+
+def test_check_feasible_says_how_many_nodes_could_hold_a_multinode_job():
+    scheduler = cluster(node("a", cores=32), node("b", cores=32), node("c", cores=8))
+    diagnosis = scheduler.check_feasible(job("mpi", cores=16, nodes=3))
+    assert diagnosis.message == (
+        "job needs 3 nodes with 16 cores, 1 GiB memory each; only 2 nodes could hold that much"
+    )
+
+
+def test_check_feasible_on_an_empty_cluster():
+    diagnosis = cluster().check_feasible(job("j"))
+    assert diagnosis.message == "job needs 1 core, 1 GiB memory; no nodes are registered"

@@ -1,0 +1,218 @@
+"""Where the default scheduler puts a job: resources, exclusivity, annotations, node sets."""
+
+import pytest
+from scheduler_cluster import GPU, GiB, cluster, job, node, placed_on
+
+from fuzzball_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from fuzzball_core.scheduling import Hold, Scheduler
+from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+
+def test_default_scheduler_is_a_scheduler_driver():
+    assert isinstance(DefaultScheduler({}), Scheduler)
+
+
+def test_unknown_configuration_option_is_refused_by_name():
+    with pytest.raises(InvalidArgument, match="unknown option 'backfil'"):
+        DefaultScheduler({"backfil": True})
+
+
+def test_job_goes_to_the_node_with_enough_free_cores():
+    scheduler = cluster(node("small", cores=4), node("big", cores=32))
+    result = scheduler.schedule([job("j", cores=8)], now=0)
+    assert placed_on(result, "j") == ("big",)
+
+
+def test_job_goes_to_the_node_with_enough_free_memory():
+    scheduler = cluster(node("lean", memory_gib=16), node("fat", memory_gib=256))
+    result = scheduler.schedule([job("j", memory_gib=100)], now=0)
+    assert placed_on(result, "j") == ("fat",)
+
+
+def test_job_asking_for_gpus_goes_to_a_node_with_free_gpus():
+    scheduler = cluster(node("cpu", cores=64), node("gpu", gpus=4))
+    result = scheduler.schedule([job("j", gpus=2)], now=0)
+    assert placed_on(result, "j") == ("gpu",)
+
+
+def test_cpu_job_prefers_a_node_without_devices():
+    scheduler = cluster(node("gpu", gpus=4), node("cpu"))
+    result = scheduler.schedule([job("j")], now=0)
+    assert placed_on(result, "j") == ("cpu",)
+
+
+def test_jobs_pack_onto_the_fullest_node_that_still_fits():
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    first = scheduler.schedule([job("j1", cores=10)], now=0)
+    second = scheduler.schedule([job("j2", cores=6)], now=0)
+    assert placed_on(second, "j2") == placed_on(first, "j1")
+
+
+def test_capacity_is_deducted_by_each_placement():
+    scheduler = cluster(node("n", cores=16, memory_gib=64, gpus=4))
+    scheduler.schedule([job("j", cores=6, memory_gib=20, gpus=3)], now=0)
+    usage = scheduler.node_usage("n")
+    assert (usage.free_cores, usage.free_memory, dict(usage.free_devices)) == (
+        10,
+        44 * GiB,
+        {GPU: 1},
+    )
+    assert usage.job_ids == ("j",)
+
+
+def test_job_larger_than_what_is_left_waits():
+    scheduler = cluster(node("n", cores=16))
+    result = scheduler.schedule([job("j1", cores=12), job("j2", cores=8, submitted_at=1)], 0)
+    assert placed_on(result, "j1") == ("n",)
+    assert placed_on(result, "j2") is None
+    assert "j2" in result.diagnoses
+
+
+def test_gpu_job_waits_when_the_gpus_are_taken_even_with_cores_free():
+    scheduler = cluster(node("n", cores=64, gpus=2))
+    result = scheduler.schedule([job("j1", gpus=2), job("j2", gpus=1, submitted_at=1)], 0)
+    assert placed_on(result, "j2") is None
+
+
+def test_exclusive_job_gets_a_whole_idle_node():
+    scheduler = cluster(node("busy"), node("idle"))
+    scheduler.schedule([job("small")], now=0)
+    result = scheduler.schedule([job("whole", exclusive=True)], now=0)
+    assert placed_on(result, "whole") == ("idle",)
+    assert scheduler.node_usage("idle").exclusive_job == "whole"
+
+
+def test_nothing_joins_a_node_running_an_exclusive_job():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.schedule([job("whole", cores=1, exclusive=True)], now=0)
+    result = scheduler.schedule([job("tiny", cores=0, memory_gib=0)], now=0)
+    assert result.placements == ()
+
+
+def test_exclusive_job_waits_while_every_node_runs_something():
+    scheduler = cluster(node("a"), node("b"))
+    scheduler.schedule([job("x"), job("y", cores=16)], now=0)
+    result = scheduler.schedule([job("whole", exclusive=True)], now=0)
+    assert result.placements == ()
+
+
+def test_job_runs_only_on_nodes_with_its_annotations():
+    scheduler = cluster(
+        node("zone-a", annotations={"zone": "a"}),
+        node("zone-b", annotations={"zone": "b", "fabric": "ib"}),
+    )
+    result = scheduler.schedule([job("j", annotations={"zone": "b"})], now=0)
+    assert placed_on(result, "j") == ("zone-b",)
+
+
+def test_annotation_values_must_be_equal_not_just_present():
+    scheduler = cluster(node("n", annotations={"zone": "a"}))
+    result = scheduler.schedule([job("j", annotations={"zone": "b"})], now=0)
+    assert result.placements == ()
+
+
+def test_multinode_job_gets_distinct_nodes_at_once():
+    scheduler = cluster(node("a"), node("b"), node("c"))
+    result = scheduler.schedule([job("mpi", cores=16, nodes=3)], now=0)
+    assert sorted(placed_on(result, "mpi")) == ["a", "b", "c"]
+
+
+def test_multinode_job_takes_no_nodes_unless_it_gets_all_of_them():
+    scheduler = cluster(node("a"), node("b"), node("c", cores=4))
+    result = scheduler.schedule([job("mpi", cores=8, nodes=3)], now=0)
+    assert result.placements == ()
+    assert [scheduler.node_usage(n).job_ids for n in "abc"] == [(), (), ()]
+
+
+@pytest.mark.parametrize("effect", ["cordon", "evict", "deprovision"])
+def test_a_hold_of_any_effect_keeps_new_work_off_the_node(effect):
+    held = node("held", cores=64, holds=(Hold(effect, "admin", "testing"),))
+    scheduler = cluster(held)
+    result = scheduler.schedule([job("j")], now=0)
+    assert result.placements == ()
+    assert scheduler.node_usage("held").takes_new_work is False
+
+
+def test_released_hold_lets_work_back_on():
+    scheduler = cluster(node("n", holds=(Hold("cordon", "monitoring", "ECC"),)))
+    scheduler.upsert_node(node("n"))
+    assert placed_on(scheduler.schedule([job("j")], now=0), "j") == ("n",)
+
+
+def test_node_that_is_not_ready_gets_no_work():
+    scheduler = cluster(node("down", ready=False))
+    assert scheduler.schedule([job("j")], now=0).placements == ()
+
+
+def test_node_with_failed_device_plugin_gets_no_device_jobs_but_takes_cpu_jobs():
+    scheduler = cluster(node("g", gpus=4, device_plugin_failed=True))
+    result = scheduler.schedule([job("gpu", gpus=1), job("cpu", submitted_at=1)], now=0)
+    assert placed_on(result, "gpu") is None
+    assert placed_on(result, "cpu") == ("g",)
+
+
+def test_release_gives_capacity_back():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.schedule([job("j1", cores=16)], now=0)
+    scheduler.release("j1")
+    assert placed_on(scheduler.schedule([job("j2", cores=16)], now=1), "j2") == ("n",)
+
+
+def test_release_of_an_unknown_job_is_not_found():
+    with pytest.raises(NotFound, match="job ghost"):
+        cluster(node("n")).release("ghost")
+
+
+def test_allocate_records_a_running_job_after_a_restart():
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    scheduler.allocate(job("running", cores=16, nodes=2), ["a", "b"], started_at=0)
+    assert scheduler.schedule([job("new")], now=1).placements == ()
+
+
+def test_allocate_twice_is_already_exists():
+    scheduler = cluster(node("n"))
+    scheduler.allocate(job("j"), ["n"])
+    with pytest.raises(AlreadyExists):
+        scheduler.allocate(job("j"), ["n"])
+
+
+def test_allocate_needs_one_node_per_requested_node():
+    with pytest.raises(InvalidArgument, match="1 distinct node"):
+        cluster(node("n")).allocate(job("j", nodes=2), ["n", "n"])
+
+
+def test_reconciled_allocation_may_over_commit_a_node_that_shrank():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("j", cores=12), ["n"])
+    scheduler.upsert_node(node("n", cores=8))
+    assert scheduler.node_usage("n").free_cores == -4
+    assert scheduler.schedule([job("k", cores=0, memory_gib=0)], now=0).placements == ()
+
+
+def test_updating_a_node_keeps_what_runs_on_it():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.schedule([job("j", cores=10)], now=0)
+    scheduler.upsert_node(node("n", cores=32, annotations={"zone": "a"}))
+    assert scheduler.node_usage("n").free_cores == 22
+
+
+def test_node_with_jobs_cannot_be_removed():
+    scheduler = cluster(node("n"))
+    scheduler.schedule([job("j")], now=0)
+    with pytest.raises(FailedPrecondition, match="release them first"):
+        scheduler.remove_node("n")
+
+
+def test_removed_node_gets_no_more_work():
+    scheduler = cluster(node("n"))
+    scheduler.remove_node("n")
+    assert scheduler.schedule([job("j")], now=0).placements == ()
+    with pytest.raises(NotFound):
+        scheduler.node_usage("n")
+
+
+def test_a_job_already_allocated_cannot_be_pending():
+    scheduler = cluster(node("n"))
+    scheduler.schedule([job("j")], now=0)
+    with pytest.raises(InvalidArgument, match="already allocated"):
+        scheduler.schedule([job("j")], now=1)
