@@ -104,7 +104,10 @@ def load_document(data: bytes | str) -> Any:
     except InvalidArgument:
         raise
     except yaml.MarkedYAMLError as exc:
-        raise _reject(exc.problem or "malformed YAML", exc.problem_mark) from None
+        problem = exc.problem or "malformed YAML"
+        if "nesting depth" in problem:  # libyaml >= 0.2.5 stops very deep input itself
+            problem = f"nested deeper than {MAX_DEPTH} levels"
+        raise _reject(problem, exc.problem_mark) from None
     except yaml.reader.ReaderError as exc:
         raise _reject(f"not UTF-8 or UTF-16 text (byte offset {exc.position})") from None
     except yaml.YAMLError as exc:
