@@ -83,7 +83,10 @@ setup(
             "default = fuzzball_plugins.schedulers.default:DefaultScheduler",
         ],
         "fuzzball.provisioners": [],
-        "fuzzball.image_backends": [],
+        "fuzzball.image_backends": [
+            "docker = fuzzball_plugins.images.docker_backend:DockerBackend",
+            "oras = fuzzball_plugins.images.oras_backend:OrasBackend",
+        ],
         "fuzzball.routers": [],
         "fuzzball.plugins": [
             "nvidia = fuzzball_plugins.devices.nvidia",

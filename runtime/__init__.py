@@ -1,1 +1,66 @@
-"""fuzzball_runtime: the node runtime's Python face over the C core in runtime/csrc."""
+"""fuzzball_runtime: the node runtime's Python face over the C core in runtime/csrc.
+
+Every job on a compute node starts through this package. The C core (``csrc/``, built by cffi
+at install time) does the kernel work; this package decides policy and raises typed errors.
+
+Containers::
+
+    from fuzzball_runtime import Container, ContainerSpec, PIPE
+
+    handle = Container(ContainerSpec(image="/var/cache/img.erofs", command=["/bin/true"],
+                                     memory=512 << 20, metering=True, stdout=PIPE)).start()
+    handle.pid            # host pid of the container's PID 1 (reaps, forwards signals)
+    handle.stdout         # a binary file when stdout=PIPE
+    handle.kill(signal.SIGTERM)
+    status = handle.wait(timeout=None)  # ExitStatus(exit_code, signal, oom_killed, warnings)
+    handle.metering()     # Metering(ingress_bytes, ingress_packets, egress_..., egress_...)
+    handle.close()        # kills if needed; frees mounts, loop devices, cgroups, bpf map
+
+``ContainerSpec`` fields: image, command, env, cwd, hostname, uid, gid, groups, binds
+(``Bind(src, dst, readonly)``), devices, memory (bytes: cgroup limit and RLIMIT_MEMLOCK),
+cpus (quota in cores), cpuset, pids_limit, network (new net namespace, lo up), stdin/stdout/
+stderr (None inherit, PIPE, DEVNULL, a path or a descriptor), metering, state_dir,
+scratch_dir (host directory for the writable layer instead of tmpfs), resolv_conf,
+extra_hosts.
+
+Start-up failures raise :class:`ContainerStartError` (a ``fuzzball_core.errors.Internal``)
+carrying ``errno`` and a message naming the step. A job that starts but not exactly as asked
+(RLIMIT_MEMLOCK clamped to the hard limit, metering unavailable) gets a
+:class:`RuntimeWarningMessage` through :mod:`warnings` and the text in ``handle.warnings``
+and ``ExitStatus.warnings``.
+
+Crash recovery: PID 1 of every container watches a lifeline pipe held by the agent process
+that started it and ends the job when the agent dies. ``sweep(state_dir)``, run at agent
+start-up, kills any container whose agent died that is still running and frees their cgroups,
+image mounts (whose loop devices detach themselves) and records; it leaves containers of live
+agents alone. Layout of the state directory: see :mod:`fuzzball_runtime.state`.
+
+PID 1 of a container is a copy-on-write clone of the agent; once the command has run for
+20 ms it unmaps the agent's heap so that long jobs do not pin a snapshot of the agent's
+memory. Start path and PID 1 are in ``csrc/container.c``.
+
+Images (``fuzzball_runtime.erofs``): ``build_from_dir(src, out)``,
+``build_from_layers([layer.tar, ...], out)`` (OCI whiteouts and opaque directories applied),
+``ImageCache(dir, max_bytes)`` converting each content digest once per node.
+"""
+
+from .container import Container, ContainerHandle
+from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
+from .spec import DEVNULL, PIPE, Bind, ContainerSpec, ExitStatus, Metering
+from .sweep import sweep
+
+__all__ = [
+    "DEVNULL",
+    "PIPE",
+    "Bind",
+    "Container",
+    "ContainerHandle",
+    "ContainerSpec",
+    "ContainerStartError",
+    "ExitStatus",
+    "Metering",
+    "MeteringError",
+    "RuntimeFailure",
+    "RuntimeWarningMessage",
+    "sweep",
+]

@@ -1,8 +1,108 @@
-/* Public interface of the Fuzzball node runtime (libfbrt), called from Python via cffi. */
+/* Public interface of the Fuzzball node runtime (libfbrt), called from Python via cffi.
+ *
+ * Every entry point returns 0 (or a non-negative result) on success and a negative errno on
+ * failure, in which case it has filled the caller's struct fbrt_error with what was attempted,
+ * in words, followed by strerror(errno).
+ */
 #ifndef FBRT_H
 #define FBRT_H
 
+#include <stdint.h>
+
 /* Version of the C runtime's ABI; bumped when a signature below changes. */
 int fbrt_abi_version(void);
+
+struct fbrt_error {
+    int err;        /* positive errno */
+    char msg[512];  /* "mount erofs /dev/loop3 on /run/...: Invalid argument" */
+};
+
+/* ---- images: loop device + EROFS (mount.c) ---- */
+
+/* Attach IMAGE read-only to a free loop device (LOOP_CTL_GET_FREE + LOOP_CONFIGURE, autoclear)
+ * and mount it as EROFS on TARGET. The loop device detaches itself when the mount goes. */
+int fbrt_image_mount(const char *image, const char *target, char *loopdev, int loopdev_len,
+                     struct fbrt_error *err);
+/* umount2(TARGET, flags); EINVAL/ENOENT (not mounted) are not errors. */
+int fbrt_umount(const char *target, int detach, struct fbrt_error *err);
+
+/* ---- rlimits (rlimit.c) ---- */
+
+/* Decide the RLIMIT_MEMLOCK value a job asking for REQUESTED bytes gets: *granted is
+ * REQUESTED when the hard limit allows it or CAP_SYS_RESOURCE is held, else the hard limit,
+ * with *clamped set to 1. *hard receives the current hard limit. */
+int fbrt_memlock_plan(int64_t requested, int64_t *granted, int64_t *hard, int *clamped,
+                      struct fbrt_error *err);
+
+/* ---- cgroups (cgroup.c) ---- */
+
+int fbrt_cgroup_create(const char *dir, struct fbrt_error *err);
+int fbrt_cgroup_write(const char *dir, const char *file, const char *value,
+                      struct fbrt_error *err);
+/* Reads at most len-1 bytes; returns the byte count. */
+int fbrt_cgroup_read(const char *dir, const char *file, char *buf, int len,
+                     struct fbrt_error *err);
+/* Opens DIR/cgroup.procs for writing (the child joins by writing "0" to it). */
+int fbrt_cgroup_open_procs(const char *dir, struct fbrt_error *err);
+/* SIGKILLs whatever is left in DIR and removes it, retrying while the kernel still counts
+ * dying tasks (at most timeout_ms). A missing directory is not an error. */
+int fbrt_cgroup_remove(const char *dir, int timeout_ms, struct fbrt_error *err);
+
+/* ---- eBPF metering (bpf_meter.c) ---- */
+
+struct fbrt_counters {
+    uint64_t ingress_bytes, ingress_packets, egress_bytes, egress_packets;
+};
+
+/* Create the counter map, load the cgroup_skb ingress and egress programs (raw BPF
+ * instructions) and attach them to the cgroup v2 directory CGROUP_DIR. Returns the map fd. */
+int fbrt_meter_attach(const char *cgroup_dir, struct fbrt_error *err);
+int fbrt_meter_read(int map_fd, struct fbrt_counters *out, struct fbrt_error *err);
+
+/* ---- containers (container.c) ---- */
+
+struct fbrt_bind {
+    const char *src;  /* host path */
+    const char *dst;  /* path inside the container */
+    int readonly;
+};
+
+struct fbrt_spec {
+    const char *lower;        /* the shared, mounted image directory (host path) */
+    const char *work_mnt;     /* host directory the child mounts its private tmpfs on */
+    const char *scratch;      /* NULL: upper layer on that tmpfs; else this host directory */
+    const char *const *argv;  /* NULL-terminated */
+    const char *const *envp;  /* NULL-terminated */
+    const char *path;         /* PATH used to find argv[0] when it has no slash */
+    const char *cwd;
+    const char *hostname;
+    const char *hosts;        /* content of /etc/hosts */
+    const char *resolv;       /* content of /etc/resolv.conf */
+    unsigned int uid, gid;
+    const unsigned int *groups;
+    int ngroups;
+    const struct fbrt_bind *binds;
+    int nbinds;
+    const char *const *devices;  /* host device nodes recreated at the same path */
+    int ndevices;
+    int new_net;              /* new network namespace with lo up */
+    int64_t memlock;          /* <0: keep the inherited RLIMIT_MEMLOCK */
+    const int *cgroup_fds;    /* cgroup.procs fds to join */
+    int ncgroup_fds;
+    int stdin_fd, stdout_fd, stderr_fd;  /* -1: inherit */
+    int lifeline_fd;          /* read end of a pipe only the agent writes to; -1: none.
+                               * At its EOF (the agent died) PID 1 exits, ending the job. */
+};
+
+struct fbrt_started {
+    int pid;        /* host pid of the container's PID 1 */
+    int pidfd;      /* pidfd of that process */
+    int status_fd;  /* PID 1 writes the command's 4-byte wait status here before it exits */
+};
+
+/* Start the container; returns once the command has been exec'd (or failed to be, in which
+ * case everything started is killed and reaped and the child's error is returned). */
+int fbrt_container_start(const struct fbrt_spec *spec, struct fbrt_started *out,
+                         struct fbrt_error *err);
 
 #endif

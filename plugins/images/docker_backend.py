@@ -1,0 +1,86 @@
+"""``docker://`` images: OCI and Docker v2 manifests and indexes, converted layer by layer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.drivers import ResolvedImage
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_plugins.images.platforms import platform_matches, platform_of
+from fuzzball_plugins.images.reference import ImageReference
+from fuzzball_plugins.images.registry_backend import RegistryImageBackend
+from fuzzball_plugins.images.registry_client import INDEX_TYPES, Manifest, RegistryClient
+
+#: Layer media types the runtime's layer applier understands (tar, optionally gzip-compressed).
+LAYER_TYPES = frozenset(
+    {
+        "application/vnd.oci.image.layer.v1.tar",
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+        "application/vnd.docker.image.rootfs.diff.tar",
+        "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    }
+)
+
+
+class DockerBackend(RegistryImageBackend):
+    """Pulls container images over the OCI Distribution API and flattens them into EROFS."""
+
+    schemes = ("docker",)
+
+    def _pin(self, client: RegistryClient, reference: ImageReference) -> ResolvedImage:
+        wanted = self.settings.platform
+        manifest = client.get_manifest()
+        annotations: dict[str, str] = {}
+        if manifest.media_type in INDEX_TYPES:
+            annotations["index-digest"] = manifest.digest
+            manifest = self._select_platform(client, reference, manifest, wanted)
+        document = manifest.json()
+        config_descriptor = document.get("config") or {}
+        if not config_descriptor.get("digest"):
+            raise InvalidArgument(f"image {reference} has a manifest without a config")
+        config = json.loads(client.get_blob_bytes(str(config_descriptor["digest"])))
+        platform = platform_of(config)
+        if not platform_matches(platform, wanted):
+            raise InvalidArgument(f"no {wanted} image in {reference}; available: {platform}")
+        layers = document.get("layers") or []
+        unsupported = sorted({str(layer.get("mediaType")) for layer in layers} - LAYER_TYPES)
+        if unsupported:
+            raise InvalidArgument(
+                f"image {reference} has layers of unsupported media type {', '.join(unsupported)}"
+            )
+        size = int(config_descriptor.get("size", 0)) + sum(int(layer["size"]) for layer in layers)
+        return ResolvedImage(
+            uri=reference.uri(),
+            digest=manifest.digest,
+            size=size,
+            platform=platform,
+            annotations=annotations,
+        )
+
+    @staticmethod
+    def _select_platform(
+        client: RegistryClient, reference: ImageReference, index: Manifest, wanted: str
+    ) -> Manifest:
+        entries = index.json().get("manifests") or []
+        available: list[str] = []
+        for entry in entries:
+            platform = platform_of(entry.get("platform") or {})
+            if platform.startswith("unknown/"):
+                continue  # attestation manifests (buildx provenance) are not runnable
+            available.append(platform)
+            if platform_matches(platform, wanted):
+                return client.get_manifest(str(entry["digest"]))
+        listed = ", ".join(sorted(set(available))) or "none"
+        raise InvalidArgument(f"no {wanted} image in {reference}; available: {listed}")
+
+    def _blobs_to_fetch(self, manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+        return list(manifest["layers"])
+
+    def _convert(self, blobs: Sequence[Path], scratch: Path, out_path: Path) -> None:
+        from fuzzball_runtime.erofs import build_from_layers
+
+        scratch.mkdir(parents=True, exist_ok=True)
+        build_from_layers(blobs, out_path, workdir=scratch)

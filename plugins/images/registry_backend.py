@@ -1,0 +1,179 @@
+"""What the registry-based backends share: settings, clients, the node caches and progress.
+
+A subclass decides which manifest a URI resolves to and how downloaded blobs become an EROFS
+file; this base class pins the digest, looks the EROFS cache up first (a second use of an
+image costs a lookup, not a pull), serialises concurrent pulls of one image with a lock per
+manifest digest, downloads and verifies blobs, and reports progress.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_plugins.images.blob_store import BlobStore, digest_file_name, digest_lock
+from fuzzball_plugins.images.reference import ImageReference, parse_reference
+from fuzzball_plugins.images.registry_client import Manifest, RegistryClient
+from fuzzball_plugins.images.settings import ImageSettings
+
+if TYPE_CHECKING:
+    from fuzzball_runtime.erofs import ImageCache
+
+Progress = Callable[[str, int, int], None]
+
+
+def _no_progress(step: str, done: int, total: int) -> None:
+    """Progress sink used when the caller passes none."""
+
+
+class RegistryImageBackend(ImageBackend):
+    """An :class:`ImageBackend` whose images live in OCI registries."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(config)
+        self.settings = ImageSettings.from_config(config)
+
+    # -- subclass hooks --------------------------------------------------------------------
+
+    @abstractmethod
+    def _pin(self, client: RegistryClient, reference: ImageReference) -> ResolvedImage:
+        """Resolve ``reference`` to the digest of the manifest a node will pull."""
+
+    @abstractmethod
+    def _blobs_to_fetch(self, manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+        """The descriptors (``digest``, ``size``) of the blobs the conversion needs."""
+
+    @abstractmethod
+    def _convert(self, blobs: Sequence[Path], scratch: Path, out_path: Path) -> None:
+        """Build the EROFS file ``out_path`` (atomically) from the verified ``blobs``.
+
+        ``scratch`` is a directory path on the cache's file system for intermediate files;
+        it is removed afterwards.
+        """
+
+    # -- ImageBackend ----------------------------------------------------------------------
+
+    def parse(self, uri: str) -> ImageReference:
+        """Parse ``uri`` and check that it is one of this backend's schemes."""
+        reference = parse_reference(uri, default_scheme=self.schemes[0])
+        if reference.scheme not in self.schemes:
+            raise InvalidArgument(
+                f"image.uri: scheme {reference.scheme!r} is not served by this backend "
+                f"({', '.join(self.schemes)})"
+            )
+        return reference
+
+    def client(
+        self, reference: ImageReference, credentials: Mapping[str, str] | None
+    ) -> RegistryClient:
+        """A registry client for ``reference`` that honours the configured mirrors."""
+        return RegistryClient(reference, self.settings, credentials)
+
+    def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
+        """Pin ``uri`` to a manifest digest; fails early for missing, private or foreign images."""
+        reference = self.parse(uri)
+        with self.client(reference, credentials) as client:
+            return self._pin(client, reference)
+
+    def image_cache(self, cache_dir: Path) -> ImageCache:
+        """The node's EROFS cache under ``cache_dir`` (bounded by ``cache-max-bytes``)."""
+        from fuzzball_runtime.erofs import ImageCache
+
+        return ImageCache(cache_dir / "images", self.settings.cache_max_bytes or sys.maxsize)
+
+    def fetch(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        *,
+        credentials: Mapping[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Return the EROFS file for ``image``, pulling and converting it only when absent.
+
+        Progress steps: ``resolve``, ``download <digest>`` (bytes), ``convert``, ``done``; a
+        cache hit reports only ``done``.
+        """
+        report = progress or _no_progress
+        cache = self.image_cache(cache_dir)
+        cached = cache.get(image.digest)
+        if cached is not None:
+            report("done", 1, 1)
+            return cached
+        with digest_lock(BlobStore(cache_dir).lock_dir, image.digest):
+            cached = cache.get(image.digest)  # another thread or process built it meanwhile
+            if cached is None:
+                blobs = self.download(image, cache_dir, credentials=credentials, progress=report)
+                report("convert", 0, 1)
+                cached = cache.path_for(image.digest)
+                scratch = cache_dir / "scratch" / f"{digest_file_name(image.digest)}.{os.getpid()}"
+                try:
+                    self._convert(blobs, scratch, cached)
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+                report("convert", 1, 1)
+        cache.evict(keep=cached)
+        report("done", 1, 1)
+        return cached
+
+    def download(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        *,
+        credentials: Mapping[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> list[Path]:
+        """Download and verify the blobs ``image`` is made of into ``cache_dir``'s blob store.
+
+        Blobs already present are not fetched again; a blob another thread or process is
+        downloading is waited for rather than downloaded twice.
+        """
+        report = progress or _no_progress
+        store = BlobStore(cache_dir)
+        reference = self.parse(image.uri).with_digest(image.digest)
+        with self.client(reference, credentials) as client:
+            report("resolve", 0, 1)
+            manifest = client.get_manifest(image.digest)
+            report("resolve", 1, 1)
+            return [
+                self._ensure_blob(client, store, descriptor, report)
+                for descriptor in self._blobs_to_fetch(self._checked(manifest))
+            ]
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _checked(manifest: Manifest) -> dict[str, Any]:
+        document = manifest.json()
+        if not isinstance(document.get("layers"), list):
+            raise InvalidArgument(f"manifest {manifest.digest} lists no layers")
+        return document
+
+    @staticmethod
+    def _ensure_blob(
+        client: RegistryClient,
+        store: BlobStore,
+        descriptor: Mapping[str, Any],
+        report: Progress,
+    ) -> Path:
+        digest = str(descriptor["digest"])
+        size = int(descriptor["size"])
+        step = f"download {digest}"
+        with store.lock(digest):
+            if not store.has(digest, size):
+                client.download_blob(
+                    digest,
+                    size,
+                    store.path(digest),
+                    on_bytes=lambda done, total: report(step, done, total),
+                )
+        report(step, size, size)
+        return store.path(digest)

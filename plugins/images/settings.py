@@ -1,0 +1,97 @@
+"""The image backends' configuration: registry mirrors, retries and the node cache's limits.
+
+It comes from the shared configuration file, handed to the backend as its config mapping::
+
+    {"registries": {"docker.io": {"mirrors": ["http://127.0.0.1:5000"]}},
+     "cache-max-bytes": 50000000000, "cache-write-back": false,
+     "retry": {"attempts": 6, "initial-delay": 0.25}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_plugins.images.platforms import node_platform
+from fuzzball_plugins.images.reference import DOCKER_HUB, ImageReference
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a request is repeated while a registry is unreachable.
+
+    Delays double from ``initial_delay`` up to ``max_delay``; ``attempts`` counts the first try.
+    """
+
+    attempts: int = 6
+    initial_delay: float = 0.25
+    max_delay: float = 4.0
+
+    def delays(self) -> list[float]:
+        """The sleep before each retry (one fewer than ``attempts``)."""
+        out, delay = [], self.initial_delay
+        for _ in range(max(self.attempts - 1, 0)):
+            out.append(delay)
+            delay = min(delay * 2, self.max_delay)
+        return out
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    """Parsed image-backend configuration."""
+
+    mirrors: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    cache_max_bytes: int | None = None
+    cache_write_back: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    platform: str = field(default_factory=node_platform)
+    timeout: float = 30.0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> ImageSettings:
+        """Validate ``config``; errors name the offending key."""
+        config = config or {}
+        mirrors: dict[str, list[str]] = {}
+        registries = config.get("registries") or {}
+        if not isinstance(registries, Mapping):
+            raise InvalidArgument("registries: must be a mapping of registry host to settings")
+        for host, entry in registries.items():
+            entry = entry or {}
+            listed = entry.get("mirrors", []) if isinstance(entry, Mapping) else None
+            if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+                raise InvalidArgument(f"registries.{host}.mirrors: must be a list of URLs")
+            for index, url in enumerate(listed):
+                if not url.startswith(("http://", "https://")):
+                    raise InvalidArgument(
+                        f"registries.{host}.mirrors[{index}]: {url!r} must start with "
+                        "http:// or https://"
+                    )
+            key = DOCKER_HUB if host in ("index.docker.io", "registry-1.docker.io") else host
+            mirrors[key] = [url.rstrip("/") for url in listed]
+
+        max_bytes = config.get("cache-max-bytes")
+        if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidArgument("cache-max-bytes: must be a positive integer")
+        retry_config = config.get("retry") or {}
+        try:
+            retry = RetryPolicy(
+                attempts=int(retry_config.get("attempts", RetryPolicy.attempts)),
+                initial_delay=float(retry_config.get("initial-delay", RetryPolicy.initial_delay)),
+                max_delay=float(retry_config.get("max-delay", RetryPolicy.max_delay)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"retry: {exc}") from None
+        return cls(
+            mirrors=mirrors,
+            cache_max_bytes=max_bytes,
+            cache_write_back=bool(config.get("cache-write-back", False)),
+            retry=retry,
+            platform=str(config.get("platform") or node_platform()),
+            timeout=float(config.get("timeout", 30.0)),
+        )
+
+    def endpoints_for(self, reference: ImageReference) -> list[str]:
+        """Base URLs to try for ``reference``'s registry: its mirrors in order, then itself."""
+        return [*self.mirrors.get(reference.registry, ()), reference.api_base]

@@ -1,0 +1,236 @@
+"""Per-job cgroups on cgroup v2 and on hybrid hosts (v1 controllers + v2 at .../unified).
+
+Policy lives here (which files get which values); the file operations themselves are the C
+calls in ``csrc/cgroup.c`` so that every failure names the file and the errno.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from .native import check, ffi, lib, new_error
+
+V1_CONTROLLERS = ("memory", "cpu", "cpuset", "pids")
+CPU_PERIOD_US = 100_000
+
+
+@dataclass(frozen=True)
+class CgroupLayout:
+    """Where the hierarchies are mounted on this host."""
+
+    #: root of the cgroup v2 hierarchy (None when there is none)
+    unified: Path | None
+    #: v1 controller -> its hierarchy's root; empty on a pure v2 host
+    v1: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def hybrid(self) -> bool:
+        """v1 controllers with a v2 tree alongside (or pure v1)."""
+        return bool(self.v1)
+
+
+@cache
+def detect_layout() -> CgroupLayout:
+    """Read /proc/self/mounts once and find the cgroup hierarchies."""
+    unified: Path | None = None
+    v1: dict[str, Path] = {}
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            _, target, fstype, options, *_ = line.split()
+            if fstype == "cgroup2":
+                unified = Path(target)
+            elif fstype == "cgroup":
+                for controller in options.split(","):
+                    if controller in V1_CONTROLLERS:
+                        v1[controller] = Path(target)
+    return CgroupLayout(unified, v1)
+
+
+def _write(directory: Path, name: str, value: str) -> None:
+    err = new_error()
+    check(lib.fbrt_cgroup_write(bytes(directory), name.encode(), value.encode(), err), err)
+
+
+def _read(directory: Path, name: str) -> str:
+    err = new_error()
+    buf = ffi.new("char[]", 4096)
+    n = check(lib.fbrt_cgroup_read(bytes(directory), name.encode(), buf, 4096, err), err)
+    return ffi.unpack(buf, n).decode()
+
+
+def _mkdir(directory: Path) -> None:
+    err = new_error()
+    check(lib.fbrt_cgroup_create(bytes(directory), err), err)
+
+
+def _counter(text: str, key: str) -> int:
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
+@dataclass
+class JobCgroups:
+    """The cgroups of one job: created with their limits, joined by the child, removed."""
+
+    layout: CgroupLayout
+    group: str
+    job_id: str
+    #: every directory created, deepest last (removal goes in that order)
+    dirs: list[Path] = field(default_factory=list)
+    memory_dir: Path | None = None
+    v2_dir: Path | None = None
+
+    def _job_dir(self, root: Path, *, v2_controllers: str = "", v1_cpuset: bool = False) -> Path:
+        parent = root / self.group
+        if not parent.is_dir():
+            _mkdir(parent)
+            if v2_controllers:
+                _write(parent, "cgroup.subtree_control", v2_controllers)
+        if v1_cpuset and not _read(parent, "cpuset.mems").strip():
+            # A v1 cpuset group is unusable until it has cpus and mems.
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                _write(parent, name, _read(root, name).strip() or "0")
+        job = parent / self.job_id
+        if job not in self.dirs:
+            _mkdir(job)
+            self.dirs.append(job)
+        return job
+
+    def create(
+        self,
+        *,
+        memory: int | None,
+        cpus: float | None,
+        cpuset: str | None,
+        pids: int | None,
+        need_v2: bool,
+    ) -> None:
+        """Create the job's groups with these limits (None leaves a resource unlimited)."""
+        try:
+            if self.layout.hybrid:
+                self._create_v1(memory, cpus, cpuset, pids)
+                if need_v2 and self.layout.unified is not None:
+                    self.v2_dir = self._job_dir(self.layout.unified)
+            else:
+                self._create_v2(memory, cpus, cpuset, pids)
+        except BaseException:
+            self.remove()
+            raise
+
+    def _create_v1(
+        self, memory: int | None, cpus: float | None, cpuset: str | None, pids: int | None
+    ) -> None:
+        v1 = self.layout.v1
+        if memory is not None:
+            job = self._job_dir(v1["memory"])
+            _write(job, "memory.limit_in_bytes", str(memory))
+            if (job / "memory.memsw.limit_in_bytes").exists():
+                # Without this, swap lets the job live past its limit instead of being killed.
+                _write(job, "memory.memsw.limit_in_bytes", str(memory))
+            self.memory_dir = job
+        if cpus is not None:
+            job = self._job_dir(v1["cpu"])
+            _write(job, "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            _write(job, "cpu.cfs_quota_us", str(int(cpus * CPU_PERIOD_US)))
+        if cpuset is not None:
+            job = self._job_dir(v1["cpuset"], v1_cpuset=True)
+            _write(job, "cpuset.cpus", cpuset)
+            _write(job, "cpuset.mems", _read(job.parent, "cpuset.mems").strip() or "0")
+        if pids is not None:
+            job = self._job_dir(v1["pids"])
+            _write(job, "pids.max", str(pids))
+
+    def _create_v2(
+        self, memory: int | None, cpus: float | None, cpuset: str | None, pids: int | None
+    ) -> None:
+        root = self.layout.unified
+        if root is None:
+            raise FileNotFoundError("no cgroup hierarchy is mounted")
+        available = _read(root, "cgroup.controllers").split()
+        wanted = [c for c in ("memory", "cpu", "cpuset", "pids") if c in available]
+        with contextlib.suppress(Exception):
+            _write(root, "cgroup.subtree_control", " ".join("+" + c for c in wanted))
+        job = self._job_dir(root, v2_controllers=" ".join("+" + c for c in wanted))
+        self.v2_dir = job
+        if memory is not None:
+            _write(job, "memory.max", str(memory))
+            if (job / "memory.swap.max").exists():
+                _write(job, "memory.swap.max", "0")
+            self.memory_dir = job
+        if cpus is not None:
+            _write(job, "cpu.max", f"{int(cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+        if cpuset is not None:
+            _write(job, "cpuset.cpus", cpuset)
+        if pids is not None:
+            _write(job, "pids.max", str(pids))
+
+    def open_procs(self) -> list[int]:
+        """Descriptors of each group's cgroup.procs, for the child to join by writing to."""
+        fds: list[int] = []
+        try:
+            for directory in self.dirs:
+                err = new_error()
+                fds.append(check(lib.fbrt_cgroup_open_procs(bytes(directory), err), err))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel OOM-killed anything in the job's memory group."""
+        if self.memory_dir is None:
+            return False
+        with contextlib.suppress(Exception):
+            if self.layout.hybrid:
+                return _counter(_read(self.memory_dir, "memory.oom_control"), "oom_kill") > 0
+            return _counter(_read(self.memory_dir, "memory.events"), "oom_kill") > 0
+        return False
+
+    def remove(self) -> None:
+        """Kill what is left in the groups and remove them (missing ones are fine)."""
+        failures: list[Exception] = []
+        for directory in reversed(self.dirs):
+            try:
+                remove_dir(directory)
+            except Exception as exc:
+                failures.append(exc)
+        self.dirs.clear()
+        if failures:
+            raise failures[0]
+
+
+def remove_dir(directory: Path, timeout_ms: int = 2000) -> None:
+    """Remove one cgroup directory, killing its remaining members."""
+    err = new_error()
+    check(lib.fbrt_cgroup_remove(bytes(directory), timeout_ms, err), err)
+
+
+def job_dirs(layout: CgroupLayout, group: str) -> list[Path]:
+    """Every job directory under ``group`` in every hierarchy (for the sweep)."""
+    roots = list(layout.v1.values()) + ([layout.unified] if layout.unified else [])
+    found: list[Path] = []
+    for root in dict.fromkeys(roots):
+        parent = root / group
+        if parent.is_dir():
+            found.extend(p for p in parent.iterdir() if p.is_dir())
+    return found
+
+
+def remove_group_parents(layout: CgroupLayout, group: str) -> list[Path]:
+    """Remove the per-state-directory parent groups that no longer hold any job."""
+    roots = list(layout.v1.values()) + ([layout.unified] if layout.unified else [])
+    removed: list[Path] = []
+    for root in dict.fromkeys(roots):
+        parent = root / group
+        if parent.is_dir() and not any(p.is_dir() for p in parent.iterdir()):
+            remove_dir(parent)
+            removed.append(parent)
+    return removed

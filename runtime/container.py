@@ -1,0 +1,416 @@
+"""Start, watch and release one container: the Python face of ``csrc/container.c``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import uuid
+import warnings
+from pathlib import Path
+from typing import IO, Any
+
+from . import cgroups
+from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
+from .native import check, ffi, lib, new_error
+from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
+from .state import ContainerRecord, StateDir, process_start_time
+
+_AGENT_START: int | None = None
+_LIFELINE: tuple[int, int] | None = None  # (owning pid, read end)
+
+
+def _lifeline() -> int:
+    """Read end of this agent's lifeline pipe: PID 1 of every container started here
+    watches it and ends the job when it reads EOF, i.e. when the agent has died.
+
+    The write end is never written and never closed while the agent lives. A forked child
+    makes its own, so that its containers follow its life, not its parent's."""
+    global _LIFELINE
+    if _LIFELINE is None or _LIFELINE[0] != os.getpid():
+        read_end, _write_end = os.pipe()
+        _LIFELINE = (os.getpid(), read_end)
+    return _LIFELINE[1]
+
+
+def _agent_identity() -> tuple[int, int]:
+    global _AGENT_START
+    pid = os.getpid()
+    if _AGENT_START is None:
+        _AGENT_START = process_start_time(pid) or 0
+    return pid, _AGENT_START
+
+
+def _host_resolv_conf() -> str:
+    try:
+        return Path("/etc/resolv.conf").read_text()
+    except OSError:
+        return ""
+
+
+def _hosts_file(hostname: str | None, extra: dict[str, str]) -> str:
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    if hostname:
+        lines.append(f"127.0.1.1\t{hostname}")
+    lines.extend(f"{address}\t{name}" for name, address in extra.items())
+    return "\n".join(lines) + "\n"
+
+
+class _Stream:
+    """One stdio target resolved to a descriptor for the child (and a file for the handle)."""
+
+    def __init__(self, target: StreamTarget, *, reading: bool) -> None:
+        self.child_fd = -1
+        self.parent_file: IO[bytes] | None = None
+        self._close_after_start: list[int] = []
+        if target is None:
+            return
+        if target == PIPE:
+            r, w = os.pipe()
+            child, parent = (r, w) if reading else (w, r)
+            self.child_fd = child
+            self._close_after_start.append(child)
+            self.parent_file = open(parent, "wb" if reading else "rb")  # noqa: SIM115
+        elif target == DEVNULL:
+            self.child_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            self._close_after_start.append(self.child_fd)
+        elif isinstance(target, int):
+            self.child_fd = target
+        else:
+            flags = os.O_RDONLY if reading else os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            self.child_fd = os.open(target, flags | os.O_CLOEXEC, 0o644)
+            self._close_after_start.append(self.child_fd)
+
+    def started(self) -> None:
+        """The child holds its copy now: drop ours."""
+        for fd in self._close_after_start:
+            os.close(fd)
+        self._close_after_start.clear()
+
+    def abandon(self) -> None:
+        """Start failed: close everything."""
+        self.started()
+        if self.parent_file is not None:
+            self.parent_file.close()
+
+
+class Container:
+    """A container about to be started from a :class:`ContainerSpec`."""
+
+    def __init__(self, spec: ContainerSpec) -> None:
+        self.spec = spec
+
+    def start(self) -> ContainerHandle:
+        """Start the command in its container; returns once it has been exec'd.
+
+        Raises ``InvalidArgument`` / ``NotFound`` for a bad spec (naming the field), and
+        :class:`ContainerStartError` (a ``RuntimeFailure``) naming the failed step; everything
+        set up before the failure is released again.
+        """
+        spec = self.spec
+        spec.validate()
+        state = StateDir(spec.state_dir).ensure()
+        container_id = uuid.uuid4().hex[:16]
+        notes: list[str] = []
+        memlock = -1
+        if spec.memory is not None:
+            memlock = self._plan_memlock(spec.memory, notes)
+        # Resources taken so far, released in reverse order when a later step fails.
+        image_key: str | None = None
+        job: cgroups.JobCgroups | None = None
+        meter_fd = -1
+        procs_fds: list[int] = []
+        streams: list[_Stream] = []
+        try:
+            image_key, lower = state.acquire_image(spec.image, container_id)
+            if spec.needs_cgroups():
+                job = cgroups.JobCgroups(cgroups.detect_layout(), state.cgroup_group, container_id)
+                job.create(
+                    memory=spec.memory,
+                    cpus=spec.cpus,
+                    cpuset=spec.cpuset,
+                    pids=spec.pids_limit,
+                    need_v2=spec.metering,
+                )
+                if spec.metering:
+                    meter_fd = self._attach_meter(job, notes)
+                procs_fds = job.open_procs()
+            streams = [
+                _Stream(spec.stdin, reading=True),
+                _Stream(spec.stdout, reading=False),
+                _Stream(spec.stderr, reading=False),
+            ]
+            started = self._clone(spec, state, lower, memlock, procs_fds, streams)
+        except BaseException:
+            for stream in streams:
+                stream.abandon()
+            for fd in procs_fds:
+                os.close(fd)
+            if meter_fd >= 0:
+                os.close(meter_fd)
+            if job is not None:
+                with contextlib.suppress(RuntimeFailure):
+                    job.remove()
+            if image_key is not None:
+                with contextlib.suppress(RuntimeFailure):
+                    state.release_image(image_key, container_id)
+            raise
+        for fd in procs_fds:
+            os.close(fd)
+        for stream in streams:
+            stream.started()
+        agent_pid, agent_start = _agent_identity()
+        state.write_record(
+            ContainerRecord(
+                id=container_id,
+                pid=started.pid,
+                pid_start=process_start_time(started.pid) or 0,
+                agent_pid=agent_pid,
+                agent_start=agent_start,
+                image_key=image_key,
+                cgroups=[str(d) for d in (job.dirs if job else [])],
+            )
+        )
+        for note in notes:
+            warnings.warn(note, RuntimeWarningMessage, stacklevel=2)
+        return ContainerHandle(
+            container_id=container_id,
+            pid=started.pid,
+            pidfd=started.pidfd,
+            status_fd=started.status_fd,
+            state=state,
+            image_key=image_key,
+            cgroups=job,
+            meter_fd=meter_fd,
+            stdin=streams[0].parent_file,
+            stdout=streams[1].parent_file,
+            stderr=streams[2].parent_file,
+            warnings=tuple(notes),
+        )
+
+    @staticmethod
+    def _plan_memlock(memory: int, notes: list[str]) -> int:
+        err = new_error()
+        granted = ffi.new("int64_t *")
+        hard = ffi.new("int64_t *")
+        clamped = ffi.new("int *")
+        check(lib.fbrt_memlock_plan(memory, granted, hard, clamped, err), err)
+        if clamped[0]:
+            notes.append(
+                f"RLIMIT_MEMLOCK: the job's memory allocation is {memory} bytes but the hard "
+                f"limit is {hard[0]} bytes and cannot be raised without CAP_SYS_RESOURCE; "
+                f"the job runs with RLIMIT_MEMLOCK = {granted[0]} bytes"
+            )
+        return int(granted[0])
+
+    @staticmethod
+    def _attach_meter(job: cgroups.JobCgroups, notes: list[str]) -> int:
+        if job.v2_dir is None:
+            notes.append("metering is off: no cgroup v2 hierarchy to attach the programs to")
+            return -1
+        err = new_error()
+        try:
+            return check(
+                lib.fbrt_meter_attach(bytes(job.v2_dir), err), err, MeteringError, "metering"
+            )
+        except MeteringError as exc:
+            notes.append(f"metering is off: {exc} (errno {exc.errno})")
+            return -1
+
+    @staticmethod
+    def _clone(
+        spec: ContainerSpec,
+        state: StateDir,
+        lower: Path,
+        memlock: int,
+        procs_fds: list[int],
+        streams: list[_Stream],
+    ) -> Any:
+        keep: list[Any] = []  # cffi buffers must outlive the call
+
+        def text(value: str | os.PathLike[str] | None) -> Any:
+            if value is None:
+                return ffi.NULL
+            buf = ffi.new("char[]", os.fsencode(value))
+            keep.append(buf)
+            return buf
+
+        def text_array(values: list[str]) -> Any:
+            array = ffi.new("char *[]", [text(v) for v in values] + [ffi.NULL])
+            keep.append(array)
+            return array
+
+        c = ffi.new("struct fbrt_spec *")
+        c.lower = text(lower)
+        c.work_mnt = text(state.work)
+        c.scratch = ffi.NULL
+        if spec.scratch_dir is not None:
+            scratch = Path(spec.scratch_dir)
+            scratch.mkdir(parents=True, exist_ok=True)
+            c.scratch = text(scratch)
+        c.argv = text_array(list(spec.command))
+        c.envp = text_array([f"{k}={v}" for k, v in spec.env.items()])
+        c.path = text(spec.env.get("PATH"))
+        c.cwd = text(spec.cwd)
+        c.hostname = text(spec.hostname)
+        c.hosts = text(_hosts_file(spec.hostname, spec.extra_hosts))
+        resolv = spec.resolv_conf if spec.resolv_conf is not None else _host_resolv_conf()
+        c.resolv = text(resolv)
+        c.uid = spec.uid
+        c.gid = spec.gid
+        groups = ffi.new("unsigned int[]", list(spec.groups) or [0])
+        c.groups = groups
+        c.ngroups = len(spec.groups)
+        binds = ffi.new("struct fbrt_bind[]", max(1, len(spec.binds)))
+        for i, bind in enumerate(spec.binds):
+            binds[i].src = text(bind.src)
+            binds[i].dst = text(bind.dst)
+            binds[i].readonly = int(bind.readonly)
+        c.binds = binds
+        c.nbinds = len(spec.binds)
+        c.devices = text_array(list(spec.devices))
+        c.ndevices = len(spec.devices)
+        c.new_net = int(spec.network)
+        c.memlock = memlock
+        cgroup_fds = ffi.new("int[]", procs_fds or [0])
+        c.cgroup_fds = cgroup_fds
+        c.ncgroup_fds = len(procs_fds)
+        c.stdin_fd, c.stdout_fd, c.stderr_fd = (s.child_fd for s in streams)
+        c.lifeline_fd = _lifeline()
+        started = ffi.new("struct fbrt_started *")
+        err = new_error()
+        check(lib.fbrt_container_start(c, started, err), err, ContainerStartError)
+        return started
+
+
+class ContainerHandle:
+    """A started container: wait for it, signal it, read its metering, release it."""
+
+    def __init__(
+        self,
+        *,
+        container_id: str,
+        pid: int,
+        pidfd: int,
+        status_fd: int,
+        state: StateDir,
+        image_key: str,
+        cgroups: cgroups.JobCgroups | None,
+        meter_fd: int,
+        stdin: IO[bytes] | None,
+        stdout: IO[bytes] | None,
+        stderr: IO[bytes] | None,
+        warnings: tuple[str, ...],
+    ) -> None:
+        self.id = container_id
+        #: host pid of the container's PID 1
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.warnings = warnings
+        self._pidfd = pidfd
+        self._status_fd = status_fd
+        self._state = state
+        self._image_key: str | None = image_key
+        self._cgroups = cgroups
+        self._meter_fd = meter_fd
+        self._status: ExitStatus | None = None
+
+    @property
+    def metering_enabled(self) -> bool:
+        """Whether the metering programs are attached (False also after :meth:`close`)."""
+        return self._meter_fd >= 0
+
+    def poll(self) -> ExitStatus | None:
+        """The exit status if the container has ended, else None (never blocks)."""
+        try:
+            return self.wait(timeout=0)
+        except TimeoutError:
+            return None
+
+    def wait(self, timeout: float | None = None) -> ExitStatus:
+        """Wait for the command to end; raises ``TimeoutError`` after ``timeout`` seconds.
+
+        When it has ended, the job's mounts, cgroups and record are released (the metering
+        counters stay readable until :meth:`close`).
+        """
+        if self._status is not None:
+            return self._status
+        if self._pidfd >= 0:
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            if not poller.poll(None if timeout is None else int(timeout * 1000)):
+                raise TimeoutError(f"container {self.id} still running after {timeout} s")
+        _, init_status = os.waitpid(self.pid, 0)
+        raw = os.read(self._status_fd, 4)
+        # PID 1 reports the command's exact status; without a report (PID 1 itself was
+        # SIGKILLed) PID 1's own status is the answer.
+        status = int.from_bytes(raw, "little", signed=True) if len(raw) == 4 else init_status
+        oom = self._cgroups.oom_killed() if self._cgroups else False
+        self._status = ExitStatus.from_wait_status(status, oom_killed=oom, warnings=self.warnings)
+        self._release()
+        return self._status
+
+    def kill(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` to the container (PID 1 forwards it to the command)."""
+        if self._status is None and self._pidfd >= 0:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def metering(self) -> Metering | None:
+        """Bytes and packets per direction so far (None when metering is off)."""
+        if self._meter_fd < 0:
+            return None
+        counters = ffi.new("struct fbrt_counters *")
+        err = new_error()
+        check(lib.fbrt_meter_read(self._meter_fd, counters, err), err, MeteringError)
+        return Metering(
+            counters.ingress_bytes,
+            counters.ingress_packets,
+            counters.egress_bytes,
+            counters.egress_packets,
+        )
+
+    def _release(self) -> None:
+        for fd_name in ("_pidfd", "_status_fd"):
+            fd = getattr(self, fd_name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, fd_name, -1)
+        failures: list[Exception] = []
+        if self._cgroups is not None:
+            try:
+                self._cgroups.remove()
+            except RuntimeFailure as exc:
+                failures.append(exc)
+            self._cgroups = None
+        if self._image_key is not None:
+            try:
+                self._state.release_image(self._image_key, self.id)
+            except RuntimeFailure as exc:
+                failures.append(exc)
+            self._image_key = None
+        if not failures:
+            self._state.remove_record(self.id)
+        else:
+            raise failures[0]
+
+    def close(self) -> None:
+        """Kill the container if it still runs, then free everything it holds."""
+        if self._status is None:
+            self.kill(signal.SIGKILL)
+            self.wait()
+        if self._meter_fd >= 0:
+            os.close(self._meter_fd)
+            self._meter_fd = -1
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+
+    def __enter__(self) -> ContainerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,31 @@
+"""Typed failures and warnings of the node runtime.
+
+Every C entry point fills a ``struct fbrt_error`` (errno plus what was attempted, in words);
+:func:`fuzzball_runtime.native.check` turns it into a :class:`RuntimeFailure` carrying both.
+"""
+
+from __future__ import annotations
+
+import errno as errno_codes
+
+from fuzzball_core.errors import Internal
+
+
+class RuntimeFailure(Internal):
+    """A kernel operation the runtime needed failed; ``errno`` says how, the message what."""
+
+    def __init__(self, message: str, *, errno: int = errno_codes.EIO) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class ContainerStartError(RuntimeFailure):
+    """The container could not be set up or its command could not be executed."""
+
+
+class MeteringError(RuntimeFailure):
+    """The eBPF metering programs could not be created, loaded or attached."""
+
+
+class RuntimeWarningMessage(UserWarning):
+    """A job started, but not exactly as asked (e.g. a clamped RLIMIT_MEMLOCK, no metering)."""

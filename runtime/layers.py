@@ -1,0 +1,153 @@
+"""Apply OCI layer tarballs, in order, onto a directory tree.
+
+Whiteouts (``.wh.NAME``) remove what lower layers put at NAME; an opaque marker
+(``.wh..wh..opq``) hides everything lower layers put in its directory. Ownership (numeric),
+modes, xattrs (PAX ``SCHILY.xattr.*``), symlinks, hardlinks, device nodes and FIFOs are kept.
+Paths are resolved inside the tree: no entry, symlink or hardlink can reach outside it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tarfile
+from pathlib import Path
+
+from fuzzball_core.errors import InvalidArgument
+
+WHITEOUT_PREFIX = ".wh."
+OPAQUE_MARKER = ".wh..wh..opq"
+XATTR_PREFIX = "SCHILY.xattr."
+MAX_SYMLINK_HOPS = 40
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p not in ("", ".")]
+
+
+def resolve_in_root(root: Path, path: str) -> Path:
+    """``path`` inside ``root`` with every component but the last resolved as if ``root``
+    were ``/`` (symlinks followed inside it, ``..`` stopping at it)."""
+    pending = _parts(path)
+    resolved: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = root.joinpath(*resolved, part)
+        if pending and candidate.is_symlink():
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS:
+                raise InvalidArgument(f"layer path {path!r}: too many levels of symbolic links")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            pending = _parts(target) + pending
+            continue
+        resolved.append(part)
+    return root.joinpath(*resolved)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+def _apply_whiteouts(members: list[tarfile.TarInfo], root: Path) -> None:
+    for member in members:
+        parent, _, base = member.name.rstrip("/").rpartition("/")
+        if base == OPAQUE_MARKER:
+            directory = resolve_in_root(root, parent)
+            if directory.is_dir() and not directory.is_symlink():
+                for child in list(directory.iterdir()):
+                    _remove(child)
+        elif base.startswith(WHITEOUT_PREFIX):
+            _remove(resolve_in_root(root, f"{parent}/{base[len(WHITEOUT_PREFIX) :]}"))
+
+
+def _set_attributes(path: Path, member: tarfile.TarInfo) -> None:
+    os.chown(path, member.uid, member.gid, follow_symlinks=False)
+    if not member.issym():
+        # After chown, which clears set-id bits.
+        os.chmod(path, member.mode & 0o7777)
+    for key, value in member.pax_headers.items():
+        if key.startswith(XATTR_PREFIX):
+            os.setxattr(
+                path,
+                key[len(XATTR_PREFIX) :],
+                value.encode("utf-8", "surrogateescape"),
+                follow_symlinks=False,
+            )
+    if not member.isdir():
+        os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+
+
+def _extract(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, layer: str
+) -> tuple[Path, float] | None:
+    if not _parts(member.name):
+        return None  # the root entry "./"
+    dest = resolve_in_root(root, member.name)
+    if dest == root:
+        return None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    existing_dir = dest.is_dir() and not dest.is_symlink()
+    if member.isdir():
+        if os.path.lexists(dest) and not existing_dir:
+            dest.unlink()
+        dest.mkdir(exist_ok=True)
+        _set_attributes(dest, member)
+        return dest, member.mtime
+    if existing_dir:
+        shutil.rmtree(dest)
+    elif os.path.lexists(dest):
+        dest.unlink()
+    if member.isreg():
+        source = tar.extractfile(member)
+        if source is None:
+            raise InvalidArgument(f"layer {layer}: {member.name}: unreadable file entry")
+        with source, open(dest, "xb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+    elif member.issym():
+        os.symlink(member.linkname, dest)
+    elif member.islnk():
+        os.link(resolve_in_root(root, member.linkname), dest, follow_symlinks=False)
+        return None  # the link shares the original's attributes
+    elif member.ischr() or member.isblk():
+        kind = stat.S_IFCHR if member.ischr() else stat.S_IFBLK
+        os.mknod(dest, kind | 0o600, os.makedev(member.devmajor, member.devminor))
+    elif member.isfifo():
+        os.mkfifo(dest, 0o600)
+    else:
+        raise InvalidArgument(f"layer {layer}: {member.name}: unsupported entry type")
+    _set_attributes(dest, member)
+    return None
+
+
+def apply_layer(layer: str | os.PathLike[str], root: Path) -> None:
+    """Apply one layer tarball (any compression tarfile reads) onto ``root``."""
+    name = os.fspath(layer)
+    try:
+        with tarfile.open(name, "r:*") as tar:
+            members = tar.getmembers()
+            # Whiteouts hide lower layers only, so they go before this layer's own entries.
+            _apply_whiteouts(members, root)
+            directories: list[tuple[Path, float]] = []
+            for member in members:
+                base = member.name.rstrip("/").rpartition("/")[2]
+                if base.startswith(WHITEOUT_PREFIX):
+                    continue
+                created = _extract(tar, member, root, name)
+                if created is not None:
+                    directories.append(created)
+            # Directory times last: filling a directory changes its mtime.
+            for directory, mtime in reversed(directories):
+                os.utime(directory, (mtime, mtime), follow_symlinks=False)
+    except tarfile.TarError as exc:
+        raise InvalidArgument(f"layer {name}: not a readable tar archive: {exc}") from exc

@@ -1,0 +1,173 @@
+"""What a container is asked to be (:class:`ContainerSpec`) and what it came to."""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from fuzzball_core.errors import InvalidArgument, NotFound
+
+DEFAULT_STATE_DIR = Path("/run/fuzzball-runtime")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: stdout/stderr target: a pipe the handle exposes as a binary file.
+PIPE: Literal["pipe"] = "pipe"
+#: stdout/stderr target: /dev/null.
+DEVNULL: Literal["devnull"] = "devnull"
+
+#: None inherits the agent's descriptor; a path is a file (truncated); an int is a descriptor.
+StreamTarget = Literal["pipe", "devnull"] | str | os.PathLike[str] | int | None
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path (volume) made visible at ``dst`` inside the container."""
+
+    src: str
+    dst: str
+    readonly: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Bind:
+        """Parse ``SRC:DST[:ro]`` as given on the command line."""
+        parts = text.split(":")
+        if len(parts) == 3 and parts[2] in ("ro", "rw"):
+            return cls(parts[0], parts[1], parts[2] == "ro")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ValueError(f"bind {text!r}: expected SRC:DST or SRC:DST:ro")
+        return cls(parts[0], parts[1])
+
+
+@dataclass
+class ContainerSpec:
+    """Everything one job's container needs; only ``image`` and ``command`` are required."""
+
+    image: str | os.PathLike[str]
+    command: list[str]
+    env: dict[str, str] = field(default_factory=lambda: {"PATH": DEFAULT_PATH})
+    cwd: str = "/"
+    hostname: str | None = None
+    uid: int = 0
+    gid: int = 0
+    groups: list[int] = field(default_factory=list)
+    binds: list[Bind] = field(default_factory=list)
+    #: host device nodes (under /dev) recreated at the same path inside
+    devices: list[str] = field(default_factory=list)
+    #: memory allocation in bytes: cgroup memory limit and RLIMIT_MEMLOCK
+    memory: int | None = None
+    #: CPU quota in cores (e.g. 1.5)
+    cpus: float | None = None
+    #: cpuset of the allocated cores, e.g. "0-1" or "3"
+    cpuset: str | None = None
+    pids_limit: int | None = None
+    #: new network namespace with only lo up (a later issue wires the rest)
+    network: bool = False
+    stdin: StreamTarget = None
+    stdout: StreamTarget = None
+    stderr: StreamTarget = None
+    metering: bool = False
+    state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR
+    #: host directory for the writable layer; None puts it on a per-container tmpfs
+    scratch_dir: str | os.PathLike[str] | None = None
+    #: /etc/resolv.conf content; None copies the host's
+    resolv_conf: str | None = None
+    extra_hosts: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise ``InvalidArgument`` / ``NotFound`` naming the first bad field."""
+        if not os.path.isfile(self.image):
+            raise NotFound(f"spec.image: {os.fspath(self.image)}: no such image file")
+        if not self.command or not all(isinstance(a, str) and a for a in self.command):
+            raise InvalidArgument("spec.command: must be a non-empty list of non-empty strings")
+        if any("\0" in a for a in self.command):
+            raise InvalidArgument("spec.command: arguments may not contain NUL")
+        for name, value in self.env.items():
+            if not name or "=" in name or "\0" in name or "\0" in value:
+                raise InvalidArgument(f"spec.env[{name!r}]: invalid variable name or value")
+        if not self.cwd.startswith("/"):
+            raise InvalidArgument("spec.cwd: must be an absolute path")
+        if self.hostname is not None and not 0 < len(self.hostname.encode()) <= 64:
+            raise InvalidArgument("spec.hostname: must be 1 to 64 bytes")
+        for label, ident in [("uid", self.uid), ("gid", self.gid)] + [
+            (f"groups[{i}]", g) for i, g in enumerate(self.groups)
+        ]:
+            if not 0 <= ident < 2**32 - 1:
+                raise InvalidArgument(f"spec.{label}: must be a numeric id in [0, 2^32-1)")
+        for i, bind in enumerate(self.binds):
+            if not os.path.isabs(bind.src) or not os.path.isabs(bind.dst):
+                raise InvalidArgument(f"spec.binds[{i}]: source and target must be absolute")
+            if not os.path.exists(bind.src):
+                raise NotFound(f"spec.binds[{i}].src: {bind.src}: no such file or directory")
+        for i, device in enumerate(self.devices):
+            if not device.startswith("/dev/") or "/../" in device:
+                raise InvalidArgument(f"spec.devices[{i}]: {device}: not a path under /dev")
+        if self.memory is not None and self.memory <= 0:
+            raise InvalidArgument("spec.memory: must be a positive number of bytes")
+        if self.cpus is not None and self.cpus <= 0:
+            raise InvalidArgument("spec.cpus: must be positive")
+        if self.pids_limit is not None and self.pids_limit <= 0:
+            raise InvalidArgument("spec.pids_limit: must be positive")
+
+    def needs_cgroups(self) -> bool:
+        """Whether any limit or metering asks for per-job cgroups."""
+        return (
+            self.memory is not None
+            or self.cpus is not None
+            or self.cpuset is not None
+            or self.pids_limit is not None
+            or self.metering
+        )
+
+
+@dataclass(frozen=True)
+class Metering:
+    """Traffic of one job's cgroup, counted by the cgroup_skb programs."""
+
+    ingress_bytes: int
+    ingress_packets: int
+    egress_bytes: int
+    egress_packets: int
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a JSON-ready mapping."""
+        return {
+            "ingress_bytes": self.ingress_bytes,
+            "ingress_packets": self.ingress_packets,
+            "egress_bytes": self.egress_bytes,
+            "egress_packets": self.egress_packets,
+        }
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """How the command ended: an exit code or a terminating signal, and whether OOM killed it."""
+
+    exit_code: int | None
+    signal: int | None
+    oom_killed: bool = False
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_wait_status(
+        cls, status: int, *, oom_killed: bool = False, warnings: tuple[str, ...] = ()
+    ) -> ExitStatus:
+        """Decode a waitpid(2) status word."""
+        if os.WIFSIGNALED(status):
+            return cls(None, os.WTERMSIG(status), oom_killed, warnings)
+        return cls(os.waitstatus_to_exitcode(status), None, oom_killed, warnings)
+
+    @property
+    def returncode(self) -> int:
+        """Shell convention: the exit code, or 128 + the signal number."""
+        return self.exit_code if self.signal is None else 128 + self.signal
+
+    def describe(self) -> str:
+        """One line for logs and the CLI."""
+        if self.signal is None:
+            text = f"exited with code {self.exit_code}"
+        else:
+            text = f"killed by {signal.Signals(self.signal).name}"
+        return text + (" (out of memory)" if self.oom_killed else "")

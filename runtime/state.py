@@ -1,0 +1,186 @@
+"""The node state directory: shared image mounts, their references, and container records.
+
+Layout under the state directory (default ``/run/fuzzball-runtime``)::
+
+    images/<key>/            the image's EROFS mount, shared read-only by its containers
+    images/<key>.refs/<id>   one file per container using that mount (the reference count)
+    images/<key>.lock        flock serialising mount/unmount decisions across agents
+    containers/<id>.json     what a running container holds, for the start-up sweep
+    work/                    where each container's PID 1 mounts its private tmpfs
+
+An image's key is derived from the identity of its file (device, inode, size, mtime): the
+image cache names files by content digest, so one key is one image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .native import check, ffi, lib, new_error
+
+
+@dataclass
+class ContainerRecord:
+    """What the sweep needs to free a container whose agent died."""
+
+    id: str
+    pid: int
+    pid_start: int
+    agent_pid: int
+    agent_start: int
+    image_key: str
+    cgroups: list[str] = field(default_factory=list)
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: fields start after the last ')'.
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time (clock ticks since boot) of ``pid``, or None when it is gone."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_alive(pid: int, start: int) -> bool:
+    """Whether the process ``pid`` that started at ``start`` still runs (not a reused pid,
+    not a zombie waiting for its reaper)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != b"Z" and int(fields[19]) == start
+
+
+class StateDir:
+    """One node state directory; see the module docstring for its layout."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.images = self.root / "images"
+        self.containers = self.root / "containers"
+        self.work = self.root / "work"
+
+    def ensure(self) -> StateDir:
+        """Create the directories (cheap when they exist)."""
+        if not self.work.is_dir():
+            for path in (self.images, self.containers, self.work):
+                path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self
+
+    @property
+    def cgroup_group(self) -> str:
+        """Name of the parent cgroup of this state directory's jobs."""
+        resolved = str(self.root.resolve())
+        digest = hashlib.sha256(resolved.encode()).hexdigest()[:8]
+        return "fuzzball-runtime-" + digest
+
+    # ---- images -------------------------------------------------------------------------
+
+    @staticmethod
+    def image_key(image: str | os.PathLike[str]) -> str:
+        """The key under which the image's shared mount lives."""
+        st = os.stat(image)
+        identity = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{os.fspath(image)}"
+        return hashlib.sha256(identity.encode()).hexdigest()[:20]
+
+    @contextlib.contextmanager
+    def _image_lock(self, key: str) -> Iterator[None]:
+        fd = os.open(self.images / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def acquire_image(self, image: str | os.PathLike[str], container_id: str) -> tuple[str, Path]:
+        """Take a reference on the image's shared mount, mounting it if it is the first."""
+        image = os.path.abspath(image)
+        key = self.image_key(image)
+        mountpoint = self.images / key
+        refs = self.images / f"{key}.refs"
+        with self._image_lock(key):
+            refs.mkdir(exist_ok=True)
+            ref = refs / container_id
+            ref.touch()
+            if not os.path.ismount(mountpoint):
+                try:
+                    mountpoint.mkdir(exist_ok=True)
+                    err = new_error()
+                    loopdev = ffi.new("char[]", 64)
+                    check(
+                        lib.fbrt_image_mount(
+                            os.fsencode(image), bytes(mountpoint), loopdev, 64, err
+                        ),
+                        err,
+                    )
+                except BaseException:
+                    ref.unlink(missing_ok=True)
+                    self._drop_unreferenced(key)
+                    raise
+        return key, mountpoint
+
+    def release_image(self, key: str, container_id: str) -> None:
+        """Drop a reference; the last one unmounts (the loop device detaches itself)."""
+        with self._image_lock(key):
+            (self.images / f"{key}.refs" / container_id).unlink(missing_ok=True)
+            self._drop_unreferenced(key)
+
+    def _drop_unreferenced(self, key: str) -> None:
+        refs = self.images / f"{key}.refs"
+        if refs.is_dir() and any(refs.iterdir()):
+            return
+        mountpoint = self.images / key
+        err = new_error()
+        check(lib.fbrt_umount(bytes(mountpoint), 0, err), err)
+        for path in (mountpoint, refs):
+            with contextlib.suppress(FileNotFoundError):
+                path.rmdir()
+
+    def image_keys(self) -> list[str]:
+        """Keys of every image with a mount or references here."""
+        if not self.images.is_dir():
+            return []
+        return sorted(
+            {p.name.split(".")[0] for p in self.images.iterdir() if not p.name.endswith(".lock")}
+        )
+
+    def image_refs(self, key: str) -> list[str]:
+        """Container ids holding a reference on the image ``key``."""
+        refs = self.images / f"{key}.refs"
+        return sorted(p.name for p in refs.iterdir()) if refs.is_dir() else []
+
+    # ---- container records --------------------------------------------------------------
+
+    def write_record(self, record: ContainerRecord) -> None:
+        """Persist what a container holds (atomically, so the sweep never reads half)."""
+        path = self.containers / f"{record.id}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(record)))
+        tmp.rename(path)
+
+    def remove_record(self, container_id: str) -> None:
+        """Forget a container that has been fully released."""
+        (self.containers / f"{container_id}.json").unlink(missing_ok=True)
+
+    def records(self) -> list[ContainerRecord]:
+        """Every container record present (unreadable ones are skipped and removed)."""
+        found: list[ContainerRecord] = []
+        if not self.containers.is_dir():
+            return found
+        for path in sorted(self.containers.glob("*.json")):
+            try:
+                found.append(ContainerRecord(**json.loads(path.read_text())))
+            except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+        return found

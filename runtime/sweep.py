@@ -1,0 +1,88 @@
+"""Start-up sweep: free what an agent that died (crashed, SIGKILLed) left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import cgroups
+from .errors import RuntimeFailure
+from .native import check, lib, new_error
+from .spec import DEFAULT_STATE_DIR
+from .state import StateDir, is_alive
+
+
+@dataclass
+class SweepReport:
+    """What the sweep freed."""
+
+    killed: list[int] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
+    unmounted: list[str] = field(default_factory=list)
+
+
+def _kill_and_wait(pid: int, start: int, timeout: float = 5.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while is_alive(pid, start) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.005)
+
+
+def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
+    """Free the containers of dead agents recorded in ``state_dir``.
+
+    Containers whose agent still runs are left alone. For the others: PID 1 is SIGKILLed
+    (taking the whole PID namespace with it), the cgroups removed, the image references
+    dropped and unreferenced image mounts unmounted (their loop devices detach themselves).
+    """
+    state = StateDir(state_dir)
+    report = SweepReport()
+    if not state.root.is_dir():
+        return report
+    live: set[str] = set()
+    for record in state.records():
+        if is_alive(record.agent_pid, record.agent_start):
+            live.add(record.id)
+            continue
+        if is_alive(record.pid, record.pid_start):
+            _kill_and_wait(record.pid, record.pid_start)
+            report.killed.append(record.pid)
+        for directory in record.cgroups:
+            cgroups.remove_dir(Path(directory))
+            report.cgroups.append(directory)
+        if state.images.is_dir():
+            state.release_image(record.image_key, record.id)
+        state.remove_record(record.id)
+        report.records.append(record.id)
+    # Leftovers no record points at (a crash between taking them and writing the record).
+    for directory in cgroups.job_dirs(cgroups.detect_layout(), state.cgroup_group):
+        if directory.name not in live:
+            cgroups.remove_dir(directory)
+            report.cgroups.append(str(directory))
+    if not live:
+        layout = cgroups.detect_layout()
+        report.cgroups.extend(
+            str(p) for p in cgroups.remove_group_parents(layout, state.cgroup_group)
+        )
+    for key in state.image_keys():
+        for container_id in state.image_refs(key):
+            if container_id not in live:
+                state.release_image(key, container_id)
+        mountpoint = state.images / key
+        if not state.image_refs(key) and os.path.ismount(mountpoint):
+            err = new_error()
+            check(lib.fbrt_umount(bytes(mountpoint), 0, err), err, RuntimeFailure)
+            report.unmounted.append(str(mountpoint))
+        if not state.image_refs(key):
+            for path in (mountpoint, state.images / f"{key}.refs"):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+    return report

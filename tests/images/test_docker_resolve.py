@@ -1,0 +1,124 @@
+"""Resolving docker:// references against a real registry: pinning, platforms, failures."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SharedImages
+from registry_server import RegistryServer, free_port
+
+from fuzzball_core.errors import InvalidArgument, NotFound, Unavailable
+from fuzzball_plugins.images.docker_backend import DockerBackend
+
+AMD64 = {"platform": "linux/amd64"}
+
+
+def test_resolve_by_tag_pins_the_manifest_digest(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    resolved = DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/single:1")
+
+    assert resolved.digest == test_images.single.digest
+    assert resolved.uri == f"docker://{registry.host}/tests/single:1"
+    assert resolved.platform == "linux/amd64"
+    config_size = registry.blob_data_path(test_images.single.config_digest).stat().st_size
+    layer_sizes = sum(len(item.blob) for item in test_images.single.layers)
+    assert resolved.size == config_size + layer_sizes
+
+
+def test_resolve_by_digest_keeps_the_digest(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    uri = f"docker://{registry.host}/tests/layered@{test_images.layered.digest}"
+
+    resolved = DockerBackend(AMD64).resolve(uri)
+
+    assert resolved.digest == test_images.layered.digest
+
+
+def test_index_resolves_to_the_node_architecture(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    resolved = DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/multi:1")
+
+    assert resolved.digest == test_images.multi_amd64.digest
+    assert resolved.annotations["index-digest"] == test_images.multi_index_digest
+
+
+def test_index_resolves_to_arm64_on_an_arm64_node(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    backend = DockerBackend({"platform": "linux/arm64"})
+
+    resolved = backend.resolve(f"docker://{registry.host}/tests/multi:1")
+
+    assert resolved.digest == test_images.multi_arm64.digest
+    assert resolved.platform == "linux/arm64"
+
+
+def test_single_arch_image_for_another_arch_fails_at_resolve(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    with pytest.raises(InvalidArgument) as error:
+        DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/armonly:1")
+
+    assert str(error.value) == (
+        f"no linux/amd64 image in {registry.host}/tests/armonly:1; available: linux/arm64"
+    )
+
+
+def test_index_without_the_node_architecture_lists_what_it_has(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    backend = DockerBackend({"platform": "linux/s390x"})
+
+    with pytest.raises(InvalidArgument, match=r"available: linux/amd64, linux/arm64$"):
+        backend.resolve(f"docker://{registry.host}/tests/multi:1")
+
+
+def test_missing_tag_is_not_found(registry: RegistryServer, test_images: SharedImages) -> None:
+    with pytest.raises(NotFound, match=rf"{registry.host}/tests/single:nope"):
+        DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/single:nope")
+
+
+def test_missing_repository_is_not_found(registry: RegistryServer) -> None:
+    with pytest.raises(NotFound):
+        DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/never-pushed:1")
+
+
+def test_unreachable_registry_is_unavailable() -> None:
+    backend = DockerBackend({**AMD64, "retry": {"attempts": 2, "initial-delay": 0.01}})
+    host = f"127.0.0.1:{free_port()}"
+
+    with pytest.raises(Unavailable, match=rf"registry {host} is unreachable"):
+        backend.resolve(f"docker://{host}/tests/single:1")
+
+
+def test_docker_hub_names_are_normalised_and_served_by_a_mirror(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    backend = DockerBackend({**AMD64, "registries": {"docker.io": {"mirrors": [registry.url]}}})
+
+    resolved = backend.resolve("alpine")
+
+    assert resolved.uri == "docker://docker.io/library/alpine:latest"
+    assert resolved.digest == test_images.hub_alpine.digest
+
+
+def test_mirrors_are_tried_in_order_before_the_registry(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    dead_mirror = f"http://127.0.0.1:{free_port()}"
+    config = {
+        **AMD64,
+        "retry": {"attempts": 1},
+        "registries": {"docker.io": {"mirrors": [dead_mirror, registry.url]}},
+    }
+
+    resolved = DockerBackend(config).resolve("docker.io/library/alpine:latest")
+
+    assert resolved.digest == test_images.hub_alpine.digest
+
+
+def test_mirror_urls_must_name_a_scheme() -> None:
+    with pytest.raises(InvalidArgument, match=r"registries\.docker\.io\.mirrors\[0\]"):
+        DockerBackend({"registries": {"docker.io": {"mirrors": ["127.0.0.1:5000"]}}})
