@@ -55,7 +55,7 @@ setup(
         "rich>=13",
         "platformdirs>=4",
         "grpcio>=1.60",
-        "protobuf>=4.25",
+        "protobuf>=7.35.1",  # what the committed stubs were generated for
         "httpx>=0.27",
         "SQLAlchemy>=2.0",
         "alembic>=1.13",
@@ -67,6 +67,7 @@ setup(
             "pytest>=8",
             "hypothesis>=6.100",
             "ruff>=0.5",
+            "grpcio-tools==1.85.1",  # regenerates the committed stubs byte for byte
             "bcrypt>=4",  # htpasswd entries for the private test registry
             "cryptography>=42",  # signs the test registry's bearer tokens
         ],

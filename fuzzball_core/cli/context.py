@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from fuzzball_core.config import FuzzballConfig, load_config
 from fuzzball_core.plugins import PluginRegistry, get_registry
+
+if TYPE_CHECKING:
+    from fuzzball_core.cli.contexts import ContextsFile
+    from fuzzball_core.client import FuzzballClient
 
 
 class CliState:
@@ -21,3 +26,18 @@ class CliState:
     @cached_property
     def registry(self) -> PluginRegistry:
         return get_registry(disabled=self.config.plugins.disable)
+
+    @cached_property
+    def contexts(self) -> ContextsFile:
+        """The API contexts file (``~/.config/fuzzball/config.yaml``)."""
+        from fuzzball_core.cli.contexts import ContextsFile
+
+        return ContextsFile.load()
+
+    @cached_property
+    def api(self) -> FuzzballClient:
+        """A REST client for the active context's API (its version base probed once)."""
+        from fuzzball_core.client import FuzzballClient
+
+        context = self.contexts.active()
+        return FuzzballClient.connect(context.address, context.token or None)

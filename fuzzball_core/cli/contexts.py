@@ -130,8 +130,9 @@ class ContextsFile:
             )
         return self.get(self.active_name)
 
-    def create(self, name: str, address: str, *, oidc_server_url: str = "",
-               token: str = "") -> Context:
+    def create(
+        self, name: str, address: str, *, oidc_server_url: str = "", token: str = ""
+    ) -> Context:
         """Add a context in the real CLI's shape; the first one becomes active."""
         if not name.strip():
             raise InvalidArgument("name: a context needs a name")

@@ -19,8 +19,9 @@ def token_endpoint(oidc_server_url: str) -> str:
     return f"{oidc_server_url.rstrip('/')}/protocol/openid-connect/token"
 
 
-def password_grant(oidc_server_url: str, username: str, password: str, *,
-                   timeout: float = 30.0) -> str:
+def password_grant(
+    oidc_server_url: str, username: str, password: str, *, timeout: float = 30.0
+) -> str:
     """The access token for ``username``; ``Unauthenticated`` when the server refuses."""
     url = token_endpoint(oidc_server_url)
     form = {
@@ -39,8 +40,9 @@ def password_grant(oidc_server_url: str, username: str, password: str, *,
     except ValueError:
         body = {}
     if response.status_code >= 400 or not isinstance(body, dict):
-        reason = body.get("error_description") or body.get("error") if isinstance(body, dict) \
-            else None
+        reason = (
+            body.get("error_description") or body.get("error") if isinstance(body, dict) else None
+        )
         raise Unauthenticated(
             f"login as {username!r} at {url} failed: {reason or f'HTTP {response.status_code}'}"
         )

@@ -144,6 +144,16 @@ def create_account(config_file: str | None, name: str, admin: bool) -> None:
     click.echo(token)
 
 
+@cli.command("issue-token")
+@click.argument("name")
+@click.pass_obj
+def issue_token(config_file: str | None, name: str) -> None:
+    """Print a new bearer token for an existing account."""
+    context = prepare_process("orchestrate", config_file)
+    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
+    click.echo(orchestrate.service.issue_token(name))
+
+
 def main(argv: list[str] | None = None) -> None:
     """``fuzzball-orchestrate``."""
     try:

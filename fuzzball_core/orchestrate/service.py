@@ -14,7 +14,7 @@ import hashlib
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -41,6 +41,7 @@ from fuzzball_core.store.models import (
     Event,
     LogChunk,
     Node,
+    Run,
     Stage,
     Workflow,
 )
@@ -227,7 +228,8 @@ class SqlOrchestrateService:
 
     def list_nodes(self, who: Principal) -> list[NodeView]:
         with self.sessions() as session:
-            return [self._node_view(n) for n in session.scalars(select(Node).order_by(Node.name))]
+            nodes = session.scalars(select(Node).order_by(Node.name))
+            return [self._node_view(session, n) for n in nodes]
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         with self.sessions() as session:
@@ -236,13 +238,13 @@ class SqlOrchestrateService:
             ).first()
             if node is None:
                 raise NotFound(f"node {node_id} not found")
-            return self._node_view(node)
+            return self._node_view(session, node)
 
-    def _node_view(self, node: Node) -> NodeView:
+    def _node_view(self, session: Session, node: Node) -> NodeView:
         try:
             usage = self.scheduler.node_usage(node.id)
             used = (usage.used_cores, usage.used_memory, dict(usage.used_devices),
-                    tuple(usage.job_ids))
+                    _running_stages(session, usage.job_ids))
         except NotFound:
             used = (0, 0, {}, ())
         return NodeView(
@@ -260,6 +262,22 @@ class SqlOrchestrateService:
             last_seen=node.last_seen,
             stages=used[3],
         )
+
+
+def _running_stages(session: Session, job_ids: Iterable[str]) -> tuple[str, ...]:
+    """``<workflow id>/<stage name>[/<task>]`` of the runs the scheduler holds on a node."""
+    run_ids = [int(key.removeprefix("run-")) for key in job_ids if key.startswith("run-")]
+    if not run_ids:
+        return ()
+    rows = session.execute(
+        select(Run.workflow_id, Stage.name, Run.task_id)
+        .join(Stage, Stage.id == Run.stage_id)
+        .where(Run.id.in_(run_ids))
+    )
+    return tuple(
+        f"{workflow_id}/{name}" + (f"/{task}" if task is not None else "")
+        for workflow_id, name, task in rows
+    )
 
 
 def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> WorkflowView:

@@ -103,6 +103,8 @@ class Run(Base):
     node_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
+    #: why a failed run failed, as policy.retry.on spells it: "node" or the exit code
+    failure_cause: Mapped[str | None] = mapped_column(String(16), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     assigned_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -154,3 +156,21 @@ class Node(Base):
     registered_at: Mapped[float] = mapped_column(Float)
     last_seen: Mapped[float] = mapped_column(Float)
     lease_expires_at: Mapped[float] = mapped_column(Float)
+
+
+class NodeHold(Base):
+    """A hold on a node, kept alongside its status: no new work, and per ``effect`` more.
+
+    ``effect`` is cordon (no new work), evict (running work is taken off too) or deprovision
+    (the node is torn down once empty); ``source`` is admin, monitoring or provisioner.
+    """
+
+    __tablename__ = "node_holds"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    effect: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    placed_by: Mapped[str] = mapped_column(String(200))
+    placed_at: Mapped[float] = mapped_column(Float)

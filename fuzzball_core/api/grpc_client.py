@@ -1,0 +1,203 @@
+"""The gRPC client API (``fuzzball.v1`` Version/Workflow/Node services) on a grpc.aio server.
+
+Each call is authenticated from the metadata ``authorization: Bearer <token>`` and answered by
+the :class:`OrchestrateService`. A :class:`FuzzballError` becomes the gRPC status of its
+``grpc_code`` with its message; anything else is logged here and answered with a bare
+INTERNAL, so no traceback ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+
+from fuzzball_core.api import proto_messages as msg
+from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
+from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
+from fuzzball_core.orchestrate.service_api import OrchestrateService
+from fuzzball_core.orchestrate.views import Principal
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def add_client_servicers(
+    server: grpc.aio.Server, service: OrchestrateService, *, poll_interval: float = POLL_INTERVAL
+) -> None:
+    """Serve the Version, Workflow and Node services of ``fuzzball.v1`` from ``service``."""
+    pb_grpc.add_VersionServiceServicer_to_server(_VersionServicer(service), server)
+    pb_grpc.add_WorkflowServiceServicer_to_server(_WorkflowServicer(service, poll_interval), server)
+    pb_grpc.add_NodeServiceServicer_to_server(_NodeServicer(service), server)
+
+
+def bearer_token(context: grpc.aio.ServicerContext) -> str:
+    """The token of the ``authorization`` metadata; ``Unauthenticated`` if there is none."""
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == "authorization":
+            text = value.decode() if isinstance(value, bytes) else value
+            scheme, _, token = text.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    raise Unauthenticated("missing credentials: send the metadata 'authorization: Bearer <token>'")
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
+    if not isinstance(exc, FuzzballError):
+        log.error("gRPC call failed", exc_info=exc)
+        exc = Internal("internal error; the server log has the details")
+    await context.abort(exc.grpc_code, exc.message)
+    raise AssertionError("context.abort returned")  # abort always raises
+
+
+class _Servicer:
+    def __init__(self, service: OrchestrateService) -> None:
+        self.service = service
+
+    async def _answer(
+        self, context: grpc.aio.ServicerContext, respond: Callable[[Principal], T]
+    ) -> T:
+        """Authenticate, then ``respond(principal)``; errors become the call's status."""
+        try:
+            return respond(self.service.authenticate(bearer_token(context)))
+        except Exception as exc:
+            await _abort(context, exc)
+
+
+def _required(value: str, field: str) -> str:
+    if not value:
+        raise InvalidArgument(f"{field}: required")
+    return value
+
+
+def _source(request: pb.StartWorkflowRequest | pb.ValidateWorkflowRequest) -> dict[str, Any]:
+    which = request.WhichOneof("source")
+    if which == "raw_specification":
+        return {"raw_specification": request.raw_specification, "definition": None}
+    if which == "definition":
+        return {"raw_specification": None, "definition": msg.definition_dict(request.definition)}
+    raise InvalidArgument("source: raw_specification or definition is required")
+
+
+class _VersionServicer(_Servicer, pb_grpc.VersionServiceServicer):
+    async def GetVersion(self, request: pb.GetVersionRequest, context: Any) -> Any:
+        return await self._answer(
+            context, lambda who: pb.GetVersionResponse(version=self.service.version())
+        )
+
+
+class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
+    def __init__(self, service: OrchestrateService, poll_interval: float) -> None:
+        super().__init__(service)
+        self.poll_interval = poll_interval
+
+    async def StartWorkflow(self, request: pb.StartWorkflowRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.WorkflowIdResponse:
+            workflow_id = self.service.start_workflow(
+                who, name=request.name or None, **_source(request)
+            )
+            return pb.WorkflowIdResponse(id=workflow_id)
+
+        return await self._answer(context, respond)
+
+    async def ValidateWorkflow(self, request: pb.ValidateWorkflowRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ValidateWorkflowResponse:
+            warnings = self.service.validate_workflow(who, **_source(request))
+            return pb.ValidateWorkflowResponse(warnings=warnings)
+
+        return await self._answer(context, respond)
+
+    async def ListWorkflows(self, request: pb.ListWorkflowsRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ListWorkflowsResponse:
+            workflows = self.service.list_workflows(who)
+            return pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows])
+
+        return await self._answer(context, respond)
+
+    async def GetWorkflow(self, request: pb.WorkflowIdRequest, context: Any) -> Any:
+        return await self._answer(
+            context,
+            lambda who: msg.workflow_message(
+                self.service.get_workflow(who, _required(request.id, "id"))
+            ),
+        )
+
+    async def GetWorkflowStatus(self, request: pb.WorkflowIdRequest, context: Any) -> Any:
+        return await self._answer(
+            context,
+            lambda who: msg.workflow_status_message(
+                self.service.get_workflow(who, _required(request.id, "id"))
+            ),
+        )
+
+    async def StopWorkflow(self, request: pb.WorkflowIdRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.WorkflowIdResponse:
+            self.service.stop_workflow(who, _required(request.id, "id"))
+            return pb.WorkflowIdResponse(id=request.id)
+
+        return await self._answer(context, respond)
+
+    async def ListEvents(self, request: pb.ListEventsRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ListEventsResponse:
+            events = self.service.list_events(
+                who, _required(request.workflow_id, "workflow_id"), after_seq=request.after_seq
+            )
+            return pb.ListEventsResponse(events=[msg.event_message(e) for e in events])
+
+        return await self._answer(context, respond)
+
+    async def ReadLogs(self, request: pb.ReadLogsRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ReadLogsResponse:
+            workflow_id = _required(request.workflow_id, "workflow_id")
+            chunks = read_logs(
+                self.service,
+                who,
+                workflow_id,
+                stage_name=resolve_stage_name(self.service, who, workflow_id, request.stage_name),
+                task_id=request.task_id if request.HasField("task_id") else None,
+                after_seq=request.after_seq,
+            )
+            return pb.ReadLogsResponse(chunks=[msg.log_chunk_message(c) for c in chunks])
+
+        return await self._answer(context, respond)
+
+    async def FollowLogs(
+        self, request: pb.ReadLogsRequest, context: Any
+    ) -> AsyncIterator[pb.WorkflowLogChunk]:
+        try:
+            who = self.service.authenticate(bearer_token(context))
+            workflow_id = _required(request.workflow_id, "workflow_id")
+            chunks = follow_logs(
+                self.service,
+                who,
+                workflow_id,
+                stage_name=resolve_stage_name(self.service, who, workflow_id, request.stage_name),
+                task_id=request.task_id if request.HasField("task_id") else None,
+                poll_interval=self.poll_interval,
+            )
+            async for chunk in chunks:
+                if chunk.seq > request.after_seq:
+                    yield msg.log_chunk_message(chunk)
+        except Exception as exc:
+            await _abort(context, exc)
+
+
+class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
+    async def ListNodes(self, request: pb.ListNodesRequest, context: Any) -> Any:
+        return await self._answer(
+            context,
+            lambda who: pb.ListNodesResponse(
+                nodes=[msg.node_message(n) for n in self.service.list_nodes(who)]
+            ),
+        )
+
+    async def GetNode(self, request: pb.GetNodeRequest, context: Any) -> Any:
+        return await self._answer(
+            context,
+            lambda who: msg.node_message(self.service.get_node(who, _required(request.id, "id"))),
+        )

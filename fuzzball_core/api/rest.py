@@ -1,0 +1,283 @@
+"""The REST gateway: Fuzzball's API v3 (basePath ``/v3``) over aiohttp.
+
+Shaped like Fuzzball's own gateway (``fuzzball-api-v3.3.swagger.json``): JSON bodies in
+camelCase, errors as google.rpc.Status bodies with the matching HTTP status, log streams as
+newline-delimited ``{"result": {...}}`` objects the way grpc-gateway streams. Every request,
+``/version`` included, needs ``Authorization: Bearer <token>``. Nothing a client sends can
+produce a traceback: unexpected failures are logged here and answered with a bare INTERNAL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from fuzzball_core.api import rest_messages as msg
+from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
+from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.orchestrate.service_api import OrchestrateService
+from fuzzball_core.orchestrate.views import Principal
+
+log = logging.getLogger(__name__)
+
+BASE_PATH = "/v3"
+_SERVICE = web.AppKey("service", object)
+_POLL_INTERVAL = web.AppKey("poll_interval", float)
+_PRINCIPAL = web.RequestKey("principal", Principal)
+_WORKFLOW_ID = "{id:[^/:]+}"
+
+#: StartWorkflowRequest fields of the swagger this server accepts but does not act on.
+_IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_rest_app(
+    service: OrchestrateService, *, poll_interval: float = POLL_INTERVAL
+) -> web.Application:
+    """The gateway as an aiohttp application; ``poll_interval`` paces followed logs."""
+    app = web.Application(middlewares=[_error_middleware, _auth_middleware])
+    app[_SERVICE] = service
+    app[_POLL_INTERVAL] = poll_interval
+    base = BASE_PATH
+    app.router.add_get(f"{base}/version", _version)
+    app.router.add_post(f"{base}/workflows", _start_workflow)
+    app.router.add_get(f"{base}/workflows", _list_workflows)
+    app.router.add_post(f"{base}/workflows:validate", _validate_workflow)
+    app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}", _get_workflow)
+    app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}:status", _workflow_status)
+    app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}:log", _workflow_log)
+    app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}:events", _workflow_events)
+    app.router.add_patch(f"{base}/workflows/{_WORKFLOW_ID}:stop", _stop_workflow)
+    app.router.add_get(f"{base}/nodes", _list_nodes)
+    app.router.add_get(f"{base}/nodes/{{id}}", _get_node)
+    return app
+
+
+# ---------------------------------------------------------------------------------------------
+# Middleware: errors and authentication
+
+
+def status_response(error: FuzzballError) -> web.Response:
+    """The google.rpc.Status reply for ``error`` with its HTTP status."""
+    return web.json_response(error.to_status(), status=error.http_status)
+
+
+class _MethodNotAllowed(FuzzballError):
+    code = 12
+    code_name = "UNIMPLEMENTED"
+    http_status = 405
+
+
+@web.middleware
+async def _error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except FuzzballError as exc:
+        return status_response(exc)
+    except web.HTTPMethodNotAllowed:
+        return status_response(
+            _MethodNotAllowed(f"method {request.method} is not allowed on {request.path}")
+        )
+    except web.HTTPNotFound:
+        return status_response(NotFound(f"no API path {request.path}"))
+    except web.HTTPException as exc:
+        return web.json_response({"code": 2, "message": exc.reason}, status=exc.status)
+    except Exception:
+        log.exception("REST %s %s failed", request.method, request.path)
+        return status_response(Internal("internal error; the server log has the details"))
+
+
+@web.middleware
+async def _auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # Unknown paths answer 404 before credentials are looked at, so that clients can probe
+    # for the API's version prefix.
+    if request.match_info.http_exception is None:
+        request[_PRINCIPAL] = _service(request).authenticate(_bearer_token(request))
+    return await handler(request)
+
+
+def _bearer_token(request: web.Request) -> str:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated(
+            "missing credentials: send the header 'Authorization: Bearer <token>'"
+        )
+    return token.strip()
+
+
+def _service(request: web.Request) -> OrchestrateService:
+    return request.app[_SERVICE]  # type: ignore[return-value]
+
+
+def _principal(request: web.Request) -> Principal:
+    return request[_PRINCIPAL]
+
+
+# ---------------------------------------------------------------------------------------------
+# Request parsing
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    text = await request.text()
+    if not text.strip():
+        raise InvalidArgument("request body: expected a JSON object, got an empty body")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(
+            f"request body: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(body, dict):
+        raise InvalidArgument(f"request body: expected a JSON object, got {_json_type(body)}")
+    return body
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _workflow_source(body: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    """``raw_specification``/``definition`` keyword arguments from a start/validate body."""
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidArgument(f"request body: unknown field {unknown[0]!r}")
+    raw, definition = body.get("rawSpecification"), body.get("definition")
+    if raw is not None and definition is not None:
+        raise InvalidArgument("request body: give either definition or rawSpecification, not both")
+    if raw is None and definition is None:
+        raise InvalidArgument("request body: definition or rawSpecification is required")
+    if raw is not None and not isinstance(raw, str):
+        raise InvalidArgument(f"rawSpecification: expected a string, got {_json_type(raw)}")
+    if definition is not None and not isinstance(definition, dict):
+        raise InvalidArgument(f"definition: expected an object, got {_json_type(definition)}")
+    return {"raw_specification": raw, "definition": definition}
+
+
+def _query_bool(request: web.Request, name: str) -> bool:
+    value = request.query.get(name)
+    if value is None or value.lower() in ("false", "0", ""):
+        return False
+    if value.lower() in ("true", "1"):
+        return True
+    raise InvalidArgument(f"{name}: expected true or false, got {value!r}")
+
+
+def _query_int(request: web.Request, name: str) -> int | None:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidArgument(f"{name}: expected an integer, got {value!r}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+async def _version(request: web.Request) -> web.Response:
+    return web.json_response({"version": _service(request).version()})
+
+
+async def _start_workflow(request: web.Request) -> web.Response:
+    body = await _json_object(request)
+    allowed = frozenset({"name", "rawSpecification", "definition"}) | _IGNORED_START_FIELDS
+    source = _workflow_source(body, allowed)
+    name = body.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgument(f"name: expected a string, got {_json_type(name)}")
+    workflow_id = _service(request).start_workflow(_principal(request), name=name or None, **source)
+    return web.json_response({"id": workflow_id})
+
+
+async def _validate_workflow(request: web.Request) -> web.Response:
+    body = await _json_object(request)
+    source = _workflow_source(body, frozenset({"rawSpecification", "definition"}))
+    warnings = _service(request).validate_workflow(_principal(request), **source)
+    return web.json_response({"warnings": warnings})
+
+
+async def _list_workflows(request: web.Request) -> web.Response:
+    workflows = _service(request).list_workflows(_principal(request))
+    return web.json_response({"workflows": [msg.workflow_json(w) for w in workflows]})
+
+
+async def _get_workflow(request: web.Request) -> web.Response:
+    workflow = _service(request).get_workflow(_principal(request), request.match_info["id"])
+    return web.json_response(msg.workflow_json(workflow))
+
+
+async def _workflow_status(request: web.Request) -> web.Response:
+    workflow = _service(request).get_workflow(_principal(request), request.match_info["id"])
+    return web.json_response(msg.workflow_status_json(workflow))
+
+
+async def _stop_workflow(request: web.Request) -> web.Response:
+    workflow_id = request.match_info["id"]
+    _service(request).stop_workflow(_principal(request), workflow_id)
+    return web.json_response({"id": workflow_id})
+
+
+async def _workflow_events(request: web.Request) -> web.Response:
+    after_seq = _query_int(request, "afterSeq") or 0
+    events = _service(request).list_events(
+        _principal(request), request.match_info["id"], after_seq=after_seq
+    )
+    return web.json_response({"events": [msg.event_json(e) for e in events]})
+
+
+async def _workflow_log(request: web.Request) -> web.StreamResponse:
+    service, who, workflow_id = _service(request), _principal(request), request.match_info["id"]
+    follow = _query_bool(request, "show.follow")
+    tail = _query_int(request, "show.tail")
+    task_id = _query_int(request, "taskId")
+    # Everything that can fail on the request itself fails here, before the 200 is sent.
+    stage_name = resolve_stage_name(service, who, workflow_id, request.query.get("name"))
+    if not follow:
+        chunks = read_logs(
+            service, who, workflow_id, stage_name=stage_name, task_id=task_id, tail=tail
+        )
+        lines = "".join(json.dumps({"result": msg.log_result_json(c)}) + "\n" for c in chunks)
+        return web.Response(text=lines, content_type="application/json")
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    try:
+        async for chunk in follow_logs(
+            service,
+            who,
+            workflow_id,
+            stage_name=stage_name,
+            task_id=task_id,
+            tail=tail,
+            poll_interval=request.app[_POLL_INTERVAL],
+        ):
+            line = json.dumps({"result": msg.log_result_json(chunk)})
+            await response.write(line.encode() + b"\n")
+    except ConnectionResetError:
+        return response  # the client went away; nobody is left to tell
+    except FuzzballError as exc:
+        await response.write(json.dumps({"error": exc.to_status()}).encode() + b"\n")
+    except Exception:
+        log.exception("following the log of workflow %s failed", workflow_id)
+        error = Internal("internal error; the server log has the details")
+        await response.write(json.dumps({"error": error.to_status()}).encode() + b"\n")
+    await response.write_eof()
+    return response
+
+
+async def _list_nodes(request: web.Request) -> web.Response:
+    nodes = _service(request).list_nodes(_principal(request))
+    return web.json_response({"nodes": [msg.node_list_json(n) for n in nodes]})
+
+
+async def _get_node(request: web.Request) -> web.Response:
+    node = _service(request).get_node(_principal(request), request.match_info["id"])
+    return web.json_response(msg.node_json(node))

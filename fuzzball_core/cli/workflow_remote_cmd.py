@@ -1,0 +1,215 @@
+"""``fuzzball workflow start|list|describe|status|logs|events|stop``: workflows on a server.
+
+Each command talks to the API of the active context. ``-o json|yaml`` prints the API's own
+objects; tables show statuses without their ``STAGE_STATUS_`` prefix (pending for
+``UNSPECIFIED``) and times in UTC to the second.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.output import emit, format_table, output_option
+from fuzzball_core.errors import InvalidArgument
+
+#: Seconds between two status polls of ``start --wait``.
+WAIT_POLL_INTERVAL = 0.5
+_TERMINAL = frozenset({"FINISHED", "FAILED", "CANCELED"})
+
+
+def register(group: click.Group) -> None:
+    """Add the server-side workflow commands to the ``workflow`` group."""
+    for command in (start, list_workflows, describe, status, logs, events, stop):
+        group.add_command(command)
+
+
+def status_name(value: str | None) -> str:
+    """``STAGE_STATUS_FAILED`` -> ``FAILED``; unspecified (or absent) is ``PENDING``."""
+    name = (value or "").removeprefix("STAGE_STATUS_")
+    return "PENDING" if name in ("", "UNSPECIFIED") else name
+
+
+def kind_name(value: str | None) -> str:
+    """``STAGE_KIND_JOB`` -> ``Job``."""
+    return (value or "").removeprefix("STAGE_KIND_").capitalize()
+
+
+def short_time(value: str | None) -> str:
+    """An RFC 3339 time to the second (``2024-05-01 10:00:00``); empty when unset."""
+    if not value:
+        return ""
+    return value.replace("T", " ")[:19]
+
+
+def _stage_rows(stages: list[dict[str, Any]]) -> list[list[str]]:
+    return [
+        [
+            kind_name(s.get("kind")),
+            status_name(s.get("status")),
+            s.get("name", ""),
+            short_time(s.get("startTime")),
+            short_time(s.get("endTime")),
+        ]
+        for s in stages
+    ]
+
+
+_STAGE_HEADERS = ["KIND", "STATUS", "NAME", "STARTED", "FINISHED"]
+
+
+@click.command("start")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", default=None, help="Name of the workflow (the server picks one if unset).")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Follow stage changes until the workflow ends; exit 1 unless it finished.",
+)
+@click.pass_obj
+def start(state: CliState, file: Path, name: str | None, wait: bool) -> None:
+    """Start the workflow in FILE (sent unchanged to the server)."""
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"{file}: not UTF-8 text (byte {exc.start})") from None
+    workflow_id = state.api.start_workflow(text, name=name)
+    click.echo(f'Workflow "{workflow_id}" started.')
+    if wait:
+        final = _wait_for_end(state, workflow_id)
+        if final != "FINISHED":
+            sys.exit(1)
+
+
+def _wait_for_end(state: CliState, workflow_id: str) -> str:
+    """Print each stage status change until the workflow ends; return its final status."""
+    seen: dict[str, str] = {}
+    while True:
+        reply = state.api.workflow_status(workflow_id)
+        for stage in reply.get("status", {}).get("stages", []):
+            current = status_name(stage.get("status"))
+            if seen.get(stage["name"]) != current:
+                seen[stage["name"]] = current
+                message = f" ({stage['error']})" if stage.get("error") else ""
+                click.echo(f"{stage['name']}: {current}{message}")
+        final = status_name(reply.get("workflowStatus"))
+        if final in _TERMINAL:
+            error = f": {reply['error']}" if reply.get("error") else ""
+            click.echo(f'Workflow "{workflow_id}" {final.lower()}{error}.')
+            return final
+        time.sleep(WAIT_POLL_INTERVAL)
+
+
+@click.command("list")
+@output_option
+@click.pass_obj
+def list_workflows(state: CliState, output: str) -> None:
+    """List your workflows, newest first."""
+    workflows = state.api.list_workflows()
+    rows = [
+        [
+            w["id"],
+            w.get("name", ""),
+            status_name(w.get("status")),
+            short_time(w.get("createTime")),
+            short_time(w.get("startTime")),
+            short_time(w.get("endTime")),
+        ]
+        for w in workflows
+    ]
+    emit(
+        workflows,
+        output,
+        headers=["ID", "NAME", "STATUS", "CREATED", "STARTED", "FINISHED"],
+        rows=rows,
+    )
+
+
+@click.command("describe")
+@click.argument("workflow_id", metavar="ID")
+@output_option
+@click.pass_obj
+def describe(state: CliState, workflow_id: str, output: str) -> None:
+    """Show a workflow and every one of its stages."""
+    workflow = state.api.get_workflow(workflow_id)
+    if output != "table":
+        emit(workflow, output)
+        return
+    header = [
+        ("Name", workflow.get("name", "")),
+        ("ID", workflow["id"]),
+        ("Status", status_name(workflow.get("status"))),
+        ("Created", short_time(workflow.get("createTime"))),
+        ("Started", short_time(workflow.get("startTime"))),
+        ("Finished", short_time(workflow.get("endTime"))),
+    ]
+    if workflow.get("error"):
+        header.append(("Error", workflow["error"]))
+    for label, value in header:
+        click.echo(f"{label + ':':<10}{value}")
+    click.echo()
+    click.echo(format_table(_STAGE_HEADERS, _stage_rows(workflow.get("jobs", []))))
+
+
+@click.command("status")
+@click.argument("workflow_id", metavar="ID")
+@output_option
+@click.pass_obj
+def status(state: CliState, workflow_id: str, output: str) -> None:
+    """Show a workflow's status and its stages' statuses."""
+    reply = state.api.workflow_status(workflow_id)
+    if output != "table":
+        emit(reply, output)
+        return
+    error = f" ({reply['error']})" if reply.get("error") else ""
+    click.echo(f"Workflow {workflow_id}: {status_name(reply.get('workflowStatus'))}{error}")
+    click.echo(format_table(_STAGE_HEADERS, _stage_rows(reply.get("status", {}).get("stages", []))))
+
+
+@click.command("logs")
+@click.argument("workflow_id", metavar="ID")
+@click.argument("job")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing output until the workflow ends.")
+@click.option(
+    "--task",
+    "task_id",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Only this task of a task array.",
+)
+@click.pass_obj
+def logs(state: CliState, workflow_id: str, job: str, follow: bool, task_id: int | None) -> None:
+    """Print the output of JOB in a workflow (stderr lines go to stderr)."""
+    for chunk in state.api.stream_logs(workflow_id, job, follow=follow, task_id=task_id):
+        stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
+        click.echo(
+            chunk.output.decode("utf-8", errors="replace"), nl=False, err=stream is sys.stderr
+        )
+
+
+@click.command("events")
+@click.argument("workflow_id", metavar="ID")
+@output_option
+@click.pass_obj
+def events(state: CliState, workflow_id: str, output: str) -> None:
+    """List a workflow's recorded events, oldest first."""
+    recorded = state.api.list_events(workflow_id)
+    rows = [
+        [short_time(e.get("time")), e.get("kind", ""), e.get("stageName", ""), e.get("message", "")]
+        for e in recorded
+    ]
+    emit(recorded, output, headers=["TIME", "KIND", "STAGE", "MESSAGE"], rows=rows)
+
+
+@click.command("stop")
+@click.argument("workflow_id", metavar="ID")
+@click.pass_obj
+def stop(state: CliState, workflow_id: str) -> None:
+    """Stop a workflow: every stage not yet finished is canceled."""
+    state.api.stop_workflow(workflow_id)
+    click.echo(f'Workflow "{workflow_id}" stopped.')

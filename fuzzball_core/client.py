@@ -1,0 +1,225 @@
+"""A small client of Fuzzball's REST API (the one the ``fuzzball`` CLI uses).
+
+The API's versioned base is found the way the real CLI finds it (``reference/cli-config.md``):
+probe ``{address}/v2/version``, ``/v3/version``, ... and take the first that answers below 400.
+Error replies (google.rpc.Status bodies) come back as the typed ``FuzzballError`` they stand
+for; a server that cannot be reached is ``Unavailable``. Replies are returned as the API's JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unavailable
+
+#: API versions probed, in order.
+PROBED_VERSIONS = ("v2", "v3", "v4", "v5")
+DEFAULT_TIMEOUT = 30.0
+
+
+def address_url(address: str) -> str:
+    """A URL for a context's address: ``host:port`` gets ``https://``, or ``http://`` for
+    loopback hosts; a URL is kept as it is (without a trailing slash)."""
+    address = address.strip().rstrip("/")
+    if not address:
+        raise InvalidArgument("address: empty; give host:port or a URL")
+    if "://" in address:
+        return address
+    host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+    loopback = host in ("localhost", "127.0.0.1", "[::1]")
+    return f"{'http' if loopback else 'https'}://{address}"
+
+
+def _error_of(response: httpx.Response) -> FuzzballError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "code" in body and "message" in body:
+        return FuzzballError.from_status(body)
+    text = response.text.strip()[:200] or response.reason_phrase
+    kind = Unavailable if response.status_code in (502, 503, 504) else Internal
+    return kind(
+        f"{response.request.method} {response.request.url.path}: HTTP "
+        f"{response.status_code}: {text}"
+    )
+
+
+def discover_base_url(
+    address: str,
+    token: str | None,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> str:
+    """The API's versioned base URL at ``address`` (``https://host/v3``).
+
+    A probe answered with 401 means the API is there but refuses the token: that
+    ``Unauthenticated`` is raised rather than looking further.
+    """
+    root = address_url(address)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(headers=headers, transport=transport, timeout=timeout) as http:
+        for version in PROBED_VERSIONS:
+            url = f"{root}/{version}/version"
+            try:
+                response = http.get(url)
+            except httpx.HTTPError as exc:
+                raise Unavailable(f"cannot reach the Fuzzball API at {root}: {exc}") from None
+            if response.status_code < 400:
+                return f"{root}/{version}"
+            if response.status_code == 401:
+                raise _error_of(response)
+    raise Unavailable(
+        f"no Fuzzball API answers at {root} (probed /{', /'.join(PROBED_VERSIONS)}/version)"
+    )
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """A piece of a job's output from the log stream."""
+
+    output: bytes
+    stream: str
+    stage_name: str
+    task_id: int | None
+
+
+class FuzzballClient:
+    """Calls of the REST API at ``base_url`` (the versioned base) with a bearer token."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, transport=transport, timeout=timeout
+        )
+
+    @classmethod
+    def connect(cls, address: str, token: str | None, **options: Any) -> FuzzballClient:
+        """A client for the API found at a context's ``address``."""
+        return cls(discover_base_url(address, token, **options), token, **options)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> FuzzballClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"cannot reach the Fuzzball API at {self.base_url}: {exc}") from None
+        if response.status_code >= 400:
+            raise _error_of(response)
+        return response.json()
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def version(self) -> str:
+        """The server's version string."""
+        return str(self._request("GET", "/version")["version"])
+
+    def start_workflow(self, raw_specification: str, *, name: str | None = None) -> str:
+        """Start a workflow from a file's text (sent unchanged); return its id."""
+        body: dict[str, Any] = {"rawSpecification": raw_specification}
+        if name:
+            body["name"] = name
+        return str(self._request("POST", "/workflows", json=body)["id"])
+
+    def validate_workflow(self, raw_specification: str) -> list[str]:
+        """Validate on the server; return its warnings."""
+        reply = self._request(
+            "POST", "/workflows:validate", json={"rawSpecification": raw_specification}
+        )
+        return list(reply.get("warnings", []))
+
+    def list_workflows(self) -> list[dict[str, Any]]:
+        """The caller's workflows (``Workflow`` objects without stages), newest first."""
+        return list(self._request("GET", "/workflows").get("workflows", []))
+
+    def get_workflow(self, workflow_id: str) -> dict[str, Any]:
+        """One ``Workflow`` with its stages under ``jobs``."""
+        return dict(self._request("GET", f"/workflows/{workflow_id}"))
+
+    def workflow_status(self, workflow_id: str) -> dict[str, Any]:
+        """The ``GetWorkflowStatusResponse`` of a workflow."""
+        return dict(self._request("GET", f"/workflows/{workflow_id}:status"))
+
+    def stop_workflow(self, workflow_id: str) -> None:
+        """Cancel the workflow's unfinished stages."""
+        self._request("PATCH", f"/workflows/{workflow_id}:stop")
+
+    def list_events(self, workflow_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
+        """The workflow's events after ``after_seq``, oldest first."""
+        reply = self._request(
+            "GET", f"/workflows/{workflow_id}:events", params={"afterSeq": after_seq}
+        )
+        return list(reply.get("events", []))
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        """Every node (``ListNodeInfo`` objects)."""
+        return list(self._request("GET", "/nodes").get("nodes", []))
+
+    def get_node(self, node_id: str) -> dict[str, Any]:
+        """One node (``GetNodeInfo``) by id or name."""
+        return dict(self._request("GET", f"/nodes/{node_id}"))
+
+    def account_token(self, account_id: str) -> str:
+        """Exchange this client's (identity-provider) token for an account's API token."""
+        return str(self._request("GET", f"/accounts/{account_id}/token")["token"])
+
+    def stream_logs(
+        self,
+        workflow_id: str,
+        name: str | None = None,
+        *,
+        follow: bool = False,
+        task_id: int | None = None,
+    ) -> Iterator[LogChunk]:
+        """The output of a workflow or one of its jobs; with ``follow``, until it ends."""
+        params: dict[str, Any] = {"show.follow": "true" if follow else "false"}
+        if name:
+            params["name"] = name
+        if task_id is not None:
+            params["taskId"] = task_id
+        path = f"/workflows/{workflow_id}:log"
+        try:
+            with self._http.stream("GET", path, params=params, timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error_of(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield _log_chunk(json.loads(line))
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"log stream from {self.base_url} broke off: {exc}") from None
+
+
+def _log_chunk(line: dict[str, Any]) -> LogChunk:
+    if "error" in line:
+        raise FuzzballError.from_status(line["error"])
+    result = line.get("result", {})
+    return LogChunk(
+        output=base64.b64decode(result.get("output", "")),
+        stream=result.get("stream", "stdout"),
+        stage_name=result.get("stageName", ""),
+        task_id=result.get("taskId"),
+    )

@@ -1,0 +1,233 @@
+"""The embedded single-machine deployment behind ``fuzzball local up|down|status``.
+
+``up`` writes one configuration for both processes (the user's ``--config`` merged with a
+generated node token), creates the first admin account and its token, starts Orchestrate
+(SQLite) and one Substrate in the background with their logs in the deployment directory,
+waits until the node is ready, and points the CLI's ``local`` context at it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from fuzzball_core.cli.contexts import ContextsFile
+from fuzzball_core.config import FuzzballConfig, config_path, load_config
+from fuzzball_core.errors import FailedPrecondition, Unavailable
+
+CONTEXT_NAME = "local"
+PROCESSES = ("orchestrate", "substrate")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where a local deployment keeps its configuration, pids and logs."""
+
+    directory: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.directory / "config.yaml"
+
+    def pid_file(self, process: str) -> Path:
+        return self.directory / f"{process}.pid"
+
+    def log_file(self, process: str) -> Path:
+        return self.directory / f"{process}.log"
+
+    def pid(self, process: str) -> int | None:
+        """The process's pid if it is alive, else None."""
+        try:
+            pid = int(self.pid_file(process).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+
+def deployment_for(config: FuzzballConfig) -> Deployment:
+    """The deployment directory of a configuration (``<data-dir>/local``)."""
+    return Deployment(config.data_dir / "local")
+
+
+def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, Any]:
+    """The user's configuration with what the local deployment needs filled in."""
+    document: dict[str, Any] = {}
+    if user_file is not None:
+        document = yaml.safe_load(user_file.read_text()) or {}
+    previous: dict[str, Any] = {}
+    if deployment.config_file.exists():
+        previous = yaml.safe_load(deployment.config_file.read_text()) or {}
+    token = (
+        document.get("orchestrate", {}).get("node-token")
+        or previous.get("orchestrate", {}).get("node-token")
+        or secrets.token_urlsafe(32)
+    )
+    document.setdefault("orchestrate", {})["node-token"] = token
+    substrate = document.setdefault("substrate", {})
+    substrate["node-token"] = token
+    substrate.setdefault("orchestrate-address", document["orchestrate"].get(
+        "grpc-listen", FuzzballConfig().orchestrate.grpc_listen))
+    substrate.setdefault("work-dir", str(deployment.directory / "node"))
+    return document
+
+
+def _run_cli(module_main: str, config_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    code = f"from {module_main} import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--config", str(config_file), *args],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def _start(deployment: Deployment, process: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    with deployment.log_file(process).open("ab") as log:
+        child = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deployment.pid_file(process).write_text(f"{child.pid}\n")
+    return child
+
+
+def _api_base(config: FuzzballConfig) -> str:
+    return f"http://{config.orchestrate.rest_listen}/v3"
+
+
+def _wait_for_node(config: FuzzballConfig, token: str, deployment: Deployment,
+                   children: dict[str, subprocess.Popen[bytes]],
+                   timeout: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    headers = {"Authorization": f"Bearer {token}"}
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        for process, child in children.items():
+            if child.poll() is not None:
+                raise Unavailable(
+                    f"{process} exited during start-up; see {deployment.log_file(process)}"
+                )
+        try:
+            reply = httpx.get(f"{_api_base(config)}/nodes", headers=headers, timeout=2)
+            if reply.status_code == 200:
+                nodes = reply.json().get("nodes", [])
+                if any(str(n.get("status", "")).upper().endswith("READY") for n in nodes):
+                    return nodes
+                last_error = "no node is ready yet"
+            else:
+                last_error = f"HTTP {reply.status_code}"
+        except httpx.HTTPError as exc:
+            last_error = str(exc) or type(exc).__name__
+        time.sleep(0.2)
+    raise Unavailable(
+        f"the local deployment did not become ready in {timeout:g}s ({last_error}); see"
+        f" {deployment.log_file('orchestrate')} and {deployment.log_file('substrate')}"
+    )
+
+
+def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> dict[str, Any]:
+    """Start the local deployment; return where things are. Idempotent when already up."""
+    if os.geteuid() != 0:
+        raise FailedPrecondition("fuzzball local up must run as root: Substrate starts"
+                                 " containers with namespaces, loop devices and cgroups")
+    user_file = config_path(user_config)
+    base = load_config(user_file)  # validates the user's file before anything starts
+    deployment = deployment_for(base)
+    deployment.directory.mkdir(parents=True, exist_ok=True)
+    deployment.config_file.write_text(
+        yaml.safe_dump(_merged_config(user_file, deployment), sort_keys=False)
+    )
+    os.chmod(deployment.config_file, 0o600)
+    config = load_config(deployment.config_file)
+
+    contexts = ContextsFile.load()
+    children: dict[str, subprocess.Popen[bytes]] = {}
+    token = ""
+    if any(c.name == CONTEXT_NAME for c in contexts.contexts):
+        token = contexts.get(CONTEXT_NAME).token
+    if deployment.pid("orchestrate") is None:
+        created = _run_cli("fuzzball_core.orchestrate.server", deployment.config_file,
+                           "create-account", "admin", "--admin")
+        if created.returncode == 0:
+            token = created.stdout.strip()
+        elif "already exists" in created.stderr:
+            issued = _run_cli("fuzzball_core.orchestrate.server", deployment.config_file,
+                              "issue-token", "admin")
+            if issued.returncode != 0:
+                raise FailedPrecondition(issued.stderr.strip())
+            token = issued.stdout.strip()
+        else:
+            raise FailedPrecondition(created.stderr.strip() or "cannot create the admin account")
+        children["orchestrate"] = _start(deployment, "orchestrate", [
+            sys.executable, "-c", "from fuzzball_core.orchestrate.server import main; main()",
+            "--config", str(deployment.config_file), "serve"])
+    if deployment.pid("substrate") is None:
+        children["substrate"] = _start(deployment, "substrate", [
+            sys.executable, "-c", "from fuzzball_core.substrate.main import main; main()",
+            "--config", str(deployment.config_file)])
+
+    address = f"http://{config.orchestrate.rest_listen}"
+    if any(c.name == CONTEXT_NAME for c in contexts.contexts):
+        context = contexts.get(CONTEXT_NAME)
+        context.entry["address"] = address
+    else:
+        context = contexts.create(CONTEXT_NAME, address)
+    context.token = token
+    contexts.use(CONTEXT_NAME)
+    contexts.save()
+
+    nodes = _wait_for_node(config, token, deployment, children, timeout)
+    return {
+        "api": address,
+        "context": CONTEXT_NAME,
+        "data": str(config.data_dir),
+        "config": str(deployment.config_file),
+        "logs": {p: str(deployment.log_file(p)) for p in PROCESSES},
+        "nodes": [n.get("name") for n in nodes],
+    }
+
+
+def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -> list[str]:
+    """Stop Substrate, then Orchestrate; return what was stopped."""
+    deployment = deployment_for(load_config(config_path(user_config)))
+    stopped = []
+    for process in reversed(PROCESSES):
+        pid = deployment.pid(process)
+        if pid is None:
+            continue
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while deployment.pid(process) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if deployment.pid(process) is not None:
+            os.killpg(pid, signal.SIGKILL)
+        deployment.pid_file(process).unlink(missing_ok=True)
+        stopped.append(process)
+    return stopped
+
+
+def status(user_config: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """Which local processes run, and where their logs are."""
+    deployment = deployment_for(load_config(config_path(user_config)))
+    return {
+        process: {
+            "running": deployment.pid(process) is not None,
+            "pid": deployment.pid(process),
+            "log": str(deployment.log_file(process)),
+        }
+        for process in PROCESSES
+    }

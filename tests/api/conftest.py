@@ -1,0 +1,28 @@
+"""Fixtures: the real Orchestrate service behind live REST and gRPC servers on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from live_api import LoopThread, Stack, start_servers
+from sql_stack import SqlStack
+
+#: The node every stack starts with, so that workflows are scheduled and run.
+NODE_CORES, NODE_MEMORY = 8, 16 * 1024**3
+
+
+@pytest.fixture
+def stack(tmp_path) -> Iterator[Stack]:
+    loop = LoopThread()
+    service = SqlStack(loop, tmp_path / "orchestrate.db")
+    _, token = service.create_account("alice")
+    _, other = service.create_account("bob")
+    service.add_node("node-1", NODE_CORES, NODE_MEMORY)
+    servers = loop.run(start_servers(service.service))
+    try:
+        yield Stack(service, servers, loop, token, other)
+    finally:
+        loop.run(servers.close())
+        service.close()
+        loop.stop()

@@ -1,0 +1,111 @@
+"""Real servers on loopback for the API and CLI tests.
+
+An asyncio loop runs in a background thread (as Orchestrate's loop does) and hosts the aiohttp
+REST gateway and the grpc.aio client API, both on 127.0.0.1 with a free port, over one
+OrchestrateService. Tests talk to them with real HTTP and gRPC clients from the main thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from aiohttp import web
+
+from fuzzball_core.api.grpc_client import add_client_servicers
+from fuzzball_core.api.rest import build_rest_app
+
+T = TypeVar("T")
+
+#: Fast polling, so that followed logs and ``--wait`` end promptly in tests.
+TEST_POLL_INTERVAL = 0.05
+
+
+class LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run ``coroutine`` on the loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+@dataclass
+class LiveServers:
+    """The REST gateway's root URL and the gRPC target of one running service."""
+
+    rest_url: str
+    grpc_target: str
+    _runner: web.AppRunner
+    _grpc: grpc.aio.Server
+
+    async def close(self) -> None:
+        await self._grpc.stop(grace=None)
+        await self._runner.cleanup()
+
+
+async def start_servers(service: Any, poll_interval: float = TEST_POLL_INTERVAL) -> LiveServers:
+    """Start both transports over ``service`` on free loopback ports."""
+    runner = web.AppRunner(build_rest_app(service, poll_interval=poll_interval))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    server = grpc.aio.server()
+    add_client_servicers(server, service, poll_interval=poll_interval)
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return LiveServers(f"http://{host}:{port}", f"127.0.0.1:{grpc_port}", runner, server)
+
+
+HELLO = """\
+version: v1
+jobs:
+  hello:
+    image:
+      uri: docker://alpine:latest
+    command: ['/bin/sh', '-c', 'echo hello']
+    resource:
+      cpu:
+        cores: 1
+      memory:
+        size: 1GB
+"""
+
+
+#: One job that is a task array of tasks 1 and 2.
+TASKS = HELLO.replace(
+    "    resource:", "    task-array:\n      start: 1\n      end: 2\n    resource:"
+)
+
+
+@dataclass
+class Stack:
+    """A running service, its servers, and two accounts' tokens."""
+
+    service: Any  # the service with the stack's node controls (sql_stack.SqlStack)
+    servers: LiveServers
+    loop: LoopThread
+    token: str
+    other_token: str
+
+    @property
+    def who(self) -> Any:
+        return self.service.authenticate(self.token)
+
+    def start(self, spec: str = HELLO, name: str = "hello") -> str:
+        """Start a workflow as the first account (directly, not through a transport)."""
+        return self.service.start_workflow(self.who, raw_specification=spec, name=name)

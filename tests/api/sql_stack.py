@@ -1,0 +1,184 @@
+"""The real Orchestrate service layer (SQLite store + engine) with a scripted node, for tests.
+
+``SqlStack`` builds ``SqlOrchestrateService`` the way its docstring says, runs the engine on
+the background loop, and registers nodes that speak the node protocol through the engine's
+NodeHub: a scripted node records the assignments it is sent, and a test tells it what the
+job does (``emit_log``, ``set_stage``). Every call is made on the loop's thread, as Orchestrate
+makes them; methods wait until the engine has applied what they sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from live_api import LoopThread
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.service import SqlOrchestrateService
+from fuzzball_core.orchestrate.views import (
+    CANCELED,
+    FAILED,
+    FINISHED,
+    PENDING,
+    STARTED,
+    NodeView,
+    Principal,
+)
+from fuzzball_core.scheduling import Resources
+from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+T = TypeVar("T")
+RunKey = tuple[str, str, "int | None"]
+
+#: Who the stack itself reads as (an admin sees every account's workflows).
+ADMIN = Principal("stack", "stack", is_admin=True)
+
+
+class SqlStack:
+    """The SQL service on ``loop``; its Protocol methods are proxied onto the loop's thread."""
+
+    def __init__(self, loop: LoopThread, database: Path) -> None:
+        self._loop = loop
+        engine_db = connect(f"sqlite:///{database}")
+        migrate(engine_db)
+        sessions = session_factory(engine_db)
+        self.hub = NodeHub()
+        self.engine = Engine(sessions, DefaultScheduler(), self.hub)
+        self.service = SqlOrchestrateService(sessions, self.engine)
+        self._runs: dict[RunKey, int] = {}
+        self._node_ids: list[str] = []
+        self._node_tasks: list[asyncio.Future[None]] = []
+        self._engine_task = self._on_loop(lambda: asyncio.ensure_future(self.engine.run(tick=0.05)))
+
+    def _on_loop(self, call: Callable[[], T]) -> T:
+        async def run() -> T:
+            return call()
+
+        return self._loop.run(run())
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.service, name)
+        return lambda *args, **kwargs: self._on_loop(lambda: method(*args, **kwargs))
+
+    def close(self) -> None:
+        self._on_loop(self._engine_task.cancel)
+        self._on_loop(self.hub.close_all)
+
+    # -- the scripted node --------------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        cores: int,
+        memory: int,
+        *,
+        devices: dict[str, int] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> NodeView:
+        """Register a node and start answering its stream's control messages."""
+
+        def register() -> str:
+            node_id = self.engine.register_node(
+                name, Resources(cores, memory, devices or {}), dict(annotations or {})
+            )
+            queue = self.hub.attach(node_id)
+            self._node_tasks.append(asyncio.ensure_future(self._serve(node_id, queue)))
+            return node_id
+
+        node_id = self._on_loop(register)
+        self._node_ids.append(node_id)
+        return self._on_loop(lambda: self.service.get_node(ADMIN, node_id))
+
+    async def _serve(self, node_id: str, queue: asyncio.Queue[Any]) -> None:
+        while (message := await queue.get()) is not None:
+            kind = message.WhichOneof("kind")
+            if kind == "assign":
+                assign = message.assign
+                task = assign.task_id if assign.has_task else None
+                self._runs[(assign.workflow_id, assign.stage_name, task)] = assign.run_id
+            elif kind == "cancel":
+                exited = node_pb2.RunExited(
+                    run_id=message.cancel.run_id, exit_code=-1, canceled=True, time=time.time()
+                )
+                self.engine.node_message(node_id, node_pb2.NodeMessage(exited=exited))
+
+    def _run_id(self, workflow_id: str, stage_name: str, task_id: int | None) -> int:
+        deadline = time.monotonic() + 10
+        while (workflow_id, stage_name, task_id) not in self._runs:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{stage_name} task {task_id} was never assigned")
+            time.sleep(0.01)
+        return self._runs[(workflow_id, stage_name, task_id)]
+
+    def _send(self, node_message: node_pb2.NodeMessage) -> None:
+        node_id = self._node_ids[0]  # the tests' jobs all run on the first node
+        self._on_loop(lambda: self.engine.node_message(node_id, node_message))
+
+    def _settle(self, done: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 10
+        while not self._on_loop(done):
+            if time.monotonic() > deadline:
+                raise AssertionError("the engine did not apply the node's report in time")
+            time.sleep(0.01)
+
+    def emit_log(
+        self,
+        workflow_id: str,
+        stage_name: str,
+        data: str,
+        *,
+        stream: str = "stdout",
+        task_id: int | None = None,
+    ) -> None:
+        """The node reports output of the stage's run (the run is started first if need be)."""
+        run_id = self._run_id(workflow_id, stage_name, task_id)
+        self._send(
+            node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id, time=time.time()))
+        )
+        before = len(self._logs(workflow_id))
+        self._send(
+            node_pb2.NodeMessage(
+                log=node_pb2.LogData(run_id=run_id, stream=stream, data=data.encode())
+            )
+        )
+        self._settle(lambda: len(self._logs(workflow_id)) > before)
+
+    def _logs(self, workflow_id: str) -> list[Any]:
+        return self.service.read_logs(ADMIN, workflow_id)
+
+    def set_stage(
+        self,
+        workflow_id: str,
+        stage_name: str,
+        status: str,
+        *,
+        exit_code: int | None = None,
+        task_id: int | None = None,
+    ) -> None:
+        """The node reports the run started (STARTED) or ended (FINISHED/FAILED/CANCELED)."""
+        run_id = self._run_id(workflow_id, stage_name, task_id)
+        self._send(
+            node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id, time=time.time()))
+        )
+        if status in (FINISHED, FAILED, CANCELED):
+            exited = node_pb2.RunExited(
+                run_id=run_id,
+                time=time.time(),
+                exit_code=exit_code or 0,
+                canceled=status == CANCELED,
+            )
+            self._send(node_pb2.NodeMessage(exited=exited))
+
+        def applied() -> bool:
+            workflow = self.service.get_workflow(ADMIN, workflow_id)
+            stage = next(s for s in workflow.stages if s.name == stage_name)
+            return stage.status == status or (status == STARTED and stage.status != PENDING)
+
+        self._settle(applied)

@@ -1,0 +1,64 @@
+"""The REST client the CLI uses: base discovery, bearer token, errors back as typed errors."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from live_api import HELLO
+
+from fuzzball_core.client import FuzzballClient, address_url, discover_base_url
+from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated, Unavailable
+
+
+@pytest.mark.parametrize(
+    ("address", "url"),
+    [
+        ("api.example.org:443", "https://api.example.org:443"),
+        ("api.example.org", "https://api.example.org"),
+        ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("localhost:8080", "http://localhost:8080"),
+        ("http://host:1/", "http://host:1"),
+    ],
+)
+def test_an_address_becomes_a_url(address, url):
+    assert address_url(address) == url
+
+
+def test_an_empty_address_is_invalid():
+    with pytest.raises(InvalidArgument, match="address"):
+        address_url("  ")
+
+
+def test_discovery_skips_versions_that_do_not_answer(stack):
+    assert discover_base_url(stack.servers.rest_url, stack.token) == f"{stack.servers.rest_url}/v3"
+
+
+def test_discovery_with_a_refused_token_is_unauthenticated(stack):
+    with pytest.raises(Unauthenticated):
+        discover_base_url(stack.servers.rest_url, "wrong")
+
+
+def test_an_unreachable_server_is_unavailable():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(Unavailable, match=f"127.0.0.1:{port}"):
+        discover_base_url(f"127.0.0.1:{port}", "t", timeout=2)
+
+
+def test_server_errors_come_back_typed(stack):
+    with FuzzballClient.connect(stack.servers.rest_url, stack.token) as api:
+        with pytest.raises(NotFound, match="nope"):
+            api.get_workflow("nope")
+        with pytest.raises(InvalidArgument, match=r"jobs\.hello"):
+            api.start_workflow(HELLO.replace("cores: 1", "cores: x"))
+
+
+def test_a_workflow_round_trips_through_the_client(stack):
+    with FuzzballClient.connect(stack.servers.rest_url, stack.token) as api:
+        assert api.version() == stack.service.version()
+        workflow_id = api.start_workflow(HELLO, name="hi")
+        assert [w["id"] for w in api.list_workflows()] == [workflow_id]
+        assert api.get_workflow(workflow_id)["rawSpecification"] == HELLO
+        assert api.validate_workflow(HELLO) == []

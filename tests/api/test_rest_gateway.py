@@ -1,0 +1,334 @@
+"""The REST gateway (/v3) over a live aiohttp server: shapes, auth, errors, log streams."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+
+import httpx
+import pytest
+from live_api import HELLO, Stack
+
+from fuzzball_core.orchestrate.views import FAILED, FINISHED, STARTED
+
+
+def get(stack: Stack, path: str, token: str | None = "own", **kwargs) -> httpx.Response:
+    return call(stack, "GET", path, token, **kwargs)
+
+
+def call(
+    stack: Stack, method: str, path: str, token: str | None = "own", **kwargs
+) -> httpx.Response:
+    bearer = stack.token if token == "own" else token
+    headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+    return httpx.request(
+        method, f"{stack.servers.rest_url}/v3{path}", headers=headers, timeout=10, **kwargs
+    )
+
+
+def assert_status_body(response: httpx.Response, http: int, code: int) -> dict:
+    assert response.status_code == http
+    body = response.json()
+    assert body["code"] == code
+    assert set(body) == {"code", "message", "details"}
+    assert "Traceback" not in body["message"]
+    return body
+
+
+# -- authentication -------------------------------------------------------------------------
+
+ALL_CALLS = [
+    ("GET", "/version"),
+    ("POST", "/workflows"),
+    ("GET", "/workflows"),
+    ("GET", "/workflows/some-id"),
+    ("GET", "/workflows/some-id:status"),
+    ("GET", "/workflows/some-id:log"),
+    ("GET", "/workflows/some-id:events"),
+    ("PATCH", "/workflows/some-id:stop"),
+    ("POST", "/workflows:validate"),
+    ("GET", "/nodes"),
+    ("GET", "/nodes/some-id"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ALL_CALLS)
+def test_every_call_without_a_token_is_401_with_a_status_body(stack, method, path):
+    body = assert_status_body(call(stack, method, path, token=None), 401, 16)
+    assert "Authorization: Bearer" in body["message"]
+
+
+@pytest.mark.parametrize(("method", "path"), ALL_CALLS)
+def test_every_call_with_an_unknown_token_is_401(stack, method, path):
+    assert_status_body(call(stack, method, path, token="not-a-token"), 401, 16)
+
+
+def test_a_non_bearer_authorization_header_is_401(stack):
+    response = httpx.get(
+        f"{stack.servers.rest_url}/v3/version", headers={"Authorization": f"Basic {stack.token}"}
+    )
+    assert_status_body(response, 401, 16)
+
+
+def test_version_answers_with_a_token(stack):
+    response = get(stack, "/version")
+    assert response.status_code == 200
+    assert response.json() == {"version": stack.service.version()}
+
+
+def test_unknown_paths_are_404_even_without_a_token(stack):
+    response = httpx.get(f"{stack.servers.rest_url}/v2/version")
+    assert_status_body(response, 404, 5)
+
+
+def test_a_wrong_method_is_405_with_a_status_body(stack):
+    assert_status_body(call(stack, "DELETE", "/workflows"), 405, 12)
+
+
+# -- workflows ------------------------------------------------------------------------------
+
+
+def test_start_with_raw_specification_stores_the_file_unchanged(stack):
+    response = call(stack, "POST", "/workflows", json={"rawSpecification": HELLO, "name": "hi"})
+    assert response.status_code == 200
+    workflow_id = response.json()["id"]
+    stored = get(stack, f"/workflows/{workflow_id}").json()
+    assert stored["rawSpecification"] == HELLO
+    assert stored["name"] == "hi"
+
+
+def test_start_with_a_definition_object(stack):
+    definition = {
+        "version": "v1",
+        "jobs": {
+            "one": {
+                "image": {"uri": "docker://alpine"},
+                "command": ["true"],
+                "resource": {"cpu": {"cores": 1}, "memory": {"size": "1GB"}},
+            }
+        },
+    }
+    response = call(stack, "POST", "/workflows", json={"definition": definition})
+    assert response.status_code == 200
+    stages = get(stack, f"/workflows/{response.json()['id']}").json()["jobs"]
+    assert [s["name"] for s in stages if s["kind"] == "STAGE_KIND_JOB"] == ["jobs.one"]
+
+
+def test_malformed_json_is_400_naming_the_problem(stack):
+    response = call(stack, "POST", "/workflows", content=b'{"rawSpecification": ')
+    body = assert_status_body(response, 400, 3)
+    assert "invalid JSON" in body["message"]
+    assert "line 1" in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        ([1, 2], "expected a JSON object"),
+        ({}, "definition or rawSpecification is required"),
+        ({"rawSpecification": 5}, "rawSpecification: expected a string"),
+        ({"definition": "x"}, "definition: expected an object"),
+        ({"rawSpecification": HELLO, "definition": {}}, "not both"),
+        ({"rawSpecification": HELLO, "colour": "red"}, "unknown field 'colour'"),
+        ({"rawSpecification": HELLO, "name": 3}, "name: expected a string"),
+    ],
+)
+def test_bad_start_bodies_are_400_naming_the_field(stack, payload, words):
+    body = assert_status_body(call(stack, "POST", "/workflows", json=payload), 400, 3)
+    assert words in body["message"]
+
+
+def test_an_invalid_workflow_is_400_with_field_paths(stack):
+    broken = HELLO.replace("cores: 1", "cores: many")
+    body = assert_status_body(
+        call(stack, "POST", "/workflows", json={"rawSpecification": broken}), 400, 3
+    )
+    assert "jobs.hello" in body["message"]
+
+
+def test_validate_returns_warnings_and_stores_nothing(stack):
+    response = call(stack, "POST", "/workflows:validate", json={"rawSpecification": HELLO})
+    assert response.status_code == 200
+    assert response.json()["warnings"] == []
+    assert get(stack, "/workflows").json() == {"workflows": []}
+
+
+def test_validate_rejects_an_invalid_workflow(stack):
+    response = call(stack, "POST", "/workflows:validate", json={"rawSpecification": "jobs: 3"})
+    assert_status_body(response, 400, 3)
+
+
+def test_list_shows_only_the_callers_workflows_newest_first(stack):
+    first = stack.start(name="first")
+    time.sleep(0.01)
+    second = stack.start(name="second")
+    listed = get(stack, "/workflows").json()["workflows"]
+    assert [w["id"] for w in listed] == [second, first]
+    assert get(stack, "/workflows", token=stack.other_token).json() == {"workflows": []}
+
+
+def test_get_workflow_has_swagger_fields(stack):
+    workflow_id = stack.start()
+    workflow = get(stack, f"/workflows/{workflow_id}").json()
+    assert workflow["status"] == "STAGE_STATUS_STARTED"
+    assert workflow["createTime"].endswith("Z")
+    assert "T" in workflow["createTime"]
+    job = next(s for s in workflow["jobs"] if s["name"] == "jobs.hello")
+    assert job["status"] == "STAGE_STATUS_UNSPECIFIED"  # pending
+    assert job["kind"] == "STAGE_KIND_JOB"
+    assert workflow["totalJobs"] == 1
+
+
+def test_another_accounts_workflow_is_not_found(stack):
+    workflow_id = stack.start()
+    body = assert_status_body(
+        get(stack, f"/workflows/{workflow_id}", token=stack.other_token), 404, 5
+    )
+    assert workflow_id in body["message"]
+
+
+def test_unknown_workflow_is_404(stack):
+    for suffix in ("", ":status", ":events", ":log"):
+        assert_status_body(get(stack, f"/workflows/nope{suffix}"), 404, 5)
+
+
+def test_status_reports_the_workflow_and_its_stages(stack):
+    workflow_id = stack.start()
+    stack.service.set_stage(workflow_id, "jobs.hello", FAILED, exit_code=3)
+    status = get(stack, f"/workflows/{workflow_id}:status").json()
+    assert status["workflowStatus"] == "STAGE_STATUS_FAILED"
+    assert "code 3" in status["error"]
+    stage = next(s for s in status["status"]["stages"] if s["name"] == "jobs.hello")
+    assert stage["status"] == "STAGE_STATUS_FAILED"
+    assert stage["details"]["exitCode"] == 3
+    assert stage["endTime"].endswith("Z")
+
+
+def test_stop_cancels_and_a_second_stop_is_refused(stack):
+    workflow_id = stack.start()
+    response = call(stack, "PATCH", f"/workflows/{workflow_id}:stop")
+    assert response.status_code == 200
+    assert response.json() == {"id": workflow_id}
+    status = get(stack, f"/workflows/{workflow_id}:status").json()
+    assert status["workflowStatus"] == "STAGE_STATUS_CANCELED"
+    assert_status_body(call(stack, "PATCH", f"/workflows/{workflow_id}:stop"), 400, 9)
+
+
+def test_events_are_listed_and_resumed_after_a_sequence_number(stack):
+    workflow_id = stack.start()
+    stack.service.set_stage(workflow_id, "jobs.hello", STARTED)
+    events = get(stack, f"/workflows/{workflow_id}:events").json()["events"]
+    assert [e["kind"] for e in events][:1] == ["workflow_started"]
+    assert events[-1]["stageName"] == "jobs.hello"
+    later = get(
+        stack, f"/workflows/{workflow_id}:events", params={"afterSeq": events[0]["seq"]}
+    ).json()["events"]
+    assert later == events[1:]
+
+
+def test_a_non_integer_after_seq_is_400(stack):
+    workflow_id = stack.start()
+    body = assert_status_body(
+        get(stack, f"/workflows/{workflow_id}:events", params={"afterSeq": "x"}), 400, 3
+    )
+    assert "afterSeq" in body["message"]
+
+
+# -- logs -----------------------------------------------------------------------------------
+
+
+def log_lines(response: httpx.Response) -> list[dict]:
+    return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def test_log_is_newline_delimited_results_with_base64_output(stack):
+    workflow_id = stack.start()
+    stack.service.emit_log(workflow_id, "jobs.hello", "hello\n")
+    stack.service.emit_log(workflow_id, "jobs.hello", "oops\n", stream="stderr")
+    lines = log_lines(get(stack, f"/workflows/{workflow_id}:log", params={"name": "hello"}))
+    assert [base64.b64decode(line["result"]["output"]) for line in lines] == [b"hello\n", b"oops\n"]
+    assert [line["result"]["stream"] for line in lines] == ["stdout", "stderr"]
+
+
+def test_log_tail_keeps_the_last_chunks(stack):
+    workflow_id = stack.start()
+    for n in range(5):
+        stack.service.emit_log(workflow_id, "jobs.hello", f"{n}\n")
+    lines = log_lines(
+        get(stack, f"/workflows/{workflow_id}:log", params={"name": "hello", "show.tail": "2"})
+    )
+    assert [base64.b64decode(x["result"]["output"]) for x in lines] == [b"3\n", b"4\n"]
+
+
+def test_log_of_an_unknown_job_is_404_naming_it(stack):
+    workflow_id = stack.start()
+    body = assert_status_body(
+        get(stack, f"/workflows/{workflow_id}:log", params={"name": "nosuch"}), 404, 5
+    )
+    assert "nosuch" in body["message"]
+
+
+def test_log_follow_must_be_a_boolean(stack):
+    workflow_id = stack.start()
+    body = assert_status_body(
+        get(stack, f"/workflows/{workflow_id}:log", params={"show.follow": "maybe"}), 400, 3
+    )
+    assert "show.follow" in body["message"]
+
+
+def test_followed_log_streams_new_output_until_the_workflow_ends(stack):
+    workflow_id = stack.start()
+    stack.service.emit_log(workflow_id, "jobs.hello", "first\n")
+
+    def finish_later() -> None:
+        time.sleep(0.3)
+        stack.service.emit_log(workflow_id, "jobs.hello", "second\n")
+        stack.service.set_stage(workflow_id, "jobs.hello", FINISHED, exit_code=0)
+
+    writer = threading.Thread(target=finish_later)
+    writer.start()
+    received = []
+    url = f"{stack.servers.rest_url}/v3/workflows/{workflow_id}:log"
+    with httpx.stream(
+        "GET",
+        url,
+        params={"name": "hello", "show.follow": "true"},
+        headers={"Authorization": f"Bearer {stack.token}"},
+        timeout=10,
+    ) as reply:
+        assert reply.status_code == 200
+        for line in reply.iter_lines():
+            received.append(base64.b64decode(json.loads(line)["result"]["output"]))
+    writer.join()
+    assert received == [b"first\n", b"second\n"]
+
+
+# -- nodes ----------------------------------------------------------------------------------
+
+
+def test_nodes_are_listed_with_capacity(stack):
+    node = stack.service.add_node(
+        "n2", 4, 8 * 1024**3, devices={"nvidia.com/gpu": 2}, annotations={"rack": "a"}
+    )
+    listed = {n["hostName"]: n for n in get(stack, "/nodes").json()["nodes"]}
+    assert sorted(listed) == ["n2", "node-1"]
+    assert (listed["n2"]["id"], listed["n2"]["cores"], listed["n2"]["memoryGb"]) == (node.id, 4, 8)
+    assert listed["n2"]["devices"] == 2
+    assert listed["n2"]["resource"]["annotations"] == {"rack": "a"}
+
+
+def test_a_node_is_shown_by_id_or_name_with_its_running_jobs(stack):
+    workflow_id = stack.start()
+    stack.service.set_stage(workflow_id, "jobs.hello", STARTED)
+    shown = get(stack, "/nodes/node-1").json()
+    assert shown == get(stack, f"/nodes/{shown['id']}").json()
+    assert shown["hostName"] == "node-1"
+    assert shown["resourceSummary"]["allocatedCores"] == 1
+    assert shown["resourceSummary"]["availableCores"] == 7
+    assert len(shown["runningJobs"]) == 1
+
+
+def test_unknown_node_is_404(stack):
+    assert_status_body(get(stack, "/nodes/ghost"), 404, 5)
