@@ -372,12 +372,13 @@ class Diagnosis:
     """Why a job was not placed, aggregated over every registered node.
 
     ``groups`` counts the nodes passed over by the first reason each failed, in the order
-    ready, holds, device plugin, annotations, device kinds, static size, exclusive, free
-    cores, free memory, free devices, reservation. Labels are words: ``not ready``,
-    ``held (cordon by admin)``, ``device plugin failed``, ``annotations mismatch``,
-    ``missing device nvidia.com/gpu``, ``too small (memory)``, ``not idle (exclusive)``,
-    ``insufficient cores``, ``insufficient memory``, ``insufficient nvidia.com/gpu``,
-    ``reserved for job J``. ``nodes_available`` nodes passed every filter (fewer than the job
+    ready, holds, annotations, device kinds, device plugin, static size, exclusive job
+    running, idle (for exclusive jobs), free cores, free memory, free devices, reservation.
+    Labels are words: ``not ready``, ``held (cordon by admin)``, ``annotations mismatch``,
+    ``missing device nvidia.com/gpu``, ``device plugin failed``, ``too small (memory)``,
+    ``running an exclusive job``, ``not idle (exclusive)``, ``insufficient cores``,
+    ``insufficient memory``, ``insufficient nvidia.com/gpu``, ``reserved for job J``.
+    ``nodes_available`` nodes passed every filter (fewer than the job
     needs), so ``nodes_available + sum(groups.values()) == nodes_considered``.
 
     ``roomiest_node`` is the node that takes new work and matches the job's annotations and
@@ -404,8 +405,9 @@ class ScheduleResult:
     """What one :meth:`Scheduler.schedule` pass decided.
 
     ``placements`` are in the order they were made; ``diagnoses`` has one entry per pending
-    job that was not placed, keyed by job id; ``reservation`` is the backfill reservation this
-    pass protected, if any.
+    job that was not placed, keyed by job id (a driver may build each Diagnosis when it is
+    first read, from verdicts fixed during the pass); ``reservation`` is the backfill
+    reservation this pass protected, if any.
     """
 
     placements: tuple[Placement, ...] = ()

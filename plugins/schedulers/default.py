@@ -334,8 +334,10 @@ class DefaultScheduler(Scheduler):
                 if job.id in seen:
                     raise InvalidArgument(f"pending job {job.id} is listed twice")
                 seen.add(job.id)
-        if not ids.isdisjoint(self._allocations):
-            running = sorted(ids.intersection(self._allocations))[0]
+        allocations = self._allocations
+        # iterate the (usually shorter) queue: set.isdisjoint(dict) walks the whole dict
+        if any(map(allocations.__contains__, ids)):
+            running = sorted(job_id for job_id in ids if job_id in allocations)[0]
             raise InvalidArgument(f"pending job {running} is already allocated")
 
     def _current_plans(self) -> dict[JobShape, _Plan]:
@@ -449,25 +451,24 @@ class DefaultScheduler(Scheduler):
         is surveyed once."""
         starts = self._estimated_starts(no_room)
         reserved_start = start_or_none(protection.start) if protection is not None else None
-        verdicts: dict[tuple[JobShape, int, bool], _Verdict] = {}
+        verdicts: dict[tuple[JobShape, int, bool], tuple[_Verdict, float | None]] = {}
         per_job: dict[str, tuple[_Verdict, float | None]] = {}
         for job, situation in waiting:
             shape = job.shape
             guarded = (
-                situation in _BACKFILL
-                and protection is not None
+                protection is not None
+                and situation in _BACKFILL
                 and protection.applies_to(job, now)
             )
             memo_key = (shape, situation, guarded)
-            verdict = verdicts.get(memo_key)
-            if verdict is None:
-                verdict = verdicts[memo_key] = self._verdict(
-                    job, situation, infeasible, protection if guarded else None
+            answer = verdicts.get(memo_key)
+            if answer is None:
+                verdict = self._verdict(job, situation, infeasible, protection if guarded else None)
+                start = (
+                    reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
                 )
-            if situation in _STARTS_WITH_RESERVATION:
-                per_job[job.id] = (verdict, reserved_start)
-            else:
-                per_job[job.id] = (verdict, starts.get(shape))
+                answer = verdicts[memo_key] = (verdict, start)
+            per_job[job.id] = answer
         return _Diagnoses(per_job)
 
     def _verdict(

@@ -41,10 +41,10 @@ class Survey:
     groups: Mapping[str, int]
     roomiest_node: str | None
     shortfall: Mapping[str, int] | None
-    #: nodes with room for the job now that only their annotations turn away
-    room_without_annotations: int
-    #: nodes with room for the job now that only their failed device plugin turns away
-    room_without_device_plugin: int
+    #: some node has room for the job now and only its annotations turn the job away
+    room_without_annotations: bool
+    #: some node has room for the job now and only its failed device plugin turns it away
+    room_without_device_plugin: bool
 
     def message(self, nodes_needed: int) -> str:
         """``0/5000 nodes available: 3000 insufficient memory, ...; roomiest node n17 lacks
@@ -148,10 +148,10 @@ class Diagnostics:
         groups: Counter[str] = Counter()
         considered = 0
         available = 0
-        room_without_annotations = 0
-        room_without_plugin = 0
-        roomiest: tuple[float, str, dict[str, int]] | None = None
-        probe = (shape.memory,)
+        room_without_annotations = False
+        room_without_plugin = False
+        # best (score, node id, free key, free memory, need key, need memory, device kinds)
+        roomiest: tuple | None = None
         for cls, label, request_key in self.static_verdicts(shape):
             considered += len(cls.members)
             unavailable = cls.unavailable
@@ -167,32 +167,24 @@ class Diagnostics:
                 continue
             if label is not None:
                 groups[label] += busy + indexed
-                if request_key is not None and label in (
-                    ANNOTATIONS_MISMATCH,
-                    DEVICE_PLUGIN_FAILED,
-                ):
-                    room = _count_with_room(cls, shape, request_key)
-                    if label == ANNOTATIONS_MISMATCH:
-                        room_without_annotations += room
-                    else:
-                        room_without_plugin += room
+                if label == ANNOTATIONS_MISMATCH and not room_without_annotations:
+                    room_without_annotations = self._has_room(cls, shape, request_key)
+                elif label == DEVICE_PLUGIN_FAILED and not room_without_plugin:
+                    room_without_plugin = self._has_room(cls, shape, request_key)
                 continue
             assert request_key is not None
             if busy:
                 groups[EXCLUSIVE_BUSY] += busy
             if shape.exclusive:
-                with_room = list(cls.idle)
+                with_room: list[str] = list(cls.idle)
                 if indexed - len(with_room):
                     groups[NOT_IDLE] += indexed - len(with_room)
                 # an exclusive job needs the whole node: measure against its capacity
-                need_key, need_memory = cls.cap_key, cls.cap_memory
+                candidate = _scan_free(cls, cls.cap_key, cls.cap_memory, None)[1]
             else:
-                with_room = _count_free(cls, request_key, probe, groups)
-                need_key, need_memory = request_key, shape.memory
-            for key, entries in cls.index.items():
-                candidate = _roomiest_in_key(key, entries, need_key, need_memory, cls.device_kinds)
-                if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
-                    roomiest = candidate
+                with_room, candidate = _scan_free(cls, request_key, shape.memory, groups)
+            if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
+                roomiest = candidate
             if refused_by_reservation is not None:
                 for node_id in with_room:
                     if refused_by_reservation(node_id, request_key):
@@ -206,90 +198,92 @@ class Diagnostics:
             nodes_available=available,
             groups=dict(groups),
             roomiest_node=roomiest[1] if roomiest else None,
-            shortfall=roomiest[2] if roomiest else None,
+            shortfall=_lacks(*roomiest[2:]) if roomiest else None,
             room_without_annotations=room_without_annotations,
             room_without_device_plugin=room_without_plugin,
         )
 
+    def _has_room(
+        self, cls: NodeClass, shape: JobShape, request_key: tuple[int, ...] | None
+    ) -> bool:
+        """True when an indexed node of ``cls`` has room for ``shape`` now, filters aside."""
+        if request_key is None or not cls.holds_when_idle(request_key, shape.memory):
+            return False
+        if shape.exclusive:
+            return bool(cls.idle)
+        return self._index.first_fit(cls, request_key, shape.memory) is not None
 
-def _count_free(
+
+def _scan_free(
     cls: NodeClass,
-    request_key: tuple[int, ...],
-    probe: tuple[int],
-    groups: Counter[str],
-) -> list[str]:
-    """Count a class's indexed nodes by the free resource they lack (cores, then memory, then
-    devices) into ``groups``; return the ids of the nodes with room."""
+    need_key: tuple[int, ...],
+    need_memory: int,
+    groups: Counter[str] | None,
+) -> tuple[list[str], tuple | None]:
+    """One walk over a class's free keys: the ids of nodes with room for the need, and the
+    node closest to having room without having it (the roomiest candidate).
+
+    With ``groups``, also counts the other nodes under the free resource they lack first:
+    cores, then memory, then each device kind.
+    """
     with_room: list[str] = []
     kinds = cls.device_kinds
-    cores = request_key[-1]
+    cores = need_key[-1]
+    probe = (need_memory,)
+    best: tuple | None = None
     for key, entries in cls.index.items():
-        if key[-1] < cores:
-            groups[INSUFFICIENT_CORES] += len(entries)
-            continue
         low = bisect_left(entries, probe)
-        if low:
-            groups[INSUFFICIENT_MEMORY] += low
-        if low == len(entries):
-            continue
         short_kind = None
+        score = 0.0
+        if key[-1] < cores:
+            short_kind = "cores"
+            score = (cores - key[-1]) / max(cores, 1)
         for i, kind in enumerate(kinds):
-            if key[i] < request_key[i]:
-                short_kind = kind
-                break
+            if key[i] < need_key[i]:
+                short_kind = short_kind or kind
+                score += (need_key[i] - key[i]) / max(need_key[i], 1)
+        if groups is not None:
+            if short_kind == "cores":
+                groups[INSUFFICIENT_CORES] += len(entries)
+            else:
+                if low:
+                    groups[INSUFFICIENT_MEMORY] += low
+                if short_kind is not None:
+                    if low < len(entries):
+                        groups[f"insufficient {short_kind}"] += len(entries) - low
+                elif low < len(entries):
+                    with_room.extend(node_id for _, node_id in entries[low:])
+        # the node of this key closest to fitting: most memory among those short of something
         if short_kind is not None:
-            groups[f"insufficient {short_kind}"] += len(entries) - low
+            memory, node_id = entries[-1]
+        elif low:
+            memory, node_id = entries[low - 1]
         else:
-            with_room.extend(node_id for _, node_id in entries[low:])
-    return with_room
+            continue
+        if memory < need_memory:
+            score += (need_memory - memory) / max(need_memory, 1)
+        if best is None or (score, node_id) < best[:2]:
+            best = (score, node_id, key, memory, need_key, need_memory, kinds)
+    return with_room, best
 
 
-def _count_with_room(cls: NodeClass, shape: JobShape, request_key: tuple[int, ...]) -> int:
-    """How many indexed nodes of ``cls`` have room for ``shape`` now (filters aside)."""
-    if not cls.holds_when_idle(request_key, shape.memory):
-        return 0
-    if shape.exclusive:
-        return len(cls.idle)
-    probe = (shape.memory,)
-    room = 0
-    for key, entries in cls.index.items():
-        if all(have >= need for have, need in zip(key, request_key, strict=True)):
-            room += len(entries) - bisect_left(entries, probe)
-    return room
-
-
-def _roomiest_in_key(
+def _lacks(
     key: tuple[int, ...],
-    entries: list[tuple[int, str]],
+    memory: int,
     need_key: tuple[int, ...],
     need_memory: int,
     kinds: tuple[str, ...],
-) -> tuple[float, str, dict[str, int]] | None:
-    """The node of one free key that comes closest to fitting without fitting, scored by
-    the sum of each lacking resource's missing fraction."""
+) -> dict[str, int]:
+    """What a node with free ``key`` and ``memory`` lacks of a need: cores, memory, devices."""
     lacks: dict[str, int] = {}
-    score = 0.0
     if key[-1] < need_key[-1]:
         lacks["cores"] = need_key[-1] - key[-1]
-        score += lacks["cores"] / max(need_key[-1], 1)
+    if memory < need_memory:
+        lacks["memory"] = need_memory - memory
     for i, kind in enumerate(kinds):
         if key[i] < need_key[i]:
             lacks[kind] = need_key[i] - key[i]
-            score += lacks[kind] / max(need_key[i], 1)
-    low = bisect_left(entries, (need_memory,))
-    if lacks:
-        memory, node_id = entries[-1]
-    elif low:
-        memory, node_id = entries[low - 1]
-    else:
-        return None
-    if memory < need_memory:
-        lacks["memory"] = need_memory - memory
-        score += lacks["memory"] / max(need_memory, 1)
-    if not lacks:
-        return None
-    ordered = {name: lacks[name] for name in ("cores", "memory", *kinds) if name in lacks}
-    return score, node_id, ordered
+    return lacks
 
 
 def infeasibility(index: NodeIndex, job: JobRequest) -> tuple[str, Survey] | None:
@@ -341,8 +335,8 @@ def infeasibility(index: NodeIndex, job: JobRequest) -> tuple[str, Survey] | Non
         groups=dict(groups),
         roomiest_node=next(iter(largest.members)) if largest else None,
         shortfall=lacks,
-        room_without_annotations=0,
-        room_without_device_plugin=0,
+        room_without_annotations=False,
+        room_without_device_plugin=False,
     )
     return text, survey_result
 
