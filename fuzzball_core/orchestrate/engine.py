@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.requests import job_payload, job_request, run_key, timeout_seconds
+from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
+from fuzzball_core.orchestrate.retries import RetryDecision, decide, retry_rule
 from fuzzball_core.orchestrate.views import (
     CANCELED,
     FAILED,
@@ -36,7 +38,16 @@ from fuzzball_core.orchestrate.views import (
     TERMINAL,
     Principal,
 )
-from fuzzball_core.scheduling import Diagnosis, JobRequest, NodeInfo, Resources, Scheduler
+from fuzzball_core.scheduling import (
+    Diagnosis,
+    Hold,
+    HoldEffect,
+    HoldSource,
+    JobRequest,
+    NodeInfo,
+    Resources,
+    Scheduler,
+)
 from fuzzball_core.spec import (
     Condition,
     ParsedWorkflow,
@@ -46,7 +57,16 @@ from fuzzball_core.spec import (
     plan_workflow,
 )
 from fuzzball_core.spec import Stage as PlanStage
-from fuzzball_core.store.models import Event, LogChunk, Node, Run, Stage, Workflow
+from fuzzball_core.spec.models import Retry
+from fuzzball_core.store.models import (
+    Event,
+    LogChunk,
+    Node,
+    NodeHold,
+    Run,
+    Stage,
+    Workflow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +76,7 @@ LIVE_RUN = (ASSIGNED, STARTED)
 #: Node statuses.
 READY = "READY"
 OFFLINE = "OFFLINE"
+DEPROVISIONED = "DEPROVISIONED"
 #: Tasks of an array without its own concurrency kept in flight at once: enough to fill
 #: any cluster's free slots between passes without materialising a huge array.
 DEFAULT_TASK_WINDOW = 512
@@ -98,6 +119,8 @@ class Engine:
         hub: NodeHub,
         *,
         lease_seconds: float = 15.0,
+        max_eviction_restarts: int = 3,
+        default_retry: Retry | None = None,
         event_hook: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -105,6 +128,8 @@ class Engine:
         self.scheduler = scheduler
         self.hub = hub
         self.lease_seconds = lease_seconds
+        self.max_eviction_restarts = max_eviction_restarts
+        self.default_retry = default_retry
         self.clock = clock
         self._event_hook = event_hook
         self._pending: dict[str, PendingRun] = {}
@@ -113,8 +138,12 @@ class Engine:
         self._dirty: set[str] = set()
         self._inbox: list[tuple[str, node_pb2.NodeMessage]] = []
         self._node_names: dict[str, str] = {}
+        self._device_plugin_failed: dict[str, bool] = {}
         self._wake = asyncio.Event()
+        #: why each waiting run was not placed in the last pass, by run key
         self.diagnoses: dict[str, Diagnosis] = {}
+        #: scheduling_blocked causes already reported, by stage id
+        self._blocked_reported: dict[int, set[str]] = {}
 
     # -- plans ---------------------------------------------------------------------------------
 
@@ -125,6 +154,17 @@ class Engine:
             entry = _PlanEntry(parsed, plan_workflow(parsed))
             self._plans[workflow.id] = entry
         return entry
+
+    def plan_of(self, workflow_id: str) -> Plan | None:
+        """The plan of a workflow (None if it does not exist)."""
+        cached = self._plans.get(workflow_id)
+        if cached is not None:
+            return cached.plan
+        with self.sessions() as session:  # an ended workflow: parse, but keep nothing
+            workflow = session.get(Workflow, workflow_id)
+            if workflow is None:
+                return None
+            return plan_workflow(parse_workflow(workflow.definition_v4))
 
     def _payload(self, entry: _PlanEntry, stage_name: str) -> str:
         payload = entry.payloads.get(stage_name)
@@ -196,7 +236,8 @@ class Engine:
             for node in session.scalars(select(Node)):
                 self._node_names[node.id] = node.name
                 self.scheduler.upsert_node(
-                    _node_info(node, ready=node.status == READY and node.lease_expires_at > now)
+                    _node_info(node, ready=node.status == READY and node.lease_expires_at > now,
+                               holds=self._holds(session, node.id))
                 )
             live = session.scalars(select(Run).where(Run.status.in_((PENDING, *LIVE_RUN))))
             for run in live:
@@ -353,9 +394,9 @@ class Engine:
             node.last_seen = tx.now
             node.lease_expires_at = tx.now + self.lease_seconds
             self._node_names[node.id] = name
-            self.scheduler.upsert_node(
-                _node_info(node, ready=True, device_plugin_failed=device_plugin_failed)
-            )
+            self._device_plugin_failed[node.id] = device_plugin_failed
+            tx.session.flush()
+            self._refresh_node(tx, node)
             self._event(
                 tx,
                 "node_registered",
@@ -396,6 +437,7 @@ class Engine:
                     self._finish_run(
                         tx, run, FAILED,
                         f"node {node.name} restarted and no longer runs this job", None,
+                        cause=NODE_CAUSE,
                     )
             for run_id in known:
                 run = tx.session.get(Run, run_id)
@@ -408,9 +450,9 @@ class Engine:
     def _renew(self, tx: Transaction, node: Node) -> None:
         node.last_seen = tx.now
         node.lease_expires_at = tx.now + self.lease_seconds
-        if node.status != READY:
+        if node.status == OFFLINE:
             node.status = READY
-            self.scheduler.upsert_node(_node_info(node, ready=True))
+            self._refresh_node(tx, node)
             self._event(tx, "node_online", f"node {node.name} is back", node_id=node.id)
 
     def _live_runs_on(self, session: Session, node_id: str) -> list[Run]:
@@ -423,11 +465,156 @@ class Engine:
         )
         for node in expired:
             node.status = OFFLINE
-            self.scheduler.upsert_node(_node_info(node, ready=False))
+            # the provisioner's holds end with the machine; a site's own holds (admin,
+            # monitoring) stay, so a node held for repair comes back still held
+            for hold in self._holds(tx.session, node.id):
+                if hold.source == HoldSource.PROVISIONER:
+                    self._drop_hold(tx, node, hold, "the node went offline")
+            self._refresh_node(tx, node)
             self._event(tx, "node_offline", f"node {node.name} stopped responding",
                         node_id=node.id)
             for run in self._live_runs_on(tx.session, node.id):
-                self._finish_run(tx, run, FAILED, f"node {node.name} stopped responding", None)
+                self._finish_run(tx, run, FAILED, f"node {node.name} stopped responding", None,
+                                 cause=NODE_CAUSE)
+
+    # -- holds ---------------------------------------------------------------------------------
+
+    def _holds(self, session: Session, node_id: str) -> list[NodeHold]:
+        return list(session.scalars(
+            select(NodeHold).where(NodeHold.node_id == node_id).order_by(NodeHold.id)
+        ))
+
+    def _refresh_node(self, tx: Transaction, node: Node) -> None:
+        """Tell the scheduler the node's readiness and holds as the database has them."""
+        self.scheduler.upsert_node(
+            _node_info(
+                node,
+                ready=node.status == READY,
+                holds=self._holds(tx.session, node.id),
+                device_plugin_failed=self._device_plugin_failed.get(node.id, False),
+            )
+        )
+
+    def find_node(self, session: Session, reference: str) -> Node:
+        """A node by id or name; ``NotFound`` otherwise."""
+        node = session.get(Node, reference) or session.scalars(
+            select(Node).where(Node.name == reference)
+        ).first()
+        if node is None:
+            raise NotFound(f"node {reference} not found")
+        return node
+
+    def add_hold(
+        self, node_ref: str, effect: str, source: str, reason: str, placed_by: str
+    ) -> int:
+        """Place a hold; ``evict`` also takes running work off. Return the hold's id."""
+        hold = Hold(effect, source, reason, placed_by)  # validates effect and source
+        tx = self._transaction()
+        with tx.session:
+            node = self.find_node(tx.session, node_ref)
+            row = NodeHold(node_id=node.id, effect=hold.effect.value, source=hold.source.value,
+                           reason=reason, placed_by=placed_by, placed_at=tx.now)
+            tx.session.add(row)
+            tx.session.flush()
+            self._refresh_node(tx, node)
+            self._event(tx, "node_hold_added",
+                        f"{hold.effect.value} hold placed on {node.name} by {placed_by}"
+                        f" ({hold.source.value}): {reason or 'no reason given'}",
+                        node_id=node.id, hold_id=row.id, effect=hold.effect.value,
+                        source=hold.source.value, reason=reason)
+            if hold.effect is HoldEffect.EVICT:
+                self._evict(tx, node, reason or "evicted by an administrator")
+            hold_id = row.id
+            self._commit(tx)
+        self.wake()
+        return hold_id
+
+    def release_holds(
+        self,
+        node_ref: str,
+        *,
+        hold_id: int | None = None,
+        effect: str | None = None,
+        source: str | None = None,
+        released_by: str = "",
+    ) -> int:
+        """Release the node's holds that match every given filter; return how many."""
+        tx = self._transaction()
+        with tx.session:
+            node = self.find_node(tx.session, node_ref)
+            released = 0
+            for hold in self._holds(tx.session, node.id):
+                if hold_id is not None and hold.id != hold_id:
+                    continue
+                if effect is not None and hold.effect != effect:
+                    continue
+                if source is not None and hold.source != source:
+                    continue
+                self._drop_hold(tx, node, hold, f"released by {released_by or 'an operator'}")
+                released += 1
+            if hold_id is not None and not released:
+                raise NotFound(f"node {node.name} has no hold {hold_id}")
+            self._refresh_node(tx, node)
+            self._commit(tx)
+        self.wake()
+        return released
+
+    def _drop_hold(self, tx: Transaction, node: Node, hold: NodeHold, why: str) -> None:
+        tx.session.delete(hold)
+        self._event(tx, "node_hold_released",
+                    f"{hold.effect} hold on {node.name} ({hold.source}: {hold.reason}) {why}",
+                    node_id=node.id, hold_id=hold.id, effect=hold.effect, source=hold.source)
+
+    def _evict(self, tx: Transaction, node: Node, reason: str) -> None:
+        for run in self._live_runs_on(tx.session, node.id):
+            for node_id in run.node_ids:
+                tx.outbox.append((node_id, node_pb2.ControlMessage(
+                    cancel=node_pb2.Cancel(run_id=run.id, reason=f"evicted: {reason}"))))
+            stage = tx.session.get(Stage, run.stage_id)
+            self._event(tx, "evicted", f"{stage.name if stage else '?'}{_task_label(run)}"
+                        f" evicted from {node.name}: {reason}", workflow_id=run.workflow_id,
+                        stage_name=stage.name if stage else None, node_id=node.id,
+                        task_id=run.task_id)
+            self._finish_run(tx, run, FAILED, f"evicted from node {node.name}: {reason}", None,
+                             cause=NODE_CAUSE)
+
+    def _deprovision_empty_nodes(self, tx: Transaction) -> None:
+        held = tx.session.scalars(
+            select(Node).join(NodeHold, NodeHold.node_id == Node.id)
+            .where(NodeHold.effect == HoldEffect.DEPROVISION.value, Node.status == READY)
+            .distinct()
+        )
+        for node in held:
+            if self._live_runs_on(tx.session, node.id):
+                continue
+            node.status = DEPROVISIONED
+            self._refresh_node(tx, node)
+            tx.outbox.append((node.id, node_pb2.ControlMessage(
+                shutdown=node_pb2.Shutdown(reason="deprovisioned: the node is empty"))))
+            self._event(tx, "node_deprovisioned", f"node {node.name} is empty and was torn down",
+                        node_id=node.id)
+
+    def remove_node(self, node_ref: str) -> None:
+        """Forget a node that is no longer up (offline or deprovisioned), with its holds."""
+        tx = self._transaction()
+        with tx.session:
+            node = self.find_node(tx.session, node_ref)
+            if node.status == READY:
+                raise FailedPrecondition(
+                    f"node {node.name} is still up: only offline or deprovisioned nodes can"
+                    " be removed (deprovision it first)"
+                )
+            if self._live_runs_on(tx.session, node.id):
+                raise FailedPrecondition(f"node {node.name} still has work recorded on it")
+            for hold in self._holds(tx.session, node.id):
+                self._drop_hold(tx, node, hold, "with the node's record")
+            tx.session.flush()  # the holds go before the node row they point to
+            with contextlib.suppress(NotFound):
+                self.scheduler.remove_node(node.id)
+            self._event(tx, "node_removed", f"node {node.name} was removed", node_id=node.id)
+            tx.session.delete(node)
+            self._node_names.pop(node.id, None)
+            self._commit(tx)
 
     # -- the pass ------------------------------------------------------------------------------
 
@@ -452,6 +639,7 @@ class Engine:
             for node_id, message in inbox:
                 self._apply(tx, node_id, message)
             self._expire_leases(tx)
+            self._deprovision_empty_nodes(tx)
             while self._dirty:
                 dirty, self._dirty = self._dirty, set()
                 for workflow_id in dirty:
@@ -518,9 +706,12 @@ class Engine:
             status = FINISHED
         else:
             status = FAILED
+        plain_exit = not (exited.timed_out or exited.oom_killed or exited.message
+                          or exited.signal)
+        cause = str(exited.exit_code) if status == FAILED and plain_exit else None
         self._finish_run(tx, run, status, self._exit_message(tx, run, exited),
                          exited.exit_code if exited.exit_code >= 0 else None,
-                         signal=exited.signal)
+                         signal=exited.signal, cause=cause)
 
     def _exit_message(self, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
         if exited.timed_out:
@@ -550,7 +741,10 @@ class Engine:
         exit_code: int | None,
         *,
         signal: int = 0,
+        cause: str | None = None,
     ) -> None:
+        """End a run; a failure whose ``cause`` (``node`` or an exit code) the step's
+        ``policy.retry`` lists runs it again instead of failing the stage."""
         was_started = run.status == STARTED
         key = run_key(run.id)
         if run.status in LIVE_RUN:
@@ -560,21 +754,65 @@ class Engine:
         run.exit_code = exit_code
         run.message = message
         run.finished_at = tx.now
+        run.failure_cause = cause if status == FAILED else None
         stage = tx.session.get(Stage, run.stage_id)
         if stage is None:
             return
+        node_id = run.node_ids[0] if run.node_ids else None
         self._event(
             tx, "container_exited", f"{stage.name}{_task_label(run)}: {message}",
-            workflow_id=run.workflow_id, stage_name=stage.name,
-            node_id=run.node_ids[0] if run.node_ids else None,
+            workflow_id=run.workflow_id, stage_name=stage.name, node_id=node_id,
             exit_code=exit_code, signal=signal, task_id=run.task_id, status=status,
         )
+        if status == FAILED and cause is not None and stage.status not in TERMINAL:
+            decision = self._retry_decision(tx, run, stage, cause)
+            if decision.retry:
+                self._event(tx, "retried", f"{stage.name}{_task_label(run)}: {message};"
+                            f" {decision.note}", workflow_id=run.workflow_id,
+                            stage_name=stage.name, node_id=node_id, cause=cause,
+                            task_id=run.task_id, attempt=run.attempt + 1)
+                if was_started and stage.task_count is not None:
+                    stage.tasks_running = max(0, stage.tasks_running - 1)
+                workflow = tx.session.get(Workflow, run.workflow_id)
+                if workflow is not None:
+                    stage.attempt = max(stage.attempt, run.attempt + 1)
+                    self._new_run(tx, workflow, stage, run.task_id, attempt=run.attempt + 1)
+                return
+            if decision.exhausted:
+                self._event(tx, "retries_exhausted", f"{stage.name}{_task_label(run)}:"
+                            f" {decision.note}", workflow_id=run.workflow_id,
+                            stage_name=stage.name, node_id=node_id, cause=cause,
+                            task_id=run.task_id)
+            if decision.note:
+                message = f"{message}; {decision.note}"
+                run.message = message
         if stage.task_count is None:
             if stage.status not in TERMINAL:
                 stage.exit_code = exit_code
                 self._end_stage(tx, stage, status, message)
             return
         self._task_ended(tx, stage, run, status, message, was_started)
+
+    def _retry_decision(
+        self, tx: Transaction, run: Run, stage: Stage, cause: str
+    ) -> RetryDecision:
+        workflow = tx.session.get(Workflow, run.workflow_id)
+        if workflow is None or workflow.status in TERMINAL:
+            return RetryDecision(False, False, "")
+        definition = self._plan(workflow).plan.stages[stage.name].definition
+        rule = retry_rule(definition, self.default_retry)
+        earlier = select(Run.failure_cause).where(
+            Run.stage_id == stage.id, Run.id != run.id, Run.status == FAILED,
+            Run.task_id.is_(None) if run.task_id is None else Run.task_id == run.task_id,
+        )
+        causes = list(tx.session.scalars(earlier))
+        return decide(
+            rule,
+            cause,
+            reruns=len(causes),
+            node_reruns=sum(1 for c in causes if c == NODE_CAUSE),
+            max_eviction_restarts=self.max_eviction_restarts,
+        )
 
     def _task_ended(
         self, tx: Transaction, stage: Stage, run: Run, status: str, message: str,
@@ -688,10 +926,11 @@ class Engine:
             in_flight += 1
 
     def _new_run(
-        self, tx: Transaction, workflow: Workflow, stage: Stage, task_id: int | None
+        self, tx: Transaction, workflow: Workflow, stage: Stage, task_id: int | None,
+        *, attempt: int = 1,
     ) -> None:
         run = Run(workflow_id=workflow.id, stage_id=stage.id, task_id=task_id, status=PENDING,
-                  created_at=tx.now, attempt=stage.attempt)
+                  created_at=tx.now, attempt=attempt)
         tx.session.add(run)
         tx.session.flush()
         definition = self._plan(workflow).plan.stages[stage.name].definition
@@ -706,7 +945,8 @@ class Engine:
             return
         pending = [p.request for p in self._pending.values()]
         result = self.scheduler.schedule(pending, tx.now)
-        self.diagnoses = dict(result.diagnoses)
+        self.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
+        self._report_blocked(tx, result.diagnoses)
         for placement in result.placements:
             waiting = self._pending.pop(placement.job_id)
             run = tx.session.get(Run, waiting.run_id)
@@ -723,6 +963,33 @@ class Engine:
                         stage_name=stage.name if stage else None,
                         node_id=placement.node_ids[0], task_id=run.task_id)
             self._send_assignment(tx, run)
+
+    def _report_blocked(self, tx: Transaction, diagnoses: Mapping[str, Diagnosis]) -> None:
+        """A ``scheduling_blocked`` event once per cause for each stage left waiting."""
+        seen: set[int] = set()
+        for waiting in self._pending.values():
+            if waiting.stage_id in seen or waiting.request.id not in diagnoses:
+                continue
+            seen.add(waiting.stage_id)
+            diagnosis = diagnoses[waiting.request.id]
+            reported = self._blocked_reported.setdefault(waiting.stage_id, set())
+            if diagnosis.reason.value in reported:
+                continue
+            reported.add(diagnosis.reason.value)
+            stage = tx.session.get(Stage, waiting.stage_id)
+            self._event(tx, "scheduling_blocked",
+                        f"{stage.name if stage else '?'}: {diagnosis.message}",
+                        workflow_id=waiting.workflow_id,
+                        stage_name=stage.name if stage else None,
+                        reason=diagnosis.reason.value,
+                        estimated_start=diagnosis.estimated_start)
+
+    def waiting_diagnosis(self, stage_id: int) -> Diagnosis | None:
+        """Why a stage's first waiting run was not placed in the last pass, if one waits."""
+        for waiting in self._pending.values():
+            if waiting.stage_id == stage_id and waiting.request.id in self.diagnoses:
+                return self.diagnoses[waiting.request.id]
+        return None
 
     def _send_assignment(self, tx: Transaction, run: Run) -> None:
         workflow = tx.session.get(Workflow, run.workflow_id)
@@ -749,11 +1016,20 @@ def _task_label(run: Run) -> str:
     return f" task {run.task_id}" if run.task_id is not None else ""
 
 
-def _node_info(node: Node, *, ready: bool, device_plugin_failed: bool = False) -> NodeInfo:
+def _node_info(
+    node: Node,
+    *,
+    ready: bool,
+    holds: Iterable[NodeHold] = (),
+    device_plugin_failed: bool = False,
+) -> NodeInfo:
     return NodeInfo(
         id=node.id,
         capacity=Resources(node.cores, node.memory, dict(node.devices or {})),
         annotations=dict(node.annotations or {}),
+        holds=tuple(
+            Hold(h.effect, h.source, h.reason, h.placed_by, h.placed_at) for h in holds
+        ),
         ready=ready,
         device_plugin_failed=device_plugin_failed,
     )

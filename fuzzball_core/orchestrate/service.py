@@ -22,13 +22,22 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core import __version__
-from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.views import (
+    TERMINAL,
     EventView,
+    HoldView,
     LogChunkView,
     NodeView,
     Principal,
+    StageExplanation,
     StageView,
     WorkflowView,
 )
@@ -41,6 +50,7 @@ from fuzzball_core.store.models import (
     Event,
     LogChunk,
     Node,
+    NodeHold,
     Run,
     Stage,
     Workflow,
@@ -48,6 +58,8 @@ from fuzzball_core.store.models import (
 
 #: Most rows one listing call returns; callers page with ``after_seq``.
 PAGE = 5000
+#: Service accounts whose holds are attributed to a source other than ``admin``.
+SERVICE_HOLD_SOURCES = {"monitoring": "monitoring", "provisioner": "provisioner"}
 
 
 def token_digest(token: str) -> str:
@@ -247,7 +259,14 @@ class SqlOrchestrateService:
                     _running_stages(session, usage.job_ids))
         except NotFound:
             used = (0, 0, {}, ())
+        holds = tuple(
+            HoldView(h.id, h.node_id, h.effect, h.source, h.reason, h.placed_by, h.placed_at)
+            for h in session.scalars(
+                select(NodeHold).where(NodeHold.node_id == node.id).order_by(NodeHold.id)
+            )
+        )
         return NodeView(
+            holds=holds,
             id=node.id,
             name=node.name,
             status=node.status,
@@ -262,6 +281,102 @@ class SqlOrchestrateService:
             last_seen=node.last_seen,
             stages=used[3],
         )
+
+
+    # -- holds -------------------------------------------------------------------------------
+
+    def hold_source(self, who: Principal) -> str:
+        """Who a caller places holds as: the monitoring and provisioner service accounts,
+        or an administrator. ``PermissionDenied`` for anyone else."""
+        if who.name in SERVICE_HOLD_SOURCES:
+            return SERVICE_HOLD_SOURCES[who.name]
+        if who.is_admin:
+            return "admin"
+        raise PermissionDenied(f"account {who.name} may not place or release node holds")
+
+    def add_hold(self, who: Principal, node_ref: str, effect: str, reason: str = "") -> HoldView:
+        """Place a hold (cordon, evict or deprovision) on a node as the caller."""
+        source = self.hold_source(who)
+        hold_id = self.engine.add_hold(node_ref, effect, source, reason, who.name)
+        return next(h for h in self.get_node(who, node_ref).holds if h.id == hold_id)
+
+    def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
+        """Every hold on a node, oldest first."""
+        return list(self.get_node(who, node_ref).holds)
+
+    def release_hold(self, who: Principal, node_ref: str, hold_id: int) -> None:
+        """Release one hold by id (any source; the caller must be allowed to hold nodes)."""
+        self.hold_source(who)
+        self.engine.release_holds(node_ref, hold_id=hold_id, released_by=who.name)
+
+    def uncordon(self, who: Principal, node_ref: str) -> int:
+        """Release the node's admin cordon holds only; return how many were released."""
+        self.hold_source(who)
+        return self.engine.release_holds(node_ref, effect="cordon", source="admin",
+                                         released_by=who.name)
+
+    def remove_node(self, who: Principal, node_ref: str) -> None:
+        """Clear an offline node's record and release its holds."""
+        self.hold_source(who)
+        self.engine.remove_node(node_ref)
+
+    # -- why -----------------------------------------------------------------------------------
+
+    def explain_workflow(
+        self, who: Principal, workflow_id: str, *, include_finished: bool = False
+    ) -> list[StageExplanation]:
+        """Why each stage is where it is, in ``workflow describe`` order; waiting stages only
+        unless ``include_finished``."""
+        with self.sessions() as session:
+            self._owned(session, who, workflow_id)
+            stages = list(session.scalars(
+                select(Stage).where(Stage.workflow_id == workflow_id).order_by(Stage.id)
+            ))
+            by_name = {stage.name: stage for stage in stages}
+            explanations = []
+            for stage in stages:
+                if stage.status in TERMINAL and not include_finished:
+                    continue
+                explanations.append(self._explain(session, stage, by_name))
+            return explanations
+
+    def _explain(
+        self, session: Session, stage: Stage, by_name: dict[str, Stage]
+    ) -> StageExplanation:
+        def explained(reason: str, message: str, start: float | None = None) -> StageExplanation:
+            return StageExplanation(stage.name, stage.kind, stage.status, reason, message, start)
+
+        if stage.status in TERMINAL:
+            return explained(stage.status, stage.message or stage.status.lower())
+        diagnosis = self.engine.waiting_diagnosis(stage.id)
+        if diagnosis is not None:
+            return explained(diagnosis.reason.value, diagnosis.message,
+                             diagnosis.estimated_start)
+        live = session.scalars(select(Run).where(Run.stage_id == stage.id,
+                                                 Run.status.in_(("ASSIGNED", "STARTED"))))
+        live = list(live)
+        if live:
+            names = sorted({n for run in live for n in run.node_ids})
+            if any(run.status == "STARTED" for run in live):
+                return explained("RUNNING", f"running on {', '.join(names)}")
+            return explained("STARTING", f"placed on {', '.join(names)}; starting")
+        waiting = self._unmet_dependencies(stage, by_name)
+        if waiting:
+            return explained("WAITING_ON_DEPENDENCY", "waiting for " + ", ".join(waiting))
+        return explained("WAITING", "ready; waiting for the next scheduling pass")
+
+    def _unmet_dependencies(self, stage: Stage, by_name: dict[str, Stage]) -> list[str]:
+        plan = self.engine.plan_of(stage.workflow_id)
+        if plan is None:
+            return []
+        unmet = []
+        for edge in plan.dependencies_of(stage.name):
+            source = by_name.get(edge.source)
+            status = source.status if source is not None else "?"
+            wanted = "fail" if edge.condition.value == "on-failure" else "finish"
+            if status not in TERMINAL:
+                unmet.append(f"{edge.source} to {wanted} (now {status})")
+        return unmet
 
 
 def _running_stages(session: Session, job_ids: Iterable[str]) -> tuple[str, ...]:

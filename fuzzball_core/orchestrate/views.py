@@ -98,6 +98,36 @@ class LogChunkView:
 
 
 @dataclass(frozen=True)
+class HoldView:
+    """A hold on a node: no new work there, and per ``effect`` more."""
+
+    id: int
+    node_id: str
+    effect: str  # cordon, evict, deprovision
+    source: str  # admin, monitoring, provisioner
+    reason: str
+    placed_by: str
+    placed_at: float
+
+
+@dataclass(frozen=True)
+class StageExplanation:
+    """Why a stage is where it is (``fuzzball workflow why``).
+
+    ``reason`` is a scheduling reason code (INSUFFICIENT_RESOURCES, BACKFILL_NO_FIT,
+    NODE_ANNOTATIONS_MISMATCH, DEVICE_PLUGIN_FAILED, INFEASIBLE) or one of
+    WAITING_ON_DEPENDENCY, STARTING, RUNNING, FINISHED, FAILED, CANCELED.
+    """
+
+    stage_name: str
+    kind: str
+    status: str
+    reason: str
+    message: str
+    estimated_start: float | None = None
+
+
+@dataclass(frozen=True)
 class NodeView:
     """A registered compute node with its capacity, use and liveness."""
 
@@ -114,3 +144,4 @@ class NodeView:
     registered_at: float | None = None
     last_seen: float | None = None
     stages: tuple[str, ...] = ()  # "<workflow id>/<stage name>" of running work
+    holds: tuple[HoldView, ...] = ()

@@ -99,6 +99,7 @@ class Harness:
     hub: RecordingHub
     clock: FakeClock
     user: Principal
+    admin: Principal
 
     def node(self, name: str = "n1", cores: int = 4, memory: int = 8 << 30, **devices: int) -> str:
         return self.engine.register_node(name, Resources(cores, memory, devices), {})
@@ -145,7 +146,8 @@ def build_harness(url: str, clock: FakeClock | None = None) -> Harness:
     engine = Engine(sessions, DefaultScheduler(), hub, lease_seconds=15, clock=clock)
     service = SqlOrchestrateService(sessions, engine)
     user, _ = service.create_account(f"user-{uuid.uuid4().hex[:6]}")
-    return Harness(engine, service, hub, clock, user)
+    admin, _ = service.create_account(f"admin-{uuid.uuid4().hex[:6]}", admin=True)
+    return Harness(engine, service, hub, clock, user, admin)
 
 
 @pytest.fixture

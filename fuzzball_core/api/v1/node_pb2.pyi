@@ -154,12 +154,20 @@ class Welcome(_message.Message):
     unknown_run_ids: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class Shutdown(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...
+    shutdown: Shutdown
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,116 @@
+"""policy.retry: exit codes and lost nodes run a step again, within one shared budget."""
+
+from fuzzball_core.orchestrate.retries import decide
+from fuzzball_core.spec.models import Retry
+
+
+def workflow(policy: str, *, array: str = "") -> str:
+    return f"""
+version: v4
+jobs:
+  flaky:
+    image: {{uri: docker://alpine:latest}}
+    command: ["true"]
+    policy: {policy}
+{array}"""
+
+
+def test_listed_exit_code_retries_then_finishes_after_one_retried_event(harness):
+    node = harness.node()
+    wf = harness.submit(workflow("{retry: {on: [75], attempts: 3}}"))
+    (first,) = harness.assignments()
+    harness.run_to_end(node, first, code=75)
+    (second,) = harness.assignments()
+    assert second.stage_name == "jobs.flaky"
+    assert second.run_id != first.run_id
+    harness.run_to_end(node, second, code=0)
+    assert harness.status(wf) == "FINISHED"
+    assert harness.events(wf).count("retried") == 1
+
+
+def test_unlisted_exit_code_fails_without_retry(harness):
+    node = harness.node()
+    wf = harness.submit(workflow("{retry: {on: [75], attempts: 3}}"))
+    (first,) = harness.assignments()
+    harness.run_to_end(node, first, code=1)
+    assert harness.assignments() == []
+    assert harness.status(wf) == "FAILED"
+    assert "retried" not in harness.events(wf)
+
+
+def test_attempts_exhausted_fails_with_retries_exhausted(harness):
+    node = harness.node()
+    wf = harness.submit(workflow("{retry: {on: [75], attempts: 2}}"))
+    runs = 0
+    while batch := harness.assignments():
+        for assignment in batch:
+            harness.run_to_end(node, assignment, code=75)
+            runs += 1
+    assert runs == 3
+    events = harness.events(wf)
+    assert events.count("retried") == 2
+    assert events.count("retries_exhausted") == 1
+    (stage,) = harness.service.get_workflow(harness.user, wf).stages
+    assert stage.status == "FAILED"
+    assert "retries exhausted after 3 attempts" in stage.message
+
+
+def test_lost_node_requeues_a_step_that_retries_on_node(harness):
+    first_node = harness.node("n1")
+    wf = harness.submit(workflow("{retry: {on: [node], attempts: 2}}"))
+    (first,) = harness.assignments()
+    harness.start(first_node, first.run_id)
+    harness.engine.step()
+    harness.clock.now += 10
+    second_node = harness.node("n2")
+    harness.clock.now += 10  # n1's lease (15 s) has run out, n2's has not
+    harness.engine.step()
+    (second,) = harness.assignments()
+    assert second.node_ids == [second_node]
+    harness.run_to_end(second_node, second)
+    assert harness.status(wf) == "FINISHED"
+
+
+def test_lost_node_fails_a_step_without_retry_naming_the_field(harness):
+    node = harness.node()
+    wf = harness.submit(workflow("{timeout: {execute: 1h}}"))
+    (first,) = harness.assignments()
+    harness.start(node, first.run_id)
+    harness.engine.step()
+    harness.clock.now += 60
+    harness.engine.step()
+    (stage,) = harness.service.get_workflow(harness.user, wf).stages
+    assert stage.status == "FAILED"
+    assert "set policy.retry.on: [node]" in stage.message
+
+
+def test_restart_on_node_fault_works_as_retry_on_node():
+    assert decide(Retry(on=["node"]), "node", reruns=0, node_reruns=0,
+                  max_eviction_restarts=3).retry
+
+
+def test_node_retries_are_capped_by_max_eviction_restarts():
+    decision = decide(Retry(on=["node"], attempts=10), "node", reruns=2, node_reruns=2,
+                      max_eviction_restarts=2)
+    assert not decision.retry
+    assert decision.exhausted
+    assert "max-eviction-restarts" in decision.note
+
+
+def test_attempts_are_one_budget_for_every_cause():
+    rule = Retry(on=["node", 75], attempts=2)
+    assert not decide(rule, "75", reruns=2, node_reruns=1, max_eviction_restarts=3).retry
+
+
+def test_one_task_of_an_array_is_retried_alone(harness):
+    node = harness.node(cores=16)
+    wf = harness.submit(workflow("{retry: {on: [75], attempts: 1}}",
+                                 array="    task-array: {start: 1, end: 3}"))
+    batch = harness.assignments()
+    assert sorted(a.task_id for a in batch) == [1, 2, 3]
+    for assignment in batch:
+        harness.run_to_end(node, assignment, code=75 if assignment.task_id == 2 else 0)
+    (again,) = harness.assignments()
+    assert again.task_id == 2
+    harness.run_to_end(node, again)
+    assert harness.status(wf) == "FINISHED"

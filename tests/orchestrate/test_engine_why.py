@@ -1,0 +1,82 @@
+"""Scheduling diagnostics: why a stage waits, and scheduling_blocked events."""
+
+WORKFLOW = """
+version: v4
+jobs:
+  first:
+    image: {{uri: docker://alpine:latest}}
+    command: ["true"]
+    resource: {resource}
+  second:
+    image: {{uri: docker://alpine:latest}}
+    command: ["true"]
+    depends-on: [{{name: first}}]
+"""
+
+
+def test_job_needing_a_gpu_on_a_cluster_that_has_none_is_refused_naming_it(harness):
+    import pytest
+
+    from fuzzball_core.errors import InvalidArgument
+
+    harness.node("n1")
+    with pytest.raises(InvalidArgument, match="nvidia.com/gpu"):
+        harness.submit(WORKFLOW.format(resource="{devices: {nvidia.com/gpu: 1}}"))
+
+
+def test_why_names_held_nodes(harness):
+    harness.node("n1")
+    harness.service.add_hold(harness.admin, "n1", "cordon", "maintenance")
+    wf = harness.submit(WORKFLOW.format(resource="{cpu: {cores: 1}}"))
+    first, second = harness.service.explain_workflow(harness.user, wf)
+    assert first.stage_name == "jobs.first"
+    assert first.reason == "INSUFFICIENT_RESOURCES"
+    assert "held (cordon by admin)" in first.message
+    assert second.reason == "WAITING_ON_DEPENDENCY"
+    assert "jobs.first" in second.message
+
+
+def test_why_names_annotation_mismatch(harness):
+    from fuzzball_core.scheduling import Resources
+
+    harness.engine.register_node("n1", Resources(4, 8 << 30), {"zone": "a"})
+    harness.engine.register_node("n2", Resources(4, 8 << 30), {"zone": "b"})
+    harness.service.add_hold(harness.admin, "n2", "cordon", "maintenance")
+    wf = harness.submit(WORKFLOW.format(resource="{annotations: {zone: b}}"))
+    first, _ = harness.service.explain_workflow(harness.user, wf)
+    assert first.reason == "NODE_ANNOTATIONS_MISMATCH", first.message
+    assert "annotations mismatch" in first.message
+
+
+def test_why_names_the_missing_gpu_when_the_gpu_node_is_offline(harness):
+    harness.node("cpu-node")
+    harness.node("gpu-node", **{"nvidia.com/gpu": 1})
+    harness.clock.now += 10
+    harness.node("cpu-node")
+    harness.clock.now += 10  # gpu-node's lease ran out
+    harness.engine.step()
+    wf = harness.submit(WORKFLOW.format(resource="{devices: {nvidia.com/gpu: 1}}"))
+    first, _ = harness.service.explain_workflow(harness.user, wf)
+    assert "missing device nvidia.com/gpu" in first.message
+    assert "not ready" in first.message
+
+
+def test_scheduling_blocked_is_emitted_once_per_cause(harness):
+    harness.node("n1")
+    harness.service.add_hold(harness.admin, "n1", "cordon", "maintenance")
+    wf = harness.submit(WORKFLOW.format(resource="{cpu: {cores: 1}}"))
+    harness.engine.step()
+    harness.engine.step()
+    assert harness.events(wf).count("scheduling_blocked") == 1
+
+
+def test_why_all_includes_finished_stages(harness):
+    node = harness.node("n1")
+    wf = harness.submit(WORKFLOW.format(resource="{cpu: {cores: 1}}"))
+    (first,) = harness.assignments()
+    harness.run_to_end(node, first)
+    waiting = harness.service.explain_workflow(harness.user, wf)
+    assert [e.stage_name for e in waiting] == ["jobs.second"]
+    everything = harness.service.explain_workflow(harness.user, wf, include_finished=True)
+    assert [e.stage_name for e in everything] == ["jobs.first", "jobs.second"]
+    assert everything[0].reason == "FINISHED"
