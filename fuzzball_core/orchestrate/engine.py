@@ -579,10 +579,11 @@ class Engine:
                              cause=NODE_CAUSE)
 
     def _deprovision_empty_nodes(self, tx: Transaction) -> None:
+        held_ids = select(NodeHold.node_id).where(
+            NodeHold.effect == HoldEffect.DEPROVISION.value
+        )
         held = tx.session.scalars(
-            select(Node).join(NodeHold, NodeHold.node_id == Node.id)
-            .where(NodeHold.effect == HoldEffect.DEPROVISION.value, Node.status == READY)
-            .distinct()
+            select(Node).where(Node.id.in_(held_ids), Node.status == READY)
         )
         for node in held:
             if self._live_runs_on(tx.session, node.id):

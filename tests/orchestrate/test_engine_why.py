@@ -20,7 +20,7 @@ def test_job_needing_a_gpu_on_a_cluster_that_has_none_is_refused_naming_it(harne
     from fuzzball_core.errors import InvalidArgument
 
     harness.node("n1")
-    with pytest.raises(InvalidArgument, match="nvidia.com/gpu"):
+    with pytest.raises(InvalidArgument, match=r"nvidia\.com/gpu"):
         harness.submit(WORKFLOW.format(resource="{devices: {nvidia.com/gpu: 1}}"))
 
 
