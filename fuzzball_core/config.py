@@ -31,12 +31,23 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.units import parse_duration, parse_size
+from fuzzball_core.spec.units import parse_duration, parse_memory_size
 
 CONFIG_ENV = "FUZZBALL_CONFIG"
 
-ByteSize = Annotated[int, BeforeValidator(parse_size)]
-Seconds = Annotated[float, BeforeValidator(parse_duration)]
+
+def _bytes(value: Any) -> Any:
+    # whole numbers are bytes; text is a size with a unit, as in workflow files
+    return parse_memory_size(value) if isinstance(value, str) else value
+
+
+def _seconds(value: Any) -> Any:
+    # numbers are seconds; text is a Go-style duration, as in workflow files
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+ByteSize = Annotated[int, BeforeValidator(_bytes), Field(ge=0)]
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
 
 
 def _hyphenate(name: str) -> str:
@@ -86,6 +97,8 @@ class SubstrateConfig(_Section):
     metrics_listen: str = "127.0.0.1:9100"
     #: where device plugins look for device nodes (a containerised agent mounts the host's)
     dev_root: Path = Path("/dev")
+    #: count each job's network traffic (eBPF on the job's cgroup; costs a few ms per job)
+    metering: bool = True
 
 
 class SchedulerConfig(_Section):

@@ -61,7 +61,7 @@ def test_wrong_type_is_named_with_its_path():
 
 
 def test_bad_size_names_the_key_and_the_units():
-    with pytest.raises(ConfigError, match=r"images\.cache-max-bytes.*GiB"):
+    with pytest.raises(ConfigError, match=r"images\.cache-max-bytes.*512MiB"):
         parse_config({"images": {"cache-max-bytes": "lots"}})
 
 
@@ -91,3 +91,12 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 def test_empty_file_gives_defaults(tmp_path):
     assert load_config(write(tmp_path, "")) == FuzzballConfig()
+
+
+def test_durations_read_like_workflow_durations():
+    assert parse_config({"orchestrate": {"node-lease": "1m30s"}}).orchestrate.node_lease == 90
+
+
+def test_bad_duration_names_the_key():
+    with pytest.raises(ConfigError, match=r"orchestrate\.node-lease"):
+        parse_config({"orchestrate": {"node-lease": "10x"}})
