@@ -76,7 +76,7 @@ setup(
         "console_scripts": [
             "fuzzball = fuzzball_core.cli.main:main",
             "fuzzball-orchestrate = fuzzball_core.orchestrate.server:main",
-            "fuzzball-substrate = fuzzball_core.services:substrate_main",
+            "fuzzball-substrate = fuzzball_core.substrate.main:main",
             "fuzzball-federate = fuzzball_core.services:federate_main",
             "fuzzball-runtime = fuzzball_runtime.cli:main",
         ],

@@ -10,16 +10,6 @@ def _not_yet(name: str) -> int:
     return 2
 
 
-def orchestrate_main() -> int:
-    """``fuzzball-orchestrate``."""
-    return _not_yet("fuzzball-orchestrate")
-
-
-def substrate_main() -> int:
-    """``fuzzball-substrate``."""
-    return _not_yet("fuzzball-substrate")
-
-
 def federate_main() -> int:
     """``fuzzball-federate``."""
     return _not_yet("fuzzball-federate")

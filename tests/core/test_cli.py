@@ -84,7 +84,7 @@ def test_bad_config_key_exits_2_naming_the_key(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("script", ["fuzzball-substrate", "fuzzball-federate"])
+@pytest.mark.parametrize("script", ["fuzzball-federate"])
 def test_services_not_yet_built_say_so_and_exit_2(script):
     result = subprocess.run([script], capture_output=True, text=True)
     assert result.returncode == 2

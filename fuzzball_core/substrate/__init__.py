@@ -1,0 +1,1 @@
+"""Substrate: the node agent (``fuzzball-substrate``) that runs Orchestrate's jobs here."""

@@ -1,0 +1,403 @@
+"""The node agent: registration, the Connect stream, lease heartbeats, reconnects.
+
+The agent dials Orchestrate, registers this machine's resources (or the limits in its
+configuration) and holds one bidirectional ``Connect`` stream. Its first message on every
+stream is a ``Hello`` listing every run it still knows: running ones, and finished ones whose
+``RunExited`` may not have reached the database yet. After Orchestrate's ``Welcome`` (which
+names runs to kill and forget) the agent re-sends the state of the runs it knows, then
+streams heartbeats, run starts, output and exits while it executes the assignments it
+receives.
+
+When the stream breaks (Orchestrate restarted, network trouble) the containers keep running;
+the agent re-registers and reconnects with exponential backoff, and the Hello/Welcome
+exchange reconciles both sides. A finished run's report is kept until it was sent on a
+stream that then stayed up for ``2 * lease`` seconds, so no result is lost to a crash of
+Orchestrate; duplicates are ignored on the other side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import shutil
+import socket
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from fuzzball_core import __version__
+from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
+from fuzzball_core.config import FuzzballConfig
+from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.substrate.devices import DevicePool, discover_devices
+from fuzzball_core.substrate.executor import (
+    JobExecution,
+    NodeServices,
+    RunOutcome,
+    RunRequest,
+)
+from fuzzball_core.substrate.images import NodeImages
+from fuzzball_core.substrate.volumes import WorkflowVolumes
+from fuzzball_runtime import sweep
+
+log = logging.getLogger("fuzzball.substrate")
+
+#: Reconnect backoff: first delay, growth factor and ceiling (seconds).
+BACKOFF_INITIAL = 0.2
+BACKOFF_FACTOR = 2.0
+BACKOFF_MAX = 5.0
+#: A stream that stayed up this long resets the backoff.
+STABLE_STREAM = 10.0
+
+
+def machine_memory() -> int:
+    """Bytes of RAM on this machine (``MemTotal``)."""
+    with open("/proc/meminfo", encoding="ascii") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@dataclass
+class NodeIdentity:
+    """What the agent registers as."""
+
+    name: str
+    cores: int
+    memory: int
+    devices: dict[str, int]
+    annotations: dict[str, str]
+    device_plugin_failed: bool
+
+
+@dataclass
+class KnownRun:
+    """A run this node was given and has not forgotten yet."""
+
+    request: RunRequest
+    execution: JobExecution | None = None
+    started: bool = False
+    outcome: RunOutcome | None = None
+    #: stream generation and time the outcome was last sent on
+    reported_on: int = -1
+    reported_at: float = 0.0
+    #: Orchestrate no longer wants this run: stop it and report nothing
+    forgotten: bool = False
+
+
+class Outbox:
+    """Messages for Orchestrate, in order, kept while no stream is up.
+
+    Only the current stream's request generator takes messages: a generator of a stream
+    that broke may still be waiting here, and must not swallow what the next stream sends.
+    """
+
+    def __init__(self) -> None:
+        self._messages: deque[node_pb2.NodeMessage] = deque()
+        self._ready = asyncio.Event()
+
+    def put(self, message: node_pb2.NodeMessage) -> None:
+        self._messages.append(message)
+        self._ready.set()
+
+    def wake(self) -> None:
+        """Make waiting takers check whether they are still current."""
+        self._ready.set()
+
+    async def take(self, still_current: Callable[[], bool]) -> node_pb2.NodeMessage | None:
+        """The next message, or None once ``still_current()`` turned false."""
+        while True:
+            if not still_current():
+                return None
+            if self._messages:
+                return self._messages.popleft()
+            self._ready.clear()
+            await self._ready.wait()
+
+
+class Agent:
+    """One ``fuzzball-substrate``."""
+
+    def __init__(self, config: FuzzballConfig, registry: PluginRegistry) -> None:
+        self.config = config
+        settings = config.substrate
+        self.work_dir = Path(settings.work_dir or config.data_dir / "substrate")
+        self.registry = registry
+        self.address = settings.orchestrate_address
+        self._metadata = (("authorization", f"Bearer {settings.node_token}"),)
+        node_config = settings.model_dump(mode="json", by_alias=True)
+        devices, plugin_failed = discover_devices(registry.hook, node_config)
+        self.devices = DevicePool(devices, settings.devices)
+        self.identity = NodeIdentity(
+            name=settings.node_name or socket.gethostname(),
+            cores=settings.cores or os.cpu_count() or 1,
+            memory=settings.memory or machine_memory(),
+            devices=self.devices.capacity(),
+            annotations=dict(settings.annotations),
+            device_plugin_failed=plugin_failed,
+        )
+        threads = max(4, min(16, 4 * (os.cpu_count() or 1)))
+        self.services = NodeServices(
+            images=NodeImages(
+                registry,
+                config.images.model_dump(mode="json", by_alias=True),
+                self.work_dir / "cache",
+            ),
+            volumes=WorkflowVolumes(self.work_dir),
+            devices=self.devices,
+            hooks=registry.hook,
+            state_dir=self.work_dir / "runtime",
+            runs_dir=self.work_dir / "runs",
+            start_pool=ThreadPoolExecutor(threads, thread_name_prefix="container"),
+            pull_pool=ThreadPoolExecutor(4, thread_name_prefix="image-pull"),
+            metering=settings.metering,
+        )
+        self.node_id = ""
+        self.lease_seconds = config.orchestrate.node_lease
+        self.runs: dict[int, KnownRun] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._outbox = Outbox()
+        self._generation = 0
+        #: generation of the stream that is up, 0 while none is
+        self._live = 0
+        self._welcomed = asyncio.Event()
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def prepare_node(self) -> None:
+        """Free what a previous agent in this work directory left behind."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        report = sweep(self.services.state_dir)
+        if report.killed or report.records:
+            log.warning("swept %d leftover containers of a previous agent", len(report.records))
+        shutil.rmtree(self.services.runs_dir, ignore_errors=True)
+        self.services.runs_dir.mkdir(parents=True)
+        self.services.volumes.adopt_leftovers(time.time())
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve Orchestrate until ``stop`` is set, reconnecting whenever the stream ends."""
+        self.prepare_node()
+        options = [("grpc.max_receive_message_length", 64 << 20)]
+        backoff = BACKOFF_INITIAL
+        async with grpc.aio.insecure_channel(self.address, options=options) as channel:
+            stub = node_pb2_grpc.NodeAgentStub(channel)
+            while not stop.is_set():
+                began = time.monotonic()
+                session = asyncio.ensure_future(self._session(stub))
+                stopper = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if not session.done():
+                    session.cancel()
+                    break
+                problem = session.exception()
+                if problem is not None and not isinstance(problem, grpc.aio.AioRpcError):
+                    log.error("connection to %s failed: %r", self.address, problem)
+                elif problem is not None:
+                    self._log_rpc_error(problem)
+                if time.monotonic() - began > STABLE_STREAM:
+                    backoff = BACKOFF_INITIAL
+                delay = backoff * random.uniform(0.8, 1.2)
+                backoff = min(backoff * BACKOFF_FACTOR, BACKOFF_MAX)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+        await self._shutdown()
+
+    def _log_rpc_error(self, error: grpc.aio.AioRpcError) -> None:
+        code = error.code()
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION):
+            log.error("Orchestrate at %s refused this node: %s", self.address, error.details())
+        else:
+            log.info("Orchestrate at %s unavailable (%s); reconnecting", self.address, code.name)
+
+    async def _shutdown(self) -> None:
+        for known in self.runs.values():
+            if known.execution is not None and known.outcome is None:
+                known.execution.stop("canceled", "the node agent stopped")
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=10)
+        self.services.start_pool.shutdown(wait=False, cancel_futures=True)
+        self.services.pull_pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the stream ----------------------------------------------------------------------------
+
+    async def _register(self, stub: node_pb2_grpc.NodeAgentStub) -> None:
+        identity = self.identity
+        reply = await stub.Register(
+            node_pb2.RegisterRequest(
+                name=identity.name,
+                capacity=node_pb2.Resources(
+                    cores=identity.cores, memory=identity.memory, devices=identity.devices
+                ),
+                annotations=identity.annotations,
+                device_plugin_failed=identity.device_plugin_failed,
+                version=__version__,
+            ),
+            metadata=self._metadata,
+        )
+        self.node_id = reply.node_id
+        self.lease_seconds = reply.lease_seconds or self.lease_seconds
+
+    async def _session(self, stub: node_pb2_grpc.NodeAgentStub) -> None:
+        # Registering again on every connection is idempotent (same name, same id) and puts
+        # the node back in the scheduler of an Orchestrate that restarted meanwhile.
+        await self._register(stub)
+        self._generation += 1
+        generation = self._live = self._generation
+        self._welcomed = asyncio.Event()
+        call = stub.Connect(self._requests(generation), metadata=self._metadata)
+        upkeep = asyncio.create_task(self._upkeep(generation))
+        try:
+            async for control in call:
+                self._on_control(control)
+            log.info("Orchestrate closed the stream; reconnecting")
+        finally:
+            self._live = 0
+            self._outbox.wake()  # the broken stream's generator stops taking messages
+            upkeep.cancel()
+            call.cancel()
+
+    async def _requests(self, generation: int) -> AsyncIterator[node_pb2.NodeMessage]:
+        yield node_pb2.NodeMessage(
+            hello=node_pb2.Hello(node_id=self.node_id, running_run_ids=sorted(self.runs))
+        )
+        await self._welcomed.wait()
+        for message in self._resends(generation):
+            yield message
+        while True:
+            message = await self._outbox.take(lambda: generation == self._live)
+            if message is None:
+                return  # this stream ended; what is left goes on the next one
+            if message.WhichOneof("kind") == "exited":
+                self._mark_reported(message.exited.run_id, generation)
+            yield message
+
+    def _resends(self, generation: int) -> list[node_pb2.NodeMessage]:
+        """Run starts and exits Orchestrate may have missed while the stream was down."""
+        messages = []
+        for run_id, known in self.runs.items():
+            if known.outcome is not None:
+                messages.append(node_pb2.NodeMessage(exited=known.outcome.to_message(run_id)))
+                known.reported_on, known.reported_at = generation, time.monotonic()
+            elif known.started:
+                messages.append(
+                    node_pb2.NodeMessage(
+                        started=node_pb2.RunStarted(run_id=run_id, time=time.time())
+                    )
+                )
+        return messages
+
+    def _mark_reported(self, run_id: int, generation: int) -> None:
+        known = self.runs.get(run_id)
+        if known is not None:
+            known.reported_on, known.reported_at = generation, time.monotonic()
+
+    async def _upkeep(self, generation: int) -> None:
+        """Heartbeats every lease/3; forgetting delivered results; expiring volumes."""
+        while True:
+            self._outbox.put(node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+            await asyncio.sleep(max(self.lease_seconds / 3, 0.05))
+            settled = time.monotonic() - 2 * self.lease_seconds
+            for run_id in [
+                run_id
+                for run_id, known in self.runs.items()
+                if known.outcome is not None
+                and known.reported_on == generation
+                and known.reported_at <= settled
+            ]:
+                del self.runs[run_id]
+            self.services.volumes.expire(time.time())
+
+    def _send(self, message: node_pb2.NodeMessage) -> None:
+        self._outbox.put(message)
+
+    # -- control messages ----------------------------------------------------------------------
+
+    def _on_control(self, control: node_pb2.ControlMessage) -> None:
+        kind = control.WhichOneof("kind")
+        if kind == "assign":
+            self._assign(control.assign)
+        elif kind == "cancel":
+            known = self.runs.get(control.cancel.run_id)
+            if known is not None and known.execution is not None and known.outcome is None:
+                known.execution.stop("canceled")
+        elif kind == "welcome":
+            self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
+            for run_id in control.welcome.unknown_run_ids:
+                self._forget(run_id)
+            self._welcomed.set()
+
+    def _forget(self, run_id: int) -> None:
+        known = self.runs.pop(run_id, None)
+        if known is None:
+            return
+        known.forgotten = True
+        if known.execution is not None and known.outcome is None:
+            log.info("run %d is no longer wanted by Orchestrate; stopping it", run_id)
+            known.execution.stop("canceled")
+
+    def _assign(self, assignment: node_pb2.Assignment) -> None:
+        if assignment.run_id in self.runs:
+            return  # sent again after a reconnect: it is already ours
+        try:
+            request = RunRequest.from_assignment(assignment)
+        except Exception as exc:
+            outcome = RunOutcome(message=f"the assignment could not be read: {exc}")
+            self._send(node_pb2.NodeMessage(exited=outcome.to_message(assignment.run_id)))
+            return
+        known = KnownRun(request)
+        self.runs[request.run_id] = known
+        task = asyncio.create_task(self._execute(known))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, known: KnownRun) -> None:
+        run_id = known.request.run_id
+        execution = JobExecution(known.request, self.services, self._log_sink)
+        known.execution = execution
+        try:
+            outcome = await execution.start()
+            if outcome is None:
+                known.started = True
+                if not known.forgotten:
+                    self._send(
+                        node_pb2.NodeMessage(
+                            started=node_pb2.RunStarted(run_id=run_id, time=time.time())
+                        )
+                    )
+                outcome = await execution.wait()
+        except Exception as exc:  # never leave a run without a report
+            log.exception("run %d failed inside the agent", run_id)
+            outcome = RunOutcome(message=f"the node agent failed running the job: {exc!r}")
+        finally:
+            execution.destroy()
+        known.outcome = outcome
+        if not known.forgotten:
+            self._send(node_pb2.NodeMessage(exited=outcome.to_message(run_id)))
+
+    def _log_sink(self, run_id: int, stream: str, data: bytes) -> None:
+        known = self.runs.get(run_id)
+        if known is not None and not known.forgotten:
+            self._send(
+                node_pb2.NodeMessage(log=node_pb2.LogData(run_id=run_id, stream=stream, data=data))
+            )
+
+
+def check_settings(config: FuzzballConfig) -> None:
+    """Refuse settings the agent cannot run with (raises FailedPrecondition)."""
+    if not config.substrate.node_token:
+        raise FailedPrecondition(
+            "substrate.node-token: must be set (the value of orchestrate.node-token)"
+        )
+    if not config.substrate.orchestrate_address:
+        raise FailedPrecondition("substrate.orchestrate-address: must be set")

@@ -1,0 +1,424 @@
+"""One assignment, run through the node runtime: the task-driver side of Substrate.
+
+Shaped after Nomad's task-driver contract: :meth:`JobExecution.start` (image, volumes,
+devices, container), :meth:`JobExecution.wait` (exit status, with stdout/stderr streamed
+meanwhile), :meth:`JobExecution.signal`, :meth:`JobExecution.stop` (cancel or time-out:
+SIGTERM, then SIGKILL after a grace period), :meth:`JobExecution.destroy` (free everything)
+and :meth:`JobExecution.stats`.
+
+Everything runs on the agent's event loop except the blocking runtime calls (image pulls,
+container start, reaping), which go to thread pools. Output is read from non-blocking pipes
+and handed to the log sink in batches; the container's exit is noticed through a pidfd, so a
+waiting job costs no thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.hookspecs import ContainerPreparation, Device
+from fuzzball_core.orchestrate.requests import job_resources
+from fuzzball_core.spec.models import Job
+from fuzzball_core.substrate.devices import DevicePool
+from fuzzball_core.substrate.images import NodeImages, describe_pull_failure
+from fuzzball_core.substrate.volumes import WorkflowVolumes
+from fuzzball_runtime import DEVNULL, PIPE, Bind, Container, ContainerHandle, ContainerSpec
+from fuzzball_runtime.spec import DEFAULT_PATH
+
+log = logging.getLogger("fuzzball.substrate")
+
+#: Seconds between SIGTERM and SIGKILL when a job is canceled or runs out of time.
+KILL_GRACE = 5.0
+#: Bytes of one LogData message at most, and the batching delay for smaller ones.
+LOG_CHUNK = 64 * 1024
+LOG_FLUSH_DELAY = 0.1
+#: Where a job's script appears inside its container (read-only).
+SCRIPT_DIR = "/.fuzzball"
+#: Seconds to drain output after the container's PID 1 ended (its pipes close with it).
+DRAIN_TIMEOUT = 2.0
+
+LogSink = Callable[[int, str, bytes], None]
+
+_HOSTNAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What Orchestrate asked this node to run (an ``Assignment``, parsed)."""
+
+    run_id: int
+    workflow_id: str
+    stage_name: str
+    task_id: int | None
+    job: Job
+    definition: dict[str, Any]
+    timeout_seconds: float | None
+
+    @classmethod
+    def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
+        """Parse an assignment; raises InvalidArgument when its job definition is unusable."""
+        definition = json.loads(assignment.job_json)
+        return cls(
+            run_id=assignment.run_id,
+            workflow_id=assignment.workflow_id,
+            stage_name=assignment.stage_name,
+            task_id=assignment.task_id if assignment.has_task else None,
+            job=Job.model_validate(definition),
+            definition=definition,
+            timeout_seconds=assignment.timeout_seconds or None,
+        )
+
+    @property
+    def job_name(self) -> str:
+        """``hello`` for the stage ``jobs.hello``."""
+        return self.stage_name.partition(".")[2] or self.stage_name
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, as reported in ``RunExited``."""
+
+    exit_code: int = -1
+    signal: int = 0
+    oom_killed: bool = False
+    timed_out: bool = False
+    canceled: bool = False
+    message: str = ""
+    time: float = field(default_factory=time.time)
+    metering: dict[str, Any] | None = None
+
+    def to_message(self, run_id: int) -> node_pb2.RunExited:
+        """The ``RunExited`` report of this outcome."""
+        return node_pb2.RunExited(
+            run_id=run_id,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            oom_killed=self.oom_killed,
+            timed_out=self.timed_out,
+            canceled=self.canceled,
+            message=self.message,
+            time=self.time,
+            metering_json=json.dumps(self.metering) if self.metering else "",
+        )
+
+
+@dataclass
+class NodeServices:
+    """What every execution on this node shares."""
+
+    images: NodeImages
+    volumes: WorkflowVolumes
+    devices: DevicePool
+    hooks: Any
+    state_dir: Path
+    runs_dir: Path
+    start_pool: Executor
+    pull_pool: Executor
+    metering: bool = True
+
+
+def container_hostname(request: RunRequest) -> str:
+    """The job's name as a DNS label (``-<task id>`` appended for array tasks)."""
+    base = _HOSTNAME_UNSAFE.sub("-", request.job_name.lower()).strip("-") or "job"
+    suffix = f"-{request.task_id}" if request.task_id is not None else ""
+    return base[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+def job_command(job: Job, script_path: str | None) -> list[str]:
+    """The argv: the script run by /bin/sh, or the command, followed by ``args``."""
+    args = list(job.args or [])
+    if script_path is not None:
+        return ["/bin/sh", script_path, *args]
+    return [*(job.command or []), *args]
+
+
+def job_environment(request: RunRequest, hostname: str) -> dict[str, str]:
+    """The container's environment: defaults, the job's ``env``, then the ``FB_*`` variables."""
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
+    for entry in request.job.env or ():
+        name, _, value = str(entry).partition("=")
+        env[name] = value
+    env["FB_WORKFLOW_ID"] = request.workflow_id
+    env["FB_JOB_NAME"] = request.job_name
+    if request.task_id is not None:
+        env["FB_TASK_ID"] = str(request.task_id)
+    return env
+
+
+class JobExecution:
+    """One run's container from image pull to release."""
+
+    def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
+        self.request = request
+        self.node = node
+        self._sink = sink
+        self._loop = asyncio.get_running_loop()
+        self._handle: ContainerHandle | None = None
+        self._devices: list[Device] = []
+        self._run_dir: Path | None = None
+        self._stopping: str | None = None  # "canceled" | "timed_out"
+        self._stop_message = ""
+        self._exited = asyncio.Event()
+        self._eof: dict[int, asyncio.Event] = {}
+        self._buffers: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self._flush_scheduled = False
+        self._timers: list[asyncio.TimerHandle] = []
+        self._pidfd = -1
+        self._acquired_volumes = False
+        self.started_at: float | None = None
+
+    # -- start ---------------------------------------------------------------------------------
+
+    async def start(self) -> RunOutcome | None:
+        """Pull the image and start the container; an outcome instead when that failed."""
+        request = self.request
+        uri = request.job.image.uri
+        try:
+            image = await self._loop.run_in_executor(
+                self.node.pull_pool,
+                lambda: self.node.images.ensure(uri, ttl=request.job.image.cache_ttl),
+            )
+        except Exception as exc:
+            return RunOutcome(message=describe_pull_failure(uri, exc))
+        if self._stopping is not None:
+            return self._outcome_without_start()
+        try:
+            spec = self._container_spec(image)
+        except Exception as exc:
+            return RunOutcome(message=f"the job's container could not be prepared: {_text(exc)}")
+        try:
+            self._handle = await self._loop.run_in_executor(
+                self.node.start_pool, Container(spec).start
+            )
+        except Exception as exc:
+            return RunOutcome(message=f"the container could not start: {_text(exc)}")
+        self.started_at = time.time()
+        for note in self._handle.warnings:
+            log.warning("run %d: %s", request.run_id, note)
+        self._watch()
+        if self._stopping is not None:  # canceled while the container was being started
+            self._begin_stop()
+        elif request.timeout_seconds:
+            self._timers.append(
+                self._loop.call_later(request.timeout_seconds, self.stop, "timed_out", "")
+            )
+        return None
+
+    def _container_spec(self, image: Path) -> ContainerSpec:
+        request = self.request
+        job = request.job
+        hostname = container_hostname(request)
+        env = job_environment(request, hostname)
+        binds: list[Bind] = []
+        if job.mounts:
+            self.node.volumes.acquire(request.workflow_id)
+            self._acquired_volumes = True
+            for path, mount in job.mounts.items():
+                source = self.node.volumes.volume_dir(request.workflow_id, mount.volume)
+                binds.append(Bind(str(source), str(path)))
+        script_path = None
+        if job.script is not None:
+            self._run_dir = self.node.runs_dir / str(request.run_id)
+            self._run_dir.mkdir(parents=True, exist_ok=True)
+            (self._run_dir / "script").write_text(job.script)
+            binds.append(Bind(str(self._run_dir), SCRIPT_DIR, readonly=True))
+            script_path = f"{SCRIPT_DIR}/script"
+        command = job_command(job, script_path)
+        if not command:
+            raise FuzzballError("the job has neither command nor script")
+        resources = job_resources(job)
+        wanted_devices = dict(resources.devices)
+        if wanted_devices:
+            self._devices = self.node.devices.allocate(request.run_id, wanted_devices)
+        preparation = ContainerPreparation()
+        self.node.hooks.fuzzball_job_prepare_container(
+            job=request.definition, devices=list(self._devices), container=preparation
+        )
+        env.update(preparation.env)
+        binds.extend(Bind(src, dst) for src, dst in preparation.binds)
+        declared_cpu = job.resource is not None and job.resource.cpu is not None
+        return ContainerSpec(
+            image=image,
+            command=command,
+            env=env,
+            cwd=str(job.cwd or "/"),
+            hostname=hostname,
+            binds=binds,
+            devices=list(preparation.device_paths),
+            memory=resources.memory or None,
+            # Cores are a CPU quota only when the job asks for them: a job without a
+            # resource section runs unthrottled, and without a per-job cgroup to create.
+            cpus=float(resources.cores) if declared_cpu else None,
+            stdin=DEVNULL,
+            stdout=PIPE,
+            stderr=PIPE,
+            metering=self.node.metering,
+            state_dir=self.node.state_dir,
+        )
+
+    # -- output and exit -----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        handle = self._handle
+        assert handle is not None
+        for stream_name, stream in (("stdout", handle.stdout), ("stderr", handle.stderr)):
+            if stream is None:
+                continue
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            self._eof[fd] = asyncio.Event()
+            self._loop.add_reader(fd, self._read, fd, stream_name)
+        self._pidfd = os.pidfd_open(handle.pid)
+        self._loop.add_reader(self._pidfd, self._on_exit)
+
+    def _read(self, fd: int, stream_name: str) -> None:
+        try:
+            data = os.read(fd, LOG_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._loop.remove_reader(fd)
+            self._eof[fd].set()
+            return
+        buffer = self._buffers[stream_name]
+        buffer += data
+        if len(buffer) >= LOG_CHUNK:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_later(LOG_FLUSH_DELAY, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        for stream_name, buffer in self._buffers.items():
+            while buffer:
+                chunk = bytes(buffer[:LOG_CHUNK])
+                del buffer[:LOG_CHUNK]
+                self._sink(self.request.run_id, stream_name, chunk)
+
+    def _on_exit(self) -> None:
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = -1
+        self._exited.set()
+
+    async def wait(self) -> RunOutcome:
+        """Wait for the container to end; logs are flushed before this returns."""
+        handle = self._handle
+        assert handle is not None
+        await self._exited.wait()
+        if self._eof:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(e.wait() for e in self._eof.values())), DRAIN_TIMEOUT
+                )
+        for fd, eof in self._eof.items():
+            if not eof.is_set():
+                self._loop.remove_reader(fd)
+                self._read_rest(fd, handle)
+        self._flush()
+        for timer in self._timers:
+            timer.cancel()
+        status, metering = await self._loop.run_in_executor(self.node.start_pool, self._reap)
+        outcome = RunOutcome(
+            exit_code=-1 if status.signal is not None else int(status.exit_code or 0),
+            signal=status.signal or 0,
+            oom_killed=status.oom_killed,
+            timed_out=self._stopping == "timed_out",
+            canceled=self._stopping == "canceled",
+            message=self._stop_message,
+            metering=metering,
+        )
+        return outcome
+
+    def _read_rest(self, fd: int, handle: ContainerHandle) -> None:
+        name = "stdout" if handle.stdout is not None and handle.stdout.fileno() == fd else "stderr"
+        with contextlib.suppress(OSError):
+            while data := os.read(fd, LOG_CHUNK):
+                self._buffers[name] += data
+
+    def _reap(self) -> tuple[Any, dict[str, Any] | None]:
+        handle = self._handle
+        assert handle is not None
+        status = handle.wait()
+        metering = None
+        if handle.metering_enabled:
+            try:
+                counters = handle.metering()
+                metering = counters.as_dict() if counters is not None else None
+            except FuzzballError as exc:
+                log.warning("run %d: metering unreadable: %s", self.request.run_id, exc)
+        handle.close()
+        return status, metering
+
+    # -- control -------------------------------------------------------------------------------
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the container (nothing when it is not running)."""
+        if self._handle is not None and not self._exited.is_set():
+            self._handle.kill(sig)
+
+    def stop(self, reason: str, message: str = "") -> None:
+        """End the run as ``canceled`` or ``timed_out``: SIGTERM now, SIGKILL after a grace."""
+        if self._stopping is not None:
+            return
+        self._stopping = reason
+        self._stop_message = message
+        if self._handle is not None:
+            self._begin_stop()
+
+    def _begin_stop(self) -> None:
+        self.signal(signal.SIGTERM)
+        self._timers.append(self._loop.call_later(KILL_GRACE, self.signal, signal.SIGKILL))
+
+    def _outcome_without_start(self) -> RunOutcome:
+        return RunOutcome(
+            canceled=self._stopping == "canceled",
+            timed_out=self._stopping == "timed_out",
+            message=self._stop_message,
+        )
+
+    def destroy(self) -> None:
+        """Free what the run held on the node: devices, its directory, its volumes' claim."""
+        if self._devices:
+            self.node.devices.release(self.request.run_id)
+            self._devices = []
+        if self._run_dir is not None:
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
+        if self._acquired_volumes:
+            self.node.volumes.release(self.request.workflow_id, time.time())
+            self._acquired_volumes = False
+
+    def stats(self) -> dict[str, Any]:
+        """The run's container pid, start time and network counters so far."""
+        handle = self._handle
+        data: dict[str, Any] = {"run_id": self.request.run_id, "started_at": self.started_at}
+        if handle is not None and not self._exited.is_set():
+            data["pid"] = handle.pid
+            with contextlib.suppress(FuzzballError):
+                counters = handle.metering()
+                if counters is not None:
+                    data["metering"] = counters.as_dict()
+        return data
+
+
+def _text(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, FuzzballError) else f"{type(exc).__name__}: {exc}"

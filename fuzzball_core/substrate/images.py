@@ -1,0 +1,126 @@
+"""A job's image on this node: the backend chosen by URI scheme, the EROFS file in the cache.
+
+``docker://alpine:latest`` is served by the ``fuzzball.image_backends`` driver named
+``docker``, ``oras://...`` by ``oras``, and so on for a site's own schemes; a URI without a
+scheme is a docker reference. Each backend pins the reference to a digest (one registry
+round trip), then returns the cached EROFS file or pulls and converts it.
+
+Pinning is remembered for ``resolve_ttl`` seconds (or the job's ``image.cache-ttl``), so a
+burst of jobs with one image costs one registry request, and concurrent jobs wait for a
+single pull instead of each starting their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.drivers import ImageBackend
+from fuzzball_core.errors import FuzzballError, InvalidArgument
+from fuzzball_core.plugins import PluginRegistry
+
+GROUP = "fuzzball.image_backends"
+#: Seconds a tag stays pinned to the digest it resolved to.
+DEFAULT_RESOLVE_TTL = 60.0
+
+
+def uri_scheme(uri: str) -> str:
+    """The scheme of an image URI (``docker`` when it has none)."""
+    scheme, separator, rest = uri.partition("://")
+    if not separator:
+        return "docker"
+    if not scheme or not rest:
+        raise InvalidArgument(f"image.uri: {uri!r} is not a valid image URI")
+    return scheme.lower()
+
+
+@dataclass
+class _Pinned:
+    path: Path
+    expires_at: float
+
+
+class NodeImages:
+    """Fetches images into ``cache_dir`` through the backend of each URI's scheme."""
+
+    def __init__(
+        self,
+        registry: PluginRegistry,
+        images_config: Mapping[str, Any],
+        cache_dir: Path,
+        *,
+        resolve_ttl: float = DEFAULT_RESOLVE_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.images_config = dict(images_config)
+        self.cache_dir = cache_dir
+        self.resolve_ttl = resolve_ttl
+        self._clock = clock
+        self._backends: dict[str, ImageBackend] = {}
+        self._pinned: dict[str, _Pinned] = {}
+        self._uri_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def backend(self, scheme: str) -> ImageBackend:
+        """The backend serving ``scheme``, loaded once."""
+        with self._lock:
+            backend = self._backends.get(scheme)
+            if backend is None:
+                if not self.registry.find(GROUP, scheme):
+                    installed = {r.name for r in self.registry.records if r.group == GROUP}
+                    known = ", ".join(sorted(installed)) or "none"
+                    raise InvalidArgument(
+                        f"image.uri: no image backend serves the scheme {scheme!r}"
+                        f" (installed: {known})"
+                    )
+                backend = self.registry.driver(GROUP, scheme, self.images_config)
+                self._backends[scheme] = backend
+            return backend
+
+    def _uri_lock(self, uri: str) -> threading.Lock:
+        with self._lock:
+            return self._uri_locks.setdefault(uri, threading.Lock())
+
+    def ensure(
+        self,
+        uri: str,
+        *,
+        credentials: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+    ) -> Path:
+        """The EROFS file of ``uri``, pulled and converted when the cache lacks it (blocking).
+
+        Raises the backend's typed errors (NotFound, Unauthenticated, InvalidArgument, ...).
+        """
+        pinned = self._fresh(uri)
+        if pinned is not None:
+            return pinned
+        with self._uri_lock(uri):
+            pinned = self._fresh(uri)  # a concurrent job pulled it meanwhile
+            if pinned is not None:
+                return pinned
+            backend = self.backend(uri_scheme(uri))
+            resolved = backend.resolve(uri, credentials=credentials)
+            path = backend.fetch(resolved, self.cache_dir, credentials=credentials)
+            lifetime = self.resolve_ttl if ttl is None else ttl
+            with self._lock:
+                self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)
+            return Path(path)
+
+    def _fresh(self, uri: str) -> Path | None:
+        with self._lock:
+            pinned = self._pinned.get(uri)
+        if pinned is None or pinned.expires_at <= self._clock() or not pinned.path.exists():
+            return None
+        return pinned.path
+
+
+def describe_pull_failure(uri: str, exc: BaseException) -> str:
+    """The run's failure message when its image could not be made ready."""
+    reason = exc.message if isinstance(exc, FuzzballError) else f"{type(exc).__name__}: {exc}"
+    return f"image {uri} could not be pulled: {reason}"

@@ -1,0 +1,91 @@
+"""The ``fuzzball-substrate`` command: run the node agent until SIGTERM/SIGINT.
+
+``fuzzball-substrate --config FILE`` (``serve`` is the default command) reads the
+``substrate`` and ``images`` sections, sweeps what a crashed agent left in its work directory,
+registers with Orchestrate and runs the jobs it is given. A bad configuration, a missing
+required plugin or a missing node token refuses to start with exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import warnings
+
+import click
+
+from fuzzball_core.config import ConfigError
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.plugins import PluginLoadError
+from fuzzball_core.startup import prepare_process
+from fuzzball_core.substrate.agent import Agent, check_settings
+from fuzzball_runtime import RuntimeWarningMessage
+
+
+class _StartRefused(Exception):
+    """The agent cannot start with this configuration (exit code 2)."""
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_file",
+    envvar="FUZZBALL_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="Configuration file.",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None) -> None:
+    """Fuzzball Substrate: the node agent."""
+    ctx.obj = config_file
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(serve)
+
+
+@cli.command("serve")
+@click.pass_obj
+def serve(config_file: str | None) -> None:
+    """Register with Orchestrate and run assigned jobs until SIGTERM/SIGINT."""
+    try:
+        context = prepare_process("substrate", config_file)
+        check_settings(context.config)
+    except (ConfigError, PluginLoadError, FuzzballError) as exc:
+        raise _StartRefused(exc.message) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per registry request
+    # The executor logs each container's runtime warnings with its run id.
+    warnings.filterwarnings("ignore", category=RuntimeWarningMessage)
+    agent = Agent(context.config, context.registry)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await agent.run(stop)
+
+    asyncio.run(run())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``fuzzball-substrate``."""
+    try:
+        code = cli.main(args=argv, prog_name="fuzzball-substrate", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except _StartRefused as exc:
+        click.echo(f"fuzzball-substrate: cannot start: {exc}", err=True)
+        sys.exit(2)
+    except FuzzballError as exc:
+        click.echo(f"fuzzball-substrate: {exc.message}", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

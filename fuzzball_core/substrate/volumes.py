@@ -1,0 +1,95 @@
+"""Ephemeral volumes: one host directory per (workflow, volume) on this node.
+
+Every job of a workflow that mounts volume ``data`` on this node sees the same directory,
+``<work-dir>/workflows/<workflow id>/volumes/data``, bind-mounted at its mount path. The
+workflow's directory is removed ``retention`` seconds after its last run on this node ended
+(a later run of the same workflow, e.g. a dependent stage placed here, cancels the removal).
+Volumes are node-local: jobs of one workflow placed on different nodes do not share files.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+from pathlib import Path
+
+from fuzzball_core.errors import InvalidArgument
+
+#: Seconds a workflow's volumes outlive its last run on this node (its dependents usually
+#: start within a scheduler pass or two; this leaves room for stragglers).
+DEFAULT_RETENTION = 300.0
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
+def _checked(kind: str, name: str) -> str:
+    if not _SAFE_NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidArgument(f"{kind} {name!r}: not a valid directory name")
+    return name
+
+
+class WorkflowVolumes:
+    """The node's per-workflow volume directories and their lifetimes.
+
+    ``acquire``/``release`` count the runs of each workflow on this node; ``expire`` removes
+    the directories of workflows idle for longer than ``retention``. Thread-safe.
+    """
+
+    def __init__(self, work_dir: Path, *, retention: float = DEFAULT_RETENTION) -> None:
+        self.root = work_dir / "workflows"
+        self.retention = retention
+        self._active: dict[str, int] = {}
+        self._idle_since: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def workflow_dir(self, workflow_id: str) -> Path:
+        """The directory holding everything of ``workflow_id`` on this node."""
+        return self.root / _checked("workflow id", workflow_id)
+
+    def volume_dir(self, workflow_id: str, volume: str) -> Path:
+        """The directory of ``volume`` of ``workflow_id``, created if needed."""
+        path = self.workflow_dir(workflow_id) / "volumes" / _checked("volume", volume)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def acquire(self, workflow_id: str) -> None:
+        """A run of ``workflow_id`` starts here: keep its directories."""
+        with self._lock:
+            self._active[workflow_id] = self._active.get(workflow_id, 0) + 1
+            self._idle_since.pop(workflow_id, None)
+
+    def release(self, workflow_id: str, now: float) -> None:
+        """A run of ``workflow_id`` ended here at ``now``."""
+        with self._lock:
+            left = self._active.get(workflow_id, 0) - 1
+            if left > 0:
+                self._active[workflow_id] = left
+                return
+            self._active.pop(workflow_id, None)
+            self._idle_since[workflow_id] = now
+
+    def expire(self, now: float) -> list[str]:
+        """Remove the directories of workflows idle since before ``now - retention``."""
+        with self._lock:
+            due = [w for w, since in self._idle_since.items() if now - since >= self.retention]
+            for workflow_id in due:
+                del self._idle_since[workflow_id]
+        for workflow_id in due:
+            shutil.rmtree(self.workflow_dir(workflow_id), ignore_errors=True)
+        return due
+
+    def adopt_leftovers(self, now: float) -> list[str]:
+        """At start-up: directories of workflows no run of this agent uses any more.
+
+        A restarted agent no longer knows when their runs ended, so it starts their
+        retention from now rather than deleting what a dependent job may still need.
+        """
+        if not self.root.is_dir():
+            return []
+        found = [entry.name for entry in self.root.iterdir() if entry.is_dir()]
+        with self._lock:
+            for workflow_id in found:
+                if workflow_id not in self._active:
+                    self._idle_since.setdefault(workflow_id, now)
+        return found

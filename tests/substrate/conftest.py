@@ -1,0 +1,65 @@
+"""Fixtures for the node agent's tests: a local registry with a busybox-based alpine image,
+and the services one execution needs on a node (real image backend, real runtime)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
+if str(E2E_DIR) not in sys.path:
+    sys.path.insert(0, str(E2E_DIR))
+
+from cluster import LocalRegistry, have_prerequisites  # noqa: E402
+
+from fuzzball_core.plugins import get_registry  # noqa: E402
+from fuzzball_core.substrate.devices import DevicePool  # noqa: E402
+from fuzzball_core.substrate.executor import NodeServices  # noqa: E402
+from fuzzball_core.substrate.images import NodeImages  # noqa: E402
+from fuzzball_core.substrate.volumes import WorkflowVolumes  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    missing = have_prerequisites()
+    if missing is not None:
+        pytest.skip(missing)
+    registry = LocalRegistry(tmp_path_factory.mktemp("substrate-registry"))
+    yield registry
+    registry.stop()
+
+
+@pytest.fixture(scope="session")
+def images_config(local_registry: LocalRegistry) -> dict[str, object]:
+    """The ``images`` section pointing docker.io at the local registry."""
+    return {"registries": {"docker.io": {"mirrors": [local_registry.url]}}}
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One image cache for the session's executions (each image is converted once)."""
+    return tmp_path_factory.mktemp("substrate-cache")
+
+
+@pytest.fixture
+def node(
+    tmp_path: Path, images_config: dict[str, object], shared_cache: Path
+) -> Iterator[NodeServices]:
+    registry = get_registry()
+    services = NodeServices(
+        images=NodeImages(registry, images_config, shared_cache),
+        volumes=WorkflowVolumes(tmp_path / "work"),
+        devices=DevicePool([], {}),
+        hooks=registry.hook,
+        state_dir=tmp_path / "runtime",
+        runs_dir=tmp_path / "runs",
+        start_pool=ThreadPoolExecutor(4),
+        pull_pool=ThreadPoolExecutor(2),
+    )
+    yield services
+    services.start_pool.shutdown()
+    services.pull_pool.shutdown()

@@ -1,0 +1,184 @@
+"""One assignment through the real runtime: image, command, output, exit, stop, time-out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.spec.models import Job
+from fuzzball_core.substrate.executor import (
+    JobExecution,
+    NodeServices,
+    RunOutcome,
+    RunRequest,
+    container_hostname,
+    job_command,
+    job_environment,
+)
+
+pytestmark = pytest.mark.root
+
+WORKFLOW = "0b7f3c1e-5d2a-4f6b-8e9d-2c1a0f3b4d5e"
+
+
+def _request(job: dict[str, Any], *, task: int | None = None, timeout: float = 0) -> RunRequest:
+    definition = {"image": {"uri": "docker://alpine:latest"}, **job}
+    return RunRequest.from_assignment(
+        node_pb2.Assignment(
+            run_id=7,
+            workflow_id=WORKFLOW,
+            stage_name="jobs.my_job",
+            has_task=task is not None,
+            task_id=task or 0,
+            job_json=json.dumps(definition),
+            timeout_seconds=timeout,
+        )
+    )
+
+
+def _execute(
+    node: NodeServices,
+    request: RunRequest,
+    *,
+    while_running: Any = None,
+) -> tuple[RunOutcome, list[tuple[str, bytes]]]:
+    output: list[tuple[str, bytes]] = []
+
+    async def scenario() -> RunOutcome:
+        execution = JobExecution(request, node, lambda _run, s, d: output.append((s, d)))
+        try:
+            outcome = await execution.start()
+            if outcome is not None:
+                return outcome
+            if while_running is not None:
+                await while_running(execution)
+            return await execution.wait()
+        finally:
+            execution.destroy()
+
+    return asyncio.run(scenario()), output
+
+
+def _text(output: list[tuple[str, bytes]], stream: str) -> str:
+    return b"".join(data for s, data in output if s == stream).decode()
+
+
+def test_command_output_streams_and_exit_code_are_reported(node: NodeServices) -> None:
+    request = _request({"command": ["/bin/sh", "-c", "echo out; echo err >&2; exit 4"]})
+
+    outcome, output = _execute(node, request)
+
+    assert (outcome.exit_code, outcome.signal, outcome.message) == (4, 0, "")
+    assert not (outcome.canceled or outcome.timed_out or outcome.oom_killed)
+    assert _text(output, "stdout") == "out\n"
+    assert _text(output, "stderr") == "err\n"
+
+
+def test_large_output_arrives_complete_in_bounded_chunks(node: NodeServices) -> None:
+    request = _request({"command": ["/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x"]})
+
+    outcome, output = _execute(node, request)
+
+    assert outcome.exit_code == 0
+    assert _text(output, "stdout") == "x" * 300000
+    assert max(len(data) for _, data in output) <= 64 * 1024
+
+
+def test_script_runs_with_sh_from_a_read_only_directory_that_is_removed_afterwards(
+    node: NodeServices,
+) -> None:
+    request = _request(
+        {
+            "script": "echo script $1 $2\ntouch /.fuzzball/x 2>/dev/null || echo read-only\n",
+            "args": ["one", "two"],
+        }
+    )
+
+    outcome, output = _execute(node, request)
+
+    assert outcome.exit_code == 0
+    assert _text(output, "stdout") == "script one two\nread-only\n"
+    assert not (node.runs_dir / "7").exists()
+
+
+def test_mounted_volume_is_the_workflows_directory_on_the_node(node: NodeServices) -> None:
+    request = _request(
+        {
+            "command": ["/bin/sh", "-c", "echo kept > /data/file"],
+            "mounts": {"/data": {"volume": "scratch"}},
+        }
+    )
+
+    outcome, _ = _execute(node, request)
+
+    assert outcome.exit_code == 0
+    assert (node.volumes.volume_dir(WORKFLOW, "scratch") / "file").read_text() == "kept\n"
+
+
+def test_stop_terminates_the_container_and_reports_it_canceled(node: NodeServices) -> None:
+    request = _request({"command": ["/bin/sh", "-c", "exec sleep 600"]})
+
+    async def cancel(execution: JobExecution) -> None:
+        await asyncio.sleep(0.2)
+        execution.stop("canceled")
+
+    began = time.monotonic()
+    outcome, _ = _execute(node, request, while_running=cancel)
+
+    assert outcome.canceled and not outcome.timed_out
+    assert (outcome.exit_code, outcome.signal) == (-1, signal.SIGTERM)
+    assert time.monotonic() - began < 5
+
+
+def test_timeout_kills_the_container_and_reports_it_timed_out(node: NodeServices) -> None:
+    request = _request({"command": ["/bin/sh", "-c", "exec sleep 600"]}, timeout=0.5)
+
+    outcome, _ = _execute(node, request)
+
+    assert outcome.timed_out and not outcome.canceled
+    assert outcome.signal == signal.SIGTERM
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_run_naming_the_image(
+    node: NodeServices,
+) -> None:
+    request = _request({"image": {"uri": "docker://library/absent:1"}, "command": ["/bin/true"]})
+
+    outcome, output = _execute(node, request)
+
+    assert outcome.message.startswith("image docker://library/absent:1 could not be pulled:")
+    assert outcome.exit_code == -1
+    assert output == []
+
+
+def test_task_environment_carries_the_fuzzball_variables_after_the_jobs_own() -> None:
+    request = _request(
+        {"command": ["/bin/true"], "env": ["A=1", "FB_TASK_ID=mine", "B=x=y"]}, task=5
+    )
+
+    env = job_environment(request, "my-job-5")
+
+    assert env["A"] == "1" and env["B"] == "x=y"
+    assert env["FB_TASK_ID"] == "5"
+    assert env["FB_WORKFLOW_ID"] == WORKFLOW
+    assert env["FB_JOB_NAME"] == "my_job"
+    assert env["HOSTNAME"] == "my-job-5"
+
+
+def test_hostname_is_the_job_name_as_a_dns_label() -> None:
+    assert container_hostname(_request({"command": ["/bin/true"]}, task=12)) == "my-job-12"
+
+
+def test_args_follow_the_command_or_the_script() -> None:
+    job = Job.model_validate(
+        {"image": {"uri": "docker://alpine"}, "command": ["/bin/echo"], "args": ["a"]}
+    )
+
+    assert job_command(job, None) == ["/bin/echo", "a"]
+    assert job_command(job, "/.fuzzball/script") == ["/bin/sh", "/.fuzzball/script", "a"]

@@ -1,0 +1,66 @@
+"""Images on the node: the backend chosen by URI scheme, pulled once, then served cached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cluster import LocalRegistry
+
+from fuzzball_core.errors import InvalidArgument, NotFound
+from fuzzball_core.plugins import get_registry
+from fuzzball_core.substrate.images import NodeImages, uri_scheme
+
+
+@pytest.mark.parametrize(
+    ("uri", "scheme"),
+    [("docker://alpine:latest", "docker"), ("alpine", "docker"), ("ORAS://r/x:1", "oras")],
+)
+def test_the_scheme_of_an_image_uri_picks_its_backend(uri: str, scheme: str) -> None:
+    assert uri_scheme(uri) == scheme
+
+
+def test_a_scheme_no_backend_serves_is_refused_naming_the_installed_ones(tmp_path: Path) -> None:
+    images = NodeImages(get_registry(), {}, tmp_path)
+
+    with pytest.raises(InvalidArgument, match=r"'ftp'.*docker"):
+        images.ensure("ftp://example.com/image")
+
+
+def test_an_image_is_pulled_once_and_then_served_from_the_cache(
+    tmp_path: Path, images_config: dict[str, object], local_registry: LocalRegistry
+) -> None:
+    images = NodeImages(get_registry(), images_config, tmp_path)
+
+    first = images.ensure("docker://alpine:latest")
+    requests_after_first = len(local_registry.server.access_log())
+    second = images.ensure("docker://alpine:latest")
+
+    assert first == second
+    assert first.suffix == ".erofs" and first.is_file()
+    assert len(local_registry.server.access_log()) == requests_after_first
+
+
+def test_a_pin_that_expired_resolves_again_but_reuses_the_converted_file(
+    tmp_path: Path, images_config: dict[str, object]
+) -> None:
+    now = [0.0]
+    images = NodeImages(get_registry(), images_config, tmp_path, clock=lambda: now[0])
+    first = images.ensure("docker://alpine:latest")
+    modified = first.stat().st_mtime_ns
+
+    now[0] += 3600
+    second = images.ensure("docker://alpine:latest")
+
+    assert second == first
+    assert second.stat().st_ino == first.stat().st_ino
+    assert modified <= second.stat().st_mtime_ns
+
+
+def test_a_missing_image_raises_the_backends_not_found(
+    tmp_path: Path, images_config: dict[str, object]
+) -> None:
+    images = NodeImages(get_registry(), images_config, tmp_path)
+
+    with pytest.raises(NotFound):
+        images.ensure("docker://library/no-such-image:1")

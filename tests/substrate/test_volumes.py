@@ -1,0 +1,74 @@
+"""Per-workflow ephemeral volume directories on a node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.substrate.volumes import WorkflowVolumes
+
+WORKFLOW = "3f1c2a52-0c4e-4a53-9d55-1f0e3c9a7b10"
+
+
+def test_volume_directory_lives_under_the_workflow_in_the_work_dir(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+
+    path = volumes.volume_dir(WORKFLOW, "data")
+
+    assert path == tmp_path / "workflows" / WORKFLOW / "volumes" / "data"
+    assert path.is_dir()
+
+
+def test_every_job_of_a_workflow_gets_the_same_directory(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+
+    assert volumes.volume_dir(WORKFLOW, "data") == volumes.volume_dir(WORKFLOW, "data")
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "", "/etc"])
+def test_volume_names_that_would_escape_the_directory_are_refused(
+    tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(InvalidArgument, match="volume"):
+        WorkflowVolumes(tmp_path).volume_dir(WORKFLOW, name)
+
+
+def test_directories_are_removed_only_after_the_last_run_ended_plus_retention(
+    tmp_path: Path,
+) -> None:
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+    path = volumes.volume_dir(WORKFLOW, "data")
+    volumes.acquire(WORKFLOW)
+    volumes.acquire(WORKFLOW)
+    volumes.release(WORKFLOW, now=100)
+
+    assert volumes.expire(now=1000) == []  # one run still uses it
+    volumes.release(WORKFLOW, now=200)
+    assert volumes.expire(now=205) == []
+    assert path.is_dir()
+    assert volumes.expire(now=210) == [WORKFLOW]
+    assert not (tmp_path / "workflows" / WORKFLOW).exists()
+
+
+def test_a_new_run_keeps_an_idle_workflow_directory(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+    volumes.volume_dir(WORKFLOW, "data")
+    volumes.acquire(WORKFLOW)
+    volumes.release(WORKFLOW, now=100)
+
+    volumes.acquire(WORKFLOW)
+
+    assert volumes.expire(now=500) == []
+
+
+def test_a_restarted_agent_expires_leftovers_one_retention_after_it_started(
+    tmp_path: Path,
+) -> None:
+    WorkflowVolumes(tmp_path).volume_dir(WORKFLOW, "data")
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+
+    assert volumes.adopt_leftovers(now=100) == [WORKFLOW]
+    assert volumes.expire(now=105) == []
+    assert volumes.expire(now=110) == [WORKFLOW]
