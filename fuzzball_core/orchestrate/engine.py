@@ -235,10 +235,15 @@ class Engine:
         with self.sessions() as session:
             for node in session.scalars(select(Node)):
                 self._node_names[node.id] = node.name
+                if node.status == READY:
+                    # Orchestrate was away, not the nodes: give each a full lease to
+                    # reconnect before its work is declared lost
+                    node.lease_expires_at = max(node.lease_expires_at, now + self.lease_seconds)
                 self.scheduler.upsert_node(
-                    _node_info(node, ready=node.status == READY and node.lease_expires_at > now,
+                    _node_info(node, ready=node.status == READY,
                                holds=self._holds(session, node.id))
                 )
+            session.commit()
             live = session.scalars(select(Run).where(Run.status.in_((PENDING, *LIVE_RUN))))
             for run in live:
                 self._dispatched.add(run.stage_id)
@@ -428,6 +433,7 @@ class Engine:
             if node is None:
                 raise NotFound(f"node {node_id} is not registered")
             self._renew(tx, node)
+            self._refresh_node(tx, node)
             for run in self._live_runs_on(tx.session, node_id):
                 if run.id in known:
                     continue
@@ -637,6 +643,7 @@ class Engine:
         tx = self._transaction()
         with tx.session:
             inbox, self._inbox = self._inbox, []
+            self._preload(tx, inbox)
             for node_id, message in inbox:
                 self._apply(tx, node_id, message)
             self._expire_leases(tx)
@@ -648,6 +655,22 @@ class Engine:
             self._schedule(tx)
             self._commit(tx)
 
+    def _preload(self, tx: Transaction, inbox: list[tuple[str, node_pb2.NodeMessage]]) -> None:
+        """Load every run (and its stage and workflow) the inbox mentions in three queries,
+        so applying the messages finds them in the session instead of querying one by one."""
+        run_ids = set()
+        for _, message in inbox:
+            kind = message.WhichOneof("kind")
+            if kind in ("started", "exited", "log"):
+                run_ids.add(getattr(message, kind).run_id)
+        if not run_ids:
+            return
+        runs = list(tx.session.scalars(select(Run).where(Run.id.in_(run_ids))))
+        stage_ids = {run.stage_id for run in runs}
+        list(tx.session.scalars(select(Stage).where(Stage.id.in_(stage_ids))))
+        workflow_ids = {run.workflow_id for run in runs}
+        list(tx.session.scalars(select(Workflow).where(Workflow.id.in_(workflow_ids))))
+
     def _apply(self, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
         kind = message.WhichOneof("kind")
         if kind == "heartbeat":
@@ -655,7 +678,7 @@ class Engine:
             if node is not None:
                 self._renew(tx, node)
         elif kind == "started":
-            self._run_started(tx, message.started.run_id)
+            self._run_started(tx, message.started.run_id, message.started.time)
         elif kind == "exited":
             self._run_exited(tx, message.exited)
         elif kind == "log":
@@ -677,12 +700,12 @@ class Engine:
             )
         )
 
-    def _run_started(self, tx: Transaction, run_id: int) -> None:
+    def _run_started(self, tx: Transaction, run_id: int, when: float = 0.0) -> None:
         run = tx.session.get(Run, run_id)
         if run is None or run.status != ASSIGNED:
             return
         run.status = STARTED
-        run.started_at = tx.now
+        run.started_at = _reported_time(when, tx.now)
         stage = tx.session.get(Stage, run.stage_id)
         if stage is None:
             return
@@ -690,7 +713,7 @@ class Engine:
             stage.tasks_running += 1
         if stage.status == PENDING:
             stage.status = STARTED
-            stage.started_at = tx.now
+            stage.started_at = run.started_at
             stage.node_ids = list(run.node_ids)
             names = ", ".join(self._node_names.get(n, n) for n in run.node_ids)
             self._event(tx, "stage_started", f"{stage.name} started on {names}",
@@ -712,7 +735,8 @@ class Engine:
         cause = str(exited.exit_code) if status == FAILED and plain_exit else None
         self._finish_run(tx, run, status, self._exit_message(tx, run, exited),
                          exited.exit_code if exited.exit_code >= 0 else None,
-                         signal=exited.signal, cause=cause)
+                         signal=exited.signal, cause=cause,
+                         when=_reported_time(exited.time, tx.now))
 
     def _exit_message(self, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
         if exited.timed_out:
@@ -743,6 +767,7 @@ class Engine:
         *,
         signal: int = 0,
         cause: str | None = None,
+        when: float | None = None,
     ) -> None:
         """End a run; a failure whose ``cause`` (``node`` or an exit code) the step's
         ``policy.retry`` lists runs it again instead of failing the stage."""
@@ -754,7 +779,7 @@ class Engine:
         run.status = status
         run.exit_code = exit_code
         run.message = message
-        run.finished_at = tx.now
+        run.finished_at = when if when is not None else tx.now
         run.failure_cause = cause if status == FAILED else None
         stage = tx.session.get(Stage, run.stage_id)
         if stage is None:
@@ -790,7 +815,7 @@ class Engine:
         if stage.task_count is None:
             if stage.status not in TERMINAL:
                 stage.exit_code = exit_code
-                self._end_stage(tx, stage, status, message)
+                self._end_stage(tx, stage, status, message, run.finished_at)
             return
         self._task_ended(tx, stage, run, status, message, was_started)
 
@@ -839,10 +864,13 @@ class Engine:
             if workflow is not None:
                 self._dispatch_tasks(tx, workflow, stage)
 
-    def _end_stage(self, tx: Transaction, stage: Stage, status: str, message: str) -> None:
+    def _end_stage(
+        self, tx: Transaction, stage: Stage, status: str, message: str,
+        when: float | None = None,
+    ) -> None:
         stage.status = status
         stage.message = message
-        stage.finished_at = tx.now
+        stage.finished_at = when if when is not None else tx.now
         kind = {FINISHED: "stage_finished", FAILED: "stage_failed", CANCELED: "stage_canceled"}
         self._event(tx, kind[status], f"{stage.name}: {message}",
                     workflow_id=stage.workflow_id, stage_name=stage.name)
@@ -921,22 +949,32 @@ class Engine:
         window = tasks.concurrency or DEFAULT_TASK_WINDOW
         ended = stage.tasks_finished + stage.tasks_failed
         in_flight = (stage.next_task - tasks.start) - ended
-        while in_flight < window and stage.next_task <= tasks.end:
-            self._new_run(tx, workflow, stage, stage.next_task)
-            stage.next_task += 1
-            in_flight += 1
+        count = min(window - in_flight, tasks.end - stage.next_task + 1)
+        if count > 0:
+            self._new_runs(tx, workflow, stage, range(stage.next_task, stage.next_task + count))
+            stage.next_task += count
 
     def _new_run(
         self, tx: Transaction, workflow: Workflow, stage: Stage, task_id: int | None,
         *, attempt: int = 1,
     ) -> None:
-        run = Run(workflow_id=workflow.id, stage_id=stage.id, task_id=task_id, status=PENDING,
-                  created_at=tx.now, attempt=attempt)
-        tx.session.add(run)
-        tx.session.flush()
+        self._new_runs(tx, workflow, stage, [task_id], attempt=attempt)
+
+    def _new_runs(
+        self, tx: Transaction, workflow: Workflow, stage: Stage,
+        task_ids: Iterable[int | None], *, attempt: int = 1,
+    ) -> None:
+        runs = [
+            Run(workflow_id=workflow.id, stage_id=stage.id, task_id=task_id, status=PENDING,
+                created_at=tx.now, attempt=attempt)
+            for task_id in task_ids
+        ]
+        tx.session.add_all(runs)
+        tx.session.flush()  # one INSERT batch gives every run its id
         definition = self._plan(workflow).plan.stages[stage.name].definition
-        request = job_request(run.id, definition, submitted_at=workflow.created_at)
-        self._pending[request.id] = PendingRun(run.id, workflow.id, stage.id, request)
+        for run in runs:
+            request = job_request(run.id, definition, submitted_at=workflow.created_at)
+            self._pending[request.id] = PendingRun(run.id, workflow.id, stage.id, request)
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -1011,6 +1049,12 @@ class Engine:
         )
         # A multinode job's command starts on its first node; the others host its ranks.
         tx.outbox.append((run.node_ids[0], node_pb2.ControlMessage(assign=assignment)))
+
+
+def _reported_time(reported: float, received: float) -> float:
+    """When a node says something happened; its word when plausible (nodes' clocks can be
+    off, and a report can arrive long after the fact when Orchestrate was away)."""
+    return reported if 0 < reported <= received + 5 else received
 
 
 def _task_label(run: Run) -> str:

@@ -252,3 +252,36 @@ def test_restarted_engine_does_not_run_finished_work_again(harness):
     engine.step()
     assert [m.assign.stage_name for _, m in harness.hub.take("assign")] == ["jobs.two"]
     assert harness.stages(wf)["jobs.one"] == "FINISHED"
+
+
+def test_engine_restarted_after_a_long_outage_gives_nodes_time_to_reconnect(harness):
+    node = harness.node()
+    wf = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.clock.now += 600  # Orchestrate was down for ten minutes
+    engine = Engine(harness.engine.sessions, DefaultScheduler(), harness.hub, clock=harness.clock)
+    engine.recover()
+    engine.step()
+    assert harness.stages(wf)["jobs.hello"] == "STARTED"
+    engine.node_hello(node, [assignment.run_id])
+    engine.node_message(
+        node, node_pb2.NodeMessage(exited=node_pb2.RunExited(run_id=assignment.run_id))
+    )
+    engine.step()
+    assert harness.status(wf) == "FINISHED"
+
+
+def test_node_reported_times_are_kept(harness):
+    node = harness.node()
+    wf = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    started = harness.clock.now - 3
+    harness.report(node, started=node_pb2.RunStarted(run_id=assignment.run_id, time=started))
+    harness.exit(node, assignment.run_id, time=started + 1)
+    harness.clock.now += 30
+    harness.engine.step()
+    (stage,) = harness.service.get_workflow(harness.user, wf).stages
+    assert stage.started_at == started
+    assert stage.finished_at == started + 1
