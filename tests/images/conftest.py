@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import bcrypt
 import pytest
 from oci_pusher import (
-    PushedImage,
     Pusher,
     busybox_entries,
     directory,
@@ -18,32 +16,15 @@ from oci_pusher import (
     opaque,
     whiteout,
 )
+from registry_images import PRIVATE_PASSWORD, PRIVATE_USER, SharedImages
 from registry_server import REGISTRY_BINARY, RegistryServer, TokenAuth
 from token_server import ISSUER, SERVICE, TokenServer
-
-PRIVATE_USER = "alice"
-PRIVATE_PASSWORD = "correct-horse-battery-staple"
 
 if not Path(REGISTRY_BINARY).exists() or not Path("/bin/busybox").exists():
     pytest.skip(
         "tests/images need Debian's docker-registry and busybox-static packages",
         allow_module_level=True,
     )
-
-
-@dataclass(frozen=True)
-class SharedImages:
-    """The images pushed into the shared registry."""
-
-    single: PushedImage
-    layered: PushedImage
-    multi_index_digest: str
-    multi_amd64: PushedImage
-    multi_arm64: PushedImage
-    arm_only: PushedImage
-    hub_alpine: PushedImage
-    docker_list_digest: str
-    docker_amd64: PushedImage
 
 
 def start_registry(workdir: Path, **options: object) -> RegistryServer:

@@ -6,9 +6,9 @@ import os
 import threading
 from pathlib import Path
 
-from conftest import SharedImages
 from erofs_contents import extract_erofs
 from oci_pusher import Pusher, busybox_entries, layer
+from registry_images import SharedImages
 from registry_server import RegistryServer
 
 from fuzzball_plugins.images.docker_backend import DockerBackend

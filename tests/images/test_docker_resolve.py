@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SharedImages
+from registry_images import SharedImages
 from registry_server import RegistryServer, free_port
 
 from fuzzball_core.errors import InvalidArgument, NotFound, Unavailable

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import PRIVATE_PASSWORD, PRIVATE_USER
+from registry_images import PRIVATE_PASSWORD, PRIVATE_USER
 from registry_server import RegistryServer
 
 from fuzzball_core.errors import Unauthenticated

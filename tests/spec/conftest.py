@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from example_files import EXAMPLE_FILES, EXAMPLES_DIR, V1_EXAMPLE_FILES  # noqa: F401
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec import ParsedWorkflow, field_violations, parse_workflow
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES_DIR = (REPO_ROOT / ".." / "shared" / "reference" / "workflow-examples").resolve()
-EXAMPLE_FILES = sorted(p for p in EXAMPLES_DIR.glob("*") if p.suffix in (".yaml", ".yml", ".fz"))
-V1_EXAMPLE_FILES = [p for p in EXAMPLE_FILES if p.read_text().startswith("version: v1")]
 
 
 def pytest_configure(config: pytest.Config) -> None:
