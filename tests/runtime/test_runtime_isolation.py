@@ -332,8 +332,11 @@ def test_container_init_does_not_pin_the_agents_memory(image, state_dir) -> None
     spec = ContainerSpec(image=image, command=["sleep", "30"], state_dir=state_dir)
     with Container(spec).start() as handle:
         assert _rss_anon_kib(os.getpid()) > 64 * 1024
+        # PID 1 keeps the written data segments of the libraries loaded in the agent (a few
+        # MiB in a process with many extension modules, as under pytest); never the heap.
+        limit_kib = 16 * 1024
         deadline = time.monotonic() + 5
-        while _rss_anon_kib(handle.pid) > 8 * 1024 and time.monotonic() < deadline:
+        while _rss_anon_kib(handle.pid) > limit_kib and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _rss_anon_kib(handle.pid) <= 8 * 1024
+        assert _rss_anon_kib(handle.pid) <= limit_kib
     del heap
