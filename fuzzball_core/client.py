@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -180,7 +181,36 @@ class FuzzballClient:
 
     def get_node(self, node_id: str) -> dict[str, Any]:
         """One node (``GetNodeInfo``) by id or name."""
-        return dict(self._request("GET", f"/nodes/{node_id}"))
+        return dict(self._request("GET", _node_path(node_id)))
+
+    def remove_node(self, node_id: str) -> None:
+        """Forget a node that is no longer up (offline or deprovisioned), with its holds."""
+        self._request("DELETE", _node_path(node_id))
+
+    def list_holds(self, node_id: str) -> list[dict[str, Any]]:
+        """Every hold on a node (``NodeHold`` objects), oldest first."""
+        return list(self._request("GET", f"{_node_path(node_id)}/holds").get("holds", []))
+
+    def add_hold(self, node_id: str, effect: str, reason: str = "") -> dict[str, Any]:
+        """Place a cordon, evict or deprovision hold on a node; return the ``NodeHold``."""
+        body = {"effect": effect, "reason": reason}
+        return dict(self._request("POST", f"{_node_path(node_id)}/holds", json=body))
+
+    def release_hold(self, node_id: str, hold_id: str | int) -> None:
+        """Release one hold of a node by its id."""
+        self._request("DELETE", f"{_node_path(node_id)}/holds/{quote(str(hold_id), safe='')}")
+
+    def uncordon(self, node_id: str) -> dict[str, Any]:
+        """Release the node's admin cordon holds: ``{"released": n, "holds": [left]}``."""
+        return dict(self._request("POST", f"{_node_path(node_id)}:uncordon"))
+
+    def explain_workflow(
+        self, workflow_id: str, *, include_finished: bool = False
+    ) -> list[dict[str, Any]]:
+        """Why each waiting stage (every stage with ``include_finished``) is where it is."""
+        params = {"all": "true"} if include_finished else {}
+        reply = self._request("GET", f"/workflows/{workflow_id}:why", params=params)
+        return list(reply.get("stages", []))
 
     def account_token(self, account_id: str) -> str:
         """Exchange this client's (identity-provider) token for an account's API token."""
@@ -211,6 +241,11 @@ class FuzzballClient:
                         yield _log_chunk(json.loads(line))
         except httpx.HTTPError as exc:
             raise Unavailable(f"log stream from {self.base_url} broke off: {exc}") from None
+
+
+def _node_path(node_id: str) -> str:
+    """``/nodes/<id or name>``, the reference escaped so it stays one path segment."""
+    return f"/nodes/{quote(node_id, safe='')}"
 
 
 def _log_chunk(line: dict[str, Any]) -> LogChunk:

@@ -21,10 +21,14 @@ from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.orchestrate.service_api import OrchestrateService
 from fuzzball_core.orchestrate.views import Principal
+from fuzzball_core.scheduling import HoldEffect
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Effects a hold can have: cordon, evict, deprovision.
+HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
 
 
 def add_client_servicers(
@@ -72,6 +76,12 @@ class _Servicer:
 def _required(value: str, field: str) -> str:
     if not value:
         raise InvalidArgument(f"{field}: required")
+    return value
+
+
+def _one_of(value: str, field: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InvalidArgument(f"{field}: expected one of {', '.join(allowed)}, got {value!r}")
     return value
 
 
@@ -186,6 +196,19 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
         except Exception as exc:
             await _abort(context, exc)
 
+    async def ExplainWorkflow(self, request: pb.ExplainWorkflowRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ExplainWorkflowResponse:
+            explanations = self.service.explain_workflow(
+                who,
+                _required(request.workflow_id, "workflow_id"),
+                include_finished=request.include_finished,
+            )
+            return pb.ExplainWorkflowResponse(
+                stages=[msg.explanation_message(e) for e in explanations]
+            )
+
+        return await self._answer(context, respond)
+
 
 class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
     async def ListNodes(self, request: pb.ListNodesRequest, context: Any) -> Any:
@@ -201,3 +224,45 @@ class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
             context,
             lambda who: msg.node_message(self.service.get_node(who, _required(request.id, "id"))),
         )
+
+    async def RemoveNode(self, request: pb.NodeIdRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.RemoveNodeResponse:
+            self.service.remove_node(who, _required(request.node_id, "node_id"))
+            return pb.RemoveNodeResponse()
+
+        return await self._answer(context, respond)
+
+    async def ListNodeHolds(self, request: pb.NodeIdRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ListNodeHoldsResponse:
+            holds = self.service.list_holds(who, _required(request.node_id, "node_id"))
+            return pb.ListNodeHoldsResponse(holds=[msg.hold_message(h) for h in holds])
+
+        return await self._answer(context, respond)
+
+    async def AddNodeHold(self, request: pb.AddNodeHoldRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.NodeHold:
+            node_id = _required(request.node_id, "node_id")
+            effect = _one_of(request.effect, "effect", HOLD_EFFECTS)
+            return msg.hold_message(self.service.add_hold(who, node_id, effect, request.reason))
+
+        return await self._answer(context, respond)
+
+    async def ReleaseNodeHold(self, request: pb.ReleaseNodeHoldRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.ReleaseNodeHoldResponse:
+            if request.hold_id <= 0:
+                raise InvalidArgument("hold_id: required (a positive hold id)")
+            self.service.release_hold(who, _required(request.node_id, "node_id"), request.hold_id)
+            return pb.ReleaseNodeHoldResponse()
+
+        return await self._answer(context, respond)
+
+    async def UncordonNode(self, request: pb.NodeIdRequest, context: Any) -> Any:
+        def respond(who: Principal) -> pb.UncordonNodeResponse:
+            node_id = _required(request.node_id, "node_id")
+            released = self.service.uncordon(who, node_id)
+            remaining = self.service.list_holds(who, node_id)
+            return pb.UncordonNodeResponse(
+                released=released, holds=[msg.hold_message(h) for h in remaining]
+            )
+
+        return await self._answer(context, respond)

@@ -10,8 +10,10 @@ from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.orchestrate.views import (
     PENDING,
     EventView,
+    HoldView,
     LogChunkView,
     NodeView,
+    StageExplanation,
     StageView,
     WorkflowView,
 )
@@ -120,6 +122,30 @@ def log_chunk_message(chunk: LogChunkView) -> pb.WorkflowLogChunk:
     )
 
 
+def hold_message(hold: HoldView) -> pb.NodeHold:
+    """A ``NodeHold``."""
+    return pb.NodeHold(
+        id=hold.id,
+        effect=hold.effect,
+        source=hold.source,
+        reason=hold.reason,
+        placed_by=hold.placed_by,
+        place_time=_timestamp(hold.placed_at),
+    )
+
+
+def explanation_message(explanation: StageExplanation) -> pb.StageExplanation:
+    """A ``StageExplanation`` (``estimated_start_time`` unset when there is no estimate)."""
+    return pb.StageExplanation(
+        stage_name=explanation.stage_name,
+        kind=_kind_value(explanation.kind),
+        status=status_value(explanation.status),
+        reason=explanation.reason,
+        message=explanation.message,
+        estimated_start_time=_timestamp(explanation.estimated_start),
+    )
+
+
 def node_message(node: NodeView) -> pb.NodeInfo:
     """A ``NodeInfo``."""
     return pb.NodeInfo(
@@ -136,6 +162,7 @@ def node_message(node: NodeView) -> pb.NodeInfo:
         registered_at=_timestamp(node.registered_at),
         last_seen=_timestamp(node.last_seen),
         stages=list(node.stages),
+        holds=[hold_message(h) for h in node.holds],
     )
 
 

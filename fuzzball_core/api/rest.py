@@ -21,14 +21,18 @@ from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, r
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.orchestrate.service_api import OrchestrateService
 from fuzzball_core.orchestrate.views import Principal
+from fuzzball_core.scheduling import HoldEffect
 
 log = logging.getLogger(__name__)
 
 BASE_PATH = "/v3"
+#: Effects a hold can have: cordon, evict, deprovision.
+HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
 _SERVICE = web.AppKey("service", object)
 _POLL_INTERVAL = web.AppKey("poll_interval", float)
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
+_NODE_ID = "{id:[^/:]+}"
 
 #: StartWorkflowRequest fields of the swagger this server accepts but does not act on.
 _IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
@@ -53,8 +57,14 @@ def build_rest_app(
     app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}:log", _workflow_log)
     app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}:events", _workflow_events)
     app.router.add_patch(f"{base}/workflows/{_WORKFLOW_ID}:stop", _stop_workflow)
+    app.router.add_get(f"{base}/workflows/{_WORKFLOW_ID}:why", _explain_workflow)
     app.router.add_get(f"{base}/nodes", _list_nodes)
-    app.router.add_get(f"{base}/nodes/{{id}}", _get_node)
+    app.router.add_get(f"{base}/nodes/{_NODE_ID}", _get_node)
+    app.router.add_delete(f"{base}/nodes/{_NODE_ID}", _remove_node)
+    app.router.add_post(f"{base}/nodes/{_NODE_ID}:uncordon", _uncordon_node)
+    app.router.add_get(f"{base}/nodes/{_NODE_ID}/holds", _list_holds)
+    app.router.add_post(f"{base}/nodes/{_NODE_ID}/holds", _add_hold)
+    app.router.add_delete(f"{base}/nodes/{_NODE_ID}/holds/{{holdId}}", _release_hold)
     return app
 
 
@@ -234,6 +244,13 @@ async def _workflow_events(request: web.Request) -> web.Response:
     return web.json_response({"events": [msg.event_json(e) for e in events]})
 
 
+async def _explain_workflow(request: web.Request) -> web.Response:
+    explanations = _service(request).explain_workflow(
+        _principal(request), request.match_info["id"], include_finished=_query_bool(request, "all")
+    )
+    return web.json_response({"stages": [msg.explanation_json(e) for e in explanations]})
+
+
 async def _workflow_log(request: web.Request) -> web.StreamResponse:
     service, who, workflow_id = _service(request), _principal(request), request.match_info["id"]
     follow = _query_bool(request, "show.follow")
@@ -281,3 +298,49 @@ async def _list_nodes(request: web.Request) -> web.Response:
 async def _get_node(request: web.Request) -> web.Response:
     node = _service(request).get_node(_principal(request), request.match_info["id"])
     return web.json_response(msg.node_json(node))
+
+
+async def _remove_node(request: web.Request) -> web.Response:
+    _service(request).remove_node(_principal(request), request.match_info["id"])
+    return web.json_response({})
+
+
+async def _uncordon_node(request: web.Request) -> web.Response:
+    """Release the node's admin cordon holds; the reply lists the holds left in place."""
+    service, who, node_id = _service(request), _principal(request), request.match_info["id"]
+    released = service.uncordon(who, node_id)
+    remaining = service.list_holds(who, node_id)
+    return web.json_response({"released": released, "holds": [msg.hold_json(h) for h in remaining]})
+
+
+async def _list_holds(request: web.Request) -> web.Response:
+    holds = _service(request).list_holds(_principal(request), request.match_info["id"])
+    return web.json_response({"holds": [msg.hold_json(h) for h in holds]})
+
+
+async def _add_hold(request: web.Request) -> web.Response:
+    body = await _json_object(request)
+    unknown = sorted(set(body) - {"effect", "reason"})
+    if unknown:
+        raise InvalidArgument(f"request body: unknown field {unknown[0]!r}")
+    effect, reason = body.get("effect"), body.get("reason", "")
+    if effect is None:
+        raise InvalidArgument(f"effect: required, one of {', '.join(HOLD_EFFECTS)}")
+    if not isinstance(effect, str):
+        raise InvalidArgument(f"effect: expected a string, got {_json_type(effect)}")
+    if effect not in HOLD_EFFECTS:
+        raise InvalidArgument(f"effect: expected one of {', '.join(HOLD_EFFECTS)}, got {effect!r}")
+    if not isinstance(reason, str):
+        raise InvalidArgument(f"reason: expected a string, got {_json_type(reason)}")
+    hold = _service(request).add_hold(_principal(request), request.match_info["id"], effect, reason)
+    return web.json_response(msg.hold_json(hold))
+
+
+async def _release_hold(request: web.Request) -> web.Response:
+    text = request.match_info["holdId"]
+    try:
+        hold_id = int(text)
+    except ValueError:
+        raise InvalidArgument(f"holdId: expected an integer, got {text!r}") from None
+    _service(request).release_hold(_principal(request), request.match_info["id"], hold_id)
+    return web.json_response({})

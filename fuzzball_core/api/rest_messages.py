@@ -1,8 +1,9 @@
 """Service views as Fuzzball's REST JSON (API v3: camelCase, RFC 3339 times, enum names).
 
 Field names follow ``fuzzball-api-v3.3.swagger.json``; fields the swagger lacks (``status`` of
-a node, task counters of a stage, ``warnings`` of a validation) are additions, never
-renamings. Unset values (``None``) are left out, as grpc-gateway leaves out unset fields.
+a node, task counters of a stage, ``warnings`` of a validation, node ``holds``, stage
+explanations) are additions, never renamings. Unset values (``None``) are left out, as
+grpc-gateway leaves out unset fields.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 from fuzzball_core.orchestrate.views import (
     PENDING,
     EventView,
+    HoldView,
     LogChunkView,
     NodeView,
+    StageExplanation,
     StageView,
     WorkflowView,
 )
@@ -156,8 +159,36 @@ def _node_resource(node: NodeView) -> dict[str, Any]:
     }
 
 
+def hold_json(hold: HoldView) -> dict[str, Any]:
+    """A ``NodeHold`` (our addition): the id is a string, as grpc-gateway writes an int64."""
+    return _compact(
+        {
+            "id": str(hold.id),
+            "effect": hold.effect,
+            "source": hold.source,
+            "reason": hold.reason or None,
+            "placedBy": hold.placed_by or None,
+            "placeTime": rfc3339(hold.placed_at),
+        }
+    )
+
+
+def explanation_json(explanation: StageExplanation) -> dict[str, Any]:
+    """One stage of ``GET /workflows/{id}:why`` (our addition): why it is where it is."""
+    return _compact(
+        {
+            "stageName": explanation.stage_name,
+            "kind": kind_enum(explanation.kind),
+            "status": status_enum(explanation.status),
+            "reason": explanation.reason,
+            "message": explanation.message or None,
+            "estimatedStartTime": rfc3339(explanation.estimated_start),
+        }
+    )
+
+
 def node_list_json(node: NodeView) -> dict[str, Any]:
-    """A ``ListNodeInfo``."""
+    """A ``ListNodeInfo``, with the node's ``holds``."""
     return _compact(
         {
             "id": node.id,
@@ -168,12 +199,13 @@ def node_list_json(node: NodeView) -> dict[str, Any]:
             "devices": sum(node.devices.values()),
             "runningJobs": len(node.stages),
             "resource": _node_resource(node),
+            "holds": [hold_json(h) for h in node.holds],
         }
     )
 
 
 def node_json(node: NodeView) -> dict[str, Any]:
-    """A ``GetNodeInfo``, with the running work as ``runningJobs``."""
+    """A ``GetNodeInfo``, with the running work as ``runningJobs`` and the node's ``holds``."""
     running = []
     for entry in node.stages:
         workflow_id, _, stage_name = entry.partition("/")
@@ -202,6 +234,7 @@ def node_json(node: NodeView) -> dict[str, Any]:
                 ],
             },
             "resource": _node_resource(node),
+            "holds": [hold_json(h) for h in node.holds],
             "registeredAt": rfc3339(node.registered_at),
             "lastSeen": rfc3339(node.last_seen),
         }

@@ -1,19 +1,71 @@
-"""``fuzzball node list|show``: the compute nodes registered with the active context's API."""
+"""``fuzzball node ...``: the compute nodes registered with the active context's API.
+
+``list`` and ``show`` read nodes; ``hold list|add|release`` is the general interface to the
+holds on a node, and ``cordon``, ``uncordon``, ``evict``, ``deprovision`` and ``remove`` are
+the everyday shortcuts over it. A hold is attributed by the server from the caller's identity
+(admin, monitoring or provisioner); ``uncordon`` releases admin cordon holds only, so it never
+clears what monitoring or the provisioner placed.
+
+Commands given several nodes look every one of them up before changing anything, so that a
+mistyped name changes nothing.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, format_table, output_option
+from fuzzball_core.cli.workflow_remote_cmd import short_time
+from fuzzball_core.client import FuzzballClient
+from fuzzball_core.errors import FailedPrecondition
+
+#: Seconds between two looks at the nodes ``deprovision`` waits for.
+DEPROVISION_POLL_INTERVAL = 1.0
+#: What a hold can do to its node.
+HOLD_EFFECTS = ("cordon", "evict", "deprovision")
+#: Node statuses (besides READY) that the commands act on.
+OFFLINE = "OFFLINE"
+DEPROVISIONED = "DEPROVISIONED"
+
+_HOLD_HEADERS = ["ID", "EFFECT", "SOURCE", "REASON", "PLACED BY", "PLACED"]
+_REASON_OPTION = click.option(
+    "--reason", default="", help="Why, recorded with the hold and shown by node show."
+)
 
 
 def register(group: click.Group) -> None:
     """Add the node commands to the ``node`` group."""
-    group.add_command(list_nodes)
-    group.add_command(show_node)
+    for command in (list_nodes, show_node, hold, cordon, uncordon, evict, deprovision, remove):
+        group.add_command(command)
+
+
+# -- presentation -----------------------------------------------------------------------------
+
+
+def hold_labels(holds: Sequence[dict[str, Any]]) -> str:
+    """``cordon(admin), evict(monitoring)``: each distinct effect and source once, in the
+    order placed; ``-`` when the node carries no hold."""
+    labels = dict.fromkeys(f"{h.get('effect', '?')}({h.get('source', '?')})" for h in holds)
+    return ", ".join(labels) or "-"
+
+
+def _hold_rows(holds: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [
+            h.get("id", ""),
+            h.get("effect", ""),
+            h.get("source", ""),
+            h.get("reason", ""),
+            h.get("placedBy", ""),
+            short_time(h.get("placeTime")),
+        ]
+        for h in holds
+    ]
 
 
 def _devices(resource: dict[str, Any]) -> str:
@@ -21,11 +73,18 @@ def _devices(resource: dict[str, Any]) -> str:
     return ", ".join(f"{kind}={count}" for kind, count in sorted(devices.items()))
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+# -- reading nodes ----------------------------------------------------------------------------
+
+
 @click.command("list")
 @output_option
 @click.pass_obj
 def list_nodes(state: CliState, output: str) -> None:
-    """List every node with its capacity and running jobs."""
+    """List every node with its capacity, running jobs and holds."""
     nodes = state.api.list_nodes()
     rows = []
     for node in nodes:
@@ -39,28 +98,30 @@ def list_nodes(state: CliState, output: str) -> None:
                 f"{node.get('memoryGb', 0):g} GiB",
                 _devices(total),
                 node.get("runningJobs", 0),
+                hold_labels(node.get("holds", [])),
             ]
         )
     emit(
         nodes,
         output,
-        headers=["ID", "NAME", "STATUS", "CORES", "MEMORY", "DEVICES", "RUNNING JOBS"],
+        headers=["ID", "NAME", "STATUS", "CORES", "MEMORY", "DEVICES", "RUNNING JOBS", "HOLDS"],
         rows=rows,
     )
 
 
 @click.command("show")
-@click.argument("node_id", metavar="ID")
+@click.argument("node_id", metavar="NODE")
 @output_option
 @click.pass_obj
 def show_node(state: CliState, node_id: str, output: str) -> None:
-    """Show one node (by id or name): capacity, use, annotations and running jobs."""
+    """Show one node (by id or name): capacity, use, annotations, holds and running jobs."""
     node = state.api.get_node(node_id)
     if output != "table":
         emit(node, output)
         return
     summary = node.get("resourceSummary", {})
     resource = node.get("resource", {})
+    holds = node.get("holds", [])
     lines = [
         ("Name", node.get("hostName", "")),
         ("ID", node["id"]),
@@ -77,10 +138,14 @@ def show_node(state: CliState, node_id: str, output: str) -> None:
             ", ".join(f"{k}={v}" for k, v in sorted((resource.get("annotations") or {}).items()))
             or "none",
         ),
-        ("Last seen", (node.get("lastSeen") or "").replace("T", " ")[:19]),
+        ("Holds", hold_labels(holds) if holds else "none"),
+        ("Last seen", short_time(node.get("lastSeen"))),
     ]
     for label, value in lines:
         click.echo(f"{label + ':':<13}{value}")
+    if holds:
+        click.echo()
+        click.echo(format_table(_HOLD_HEADERS, _hold_rows(holds)))
     running = node.get("runningJobs", [])
     if running:
         click.echo()
@@ -90,3 +155,227 @@ def show_node(state: CliState, node_id: str, output: str) -> None:
                 [[r.get("workflowId", ""), r.get("jobName", "")] for r in running],
             )
         )
+
+
+# -- holds ------------------------------------------------------------------------------------
+
+
+@click.group("hold")
+def hold() -> None:
+    """List, place and release holds on a node (cordon, evict, deprovision)."""
+
+
+@hold.command("list")
+@click.argument("node_id", metavar="NODE")
+@output_option
+@click.pass_obj
+def list_holds(state: CliState, node_id: str, output: str) -> None:
+    """List the holds on NODE, oldest first."""
+    holds = state.api.list_holds(node_id)
+    emit(holds, output, headers=_HOLD_HEADERS, rows=_hold_rows(holds))
+
+
+@hold.command("add")
+@click.argument("node_id", metavar="NODE")
+@click.option(
+    "--effect",
+    type=click.Choice(HOLD_EFFECTS),
+    required=True,
+    help="cordon: no new work; evict: also take running work off; "
+    "deprovision: no new work, tear the node down once empty.",
+)
+@_REASON_OPTION
+@click.pass_obj
+def add_hold(state: CliState, node_id: str, effect: str, reason: str) -> None:
+    """Place a hold on NODE."""
+    placed = state.api.add_hold(node_id, effect, reason)
+    click.echo(
+        f"Hold {placed.get('id')} ({effect}, {placed.get('source', '?')}) placed on node "
+        f'"{node_id}".'
+    )
+
+
+@hold.command("release")
+@click.argument("node_id", metavar="NODE")
+@click.argument("hold_id", metavar="HOLD_ID", type=click.IntRange(min=1))
+@click.pass_obj
+def release_hold(state: CliState, node_id: str, hold_id: int) -> None:
+    """Release the hold HOLD_ID of NODE, whoever placed it."""
+    state.api.release_hold(node_id, hold_id)
+    click.echo(f'Hold {hold_id} released from node "{node_id}".')
+
+
+def _look_up(api: FuzzballClient, node_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Every node named, before anything changes (``NotFound`` names the first unknown)."""
+    return [api.get_node(node_id) for node_id in node_ids]
+
+
+@click.command("cordon")
+@click.argument("node_ids", metavar="NODE...", nargs=-1, required=True)
+@_REASON_OPTION
+@click.pass_obj
+def cordon(state: CliState, node_ids: tuple[str, ...], reason: str) -> None:
+    """Place no new work on each NODE (running work continues)."""
+    _look_up(state.api, node_ids)
+    for node_id in node_ids:
+        state.api.add_hold(node_id, "cordon", reason)
+        click.echo(f'Node "{node_id}" cordoned.')
+
+
+@click.command("uncordon")
+@click.argument("node_ids", metavar="NODE...", nargs=-1, required=True)
+@click.pass_obj
+def uncordon(state: CliState, node_ids: tuple[str, ...]) -> None:
+    """Release the admin cordon holds of each NODE.
+
+    Holds placed by monitoring or the provisioner, and evict or deprovision holds, stay; they
+    are listed, with the command that releases one.
+    """
+    _look_up(state.api, node_ids)
+    for node_id in node_ids:
+        reply = state.api.uncordon(node_id)
+        released = int(reply.get("released", 0))
+        if released:
+            click.echo(
+                f'Node "{node_id}" uncordoned ({_plural(released, "admin cordon hold")} released).'
+            )
+        else:
+            click.echo(f'Node "{node_id}" had no admin cordon hold.')
+        remaining = reply.get("holds", [])
+        if remaining:
+            click.echo(
+                f'Node "{node_id}" is still held: uncordon releases admin cordon holds only.'
+            )
+            for left in remaining:
+                reason = f": {left['reason']}" if left.get("reason") else ""
+                click.echo(
+                    f"  hold {left.get('id')} {left.get('effect')}({left.get('source')}){reason}"
+                    f" (release with: fuzzball node hold release {node_id} {left.get('id')})"
+                )
+
+
+@click.command("evict")
+@click.argument("node_ids", metavar="NODE...", nargs=-1, required=True)
+@_REASON_OPTION
+@click.pass_obj
+def evict(state: CliState, node_ids: tuple[str, ...], reason: str) -> None:
+    """Take running work off each NODE and place no new work there.
+
+    A step declaring ``policy.retry.on: [node]`` is requeued elsewhere; anything else fails
+    with the reason.
+    """
+    _look_up(state.api, node_ids)
+    for node_id in node_ids:
+        state.api.add_hold(node_id, "evict", reason)
+        click.echo(f'Node "{node_id}" evicted.')
+
+
+@click.command("deprovision")
+@click.argument("node_ids", metavar="NODE...", nargs=-1)
+@click.option("--evict", "evict_first", is_flag=True, help="Also take running work off now.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Evict running work and return at once instead of waiting for the teardown.",
+)
+@click.option("--all", "all_nodes", is_flag=True, help="Deprovision every node.")
+@_REASON_OPTION
+@click.pass_obj
+def deprovision(
+    state: CliState,
+    node_ids: tuple[str, ...],
+    evict_first: bool,
+    force: bool,
+    all_nodes: bool,
+    reason: str,
+) -> None:
+    """Tear each NODE down once it is empty, and wait until it is.
+
+    No new work is placed on the node; running work finishes first unless --evict or --force
+    takes it off. Without --force the command waits, printing progress, until every node is
+    torn down (status DEPROVISIONED).
+    """
+    if all_nodes and node_ids:
+        raise click.UsageError("give NODE names or --all, not both")
+    if all_nodes:
+        found = state.api.list_nodes()
+        node_ids = tuple(n.get("hostName") or n["id"] for n in found)
+        statuses = [n.get("status", "") for n in found]
+    elif node_ids:
+        statuses = [n.get("status", "") for n in _look_up(state.api, node_ids)]
+    else:
+        raise click.UsageError("give at least one NODE, or --all")
+    targets = []
+    for node_id, status in zip(node_ids, statuses, strict=True):
+        if status == DEPROVISIONED:
+            click.echo(f'Node "{node_id}" is already deprovisioned.')
+            continue
+        state.api.add_hold(node_id, "deprovision", reason)
+        if force or evict_first:
+            state.api.add_hold(node_id, "evict", reason)
+        if force:
+            click.echo(f'Node "{node_id}" evicted and deprovisioning (forced; not waiting).')
+        else:
+            evicted = " and running work evicted" if evict_first else ""
+            click.echo(f'Node "{node_id}": deprovision hold placed{evicted}.')
+        targets.append(node_id)
+    if not force:
+        wait_until_deprovisioned(state.api, targets)
+
+
+def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> None:
+    """Poll until each node is torn down, printing what it still waits for when that changes.
+
+    An offline node cannot be torn down from here: it is reported and no longer waited for
+    (its deprovision hold stays, so it is torn down if it comes back empty).
+    """
+    progress: dict[str, str] = dict.fromkeys(node_ids, "")
+    while progress:
+        for node_id in list(progress):
+            node = api.get_node(node_id)
+            status = node.get("status", "")
+            if status == DEPROVISIONED:
+                click.echo(f'Node "{node_id}" is empty and was torn down.')
+                del progress[node_id]
+                continue
+            if status == OFFLINE:
+                click.echo(
+                    f'Node "{node_id}" is offline: not waiting for it; it is torn down if it '
+                    "comes back empty."
+                )
+                del progress[node_id]
+                continue
+            running = node.get("runningJobs", [])
+            if running:
+                jobs = ", ".join(f"{r.get('workflowId')}/{r.get('jobName')}" for r in running)
+                line = (
+                    f'Node "{node_id}": waiting for {_plural(len(running), "running job")}: {jobs}'
+                )
+            else:
+                line = f'Node "{node_id}": empty; waiting for the teardown'
+            if line != progress[node_id]:
+                click.echo(line)
+                progress[node_id] = line
+        if progress:
+            time.sleep(DEPROVISION_POLL_INTERVAL)
+
+
+@click.command("remove")
+@click.argument("node_ids", metavar="NODE...", nargs=-1, required=True)
+@click.pass_obj
+def remove(state: CliState, node_ids: tuple[str, ...]) -> None:
+    """Clear the record of each offline or deprovisioned NODE, releasing its holds."""
+    nodes = _look_up(state.api, node_ids)
+    up = [
+        node_id
+        for node_id, node in zip(node_ids, nodes, strict=True)
+        if node.get("status") not in (OFFLINE, DEPROVISIONED)
+    ]
+    if up:  # the server refuses these too; checking first leaves the others in place
+        raise FailedPrecondition(
+            f"{', '.join(up)} {'is' if len(up) == 1 else 'are'} still up: only offline or "
+            "deprovisioned nodes can be removed (fuzzball node deprovision first)"
+        )
+    for node_id in node_ids:
+        state.api.remove_node(node_id)
+        click.echo(f'Node "{node_id}" removed.')

@@ -1,4 +1,4 @@
-"""``fuzzball workflow start|list|describe|status|logs|events|stop``: workflows on a server.
+"""``fuzzball workflow start|list|describe|status|logs|events|stop|why``: workflows on a server.
 
 Each command talks to the API of the active context. ``-o json|yaml`` prints the API's own
 objects; tables show statuses without their ``STAGE_STATUS_`` prefix (pending for
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ _TERMINAL = frozenset({"FINISHED", "FAILED", "CANCELED"})
 
 def register(group: click.Group) -> None:
     """Add the server-side workflow commands to the ``workflow`` group."""
-    for command in (start, list_workflows, describe, status, logs, events, stop):
+    for command in (start, list_workflows, describe, status, logs, events, stop, why):
         group.add_command(command)
 
 
@@ -213,3 +214,76 @@ def stop(state: CliState, workflow_id: str) -> None:
     """Stop a workflow: every stage not yet finished is canceled."""
     state.api.stop_workflow(workflow_id)
     click.echo(f'Workflow "{workflow_id}" stopped.')
+
+
+#: Stage kinds whose waiting is decided by the scheduler, so an estimated start applies.
+_SCHEDULED_KINDS = frozenset({"STAGE_KIND_JOB", "STAGE_KIND_SERVICE"})
+
+
+def duration_words(seconds: float) -> str:
+    """``45s``, ``4m``, ``2h 5m``, ``3d 4h``: the two largest units, rounded down."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 3600:
+        return f"{minutes}m"
+    if seconds < 86400:
+        return f"{hours}h {minutes % 60}m" if minutes % 60 else f"{hours}h"
+    return f"{days}d {hours % 24}h" if hours % 24 else f"{days}d"
+
+
+def estimated_start(value: str | None, now: datetime | None = None) -> str:
+    """``estimated start in 4m (2026-12-02T15:30:00Z)``, or ``no estimate`` when unset."""
+    if not value:
+        return "no estimate"
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    shown = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    remaining = (moment - (now or datetime.now(UTC))).total_seconds()
+    when = f"in {duration_words(remaining)}" if remaining >= 1 else "now"
+    return f"estimated start {when} ({shown})"
+
+
+#: Reasons of a pending stage that the scheduler has already placed.
+_PLACED_REASONS = frozenset({"STARTING", "RUNNING"})
+
+
+def _waits_for_placement(stage: dict[str, Any]) -> bool:
+    """A pending job or service not yet placed: the stages an estimated start is for."""
+    return (
+        stage.get("kind") in _SCHEDULED_KINDS
+        and status_name(stage.get("status")) == "PENDING"
+        and stage.get("reason") not in _PLACED_REASONS
+    )
+
+
+@click.command("why")
+@click.argument("workflow_id", metavar="ID")
+@click.option("--all", "include_finished", is_flag=True, help="Include finished stages too.")
+@output_option
+@click.pass_obj
+def why(state: CliState, workflow_id: str, include_finished: bool, output: str) -> None:
+    """Explain why each stage still waiting is where it is, in describe order.
+
+    Pending jobs show the scheduler's reason and the earliest start it estimates.
+    """
+    stages = state.api.explain_workflow(workflow_id, include_finished=include_finished)
+    headers = ["STAGE", "STATUS", "REASON", "DETAILS"]
+    rows = [
+        [
+            s.get("stageName", ""),
+            status_name(s.get("status")),
+            s.get("reason", ""),
+            s.get("message", ""),
+        ]
+        for s in stages
+    ]
+    if any(_waits_for_placement(s) for s in stages):
+        headers.append("ESTIMATED START")
+        for row, stage in zip(rows, stages, strict=True):
+            pending = _waits_for_placement(stage)
+            row.append(estimated_start(stage.get("estimatedStartTime")) if pending else "")
+    if output == "table" and not stages:
+        click.echo(f"No stage of workflow {workflow_id} is waiting (--all shows every stage).")
+        return
+    emit(stages, output, headers=headers, rows=rows)

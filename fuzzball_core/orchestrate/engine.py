@@ -100,6 +100,16 @@ class Transaction:
     now: float
     outbox: list[tuple[str, node_pb2.ControlMessage]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: rows loaded in bulk ahead of use: the session's identity map holds rows weakly, so
+    #: without these references they would be dropped and loaded again one by one
+    loaded: list[Any] = field(default_factory=list)
+
+    def load(self, model: type, ids: Iterable[Any]) -> None:
+        """Load the rows of ``model`` with these primary keys into the session, at once."""
+        wanted = set(ids)
+        if wanted:
+            key = model.__mapper__.primary_key[0]
+            self.loaded.extend(self.session.scalars(select(model).where(key.in_(wanted))))
 
 
 @dataclass
@@ -663,13 +673,13 @@ class Engine:
             kind = message.WhichOneof("kind")
             if kind in ("started", "exited", "log"):
                 run_ids.add(getattr(message, kind).run_id)
-        if not run_ids:
-            return
-        runs = list(tx.session.scalars(select(Run).where(Run.id.in_(run_ids))))
-        stage_ids = {run.stage_id for run in runs}
-        list(tx.session.scalars(select(Stage).where(Stage.id.in_(stage_ids))))
-        workflow_ids = {run.workflow_id for run in runs}
-        list(tx.session.scalars(select(Workflow).where(Workflow.id.in_(workflow_ids))))
+        self._preload_runs(tx, run_ids)
+
+    def _preload_runs(self, tx: Transaction, run_ids: Iterable[int]) -> None:
+        tx.load(Run, run_ids)
+        runs = [row for row in tx.loaded if isinstance(row, Run)]
+        tx.load(Stage, {run.stage_id for run in runs})
+        tx.load(Workflow, {run.workflow_id for run in runs})
 
     def _apply(self, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
         kind = message.WhichOneof("kind")
@@ -986,6 +996,7 @@ class Engine:
         result = self.scheduler.schedule(pending, tx.now)
         self.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
         self._report_blocked(tx, result.diagnoses)
+        self._preload_runs(tx, [self._pending[p.job_id].run_id for p in result.placements])
         for placement in result.placements:
             waiting = self._pending.pop(placement.job_id)
             run = tx.session.get(Run, waiting.run_id)

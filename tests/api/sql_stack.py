@@ -81,13 +81,23 @@ class SqlStack:
         *,
         devices: dict[str, int] | None = None,
         annotations: dict[str, str] | None = None,
+        lease_seconds: float | None = None,
     ) -> NodeView:
-        """Register a node and start answering its stream's control messages."""
+        """Register a node and start answering its stream's control messages.
+
+        The scripted node sends no heartbeats: with a short ``lease_seconds`` it goes offline
+        as soon as that lease runs out (see :meth:`wait_for_node_status`).
+        """
 
         def register() -> str:
-            node_id = self.engine.register_node(
-                name, Resources(cores, memory, devices or {}), dict(annotations or {})
-            )
+            usual = self.engine.lease_seconds
+            self.engine.lease_seconds = lease_seconds if lease_seconds is not None else usual
+            try:
+                node_id = self.engine.register_node(
+                    name, Resources(cores, memory, devices or {}), dict(annotations or {})
+                )
+            finally:
+                self.engine.lease_seconds = usual
             queue = self.hub.attach(node_id)
             self._node_tasks.append(asyncio.ensure_future(self._serve(node_id, queue)))
             return node_id
@@ -95,6 +105,15 @@ class SqlStack:
         node_id = self._on_loop(register)
         self._node_ids.append(node_id)
         return self._on_loop(lambda: self.service.get_node(ADMIN, node_id))
+
+    def wait_for_node_status(self, name: str, status: str) -> NodeView:
+        """Wait until the engine shows the node with ``status`` (OFFLINE, DEPROVISIONED, ...)."""
+        deadline = time.monotonic() + 10
+        while (node := self._on_loop(lambda: self.service.get_node(ADMIN, name))).status != status:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"node {name} is {node.status}, never became {status}")
+            time.sleep(0.02)
+        return node
 
     async def _serve(self, node_id: str, queue: asyncio.Queue[Any]) -> None:
         while (message := await queue.get()) is not None:

@@ -49,8 +49,14 @@ ALL_CALLS = [
     ("GET", "/workflows/some-id:events"),
     ("PATCH", "/workflows/some-id:stop"),
     ("POST", "/workflows:validate"),
+    ("GET", "/workflows/some-id:why"),
     ("GET", "/nodes"),
     ("GET", "/nodes/some-id"),
+    ("DELETE", "/nodes/some-id"),
+    ("POST", "/nodes/some-id:uncordon"),
+    ("GET", "/nodes/some-id/holds"),
+    ("POST", "/nodes/some-id/holds"),
+    ("DELETE", "/nodes/some-id/holds/1"),
 ]
 
 

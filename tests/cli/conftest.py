@@ -75,3 +75,15 @@ def logged_in(fuzzball: Fuzzball) -> Fuzzball:
     )
     assert result.exit_code == 0, result.output
     return fuzzball
+
+
+@pytest.fixture
+def admin(fuzzball: Fuzzball, tmp_path) -> Fuzzball:
+    """The CLI of an administrator (own config home and context) against the same server."""
+    _, token = fuzzball.service.create_account("admin", admin=True)
+    cli_as_admin = Fuzzball(tmp_path / "admin-home", fuzzball.service, fuzzball.rest_url, token)
+    result = cli_as_admin(
+        "context", "create", "lab", "--address", fuzzball.rest_url, "--token", token
+    )
+    assert result.exit_code == 0, result.output
+    return cli_as_admin

@@ -276,6 +276,7 @@ def test_node_list_in_every_format(logged_in):
         "MEMORY",
         "DEVICES",
         "RUNNING JOBS",
+        "HOLDS",
     ]
     assert [c.strip() for c in table[1].split("|")] == [
         node.id,
@@ -285,6 +286,7 @@ def test_node_list_in_every_format(logged_in):
         "2 GiB",
         "gpu=2",
         "0",
+        "-",
     ]
     as_json = json.loads(logged_in("node", "list", "-o", "json").output)
     assert [n["hostName"] for n in as_json] == ["n1", "node-1"]

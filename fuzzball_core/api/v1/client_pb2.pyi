@@ -247,6 +247,36 @@ class ReadLogsResponse(_message.Message):
     chunks: _containers.RepeatedCompositeFieldContainer[WorkflowLogChunk]
     def __init__(self, chunks: _Optional[_Iterable[_Union[WorkflowLogChunk, _Mapping]]] = ...) -> None: ...
 
+class ExplainWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "include_finished")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    include_finished: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., include_finished: _Optional[bool] = ...) -> None: ...
+
+class StageExplanation(_message.Message):
+    __slots__ = ("stage_name", "kind", "status", "reason", "message", "estimated_start_time")
+    STAGE_NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    stage_name: str
+    kind: StageKind
+    status: WorkflowStatus
+    reason: str
+    message: str
+    estimated_start_time: _timestamp_pb2.Timestamp
+    def __init__(self, stage_name: _Optional[str] = ..., kind: _Optional[_Union[StageKind, str]] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., estimated_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExplainWorkflowResponse(_message.Message):
+    __slots__ = ("stages",)
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    stages: _containers.RepeatedCompositeFieldContainer[StageExplanation]
+    def __init__(self, stages: _Optional[_Iterable[_Union[StageExplanation, _Mapping]]] = ...) -> None: ...
+
 class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -258,7 +288,7 @@ class GetNodeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("id", "name", "status", "cores", "memory", "devices", "annotations", "used_cores", "used_memory", "used_devices", "registered_at", "last_seen", "stages")
+    __slots__ = ("id", "name", "status", "cores", "memory", "devices", "annotations", "used_cores", "used_memory", "used_devices", "registered_at", "last_seen", "stages", "holds")
     class DevicesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +323,7 @@ class NodeInfo(_message.Message):
     REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: str
@@ -306,7 +337,70 @@ class NodeInfo(_message.Message):
     registered_at: _timestamp_pb2.Timestamp
     last_seen: _timestamp_pb2.Timestamp
     stages: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., used_cores: _Optional[int] = ..., used_memory: _Optional[int] = ..., used_devices: _Optional[_Mapping[str, int]] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stages: _Optional[_Iterable[str]] = ...) -> None: ...
+    holds: _containers.RepeatedCompositeFieldContainer[NodeHold]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., used_cores: _Optional[int] = ..., used_memory: _Optional[int] = ..., used_devices: _Optional[_Mapping[str, int]] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stages: _Optional[_Iterable[str]] = ..., holds: _Optional[_Iterable[_Union[NodeHold, _Mapping]]] = ...) -> None: ...
+
+class NodeHold(_message.Message):
+    __slots__ = ("id", "effect", "source", "reason", "placed_by", "place_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PLACED_BY_FIELD_NUMBER: _ClassVar[int]
+    PLACE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    effect: str
+    source: str
+    reason: str
+    placed_by: str
+    place_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[int] = ..., effect: _Optional[str] = ..., source: _Optional[str] = ..., reason: _Optional[str] = ..., placed_by: _Optional[str] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class NodeIdRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class RemoveNodeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListNodeHoldsResponse(_message.Message):
+    __slots__ = ("holds",)
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    holds: _containers.RepeatedCompositeFieldContainer[NodeHold]
+    def __init__(self, holds: _Optional[_Iterable[_Union[NodeHold, _Mapping]]] = ...) -> None: ...
+
+class AddNodeHoldRequest(_message.Message):
+    __slots__ = ("node_id", "effect", "reason")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    effect: str
+    reason: str
+    def __init__(self, node_id: _Optional[str] = ..., effect: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReleaseNodeHoldRequest(_message.Message):
+    __slots__ = ("node_id", "hold_id")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOLD_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    hold_id: int
+    def __init__(self, node_id: _Optional[str] = ..., hold_id: _Optional[int] = ...) -> None: ...
+
+class ReleaseNodeHoldResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class UncordonNodeResponse(_message.Message):
+    __slots__ = ("released", "holds")
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    released: int
+    holds: _containers.RepeatedCompositeFieldContainer[NodeHold]
+    def __init__(self, released: _Optional[int] = ..., holds: _Optional[_Iterable[_Union[NodeHold, _Mapping]]] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)

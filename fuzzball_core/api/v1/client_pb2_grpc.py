@@ -161,6 +161,11 @@ class WorkflowServiceStub:
                 request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReadLogsRequest.SerializeToString,
                 response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.WorkflowLogChunk.FromString,
                 _registered_method=True)
+        self.ExplainWorkflow = channel.unary_unary(
+                '/fuzzball.v1.WorkflowService/ExplainWorkflow',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ExplainWorkflowRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ExplainWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowServiceServicer:
@@ -229,6 +234,14 @@ class WorkflowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainWorkflow(self, request, context):
+        """Why each stage is where it is, in GetWorkflow's stage order: the stages still waiting,
+        or every stage with include_finished.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -276,6 +289,11 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
                     servicer.FollowLogs,
                     request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReadLogsRequest.FromString,
                     response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.WorkflowLogChunk.SerializeToString,
+            ),
+            'ExplainWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainWorkflow,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ExplainWorkflowRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ExplainWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -531,6 +549,33 @@ class WorkflowService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ExplainWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.WorkflowService/ExplainWorkflow',
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.ExplainWorkflowRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.ExplainWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class NodeServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -551,6 +596,31 @@ class NodeServiceStub:
                 request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeRequest.SerializeToString,
                 response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeInfo.FromString,
                 _registered_method=True)
+        self.RemoveNode = channel.unary_unary(
+                '/fuzzball.v1.NodeService/RemoveNode',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.RemoveNodeResponse.FromString,
+                _registered_method=True)
+        self.ListNodeHolds = channel.unary_unary(
+                '/fuzzball.v1.NodeService/ListNodeHolds',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ListNodeHoldsResponse.FromString,
+                _registered_method=True)
+        self.AddNodeHold = channel.unary_unary(
+                '/fuzzball.v1.NodeService/AddNodeHold',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.AddNodeHoldRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeHold.FromString,
+                _registered_method=True)
+        self.ReleaseNodeHold = channel.unary_unary(
+                '/fuzzball.v1.NodeService/ReleaseNodeHold',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReleaseNodeHoldRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReleaseNodeHoldResponse.FromString,
+                _registered_method=True)
+        self.UncordonNode = channel.unary_unary(
+                '/fuzzball.v1.NodeService/UncordonNode',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.UncordonNodeResponse.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -570,6 +640,43 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveNode(self, request, context):
+        """Forget a node that is no longer up (offline or deprovisioned), with its holds;
+        FAILED_PRECONDITION for a node that is up.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNodeHolds(self, request, context):
+        """Every hold on a node, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddNodeHold(self, request, context):
+        """Place a hold as the caller (admin, or the monitoring/provisioner service accounts);
+        PERMISSION_DENIED for anyone else.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseNodeHold(self, request, context):
+        """Release one hold by id, whatever its source.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UncordonNode(self, request, context):
+        """Release the node's admin cordon holds only; the reply lists the holds left in place.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -582,6 +689,31 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.GetNode,
                     request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeRequest.FromString,
                     response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeInfo.SerializeToString,
+            ),
+            'RemoveNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveNode,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.RemoveNodeResponse.SerializeToString,
+            ),
+            'ListNodeHolds': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNodeHolds,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ListNodeHoldsResponse.SerializeToString,
+            ),
+            'AddNodeHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddNodeHold,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.AddNodeHoldRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeHold.SerializeToString,
+            ),
+            'ReleaseNodeHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseNodeHold,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReleaseNodeHoldRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReleaseNodeHoldResponse.SerializeToString,
+            ),
+            'UncordonNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UncordonNode,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.UncordonNodeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -638,6 +770,141 @@ class NodeService:
             '/fuzzball.v1.NodeService/GetNode',
             fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeRequest.SerializeToString,
             fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.NodeService/RemoveNode',
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.RemoveNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNodeHolds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.NodeService/ListNodeHolds',
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.ListNodeHoldsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddNodeHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.NodeService/AddNodeHold',
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.AddNodeHoldRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeHold.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseNodeHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.NodeService/ReleaseNodeHold',
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReleaseNodeHoldRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.ReleaseNodeHoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UncordonNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.NodeService/UncordonNode',
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeIdRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.UncordonNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
