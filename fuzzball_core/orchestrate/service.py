@@ -356,7 +356,10 @@ class SqlOrchestrateService:
                                                  Run.status.in_(("ASSIGNED", "STARTED"))))
         live = list(live)
         if live:
-            names = sorted({n for run in live for n in run.node_ids})
+            node_ids = {n for run in live for n in run.node_ids}
+            names = sorted(
+                session.scalars(select(Node.name).where(Node.id.in_(node_ids)))
+            ) or sorted(node_ids)
             if any(run.status == "STARTED" for run in live):
                 return explained("RUNNING", f"running on {', '.join(names)}")
             return explained("STARTING", f"placed on {', '.join(names)}; starting")

@@ -15,9 +15,11 @@ from typing import Any, Protocol
 
 from fuzzball_core.orchestrate.views import (
     EventView,
+    HoldView,
     LogChunkView,
     NodeView,
     Principal,
+    StageExplanation,
     WorkflowView,
 )
 
@@ -85,3 +87,27 @@ class OrchestrateService(Protocol):
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         """One node by id or name. ``NotFound`` if unknown."""
+
+    def remove_node(self, who: Principal, node_ref: str) -> None:
+        """Clear an offline (or deprovisioned) node's record and release its holds."""
+
+    # -- holds (administrators, and the monitoring and provisioner service accounts) -------
+
+    def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
+        """Every hold on a node, oldest first."""
+
+    def add_hold(self, who: Principal, node_ref: str, effect: str, reason: str = "") -> HoldView:
+        """Place a cordon, evict or deprovision hold, attributed to the caller's source."""
+
+    def release_hold(self, who: Principal, node_ref: str, hold_id: int) -> None:
+        """Release one hold by id."""
+
+    def uncordon(self, who: Principal, node_ref: str) -> int:
+        """Release the node's admin cordon holds only; return how many were released."""
+
+    # -- diagnostics -------------------------------------------------------------------------
+
+    def explain_workflow(
+        self, who: Principal, workflow_id: str, *, include_finished: bool = False
+    ) -> list[StageExplanation]:
+        """Why each stage is where it is, in ``workflow describe`` order."""
