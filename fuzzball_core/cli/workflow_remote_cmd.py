@@ -72,19 +72,42 @@ _STAGE_HEADERS = ["KIND", "STATUS", "NAME", "STARTED", "FINISHED"]
     is_flag=True,
     help="Follow stage changes until the workflow ends; exit 1 unless it finished.",
 )
+@click.option(
+    "--logs",
+    "show_logs",
+    is_flag=True,
+    help="With --wait: print every job's output once the workflow ends.",
+)
 @click.pass_obj
-def start(state: CliState, file: Path, name: str | None, wait: bool) -> None:
+def start(state: CliState, file: Path, name: str | None, wait: bool, show_logs: bool) -> None:
     """Start the workflow in FILE (sent unchanged to the server)."""
     try:
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidArgument(f"{file}: not UTF-8 text (byte {exc.start})") from None
+    if show_logs and not wait:
+        raise click.UsageError("--logs needs --wait")
     workflow_id = state.api.start_workflow(text, name=name)
     click.echo(f'Workflow "{workflow_id}" started.')
     if wait:
         final = _wait_for_end(state, workflow_id)
+        if show_logs:
+            _print_job_logs(state, workflow_id)
         if final != "FINISHED":
             sys.exit(1)
+
+
+def _print_job_logs(state: CliState, workflow_id: str) -> None:
+    """Each job's output under a ``==> jobs.NAME <==`` header, as ``tail`` shows files."""
+    workflow = state.api.get_workflow(workflow_id)
+    for stage in workflow.get("jobs", []):
+        name = stage.get("name", "")
+        if not name.startswith("jobs."):
+            continue
+        click.echo(f"==> {name} <==")
+        for chunk in state.api.stream_logs(workflow_id, name, follow=False):
+            click.echo(chunk.output.decode("utf-8", errors="replace"), nl=False,
+                       err=chunk.stream == "stderr")
 
 
 def _wait_for_end(state: CliState, workflow_id: str) -> str:

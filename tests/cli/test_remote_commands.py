@@ -135,6 +135,32 @@ def test_start_wait_follows_stages_and_exits_zero_on_success(logged_in, hello_fi
     assert lines[-1].endswith('" finished.')
 
 
+def test_start_wait_logs_prints_each_jobs_output_at_the_end(logged_in, hello_file):
+    def run() -> None:
+        deadline = time.time() + 10
+        while not logged_in.service.list_workflows(logged_in.who) and time.time() < deadline:
+            time.sleep(0.02)
+        (workflow,) = logged_in.service.list_workflows(logged_in.who)
+        logged_in.service.set_stage(workflow.id, "jobs.hello", STARTED)
+        logged_in.service.emit_log(workflow.id, "jobs.hello", "Hello, world!\n")
+        time.sleep(0.3)
+        logged_in.service.set_stage(workflow.id, "jobs.hello", FINISHED, exit_code=0)
+
+    finisher = threading.Thread(target=run)
+    finisher.start()
+    result = logged_in("workflow", "start", str(hello_file), "--wait", "--logs")
+    finisher.join()
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[-2:] == ["==> jobs.hello <==", "Hello, world!"]
+
+
+def test_start_logs_without_wait_is_a_usage_error(logged_in, hello_file):
+    result = logged_in("workflow", "start", str(hello_file), "--logs")
+    assert result.exit_code == 2
+    assert "--logs needs --wait" in result.output
+
+
 def test_start_wait_exits_non_zero_when_the_workflow_fails(logged_in, hello_file):
     finisher = _finish_first_workflow_later(logged_in, FAILED)
     result = logged_in("workflow", "start", str(hello_file), "--wait")
