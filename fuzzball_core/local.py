@@ -197,7 +197,7 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
         "data": str(config.data_dir),
         "config": str(deployment.config_file),
         "logs": {p: str(deployment.log_file(p)) for p in PROCESSES},
-        "nodes": [n.get("name") for n in nodes],
+        "nodes": [str(n.get("hostName") or n.get("id")) for n in nodes],
     }
 
 

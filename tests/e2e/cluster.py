@@ -44,8 +44,9 @@ from fuzzball_core.plugins import get_registry  # noqa: E402
 T = TypeVar("T")
 
 NODE_TOKEN = "e2e-node-token"
-HELLO_WORLD = Path("/work/shared/reference/workflow-examples/hello-world.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: the upstream example, unmodified (a copy ships in examples/, see examples/NOTICE.md)
+HELLO_WORLD = REPO_ROOT / "examples" / "hello-world.yaml"
 
 ORCHESTRATE_MAIN = "from fuzzball_core.orchestrate.server import main; main()"
 SUBSTRATE_MAIN = "from fuzzball_core.substrate.main import main; main()"

@@ -1,0 +1,88 @@
+"""The README's main command: `fuzzball local up`, then hello-world, then `local down`.
+
+The upstream hello-world names docker://alpine:latest; the configuration mirrors docker.io to a
+registry on loopback that holds a busybox-based library/alpine:latest, as an air-gapped site
+would, so the run needs no internet.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from cluster import HELLO_WORLD, LocalRegistry, free_port
+
+FUZZBALL = [sys.executable, "-m", "fuzzball_core.cli"]
+
+
+@pytest.fixture
+def local_deployment(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    registry = LocalRegistry(tmp_path / "registry")
+    config = tmp_path / "fuzzball.yaml"
+    config.write_text(yaml.safe_dump({
+        "data-dir": str(tmp_path / "data"),
+        "orchestrate": {
+            "grpc-listen": f"127.0.0.1:{free_port()}",
+            "rest-listen": f"127.0.0.1:{free_port()}",
+        },
+        "substrate": {"node-name": "local-node", "cores": 2, "memory": "2GiB"},
+        "images": {"registries": {"docker.io": {"mirrors": [registry.url]}}},
+    }))
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": "",
+           "FUZZBALL_CONFIG": str(config)}
+    env.pop("XDG_CONFIG_HOME")
+    try:
+        yield config, env
+    finally:
+        subprocess.run([*FUZZBALL, "local", "down"], env=env, capture_output=True, timeout=60)
+        registry.stop()
+
+
+def fuzzball(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FUZZBALL, *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_local_up_runs_hello_world_and_local_down_stops_it(local_deployment):
+    config, env = local_deployment
+    up = fuzzball(env, "local", "up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "Fuzzball is up" in up.stdout
+    assert "orchestrate log:" in up.stdout
+
+    run = fuzzball(env, "workflow", "start", "--wait", "--logs", str(HELLO_WORLD))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Hello, world! Hostname" in run.stdout
+
+    status = fuzzball(env, "local", "status", "-o", "json")
+    assert '"running": true' in status.stdout
+
+    down = fuzzball(env, "local", "down")
+    assert down.returncode == 0
+    assert "stopped substrate, orchestrate" in down.stdout
+    after = fuzzball(env, "local", "status", "-o", "json")
+    assert '"running": true' not in after.stdout
+
+
+def test_local_up_writes_a_context_in_the_real_cli_format(local_deployment):
+    config, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+    contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
+    assert contexts["activeContext"] == "local"
+    (local,) = contexts["contexts"]
+    assert local["address"].startswith("http://127.0.0.1:")
+    assert local["auth"]["credentials"]["token"]
+
+
+def test_local_up_twice_is_harmless(local_deployment):
+    config, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+    again = fuzzball(env, "local", "up")
+    assert again.returncode == 0, again.stderr
+    nodes = fuzzball(env, "node", "list", "-o", "json")
+    assert nodes.stdout.count('"local-node"') == 1
