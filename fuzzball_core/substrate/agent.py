@@ -13,6 +13,11 @@ the agent re-registers and reconnects with exponential backoff, and the Hello/We
 exchange reconciles both sides. A finished run's report is kept until it was sent on a
 stream that then stayed up for ``2 * lease`` seconds, so no result is lost to a crash of
 Orchestrate; duplicates are ignored on the other side.
+
+A ``Shutdown`` (the node carries a deprovision hold and is empty) winds the agent down: it
+takes no more work, stops whatever Orchestrate no longer counts as running here (an evicted
+container still being killed), sends what is left in its outbox, half-closes the stream and
+waits for Orchestrate to end it, then :meth:`Agent.run` returns and the process exits 0.
 """
 
 from __future__ import annotations
@@ -57,6 +62,10 @@ BACKOFF_FACTOR = 2.0
 BACKOFF_MAX = 5.0
 #: A stream that stayed up this long resets the backoff.
 STABLE_STREAM = 10.0
+#: Seconds a deprovisioned agent gives its last containers to end, and Orchestrate to end
+#: the stream after the agent half-closed it.
+WIND_DOWN_RUNS = 10.0
+WIND_DOWN_STREAM = 5.0
 
 
 def machine_memory() -> int:
@@ -105,6 +114,7 @@ class Outbox:
     def __init__(self) -> None:
         self._messages: deque[node_pb2.NodeMessage] = deque()
         self._ready = asyncio.Event()
+        self._closed = False
 
     def put(self, message: node_pb2.NodeMessage) -> None:
         self._messages.append(message)
@@ -114,13 +124,21 @@ class Outbox:
         """Make waiting takers check whether they are still current."""
         self._ready.set()
 
+    def close(self) -> None:
+        """No more messages will come: takers get None once the queue is drained."""
+        self._closed = True
+        self._ready.set()
+
     async def take(self, still_current: Callable[[], bool]) -> node_pb2.NodeMessage | None:
-        """The next message, or None once ``still_current()`` turned false."""
+        """The next message, or None once ``still_current()`` turned false or the outbox
+        was closed and drained."""
         while True:
             if not still_current():
                 return None
             if self._messages:
                 return self._messages.popleft()
+            if self._closed:
+                return None
             self._ready.clear()
             await self._ready.wait()
 
@@ -171,6 +189,10 @@ class Agent:
         #: generation of the stream that is up, 0 while none is
         self._live = 0
         self._welcomed = asyncio.Event()
+        #: why Orchestrate deprovisioned this node, once it sent ``Shutdown``
+        self.deprovisioned: str | None = None
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._wind_down_task: asyncio.Task[None] | None = None
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -200,6 +222,8 @@ class Agent:
                 if not session.done():
                     session.cancel()
                     break
+                if self.deprovisioned is not None:
+                    break  # the stream ended because this node is being torn down
                 problem = session.exception()
                 if problem is not None and not isinstance(problem, grpc.aio.AioRpcError):
                     log.error("connection to %s failed: %r", self.address, problem)
@@ -211,7 +235,12 @@ class Agent:
                 backoff = min(backoff * BACKOFF_FACTOR, BACKOFF_MAX)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
+        if self._wind_down_task is not None:
+            self._wind_down_task.cancel()
         await self._shutdown()
+        if self.deprovisioned is not None:
+            log.info("node %s was deprovisioned by Orchestrate (%s); the agent exits",
+                     self.identity.name, self.deprovisioned)
 
     def _log_rpc_error(self, error: grpc.aio.AioRpcError) -> None:
         code = error.code()
@@ -255,17 +284,19 @@ class Agent:
         self._generation += 1
         generation = self._live = self._generation
         self._welcomed = asyncio.Event()
-        call = stub.Connect(self._requests(generation), metadata=self._metadata)
+        call = self._call = stub.Connect(self._requests(generation), metadata=self._metadata)
         upkeep = asyncio.create_task(self._upkeep(generation))
         try:
             async for control in call:
                 self._on_control(control)
-            log.info("Orchestrate closed the stream; reconnecting")
+            if self.deprovisioned is None:
+                log.info("Orchestrate closed the stream; reconnecting")
         finally:
             self._live = 0
             self._outbox.wake()  # the broken stream's generator stops taking messages
             upkeep.cancel()
             call.cancel()
+            self._call = None
 
     async def _requests(self, generation: int) -> AsyncIterator[node_pb2.NodeMessage]:
         yield node_pb2.NodeMessage(
@@ -336,6 +367,32 @@ class Agent:
             for run_id in control.welcome.unknown_run_ids:
                 self._forget(run_id)
             self._welcomed.set()
+        elif kind == "shutdown":
+            self._begin_wind_down(control.shutdown.reason or "deprovisioned")
+
+    def _begin_wind_down(self, reason: str) -> None:
+        if self.deprovisioned is not None:
+            return  # said twice (a reconnect raced the first one): one wind-down is enough
+        self.deprovisioned = reason
+        log.info("Orchestrate is deprovisioning node %s (%s): taking no more work",
+                 self.identity.name, reason)
+        self._wind_down_task = asyncio.create_task(self._wind_down())
+
+    async def _wind_down(self) -> None:
+        """Finish this node's part and close the stream cleanly (see the module's doc)."""
+        # Orchestrate counts the node empty: anything still running here is a run it has
+        # already ended (an evicted container being killed), so it is stopped, not awaited.
+        for known in self.runs.values():
+            if known.execution is not None and known.outcome is None:
+                known.execution.stop("canceled", "the node was deprovisioned")
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=WIND_DOWN_RUNS)
+        # The request stream ends once the outbox is drained; Orchestrate then ends its side.
+        self._outbox.close()
+        await asyncio.sleep(WIND_DOWN_STREAM)
+        if self._call is not None:
+            log.warning("Orchestrate did not end the stream of a deprovisioned node; closing it")
+            self._call.cancel()
 
     def _forget(self, run_id: int) -> None:
         known = self.runs.pop(run_id, None)
@@ -349,6 +406,12 @@ class Agent:
     def _assign(self, assignment: node_pb2.Assignment) -> None:
         if assignment.run_id in self.runs:
             return  # sent again after a reconnect: it is already ours
+        if self.deprovisioned is not None:
+            outcome = RunOutcome(
+                message=f"node {self.identity.name} is being deprovisioned and takes no new work"
+            )
+            self._send(node_pb2.NodeMessage(exited=outcome.to_message(assignment.run_id)))
+            return
         try:
             request = RunRequest.from_assignment(assignment)
         except Exception as exc:

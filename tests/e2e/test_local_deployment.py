@@ -49,7 +49,7 @@ def fuzzball(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 
 
 def test_local_up_runs_hello_world_and_local_down_stops_it(local_deployment):
-    config, env = local_deployment
+    _, env = local_deployment
     up = fuzzball(env, "local", "up")
     assert up.returncode == 0, up.stdout + up.stderr
     assert "Fuzzball is up" in up.stdout
@@ -70,7 +70,7 @@ def test_local_up_runs_hello_world_and_local_down_stops_it(local_deployment):
 
 
 def test_local_up_writes_a_context_in_the_real_cli_format(local_deployment):
-    config, env = local_deployment
+    _, env = local_deployment
     assert fuzzball(env, "local", "up").returncode == 0
     contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
     assert contexts["activeContext"] == "local"
@@ -80,7 +80,7 @@ def test_local_up_writes_a_context_in_the_real_cli_format(local_deployment):
 
 
 def test_local_up_twice_is_harmless(local_deployment):
-    config, env = local_deployment
+    _, env = local_deployment
     assert fuzzball(env, "local", "up").returncode == 0
     again = fuzzball(env, "local", "up")
     assert again.returncode == 0, again.stderr
