@@ -87,6 +87,8 @@ setup(
         "fuzzball.image_backends": [
             "docker = fuzzball_plugins.images.docker_backend:DockerBackend",
             "oras = fuzzball_plugins.images.oras_backend:OrasBackend",
+            "fuzzball = fuzzball_plugins.images.object_cache_backend:ObjectCacheBackend",
+            "fb = fuzzball_plugins.images.object_cache_backend:ObjectCacheBackend",
         ],
         "fuzzball.routers": [],
         "fuzzball.plugins": [

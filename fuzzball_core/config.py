@@ -121,6 +121,10 @@ class ImagesConfig(_Section):
     registries: dict[str, RegistryConfig] = Field(default_factory=dict)
     cache_max_bytes: ByteSize = 20 * 1024**3
     cache_write_back: bool = False
+    #: Orchestrate's REST address, from which nodes fetch fuzzball:// and fb:// images
+    object_cache_url: str = ""
+    #: the node token nodes present to the object cache (substrate.node-token's value)
+    object_cache_token: str = ""
 
 
 class PluginsConfig(_Section):

@@ -18,6 +18,11 @@ from aiohttp import web
 
 from fuzzball_core.api import rest_messages as msg
 from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
+from fuzzball_core.api.object_cache_routes import (
+    NODE_OBJECTS_PATH,
+    add_object_cache_routes,
+    check_node_token,
+)
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.orchestrate.service_api import OrchestrateService
 from fuzzball_core.orchestrate.views import Principal
@@ -65,6 +70,7 @@ def build_rest_app(
     app.router.add_get(f"{base}/nodes/{_NODE_ID}/holds", _list_holds)
     app.router.add_post(f"{base}/nodes/{_NODE_ID}/holds", _add_hold)
     app.router.add_delete(f"{base}/nodes/{_NODE_ID}/holds/{{holdId}}", _release_hold)
+    add_object_cache_routes(app, base, _service, _principal)
     return app
 
 
@@ -107,6 +113,9 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
     # Unknown paths answer 404 before credentials are looked at, so that clients can probe
     # for the API's version prefix.
     if request.match_info.http_exception is None:
+        if request.path.startswith(NODE_OBJECTS_PATH):
+            check_node_token(_service(request), _bearer_token(request))
+            return await handler(request)
         request[_PRINCIPAL] = _service(request).authenticate(_bearer_token(request))
     return await handler(request)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -24,7 +25,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from fuzzball_core.orchestrate import image_stages
+from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.requests import job_payload, job_request, run_key, timeout_seconds
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
@@ -50,6 +54,7 @@ from fuzzball_core.scheduling import (
 )
 from fuzzball_core.spec import (
     Condition,
+    ImagePull,
     ParsedWorkflow,
     Plan,
     StageKind,
@@ -57,7 +62,7 @@ from fuzzball_core.spec import (
     plan_workflow,
 )
 from fuzzball_core.spec import Stage as PlanStage
-from fuzzball_core.spec.models import Retry
+from fuzzball_core.spec.models import ImageBuild, Retry
 from fuzzball_core.store.models import (
     Event,
     LogChunk,
@@ -117,6 +122,8 @@ class _PlanEntry:
     parsed: ParsedWorkflow
     plan: Plan
     payloads: dict[str, str] = field(default_factory=dict)
+    #: digests the pull stages' images were pinned to at submission, by stage id
+    pins: dict[str, ResolvedImage] | None = None
 
 
 class Engine:
@@ -154,6 +161,8 @@ class Engine:
         self.diagnoses: dict[str, Diagnosis] = {}
         #: scheduling_blocked causes already reported, by stage id
         self._blocked_reported: dict[int, set[str]] = {}
+        #: image stages: off until Orchestrate configures them (see ``configure_images``)
+        self.images = ImageStages()
 
     # -- plans ---------------------------------------------------------------------------------
 
@@ -161,7 +170,7 @@ class Engine:
         entry = self._plans.get(workflow.id)
         if entry is None:
             parsed = parse_workflow(workflow.definition_v4, source=f"workflow {workflow.id}")
-            entry = _PlanEntry(parsed, plan_workflow(parsed))
+            entry = _PlanEntry(parsed, plan_workflow(parsed, pull_stages=self.images.enabled))
             self._plans[workflow.id] = entry
         return entry
 
@@ -174,14 +183,73 @@ class Engine:
             workflow = session.get(Workflow, workflow_id)
             if workflow is None:
                 return None
-            return plan_workflow(parse_workflow(workflow.definition_v4))
+            return plan_workflow(
+                parse_workflow(workflow.definition_v4), pull_stages=self.images.enabled
+            )
 
-    def _payload(self, entry: _PlanEntry, stage_name: str) -> str:
+    def _payload(self, tx: Transaction, workflow: Workflow, entry: _PlanEntry,
+                 stage_name: str) -> str:
         payload = entry.payloads.get(stage_name)
         if payload is None:
-            payload = job_payload(entry.plan.stages[stage_name].definition)
+            payload = self._new_payload(tx, workflow, entry, entry.plan.stages[stage_name])
             entry.payloads[stage_name] = payload
         return payload
+
+    def _new_payload(
+        self, tx: Transaction, workflow: Workflow, entry: _PlanEntry, planned: PlanStage
+    ) -> str:
+        definition = planned.definition
+        if isinstance(definition, ImagePull):
+            return self.images.pull_payload(definition, self._pins(tx, workflow, entry)
+                                            .get(planned.id))
+        if isinstance(definition, ImageBuild):
+            from_digest = self._image_digest(tx, workflow, entry, str(definition.from_.uri))
+            return self.images.build_payload(
+                planned.name, definition, workflow.account_id, from_digest,
+                image_stages.definition_hash(definition, from_digest),
+            )
+        payload = job_payload(definition)
+        uri = str(definition.image.uri)
+        if self.images.enabled and image_stages.is_object_cache_uri(uri):
+            # the node cannot tell whose fuzzball://user/... this is: hand it the digest
+            document = json.loads(payload)
+            document["image"]["uri"] = image_stages.pinned_uri(
+                uri, self._image_digest(tx, workflow, entry, uri))
+            payload = json.dumps(document, separators=(",", ":"))
+        return payload
+
+    def _pins(self, tx: Transaction, workflow: Workflow, entry: _PlanEntry
+              ) -> dict[str, ResolvedImage]:
+        """The submission's pins (read back from its ``image_resolved`` events after a
+        restart)."""
+        if entry.pins is None:
+            entry.pins = {}
+            resolved = tx.session.scalars(select(Event).where(
+                Event.workflow_id == workflow.id, Event.kind == "image_resolved"))
+            for event in resolved:
+                data = event.data or {}
+                entry.pins[str(event.stage_name)] = ResolvedImage(
+                    str(data.get("uri", "")), str(data.get("digest", "")),
+                    int(data.get("size", 0)), str(data.get("platform", "")))
+        return entry.pins
+
+    def _image_digest(self, tx: Transaction, workflow: Workflow, entry: _PlanEntry,
+                      uri: str) -> str:
+        """The digest ``uri`` is pinned to: its pull stage's, or the object cache's now."""
+        pin = self._pins(tx, workflow, entry).get(f"images.{uri}")
+        if pin is not None:
+            return pin.digest
+        if image_stages.is_object_cache_uri(uri):
+            with contextlib.suppress(NotFound, InvalidArgument):
+                return self.images.resolve(uri, workflow.account_id).digest
+        return ""
+
+    def _run_definition(self, entry: _PlanEntry, stage_name: str) -> Any:
+        """What the scheduler and the retry rules see of a stage's runs."""
+        planned = entry.plan.stages[stage_name]
+        if planned.kind is StageKind.IMAGE:
+            return image_stages.image_run_definition()
+        return planned.definition
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -261,7 +329,7 @@ class Engine:
                 stage = session.get(Stage, run.stage_id)
                 if workflow is None or stage is None:
                     continue
-                definition = self._plan(workflow).plan.stages[stage.name].definition
+                definition = self._run_definition(self._plan(workflow), stage.name)
                 request = job_request(run.id, definition, submitted_at=run.created_at)
                 if run.status == PENDING:
                     self._pending[request.id] = PendingRun(
@@ -287,8 +355,9 @@ class Engine:
         A job that no registered node could hold even when idle is refused here, naming the
         request and the largest node.
         """
-        plan = plan_workflow(parsed)
+        plan = plan_workflow(parsed, pull_stages=self.images.enabled)
         self._check_feasible(plan)
+        pins = self.images.check_submission(plan, who.account_id)
         workflow_id = str(uuid.uuid4())
         tx = self._transaction()
         with tx.session:
@@ -319,8 +388,14 @@ class Engine:
                 )
             self._event(tx, "workflow_started", f"workflow {name} started",
                         workflow_id=workflow_id)
+            for stage_id, pin in pins.items():
+                self._event(tx, "image_resolved",
+                            f"{stage_id}: resolved to {pin.digest}"
+                            + (f" ({pin.platform})" if pin.platform else ""),
+                            workflow_id=workflow_id, stage_name=stage_id, uri=pin.uri,
+                            digest=pin.digest, size=pin.size, platform=pin.platform)
             self._commit(tx)
-        self._plans[workflow_id] = _PlanEntry(parsed, plan)
+        self._plans[workflow_id] = _PlanEntry(parsed, plan, pins=pins)
         self._dirty.add(workflow_id)
         self.wake()
         return workflow_id
@@ -699,6 +774,14 @@ class Engine:
         if run is None:
             return
         stage = tx.session.get(Stage, run.stage_id)
+        if data.stream == image_stages.PROGRESS_STREAM:
+            progress = image_stages.progress_event(stage.name if stage else "?", data.data)
+            if progress is not None and stage is not None:
+                message, details = progress
+                self._event(tx, "image_progress", message, workflow_id=run.workflow_id,
+                            stage_name=stage.name,
+                            node_id=run.node_ids[0] if run.node_ids else None, **details)
+            return
         tx.session.add(
             LogChunk(
                 time=tx.now,
@@ -754,7 +837,7 @@ class Engine:
             workflow = tx.session.get(Workflow, run.workflow_id)
             limit = ""
             if stage is not None and workflow is not None:
-                seconds = timeout_seconds(self._plan(workflow).plan.stages[stage.name].definition)
+                seconds = timeout_seconds(self._run_definition(self._plan(workflow), stage.name))
                 limit = f" of {seconds:g}s" if seconds else ""
             return f"killed: exceeded policy.timeout.execute{limit}"
         if exited.message:
@@ -835,7 +918,7 @@ class Engine:
         workflow = tx.session.get(Workflow, run.workflow_id)
         if workflow is None or workflow.status in TERMINAL:
             return RetryDecision(False, False, "")
-        definition = self._plan(workflow).plan.stages[stage.name].definition
+        definition = self._run_definition(self._plan(workflow), stage.name)
         rule = retry_rule(definition, self.default_retry)
         earlier = select(Run.failure_cause).where(
             Run.stage_id == stage.id, Run.id != run.id, Run.status == FAILED,
@@ -940,11 +1023,24 @@ class Engine:
             stage.started_at = tx.now
             self._end_stage(tx, stage, FINISHED, "volume ready")
             return
-        if planned.kind is StageKind.IMAGE:
-            stage.started_at = tx.now
-            self._end_stage(tx, stage, FAILED,
-                            "workflow image builds are not available in this release yet")
-            return
+        if isinstance(planned.definition, ImageBuild):
+            from_digest = self._image_digest(tx, workflow, entry, str(planned.definition.from_.uri))
+            built = image_stages.definition_hash(planned.definition, from_digest)
+            if self.images.cached_build(planned.name, planned.definition, workflow.account_id,
+                                        built):
+                stage.status = STARTED
+                stage.started_at = tx.now
+                self._event(tx, "image_cached",
+                            f"{stage.name}: unchanged definition served from the object cache",
+                            workflow_id=workflow.id, stage_name=stage.name, definition_hash=built)
+                self._end_stage(tx, stage, FINISHED, "served from the object cache")
+                return
+            if self.images.object_cache is None:
+                stage.started_at = tx.now
+                self._end_stage(tx, stage, FAILED,
+                                "workflow image builds need the object cache, which this"
+                                " Orchestrate does not hold")
+                return
         self._dispatched.add(stage.id)
         if planned.tasks is not None:
             stage.next_task = planned.tasks.start
@@ -981,7 +1077,7 @@ class Engine:
         ]
         tx.session.add_all(runs)
         tx.session.flush()  # one INSERT batch gives every run its id
-        definition = self._plan(workflow).plan.stages[stage.name].definition
+        definition = self._run_definition(self._plan(workflow), stage.name)
         for run in runs:
             request = job_request(run.id, definition, submitted_at=workflow.created_at)
             self._pending[request.id] = PendingRun(run.id, workflow.id, stage.id, request)
@@ -1047,14 +1143,14 @@ class Engine:
         if workflow is None or stage is None:
             return
         entry = self._plan(workflow)
-        definition = entry.plan.stages[stage.name].definition
+        definition = self._run_definition(entry, stage.name)
         assignment = node_pb2.Assignment(
             run_id=run.id,
             workflow_id=run.workflow_id,
             stage_name=stage.name,
             has_task=run.task_id is not None,
             task_id=run.task_id or 0,
-            job_json=self._payload(entry, stage.name),
+            job_json=self._payload(tx, workflow, entry, stage.name),
             timeout_seconds=timeout_seconds(definition) or 0.0,
             node_ids=list(run.node_ids),
         )

@@ -20,6 +20,7 @@ from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import ConfigError, FuzzballConfig
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
@@ -57,6 +58,7 @@ def build(config: FuzzballConfig, scheduler: Scheduler,
     engine = Engine(sessions, scheduler, hub, lease_seconds=config.orchestrate.node_lease,
                     event_hook=announce)
     service = SqlOrchestrateService(sessions, engine, registry=registry)
+    configure_images(engine, service, config, registry)
     return Orchestrate(config, engine, service, hub)
 
 

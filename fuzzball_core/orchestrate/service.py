@@ -55,6 +55,7 @@ from fuzzball_core.store.models import (
     Stage,
     Workflow,
 )
+from fuzzball_core.store.object_cache import ObjectCache
 
 #: Most rows one listing call returns; callers page with ``after_seq``.
 PAGE = 5000
@@ -69,6 +70,11 @@ def token_digest(token: str) -> str:
 
 class SqlOrchestrateService:
     """Orchestrate's service layer on SQLAlchemy."""
+
+    #: the cluster's object cache and the node token that reads and writes it, set by
+    #: ``configure_images`` (None: this Orchestrate serves no object cache)
+    object_cache: ObjectCache | None = None
+    node_token: str = ""
 
     def __init__(
         self,

@@ -3,6 +3,9 @@
 Stages, with ids that are the paths of their definitions:
 
 * ``images.NAME``: building a workflow-defined image;
+* ``images.URI``: pulling a registry or object-cache image a job, service or build uses
+  (``images.docker://alpine:latest``; a URI always holds ``://``, a built image's name never
+  does, so the two cannot collide);
 * ``volumes.NAME``: creating a volume and running its ingress;
 * ``jobs.NAME``: a job (a task array stays one stage carrying its ``TaskRange``; tasks are
   never materialised here);
@@ -80,8 +83,17 @@ class Stage:
     tasks: TaskRange | None = None
     #: Nodes a multinode job or service spans (1 otherwise).
     nodes: int = 1
-    #: The definition (with defaults applied): Job, Service, Volume or ImageBuild.
+    #: The definition (with defaults applied): Job, Service, Volume, ImageBuild or ImagePull.
     definition: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePull:
+    """The definition of a pull stage: one image URI, fetched once for every step using it."""
+
+    uri: str
+    #: the secret of the first step naming this URI with one
+    secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,18 +252,36 @@ class Plan:
         return None if waiting else True
 
 
-def plan_workflow(workflow: Workflow | Any) -> Plan:
-    """Build the stage graph of a valid workflow (a ``Workflow`` or a ``ParsedWorkflow``)."""
+def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Plan:
+    """Build the stage graph of a valid workflow (a ``Workflow`` or a ``ParsedWorkflow``).
+
+    With ``pull_stages`` every image the workflow uses and does not build itself becomes a
+    stage (``images.URI``) that the steps and builds using it wait for; the engine plans this
+    way, so that a pull is watched, reported and waited for like any other stage.
+    """
     model: Workflow = getattr(workflow, "model", workflow)
     stages: list[Stage] = []
     edges: list[Edge] = []
     images = model.images or {}
     raw_images = {name: {"scope": image.effective_scope} for name, image in images.items()}
+    pulls: dict[str, ImagePull] = {}
+
+    def image_source(uri: str, secret: str | None, target: str) -> None:
+        """The edge into ``target`` from the stage that provides its image."""
+        parent = built_image_name(uri, raw_images)
+        if parent is not None:
+            edges.append(Edge(f"images.{parent}", target, Condition.ON_SUCCESS))
+            return
+        if not pull_stages:
+            return
+        known = pulls.get(uri)
+        if known is None or (known.secret is None and secret is not None):
+            pulls[uri] = ImagePull(uri, secret)
+        edges.append(Edge(f"images.{uri}", target, Condition.ON_SUCCESS))
+
     for name, image in images.items():
         stages.append(Stage(f"images.{name}", StageKind.IMAGE, name, definition=image))
-        parent = built_image_name(image.from_.uri, raw_images)
-        if parent is not None:
-            edges.append(Edge(f"images.{parent}", f"images.{name}", Condition.ON_SUCCESS))
+        image_source(str(image.from_.uri), image.from_.secret, f"images.{name}")
     for name, volume in (model.volumes or {}).items():
         stages.append(Stage(f"volumes.{name}", StageKind.VOLUME, name, definition=volume))
     kinds_by_name = {n: "jobs" for n in model.jobs or {}}
@@ -263,15 +293,17 @@ def plan_workflow(workflow: Workflow | Any) -> Plan:
         for name, step in steps.items():
             stage_id = f"{section}.{name}"
             stages.append(_step_stage(stage_id, kind, name, step))
-            parent = built_image_name(step.image.uri, raw_images)
-            if parent is not None:
-                edges.append(Edge(f"images.{parent}", stage_id, Condition.ON_SUCCESS))
+            image_source(str(step.image.uri), step.image.secret, stage_id)
             for volume in dict.fromkeys(mount.volume for mount in (step.mounts or {}).values()):
                 edges.append(Edge(f"volumes.{volume}", stage_id, Condition.ON_SUCCESS))
             for dependency in step.depends_on or ():
                 source = f"{kinds_by_name[dependency.name]}.{dependency.name}"
                 edges.append(Edge(source, stage_id, _CONDITION_OF_STATUS[dependency.status]))
-    return Plan(stages, edges)
+    # pull stages come first: they depend on nothing, and the definition order breaks ties
+    pull_stages = [
+        Stage(f"images.{uri}", StageKind.IMAGE, uri, definition=pull) for uri, pull in pulls.items()
+    ]
+    return Plan([*pull_stages, *stages], edges)
 
 
 def _step_stage(stage_id: str, kind: StageKind, name: str, step: Job | Service) -> Stage:

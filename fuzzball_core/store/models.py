@@ -174,3 +174,27 @@ class NodeHold(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     placed_by: Mapped[str] = mapped_column(String(200))
     placed_at: Mapped[float] = mapped_column(Float)
+
+
+class CachedObject(Base):
+    """An image in the cluster's object cache (``fuzzball://SCOPE/NAME``).
+
+    ``owner`` is the account id for the ``user`` scope and empty for ``group`` (the cluster
+    has one group). The content lives under the data directory, named by ``digest``;
+    ``definition_hash`` keys a workflow-built image to the definition it was built from.
+    """
+
+    __tablename__ = "cached_objects"
+    __table_args__ = (
+        Index("ix_cached_objects_owner_scope_name", "owner", "scope", "name", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(36))
+    scope: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(300))
+    digest: Mapped[str] = mapped_column(String(80))
+    size: Mapped[int] = mapped_column(BigInteger)
+    definition_hash: Mapped[str] = mapped_column(String(80), default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)

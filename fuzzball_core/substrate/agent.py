@@ -239,8 +239,11 @@ class Agent:
             self._wind_down_task.cancel()
         await self._shutdown()
         if self.deprovisioned is not None:
-            log.info("node %s was deprovisioned by Orchestrate (%s); the agent exits",
-                     self.identity.name, self.deprovisioned)
+            log.info(
+                "node %s was deprovisioned by Orchestrate (%s); the agent exits",
+                self.identity.name,
+                self.deprovisioned,
+            )
 
     def _log_rpc_error(self, error: grpc.aio.AioRpcError) -> None:
         code = error.code()
@@ -374,8 +377,11 @@ class Agent:
         if self.deprovisioned is not None:
             return  # said twice (a reconnect raced the first one): one wind-down is enough
         self.deprovisioned = reason
-        log.info("Orchestrate is deprovisioning node %s (%s): taking no more work",
-                 self.identity.name, reason)
+        log.info(
+            "Orchestrate is deprovisioning node %s (%s): taking no more work",
+            self.identity.name,
+            reason,
+        )
         self._wind_down_task = asyncio.create_task(self._wind_down())
 
     async def _wind_down(self) -> None:

@@ -34,9 +34,11 @@ from fuzzball_core.errors import FuzzballError
 from fuzzball_core.hookspecs import ContainerPreparation, Device
 from fuzzball_core.orchestrate.requests import job_resources
 from fuzzball_core.spec.models import Job
+from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.images import NodeImages, describe_pull_failure
 from fuzzball_core.substrate.volumes import WorkflowVolumes
+from fuzzball_plugins.images.object_cache_backend import upload
 from fuzzball_runtime import DEVNULL, PIPE, Bind, Container, ContainerHandle, ContainerSpec
 from fuzzball_runtime.spec import DEFAULT_PATH
 
@@ -51,6 +53,12 @@ LOG_FLUSH_DELAY = 0.1
 SCRIPT_DIR = "/.fuzzball"
 #: Seconds to drain output after the container's PID 1 ended (its pipes close with it).
 DRAIN_TIMEOUT = 2.0
+#: Seconds between two progress reports of one image step.
+PROGRESS_INTERVAL = 0.5
+#: Payload kinds of image stages' runs, and the stream their progress goes out on.
+PULL = "image-pull"
+BUILD = "image-build"
+PROGRESS_STREAM = "progress"
 
 LogSink = Callable[[int, str, bytes], None]
 
@@ -65,7 +73,8 @@ class RunRequest:
     workflow_id: str
     stage_name: str
     task_id: int | None
-    job: Job
+    #: None for an image stage's run, whose definition is an image payload
+    job: Job | None
     definition: dict[str, Any]
     timeout_seconds: float | None
 
@@ -73,12 +82,13 @@ class RunRequest:
     def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
         """Parse an assignment; raises InvalidArgument when its job definition is unusable."""
         definition = json.loads(assignment.job_json)
+        image_work = definition.get("kind") in (PULL, BUILD)
         return cls(
             run_id=assignment.run_id,
             workflow_id=assignment.workflow_id,
             stage_name=assignment.stage_name,
             task_id=assignment.task_id if assignment.has_task else None,
-            job=Job.model_validate(definition),
+            job=None if image_work else Job.model_validate(definition),
             definition=definition,
             timeout_seconds=assignment.timeout_seconds or None,
         )
@@ -181,12 +191,17 @@ class JobExecution:
         self._pidfd = -1
         self._acquired_volumes = False
         self.started_at: float | None = None
+        self._image_work: asyncio.Future[RunOutcome] | None = None
+        self._build_base: Path | None = None
+        self._progress_sent: dict[str, float] = {}
 
     # -- start ---------------------------------------------------------------------------------
 
     async def start(self) -> RunOutcome | None:
         """Pull the image and start the container; an outcome instead when that failed."""
         request = self.request
+        if request.job is None:
+            return await self._start_image_work()
         uri = request.job.image.uri
         try:
             image = await self._loop.run_in_executor(
@@ -219,9 +234,99 @@ class JobExecution:
             )
         return None
 
+    # -- image stages --------------------------------------------------------------------------
+
+    async def _start_image_work(self) -> RunOutcome | None:
+        """A pull runs in the background until :meth:`wait`; a build pulls its base, then
+        starts its post script's container."""
+        work = self.request.definition
+        if work["kind"] == PULL:
+            self._image_work = self._loop.run_in_executor(self.node.pull_pool, self._pull)
+            return None
+        base_uri = str(work["from"]["uri"])
+        try:
+            base = await self._loop.run_in_executor(
+                self.node.pull_pool,
+                lambda: self.node.images.ensure(
+                    base_uri, digest=str(work["from"].get("digest") or ""),
+                    progress=self._progress),
+            )
+        except Exception as exc:
+            return RunOutcome(message=describe_pull_failure(base_uri, exc))
+        self._build_base = base
+        self._run_dir = self.node.runs_dir / str(self.request.run_id)
+        scratch = self._run_dir / "scratch"
+        try:
+            image_builds.write_files(scratch / "upper", work.get("files") or {})
+            spec = ContainerSpec(
+                image=base,
+                command=["/bin/sh", "-c", str(work.get("post") or "true")],
+                env={"PATH": DEFAULT_PATH, "HOME": "/root"},
+                hostname=container_hostname(self.request),
+                # the host's network: package installs need it; everything else is confined
+                network=False,
+                stdin=DEVNULL,
+                stdout=PIPE,
+                stderr=PIPE,
+                state_dir=self.node.state_dir,
+                scratch_dir=scratch,
+            )
+            self._handle = await self._loop.run_in_executor(
+                self.node.start_pool, Container(spec).start
+            )
+        except Exception as exc:
+            return RunOutcome(message=f"the build's container could not start: {_text(exc)}")
+        self.started_at = time.time()
+        self._watch()
+        if self._stopping is not None:
+            self._begin_stop()
+        return None
+
+    def _pull(self) -> RunOutcome:
+        work = self.request.definition
+        uri = str(work["uri"])
+        try:
+            self.node.images.ensure(
+                uri, digest=str(work.get("digest") or ""), progress=self._progress
+            )
+        except Exception as exc:
+            return RunOutcome(message=describe_pull_failure(uri, exc))
+        return RunOutcome(exit_code=0)
+
+    def _finish_build(self) -> RunOutcome:
+        assert self._run_dir is not None and self._build_base is not None
+        work = self.request.definition
+        config = self.node.images.images_config
+        url = str(config.get("object-cache-url") or "")
+        if not url:
+            return RunOutcome(message="images.object-cache-url is not set on this node:"
+                                      " the built image has nowhere to go")
+        out = self._run_dir / "image.erofs"
+        try:
+            self._progress("convert", 0, 1)
+            image_builds.seal(self._build_base, self._run_dir / "scratch", out)
+            self._progress("convert", 1, 1)
+            upload(url, str(config.get("object-cache-token") or ""), work["target"], out,
+                   progress=self._progress)
+        except Exception as exc:
+            return RunOutcome(message=f"the built image could not be stored: {_text(exc)}")
+        self._progress("done", 1, 1)
+        return RunOutcome(exit_code=0)
+
+    def _progress(self, step: str, done: int, total: int) -> None:
+        """Report an image step (from any thread), at most a few times a second per step."""
+        now = time.monotonic()
+        last = self._progress_sent.get(step)
+        if done < total and last is not None and now - last < PROGRESS_INTERVAL:
+            return
+        self._progress_sent[step] = now
+        data = json.dumps({"step": step, "done": done, "total": total}).encode()
+        self._loop.call_soon_threadsafe(self._sink, self.request.run_id, PROGRESS_STREAM, data)
+
     def _container_spec(self, image: Path) -> ContainerSpec:
         request = self.request
         job = request.job
+        assert job is not None
         hostname = container_hostname(request)
         env = job_environment(request, hostname)
         binds: list[Bind] = []
@@ -321,6 +426,11 @@ class JobExecution:
 
     async def wait(self) -> RunOutcome:
         """Wait for the container to end; logs are flushed before this returns."""
+        if self._image_work is not None:
+            outcome = await self._image_work
+            if self._stopping is not None:
+                return self._outcome_without_start()
+            return outcome
         handle = self._handle
         assert handle is not None
         await self._exited.wait()
@@ -346,6 +456,8 @@ class JobExecution:
             message=self._stop_message,
             metering=metering,
         )
+        if self._build_base is not None and outcome.exit_code == 0 and not self._stopping:
+            outcome = await self._loop.run_in_executor(self.node.pull_pool, self._finish_build)
         return outcome
 
     def _read_rest(self, fd: int, handle: ContainerHandle) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzball_core.drivers import ImageBackend
+from fuzzball_core.drivers import ImageBackend, ResolvedImage
 from fuzzball_core.errors import FuzzballError, InvalidArgument
 from fuzzball_core.plugins import PluginRegistry
 
@@ -92,21 +92,33 @@ class NodeImages:
         *,
         credentials: Mapping[str, str] | None = None,
         ttl: float | None = None,
+        digest: str = "",
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> Path:
         """The EROFS file of ``uri``, pulled and converted when the cache lacks it (blocking).
 
-        Raises the backend's typed errors (NotFound, Unauthenticated, InvalidArgument, ...).
+        With ``digest`` (pinned by Orchestrate at submission) the image is fetched by it
+        without asking the registry again; ``progress(step, done, total)`` follows the
+        backend's steps. Raises the backend's typed errors (NotFound, Unauthenticated,
+        InvalidArgument, ...).
         """
-        pinned = self._fresh(uri)
+        pinned = self._fresh(uri) if not digest else None
         if pinned is not None:
+            if progress is not None:
+                progress("done", 1, 1)
             return pinned
         with self._uri_lock(uri):
-            pinned = self._fresh(uri)  # a concurrent job pulled it meanwhile
+            pinned = self._fresh(uri) if not digest else None  # a concurrent job pulled it
             if pinned is not None:
                 return pinned
             backend = self.backend(uri_scheme(uri))
-            resolved = backend.resolve(uri, credentials=credentials)
-            path = backend.fetch(resolved, self.cache_dir, credentials=credentials)
+            if digest:
+                resolved = ResolvedImage(uri.split("@", 1)[0], digest, 0, "")
+            else:
+                resolved = backend.resolve(uri, credentials=credentials)
+            path = backend.fetch(
+                resolved, self.cache_dir, credentials=credentials, progress=progress
+            )
             lifetime = self.resolve_ttl if ttl is None else ttl
             with self._lock:
                 self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)

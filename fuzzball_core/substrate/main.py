@@ -2,8 +2,10 @@
 
 ``fuzzball-substrate --config FILE`` (``serve`` is the default command) reads the
 ``substrate`` and ``images`` sections, sweeps what a crashed agent left in its work directory,
-registers with Orchestrate and runs the jobs it is given. A bad configuration, a missing
-required plugin or a missing node token refuses to start with exit code 2.
+registers with Orchestrate and runs the jobs it is given. It exits 0 on SIGTERM/SIGINT, and
+when Orchestrate deprovisions the node (a ``Shutdown`` once the node is empty; the log says
+so). A bad configuration, a missing required plugin or a missing node token refuses to start
+with exit code 2.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
 @cli.command("serve")
 @click.pass_obj
 def serve(config_file: str | None) -> None:
-    """Register with Orchestrate and run assigned jobs until SIGTERM/SIGINT."""
+    """Register with Orchestrate and run assigned jobs until SIGTERM/SIGINT or until
+    Orchestrate deprovisions this node."""
     try:
         context = prepare_process("substrate", config_file)
         check_settings(context.config)

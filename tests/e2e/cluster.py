@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from fuzzball_core.config import FuzzballConfig, parse_config  # noqa: E402
 from fuzzball_core.orchestrate.server import Orchestrate, build, serve  # noqa: E402
 from fuzzball_core.orchestrate.views import TERMINAL, WorkflowView  # noqa: E402
 from fuzzball_core.plugins import get_registry  # noqa: E402
+from fuzzball_runtime import sweep  # noqa: E402
 
 T = TypeVar("T")
 
@@ -99,23 +100,33 @@ def cluster_config(
     grpc_port: int,
     lease: float = 15.0,
     substrate: dict[str, Any] | None = None,
+    rest_port: int | None = None,
+    orchestrate: dict[str, Any] | None = None,
+    images: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The configuration mapping every process of one test cluster reads."""
+    rest = f"127.0.0.1:{rest_port or free_port()}"
     return {
         "data-dir": str(directory / "data"),
         "database": {"url": f"sqlite:///{directory / 'orchestrate.db'}"},
         "orchestrate": {
             "grpc-listen": f"127.0.0.1:{grpc_port}",
-            "rest-listen": f"127.0.0.1:{free_port()}",
+            "rest-listen": rest,
             "node-token": NODE_TOKEN,
             "node-lease": lease,
+            **(orchestrate or {}),
         },
         "substrate": {
             "orchestrate-address": f"127.0.0.1:{grpc_port}",
             "node-token": NODE_TOKEN,
             **(substrate or {}),
         },
-        "images": {"registries": {"docker.io": {"mirrors": [registry_url]}}},
+        "images": {
+            "registries": {"docker.io": {"mirrors": [registry_url]}},
+            "object-cache-url": f"http://{rest}",
+            "object-cache-token": NODE_TOKEN,
+            **(images or {}),
+        },
     }
 
 
@@ -161,6 +172,11 @@ class InProcessOrchestrate:
     @property
     def service(self) -> Any:
         return self.orchestrate.service
+
+    @property
+    def rest_url(self) -> str:
+        """The REST gateway's root URL, for the ``fuzzball`` CLI."""
+        return f"http://{self.config.orchestrate.rest_listen}"
 
     def start_workflow(self, specification: str, name: str = "e2e") -> str:
         return self.call(
@@ -270,6 +286,12 @@ class SubstrateProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash of the node would (its containers end with it)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -294,10 +316,16 @@ class Cluster:
         substrate: dict[str, Any] | None = None,
         lease: float = 15.0,
         annotations_per_node: bool = False,
+        orchestrate: dict[str, Any] | None = None,
+        images: dict[str, Any] | None = None,
+        per_node: Sequence[dict[str, Any]] = (),
     ) -> None:
+        """``per_node[i]`` adds to (and overrides) agent ``i``'s ``substrate`` settings."""
         self.directory = directory
         port = free_port()
-        base = cluster_config(directory, registry_url, grpc_port=port, lease=lease)
+        rest_port = free_port()
+        shared = {"rest_port": rest_port, "orchestrate": orchestrate, "images": images}
+        base = cluster_config(directory, registry_url, grpc_port=port, lease=lease, **shared)
         self.orchestrate = InProcessOrchestrate(base)
         self.agents: list[SubstrateProcess] = []
         try:
@@ -308,6 +336,7 @@ class Cluster:
                     registry_url,
                     grpc_port=port,
                     lease=lease,
+                    **shared,
                     substrate={
                         "node-name": name,
                         "work-dir": str(directory / name),
@@ -317,6 +346,7 @@ class Cluster:
                             {"e2e/node": str(index + 1)} if annotations_per_node else {}
                         ),
                         **(substrate or {}),
+                        **(per_node[index] if index < len(per_node) else {}),
                     },
                 )
                 path = write_config(directory / f"{name}.yaml", config)
@@ -325,6 +355,10 @@ class Cluster:
         except BaseException:
             self.close()
             raise
+
+    def agent(self, name: str) -> SubstrateProcess:
+        """The agent of node ``name`` (``node-1``, ``node-2``, ...)."""
+        return self.agents[int(name.removeprefix("node-")) - 1]
 
     def wait_for_nodes(self, count: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -341,6 +375,8 @@ class Cluster:
             time.sleep(0.1)
 
     def close(self) -> None:
-        for agent in self.agents:
+        for index, agent in enumerate(self.agents):
             agent.stop()
+            # an agent that was killed leaves its image mounts until one sweeps its state
+            sweep(self.directory / f"node-{index + 1}" / "runtime")
         self.orchestrate.close()

@@ -7,8 +7,9 @@ starts its own workflows and looks only at them. Node ``node-1`` carries the ann
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cluster import Cluster, LocalRegistry, have_prerequisites
@@ -42,3 +43,23 @@ def cluster(
     )
     yield running
     running.close()
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path, local_registry: LocalRegistry) -> Iterator[Callable[..., Cluster]]:
+    """A fresh cluster for a test that kills an agent, deprovisions a node or needs its own
+    settings, so the session's cluster stays healthy. Arguments are :class:`Cluster`'s; by
+    default two agents of 2 cores and 1 GiB each. Every cluster made is closed afterwards."""
+    made: list[Cluster] = []
+
+    def make(**settings: Any) -> Cluster:
+        options: dict[str, Any] = {"agents": 2, "cores": 2, "memory": "1GiB", **settings}
+        directory = tmp_path / f"cluster-{len(made) + 1}"
+        directory.mkdir()
+        running = Cluster(directory, local_registry.url, **options)
+        made.append(running)
+        return running
+
+    yield make
+    for running in made:
+        running.close()

@@ -229,7 +229,11 @@ jobs:
     assert view.status == "CANCELED"
     deadline = time.monotonic() + 20
     while True:  # the node reports the container's end once it was killed
-        exits = [e for e in orchestrate.events(workflow_id) if e.kind == "container_exited"]
+        exits = [
+            e
+            for e in orchestrate.events(workflow_id)
+            if e.kind == "container_exited" and e.stage_name == "jobs.forever"
+        ]
         if exits:
             break
         assert time.monotonic() < deadline, "the node never reported the container's end"

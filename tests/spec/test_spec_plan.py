@@ -173,3 +173,38 @@ def test_volumes_mounted_through_defaults_become_dependencies() -> None:
         "volumes: {v: {reference: volume://user/ephemeral}}\njobs: {a: {image: {uri: docker://x}}}\n"
     )
     assert [e.source for e in plan_workflow(parsed).dependencies_of("jobs.a")] == ["volumes.v"]
+
+
+def test_with_pull_stages_each_registry_image_is_one_stage_its_users_wait_for() -> None:
+    plan = plan_workflow(parse_workflow(CHAIN_WITH_CLEANUP), pull_stages=True)
+    pulls = {stage.id for stage in plan if stage.id.startswith("images.") and "://" in stage.id}
+    assert pulls == {"images.docker://x", "images.docker://nginx", "images.docker://rockylinux:9"}
+    edges = {(e.source, e.target) for e in plan.edges}
+    assert ("images.docker://x", "jobs.prepare") in edges
+    assert ("images.docker://x", "jobs.report") in edges
+    assert ("images.docker://rockylinux:9", "images.tools") in edges
+    assert ("images.tools", "jobs.analyze") in edges
+
+
+def test_an_image_built_in_the_workflow_is_not_pulled() -> None:
+    plan = plan_workflow(parse_workflow(CHAIN_WITH_CLEANUP), pull_stages=True)
+    assert "images.fuzzball://user/tools" not in plan.stages
+
+
+def test_at_the_start_only_pull_stages_and_volumes_are_ready_when_pulls_are_planned() -> None:
+    plan = plan_workflow(parse_workflow(CHAIN_WITH_CLEANUP), pull_stages=True)
+    ready, _ = plan.advance(set(), set(), set())
+    assert set(ready) == {
+        "images.docker://x", "images.docker://nginx", "images.docker://rockylinux:9",
+        "volumes.data",
+    }
+
+
+def test_a_pull_stage_keeps_the_secret_of_a_step_that_names_one() -> None:
+    plan = plan_workflow(parse_workflow("""
+version: v4
+jobs:
+  a: {image: {uri: docker://x}, command: [true]}
+  b: {image: {uri: docker://x, secret: secret://user/reg}, command: [true]}
+"""), pull_stages=True)
+    assert plan.stages["images.docker://x"].definition.secret == "secret://user/reg"

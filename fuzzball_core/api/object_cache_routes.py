@@ -1,0 +1,97 @@
+"""The object cache over HTTP: users read their images, nodes read and write content.
+
+* ``GET /v3/objects/{scope}/{name}`` (a user's bearer token): the image at
+  ``fuzzball://SCOPE/NAME`` of that user (or of the group);
+* ``GET /v3/node-objects/blobs/{digest}`` (the node token): content by digest, for
+  ``fuzzball://`` images Orchestrate pinned for a job;
+* ``PUT /v3/node-objects/{scope}/{name}?owner=&definitionHash=&ttl=`` (the node token): a
+  node stores a built (or written-back) image; answers ``{"digest", "size"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.store.object_cache import CacheAddress, ObjectCache, read_chunks
+
+NODE_OBJECTS_PATH = "/v3/node-objects/"
+_CHUNK = 1 << 20
+
+
+def check_node_token(service: Any, token: str) -> None:
+    """Accept only Orchestrate's node token (compared in constant time)."""
+    expected = str(getattr(service, "node_token", "") or "")
+    if not expected or not hmac.compare_digest(expected.encode(), token.encode()):
+        raise Unauthenticated("the node token is not valid")
+
+
+def add_object_cache_routes(
+    app: web.Application,
+    base: str,
+    service_of: Callable[[web.Request], Any],
+    principal_of: Callable[[web.Request], Any],
+) -> None:
+    """Add the object cache's routes under ``base`` (``/v3``)."""
+
+    def cache(request: web.Request) -> ObjectCache:
+        held = getattr(service_of(request), "object_cache", None)
+        if held is None:
+            raise FailedPrecondition("this Orchestrate holds no object cache")
+        return held
+
+    async def user_object(request: web.Request) -> web.StreamResponse:
+        address = CacheAddress.checked(
+            principal_of(request).account_id,
+            request.match_info["scope"],
+            request.match_info["name"],
+        )
+        held = cache(request)
+        entry = held.lookup(address)
+        if entry is None:
+            raise NotFound(
+                f"fuzzball://{address.scope}/{address.name}: no such image in the object cache"
+            )
+        return web.FileResponse(held.open_blob(entry.digest))
+
+    async def node_blob(request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(cache(request).open_blob(request.match_info["digest"]))
+
+    async def node_store(request: web.Request) -> web.Response:
+        held = cache(request)
+        address = CacheAddress.checked(
+            request.query.get("owner", ""),
+            request.match_info["scope"],
+            request.match_info["name"],
+        )
+        ttl_text = request.query.get("ttl", "")
+        try:
+            ttl = float(ttl_text) if ttl_text else None
+        except ValueError as exc:
+            raise InvalidArgument(f"ttl: {ttl_text!r} is not a number of seconds") from exc
+        with tempfile.TemporaryDirectory(dir=held.directory / "incoming") as staging:
+            received = Path(staging) / "content"
+            with received.open("wb") as out:
+                async for chunk in request.content.iter_chunked(_CHUNK):
+                    out.write(chunk)
+            entry = await asyncio.get_running_loop().run_in_executor(
+                None,
+                lambda: held.store(
+                    address,
+                    read_chunks(received),
+                    definition_hash=request.query.get("definitionHash", ""),
+                    ttl=ttl,
+                ),
+            )
+        return web.json_response({"digest": entry.digest, "size": entry.size})
+
+    app.router.add_get(f"{base}/objects/{{scope}}/{{name:.+}}", user_object)
+    app.router.add_get(f"{base}/node-objects/blobs/{{digest}}", node_blob)
+    app.router.add_put(f"{base}/node-objects/{{scope}}/{{name:.+}}", node_store)

@@ -1,0 +1,243 @@
+"""The engine's image stages: pinning images at submission and what their runs carry.
+
+A workflow's images are stages (``images.URI`` pulls, ``images.NAME`` builds). At
+submission every pulled image is pinned to a digest through the image backend of its
+scheme (a missing, private or wrong-architecture image fails the submission), and a
+``fuzzball://`` image through the object cache. A ready image stage becomes a run whose
+``job_json`` is an image payload instead of a job (``"kind": "image-pull"`` or
+``"image-build"``); the node reports progress as ``LogData`` on the ``progress`` stream,
+JSON ``{"step", "done", "total"}``, which the engine turns into ``image_progress`` events.
+
+A build is keyed by the hash of its definition (``from`` with its pinned digest, ``files``
+and ``post``): when the object cache already holds that hash at the build's address, the
+stage finishes without building.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
+from fuzzball_core.plugins import PluginRegistry, get_registry
+from fuzzball_core.spec import ImagePull, Plan, parse_duration
+from fuzzball_core.spec.models import ImageBuild, Job
+from fuzzball_core.store.object_cache import SCHEMES, CacheAddress, ObjectCache
+
+GROUP = "fuzzball.image_backends"
+PULL = "image-pull"
+BUILD = "image-build"
+#: the LogData stream that carries an image run's structured progress
+PROGRESS_STREAM = "progress"
+#: what an image run asks of the scheduler: one core, no memory reservation
+_IMAGE_RUN = Job.model_validate({"image": {"uri": "docker://image-stage"}, "command": ["true"]})
+
+
+def is_object_cache_uri(uri: str) -> bool:
+    """Whether ``uri`` names an object-cache image (``fuzzball://`` or ``fb://``)."""
+    scheme, separator, _ = uri.partition("://")
+    return bool(separator) and scheme.lower() in SCHEMES
+
+
+def image_run_definition() -> Job:
+    """The job an image stage's run stands for when scheduling and retrying."""
+    return _IMAGE_RUN
+
+
+@dataclass
+class ImageStages:
+    """Settings and services the engine's image stages need (off until configured)."""
+
+    #: plan pull stages and pin images at submission
+    enabled: bool = False
+    builds_enabled: bool = True
+    images_config: Mapping[str, Any] = field(default_factory=dict)
+    registry: PluginRegistry | None = None
+    object_cache: ObjectCache | None = None
+    #: upload pulled images to the object cache too (``images.cache-write-back``)
+    write_back: bool = False
+    _backends: dict[str, ImageBackend] = field(default_factory=dict)
+
+    # -- submission ----------------------------------------------------------------------------
+
+    def check_submission(self, plan: Plan, account_id: str) -> dict[str, ResolvedImage]:
+        """Refuse builds when disabled; pin every pull stage's image. Returns pins by stage id.
+
+        Raises InvalidArgument, NotFound or Unauthenticated naming the stage's image.
+        """
+        builds = [s.id for s in plan if isinstance(s.definition, ImageBuild)]
+        if builds and not self.builds_enabled:
+            raise InvalidArgument(
+                f"{builds[0]}: workflow image builds are disabled on this cluster"
+                " (orchestrate.enable-workflow-image-builds is false); build the image"
+                " elsewhere and refer to it by URI",
+                details=[{"field": "images", "description": "image builds are disabled"}],
+            )
+        if not self.enabled:
+            return {}
+        pins: dict[str, ResolvedImage] = {}
+        for stage in plan:
+            if isinstance(stage.definition, ImagePull):
+                pins[stage.id] = self.resolve(stage.definition.uri, account_id, stage.id)
+        return pins
+
+    def resolve(self, uri: str, account_id: str, where: str = "image.uri") -> ResolvedImage:
+        """Pin ``uri`` for the account: object-cache images by lookup, others by backend."""
+        try:
+            if is_object_cache_uri(uri):
+                return self._resolve_cached(uri, account_id)
+            return self._backend(uri).resolve(uri)
+        except FuzzballError as exc:
+            raise type(exc)(f"{where}: {exc.message}") from exc
+        except Exception as exc:  # a backend's unexpected failure is still the image's
+            raise InvalidArgument(f"{where}: {uri} could not be resolved: {exc}") from exc
+
+    def _resolve_cached(self, uri: str, account_id: str) -> ResolvedImage:
+        address = CacheAddress.of(uri, account_id)
+        entry = self.object_cache.lookup(address) if self.object_cache is not None else None
+        if entry is None:
+            raise NotFound(f"the object cache holds no image {uri}")
+        return ResolvedImage(uri, entry.digest, entry.size, "")
+
+    def _backend(self, uri: str) -> ImageBackend:
+        scheme, separator, _ = uri.partition("://")
+        scheme = scheme.lower() if separator else "docker"
+        backend = self._backends.get(scheme)
+        if backend is None:
+            registry = self.registry or get_registry()
+            if not registry.find(GROUP, scheme):
+                raise InvalidArgument(f"no image backend serves the scheme {scheme!r}")
+            backend = registry.driver(GROUP, scheme, dict(self.images_config))
+            self._backends[scheme] = backend
+        return backend
+
+    # -- builds --------------------------------------------------------------------------------
+
+    def cached_build(
+        self, name: str, build: ImageBuild, account_id: str, definition_hash: str
+    ) -> bool:
+        """Whether the object cache holds this exact build at the build's address."""
+        if self.object_cache is None:
+            return False
+        entry = self.object_cache.lookup(
+            CacheAddress.checked(account_id, build.effective_scope, name)
+        )
+        return entry is not None and entry.definition_hash == definition_hash
+
+    # -- payloads ------------------------------------------------------------------------------
+
+    def pull_payload(self, pull: ImagePull, pin: ResolvedImage | None) -> str:
+        """The ``job_json`` of a pull stage's run."""
+        return _json(
+            {
+                "kind": PULL,
+                "uri": pull.uri,
+                "secret": pull.secret,
+                "digest": pin.digest if pin is not None else "",
+                "write-back": self.write_back and not is_object_cache_uri(pull.uri),
+            }
+        )
+
+    def build_payload(
+        self,
+        name: str,
+        build: ImageBuild,
+        account_id: str,
+        from_digest: str,
+        definition_hash: str,
+    ) -> str:
+        """The ``job_json`` of a build stage's run."""
+        ttl = build.ttl
+        return _json(
+            {
+                "kind": BUILD,
+                "name": name,
+                "from": {"uri": str(build.from_.uri), "digest": from_digest},
+                "files": dict(build.files or {}),
+                "post": build.post or "",
+                "target": {
+                    "owner": account_id if build.effective_scope == "user" else "",
+                    "scope": build.effective_scope,
+                    "name": name,
+                    "definition-hash": definition_hash,
+                    "ttl": _seconds(ttl),
+                },
+            }
+        )
+
+
+def definition_hash(build: ImageBuild, from_digest: str) -> str:
+    """What identifies a build's result: its base (URI and digest), files and post script."""
+    document = {
+        "from": str(build.from_.uri),
+        "from-digest": from_digest,
+        "files": dict(sorted((build.files or {}).items())),
+        "post": build.post or "",
+    }
+    return "sha256:" + hashlib.sha256(_json(document).encode()).hexdigest()
+
+
+def pinned_uri(uri: str, digest: str) -> str:
+    """``uri`` with its digest attached (``fuzzball://user/tools@sha256:...``)."""
+    return f"{uri.split('@', 1)[0]}@{digest}"
+
+
+def progress_event(stage_name: str, data: bytes) -> tuple[str, dict[str, Any]] | None:
+    """The message and data of the ``image_progress`` event a progress report becomes."""
+    try:
+        report = json.loads(data)
+        step, done, total = str(report["step"]), int(report["done"]), int(report["total"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if step.startswith(("download ", "upload")) and total > 1:
+        percent = 100 * done // total if total else 100
+        text = f"{step}: {percent}% ({_size(done)} of {_size(total)})"
+    elif done >= total:
+        text = f"{step}: done"
+    else:
+        text = f"{step}: started"
+    return f"{stage_name}: {text}", {"step": step, "done": done, "total": total}
+
+
+def _seconds(ttl: str | None) -> float | None:
+    if ttl is None:
+        return None
+    return float(ttl) if ttl.isdigit() else float(parse_duration(ttl))
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return str(count)
+
+
+def _json(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, separators=(",", ":"), sort_keys=True)
+
+
+def configure_images(
+    engine: Any, service: Any, config: Any, registry: PluginRegistry | None = None
+) -> ObjectCache:
+    """Turn the engine's image stages on with Orchestrate's configuration and give the
+    service the object cache (under ``data-dir/object-cache``) the REST gateway serves.
+
+    ``config`` is the process's ``FuzzballConfig``. Returns the object cache.
+    """
+    cache = ObjectCache(engine.sessions, config.data_dir / "object-cache")
+    engine.images = ImageStages(
+        enabled=True,
+        builds_enabled=config.orchestrate.enable_workflow_image_builds,
+        images_config=config.images.model_dump(mode="json", by_alias=True),
+        registry=registry,
+        object_cache=cache,
+        write_back=config.images.cache_write_back,
+    )
+    service.object_cache = cache
+    service.node_token = config.orchestrate.node_token
+    return cache

@@ -1,0 +1,161 @@
+"""``fuzzball://`` and ``fb://`` images: the cluster's object cache, held by Orchestrate.
+
+An object-cache URI names an image per account (``fuzzball://user/tools.sif``) or for the
+group (``fuzzball://group/base``); only Orchestrate knows whose, so it hands nodes the URI
+pinned to the content digest (``fuzzball://user/tools.sif@sha256:...``). A node fetches the
+content by digest over HTTP from ``images.object-cache-url`` with the node token
+(``images.object-cache-token``) and verifies it; the content already is an EROFS file, so
+it goes into the node's EROFS cache as is, where a second use costs a lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from fuzzball_plugins.images.blob_store import BlobStore, digest_lock
+from fuzzball_plugins.images.settings import ImageSettings
+
+#: the node API path serving object-cache content by digest
+BLOB_PATH = "/v3/node-objects/blobs/"
+_CHUNK = 1 << 20
+
+
+class ObjectCacheBackend(ImageBackend):
+    """Fetches pinned object-cache images from Orchestrate."""
+
+    schemes = ("fuzzball", "fb")
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(config)
+        self.settings = ImageSettings.from_config(config)
+        self.url = str(self.config.get("object-cache-url") or "").rstrip("/")
+        self.token = str(self.config.get("object-cache-token") or "")
+
+    def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
+        """The digest pinned in ``uri``; a bare object-cache URI cannot be resolved on a node."""
+        scheme, separator, rest = uri.partition("://")
+        if not separator or scheme.lower() not in self.schemes or "/" not in rest:
+            raise InvalidArgument(f"image.uri: {uri!r} is not a fuzzball://SCOPE/NAME URI")
+        address, _, digest = rest.partition("@")
+        if not digest:
+            raise InvalidArgument(
+                f"image.uri: {uri} is not pinned to a digest; object-cache images are"
+                " resolved by Orchestrate for the workflow's owner"
+            )
+        return ResolvedImage(f"{scheme}://{address}", digest, 0, "")
+
+    def fetch(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        *,
+        credentials: Mapping[str, str] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> Path:
+        """The EROFS file of ``image`` in the node cache, downloaded when absent."""
+        from fuzzball_runtime.erofs import ImageCache
+
+        report = progress or (lambda step, done, total: None)
+        cache = ImageCache(cache_dir / "images", self.settings.cache_max_bytes or sys.maxsize)
+        cached = cache.get(image.digest)
+        if cached is None:
+            with digest_lock(BlobStore(cache_dir).lock_dir, image.digest):
+                cached = cache.get(image.digest)
+                if cached is None:
+                    cached = self._download(image.digest, cache.path_for(image.digest), report)
+        cache.evict(keep=cached)
+        report("done", 1, 1)
+        return cached
+
+    def _download(self, digest: str, target: Path, report: Callable[[str, int, int], None]) -> Path:
+        if not self.url:
+            raise FailedPrecondition(
+                "images.object-cache-url: must be set for fuzzball:// and fb:// images"
+            )
+        step = f"download {digest}"
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        hasher = hashlib.sha256()
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            with (
+                httpx.stream(
+                    "GET", f"{self.url}{BLOB_PATH}{digest}", headers=headers, timeout=60.0
+                ) as response,
+                partial.open("wb") as out,
+            ):
+                if response.status_code == 404:
+                    raise NotFound(f"the object cache holds no image {digest}")
+                if response.status_code != 200:
+                    raise Unavailable(
+                        f"the object cache answered {response.status_code} for {digest}"
+                    )
+                total = int(response.headers.get("Content-Length") or 0)
+                done = 0
+                for chunk in response.iter_bytes(_CHUNK):
+                    hasher.update(chunk)
+                    out.write(chunk)
+                    done += len(chunk)
+                    report(step, done, total or done)
+            if f"sha256:{hasher.hexdigest()}" != digest:
+                raise InvalidArgument(f"the object cache's content for {digest} does not match")
+            os.replace(partial, target)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"the object cache at {self.url} is unreachable: {exc}") from exc
+        finally:
+            partial.unlink(missing_ok=True)
+        return target
+
+
+def upload(
+    url: str,
+    token: str,
+    target: Mapping[str, Any],
+    path: Path,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Store the EROFS file ``path`` in the object cache at ``target`` (owner, scope, name,
+    definition-hash, ttl) through Orchestrate's node API; returns Orchestrate's answer."""
+    report = progress or (lambda step, done, total: None)
+    total = path.stat().st_size
+
+    def chunks() -> Any:
+        done = 0
+        with path.open("rb") as f:
+            while chunk := f.read(_CHUNK):
+                done += len(chunk)
+                report("upload", done, total)
+                yield chunk
+
+    params = {
+        "owner": str(target.get("owner") or ""),
+        "definitionHash": str(target.get("definition-hash") or ""),
+    }
+    if target.get("ttl"):
+        params["ttl"] = str(target["ttl"])
+    address = f"{url.rstrip('/')}/v3/node-objects/{target['scope']}/{target['name']}"
+    try:
+        response = httpx.put(
+            address,
+            params=params,
+            content=chunks(),
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {token}", "Content-Length": str(total)},
+        )
+    except httpx.HTTPError as exc:
+        raise Unavailable(f"the object cache at {url} is unreachable: {exc}") from exc
+    if response.status_code != 200:
+        raise Unavailable(
+            f"the object cache refused the upload ({response.status_code}): {response.text[:300]}"
+        )
+    return dict(response.json())
