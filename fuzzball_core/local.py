@@ -84,6 +84,11 @@ def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, 
     substrate.setdefault("orchestrate-address", document["orchestrate"].get(
         "grpc-listen", FuzzballConfig().orchestrate.grpc_listen))
     substrate.setdefault("work-dir", str(deployment.directory / "node"))
+    # the node reads fuzzball:// images from (and uploads builds to) Orchestrate's object cache
+    images = document.setdefault("images", {})
+    rest = document["orchestrate"].get("rest-listen", FuzzballConfig().orchestrate.rest_listen)
+    images.setdefault("object-cache-url", f"http://{rest}")
+    images.setdefault("object-cache-token", token)
     return document
 
 
