@@ -19,9 +19,7 @@ from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.plugin_cmd import plugin
 from fuzzball_core.cli.workflow_cmd import EXTRA_VALIDATORS_KEY, workflow
-from fuzzball_core.config import ConfigError
-from fuzzball_core.errors import FuzzballError
-from fuzzball_core.plugins import PluginLoadError
+from fuzzball_core.console import run_console_script
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,18 +90,4 @@ workflow_remote_cmd.register(workflow)
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    try:
-        # without standalone mode, click returns ctx.exit()'s code instead of exiting
-        code = cli.main(args=argv, prog_name="fuzzball", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(130)
-    except FuzzballError as exc:
-        click.echo(f"Error: {exc.message}", err=True)
-        sys.exit(2 if isinstance(exc, ConfigError | PluginLoadError) else 1)
-    sys.exit(code if isinstance(code, int) else 0)
+    run_console_script(cli, "fuzzball", argv)

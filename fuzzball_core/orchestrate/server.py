@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,14 +16,14 @@ import click
 import grpc
 
 from fuzzball_core.api.v1 import node_pb2_grpc
-from fuzzball_core.config import ConfigError, FuzzballConfig
-from fuzzball_core.errors import FuzzballError
+from fuzzball_core.config import FuzzballConfig
+from fuzzball_core.console import run_console_script
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
-from fuzzball_core.plugins import PluginLoadError, PluginRegistry
+from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, session_factory
@@ -158,17 +157,4 @@ def issue_token(config_file: str | None, name: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``fuzzball-orchestrate``."""
-    try:
-        code = cli.main(args=argv, prog_name="fuzzball-orchestrate", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (ConfigError, PluginLoadError) as exc:
-        click.echo(f"fuzzball-orchestrate: cannot start: {exc.message}", err=True)
-        sys.exit(2)
-    except FuzzballError as exc:
-        click.echo(f"fuzzball-orchestrate: {exc.message}", err=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+    run_console_script(cli, "fuzzball-orchestrate", argv, service=True)

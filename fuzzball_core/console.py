@@ -1,0 +1,54 @@
+"""Running a click group as a console script: exit codes and one-line errors, no traceback.
+
+Every Fuzzball command (``fuzzball``, ``fuzzball-orchestrate``, ``fuzzball-substrate``) ends
+the same way: a :class:`FuzzballError` becomes one line on stderr; configuration and plugin
+problems that stop a process from starting exit 2, other errors 1; a command's own
+``ctx.exit(n)`` is kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+from fuzzball_core.config import ConfigError
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.plugins import PluginLoadError
+
+#: errors that mean "this process may not start" (exit code 2)
+STARTUP_ERRORS: tuple[type[FuzzballError], ...] = (ConfigError, PluginLoadError)
+
+
+def run_console_script(
+    group: click.Group,
+    prog_name: str,
+    argv: list[str] | None = None,
+    *,
+    service: bool = False,
+    startup_errors: tuple[type[BaseException], ...] = STARTUP_ERRORS,
+) -> NoReturn:
+    """Run ``group`` and exit. ``service`` processes prefix errors with their name and say
+    ``cannot start`` for start-up errors; the user CLI prints ``Error: ...``."""
+    try:
+        # without standalone mode, click returns ctx.exit()'s code instead of exiting
+        code = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except startup_errors as exc:
+        text = getattr(exc, "message", str(exc))
+        prefix = f"{prog_name}: cannot start: " if service else "Error: "
+        click.echo(f"{prefix}{text}", err=True)
+        sys.exit(2)
+    except FuzzballError as exc:
+        prefix = f"{prog_name}: " if service else "Error: "
+        click.echo(f"{prefix}{exc.message}", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
