@@ -87,7 +87,8 @@ def start(state: CliState, file: Path, name: str | None, wait: bool, show_logs: 
         raise InvalidArgument(f"{file}: not UTF-8 text (byte {exc.start})") from None
     if show_logs and not wait:
         raise click.UsageError("--logs needs --wait")
-    workflow_id = state.api.start_workflow(text, name=name)
+    # like the real CLI, a workflow is named after its file unless --name says otherwise
+    workflow_id = state.api.start_workflow(text, name=name or file.name)
     click.echo(f'Workflow "{workflow_id}" started.')
     if wait:
         final = _wait_for_end(state, workflow_id)

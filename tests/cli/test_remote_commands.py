@@ -339,3 +339,9 @@ def test_node_show_lists_the_running_jobs(logged_in):
 
 def test_node_show_of_an_unknown_node_is_not_found(logged_in):
     assert isinstance(logged_in("node", "show", "ghost").exception, NotFound)
+
+
+def test_start_names_the_workflow_after_its_file_by_default(logged_in, hello_file):
+    assert logged_in("workflow", "start", str(hello_file)).exit_code == 0
+    (workflow,) = logged_in.service.list_workflows(logged_in.who)
+    assert workflow.name == hello_file.name
