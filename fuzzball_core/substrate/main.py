@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 import warnings
 
 import click
 
 from fuzzball_core.config import ConfigError
+from fuzzball_core.console import run_console_script
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.plugins import PluginLoadError
 from fuzzball_core.startup import prepare_process
@@ -74,21 +74,5 @@ def serve(config_file: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``fuzzball-substrate``."""
-    try:
-        code = cli.main(args=argv, prog_name="fuzzball-substrate", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except _StartRefused as exc:
-        click.echo(f"fuzzball-substrate: cannot start: {exc}", err=True)
-        sys.exit(2)
-    except FuzzballError as exc:
-        click.echo(f"fuzzball-substrate: {exc.message}", err=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":
-    main()
+    run_console_script(cli, "fuzzball-substrate", argv, service=True,
+                       startup_errors=(_StartRefused,))
