@@ -85,14 +85,15 @@ def test_orchestrate_killed_mid_run_loses_nothing(
 ) -> None:
     # The workflow is stored before Orchestrate starts; the serving process picks it up
     # from the database, as it would after any restart.
-    # submitted as the served process plans it: server.build does not turn image stages on
     reader = Reader(build_orchestrate(parse_config(processes["config"])))
     workflow_id = reader.service.start_workflow(reader.admin, raw_specification=WORKFLOW)
     orchestrate = processes["orchestrate"]
     assert isinstance(orchestrate, OrchestrateProcess)
     orchestrate.start()
     processes["agent"] = SubstrateProcess(tmp_path / "agent.yaml", tmp_path / "agent.log")
-    reader.wait("the job printed its first line", lambda: reader.logs(workflow_id) == "start\n")
+    # generous: on a loaded machine the image pull and the agent's start take a while
+    reader.wait("the job printed its first line", lambda: reader.logs(workflow_id) == "start\n",
+                timeout=180)
 
     orchestrate.kill()
     time.sleep(0.5)
