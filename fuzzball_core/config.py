@@ -121,6 +121,8 @@ class ImagesConfig(_Section):
     registries: dict[str, RegistryConfig] = Field(default_factory=dict)
     cache_max_bytes: ByteSize = 20 * 1024**3
     cache_write_back: bool = False
+    #: seconds without upload progress after which a write-back is abandoned (the pull stays)
+    cache_write_back_stall: Seconds = 60.0
     #: Orchestrate's REST address, from which nodes fetch fuzzball:// and fb:// images
     object_cache_url: str = ""
     #: the node token nodes present to the object cache (substrate.node-token's value)

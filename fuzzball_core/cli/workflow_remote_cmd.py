@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.image_progress import IMAGE_STAGE_PREFIX, ImageProgress
 from fuzzball_core.cli.output import emit, format_table, output_option
 from fuzzball_core.errors import InvalidArgument
 
@@ -107,27 +108,56 @@ def _print_job_logs(state: CliState, workflow_id: str) -> None:
             continue
         click.echo(f"==> {name} <==")
         for chunk in state.api.stream_logs(workflow_id, name, follow=False):
-            click.echo(chunk.output.decode("utf-8", errors="replace"), nl=False,
-                       err=chunk.stream == "stderr")
+            click.echo(
+                chunk.output.decode("utf-8", errors="replace"),
+                nl=False,
+                err=chunk.stream == "stderr",
+            )
 
 
 def _wait_for_end(state: CliState, workflow_id: str) -> str:
-    """Print each stage status change until the workflow ends; return its final status."""
+    """Print each stage status change, and image stages' progress, until the workflow ends;
+    return its final status."""
     seen: dict[str, str] = {}
-    while True:
-        reply = state.api.workflow_status(workflow_id)
-        for stage in reply.get("status", {}).get("stages", []):
-            current = status_name(stage.get("status"))
-            if seen.get(stage["name"]) != current:
-                seen[stage["name"]] = current
-                message = f" ({stage['error']})" if stage.get("error") else ""
-                click.echo(f"{stage['name']}: {current}{message}")
-        final = status_name(reply.get("workflowStatus"))
-        if final in _TERMINAL:
-            error = f": {reply['error']}" if reply.get("error") else ""
-            click.echo(f'Workflow "{workflow_id}" {final.lower()}{error}.')
-            return final
-        time.sleep(WAIT_POLL_INTERVAL)
+    events = _EventCursor(state, workflow_id)
+    with ImageProgress() as progress:
+        while True:
+            reply = state.api.workflow_status(workflow_id)
+            changes = []
+            for stage in reply.get("status", {}).get("stages", []):
+                current = status_name(stage.get("status"))
+                if seen.get(stage["name"]) != current:
+                    seen[stage["name"]] = current
+                    message = f" ({stage['error']})" if stage.get("error") else ""
+                    changes.append((current, f"{stage['name']}: {current}{message}"))
+            # a stage's progress comes after it started and before it ended
+            for line in (line for current, line in changes if current not in _TERMINAL):
+                progress.echo(line)
+            progress.feed(events.new())
+            for line in (line for current, line in changes if current in _TERMINAL):
+                progress.echo(line)
+            final = status_name(reply.get("workflowStatus"))
+            if final in _TERMINAL:
+                error = f": {reply['error']}" if reply.get("error") else ""
+                progress.echo(f'Workflow "{workflow_id}" {final.lower()}{error}.')
+                return final
+            time.sleep(WAIT_POLL_INTERVAL)
+
+
+class _EventCursor:
+    """A workflow's events, each handed out once."""
+
+    def __init__(self, state: CliState, workflow_id: str) -> None:
+        self.state = state
+        self.workflow_id = workflow_id
+        self.after = 0
+
+    def new(self) -> list[dict[str, Any]]:
+        """The events recorded since the last call."""
+        events = self.state.api.list_events(self.workflow_id, after_seq=self.after)
+        if events:
+            self.after = max(int(e.get("seq", 0)) for e in events)
+        return events
 
 
 @click.command("list")
@@ -209,12 +239,52 @@ def status(state: CliState, workflow_id: str, output: str) -> None:
 )
 @click.pass_obj
 def logs(state: CliState, workflow_id: str, job: str, follow: bool, task_id: int | None) -> None:
-    """Print the output of JOB in a workflow (stderr lines go to stderr)."""
+    """Print the output of JOB in a workflow (stderr lines go to stderr).
+
+    For an image stage (``images.URI`` or ``images.NAME``) its pull, conversion and upload
+    progress comes first, on stderr; with ``--follow`` a job waiting for its images shows
+    theirs until it starts.
+    """
+    if job.startswith(IMAGE_STAGE_PREFIX) or follow:
+        _show_image_progress(state, workflow_id, job, follow)
     for chunk in state.api.stream_logs(workflow_id, job, follow=follow, task_id=task_id):
         stream = sys.stderr if chunk.stream == "stderr" else sys.stdout
         click.echo(
             chunk.output.decode("utf-8", errors="replace"), nl=False, err=stream is sys.stderr
         )
+
+
+def _show_image_progress(state: CliState, workflow_id: str, job: str, follow: bool) -> None:
+    """Image progress on stderr: the named image stage's, or (following a job) every image
+    stage's while the job waits; recorded events only, unless ``follow``."""
+    events = _EventCursor(state, workflow_id)
+    own = job.startswith(IMAGE_STAGE_PREFIX)
+
+    def relevant(event: dict[str, Any]) -> bool:
+        return event.get("stageName") == job if own else True
+
+    with ImageProgress(err=True) as progress:
+        while True:
+            stages = {
+                s["name"]: status_name(s.get("status"))
+                for s in state.api.workflow_status(workflow_id).get("status", {}).get("stages", [])
+            }
+            progress.feed(e for e in events.new() if relevant(e))
+            if not follow:
+                return
+            if own:
+                waiting = stages.get(job, "FINISHED") not in _TERMINAL
+            else:
+                pulling = any(
+                    name.startswith(IMAGE_STAGE_PREFIX) and status not in _TERMINAL
+                    for name, status in stages.items()
+                )
+                stage = job if job in stages else f"jobs.{job}"
+                waiting = stages.get(stage) == "PENDING" and pulling
+            if not waiting:
+                progress.feed(e for e in events.new() if relevant(e))
+                return
+            time.sleep(WAIT_POLL_INTERVAL)
 
 
 @click.command("events")

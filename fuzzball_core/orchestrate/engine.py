@@ -200,8 +200,9 @@ class Engine:
     ) -> str:
         definition = planned.definition
         if isinstance(definition, ImagePull):
-            return self.images.pull_payload(definition, self._pins(tx, workflow, entry)
-                                            .get(planned.id))
+            return self.images.pull_payload(
+                definition, self._pins(tx, workflow, entry).get(planned.id), workflow.account_id
+            )
         if isinstance(definition, ImageBuild):
             from_digest = self._image_digest(tx, workflow, entry, str(definition.from_.uri))
             return self.images.build_payload(
@@ -777,8 +778,8 @@ class Engine:
         if data.stream == image_stages.PROGRESS_STREAM:
             progress = image_stages.progress_event(stage.name if stage else "?", data.data)
             if progress is not None and stage is not None:
-                message, details = progress
-                self._event(tx, "image_progress", message, workflow_id=run.workflow_id,
+                kind, message, details = progress
+                self._event(tx, kind, message, workflow_id=run.workflow_id,
                             stage_name=stage.name,
                             node_id=run.node_ids[0] if run.node_ids else None, **details)
             return

@@ -130,17 +130,40 @@ class ImageStages:
 
     # -- payloads ------------------------------------------------------------------------------
 
-    def pull_payload(self, pull: ImagePull, pin: ResolvedImage | None) -> str:
-        """The ``job_json`` of a pull stage's run."""
+    def pull_payload(self, pull: ImagePull, pin: ResolvedImage | None, account_id: str) -> str:
+        """The ``job_json`` of a pull stage's run; ``write-back`` is the object-cache address
+        the node uploads the pulled image to, or None."""
+        digest = pin.digest if pin is not None else ""
+        target = None
+        if self.write_back and not is_object_cache_uri(pull.uri):
+            private = bool(pull.secret)  # an image behind credentials stays its owner's
+            target = {
+                "owner": account_id if private else "",
+                "scope": "user" if private else "group",
+                "name": write_back_name(pull.uri),
+                "definition-hash": digest,
+            }
+            if digest and self._holds(target):
+                target = None
         return _json(
             {
                 "kind": PULL,
                 "uri": pull.uri,
                 "secret": pull.secret,
-                "digest": pin.digest if pin is not None else "",
-                "write-back": self.write_back and not is_object_cache_uri(pull.uri),
+                "digest": digest,
+                "write-back": target,
             }
         )
+
+    def _holds(self, target: Mapping[str, Any]) -> bool:
+        """Whether the object cache already holds this image (same upstream digest) there."""
+        if self.object_cache is None:
+            return False
+        address = CacheAddress.checked(
+            str(target["owner"]), str(target["scope"]), str(target["name"])
+        )
+        entry = self.object_cache.lookup(address)
+        return entry is not None and entry.definition_hash == target["definition-hash"]
 
     def build_payload(
         self,
@@ -186,21 +209,64 @@ def pinned_uri(uri: str, digest: str) -> str:
     return f"{uri.split('@', 1)[0]}@{digest}"
 
 
-def progress_event(stage_name: str, data: bytes) -> tuple[str, dict[str, Any]] | None:
-    """The message and data of the ``image_progress`` event a progress report becomes."""
+def write_back_name(uri: str) -> str:
+    """The object-cache name a pulled image is written back under: ``docker://alpine:3``
+    becomes ``docker/alpine:3`` (``fuzzball://group/docker/alpine:3``)."""
+    scheme, separator, rest = uri.partition("://")
+    if not separator:
+        scheme, rest = "docker", uri
+    return f"{scheme.lower()}/{rest.split('@', 1)[0]}"
+
+
+#: event kinds of the write-back's reports, by their ``status``
+WRITE_BACK_EVENTS = {
+    "retrying": "image_write_back_retrying",
+    "abandoned": "image_write_back_abandoned",
+    "stored": "image_written_back",
+}
+
+
+def progress_event(stage_name: str, data: bytes) -> tuple[str, str, dict[str, Any]] | None:
+    """The kind, message and data of the event a progress report becomes: ``image_progress``,
+    or one of :data:`WRITE_BACK_EVENTS` for a write-back's turns."""
     try:
         report = json.loads(data)
         step, done, total = str(report["step"]), int(report["done"]), int(report["total"])
-    except (ValueError, KeyError, TypeError):
+        status = str(report.get("status") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    if step.startswith(("download ", "upload")) and total > 1:
+    details: dict[str, Any] = {"step": step, "done": done, "total": total}
+    if status in WRITE_BACK_EVENTS:
+        extra = {
+            k: report[k] for k in ("reason", "attempt", "delay", "address", "digest") if k in report
+        }
+        return (
+            WRITE_BACK_EVENTS[status],
+            f"{stage_name}: {_write_back_text(status, extra)}",
+            {**details, "status": status, **extra},
+        )
+    if step.startswith(("download ", "upload", "write-back")) and total > 1:
         percent = 100 * done // total if total else 100
         text = f"{step}: {percent}% ({_size(done)} of {_size(total)})"
+    elif step == "done":
+        text = "image ready"
     elif done >= total:
         text = f"{step}: done"
     else:
         text = f"{step}: started"
-    return f"{stage_name}: {text}", {"step": step, "done": done, "total": total}
+    return "image_progress", f"{stage_name}: {text}", details
+
+
+def _write_back_text(status: str, report: Mapping[str, Any]) -> str:
+    reason = str(report.get("reason", ""))
+    if status == "stored":
+        return f"written back to the object cache as {report.get('address', '?')}"
+    if status == "retrying":
+        return (
+            f"write-back attempt {report.get('attempt', '?')} failed ({reason});"
+            f" retrying in {report.get('delay', '?')}s"
+        )
+    return f"write-back abandoned ({reason}); the pull itself succeeded"
 
 
 def _seconds(ttl: str | None) -> float | None:

@@ -36,9 +36,11 @@ from fuzzball_core.orchestrate.requests import job_resources
 from fuzzball_core.spec.models import Job
 from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.devices import DevicePool
+from fuzzball_core.substrate.image_write_back import DEFAULT_STALL_SECONDS, WriteBack, write_back
 from fuzzball_core.substrate.images import NodeImages, describe_pull_failure
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_plugins.images.object_cache_backend import upload
+from fuzzball_plugins.images.settings import ImageSettings, RetryPolicy
 from fuzzball_runtime import DEVNULL, PIPE, Bind, Container, ContainerHandle, ContainerSpec
 from fuzzball_runtime.spec import DEFAULT_PATH
 
@@ -248,8 +250,8 @@ class JobExecution:
             base = await self._loop.run_in_executor(
                 self.node.pull_pool,
                 lambda: self.node.images.ensure(
-                    base_uri, digest=str(work["from"].get("digest") or ""),
-                    progress=self._progress),
+                    base_uri, digest=str(work["from"].get("digest") or ""), progress=self._progress
+                ),
             )
         except Exception as exc:
             return RunOutcome(message=describe_pull_failure(base_uri, exc))
@@ -286,12 +288,34 @@ class JobExecution:
         work = self.request.definition
         uri = str(work["uri"])
         try:
-            self.node.images.ensure(
+            image = self.node.images.ensure(
                 uri, digest=str(work.get("digest") or ""), progress=self._progress
             )
         except Exception as exc:
             return RunOutcome(message=describe_pull_failure(uri, exc))
+        target = work.get("write-back")
+        if isinstance(target, dict) and self._stopping is None:
+            write_back(
+                image,
+                self._write_back_plan(target),
+                self._report,
+                stopped=lambda: self._stopping is not None,
+            )
         return RunOutcome(exit_code=0)
+
+    def _write_back_plan(self, target: dict[str, Any]) -> WriteBack:
+        config = self.node.images.images_config
+        try:
+            delays = ImageSettings.from_config(config).retry.delays()
+        except FuzzballError:
+            delays = RetryPolicy().delays()
+        return WriteBack(
+            url=str(config.get("object-cache-url") or ""),
+            token=str(config.get("object-cache-token") or ""),
+            target=target,
+            stall=float(config.get("cache-write-back-stall") or DEFAULT_STALL_SECONDS),
+            delays=delays,
+        )
 
     def _finish_build(self) -> RunOutcome:
         assert self._run_dir is not None and self._build_base is not None
@@ -299,15 +323,22 @@ class JobExecution:
         config = self.node.images.images_config
         url = str(config.get("object-cache-url") or "")
         if not url:
-            return RunOutcome(message="images.object-cache-url is not set on this node:"
-                                      " the built image has nowhere to go")
+            return RunOutcome(
+                message="images.object-cache-url is not set on this node:"
+                " the built image has nowhere to go"
+            )
         out = self._run_dir / "image.erofs"
         try:
             self._progress("convert", 0, 1)
             image_builds.seal(self._build_base, self._run_dir / "scratch", out)
             self._progress("convert", 1, 1)
-            upload(url, str(config.get("object-cache-token") or ""), work["target"], out,
-                   progress=self._progress)
+            upload(
+                url,
+                str(config.get("object-cache-token") or ""),
+                work["target"],
+                out,
+                progress=self._progress,
+            )
         except Exception as exc:
             return RunOutcome(message=f"the built image could not be stored: {_text(exc)}")
         self._progress("done", 1, 1)
@@ -320,7 +351,17 @@ class JobExecution:
         if done < total and last is not None and now - last < PROGRESS_INTERVAL:
             return
         self._progress_sent[step] = now
-        data = json.dumps({"step": step, "done": done, "total": total}).encode()
+        self._send_progress({"step": step, "done": done, "total": total})
+
+    def _report(self, document: dict[str, Any]) -> None:
+        """Report a progress document as is: throttled while bytes move, always otherwise."""
+        if "status" in document:
+            self._send_progress(document)
+        else:
+            self._progress(str(document["step"]), int(document["done"]), int(document["total"]))
+
+    def _send_progress(self, document: dict[str, Any]) -> None:
+        data = json.dumps(document).encode()
         self._loop.call_soon_threadsafe(self._sink, self.request.run_id, PROGRESS_STREAM, data)
 
     def _container_spec(self, image: Path) -> ContainerSpec:

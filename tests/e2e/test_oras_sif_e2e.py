@@ -1,0 +1,67 @@
+"""A SIF file written from the published SIF layout, pushed as an ORAS artifact to the
+local registry, runs as a workflow job's image through ``oras://``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from cluster import Cluster, LocalRegistry
+from oci_pusher import Pusher
+from sif_writer import ARCH_CODES, write_sif
+
+from fuzzball_plugins.images.oras_backend import SIF_CONFIG, SIF_LAYER
+from fuzzball_plugins.images.platforms import node_platform
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def _sif_rootfs(root: Path) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "bin/busybox").write_bytes(Path("/bin/busybox").read_bytes())
+    (root / "bin/busybox").chmod(0o755)
+    for applet in ("sh", "cat"):
+        os.symlink("busybox", root / "bin" / applet)
+    (root / "opt").mkdir()
+    (root / "opt/greeting.txt").write_text("hello from a SIF through oras\n")
+    return root
+
+
+def _node_arch() -> str:
+    arch = node_platform().split("/")[1]
+    if arch not in ARCH_CODES:
+        pytest.skip(f"the SIF writer has no architecture code for {arch}")
+    return arch
+
+
+def test_a_sif_served_through_oras_runs_a_job_from_its_tree(
+    cluster: Cluster, local_registry: LocalRegistry, tmp_path: Path
+) -> None:
+    sif = write_sif(_sif_rootfs(tmp_path / "rootfs"), tmp_path / "greeter.sif", arch=_node_arch())
+    pusher = Pusher(local_registry.url)
+    try:
+        pusher.push_artifact(
+            "tests/greeter",
+            "1",
+            sif.read_bytes(),
+            media_type=SIF_LAYER,
+            config_media_type=SIF_CONFIG,
+            title=sif.name,
+        )
+    finally:
+        pusher.close()
+    uri = f"oras://{local_registry.server.host}/tests/greeter:1"
+
+    orchestrate = cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(
+        f"version: v1\njobs:\n  greet:\n    image: {{uri: '{uri}'}}\n"
+        "    command: [/bin/cat, /opt/greeting.txt]\n",
+        name="sif",
+    )
+    view = orchestrate.wait_for(workflow_id, timeout=120)
+
+    assert view.status == "FINISHED", view
+    assert orchestrate.logs(workflow_id, "jobs.greet") == "hello from a SIF through oras\n"
+    pull = next(s for s in view.stages if s.name == f"images.{uri}")
+    assert pull.status == "FINISHED"

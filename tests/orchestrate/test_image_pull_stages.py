@@ -1,0 +1,120 @@
+"""The engine's image pull stages, with the node played by hand: a job waits for the pull of
+its image, a failed pull skips the jobs using it, and every workflow pulls for itself.
+
+The image is a ``fuzzball://`` one held by Orchestrate's real object cache, so pinning at
+submission needs no registry."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.config import parse_config
+from fuzzball_core.orchestrate.image_stages import configure_images
+from fuzzball_core.store.object_cache import CacheAddress
+
+PULL = "images.fuzzball://user/tools"
+WORKFLOW = """
+version: v1
+jobs:
+  first:
+    image: {uri: fuzzball://user/tools}
+    command: [/bin/true]
+  second:
+    image: {uri: fuzzball://user/tools}
+    command: [/bin/true]
+"""
+
+
+@pytest.fixture
+def images(harness, tmp_path):
+    """The harness with image stages on, its object cache holding the user's ``tools``."""
+    config = parse_config({"data-dir": str(tmp_path / "data")})
+    cache = configure_images(harness.engine, harness.service, config)
+    cache.store(CacheAddress.checked(harness.user.account_id, "user", "tools"), [b"erofs"])
+    return harness
+
+
+def _by_stage(assignments: list[node_pb2.Assignment]) -> dict[str, node_pb2.Assignment]:
+    return {a.stage_name: a for a in assignments}
+
+
+def test_the_pull_stage_is_assigned_first_and_jobs_wait_for_it(images) -> None:
+    node = images.node()
+    workflow_id = images.submit(WORKFLOW)
+
+    assigned = images.assignments()
+    assert [a.stage_name for a in assigned] == [PULL]
+    payload = json.loads(assigned[0].job_json)
+    assert payload["kind"] == "image-pull" and payload["digest"].startswith("sha256:")
+    images.start(node, assigned[0].run_id)
+    images.engine.step()
+    assert images.assignments() == []
+    assert images.stages(workflow_id)["jobs.first"] == "PENDING"
+
+    images.run_to_end(node, assigned[0])
+
+    assert set(_by_stage(images.assignments())) == {"jobs.first", "jobs.second"}
+    assert images.stages(workflow_id)[PULL] == "FINISHED"
+
+
+def test_a_failed_pull_fails_its_stage_and_cancels_the_jobs_using_it(images) -> None:
+    node = images.node()
+    workflow_id = images.submit(WORKFLOW)
+    (pull,) = images.assignments()
+
+    images.start(node, pull.run_id)
+    images.exit(node, pull.run_id, -1, message="image fuzzball://user/tools could not be pulled")
+    images.engine.step()
+
+    stages = images.stages(workflow_id)
+    assert stages[PULL] == "FAILED"
+    assert stages["jobs.first"] == stages["jobs.second"] == "CANCELED"
+    assert images.status(workflow_id) == "FAILED"
+    assert images.assignments() == []
+    view = images.service.get_workflow(images.user, workflow_id)
+    first = next(s for s in view.stages if s.name == "jobs.first")
+    assert first.message == f"skipped: {PULL} failed"
+
+
+def test_a_second_workflow_with_the_same_image_gets_its_own_pull_stage(images) -> None:
+    node = images.node()
+    earlier = images.submit(WORKFLOW)
+    (first_pull,) = images.assignments()
+    images.run_to_end(node, first_pull)
+    images.assignments()
+
+    later = images.submit(WORKFLOW)
+
+    (second_pull,) = images.assignments()
+    assert second_pull.stage_name == PULL and second_pull.workflow_id == later
+    assert second_pull.run_id != first_pull.run_id
+    assert json.loads(second_pull.job_json) == json.loads(first_pull.job_json)
+    assert images.stages(earlier)[PULL] == "FINISHED"
+    assert images.stages(later)[PULL] == "PENDING"
+
+
+def test_progress_reports_of_a_pull_become_image_progress_events(images) -> None:
+    node = images.node()
+    workflow_id = images.submit(WORKFLOW)
+    (pull,) = images.assignments()
+    images.start(node, pull.run_id)
+
+    report = {"step": "download sha256:ab", "done": 5, "total": 10}
+    images.report(
+        node,
+        log=node_pb2.LogData(
+            run_id=pull.run_id, stream="progress", data=json.dumps(report).encode()
+        ),
+    )
+    images.engine.step()
+
+    progress = [
+        e
+        for e in images.service.list_events(images.user, workflow_id)
+        if e.kind == "image_progress"
+    ]
+    assert [e.message for e in progress] == [f"{PULL}: download sha256:ab: 50% (5 B of 10 B)"]
+    assert images.service.read_logs(images.user, workflow_id) == []
