@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.spec.models import Retry
 from fuzzball_core.spec.units import parse_duration, parse_memory_size
 
 CONFIG_ENV = "FUZZBALL_CONFIG"
@@ -80,6 +81,9 @@ class OrchestrateConfig(_Section):
     node_token: str = ""
     node_lease: Seconds = 15.0
     max_eviction_restarts: int = Field(default=3, ge=0)
+    #: the retry declaration of steps that declare neither policy.retry nor policy.restart
+    #: (same shape as policy.retry: ``{on: [node], attempts: 2}``)
+    default_retry: Retry | None = None
     enable_workflow_image_builds: bool = True
 
 

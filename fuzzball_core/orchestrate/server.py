@@ -54,8 +54,15 @@ def build(config: FuzzballConfig, scheduler: Scheduler,
         if hooks is not None:
             hooks.fuzzball_event(event=event)
 
-    engine = Engine(sessions, scheduler, hub, lease_seconds=config.orchestrate.node_lease,
-                    event_hook=announce)
+    engine = Engine(
+        sessions,
+        scheduler,
+        hub,
+        lease_seconds=config.orchestrate.node_lease,
+        max_eviction_restarts=config.orchestrate.max_eviction_restarts,
+        default_retry=config.orchestrate.default_retry,
+        event_hook=announce,
+    )
     service = SqlOrchestrateService(sessions, engine, registry=registry)
     configure_images(engine, service, config, registry)
     return Orchestrate(config, engine, service, hub)

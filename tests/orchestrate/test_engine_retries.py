@@ -114,3 +114,41 @@ def test_one_task_of_an_array_is_retried_alone(harness):
     assert again.task_id == 2
     harness.run_to_end(node, again)
     assert harness.status(wf) == "FINISHED"
+
+
+def _with_default_retry(harness, rule: Retry):
+    from fuzzball_core.orchestrate.engine import Engine
+    from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+    harness.engine = Engine(harness.engine.sessions, DefaultScheduler(), harness.hub,
+                            clock=harness.clock, default_retry=rule)
+    harness.service.engine = harness.engine
+    return harness
+
+
+def test_cluster_default_retry_applies_to_a_step_with_its_own_policy(harness):
+    _with_default_retry(harness, Retry(on=[75], attempts=1))
+    node = harness.node()
+    wf = harness.submit(workflow("{timeout: {execute: 1h}}"))
+    (first,) = harness.assignments()
+    harness.run_to_end(node, first, code=75)
+    (second,) = harness.assignments()
+    harness.run_to_end(node, second)
+    assert harness.status(wf) == "FINISHED"
+
+
+def test_a_steps_own_retry_replaces_the_cluster_default(harness):
+    _with_default_retry(harness, Retry(on=[75], attempts=1))
+    node = harness.node()
+    wf = harness.submit(workflow("{retry: {on: [node]}}"))
+    (first,) = harness.assignments()
+    harness.run_to_end(node, first, code=75)
+    assert harness.assignments() == []
+    assert harness.status(wf) == "FAILED"
+
+
+def test_default_retry_is_read_from_the_configuration():
+    from fuzzball_core.config import parse_config
+
+    config = parse_config({"orchestrate": {"default-retry": {"on": ["node"], "attempts": 2}}})
+    assert config.orchestrate.default_retry == Retry(on=["node"], attempts=2)
