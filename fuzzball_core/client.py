@@ -175,6 +175,11 @@ class FuzzballClient:
         )
         return list(reply.get("events", []))
 
+    def list_node_events(self, node_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
+        """The node's events after ``after_seq``, oldest first."""
+        reply = self._request("GET", f"/nodes/{node_id}:events", params={"afterSeq": after_seq})
+        return list(reply.get("events", []))
+
     def list_nodes(self) -> list[dict[str, Any]]:
         """Every node (``ListNodeInfo`` objects)."""
         return list(self._request("GET", "/nodes").get("nodes", []))

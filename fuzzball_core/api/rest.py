@@ -67,6 +67,7 @@ def build_rest_app(
     app.router.add_get(f"{base}/nodes/{_NODE_ID}", _get_node)
     app.router.add_delete(f"{base}/nodes/{_NODE_ID}", _remove_node)
     app.router.add_post(f"{base}/nodes/{_NODE_ID}:uncordon", _uncordon_node)
+    app.router.add_get(f"{base}/nodes/{_NODE_ID}:events", _node_events)
     app.router.add_get(f"{base}/nodes/{_NODE_ID}/holds", _list_holds)
     app.router.add_post(f"{base}/nodes/{_NODE_ID}/holds", _add_hold)
     app.router.add_delete(f"{base}/nodes/{_NODE_ID}/holds/{{holdId}}", _release_hold)
@@ -248,6 +249,14 @@ async def _stop_workflow(request: web.Request) -> web.Response:
 async def _workflow_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
     events = _service(request).list_events(
+        _principal(request), request.match_info["id"], after_seq=after_seq
+    )
+    return web.json_response({"events": [msg.event_json(e) for e in events]})
+
+
+async def _node_events(request: web.Request) -> web.Response:
+    after_seq = _query_int(request, "afterSeq") or 0
+    events = _service(request).list_node_events(
         _principal(request), request.match_info["id"], after_seq=after_seq
     )
     return web.json_response({"events": [msg.event_json(e) for e in events]})

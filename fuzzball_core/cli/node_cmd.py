@@ -40,7 +40,8 @@ _REASON_OPTION = click.option(
 
 def register(group: click.Group) -> None:
     """Add the node commands to the ``node`` group."""
-    for command in (list_nodes, show_node, hold, cordon, uncordon, evict, deprovision, remove):
+    for command in (list_nodes, show_node, node_events, hold, cordon, uncordon, evict,
+                    deprovision, remove):
         group.add_command(command)
 
 
@@ -379,3 +380,16 @@ def remove(state: CliState, node_ids: tuple[str, ...]) -> None:
     for node_id in node_ids:
         state.api.remove_node(node_id)
         click.echo(f'Node "{node_id}" removed.')
+
+
+@click.command("events")
+@click.argument("node_id", metavar="NODE")
+@output_option
+@click.pass_obj
+def node_events(state: CliState, node_id: str, output: str) -> None:
+    """List a node's events: registration, holds placed and released, allocations."""
+    recorded = state.api.list_node_events(node_id)
+    rows = [
+        [short_time(e.get("time")), e.get("kind", ""), e.get("message", "")] for e in recorded
+    ]
+    emit(recorded, output, headers=["TIME", "KIND", "MESSAGE"], rows=rows)

@@ -289,6 +289,27 @@ class SqlOrchestrateService:
         )
 
 
+    def list_node_events(
+        self, who: Principal, node_ref: str, *, after_seq: int = 0
+    ) -> list[EventView]:
+        """The node's event log (registration, holds, allocations, deprovisioning), oldest
+        first. Allocations of workflows the caller may not see are left out."""
+        with self.sessions() as session:
+            node = self.engine.find_node(session, node_ref)
+            query = (
+                select(Event, Workflow.account_id)
+                .outerjoin(Workflow, Workflow.id == Event.workflow_id)
+                .where(Event.node_id == node.id, Event.seq > after_seq)
+                .order_by(Event.seq)
+                .limit(PAGE)
+            )
+            return [
+                EventView(e.seq, e.time, e.kind, e.message, e.workflow_id, e.stage_name,
+                          e.node_id, dict(e.data or {}))
+                for e, owner in session.execute(query)
+                if owner is None or owner == who.account_id or who.is_admin
+            ]
+
     # -- holds -------------------------------------------------------------------------------
 
     def hold_source(self, who: Principal) -> str:

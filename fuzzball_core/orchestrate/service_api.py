@@ -88,6 +88,11 @@ class OrchestrateService(Protocol):
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         """One node by id or name. ``NotFound`` if unknown."""
 
+    def list_node_events(
+        self, who: Principal, node_ref: str, *, after_seq: int = 0
+    ) -> list[EventView]:
+        """The node's event log (registration, holds, allocations), oldest first."""
+
     def remove_node(self, who: Principal, node_ref: str) -> None:
         """Clear an offline (or deprovisioned) node's record and release its holds."""
 

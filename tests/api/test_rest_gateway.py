@@ -54,6 +54,7 @@ ALL_CALLS = [
     ("GET", "/nodes/some-id"),
     ("DELETE", "/nodes/some-id"),
     ("POST", "/nodes/some-id:uncordon"),
+    ("GET", "/nodes/some-id:events"),
     ("GET", "/nodes/some-id/holds"),
     ("POST", "/nodes/some-id/holds"),
     ("DELETE", "/nodes/some-id/holds/1"),

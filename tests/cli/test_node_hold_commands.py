@@ -263,3 +263,24 @@ def test_node_show_lists_each_hold_with_who_and_why(admin):
     assert rows[0] == ["ID", "EFFECT", "SOURCE", "REASON", "PLACED BY", "PLACED"]
     assert rows[1][1:5] == ["cordon", "admin", "firmware", "admin"]
     assert rows[1][5].startswith("20")  # when it was placed
+
+
+# -- node events ------------------------------------------------------------------------------
+
+
+def test_node_events_record_registration_holds_and_allocations(admin):
+    start_running(admin)
+    admin("node", "cordon", "node-1", "--reason", "bios")
+    admin("node", "uncordon", "node-1")
+    result = admin("node", "events", "node-1", "-o", "json")
+    assert result.exit_code == 0, result.output
+    kinds = [e["kind"] for e in json.loads(result.output)]
+    assert kinds[0] == "node_registered"
+    assert "scheduled" in kinds
+    assert kinds.index("node_hold_added") < kinds.index("node_hold_released")
+
+
+def test_node_events_table(admin):
+    result = admin("node", "events", "node-1")
+    assert result.exit_code == 0, result.output
+    assert table(result.output)[0] == ["TIME", "KIND", "MESSAGE"]

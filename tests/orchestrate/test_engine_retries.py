@@ -1,6 +1,7 @@
 """policy.retry: exit codes and lost nodes run a step again, within one shared budget."""
 
 from fuzzball_core.orchestrate.retries import decide
+from fuzzball_core.scheduling import Resources
 from fuzzball_core.spec.models import Retry
 
 
@@ -152,3 +153,28 @@ def test_default_retry_is_read_from_the_configuration():
 
     config = parse_config({"orchestrate": {"default-retry": {"on": ["node"], "attempts": 2}}})
     assert config.orchestrate.default_retry == Retry(on=["node"], attempts=2)
+
+
+def test_a_multinode_job_that_loses_one_node_reruns_whole(harness):
+    nodes = [harness.node(f"n{i}", cores=2) for i in range(3)]
+    wf = harness.submit(workflow(
+        "{retry: {on: [node]}}", array="    multinode: {nodes: 2, implementation: openmpi}"
+    ))
+    (first,) = harness.assignments()
+    assert len(first.node_ids) == 2
+    harness.start(first.node_ids[0], first.run_id)
+    harness.engine.step()
+    lost = first.node_ids[1]
+    harness.clock.now += 10
+    for node in nodes:
+        if node != lost:
+            # the others renew their leases; the lost one stays silent
+            name = harness.service.get_node(harness.admin, node).name
+            harness.engine.register_node(name, Resources(2, 8 << 30), {})
+    harness.clock.now += 10
+    harness.engine.step()
+    (second,) = harness.assignments()
+    assert len(second.node_ids) == 2
+    assert lost not in second.node_ids
+    harness.run_to_end(second.node_ids[0], second)
+    assert harness.status(wf) == "FINISHED"
