@@ -70,6 +70,7 @@ setup(
             "grpcio-tools==1.85.1",  # regenerates the committed stubs byte for byte
             "bcrypt>=4",  # htpasswd entries for the private test registry
             "cryptography>=42",  # signs the test registry's bearer tokens
+            "prometheus-client>=0.20",  # parses the node metrics endpoint's text in tests
         ],
     },
     entry_points={

@@ -51,6 +51,7 @@ from fuzzball_core.substrate.executor import (
     RunRequest,
 )
 from fuzzball_core.substrate.images import NodeImages
+from fuzzball_core.substrate.metrics import MetricsServer
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
 
@@ -206,9 +207,34 @@ class Agent:
         self.services.runs_dir.mkdir(parents=True)
         self.services.volumes.adopt_leftovers(time.time())
 
+    def collect_metrics(self) -> dict[str, float]:
+        """This node's samples: the metrics hooks' and the agent's own."""
+        samples: dict[str, float] = {}
+        for result in self.registry.hook.fuzzball_node_collect_metrics(node_id=self.node_id):
+            samples.update(result or {})
+        identity = self.identity
+        samples.update({
+            "fuzzball_node_running_jobs": float(len(self.runs)),
+            "fuzzball_node_connected": 1.0 if self._live else 0.0,
+            "fuzzball_node_device_plugin_failed": 1.0 if identity.device_plugin_failed else 0.0,
+            "fuzzball_node_allocatable_cores": float(identity.cores),
+            "fuzzball_node_allocatable_memory_bytes": float(identity.memory),
+        })
+        for kind, count in identity.devices.items():
+            samples[f'fuzzball_node_allocatable_devices{{device="{kind}"}}'] = float(count)
+        return samples
+
     async def run(self, stop: asyncio.Event) -> None:
         """Serve Orchestrate until ``stop`` is set, reconnecting whenever the stream ends."""
         self.prepare_node()
+        metrics = MetricsServer(self.config.substrate.metrics_listen, self.collect_metrics)
+        await metrics.start()
+        try:
+            await self._serve(stop)
+        finally:
+            await metrics.stop()
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         options = [("grpc.max_receive_message_length", 64 << 20)]
         backoff = BACKOFF_INITIAL
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
