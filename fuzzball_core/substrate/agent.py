@@ -286,6 +286,10 @@ class Agent:
             await asyncio.wait(self._tasks, timeout=10)
         self.services.start_pool.shutdown(wait=False, cancel_futures=True)
         self.services.pull_pool.shutdown(wait=False, cancel_futures=True)
+        # a clean stop leaves nothing behind: no image mounts, no cgroup parents
+        report = sweep(self.services.state_dir)
+        if report.killed:
+            log.warning("stopped %d containers still running at shutdown", len(report.killed))
 
     # -- the stream ----------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fuzzball_runtime import sweep
+
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
 if str(E2E_DIR) not in sys.path:
     sys.path.insert(0, str(E2E_DIR))
@@ -63,3 +65,4 @@ def node(
     yield services
     services.start_pool.shutdown()
     services.pull_pool.shutdown()
+    sweep(services.state_dir)  # the runtime's per-state-directory cgroup parents go too
