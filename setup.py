@@ -91,7 +91,9 @@ setup(
             "fuzzball = fuzzball_plugins.images.object_cache_backend:ObjectCacheBackend",
             "fb = fuzzball_plugins.images.object_cache_backend:ObjectCacheBackend",
         ],
-        "fuzzball.routers": [],
+        "fuzzball.routers": [
+            "fit = fuzzball_federation.routers.fit:FitRouter",
+        ],
         "fuzzball.plugins": [
             "nvidia = fuzzball_plugins.devices.nvidia",
             "procfs-metrics = fuzzball_plugins.metrics.procfs",

@@ -180,6 +180,10 @@ class FuzzballClient:
         reply = self._request("GET", f"/nodes/{node_id}:events", params={"afterSeq": after_seq})
         return list(reply.get("events", []))
 
+    def list_clusters(self) -> list[dict[str, Any]]:
+        """A Federate's member clusters with their health and free capacity."""
+        return list(self._request("GET", "/clusters").get("clusters", []))
+
     def list_nodes(self) -> list[dict[str, Any]]:
         """Every node (``ListNodeInfo`` objects)."""
         return list(self._request("GET", "/nodes").get("nodes", []))

@@ -140,12 +140,28 @@ class PluginsConfig(_Section):
     disable: list[str] = Field(default_factory=list)
 
 
+class FederateMemberConfig(_Section):
+    """One Orchestrate cluster joined to the federation, reached through its REST API."""
+
+    name: str = Field(min_length=1)
+    #: the member's REST address (``host:port`` or a URL), as a CLI context's address
+    address: str = Field(min_length=1)
+    #: a bearer token of an account on the member (Federate submits as that account)
+    token: str = ""
+    #: free-form labels the router may prefer or price (``cost: "3"``, ``site: onprem``)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class FederateConfig(_Section):
     """Federate's routing policy (a ``fuzzball.routers`` driver) and its member clusters."""
 
     router: str = "fit"
     router_options: dict[str, Any] = Field(default_factory=dict)
-    clusters: list[dict[str, Any]] = Field(default_factory=list)
+    clusters: list[FederateMemberConfig] = Field(default_factory=list)
+    #: where Federate's REST gateway listens
+    listen: str = "127.0.0.1:8090"
+    #: seconds Federate waits for a member's API before calling it unreachable
+    member_timeout: Seconds = 10.0
 
 
 class FuzzballConfig(_Section):

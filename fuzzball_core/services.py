@@ -1,15 +1,10 @@
-"""Entry points of the long-running services; each lands with its own issue."""
+"""Entry points of the long-running services that live outside ``fuzzball_core``."""
 
 from __future__ import annotations
 
-import sys
 
+def federate_main() -> None:
+    """``fuzzball-federate`` (the process lives in ``fuzzball_federation.main``)."""
+    from fuzzball_federation.main import main
 
-def _not_yet(name: str) -> int:
-    print(f"{name}: not available yet", file=sys.stderr)
-    return 2
-
-
-def federate_main() -> int:
-    """``fuzzball-federate``."""
-    return _not_yet("fuzzball-federate")
+    main()

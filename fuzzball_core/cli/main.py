@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from fuzzball_core import __version__
-from fuzzball_core.cli import context_cmd, local_cmd, node_cmd, workflow_remote_cmd
+from fuzzball_core.cli import cluster_cmd, context_cmd, local_cmd, node_cmd, workflow_remote_cmd
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.plugin_cmd import plugin
@@ -82,6 +82,7 @@ def local() -> None:
 
 cli.add_command(plugin)
 cli.add_command(workflow)
+cluster_cmd.register(cluster)
 context_cmd.register(context)
 node_cmd.register(node)
 local_cmd.register(local)

@@ -84,8 +84,18 @@ def test_bad_config_key_exits_2_naming_the_key(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("script", ["fuzzball-federate"])
-def test_services_not_yet_built_say_so_and_exit_2(script):
-    result = subprocess.run([script], capture_output=True, text=True)
+def test_federate_help_lists_its_commands():
+    result = subprocess.run(["fuzzball-federate", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "serve" in result.stdout and "create-account" in result.stdout
+
+
+def test_federate_without_its_router_refuses_to_start_with_exit_2(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"data-dir: {tmp_path}\nfederate:\n  router: nosuchrouter\n")
+    result = subprocess.run(
+        ["fuzzball-federate", "--config", str(config), "serve"], capture_output=True, text=True
+    )
     assert result.returncode == 2
-    assert "not available yet" in result.stderr
+    assert "no router plugin named 'nosuchrouter'" in result.stderr
+    assert "Traceback" not in result.stderr

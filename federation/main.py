@@ -1,0 +1,133 @@
+"""The ``fuzzball-federate`` process: one API in front of several Orchestrate clusters.
+
+Start-up order: configuration and plugins (the ``federate.router`` driver; refuse to start,
+exit 2, if they are wrong), then Federate's own database (migrated with Orchestrate's Alembic
+history: it keeps accounts, tokens and the federated workflows), then the REST gateway on
+``federate.listen``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import click
+from aiohttp import web
+
+from fuzzball_core.api.rest import build_rest_app
+from fuzzball_core.config import ConfigError, FuzzballConfig
+from fuzzball_core.console import run_console_script
+from fuzzball_core.drivers import Router
+from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.startup import prepare_process
+from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_federation.clusters_route import add_clusters_route
+from fuzzball_federation.members import Members
+from fuzzball_federation.service import FederateService
+
+log = logging.getLogger("fuzzball.federate")
+
+
+def database_url(config: FuzzballConfig) -> str:
+    """Federate's store: ``database.url``, else SQLite ``federate.db`` in data-dir."""
+    return config.database.url or f"sqlite:///{config.data_dir / 'federate.db'}"
+
+
+def build(
+    config: FuzzballConfig, router: Router, registry: PluginRegistry | None = None
+) -> FederateService:
+    """Migrate Federate's database and wire the service over the configured members."""
+    seen: set[str] = set()
+    for index, member in enumerate(config.federate.clusters):
+        if member.name in seen:
+            raise ConfigError(f"federate.clusters[{index}].name: {member.name!r} names two members")
+        seen.add(member.name)
+    _host_port(config.federate.listen)  # a bad listen address refuses to start, exit 2
+    if config.database.url == "":
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+    database = connect(database_url(config))
+    migrate(database)
+    members = Members.from_config(config.federate.clusters, timeout=config.federate.member_timeout)
+    return FederateService(session_factory(database), members, router, registry=registry)
+
+
+def build_app(service: FederateService) -> web.Application:
+    """Orchestrate's REST gateway over ``service``, plus ``GET /v3/clusters``."""
+    app = build_rest_app(service)
+    add_clusters_route(app, service)
+    return app
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    try:
+        return host or "127.0.0.1", int(port)
+    except ValueError:
+        raise ConfigError(f"federate.listen: expected host:port, got {listen!r}") from None
+
+
+async def serve(service: FederateService, listen: str, stop: asyncio.Event) -> None:
+    """Serve the REST API on ``listen`` until ``stop`` is set."""
+    runner = web.AppRunner(build_app(service))
+    await runner.setup()
+    host, port = _host_port(listen)
+    try:
+        await web.TCPSite(runner, host, port).start()
+        log.info("federate serving REST on %s for %d member(s)", listen, len(service.members))
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        service.members.close()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_file",
+    envvar="FUZZBALL_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="Configuration file.",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None) -> None:
+    """Fuzzball Federate: one API in front of several Orchestrate clusters."""
+    ctx.obj = config_file
+
+
+def _service(config_file: str | None) -> tuple[FuzzballConfig, FederateService]:
+    context = prepare_process("federate", config_file)
+    return context.config, build(context.config, context.drivers["router"], context.registry)
+
+
+@cli.command("serve")
+@click.pass_obj
+def serve_command(config_file: str | None) -> None:
+    """Migrate the database and serve until SIGTERM/SIGINT."""
+    config, service = _service(config_file)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(service, config.federate.listen, stop)
+
+    asyncio.run(main())
+
+
+@cli.command("create-account")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="Give the account every permission.")
+@click.pass_obj
+def create_account(config_file: str | None, name: str, admin: bool) -> None:
+    """Create a Federate account and print its bearer token (shown only once)."""
+    _, service = _service(config_file)
+    _, token = service.create_account(name, admin=admin)
+    click.echo(token)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``fuzzball-federate``."""
+    run_console_script(cli, "fuzzball-federate", argv, service=True)

@@ -1,0 +1,1 @@
+"""Federate's routing policies (``fuzzball.routers`` drivers)."""

@@ -1,0 +1,383 @@
+"""Federate's service layer: the ``OrchestrateService`` calls, answered by member clusters.
+
+Federate runs no workflow itself. ``start_workflow`` validates the file here (so errors name
+field paths exactly as Orchestrate's do), asks each member for its nodes, lets the router
+choose, and submits the file unchanged to the first choice through the member's REST API,
+as the member account configured for it. The store maps the federated id it hands out to
+(cluster, remote id); every later call about that workflow is proxied to its cluster, and
+the answers come back as views with the federated id. Nodes are every member's nodes, each
+annotated with its cluster's name (``fuzzball.io/cluster``).
+
+Accounts and tokens are Federate's own (its database, the same tables as Orchestrate's).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import yaml
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from fuzzball_core import __version__
+from fuzzball_core.drivers import Router
+from fuzzball_core.errors import (
+    AlreadyExists,
+    FuzzballError,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+)
+from fuzzball_core.orchestrate.service import token_digest
+from fuzzball_core.orchestrate.views import (
+    EventView,
+    HoldView,
+    LogChunkView,
+    NodeView,
+    Principal,
+    StageExplanation,
+    WorkflowView,
+)
+from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.spec import ParsedWorkflow, parse_workflow
+from fuzzball_core.store.federation_models import FederatedWorkflow
+from fuzzball_core.store.models import Account, ApiToken
+from fuzzball_federation import remote_views as rv
+from fuzzball_federation.members import Member, Members
+from fuzzball_federation.offers import MemberOffer, member_offer, unreachable_offer
+from fuzzball_federation.routers.fit import workflow_needs
+
+log = logging.getLogger("fuzzball.federate")
+
+#: The annotation naming a node's cluster in Federate's node listings.
+CLUSTER_ANNOTATION = "fuzzball.io/cluster"
+
+T = TypeVar("T")
+
+
+class FederateService:
+    """The ``OrchestrateService`` Protocol over a federation of Orchestrate clusters."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        members: Members,
+        router: Router,
+        *,
+        registry: PluginRegistry | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.members = members
+        self.router = router
+        self._registry = registry
+        use_hooks = getattr(router, "use_hooks", None)
+        if registry is not None and use_hooks is not None:
+            use_hooks(registry.hook)
+
+    # -- accounts -------------------------------------------------------------------------------
+
+    def create_account(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
+        """Create an account and its first bearer token (shown once, stored hashed)."""
+        token = secrets.token_urlsafe(32)
+        with self.sessions() as session, session.begin():
+            if session.scalars(select(Account).where(Account.name == name)).first():
+                raise AlreadyExists(f"account {name!r} already exists")
+            account = Account(
+                id=str(uuid.uuid4()), name=name, is_admin=admin, created_at=time.time()
+            )
+            session.add(account)
+            session.flush()
+            session.add(
+                ApiToken(
+                    account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
+                )
+            )
+        return Principal(account.id, name, admin), token
+
+    def authenticate(self, token: str) -> Principal:
+        if not token:
+            raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
+        with self.sessions() as session:
+            row = (
+                session.execute(
+                    select(Account)
+                    .join(ApiToken, ApiToken.account_id == Account.id)
+                    .where(ApiToken.token_sha256 == token_digest(token))
+                )
+                .scalars()
+                .first()
+            )
+            if row is None:
+                raise Unauthenticated("the bearer token is not valid")
+            return Principal(row.id, row.name, row.is_admin)
+
+    def version(self) -> str:
+        return f"v{__version__}"
+
+    # -- members --------------------------------------------------------------------------------
+
+    def offers(self) -> list[MemberOffer]:
+        """Every member as the router sees it; one that does not answer is unhealthy."""
+        offers = []
+        for member in self.members:
+            labels = member.config.labels
+            try:
+                nodes = member.client().list_nodes()
+            except FuzzballError as exc:
+                offers.append(unreachable_offer(member.name, labels, _problem(exc)))
+                continue
+            offers.append(member_offer(member.name, labels, nodes))
+        return offers
+
+    # -- workflows ------------------------------------------------------------------------------
+
+    def _parse(
+        self, raw_specification: str | None, definition: Mapping[str, Any] | None, source: str
+    ) -> tuple[ParsedWorkflow, str]:
+        if (raw_specification is None) == (definition is None):
+            raise InvalidArgument("give exactly one of rawSpecification or definition")
+        if raw_specification is None:
+            if not isinstance(definition, Mapping):
+                raise InvalidArgument("definition: must be an object")
+            raw_specification = yaml.safe_dump(dict(definition), sort_keys=False)
+        validators = self._registry.workflow_validators(source) if self._registry else []
+        parsed = parse_workflow(raw_specification, source=source, extra_validators=validators)
+        return parsed, raw_specification
+
+    def _choose(self, parsed: ParsedWorkflow) -> list[str]:
+        """The members that can run ``parsed``, best first; InvalidArgument naming why not."""
+        if not len(self.members):
+            raise InvalidArgument("this federation has no member clusters (federate.clusters)")
+        definition = yaml.safe_load(parsed.to_yaml())
+        offers = self.offers()
+        chosen = list(self.router.route(definition, offers))
+        if chosen:
+            return chosen
+        explain = getattr(self.router, "rejections", None)
+        reasons = explain(definition, offers) if explain is not None else {}
+        needs = _largest_request(definition)
+        because = "; ".join(
+            f"cluster {offer.name}: {reasons.get(offer.name, 'not chosen by the router')}"
+            for offer in offers
+        )
+        raise InvalidArgument(f"no member cluster can run this workflow{needs}: {because}")
+
+    def start_workflow(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> str:
+        parsed, raw = self._parse(raw_specification, definition, name or "<api>")
+        failures = []
+        for cluster in self._choose(parsed):
+            member = self.members.get(cluster)
+            try:
+                remote_id = member.client().start_workflow(raw, name=name)
+            except Unavailable as exc:
+                # the chosen member went away between the offer and the submission
+                failures.append(f"cluster {cluster}: {_problem(exc)}")
+                continue
+            workflow_id = str(uuid.uuid4())
+            with self.sessions() as session, session.begin():
+                session.add(
+                    FederatedWorkflow(
+                        id=workflow_id,
+                        account_id=who.account_id,
+                        cluster=cluster,
+                        remote_id=remote_id,
+                        name=name or "workflow",
+                        created_at=time.time(),
+                    )
+                )
+            log.info("workflow %s -> cluster %s as %s", workflow_id, cluster, remote_id)
+            return workflow_id
+        raise Unavailable("no chosen member cluster accepted the workflow: " + "; ".join(failures))
+
+    def validate_workflow(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        parsed, _ = self._parse(raw_specification, definition, "<api>")
+        self._choose(parsed)
+        return list(parsed.warnings)
+
+    def _record(self, who: Principal, workflow_id: str) -> FederatedWorkflow:
+        with self.sessions() as session:
+            row = session.get(FederatedWorkflow, workflow_id)
+        if row is None or (row.account_id != who.account_id and not who.is_admin):
+            raise NotFound(f"workflow {workflow_id!r} not found")
+        return row
+
+    def _proxy(self, who: Principal, workflow_id: str, call: Callable[[Any, str], T]) -> T:
+        """``call(member client, remote id)`` for the workflow's cluster."""
+        row = self._record(who, workflow_id)
+        member = self.members.get(row.cluster)
+        try:
+            return call(member.client(), row.remote_id)
+        except NotFound:
+            raise NotFound(
+                f"workflow {workflow_id!r}: cluster {row.cluster} no longer has it"
+            ) from None
+
+    def cluster_of(self, who: Principal, workflow_id: str) -> str:
+        """The name of the member cluster running a federated workflow."""
+        return self._record(who, workflow_id).cluster
+
+    def list_workflows(self, who: Principal) -> list[WorkflowView]:
+        with self.sessions() as session:
+            query = select(FederatedWorkflow)
+            if not who.is_admin:
+                query = query.where(FederatedWorkflow.account_id == who.account_id)
+            rows = list(session.scalars(query))
+        by_cluster: dict[str, dict[str, FederatedWorkflow]] = {}
+        for row in rows:
+            by_cluster.setdefault(row.cluster, {})[row.remote_id] = row
+        views = []
+        for cluster, remote in by_cluster.items():
+            try:
+                listed = self.members.get(cluster).client().list_workflows()
+            except FuzzballError as exc:
+                log.warning("listing workflows of cluster %s failed: %s", cluster, exc)
+                continue
+            for workflow in listed:
+                row = remote.get(str(workflow.get("id")))
+                if row is not None:
+                    views.append(
+                        rv.workflow_view(workflow, workflow_id=row.id, account_id=row.account_id)
+                    )
+        views.sort(key=lambda view: view.created_at, reverse=True)
+        return views
+
+    def get_workflow(self, who: Principal, workflow_id: str) -> WorkflowView:
+        row = self._record(who, workflow_id)
+        workflow = self._proxy(who, workflow_id, lambda api, rid: api.get_workflow(rid))
+        return rv.workflow_view(workflow, workflow_id=row.id, account_id=row.account_id)
+
+    def stop_workflow(self, who: Principal, workflow_id: str) -> None:
+        self._proxy(who, workflow_id, lambda api, rid: api.stop_workflow(rid))
+
+    def list_events(
+        self, who: Principal, workflow_id: str, *, after_seq: int = 0
+    ) -> list[EventView]:
+        events = self._proxy(
+            who, workflow_id, lambda api, rid: api.list_events(rid, after_seq=after_seq)
+        )
+        return [rv.event_view(e, workflow_id=workflow_id) for e in events]
+
+    def read_logs(
+        self,
+        who: Principal,
+        workflow_id: str,
+        *,
+        stage_name: str | None = None,
+        task_id: int | None = None,
+        after_seq: int = 0,
+    ) -> list[LogChunkView]:
+        results = self._proxy(
+            who,
+            workflow_id,
+            lambda api, rid: api.log_results(rid, name=stage_name, task_id=task_id),
+        )
+        chunks = [rv.log_chunk_view(r) for r in results]
+        return [c for c in chunks if c.seq > after_seq]
+
+    def explain_workflow(
+        self, who: Principal, workflow_id: str, *, include_finished: bool = False
+    ) -> list[StageExplanation]:
+        stages = self._proxy(
+            who,
+            workflow_id,
+            lambda api, rid: api.explain_workflow(rid, include_finished=include_finished),
+        )
+        return [rv.explanation_view(s) for s in stages]
+
+    # -- nodes ----------------------------------------------------------------------------------
+
+    def list_nodes(self, who: Principal) -> list[NodeView]:
+        nodes = []
+        for member in self.members:
+            try:
+                listed = member.client().list_nodes()
+            except FuzzballError as exc:
+                log.warning("listing nodes of cluster %s failed: %s", member.name, exc)
+                continue
+            extra = {CLUSTER_ANNOTATION: member.name}
+            nodes += [rv.node_view(n, extra_annotations=extra) for n in listed]
+        return nodes
+
+    def _node_member(self, node_ref: str) -> tuple[Member, dict[str, Any]]:
+        """The member that has node ``node_ref`` (id or name) and its ``GetNodeInfo``."""
+        for member in self.members:
+            try:
+                return member, member.client().get_node(node_ref)
+            except NotFound:
+                continue
+            except Unavailable:
+                continue
+        raise NotFound(f"node {node_ref!r} not found in any member cluster")
+
+    def get_node(self, who: Principal, node_id: str) -> NodeView:
+        member, node = self._node_member(node_id)
+        return rv.node_view(node, extra_annotations={CLUSTER_ANNOTATION: member.name})
+
+    def list_node_events(
+        self, who: Principal, node_ref: str, *, after_seq: int = 0
+    ) -> list[EventView]:
+        member, node = self._node_member(node_ref)
+        events = member.client().list_node_events(str(node["id"]), after_seq=after_seq)
+        return [rv.event_view(e) for e in events]
+
+    def remove_node(self, who: Principal, node_ref: str) -> None:
+        member, node = self._node_member(node_ref)
+        member.client().remove_node(str(node["id"]))
+
+    def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
+        member, node = self._node_member(node_ref)
+        node_id = str(node["id"])
+        return [rv.hold_view(h, node_id=node_id) for h in member.client().list_holds(node_id)]
+
+    def add_hold(self, who: Principal, node_ref: str, effect: str, reason: str = "") -> HoldView:
+        member, node = self._node_member(node_ref)
+        node_id = str(node["id"])
+        return rv.hold_view(member.client().add_hold(node_id, effect, reason), node_id=node_id)
+
+    def release_hold(self, who: Principal, node_ref: str, hold_id: int) -> None:
+        member, node = self._node_member(node_ref)
+        member.client().release_hold(str(node["id"]), hold_id)
+
+    def uncordon(self, who: Principal, node_ref: str) -> int:
+        member, node = self._node_member(node_ref)
+        return int(member.client().uncordon(str(node["id"])).get("released", 0))
+
+
+def _problem(error: FuzzballError) -> str:
+    """A member's failure as a short reason (``unreachable (...)``, ``refused the token``)."""
+    message = error.message
+    if isinstance(error, Unauthenticated):
+        return "refused Federate's token for it"
+    if message.startswith("cluster ") and ": " in message:
+        return message.split(": ", 1)[1]
+    if isinstance(error, Unavailable):
+        return f"unreachable ({message})"
+    return message
+
+
+def _largest_request(definition: Mapping[str, Any]) -> str:
+    """`` (largest request: jobs.x: 8 cores, ...)`` for the refusal message."""
+    needs = workflow_needs(definition)
+    if not needs:
+        return ""
+    largest = max(needs, key=lambda n: (sum(n.devices.values()), n.cores, n.memory))
+    return f" (largest request {largest.describe()})"

@@ -1,0 +1,131 @@
+"""The Federate test harness: two real Orchestrate clusters on loopback, a Federate in front.
+
+Each member is the real SQL Orchestrate service (SQLite, engine, scripted nodes: see
+``tests/api/sql_stack.py``) behind its real REST gateway, on its own event loop. ``onprem``
+has one small node with two GPUs; ``aws`` has two large CPU-only nodes. Federate runs its
+own gateway on a third loop (its calls to members block, as in the real process) and
+reaches the members over HTTP with the tokens of their ``federate`` service accounts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+
+from live_api import LoopThread, start_servers
+from sql_stack import SqlStack
+
+from fuzzball_core.client import FuzzballClient
+from fuzzball_core.config import parse_config
+from fuzzball_federation.main import build, build_app
+from fuzzball_federation.routers.fit import FitRouter
+from fuzzball_federation.service import FederateService
+
+GIB = 1024**3
+
+
+@dataclass
+class MemberCluster:
+    """One running Orchestrate: its service (with node controls), REST URL and loop."""
+
+    name: str
+    stack: SqlStack
+    rest_url: str
+    token: str
+    loop: LoopThread
+    _servers: Any
+
+    def close(self) -> None:
+        self.loop.run(self._servers.close())
+        self.stack.close()
+        self.loop.stop()
+
+
+def start_member(directory: Path, name: str, nodes: list[dict[str, Any]]) -> MemberCluster:
+    """A real Orchestrate on loopback with scripted ``nodes`` and a ``federate`` account."""
+    loop = LoopThread()
+    stack = SqlStack(loop, directory / f"{name}.db")
+    _, token = stack.create_account("federate")
+    for node in nodes:
+        stack.add_node(**node)
+    servers = loop.run(start_servers(stack.service))
+    return MemberCluster(name, stack, servers.rest_url, token, loop, servers)
+
+
+@dataclass
+class Federation:
+    """Federate's service and REST URL, a user's token, and the members by name."""
+
+    service: FederateService
+    rest_url: str
+    token: str
+    members: dict[str, Any]
+    _loop: LoopThread
+    _runner: web.AppRunner
+    _clients: list[FuzzballClient] = field(default_factory=list)
+
+    def client(self, token: str | None = None) -> FuzzballClient:
+        """A REST client of Federate (as the user unless another token is given)."""
+        client = FuzzballClient(f"{self.rest_url}/v3", token or self.token, timeout=30)
+        self._clients.append(client)
+        return client
+
+    @property
+    def who(self) -> Any:
+        return self.service.authenticate(self.token)
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._loop.run(self._runner.cleanup())
+        self._loop.stop()
+        self.service.members.close()
+
+
+class Reachable(Protocol):
+    """What Federate needs of a member: its name, REST URL and an account's token."""
+
+    name: str
+    rest_url: str
+    token: str
+
+
+def start_federation(
+    directory: Path,
+    members: Sequence[Reachable],
+    *,
+    extra_clusters: list[dict[str, Any]] = (),
+    router: FitRouter | None = None,
+    registry: Any = None,
+) -> Federation:
+    """Federate over ``members`` (plus ``extra_clusters`` configs) with its gateway up."""
+    clusters = [
+        {"name": m.name, "address": m.rest_url, "token": m.token, "labels": {"site": m.name}}
+        for m in members
+    ]
+    config = parse_config(
+        {
+            "data-dir": str(directory / "federate"),
+            "federate": {"clusters": [*clusters, *extra_clusters], "member-timeout": 5},
+        }
+    )
+    service = build(config, router or FitRouter({}), registry)
+    _, token = service.create_account("alice")
+    loop = LoopThread()
+
+    async def start() -> tuple[web.AppRunner, str]:
+        runner = web.AppRunner(build_app(service))
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
+        return runner, f"http://{host}:{port}"
+
+    runner, url = loop.run(start())
+    return Federation(service, url, token, {m.name: m for m in members}, loop, runner)

@@ -1,0 +1,103 @@
+"""A federated workflow is read and controlled through Federate; the member answers."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from federated_workflows import CPU, GPU
+
+from fuzzball_core.errors import NotFound, Unauthenticated
+from fuzzball_core.orchestrate.views import CANCELED, FINISHED
+from fuzzball_core.store.federation_models import FederatedWorkflow
+from fuzzball_federation.service import CLUSTER_ANNOTATION
+
+
+def _remote_id(federation, workflow_id):
+    with federation.service.sessions() as session:
+        return session.get(FederatedWorkflow, workflow_id).remote_id
+
+
+def test_status_of_a_federated_workflow_is_its_members(federation):
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    aws = federation.members["aws"].stack
+    aws.set_stage(_remote_id(federation, workflow_id), "jobs.main", FINISHED)
+    status = client.workflow_status(workflow_id)
+    assert status["id"] == workflow_id
+    assert status["workflowStatus"] == "STAGE_STATUS_FINISHED"
+    assert [s["name"] for s in status["status"]["stages"]][-1] == "jobs.main"
+
+
+def test_logs_of_a_federated_workflow_come_from_its_member(federation):
+    client = federation.client()
+    workflow_id = client.start_workflow(GPU)
+    remote_id = _remote_id(federation, workflow_id)
+    onprem = federation.members["onprem"].stack
+    onprem.emit_log(remote_id, "jobs.main", "hello from onprem\n")
+    onprem.set_stage(remote_id, "jobs.main", FINISHED)
+    chunks = list(client.stream_logs(workflow_id, "main"))
+    assert b"".join(c.output for c in chunks) == b"hello from onprem\n"
+    followed = list(client.stream_logs(workflow_id, follow=True))
+    assert [c.stage_name for c in followed] == ["jobs.main"]
+
+
+def test_stop_of_a_federated_workflow_cancels_it_on_its_member(federation):
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU)
+    client.stop_workflow(workflow_id)
+    aws = federation.members["aws"]
+    remote = aws.stack.get_workflow(
+        aws.stack.authenticate(aws.token), _remote_id(federation, workflow_id)
+    )
+    assert remote.status == CANCELED
+    assert client.get_workflow(workflow_id)["status"] == "STAGE_STATUS_CANCELED"
+
+
+def test_events_of_a_federated_workflow_carry_the_federated_id(federation):
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU)
+    events = client.list_events(workflow_id)
+    assert events
+    assert {e.get("workflowId") for e in events} == {workflow_id}
+
+
+def test_listing_merges_members_and_leaves_out_work_submitted_to_them_directly(federation):
+    client = federation.client()
+    on_gpu = client.start_workflow(GPU, name="gpu")
+    on_cpu = client.start_workflow(CPU, name="cpu")
+    aws = federation.members["aws"]
+    aws.stack.start_workflow(
+        aws.stack.authenticate(aws.token), raw_specification=CPU, name="direct"
+    )
+    listed = client.list_workflows()
+    assert [w["id"] for w in listed] == [on_cpu, on_gpu]
+    assert [w["name"] for w in listed] == ["cpu", "gpu"]
+
+
+def test_one_accounts_workflows_are_hidden_from_another(federation):
+    workflow_id = federation.client().start_workflow(CPU)
+    _, bob = federation.service.create_account("bob")
+    with pytest.raises(NotFound):
+        federation.client(bob).get_workflow(workflow_id)
+    assert federation.client(bob).list_workflows() == []
+
+
+@pytest.mark.parametrize("path", ["/v3/workflows", "/v3/nodes", "/v3/clusters"])
+def test_requests_without_a_valid_token_are_refused_with_401(federation, path):
+    assert httpx.get(federation.rest_url + path).status_code == 401
+    bad = {"Authorization": "Bearer nope"}
+    assert httpx.get(federation.rest_url + path, headers=bad).status_code == 401
+    with pytest.raises(Unauthenticated):
+        federation.client("nope").list_workflows()
+
+
+def test_nodes_of_every_member_are_listed_with_their_cluster(federation):
+    nodes = federation.client().list_nodes()
+    clusters = {n["hostName"]: n["resource"]["annotations"][CLUSTER_ANNOTATION] for n in nodes}
+    assert clusters == {"gpu-1": "onprem", "cpu-1": "aws", "cpu-2": "aws"}
+
+
+def test_a_node_is_found_by_name_on_its_member(federation):
+    node = federation.client().get_node("gpu-1")
+    assert node["resource"]["total"]["devices"] == {"nvidia.com/gpu": 2}
+    assert node["resource"]["annotations"][CLUSTER_ANNOTATION] == "onprem"
