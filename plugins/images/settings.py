@@ -43,6 +43,8 @@ class ImageSettings:
     """Parsed image-backend configuration."""
 
     mirrors: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: registries reached over plain HTTP (``registries.HOST.insecure: true``)
+    insecure: frozenset[str] = frozenset()
     cache_max_bytes: int | None = None
     cache_write_back: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -54,6 +56,7 @@ class ImageSettings:
         """Validate ``config``; errors name the offending key."""
         config = config or {}
         mirrors: dict[str, list[str]] = {}
+        insecure: set[str] = set()
         registries = config.get("registries") or {}
         if not isinstance(registries, Mapping):
             raise InvalidArgument("registries: must be a mapping of registry host to settings")
@@ -70,6 +73,11 @@ class ImageSettings:
                     )
             key = DOCKER_HUB if host in ("index.docker.io", "registry-1.docker.io") else host
             mirrors[key] = [url.rstrip("/") for url in listed]
+            flag = entry.get("insecure", False)
+            if not isinstance(flag, bool):
+                raise InvalidArgument(f"registries.{host}.insecure: must be true or false")
+            if flag:
+                insecure.add(key)
 
         max_bytes = config.get("cache-max-bytes")
         if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
@@ -85,6 +93,7 @@ class ImageSettings:
             raise InvalidArgument(f"retry: {exc}") from None
         return cls(
             mirrors=mirrors,
+            insecure=frozenset(insecure),
             cache_max_bytes=max_bytes,
             cache_write_back=bool(config.get("cache-write-back", False)),
             retry=retry,
@@ -93,5 +102,9 @@ class ImageSettings:
         )
 
     def endpoints_for(self, reference: ImageReference) -> list[str]:
-        """Base URLs to try for ``reference``'s registry: its mirrors in order, then itself."""
-        return [*self.mirrors.get(reference.registry, ()), reference.api_base]
+        """Base URLs to try for ``reference``'s registry: its mirrors in order, then itself
+        (over plain HTTP when the configuration marks it insecure)."""
+        base = reference.api_base
+        if reference.registry in self.insecure:
+            base = "http://" + base.removeprefix("https://").removeprefix("http://")
+        return [*self.mirrors.get(reference.registry, ()), base]
