@@ -439,10 +439,18 @@ class Engine(NodeLifecycle):
     async def run(self, *, tick: float = 1.0) -> None:
         """Pass after pass until cancelled: on every wake-up, and at least every ``tick``."""
         self.recover()
+        last_pass = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=tick)
             self._wake.clear()
+            stalled = time.monotonic() - last_pass - tick
+            if stalled > self.lease_seconds / 3:
+                # Orchestrate's own loop was held up (a slow request, a long pause): the
+                # heartbeats that arrived meanwhile are still queued, so nodes get the lost
+                # time back instead of losing their leases and their jobs.
+                self.extend_leases(stalled)
+            last_pass = time.monotonic()
             try:
                 self.step()
             except Exception:

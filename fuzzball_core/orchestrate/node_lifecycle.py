@@ -129,6 +129,13 @@ class NodeLifecycle:
         self.wake()
         return unwanted
 
+    def extend_leases(self, seconds: float) -> None:
+        """Push every live node's lease ``seconds`` further (Orchestrate was stalled)."""
+        with self._transaction().session as session:
+            for node in session.scalars(select(Node).where(Node.status == READY)):
+                node.lease_expires_at += seconds
+            session.commit()
+
     def _renew(self, tx: Transaction, node: Node) -> None:
         node.last_seen = tx.now
         node.lease_expires_at = tx.now + self.lease_seconds

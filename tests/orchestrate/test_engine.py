@@ -285,3 +285,15 @@ def test_node_reported_times_are_kept(harness):
     (stage,) = harness.service.get_workflow(harness.user, wf).stages
     assert stage.started_at == started
     assert stage.finished_at == started + 1
+
+
+def test_nodes_get_back_the_time_orchestrate_itself_was_stalled(harness):
+    node = harness.node()
+    wf = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.clock.now += 60  # the loop was blocked for a minute; heartbeats are queued
+    harness.engine.extend_leases(60)
+    harness.engine.step()
+    assert harness.stages(wf)["jobs.hello"] == "STARTED"
