@@ -8,8 +8,9 @@ INTERNAL, so no traceback ever reaches a client.
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -64,11 +65,12 @@ class _Servicer:
         self.service = service
 
     async def _answer(
-        self, context: grpc.aio.ServicerContext, respond: Callable[[Principal], T]
+        self, context: grpc.aio.ServicerContext, respond: Callable[[Principal], T | Awaitable[T]]
     ) -> T:
         """Authenticate, then ``respond(principal)``; errors become the call's status."""
         try:
-            return respond(self.service.authenticate(bearer_token(context)))
+            answer = respond(self.service.authenticate(bearer_token(context)))
+            return await answer if inspect.isawaitable(answer) else answer
         except Exception as exc:
             await _abort(context, exc)
 
@@ -107,10 +109,14 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
         self.poll_interval = poll_interval
 
     async def StartWorkflow(self, request: pb.StartWorkflowRequest, context: Any) -> Any:
-        def respond(who: Principal) -> pb.WorkflowIdResponse:
-            workflow_id = self.service.start_workflow(
-                who, name=request.name or None, **_source(request)
-            )
+        async def respond(who: Principal) -> pb.WorkflowIdResponse:
+            # a service that can pin images off the event loop says so with an async variant
+            start_async = getattr(self.service, "start_workflow_async", None)
+            source = _source(request)
+            if start_async is not None:
+                workflow_id = await start_async(who, name=request.name or None, **source)
+            else:
+                workflow_id = self.service.start_workflow(who, name=request.name or None, **source)
             return pb.WorkflowIdResponse(id=workflow_id)
 
         return await self._answer(context, respond)

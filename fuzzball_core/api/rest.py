@@ -214,7 +214,13 @@ async def _start_workflow(request: web.Request) -> web.Response:
     name = body.get("name")
     if name is not None and not isinstance(name, str):
         raise InvalidArgument(f"name: expected a string, got {_json_type(name)}")
-    workflow_id = _service(request).start_workflow(_principal(request), name=name or None, **source)
+    service, who = _service(request), _principal(request)
+    # a service that can pin images off the event loop says so with an async variant
+    start_async = getattr(service, "start_workflow_async", None)
+    if start_async is not None:
+        workflow_id = await start_async(who, name=name or None, **source)
+    else:
+        workflow_id = service.start_workflow(who, name=name or None, **source)
     return web.json_response({"id": workflow_id})
 
 

@@ -92,6 +92,14 @@ class PendingRun:
     request: JobRequest
 
 
+@dataclass(frozen=True)
+class PreparedSubmission:
+    """A workflow's plan and the digests its images were pinned to, before it is stored."""
+
+    plan: Plan
+    pins: dict[str, ResolvedImage]
+
+
 @dataclass
 class _PlanEntry:
     parsed: ParsedWorkflow
@@ -323,17 +331,34 @@ class Engine(NodeLifecycle):
 
     # -- submission ----------------------------------------------------------------------------
 
+    def prepare(self, who: Principal, parsed: ParsedWorkflow) -> PreparedSubmission:
+        """Plan a workflow and pin its images (registry round trips); touches no engine
+        state, so the transports run it off the event loop."""
+        plan = plan_workflow(parsed, pull_stages=self.images.enabled)
+        return PreparedSubmission(plan, self.images.check_submission(plan, who.account_id))
+
     def submit(
-        self, who: Principal, parsed: ParsedWorkflow, raw_specification: str, name: str
+        self,
+        who: Principal,
+        parsed: ParsedWorkflow,
+        raw_specification: str,
+        name: str,
+        *,
+        prepared: PreparedSubmission | None = None,
     ) -> str:
         """Store a validated workflow and its stages; return its id.
 
         A job that no registered node could hold even when idle is refused here, naming the
-        request and the largest node.
+        request and the largest node. ``prepared`` is :meth:`prepare`'s answer when the caller
+        already has it.
         """
-        plan = plan_workflow(parsed, pull_stages=self.images.enabled)
-        self._check_feasible(plan)
-        pins = self.images.check_submission(plan, who.account_id)
+        if prepared is None:
+            plan = plan_workflow(parsed, pull_stages=self.images.enabled)
+            self._check_feasible(plan)  # before any registry round trip: fail fast
+            prepared = PreparedSubmission(plan, self.images.check_submission(plan, who.account_id))
+        else:
+            self._check_feasible(prepared.plan)
+        plan, pins = prepared.plan, prepared.pins
         workflow_id = str(uuid.uuid4())
         tx = self._transaction()
         with tx.session:

@@ -10,6 +10,7 @@ Queries read the database directly and return views; changes go through the engi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import time
@@ -162,6 +163,21 @@ class SqlOrchestrateService:
         source = name or "<api>"
         parsed, raw = self._parse(raw_specification, definition, source)
         return self.engine.submit(who, parsed, raw, name or "workflow")
+
+    async def start_workflow_async(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> str:
+        """:meth:`start_workflow` for the transports: parsing and pinning images (registry
+        round trips) run in a worker thread, so the event loop keeps serving meanwhile."""
+        source = name or "<api>"
+        parsed, raw = await asyncio.to_thread(self._parse, raw_specification, definition, source)
+        prepared = await asyncio.to_thread(self.engine.prepare, who, parsed)
+        return self.engine.submit(who, parsed, raw, name or "workflow", prepared=prepared)
 
     def validate_workflow(
         self,
