@@ -13,6 +13,8 @@ Accounts and tokens are Federate's own (its database, the same tables as Orchest
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import secrets
 import time
@@ -167,6 +169,11 @@ class FederateService:
             for offer in offers
         )
         raise InvalidArgument(f"no member cluster can run this workflow{needs}: {because}")
+
+    async def start_workflow_async(self, who: Principal, **source: Any) -> str:
+        """:meth:`start_workflow` for the transports: asking members for their capacity and
+        submitting to the chosen one run in a worker thread, off the gateway's event loop."""
+        return await asyncio.to_thread(functools.partial(self.start_workflow, who, **source))
 
     def start_workflow(
         self,
