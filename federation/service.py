@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,14 +28,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core import __version__
 from fuzzball_core.drivers import Router
 from fuzzball_core.errors import (
-    AlreadyExists,
     FuzzballError,
     InvalidArgument,
     NotFound,
     Unauthenticated,
     Unavailable,
 )
-from fuzzball_core.orchestrate.service import token_digest
+from fuzzball_core.orchestrate.accounts import Accounts
+from fuzzball_core.orchestrate.submission import read_submission
 from fuzzball_core.orchestrate.views import (
     EventView,
     HoldView,
@@ -47,9 +46,8 @@ from fuzzball_core.orchestrate.views import (
     WorkflowView,
 )
 from fuzzball_core.plugins import PluginRegistry
-from fuzzball_core.spec import ParsedWorkflow, parse_workflow
+from fuzzball_core.spec import ParsedWorkflow
 from fuzzball_core.store.federation_models import FederatedWorkflow
-from fuzzball_core.store.models import Account, ApiToken
 from fuzzball_federation import remote_views as rv
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.offers import MemberOffer, member_offer, unreachable_offer
@@ -78,6 +76,7 @@ class FederateService:
         self.members = members
         self.router = router
         self._registry = registry
+        self.accounts = Accounts(sessions)
         use_hooks = getattr(router, "use_hooks", None)
         if registry is not None and use_hooks is not None:
             use_hooks(registry.hook)
@@ -86,38 +85,10 @@ class FederateService:
 
     def create_account(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
         """Create an account and its first bearer token (shown once, stored hashed)."""
-        token = secrets.token_urlsafe(32)
-        with self.sessions() as session, session.begin():
-            if session.scalars(select(Account).where(Account.name == name)).first():
-                raise AlreadyExists(f"account {name!r} already exists")
-            account = Account(
-                id=str(uuid.uuid4()), name=name, is_admin=admin, created_at=time.time()
-            )
-            session.add(account)
-            session.flush()
-            session.add(
-                ApiToken(
-                    account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
-                )
-            )
-        return Principal(account.id, name, admin), token
+        return self.accounts.create(name, admin=admin)
 
     def authenticate(self, token: str) -> Principal:
-        if not token:
-            raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
-        with self.sessions() as session:
-            row = (
-                session.execute(
-                    select(Account)
-                    .join(ApiToken, ApiToken.account_id == Account.id)
-                    .where(ApiToken.token_sha256 == token_digest(token))
-                )
-                .scalars()
-                .first()
-            )
-            if row is None:
-                raise Unauthenticated("the bearer token is not valid")
-            return Principal(row.id, row.name, row.is_admin)
+        return self.accounts.authenticate(token)
 
     def version(self) -> str:
         return f"v{__version__}"
@@ -142,15 +113,7 @@ class FederateService:
     def _parse(
         self, raw_specification: str | None, definition: Mapping[str, Any] | None, source: str
     ) -> tuple[ParsedWorkflow, str]:
-        if (raw_specification is None) == (definition is None):
-            raise InvalidArgument("give exactly one of rawSpecification or definition")
-        if raw_specification is None:
-            if not isinstance(definition, Mapping):
-                raise InvalidArgument("definition: must be an object")
-            raw_specification = yaml.safe_dump(dict(definition), sort_keys=False)
-        validators = self._registry.workflow_validators(source) if self._registry else []
-        parsed = parse_workflow(raw_specification, source=source, extra_validators=validators)
-        return parsed, raw_specification
+        return read_submission(raw_specification, definition, source, self._registry)
 
     def _choose(self, parsed: ParsedWorkflow) -> list[str]:
         """The members that can run ``parsed``, best first; InvalidArgument naming why not."""

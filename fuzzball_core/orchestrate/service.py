@@ -11,26 +11,20 @@ Queries read the database directly and return views; changes go through the engi
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import secrets
-import time
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core import __version__
 from fuzzball_core.errors import (
-    AlreadyExists,
-    InvalidArgument,
     NotFound,
     PermissionDenied,
-    Unauthenticated,
 )
+from fuzzball_core.orchestrate.accounts import Accounts
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.submission import read_submission
 from fuzzball_core.orchestrate.views import (
     TERMINAL,
     EventView,
@@ -44,10 +38,8 @@ from fuzzball_core.orchestrate.views import (
 )
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
-from fuzzball_core.spec import ParsedWorkflow, parse_workflow
+from fuzzball_core.spec import ParsedWorkflow
 from fuzzball_core.store.models import (
-    Account,
-    ApiToken,
     Event,
     LogChunk,
     Node,
@@ -62,11 +54,6 @@ from fuzzball_core.store.object_cache import ObjectCache
 PAGE = 5000
 #: Service accounts whose holds are attributed to a source other than ``admin``.
 SERVICE_HOLD_SOURCES = {"monitoring": "monitoring", "provisioner": "provisioner"}
-
-
-def token_digest(token: str) -> str:
-    """What the store keeps of a bearer token."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class SqlOrchestrateService:
@@ -87,6 +74,7 @@ class SqlOrchestrateService:
         self.sessions = sessions
         self.engine = engine
         self._registry = registry
+        self.accounts = Accounts(sessions)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -96,40 +84,14 @@ class SqlOrchestrateService:
 
     def create_account(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
         """Create an account and its first bearer token (shown once, stored hashed)."""
-        token = secrets.token_urlsafe(32)
-        with self.sessions() as session, session.begin():
-            if session.scalars(select(Account).where(Account.name == name)).first():
-                raise AlreadyExists(f"account {name!r} already exists")
-            account = Account(id=str(uuid.uuid4()), name=name, is_admin=admin,
-                              created_at=time.time())
-            session.add(account)
-            session.flush()
-            session.add(ApiToken(account_id=account.id, token_sha256=token_digest(token),
-                                 created_at=time.time()))
-        return Principal(account.id, name, admin), token
+        return self.accounts.create(name, admin=admin)
 
     def issue_token(self, name: str) -> str:
         """A new bearer token for an existing account."""
-        token = secrets.token_urlsafe(32)
-        with self.sessions() as session, session.begin():
-            account = session.scalars(select(Account).where(Account.name == name)).first()
-            if account is None:
-                raise NotFound(f"account {name!r} not found")
-            session.add(ApiToken(account_id=account.id, token_sha256=token_digest(token),
-                                 created_at=time.time()))
-        return token
+        return self.accounts.issue_token(name)
 
     def authenticate(self, token: str) -> Principal:
-        if not token:
-            raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
-        with self.sessions() as session:
-            row = session.execute(
-                select(Account).join(ApiToken, ApiToken.account_id == Account.id)
-                .where(ApiToken.token_sha256 == token_digest(token))
-            ).scalars().first()
-            if row is None:
-                raise Unauthenticated("the bearer token is not valid")
-            return Principal(row.id, row.name, row.is_admin)
+        return self.accounts.authenticate(token)
 
     def version(self) -> str:
         return f"v{__version__}"
@@ -137,20 +99,9 @@ class SqlOrchestrateService:
     # -- workflows -----------------------------------------------------------------------------
 
     def _parse(
-        self,
-        raw_specification: str | None,
-        definition: Mapping[str, Any] | None,
-        source: str,
+        self, raw_specification: str | None, definition: Mapping[str, Any] | None, source: str
     ) -> tuple[ParsedWorkflow, str]:
-        if (raw_specification is None) == (definition is None):
-            raise InvalidArgument("give exactly one of rawSpecification or definition")
-        if raw_specification is None:
-            if not isinstance(definition, Mapping):
-                raise InvalidArgument("definition: must be an object")
-            raw_specification = yaml.safe_dump(dict(definition), sort_keys=False)
-        validators = self._registry.workflow_validators(source) if self._registry else []
-        parsed = parse_workflow(raw_specification, source=source, extra_validators=validators)
-        return parsed, raw_specification
+        return read_submission(raw_specification, definition, source, self._registry)
 
     def start_workflow(
         self,
