@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 import click
 from aiohttp import web
 
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.config import ConfigError, FuzzballConfig
-from fuzzball_core.console import run_console_script
+from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.drivers import Router
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.startup import prepare_process
@@ -107,14 +106,7 @@ def serve_command(config_file: str | None) -> None:
     config, service = _service(config_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(service, config.federate.listen, stop)
-
-    asyncio.run(main())
+    serve_until_signalled(lambda stop: serve(service, config.federate.listen, stop))
 
 
 @cli.command("create-account")

@@ -8,7 +8,10 @@ problems that stop a process from starting exit 2, other errors 1; a command's o
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 import click
@@ -52,3 +55,16 @@ def run_console_script(
         click.echo(f"{prefix}{exc.message}", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def serve_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``serve(stop)`` on a new event loop; SIGTERM or SIGINT sets ``stop``."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(stop)
+
+    asyncio.run(main())

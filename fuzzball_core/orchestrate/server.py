@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,7 @@ import grpc
 
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
-from fuzzball_core.console import run_console_script
+from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
@@ -130,14 +129,7 @@ def serve_command(config_file: str | None) -> None:
     orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(orchestrate, stop)
-
-    asyncio.run(main())
+    serve_until_signalled(lambda stop: serve(orchestrate, stop))
 
 
 @cli.command("create-account")

@@ -10,15 +10,13 @@ with exit code 2.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 import warnings
 
 import click
 
 from fuzzball_core.config import ConfigError
-from fuzzball_core.console import run_console_script
+from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.plugins import PluginLoadError
 from fuzzball_core.startup import prepare_process
@@ -62,14 +60,7 @@ def serve(config_file: str | None) -> None:
     warnings.filterwarnings("ignore", category=RuntimeWarningMessage)
     agent = Agent(context.config, context.registry)
 
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await agent.run(stop)
-
-    asyncio.run(run())
+    serve_until_signalled(lambda stop: agent.run(stop))
 
 
 def main(argv: list[str] | None = None) -> None:
