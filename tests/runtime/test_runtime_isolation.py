@@ -326,17 +326,28 @@ def _rss_anon_kib(pid: int) -> int:
     raise AssertionError("no RssAnon")
 
 
-def test_container_init_does_not_pin_the_agents_memory(image, state_dir) -> None:
-    heap = bytearray(64 << 20)
-    heap[:: 1 << 12] = b"\1" * len(heap[:: 1 << 12])  # touch every page
+def _settled_init_rss_kib(image: Path, state_dir: Path) -> int:
+    """PID 1's anonymous memory once it has shed the agent's (polled: shedding is deferred)."""
     spec = ContainerSpec(image=image, command=["sleep", "30"], state_dir=state_dir)
     with Container(spec).start() as handle:
-        assert _rss_anon_kib(os.getpid()) > 64 * 1024
-        # PID 1 keeps the written data segments of the libraries loaded in the agent (a few
-        # MiB in a process with many extension modules, as under pytest); never the heap.
-        limit_kib = 16 * 1024
-        deadline = time.monotonic() + 5
-        while _rss_anon_kib(handle.pid) > limit_kib and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _rss_anon_kib(handle.pid) <= limit_kib
+        previous, deadline = -1, time.monotonic() + 5
+        while time.monotonic() < deadline:
+            current = _rss_anon_kib(handle.pid)
+            if current == previous:
+                return current
+            previous = current
+            time.sleep(0.05)
+        return _rss_anon_kib(handle.pid)
+
+
+def test_container_init_does_not_pin_the_agents_memory(image, state_dir) -> None:
+    # PID 1 keeps the written data segments of the libraries loaded in the agent: how much
+    # depends on what this process has imported, so compare against a baseline taken in the
+    # same process rather than against a fixed figure.
+    baseline_kib = _settled_init_rss_kib(image, state_dir)
+    heap = bytearray(128 << 20)
+    heap[:: 1 << 12] = b"\1" * len(heap[:: 1 << 12])  # touch every page
+    assert _rss_anon_kib(os.getpid()) > 128 * 1024
+    with_heap_kib = _settled_init_rss_kib(image, state_dir)
+    assert with_heap_kib - baseline_kib < 8 * 1024, (baseline_kib, with_heap_kib)
     del heap
