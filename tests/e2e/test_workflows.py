@@ -204,7 +204,7 @@ jobs:
     view = orchestrate.wait_for(workflow_id, timeout=30)
 
     assert view.status == "FAILED"
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 45  # not the 60 s sleep
     stage = _stage(view, "jobs.slow")
     assert stage.status == "FAILED"
     assert stage.message == "killed: exceeded policy.timeout.execute of 1s"

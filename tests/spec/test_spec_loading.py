@@ -21,7 +21,7 @@ def rejected(data: bytes | str) -> str:
     started = time.perf_counter()
     with pytest.raises(InvalidArgument) as caught:
         parse_workflow(data)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 30  # a hang guard: parsing first would take minutes
     return caught.value.message
 
 

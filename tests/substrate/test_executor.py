@@ -133,7 +133,7 @@ def test_stop_terminates_the_container_and_reports_it_canceled(node: NodeService
 
     assert outcome.canceled and not outcome.timed_out
     assert (outcome.exit_code, outcome.signal) == (-1, signal.SIGTERM)
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 60  # not the 600 s sleep
 
 
 def test_timeout_kills_the_container_and_reports_it_timed_out(node: NodeServices) -> None:
