@@ -167,9 +167,7 @@ class Router(ABC):
         self.config: Mapping[str, Any] = config or {}
 
     @abstractmethod
-    def route(
-        self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]
-    ) -> Sequence[str]:
+    def route(self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]) -> Sequence[str]:
         """Return the names of the clusters that can run ``workflow``, best first.
 
         An empty sequence means no member can run it; Federate then rejects the submission.

@@ -81,8 +81,10 @@ def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, 
     document.setdefault("orchestrate", {})["node-token"] = token
     substrate = document.setdefault("substrate", {})
     substrate["node-token"] = token
-    substrate.setdefault("orchestrate-address", document["orchestrate"].get(
-        "grpc-listen", FuzzballConfig().orchestrate.grpc_listen))
+    substrate.setdefault(
+        "orchestrate-address",
+        document["orchestrate"].get("grpc-listen", FuzzballConfig().orchestrate.grpc_listen),
+    )
     substrate.setdefault("work-dir", str(deployment.directory / "node"))
     # the node reads fuzzball:// images from (and uploads builds to) Orchestrate's object cache
     images = document.setdefault("images", {})
@@ -96,14 +98,19 @@ def _run_cli(module_main: str, config_file: Path, *args: str) -> subprocess.Comp
     code = f"from {module_main} import main; main()"
     return subprocess.run(
         [sys.executable, "-c", code, "--config", str(config_file), *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def _start(deployment: Deployment, process: str, argv: list[str]) -> subprocess.Popen[bytes]:
     with deployment.log_file(process).open("ab") as log:
         child = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
     deployment.pid_file(process).write_text(f"{child.pid}\n")
@@ -114,9 +121,13 @@ def _api_base(config: FuzzballConfig) -> str:
     return f"http://{config.orchestrate.rest_listen}/v3"
 
 
-def _wait_for_node(config: FuzzballConfig, token: str, deployment: Deployment,
-                   children: dict[str, subprocess.Popen[bytes]],
-                   timeout: float) -> list[dict[str, Any]]:
+def _wait_for_node(
+    config: FuzzballConfig,
+    token: str,
+    deployment: Deployment,
+    children: dict[str, subprocess.Popen[bytes]],
+    timeout: float,
+) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     headers = {"Authorization": f"Bearer {token}"}
     last_error = "no answer yet"
@@ -147,8 +158,10 @@ def _wait_for_node(config: FuzzballConfig, token: str, deployment: Deployment,
 def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> dict[str, Any]:
     """Start the local deployment; return where things are. Idempotent when already up."""
     if os.geteuid() != 0:
-        raise FailedPrecondition("fuzzball local up must run as root: Substrate starts"
-                                 " containers with namespaces, loop devices and cgroups")
+        raise FailedPrecondition(
+            "fuzzball local up must run as root: Substrate starts"
+            " containers with namespaces, loop devices and cgroups"
+        )
     user_file = config_path(user_config)
     base = load_config(user_file)  # validates the user's file before anything starts
     deployment = deployment_for(base)
@@ -165,25 +178,48 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
     if any(c.name == CONTEXT_NAME for c in contexts.contexts):
         token = contexts.get(CONTEXT_NAME).token
     if deployment.pid("orchestrate") is None:
-        created = _run_cli("fuzzball_core.orchestrate.server", deployment.config_file,
-                           "create-account", "admin", "--admin")
+        created = _run_cli(
+            "fuzzball_core.orchestrate.server",
+            deployment.config_file,
+            "create-account",
+            "admin",
+            "--admin",
+        )
         if created.returncode == 0:
             token = created.stdout.strip()
         elif "already exists" in created.stderr:
-            issued = _run_cli("fuzzball_core.orchestrate.server", deployment.config_file,
-                              "issue-token", "admin")
+            issued = _run_cli(
+                "fuzzball_core.orchestrate.server", deployment.config_file, "issue-token", "admin"
+            )
             if issued.returncode != 0:
                 raise FailedPrecondition(issued.stderr.strip())
             token = issued.stdout.strip()
         else:
             raise FailedPrecondition(created.stderr.strip() or "cannot create the admin account")
-        children["orchestrate"] = _start(deployment, "orchestrate", [
-            sys.executable, "-c", "from fuzzball_core.orchestrate.server import main; main()",
-            "--config", str(deployment.config_file), "serve"])
+        children["orchestrate"] = _start(
+            deployment,
+            "orchestrate",
+            [
+                sys.executable,
+                "-c",
+                "from fuzzball_core.orchestrate.server import main; main()",
+                "--config",
+                str(deployment.config_file),
+                "serve",
+            ],
+        )
     if deployment.pid("substrate") is None:
-        children["substrate"] = _start(deployment, "substrate", [
-            sys.executable, "-c", "from fuzzball_core.substrate.main import main; main()",
-            "--config", str(deployment.config_file)])
+        children["substrate"] = _start(
+            deployment,
+            "substrate",
+            [
+                sys.executable,
+                "-c",
+                "from fuzzball_core.substrate.main import main; main()",
+                "--config",
+                str(deployment.config_file),
+            ],
+        )
 
     address = f"http://{config.orchestrate.rest_listen}"
     if any(c.name == CONTEXT_NAME for c in contexts.contexts):

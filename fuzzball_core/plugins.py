@@ -194,8 +194,9 @@ class PluginRegistry:
 
         def validate(model: Any) -> list[tuple[str, str]]:
             results = hook(workflow=model, source=source)
-            return [(str(path), str(message)) for result in results for path, message in
-                    (result or [])]
+            return [
+                (str(path), str(message)) for result in results for path, message in (result or [])
+            ]
 
         return [validate] if hook.get_hookimpls() else []
 

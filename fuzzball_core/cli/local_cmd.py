@@ -17,14 +17,21 @@ def register(group: click.Group) -> None:
 
 
 @click.command()
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for the node to become ready.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the node to become ready.",
+)
 @click.pass_obj
 def up(state: CliState, timeout: float) -> None:
     """Start Orchestrate (SQLite) and one Substrate here, and wait until the node is ready."""
     where = deployment.up(state.config_file, timeout=timeout)
-    click.echo(f"Fuzzball is up: API {where['api']} (context {where['context']!r},"
-               f" node {', '.join(where['nodes'])})")
+    click.echo(
+        f"Fuzzball is up: API {where['api']} (context {where['context']!r},"
+        f" node {', '.join(where['nodes'])})"
+    )
     click.echo(f"  data:   {where['data']}")
     click.echo(f"  config: {where['config']}")
     for process, log in where["logs"].items():
@@ -45,6 +52,8 @@ def down(state: CliState) -> None:
 def status(state: CliState, output: str) -> None:
     """Show whether the local processes run, and where their logs are."""
     report = deployment.status(state.config_file)
-    rows = [[name, "running" if info["running"] else "stopped", info["pid"] or "", info["log"]]
-            for name, info in report.items()]
+    rows = [
+        [name, "running" if info["running"] else "stopped", info["pid"] or "", info["log"]]
+        for name, info in report.items()
+    ]
     emit(report, output, headers=["PROCESS", "STATE", "PID", "LOG"], rows=rows)

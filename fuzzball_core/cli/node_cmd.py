@@ -40,8 +40,17 @@ _REASON_OPTION = click.option(
 
 def register(group: click.Group) -> None:
     """Add the node commands to the ``node`` group."""
-    for command in (list_nodes, show_node, node_events, hold, cordon, uncordon, evict,
-                    deprovision, remove):
+    for command in (
+        list_nodes,
+        show_node,
+        node_events,
+        hold,
+        cordon,
+        uncordon,
+        evict,
+        deprovision,
+        remove,
+    ):
         group.add_command(command)
 
 
@@ -389,7 +398,5 @@ def remove(state: CliState, node_ids: tuple[str, ...]) -> None:
 def node_events(state: CliState, node_id: str, output: str) -> None:
     """List a node's events: registration, holds placed and released, allocations."""
     recorded = state.api.list_node_events(node_id)
-    rows = [
-        [short_time(e.get("time")), e.get("kind", ""), e.get("message", "")] for e in recorded
-    ]
+    rows = [[short_time(e.get("time")), e.get("kind", ""), e.get("message", "")] for e in recorded]
     emit(recorded, output, headers=["TIME", "KIND", "MESSAGE"], rows=rows)

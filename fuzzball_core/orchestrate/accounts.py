@@ -35,12 +35,16 @@ class Accounts:
         with self.sessions() as session, session.begin():
             if session.scalars(select(Account).where(Account.name == name)).first():
                 raise AlreadyExists(f"account {name!r} already exists")
-            account = Account(id=str(uuid.uuid4()), name=name, is_admin=admin,
-                              created_at=time.time())
+            account = Account(
+                id=str(uuid.uuid4()), name=name, is_admin=admin, created_at=time.time()
+            )
             session.add(account)
             session.flush()
-            session.add(ApiToken(account_id=account.id, token_sha256=token_digest(token),
-                                 created_at=time.time()))
+            session.add(
+                ApiToken(
+                    account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
+                )
+            )
         return Principal(account.id, name, admin), token
 
     def issue_token(self, name: str) -> str:
@@ -50,8 +54,11 @@ class Accounts:
             account = session.scalars(select(Account).where(Account.name == name)).first()
             if account is None:
                 raise NotFound(f"account {name!r} not found")
-            session.add(ApiToken(account_id=account.id, token_sha256=token_digest(token),
-                                 created_at=time.time()))
+            session.add(
+                ApiToken(
+                    account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
+                )
+            )
         return token
 
     def authenticate(self, token: str) -> Principal:
@@ -59,10 +66,15 @@ class Accounts:
         if not token:
             raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
         with self.sessions() as session:
-            row = session.execute(
-                select(Account).join(ApiToken, ApiToken.account_id == Account.id)
-                .where(ApiToken.token_sha256 == token_digest(token))
-            ).scalars().first()
+            row = (
+                session.execute(
+                    select(Account)
+                    .join(ApiToken, ApiToken.account_id == Account.id)
+                    .where(ApiToken.token_sha256 == token_digest(token))
+                )
+                .scalars()
+                .first()
+            )
             if row is None:
                 raise Unauthenticated("the bearer token is not valid")
             return Principal(row.id, row.name, row.is_admin)

@@ -170,8 +170,9 @@ class Engine(NodeLifecycle):
                 parse_workflow(workflow.definition_v4), pull_stages=self.images.enabled
             )
 
-    def _payload(self, tx: Transaction, workflow: Workflow, entry: _PlanEntry,
-                 stage_name: str) -> str:
+    def _payload(
+        self, tx: Transaction, workflow: Workflow, entry: _PlanEntry, stage_name: str
+    ) -> str:
         payload = entry.payloads.get(stage_name)
         if payload is None:
             payload = self._new_payload(tx, workflow, entry, entry.plan.stages[stage_name])
@@ -189,7 +190,10 @@ class Engine(NodeLifecycle):
         if isinstance(definition, ImageBuild):
             from_digest = self._image_digest(tx, workflow, entry, str(definition.from_.uri))
             return self.images.build_payload(
-                planned.name, definition, workflow.account_id, from_digest,
+                planned.name,
+                definition,
+                workflow.account_id,
+                from_digest,
                 image_stages.definition_hash(definition, from_digest),
             )
         payload = job_payload(definition)
@@ -198,27 +202,36 @@ class Engine(NodeLifecycle):
             # the node cannot tell whose fuzzball://user/... this is: hand it the digest
             document = json.loads(payload)
             document["image"]["uri"] = image_stages.pinned_uri(
-                uri, self._image_digest(tx, workflow, entry, uri))
+                uri, self._image_digest(tx, workflow, entry, uri)
+            )
             payload = json.dumps(document, separators=(",", ":"))
         return payload
 
-    def _pins(self, tx: Transaction, workflow: Workflow, entry: _PlanEntry
-              ) -> dict[str, ResolvedImage]:
+    def _pins(
+        self, tx: Transaction, workflow: Workflow, entry: _PlanEntry
+    ) -> dict[str, ResolvedImage]:
         """The submission's pins (read back from its ``image_resolved`` events after a
         restart)."""
         if entry.pins is None:
             entry.pins = {}
-            resolved = tx.session.scalars(select(Event).where(
-                Event.workflow_id == workflow.id, Event.kind == "image_resolved"))
+            resolved = tx.session.scalars(
+                select(Event).where(
+                    Event.workflow_id == workflow.id, Event.kind == "image_resolved"
+                )
+            )
             for event in resolved:
                 data = event.data or {}
                 entry.pins[str(event.stage_name)] = ResolvedImage(
-                    str(data.get("uri", "")), str(data.get("digest", "")),
-                    int(data.get("size", 0)), str(data.get("platform", "")))
+                    str(data.get("uri", "")),
+                    str(data.get("digest", "")),
+                    int(data.get("size", 0)),
+                    str(data.get("platform", "")),
+                )
         return entry.pins
 
-    def _image_digest(self, tx: Transaction, workflow: Workflow, entry: _PlanEntry,
-                      uri: str) -> str:
+    def _image_digest(
+        self, tx: Transaction, workflow: Workflow, entry: _PlanEntry, uri: str
+    ) -> str:
         """The digest ``uri`` is pinned to: its pull stage's, or the object cache's now."""
         pin = self._pins(tx, workflow, entry).get(f"images.{uri}")
         if pin is not None:
@@ -302,8 +315,7 @@ class Engine(NodeLifecycle):
                     # reconnect before its work is declared lost
                     node.lease_expires_at = max(node.lease_expires_at, now + self.lease_seconds)
                 self.scheduler.upsert_node(
-                    node_info(node, ready=node.status == READY,
-                               holds=self._holds(session, node.id))
+                    node_info(node, ready=node.status == READY, holds=self._holds(session, node.id))
                 )
             session.commit()
             live = session.scalars(select(Run).where(Run.status.in_((PENDING, *LIVE_RUN))))
@@ -387,14 +399,20 @@ class Engine(NodeLifecycle):
                         created_at=tx.now,
                     )
                 )
-            self._event(tx, "workflow_started", f"workflow {name} started",
-                        workflow_id=workflow_id)
+            self._event(tx, "workflow_started", f"workflow {name} started", workflow_id=workflow_id)
             for stage_id, pin in pins.items():
-                self._event(tx, "image_resolved",
-                            f"{stage_id}: resolved to {pin.digest}"
-                            + (f" ({pin.platform})" if pin.platform else ""),
-                            workflow_id=workflow_id, stage_name=stage_id, uri=pin.uri,
-                            digest=pin.digest, size=pin.size, platform=pin.platform)
+                self._event(
+                    tx,
+                    "image_resolved",
+                    f"{stage_id}: resolved to {pin.digest}"
+                    + (f" ({pin.platform})" if pin.platform else ""),
+                    workflow_id=workflow_id,
+                    stage_name=stage_id,
+                    uri=pin.uri,
+                    digest=pin.digest,
+                    size=pin.size,
+                    platform=pin.platform,
+                )
             self._commit(tx)
         self._plans[workflow_id] = _PlanEntry(parsed, plan, pins=pins)
         self._dirty.add(workflow_id)
@@ -442,8 +460,9 @@ class Engine(NodeLifecycle):
     def _cancel_runs(
         self, tx: Transaction, workflow_id: str, reason: str, *, stage_id: int | None = None
     ) -> None:
-        query = select(Run).where(Run.workflow_id == workflow_id,
-                                  Run.status.in_((PENDING, *LIVE_RUN)))
+        query = select(Run).where(
+            Run.workflow_id == workflow_id, Run.status.in_((PENDING, *LIVE_RUN))
+        )
         if stage_id is not None:
             query = query.where(Run.stage_id == stage_id)
         for run in tx.session.scalars(query):
@@ -455,8 +474,12 @@ class Engine(NodeLifecycle):
                 continue
             for node_id in run.node_ids:
                 tx.outbox.append(
-                    (node_id, node_pb2.ControlMessage(
-                        cancel=node_pb2.Cancel(run_id=run.id, reason=reason)))
+                    (
+                        node_id,
+                        node_pb2.ControlMessage(
+                            cancel=node_pb2.Cancel(run_id=run.id, reason=reason)
+                        ),
+                    )
                 )
 
     # -- the pass ------------------------------------------------------------------------------
@@ -537,9 +560,15 @@ class Engine(NodeLifecycle):
             progress = image_stages.progress_event(stage.name if stage else "?", data.data)
             if progress is not None and stage is not None:
                 kind, message, details = progress
-                self._event(tx, kind, message, workflow_id=run.workflow_id,
-                            stage_name=stage.name,
-                            node_id=run.node_ids[0] if run.node_ids else None, **details)
+                self._event(
+                    tx,
+                    kind,
+                    message,
+                    workflow_id=run.workflow_id,
+                    stage_name=stage.name,
+                    node_id=run.node_ids[0] if run.node_ids else None,
+                    **details,
+                )
             return
         tx.session.add(
             LogChunk(
@@ -568,9 +597,14 @@ class Engine(NodeLifecycle):
             stage.started_at = run.started_at
             stage.node_ids = list(run.node_ids)
             names = ", ".join(self._node_names.get(n, n) for n in run.node_ids)
-            self._event(tx, "stage_started", f"{stage.name} started on {names}",
-                        workflow_id=run.workflow_id, stage_name=stage.name,
-                        node_id=run.node_ids[0] if run.node_ids else None)
+            self._event(
+                tx,
+                "stage_started",
+                f"{stage.name} started on {names}",
+                workflow_id=run.workflow_id,
+                stage_name=stage.name,
+                node_id=run.node_ids[0] if run.node_ids else None,
+            )
 
     def _run_exited(self, tx: Transaction, exited: node_pb2.RunExited) -> None:
         run = tx.session.get(Run, exited.run_id)
@@ -582,13 +616,18 @@ class Engine(NodeLifecycle):
             status = FINISHED
         else:
             status = FAILED
-        plain_exit = not (exited.timed_out or exited.oom_killed or exited.message
-                          or exited.signal)
+        plain_exit = not (exited.timed_out or exited.oom_killed or exited.message or exited.signal)
         cause = str(exited.exit_code) if status == FAILED and plain_exit else None
-        self._finish_run(tx, run, status, self._exit_message(tx, run, exited),
-                         exited.exit_code if exited.exit_code >= 0 else None,
-                         signal=exited.signal, cause=cause,
-                         when=_reported_time(exited.time, tx.now))
+        self._finish_run(
+            tx,
+            run,
+            status,
+            self._exit_message(tx, run, exited),
+            exited.exit_code if exited.exit_code >= 0 else None,
+            signal=exited.signal,
+            cause=cause,
+            when=_reported_time(exited.time, tx.now),
+        )
 
     def _exit_message(self, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
         if exited.timed_out:
@@ -638,17 +677,31 @@ class Engine(NodeLifecycle):
             return
         node_id = run.node_ids[0] if run.node_ids else None
         self._event(
-            tx, "container_exited", f"{stage.name}{task_label(run)}: {message}",
-            workflow_id=run.workflow_id, stage_name=stage.name, node_id=node_id,
-            exit_code=exit_code, signal=signal, task_id=run.task_id, status=status,
+            tx,
+            "container_exited",
+            f"{stage.name}{task_label(run)}: {message}",
+            workflow_id=run.workflow_id,
+            stage_name=stage.name,
+            node_id=node_id,
+            exit_code=exit_code,
+            signal=signal,
+            task_id=run.task_id,
+            status=status,
         )
         if status == FAILED and cause is not None and stage.status not in TERMINAL:
             decision = self._retry_decision(tx, run, stage, cause)
             if decision.retry:
-                self._event(tx, "retried", f"{stage.name}{task_label(run)}: {message};"
-                            f" {decision.note}", workflow_id=run.workflow_id,
-                            stage_name=stage.name, node_id=node_id, cause=cause,
-                            task_id=run.task_id, attempt=run.attempt + 1)
+                self._event(
+                    tx,
+                    "retried",
+                    f"{stage.name}{task_label(run)}: {message}; {decision.note}",
+                    workflow_id=run.workflow_id,
+                    stage_name=stage.name,
+                    node_id=node_id,
+                    cause=cause,
+                    task_id=run.task_id,
+                    attempt=run.attempt + 1,
+                )
                 if was_started and stage.task_count is not None:
                     stage.tasks_running = max(0, stage.tasks_running - 1)
                 workflow = tx.session.get(Workflow, run.workflow_id)
@@ -657,10 +710,16 @@ class Engine(NodeLifecycle):
                     self._new_run(tx, workflow, stage, run.task_id, attempt=run.attempt + 1)
                 return
             if decision.exhausted:
-                self._event(tx, "retries_exhausted", f"{stage.name}{task_label(run)}:"
-                            f" {decision.note}", workflow_id=run.workflow_id,
-                            stage_name=stage.name, node_id=node_id, cause=cause,
-                            task_id=run.task_id)
+                self._event(
+                    tx,
+                    "retries_exhausted",
+                    f"{stage.name}{task_label(run)}: {decision.note}",
+                    workflow_id=run.workflow_id,
+                    stage_name=stage.name,
+                    node_id=node_id,
+                    cause=cause,
+                    task_id=run.task_id,
+                )
             if decision.note:
                 message = f"{message}; {decision.note}"
                 run.message = message
@@ -671,16 +730,16 @@ class Engine(NodeLifecycle):
             return
         self._task_ended(tx, stage, run, status, message, was_started)
 
-    def _retry_decision(
-        self, tx: Transaction, run: Run, stage: Stage, cause: str
-    ) -> RetryDecision:
+    def _retry_decision(self, tx: Transaction, run: Run, stage: Stage, cause: str) -> RetryDecision:
         workflow = tx.session.get(Workflow, run.workflow_id)
         if workflow is None or workflow.status in TERMINAL:
             return RetryDecision(False, False, "")
         definition = self._run_definition(self._plan(workflow), stage.name)
         rule = retry_rule(definition, self.default_retry)
         earlier = select(Run.failure_cause).where(
-            Run.stage_id == stage.id, Run.id != run.id, Run.status == FAILED,
+            Run.stage_id == stage.id,
+            Run.id != run.id,
+            Run.status == FAILED,
             Run.task_id.is_(None) if run.task_id is None else Run.task_id == run.task_id,
         )
         causes = list(tx.session.scalars(earlier))
@@ -693,7 +752,12 @@ class Engine(NodeLifecycle):
         )
 
     def _task_ended(
-        self, tx: Transaction, stage: Stage, run: Run, status: str, message: str,
+        self,
+        tx: Transaction,
+        stage: Stage,
+        run: Run,
+        status: str,
+        message: str,
         was_started: bool,
     ) -> None:
         if was_started:
@@ -717,26 +781,42 @@ class Engine(NodeLifecycle):
                 self._dispatch_tasks(tx, workflow, stage)
 
     def _end_stage(
-        self, tx: Transaction, stage: Stage, status: str, message: str,
+        self,
+        tx: Transaction,
+        stage: Stage,
+        status: str,
+        message: str,
         when: float | None = None,
     ) -> None:
         stage.status = status
         stage.message = message
         stage.finished_at = when if when is not None else tx.now
         kind = {FINISHED: "stage_finished", FAILED: "stage_failed", CANCELED: "stage_canceled"}
-        self._event(tx, kind[status], f"{stage.name}: {message}",
-                    workflow_id=stage.workflow_id, stage_name=stage.name)
+        self._event(
+            tx,
+            kind[status],
+            f"{stage.name}: {message}",
+            workflow_id=stage.workflow_id,
+            stage_name=stage.name,
+        )
         self._dirty.add(stage.workflow_id)
 
     def _end_workflow(self, tx: Transaction, workflow: Workflow, status: str, error: str) -> None:
         workflow.status = status
         workflow.finished_at = tx.now
         workflow.error = error if status != FINISHED else ""
-        kind = {FINISHED: "workflow_finished", FAILED: "workflow_failed",
-                CANCELED: "workflow_canceled"}[status]
-        self._event(tx, kind, f"workflow {workflow.name}: {status.lower()}"
-                    + (f" ({error})" if error and status != FINISHED else ""),
-                    workflow_id=workflow.id)
+        kind = {
+            FINISHED: "workflow_finished",
+            FAILED: "workflow_failed",
+            CANCELED: "workflow_canceled",
+        }[status]
+        self._event(
+            tx,
+            kind,
+            f"workflow {workflow.name}: {status.lower()}"
+            + (f" ({error})" if error and status != FINISHED else ""),
+            workflow_id=workflow.id,
+        )
         self._plans.pop(workflow.id, None)
 
     # -- readiness -----------------------------------------------------------------------------
@@ -768,13 +848,18 @@ class Engine(NodeLifecycle):
         if all(stage.status in TERMINAL for stage in stages.values()):
             failed = [s for s in stages.values() if s.status == FAILED]
             if failed:
-                self._end_workflow(tx, workflow, FAILED,
-                                   f"{failed[0].name} failed: {failed[0].message}")
+                self._end_workflow(
+                    tx, workflow, FAILED, f"{failed[0].name} failed: {failed[0].message}"
+                )
             else:
                 self._end_workflow(tx, workflow, FINISHED, "")
 
     def _start_stage(
-        self, tx: Transaction, workflow: Workflow, entry: _PlanEntry, stage: Stage,
+        self,
+        tx: Transaction,
+        workflow: Workflow,
+        entry: _PlanEntry,
+        stage: Stage,
         planned: PlanStage,
     ) -> None:
         if planned.kind is StageKind.VOLUME:
@@ -785,20 +870,30 @@ class Engine(NodeLifecycle):
         if isinstance(planned.definition, ImageBuild):
             from_digest = self._image_digest(tx, workflow, entry, str(planned.definition.from_.uri))
             built = image_stages.definition_hash(planned.definition, from_digest)
-            if self.images.cached_build(planned.name, planned.definition, workflow.account_id,
-                                        built):
+            if self.images.cached_build(
+                planned.name, planned.definition, workflow.account_id, built
+            ):
                 stage.status = STARTED
                 stage.started_at = tx.now
-                self._event(tx, "image_cached",
-                            f"{stage.name}: unchanged definition served from the object cache",
-                            workflow_id=workflow.id, stage_name=stage.name, definition_hash=built)
+                self._event(
+                    tx,
+                    "image_cached",
+                    f"{stage.name}: unchanged definition served from the object cache",
+                    workflow_id=workflow.id,
+                    stage_name=stage.name,
+                    definition_hash=built,
+                )
                 self._end_stage(tx, stage, FINISHED, "served from the object cache")
                 return
             if self.images.object_cache is None:
                 stage.started_at = tx.now
-                self._end_stage(tx, stage, FAILED,
-                                "workflow image builds need the object cache, which this"
-                                " Orchestrate does not hold")
+                self._end_stage(
+                    tx,
+                    stage,
+                    FAILED,
+                    "workflow image builds need the object cache, which this"
+                    " Orchestrate does not hold",
+                )
                 return
         self._dispatched.add(stage.id)
         if planned.tasks is not None:
@@ -820,18 +915,34 @@ class Engine(NodeLifecycle):
             stage.next_task += count
 
     def _new_run(
-        self, tx: Transaction, workflow: Workflow, stage: Stage, task_id: int | None,
-        *, attempt: int = 1,
+        self,
+        tx: Transaction,
+        workflow: Workflow,
+        stage: Stage,
+        task_id: int | None,
+        *,
+        attempt: int = 1,
     ) -> None:
         self._new_runs(tx, workflow, stage, [task_id], attempt=attempt)
 
     def _new_runs(
-        self, tx: Transaction, workflow: Workflow, stage: Stage,
-        task_ids: Iterable[int | None], *, attempt: int = 1,
+        self,
+        tx: Transaction,
+        workflow: Workflow,
+        stage: Stage,
+        task_ids: Iterable[int | None],
+        *,
+        attempt: int = 1,
     ) -> None:
         runs = [
-            Run(workflow_id=workflow.id, stage_id=stage.id, task_id=task_id, status=PENDING,
-                created_at=tx.now, attempt=attempt)
+            Run(
+                workflow_id=workflow.id,
+                stage_id=stage.id,
+                task_id=task_id,
+                status=PENDING,
+                created_at=tx.now,
+                attempt=attempt,
+            )
             for task_id in task_ids
         ]
         tx.session.add_all(runs)
@@ -863,10 +974,15 @@ class Engine(NodeLifecycle):
             run.assigned_at = tx.now
             stage = tx.session.get(Stage, run.stage_id)
             names = ", ".join(self._node_names.get(n, n) for n in placement.node_ids)
-            self._event(tx, "scheduled", f"{stage.name if stage else '?'}{task_label(run)}"
-                        f" scheduled on {names}", workflow_id=run.workflow_id,
-                        stage_name=stage.name if stage else None,
-                        node_id=placement.node_ids[0], task_id=run.task_id)
+            self._event(
+                tx,
+                "scheduled",
+                f"{stage.name if stage else '?'}{task_label(run)} scheduled on {names}",
+                workflow_id=run.workflow_id,
+                stage_name=stage.name if stage else None,
+                node_id=placement.node_ids[0],
+                task_id=run.task_id,
+            )
             self._send_assignment(tx, run)
 
     def _report_blocked(self, tx: Transaction, diagnoses: Mapping[str, Diagnosis]) -> None:
@@ -882,12 +998,15 @@ class Engine(NodeLifecycle):
                 continue
             reported.add(diagnosis.reason.value)
             stage = tx.session.get(Stage, waiting.stage_id)
-            self._event(tx, "scheduling_blocked",
-                        f"{stage.name if stage else '?'}: {diagnosis.message}",
-                        workflow_id=waiting.workflow_id,
-                        stage_name=stage.name if stage else None,
-                        reason=diagnosis.reason.value,
-                        estimated_start=diagnosis.estimated_start)
+            self._event(
+                tx,
+                "scheduling_blocked",
+                f"{stage.name if stage else '?'}: {diagnosis.message}",
+                workflow_id=waiting.workflow_id,
+                stage_name=stage.name if stage else None,
+                reason=diagnosis.reason.value,
+                estimated_start=diagnosis.estimated_start,
+            )
 
     def waiting_diagnosis(self, stage_id: int) -> Diagnosis | None:
         """Why a stage's first waiting run was not placed in the last pass, if one waits."""

@@ -30,8 +30,10 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
         if not self._token:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                "orchestrate.node-token is not set: no node may connect")
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "orchestrate.node-token is not set: no node may connect",
+            )
         presented = dict(context.invocation_metadata() or ()).get("authorization", "")
         expected = f"Bearer {self._token}"
         if not hmac.compare_digest(presented.encode(), expected.encode()):
@@ -46,7 +48,9 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                 request.capacity.cores, request.capacity.memory, dict(request.capacity.devices)
             )
             node_id = self.engine.register_node(
-                request.name, capacity, dict(request.annotations),
+                request.name,
+                capacity,
+                dict(request.annotations),
                 device_plugin_failed=request.device_plugin_failed,
             )
         except FuzzballError as exc:
@@ -61,8 +65,9 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         await self._authenticate(context)
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("kind") != "hello":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "the first message on Connect must be a Hello")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "the first message on Connect must be a Hello"
+            )
         node_id = first.hello.node_id
         queue = self.hub.attach(node_id)
         try:

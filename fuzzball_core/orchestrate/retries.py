@@ -52,17 +52,25 @@ def decide(
     listed = {str(c) for c in (rule.on or ())} if rule is not None else set()
     if cause not in listed:
         if cause == NODE:
-            return RetryDecision(False, False, "set policy.retry.on: [node] to rerun this step"
-                                 " when its node is lost")
+            return RetryDecision(
+                False, False, "set policy.retry.on: [node] to rerun this step when its node is lost"
+            )
         return RetryDecision(False, False, "")
     assert rule is not None
     budget = rule.attempts if rule.attempts is not None else DEFAULT_ATTEMPTS
     if cause == NODE:
         budget = min(budget, node_reruns + max(0, max_eviction_restarts - node_reruns))
         if node_reruns >= max_eviction_restarts:
-            return RetryDecision(False, True, f"retries exhausted: {node_reruns} node reruns"
-                                 f" reached max-eviction-restarts ({max_eviction_restarts})")
+            return RetryDecision(
+                False,
+                True,
+                f"retries exhausted: {node_reruns} node reruns"
+                f" reached max-eviction-restarts ({max_eviction_restarts})",
+            )
     if reruns >= budget:
-        return RetryDecision(False, True, f"retries exhausted after {reruns + 1} attempts"
-                             f" (policy.retry.attempts: {budget})")
+        return RetryDecision(
+            False,
+            True,
+            f"retries exhausted after {reruns + 1} attempts (policy.retry.attempts: {budget})",
+        )
     return RetryDecision(True, False, f"retrying (attempt {reruns + 2} of {budget + 1})")

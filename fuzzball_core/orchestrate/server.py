@@ -40,8 +40,9 @@ class Orchestrate:
     hub: NodeHub
 
 
-def build(config: FuzzballConfig, scheduler: Scheduler,
-          registry: PluginRegistry | None = None) -> Orchestrate:
+def build(
+    config: FuzzballConfig, scheduler: Scheduler, registry: PluginRegistry | None = None
+) -> Orchestrate:
     """Connect to (and migrate) the database and wire the engine and the service layer."""
     database = connect(config.database_url)
     migrate(database)
@@ -100,8 +101,9 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         host, port = _host_port(config.rest_listen)
         await web.TCPSite(rest_runner, host, port).start()
     engine_task = asyncio.create_task(orchestrate.engine.run())
-    log.info("orchestrate serving gRPC on %s and REST on %s", config.grpc_listen,
-             config.rest_listen)
+    log.info(
+        "orchestrate serving gRPC on %s and REST on %s", config.grpc_listen, config.rest_listen
+    )
     try:
         await stop.wait()
     finally:
@@ -113,8 +115,13 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_file", envvar="FUZZBALL_CONFIG",
-              type=click.Path(dir_okay=False), help="Configuration file.")
+@click.option(
+    "--config",
+    "config_file",
+    envvar="FUZZBALL_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="Configuration file.",
+)
 @click.pass_context
 def cli(ctx: click.Context, config_file: str | None) -> None:
     """Fuzzball Orchestrate: the control plane."""

@@ -178,8 +178,16 @@ class SqlOrchestrateService:
                 .limit(PAGE)
             )
             return [
-                EventView(e.seq, e.time, e.kind, e.message, e.workflow_id, e.stage_name,
-                          e.node_id, dict(e.data or {}))
+                EventView(
+                    e.seq,
+                    e.time,
+                    e.kind,
+                    e.message,
+                    e.workflow_id,
+                    e.stage_name,
+                    e.node_id,
+                    dict(e.data or {}),
+                )
                 for e in rows
             ]
 
@@ -205,8 +213,7 @@ class SqlOrchestrateService:
                 query = query.where(LogChunk.task_id == task_id)
             rows = session.scalars(query.order_by(LogChunk.seq).limit(PAGE))
             return [
-                LogChunkView(c.seq, c.time, c.stage_name, c.stream, c.data, c.task_id)
-                for c in rows
+                LogChunkView(c.seq, c.time, c.stage_name, c.stream, c.data, c.task_id) for c in rows
             ]
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -218,9 +225,10 @@ class SqlOrchestrateService:
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         with self.sessions() as session:
-            node = session.get(Node, node_id) or session.scalars(
-                select(Node).where(Node.name == node_id)
-            ).first()
+            node = (
+                session.get(Node, node_id)
+                or session.scalars(select(Node).where(Node.name == node_id)).first()
+            )
             if node is None:
                 raise NotFound(f"node {node_id} not found")
             return self._node_view(session, node)
@@ -228,8 +236,12 @@ class SqlOrchestrateService:
     def _node_view(self, session: Session, node: Node) -> NodeView:
         try:
             usage = self.scheduler.node_usage(node.id)
-            used = (usage.used_cores, usage.used_memory, dict(usage.used_devices),
-                    _running_stages(session, usage.job_ids))
+            used = (
+                usage.used_cores,
+                usage.used_memory,
+                dict(usage.used_devices),
+                _running_stages(session, usage.job_ids),
+            )
         except NotFound:
             used = (0, 0, {}, ())
         holds = tuple(
@@ -255,7 +267,6 @@ class SqlOrchestrateService:
             stages=used[3],
         )
 
-
     def list_node_events(
         self, who: Principal, node_ref: str, *, after_seq: int = 0
     ) -> list[EventView]:
@@ -271,8 +282,16 @@ class SqlOrchestrateService:
                 .limit(PAGE)
             )
             return [
-                EventView(e.seq, e.time, e.kind, e.message, e.workflow_id, e.stage_name,
-                          e.node_id, dict(e.data or {}))
+                EventView(
+                    e.seq,
+                    e.time,
+                    e.kind,
+                    e.message,
+                    e.workflow_id,
+                    e.stage_name,
+                    e.node_id,
+                    dict(e.data or {}),
+                )
                 for e, owner in session.execute(query)
                 if owner is None or owner == who.account_id or who.is_admin
             ]
@@ -306,8 +325,9 @@ class SqlOrchestrateService:
     def uncordon(self, who: Principal, node_ref: str) -> int:
         """Release the node's admin cordon holds only; return how many were released."""
         self.hold_source(who)
-        return self.engine.release_holds(node_ref, effect="cordon", source="admin",
-                                         released_by=who.name)
+        return self.engine.release_holds(
+            node_ref, effect="cordon", source="admin", released_by=who.name
+        )
 
     def remove_node(self, who: Principal, node_ref: str) -> None:
         """Clear an offline node's record and release its holds."""
@@ -323,9 +343,11 @@ class SqlOrchestrateService:
         unless ``include_finished``."""
         with self.sessions() as session:
             self._owned(session, who, workflow_id)
-            stages = list(session.scalars(
-                select(Stage).where(Stage.workflow_id == workflow_id).order_by(Stage.id)
-            ))
+            stages = list(
+                session.scalars(
+                    select(Stage).where(Stage.workflow_id == workflow_id).order_by(Stage.id)
+                )
+            )
             by_name = {stage.name: stage for stage in stages}
             explanations = []
             for stage in stages:
@@ -344,10 +366,10 @@ class SqlOrchestrateService:
             return explained(stage.status, stage.message or stage.status.lower())
         diagnosis = self.engine.waiting_diagnosis(stage.id)
         if diagnosis is not None:
-            return explained(diagnosis.reason.value, diagnosis.message,
-                             diagnosis.estimated_start)
-        live = session.scalars(select(Run).where(Run.stage_id == stage.id,
-                                                 Run.status.in_(("ASSIGNED", "STARTED"))))
+            return explained(diagnosis.reason.value, diagnosis.message, diagnosis.estimated_start)
+        live = session.scalars(
+            select(Run).where(Run.stage_id == stage.id, Run.status.in_(("ASSIGNED", "STARTED")))
+        )
         live = list(live)
         if live:
             node_ids = {n for run in live for n in run.node_ids}

@@ -213,13 +213,15 @@ class Agent:
         for result in self.registry.hook.fuzzball_node_collect_metrics(node_id=self.node_id):
             samples.update(result or {})
         identity = self.identity
-        samples.update({
-            "fuzzball_node_running_jobs": float(len(self.runs)),
-            "fuzzball_node_connected": 1.0 if self._live else 0.0,
-            "fuzzball_node_device_plugin_failed": 1.0 if identity.device_plugin_failed else 0.0,
-            "fuzzball_node_allocatable_cores": float(identity.cores),
-            "fuzzball_node_allocatable_memory_bytes": float(identity.memory),
-        })
+        samples.update(
+            {
+                "fuzzball_node_running_jobs": float(len(self.runs)),
+                "fuzzball_node_connected": 1.0 if self._live else 0.0,
+                "fuzzball_node_device_plugin_failed": 1.0 if identity.device_plugin_failed else 0.0,
+                "fuzzball_node_allocatable_cores": float(identity.cores),
+                "fuzzball_node_allocatable_memory_bytes": float(identity.memory),
+            }
+        )
         for kind, count in identity.devices.items():
             samples[f'fuzzball_node_allocatable_devices{{device="{kind}"}}'] = float(count)
         return samples

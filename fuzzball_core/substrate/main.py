@@ -65,5 +65,6 @@ def serve(config_file: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``fuzzball-substrate``."""
-    run_console_script(cli, "fuzzball-substrate", argv, service=True,
-                       startup_errors=(_StartRefused,))
+    run_console_script(
+        cli, "fuzzball-substrate", argv, service=True, startup_errors=(_StartRefused,)
+    )

@@ -51,8 +51,9 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
 
     async def _metrics(self, _request: web.Request) -> web.Response:
-        return web.Response(text=exposition(self._collect()),
-                            content_type="text/plain", charset="utf-8")
+        return web.Response(
+            text=exposition(self._collect()), content_type="text/plain", charset="utf-8"
+        )
 
     async def start(self) -> bool:
         """Start serving; False (with a warning naming the address) when it cannot bind."""
@@ -66,8 +67,11 @@ class MetricsServer:
         try:
             await web.TCPSite(self._runner, host or "127.0.0.1", int(port)).start()
         except OSError as exc:
-            log.warning("node metrics are not served: cannot listen on %s (%s)",
-                        self.listen, exc.strerror or exc)
+            log.warning(
+                "node metrics are not served: cannot listen on %s (%s)",
+                self.listen,
+                exc.strerror or exc,
+            )
             await self._runner.cleanup()
             self._runner = None
             return False

@@ -39,7 +39,8 @@ def _gpu_model(proc_root: Path, index: int) -> str | None:
     # /proc/driver/nvidia/gpus/<pci-id>/information lists "Model:" and "Device Minor:".
     for info in sorted(proc_root.glob("driver/nvidia/gpus/*/information")):
         fields = dict(
-            line.split(":", 1) for line in info.read_text(errors="replace").splitlines()
+            line.split(":", 1)
+            for line in info.read_text(errors="replace").splitlines()
             if ":" in line
         )
         if fields.get("Device Minor", "").strip() == str(index):
@@ -52,9 +53,7 @@ def discover(dev_root: Path, proc_root: Path = Path("/proc")) -> list[Device]:
     devices: list[Device] = []
     for index, path in _numbered(dev_root, _GPU_NODE):
         model = _gpu_model(proc_root, index)
-        devices.append(
-            Device(GPU, str(index), (str(path),), {"model": model} if model else {})
-        )
+        devices.append(Device(GPU, str(index), (str(path),), {"model": model} if model else {}))
     for index, path in _numbered(dev_root / "nvidia-caps-imex-channels", _CHANNEL_NODE):
         devices.append(Device(IMEX_CHANNEL, str(index), (str(path),)))
     return devices

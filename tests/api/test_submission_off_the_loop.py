@@ -19,19 +19,26 @@ def test_other_requests_are_served_while_a_submission_waits_for_a_registry(stack
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)
     mirror = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    config = parse_config({
-        "data-dir": str(tmp_path / "data"),
-        "images": {"registries": {"docker.io": {"mirrors": [mirror]}}},
-    })
+    config = parse_config(
+        {
+            "data-dir": str(tmp_path / "data"),
+            "images": {"registries": {"docker.io": {"mirrors": [mirror]}}},
+        }
+    )
     service = stack.service.service
-    stack.loop.run(_on_loop(lambda: configure_images(service.engine, service, config,
-                                                     get_registry())))
+    stack.loop.run(
+        _on_loop(lambda: configure_images(service.engine, service, config, get_registry()))
+    )
     headers = {"Authorization": f"Bearer {stack.token}"}
     submitted: dict[str, object] = {}
 
     def submit() -> None:
-        reply = httpx.post(f"{stack.servers.rest_url}/v3/workflows", headers=headers,
-                           json={"rawSpecification": HELLO}, timeout=120)
+        reply = httpx.post(
+            f"{stack.servers.rest_url}/v3/workflows",
+            headers=headers,
+            json={"rawSpecification": HELLO},
+            timeout=120,
+        )
         submitted["status"] = reply.status_code
 
     submitter = threading.Thread(target=submit)

@@ -16,8 +16,18 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plugins"
 def pip_install_to(package: str, target: Path) -> None:
     """Install a fixture package with pip into its own directory (a throwaway site dir)."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-         "--no-build-isolation", "--target", str(target), str(FIXTURES / package)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(FIXTURES / package),
+        ],
         check=True,
         capture_output=True,
         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
@@ -45,8 +55,11 @@ Runner = Callable[..., subprocess.CompletedProcess[str]]
 def run_with_sites(tmp_path) -> Runner:
     """Run a command with the given plugin sites on PYTHONPATH, as if pip had installed them."""
 
-    def run(*argv: str, sites: tuple[Path, ...] = (), config: str | None = None,
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        *argv: str,
+        sites: tuple[Path, ...] = (),
+        config: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k != "FUZZBALL_CONFIG"}
         env["PYTHONPATH"] = os.pathsep.join(str(s) for s in sites)
         if config is not None:

@@ -77,7 +77,8 @@ def test_bad_config_key_exits_2_naming_the_key(tmp_path):
     config.write_text("scheduler:\n  drivr: default\n")
     result = subprocess.run(
         [sys.executable, "-m", "fuzzball_core.cli", "--config", str(config), "plugin", "list"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2
     assert "scheduler.drivr: unknown key" in result.stderr

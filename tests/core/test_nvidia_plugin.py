@@ -53,9 +53,7 @@ def test_container_gets_control_nodes_gpus_and_visible_devices(tmp_path):
     given = [d for d in devices if d.id in {"1", "3"} and d.kind == "nvidia.com/gpu"]
     given += [d for d in devices if d.kind == "nvidia.com/imex-channel"]
     container = ContainerPreparation()
-    PluginRegistry().hook.fuzzball_job_prepare_container(
-        job={}, devices=given, container=container
-    )
+    PluginRegistry().hook.fuzzball_job_prepare_container(job={}, devices=given, container=container)
     assert str(dev / "nvidiactl") in container.device_paths
     assert str(dev / "nvidia1") in container.device_paths
     assert str(dev / "nvidia0") not in container.device_paths

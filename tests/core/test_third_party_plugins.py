@@ -30,8 +30,13 @@ def test_plugin_is_absent_until_installed(run_with_sites):
 
 def test_configuration_selects_the_third_party_scheduler(run_with_sites, example_plugin_site):
     result = run_with_sites(
-        *FUZZBALL, "plugin", "check", "--process", "orchestrate",
-        sites=(example_plugin_site,), config="scheduler: {driver: example}\n",
+        *FUZZBALL,
+        "plugin",
+        "check",
+        "--process",
+        "orchestrate",
+        sites=(example_plugin_site,),
+        config="scheduler: {driver: example}\n",
     )
     assert result.returncode == 0, result.stderr
     assert "scheduler example" in result.stdout
@@ -44,12 +49,17 @@ def test_selected_driver_is_an_instance_of_the_site_class(run_with_sites, exampl
         "print(type(ctx.drivers['scheduler']).__module__, ctx.drivers['scheduler'].config)\n"
     )
     result = run_with_sites(
-        sys.executable, "-c", code, sites=(example_plugin_site,),
+        sys.executable,
+        "-c",
+        code,
+        sites=(example_plugin_site,),
         config="scheduler: {driver: example, options: {spread: true}}\n",
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split(" ", 1) == ["fuzzball_example_plugin.scheduler",
-                                           "{'spread': True}\n"]
+    assert result.stdout.split(" ", 1) == [
+        "fuzzball_example_plugin.scheduler",
+        "{'spread': True}\n",
+    ]
 
 
 def test_selected_driver_places_jobs(run_with_sites, example_plugin_site):
@@ -64,7 +74,10 @@ def test_selected_driver_places_jobs(run_with_sites, example_plugin_site):
         "print([p.node_ids[0] for p in result.placements], sorted(result.diagnoses))\n"
     )
     result = run_with_sites(
-        sys.executable, "-c", code, sites=(example_plugin_site,),
+        sys.executable,
+        "-c",
+        code,
+        sites=(example_plugin_site,),
         config="scheduler: {driver: example}\n",
     )
     assert result.returncode == 0, result.stderr
@@ -107,8 +120,13 @@ def test_table_listing_reports_broken_plugins_on_stderr(run_with_sites, broken_p
 
 def test_process_needing_a_broken_driver_refuses_to_start(run_with_sites, broken_plugin_site):
     result = run_with_sites(
-        *FUZZBALL, "plugin", "check", "--process", "orchestrate",
-        sites=(broken_plugin_site,), config="scheduler: {driver: broken-import}\n",
+        *FUZZBALL,
+        "plugin",
+        "check",
+        "--process",
+        "orchestrate",
+        sites=(broken_plugin_site,),
+        config="scheduler: {driver: broken-import}\n",
     )
     assert result.returncode == 2
     message = result.stderr
@@ -123,7 +141,10 @@ def test_process_requiring_a_broken_hook_plugin_refuses_to_start(
     run_with_sites, broken_plugin_site
 ):
     result = run_with_sites(
-        *FUZZBALL, "plugin", "check", sites=(broken_plugin_site,),
+        *FUZZBALL,
+        "plugin",
+        "check",
+        sites=(broken_plugin_site,),
         config="plugins: {require: [bad-signature]}\n",
     )
     assert result.returncode == 2
@@ -141,7 +162,11 @@ def test_process_not_needing_the_broken_plugin_starts(run_with_sites, broken_plu
 
 def test_missing_driver_names_the_group_and_what_is_available(run_with_sites):
     result = run_with_sites(
-        *FUZZBALL, "plugin", "check", "--process", "orchestrate",
+        *FUZZBALL,
+        "plugin",
+        "check",
+        "--process",
+        "orchestrate",
         config="scheduler: {driver: nosuch}\n",
     )
     assert result.returncode == 2
@@ -156,8 +181,9 @@ def test_site_validation_hook_is_called_by_workflow_validate(
         "version: v1\njobs:\n  hello:\n    image:\n      uri: docker://alpine:latest\n"
         "    command: [echo, hi]\n"
     )
-    result = run_with_sites(*FUZZBALL, "workflow", "validate", str(workflow),
-                            sites=(example_plugin_site,))
+    result = run_with_sites(
+        *FUZZBALL, "workflow", "validate", str(workflow), sites=(example_plugin_site,)
+    )
     assert result.returncode == 1
     assert "jobs.hello.policy.timeout" in result.stdout + result.stderr
     assert "site rule: set a timeout" in result.stdout + result.stderr

@@ -24,17 +24,25 @@ FUZZBALL = [sys.executable, "-m", "fuzzball_core.cli"]
 def local_deployment(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     registry = LocalRegistry(tmp_path / "registry")
     config = tmp_path / "fuzzball.yaml"
-    config.write_text(yaml.safe_dump({
-        "data-dir": str(tmp_path / "data"),
-        "orchestrate": {
-            "grpc-listen": f"127.0.0.1:{free_port()}",
-            "rest-listen": f"127.0.0.1:{free_port()}",
-        },
-        "substrate": {"node-name": "local-node", "cores": 2, "memory": "2GiB"},
-        "images": {"registries": {"docker.io": {"mirrors": [registry.url]}}},
-    }))
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": "",
-           "FUZZBALL_CONFIG": str(config)}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "data-dir": str(tmp_path / "data"),
+                "orchestrate": {
+                    "grpc-listen": f"127.0.0.1:{free_port()}",
+                    "rest-listen": f"127.0.0.1:{free_port()}",
+                },
+                "substrate": {"node-name": "local-node", "cores": 2, "memory": "2GiB"},
+                "images": {"registries": {"docker.io": {"mirrors": [registry.url]}}},
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": "",
+        "FUZZBALL_CONFIG": str(config),
+    }
     env.pop("XDG_CONFIG_HOME")
     try:
         yield config, env
@@ -44,8 +52,7 @@ def local_deployment(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 
 def fuzzball(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FUZZBALL, *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([*FUZZBALL, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_local_up_runs_hello_world_and_local_down_stops_it(local_deployment):

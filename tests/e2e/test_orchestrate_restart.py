@@ -92,8 +92,9 @@ def test_orchestrate_killed_mid_run_loses_nothing(
     orchestrate.start()
     processes["agent"] = SubstrateProcess(tmp_path / "agent.yaml", tmp_path / "agent.log")
     # generous: on a loaded machine the image pull and the agent's start take a while
-    reader.wait("the job printed its first line", lambda: reader.logs(workflow_id) == "start\n",
-                timeout=180)
+    reader.wait(
+        "the job printed its first line", lambda: reader.logs(workflow_id) == "start\n", timeout=180
+    )
 
     orchestrate.kill()
     time.sleep(0.5)

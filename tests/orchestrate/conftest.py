@@ -41,8 +41,10 @@ POSTGRES_URL = _postgres_url()
 
 def _postgres_database() -> Iterator[str]:
     name = f"fb_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1),
-                          isolation_level="AUTOCOMMIT")
+    admin = create_engine(
+        POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1),
+        isolation_level="AUTOCOMMIT",
+    )
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     base, _, _ = POSTGRES_URL.rpartition("/")
@@ -60,8 +62,10 @@ def database_url(request, tmp_path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'orchestrate.db'}"
         return
     if not POSTGRES_URL:
-        pytest.skip("no PostgreSQL server to test on: install Debian's postgresql and run as"
-                    " root, or set FUZZBALL_TEST_POSTGRES_URL")
+        pytest.skip(
+            "no PostgreSQL server to test on: install Debian's postgresql and run as"
+            " root, or set FUZZBALL_TEST_POSTGRES_URL"
+        )
     yield from _postgres_database()
 
 

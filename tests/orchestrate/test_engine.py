@@ -66,8 +66,14 @@ def test_single_job_runs_and_the_workflow_finishes(harness):
     harness.run_to_end(node, assignment)
     assert harness.stages(wf) == {"jobs.hello": "FINISHED"}
     assert harness.status(wf) == "FINISHED"
-    assert harness.events(wf) == ["workflow_started", "scheduled", "stage_started",
-                                  "container_exited", "stage_finished", "workflow_finished"]
+    assert harness.events(wf) == [
+        "workflow_started",
+        "scheduled",
+        "stage_started",
+        "container_exited",
+        "stage_finished",
+        "workflow_finished",
+    ]
 
 
 def test_chain_runs_in_dependency_order(harness):
@@ -89,8 +95,7 @@ def test_failure_runs_the_on_failure_job_and_skips_the_on_success_one(harness):
     assert cleanup.stage_name == "jobs.cleanup"
     harness.run_to_end(node, cleanup)
     stages = harness.stages(wf)
-    assert stages == {"jobs.main": "FAILED", "jobs.cleanup": "FINISHED",
-                      "jobs.report": "CANCELED"}
+    assert stages == {"jobs.main": "FAILED", "jobs.cleanup": "FINISHED", "jobs.report": "CANCELED"}
     assert harness.status(wf) == "FAILED"
 
 
@@ -181,8 +186,9 @@ def test_timeout_fails_the_stage_saying_so(harness):
 
 def test_job_too_big_for_any_node_is_refused_at_submission(harness):
     harness.node(cores=4, memory=8 << 30)
-    big = HELLO.replace("command: [echo, hi]",
-                        "command: [echo, hi]\n    resource: {cpu: {cores: 64}}")
+    big = HELLO.replace(
+        "command: [echo, hi]", "command: [echo, hi]\n    resource: {cpu: {cores: 64}}"
+    )
     with pytest.raises(InvalidArgument) as excinfo:
         harness.submit(big)
     assert "jobs.hello.resource" in excinfo.value.message

@@ -36,7 +36,11 @@ def test_cordoned_node_still_reports_ready(harness):
     assert node.status == "READY"
     (hold,) = node.holds
     assert (hold.effect, hold.source, hold.reason, hold.placed_by) == (
-        "cordon", "admin", "maintenance", harness.admin.name)
+        "cordon",
+        "admin",
+        "maintenance",
+        harness.admin.name,
+    )
 
 
 def test_evict_requeues_a_step_retrying_on_node_onto_another_node(harness):

@@ -86,13 +86,15 @@ def test_lost_node_fails_a_step_without_retry_naming_the_field(harness):
 
 
 def test_restart_on_node_fault_works_as_retry_on_node():
-    assert decide(Retry(on=["node"]), "node", reruns=0, node_reruns=0,
-                  max_eviction_restarts=3).retry
+    assert decide(
+        Retry(on=["node"]), "node", reruns=0, node_reruns=0, max_eviction_restarts=3
+    ).retry
 
 
 def test_node_retries_are_capped_by_max_eviction_restarts():
-    decision = decide(Retry(on=["node"], attempts=10), "node", reruns=2, node_reruns=2,
-                      max_eviction_restarts=2)
+    decision = decide(
+        Retry(on=["node"], attempts=10), "node", reruns=2, node_reruns=2, max_eviction_restarts=2
+    )
     assert not decision.retry
     assert decision.exhausted
     assert "max-eviction-restarts" in decision.note
@@ -105,8 +107,9 @@ def test_attempts_are_one_budget_for_every_cause():
 
 def test_one_task_of_an_array_is_retried_alone(harness):
     node = harness.node(cores=16)
-    wf = harness.submit(workflow("{retry: {on: [75], attempts: 1}}",
-                                 array="    task-array: {start: 1, end: 3}"))
+    wf = harness.submit(
+        workflow("{retry: {on: [75], attempts: 1}}", array="    task-array: {start: 1, end: 3}")
+    )
     batch = harness.assignments()
     assert sorted(a.task_id for a in batch) == [1, 2, 3]
     for assignment in batch:
@@ -121,8 +124,13 @@ def _with_default_retry(harness, rule: Retry):
     from fuzzball_core.orchestrate.engine import Engine
     from fuzzball_plugins.schedulers.default import DefaultScheduler
 
-    harness.engine = Engine(harness.engine.sessions, DefaultScheduler(), harness.hub,
-                            clock=harness.clock, default_retry=rule)
+    harness.engine = Engine(
+        harness.engine.sessions,
+        DefaultScheduler(),
+        harness.hub,
+        clock=harness.clock,
+        default_retry=rule,
+    )
     harness.service.engine = harness.engine
     return harness
 
@@ -157,9 +165,11 @@ def test_default_retry_is_read_from_the_configuration():
 
 def test_a_multinode_job_that_loses_one_node_reruns_whole(harness):
     nodes = [harness.node(f"n{i}", cores=2) for i in range(3)]
-    wf = harness.submit(workflow(
-        "{retry: {on: [node]}}", array="    multinode: {nodes: 2, implementation: openmpi}"
-    ))
+    wf = harness.submit(
+        workflow(
+            "{retry: {on: [node]}}", array="    multinode: {nodes: 2, implementation: openmpi}"
+        )
+    )
     (first,) = harness.assignments()
     assert len(first.node_ids) == 2
     harness.start(first.node_ids[0], first.run_id)

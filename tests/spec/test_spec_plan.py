@@ -195,16 +195,21 @@ def test_at_the_start_only_pull_stages_and_volumes_are_ready_when_pulls_are_plan
     plan = plan_workflow(parse_workflow(CHAIN_WITH_CLEANUP), pull_stages=True)
     ready, _ = plan.advance(set(), set(), set())
     assert set(ready) == {
-        "images.docker://x", "images.docker://nginx", "images.docker://rockylinux:9",
+        "images.docker://x",
+        "images.docker://nginx",
+        "images.docker://rockylinux:9",
         "volumes.data",
     }
 
 
 def test_a_pull_stage_keeps_the_secret_of_a_step_that_names_one() -> None:
-    plan = plan_workflow(parse_workflow("""
+    plan = plan_workflow(
+        parse_workflow("""
 version: v4
 jobs:
   a: {image: {uri: docker://x}, command: [true]}
   b: {image: {uri: docker://x, secret: secret://user/reg}, command: [true]}
-"""), pull_stages=True)
+"""),
+        pull_stages=True,
+    )
     assert plan.stages["images.docker://x"].definition.secret == "secret://user/reg"

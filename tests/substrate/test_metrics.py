@@ -44,9 +44,12 @@ def test_invalid_sample_names_are_dropped_not_fatal(caplog):
 
 
 def test_agent_samples_include_its_jobs_and_the_metrics_hooks(tmp_path):
-    config = parse_config({"data-dir": str(tmp_path),
-                           "substrate": {"work-dir": str(tmp_path / "node"), "cores": 3,
-                                         "devices": {}}})
+    config = parse_config(
+        {
+            "data-dir": str(tmp_path),
+            "substrate": {"work-dir": str(tmp_path / "node"), "cores": 3, "devices": {}},
+        }
+    )
     samples = Agent(config, get_registry()).collect_metrics()
     assert samples["fuzzball_node_running_jobs"] == 0
     assert samples["fuzzball_node_allocatable_cores"] == 3
