@@ -196,7 +196,7 @@ class Engine(NodeLifecycle):
                 from_digest,
                 image_stages.definition_hash(definition, from_digest),
             )
-        payload = job_payload(definition)
+        payload = job_payload(definition, entry.parsed.model.files)
         uri = str(definition.image.uri)
         if self.images.enabled and image_stages.is_object_cache_uri(uri):
             # the node cannot tell whose fuzzball://user/... this is: hand it the digest

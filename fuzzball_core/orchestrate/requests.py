@@ -8,10 +8,12 @@ so the engine can rebuild them after a restart.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from fuzzball_core.scheduling import JobRequest, Resources
 from fuzzball_core.spec import Job
+from fuzzball_core.spec.references import FILE_SCHEME
 
 #: Cores a job gets when its definition names none (Fuzzball's default is one core).
 DEFAULT_CORES = 1
@@ -61,7 +63,15 @@ def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:
     )
 
 
-def job_payload(job: Job) -> str:
-    """The job's definition as the JSON the node receives."""
+def job_payload(job: Job, workflow_files: Mapping[str, str] | None = None) -> str:
+    """The job's definition as the JSON the node receives.
+
+    The node never sees the workflow's top-level ``files``: each of the job's ``files``
+    entries (``/path: file://NAME``, checked at submission) arrives as ``/path: CONTENT``."""
     data: dict[str, Any] = job.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if job.files:
+        available = workflow_files or {}
+        data["files"] = {
+            path: available[source.removeprefix(FILE_SCHEME)] for path, source in job.files.items()
+        }
     return json.dumps(data, separators=(",", ":"))

@@ -6,7 +6,8 @@ anything of the wrong shape is skipped here because the model reports it.
 
 Checked: at least one job or service; jobs and services do not share names; every dependency
 names a job or service, ``RUNNING`` dependencies name services, and dependencies form no
-cycle; every mount names a declared volume; workflow-built images are not built from each
+cycle; every mount names a declared volume; every step's ``files`` entry puts a declared
+top-level file (``file://NAME``) at an absolute path; workflow-built images are not built from each
 other in a cycle; every endpoint proxies to a declared port and endpoint names are unique.
 Warned: nameless persistent volume references, and ``policy.retry`` without ``on``.
 Cycle detection is linear in the number of steps and dependencies.
@@ -19,6 +20,8 @@ from typing import Any
 
 Violation = tuple[str, str]
 _BUILT_IMAGE_SCHEMES = ("fuzzball://", "fb://")
+#: how a step's ``files`` entry names one of the workflow's top-level ``files``
+FILE_SCHEME = "file://"
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -45,6 +48,7 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
     _check_volumes(volumes, warnings)
     defaults = _mapping(_mapping(document.get("defaults")).get("job"))
     _check_mounts(defaults.get("mounts"), "defaults.job", volumes, errors)
+    workflow_files = _mapping(document.get("files"))
     _check_retry(defaults.get("policy"), "defaults.job", warnings)
 
     step_kinds = {name: "jobs" for name in jobs}
@@ -56,6 +60,7 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
                 continue
             path = f"{section}.{name}"
             _check_mounts(step.get("mounts"), path, volumes, errors)
+            _check_step_files(step.get("files"), path, workflow_files, errors)
             if section == "jobs":
                 _check_retry(step.get("policy"), path, warnings)
             else:
@@ -96,6 +101,22 @@ def _check_mounts(mounts: Any, path: str, volumes: dict[str, Any], errors: list[
             errors.append(
                 (f"{path}.mounts.{location}.volume", f"volume {volume} is not declared in volumes")
             )
+
+
+def _check_step_files(
+    files: Any, path: str, workflow_files: dict[str, Any], errors: list[Violation]
+) -> None:
+    for location, source in _mapping(files).items():
+        field = f"{path}.files.{location}"
+        if not location.startswith("/"):
+            errors.append((field, "the path in the container must be absolute"))
+        if not isinstance(source, str):
+            continue
+        name = source.removeprefix(FILE_SCHEME)
+        if not source.startswith(FILE_SCHEME) or not name:
+            errors.append((field, f"must name a top-level file as {FILE_SCHEME}NAME"))
+        elif name not in workflow_files:
+            errors.append((field, f"file {name} is not declared in files"))
 
 
 def _check_retry(policy: Any, path: str, warnings: list[str]) -> None:

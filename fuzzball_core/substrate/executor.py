@@ -379,11 +379,11 @@ class JobExecution:
                 binds.append(Bind(str(source), str(path)))
         script_path = None
         if job.script is not None:
-            self._run_dir = self.node.runs_dir / str(request.run_id)
-            self._run_dir.mkdir(parents=True, exist_ok=True)
-            (self._run_dir / "script").write_text(job.script)
-            binds.append(Bind(str(self._run_dir), SCRIPT_DIR, readonly=True))
+            script_dir = self._run_subdir("script")
+            (script_dir / "script").write_text(job.script)
+            binds.append(Bind(str(script_dir), SCRIPT_DIR, readonly=True))
             script_path = f"{SCRIPT_DIR}/script"
+        binds.extend(self._file_binds(job.files or {}))
         command = job_command(job, script_path)
         if not command:
             raise FuzzballError("the job has neither command nor script")
@@ -416,6 +416,28 @@ class JobExecution:
             metering=self.node.metering,
             state_dir=self.node.state_dir,
         )
+
+    def _run_subdir(self, name: str) -> Path:
+        """A fresh directory under this run's own (removed when the run is released)."""
+        if self._run_dir is None:
+            self._run_dir = self.node.runs_dir / str(self.request.run_id)
+        path = self._run_dir / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _file_binds(self, files: dict[str, str]) -> list[Bind]:
+        """The job's ``files`` (container path -> content, resolved by Orchestrate), each a
+        copy of its own bound over its path: bound rather than written into the root so that
+        paths under the container's /tmp tmpfs and inside volumes work as well."""
+        if not files:
+            return []
+        files_dir = self._run_subdir("files")
+        binds = []
+        for index, (path, content) in enumerate(sorted(files.items())):
+            copy = files_dir / str(index)
+            copy.write_text(content)
+            binds.append(Bind(str(copy), path))
+        return binds
 
     # -- output and exit -----------------------------------------------------------------------
 

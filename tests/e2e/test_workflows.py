@@ -126,6 +126,27 @@ jobs:
     )
 
 
+def test_job_runs_a_script_it_was_given_through_workflow_files(cluster: Cluster) -> None:
+    workflow = """
+version: v4
+files:
+  greet.sh: |
+    echo "greetings from $(basename $0)"
+jobs:
+  greet:
+    image: {uri: docker://alpine:latest}
+    command: [/bin/sh, /opt/tools/greet.sh]
+    files: {/opt/tools/greet.sh: "file://greet.sh"}
+"""
+    orchestrate = cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(workflow)
+
+    view = orchestrate.wait_for(workflow_id)
+
+    assert view.status == "FINISHED", view
+    assert orchestrate.logs(workflow_id) == "greetings from greet.sh\n"
+
+
 def test_failed_job_runs_its_on_failure_cleanup_and_cancels_its_on_success_dependent(
     cluster: Cluster,
 ) -> None:

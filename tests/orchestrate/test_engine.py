@@ -1,6 +1,8 @@
 """The engine's stage semantics, with the node side played by the test through the same
 messages a Substrate sends."""
 
+import json
+
 import pytest
 
 from fuzzball_core.api.v1 import node_pb2
@@ -74,6 +76,27 @@ def test_single_job_runs_and_the_workflow_finishes(harness):
         "stage_finished",
         "workflow_finished",
     ]
+
+
+def test_the_node_receives_a_jobs_files_with_their_contents(harness):
+    harness.node()
+    harness.submit(
+        """
+version: v4
+files:
+  greeting: "hello\\n"
+  unused: "never sent"
+jobs:
+  hello:
+    image: {uri: docker://alpine:latest}
+    command: [cat, /tmp/greeting]
+    files: {/tmp/greeting: "file://greeting"}
+"""
+    )
+    (assignment,) = harness.assignments()
+    payload = json.loads(assignment.job_json)
+    assert payload["files"] == {"/tmp/greeting": "hello\n"}
+    assert "never sent" not in assignment.job_json
 
 
 def test_chain_runs_in_dependency_order(harness):

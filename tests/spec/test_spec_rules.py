@@ -336,6 +336,32 @@ def test_default_mounts_of_undeclared_volumes_are_rejected(paths: Paths) -> None
     assert paths(text) == ["defaults.job.mounts./data.volume"]
 
 
+# --- step files ----------------------------------------------------------------------------
+
+FILES_HEAD = "files:\n  conf: 'x=1'\n"
+
+
+def test_step_files_naming_a_declared_file_are_accepted(parse: Parse) -> None:
+    parsed = parse(one_job("    files: {/etc/app.conf: 'file://conf'}\n", head=FILES_HEAD))
+    assert parsed.model.jobs["a"].files == {"/etc/app.conf": "file://conf"}
+
+
+def test_step_files_naming_an_undeclared_file_are_rejected(violations: Violations) -> None:
+    found = violations(one_job("    files: {/etc/app.conf: 'file://ghost'}\n", head=FILES_HEAD))
+    assert found == [("jobs.a.files./etc/app.conf", "file ghost is not declared in files")]
+
+
+def test_step_files_must_use_the_file_scheme(violations: Violations) -> None:
+    found = violations(one_job("    files: {/etc/app.conf: 'conf'}\n", head=FILES_HEAD))
+    assert found == [("jobs.a.files./etc/app.conf", "must name a top-level file as file://NAME")]
+
+
+def test_step_files_must_land_on_absolute_paths(paths: Paths) -> None:
+    assert paths(one_job("    files: {etc/app.conf: 'file://conf'}\n", head=FILES_HEAD)) == [
+        "jobs.a.files.etc/app.conf"
+    ]
+
+
 @pytest.mark.parametrize(
     "reference",
     [

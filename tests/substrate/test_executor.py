@@ -107,6 +107,25 @@ def test_script_runs_with_sh_from_a_read_only_directory_that_is_removed_afterwar
     assert not (node.runs_dir / "7").exists()
 
 
+def test_job_files_appear_at_their_paths_including_under_tmp(node: NodeServices) -> None:
+    request = _request(
+        {
+            "command": [
+                "/bin/sh",
+                "-c",
+                "cat /tmp/in/hello.py /etc/app.conf; echo more >> /etc/app.conf",
+            ],
+            "files": {"/tmp/in/hello.py": "print('hi')\n", "/etc/app.conf": "x=1\n"},
+        }
+    )
+
+    outcome, output = _execute(node, request)
+
+    assert outcome.exit_code == 0, _text(output, "stderr")
+    assert _text(output, "stdout") == "print('hi')\nx=1\n"
+    assert not (node.runs_dir / "7").exists()
+
+
 def test_mounted_volume_is_the_workflows_directory_on_the_node(node: NodeServices) -> None:
     request = _request(
         {
