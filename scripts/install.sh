@@ -13,6 +13,7 @@ APT_PACKAGES=(
   docker-registry apache2-utils skopeo umoci
   iproute2 procps
   postgresql
+  mpich libmpich-dev
 )
 
 missing=()

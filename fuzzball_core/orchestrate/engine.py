@@ -28,10 +28,17 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.orchestrate import image_stages
+from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.node_lifecycle import NodeLifecycle, node_info
-from fuzzball_core.orchestrate.requests import job_payload, job_request, run_key, timeout_seconds
+from fuzzball_core.orchestrate.requests import (
+    job_payload,
+    job_request,
+    run_key,
+    timeout_seconds,
+    unlaunchable_ranks,
+)
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
 from fuzzball_core.orchestrate.retries import RetryDecision, decide, retry_rule
 from fuzzball_core.orchestrate.transaction import (
@@ -133,6 +140,7 @@ class Engine(NodeLifecycle):
         self.clock = clock
         self._event_hook = event_hook
         self._pending: dict[str, PendingRun] = {}
+        self._fences = FenceRelay()
         self._plans: dict[str, _PlanEntry] = {}
         self._dispatched: set[int] = set()
         self._dirty: set[str] = set()
@@ -420,12 +428,15 @@ class Engine(NodeLifecycle):
         return workflow_id
 
     def _check_feasible(self, plan: Plan) -> None:
-        if not self._node_names:
-            return  # no node has ever registered: nothing to judge against yet
         problems = []
         for stage in plan:
             if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
                 continue
+            unlaunchable = unlaunchable_ranks(stage.definition)
+            if unlaunchable is not None:
+                problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
+            if not self._node_names:
+                continue  # no node has ever registered: nothing to judge sizes against yet
             diagnosis = self.scheduler.check_feasible(
                 job_request(0, stage.definition, submitted_at=0.0)
             )
@@ -528,7 +539,7 @@ class Engine(NodeLifecycle):
         run_ids = set()
         for _, message in inbox:
             kind = message.WhichOneof("kind")
-            if kind in ("started", "exited", "log"):
+            if kind in ("started", "exited", "log", "fence"):
                 run_ids.add(getattr(message, kind).run_id)
         self._preload_runs(tx, run_ids)
 
@@ -547,9 +558,13 @@ class Engine(NodeLifecycle):
         elif kind == "started":
             self._run_started(tx, message.started.run_id, message.started.time)
         elif kind == "exited":
-            self._run_exited(tx, message.exited)
+            self._run_exited(tx, node_id, message.exited)
         elif kind == "log":
             self._log(tx, message.log)
+        elif kind == "fence":
+            run = tx.session.get(Run, message.fence.run_id)
+            if run is not None and run.status in LIVE_RUN:
+                tx.outbox.extend(self._fences.arrive(node_id, message.fence, run.node_ids))
 
     def _log(self, tx: Transaction, data: node_pb2.LogData) -> None:
         run = tx.session.get(Run, data.run_id)
@@ -606,7 +621,7 @@ class Engine(NodeLifecycle):
                 node_id=run.node_ids[0] if run.node_ids else None,
             )
 
-    def _run_exited(self, tx: Transaction, exited: node_pb2.RunExited) -> None:
+    def _run_exited(self, tx: Transaction, node_id: str, exited: node_pb2.RunExited) -> None:
         run = tx.session.get(Run, exited.run_id)
         if run is None or run.status in TERMINAL:
             return
@@ -616,6 +631,12 @@ class Engine(NodeLifecycle):
             status = FINISHED
         else:
             status = FAILED
+        if status == FINISHED and len(run.node_ids) > 1:
+            # a multinode run ends with its last part, or with the first that fails
+            done = sorted({*(run.parts_done or ()), node_id} & set(run.node_ids))
+            if len(done) < len(run.node_ids):
+                run.parts_done = done
+                return
         plain_exit = not (exited.timed_out or exited.oom_killed or exited.message or exited.signal)
         cause = str(exited.exit_code) if status == FAILED and plain_exit else None
         self._finish_run(
@@ -667,6 +688,8 @@ class Engine(NodeLifecycle):
         if run.status in LIVE_RUN:
             with contextlib.suppress(NotFound):  # never placed, or already released
                 self.scheduler.release(key)
+            if len(run.node_ids) > 1:
+                self._stop_other_parts(tx, run, message)
         run.status = status
         run.exit_code = exit_code
         run.message = message
@@ -729,6 +752,15 @@ class Engine(NodeLifecycle):
                 self._end_stage(tx, stage, status, message, run.finished_at)
             return
         self._task_ended(tx, stage, run, status, message, was_started)
+
+    def _stop_other_parts(self, tx: Transaction, run: Run, reason: str) -> None:
+        """A multinode run ended: its parts still running elsewhere are told to stop (the
+        node whose report ended it has stopped already and ignores the cancel)."""
+        self._fences.forget(run.id)
+        cancel = node_pb2.ControlMessage(cancel=node_pb2.Cancel(run_id=run.id, reason=reason))
+        for node_id in run.node_ids:
+            if node_id not in (run.parts_done or ()):
+                tx.outbox.append((node_id, cancel))
 
     def _retry_decision(self, tx: Transaction, run: Run, stage: Stage, cause: str) -> RetryDecision:
         workflow = tx.session.get(Workflow, run.workflow_id)
@@ -1032,8 +1064,9 @@ class Engine(NodeLifecycle):
             timeout_seconds=timeout_seconds(definition) or 0.0,
             node_ids=list(run.node_ids),
         )
-        # A multinode job's command starts on its first node; the others host its ranks.
-        tx.outbox.append((run.node_ids[0], node_pb2.ControlMessage(assign=assignment)))
+        # every node of a multinode run gets the same assignment and runs its own ranks
+        message = node_pb2.ControlMessage(assign=assignment)
+        tx.outbox.extend((node_id, message) for node_id in run.node_ids)
 
 
 def _reported_time(reported: float, received: float) -> float:

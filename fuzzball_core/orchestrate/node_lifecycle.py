@@ -107,7 +107,7 @@ class NodeLifecycle:
                 raise NotFound(f"node {node_id} is not registered")
             self._renew(tx, node)
             self._refresh_node(tx, node)
-            for run in self._live_runs_on(tx.session, node_id):
+            for run in self._running_parts_on(tx.session, node_id):
                 if run.id in known:
                     continue
                 if run.status == ASSIGNED:
@@ -145,8 +145,17 @@ class NodeLifecycle:
             self._event(tx, "node_online", f"node {node.name} is back", node_id=node.id)
 
     def _live_runs_on(self, session: Session, node_id: str) -> list[Run]:
+        """Runs holding the node, including multinode runs whose part here has ended."""
         runs = session.scalars(select(Run).where(Run.status.in_(LIVE_RUN)))
         return [run for run in runs if node_id in run.node_ids]
+
+    def _running_parts_on(self, session: Session, node_id: str) -> list[Run]:
+        """Runs with something still running on the node."""
+        return [
+            run
+            for run in self._live_runs_on(session, node_id)
+            if node_id not in (run.parts_done or ())
+        ]
 
     def _expire_leases(self, tx: Transaction) -> None:
         expired = tx.session.scalars(
@@ -161,7 +170,7 @@ class NodeLifecycle:
                     self._drop_hold(tx, node, hold, "the node went offline")
             self._refresh_node(tx, node)
             self._event(tx, "node_offline", f"node {node.name} stopped responding", node_id=node.id)
-            for run in self._live_runs_on(tx.session, node.id):
+            for run in self._running_parts_on(tx.session, node.id):
                 self._finish_run(
                     tx, run, FAILED, f"node {node.name} stopped responding", None, cause=NODE_CAUSE
                 )
@@ -274,7 +283,7 @@ class NodeLifecycle:
         )
 
     def _evict(self, tx: Transaction, node: Node, reason: str) -> None:
-        for run in self._live_runs_on(tx.session, node.id):
+        for run in self._running_parts_on(tx.session, node.id):
             for node_id in run.node_ids:
                 tx.outbox.append(
                     (

@@ -63,6 +63,23 @@ def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:
     )
 
 
+#: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
+#: the PMI-1 service each node runs; ``generic`` (and no implementation) gets the same
+#: environment and is left to use it or not.
+LAUNCHABLE_IMPLEMENTATIONS = frozenset({"mpich", "generic"})
+
+
+def unlaunchable_ranks(job: Job) -> str | None:
+    """Why this cluster cannot start ``job``'s ranks, or None when it can."""
+    multinode = job.multinode
+    if multinode is None or multinode.implementation in (None, *LAUNCHABLE_IMPLEMENTATIONS):
+        return None
+    return (
+        f"{multinode.implementation} ranks cannot be started on this cluster yet (it starts"
+        f" {' and '.join(sorted(LAUNCHABLE_IMPLEMENTATIONS))} ranks through PMI-1)"
+    )
+
+
 def job_payload(job: Job, workflow_files: Mapping[str, str] | None = None) -> str:
     """The job's definition as the JSON the node receives.
 

@@ -101,6 +101,8 @@ class Run(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     status: Mapped[str] = mapped_column(String(16))
     node_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    #: nodes whose part of a multinode run already ended well (the run ends with the last)
+    parts_done: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
     #: why a failed run failed, as policy.retry.on spells it: "node" or the exit code

@@ -52,6 +52,7 @@ from fuzzball_core.substrate.executor import (
 )
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.metrics import MetricsServer
+from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
 
@@ -186,6 +187,7 @@ class Agent:
         self.runs: dict[int, KnownRun] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._outbox = Outbox()
+        self._fences = FenceClient(self._send)
         self._generation = 0
         #: generation of the stream that is up, 0 while none is
         self._live = 0
@@ -361,7 +363,7 @@ class Agent:
                         started=node_pb2.RunStarted(run_id=run_id, time=time.time())
                     )
                 )
-        return messages
+        return messages + self._fences.unanswered()
 
     def _mark_reported(self, run_id: int, generation: int) -> None:
         known = self.runs.get(run_id)
@@ -404,6 +406,8 @@ class Agent:
             self._welcomed.set()
         elif kind == "shutdown":
             self._begin_wind_down(control.shutdown.reason or "deprovisioned")
+        elif kind == "fence_done":
+            self._fences.done(control.fence_done)
 
     def _begin_wind_down(self, reason: str) -> None:
         if self.deprovisioned is not None:
@@ -464,7 +468,13 @@ class Agent:
 
     async def _execute(self, known: KnownRun) -> None:
         run_id = known.request.run_id
-        execution = JobExecution(known.request, self.services, self._log_sink)
+        execution = JobExecution(
+            known.request,
+            self.services,
+            self._log_sink,
+            node_id=self.node_id,
+            fence=self._fences.for_run(run_id),
+        )
         known.execution = execution
         try:
             outcome = await execution.start()

@@ -38,6 +38,8 @@ from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.image_write_back import DEFAULT_STALL_SECONDS, WriteBack, write_back
 from fuzzball_core.substrate.images import NodeImages, describe_pull_failure
+from fuzzball_core.substrate.pmi import Fence, PmiService
+from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_plugins.images.object_cache_backend import upload
 from fuzzball_plugins.images.settings import ImageSettings, RetryPolicy
@@ -53,6 +55,8 @@ LOG_CHUNK = 64 * 1024
 LOG_FLUSH_DELAY = 0.1
 #: Where a job's script appears inside its container (read-only).
 SCRIPT_DIR = "/.fuzzball"
+#: where the launcher of a node's several ranks is bound in a multinode job's container
+RANKS_DIR = "/.fuzzball-ranks"
 #: Seconds to drain output after the container's PID 1 ended (its pipes close with it).
 DRAIN_TIMEOUT = 2.0
 #: Seconds between two progress reports of one image step.
@@ -79,6 +83,8 @@ class RunRequest:
     job: Job | None
     definition: dict[str, Any]
     timeout_seconds: float | None
+    #: the nodes of the run, in rank order (several for a multinode job)
+    node_ids: list[str] = field(default_factory=list)
 
     @classmethod
     def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
@@ -93,6 +99,7 @@ class RunRequest:
             job=None if image_work else Job.model_validate(definition),
             definition=definition,
             timeout_seconds=assignment.timeout_seconds or None,
+            node_ids=list(assignment.node_ids),
         )
 
     @property
@@ -144,10 +151,13 @@ class NodeServices:
     metering: bool = True
 
 
-def container_hostname(request: RunRequest) -> str:
-    """The job's name as a DNS label (``-<task id>`` appended for array tasks)."""
+def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> str:
+    """The job's name as a DNS label (``-<task id>`` appended for array tasks, ``-<node
+    index>`` for the parts of a multinode job, which MPI tells apart by hostname)."""
     base = _HOSTNAME_UNSAFE.sub("-", request.job_name.lower()).strip("-") or "job"
     suffix = f"-{request.task_id}" if request.task_id is not None else ""
+    if ranks is not None:
+        suffix += f"-{ranks.part}"
     return base[: 63 - len(suffix)].rstrip("-") + suffix
 
 
@@ -175,10 +185,22 @@ def job_environment(request: RunRequest, hostname: str) -> dict[str, str]:
 class JobExecution:
     """One run's container from image pull to release."""
 
-    def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
+    def __init__(
+        self,
+        request: RunRequest,
+        node: NodeServices,
+        sink: LogSink,
+        *,
+        node_id: str = "",
+        fence: Fence | None = None,
+    ) -> None:
         self.request = request
         self.node = node
         self._sink = sink
+        #: this node's share of a multinode job's ranks, and the PMI service they use
+        self.ranks = RankLayout.of(request.job, request.node_ids, node_id) if request.job else None
+        self._fence = fence
+        self._pmi: PmiService | None = None
         self._loop = asyncio.get_running_loop()
         self._handle: ContainerHandle | None = None
         self._devices: list[Device] = []
@@ -215,7 +237,8 @@ class JobExecution:
         if self._stopping is not None:
             return self._outcome_without_start()
         try:
-            spec = self._container_spec(image)
+            rank_env = await self._start_pmi()
+            spec = self._container_spec(image, rank_env)
         except Exception as exc:
             return RunOutcome(message=f"the job's container could not be prepared: {_text(exc)}")
         try:
@@ -364,12 +387,25 @@ class JobExecution:
         data = json.dumps(document).encode()
         self._loop.call_soon_threadsafe(self._sink, self.request.run_id, PROGRESS_STREAM, data)
 
-    def _container_spec(self, image: Path) -> ContainerSpec:
+    async def _start_pmi(self) -> dict[str, str]:
+        """Serve PMI to this node's ranks of a multinode job; the ranks' variables."""
+        if self.ranks is None:
+            return {}
+        self._pmi = PmiService(
+            self.ranks,
+            f"fuzzball-run-{self.request.run_id}",
+            self._fence or _local_fence,
+            lambda why: self.stop("failed", why),
+        )
+        return self.ranks.environment(await self._pmi.start())
+
+    def _container_spec(self, image: Path, rank_env: dict[str, str]) -> ContainerSpec:
         request = self.request
         job = request.job
         assert job is not None
-        hostname = container_hostname(request)
+        hostname = container_hostname(request, self.ranks)
         env = job_environment(request, hostname)
+        env.update(rank_env)
         binds: list[Bind] = []
         if job.mounts:
             self.node.volumes.acquire(request.workflow_id)
@@ -387,6 +423,12 @@ class JobExecution:
         command = job_command(job, script_path)
         if not command:
             raise FuzzballError("the job has neither command nor script")
+        if self.ranks is not None and self.ranks.procs_per_node > 1:
+            launcher = self._run_subdir("ranks") / "launch"
+            launcher.write_text(LAUNCHER_SCRIPT)
+            binds.append(Bind(str(launcher.parent), RANKS_DIR, readonly=True))
+            first, count = self.ranks.first_rank, self.ranks.procs_per_node
+            command = ["/bin/sh", f"{RANKS_DIR}/launch", str(first), str(count), *command]
         resources = job_resources(job)
         wanted_devices = dict(resources.devices)
         if wanted_devices:
@@ -509,6 +551,7 @@ class JobExecution:
         self._flush()
         for timer in self._timers:
             timer.cancel()
+        self._close_pmi()
         status, metering = await self._loop.run_in_executor(self.node.start_pool, self._reap)
         outcome = RunOutcome(
             exit_code=-1 if status.signal is not None else int(status.exit_code or 0),
@@ -551,7 +594,8 @@ class JobExecution:
             self._handle.kill(sig)
 
     def stop(self, reason: str, message: str = "") -> None:
-        """End the run as ``canceled`` or ``timed_out``: SIGTERM now, SIGKILL after a grace."""
+        """End the run as ``canceled``, ``timed_out`` or ``failed`` (a rank failed; the
+        message says how): SIGTERM now, SIGKILL after a grace."""
         if self._stopping is not None:
             return
         self._stopping = reason
@@ -570,8 +614,14 @@ class JobExecution:
             message=self._stop_message,
         )
 
+    def _close_pmi(self) -> None:
+        if self._pmi is not None:
+            self._pmi.close()
+            self._pmi = None
+
     def destroy(self) -> None:
         """Free what the run held on the node: devices, its directory, its volumes' claim."""
+        self._close_pmi()
         if self._devices:
             self.node.devices.release(self.request.run_id)
             self._devices = []
@@ -593,6 +643,11 @@ class JobExecution:
                 if counters is not None:
                     data["metering"] = counters.as_dict()
         return data
+
+
+async def _local_fence(seq: int, kvs: dict[str, str]) -> dict[str, str]:
+    """The barrier of a run with no Orchestrate to span (one node, or a test)."""
+    return {}
 
 
 def _text(exc: BaseException) -> str:

@@ -293,6 +293,11 @@ static int setup_root(const struct fbrt_spec *spec, struct fbrt_error *e) {
     if (rootfd < 0)
         return fbrt_fail(e, errno, "open container root %s", root);
     int rc = mount_in_root(rootfd, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, e);
+    /* Read-only, as Docker and Apptainer give it: MPI transports (UCX, libfabric), hwloc and
+     * GPU stacks find network interfaces and devices there. */
+    if (rc == 0)
+        rc = mount_in_root(rootfd, "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                           NULL, e);
     if (rc == 0)
         rc = setup_dev(rootfd, spec, e);
     if (rc == 0)

@@ -116,6 +116,10 @@ class Harness:
     def assignments(self) -> list[node_pb2.Assignment]:
         return [m.assign for _, m in self.hub.take("assign")]
 
+    def sent(self, kind: str) -> list[tuple[str, node_pb2.ControlMessage]]:
+        """(node id, message) of every ``kind`` message sent since the last look."""
+        return self.hub.take(kind)
+
     def report(self, node_id: str, **fields) -> None:
         self.engine.node_message(node_id, node_pb2.NodeMessage(**fields))
 

@@ -38,6 +38,12 @@ def test_container_sees_its_own_hostname(run) -> None:
     assert os.uname().nodename != "job-42"
 
 
+def test_sysfs_is_mounted_read_only(run) -> None:
+    status, output = run("ls /sys/class/net; touch /sys/x 2>/dev/null || echo read-only")
+    assert status.exit_code == 0
+    assert output.split() == [*sorted(os.listdir("/sys/class/net")), "read-only"]
+
+
 def test_container_mounts_are_invisible_on_the_host(image, state_dir) -> None:
     spec = ContainerSpec(
         image=image,

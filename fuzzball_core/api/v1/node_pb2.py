@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x66uzzball_core/api/v1/node.proto\x12\x0b\x66uzzball.v1\"\x90\x01\n\tResources\x12\r\n\x05\x63ores\x18\x01 \x01(\x05\x12\x0e\n\x06memory\x18\x02 \x01(\x03\x12\x34\n\x07\x64\x65vices\x18\x03 \x03(\x0b\x32#.fuzzball.v1.Resources.DevicesEntry\x1a.\n\x0c\x44\x65vicesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xf0\x01\n\x0fRegisterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x16.fuzzball.v1.Resources\x12\x42\n\x0b\x61nnotations\x18\x03 \x03(\x0b\x32-.fuzzball.v1.RegisterRequest.AnnotationsEntry\x12\x1c\n\x14\x64\x65vice_plugin_failed\x18\x04 \x01(\x08\x12\x0f\n\x07version\x18\x05 \x01(\t\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x10RegisterResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\"1\n\x05Hello\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x17\n\x0frunning_run_ids\x18\x02 \x03(\x03\"\x0b\n\tHeartbeat\"*\n\nRunStarted\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0c\n\x04time\x18\x02 \x01(\x01\"\xad\x01\n\tRunExited\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x0e\n\x06signal\x18\x03 \x01(\x05\x12\x12\n\noom_killed\x18\x04 \x01(\x08\x12\x11\n\ttimed_out\x18\x05 \x01(\x08\x12\x10\n\x08\x63\x61nceled\x18\x06 \x01(\x08\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x0c\n\x04time\x18\x08 \x01(\x01\x12\x15\n\rmetering_json\x18\t \x01(\t\"7\n\x07LogData\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0e\n\x06stream\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xe2\x01\n\x0bNodeMessage\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.fuzzball.v1.HelloH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.fuzzball.v1.HeartbeatH\x00\x12*\n\x07started\x18\x03 \x01(\x0b\x32\x17.fuzzball.v1.RunStartedH\x00\x12(\n\x06\x65xited\x18\x04 \x01(\x0b\x32\x16.fuzzball.v1.RunExitedH\x00\x12#\n\x03log\x18\x05 \x01(\x0b\x32\x14.fuzzball.v1.LogDataH\x00\x42\x06\n\x04kind\"\xa5\x01\n\nAssignment\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x13\n\x0bworkflow_id\x18\x02 \x01(\t\x12\x12\n\nstage_name\x18\x03 \x01(\t\x12\x10\n\x08has_task\x18\x04 \x01(\x08\x12\x0f\n\x07task_id\x18\x05 \x01(\x03\x12\x10\n\x08job_json\x18\x06 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x07 \x01(\x01\x12\x10\n\x08node_ids\x18\x08 \x03(\t\"(\n\x06\x43\x61ncel\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0e\n\x06reason\x18\x02 \x01(\t\"9\n\x07Welcome\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\x12\x17\n\x0funknown_run_ids\x18\x02 \x03(\x03\"\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xbe\x01\n\x0e\x43ontrolMessage\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.fuzzball.v1.WelcomeH\x00\x12)\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x17.fuzzball.v1.AssignmentH\x00\x12%\n\x06\x63\x61ncel\x18\x03 \x01(\x0b\x32\x13.fuzzball.v1.CancelH\x00\x12)\n\x08shutdown\x18\x04 \x01(\x0b\x32\x15.fuzzball.v1.ShutdownH\x00\x42\x06\n\x04kind2\x9a\x01\n\tNodeAgent\x12G\n\x08Register\x12\x1c.fuzzball.v1.RegisterRequest\x1a\x1d.fuzzball.v1.RegisterResponse\x12\x44\n\x07\x43onnect\x12\x18.fuzzball.v1.NodeMessage\x1a\x1b.fuzzball.v1.ControlMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x66uzzball_core/api/v1/node.proto\x12\x0b\x66uzzball.v1\"\x90\x01\n\tResources\x12\r\n\x05\x63ores\x18\x01 \x01(\x05\x12\x0e\n\x06memory\x18\x02 \x01(\x03\x12\x34\n\x07\x64\x65vices\x18\x03 \x03(\x0b\x32#.fuzzball.v1.Resources.DevicesEntry\x1a.\n\x0c\x44\x65vicesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xf0\x01\n\x0fRegisterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x16.fuzzball.v1.Resources\x12\x42\n\x0b\x61nnotations\x18\x03 \x03(\x0b\x32-.fuzzball.v1.RegisterRequest.AnnotationsEntry\x12\x1c\n\x14\x64\x65vice_plugin_failed\x18\x04 \x01(\x08\x12\x0f\n\x07version\x18\x05 \x01(\t\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x10RegisterResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\"1\n\x05Hello\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x17\n\x0frunning_run_ids\x18\x02 \x03(\x03\"\x0b\n\tHeartbeat\"*\n\nRunStarted\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0c\n\x04time\x18\x02 \x01(\x01\"\xad\x01\n\tRunExited\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x0e\n\x06signal\x18\x03 \x01(\x05\x12\x12\n\noom_killed\x18\x04 \x01(\x08\x12\x11\n\ttimed_out\x18\x05 \x01(\x08\x12\x10\n\x08\x63\x61nceled\x18\x06 \x01(\x08\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x0c\n\x04time\x18\x08 \x01(\x01\x12\x15\n\rmetering_json\x18\t \x01(\t\"7\n\x07LogData\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0e\n\x06stream\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"z\n\x05\x46\x65nce\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12(\n\x03kvs\x18\x03 \x03(\x0b\x32\x1b.fuzzball.v1.Fence.KvsEntry\x1a*\n\x08KvsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x87\x02\n\x0bNodeMessage\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x12.fuzzball.v1.HelloH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.fuzzball.v1.HeartbeatH\x00\x12*\n\x07started\x18\x03 \x01(\x0b\x32\x17.fuzzball.v1.RunStartedH\x00\x12(\n\x06\x65xited\x18\x04 \x01(\x0b\x32\x16.fuzzball.v1.RunExitedH\x00\x12#\n\x03log\x18\x05 \x01(\x0b\x32\x14.fuzzball.v1.LogDataH\x00\x12#\n\x05\x66\x65nce\x18\x06 \x01(\x0b\x32\x12.fuzzball.v1.FenceH\x00\x42\x06\n\x04kind\"\xa5\x01\n\nAssignment\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x13\n\x0bworkflow_id\x18\x02 \x01(\t\x12\x12\n\nstage_name\x18\x03 \x01(\t\x12\x10\n\x08has_task\x18\x04 \x01(\x08\x12\x0f\n\x07task_id\x18\x05 \x01(\x03\x12\x10\n\x08job_json\x18\x06 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x07 \x01(\x01\x12\x10\n\x08node_ids\x18\x08 \x03(\t\"(\n\x06\x43\x61ncel\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0e\n\x06reason\x18\x02 \x01(\t\"9\n\x07Welcome\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\x12\x17\n\x0funknown_run_ids\x18\x02 \x03(\x03\"\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x82\x01\n\tFenceDone\x12\x0e\n\x06run_id\x18\x01 \x01(\x03\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12,\n\x03kvs\x18\x03 \x03(\x0b\x32\x1f.fuzzball.v1.FenceDone.KvsEntry\x1a*\n\x08KvsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xec\x01\n\x0e\x43ontrolMessage\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.fuzzball.v1.WelcomeH\x00\x12)\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x17.fuzzball.v1.AssignmentH\x00\x12%\n\x06\x63\x61ncel\x18\x03 \x01(\x0b\x32\x13.fuzzball.v1.CancelH\x00\x12)\n\x08shutdown\x18\x04 \x01(\x0b\x32\x15.fuzzball.v1.ShutdownH\x00\x12,\n\nfence_done\x18\x05 \x01(\x0b\x32\x16.fuzzball.v1.FenceDoneH\x00\x42\x06\n\x04kind2\x9a\x01\n\tNodeAgent\x12G\n\x08Register\x12\x1c.fuzzball.v1.RegisterRequest\x1a\x1d.fuzzball.v1.RegisterResponse\x12\x44\n\x07\x43onnect\x12\x18.fuzzball.v1.NodeMessage\x1a\x1b.fuzzball.v1.ControlMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESOURCES_DEVICESENTRY']._serialized_options = b'8\001'
   _globals['_REGISTERREQUEST_ANNOTATIONSENTRY']._loaded_options = None
   _globals['_REGISTERREQUEST_ANNOTATIONSENTRY']._serialized_options = b'8\001'
+  _globals['_FENCE_KVSENTRY']._loaded_options = None
+  _globals['_FENCE_KVSENTRY']._serialized_options = b'8\001'
+  _globals['_FENCEDONE_KVSENTRY']._loaded_options = None
+  _globals['_FENCEDONE_KVSENTRY']._serialized_options = b'8\001'
   _globals['_RESOURCES']._serialized_start=49
   _globals['_RESOURCES']._serialized_end=193
   _globals['_RESOURCES_DEVICESENTRY']._serialized_start=147
@@ -55,18 +59,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNEXITED']._serialized_end=780
   _globals['_LOGDATA']._serialized_start=782
   _globals['_LOGDATA']._serialized_end=837
-  _globals['_NODEMESSAGE']._serialized_start=840
-  _globals['_NODEMESSAGE']._serialized_end=1066
-  _globals['_ASSIGNMENT']._serialized_start=1069
-  _globals['_ASSIGNMENT']._serialized_end=1234
-  _globals['_CANCEL']._serialized_start=1236
-  _globals['_CANCEL']._serialized_end=1276
-  _globals['_WELCOME']._serialized_start=1278
-  _globals['_WELCOME']._serialized_end=1335
-  _globals['_SHUTDOWN']._serialized_start=1337
-  _globals['_SHUTDOWN']._serialized_end=1363
-  _globals['_CONTROLMESSAGE']._serialized_start=1366
-  _globals['_CONTROLMESSAGE']._serialized_end=1556
-  _globals['_NODEAGENT']._serialized_start=1559
-  _globals['_NODEAGENT']._serialized_end=1713
+  _globals['_FENCE']._serialized_start=839
+  _globals['_FENCE']._serialized_end=961
+  _globals['_FENCE_KVSENTRY']._serialized_start=919
+  _globals['_FENCE_KVSENTRY']._serialized_end=961
+  _globals['_NODEMESSAGE']._serialized_start=964
+  _globals['_NODEMESSAGE']._serialized_end=1227
+  _globals['_ASSIGNMENT']._serialized_start=1230
+  _globals['_ASSIGNMENT']._serialized_end=1395
+  _globals['_CANCEL']._serialized_start=1397
+  _globals['_CANCEL']._serialized_end=1437
+  _globals['_WELCOME']._serialized_start=1439
+  _globals['_WELCOME']._serialized_end=1496
+  _globals['_SHUTDOWN']._serialized_start=1498
+  _globals['_SHUTDOWN']._serialized_end=1524
+  _globals['_FENCEDONE']._serialized_start=1527
+  _globals['_FENCEDONE']._serialized_end=1657
+  _globals['_FENCEDONE_KVSENTRY']._serialized_start=919
+  _globals['_FENCEDONE_KVSENTRY']._serialized_end=961
+  _globals['_CONTROLMESSAGE']._serialized_start=1660
+  _globals['_CONTROLMESSAGE']._serialized_end=1896
+  _globals['_NODEAGENT']._serialized_start=1899
+  _globals['_NODEAGENT']._serialized_end=2053
 # @@protoc_insertion_point(module_scope)

@@ -104,19 +104,38 @@ class LogData(_message.Message):
     data: bytes
     def __init__(self, run_id: _Optional[int] = ..., stream: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class Fence(_message.Message):
+    __slots__ = ("run_id", "seq", "kvs")
+    class KvsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    KVS_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    seq: int
+    kvs: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class NodeMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "started", "exited", "log")
+    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     EXITED_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     started: RunStarted
     exited: RunExited
     log: LogData
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+    fence: Fence
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids")
@@ -160,14 +179,33 @@ class Shutdown(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class FenceDone(_message.Message):
+    __slots__ = ("run_id", "seq", "kvs")
+    class KvsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    KVS_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    seq: int
+    kvs: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel", "shutdown")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    FENCE_DONE_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
     shutdown: Shutdown
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ...) -> None: ...
+    fence_done: FenceDone
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,96 @@
+"""Where a multinode job's ranks run: this node's share of them, and how they are started.
+
+A job with ``multinode: {nodes: N, procs-per-node: P}`` is assigned to N nodes at once; the
+node at position ``part`` of the assignment's node list runs ranks ``part * P`` to
+``part * P + P - 1`` of ``N * P``, all in one container (ranks on a node share its memory
+and /dev/shm, as MPI expects). Each rank finds its process manager through the PMI-1
+variables MPICH's libpmi reads (``PMI_PORT``, ``PMI_ID``); see ``substrate.pmi``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuzzball_core.spec import Job
+
+#: Starts the node's ranks of a command, run as ``/bin/sh LAUNCHER FIRST COUNT COMMAND...``
+#: (only when a node runs several ranks). The first rank to fail takes the others down, as
+#: Hydra and ``srun --kill-on-bad-exit`` do (the rest would wait for it forever), and the
+#: launcher exits with that rank's status.
+LAUNCHER_SCRIPT = """\
+first=$1 count=$2
+shift 2
+failed=/tmp/.fuzzball-failed-rank
+stop_ranks() {
+  trap "" TERM
+  kill -TERM 0 2>/dev/null
+  wait
+  exit "$(cat "$failed" 2>/dev/null || echo 143)"
+}
+trap stop_ranks TERM
+i=0
+while [ "$i" -lt "$count" ]; do
+  rank=$((first + i))
+  (
+    trap - TERM
+    PMI_ID=$rank PMI_RANK=$rank FB_RANK=$rank "$@"
+    code=$?
+    if [ "$code" -ne 0 ] && [ ! -e "$failed" ]; then
+      echo "$code" > "$failed"
+      echo "rank $rank exited with code $code" >&2
+      kill -TERM $$
+    fi
+    exit "$code"
+  ) &
+  i=$((i + 1))
+done
+wait
+"""
+
+
+@dataclass(frozen=True)
+class RankLayout:
+    """This node's part of a multinode run."""
+
+    part: int
+    nodes: int
+    procs_per_node: int
+
+    @classmethod
+    def of(cls, job: Job, node_ids: list[str], node_id: str) -> RankLayout | None:
+        """The layout for ``node_id``, or None for a job that is not multinode."""
+        if job.multinode is None:
+            return None
+        part = node_ids.index(node_id) if node_id in node_ids else 0
+        return cls(part, job.multinode.nodes, job.multinode.procs_per_node or 1)
+
+    @property
+    def first_rank(self) -> int:
+        return self.part * self.procs_per_node
+
+    @property
+    def size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def local_ranks(self) -> range:
+        return range(self.first_rank, self.first_rank + self.procs_per_node)
+
+    @property
+    def process_mapping(self) -> str:
+        """MPICH's ``PMI_process_mapping``: blocks of ``procs_per_node`` ranks per node."""
+        return f"(vector,(0,{self.nodes},{self.procs_per_node}))"
+
+    def environment(self, pmi_port: int) -> dict[str, str]:
+        """Variables every rank of this node gets (the rank's own are set per process)."""
+        env = {
+            "PMI_PORT": f"127.0.0.1:{pmi_port}",
+            "PMI_SIZE": str(self.size),
+            "FB_NODE_INDEX": str(self.part),
+            "FB_NODE_COUNT": str(self.nodes),
+            "FB_PROCS_PER_NODE": str(self.procs_per_node),
+        }
+        if self.procs_per_node == 1:
+            rank = str(self.first_rank)
+            env.update(PMI_ID=rank, PMI_RANK=rank, FB_RANK=rank)
+        return env
