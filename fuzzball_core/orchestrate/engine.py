@@ -495,6 +495,17 @@ class Engine(NodeLifecycle):
 
     # -- the pass ------------------------------------------------------------------------------
 
+    def node_message(self, node_id: str, message: node_pb2.NodeMessage) -> None:
+        """Queue a node's message for the next pass; PMI fences of a running multinode run
+        are relayed at once (an MPI job's start-up waits on several of them)."""
+        if message.WhichOneof("kind") == "fence":
+            relayed = self._fences.relay(node_id, message.fence)
+            if relayed is not None:
+                for target, control in relayed:
+                    self.hub.send(target, control)
+                return
+        super().node_message(node_id, message)
+
     async def run(self, *, tick: float = 1.0) -> None:
         """Pass after pass until cancelled: on every wake-up, and at least every ``tick``."""
         self.recover()
@@ -563,8 +574,9 @@ class Engine(NodeLifecycle):
             self._log(tx, message.log)
         elif kind == "fence":
             run = tx.session.get(Run, message.fence.run_id)
-            if run is not None and run.status in LIVE_RUN:
-                tx.outbox.extend(self._fences.arrive(node_id, message.fence, run.node_ids))
+            if run is not None and run.status in LIVE_RUN:  # after a restart: watch again
+                self._fences.watch(run.id, run.node_ids)
+                tx.outbox.extend(self._fences.relay(node_id, message.fence) or ())
 
     def _log(self, tx: Transaction, data: node_pb2.LogData) -> None:
         run = tx.session.get(Run, data.run_id)
@@ -1065,6 +1077,8 @@ class Engine(NodeLifecycle):
             node_ids=list(run.node_ids),
         )
         # every node of a multinode run gets the same assignment and runs its own ranks
+        if len(run.node_ids) > 1:
+            self._fences.watch(run.id, run.node_ids)
         message = node_pb2.ControlMessage(assign=assignment)
         tx.outbox.extend((node_id, message) for node_id in run.node_ids)
 

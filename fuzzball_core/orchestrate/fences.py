@@ -20,13 +20,26 @@ Outgoing = list[tuple[str, node_pb2.ControlMessage]]
 
 
 class FenceRelay:
-    """Collects each run's fences by sequence number and answers all nodes at once."""
+    """Collects each run's fences by sequence number and answers all nodes at once.
+
+    The engine tells it which nodes each multinode run spans (:meth:`watch`) when it sends
+    the assignments, so fences are relayed the moment they arrive, without waiting for the
+    engine's next pass and its database transaction."""
 
     def __init__(self) -> None:
+        self._nodes: dict[int, list[str]] = {}
         self._arrived: dict[tuple[int, int], dict[str, dict[str, str]]] = {}
 
-    def arrive(self, node_id: str, fence: node_pb2.Fence, node_ids: Sequence[str]) -> Outgoing:
-        """Record ``node_id``'s fence; the ``FenceDone`` for every node once all arrived."""
+    def watch(self, run_id: int, node_ids: Sequence[str]) -> None:
+        """Relay fences of ``run_id`` between ``node_ids``."""
+        self._nodes[run_id] = list(node_ids)
+
+    def relay(self, node_id: str, fence: node_pb2.Fence) -> Outgoing | None:
+        """Record ``node_id``'s fence; the ``FenceDone`` for every node once all arrived.
+        None when the run is not watched (the engine looks it up and calls :meth:`watch`)."""
+        node_ids = self._nodes.get(fence.run_id)
+        if node_ids is None:
+            return None
         if node_id not in node_ids:
             return []
         key = (fence.run_id, fence.seq)
@@ -41,7 +54,8 @@ class FenceRelay:
         return [(part, _done(fence.run_id, fence.seq, merged)) for part in node_ids]
 
     def forget(self, run_id: int) -> None:
-        """Drop what a run that ended was still waiting on."""
+        """Stop relaying for a run that ended, dropping what it still waited on."""
+        self._nodes.pop(run_id, None)
         for key in [key for key in self._arrived if key[0] == run_id]:
             del self._arrived[key]
 

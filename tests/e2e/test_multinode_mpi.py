@@ -1,77 +1,26 @@
 """Multinode MPI jobs through the whole system: real MPICH ranks in containers on two agents,
 wired up through each node's PMI service and barriers relayed by Orchestrate.
 
-The image holds ``tests/fixtures/mpi/ring.c`` built with this machine's MPICH, the shared
-libraries it loads (found with ``ldd``) and busybox for ``/bin/sh``."""
+The image is ``mpi_image``'s: ``tests/fixtures/mpi/ring.c`` and what it needs."""
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from cluster import Cluster, LocalRegistry
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images"))
-from oci_pusher import Entry, Pusher, busybox_entries, directory, file, layer, symlink
-
-RING_SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "mpi" / "ring.c"
-#: UCX (MPICH's transport here) loads its transports from this folder at run time
-UCX_MODULES = Path("/usr/lib/x86_64-linux-gnu/ucx")
+from mpi_image import build_ring, push_ring_image
 
 pytestmark = pytest.mark.root
-
-
-def _library_closure(program: Path) -> list[Path]:
-    """Every shared object ``program`` and the UCX modules load, the dynamic loader too."""
-    modules = sorted(UCX_MODULES.glob("*.so*")) if UCX_MODULES.is_dir() else []
-    found: set[Path] = set(modules)
-    for path in [program, *modules]:
-        listing = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
-        found.update(Path(m) for m in re.findall(r"(/\S+) \(0x", listing))
-    return sorted(found)
-
-
-def _merged_usr_entries(paths: list[Path]) -> list[Entry]:
-    """``paths`` laid out as on this merged-/usr machine: each file's content under its own
-    name (the soname the loader asks for) in its folder's real location, and /lib, /lib64
-    linking into /usr as here."""
-    entries: dict[str, Entry] = {}
-    for path in paths:
-        folder = path.parent.resolve().relative_to("/")
-        for parent in [*reversed(folder.parents[:-1]), folder]:
-            entries.setdefault(str(parent), directory(str(parent)))
-        target = str(folder / path.name)
-        entries.setdefault(target, file(target, path.resolve().read_bytes(), mode=0o755))
-    for link in ("lib", "lib64"):
-        if Path("/", link).is_symlink():
-            entries[link] = symlink(link, str(Path("/", link).readlink()))
-    return list(entries.values())
 
 
 @pytest.fixture(scope="module")
 def mpi_image(local_registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> str:
     """``docker://mpi-ring:latest`` holding ``/opt/ring`` and everything it needs."""
-    if shutil.which("mpicc") is None:
+    program = build_ring(tmp_path_factory.mktemp("mpi"))
+    if program is None:
         pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
-    program = tmp_path_factory.mktemp("mpi") / "ring"
-    subprocess.run(["mpicc", "-O2", "-o", str(program), str(RING_SOURCE)], check=True)
-    libraries = _merged_usr_entries(_library_closure(program))
-    ring = [directory("opt"), file("opt/ring", program.read_bytes(), mode=0o755)]
-    pusher = Pusher(local_registry.url)
-    try:
-        pusher.push_image(
-            "library/mpi-ring",
-            "latest",
-            [layer(busybox_entries()), layer(libraries), layer(ring)],
-        )
-    finally:
-        pusher.close()
-    return "docker://mpi-ring:latest"
+    return push_ring_image(local_registry.url, program)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ import pytest
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.orchestrate.fences import FenceRelay
 
 MPI_JOB = """
 version: v4
@@ -91,6 +92,20 @@ def test_a_barrier_is_released_on_every_node_once_all_reached_it(harness, placed
     for _, message in released:
         assert (message.fence_done.run_id, message.fence_done.seq) == (run_id, 1)
         assert dict(message.fence_done.kvs) == {"card-0": "a0", "card-2": "b2"}
+
+
+def test_fences_still_meet_after_orchestrate_restarted(harness, placed) -> None:
+    _, by_node = placed
+    run_id = next(iter(by_node.values())).run_id
+    harness.engine._fences = FenceRelay()  # what a restarted Orchestrate starts with
+
+    for node_id in by_node:  # each node sends its fence again after reconnecting
+        harness.report(node_id, fence=node_pb2.Fence(run_id=run_id, seq=2, kvs={node_id: "1"}))
+    harness.engine.step()
+
+    released = harness.sent("fence_done")
+    assert sorted(node_id for node_id, _ in released) == sorted(by_node)
+    assert dict(released[0][1].fence_done.kvs) == {node_id: "1" for node_id in by_node}
 
 
 def test_a_fence_from_a_node_outside_the_run_is_ignored(harness, placed) -> None:

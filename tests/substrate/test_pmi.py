@@ -5,27 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from mpi_image import build_ring
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.substrate.pmi import PmiService
 from fuzzball_core.substrate.ranks import RankLayout
 
-RING_SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "mpi" / "ring.c"
-
 
 @pytest.fixture(scope="module")
 def ring(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``ring.c`` built with MPICH's compiler wrapper."""
-    if shutil.which("mpicc") is None:
+    """``tests/fixtures/mpi/ring.c`` built with MPICH's compiler wrapper."""
+    program = build_ring(tmp_path_factory.mktemp("mpi"))
+    if program is None:
         pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
-    program = tmp_path_factory.mktemp("mpi") / "ring"
-    subprocess.run(["mpicc", "-O2", "-o", str(program), str(RING_SOURCE)], check=True)
     return program
 
 
@@ -34,6 +31,7 @@ class TwoNodes:
 
     def __init__(self, procs_per_node: int) -> None:
         self.relay = FenceRelay()
+        self.relay.watch(7, ["node-a", "node-b"])
         self.node_ids = ["node-a", "node-b"]
         self.waiting: dict[tuple[str, int], asyncio.Future[dict[str, str]]] = {}
         self.aborts: list[str] = []
@@ -54,7 +52,7 @@ class TwoNodes:
             future = asyncio.get_running_loop().create_future()
             self.waiting[(node_id, seq)] = future
             message = node_pb2.Fence(run_id=7, seq=seq, kvs=kvs)
-            for target, control in self.relay.arrive(node_id, message, self.node_ids):
+            for target, control in self.relay.relay(node_id, message) or ():
                 done = control.fence_done
                 self.waiting.pop((target, done.seq)).set_result(dict(done.kvs))
             return await future
