@@ -28,6 +28,7 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.orchestrate import image_stages
+from fuzzball_core.orchestrate.capabilities import unlaunchable_ranks, unsupported_transfers
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
@@ -37,7 +38,7 @@ from fuzzball_core.orchestrate.requests import (
     job_request,
     run_key,
     timeout_seconds,
-    unlaunchable_ranks,
+    volume_ingress_json,
 )
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
 from fuzzball_core.orchestrate.retries import RetryDecision, decide, retry_rule
@@ -65,8 +66,10 @@ from fuzzball_core.scheduling import (
 from fuzzball_core.spec import (
     Condition,
     ImagePull,
+    Job,
     ParsedWorkflow,
     Plan,
+    Service,
     StageKind,
     parse_workflow,
     plan_workflow,
@@ -249,6 +252,18 @@ class Engine(NodeLifecycle):
                 return self.images.resolve(uri, workflow.account_id).digest
         return ""
 
+    def _ingress(self, entry: _PlanEntry, stage_name: str) -> str:
+        """The assignment's ``volume_ingress_json`` for a job or service stage."""
+        key = f"{stage_name}#ingress"
+        if key not in entry.payloads:
+            definition = entry.plan.stages[stage_name].definition
+            entry.payloads[key] = (
+                volume_ingress_json(definition, entry.parsed.model.volumes)
+                if isinstance(definition, Job | Service)
+                else ""
+            )
+        return entry.payloads[key]
+
     def _run_definition(self, entry: _PlanEntry, stage_name: str) -> Any:
         """What the scheduler and the retry rules see of a stage's runs."""
         planned = entry.plan.stages[stage_name]
@@ -430,6 +445,8 @@ class Engine(NodeLifecycle):
     def _check_feasible(self, plan: Plan) -> None:
         problems = []
         for stage in plan:
+            if stage.kind is StageKind.VOLUME:
+                problems.extend(unsupported_transfers(stage.id, stage.definition))
             if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
                 continue
             unlaunchable = unlaunchable_ranks(stage.definition)
@@ -1075,6 +1092,7 @@ class Engine(NodeLifecycle):
             job_json=self._payload(tx, workflow, entry, stage.name),
             timeout_seconds=timeout_seconds(definition) or 0.0,
             node_ids=list(run.node_ids),
+            volume_ingress_json=self._ingress(entry, stage.name),
         )
         # every node of a multinode run gets the same assignment and runs its own ranks
         if len(run.node_ids) > 1:

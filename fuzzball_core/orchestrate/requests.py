@@ -11,8 +11,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fuzzball_core.orchestrate.capabilities import VOLUME_FILE_SCHEME
 from fuzzball_core.scheduling import JobRequest, Resources
-from fuzzball_core.spec import Job
+from fuzzball_core.spec import Job, Service
+from fuzzball_core.spec.models import Volume
 from fuzzball_core.spec.references import FILE_SCHEME
 
 #: Cores a job gets when its definition names none (Fuzzball's default is one core).
@@ -63,21 +65,21 @@ def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:
     )
 
 
-#: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
-#: the PMI-1 service each node runs; ``generic`` (and no implementation) gets the same
-#: environment and is left to use it or not.
-LAUNCHABLE_IMPLEMENTATIONS = frozenset({"mpich", "generic"})
-
-
-def unlaunchable_ranks(job: Job) -> str | None:
-    """Why this cluster cannot start ``job``'s ranks, or None when it can."""
-    multinode = job.multinode
-    if multinode is None or multinode.implementation in (None, *LAUNCHABLE_IMPLEMENTATIONS):
-        return None
-    return (
-        f"{multinode.implementation} ranks cannot be started on this cluster yet (it starts"
-        f" {' and '.join(sorted(LAUNCHABLE_IMPLEMENTATIONS))} ranks through PMI-1)"
-    )
+def volume_ingress_json(job: Job | Service, volumes: Mapping[str, Volume] | None) -> str:
+    """What the node fetches into the job's mounted volumes before it starts (the
+    assignment's ``volume_ingress_json``); empty when none of them has an ingress."""
+    wanted: dict[str, list[dict[str, str]]] = {}
+    for mount in (job.mounts or {}).values():
+        volume = (volumes or {}).get(mount.volume)
+        if volume is not None and volume.ingress:
+            wanted[mount.volume] = [
+                {
+                    "source": transfer.source.uri,
+                    "destination": transfer.destination.uri.removeprefix(VOLUME_FILE_SCHEME),
+                }
+                for transfer in volume.ingress
+            ]
+    return json.dumps(wanted, separators=(",", ":")) if wanted else ""
 
 
 def job_payload(job: Job, workflow_files: Mapping[str, str] | None = None) -> str:

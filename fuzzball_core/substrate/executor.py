@@ -38,6 +38,7 @@ from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.image_write_back import DEFAULT_STALL_SECONDS, WriteBack, write_back
 from fuzzball_core.substrate.images import NodeImages, describe_pull_failure
+from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.pmi import Fence, PmiService
 from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
 from fuzzball_core.substrate.volumes import WorkflowVolumes
@@ -85,6 +86,8 @@ class RunRequest:
     timeout_seconds: float | None
     #: the nodes of the run, in rank order (several for a multinode job)
     node_ids: list[str] = field(default_factory=list)
+    #: what to fetch into the mounted volumes first: {volume: [{source, destination}]}
+    volume_ingress: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     @classmethod
     def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
@@ -100,6 +103,7 @@ class RunRequest:
             definition=definition,
             timeout_seconds=assignment.timeout_seconds or None,
             node_ids=list(assignment.node_ids),
+            volume_ingress=json.loads(assignment.volume_ingress_json or "{}"),
         )
 
     @property
@@ -236,6 +240,10 @@ class JobExecution:
             return RunOutcome(message=describe_pull_failure(uri, exc))
         if self._stopping is not None:
             return self._outcome_without_start()
+        if request.volume_ingress:
+            failed = await self._fill_volumes()
+            if failed is not None:
+                return failed
         try:
             rank_env = await self._start_pmi()
             spec = self._container_spec(image, rank_env)
@@ -387,6 +395,22 @@ class JobExecution:
         data = json.dumps(document).encode()
         self._loop.call_soon_threadsafe(self._sink, self.request.run_id, PROGRESS_STREAM, data)
 
+    async def _fill_volumes(self) -> RunOutcome | None:
+        """Fetch the mounted volumes' ingress (once per node); an outcome if that failed."""
+        self._acquire_volumes()
+        request = self.request
+        try:
+            await self._loop.run_in_executor(
+                self.node.pull_pool,
+                fetch_ingress,
+                self.node.volumes,
+                request.workflow_id,
+                request.volume_ingress,
+            )
+        except Exception as exc:
+            return RunOutcome(message=_text(exc))
+        return self._outcome_without_start() if self._stopping is not None else None
+
     async def _start_pmi(self) -> dict[str, str]:
         """Serve PMI to this node's ranks of a multinode job; the ranks' variables."""
         if self.ranks is None:
@@ -408,8 +432,7 @@ class JobExecution:
         env.update(rank_env)
         binds: list[Bind] = []
         if job.mounts:
-            self.node.volumes.acquire(request.workflow_id)
-            self._acquired_volumes = True
+            self._acquire_volumes()
             for path, mount in job.mounts.items():
                 source = self.node.volumes.volume_dir(request.workflow_id, mount.volume)
                 binds.append(Bind(str(source), str(path)))
@@ -458,6 +481,12 @@ class JobExecution:
             metering=self.node.metering,
             state_dir=self.node.state_dir,
         )
+
+    def _acquire_volumes(self) -> None:
+        """Keep the workflow's volumes on this node while this run needs them (once)."""
+        if not self._acquired_volumes:
+            self.node.volumes.acquire(self.request.workflow_id)
+            self._acquired_volumes = True
 
     def _run_subdir(self, name: str) -> Path:
         """A fresh directory under this run's own (removed when the run is released)."""

@@ -3,7 +3,10 @@ containers pulled from a local registry."""
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from cluster import HELLO_WORLD, Cluster
@@ -98,6 +101,42 @@ jobs:
 
     assert view.status == "FINISHED", view
     assert orchestrate.logs(workflow_id, "jobs.read") == "written-by-first\n"
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_volume_ingress_is_fetched_before_the_job_starts(cluster: Cluster, tmp_path) -> None:
+    (tmp_path / "in.lj.txt").write_text("units lj\n")
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(tmp_path))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    workflow = f"""
+version: v4
+volumes:
+  data:
+    reference: volume://user/ephemeral
+    ingress:
+      - source: {{uri: "http://127.0.0.1:{server.server_port}/in.lj.txt"}}
+        destination: {{uri: "file://inputs/in.lj.txt"}}
+jobs:
+  read:
+    image: {{uri: docker://alpine:latest}}
+    command: [cat, /data/inputs/in.lj.txt]
+    mounts: {{/data: {{volume: data}}}}
+"""
+    try:
+        orchestrate = cluster.orchestrate
+        workflow_id = orchestrate.start_workflow(workflow)
+        view = orchestrate.wait_for(workflow_id)
+    finally:
+        server.shutdown()
+
+    assert view.status == "FINISHED", [(s.name, s.message) for s in view.stages]
+    assert orchestrate.logs(workflow_id, "jobs.read") == "units lj\n"
 
 
 def test_job_sees_its_script_args_env_cwd_and_task_variables(cluster: Cluster) -> None:

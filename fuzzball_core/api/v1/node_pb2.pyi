@@ -138,7 +138,7 @@ class NodeMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids")
+    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +147,7 @@ class Assignment(_message.Message):
     JOB_JSON_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_INGRESS_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     workflow_id: str
     stage_name: str
@@ -155,7 +156,8 @@ class Assignment(_message.Message):
     job_json: str
     timeout_seconds: float
     node_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    volume_ingress_json: str
+    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("run_id", "reason")

@@ -1,0 +1,64 @@
+"""What this cluster can run, checked when a workflow is submitted.
+
+The specification accepts every field Fuzzball defines; some need parts this cluster does
+not have yet. Those are refused at submission, naming the field, rather than accepted and
+ignored (a job would otherwise start without its input, or its ranks never wire up).
+"""
+
+from __future__ import annotations
+
+from fuzzball_core.spec import Job
+from fuzzball_core.spec.models import Volume
+
+#: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
+#: the PMI-1 service each node runs; ``generic`` (and no implementation) gets the same
+#: environment and is left to use it or not.
+LAUNCHABLE_IMPLEMENTATIONS = frozenset({"mpich", "generic"})
+
+
+def unlaunchable_ranks(job: Job) -> str | None:
+    """Why this cluster cannot start ``job``'s ranks, or None when it can."""
+    multinode = job.multinode
+    if multinode is None or multinode.implementation in (None, *LAUNCHABLE_IMPLEMENTATIONS):
+        return None
+    return (
+        f"{multinode.implementation} ranks cannot be started on this cluster yet (it starts"
+        f" {' and '.join(sorted(LAUNCHABLE_IMPLEMENTATIONS))} ranks through PMI-1)"
+    )
+
+
+#: where a volume transfer's file lives inside the volume
+VOLUME_FILE_SCHEME = "file://"
+#: sources a node can fetch into a volume
+INGRESS_SCHEMES = ("http://", "https://")
+
+
+def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
+    """(field, why) for each part of ``volume``'s transfers (at ``path``) this cluster
+    cannot carry out: ingress is fetched over HTTP(S) by each node that mounts the volume
+    (volumes live on each node), without secrets; egress needs shared storage."""
+    problems = []
+    for index, transfer in enumerate(volume.ingress or ()):
+        at = f"{path}.ingress[{index}]"
+        source = transfer.source
+        if not source.uri.startswith(INGRESS_SCHEMES):
+            problems.append(
+                (f"{at}.source.uri", "only http:// and https:// sources can be fetched here yet")
+            )
+        if source.secret or source.secrets or source.decryption_secret:
+            problems.append((f"{at}.source.secret", "secrets are not supported here yet"))
+        if not transfer.destination.uri.removeprefix(VOLUME_FILE_SCHEME).strip("/") or (
+            not transfer.destination.uri.startswith(VOLUME_FILE_SCHEME)
+        ):
+            problems.append(
+                (f"{at}.destination.uri", "must be file://PATH, a file inside the volume")
+            )
+    if volume.egress:
+        problems.append(
+            (
+                f"{path}.egress",
+                "egress is not supported here yet (volumes live on each node, so there is"
+                " no one copy to send)",
+            )
+        )
+    return problems
