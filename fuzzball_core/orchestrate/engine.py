@@ -640,6 +640,7 @@ class Engine(NodeLifecycle):
             stage.status = STARTED
             stage.started_at = run.started_at
             stage.node_ids = list(run.node_ids)
+            self._dirty.add(run.workflow_id)  # a running service releases its dependents
             names = ", ".join(self._node_names.get(n, n) for n in run.node_ids)
             self._event(
                 tx,
@@ -893,19 +894,26 @@ class Engine(NodeLifecycle):
         stages = {stage.name: stage for stage in self._stages(tx.session, workflow_id)}
         by_status: dict[str, set[str]] = {FINISHED: set(), FAILED: set(), CANCELED: set()}
         started: set[str] = set()
+        services = {n for n, p in entry.plan.stages.items() if p.kind is StageKind.SERVICE}
         for name, stage in stages.items():
             if stage.status in by_status:
                 by_status[stage.status].add(name)
             elif stage.status == STARTED or stage.id in self._dispatched:
                 started.add(name)
+        running = {name for name in services & started if stages[name].status == STARTED}
         ready, skipped = entry.plan.advance(
-            by_status[FINISHED], by_status[FAILED], by_status[CANCELED], started=started
+            by_status[FINISHED],
+            by_status[FAILED],
+            by_status[CANCELED],
+            started=started,
+            running=running,
         )
         for name in skipped:
             reason = _skip_reason(entry.plan, name, stages)
             self._end_stage(tx, stages[name], CANCELED, reason)
         for name in ready:
             self._start_stage(tx, workflow, entry, stages[name], entry.plan.stages[name])
+        self._stop_services_after_jobs(tx, workflow_id, stages, services)
         if all(stage.status in TERMINAL for stage in stages.values()):
             failed = [s for s in stages.values() if s.status == FAILED]
             if failed:
@@ -914,6 +922,23 @@ class Engine(NodeLifecycle):
                 )
             else:
                 self._end_workflow(tx, workflow, FINISHED, "")
+
+    def _stop_services_after_jobs(
+        self, tx: Transaction, workflow_id: str, stages: dict[str, Stage], services: set[str]
+    ) -> None:
+        """Services serve the workflow's jobs: once every other stage has ended, the
+        services still up are stopped and count as finished (a workflow of services alone
+        runs until it is stopped)."""
+        if not services or len(services) == len(stages):
+            return
+        if any(s.status not in TERMINAL for n, s in stages.items() if n not in services):
+            return
+        for name in services:
+            stage = stages[name]
+            if stage.status in TERMINAL:
+                continue
+            self._cancel_runs(tx, workflow_id, "the workflow's jobs ended", stage_id=stage.id)
+            self._end_stage(tx, stage, FINISHED, "stopped: every job of the workflow ended")
 
     def _start_stage(
         self,

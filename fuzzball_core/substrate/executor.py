@@ -33,7 +33,7 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.hookspecs import ContainerPreparation, Device
 from fuzzball_core.orchestrate.requests import job_resources
-from fuzzball_core.spec.models import Job
+from fuzzball_core.spec.models import Job, Service
 from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.image_write_back import DEFAULT_STALL_SECONDS, WriteBack, write_back
@@ -81,7 +81,7 @@ class RunRequest:
     stage_name: str
     task_id: int | None
     #: None for an image stage's run, whose definition is an image payload
-    job: Job | None
+    job: Job | Service | None
     definition: dict[str, Any]
     timeout_seconds: float | None
     #: the nodes of the run, in rank order (several for a multinode job)
@@ -99,7 +99,9 @@ class RunRequest:
             workflow_id=assignment.workflow_id,
             stage_name=assignment.stage_name,
             task_id=assignment.task_id if assignment.has_task else None,
-            job=None if image_work else Job.model_validate(definition),
+            job=None
+            if image_work
+            else _step_model(assignment.stage_name).model_validate(definition),
             definition=definition,
             timeout_seconds=assignment.timeout_seconds or None,
             node_ids=list(assignment.node_ids),
@@ -672,6 +674,11 @@ class JobExecution:
                 if counters is not None:
                     data["metering"] = counters.as_dict()
         return data
+
+
+def _step_model(stage_name: str) -> type[Job] | type[Service]:
+    """The model of a stage's definition: services carry fields jobs do not."""
+    return Service if stage_name.startswith("services.") else Job
 
 
 async def _local_fence(seq: int, kvs: dict[str, str]) -> dict[str, str]:

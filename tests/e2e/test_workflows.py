@@ -7,9 +7,10 @@ import functools
 import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
-from cluster import HELLO_WORLD, Cluster
+from cluster import HELLO_WORLD, Cluster, free_port
 
 from fuzzball_core.errors import InvalidArgument
 
@@ -137,6 +138,56 @@ jobs:
 
     assert view.status == "FINISHED", [(s.name, s.message) for s in view.stages]
     assert orchestrate.logs(workflow_id, "jobs.read") == "units lj\n"
+
+
+def test_a_job_reaches_the_service_it_waits_for_which_stops_after_it(cluster: Cluster) -> None:
+    port = free_port()
+    workflow = f"""
+version: v4
+services:
+  web:
+    image: {{uri: docker://alpine:latest}}
+    script: |
+      busybox mkdir -p /www && echo "served by web" > /www/index.html
+      exec busybox httpd -f -p 127.0.0.1:{port} -h /www
+jobs:
+  fetch:
+    image: {{uri: docker://alpine:latest}}
+    script: |
+      i=0
+      while [ $i -lt 300 ]; do
+        busybox wget -qO- http://127.0.0.1:{port}/index.html 2>/dev/null && exit 0
+        busybox sleep 0.1
+        i=$((i + 1))
+      done
+      exit 1
+    depends-on: [{{name: web, status: RUNNING}}]
+"""
+    orchestrate = cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(workflow)
+
+    view = orchestrate.wait_for(workflow_id)
+
+    assert view.status == "FINISHED", [(s.name, s.message) for s in view.stages]
+    assert orchestrate.logs(workflow_id, "jobs.fetch") == "served by web\n"
+    assert _stage(view, "services.web").message == "stopped: every job of the workflow ended"
+    server = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_mentioning(server) == []
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(text.encode() in word for word in words) and b"httpd" in words:
+            found.append(cmdline.parent.name)
+    return found
 
 
 def test_job_sees_its_script_args_env_cwd_and_task_variables(cluster: Cluster) -> None:

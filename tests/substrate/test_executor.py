@@ -201,3 +201,15 @@ def test_args_follow_the_command_or_the_script() -> None:
 
     assert job_command(job, None) == ["/bin/echo", "a"]
     assert job_command(job, "/.fuzzball/script") == ["/bin/sh", "/.fuzzball/script", "a"]
+
+
+def test_a_service_assignment_is_read_with_its_network() -> None:
+    definition = {
+        "image": {"uri": "docker://alpine:latest"},
+        "command": ["httpd", "-f"],
+        "network": {"ports": [{"name": "http", "port": 8080}]},
+    }
+    request = RunRequest.from_assignment(
+        node_pb2.Assignment(run_id=8, stage_name="services.web", job_json=json.dumps(definition))
+    )
+    assert request.job is not None and request.job.network.ports[0].port == 8080

@@ -1,0 +1,72 @@
+"""Services in the engine: jobs waiting on a RUNNING service start once its container runs,
+and services stop once every job of the workflow has ended."""
+
+SERVICE_AND_CLIENT = """
+version: v4
+services:
+  db:
+    image: {uri: docker://alpine:latest}
+    command: [sleep, "600"]
+jobs:
+  client:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    depends-on: [{name: db, status: RUNNING}]
+"""
+
+
+def test_a_job_waiting_on_a_running_service_starts_once_the_service_runs(harness) -> None:
+    node = harness.node()
+    harness.submit(SERVICE_AND_CLIENT)
+    (service,) = harness.assignments()
+    assert service.stage_name == "services.db"
+    harness.engine.step()
+    assert harness.assignments() == []
+
+    harness.start(node, service.run_id)
+    harness.engine.step()
+
+    assert [a.stage_name for a in harness.assignments()] == ["jobs.client"]
+
+
+def test_services_stop_and_finish_once_every_job_ended(harness) -> None:
+    node = harness.node()
+    workflow_id = harness.submit(SERVICE_AND_CLIENT)
+    (service,) = harness.assignments()
+    harness.start(node, service.run_id)
+    harness.engine.step()
+    (client,) = harness.assignments()
+
+    harness.run_to_end(node, client)
+
+    assert harness.stages(workflow_id) == {"services.db": "FINISHED", "jobs.client": "FINISHED"}
+    assert harness.status(workflow_id) == "FINISHED"
+    assert [(n, m.cancel.run_id) for n, m in harness.sent("cancel")] == [(node, service.run_id)]
+    # the stopped container's report afterwards changes nothing
+    harness.exit(node, service.run_id, code=-1, canceled=True)
+    harness.engine.step()
+    assert harness.status(workflow_id) == "FINISHED"
+
+
+def test_a_service_failing_before_it_runs_skips_the_jobs_waiting_on_it(harness) -> None:
+    node = harness.node()
+    workflow_id = harness.submit(SERVICE_AND_CLIENT)
+    (service,) = harness.assignments()
+
+    harness.exit(node, service.run_id, message="the container could not start: no such file")
+    harness.engine.step()
+
+    assert harness.stages(workflow_id) == {"services.db": "FAILED", "jobs.client": "CANCELED"}
+    assert harness.status(workflow_id) == "FAILED"
+
+
+def test_a_workflow_of_services_alone_runs_until_stopped(harness) -> None:
+    node = harness.node()
+    workflow_id = harness.submit(SERVICE_AND_CLIENT.split("jobs:")[0])
+    (service,) = harness.assignments()
+    harness.start(node, service.run_id)
+    harness.engine.step()
+
+    assert harness.status(workflow_id) == "STARTED"
+    harness.service.stop_workflow(harness.user, workflow_id)
+    assert harness.status(workflow_id) == "CANCELED"
