@@ -7,7 +7,7 @@ ignored (a job would otherwise start without its input, or its ranks never wire 
 
 from __future__ import annotations
 
-from fuzzball_core.spec import Job
+from fuzzball_core.spec import Job, Service
 from fuzzball_core.spec.models import Volume
 
 #: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
@@ -61,4 +61,23 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
                 " no one copy to send)",
             )
         )
+    return problems
+
+
+def unsupported_probes(path: str, service: Service) -> list[tuple[str, str]]:
+    """(field, why) for the probes of ``service`` (at ``path``) nodes cannot run: readiness
+    is checked over TCP or HTTP from the node; exec and gRPC checks and liveness probes
+    (restarting a service) are not carried out yet."""
+    problems = []
+    probe = service.readiness_probe
+    if probe is not None and (probe.exec is not None or probe.grpc is not None):
+        action = "exec" if probe.exec is not None else "grpc"
+        problems.append(
+            (
+                f"{path}.readiness-probe.{action}",
+                "only tcp-socket and http-get readiness probes are checked here yet",
+            )
+        )
+    if service.liveness_probe is not None:
+        problems.append((f"{path}.liveness-probe", "liveness probes are not checked here yet"))
     return problems

@@ -28,7 +28,11 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.orchestrate import image_stages
-from fuzzball_core.orchestrate.capabilities import unlaunchable_ranks, unsupported_transfers
+from fuzzball_core.orchestrate.capabilities import (
+    unlaunchable_ranks,
+    unsupported_probes,
+    unsupported_transfers,
+)
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
@@ -144,6 +148,8 @@ class Engine(NodeLifecycle):
         self._event_hook = event_hook
         self._pending: dict[str, PendingRun] = {}
         self._fences = FenceRelay()
+        #: service stages whose readiness probe passed (nodes report it again after a restart)
+        self._ready_stages: set[int] = set()
         self._plans: dict[str, _PlanEntry] = {}
         self._dispatched: set[int] = set()
         self._dirty: set[str] = set()
@@ -449,6 +455,8 @@ class Engine(NodeLifecycle):
                 problems.extend(unsupported_transfers(stage.id, stage.definition))
             if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
                 continue
+            if stage.kind is StageKind.SERVICE:
+                problems.extend(unsupported_probes(stage.id, stage.definition))
             unlaunchable = unlaunchable_ranks(stage.definition)
             if unlaunchable is not None:
                 problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
@@ -567,7 +575,7 @@ class Engine(NodeLifecycle):
         run_ids = set()
         for _, message in inbox:
             kind = message.WhichOneof("kind")
-            if kind in ("started", "exited", "log", "fence"):
+            if kind in ("started", "exited", "log", "fence", "ready"):
                 run_ids.add(getattr(message, kind).run_id)
         self._preload_runs(tx, run_ids)
 
@@ -589,6 +597,8 @@ class Engine(NodeLifecycle):
             self._run_exited(tx, node_id, message.exited)
         elif kind == "log":
             self._log(tx, message.log)
+        elif kind == "ready":
+            self._service_ready(tx, message.ready.run_id)
         elif kind == "fence":
             run = tx.session.get(Run, message.fence.run_id)
             if run is not None and run.status in LIVE_RUN:  # after a restart: watch again
@@ -650,6 +660,23 @@ class Engine(NodeLifecycle):
                 stage_name=stage.name,
                 node_id=run.node_ids[0] if run.node_ids else None,
             )
+
+    def _service_ready(self, tx: Transaction, run_id: int) -> None:
+        run = tx.session.get(Run, run_id)
+        stage = tx.session.get(Stage, run.stage_id) if run is not None else None
+        if run is None or stage is None or run.status not in LIVE_RUN:
+            return
+        if stage.id in self._ready_stages:
+            return  # said again after a reconnect
+        self._ready_stages.add(stage.id)
+        self._dirty.add(run.workflow_id)
+        self._event(
+            tx,
+            "service_ready",
+            f"{stage.name}: readiness probe passed",
+            workflow_id=run.workflow_id,
+            stage_name=stage.name,
+        )
 
     def _run_exited(self, tx: Transaction, node_id: str, exited: node_pb2.RunExited) -> None:
         run = tx.session.get(Run, exited.run_id)
@@ -900,7 +927,15 @@ class Engine(NodeLifecycle):
                 by_status[stage.status].add(name)
             elif stage.status == STARTED or stage.id in self._dispatched:
                 started.add(name)
-        running = {name for name in services & started if stages[name].status == STARTED}
+        running = {
+            name
+            for name in services & started
+            if stages[name].status == STARTED
+            and (
+                entry.plan.stages[name].definition.readiness_probe is None
+                or stages[name].id in self._ready_stages
+            )
+        }
         ready, skipped = entry.plan.advance(
             by_status[FINISHED],
             by_status[FAILED],

@@ -31,10 +31,11 @@ import shutil
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -43,6 +44,7 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.spec.models import Probe
 from fuzzball_core.substrate.devices import DevicePool, discover_devices
 from fuzzball_core.substrate.executor import (
     JobExecution,
@@ -53,6 +55,7 @@ from fuzzball_core.substrate.executor import (
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.metrics import MetricsServer
 from fuzzball_core.substrate.pmi import FenceClient
+from fuzzball_core.substrate.probes import wait_until_ready
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
 
@@ -98,6 +101,8 @@ class KnownRun:
     request: RunRequest
     execution: JobExecution | None = None
     started: bool = False
+    #: a service whose readiness probe passed
+    ready: bool = False
     outcome: RunOutcome | None = None
     #: stream generation and time the outcome was last sent on
     reported_on: int = -1
@@ -363,6 +368,12 @@ class Agent:
                         started=node_pb2.RunStarted(run_id=run_id, time=time.time())
                     )
                 )
+                if known.ready:
+                    messages.append(
+                        node_pb2.NodeMessage(
+                            ready=node_pb2.RunReady(run_id=run_id, time=time.time())
+                        )
+                    )
         return messages + self._fences.unanswered()
 
     def _mark_reported(self, run_id: int, generation: int) -> None:
@@ -462,9 +473,7 @@ class Agent:
             return
         known = KnownRun(request)
         self.runs[request.run_id] = known
-        task = asyncio.create_task(self._execute(known))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._execute(known))
 
     async def _execute(self, known: KnownRun) -> None:
         run_id = known.request.run_id
@@ -486,6 +495,9 @@ class Agent:
                             started=node_pb2.RunStarted(run_id=run_id, time=time.time())
                         )
                     )
+                probe = getattr(known.request.job, "readiness_probe", None)
+                if probe is not None:
+                    self._spawn(self._report_ready(known, probe))
                 outcome = await execution.wait()
         except Exception as exc:  # never leave a run without a report
             log.exception("run %d failed inside the agent", run_id)
@@ -495,6 +507,20 @@ class Agent:
         known.outcome = outcome
         if not known.forgotten:
             self._send(node_pb2.NodeMessage(exited=outcome.to_message(run_id)))
+
+    async def _report_ready(self, known: KnownRun, probe: Probe) -> None:
+        """Tell Orchestrate once the service's readiness probe passes."""
+        if await wait_until_ready(probe, lambda: known.outcome is None and not known.forgotten):
+            known.ready = True
+            run_id = known.request.run_id
+            self._send(
+                node_pb2.NodeMessage(ready=node_pb2.RunReady(run_id=run_id, time=time.time()))
+            )
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _log_sink(self, run_id: int, stream: str, data: bytes) -> None:
         known = self.runs.get(run_id)

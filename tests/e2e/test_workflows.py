@@ -140,7 +140,9 @@ jobs:
     assert orchestrate.logs(workflow_id, "jobs.read") == "units lj\n"
 
 
-def test_a_job_reaches_the_service_it_waits_for_which_stops_after_it(cluster: Cluster) -> None:
+def test_a_job_reaches_the_ready_service_it_waits_for_which_stops_after_it(
+    cluster: Cluster,
+) -> None:
     port = free_port()
     workflow = f"""
 version: v4
@@ -148,19 +150,14 @@ services:
   web:
     image: {{uri: docker://alpine:latest}}
     script: |
+      busybox sleep 1
       busybox mkdir -p /www && echo "served by web" > /www/index.html
       exec busybox httpd -f -p 127.0.0.1:{port} -h /www
+    readiness-probe: {{http-get: {{port: {port}, path: /index.html}}, period-seconds: 1}}
 jobs:
   fetch:
     image: {{uri: docker://alpine:latest}}
-    script: |
-      i=0
-      while [ $i -lt 300 ]; do
-        busybox wget -qO- http://127.0.0.1:{port}/index.html 2>/dev/null && exit 0
-        busybox sleep 0.1
-        i=$((i + 1))
-      done
-      exit 1
+    command: [busybox, wget, -qO-, "http://127.0.0.1:{port}/index.html"]
     depends-on: [{{name: web, status: RUNNING}}]
 """
     orchestrate = cluster.orchestrate

@@ -1,6 +1,11 @@
 """Services in the engine: jobs waiting on a RUNNING service start once its container runs,
 and services stop once every job of the workflow has ended."""
 
+import pytest
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.errors import InvalidArgument
+
 SERVICE_AND_CLIENT = """
 version: v4
 services:
@@ -70,3 +75,43 @@ def test_a_workflow_of_services_alone_runs_until_stopped(harness) -> None:
     assert harness.status(workflow_id) == "STARTED"
     harness.service.stop_workflow(harness.user, workflow_id)
     assert harness.status(workflow_id) == "CANCELED"
+
+
+PROBED = SERVICE_AND_CLIENT.replace(
+    '    command: [sleep, "600"]\n',
+    '    command: [sleep, "600"]\n'
+    "    readiness-probe: {tcp-socket: {port: 5432}, period-seconds: 1}\n",
+)
+
+
+def test_a_service_with_a_readiness_probe_releases_its_jobs_once_ready(harness) -> None:
+    node = harness.node()
+    workflow_id = harness.submit(PROBED)
+    (service,) = harness.assignments()
+    harness.start(node, service.run_id)
+    harness.engine.step()
+    assert harness.assignments() == []
+
+    harness.report(node, ready=node_pb2.RunReady(run_id=service.run_id))
+    harness.engine.step()
+
+    assert [a.stage_name for a in harness.assignments()] == ["jobs.client"]
+    assert "service_ready" in harness.events(workflow_id)
+
+
+@pytest.mark.parametrize(
+    ("probe", "field"),
+    [
+        ("readiness-probe: {exec: {command: [pg_isready]}}", "readiness-probe.exec"),
+        ("readiness-probe: {grpc: {port: 50051}}", "readiness-probe.grpc"),
+        ("liveness-probe: {tcp-socket: {port: 5432}}", "liveness-probe"),
+    ],
+)
+def test_probes_nodes_cannot_run_are_refused(harness, probe: str, field: str) -> None:
+    harness.node()
+    text = SERVICE_AND_CLIENT.replace(
+        '    command: [sleep, "600"]\n', f'    command: [sleep, "600"]\n    {probe}\n'
+    )
+    with pytest.raises(InvalidArgument) as refused:
+        harness.submit(text)
+    assert [d["field"] for d in refused.value.details] == [f"services.db.{field}"]

@@ -121,21 +121,31 @@ class Fence(_message.Message):
     kvs: _containers.ScalarMap[str, str]
     def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class RunReady(_message.Message):
+    __slots__ = ("run_id", "time")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    time: float
+    def __init__(self, run_id: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
+
 class NodeMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence")
+    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     EXITED_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     started: RunStarted
     exited: RunExited
     log: LogData
     fence: Fence
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ...) -> None: ...
+    ready: RunReady
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json")
