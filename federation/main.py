@@ -53,7 +53,7 @@ def build(
 
 def build_app(service: FederateService) -> web.Application:
     """Orchestrate's REST gateway over ``service``, plus ``GET /v3/clusters``."""
-    app = build_rest_app(service)
+    app = build_rest_app(service, offload_calls=True)  # members answer at their own pace
     add_clusters_route(app, service)
     return app
 

@@ -18,7 +18,8 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import yaml
@@ -60,6 +61,9 @@ CLUSTER_ANNOTATION = "fuzzball.io/cluster"
 
 T = TypeVar("T")
 
+#: members asked at once by one listing
+MAX_PARALLEL_ASKS = 32
+
 
 class FederateService:
     """The ``OrchestrateService`` Protocol over a federation of Orchestrate clusters."""
@@ -77,6 +81,8 @@ class FederateService:
         self.router = router
         self._registry = registry
         self.accounts = Accounts(sessions)
+        # members are asked together: a listing waits for the slowest, not for the sum
+        self._askers = ThreadPoolExecutor(MAX_PARALLEL_ASKS, thread_name_prefix="federate-ask")
         use_hooks = getattr(router, "use_hooks", None)
         if registry is not None and use_hooks is not None:
             use_hooks(registry.hook)
@@ -95,17 +101,28 @@ class FederateService:
 
     # -- members --------------------------------------------------------------------------------
 
+    def _ask_each(
+        self, members: Iterable[Member], call: Callable[[Any], T]
+    ) -> list[tuple[Member, T | FuzzballError]]:
+        """``call(client)`` for each member at once; each answer or the error it raised."""
+
+        def ask(member: Member) -> tuple[Member, T | FuzzballError]:
+            try:
+                return member, call(member.client())
+            except FuzzballError as exc:
+                return member, exc
+
+        return list(self._askers.map(ask, members))
+
     def offers(self) -> list[MemberOffer]:
         """Every member as the router sees it; one that does not answer is unhealthy."""
         offers = []
-        for member in self.members:
+        for member, nodes in self._ask_each(self.members, lambda api: api.list_nodes()):
             labels = member.config.labels
-            try:
-                nodes = member.client().list_nodes()
-            except FuzzballError as exc:
-                offers.append(unreachable_offer(member.name, labels, _problem(exc)))
-                continue
-            offers.append(member_offer(member.name, labels, nodes))
+            if isinstance(nodes, FuzzballError):
+                offers.append(unreachable_offer(member.name, labels, _problem(nodes)))
+            else:
+                offers.append(member_offer(member.name, labels, nodes))
         return offers
 
     # -- workflows ------------------------------------------------------------------------------
@@ -215,12 +232,17 @@ class FederateService:
         for row in rows:
             by_cluster.setdefault(row.cluster, {})[row.remote_id] = row
         views = []
-        for cluster, remote in by_cluster.items():
+        clusters = []
+        for cluster in by_cluster:
             try:
-                listed = self.members.get(cluster).client().list_workflows()
-            except FuzzballError as exc:
+                clusters.append(self.members.get(cluster))
+            except NotFound as exc:
                 log.warning("listing workflows of cluster %s failed: %s", cluster, exc)
+        for member, listed in self._ask_each(clusters, lambda api: api.list_workflows()):
+            if isinstance(listed, FuzzballError):
+                log.warning("listing workflows of cluster %s failed: %s", member.name, listed)
                 continue
+            remote = by_cluster[member.name]
             for workflow in listed:
                 row = remote.get(str(workflow.get("id")))
                 if row is not None:
@@ -277,11 +299,9 @@ class FederateService:
 
     def list_nodes(self, who: Principal) -> list[NodeView]:
         nodes = []
-        for member in self.members:
-            try:
-                listed = member.client().list_nodes()
-            except FuzzballError as exc:
-                log.warning("listing nodes of cluster %s failed: %s", member.name, exc)
+        for member, listed in self._ask_each(self.members, lambda api: api.list_nodes()):
+            if isinstance(listed, FuzzballError):
+                log.warning("listing nodes of cluster %s failed: %s", member.name, listed)
                 continue
             extra = {CLUSTER_ANNOTATION: member.name}
             nodes += [rv.node_view(n, extra_annotations=extra) for n in listed]
@@ -289,13 +309,11 @@ class FederateService:
 
     def _node_member(self, node_ref: str) -> tuple[Member, dict[str, Any]]:
         """The member that has node ``node_ref`` (id or name) and its ``GetNodeInfo``."""
-        for member in self.members:
-            try:
-                return member, member.client().get_node(node_ref)
-            except NotFound:
-                continue
-            except Unavailable:
-                continue
+        for member, node in self._ask_each(self.members, lambda api: api.get_node(node_ref)):
+            if not isinstance(node, FuzzballError):
+                return member, node
+            if not isinstance(node, NotFound | Unavailable):
+                raise node
         raise NotFound(f"node {node_ref!r} not found in any member cluster")
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:

@@ -9,10 +9,11 @@ produce a traceback: unexpected failures are logged here and answered with a bar
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -35,6 +36,7 @@ BASE_PATH = "/v3"
 HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
 _SERVICE = web.AppKey("service", object)
 _POLL_INTERVAL = web.AppKey("poll_interval", float)
+_OFFLOAD = web.AppKey("offload_calls", bool)
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
 _NODE_ID = "{id:[^/:]+}"
@@ -42,16 +44,25 @@ _NODE_ID = "{id:[^/:]+}"
 #: StartWorkflowRequest fields of the swagger this server accepts but does not act on.
 _IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
 
+T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def build_rest_app(
-    service: OrchestrateService, *, poll_interval: float = POLL_INTERVAL
+    service: OrchestrateService,
+    *,
+    poll_interval: float = POLL_INTERVAL,
+    offload_calls: bool = False,
 ) -> web.Application:
-    """The gateway as an aiohttp application; ``poll_interval`` paces followed logs."""
+    """The gateway as an aiohttp application; ``poll_interval`` paces followed logs.
+
+    ``offload_calls`` runs the service's calls in worker threads, for a service that waits
+    on other servers (Federate asks its members): a slow member then holds up only the
+    requests that need it, not the event loop."""
     app = web.Application(middlewares=[_error_middleware, _auth_middleware])
     app[_SERVICE] = service
     app[_POLL_INTERVAL] = poll_interval
+    app[_OFFLOAD] = offload_calls
     base = BASE_PATH
     app.router.add_get(f"{base}/version", _version)
     app.router.add_post(f"{base}/workflows", _start_workflow)
@@ -137,6 +148,14 @@ def _service(request: web.Request) -> OrchestrateService:
 
 def _principal(request: web.Request) -> Principal:
     return request[_PRINCIPAL]
+
+
+async def _run(request: web.Request, call: Callable[[OrchestrateService, Principal], T]) -> T:
+    """``call(service, caller)``, in a worker thread when the app offloads calls."""
+    service, who = _service(request), _principal(request)
+    if request.app[_OFFLOAD]:
+        return await asyncio.to_thread(call, service, who)
+    return call(service, who)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,50 +246,55 @@ async def _start_workflow(request: web.Request) -> web.Response:
 async def _validate_workflow(request: web.Request) -> web.Response:
     body = await _json_object(request)
     source = _workflow_source(body, frozenset({"rawSpecification", "definition"}))
-    warnings = _service(request).validate_workflow(_principal(request), **source)
+    warnings = await _run(request, lambda s, who: s.validate_workflow(who, **source))
     return web.json_response({"warnings": warnings})
 
 
 async def _list_workflows(request: web.Request) -> web.Response:
-    workflows = _service(request).list_workflows(_principal(request))
+    workflows = await _run(request, lambda s, who: s.list_workflows(who))
     return web.json_response({"workflows": [msg.workflow_json(w) for w in workflows]})
 
 
 async def _get_workflow(request: web.Request) -> web.Response:
-    workflow = _service(request).get_workflow(_principal(request), request.match_info["id"])
+    workflow_id = request.match_info["id"]
+    workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
     return web.json_response(msg.workflow_json(workflow))
 
 
 async def _workflow_status(request: web.Request) -> web.Response:
-    workflow = _service(request).get_workflow(_principal(request), request.match_info["id"])
+    workflow_id = request.match_info["id"]
+    workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
     return web.json_response(msg.workflow_status_json(workflow))
 
 
 async def _stop_workflow(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
-    _service(request).stop_workflow(_principal(request), workflow_id)
+    await _run(request, lambda s, who: s.stop_workflow(who, workflow_id))
     return web.json_response({"id": workflow_id})
 
 
 async def _workflow_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
-    events = _service(request).list_events(
-        _principal(request), request.match_info["id"], after_seq=after_seq
+    workflow_id = request.match_info["id"]
+    events = await _run(
+        request, lambda s, who: s.list_events(who, workflow_id, after_seq=after_seq)
     )
     return web.json_response({"events": [msg.event_json(e) for e in events]})
 
 
 async def _node_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
-    events = _service(request).list_node_events(
-        _principal(request), request.match_info["id"], after_seq=after_seq
+    node_id = request.match_info["id"]
+    events = await _run(
+        request, lambda s, who: s.list_node_events(who, node_id, after_seq=after_seq)
     )
     return web.json_response({"events": [msg.event_json(e) for e in events]})
 
 
 async def _explain_workflow(request: web.Request) -> web.Response:
-    explanations = _service(request).explain_workflow(
-        _principal(request), request.match_info["id"], include_finished=_query_bool(request, "all")
+    workflow_id, everything = request.match_info["id"], _query_bool(request, "all")
+    explanations = await _run(
+        request, lambda s, who: s.explain_workflow(who, workflow_id, include_finished=everything)
     )
     return web.json_response({"stages": [msg.explanation_json(e) for e in explanations]})
 
@@ -315,30 +339,34 @@ async def _workflow_log(request: web.Request) -> web.StreamResponse:
 
 
 async def _list_nodes(request: web.Request) -> web.Response:
-    nodes = _service(request).list_nodes(_principal(request))
+    nodes = await _run(request, lambda s, who: s.list_nodes(who))
     return web.json_response({"nodes": [msg.node_list_json(n) for n in nodes]})
 
 
 async def _get_node(request: web.Request) -> web.Response:
-    node = _service(request).get_node(_principal(request), request.match_info["id"])
+    node_id = request.match_info["id"]
+    node = await _run(request, lambda s, who: s.get_node(who, node_id))
     return web.json_response(msg.node_json(node))
 
 
 async def _remove_node(request: web.Request) -> web.Response:
-    _service(request).remove_node(_principal(request), request.match_info["id"])
+    node_id = request.match_info["id"]
+    await _run(request, lambda s, who: s.remove_node(who, node_id))
     return web.json_response({})
 
 
 async def _uncordon_node(request: web.Request) -> web.Response:
     """Release the node's admin cordon holds; the reply lists the holds left in place."""
-    service, who, node_id = _service(request), _principal(request), request.match_info["id"]
-    released = service.uncordon(who, node_id)
-    remaining = service.list_holds(who, node_id)
+    node_id = request.match_info["id"]
+    released, remaining = await _run(
+        request, lambda s, who: (s.uncordon(who, node_id), s.list_holds(who, node_id))
+    )
     return web.json_response({"released": released, "holds": [msg.hold_json(h) for h in remaining]})
 
 
 async def _list_holds(request: web.Request) -> web.Response:
-    holds = _service(request).list_holds(_principal(request), request.match_info["id"])
+    node_id = request.match_info["id"]
+    holds = await _run(request, lambda s, who: s.list_holds(who, node_id))
     return web.json_response({"holds": [msg.hold_json(h) for h in holds]})
 
 
@@ -356,7 +384,8 @@ async def _add_hold(request: web.Request) -> web.Response:
         raise InvalidArgument(f"effect: expected one of {', '.join(HOLD_EFFECTS)}, got {effect!r}")
     if not isinstance(reason, str):
         raise InvalidArgument(f"reason: expected a string, got {_json_type(reason)}")
-    hold = _service(request).add_hold(_principal(request), request.match_info["id"], effect, reason)
+    node_id = request.match_info["id"]
+    hold = await _run(request, lambda s, who: s.add_hold(who, node_id, effect, reason))
     return web.json_response(msg.hold_json(hold))
 
 
@@ -366,5 +395,6 @@ async def _release_hold(request: web.Request) -> web.Response:
         hold_id = int(text)
     except ValueError:
         raise InvalidArgument(f"holdId: expected an integer, got {text!r}") from None
-    _service(request).release_hold(_principal(request), request.match_info["id"], hold_id)
+    node_id = request.match_info["id"]
+    await _run(request, lambda s, who: s.release_hold(who, node_id, hold_id))
     return web.json_response({})

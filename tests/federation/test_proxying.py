@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
 from federated_workflows import CPU, GPU
 
+from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import NotFound, Unauthenticated
 from fuzzball_core.orchestrate.views import CANCELED, FINISHED
 from fuzzball_core.store.federation_models import FederatedWorkflow
@@ -101,3 +104,38 @@ def test_a_node_is_found_by_name_on_its_member(federation):
     node = federation.client().get_node("gpu-1")
     assert node["resource"]["total"]["devices"] == {"nvidia.com/gpu": 2}
     assert node["resource"]["annotations"][CLUSTER_ANNOTATION] == "onprem"
+
+
+def test_a_stalled_member_holds_up_only_the_calls_that_need_it(federation, monkeypatch):
+    client = federation.client()
+    workflow_id = client.start_workflow(GPU)  # runs on onprem
+    asking = threading.Event()
+    ask_each = federation.service._ask_each
+
+    def noted_ask_each(*args, **kwargs):
+        asking.set()
+        return ask_each(*args, **kwargs)
+
+    monkeypatch.setattr(federation.service, "_ask_each", noted_ask_each)
+    stalled, release = threading.Event(), threading.Event()
+
+    def stall() -> None:  # aws's event loop stops answering until released
+        stalled.set()
+        release.wait(60)
+
+    federation.members["aws"].loop.loop.call_soon_threadsafe(stall)
+    assert stalled.wait(10)
+    listing: list[list[dict]] = []
+    lister = threading.Thread(target=lambda: listing.append(federation.client().list_nodes()))
+    lister.start()
+    try:
+        assert asking.wait(10)  # the node listing is waiting on the members now
+        quick = FuzzballClient(f"{federation.rest_url}/v3", federation.token, timeout=5)
+        # ...and Federate still answers about the onprem workflow meanwhile
+        assert quick.get_workflow(workflow_id)["id"] == workflow_id
+        assert lister.is_alive()
+    finally:
+        release.set()
+    lister.join(30)
+    clusters = {n["resource"]["annotations"][CLUSTER_ANNOTATION] for n in listing[0]}
+    assert clusters == {"aws", "onprem"}
