@@ -109,16 +109,19 @@ def array_throughput(cluster: Cluster, tasks: int, profile: bool) -> float:
     return tasks / elapsed
 
 
-def slurm_throughput(tasks: int) -> float | None:
-    """Jobs per second of the same array through Slurm, or None without ``sbatch``."""
+def slurm_throughput(tasks: int) -> float | str:
+    """Jobs per second of the same array through Slurm, or why Slurm could not be used."""
     if shutil.which("sbatch") is None:
-        return None
+        return "no sbatch on PATH (../shared/anchors/slurm.sh installs and starts one)"
     began = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         ["sbatch", "--wait", f"--array=1-{tasks}", "--output=/dev/null", "--wrap=/bin/true"],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"sbatch failed ({reason})"
     return tasks / (time.perf_counter() - began)
 
 
@@ -162,8 +165,8 @@ def main() -> None:
         finally:
             registry.stop()
     slurm = slurm_throughput(args.tasks)
-    if slurm is None:
-        print("(c) Slurm: not available (no sbatch on PATH)")
+    if isinstance(slurm, str):
+        print(f"(c) Slurm: not available: {slurm}")
     else:
         print(
             f"(c) Slurm: {slurm:.1f} jobs/s for the same array; Fuzzball/Slurm = {rate / slurm:.2f}"
