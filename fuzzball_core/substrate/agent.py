@@ -54,6 +54,7 @@ from fuzzball_core.substrate.executor import (
 )
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.metrics import MetricsServer
+from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.probes import wait_until_ready
 from fuzzball_core.substrate.volumes import WorkflowVolumes
@@ -186,6 +187,7 @@ class Agent:
             start_pool=ThreadPoolExecutor(threads, thread_name_prefix="container"),
             pull_pool=ThreadPoolExecutor(4, thread_name_prefix="image-pull"),
             metering=settings.metering,
+            mount_holds=ImageMountHolds(self.work_dir / "runtime"),
         )
         self.node_id = ""
         self.lease_seconds = config.orchestrate.node_lease
@@ -296,6 +298,8 @@ class Agent:
         self.services.start_pool.shutdown(wait=False, cancel_futures=True)
         self.services.pull_pool.shutdown(wait=False, cancel_futures=True)
         # a clean stop leaves nothing behind: no image mounts, no cgroup parents
+        if self.services.mount_holds is not None:
+            self.services.mount_holds.release_all()
         report = sweep(self.services.state_dir)
         if report.killed:
             log.warning("stopped %d containers still running at shutdown", len(report.killed))

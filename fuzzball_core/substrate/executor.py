@@ -39,6 +39,7 @@ from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.image_write_back import DEFAULT_STALL_SECONDS, WriteBack, write_back
 from fuzzball_core.substrate.images import NodeImages, describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
+from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.pmi import Fence, PmiService
 from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
 from fuzzball_core.substrate.volumes import WorkflowVolumes
@@ -155,6 +156,8 @@ class NodeServices:
     start_pool: Executor
     pull_pool: Executor
     metering: bool = True
+    #: keeps recently used image mounts between jobs (None: every job mounts its own)
+    mount_holds: ImageMountHolds | None = None
 
 
 def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> str:
@@ -253,7 +256,7 @@ class JobExecution:
             return RunOutcome(message=f"the job's container could not be prepared: {_text(exc)}")
         try:
             self._handle = await self._loop.run_in_executor(
-                self.node.start_pool, Container(spec).start
+                self.node.start_pool, self._start_container, spec
             )
         except Exception as exc:
             return RunOutcome(message=f"the container could not start: {_text(exc)}")
@@ -396,6 +399,11 @@ class JobExecution:
     def _send_progress(self, document: dict[str, Any]) -> None:
         data = json.dumps(document).encode()
         self._loop.call_soon_threadsafe(self._sink, self.request.run_id, PROGRESS_STREAM, data)
+
+    def _start_container(self, spec: ContainerSpec) -> ContainerHandle:
+        if self.node.mount_holds is not None:
+            self.node.mount_holds.hold(Path(spec.image))
+        return Container(spec).start()
 
     async def _fill_volumes(self) -> RunOutcome | None:
         """Fetch the mounted volumes' ingress (once per node); an outcome if that failed."""

@@ -15,19 +15,16 @@ from fuzzball_core.spec import Job
 
 #: Starts the node's ranks of a command, run as ``/bin/sh LAUNCHER FIRST COUNT COMMAND...``
 #: (only when a node runs several ranks). The first rank to fail takes the others down, as
-#: Hydra and ``srun --kill-on-bad-exit`` do (the rest would wait for it forever), and the
-#: launcher exits with that rank's status.
+#: Hydra and ``srun --kill-on-bad-exit`` do (the rest would wait for it forever), by
+#: signalling the container's process group itself rather than asking the launcher (a
+#: signal arriving as a shell enters ``wait`` can go unnoticed until a child exits), and the
+#: launcher exits with that rank's status; stopped from outside, it passes SIGTERM on.
 LAUNCHER_SCRIPT = """\
 first=$1 count=$2
 shift 2
 failed=/tmp/.fuzzball-failed-rank
-stop_ranks() {
-  trap "" TERM
-  kill -TERM 0 2>/dev/null
-  wait
-  exit "$(cat "$failed" 2>/dev/null || echo 143)"
-}
-trap stop_ranks TERM
+stopped=0
+trap 'trap "" TERM; stopped=1; kill -TERM 0 2>/dev/null' TERM
 i=0
 while [ "$i" -lt "$count" ]; do
   rank=$((first + i))
@@ -38,13 +35,20 @@ while [ "$i" -lt "$count" ]; do
     if [ "$code" -ne 0 ] && [ ! -e "$failed" ]; then
       echo "$code" > "$failed"
       echo "rank $rank exited with code $code" >&2
-      kill -TERM $$
+      kill -TERM 0 2>/dev/null
     fi
     exit "$code"
   ) &
   i=$((i + 1))
 done
-wait
+until wait; do :; done
+if [ -e "$failed" ]; then
+  exit "$(cat "$failed")"
+fi
+if [ "$stopped" = 1 ]; then
+  exit 143
+fi
+exit 0
 """
 
 
