@@ -177,19 +177,7 @@ class SqlOrchestrateService:
                 .order_by(Event.seq)
                 .limit(PAGE)
             )
-            return [
-                EventView(
-                    e.seq,
-                    e.time,
-                    e.kind,
-                    e.message,
-                    e.workflow_id,
-                    e.stage_name,
-                    e.node_id,
-                    dict(e.data or {}),
-                )
-                for e in rows
-            ]
+            return [_event_view(e) for e in rows]
 
     def read_logs(
         self,
@@ -282,16 +270,7 @@ class SqlOrchestrateService:
                 .limit(PAGE)
             )
             return [
-                EventView(
-                    e.seq,
-                    e.time,
-                    e.kind,
-                    e.message,
-                    e.workflow_id,
-                    e.stage_name,
-                    e.node_id,
-                    dict(e.data or {}),
-                )
+                _event_view(e)
                 for e, owner in session.execute(query)
                 if owner is None or owner == who.account_id or who.is_admin
             ]
@@ -447,4 +426,17 @@ def _stage_view(stage: Stage) -> StageView:
         tasks_finished=stage.tasks_finished,
         tasks_failed=stage.tasks_failed,
         tasks_running=stage.tasks_running,
+    )
+
+
+def _event_view(event: Event) -> EventView:
+    return EventView(
+        event.seq,
+        event.time,
+        event.kind,
+        event.message,
+        event.workflow_id,
+        event.stage_name,
+        event.node_id,
+        dict(event.data or {}),
     )
