@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.service.views import (
     PENDING,
     EventView,
     HoldView,

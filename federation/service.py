@@ -35,9 +35,10 @@ from fuzzball_core.errors import (
     Unauthenticated,
     Unavailable,
 )
-from fuzzball_core.orchestrate.accounts import Accounts
-from fuzzball_core.orchestrate.submission import read_submission
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.submission import read_submission
+from fuzzball_core.service.views import (
     EventView,
     HoldView,
     LogChunkView,
@@ -46,7 +47,6 @@ from fuzzball_core.orchestrate.views import (
     StageExplanation,
     WorkflowView,
 )
-from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.spec import ParsedWorkflow
 from fuzzball_core.store.federation_models import FederatedWorkflow
 from fuzzball_federation import remote_views as rv

@@ -27,8 +27,8 @@ import yaml
 
 from fuzzball_core.drivers import ClusterOffer, Router
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.orchestrate.requests import job_resources
 from fuzzball_core.spec import parse_workflow
+from fuzzball_core.spec.resources import job_resources
 from fuzzball_federation.offers import NodeShape
 
 _GIB = 1024**3

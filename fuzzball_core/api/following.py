@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.orchestrate.service_api import OrchestrateService
-from fuzzball_core.orchestrate.views import TERMINAL, LogChunkView, Principal
+from fuzzball_core.service.contract import OrchestrateService
+from fuzzball_core.service.views import TERMINAL, LogChunkView, Principal
 
 #: Seconds between two polls of a followed workflow.
 POLL_INTERVAL = 0.2

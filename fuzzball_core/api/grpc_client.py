@@ -20,9 +20,9 @@ from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, r
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
-from fuzzball_core.orchestrate.service_api import OrchestrateService
-from fuzzball_core.orchestrate.views import Principal
 from fuzzball_core.scheduling import HoldEffect
+from fuzzball_core.service.contract import OrchestrateService
+from fuzzball_core.service.views import Principal
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from fuzzball_core.api.v1 import client_pb2 as pb
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.service.views import (
     PENDING,
     EventView,
     HoldView,

@@ -19,15 +19,15 @@ from aiohttp import web
 
 from fuzzball_core.api import rest_messages as msg
 from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
-from fuzzball_core.api.object_cache_routes import (
+from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.orchestrate.object_cache_routes import (
     NODE_OBJECTS_PATH,
     add_object_cache_routes,
     check_node_token,
 )
-from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
-from fuzzball_core.orchestrate.service_api import OrchestrateService
-from fuzzball_core.orchestrate.views import Principal
 from fuzzball_core.scheduling import HoldEffect
+from fuzzball_core.service.contract import OrchestrateService
+from fuzzball_core.service.views import Principal
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.service.views import (
     PENDING,
     EventView,
     HoldView,

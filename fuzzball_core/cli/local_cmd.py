@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fuzzball_core import local as deployment
+from fuzzball_core.cli import local as deployment
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 

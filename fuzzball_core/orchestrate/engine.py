@@ -53,7 +53,12 @@ from fuzzball_core.orchestrate.transaction import (
     Transaction,
     task_label,
 )
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.scheduling import (
+    Diagnosis,
+    JobRequest,
+    Scheduler,
+)
+from fuzzball_core.service.views import (
     CANCELED,
     FAILED,
     FINISHED,
@@ -61,11 +66,6 @@ from fuzzball_core.orchestrate.views import (
     STARTED,
     TERMINAL,
     Principal,
-)
-from fuzzball_core.scheduling import (
-    Diagnosis,
-    JobRequest,
-    Scheduler,
 )
 from fuzzball_core.spec import (
     Condition,

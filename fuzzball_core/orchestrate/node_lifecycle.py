@@ -26,8 +26,8 @@ from fuzzball_core.orchestrate.transaction import (
     Transaction,
     task_label,
 )
-from fuzzball_core.orchestrate.views import FAILED
 from fuzzball_core.scheduling import Hold, HoldEffect, HoldSource, NodeInfo, Resources, Scheduler
+from fuzzball_core.service.views import FAILED
 from fuzzball_core.store.models import Node, NodeHold, Run, Stage
 
 

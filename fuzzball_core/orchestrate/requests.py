@@ -12,43 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from fuzzball_core.orchestrate.capabilities import VOLUME_FILE_SCHEME
-from fuzzball_core.scheduling import JobRequest, Resources
+from fuzzball_core.scheduling import JobRequest
 from fuzzball_core.spec import Job, Service
 from fuzzball_core.spec.models import Volume
 from fuzzball_core.spec.references import FILE_SCHEME
-
-#: Cores a job gets when its definition names none (Fuzzball's default is one core).
-DEFAULT_CORES = 1
+from fuzzball_core.spec.resources import job_resources, timeout_seconds
 
 
 def run_key(run_id: int) -> str:
     """The scheduler's id for a run."""
     return f"run-{run_id}"
-
-
-def job_resources(job: Job) -> Resources:
-    """The per-node resources a job asks for."""
-    resource = job.resource
-    cores = DEFAULT_CORES
-    memory = 0
-    devices: dict[str, int] = {}
-    if resource is not None:
-        if resource.cpu is not None and resource.cpu.cores is not None:
-            cores = resource.cpu.cores
-        if resource.memory is not None and resource.memory.size_bytes is not None:
-            memory = resource.memory.size_bytes
-            if resource.memory.by_core:
-                memory *= cores
-        devices = dict(resource.devices or {})
-    return Resources(cores=cores, memory=memory, devices=devices)
-
-
-def timeout_seconds(job: Job) -> float | None:
-    """``policy.timeout.execute`` in seconds, or None."""
-    policy = getattr(job, "policy", None)
-    if policy is None or policy.timeout is None:
-        return None
-    return policy.timeout.execute_seconds
 
 
 def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:

@@ -22,10 +22,12 @@ from fuzzball_core.errors import (
     NotFound,
     PermissionDenied,
 )
-from fuzzball_core.orchestrate.accounts import Accounts
 from fuzzball_core.orchestrate.engine import Engine
-from fuzzball_core.orchestrate.submission import read_submission
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.scheduling import Scheduler
+from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.submission import read_submission
+from fuzzball_core.service.views import (
     TERMINAL,
     EventView,
     HoldView,
@@ -36,8 +38,6 @@ from fuzzball_core.orchestrate.views import (
     StageView,
     WorkflowView,
 )
-from fuzzball_core.plugins import PluginRegistry
-from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.spec import ParsedWorkflow
 from fuzzball_core.store.models import (
     Event,

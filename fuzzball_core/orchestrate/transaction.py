@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.orchestrate.views import STARTED
+from fuzzball_core.service.views import STARTED
 from fuzzball_core.store.models import Run
 
 #: Run statuses beyond the stage ones: placed and sent to a node, not yet running.

@@ -32,8 +32,8 @@ from typing import Any
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.hookspecs import ContainerPreparation, Device
-from fuzzball_core.orchestrate.requests import job_resources
 from fuzzball_core.spec.models import Job, Service
+from fuzzball_core.spec.resources import job_resources
 from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.image_write_back import DEFAULT_STALL_SECONDS, WriteBack, write_back

@@ -13,7 +13,7 @@ from live_api import HELLO, TASKS, Stack
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
-from fuzzball_core.orchestrate.views import FAILED, FINISHED
+from fuzzball_core.service.views import FAILED, FINISHED
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from test_rest_node_holds import wait_for_reason
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
-from fuzzball_core.orchestrate.views import FINISHED
+from fuzzball_core.service.views import FINISHED
 
 
 @pytest.fixture

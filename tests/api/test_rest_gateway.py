@@ -11,7 +11,7 @@ import httpx
 import pytest
 from live_api import HELLO, Stack
 
-from fuzzball_core.orchestrate.views import FAILED, FINISHED, STARTED
+from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 
 
 def get(stack: Stack, path: str, token: str | None = "own", **kwargs) -> httpx.Response:

@@ -9,7 +9,7 @@ from live_api import HELLO, Stack
 from sql_stack import ADMIN
 from test_rest_gateway import assert_status_body, call, get
 
-from fuzzball_core.orchestrate.views import FINISHED, STARTED
+from fuzzball_core.service.views import FINISHED, STARTED
 
 
 @pytest.fixture

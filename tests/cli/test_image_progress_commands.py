@@ -14,7 +14,7 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.cli.image_progress import ImageProgress
 from fuzzball_core.config import parse_config
 from fuzzball_core.orchestrate.image_stages import configure_images
-from fuzzball_core.orchestrate.views import FINISHED, STARTED
+from fuzzball_core.service.views import FINISHED, STARTED
 from fuzzball_core.store.object_cache import CacheAddress
 
 PULL = "images.fuzzball://user/tools"

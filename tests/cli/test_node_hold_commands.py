@@ -14,7 +14,7 @@ from sql_stack import ADMIN
 
 from fuzzball_core.cli import node_cmd
 from fuzzball_core.errors import FailedPrecondition, NotFound, PermissionDenied
-from fuzzball_core.orchestrate.views import FAILED, FINISHED, STARTED
+from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 
 GIB = 1024**3
 #: HELLO, declaring that losing its node may run it again.

@@ -11,7 +11,7 @@ import yaml
 from live_api import HELLO, TASKS
 
 from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated
-from fuzzball_core.orchestrate.views import FAILED, FINISHED, STARTED
+from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 
 # -- contexts -------------------------------------------------------------------------------
 

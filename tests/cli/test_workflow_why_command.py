@@ -11,7 +11,7 @@ import yaml
 from sql_stack import ADMIN
 
 from fuzzball_core.cli.workflow_remote_cmd import duration_words, estimated_start
-from fuzzball_core.orchestrate.views import FINISHED, STARTED
+from fuzzball_core.service.views import FINISHED, STARTED
 
 GIB = 1024**3
 TWO_STEPS = """\

@@ -38,8 +38,8 @@ from registry_server import REGISTRY_BINARY, RegistryServer  # noqa: E402
 
 from fuzzball_core.config import FuzzballConfig, parse_config  # noqa: E402
 from fuzzball_core.orchestrate.server import Orchestrate, build, serve  # noqa: E402
-from fuzzball_core.orchestrate.views import TERMINAL, WorkflowView  # noqa: E402
 from fuzzball_core.plugins import get_registry  # noqa: E402
+from fuzzball_core.service.views import TERMINAL, WorkflowView  # noqa: E402
 from fuzzball_runtime import sweep  # noqa: E402
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from cluster import (
 
 from fuzzball_core.config import parse_config
 from fuzzball_core.orchestrate.server import Orchestrate
-from fuzzball_core.orchestrate.views import WorkflowView
+from fuzzball_core.service.views import WorkflowView
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -18,8 +18,8 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
-from fuzzball_core.orchestrate.views import Principal
 from fuzzball_core.scheduling import Resources
+from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_plugins.schedulers.default import DefaultScheduler
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from fuzzball_core.orchestrate.views import (
+from fuzzball_core.service.views import (
     EventView,
     HoldView,
     LogChunkView,

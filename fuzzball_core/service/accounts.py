@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.errors import AlreadyExists, NotFound, Unauthenticated
-from fuzzball_core.orchestrate.views import Principal
+from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Account, ApiToken
 
 
