@@ -41,6 +41,7 @@ setup(
     package_data={
         "fuzzball_core": ["py.typed", "**/*.proto", "**/*.ini", "**/*.mako"],
         "fuzzball_runtime": ["csrc/*.c", "csrc/*.h", "csrc/*.cdef"],
+        "fuzzball_federation": ["**/*.mako"],
     },
     include_package_data=True,
     setup_requires=["cffi>=1.16"],
@@ -71,6 +72,8 @@ setup(
             "bcrypt>=4",  # htpasswd entries for the private test registry
             "cryptography>=42",  # signs the test registry's bearer tokens
             "prometheus-client>=0.20",  # parses the node metrics endpoint's text in tests
+            "import-linter>=2.1",  # lint-imports: the layering contracts in pyproject.toml
+            "mypy>=1.10",
         ],
     },
     entry_points={
@@ -78,7 +81,7 @@ setup(
             "fuzzball = fuzzball_core.cli.main:main",
             "fuzzball-orchestrate = fuzzball_core.orchestrate.server:main",
             "fuzzball-substrate = fuzzball_core.substrate.main:main",
-            "fuzzball-federate = fuzzball_core.services:federate_main",
+            "fuzzball-federate = fuzzball_federation.main:main",
             "fuzzball-runtime = fuzzball_runtime.cli:main",
         ],
         "fuzzball.schedulers": [

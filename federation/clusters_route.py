@@ -12,10 +12,10 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.rest import BASE_PATH
+from fuzzball_federation.needs import GIB
 from fuzzball_federation.offers import MemberOffer
 from fuzzball_federation.service import FederateService
 
-_GIB = 1024**3
 KIND_ORCHESTRATE = "CLUSTER_KIND_ORCHESTRATE"
 READY = "CLUSTER_STATUS_READY"
 UNREACHABLE = "CLUSTER_STATUS_UNREACHABLE"
@@ -31,7 +31,7 @@ def cluster_json(offer: MemberOffer, address: str) -> dict[str, Any]:
         "labels": dict(offer.labels),
         "nodes": len(offer.nodes),
         "freeCores": offer.free_cores,
-        "freeMemoryGb": round(offer.free_memory / _GIB, 3),
+        "freeMemoryGb": round(offer.free_memory / GIB, 3),
         "freeDevices": dict(offer.free_devices),
     }
     if offer.problem:

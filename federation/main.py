@@ -1,9 +1,9 @@
 """The ``fuzzball-federate`` process: one API in front of several Orchestrate clusters.
 
 Start-up order: configuration and plugins (the ``federate.router`` driver; refuse to start,
-exit 2, if they are wrong), then Federate's own database (migrated with Orchestrate's Alembic
-history: it keeps accounts, tokens and the federated workflows), then the REST gateway on
-``federate.listen``.
+exit 2, if they are wrong), then Federate's own database (migrated with Federate's own Alembic
+history, ``migrations/`` here: accounts, tokens and the federated workflows, in tables of its
+own, so the database may be Orchestrate's too), then the REST gateway on ``federate.listen``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_federation.clusters_route import add_clusters_route
 from fuzzball_federation.members import Members
+from fuzzball_federation.models import MIGRATIONS
 from fuzzball_federation.service import FederateService
 
 log = logging.getLogger("fuzzball.federate")
@@ -46,7 +47,7 @@ def build(
     if config.database.url == "":
         config.data_dir.mkdir(parents=True, exist_ok=True)
     database = connect(database_url(config))
-    migrate(database)
+    migrate(database, migrations=MIGRATIONS)
     members = Members.from_config(config.federate.clusters, timeout=config.federate.member_timeout)
     return FederateService(session_factory(database), members, router, registry=registry)
 

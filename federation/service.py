@@ -8,7 +8,8 @@ as the member account configured for it. The store maps the federated id it hand
 the answers come back as views with the federated id. Nodes are every member's nodes, each
 annotated with its cluster's name (``fuzzball.io/cluster``).
 
-Accounts and tokens are Federate's own (its database, the same tables as Orchestrate's).
+Accounts and tokens are Federate's own: the shared token store over Federate's tables
+(``fuzzball_federation.models``), in its database.
 """
 
 from __future__ import annotations
@@ -48,11 +49,11 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
-from fuzzball_core.store.federation_models import FederatedWorkflow
 from fuzzball_federation import remote_views as rv
 from fuzzball_federation.members import Member, Members
+from fuzzball_federation.models import FederateAccount, FederateApiToken, FederatedWorkflow
+from fuzzball_federation.needs import workflow_needs
 from fuzzball_federation.offers import MemberOffer, member_offer, unreachable_offer
-from fuzzball_federation.routers.fit import workflow_needs
 
 log = logging.getLogger("fuzzball.federate")
 
@@ -80,12 +81,11 @@ class FederateService:
         self.members = members
         self.router = router
         self._registry = registry
-        self.accounts = Accounts(sessions)
+        self.accounts = Accounts(sessions, FederateAccount, FederateApiToken)
         # members are asked together: a listing waits for the slowest, not for the sum
         self._askers = ThreadPoolExecutor(MAX_PARALLEL_ASKS, thread_name_prefix="federate-ask")
-        use_hooks = getattr(router, "use_hooks", None)
-        if registry is not None and use_hooks is not None:
-            use_hooks(registry.hook)
+        if registry is not None:
+            router.use_hooks(registry.hook)
 
     # -- accounts -------------------------------------------------------------------------------
 
@@ -141,8 +141,7 @@ class FederateService:
         chosen = list(self.router.route(definition, offers))
         if chosen:
             return chosen
-        explain = getattr(self.router, "rejections", None)
-        reasons = explain(definition, offers) if explain is not None else {}
+        reasons = self.router.rejections(definition, offers)
         needs = _largest_request(definition)
         because = "; ".join(
             f"cluster {offer.name}: {reasons.get(offer.name, 'not chosen by the router')}"
@@ -244,10 +243,12 @@ class FederateService:
                 continue
             remote = by_cluster[member.name]
             for workflow in listed:
-                row = remote.get(str(workflow.get("id")))
-                if row is not None:
+                record = remote.get(str(workflow.get("id")))
+                if record is not None:
                     views.append(
-                        rv.workflow_view(workflow, workflow_id=row.id, account_id=row.account_id)
+                        rv.workflow_view(
+                            workflow, workflow_id=record.id, account_id=record.account_id
+                        )
                     )
         views.sort(key=lambda view: view.created_at, reverse=True)
         return views

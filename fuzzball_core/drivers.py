@@ -173,6 +173,23 @@ class Router(ABC):
         An empty sequence means no member can run it; Federate then rejects the submission.
         """
 
+    def use_hooks(self, hook: Any) -> None:  # noqa: B027  (optional: the default ignores hooks)
+        """Receive the plugin manager's hook relay once, before the first :meth:`route`.
+
+        A router that lets plugins weigh in (``fuzzball_federate_score_cluster``) keeps
+        ``hook`` and calls it while routing; the default ignores it.
+        """
+
+    def rejections(
+        self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]
+    ) -> Mapping[str, str]:
+        """Why each member that :meth:`route` would not choose is refused, by cluster name.
+
+        Federate asks only after :meth:`route` chose none, to name the reasons in its refusal.
+        The default gives none, and each member is reported as "not chosen by the router".
+        """
+        return {}
+
 
 #: entry-point group -> the interface every driver in it implements
 DRIVER_INTERFACES: dict[str, type] = {

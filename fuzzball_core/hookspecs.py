@@ -184,4 +184,20 @@ def fuzzball_event(event: Mapping[str, Any]) -> None:
     :param event: ``{"kind": str, "time": float, "workflow_id": str | None,
         "stage": str | None, "node_id": str | None, "message": str, "data": dict}``.
     :return: nothing.
+
+    ``kind`` is one of :class:`fuzzball_core.vocabulary.EventKind` (a ``StrEnum``: compare with
+    its members or their plain values); the kinds are a public contract, renaming one is a
+    breaking change:
+
+    - a workflow's life: ``workflow_started``, ``workflow_finished``, ``workflow_failed``,
+      ``workflow_canceled``;
+    - a stage's life: ``stage_started``, ``stage_finished``, ``stage_failed``,
+      ``stage_canceled``, ``scheduled``, ``scheduling_blocked`` (``data.reason`` says why),
+      ``container_exited``, ``service_ready``, ``retried``, ``retries_exhausted``,
+      ``evicted``;
+    - image stages: ``image_resolved``, ``image_cached``, ``image_progress``,
+      ``image_written_back``, ``image_write_back_retrying``, ``image_write_back_abandoned``;
+    - nodes (``node_id`` set, ``workflow_id`` None): ``node_registered``, ``node_online``,
+      ``node_offline``, ``node_removed``, ``node_hold_added``, ``node_hold_released``,
+      ``node_deprovisioned``.
     """

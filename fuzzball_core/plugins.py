@@ -240,7 +240,7 @@ class PluginRegistry:
         """
         record = self.require(group, name)
         try:
-            manager = DriverManager(
+            manager: DriverManager[Any] = DriverManager(
                 namespace=group,
                 name=name,
                 invoke_on_load=True,

@@ -20,69 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from fuzzball_core.drivers import ClusterOffer, Router
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.spec import parse_workflow
-from fuzzball_core.spec.resources import job_resources
+from fuzzball_federation.needs import GIB, StepNeed, workflow_needs
 from fuzzball_federation.offers import NodeShape
-
-_GIB = 1024**3
-
-
-@dataclass(frozen=True)
-class StepNeed:
-    """What one job (or service) asks of each node it runs on, and of how many nodes."""
-
-    name: str
-    cores: int
-    memory: int
-    devices: Mapping[str, int] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    nodes: int = 1
-
-    def describe(self) -> str:
-        """``jobs.train: 4 cores, 8 GiB, nvidia.com/gpu=1 per node``."""
-        parts = [f"{self.cores} cores", f"{self.memory / _GIB:.4g} GiB"]
-        parts += [f"{kind}={count}" for kind, count in sorted(self.devices.items()) if count]
-        parts += [f"{key}={value}" for key, value in sorted(self.annotations.items())]
-        per = f" on each of {self.nodes} nodes" if self.nodes > 1 else " per node"
-        return f"{self.name}: {', '.join(parts)}{per}"
-
-    def fits(self, node: NodeShape) -> bool:
-        """Whether one node's total capacity and annotations can hold this step."""
-        return (
-            node.cores >= self.cores
-            and node.memory >= self.memory
-            and all(node.devices.get(kind, 0) >= count for kind, count in self.devices.items())
-            and all(node.annotations.get(k) == v for k, v in self.annotations.items())
-        )
-
-
-def workflow_needs(workflow: Mapping[str, Any]) -> list[StepNeed]:
-    """Every job's and service's per-node request, from a v4 (or v1) definition mapping."""
-    parsed = parse_workflow(yaml.safe_dump(dict(workflow), sort_keys=False), source="<federate>")
-    needs = []
-    for prefix, steps in (("jobs", parsed.jobs), ("services", parsed.services)):
-        for name, step in steps.items():
-            resources = job_resources(step)
-            resource = step.resource
-            multinode = getattr(step, "multinode", None)
-            needs.append(
-                StepNeed(
-                    name=f"{prefix}.{name}",
-                    cores=resources.cores,
-                    memory=resources.memory,
-                    devices={k: v for k, v in resources.devices.items() if v},
-                    annotations=dict((resource.annotations if resource else None) or {}),
-                    nodes=multinode.nodes if multinode is not None else 1,
-                )
-            )
-    return needs
 
 
 def _nodes_of(offer: ClusterOffer) -> tuple[NodeShape, ...]:
@@ -115,8 +58,8 @@ def _missing(need: StepNeed, nodes: Sequence[NodeShape]) -> str:
         biggest_cores = max(n.cores for n in nodes)
         return f"largest node has {biggest_cores} cores, {need.name} needs {need.cores}"
     if not any(n.memory >= need.memory for n in nodes):
-        biggest = max(n.memory for n in nodes) / _GIB
-        return f"largest node has {biggest:.4g} GiB, {need.name} needs {need.memory / _GIB:.4g} GiB"
+        biggest = max(n.memory for n in nodes) / GIB
+        return f"largest node has {biggest:.4g} GiB, {need.name} needs {need.memory / GIB:.4g} GiB"
     fitting = sum(1 for n in nodes if need.fits(n))
     if fitting < need.nodes:
         return f"{fitting} node(s) can hold {need.name}, it needs {need.nodes}"
@@ -189,7 +132,7 @@ class FitRouter(Router):
     def score(self, workflow: Mapping[str, Any], offer: ClusterOffer) -> float:
         """Free room, less weighted cost, plus the hooks' scores (``-inf``: excluded)."""
         hooks = self._hook_score(workflow, offer)
-        room = offer.free_cores + offer.free_memory / _GIB
+        room = offer.free_cores + offer.free_memory / GIB
         return room - self.cost_weight * self._cost(offer) + hooks
 
     def route(self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]) -> Sequence[str]:

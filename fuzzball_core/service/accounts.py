@@ -9,6 +9,7 @@ import hashlib
 import secrets
 import time
 import uuid
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,24 +25,37 @@ def token_digest(token: str) -> str:
 
 
 class Accounts:
-    """Creates accounts, issues tokens and authenticates them, over one store."""
+    """Creates accounts, issues tokens and authenticates them, over one store.
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    The tables are Orchestrate's ``accounts``/``api_tokens`` unless the caller names its own
+    mapped classes with the same columns (Federate keeps its accounts in its own tables).
+    """
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        account_table: type[Any] = Account,
+        token_table: type[Any] = ApiToken,
+    ) -> None:
         self.sessions = sessions
+        self.account_table = account_table
+        self.token_table = token_table
 
     def create(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
         """Create an account and its first bearer token."""
         token = secrets.token_urlsafe(32)
         with self.sessions() as session, session.begin():
-            if session.scalars(select(Account).where(Account.name == name)).first():
+            if session.scalars(
+                select(self.account_table).where(self.account_table.name == name)
+            ).first():
                 raise AlreadyExists(f"account {name!r} already exists")
-            account = Account(
+            account = self.account_table(
                 id=str(uuid.uuid4()), name=name, is_admin=admin, created_at=time.time()
             )
             session.add(account)
             session.flush()
             session.add(
-                ApiToken(
+                self.token_table(
                     account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
                 )
             )
@@ -51,11 +65,13 @@ class Accounts:
         """A new bearer token for an existing account."""
         token = secrets.token_urlsafe(32)
         with self.sessions() as session, session.begin():
-            account = session.scalars(select(Account).where(Account.name == name)).first()
+            account = session.scalars(
+                select(self.account_table).where(self.account_table.name == name)
+            ).first()
             if account is None:
                 raise NotFound(f"account {name!r} not found")
             session.add(
-                ApiToken(
+                self.token_table(
                     account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
                 )
             )
@@ -68,9 +84,9 @@ class Accounts:
         with self.sessions() as session:
             row = (
                 session.execute(
-                    select(Account)
-                    .join(ApiToken, ApiToken.account_id == Account.id)
-                    .where(ApiToken.token_sha256 == token_digest(token))
+                    select(self.account_table)
+                    .join(self.token_table, self.token_table.account_id == self.account_table.id)
+                    .where(self.token_table.token_sha256 == token_digest(token))
                 )
                 .scalars()
                 .first()

@@ -51,22 +51,26 @@ def connect(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-def alembic_config(engine: Engine) -> Config:
-    """An Alembic configuration bound to ``engine`` (no alembic.ini needed)."""
+def alembic_config(engine: Engine, migrations: Path = MIGRATIONS) -> Config:
+    """An Alembic configuration bound to ``engine`` (no alembic.ini needed).
+
+    ``migrations`` is the history to run: Orchestrate's by default; Federate passes its own
+    (``fuzzball_federation.migrations``, with its own version table).
+    """
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("script_location", str(migrations))
     config.attributes["engine"] = engine
     return config
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Upgrade the schema to ``revision`` (head by default)."""
-    command.upgrade(alembic_config(engine), revision)
+def migrate(engine: Engine, revision: str = "head", migrations: Path = MIGRATIONS) -> None:
+    """Upgrade the schema of history ``migrations`` to ``revision`` (head by default)."""
+    command.upgrade(alembic_config(engine, migrations), revision)
 
 
-def downgrade(engine: Engine, revision: str = "base") -> None:
-    """Downgrade the schema to ``revision`` (empty by default)."""
-    command.downgrade(alembic_config(engine), revision)
+def downgrade(engine: Engine, revision: str = "base", migrations: Path = MIGRATIONS) -> None:
+    """Downgrade the schema of history ``migrations`` to ``revision`` (empty by default)."""
+    command.downgrade(alembic_config(engine, migrations), revision)
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

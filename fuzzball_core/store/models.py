@@ -200,6 +200,3 @@ class CachedObject(Base):
     definition_hash: Mapped[str] = mapped_column(String(80), default="")
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-
-
-from fuzzball_core.store import federation_models  # noqa: E402, F401  (Federate's tables)

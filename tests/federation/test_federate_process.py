@@ -13,7 +13,7 @@ from federated_workflows import GPU
 
 from fuzzball_core.config import ConfigError, parse_config
 
-FEDERATE_MAIN = "from fuzzball_core.services import federate_main; federate_main()"
+FEDERATE_MAIN = "from fuzzball_federation.main import main; main()"
 
 
 def _free_port() -> int:

@@ -11,7 +11,7 @@ from federated_workflows import CPU, GPU
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import NotFound, Unauthenticated
 from fuzzball_core.service.views import CANCELED, FINISHED
-from fuzzball_core.store.federation_models import FederatedWorkflow
+from fuzzball_federation.models import FederatedWorkflow
 from fuzzball_federation.service import CLUSTER_ANNOTATION
 
 

@@ -1,0 +1,1 @@
+"""Federate's Alembic history (its own version table: see ``fuzzball_federation.models``)."""

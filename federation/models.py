@@ -1,0 +1,66 @@
+"""Federate's own tables, in their own metadata and Alembic history (``migrations/`` here).
+
+Federate keeps no copy of a workflow's state; the owning cluster has it. What it keeps is its
+accounts and their tokens (the shared token store, :mod:`fuzzball_core.service.accounts`, over
+these tables) and, per workflow it dispatched, the member cluster and the id that cluster gave
+it.
+
+Every table name starts with ``federate_`` and the history keeps its revision in
+``federate_alembic_version``, so Federate can have a database of its own or share Orchestrate's:
+neither history creates, alters or drops a table of the other. (Orchestrate's history still
+holds the ``federated_workflows`` table its revision 0004 created and its 0006 dropped; that
+name is Orchestrate's and is not reused here.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+#: Federate's Alembic history (``fuzzball_core.store.database.migrate(engine, migrations=...)``)
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+#: the table in which Federate's Alembic history records its revision
+VERSION_TABLE = "federate_alembic_version"
+
+
+class FederateBase(DeclarativeBase):
+    """Declarative base of Federate's tables (a metadata apart from Orchestrate's)."""
+
+
+class FederateAccount(FederateBase):
+    """A Federate account: owns federated workflows and API tokens."""
+
+    __tablename__ = "federate_accounts"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class FederateApiToken(FederateBase):
+    """A bearer token of a Federate account, stored only as its SHA-256 digest."""
+
+    __tablename__ = "federate_api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("federate_accounts.id", ondelete="CASCADE"))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class FederatedWorkflow(FederateBase):
+    """A workflow Federate dispatched: its federated id, owner, and where it runs."""
+
+    __tablename__ = "federate_workflows"
+    __table_args__ = (Index("ix_federate_workflows_cluster_remote", "cluster", "remote_id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("federate_accounts.id"), index=True)
+    cluster: Mapped[str] = mapped_column(String(200))
+    remote_id: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(300))
+    created_at: Mapped[float] = mapped_column(Float)
