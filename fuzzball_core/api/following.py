@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 
 from fuzzball_core.errors import NotFound
 from fuzzball_core.service.contract import OrchestrateService
-from fuzzball_core.service.views import TERMINAL, LogChunkView, Principal
+from fuzzball_core.service.views import LogChunkView, Principal
+from fuzzball_core.vocabulary import TERMINAL_STATUSES
 
 #: Seconds between two polls of a followed workflow.
 POLL_INTERVAL = 0.2
@@ -71,7 +72,7 @@ async def follow_logs(
     after_seq = 0
     first = True
     while True:
-        terminal = service.get_workflow(who, workflow_id).status in TERMINAL
+        terminal = service.get_workflow(who, workflow_id).status in TERMINAL_STATUSES
         chunks = service.read_logs(
             who, workflow_id, stage_name=stage_name, task_id=task_id, after_seq=after_seq
         )

@@ -17,19 +17,16 @@ import grpc
 
 from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
+from fuzzball_core.api.requests import hold_effect, workflow_source
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
-from fuzzball_core.scheduling import HoldEffect
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.views import Principal
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: Effects a hold can have: cordon, evict, deprovision.
-HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
 
 
 def add_client_servicers(
@@ -81,19 +78,8 @@ def _required(value: str, field: str) -> str:
     return value
 
 
-def _one_of(value: str, field: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise InvalidArgument(f"{field}: expected one of {', '.join(allowed)}, got {value!r}")
-    return value
-
-
-def _source(request: pb.StartWorkflowRequest | pb.ValidateWorkflowRequest) -> dict[str, Any]:
-    which = request.WhichOneof("source")
-    if which == "raw_specification":
-        return {"raw_specification": request.raw_specification, "definition": None}
-    if which == "definition":
-        return {"raw_specification": None, "definition": msg.definition_dict(request.definition)}
-    raise InvalidArgument("source: raw_specification or definition is required")
+#: What a start or validate request without a source is told.
+_NO_SOURCE = "source: raw_specification or definition is required"
 
 
 class _VersionServicer(_Servicer, pb_grpc.VersionServiceServicer):
@@ -110,20 +96,18 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
 
     async def StartWorkflow(self, request: pb.StartWorkflowRequest, context: Any) -> Any:
         async def respond(who: Principal) -> pb.WorkflowIdResponse:
-            # a service that can pin images off the event loop says so with an async variant
-            start_async = getattr(self.service, "start_workflow_async", None)
-            source = _source(request)
-            if start_async is not None:
-                workflow_id = await start_async(who, name=request.name or None, **source)
-            else:
-                workflow_id = self.service.start_workflow(who, name=request.name or None, **source)
+            source = workflow_source(request, missing=_NO_SOURCE)
+            workflow_id = await self.service.start_workflow_async(
+                who, name=request.name or None, **source
+            )
             return pb.WorkflowIdResponse(id=workflow_id)
 
         return await self._answer(context, respond)
 
     async def ValidateWorkflow(self, request: pb.ValidateWorkflowRequest, context: Any) -> Any:
         def respond(who: Principal) -> pb.ValidateWorkflowResponse:
-            warnings = self.service.validate_workflow(who, **_source(request))
+            source = workflow_source(request, missing=_NO_SOURCE)
+            warnings = self.service.validate_workflow(who, **source)
             return pb.ValidateWorkflowResponse(warnings=warnings)
 
         return await self._answer(context, respond)
@@ -221,7 +205,7 @@ class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
         return await self._answer(
             context,
             lambda who: pb.ListNodesResponse(
-                nodes=[msg.node_message(n) for n in self.service.list_nodes(who)]
+                nodes=[msg.node_list_message(n) for n in self.service.list_nodes(who)]
             ),
         )
 
@@ -248,7 +232,7 @@ class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
     async def AddNodeHold(self, request: pb.AddNodeHoldRequest, context: Any) -> Any:
         def respond(who: Principal) -> pb.NodeHold:
             node_id = _required(request.node_id, "node_id")
-            effect = _one_of(request.effect, "effect", HOLD_EFFECTS)
+            effect = hold_effect(request.effect)
             return msg.hold_message(self.service.add_hold(who, node_id, effect, request.reason))
 
         return await self._answer(context, respond)

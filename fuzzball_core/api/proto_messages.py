@@ -1,14 +1,20 @@
-"""Service views as ``fuzzball.v1`` protobuf messages, and request ``Struct`` s back to dicts."""
+"""Service views as ``fuzzball.v1`` messages: the one mapping both transports answer with.
+
+The gRPC servicers send these messages; the REST gateway sends their JSON
+(:func:`fuzzball_core.api.rest_messages.to_json`). Optional fields are set only when the view
+has a value, so that the JSON leaves them out exactly when the view does.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from fuzzball_core.api.rest_messages import whole_numbers
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.service.views import (
-    PENDING,
     EventView,
     HoldView,
     LogChunkView,
@@ -17,95 +23,125 @@ from fuzzball_core.service.views import (
     StageView,
     WorkflowView,
 )
+from fuzzball_core.vocabulary import StageKind, Status
+
+_GIB = 1024**3
 
 
-def _timestamp(value: float | None) -> timestamp_pb2.Timestamp | None:
+def timestamp(value: float | None) -> timestamp_pb2.Timestamp | None:
+    """A ``Timestamp`` of a Unix time, to the microsecond (what the store keeps); ``None``
+    stays ``None`` (unset)."""
     if value is None:
         return None
-    stamp = timestamp_pb2.Timestamp()
-    seconds = int(value // 1)
-    stamp.seconds, stamp.nanos = seconds, round((value - seconds) * 1e9) % 1_000_000_000
-    return stamp
+    micros = round(value * 1_000_000)
+    return timestamp_pb2.Timestamp(seconds=micros // 1_000_000, nanos=(micros % 1_000_000) * 1000)
+
+
+def unix_time(stamp: timestamp_pb2.Timestamp) -> float:
+    """The Unix time of a ``Timestamp``."""
+    return stamp.seconds + stamp.nanos / 1e9
 
 
 def status_value(status: str) -> int:
     """The ``WorkflowStatus`` number of a view status (pending is ``UNSPECIFIED``)."""
-    name = "STAGE_STATUS_UNSPECIFIED" if status == PENDING else f"STAGE_STATUS_{status}"
-    return pb.WorkflowStatus.Value(name)
+    name = "UNSPECIFIED" if status == Status.PENDING else status
+    return pb.WorkflowStatus.Value(f"STAGE_STATUS_{name}")
 
 
-def _kind_value(kind: str) -> int:
+def status_of(value: int) -> Status:
+    """The view status of a ``WorkflowStatus`` number (``UNSPECIFIED`` is pending)."""
+    name = pb.WorkflowStatus.Name(value).removeprefix("STAGE_STATUS_")
+    return Status.PENDING if name == "UNSPECIFIED" else Status(name)
+
+
+def kind_value(kind: str) -> int:
+    """The ``StageKind`` number of a view's stage kind (``job`` -> ``STAGE_KIND_JOB``)."""
     return pb.StageKind.Value(f"STAGE_KIND_{kind.upper()}")
 
 
-def _struct(data: Any) -> struct_pb2.Struct:
+def kind_of(value: int) -> str:
+    """The view's stage kind of a ``StageKind`` number (``STAGE_KIND_JOB`` -> ``job``)."""
+    return pb.StageKind.Name(value).removeprefix("STAGE_KIND_").lower()
+
+
+def _struct(data: Mapping[str, Any]) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
     message.update(dict(data))
     return message
 
 
+def _if_set(text: str) -> str | None:
+    """An optional string field's value: unset rather than empty."""
+    return text or None
+
+
 def stage_message(stage: StageView) -> pb.WorkflowStage:
-    """A ``WorkflowStage``."""
+    """A ``WorkflowStage``; the task counters are set for task arrays only."""
+    array = stage.task_count is not None
     return pb.WorkflowStage(
         id=stage.id,
-        workflow_id=stage.workflow_id,
         name=stage.name,
-        kind=_kind_value(stage.kind),
         status=status_value(stage.status),
-        node_ids=list(stage.node_ids),
-        exit_code=stage.exit_code,
-        message=stage.message,
-        attempt=stage.attempt,
-        create_time=_timestamp(stage.created_at),
-        start_time=_timestamp(stage.started_at),
-        end_time=_timestamp(stage.finished_at),
-        task_count=stage.task_count,
-        tasks_finished=stage.tasks_finished,
-        tasks_failed=stage.tasks_failed,
-        tasks_running=stage.tasks_running,
+        kind=kind_value(stage.kind),
+        error=_if_set(stage.message),
+        create_time=timestamp(stage.created_at),
+        start_time=timestamp(stage.started_at),
+        end_time=timestamp(stage.finished_at),
+        details=pb.StageDetails(
+            workflow_id=stage.workflow_id,
+            node_ids=list(stage.node_ids),
+            exit_code=stage.exit_code,
+            attempt=stage.attempt,
+            task_count=stage.task_count,
+            tasks_finished=stage.tasks_finished if array else None,
+            tasks_failed=stage.tasks_failed if array else None,
+            tasks_running=stage.tasks_running if array else None,
+        ),
     )
 
 
 def workflow_message(workflow: WorkflowView) -> pb.Workflow:
-    """A ``Workflow`` with its stages."""
+    """A ``Workflow``; its stages, of every kind, are the swagger's ``jobs``."""
+    jobs = sum(1 for s in workflow.stages if s.kind == StageKind.JOB)
     return pb.Workflow(
         id=workflow.id,
         name=workflow.name,
         status=status_value(workflow.status),
         account_id=workflow.account_id,
-        create_time=_timestamp(workflow.created_at),
-        start_time=_timestamp(workflow.started_at),
-        end_time=_timestamp(workflow.finished_at),
-        error=workflow.error,
-        raw_specification=workflow.raw_specification,
-        stages=[stage_message(s) for s in workflow.stages],
+        create_time=timestamp(workflow.created_at),
+        start_time=timestamp(workflow.started_at),
+        end_time=timestamp(workflow.finished_at),
+        error=_if_set(workflow.error),
+        raw_specification=_if_set(workflow.raw_specification),
+        jobs=[stage_message(s) for s in workflow.stages],
+        total_jobs=jobs or None,
     )
 
 
 def workflow_status_message(workflow: WorkflowView) -> pb.GetWorkflowStatusResponse:
-    """A ``GetWorkflowStatusResponse``."""
+    """A ``GetWorkflowStatusResponse``: the stages under ``status.stages``."""
     return pb.GetWorkflowStatusResponse(
         id=workflow.id,
         name=workflow.name,
         workflow_status=status_value(workflow.status),
-        create_time=_timestamp(workflow.created_at),
-        start_time=_timestamp(workflow.started_at),
-        end_time=_timestamp(workflow.finished_at),
-        error=workflow.error,
-        stages=[stage_message(s) for s in workflow.stages],
+        create_time=timestamp(workflow.created_at),
+        start_time=timestamp(workflow.started_at),
+        end_time=timestamp(workflow.finished_at),
+        error=_if_set(workflow.error),
+        status=pb.WorkflowPlan(stages=[stage_message(s) for s in workflow.stages]),
     )
 
 
 def event_message(event: EventView) -> pb.WorkflowEvent:
-    """A ``WorkflowEvent``."""
+    """A ``WorkflowEvent`` (of a workflow or of a node)."""
     return pb.WorkflowEvent(
         seq=event.seq,
-        time=_timestamp(event.time),
+        time=timestamp(event.time),
         kind=event.kind,
         message=event.message,
-        workflow_id=event.workflow_id or "",
-        stage_name=event.stage_name or "",
-        node_id=event.node_id or "",
+        workflow_id=event.workflow_id,
+        stage_name=event.stage_name,
+        node_id=event.node_id,
         data=_struct(event.data),
     )
 
@@ -114,7 +150,7 @@ def log_chunk_message(chunk: LogChunkView) -> pb.WorkflowLogChunk:
     """A ``WorkflowLogChunk`` (the text as UTF-8 bytes)."""
     return pb.WorkflowLogChunk(
         seq=chunk.seq,
-        time=_timestamp(chunk.time),
+        time=timestamp(chunk.time),
         stage_name=chunk.stage_name,
         stream=chunk.stream,
         output=chunk.data.encode(),
@@ -128,9 +164,9 @@ def hold_message(hold: HoldView) -> pb.NodeHold:
         id=hold.id,
         effect=hold.effect,
         source=hold.source,
-        reason=hold.reason,
-        placed_by=hold.placed_by,
-        place_time=_timestamp(hold.placed_at),
+        reason=_if_set(hold.reason),
+        placed_by=_if_set(hold.placed_by),
+        place_time=timestamp(hold.placed_at),
     )
 
 
@@ -138,48 +174,86 @@ def explanation_message(explanation: StageExplanation) -> pb.StageExplanation:
     """A ``StageExplanation`` (``estimated_start_time`` unset when there is no estimate)."""
     return pb.StageExplanation(
         stage_name=explanation.stage_name,
-        kind=_kind_value(explanation.kind),
+        kind=kind_value(explanation.kind),
         status=status_value(explanation.status),
         reason=explanation.reason,
-        message=explanation.message,
-        estimated_start_time=_timestamp(explanation.estimated_start),
+        message=_if_set(explanation.message),
+        estimated_start_time=timestamp(explanation.estimated_start),
     )
 
 
-def node_message(node: NodeView) -> pb.NodeInfo:
-    """A ``NodeInfo``."""
-    return pb.NodeInfo(
+def _gib(size: int) -> float:
+    return round(size / _GIB, 3)
+
+
+def _resource(cores: int, memory: int, devices: Mapping[str, int]) -> pb.Resource:
+    return pb.Resource(
+        cpu=pb.CpuResource(cores=cores), mem=pb.MemResource(bytes=memory), devices=dict(devices)
+    )
+
+
+def _node_resources(node: NodeView) -> pb.NodeResources:
+    free_devices = {
+        name: count - node.used_devices.get(name, 0) for name, count in node.devices.items()
+    }
+    return pb.NodeResources(
+        total=_resource(node.cores, node.memory, node.devices),
+        free=_resource(node.cores - node.used_cores, node.memory - node.used_memory, free_devices),
+        annotations=dict(node.annotations),
+    )
+
+
+def node_list_message(node: NodeView) -> pb.ListNodeInfo:
+    """A ``ListNodeInfo``, with the node's ``holds``."""
+    return pb.ListNodeInfo(
         id=node.id,
-        name=node.name,
+        host_name=node.name,
         status=node.status,
         cores=node.cores,
-        memory=node.memory,
-        devices=dict(node.devices),
-        annotations=dict(node.annotations),
-        used_cores=node.used_cores,
-        used_memory=node.used_memory,
-        used_devices=dict(node.used_devices),
-        registered_at=_timestamp(node.registered_at),
-        last_seen=_timestamp(node.last_seen),
-        stages=list(node.stages),
+        memory_gb=_gib(node.memory),
+        devices=sum(node.devices.values()),
+        running_jobs=len(node.stages),
+        resource=_node_resources(node),
         holds=[hold_message(h) for h in node.holds],
     )
 
 
+def node_message(node: NodeView) -> pb.GetNodeInfo:
+    """A ``GetNodeInfo``, with the running work as ``running_jobs`` and the node's ``holds``."""
+    running = []
+    for entry in node.stages:
+        workflow_id, _, stage_name = entry.partition("/")
+        running.append(pb.RunningJob(job_name=stage_name, workflow_id=workflow_id))
+    summary = pb.ResourceSummary(
+        total_cores=node.cores,
+        available_cores=node.cores - node.used_cores,
+        allocated_cores=node.used_cores,
+        total_memory_gb=_gib(node.memory),
+        available_memory_gb=_gib(node.memory - node.used_memory),
+        allocated_memory_gb=_gib(node.used_memory),
+        device_summaries=[
+            pb.DeviceTypeSummary(
+                device_type=name,
+                total_count=count,
+                available_count=count - node.used_devices.get(name, 0),
+            )
+            for name, count in sorted(node.devices.items())
+        ],
+    )
+    return pb.GetNodeInfo(
+        id=node.id,
+        host_name=node.name,
+        status=node.status,
+        memory_gb=_gib(node.memory),
+        running_jobs=running,
+        resource_summary=summary,
+        resource=_node_resources(node),
+        holds=[hold_message(h) for h in node.holds],
+        registered_at=timestamp(node.registered_at),
+        last_seen=timestamp(node.last_seen),
+    )
+
+
 def definition_dict(definition: struct_pb2.Struct) -> dict[str, Any]:
-    """A ``Struct`` as the plain document it stands for.
-
-    A ``Struct`` holds every number as a double; whole numbers come back as ``int`` so that
-    ``cores: 2`` reads as it was written.
-    """
-    return _whole_numbers(json_format.MessageToDict(definition))
-
-
-def _whole_numbers(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _whole_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_whole_numbers(item) for item in value]
-    return value
+    """A ``Struct`` as the plain document it stands for, whole numbers as ``int``."""
+    return whole_numbers(json_format.MessageToDict(definition))

@@ -2,9 +2,15 @@
 
 Shaped like Fuzzball's own gateway (``fuzzball-api-v3.3.swagger.json``): JSON bodies in
 camelCase, errors as google.rpc.Status bodies with the matching HTTP status, log streams as
-newline-delimited ``{"result": {...}}`` objects the way grpc-gateway streams. Every request,
-``/version`` included, needs ``Authorization: Bearer <token>``. Nothing a client sends can
-produce a traceback: unexpected failures are logged here and answered with a bare INTERNAL.
+newline-delimited ``{"result": {...}}`` objects the way grpc-gateway streams. Every body, both
+ways, is a ``fuzzball.v1`` message in its proto3 JSON mapping (``rest_messages``): replies are
+the messages the gRPC API sends, request bodies are parsed into the messages it receives.
+Every request, ``/version`` included, needs ``Authorization: Bearer <token>``. Nothing a client
+sends can produce a traceback: unexpected failures are logged here and answered with a bare
+INTERNAL.
+
+A process may add routes of its own (:class:`ExtraRoutes`): Orchestrate adds its object
+cache, which nodes reach with their own token.
 """
 
 from __future__ import annotations
@@ -12,31 +18,29 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
+from google.protobuf.message import Message
 
-from fuzzball_core.api import rest_messages as msg
+from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
+from fuzzball_core.api.requests import hold_effect, workflow_source
+from fuzzball_core.api.rest_messages import parse_request, to_json
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
-from fuzzball_core.orchestrate.object_cache_routes import (
-    NODE_OBJECTS_PATH,
-    add_object_cache_routes,
-    check_node_token,
-)
-from fuzzball_core.scheduling import HoldEffect
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.views import Principal
 
 log = logging.getLogger(__name__)
 
 BASE_PATH = "/v3"
-#: Effects a hold can have: cordon, evict, deprovision.
-HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
 _SERVICE = web.AppKey("service", object)
 _POLL_INTERVAL = web.AppKey("poll_interval", float)
 _OFFLOAD = web.AppKey("offload_calls", bool)
+_NODE_PATHS = web.AppKey("node_paths", dict)
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
 _NODE_ID = "{id:[^/:]+}"
@@ -45,7 +49,23 @@ _NODE_ID = "{id:[^/:]+}"
 _IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class ExtraRoutes:
+    """Routes a process adds to the gateway beside the API's own.
+
+    ``add(app, base, principal_of)`` registers them under ``base`` (``/v3``); a handler finds
+    its authenticated caller with ``principal_of(request)``. Requests whose path starts with
+    one of ``node_paths`` are not an account's: ``check_node_token(token)`` accepts or refuses
+    their bearer token instead (raising ``Unauthenticated``).
+    """
+
+    add: Callable[[web.Application, str, Callable[[web.Request], Principal]], None]
+    node_paths: tuple[str, ...] = ()
+    check_node_token: Callable[[str], None] | None = None
 
 
 def build_rest_app(
@@ -53,16 +73,23 @@ def build_rest_app(
     *,
     poll_interval: float = POLL_INTERVAL,
     offload_calls: bool = False,
+    extra_routes: Sequence[ExtraRoutes] = (),
 ) -> web.Application:
     """The gateway as an aiohttp application; ``poll_interval`` paces followed logs.
 
     ``offload_calls`` runs the service's calls in worker threads, for a service that waits
     on other servers (Federate asks its members): a slow member then holds up only the
-    requests that need it, not the event loop."""
+    requests that need it, not the event loop. ``extra_routes`` are the process's own."""
     app = web.Application(middlewares=[_error_middleware, _auth_middleware])
     app[_SERVICE] = service
     app[_POLL_INTERVAL] = poll_interval
     app[_OFFLOAD] = offload_calls
+    app[_NODE_PATHS] = {
+        prefix: extra.check_node_token
+        for extra in extra_routes
+        if extra.check_node_token is not None
+        for prefix in extra.node_paths
+    }
     base = BASE_PATH
     app.router.add_get(f"{base}/version", _version)
     app.router.add_post(f"{base}/workflows", _start_workflow)
@@ -82,7 +109,8 @@ def build_rest_app(
     app.router.add_get(f"{base}/nodes/{_NODE_ID}/holds", _list_holds)
     app.router.add_post(f"{base}/nodes/{_NODE_ID}/holds", _add_hold)
     app.router.add_delete(f"{base}/nodes/{_NODE_ID}/holds/{{holdId}}", _release_hold)
-    add_object_cache_routes(app, base, _service, _principal)
+    for extra in extra_routes:
+        extra.add(app, base, _principal)
     return app
 
 
@@ -125,11 +153,21 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
     # Unknown paths answer 404 before credentials are looked at, so that clients can probe
     # for the API's version prefix.
     if request.match_info.http_exception is None:
-        if request.path.startswith(NODE_OBJECTS_PATH):
-            check_node_token(_service(request), _bearer_token(request))
+        node_check = _node_token_check(request)
+        if node_check is not None:
+            node_check(_bearer_token(request))
             return await handler(request)
         request[_PRINCIPAL] = _service(request).authenticate(_bearer_token(request))
     return await handler(request)
+
+
+def _node_token_check(request: web.Request) -> Callable[[str], None] | None:
+    """The node-token check of the extra routes ``request`` is for, if it is for one."""
+    checks: dict[str, Callable[[str], None]] = request.app[_NODE_PATHS]
+    for prefix, check in checks.items():
+        if request.path.startswith(prefix):
+            return check
+    return None
 
 
 def _bearer_token(request: web.Request) -> str:
@@ -162,7 +200,14 @@ async def _run(request: web.Request, call: Callable[[OrchestrateService, Princip
 # Request parsing
 
 
-async def _json_object(request: web.Request) -> dict[str, Any]:
+async def _request_body(
+    request: web.Request,
+    message_type: type[M],
+    *,
+    ignored: frozenset[str] = frozenset(),
+    from_path: tuple[str, ...] = (),
+) -> M:
+    """The JSON body as a ``message_type`` (see :func:`rest_messages.parse_request`)."""
     text = await request.text()
     if not text.strip():
         raise InvalidArgument("request body: expected a JSON object, got an empty body")
@@ -172,31 +217,14 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
         raise InvalidArgument(
             f"request body: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    if not isinstance(body, dict):
-        raise InvalidArgument(f"request body: expected a JSON object, got {_json_type(body)}")
-    return body
+    return parse_request(body, message_type, ignored=ignored, from_path=from_path)
 
 
-def _json_type(value: Any) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
+def _reply(message: Message) -> web.Response:
+    return web.json_response(to_json(message))
 
 
-def _workflow_source(body: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
-    """``raw_specification``/``definition`` keyword arguments from a start/validate body."""
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise InvalidArgument(f"request body: unknown field {unknown[0]!r}")
-    raw, definition = body.get("rawSpecification"), body.get("definition")
-    if raw is not None and definition is not None:
-        raise InvalidArgument("request body: give either definition or rawSpecification, not both")
-    if raw is None and definition is None:
-        raise InvalidArgument("request body: definition or rawSpecification is required")
-    if raw is not None and not isinstance(raw, str):
-        raise InvalidArgument(f"rawSpecification: expected a string, got {_json_type(raw)}")
-    if definition is not None and not isinstance(definition, dict):
-        raise InvalidArgument(f"definition: expected an object, got {_json_type(definition)}")
-    return {"raw_specification": raw, "definition": definition}
+_NO_SOURCE = "request body: definition or rawSpecification is required"
 
 
 def _query_bool(request: web.Request, name: str) -> bool:
@@ -223,54 +251,46 @@ def _query_int(request: web.Request, name: str) -> int | None:
 
 
 async def _version(request: web.Request) -> web.Response:
-    return web.json_response({"version": _service(request).version()})
+    return _reply(pb.GetVersionResponse(version=_service(request).version()))
 
 
 async def _start_workflow(request: web.Request) -> web.Response:
-    body = await _json_object(request)
-    allowed = frozenset({"name", "rawSpecification", "definition"}) | _IGNORED_START_FIELDS
-    source = _workflow_source(body, allowed)
-    name = body.get("name")
-    if name is not None and not isinstance(name, str):
-        raise InvalidArgument(f"name: expected a string, got {_json_type(name)}")
-    service, who = _service(request), _principal(request)
-    # a service that can pin images off the event loop says so with an async variant
-    start_async = getattr(service, "start_workflow_async", None)
-    if start_async is not None:
-        workflow_id = await start_async(who, name=name or None, **source)
-    else:
-        workflow_id = service.start_workflow(who, name=name or None, **source)
-    return web.json_response({"id": workflow_id})
+    body = await _request_body(request, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
+    source = workflow_source(body, missing=_NO_SOURCE)
+    workflow_id = await _service(request).start_workflow_async(
+        _principal(request), name=body.name or None, **source
+    )
+    return _reply(pb.WorkflowIdResponse(id=workflow_id))
 
 
 async def _validate_workflow(request: web.Request) -> web.Response:
-    body = await _json_object(request)
-    source = _workflow_source(body, frozenset({"rawSpecification", "definition"}))
+    body = await _request_body(request, pb.ValidateWorkflowRequest)
+    source = workflow_source(body, missing=_NO_SOURCE)
     warnings = await _run(request, lambda s, who: s.validate_workflow(who, **source))
-    return web.json_response({"warnings": warnings})
+    return _reply(pb.ValidateWorkflowResponse(warnings=warnings))
 
 
 async def _list_workflows(request: web.Request) -> web.Response:
     workflows = await _run(request, lambda s, who: s.list_workflows(who))
-    return web.json_response({"workflows": [msg.workflow_json(w) for w in workflows]})
+    return _reply(pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows]))
 
 
 async def _get_workflow(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
-    return web.json_response(msg.workflow_json(workflow))
+    return _reply(msg.workflow_message(workflow))
 
 
 async def _workflow_status(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
-    return web.json_response(msg.workflow_status_json(workflow))
+    return _reply(msg.workflow_status_message(workflow))
 
 
 async def _stop_workflow(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     await _run(request, lambda s, who: s.stop_workflow(who, workflow_id))
-    return web.json_response({"id": workflow_id})
+    return _reply(pb.WorkflowIdResponse(id=workflow_id))
 
 
 async def _workflow_events(request: web.Request) -> web.Response:
@@ -279,7 +299,7 @@ async def _workflow_events(request: web.Request) -> web.Response:
     events = await _run(
         request, lambda s, who: s.list_events(who, workflow_id, after_seq=after_seq)
     )
-    return web.json_response({"events": [msg.event_json(e) for e in events]})
+    return _reply(pb.ListEventsResponse(events=[msg.event_message(e) for e in events]))
 
 
 async def _node_events(request: web.Request) -> web.Response:
@@ -288,7 +308,7 @@ async def _node_events(request: web.Request) -> web.Response:
     events = await _run(
         request, lambda s, who: s.list_node_events(who, node_id, after_seq=after_seq)
     )
-    return web.json_response({"events": [msg.event_json(e) for e in events]})
+    return _reply(pb.ListEventsResponse(events=[msg.event_message(e) for e in events]))
 
 
 async def _explain_workflow(request: web.Request) -> web.Response:
@@ -296,7 +316,14 @@ async def _explain_workflow(request: web.Request) -> web.Response:
     explanations = await _run(
         request, lambda s, who: s.explain_workflow(who, workflow_id, include_finished=everything)
     )
-    return web.json_response({"stages": [msg.explanation_json(e) for e in explanations]})
+    return _reply(
+        pb.ExplainWorkflowResponse(stages=[msg.explanation_message(e) for e in explanations])
+    )
+
+
+def _log_line(key: str, body: dict[str, Any]) -> bytes:
+    """One line of a log stream: ``{"result": chunk}`` or ``{"error": status}``."""
+    return json.dumps({key: body}).encode() + b"\n"
 
 
 async def _workflow_log(request: web.Request) -> web.StreamResponse:
@@ -310,8 +337,8 @@ async def _workflow_log(request: web.Request) -> web.StreamResponse:
         chunks = read_logs(
             service, who, workflow_id, stage_name=stage_name, task_id=task_id, tail=tail
         )
-        lines = "".join(json.dumps({"result": msg.log_result_json(c)}) + "\n" for c in chunks)
-        return web.Response(text=lines, content_type="application/json")
+        lines = b"".join(_log_line("result", to_json(msg.log_chunk_message(c))) for c in chunks)
+        return web.Response(body=lines, content_type="application/json")
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     await response.prepare(request)
     try:
@@ -324,35 +351,34 @@ async def _workflow_log(request: web.Request) -> web.StreamResponse:
             tail=tail,
             poll_interval=request.app[_POLL_INTERVAL],
         ):
-            line = json.dumps({"result": msg.log_result_json(chunk)})
-            await response.write(line.encode() + b"\n")
+            await response.write(_log_line("result", to_json(msg.log_chunk_message(chunk))))
     except ConnectionResetError:
         return response  # the client went away; nobody is left to tell
     except FuzzballError as exc:
-        await response.write(json.dumps({"error": exc.to_status()}).encode() + b"\n")
+        await response.write(_log_line("error", exc.to_status()))
     except Exception:
         log.exception("following the log of workflow %s failed", workflow_id)
         error = Internal("internal error; the server log has the details")
-        await response.write(json.dumps({"error": error.to_status()}).encode() + b"\n")
+        await response.write(_log_line("error", error.to_status()))
     await response.write_eof()
     return response
 
 
 async def _list_nodes(request: web.Request) -> web.Response:
     nodes = await _run(request, lambda s, who: s.list_nodes(who))
-    return web.json_response({"nodes": [msg.node_list_json(n) for n in nodes]})
+    return _reply(pb.ListNodesResponse(nodes=[msg.node_list_message(n) for n in nodes]))
 
 
 async def _get_node(request: web.Request) -> web.Response:
     node_id = request.match_info["id"]
     node = await _run(request, lambda s, who: s.get_node(who, node_id))
-    return web.json_response(msg.node_json(node))
+    return _reply(msg.node_message(node))
 
 
 async def _remove_node(request: web.Request) -> web.Response:
     node_id = request.match_info["id"]
     await _run(request, lambda s, who: s.remove_node(who, node_id))
-    return web.json_response({})
+    return _reply(pb.RemoveNodeResponse())
 
 
 async def _uncordon_node(request: web.Request) -> web.Response:
@@ -361,32 +387,22 @@ async def _uncordon_node(request: web.Request) -> web.Response:
     released, remaining = await _run(
         request, lambda s, who: (s.uncordon(who, node_id), s.list_holds(who, node_id))
     )
-    return web.json_response({"released": released, "holds": [msg.hold_json(h) for h in remaining]})
+    return _reply(
+        pb.UncordonNodeResponse(released=released, holds=[msg.hold_message(h) for h in remaining])
+    )
 
 
 async def _list_holds(request: web.Request) -> web.Response:
     node_id = request.match_info["id"]
     holds = await _run(request, lambda s, who: s.list_holds(who, node_id))
-    return web.json_response({"holds": [msg.hold_json(h) for h in holds]})
+    return _reply(pb.ListNodeHoldsResponse(holds=[msg.hold_message(h) for h in holds]))
 
 
 async def _add_hold(request: web.Request) -> web.Response:
-    body = await _json_object(request)
-    unknown = sorted(set(body) - {"effect", "reason"})
-    if unknown:
-        raise InvalidArgument(f"request body: unknown field {unknown[0]!r}")
-    effect, reason = body.get("effect"), body.get("reason", "")
-    if effect is None:
-        raise InvalidArgument(f"effect: required, one of {', '.join(HOLD_EFFECTS)}")
-    if not isinstance(effect, str):
-        raise InvalidArgument(f"effect: expected a string, got {_json_type(effect)}")
-    if effect not in HOLD_EFFECTS:
-        raise InvalidArgument(f"effect: expected one of {', '.join(HOLD_EFFECTS)}, got {effect!r}")
-    if not isinstance(reason, str):
-        raise InvalidArgument(f"reason: expected a string, got {_json_type(reason)}")
-    node_id = request.match_info["id"]
-    hold = await _run(request, lambda s, who: s.add_hold(who, node_id, effect, reason))
-    return web.json_response(msg.hold_json(hold))
+    body = await _request_body(request, pb.AddNodeHoldRequest, from_path=("node_id",))
+    effect, node_id = hold_effect(body.effect), request.match_info["id"]
+    hold = await _run(request, lambda s, who: s.add_hold(who, node_id, effect, body.reason))
+    return _reply(msg.hold_message(hold))
 
 
 async def _release_hold(request: web.Request) -> web.Response:
@@ -397,4 +413,4 @@ async def _release_hold(request: web.Request) -> web.Response:
         raise InvalidArgument(f"holdId: expected an integer, got {text!r}") from None
     node_id = request.match_info["id"]
     await _run(request, lambda s, who: s.release_hold(who, node_id, hold_id))
-    return web.json_response({})
+    return _reply(pb.ReleaseNodeHoldResponse())

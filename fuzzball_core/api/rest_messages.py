@@ -1,241 +1,170 @@
-"""Service views as Fuzzball's REST JSON (API v3: camelCase, RFC 3339 times, enum names).
+"""REST JSON as the proto3 JSON mapping of the ``fuzzball.v1`` messages, both ways.
 
-Field names follow ``fuzzball-api-v3.3.swagger.json``; fields the swagger lacks (``status`` of
-a node, task counters of a stage, ``warnings`` of a validation, node ``holds``, stage
-explanations) are additions, never renamings. Unset values (``None``) are left out, as
-grpc-gateway leaves out unset fields.
+Fuzzball's REST API is a gateway over its protos, and so is this one: a reply's JSON is its
+message through ``google.protobuf.json_format`` (camelCase field names, enum names such as
+``STAGE_STATUS_FINISHED``, RFC 3339 times, bytes as base64, int64 as a string). Fields without
+presence (plain scalars, lists, maps) are always written; ``optional`` scalars and message
+fields are left out while unset, as the view left them out. Two departures from
+``MessageToDict``: the keys come in the order the proto declares its fields (so the JSON reads
+the same whatever is set), and a ``google.protobuf.Struct`` keeps every number as a double, so
+whole numbers in one are written as integers again (an event's ``{"done": 5}`` stays ``5``).
+
+Reading goes through the same mapping: :func:`parse_request` turns a request body into its
+message and answers ``InvalidArgument`` naming the field for anything that does not fit;
+:func:`read_reply` reads a server's reply into a message, ignoring fields it does not know (a
+newer server may send more).
 """
 
 from __future__ import annotations
 
-import base64
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Collection
+from typing import Any, TypeVar
 
-from fuzzball_core.service.views import (
-    PENDING,
-    EventView,
-    HoldView,
-    LogChunkView,
-    NodeView,
-    StageExplanation,
-    StageView,
-    WorkflowView,
-)
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 
-_GIB = 1024**3
+from fuzzball_core.errors import InvalidArgument
 
+M = TypeVar("M", bound=Message)
 
-def rfc3339(timestamp: float | None) -> str | None:
-    """``2024-05-01T10:00:00.250000Z`` for a Unix time; ``None`` stays ``None``."""
-    if timestamp is None:
-        return None
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+_STRUCT = "google.protobuf.Struct"
+
+#: What a JSON value must be for a field of each protobuf type (the JSON mapping's spellings).
+_EXPECTED: dict[int, tuple[str, tuple[type, ...]]] = {
+    FieldDescriptor.TYPE_STRING: ("a string", (str,)),
+    FieldDescriptor.TYPE_BYTES: ("a base64 string", (str,)),
+    FieldDescriptor.TYPE_BOOL: ("a boolean", (bool,)),
+    FieldDescriptor.TYPE_ENUM: ("an enum name", (str, int)),
+}
+_NUMBERS = (int, float, str)  # the JSON mapping accepts numbers, and int64 as strings
 
 
-def status_enum(status: str) -> str:
-    """``STAGE_STATUS_<STATUS>``; pending is ``STAGE_STATUS_UNSPECIFIED`` as in the swagger."""
-    return "STAGE_STATUS_UNSPECIFIED" if status == PENDING else f"STAGE_STATUS_{status}"
+def to_json(message: Message) -> dict[str, Any]:
+    """The REST JSON of ``message``, its fields in the order the proto declares them."""
+    body = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    return _in_schema_order(message, body)
 
 
-def kind_enum(kind: str) -> str:
-    """``STAGE_KIND_<KIND>`` for a stage kind (``job`` -> ``STAGE_KIND_JOB``)."""
-    return f"STAGE_KIND_{kind.upper()}"
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every whole float in it (at any depth) as an ``int``.
+
+    A ``Struct`` holds every number as a double; what was written ``cores: 2`` reads back as
+    ``2``, not ``2.0``.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(item) for item in value]
+    return value
 
 
-def _compact(message: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in message.items() if value is not None}
+def _in_schema_order(message: Message, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (``message``'s ``MessageToDict``) with its keys in declaration order, at every
+    depth, and whole numbers in ``Struct`` fields as integers.
+
+    ``MessageToDict`` writes the fields that are set before those shown at their defaults, so
+    without this a field would move about the JSON with its value.
+    """
+    ordered: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        key = field.json_name
+        if key not in body:
+            continue
+        value = body[key]
+        kind = field.message_type
+        if kind is not None and not kind.GetOptions().map_entry:
+            held = getattr(message, field.name)
+            if kind.full_name == _STRUCT:
+                value = whole_numbers(value)
+            elif field.is_repeated:
+                value = [_in_schema_order(m, b) for m, b in zip(held, value, strict=True)]
+            elif isinstance(value, dict):  # well-known types such as Timestamp are strings
+                value = _in_schema_order(held, value)
+        ordered[key] = value
+    return ordered
 
 
-def stage_json(stage: StageView) -> dict[str, Any]:
-    """A ``WorkflowStage``; what the swagger has no field for goes under ``details``."""
-    details = _compact(
-        {
-            "workflowId": stage.workflow_id,
-            "nodeIds": list(stage.node_ids),
-            "exitCode": stage.exit_code,
-            "attempt": stage.attempt,
-            "taskCount": stage.task_count,
-            "tasksFinished": stage.tasks_finished if stage.task_count is not None else None,
-            "tasksFailed": stage.tasks_failed if stage.task_count is not None else None,
-            "tasksRunning": stage.tasks_running if stage.task_count is not None else None,
-        }
-    )
-    return _compact(
-        {
-            "id": stage.id,
-            "name": stage.name,
-            "status": status_enum(stage.status),
-            "kind": kind_enum(stage.kind),
-            "error": stage.message or None,
-            "createTime": rfc3339(stage.created_at),
-            "startTime": rfc3339(stage.started_at),
-            "endTime": rfc3339(stage.finished_at),
-            "details": details,
-        }
-    )
+def read_reply(data: Any, message_type: type[M]) -> M:
+    """A server's JSON reply as a ``message_type``; fields this client does not know are
+    dropped. ``InvalidArgument`` if the reply does not fit the message at all."""
+    try:
+        return json_format.ParseDict(data, message_type(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise InvalidArgument(
+            f"the server's reply is not a {message_type.DESCRIPTOR.name}: {exc}"
+        ) from None
 
 
-def workflow_json(workflow: WorkflowView) -> dict[str, Any]:
-    """A ``Workflow``; its stages, of every kind, are the swagger's ``jobs``."""
-    return _compact(
-        {
-            "id": workflow.id,
-            "name": workflow.name,
-            "status": status_enum(workflow.status),
-            "accountId": workflow.account_id,
-            "createTime": rfc3339(workflow.created_at),
-            "startTime": rfc3339(workflow.started_at),
-            "endTime": rfc3339(workflow.finished_at),
-            "error": workflow.error or None,
-            "rawSpecification": workflow.raw_specification or None,
-            "jobs": [stage_json(s) for s in workflow.stages] if workflow.stages else None,
-            "totalJobs": sum(1 for s in workflow.stages if s.kind == "job") or None,
-        }
-    )
+def parse_request(
+    body: Any,
+    message_type: type[M],
+    *,
+    ignored: Collection[str] = (),
+    from_path: Collection[str] = (),
+) -> M:
+    """A REST request body as a ``message_type``.
+
+    ``ignored`` names (in JSON spelling) fields the API accepts but does not act on;
+    ``from_path`` names (proto spelling) fields the URL path gives, which the body may not.
+    ``InvalidArgument`` names the first field that does not fit: unknown, of the wrong JSON
+    type, or a second member of a ``oneof``.
+    """
+    if not isinstance(body, dict):
+        raise InvalidArgument(f"request body: expected a JSON object, got {json_type(body)}")
+    descriptor = message_type.DESCRIPTOR
+    fields = _body_fields(descriptor, from_path)
+    given = {key: value for key, value in body.items() if key not in ignored}
+    chosen_of: dict[str, str] = {}
+    for key, value in given.items():
+        field = fields.get(key)
+        if field is None:
+            raise InvalidArgument(f"request body: unknown field {key!r}")
+        _check_type(key, field, value)
+        oneof = field.containing_oneof
+        if oneof is not None and value is not None:
+            if oneof.name in chosen_of:
+                raise InvalidArgument(
+                    f"request body: give either {chosen_of[oneof.name]} or {key}, not both"
+                )
+            chosen_of[oneof.name] = key
+    try:
+        return json_format.ParseDict(given, message_type())
+    except json_format.ParseError as exc:
+        raise InvalidArgument(f"request body: {exc}") from None
 
 
-def workflow_status_json(workflow: WorkflowView) -> dict[str, Any]:
-    """A ``GetWorkflowStatusResponse``: the stages under ``status.stages``."""
-    return _compact(
-        {
-            "id": workflow.id,
-            "name": workflow.name,
-            "workflowStatus": status_enum(workflow.status),
-            "status": {"stages": [stage_json(s) for s in workflow.stages]},
-            "createTime": rfc3339(workflow.created_at),
-            "startTime": rfc3339(workflow.started_at),
-            "endTime": rfc3339(workflow.finished_at),
-            "error": workflow.error or None,
-        }
-    )
+def _body_fields(descriptor: Descriptor, from_path: Collection[str]) -> dict[str, FieldDescriptor]:
+    """The body's fields by both spellings the JSON mapping accepts (``rawSpecification`` and
+    ``raw_specification``)."""
+    fields: dict[str, FieldDescriptor] = {}
+    for field in descriptor.fields:
+        if field.name not in from_path:
+            fields[field.json_name] = fields[field.name] = field
+    return fields
 
 
-def event_json(event: EventView) -> dict[str, Any]:
-    """One event of ``GET /workflows/{id}:events`` (our addition to the API)."""
-    return _compact(
-        {
-            "seq": event.seq,
-            "time": rfc3339(event.time),
-            "kind": event.kind,
-            "message": event.message,
-            "workflowId": event.workflow_id,
-            "stageName": event.stage_name,
-            "nodeId": event.node_id,
-            "data": dict(event.data),
-        }
-    )
+def _check_type(key: str, field: FieldDescriptor, value: Any) -> None:
+    if value is None:
+        return  # null leaves the field unset, as the JSON mapping says
+    is_map = field.message_type is not None and field.message_type.GetOptions().map_entry
+    if field.is_repeated and not is_map:
+        expected: tuple[str, tuple[type, ...]] = ("an array", (list,))
+    elif field.message_type is not None:
+        expected = ("an object", (dict,))
+    else:
+        expected = _EXPECTED.get(field.type, ("a number", _NUMBERS))
+    words, types = expected
+    # bool is an int to Python, but never a number (or anything else) to JSON
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise InvalidArgument(f"{key}: expected {words}, got {json_type(value)}")
 
 
-def log_result_json(chunk: LogChunkView) -> dict[str, Any]:
-    """A ``WorkflowGatewayLogResponse`` (``output`` is base64, as JSON carries bytes)."""
-    return _compact(
-        {
-            "output": base64.b64encode(chunk.data.encode()).decode("ascii"),
-            "seq": chunk.seq,
-            "time": rfc3339(chunk.time),
-            "stageName": chunk.stage_name,
-            "stream": chunk.stream,
-            "taskId": chunk.task_id,
-        }
-    )
-
-
-def _resource(cores: int, memory: int, devices: dict[str, int]) -> dict[str, Any]:
-    return {"cpu": {"cores": cores}, "mem": {"bytes": str(memory)}, "devices": devices}
-
-
-def _node_resource(node: NodeView) -> dict[str, Any]:
-    free_devices = {
-        name: count - node.used_devices.get(name, 0) for name, count in node.devices.items()
-    }
-    return {
-        "total": _resource(node.cores, node.memory, dict(node.devices)),
-        "free": _resource(
-            node.cores - node.used_cores, node.memory - node.used_memory, free_devices
-        ),
-        "annotations": dict(node.annotations),
-    }
-
-
-def hold_json(hold: HoldView) -> dict[str, Any]:
-    """A ``NodeHold`` (our addition): the id is a string, as grpc-gateway writes an int64."""
-    return _compact(
-        {
-            "id": str(hold.id),
-            "effect": hold.effect,
-            "source": hold.source,
-            "reason": hold.reason or None,
-            "placedBy": hold.placed_by or None,
-            "placeTime": rfc3339(hold.placed_at),
-        }
-    )
-
-
-def explanation_json(explanation: StageExplanation) -> dict[str, Any]:
-    """One stage of ``GET /workflows/{id}:why`` (our addition): why it is where it is."""
-    return _compact(
-        {
-            "stageName": explanation.stage_name,
-            "kind": kind_enum(explanation.kind),
-            "status": status_enum(explanation.status),
-            "reason": explanation.reason,
-            "message": explanation.message or None,
-            "estimatedStartTime": rfc3339(explanation.estimated_start),
-        }
-    )
-
-
-def node_list_json(node: NodeView) -> dict[str, Any]:
-    """A ``ListNodeInfo``, with the node's ``holds``."""
-    return _compact(
-        {
-            "id": node.id,
-            "hostName": node.name,
-            "status": node.status,
-            "cores": node.cores,
-            "memoryGb": round(node.memory / _GIB, 3),
-            "devices": sum(node.devices.values()),
-            "runningJobs": len(node.stages),
-            "resource": _node_resource(node),
-            "holds": [hold_json(h) for h in node.holds],
-        }
-    )
-
-
-def node_json(node: NodeView) -> dict[str, Any]:
-    """A ``GetNodeInfo``, with the running work as ``runningJobs`` and the node's ``holds``."""
-    running = []
-    for entry in node.stages:
-        workflow_id, _, stage_name = entry.partition("/")
-        running.append({"jobName": stage_name, "workflowId": workflow_id})
-    return _compact(
-        {
-            "id": node.id,
-            "hostName": node.name,
-            "status": node.status,
-            "memoryGb": round(node.memory / _GIB, 3),
-            "runningJobs": running,
-            "resourceSummary": {
-                "totalCores": node.cores,
-                "availableCores": node.cores - node.used_cores,
-                "allocatedCores": node.used_cores,
-                "totalMemoryGb": round(node.memory / _GIB, 3),
-                "availableMemoryGb": round((node.memory - node.used_memory) / _GIB, 3),
-                "allocatedMemoryGb": round(node.used_memory / _GIB, 3),
-                "deviceSummaries": [
-                    {
-                        "deviceType": name,
-                        "totalCount": count,
-                        "availableCount": count - node.used_devices.get(name, 0),
-                    }
-                    for name, count in sorted(node.devices.items())
-                ],
-            },
-            "resource": _node_resource(node),
-            "holds": [hold_json(h) for h in node.holds],
-            "registeredAt": rfc3339(node.registered_at),
-            "lastSeen": rfc3339(node.last_seen),
-        }
-    )
+def json_type(value: Any) -> str:
+    """How JSON would name ``value``'s type: ``an array``, ``a string``, ``null``, ..."""
+    names = {list: "an array", dict: "an object", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "a number")

@@ -6,6 +6,9 @@
   ``fuzzball://`` images Orchestrate pinned for a job;
 * ``PUT /v3/node-objects/{scope}/{name}?owner=&definitionHash=&ttl=`` (the node token): a
   node stores a built (or written-back) image; answers ``{"digest", "size"}``.
+
+Orchestrate's server adds them to the REST gateway (``build_rest_app(extra_routes=...)``);
+Federate, which holds no cache, does not.
 """
 
 from __future__ import annotations
@@ -15,20 +18,33 @@ import hmac
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
+from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.service.contract import ObjectCacheService
+from fuzzball_core.service.views import Principal
 from fuzzball_core.store.object_cache import CacheAddress, ObjectCache, read_chunks
 
 NODE_OBJECTS_PATH = "/v3/node-objects/"
 _CHUNK = 1 << 20
 
 
-def check_node_token(service: Any, token: str) -> None:
+def object_cache_routes(service: ObjectCacheService) -> ExtraRoutes:
+    """The object cache's routes over ``service``'s cache, for the REST gateway."""
+    return ExtraRoutes(
+        add=lambda app, base, principal_of: add_object_cache_routes(
+            app, base, service, principal_of
+        ),
+        node_paths=(NODE_OBJECTS_PATH,),
+        check_node_token=lambda token: check_node_token(service, token),
+    )
+
+
+def check_node_token(service: ObjectCacheService, token: str) -> None:
     """Accept only Orchestrate's node token (compared in constant time)."""
-    expected = str(getattr(service, "node_token", "") or "")
+    expected = service.node_token
     if not expected or not hmac.compare_digest(expected.encode(), token.encode()):
         raise Unauthenticated("the node token is not valid")
 
@@ -36,13 +52,13 @@ def check_node_token(service: Any, token: str) -> None:
 def add_object_cache_routes(
     app: web.Application,
     base: str,
-    service_of: Callable[[web.Request], Any],
-    principal_of: Callable[[web.Request], Any],
+    service: ObjectCacheService,
+    principal_of: Callable[[web.Request], Principal],
 ) -> None:
     """Add the object cache's routes under ``base`` (``/v3``)."""
 
     def cache(request: web.Request) -> ObjectCache:
-        held = getattr(service_of(request), "object_cache", None)
+        held = service.object_cache
         if held is None:
             raise FailedPrecondition("this Orchestrate holds no object cache")
         return held

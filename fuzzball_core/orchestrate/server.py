@@ -13,7 +13,10 @@ from typing import Any
 
 import click
 import grpc
+from aiohttp import web
 
+from fuzzball_core.api.grpc_client import add_client_servicers
+from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
@@ -21,6 +24,7 @@ from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
@@ -80,26 +84,15 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     node_pb2_grpc.add_NodeAgentServicer_to_server(
         NodeAgentServicer(orchestrate.engine, orchestrate.hub, config.node_token), server
     )
-    rest_runner = None
-    try:
-        from fuzzball_core.api.grpc_client import add_client_servicers
-    except ImportError:  # the client API lands separately; the node API stands alone
-        add_client_servicers = None
-    if add_client_servicers is not None:
-        add_client_servicers(server, orchestrate.service)
+    add_client_servicers(server, orchestrate.service)
     server.add_insecure_port(config.grpc_listen)
     await server.start()
-    try:
-        from aiohttp import web
-
-        from fuzzball_core.api.rest import build_rest_app
-    except ImportError:
-        build_rest_app = None
-    if build_rest_app is not None:
-        rest_runner = web.AppRunner(build_rest_app(orchestrate.service))
-        await rest_runner.setup()
-        host, port = _host_port(config.rest_listen)
-        await web.TCPSite(rest_runner, host, port).start()
+    rest_runner = web.AppRunner(
+        build_rest_app(orchestrate.service, extra_routes=[object_cache_routes(orchestrate.service)])
+    )
+    await rest_runner.setup()
+    host, port = _host_port(config.rest_listen)
+    await web.TCPSite(rest_runner, host, port).start()
     engine_task = asyncio.create_task(orchestrate.engine.run())
     log.info(
         "orchestrate serving gRPC on %s and REST on %s", config.grpc_listen, config.rest_listen
@@ -110,8 +103,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         engine_task.cancel()
         orchestrate.hub.close_all()
         await server.stop(grace=1)
-        if rest_runner is not None:
-            await rest_runner.cleanup()
+        await rest_runner.cleanup()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

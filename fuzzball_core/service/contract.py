@@ -3,7 +3,7 @@
 Both transports authenticate the bearer token with :meth:`OrchestrateService.authenticate`,
 then call one method per request with the resulting :class:`Principal`. Methods are plain
 (synchronous) calls made from Orchestrate's event-loop thread; each is short (database work
-only). Errors are ``fuzzball_core.errors`` types, which the transports map to gRPC codes and
+only), except :meth:`OrchestrateService.start_workflow_async`, which the transports await. Errors are ``fuzzball_core.errors`` types, which the transports map to gRPC codes and
 google.rpc.Status bodies. Following logs or events is done by the transport, polling with
 ``after_seq`` until the workflow is terminal.
 """
@@ -11,7 +11,7 @@ google.rpc.Status bodies. Following logs or events is done by the transport, pol
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fuzzball_core.service.views import (
     EventView,
@@ -22,6 +22,9 @@ from fuzzball_core.service.views import (
     StageExplanation,
     WorkflowView,
 )
+
+if TYPE_CHECKING:
+    from fuzzball_core.store.object_cache import ObjectCache
 
 
 class OrchestrateService(Protocol):
@@ -47,6 +50,18 @@ class OrchestrateService(Protocol):
         ``definition`` (the parsed document) is given. ``InvalidArgument`` lists every problem
         with its field path; a job no node could ever hold is refused here too.
         """
+
+    async def start_workflow_async(
+        self,
+        who: Principal,
+        *,
+        raw_specification: str | None = None,
+        definition: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> str:
+        """:meth:`start_workflow` for the transports, which call it on the event loop: the
+        slow parts (Orchestrate pins images at registries, Federate asks its members) run in
+        worker threads, so the loop keeps serving other requests meanwhile."""
 
     def validate_workflow(
         self,
@@ -116,3 +131,14 @@ class OrchestrateService(Protocol):
         self, who: Principal, workflow_id: str, *, include_finished: bool = False
     ) -> list[StageExplanation]:
         """Why each stage is where it is, in ``workflow describe`` order."""
+
+
+class ObjectCacheService(Protocol):
+    """What Orchestrate's object-cache routes need of its service (Federate has no cache).
+
+    ``object_cache`` is None while the process serves none; ``node_token`` is the credential
+    of the nodes that read and write it (empty: no node may).
+    """
+
+    object_cache: ObjectCache | None
+    node_token: str

@@ -10,18 +10,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Stage and workflow statuses (the REST API spells them STAGE_STATUS_<NAME>; PENDING is
-#: STAGE_STATUS_UNSPECIFIED there).
-PENDING = "PENDING"
-STARTED = "STARTED"
-FINISHED = "FINISHED"
-FAILED = "FAILED"
-CANCELED = "CANCELED"
-STATUSES = (PENDING, STARTED, FINISHED, FAILED, CANCELED)
-TERMINAL = frozenset({FINISHED, FAILED, CANCELED})
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, StageKind, Status
+
+# The statuses under the names the service layer and its callers have always imported; the
+# vocabulary declares them (the REST API spells them STAGE_STATUS_<NAME>; PENDING is
+# STAGE_STATUS_UNSPECIFIED there).
+PENDING = Status.PENDING
+STARTED = Status.STARTED
+FINISHED = Status.FINISHED
+FAILED = Status.FAILED
+CANCELED = Status.CANCELED
+STATUSES = tuple(Status)
+TERMINAL = TERMINAL_STATUSES
 
 #: Stage kinds, as `workflow describe` shows them.
-STAGE_KINDS = ("workflow", "image", "volume", "job", "service")
+STAGE_KINDS = tuple(StageKind)
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,8 @@ class StageView:
     id: str
     workflow_id: str
     name: str  # "jobs.hello", "images.base", "volumes.data", or the workflow's own name
-    kind: str  # one of STAGE_KINDS
-    status: str  # one of STATUSES
+    kind: str  # a StageKind
+    status: str  # a Status
     node_ids: tuple[str, ...] = ()
     exit_code: int | None = None
     message: str = ""
@@ -77,7 +80,7 @@ class EventView:
 
     seq: int
     time: float
-    kind: str  # workflow_started, stage_started, stage_finished, stage_failed, ...
+    kind: str  # an EventKind: workflow_started, stage_started, stage_finished, ...
     message: str = ""
     workflow_id: str | None = None
     stage_name: str | None = None
@@ -133,7 +136,7 @@ class NodeView:
 
     id: str
     name: str
-    status: str  # READY, OFFLINE
+    status: str  # a NodeStatus: READY, OFFLINE, DEPROVISIONED
     cores: int
     memory: int
     devices: Mapping[str, int] = field(default_factory=dict)

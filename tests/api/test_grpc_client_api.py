@@ -65,7 +65,7 @@ def test_start_get_and_list_a_workflow(stack, channel):
     assert workflow.raw_specification == HELLO
     assert workflow.status == pb.STAGE_STATUS_STARTED
     assert workflow.create_time.seconds > 0
-    job = next(s for s in workflow.stages if s.name == "jobs.hello")
+    job = next(s for s in workflow.jobs if s.name == "jobs.hello")
     assert (job.kind, job.status) == (pb.STAGE_KIND_JOB, pb.STAGE_STATUS_UNSPECIFIED)
     listed = api.ListWorkflows(pb.ListWorkflowsRequest(), metadata=auth(stack.token))
     assert [w.id for w in listed.workflows] == [started.id]
@@ -131,7 +131,7 @@ def test_status_and_stop(stack, channel):
     api.StopWorkflow(pb.WorkflowIdRequest(id=workflow_id), metadata=auth(stack.token))
     status = api.GetWorkflowStatus(pb.WorkflowIdRequest(id=workflow_id), metadata=auth(stack.token))
     assert status.workflow_status == pb.STAGE_STATUS_CANCELED
-    assert all(s.status == pb.STAGE_STATUS_CANCELED for s in status.stages)
+    assert all(s.status == pb.STAGE_STATUS_CANCELED for s in status.status.stages)
     with pytest.raises(grpc.RpcError) as error:
         api.StopWorkflow(pb.WorkflowIdRequest(id=workflow_id), metadata=auth(stack.token))
     assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -206,7 +206,11 @@ def test_nodes_list_and_get(stack, channel):
     nodes = pb_grpc.NodeServiceStub(channel)
     listed = nodes.ListNodes(pb.ListNodesRequest(), metadata=auth(stack.token)).nodes
     shown = next(n for n in listed if n.id == node.id)
-    assert (shown.name, shown.cores, dict(shown.devices)) == ("n1", 4, {"gpu": 1})
+    assert (shown.host_name, shown.cores, dict(shown.resource.total.devices)) == (
+        "n1",
+        4,
+        {"gpu": 1},
+    )
     assert nodes.GetNode(pb.GetNodeRequest(id="n1"), metadata=auth(stack.token)).id == node.id
     with pytest.raises(grpc.RpcError) as error:
         nodes.GetNode(pb.GetNodeRequest(id="ghost"), metadata=auth(stack.token))

@@ -29,6 +29,17 @@ class StageKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STAGE_KIND_VOLUME: _ClassVar[StageKind]
     STAGE_KIND_COMPLETED: _ClassVar[StageKind]
     STAGE_KIND_SERVICE: _ClassVar[StageKind]
+
+class ClusterKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLUSTER_KIND_UNSPECIFIED: _ClassVar[ClusterKind]
+    CLUSTER_KIND_ORCHESTRATE: _ClassVar[ClusterKind]
+
+class ClusterStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLUSTER_STATUS_UNSPECIFIED: _ClassVar[ClusterStatus]
+    CLUSTER_STATUS_READY: _ClassVar[ClusterStatus]
+    CLUSTER_STATUS_UNREACHABLE: _ClassVar[ClusterStatus]
 STAGE_STATUS_UNSPECIFIED: WorkflowStatus
 STAGE_STATUS_STARTED: WorkflowStatus
 STAGE_STATUS_FINISHED: WorkflowStatus
@@ -42,6 +53,11 @@ STAGE_KIND_IMAGE: StageKind
 STAGE_KIND_VOLUME: StageKind
 STAGE_KIND_COMPLETED: StageKind
 STAGE_KIND_SERVICE: StageKind
+CLUSTER_KIND_UNSPECIFIED: ClusterKind
+CLUSTER_KIND_ORCHESTRATE: ClusterKind
+CLUSTER_STATUS_UNSPECIFIED: ClusterStatus
+CLUSTER_STATUS_READY: ClusterStatus
+CLUSTER_STATUS_UNREACHABLE: ClusterStatus
 
 class GetVersionRequest(_message.Message):
     __slots__ = ()
@@ -99,44 +115,50 @@ class ListWorkflowsResponse(_message.Message):
     workflows: _containers.RepeatedCompositeFieldContainer[Workflow]
     def __init__(self, workflows: _Optional[_Iterable[_Union[Workflow, _Mapping]]] = ...) -> None: ...
 
-class WorkflowStage(_message.Message):
-    __slots__ = ("id", "workflow_id", "name", "kind", "status", "node_ids", "exit_code", "message", "attempt", "create_time", "start_time", "end_time", "task_count", "tasks_finished", "tasks_failed", "tasks_running")
-    ID_FIELD_NUMBER: _ClassVar[int]
+class StageDetails(_message.Message):
+    __slots__ = ("workflow_id", "node_ids", "exit_code", "attempt", "task_count", "tasks_finished", "tasks_failed", "tasks_running")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    STATUS_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
-    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
-    START_TIME_FIELD_NUMBER: _ClassVar[int]
-    END_TIME_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
     TASKS_FINISHED_FIELD_NUMBER: _ClassVar[int]
     TASKS_FAILED_FIELD_NUMBER: _ClassVar[int]
     TASKS_RUNNING_FIELD_NUMBER: _ClassVar[int]
-    id: str
     workflow_id: str
-    name: str
-    kind: StageKind
-    status: WorkflowStatus
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     exit_code: int
-    message: str
     attempt: int
-    create_time: _timestamp_pb2.Timestamp
-    start_time: _timestamp_pb2.Timestamp
-    end_time: _timestamp_pb2.Timestamp
     task_count: int
     tasks_finished: int
     tasks_failed: int
     tasks_running: int
-    def __init__(self, id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[StageKind, str]] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., attempt: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_running: _Optional[int] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., node_ids: _Optional[_Iterable[str]] = ..., exit_code: _Optional[int] = ..., attempt: _Optional[int] = ..., task_count: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_running: _Optional[int] = ...) -> None: ...
+
+class WorkflowStage(_message.Message):
+    __slots__ = ("id", "name", "status", "kind", "error", "create_time", "start_time", "end_time", "details")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    status: WorkflowStatus
+    kind: StageKind
+    error: str
+    create_time: _timestamp_pb2.Timestamp
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    details: StageDetails
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., kind: _Optional[_Union[StageKind, str]] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., details: _Optional[_Union[StageDetails, _Mapping]] = ...) -> None: ...
 
 class Workflow(_message.Message):
-    __slots__ = ("id", "name", "status", "account_id", "create_time", "start_time", "end_time", "error", "raw_specification", "stages")
+    __slots__ = ("id", "name", "status", "account_id", "create_time", "start_time", "end_time", "error", "raw_specification", "jobs", "total_jobs")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -146,7 +168,8 @@ class Workflow(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RAW_SPECIFICATION_FIELD_NUMBER: _ClassVar[int]
-    STAGES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_JOBS_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: WorkflowStatus
@@ -156,28 +179,35 @@ class Workflow(_message.Message):
     end_time: _timestamp_pb2.Timestamp
     error: str
     raw_specification: str
+    jobs: _containers.RepeatedCompositeFieldContainer[WorkflowStage]
+    total_jobs: int
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., account_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., raw_specification: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ..., total_jobs: _Optional[int] = ...) -> None: ...
+
+class WorkflowPlan(_message.Message):
+    __slots__ = ("stages",)
+    STAGES_FIELD_NUMBER: _ClassVar[int]
     stages: _containers.RepeatedCompositeFieldContainer[WorkflowStage]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., account_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., raw_specification: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ...) -> None: ...
+    def __init__(self, stages: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ...) -> None: ...
 
 class GetWorkflowStatusResponse(_message.Message):
-    __slots__ = ("id", "name", "workflow_status", "create_time", "start_time", "end_time", "error", "stages")
+    __slots__ = ("id", "name", "workflow_status", "status", "create_time", "start_time", "end_time", "error")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
-    STAGES_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     workflow_status: WorkflowStatus
+    status: WorkflowPlan
     create_time: _timestamp_pb2.Timestamp
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     error: str
-    stages: _containers.RepeatedCompositeFieldContainer[WorkflowStage]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., workflow_status: _Optional[_Union[WorkflowStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., stages: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., workflow_status: _Optional[_Union[WorkflowStatus, str]] = ..., status: _Optional[_Union[WorkflowPlan, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class ListEventsRequest(_message.Message):
     __slots__ = ("workflow_id", "after_seq")
@@ -226,20 +256,20 @@ class ReadLogsRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., task_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class WorkflowLogChunk(_message.Message):
-    __slots__ = ("seq", "time", "stage_name", "stream", "output", "task_id")
+    __slots__ = ("output", "seq", "time", "stage_name", "stream", "task_id")
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     STAGE_NAME_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
-    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    output: bytes
     seq: int
     time: _timestamp_pb2.Timestamp
     stage_name: str
     stream: str
-    output: bytes
     task_id: int
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stage_name: _Optional[str] = ..., stream: _Optional[str] = ..., output: _Optional[bytes] = ..., task_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, output: _Optional[bytes] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stage_name: _Optional[str] = ..., stream: _Optional[str] = ..., task_id: _Optional[int] = ...) -> None: ...
 
 class ReadLogsResponse(_message.Message):
     __slots__ = ("chunks",)
@@ -287,8 +317,20 @@ class GetNodeRequest(_message.Message):
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
-class NodeInfo(_message.Message):
-    __slots__ = ("id", "name", "status", "cores", "memory", "devices", "annotations", "used_cores", "used_memory", "used_devices", "registered_at", "last_seen", "stages", "holds")
+class CpuResource(_message.Message):
+    __slots__ = ("cores",)
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    cores: int
+    def __init__(self, cores: _Optional[int] = ...) -> None: ...
+
+class MemResource(_message.Message):
+    __slots__ = ("bytes",)
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    def __init__(self, bytes: _Optional[int] = ...) -> None: ...
+
+class Resource(_message.Message):
+    __slots__ = ("cpu", "mem", "devices")
     class DevicesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -296,6 +338,16 @@ class NodeInfo(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEM_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    cpu: CpuResource
+    mem: MemResource
+    devices: _containers.ScalarMap[str, int]
+    def __init__(self, cpu: _Optional[_Union[CpuResource, _Mapping]] = ..., mem: _Optional[_Union[MemResource, _Mapping]] = ..., devices: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class NodeResources(_message.Message):
+    __slots__ = ("total", "free", "annotations")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -303,42 +355,95 @@ class NodeInfo(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-    class UsedDevicesEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: int
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FREE_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    total: Resource
+    free: Resource
+    annotations: _containers.ScalarMap[str, str]
+    def __init__(self, total: _Optional[_Union[Resource, _Mapping]] = ..., free: _Optional[_Union[Resource, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListNodeInfo(_message.Message):
+    __slots__ = ("id", "host_name", "status", "cores", "memory_gb", "devices", "running_jobs", "resource", "holds")
     ID_FIELD_NUMBER: _ClassVar[int]
-    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CORES_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
-    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
-    USED_CORES_FIELD_NUMBER: _ClassVar[int]
-    USED_MEMORY_FIELD_NUMBER: _ClassVar[int]
-    USED_DEVICES_FIELD_NUMBER: _ClassVar[int]
-    REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
-    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
-    STAGES_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
     HOLDS_FIELD_NUMBER: _ClassVar[int]
     id: str
-    name: str
+    host_name: str
     status: str
     cores: int
-    memory: int
-    devices: _containers.ScalarMap[str, int]
-    annotations: _containers.ScalarMap[str, str]
-    used_cores: int
-    used_memory: int
-    used_devices: _containers.ScalarMap[str, int]
+    memory_gb: float
+    devices: int
+    running_jobs: int
+    resource: NodeResources
+    holds: _containers.RepeatedCompositeFieldContainer[NodeHold]
+    def __init__(self, id: _Optional[str] = ..., host_name: _Optional[str] = ..., status: _Optional[str] = ..., cores: _Optional[int] = ..., memory_gb: _Optional[float] = ..., devices: _Optional[int] = ..., running_jobs: _Optional[int] = ..., resource: _Optional[_Union[NodeResources, _Mapping]] = ..., holds: _Optional[_Iterable[_Union[NodeHold, _Mapping]]] = ...) -> None: ...
+
+class RunningJob(_message.Message):
+    __slots__ = ("job_name", "workflow_id")
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    job_name: str
+    workflow_id: str
+    def __init__(self, job_name: _Optional[str] = ..., workflow_id: _Optional[str] = ...) -> None: ...
+
+class DeviceTypeSummary(_message.Message):
+    __slots__ = ("device_type", "total_count", "available_count")
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    device_type: str
+    total_count: int
+    available_count: int
+    def __init__(self, device_type: _Optional[str] = ..., total_count: _Optional[int] = ..., available_count: _Optional[int] = ...) -> None: ...
+
+class ResourceSummary(_message.Message):
+    __slots__ = ("total_cores", "available_cores", "allocated_cores", "total_memory_gb", "available_memory_gb", "allocated_memory_gb", "device_summaries")
+    TOTAL_CORES_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_CORES_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_CORES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_SUMMARIES_FIELD_NUMBER: _ClassVar[int]
+    total_cores: int
+    available_cores: int
+    allocated_cores: int
+    total_memory_gb: float
+    available_memory_gb: float
+    allocated_memory_gb: float
+    device_summaries: _containers.RepeatedCompositeFieldContainer[DeviceTypeSummary]
+    def __init__(self, total_cores: _Optional[int] = ..., available_cores: _Optional[int] = ..., allocated_cores: _Optional[int] = ..., total_memory_gb: _Optional[float] = ..., available_memory_gb: _Optional[float] = ..., allocated_memory_gb: _Optional[float] = ..., device_summaries: _Optional[_Iterable[_Union[DeviceTypeSummary, _Mapping]]] = ...) -> None: ...
+
+class GetNodeInfo(_message.Message):
+    __slots__ = ("id", "host_name", "status", "memory_gb", "running_jobs", "resource_summary", "resource", "holds", "registered_at", "last_seen")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    host_name: str
+    status: str
+    memory_gb: float
+    running_jobs: _containers.RepeatedCompositeFieldContainer[RunningJob]
+    resource_summary: ResourceSummary
+    resource: NodeResources
+    holds: _containers.RepeatedCompositeFieldContainer[NodeHold]
     registered_at: _timestamp_pb2.Timestamp
     last_seen: _timestamp_pb2.Timestamp
-    stages: _containers.RepeatedScalarFieldContainer[str]
-    holds: _containers.RepeatedCompositeFieldContainer[NodeHold]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., used_cores: _Optional[int] = ..., used_memory: _Optional[int] = ..., used_devices: _Optional[_Mapping[str, int]] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stages: _Optional[_Iterable[str]] = ..., holds: _Optional[_Iterable[_Union[NodeHold, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., host_name: _Optional[str] = ..., status: _Optional[str] = ..., memory_gb: _Optional[float] = ..., running_jobs: _Optional[_Iterable[_Union[RunningJob, _Mapping]]] = ..., resource_summary: _Optional[_Union[ResourceSummary, _Mapping]] = ..., resource: _Optional[_Union[NodeResources, _Mapping]] = ..., holds: _Optional[_Iterable[_Union[NodeHold, _Mapping]]] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class NodeHold(_message.Message):
     __slots__ = ("id", "effect", "source", "reason", "placed_by", "place_time")
@@ -405,5 +510,49 @@ class UncordonNodeResponse(_message.Message):
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)
     NODES_FIELD_NUMBER: _ClassVar[int]
-    nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[ListNodeInfo]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[ListNodeInfo, _Mapping]]] = ...) -> None: ...
+
+class Cluster(_message.Message):
+    __slots__ = ("name", "kind", "status", "address", "labels", "nodes", "free_cores", "free_memory_gb", "free_devices", "problem")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class FreeDevicesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    FREE_CORES_FIELD_NUMBER: _ClassVar[int]
+    FREE_MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
+    FREE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: ClusterKind
+    status: ClusterStatus
+    address: str
+    labels: _containers.ScalarMap[str, str]
+    nodes: int
+    free_cores: int
+    free_memory_gb: float
+    free_devices: _containers.ScalarMap[str, int]
+    problem: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ClusterKind, str]] = ..., status: _Optional[_Union[ClusterStatus, str]] = ..., address: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., nodes: _Optional[int] = ..., free_cores: _Optional[int] = ..., free_memory_gb: _Optional[float] = ..., free_devices: _Optional[_Mapping[str, int]] = ..., problem: _Optional[str] = ...) -> None: ...
+
+class ListClustersResponse(_message.Message):
+    __slots__ = ("clusters",)
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    clusters: _containers.RepeatedCompositeFieldContainer[Cluster]
+    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ...) -> None: ...

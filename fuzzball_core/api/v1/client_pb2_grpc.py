@@ -594,7 +594,7 @@ class NodeServiceStub:
         self.GetNode = channel.unary_unary(
                 '/fuzzball.v1.NodeService/GetNode',
                 request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeRequest.SerializeToString,
-                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeInfo.FromString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeInfo.FromString,
                 _registered_method=True)
         self.RemoveNode = channel.unary_unary(
                 '/fuzzball.v1.NodeService/RemoveNode',
@@ -688,7 +688,7 @@ def add_NodeServiceServicer_to_server(servicer, server):
             'GetNode': grpc.unary_unary_rpc_method_handler(
                     servicer.GetNode,
                     request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeRequest.FromString,
-                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeInfo.SerializeToString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeInfo.SerializeToString,
             ),
             'RemoveNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RemoveNode,
@@ -769,7 +769,7 @@ class NodeService:
             target,
             '/fuzzball.v1.NodeService/GetNode',
             fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeRequest.SerializeToString,
-            fuzzball__core_dot_api_dot_v1_dot_client__pb2.NodeInfo.FromString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.GetNodeInfo.FromString,
             options,
             channel_credentials,
             insecure,
