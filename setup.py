@@ -62,6 +62,7 @@ setup(
         "alembic>=1.13",
         "psycopg[binary]>=3.1",
         "aiohttp>=3.9",
+        "prometheus-client>=0.20",  # the node metrics endpoint
     ],
     extras_require={
         "test": [

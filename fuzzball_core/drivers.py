@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fuzzball_core.backoff import Backoff
+from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.scheduling import Scheduler
 
 __all__ = [
+    "DEFAULT_IMAGE_RETRY",
     "DRIVER_INTERFACES",
     "ClusterOffer",
     "ImageBackend",
@@ -59,14 +62,27 @@ class ResolvedImage:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
+#: How image requests are retried while their source is unreachable, unless a backend's
+#: configuration says otherwise: 6 attempts, the delays doubling from 0.25 s up to 4 s.
+DEFAULT_IMAGE_RETRY = Backoff(initial=0.25, factor=2.0, maximum=4.0, attempts=6)
+
+
 class ImageBackend(ABC):
-    """Fetches images of one URI scheme and hands the node runtime an EROFS file."""
+    """Fetches images of one URI scheme and hands the node runtime an EROFS file.
+
+    A backend may also *store* images (the object cache's ``fuzzball`` scheme does): the node
+    writes pulled images back and stores workflow-built ones through :meth:`store`, retried on
+    the backend's own :attr:`retry` schedule.
+    """
 
     #: URI schemes this backend serves, e.g. ``("docker",)``.
     schemes: tuple[str, ...] = ()
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}
+        #: the schedule this backend's requests are retried on (a backend reading a ``retry``
+        #: setting replaces it); the node retries a :meth:`store` on it too
+        self.retry: Backoff = DEFAULT_IMAGE_RETRY
 
     @abstractmethod
     def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
@@ -89,6 +105,31 @@ class ImageBackend(ABC):
 
         ``progress(step, done, total)`` is called as layers download and convert.
         """
+
+    def store_unavailable(self) -> str | None:
+        """Why :meth:`store` cannot work on this node (a missing setting, say); None if it can.
+
+        Checked before the node spends time on an image that would have nowhere to go.
+        """
+        return f"the {'/'.join(self.schemes) or type(self).__name__} image backend stores no images"
+
+    def store(
+        self,
+        target: Mapping[str, Any],
+        image: Path,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+        timeout: float = 60.0,
+    ) -> Mapping[str, Any]:
+        """Store the EROFS file ``image`` at ``target`` and return the store's answer.
+
+        ``target`` is the address the image payload names (for the object cache: ``owner``,
+        ``scope``, ``name``, ``definition-hash`` and ``ttl``); the answer carries the stored
+        ``digest``. ``progress(step, done, total)`` is called as bytes move; ``timeout`` bounds
+        each wait for the store. Raises ``Unavailable`` for a failure worth retrying; backends
+        that store nothing keep this default, which raises ``FailedPrecondition``.
+        """
+        raise FailedPrecondition(self.store_unavailable() or "this image backend stores no images")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import shutil
 import socket
 import time
@@ -41,19 +40,22 @@ import grpc
 
 from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
+from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.spec.models import Probe
 from fuzzball_core.substrate.devices import DevicePool, discover_devices
-from fuzzball_core.substrate.executor import (
-    JobExecution,
+from fuzzball_core.substrate.drivers import (
     NodeServices,
     RunOutcome,
     RunRequest,
+    StopReason,
+    TaskDriver,
+    driver_for,
 )
 from fuzzball_core.substrate.images import NodeImages
-from fuzzball_core.substrate.metrics import MetricsServer
+from fuzzball_core.substrate.metrics import MetricsServer, Sample, hook_samples
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.probes import wait_until_ready
@@ -62,10 +64,9 @@ from fuzzball_runtime import sweep
 
 log = logging.getLogger("fuzzball.substrate")
 
-#: Reconnect backoff: first delay, growth factor and ceiling (seconds).
-BACKOFF_INITIAL = 0.2
-BACKOFF_FACTOR = 2.0
-BACKOFF_MAX = 5.0
+#: Reconnect backoff (seconds), spread by a fifth either way so that nodes restarted
+#: together do not knock on Orchestrate in step.
+RECONNECT_BACKOFF = Backoff(initial=0.2, factor=2.0, maximum=5.0, jitter=0.2)
 #: A stream that stayed up this long resets the backoff.
 STABLE_STREAM = 10.0
 #: Seconds a deprovisioned agent gives its last containers to end, and Orchestrate to end
@@ -100,7 +101,7 @@ class KnownRun:
     """A run this node was given and has not forgotten yet."""
 
     request: RunRequest
-    execution: JobExecution | None = None
+    execution: TaskDriver | None = None
     started: bool = False
     #: a service whose readiness probe passed
     ready: bool = False
@@ -216,23 +217,47 @@ class Agent:
         self.services.runs_dir.mkdir(parents=True)
         self.services.volumes.adopt_leftovers(time.time())
 
-    def collect_metrics(self) -> dict[str, float]:
+    def collect_metrics(self) -> list[Sample]:
         """This node's samples: the metrics hooks' and the agent's own."""
-        samples: dict[str, float] = {}
-        for result in self.registry.hook.fuzzball_node_collect_metrics(node_id=self.node_id):
-            samples.update(result or {})
+        results = self.registry.hook.fuzzball_node_collect_metrics(node_id=self.node_id)
         identity = self.identity
-        samples.update(
-            {
-                "fuzzball_node_running_jobs": float(len(self.runs)),
-                "fuzzball_node_connected": 1.0 if self._live else 0.0,
-                "fuzzball_node_device_plugin_failed": 1.0 if identity.device_plugin_failed else 0.0,
-                "fuzzball_node_allocatable_cores": float(identity.cores),
-                "fuzzball_node_allocatable_memory_bytes": float(identity.memory),
-            }
-        )
-        for kind, count in identity.devices.items():
-            samples[f'fuzzball_node_allocatable_devices{{device="{kind}"}}'] = float(count)
+        samples = hook_samples(results)
+        samples += [
+            Sample(
+                "fuzzball_node_running_jobs",
+                len(self.runs),
+                help="Runs this node holds: running, or finished and not yet reported.",
+            ),
+            Sample(
+                "fuzzball_node_connected",
+                1 if self._live else 0,
+                help="1 while the node's stream to Orchestrate is up.",
+            ),
+            Sample(
+                "fuzzball_node_device_plugin_failed",
+                1 if identity.device_plugin_failed else 0,
+                help="1 when a device plugin failed while the node discovered its devices.",
+            ),
+            Sample(
+                "fuzzball_node_allocatable_cores",
+                identity.cores,
+                help="Cores this node offers to jobs.",
+            ),
+            Sample(
+                "fuzzball_node_allocatable_memory_bytes",
+                identity.memory,
+                help="Bytes of memory this node offers to jobs.",
+            ),
+        ]
+        samples += [
+            Sample(
+                "fuzzball_node_allocatable_devices",
+                count,
+                labels={"device": kind},
+                help="Devices of each kind this node offers to jobs.",
+            )
+            for kind, count in identity.devices.items()
+        ]
         return samples
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -247,7 +272,7 @@ class Agent:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         options = [("grpc.max_receive_message_length", 64 << 20)]
-        backoff = BACKOFF_INITIAL
+        delays = RECONNECT_BACKOFF.delays()
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
             stub = node_pb2_grpc.NodeAgentStub(channel)
             while not stop.is_set():
@@ -267,11 +292,9 @@ class Agent:
                 elif problem is not None:
                     self._log_rpc_error(problem)
                 if time.monotonic() - began > STABLE_STREAM:
-                    backoff = BACKOFF_INITIAL
-                delay = backoff * random.uniform(0.8, 1.2)
-                backoff = min(backoff * BACKOFF_FACTOR, BACKOFF_MAX)
+                    delays = RECONNECT_BACKOFF.delays()  # a stable stream starts over
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
+                    await asyncio.wait_for(stop.wait(), next(delays))
         if self._wind_down_task is not None:
             self._wind_down_task.cancel()
         await self._shutdown()
@@ -292,7 +315,7 @@ class Agent:
     async def _shutdown(self) -> None:
         for known in self.runs.values():
             if known.execution is not None and known.outcome is None:
-                known.execution.stop("canceled", "the node agent stopped")
+                known.execution.stop(StopReason.CANCELED, "the node agent stopped")
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=10)
         self.services.start_pool.shutdown(wait=False, cancel_futures=True)
@@ -349,8 +372,8 @@ class Agent:
             hello=node_pb2.Hello(node_id=self.node_id, running_run_ids=sorted(self.runs))
         )
         await self._welcomed.wait()
-        for message in self._resends(generation):
-            yield message
+        for resend in self._resends(generation):
+            yield resend
         while True:
             message = await self._outbox.take(lambda: generation == self._live)
             if message is None:
@@ -413,7 +436,7 @@ class Agent:
         elif kind == "cancel":
             known = self.runs.get(control.cancel.run_id)
             if known is not None and known.execution is not None and known.outcome is None:
-                known.execution.stop("canceled")
+                known.execution.stop(StopReason.CANCELED)
         elif kind == "welcome":
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
             for run_id in control.welcome.unknown_run_ids:
@@ -441,7 +464,7 @@ class Agent:
         # already ended (an evicted container being killed), so it is stopped, not awaited.
         for known in self.runs.values():
             if known.execution is not None and known.outcome is None:
-                known.execution.stop("canceled", "the node was deprovisioned")
+                known.execution.stop(StopReason.CANCELED, "the node was deprovisioned")
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=WIND_DOWN_RUNS)
         # The request stream ends once the outbox is drained; Orchestrate then ends its side.
@@ -458,7 +481,7 @@ class Agent:
         known.forgotten = True
         if known.execution is not None and known.outcome is None:
             log.info("run %d is no longer wanted by Orchestrate; stopping it", run_id)
-            known.execution.stop("canceled")
+            known.execution.stop(StopReason.CANCELED)
 
     def _assign(self, assignment: node_pb2.Assignment) -> None:
         if assignment.run_id in self.runs:
@@ -481,7 +504,7 @@ class Agent:
 
     async def _execute(self, known: KnownRun) -> None:
         run_id = known.request.run_id
-        execution = JobExecution(
+        execution = driver_for(
             known.request,
             self.services,
             self._log_sink,
@@ -499,9 +522,8 @@ class Agent:
                             started=node_pb2.RunStarted(run_id=run_id, time=time.time())
                         )
                     )
-                probe = getattr(known.request.job, "readiness_probe", None)
-                if probe is not None:
-                    self._spawn(self._report_ready(known, probe))
+                if execution.readiness_probe is not None:
+                    self._spawn(self._report_ready(known, execution.readiness_probe))
                 outcome = await execution.wait()
         except Exception as exc:  # never leave a run without a report
             log.exception("run %d failed inside the agent", run_id)

@@ -14,13 +14,14 @@ Every turn is reported through ``report(document)`` as a progress document on th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzzball_core.backoff import Backoff
+from fuzzball_core.drivers import ImageBackend
 from fuzzball_core.errors import FuzzballError
-from fuzzball_plugins.images.object_cache_backend import upload
 
 #: the progress step every write-back report carries
 STEP = "write-back"
@@ -34,13 +35,16 @@ Report = Callable[[dict[str, Any]], None]
 class WriteBack:
     """Where a pulled image goes and how patiently."""
 
-    url: str
-    token: str
+    #: the image backend that stores it (the object cache's), reached through the plugins
+    store: ImageBackend
     #: the object-cache address: owner, scope, name, definition-hash (and ttl)
     target: Mapping[str, Any]
     stall: float = DEFAULT_STALL_SECONDS
-    #: the sleep before each retry (one fewer than the attempts)
-    delays: Sequence[float] = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+    @property
+    def retry(self) -> Backoff:
+        """The store's own retry schedule (its attempts bound the write-back's)."""
+        return self.store.retry
 
 
 def write_back(
@@ -58,8 +62,9 @@ def write_back(
     """
     total = image.stat().st_size
     address = f"fuzzball://{plan.target.get('scope')}/{plan.target.get('name')}"
-    if not plan.url:
-        report(_note("abandoned", total, reason="images.object-cache-url is not set on this node"))
+    problem = plan.store.store_unavailable()
+    if problem is not None:
+        abandon(report, total, problem)
         return False
     last_progress = clock()
 
@@ -68,12 +73,12 @@ def write_back(
         last_progress = clock()
         report({"step": STEP, "done": done, "total": size})
 
-    attempts = len(plan.delays) + 1
-    for attempt in range(1, attempts + 1):
+    delays = plan.retry.delays()
+    attempt = 0
+    while True:
+        attempt += 1
         try:
-            stored = upload(
-                plan.url, plan.token, plan.target, image, progress=moved, timeout=plan.stall
-            )
+            stored = plan.store.store(plan.target, image, progress=moved, timeout=plan.stall)
         except FuzzballError as exc:
             reason = exc.message
         except Exception as exc:  # the upload is best effort whatever went wrong
@@ -84,23 +89,21 @@ def write_back(
             return True
         idle = clock() - last_progress
         if idle >= plan.stall:
-            report(
-                _note(
-                    "abandoned",
-                    total,
-                    reason=f"stalled: no progress for {idle:.0f}s"
-                    f" (limit {plan.stall:g}s): {reason}",
-                )
-            )
+            why = f"stalled: no progress for {idle:.0f}s (limit {plan.stall:g}s)"
+            abandon(report, total, f"{why}: {reason}")
             return False
-        if attempt == attempts or stopped():
+        delay = next(delays, None)
+        if delay is None or stopped():
             why = "the run was stopped" if stopped() else f"gave up after {attempt} attempts"
-            report(_note("abandoned", total, reason=f"{why}: {reason}"))
+            abandon(report, total, f"{why}: {reason}")
             return False
-        delay = plan.delays[attempt - 1]
         report(_note("retrying", total, attempt=attempt, delay=delay, reason=reason))
         sleep(delay)
-    return False
+
+
+def abandon(report: Report, total: int, reason: str) -> None:
+    """Report the write-back of an image of ``total`` bytes abandoned, saying why."""
+    report(_note("abandoned", total, reason=reason))
 
 
 def _note(status: str, total: int, **details: Any) -> dict[str, Any]:

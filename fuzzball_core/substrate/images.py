@@ -24,6 +24,9 @@ from fuzzball_core.errors import FuzzballError, InvalidArgument
 from fuzzball_core.plugins import PluginRegistry
 
 GROUP = "fuzzball.image_backends"
+#: the scheme of the backend that stores images on the cluster (the object cache): pulled
+#: images are written back and built images stored through it
+STORE_SCHEME = "fuzzball"
 #: Seconds a tag stays pinned to the digest it resolved to.
 DEFAULT_RESOLVE_TTL = 60.0
 
@@ -81,6 +84,10 @@ class NodeImages:
                 backend = self.registry.driver(GROUP, scheme, self.images_config)
                 self._backends[scheme] = backend
             return backend
+
+    def store(self) -> ImageBackend:
+        """The backend images are stored through (:data:`STORE_SCHEME`'s), loaded once."""
+        return self.backend(STORE_SCHEME)
 
     def _uri_lock(self, uri: str) -> threading.Lock:
         with self._lock:

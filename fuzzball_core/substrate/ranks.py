@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuzzball_core.spec import Job
+from fuzzball_core.spec import Job, Service
 
 #: Starts the node's ranks of a command, run as ``/bin/sh LAUNCHER FIRST COUNT COMMAND...``
 #: (only when a node runs several ranks). The first rank to fail takes the others down, as
@@ -61,8 +61,8 @@ class RankLayout:
     procs_per_node: int
 
     @classmethod
-    def of(cls, job: Job, node_ids: list[str], node_id: str) -> RankLayout | None:
-        """The layout for ``node_id``, or None for a job that is not multinode."""
+    def of(cls, job: Job | Service, node_ids: list[str], node_id: str) -> RankLayout | None:
+        """The layout for ``node_id``, or None for a job (or service) that is not multinode."""
         if job.multinode is None:
             return None
         part = node_ids.index(node_id) if node_id in node_ids else 0

@@ -37,6 +37,7 @@ class ObjectCacheBackend(ImageBackend):
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         self.settings = ImageSettings.from_config(config)
+        self.retry = self.settings.retry
         self.url = str(self.config.get("object-cache-url") or "").rstrip("/")
         self.token = str(self.config.get("object-cache-token") or "")
 
@@ -84,7 +85,7 @@ class ObjectCacheBackend(ImageBackend):
         step = f"download {digest}"
         partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
         hasher = hashlib.sha256()
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        headers = self._authorization()
         try:
             with (
                 httpx.stream(
@@ -114,48 +115,58 @@ class ObjectCacheBackend(ImageBackend):
             partial.unlink(missing_ok=True)
         return target
 
+    def _authorization(self) -> dict[str, str]:
+        # no header without a token: httpx refuses "Bearer " (a value ending in a space)
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
-def upload(
-    url: str,
-    token: str,
-    target: Mapping[str, Any],
-    path: Path,
-    *,
-    progress: Callable[[str, int, int], None] | None = None,
-    timeout: float = 60.0,
-) -> dict[str, Any]:
-    """Store the EROFS file ``path`` in the object cache at ``target`` (owner, scope, name,
-    definition-hash, ttl) through Orchestrate's node API; returns Orchestrate's answer."""
-    report = progress or (lambda step, done, total: None)
-    total = path.stat().st_size
+    def store_unavailable(self) -> str | None:
+        """Without ``images.object-cache-url`` the node has no object cache to store into."""
+        return None if self.url else "images.object-cache-url is not set on this node"
 
-    def chunks() -> Any:
-        done = 0
-        with path.open("rb") as f:
-            while chunk := f.read(_CHUNK):
-                done += len(chunk)
-                report("upload", done, total)
-                yield chunk
+    def store(
+        self,
+        target: Mapping[str, Any],
+        image: Path,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
+        """Store the EROFS file ``image`` in the object cache at ``target`` (owner, scope,
+        name, definition-hash, ttl) through Orchestrate's node API; returns its answer."""
+        problem = self.store_unavailable()
+        if problem is not None:
+            raise FailedPrecondition(problem)
+        report = progress or (lambda step, done, total: None)
+        total = image.stat().st_size
 
-    params = {
-        "owner": str(target.get("owner") or ""),
-        "definitionHash": str(target.get("definition-hash") or ""),
-    }
-    if target.get("ttl"):
-        params["ttl"] = str(target["ttl"])
-    address = f"{url.rstrip('/')}/v3/node-objects/{target['scope']}/{target['name']}"
-    try:
-        response = httpx.put(
-            address,
-            params=params,
-            content=chunks(),
-            timeout=timeout,
-            headers={"Authorization": f"Bearer {token}", "Content-Length": str(total)},
-        )
-    except httpx.HTTPError as exc:
-        raise Unavailable(f"the object cache at {url} is unreachable: {exc}") from exc
-    if response.status_code != 200:
-        raise Unavailable(
-            f"the object cache refused the upload ({response.status_code}): {response.text[:300]}"
-        )
-    return dict(response.json())
+        def chunks() -> Any:
+            done = 0
+            with image.open("rb") as f:
+                while chunk := f.read(_CHUNK):
+                    done += len(chunk)
+                    report("upload", done, total)
+                    yield chunk
+
+        params = {
+            "owner": str(target.get("owner") or ""),
+            "definitionHash": str(target.get("definition-hash") or ""),
+        }
+        if target.get("ttl"):
+            params["ttl"] = str(target["ttl"])
+        address = f"{self.url}/v3/node-objects/{target['scope']}/{target['name']}"
+        try:
+            response = httpx.put(
+                address,
+                params=params,
+                content=chunks(),
+                timeout=timeout,
+                headers={**self._authorization(), "Content-Length": str(total)},
+            )
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"the object cache at {self.url} is unreachable: {exc}") from exc
+        if response.status_code != 200:
+            raise Unavailable(
+                f"the object cache refused the upload ({response.status_code}):"
+                f" {response.text[:300]}"
+            )
+        return dict(response.json())

@@ -39,6 +39,7 @@ class RegistryImageBackend(ImageBackend):
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
         self.settings = ImageSettings.from_config(config)
+        self.retry = self.settings.retry
 
     # -- subclass hooks --------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import (
     FailedPrecondition,
     FuzzballError,
@@ -32,7 +33,7 @@ from fuzzball_core.errors import (
     Unavailable,
 )
 from fuzzball_plugins.images.reference import ImageReference
-from fuzzball_plugins.images.settings import ImageSettings, RetryPolicy
+from fuzzball_plugins.images.settings import ImageSettings
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -131,7 +132,7 @@ class RegistryClient:
         self.registry = reference.registry
         self.repository = reference.repository
         self.endpoints = settings.endpoints_for(reference)
-        self.retry: RetryPolicy = settings.retry
+        self.retry: Backoff = settings.retry
         self._credentials = dict(credentials or {})
         self._authorization: dict[str, str] = {}
         self._sleep = sleep
@@ -221,7 +222,7 @@ class RegistryClient:
                 hasher, have = _hasher_for(digest), 0
         what = f"blob {digest} of {self.reference.name}"
         path = f"/v2/{self.repository}/blobs/{digest}"
-        delays = iter(self.retry.delays())
+        delays = self.retry.delays()
         while have < size:
             headers = {"Range": f"bytes={have}-"} if have else {}
             try:
@@ -308,7 +309,7 @@ class RegistryClient:
         that lacks the content or refuses the credentials does too. When every endpoint
         failed only transiently the whole round is retried with backoff.
         """
-        delays = iter(self.retry.delays())
+        delays = self.retry.delays()
         while True:
             failures: list[_EndpointFailure] = []
             for index, endpoint in enumerate(self.endpoints):

@@ -13,29 +13,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzball_core.backoff import Backoff
+from fuzzball_core.drivers import DEFAULT_IMAGE_RETRY
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_plugins.images.platforms import node_platform
 from fuzzball_plugins.images.reference import DOCKER_HUB, ImageReference
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently a request is repeated while a registry is unreachable.
-
-    Delays double from ``initial_delay`` up to ``max_delay``; ``attempts`` counts the first try.
-    """
-
-    attempts: int = 6
-    initial_delay: float = 0.25
-    max_delay: float = 4.0
-
-    def delays(self) -> list[float]:
-        """The sleep before each retry (one fewer than ``attempts``)."""
-        out, delay = [], self.initial_delay
-        for _ in range(max(self.attempts - 1, 0)):
-            out.append(delay)
-            delay = min(delay * 2, self.max_delay)
-        return out
+def retry_schedule(config: Mapping[str, Any]) -> Backoff:
+    """The ``retry`` setting as a backoff schedule: ``attempts`` (counting the first try),
+    ``initial-delay`` doubling up to ``max-delay``; unset keys keep the default's values."""
+    default = DEFAULT_IMAGE_RETRY
+    try:
+        return Backoff(
+            initial=float(config.get("initial-delay", default.initial)),
+            factor=default.factor,
+            maximum=float(config.get("max-delay", default.maximum)),
+            attempts=int(config.get("attempts", default.attempts)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"retry: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,8 @@ class ImageSettings:
     insecure: frozenset[str] = frozenset()
     cache_max_bytes: int | None = None
     cache_write_back: bool = False
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: how requests to an unreachable registry are repeated
+    retry: Backoff = DEFAULT_IMAGE_RETRY
     platform: str = field(default_factory=node_platform)
     timeout: float = 30.0
 
@@ -83,14 +81,9 @@ class ImageSettings:
         if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
             raise InvalidArgument("cache-max-bytes: must be a positive integer")
         retry_config = config.get("retry") or {}
-        try:
-            retry = RetryPolicy(
-                attempts=int(retry_config.get("attempts", RetryPolicy.attempts)),
-                initial_delay=float(retry_config.get("initial-delay", RetryPolicy.initial_delay)),
-                max_delay=float(retry_config.get("max-delay", RetryPolicy.max_delay)),
-            )
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"retry: {exc}") from None
+        if not isinstance(retry_config, Mapping):
+            raise InvalidArgument("retry: must be a mapping (attempts, initial-delay, max-delay)")
+        retry = retry_schedule(retry_config)
         return cls(
             mirrors=mirrors,
             insecure=frozenset(insecure),

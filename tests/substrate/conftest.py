@@ -20,7 +20,7 @@ from cluster import LocalRegistry, have_prerequisites  # noqa: E402
 
 from fuzzball_core.plugins import get_registry  # noqa: E402
 from fuzzball_core.substrate.devices import DevicePool  # noqa: E402
-from fuzzball_core.substrate.executor import NodeServices  # noqa: E402
+from fuzzball_core.substrate.drivers import NodeServices  # noqa: E402
 from fuzzball_core.substrate.images import NodeImages  # noqa: E402
 from fuzzball_core.substrate.volumes import WorkflowVolumes  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""One assignment through the real runtime: image, command, output, exit, stop, time-out."""
+"""One assignment through its driver and the real runtime: image, command, output, exit,
+stop, time-out; and which driver each kind of assignment gets."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import pytest
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.spec.models import Job
-from fuzzball_core.substrate.executor import (
-    JobExecution,
+from fuzzball_core.substrate.drivers import (
     NodeServices,
     RunOutcome,
     RunRequest,
+    TaskDriver,
     container_hostname,
+    driver_for,
     job_command,
     job_environment,
 )
@@ -51,7 +53,7 @@ def _execute(
     output: list[tuple[str, bytes]] = []
 
     async def scenario() -> RunOutcome:
-        execution = JobExecution(request, node, lambda _run, s, d: output.append((s, d)))
+        execution = driver_for(request, node, lambda _run, s, d: output.append((s, d)))
         try:
             outcome = await execution.start()
             if outcome is not None:
@@ -143,7 +145,7 @@ def test_mounted_volume_is_the_workflows_directory_on_the_node(node: NodeService
 def test_stop_terminates_the_container_and_reports_it_canceled(node: NodeServices) -> None:
     request = _request({"command": ["/bin/sh", "-c", "exec sleep 600"]})
 
-    async def cancel(execution: JobExecution) -> None:
+    async def cancel(execution: TaskDriver) -> None:
         await asyncio.sleep(0.2)
         execution.stop("canceled")
 

@@ -1,0 +1,210 @@
+"""The task-driver contract of Substrate: what one assignment is, how it ends, and the
+interface every kind of work on a node implements.
+
+Shaped after Nomad's ``drivers.DriverPlugin`` (StartTask, WaitTask, StopTask, SignalTask,
+DestroyTask, InspectTask), kept small and asynchronous: :meth:`TaskDriver.start` prepares
+and starts the work (or says why it could not), :meth:`TaskDriver.wait` returns how it ended,
+:meth:`TaskDriver.stop` ends it early, :meth:`TaskDriver.destroy` frees what it held and
+:meth:`TaskDriver.stats` reports it. The agent drives every kind of work through this
+interface alone; which driver runs an assignment is decided in one place,
+:func:`fuzzball_core.substrate.drivers.driver_for`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.spec.models import Job, Probe, Service
+from fuzzball_core.substrate.devices import DevicePool
+from fuzzball_core.substrate.images import NodeImages
+from fuzzball_core.substrate.mount_holds import ImageMountHolds
+from fuzzball_core.substrate.volumes import WorkflowVolumes
+
+#: Payload kinds of image stages' runs (the ``kind`` of their ``job_json``), as Orchestrate's
+#: image stages send them.
+PULL = "image-pull"
+BUILD = "image-build"
+
+#: Where a run's output goes: ``sink(run_id, stream, data)`` (stdout, stderr or progress).
+LogSink = Callable[[int, str, bytes], None]
+
+
+class StopReason(StrEnum):
+    """Why a run is being ended before its work finished by itself."""
+
+    CANCELED = "canceled"
+    TIMED_OUT = "timed_out"
+    #: a rank of a multinode part failed; the stop's message says how
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What Orchestrate asked this node to run (an ``Assignment``, parsed)."""
+
+    run_id: int
+    workflow_id: str
+    stage_name: str
+    task_id: int | None
+    #: None for an image stage's run, whose definition is an image payload
+    job: Job | Service | None
+    definition: dict[str, Any]
+    timeout_seconds: float | None
+    #: the nodes of the run, in rank order (several for a multinode job)
+    node_ids: list[str] = field(default_factory=list)
+    #: what to fetch into the mounted volumes first: {volume: [{source, destination}]}
+    volume_ingress: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
+        """Parse an assignment; raises InvalidArgument when its job definition is unusable."""
+        definition = json.loads(assignment.job_json)
+        image_work = definition.get("kind") in (PULL, BUILD)
+        return cls(
+            run_id=assignment.run_id,
+            workflow_id=assignment.workflow_id,
+            stage_name=assignment.stage_name,
+            task_id=assignment.task_id if assignment.has_task else None,
+            job=None
+            if image_work
+            else _step_model(assignment.stage_name).model_validate(definition),
+            definition=definition,
+            timeout_seconds=assignment.timeout_seconds or None,
+            node_ids=list(assignment.node_ids),
+            volume_ingress=json.loads(assignment.volume_ingress_json or "{}"),
+        )
+
+    @property
+    def job_name(self) -> str:
+        """``hello`` for the stage ``jobs.hello``."""
+        return self.stage_name.partition(".")[2] or self.stage_name
+
+    @property
+    def image_work(self) -> str | None:
+        """The payload kind of an image stage's run (:data:`PULL`, :data:`BUILD`), else None."""
+        return None if self.job is not None else str(self.definition.get("kind"))
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, as reported in ``RunExited``."""
+
+    exit_code: int = -1
+    signal: int = 0
+    oom_killed: bool = False
+    timed_out: bool = False
+    canceled: bool = False
+    message: str = ""
+    time: float = field(default_factory=time.time)
+    metering: dict[str, Any] | None = None
+
+    def to_message(self, run_id: int) -> node_pb2.RunExited:
+        """The ``RunExited`` report of this outcome."""
+        return node_pb2.RunExited(
+            run_id=run_id,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            oom_killed=self.oom_killed,
+            timed_out=self.timed_out,
+            canceled=self.canceled,
+            message=self.message,
+            time=self.time,
+            metering_json=json.dumps(self.metering) if self.metering else "",
+        )
+
+
+@dataclass
+class NodeServices:
+    """What every run on this node shares."""
+
+    images: NodeImages
+    volumes: WorkflowVolumes
+    devices: DevicePool
+    hooks: Any
+    state_dir: Path
+    runs_dir: Path
+    start_pool: Executor
+    pull_pool: Executor
+    metering: bool = True
+    #: keeps recently used image mounts between jobs (None: every job mounts its own)
+    mount_holds: ImageMountHolds | None = None
+
+
+class TaskDriver(ABC):
+    """One run on this node, from its start to the release of what it held."""
+
+    #: a service's readiness probe: the agent reports ``RunReady`` once it passes
+    readiness_probe: Probe | None = None
+
+    def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
+        self.request = request
+        self.node = node
+        self.sink = sink
+        self.loop = asyncio.get_running_loop()
+        #: why the run is being ended early, once :meth:`stop` was called
+        self.stopping: StopReason | None = None
+        self.stop_message = ""
+        #: when the run's work started (its container, for the drivers that have one)
+        self.started_at: float | None = None
+
+    @abstractmethod
+    async def start(self) -> RunOutcome | None:
+        """Prepare and start the work; the outcome instead when it could not start."""
+
+    @abstractmethod
+    async def wait(self) -> RunOutcome:
+        """Wait for the work to end (its output delivered) and say how it ended."""
+
+    def stop(self, reason: StopReason | str, message: str = "") -> None:
+        """End the run early as ``reason`` (once: later calls change nothing)."""
+        if self.stopping is not None:
+            return
+        self.stopping = StopReason(reason)
+        self.stop_message = message
+        self._on_stop()
+
+    @abstractmethod
+    def _on_stop(self) -> None:
+        """Act on :meth:`stop` at once (work without processes checks :attr:`stopping`)."""
+
+    @abstractmethod
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the run's processes, if it has any running."""
+
+    @abstractmethod
+    def destroy(self) -> None:
+        """Free what the run held on the node."""
+
+    def stats(self) -> dict[str, Any]:
+        """What the run reports about itself: its id and start time, and more per driver."""
+        return {"run_id": self.request.run_id, "started_at": self.started_at}
+
+    def outcome_without_start(self) -> RunOutcome:
+        """The outcome of a run stopped before its work could start."""
+        return RunOutcome(
+            canceled=self.stopping == StopReason.CANCELED,
+            timed_out=self.stopping == StopReason.TIMED_OUT,
+            message=self.stop_message,
+        )
+
+
+def _step_model(stage_name: str) -> type[Job] | type[Service]:
+    """The model of a stage's definition: services carry fields jobs do not."""
+    return Service if stage_name.startswith("services.") else Job
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception as a run's failure message: a Fuzzball error's own message, else its
+    type and text."""
+    return exc.message if isinstance(exc, FuzzballError) else f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,100 @@
+"""The driver of an image stage's build (payload kind ``image-build``).
+
+The base image is pulled, the definition's ``files`` are written into the container's
+writable layer (a scratch directory of the run), and the ``post`` script runs as root in a
+container on the host's network. When it succeeds the layer is sealed onto the base into an
+EROFS file (:mod:`fuzzball_core.substrate.image_builds`) and stored through the storing image
+backend at the payload's ``target``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fuzzball_core.substrate import image_builds
+from fuzzball_core.substrate.drivers.base import (
+    LogSink,
+    NodeServices,
+    RunOutcome,
+    RunRequest,
+    error_text,
+)
+from fuzzball_core.substrate.drivers.containers import ContainerDriver
+from fuzzball_core.substrate.drivers.image_progress import ImageProgress
+from fuzzball_core.substrate.drivers.steps import container_hostname
+from fuzzball_core.substrate.images import describe_pull_failure
+from fuzzball_runtime import DEVNULL, PIPE, ContainerSpec
+from fuzzball_runtime.spec import DEFAULT_PATH
+
+
+class ImageBuildDriver(ContainerDriver):
+    """Builds an image from a base and a ``post`` script, then stores it."""
+
+    def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
+        super().__init__(request, node, sink)
+        self.progress = ImageProgress(request.run_id, sink, self.loop)
+        #: the base image's EROFS file, once pulled
+        self._base: Path | None = None
+
+    async def start(self) -> RunOutcome | None:
+        """Pull the base, then start the ``post`` script's container."""
+        work = self.request.definition
+        base_uri = str(work["from"]["uri"])
+        digest = str(work["from"].get("digest") or "")
+        try:
+            base = await self.loop.run_in_executor(
+                self.node.pull_pool,
+                lambda: self.node.images.ensure(
+                    base_uri, digest=digest, progress=self.progress.step
+                ),
+            )
+        except Exception as exc:
+            return RunOutcome(message=describe_pull_failure(base_uri, exc))
+        self._base = base
+        scratch = self.claims.directory("scratch")
+        try:
+            image_builds.write_files(scratch / "upper", work.get("files") or {})
+            spec = ContainerSpec(
+                image=base,
+                command=["/bin/sh", "-c", str(work.get("post") or "true")],
+                env={"PATH": DEFAULT_PATH, "HOME": "/root"},
+                hostname=container_hostname(self.request),
+                # the host's network: package installs need it; everything else is confined
+                network=False,
+                stdin=DEVNULL,
+                stdout=PIPE,
+                stderr=PIPE,
+                state_dir=self.node.state_dir,
+                scratch_dir=scratch,
+            )
+            # a base is used by its build alone: it is not kept mounted for later runs
+            await self.launch(spec, hold_image=False, timeout=None)
+        except Exception as exc:
+            return RunOutcome(message=f"the build's container could not start: {error_text(exc)}")
+        return None
+
+    async def _after_container(self, outcome: RunOutcome) -> RunOutcome:
+        """A ``post`` script that succeeded is sealed into the image and stored."""
+        if outcome.exit_code != 0 or self.stopping is not None:
+            return outcome
+        return await self.loop.run_in_executor(self.node.pull_pool, self._seal_and_store)
+
+    def _seal_and_store(self) -> RunOutcome:
+        assert self._base is not None, "a build's container ran without its base"
+        try:
+            store = self.node.images.store()
+            problem = store.store_unavailable()
+        except Exception as exc:
+            problem = error_text(exc)
+        if problem is not None:
+            return RunOutcome(message=f"{problem}: the built image has nowhere to go")
+        out = self.claims.run_dir / "image.erofs"
+        try:
+            self.progress.step("convert", 0, 1)
+            image_builds.seal(self._base, self.claims.run_dir / "scratch", out)
+            self.progress.step("convert", 1, 1)
+            store.store(self.request.definition["target"], out, progress=self.progress.step)
+        except Exception as exc:
+            return RunOutcome(message=f"the built image could not be stored: {error_text(exc)}")
+        self.progress.step("done", 1, 1)
+        return RunOutcome(exit_code=0)

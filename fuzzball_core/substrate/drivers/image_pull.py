@@ -1,0 +1,89 @@
+"""The driver of an image stage's pull (payload kind ``image-pull``).
+
+The image is made ready in the node's cache on the pull thread pool, its steps reported as
+progress; when the payload names a write-back target the image is then stored there through
+the storing image backend (best effort: the pull succeeds either way). Nothing runs in a
+container, so a stop only keeps the write-back from starting or retrying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.substrate.drivers.base import (
+    LogSink,
+    NodeServices,
+    RunOutcome,
+    RunRequest,
+    TaskDriver,
+)
+from fuzzball_core.substrate.drivers.image_progress import ImageProgress
+from fuzzball_core.substrate.image_write_back import (
+    DEFAULT_STALL_SECONDS,
+    WriteBack,
+    abandon,
+    write_back,
+)
+from fuzzball_core.substrate.images import describe_pull_failure
+
+
+class ImagePullDriver(TaskDriver):
+    """Pulls an image stage's image into the node cache, then writes it back if asked."""
+
+    def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
+        super().__init__(request, node, sink)
+        self.progress = ImageProgress(request.run_id, sink, self.loop)
+        self._work: asyncio.Future[RunOutcome] | None = None
+
+    async def start(self) -> RunOutcome | None:
+        """Begin the pull in the background (its outcome comes from :meth:`wait`)."""
+        self._work = self.loop.run_in_executor(self.node.pull_pool, self._pull)
+        return None
+
+    async def wait(self) -> RunOutcome:
+        """The pull's outcome, or a stopped run's."""
+        assert self._work is not None, "wait() before start()"
+        outcome = await self._work
+        return self.outcome_without_start() if self.stopping is not None else outcome
+
+    def _on_stop(self) -> None:
+        # the pull thread cannot be interrupted; it checks `stopping` before each write-back
+        # attempt, and wait() reports the stop
+        pass
+
+    def signal(self, sig: int) -> None:
+        """A pull runs no processes: nothing to signal."""
+
+    def destroy(self) -> None:
+        """A pull holds nothing of its own on the node (the image stays in the cache)."""
+
+    def _pull(self) -> RunOutcome:
+        work = self.request.definition
+        uri = str(work["uri"])
+        try:
+            image = self.node.images.ensure(
+                uri, digest=str(work.get("digest") or ""), progress=self.progress.step
+            )
+        except Exception as exc:
+            return RunOutcome(message=describe_pull_failure(uri, exc))
+        target = work.get("write-back")
+        if isinstance(target, dict) and self.stopping is None:
+            self._write_back(image, target)
+        return RunOutcome(exit_code=0)
+
+    def _write_back(self, image: Path, target: dict[str, Any]) -> None:
+        config = self.node.images.images_config
+        try:
+            store = self.node.images.store()
+        except FuzzballError as exc:
+            abandon(self.progress.document, image.stat().st_size, exc.message)
+            return
+        plan = WriteBack(
+            store=store,
+            target=target,
+            stall=float(config.get("cache-write-back-stall") or DEFAULT_STALL_SECONDS),
+        )
+        write_back(image, plan, self.progress.document, stopped=lambda: self.stopping is not None)

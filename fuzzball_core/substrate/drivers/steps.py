@@ -1,0 +1,151 @@
+"""The steps drivers share while preparing a run's container: the run's claims on the node
+(its directory, its workflow's volumes, its devices), the job's volumes, files and script,
+the device plugins' preparation, and the container's hostname, command and environment.
+(Volume ingress is :func:`fuzzball_core.substrate.ingress.fetch_ingress`.)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+from fuzzball_core.hookspecs import ContainerPreparation, Device
+from fuzzball_core.spec.models import Job, Service
+from fuzzball_core.substrate.drivers.base import NodeServices, RunRequest
+from fuzzball_core.substrate.ranks import RankLayout
+from fuzzball_runtime import Bind
+from fuzzball_runtime.spec import DEFAULT_PATH
+
+#: Where a job's script appears inside its container (read-only).
+SCRIPT_DIR = "/.fuzzball"
+
+_HOSTNAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+class RunClaims:
+    """What one run holds on the node, freed together by :meth:`release`: its directory
+    under the node's runs directory, its workflow's volumes and its devices."""
+
+    def __init__(self, node: NodeServices, request: RunRequest) -> None:
+        self._node = node
+        self._request = request
+        self._run_dir: Path | None = None
+        self._volumes = False
+        self._devices: list[Device] = []
+
+    @property
+    def run_dir(self) -> Path:
+        """The run's own directory (named after the run; removed on release)."""
+        if self._run_dir is None:
+            self._run_dir = self._node.runs_dir / str(self._request.run_id)
+        return self._run_dir
+
+    def directory(self, name: str) -> Path:
+        """A directory ``name`` under the run's own, created."""
+        path = self.run_dir / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def claim_volumes(self) -> None:
+        """Keep the workflow's volumes on this node while this run needs them (once)."""
+        if not self._volumes:
+            self._node.volumes.acquire(self._request.workflow_id)
+            self._volumes = True
+
+    def allocate_devices(self, wanted: dict[str, int]) -> list[Device]:
+        """Take ``wanted`` devices (kind -> count) from the node's pool for this run."""
+        self._devices = self._node.devices.allocate(self._request.run_id, wanted)
+        return list(self._devices)
+
+    def release(self) -> None:
+        """Give back the devices, remove the directory, drop the volumes' claim (idempotent)."""
+        if self._devices:
+            self._node.devices.release(self._request.run_id)
+            self._devices = []
+        if self._run_dir is not None:
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
+        if self._volumes:
+            self._node.volumes.release(self._request.workflow_id, time.time())
+            self._volumes = False
+
+
+def volume_binds(node: NodeServices, claims: RunClaims, request: RunRequest) -> list[Bind]:
+    """The job's ``mounts``: each workflow volume's directory bound at its path."""
+    job = request.job
+    if job is None or not job.mounts:
+        return []
+    claims.claim_volumes()
+    return [
+        Bind(str(node.volumes.volume_dir(request.workflow_id, mount.volume)), str(path))
+        for path, mount in job.mounts.items()
+    ]
+
+
+def script_bind(claims: RunClaims, script: str) -> tuple[Bind, str]:
+    """The job's script in a read-only directory, and its path inside the container."""
+    script_dir = claims.directory("script")
+    (script_dir / "script").write_text(script)
+    return Bind(str(script_dir), SCRIPT_DIR, readonly=True), f"{SCRIPT_DIR}/script"
+
+
+def file_binds(claims: RunClaims, files: dict[str, str]) -> list[Bind]:
+    """The job's ``files`` (container path -> content, resolved by Orchestrate), each a
+    copy of its own bound over its path: bound rather than written into the root so that
+    paths under the container's /tmp tmpfs and inside volumes work as well."""
+    if not files:
+        return []
+    files_dir = claims.directory("files")
+    binds = []
+    for index, (path, content) in enumerate(sorted(files.items())):
+        copy = files_dir / str(index)
+        copy.write_text(content)
+        binds.append(Bind(str(copy), path))
+    return binds
+
+
+def prepare_devices(
+    node: NodeServices, claims: RunClaims, request: RunRequest, wanted: dict[str, int]
+) -> ContainerPreparation:
+    """Allocate the ``wanted`` devices and let the device plugins adjust the container
+    (``fuzzball_job_prepare_container``); what they added."""
+    devices = claims.allocate_devices(wanted) if wanted else []
+    preparation = ContainerPreparation()
+    node.hooks.fuzzball_job_prepare_container(
+        job=request.definition, devices=devices, container=preparation
+    )
+    return preparation
+
+
+def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> str:
+    """The job's name as a DNS label (``-<task id>`` appended for array tasks, ``-<node
+    index>`` for the parts of a multinode job, which MPI tells apart by hostname)."""
+    base = _HOSTNAME_UNSAFE.sub("-", request.job_name.lower()).strip("-") or "job"
+    suffix = f"-{request.task_id}" if request.task_id is not None else ""
+    if ranks is not None:
+        suffix += f"-{ranks.part}"
+    return base[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+def job_command(job: Job | Service, script_path: str | None) -> list[str]:
+    """The argv: the script run by /bin/sh, or the command, followed by ``args``."""
+    args = list(job.args or [])
+    if script_path is not None:
+        return ["/bin/sh", script_path, *args]
+    return [*(job.command or []), *args]
+
+
+def job_environment(request: RunRequest, hostname: str) -> dict[str, str]:
+    """The container's environment: defaults, the job's ``env``, then the ``FB_*`` variables."""
+    assert request.job is not None, "an image stage's run has no job environment"
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
+    for entry in request.job.env or ():
+        name, _, value = str(entry).partition("=")
+        env[name] = value
+    env["FB_WORKFLOW_ID"] = request.workflow_id
+    env["FB_JOB_NAME"] = request.job_name
+    if request.task_id is not None:
+        env["FB_TASK_ID"] = str(request.task_id)
+    return env
