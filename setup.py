@@ -5,7 +5,13 @@ The top-level folders keep the design card's names (runtime/, plugins/, ...) and
 registered through entry points here, exactly as a third-party package registers its own.
 """
 
+import importlib.util
+import shutil
+from pathlib import Path
+from types import ModuleType
+
 from setuptools import find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 # folder in the repository -> import name
 PACKAGE_ROOTS = {
@@ -31,6 +37,34 @@ def _packages() -> tuple[list[str], dict[str, str]]:
 
 PACKAGES, PACKAGE_DIR = _packages()
 
+
+def _runtime_build_script() -> ModuleType:
+    # Loaded by path: importing the package would need the module it is about to build.
+    spec = importlib.util.spec_from_file_location("fbrt_build", "runtime/build_ffi.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BuildExtWithInit(build_ext):
+    """build_ext that also links the runtime's static container init next to its module
+    (in the build tree for a wheel, and in the source tree too for an editable install)."""
+
+    def _init_path(self) -> Path:
+        return Path(self.build_lib) / "fuzzball_runtime" / "fbrt-init"
+
+    def run(self) -> None:
+        super().run()
+        built = _runtime_build_script().build_init(self._init_path())
+        if self.inplace:
+            package_dir = self.get_finalized_command("build_py").get_package_dir("fuzzball_runtime")
+            shutil.copy2(built, Path(package_dir) / built.name)
+
+    def get_outputs(self) -> list[str]:
+        return [*super().get_outputs(), str(self._init_path())]
+
+
 setup(
     name="fuzzball",
     version="0.1.0",
@@ -40,12 +74,13 @@ setup(
     package_dir=PACKAGE_DIR,
     package_data={
         "fuzzball_core": ["py.typed", "**/*.proto", "**/*.ini", "**/*.mako"],
-        "fuzzball_runtime": ["csrc/*.c", "csrc/*.h", "csrc/*.cdef"],
+        "fuzzball_runtime": ["csrc/*.c", "csrc/*.h"],
         "fuzzball_federation": ["**/*.mako"],
     },
     include_package_data=True,
     setup_requires=["cffi>=1.16"],
     cffi_modules=["runtime/build_ffi.py:ffibuilder"],
+    cmdclass={"build_ext": BuildExtWithInit},
     install_requires=[
         "pluggy>=1.5",
         "stevedore>=5.1",

@@ -35,9 +35,15 @@ start-up, kills any container whose agent died that is still running and frees t
 image mounts (whose loop devices detach themselves) and records; it leaves containers of live
 agents alone. Layout of the state directory: see :mod:`fuzzball_runtime.state`.
 
-PID 1 of a container is a copy-on-write clone of the agent; once the command has run for
-20 ms it unmaps the agent's heap so that long jobs do not pin a snapshot of the agent's
-memory. Start path and PID 1 are in ``csrc/container.c``.
+PID 1 of a container is ``fbrt-init`` (``csrc/init.c``), a small statically linked program
+built at install time next to the compiled module: it starts the command, forwards signals to
+it, reaps orphans and reports the command's exact wait status. The agent copies it once into a
+sealed memfd and every container executes it from there, so it runs whatever the image holds
+and nothing inside can modify it. The container's first process is cloned with
+``CLONE_VM | CLONE_VFORK`` (no copy of the agent's page tables) and executes the init as soon
+as the root is built; ``csrc/container.h`` lists the files of the start path.
+When ``argv[0]`` has no slash it is searched in the job's ``PATH`` as execvp does: an empty
+element means the working directory.
 
 Images (``fuzzball_runtime.erofs``): ``build_from_dir(src, out)``,
 ``build_from_layers([layer.tar, ...], out)`` (OCI whiteouts and opaque directories applied),

@@ -6,6 +6,7 @@ import contextlib
 import os
 import select
 import signal
+import threading
 import uuid
 import warnings
 from pathlib import Path
@@ -13,12 +14,26 @@ from typing import IO, Any
 
 from . import cgroups
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
-from .native import check, ffi, lib, new_error
+from .native import INIT_PATH, check, ffi, lib, new_error
 from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
 from .state import ContainerRecord, StateDir, process_start_time
 
 _AGENT_START: int | None = None
 _LIFELINE: tuple[int, int] | None = None  # (owning pid, read end)
+_INIT: tuple[int, int] | None = None  # (owning pid, sealed memfd of the init)
+_INIT_LOCK = threading.Lock()
+
+
+def _init_fd() -> int:
+    """The container init (``fbrt-init``) in a sealed memfd, made once per process: PID 1 of
+    every container is executed from it (``fbrt_init_open`` in ``csrc/start.c``)."""
+    global _INIT
+    with _INIT_LOCK:
+        if _INIT is None or _INIT[0] != os.getpid():
+            err = new_error()
+            fd = check(lib.fbrt_init_open(os.fsencode(INIT_PATH), err), err, ContainerStartError)
+            _INIT = (os.getpid(), fd)
+        return _INIT[1]
 
 
 def _lifeline() -> int:
@@ -278,6 +293,7 @@ class Container:
         c.ncgroup_fds = len(procs_fds)
         c.stdin_fd, c.stdout_fd, c.stderr_fd = (s.child_fd for s in streams)
         c.lifeline_fd = _lifeline()
+        c.init_fd = _init_fd()
         started = ffi.new("struct fbrt_started *")
         err = new_error()
         check(lib.fbrt_container_start(c, started, err), err, ContainerStartError)

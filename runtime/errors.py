@@ -27,5 +27,9 @@ class MeteringError(RuntimeFailure):
     """The eBPF metering programs could not be created, loaded or attached."""
 
 
+class AbiMismatch(ImportError):
+    """The compiled C module implements another ABI version than this package calls."""
+
+
 class RuntimeWarningMessage(UserWarning):
     """A job started, but not exactly as asked (e.g. a clamped RLIMIT_MEMLOCK, no metering)."""

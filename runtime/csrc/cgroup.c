@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +9,15 @@
 #include <unistd.h>
 
 #include "fbrt_internal.h"
+
+#define CONTROL_PATH_MAX 4096
+
+/* DIR/FILE into PATH (CONTROL_PATH_MAX bytes); a name that does not fit is an error. */
+static int control_path(char *path, const char *dir, const char *file, struct fbrt_error *err) {
+    if (fbrt_format(path, CONTROL_PATH_MAX, "%s/%s", dir, file) < 0)
+        return fbrt_fail(err, ENAMETOOLONG, "cgroup file %s in %s", file, dir);
+    return 0;
+}
 
 int fbrt_cgroup_create(const char *dir, struct fbrt_error *err) {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
@@ -19,8 +27,10 @@ int fbrt_cgroup_create(const char *dir, struct fbrt_error *err) {
 
 int fbrt_cgroup_write(const char *dir, const char *file, const char *value,
                       struct fbrt_error *err) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    char path[CONTROL_PATH_MAX];
+    int rc = control_path(path, dir, file, err);
+    if (rc < 0)
+        return rc;
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return fbrt_fail(err, errno, "open %s", path);
@@ -37,8 +47,10 @@ int fbrt_cgroup_write(const char *dir, const char *file, const char *value,
 
 int fbrt_cgroup_read(const char *dir, const char *file, char *buf, int len,
                      struct fbrt_error *err) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    char path[CONTROL_PATH_MAX];
+    int rc = control_path(path, dir, file, err);
+    if (rc < 0)
+        return rc;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fbrt_fail(err, errno, "open %s", path);
@@ -62,8 +74,10 @@ int fbrt_cgroup_read(const char *dir, const char *file, char *buf, int len,
 }
 
 int fbrt_cgroup_open_procs(const char *dir, struct fbrt_error *err) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    char path[CONTROL_PATH_MAX];
+    int rc = control_path(path, dir, "cgroup.procs", err);
+    if (rc < 0)
+        return rc;
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return fbrt_fail(err, errno, "open %s", path);

@@ -2,14 +2,24 @@
  *
  * Every entry point returns 0 (or a non-negative result) on success and a negative errno on
  * failure, in which case it has filled the caller's struct fbrt_error with what was attempted,
- * in words, followed by strerror(errno).
+ * in words, followed by the errno's description.
+ *
+ * The declarations between the cffi-cdef markers are what Python sees: runtime/build_ffi.py
+ * hands exactly that text to cffi's cdef(), so the header is the only copy of the interface.
+ * Keep that section to plain declarations and comments (no preprocessor lines).
  */
 #ifndef FBRT_H
 #define FBRT_H
 
 #include <stdint.h>
 
-/* Version of the C runtime's ABI; bumped when a signature below changes. */
+/* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
+ * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
+ * version is refused at import. */
+#define FBRT_ABI_VERSION 3
+
+/* cffi-cdef-begin */
+
 int fbrt_abi_version(void);
 
 struct fbrt_error {
@@ -59,7 +69,13 @@ struct fbrt_counters {
 int fbrt_meter_attach(const char *cgroup_dir, struct fbrt_error *err);
 int fbrt_meter_read(int map_fd, struct fbrt_counters *out, struct fbrt_error *err);
 
-/* ---- containers (container.c) ---- */
+/* ---- containers (start.c in the agent, child.c and rootfs.c in the child, init.c as PID 1) */
+
+/* Copy the static init binary at PATH into a sealed memfd (no writes, no resizing) and return
+ * that descriptor (close-on-exec). fbrt_container_start executes the container's PID 1 from
+ * it, so the init reaches every container whatever its image holds, and a process inside
+ * cannot write through /proc/1/exe to the binary on the host. One per agent is enough. */
+int fbrt_init_open(const char *path, struct fbrt_error *err);
 
 struct fbrt_bind {
     const char *src;  /* host path */
@@ -73,7 +89,9 @@ struct fbrt_spec {
     const char *scratch;      /* NULL: upper layer on that tmpfs; else this host directory */
     const char *const *argv;  /* NULL-terminated */
     const char *const *envp;  /* NULL-terminated */
-    const char *path;         /* PATH used to find argv[0] when it has no slash */
+    const char *path;         /* PATH used to find argv[0] when it has no slash (NULL: the
+                               * default PATH); an empty element is the working directory,
+                               * as for execvp */
     const char *cwd;
     const char *hostname;
     const char *hosts;        /* content of /etc/hosts */
@@ -92,6 +110,7 @@ struct fbrt_spec {
     int stdin_fd, stdout_fd, stderr_fd;  /* -1: inherit */
     int lifeline_fd;          /* read end of a pipe only the agent writes to; -1: none.
                                * At its EOF (the agent died) PID 1 exits, ending the job. */
+    int init_fd;              /* from fbrt_init_open: the binary PID 1 runs */
 };
 
 struct fbrt_started {
@@ -100,9 +119,14 @@ struct fbrt_started {
     int status_fd;  /* PID 1 writes the command's 4-byte wait status here before it exits */
 };
 
-/* Start the container; returns once the command has been exec'd (or failed to be, in which
- * case everything started is killed and reaped and the child's error is returned). */
+/* Start the container: PID 1 is the static init from spec->init_fd, which starts the command,
+ * forwards signals to it, reaps orphans and reports the command's wait status on status_fd.
+ * Returns once the command has been exec'd (or failed to be, in which case everything started
+ * is killed and reaped and the child's error is returned). Safe to call from any thread of a
+ * multi-threaded process. */
 int fbrt_container_start(const struct fbrt_spec *spec, struct fbrt_started *out,
                          struct fbrt_error *err);
+
+/* cffi-cdef-end */
 
 #endif

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -13,6 +12,8 @@
 /* Another process may take the device LOOP_CTL_GET_FREE handed us before we configure it. */
 #define LOOP_ATTEMPTS 16
 
+/* Returns the configured loop device's descriptor; the control descriptor is closed on every
+ * path out (it was once kept open on success: one leaked descriptor per mounted image). */
 static int loop_attach(int backing_fd, const char *image, char *dev, int dev_len,
                        struct fbrt_error *err) {
     int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -25,7 +26,11 @@ static int loop_attach(int backing_fd, const char *image, char *dev, int dev_len
             rc = fbrt_fail(err, errno, "ioctl LOOP_CTL_GET_FREE");
             break;
         }
-        snprintf(dev, (size_t)dev_len, "/dev/loop%d", nr);
+        if (fbrt_format(dev, dev_len > 0 ? (size_t)dev_len : 0, "/dev/loop%d", nr) < 0) {
+            rc = fbrt_fail(err, ENAMETOOLONG, "name of loop device %d (%d bytes given)", nr,
+                           dev_len);
+            break;
+        }
         int loop = open(dev, O_RDONLY | O_CLOEXEC);
         if (loop < 0) {
             rc = fbrt_fail(err, errno, "open %s", dev);
@@ -36,8 +41,10 @@ static int loop_attach(int backing_fd, const char *image, char *dev, int dev_len
         config.fd = (unsigned int)backing_fd;
         config.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
         strncpy((char *)config.info.lo_file_name, image, LO_NAME_SIZE - 1);
-        if (ioctl(loop, LOOP_CONFIGURE, &config) == 0)
-            return loop;
+        if (ioctl(loop, LOOP_CONFIGURE, &config) == 0) {
+            rc = loop;
+            break;
+        }
         int e = errno;
         close(loop);
         if (e != EBUSY) {

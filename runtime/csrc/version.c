@@ -1,3 +1,3 @@
 #include "fbrt.h"
 
-int fbrt_abi_version(void) { return 2; }
+int fbrt_abi_version(void) { return FBRT_ABI_VERSION; }

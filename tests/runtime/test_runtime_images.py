@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -159,3 +160,26 @@ def test_cache_evicts_the_least_recently_used_beyond_its_bound(rootfs, tmp_path)
     new = cache.from_dir(rootfs, "sha256:" + "b" * 64)
     assert new.exists() and not old.exists()
     assert cache.size() <= cache.max_bytes
+
+
+def _open_descriptors() -> dict[str, str]:
+    """This process's open descriptors and what each refers to."""
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the descriptor listdir itself used
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+    return found
+
+
+def test_mounting_an_image_200_times_leaves_the_agents_descriptors_as_they_were(
+    image, state_dir
+) -> None:
+    state = StateDir(state_dir).ensure()
+    before = _open_descriptors()
+    for _ in range(200):
+        key, mountpoint = state.acquire_image(image, "fd-count")
+        assert os.path.ismount(mountpoint)
+        state.release_image(key, "fd-count")
+        assert not os.path.ismount(mountpoint)
+    after = _open_descriptors()
+    assert len(after) == len(before), sorted(set(after.values()) - set(before.values()))

@@ -1,0 +1,121 @@
+/* The cloned child: it becomes PID 1 of the new namespaces. It joins the job's cgroups, puts
+ * its descriptors where the init expects them, builds and enters the root, sets the hostname,
+ * network and RLIMIT_MEMLOCK, then executes the init (init.c) from the sealed memfd.
+ *
+ * It runs on the agent's memory (CLONE_VM) while the agent's thread waits (CLONE_VFORK), and
+ * other agent threads keep running: it only makes system calls, writes its own stack and
+ * reads the spec. All signals stay blocked from clone to exec (the agent blocked them), so no
+ * agent signal handler can run in here; the init sets its own dispositions. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "container.h"
+
+/* Parked descriptors go above the low numbers so that dup2 onto 0..5 cannot clobber one. */
+#define FD_HIGH 64
+
+static void __attribute__((noreturn)) die(int report_fd, const struct fbrt_error *e) {
+    if (report_fd >= 0) {
+        ssize_t n = write(report_fd, e, sizeof(*e));
+        (void)n;
+    }
+    _exit(127);
+}
+
+/* Duplicate FD to a number >= FD_HIGH; -1 stays -1. */
+static int lift(int fd, int report_fd, struct fbrt_error *e, const char *what) {
+    if (fd < 0)
+        return -1;
+    int high = fcntl(fd, F_DUPFD, FD_HIGH);
+    if (high < 0) {
+        fbrt_fail(e, errno, "duplicate the %s descriptor %d", what, fd);
+        die(report_fd, e);
+    }
+    return high;
+}
+
+static void place(int high, int target, int report_fd, struct fbrt_error *e) {
+    if (high >= 0 && dup2(high, target) < 0) {
+        fbrt_fail(e, errno, "dup2 %d onto %d", high, target);
+        die(report_fd, e);
+    }
+}
+
+/* Where the init's binary sits once the descriptors are placed. */
+static int init_fd_number(const struct fbrt_spec *spec) {
+    return spec->lifeline_fd >= 0 ? FBRT_FD_LIFELINE + 1 : FBRT_FD_STATUS + 1;
+}
+
+/* Stdio on 0..2, the error, status and lifeline pipes on their FBRT_FD_* numbers, nothing
+ * else of the agent's (other containers' pipes, sockets) left open. */
+static void place_descriptors(const struct fbrt_child_args *args, struct fbrt_error *e) {
+    const struct fbrt_spec *spec = args->spec;
+    int report = args->error_w;
+    int in = lift(spec->stdin_fd, report, e, "stdin");
+    int out = lift(spec->stdout_fd, report, e, "stdout");
+    int err = lift(spec->stderr_fd, report, e, "stderr");
+    int error_high = lift(args->error_w, report, e, "error pipe");
+    int status_high = lift(args->status_w, report, e, "status pipe");
+    int lifeline = lift(spec->lifeline_fd, report, e, "lifeline");
+    int init_high = lift(spec->init_fd, report, e, "init");
+    report = error_high;
+    place(in, 0, report, e);
+    place(out, 1, report, e);
+    place(err, 2, report, e);
+    place(error_high, FBRT_FD_ERROR, report, e);
+    place(status_high, FBRT_FD_STATUS, report, e);
+    place(lifeline, FBRT_FD_LIFELINE, report, e);
+    report = FBRT_FD_ERROR;
+    /* dup2 leaves 0..5 without close-on-exec: they pass to the init, which keeps the pipes
+     * from the command. The init's binary goes just above them, close-on-exec, since only
+     * the exec below uses it. */
+    int next = init_fd_number(spec);
+    place(init_high, next, report, e);
+    fcntl(next, F_SETFD, FD_CLOEXEC);
+    if (syscall(SYS_close_range, next + 1, ~0U, 0) < 0) {
+        fbrt_fail(e, errno, "close inherited descriptors");
+        die(report, e);
+    }
+}
+
+int fbrt_child_main(void *arg) {
+    const struct fbrt_child_args *args = arg;
+    const struct fbrt_spec *spec = args->spec;
+    struct fbrt_error e;
+    memset(&e, 0, sizeof(e));
+    umask(0);
+    for (int i = 0; i < spec->ncgroup_fds; i++) {
+        if (write(spec->cgroup_fds[i], "0", 1) < 0) {
+            fbrt_fail(&e, errno, "join cgroup (cgroup.procs descriptor %d)",
+                      spec->cgroup_fds[i]);
+            die(args->error_w, &e);
+        }
+    }
+    place_descriptors(args, &e);
+    setsid();
+    if (fbrt_rootfs_enter(spec, &e) < 0)
+        die(FBRT_FD_ERROR, &e);
+    if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0) {
+        fbrt_fail(&e, errno, "sethostname %s", spec->hostname);
+        die(FBRT_FD_ERROR, &e);
+    }
+    if (spec->new_net && fbrt_net_lo_up(&e) < 0)
+        die(FBRT_FD_ERROR, &e);
+    if (spec->memlock >= 0) {
+        struct rlimit limit = {(rlim_t)spec->memlock, (rlim_t)spec->memlock};
+        if (setrlimit(RLIMIT_MEMLOCK, &limit) < 0) {
+            fbrt_fail(&e, errno, "setrlimit RLIMIT_MEMLOCK to %lld bytes",
+                      (long long)spec->memlock);
+            die(FBRT_FD_ERROR, &e);
+        }
+    }
+    /* The command's environment is the init's too; the init hands it on unchanged. */
+    syscall(SYS_execveat, init_fd_number(spec), "", args->init_argv, spec->envp, AT_EMPTY_PATH);
+    fbrt_fail(&e, errno, "execute the container init (%s)", FBRT_INIT_NAME);
+    die(FBRT_FD_ERROR, &e);
+}

@@ -1,0 +1,28 @@
+/* The container init (a static program of its own: init.c, init_exec.c, error.c). */
+#ifndef FBRT_INIT_H
+#define FBRT_INIT_H
+
+#include <sys/types.h>
+
+#include "fbrt_internal.h"
+
+/* What the agent asked for, from the init's options (see fbrt_internal.h). */
+struct init_options {
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;
+    size_t ngroups;
+    const char *cwd;     /* NULL: stay in / */
+    const char *path;    /* NULL: FBRT_DEFAULT_PATH */
+    int lifeline;        /* FBRT_FD_LIFELINE is open */
+    char *const *argv;   /* the command */
+};
+
+/* Write E to the error pipe and exit 127: the agent reports it as the start failure. */
+void __attribute__((noreturn)) init_die(const struct fbrt_error *e);
+
+/* In the forked command process: default signals, credentials, working directory, then
+ * execute the command, searching PATH when argv[0] has no slash. Never returns. */
+void __attribute__((noreturn)) init_exec_command(const struct init_options *o);
+
+#endif

@@ -1,0 +1,258 @@
+/* The agent's side of starting a container (see container.h for the other parts).
+ *
+ * The child is created as posix_spawn and crun create theirs: clone(CLONE_VM | CLONE_VFORK)
+ * on a stack of its own. Sharing the agent's memory spares copying the page tables of a large
+ * Python process for every job (the cost grows with the agent's size), and CLONE_VFORK holds
+ * this thread until the child has executed the init, after which the child has a small
+ * address space of its own. The child may therefore only do what child.c does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/memfd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "container.h"
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U /* Linux 6.3; needed where vm.memfd_noexec is set */
+#endif
+
+/* The child builds paths in a few 4 KiB buffers (at most ~40 KiB deep); the rest is margin. */
+#define CHILD_STACK_BYTES (256 * 1024)
+
+int fbrt_init_open(const char *path, struct fbrt_error *err) {
+    int src = open(path, O_RDONLY | O_CLOEXEC);
+    if (src < 0)
+        return fbrt_fail(err, errno, "open the container init %s", path);
+    struct stat st;
+    if (fstat(src, &st) < 0) {
+        int rc = fbrt_fail(err, errno, "stat the container init %s", path);
+        close(src);
+        return rc;
+    }
+    unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+    int mem = memfd_create(FBRT_INIT_NAME, flags | MFD_EXEC);
+    if (mem < 0 && errno == EINVAL) /* a kernel older than MFD_EXEC */
+        mem = memfd_create(FBRT_INIT_NAME, flags);
+    if (mem < 0) {
+        int rc = fbrt_fail(err, errno, "memfd_create for the container init");
+        close(src);
+        return rc;
+    }
+    int rc = mem;
+    for (off_t copied = 0; copied < st.st_size && rc >= 0;) {
+        ssize_t n = sendfile(mem, src, &copied, (size_t)(st.st_size - copied));
+        if (n < 0 && errno != EINTR)
+            rc = fbrt_fail(err, errno, "copy the container init %s into a memfd", path);
+        else if (n == 0)
+            rc = fbrt_fail(err, EIO, "copy the container init %s: it shrank", path);
+    }
+    /* Sealed, the copy cannot change: not by the agent, not by a process in a container
+     * opening /proc/1/exe for writing (the runc CVE-2019-5736 pattern). */
+    if (rc >= 0 && fcntl(mem, F_ADD_SEALS,
+                         F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+        rc = fbrt_fail(err, errno, "seal the container init's memfd");
+    close(src);
+    if (rc < 0)
+        close(mem);
+    return rc;
+}
+
+/* The init's argument vector: FBRT_INIT_NAME, the options, "--", the command's argv. The
+ * options (argv[1] .. argv[nopts]) are allocated here; the rest points into SPEC. The agent
+ * builds it, since the child may not allocate. */
+struct init_argv {
+    char **argv;
+    int nopts;
+};
+
+static char *option_text(const char *name, const char *value) {
+    size_t len = strlen(name) + strlen(value) + 1;
+    char *text = malloc(len);
+    if (text && fbrt_format(text, len, "%s%s", name, value) < 0) {
+        free(text);
+        text = NULL;
+    }
+    return text;
+}
+
+static char *option_number(const char *name, unsigned int value) {
+    char digits[16];
+    return fbrt_format(digits, sizeof(digits), "%u", value) < 0 ? NULL
+                                                                 : option_text(name, digits);
+}
+
+static char *option_groups(const struct fbrt_spec *spec) {
+    /* Ten digits and a comma per group. */
+    size_t cap = (size_t)spec->ngroups * 11 + 1;
+    char *list = malloc(cap);
+    if (!list)
+        return NULL;
+    list[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < spec->ngroups; i++) {
+        if (fbrt_format(list + len, cap - len, "%s%u", i ? "," : "", spec->groups[i]) < 0) {
+            free(list);
+            return NULL;
+        }
+        len += strlen(list + len);
+    }
+    char *text = option_text(FBRT_OPT_GROUPS, list);
+    free(list);
+    return text;
+}
+
+static void init_argv_free(struct init_argv *a) {
+    if (!a->argv)
+        return;
+    for (int i = 1; i <= a->nopts; i++)
+        free(a->argv[i]);
+    free(a->argv);
+    a->argv = NULL;
+}
+
+static int init_argv_build(const struct fbrt_spec *spec, struct init_argv *a,
+                           struct fbrt_error *err) {
+    int nargs = 0;
+    while (spec->argv[nargs])
+        nargs++;
+    enum { MAX_OPTIONS = 6 };
+    a->nopts = 0;
+    a->argv = calloc((size_t)(1 + MAX_OPTIONS + 1 + nargs + 1), sizeof(char *));
+    if (!a->argv)
+        return fbrt_fail(err, ENOMEM, "arguments of the container init");
+    a->argv[0] = (char *)FBRT_INIT_NAME;
+    char *options[MAX_OPTIONS];
+    int n = 0;
+    options[n++] = option_number(FBRT_OPT_UID, spec->uid);
+    options[n++] = option_number(FBRT_OPT_GID, spec->gid);
+    options[n++] = option_groups(spec);
+    if (spec->cwd)
+        options[n++] = option_text(FBRT_OPT_CWD, spec->cwd);
+    if (spec->path)
+        options[n++] = option_text(FBRT_OPT_PATH, spec->path);
+    if (spec->lifeline_fd >= 0)
+        options[n++] = option_text(FBRT_OPT_LIFELINE, "");
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        a->argv[++a->nopts] = options[i];
+        missing |= options[i] == NULL;
+    }
+    if (missing) {
+        init_argv_free(a);
+        return fbrt_fail(err, ENOMEM, "arguments of the container init");
+    }
+    a->argv[1 + n] = (char *)"--";
+    for (int i = 0; i < nargs; i++)
+        a->argv[2 + n + i] = (char *)spec->argv[i];
+    return 0;
+}
+
+/* clone the child (see the top of this file); returns its pid or -errno. */
+static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *args, int *pidfd) {
+    char *stack = mmap(NULL, CHILD_STACK_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (stack == MAP_FAILED)
+        return -errno;
+    /* A guard page: an overflow faults instead of writing over the agent's memory. */
+    if (mprotect(stack, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) < 0) {
+        int e = errno;
+        munmap(stack, CHILD_STACK_BYTES);
+        return -e;
+    }
+    int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS |
+                CLONE_NEWIPC | CLONE_PIDFD | SIGCHLD;
+    if (spec->new_net)
+        flags |= CLONE_NEWNET;
+    /* Blocked in the child from its first instruction: a handler of the agent's running on
+     * the shared memory could corrupt it. The child keeps them blocked through exec. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    long pid = clone(fbrt_child_main, stack + CHILD_STACK_BYTES, flags, args, pidfd);
+    int clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, CHILD_STACK_BYTES);
+    return pid < 0 ? -clone_errno : pid;
+}
+
+/* Read the child's error report: 0 when there is none (the command runs), else -errno with
+ * ERR filled. */
+static int read_report(int fd, struct fbrt_error *err) {
+    struct fbrt_error child;
+    memset(&child, 0, sizeof(child));
+    size_t got = 0;
+    while (got < sizeof(child)) {
+        ssize_t n = read(fd, (char *)&child + got, sizeof(child) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got == 0)
+        return 0;
+    if (got != sizeof(child) || child.err <= 0)
+        return fbrt_fail(err, EIO, "container setup failed (truncated report)");
+    *err = child;
+    err->msg[sizeof(err->msg) - 1] = '\0';
+    return -child.err;
+}
+
+int fbrt_container_start(const struct fbrt_spec *spec, struct fbrt_started *out,
+                         struct fbrt_error *err) {
+    if (!spec->argv || !spec->argv[0])
+        return fbrt_fail(err, EINVAL, "start container: empty command");
+    if (spec->init_fd < 0)
+        return fbrt_fail(err, EINVAL, "start container: no init (see fbrt_init_open)");
+    struct init_argv init;
+    int rc = init_argv_build(spec, &init, err);
+    if (rc < 0)
+        return rc;
+    int error_pipe[2], status_pipe[2];
+    if (pipe2(error_pipe, O_CLOEXEC) < 0) {
+        rc = fbrt_fail(err, errno, "pipe for container errors");
+        init_argv_free(&init);
+        return rc;
+    }
+    if (pipe2(status_pipe, O_CLOEXEC) < 0) {
+        rc = fbrt_fail(err, errno, "pipe for container status");
+        close(error_pipe[0]);
+        close(error_pipe[1]);
+        init_argv_free(&init);
+        return rc;
+    }
+    struct fbrt_child_args args = {spec, error_pipe[1], status_pipe[1], init.argv};
+    int pidfd = -1;
+    long pid = clone_child(spec, &args, &pidfd);
+    init_argv_free(&init);
+    close(error_pipe[1]);
+    close(status_pipe[1]);
+    if (pid < 0) {
+        close(error_pipe[0]);
+        close(status_pipe[0]);
+        return fbrt_fail(err, (int)-pid, "clone into new namespaces");
+    }
+    /* EOF once the command has been executed: the init closes its end then. */
+    rc = read_report(error_pipe[0], err);
+    close(error_pipe[0]);
+    if (rc < 0) {
+        kill((pid_t)pid, SIGKILL);
+        while (waitpid((pid_t)pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+        close(pidfd);
+        close(status_pipe[0]);
+        return rc;
+    }
+    out->pid = (int)pid;
+    out->pidfd = pidfd;
+    out->status_fd = status_pipe[0];
+    return 0;
+}

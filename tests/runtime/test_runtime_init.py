@@ -1,0 +1,72 @@
+"""PID 1 of every container is the small static init (csrc/init.c), executed from a sealed
+copy, whatever the agent's size; it finds the command as execvp would."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from fuzzball_runtime import Container, ContainerSpec, ContainerStartError
+from fuzzball_runtime.native import INIT_PATH
+
+pytestmark = pytest.mark.root
+
+
+def _status_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _sleeper(image: Path, state_dir: Path) -> Container:
+    return Container(ContainerSpec(image=image, command=["sleep", "60"], state_dir=state_dir))
+
+
+def test_pid_1_executes_the_installed_init_binary(image, state_dir) -> None:
+    with _sleeper(image, state_dir).start() as handle:
+        exe = Path(f"/proc/{handle.pid}/exe")
+        assert os.readlink(exe).startswith("/memfd:fbrt-init")
+        assert exe.read_bytes() == INIT_PATH.read_bytes()
+
+
+def test_pid_1_stays_tiny_however_large_the_agent_is(image, state_dir) -> None:
+    heap = bytearray(128 << 20)
+    heap[:: 1 << 12] = b"\1" * len(heap[:: 1 << 12])  # touch every page: all resident
+    assert _status_kib(os.getpid(), "VmRSS") > 128 * 1024
+    with _sleeper(image, state_dir).start() as handle:
+        # A clone of the agent would start with the agent's whole resident set.
+        assert _status_kib(handle.pid, "VmRSS") < 2 * 1024
+    del heap
+
+
+def test_the_init_cannot_be_changed_from_inside_a_container(run) -> None:
+    before = INIT_PATH.read_bytes()
+    status, output = run("echo x > /proc/1/exe && echo changed || echo refused")
+    assert (status.exit_code, output.split()[-1]) == (0, "refused")
+    assert INIT_PATH.read_bytes() == before
+
+
+def test_an_empty_path_element_is_the_working_directory(run) -> None:
+    status, output = run(
+        "", command=["busybox", "echo", "found"], cwd="/bin", env={"PATH": "/nowhere:"}
+    )
+    assert (status.exit_code, output) == (0, "found\n")
+
+
+def test_a_writable_layer_path_too_long_to_build_is_refused_naming_it(
+    image, state_dir, tmp_path
+) -> None:
+    # Just under the kernel's PATH_MAX, so the directory exists but "<it>/upper" cannot fit.
+    scratch = tmp_path
+    while len(str(scratch)) < 4096 - 260:
+        scratch = scratch / ("d" * 200)
+    scratch = scratch / ("d" * (4090 - len(str(scratch)) - 1))
+    spec = ContainerSpec(image=image, command=["true"], scratch_dir=scratch, state_dir=state_dir)
+    with pytest.raises(ContainerStartError) as caught:
+        Container(spec).start()
+    assert caught.value.errno == errno.ENAMETOOLONG
+    assert "directory upper in /" in str(caught.value)
