@@ -4,6 +4,12 @@
 generated node token), creates the first admin account and its token, starts Orchestrate
 (SQLite) and one Substrate in the background with their logs in the deployment directory,
 waits until the node is ready, and points the CLI's ``local`` context at it.
+
+A pid file alone does not say a process is ours and alive: the process may have died and be
+a zombie its parent has not reaped yet, or have died long ago and its pid been given to a
+stranger. A process counts as running only when ``/proc/PID/stat`` shows it is not a zombie
+and ``/proc/PID/cmdline`` is the command this deployment started it with. So ``up`` after a
+crash restarts what died, and ``down`` never signals a stranger.
 """
 
 from __future__ import annotations
@@ -28,6 +34,34 @@ from fuzzball_core.errors import FailedPrecondition, Unavailable
 CONTEXT_NAME = "local"
 PROCESSES = ("orchestrate", "substrate")
 
+#: each process's entry module and the arguments after ``--config FILE``
+COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "orchestrate": ("fuzzball_core.orchestrate.server", ("serve",)),
+    "substrate": ("fuzzball_core.substrate.main", ()),
+}
+
+#: ``/proc/PID/stat`` states of a process that has exited (zombie, dead)
+EXITED_STATES = frozenset({"Z", "X", "x"})
+
+
+def process_state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` from ``/proc/PID/stat``; None when there is no such pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # the command name in parentheses may hold spaces and ')': the state follows the last ')'
+    return stat.rpartition(")")[2].split()[0]
+
+
+def command_line(pid: int) -> list[str] | None:
+    """``pid``'s arguments from ``/proc/PID/cmdline``; None when they cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="replace").split("\0")[:-1]
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -45,18 +79,28 @@ class Deployment:
     def log_file(self, process: str) -> Path:
         return self.directory / f"{process}.log"
 
+    def argv(self, process: str) -> list[str]:
+        """The command that starts ``process`` of this deployment."""
+        module, arguments = COMMANDS[process]
+        code = f"from {module} import main; main()"
+        return [sys.executable, "-c", code, "--config", str(self.config_file), *arguments]
+
     def pid(self, process: str) -> int | None:
-        """The process's pid if it is alive, else None."""
+        """The process's pid if it is alive and ours, else None.
+
+        Alive: ``/proc`` has it and it is not a zombie. Ours: its command line is the one
+        :meth:`argv` gives, past the interpreter's path (which a symlink may spell otherwise).
+        """
         try:
             pid = int(self.pid_file(process).read_text().strip())
         except (OSError, ValueError):
             return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        state = process_state(pid)
+        if state is None or state in EXITED_STATES:
             return None
-        except PermissionError:
-            return pid
+        running = command_line(pid)
+        if running is None or running[1:] != self.argv(process)[1:]:
+            return None
         return pid
 
 
@@ -104,10 +148,10 @@ def _run_cli(module_main: str, config_file: Path, *args: str) -> subprocess.Comp
     )
 
 
-def _start(deployment: Deployment, process: str, argv: list[str]) -> subprocess.Popen[bytes]:
+def _start(deployment: Deployment, process: str) -> subprocess.Popen[bytes]:
     with deployment.log_file(process).open("ab") as log:
         child = subprocess.Popen(
-            argv,
+            deployment.argv(process),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -196,30 +240,9 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
             token = issued.stdout.strip()
         else:
             raise FailedPrecondition(created.stderr.strip() or "cannot create the admin account")
-        children["orchestrate"] = _start(
-            deployment,
-            "orchestrate",
-            [
-                sys.executable,
-                "-c",
-                "from fuzzball_core.orchestrate.server import main; main()",
-                "--config",
-                str(deployment.config_file),
-                "serve",
-            ],
-        )
+        children["orchestrate"] = _start(deployment, "orchestrate")
     if deployment.pid("substrate") is None:
-        children["substrate"] = _start(
-            deployment,
-            "substrate",
-            [
-                sys.executable,
-                "-c",
-                "from fuzzball_core.substrate.main import main; main()",
-                "--config",
-                str(deployment.config_file),
-            ],
-        )
+        children["substrate"] = _start(deployment, "substrate")
 
     address = f"http://{config.orchestrate.rest_listen}"
     if any(c.name == CONTEXT_NAME for c in contexts.contexts):
@@ -249,7 +272,10 @@ def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -
     for process in reversed(PROCESSES):
         pid = deployment.pid(process)
         if pid is None:
+            # dead (or the pid is a stranger's now): nothing of ours to stop
+            deployment.pid_file(process).unlink(missing_ok=True)
             continue
+        # started with start_new_session: the group is the process and whatever it started
         os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while deployment.pid(process) is not None and time.monotonic() < deadline:

@@ -7,9 +7,11 @@ would, so the run needs no internet.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,3 +95,59 @@ def test_local_up_twice_is_harmless(local_deployment):
     assert again.returncode == 0, again.stderr
     nodes = fuzzball(env, "node", "list", "-o", "json")
     assert nodes.stdout.count('"local-node"') == 1
+
+
+#: Runs ``local up``, SIGKILLs Orchestrate and leaves it a zombie, runs ``local up`` again, and
+#: prints what it saw as JSON. It makes itself a child subreaper, so the deployment's processes
+#: (orphaned when the first ``local up`` exits) become its children, and it never waits for
+#: them: the killed Orchestrate stays a zombie, as under a parent that has not reaped it yet.
+CRASH_AND_UP_AGAIN = textwrap.dedent(
+    """
+    import ctypes, json, os, signal, subprocess, sys, time
+    from pathlib import Path
+
+    PR_SET_CHILD_SUBREAPER = 36
+    assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    fuzzball = [sys.executable, "-m", "fuzzball_core.cli"]
+    first = subprocess.run([*fuzzball, "local", "up"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    status = subprocess.run([*fuzzball, "local", "status", "-o", "json"],
+                            capture_output=True, text=True)
+    crashed = json.loads(status.stdout)["orchestrate"]["pid"]
+    os.kill(crashed, signal.SIGKILL)
+    stat = Path(f"/proc/{crashed}/stat")
+    while stat.read_text().rpartition(")")[2].split()[0] != "Z":
+        time.sleep(0.01)
+    again = subprocess.run([*fuzzball, "local", "up", "--timeout", "60"],
+                           capture_output=True, text=True)
+    status = subprocess.run([*fuzzball, "local", "status", "-o", "json"],
+                            capture_output=True, text=True)
+    print(json.dumps({
+        "crashed": crashed,
+        "crashed_state": stat.read_text().rpartition(")")[2].split()[0],
+        "up_again": again.returncode,
+        "up_again_output": again.stdout + again.stderr,
+        "status": json.loads(status.stdout),
+    }))
+    """
+)
+
+
+def test_local_up_restarts_an_orchestrate_that_was_killed_and_left_a_zombie(local_deployment):
+    _, env = local_deployment
+    seen = subprocess.run(
+        [sys.executable, "-c", CRASH_AND_UP_AGAIN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert seen.returncode == 0, seen.stderr
+    report = json.loads(seen.stdout)
+    assert report["crashed_state"] == "Z"  # still unreaped when up ran
+    assert report["up_again"] == 0, report["up_again_output"]
+    orchestrate = report["status"]["orchestrate"]
+    assert orchestrate["running"]
+    assert orchestrate["pid"] != report["crashed"]
+    workflows = fuzzball(env, "workflow", "list")
+    assert workflows.returncode == 0, workflows.stderr
