@@ -44,10 +44,12 @@ class StageKind(StrEnum):
 
 
 class NodeStatus(StrEnum):
-    """Whether a registered node is holding its lease."""
+    """Whether a registered node is holding its lease (or was torn down)."""
 
     READY = "READY"
     OFFLINE = "OFFLINE"
+    #: a deprovision hold emptied the node and it was told to shut down
+    DEPROVISIONED = "DEPROVISIONED"
 
 
 class EventKind(StrEnum):

@@ -27,6 +27,7 @@ from fuzzball_core.plugins import PluginRegistry, get_registry
 from fuzzball_core.spec import ImagePull, Plan, parse_duration
 from fuzzball_core.spec.models import ImageBuild, Job
 from fuzzball_core.store.object_cache import SCHEMES, CacheAddress, ObjectCache
+from fuzzball_core.vocabulary import EventKind
 
 GROUP = "fuzzball.image_backends"
 PULL = "image-pull"
@@ -220,13 +221,13 @@ def write_back_name(uri: str) -> str:
 
 #: event kinds of the write-back's reports, by their ``status``
 WRITE_BACK_EVENTS = {
-    "retrying": "image_write_back_retrying",
-    "abandoned": "image_write_back_abandoned",
-    "stored": "image_written_back",
+    "retrying": EventKind.IMAGE_WRITE_BACK_RETRYING,
+    "abandoned": EventKind.IMAGE_WRITE_BACK_ABANDONED,
+    "stored": EventKind.IMAGE_WRITTEN_BACK,
 }
 
 
-def progress_event(stage_name: str, data: bytes) -> tuple[str, str, dict[str, Any]] | None:
+def progress_event(stage_name: str, data: bytes) -> tuple[EventKind, str, dict[str, Any]] | None:
     """The kind, message and data of the event a progress report becomes: ``image_progress``,
     or one of :data:`WRITE_BACK_EVENTS` for a write-back's turns."""
     try:
@@ -254,7 +255,7 @@ def progress_event(stage_name: str, data: bytes) -> tuple[str, str, dict[str, An
         text = f"{step}: done"
     else:
         text = f"{step}: started"
-    return "image_progress", f"{stage_name}: {text}", details
+    return EventKind.IMAGE_PROGRESS, f"{stage_name}: {text}", details
 
 
 def _write_back_text(status: str, report: Mapping[str, Any]) -> str:

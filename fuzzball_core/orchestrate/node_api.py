@@ -68,6 +68,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "the first message on Connect must be a Hello"
             )
+            return  # abort raises; this tells the type checker ``first`` is a Hello below
         node_id = first.hello.node_id
         queue = self.hub.attach(node_id)
         try:

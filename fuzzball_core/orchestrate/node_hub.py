@@ -2,7 +2,9 @@
 
 Each connected node has an outgoing queue that its stream drains. Messages for a node that is
 not connected are dropped: the engine re-derives what a node must be told when it reconnects
-(its Hello lists the runs it knows).
+(its Hello lists the runs it knows). The engine hands over plain messages
+(:mod:`fuzzball_core.orchestrate.messages`); :func:`control_message` is where they become the
+node protocol's.
 """
 
 from __future__ import annotations
@@ -10,6 +12,32 @@ from __future__ import annotations
 import asyncio
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate.messages import Assign, Cancel, Shutdown, ToNode
+
+
+def control_message(message: ToNode) -> node_pb2.ControlMessage:
+    """The ``ControlMessage`` that carries an engine's message to a node."""
+    if isinstance(message, Assign):
+        return node_pb2.ControlMessage(
+            assign=node_pb2.Assignment(
+                run_id=message.run_id,
+                workflow_id=message.workflow_id,
+                stage_name=message.stage_name,
+                has_task=message.task_id is not None,
+                task_id=message.task_id or 0,
+                job_json=message.job_json,
+                timeout_seconds=message.timeout_seconds,
+                node_ids=list(message.node_ids),
+                volume_ingress_json=message.volume_ingress_json,
+            )
+        )
+    if isinstance(message, Cancel):
+        return node_pb2.ControlMessage(
+            cancel=node_pb2.Cancel(run_id=message.run_id, reason=message.reason)
+        )
+    if isinstance(message, Shutdown):
+        return node_pb2.ControlMessage(shutdown=node_pb2.Shutdown(reason=message.reason))
+    raise TypeError(f"not a message for nodes: {message!r}")
 
 
 class NodeHub:
@@ -33,7 +61,12 @@ class NodeHub:
             del self._queues[node_id]
 
     def connected(self, node_id: str) -> bool:
+        """Whether the node has an open stream."""
         return node_id in self._queues
+
+    def deliver(self, node_id: str, message: ToNode) -> bool:
+        """Queue one of the engine's messages for the node; False when it is not connected."""
+        return self.send(node_id, control_message(message))
 
     def send(self, node_id: str, message: node_pb2.ControlMessage) -> bool:
         """Queue ``message`` for the node; False when it is not connected."""
@@ -44,6 +77,7 @@ class NodeHub:
         return True
 
     def close_all(self) -> None:
+        """End every node's stream (Orchestrate is stopping)."""
         for queue in self._queues.values():
             queue.put_nowait(None)
         self._queues.clear()

@@ -23,6 +23,7 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import Accounts
@@ -49,6 +50,7 @@ from fuzzball_core.store.models import (
     Workflow,
 )
 from fuzzball_core.store.object_cache import ObjectCache
+from fuzzball_core.vocabulary import Status
 
 #: Most rows one listing call returns; callers page with ``after_seq``.
 PAGE = 5000
@@ -346,16 +348,15 @@ class SqlOrchestrateService:
         diagnosis = self.engine.waiting_diagnosis(stage.id)
         if diagnosis is not None:
             return explained(diagnosis.reason.value, diagnosis.message, diagnosis.estimated_start)
-        live = session.scalars(
-            select(Run).where(Run.stage_id == stage.id, Run.status.in_(("ASSIGNED", "STARTED")))
+        live = list(
+            session.scalars(select(Run).where(Run.stage_id == stage.id, Run.status.in_(LIVE_RUN)))
         )
-        live = list(live)
         if live:
             node_ids = {n for run in live for n in run.node_ids}
             names = sorted(
                 session.scalars(select(Node.name).where(Node.id.in_(node_ids)))
             ) or sorted(node_ids)
-            if any(run.status == "STARTED" for run in live):
+            if any(run.status == Status.STARTED for run in live):
                 return explained("RUNNING", f"running on {', '.join(names)}")
             return explained("STARTING", f"placed on {', '.join(names)}; starting")
         waiting = self._unmet_dependencies(stage, by_name)

@@ -1,4 +1,4 @@
-"""One engine pass as a unit of work, and the statuses runs and nodes move through.
+"""One unit of the engine's work: a database session and what leaves once it commits.
 
 Every change the engine makes happens inside a :class:`Transaction`: its session, the
 messages for nodes and the events for hooks that leave only once the session commits.
@@ -13,17 +13,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.service.views import STARTED
+from fuzzball_core.orchestrate.messages import ToNode
 from fuzzball_core.store.models import Run
-
-#: Run statuses beyond the stage ones: placed and sent to a node, not yet running.
-ASSIGNED = "ASSIGNED"
-LIVE_RUN = (ASSIGNED, STARTED)
-#: Node statuses.
-READY = "READY"
-OFFLINE = "OFFLINE"
-DEPROVISIONED = "DEPROVISIONED"
 
 
 @dataclass
@@ -32,7 +23,7 @@ class Transaction:
 
     session: Session
     now: float
-    outbox: list[tuple[str, node_pb2.ControlMessage]] = field(default_factory=list)
+    outbox: list[tuple[str, ToNode]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     #: rows loaded in bulk ahead of use: the session's identity map holds rows weakly, so
     #: without these references they would be dropped and loaded again one by one
@@ -42,8 +33,12 @@ class Transaction:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
         wanted = set(ids)
         if wanted:
-            key = model.__mapper__.primary_key[0]
+            key = model.__mapper__.primary_key[0]  # type: ignore[attr-defined]
             self.loaded.extend(self.session.scalars(select(model).where(key.in_(wanted))))
+
+    def send(self, node_ids: Iterable[str], message: ToNode) -> None:
+        """Send ``message`` to each of ``node_ids`` once the transaction commits."""
+        self.outbox.extend((node_id, message) for node_id in node_ids)
 
 
 def task_label(run: Run) -> str:

@@ -97,7 +97,7 @@ def test_a_barrier_is_released_on_every_node_once_all_reached_it(harness, placed
 def test_fences_still_meet_after_orchestrate_restarted(harness, placed) -> None:
     _, by_node = placed
     run_id = next(iter(by_node.values())).run_id
-    harness.engine._fences = FenceRelay()  # what a restarted Orchestrate starts with
+    harness.engine.context.fences = FenceRelay()  # what a restarted Orchestrate starts with
 
     for node_id in by_node:  # each node sends its fence again after reconnecting
         harness.report(node_id, fence=node_pb2.Fence(run_id=run_id, seq=2, kvs={node_id: "1"}))

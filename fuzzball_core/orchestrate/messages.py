@@ -1,0 +1,43 @@
+"""What the engine tells nodes, as plain values.
+
+The engine decides *what* a node must do; :mod:`fuzzball_core.orchestrate.node_hub` turns
+these into the node protocol's ``ControlMessage`` when it queues them on a node's stream, so
+the engine's modules never build protobuf messages themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Assign:
+    """Run ``job_json`` as run ``run_id`` (every node of a multinode run gets the same)."""
+
+    run_id: int
+    workflow_id: str
+    stage_name: str
+    task_id: int | None
+    job_json: str
+    timeout_seconds: float
+    node_ids: tuple[str, ...]
+    volume_ingress_json: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Stop run ``run_id``; the node reports its exit as usual."""
+
+    run_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """The node is deprovisioned: its agent stops."""
+
+    reason: str
+
+
+#: Anything the engine sends to a node.
+ToNode = Assign | Cancel | Shutdown

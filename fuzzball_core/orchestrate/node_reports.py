@@ -1,0 +1,170 @@
+"""What nodes report on their Connect streams, applied in the engine's pass.
+
+Reports arrive between passes and wait in the engine's inbox; each pass loads every run
+they mention at once and applies them in arrival order: heartbeats renew leases, ``started``
+and ``exited`` move runs, ``log`` is stored (or becomes image progress events), ``ready``
+releases a service's dependents and ``fence`` is relayed between a multinode run's nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate import (
+    events,
+    image_stages,
+    multinode,
+    nodes,
+    placement,
+    runs,
+    services,
+)
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.requests import timeout_seconds
+from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, transition
+from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.store.models import LogChunk, Node, Run, Stage, Workflow
+from fuzzball_core.vocabulary import Status
+
+#: The reports that name a run.
+_ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
+
+
+def preload(tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]) -> None:
+    """Load every run (and its stage and workflow) the reports mention in three queries,
+    so applying them finds the rows in the session instead of querying one by one."""
+    run_ids = set()
+    for _, message in reports:
+        kind = message.WhichOneof("kind")
+        if kind in _ABOUT_RUNS:
+            run_ids.add(getattr(message, kind).run_id)
+    placement.preload_runs(tx, run_ids)
+
+
+def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
+    """Apply one report of ``node_id``."""
+    kind = message.WhichOneof("kind")
+    if kind == "heartbeat":
+        node = tx.session.get(Node, node_id)
+        if node is not None:
+            nodes.renew(ctx, tx, node)
+    elif kind == "started":
+        _run_started(ctx, tx, message.started.run_id, message.started.time)
+    elif kind == "exited":
+        _run_exited(ctx, tx, node_id, message.exited)
+    elif kind == "log":
+        _log(tx, message.log)
+    elif kind == "ready":
+        services.ready(ctx, tx, message.ready.run_id)
+    elif kind == "fence":
+        multinode.relay_fence(ctx, tx, node_id, message.fence)
+
+
+def _log(tx: Transaction, data: node_pb2.LogData) -> None:
+    run = tx.session.get(Run, data.run_id)
+    if run is None:
+        return
+    stage = tx.session.get(Stage, run.stage_id)
+    if data.stream == image_stages.PROGRESS_STREAM:
+        progress = image_stages.progress_event(stage.name if stage else "?", data.data)
+        if progress is not None and stage is not None:
+            kind, message, details = progress
+            events.record(
+                tx,
+                kind,
+                message,
+                workflow_id=run.workflow_id,
+                stage_name=stage.name,
+                node_id=run.node_ids[0] if run.node_ids else None,
+                **details,
+            )
+        return
+    tx.session.add(
+        LogChunk(
+            time=tx.now,
+            workflow_id=run.workflow_id,
+            stage_name=stage.name if stage else "?",
+            task_id=run.task_id,
+            stream=data.stream or "stdout",
+            data=data.data.decode("utf-8", errors="replace"),
+        )
+    )
+
+
+def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float = 0.0) -> None:
+    run = tx.session.get(Run, run_id)
+    if run is None or run.status != ASSIGNED:
+        return
+    transition(tx, run, Status.STARTED, when=reported_time(when, tx.now))
+    stage = tx.session.get(Stage, run.stage_id)
+    if stage is None:
+        return
+    if stage.task_count is not None:
+        stage.tasks_running += 1
+    if stage.status == Status.PENDING:
+        stage.node_ids = list(run.node_ids)
+        transition(
+            tx,
+            stage,
+            Status.STARTED,
+            f"{stage.name} started on {ctx.node_names_of(run.node_ids)}",
+            when=run.started_at,
+            node_id=run.node_ids[0] if run.node_ids else None,
+        )
+        ctx.dirty.add(run.workflow_id)  # a running service releases its dependents
+
+
+def _run_exited(
+    ctx: EngineContext, tx: Transaction, node_id: str, exited: node_pb2.RunExited
+) -> None:
+    run = tx.session.get(Run, exited.run_id)
+    if run is None or run.status not in LIVE_RUN:
+        return  # over already, or never placed: nothing of it runs on a node
+    if exited.canceled:
+        status = Status.CANCELED
+    elif exited.exit_code == 0 and not exited.timed_out and not exited.message:
+        status = Status.FINISHED
+    else:
+        status = Status.FAILED
+    if status == Status.FINISHED and multinode.part_finished(run, node_id):
+        return  # the run ends with its last part, or with the first that fails
+    plain_exit = not (exited.timed_out or exited.oom_killed or exited.message or exited.signal)
+    cause = str(exited.exit_code) if status == Status.FAILED and plain_exit else None
+    runs.finish_run(
+        ctx,
+        tx,
+        run,
+        status,
+        _exit_message(ctx, tx, run, exited),
+        exited.exit_code if exited.exit_code >= 0 else None,
+        signal=exited.signal,
+        cause=cause,
+        when=reported_time(exited.time, tx.now),
+    )
+
+
+def _exit_message(ctx: EngineContext, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
+    if exited.timed_out:
+        stage = tx.session.get(Stage, run.stage_id)
+        workflow = tx.session.get(Workflow, run.workflow_id)
+        limit = ""
+        if stage is not None and workflow is not None:
+            seconds = timeout_seconds(ctx.plans.run_definition(workflow, stage.name))
+            limit = f" of {seconds:g}s" if seconds else ""
+        return f"killed: exceeded policy.timeout.execute{limit}"
+    if exited.message:
+        return exited.message
+    if exited.oom_killed:
+        return "killed: out of memory (raise resource.memory.size)"
+    if exited.canceled:
+        return "canceled"
+    if exited.signal:
+        return f"killed by signal {exited.signal}"
+    return f"exited with code {exited.exit_code}"
+
+
+def reported_time(reported: float, received: float) -> float:
+    """When a node says something happened; its word when plausible (nodes' clocks can be
+    off, and a report can arrive long after the fact when Orchestrate was away)."""
+    return reported if 0 < reported <= received + 5 else received

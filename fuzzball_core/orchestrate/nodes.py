@@ -1,0 +1,343 @@
+"""Nodes: registration, leases, holds, deprovisioning and removal.
+
+Each function works in the caller's transaction; the scheduler is told of every change to a
+node's readiness or holds as the transaction has them (:func:`refresh`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from fuzzball_core.errors import FailedPrecondition, NotFound
+from fuzzball_core.orchestrate import events, placement, runs
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.messages import Cancel, Shutdown
+from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
+from fuzzball_core.orchestrate.states import ASSIGNED, DEPROVISIONED, LIVE_RUN, OFFLINE, READY
+from fuzzball_core.orchestrate.transaction import Transaction, task_label
+from fuzzball_core.scheduling import Hold, HoldEffect, HoldSource, NodeInfo, Resources
+from fuzzball_core.store.models import Node, NodeHold, Run, Stage
+from fuzzball_core.vocabulary import EventKind, Status
+
+
+def register(
+    ctx: EngineContext,
+    tx: Transaction,
+    name: str,
+    capacity: Resources,
+    annotations: dict[str, str],
+    *,
+    device_plugin_failed: bool = False,
+) -> str:
+    """Record a node (new, or returning under the same name); return its id."""
+    node = tx.session.scalars(select(Node).where(Node.name == name)).first()
+    returning = node is not None
+    if node is None:
+        node = Node(id=str(uuid.uuid4()), name=name, registered_at=tx.now)
+        tx.session.add(node)
+    node.status = READY
+    node.cores = capacity.cores
+    node.memory = capacity.memory
+    node.devices = dict(capacity.devices)
+    node.annotations = dict(annotations)
+    node.last_seen = tx.now
+    node.lease_expires_at = tx.now + ctx.lease_seconds
+    ctx.node_names[node.id] = name
+    ctx.device_plugin_failed[node.id] = device_plugin_failed
+    tx.session.flush()
+    refresh(ctx, tx, node)
+    events.record(
+        tx,
+        EventKind.NODE_REGISTERED,
+        f"node {name} {'re-registered' if returning else 'registered'}: {capacity.describe()}",
+        node_id=node.id,
+    )
+    return node.id
+
+
+def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) -> list[int]:
+    """A node (re)connected knowing these runs: reconcile, and return the ones to drop.
+
+    Runs assigned to the node that it never received are sent again; runs it should be
+    running but no longer knows failed with it; runs it knows that are over (or were never
+    ours) are returned so the node stops them.
+    """
+    node = tx.session.get(Node, node_id)
+    if node is None:
+        raise NotFound(f"node {node_id} is not registered")
+    renew(ctx, tx, node)
+    refresh(ctx, tx, node)
+    for run in running_parts_on(tx.session, node_id):
+        if run.id in known:
+            continue
+        if run.status == ASSIGNED:
+            placement.send_assignment(ctx, tx, run)
+        else:
+            runs.finish_run(
+                ctx,
+                tx,
+                run,
+                Status.FAILED,
+                f"node {node.name} restarted and no longer runs this job",
+                None,
+                cause=NODE_CAUSE,
+            )
+    unwanted = []
+    for run_id in known:
+        row = tx.session.get(Run, run_id)
+        if row is None or row.status not in LIVE_RUN or node_id not in row.node_ids:
+            unwanted.append(run_id)
+    return unwanted
+
+
+def extend_leases(session: Session, seconds: float) -> None:
+    """Push every live node's lease ``seconds`` further."""
+    for node in session.scalars(select(Node).where(Node.status == READY)):
+        node.lease_expires_at += seconds
+
+
+def renew(ctx: EngineContext, tx: Transaction, node: Node) -> None:
+    """The node was heard from: renew its lease (it is back if it was offline)."""
+    node.last_seen = tx.now
+    node.lease_expires_at = tx.now + ctx.lease_seconds
+    if node.status == OFFLINE:
+        node.status = READY
+        refresh(ctx, tx, node)
+        events.record(tx, EventKind.NODE_ONLINE, f"node {node.name} is back", node_id=node.id)
+
+
+def live_runs_on(session: Session, node_id: str) -> list[Run]:
+    """Runs holding the node, including multinode runs whose part here has ended."""
+    live = session.scalars(select(Run).where(Run.status.in_(LIVE_RUN)))
+    return [run for run in live if node_id in run.node_ids]
+
+
+def running_parts_on(session: Session, node_id: str) -> list[Run]:
+    """Runs with something still running on the node."""
+    return [run for run in live_runs_on(session, node_id) if node_id not in (run.parts_done or ())]
+
+
+def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
+    """Nodes whose lease ran out go offline, and the work running on them fails."""
+    expired = tx.session.scalars(
+        select(Node).where(Node.status == READY, Node.lease_expires_at < tx.now)
+    )
+    for node in expired:
+        node.status = OFFLINE
+        # the provisioner's holds end with the machine; a site's own holds (admin,
+        # monitoring) stay, so a node held for repair comes back still held
+        for hold in holds(tx.session, node.id):
+            if hold.source == HoldSource.PROVISIONER:
+                _drop_hold(tx, node, hold, "the node went offline")
+        refresh(ctx, tx, node)
+        events.record(
+            tx, EventKind.NODE_OFFLINE, f"node {node.name} stopped responding", node_id=node.id
+        )
+        for run in running_parts_on(tx.session, node.id):
+            runs.finish_run(
+                ctx,
+                tx,
+                run,
+                Status.FAILED,
+                f"node {node.name} stopped responding",
+                None,
+                cause=NODE_CAUSE,
+            )
+
+
+# -- holds -------------------------------------------------------------------------------------
+
+
+def holds(session: Session, node_id: str) -> list[NodeHold]:
+    """The node's holds, oldest first."""
+    return list(
+        session.scalars(select(NodeHold).where(NodeHold.node_id == node_id).order_by(NodeHold.id))
+    )
+
+
+def refresh(ctx: EngineContext, tx: Transaction, node: Node) -> None:
+    """Tell the scheduler the node's readiness and holds as the database has them."""
+    ctx.scheduler.upsert_node(
+        node_info(
+            node,
+            ready=node.status == READY,
+            holds=holds(tx.session, node.id),
+            device_plugin_failed=ctx.device_plugin_failed.get(node.id, False),
+        )
+    )
+
+
+def find(session: Session, reference: str) -> Node:
+    """A node by id or name; ``NotFound`` otherwise."""
+    node = (
+        session.get(Node, reference)
+        or session.scalars(select(Node).where(Node.name == reference)).first()
+    )
+    if node is None:
+        raise NotFound(f"node {reference} not found")
+    return node
+
+
+def add_hold(
+    ctx: EngineContext, tx: Transaction, node_ref: str, hold: Hold, reason: str, placed_by: str
+) -> int:
+    """Place a hold; ``evict`` also takes running work off. Return the hold's id."""
+    node = find(tx.session, node_ref)
+    row = NodeHold(
+        node_id=node.id,
+        effect=hold.effect.value,
+        source=hold.source.value,
+        reason=reason,
+        placed_by=placed_by,
+        placed_at=tx.now,
+    )
+    tx.session.add(row)
+    tx.session.flush()
+    refresh(ctx, tx, node)
+    events.record(
+        tx,
+        EventKind.NODE_HOLD_ADDED,
+        f"{hold.effect.value} hold placed on {node.name} by {placed_by}"
+        f" ({hold.source.value}): {reason or 'no reason given'}",
+        node_id=node.id,
+        hold_id=row.id,
+        effect=hold.effect.value,
+        source=hold.source.value,
+        reason=reason,
+    )
+    if hold.effect is HoldEffect.EVICT:
+        _evict(ctx, tx, node, reason or "evicted by an administrator")
+    return row.id
+
+
+def release_holds(
+    ctx: EngineContext,
+    tx: Transaction,
+    node_ref: str,
+    *,
+    hold_id: int | None = None,
+    effect: str | None = None,
+    source: str | None = None,
+    released_by: str = "",
+) -> int:
+    """Release the node's holds that match every given filter; return how many."""
+    node = find(tx.session, node_ref)
+    released = 0
+    for hold in holds(tx.session, node.id):
+        if hold_id is not None and hold.id != hold_id:
+            continue
+        if effect is not None and hold.effect != effect:
+            continue
+        if source is not None and hold.source != source:
+            continue
+        _drop_hold(tx, node, hold, f"released by {released_by or 'an operator'}")
+        released += 1
+    if hold_id is not None and not released:
+        raise NotFound(f"node {node.name} has no hold {hold_id}")
+    refresh(ctx, tx, node)
+    return released
+
+
+def _drop_hold(tx: Transaction, node: Node, hold: NodeHold, why: str) -> None:
+    tx.session.delete(hold)
+    events.record(
+        tx,
+        EventKind.NODE_HOLD_RELEASED,
+        f"{hold.effect} hold on {node.name} ({hold.source}: {hold.reason}) {why}",
+        node_id=node.id,
+        hold_id=hold.id,
+        effect=hold.effect,
+        source=hold.source,
+    )
+
+
+def _evict(ctx: EngineContext, tx: Transaction, node: Node, reason: str) -> None:
+    for run in running_parts_on(tx.session, node.id):
+        tx.send(run.node_ids, Cancel(run.id, f"evicted: {reason}"))
+        stage = tx.session.get(Stage, run.stage_id)
+        events.record(
+            tx,
+            EventKind.EVICTED,
+            f"{stage.name if stage else '?'}{task_label(run)} evicted from {node.name}: {reason}",
+            workflow_id=run.workflow_id,
+            stage_name=stage.name if stage else None,
+            node_id=node.id,
+            task_id=run.task_id,
+        )
+        runs.finish_run(
+            ctx,
+            tx,
+            run,
+            Status.FAILED,
+            f"evicted from node {node.name}: {reason}",
+            None,
+            cause=NODE_CAUSE,
+        )
+
+
+def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> None:
+    """Nodes under a deprovision hold that no longer hold work are told to shut down."""
+    held_ids = select(NodeHold.node_id).where(NodeHold.effect == HoldEffect.DEPROVISION.value)
+    held = tx.session.scalars(select(Node).where(Node.id.in_(held_ids), Node.status == READY))
+    for node in held:
+        if live_runs_on(tx.session, node.id):
+            continue
+        node.status = DEPROVISIONED
+        refresh(ctx, tx, node)
+        tx.send([node.id], Shutdown("deprovisioned: the node is empty"))
+        events.record(
+            tx,
+            EventKind.NODE_DEPROVISIONED,
+            f"node {node.name} is empty and was torn down",
+            node_id=node.id,
+        )
+
+
+def remove(ctx: EngineContext, tx: Transaction, node_ref: str) -> None:
+    """Forget a node that is no longer up (offline or deprovisioned), with its holds."""
+    node = find(tx.session, node_ref)
+    if node.status == READY:
+        raise FailedPrecondition(
+            f"node {node.name} is still up: only offline or deprovisioned nodes can"
+            " be removed (deprovision it first)"
+        )
+    if live_runs_on(tx.session, node.id):
+        raise FailedPrecondition(f"node {node.name} still has work recorded on it")
+    for hold in holds(tx.session, node.id):
+        _drop_hold(tx, node, hold, "with the node's record")
+    tx.session.flush()  # the holds go before the node row they point to
+    with contextlib.suppress(NotFound):
+        ctx.scheduler.remove_node(node.id)
+    events.record(tx, EventKind.NODE_REMOVED, f"node {node.name} was removed", node_id=node.id)
+    tx.session.delete(node)
+    ctx.node_names.pop(node.id, None)
+
+
+def hold_of(row: NodeHold) -> Hold:
+    """The scheduler's view of a hold row."""
+    return Hold(
+        HoldEffect(row.effect), HoldSource(row.source), row.reason, row.placed_by, row.placed_at
+    )
+
+
+def node_info(
+    node: Node,
+    *,
+    ready: bool,
+    holds: Iterable[NodeHold] = (),
+    device_plugin_failed: bool = False,
+) -> NodeInfo:
+    """The scheduler's view of a node row."""
+    return NodeInfo(
+        id=node.id,
+        capacity=Resources(node.cores, node.memory, dict(node.devices or {})),
+        annotations=dict(node.annotations or {}),
+        holds=tuple(hold_of(h) for h in holds),
+        ready=ready,
+        device_plugin_failed=device_plugin_failed,
+    )

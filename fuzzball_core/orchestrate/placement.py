@@ -1,0 +1,179 @@
+"""Runs from creation to placement: new runs wait in memory until the scheduler places them,
+then their assignments go to their nodes.
+
+The waiting runs (:attr:`EngineContext.pending`) mirror the PENDING rows of the database
+and are rebuilt from them (:mod:`fuzzball_core.orchestrate.recovery`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from fuzzball_core.orchestrate import events, multinode
+from fuzzball_core.orchestrate.context import EngineContext, PendingRun
+from fuzzball_core.orchestrate.messages import Assign
+from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
+from fuzzball_core.orchestrate.states import ASSIGNED, transition
+from fuzzball_core.orchestrate.transaction import Transaction, task_label
+from fuzzball_core.scheduling import Diagnosis, JobRequest
+from fuzzball_core.store.models import Run, Stage, Workflow
+from fuzzball_core.vocabulary import EventKind, Status
+
+#: Tasks of an array without its own concurrency kept in flight at once: enough to fill
+#: any cluster's free slots between passes without materialising a huge array.
+DEFAULT_TASK_WINDOW = 512
+
+
+def request_for(
+    ctx: EngineContext, workflow: Workflow, stage: Stage, run: Run, submitted_at: float
+) -> JobRequest:
+    """The scheduler's view of a run of the stage."""
+    definition = ctx.plans.run_definition(workflow, stage.name)
+    return job_request(run.id, definition, submitted_at=submitted_at)
+
+
+def wait_for_placement(
+    ctx: EngineContext, workflow: Workflow, stage: Stage, run: Run, submitted_at: float
+) -> None:
+    """Put a PENDING run in the queue the scheduler places from."""
+    request = request_for(ctx, workflow, stage, run, submitted_at)
+    ctx.pending[request.id] = PendingRun(run.id, workflow.id, stage.id, request)
+
+
+def new_runs(
+    ctx: EngineContext,
+    tx: Transaction,
+    workflow: Workflow,
+    stage: Stage,
+    task_ids: Iterable[int | None],
+    *,
+    attempt: int = 1,
+) -> None:
+    """Create a PENDING run for each task (None: the stage's single run) and queue them."""
+    runs = [
+        Run(
+            workflow_id=workflow.id,
+            stage_id=stage.id,
+            task_id=task_id,
+            status=Status.PENDING,
+            created_at=tx.now,
+            attempt=attempt,
+        )
+        for task_id in task_ids
+    ]
+    tx.session.add_all(runs)
+    tx.session.flush()  # one INSERT batch gives every run its id
+    ctx.dispatched.add(stage.id)
+    for run in runs:
+        wait_for_placement(ctx, workflow, stage, run, workflow.created_at)
+
+
+def dispatch_tasks(ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage) -> None:
+    """Create the array's next runs, keeping at most its window of tasks in flight."""
+    tasks = ctx.plans.entry(workflow).plan.stages[stage.name].tasks
+    assert tasks is not None and stage.next_task is not None
+    window = tasks.concurrency or DEFAULT_TASK_WINDOW
+    ended = stage.tasks_finished + stage.tasks_failed
+    in_flight = (stage.next_task - tasks.start) - ended
+    count = min(window - in_flight, tasks.end - stage.next_task + 1)
+    if count > 0:
+        new_runs(ctx, tx, workflow, stage, range(stage.next_task, stage.next_task + count))
+        stage.next_task += count
+
+
+def forget(ctx: EngineContext, run: Run) -> None:
+    """A PENDING run will never be placed (its stage or workflow ended)."""
+    ctx.pending.pop(run_key(run.id), None)
+
+
+def schedule(ctx: EngineContext, tx: Transaction) -> None:
+    """Ask the scheduler to place the waiting runs; send the placed ones to their nodes."""
+    if not ctx.pending:
+        ctx.diagnoses = {}
+        return
+    result = ctx.scheduler.schedule([p.request for p in ctx.pending.values()], tx.now)
+    ctx.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
+    _report_blocked(ctx, tx, result.diagnoses)
+    preload_runs(tx, [ctx.pending[p.job_id].run_id for p in result.placements])
+    for placement in result.placements:
+        waiting = ctx.pending.pop(placement.job_id)
+        run = tx.session.get(Run, waiting.run_id)
+        if run is None or run.status != Status.PENDING:
+            ctx.scheduler.release(placement.job_id)
+            continue
+        run.node_ids = list(placement.node_ids)
+        stage = tx.session.get(Stage, run.stage_id)
+        transition(
+            tx,
+            run,
+            ASSIGNED,
+            f"{stage.name if stage else '?'}{task_label(run)} scheduled on"
+            f" {ctx.node_names_of(placement.node_ids)}",
+            stage_name=stage.name if stage else None,
+            node_id=placement.node_ids[0],
+            task_id=run.task_id,
+        )
+        send_assignment(ctx, tx, run)
+
+
+def preload_runs(tx: Transaction, run_ids: Iterable[int]) -> None:
+    """Load these runs, their stages and their workflows in three queries."""
+    tx.load(Run, run_ids)
+    runs = [row for row in tx.loaded if isinstance(row, Run)]
+    tx.load(Stage, {run.stage_id for run in runs})
+    tx.load(Workflow, {run.workflow_id for run in runs})
+
+
+def _report_blocked(
+    ctx: EngineContext, tx: Transaction, diagnoses: Mapping[str, Diagnosis]
+) -> None:
+    """A ``scheduling_blocked`` event once per cause for each stage left waiting."""
+    seen: set[int] = set()
+    for waiting in ctx.pending.values():
+        if waiting.stage_id in seen or waiting.request.id not in diagnoses:
+            continue
+        seen.add(waiting.stage_id)
+        diagnosis = diagnoses[waiting.request.id]
+        reported = ctx.blocked_reported.setdefault(waiting.stage_id, set())
+        if diagnosis.reason.value in reported:
+            continue
+        reported.add(diagnosis.reason.value)
+        stage = tx.session.get(Stage, waiting.stage_id)
+        events.record(
+            tx,
+            EventKind.SCHEDULING_BLOCKED,
+            f"{stage.name if stage else '?'}: {diagnosis.message}",
+            workflow_id=waiting.workflow_id,
+            stage_name=stage.name if stage else None,
+            reason=diagnosis.reason.value,
+            estimated_start=diagnosis.estimated_start,
+        )
+
+
+def waiting_diagnosis(ctx: EngineContext, stage_id: int) -> Diagnosis | None:
+    """Why a stage's first waiting run was not placed in the last pass, if one waits."""
+    for waiting in ctx.pending.values():
+        if waiting.stage_id == stage_id and waiting.request.id in ctx.diagnoses:
+            return ctx.diagnoses[waiting.request.id]
+    return None
+
+
+def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
+    """Send a placed run's assignment to each of its nodes (again, after a reconnect)."""
+    workflow = tx.session.get(Workflow, run.workflow_id)
+    stage = tx.session.get(Stage, run.stage_id)
+    if workflow is None or stage is None:
+        return
+    definition = ctx.plans.run_definition(workflow, stage.name)
+    assignment = Assign(
+        run_id=run.id,
+        workflow_id=run.workflow_id,
+        stage_name=stage.name,
+        task_id=run.task_id,
+        job_json=ctx.plans.payload(tx, workflow, stage.name),
+        timeout_seconds=timeout_seconds(definition) or 0.0,
+        node_ids=tuple(run.node_ids),
+        volume_ingress_json=ctx.plans.ingress(workflow, stage.name),
+    )
+    multinode.assigned(ctx, run)
+    tx.send(run.node_ids, assignment)

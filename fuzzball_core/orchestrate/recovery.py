@@ -1,0 +1,80 @@
+"""Rebuilding the engine's in-memory view from the database.
+
+At start-up (:func:`rebuild` with ``restarted``) and after a failed unit of work, the
+scheduler is told every node and every live run as the database holds them, the PENDING runs
+wait for placement again, and every active workflow is advanced in the next pass. Whatever the
+failed work had placed, popped or released only in memory is thereby undone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from sqlalchemy import select
+
+from fuzzball_core.errors import FuzzballError, NotFound
+from fuzzball_core.orchestrate import nodes, placement
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.states import OPEN_RUN, READY
+from fuzzball_core.store.models import Node, Run, Stage, Workflow
+from fuzzball_core.vocabulary import Status
+
+
+def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
+    """Make the scheduler, the waiting runs and the workflows to advance match the database.
+
+    ``restarted``: Orchestrate itself was away, not the nodes, so each READY node gets a
+    full lease to reconnect before its work is declared lost.
+    """
+    now = ctx.clock()
+    with ctx.sessions() as session:
+        rows = list(session.scalars(select(Node)))
+        _forget_allocations(ctx, known={node.id for node in rows})
+        ctx.node_names.clear()
+        for node in rows:
+            ctx.node_names[node.id] = node.name
+            if restarted and node.status == READY:
+                node.lease_expires_at = max(node.lease_expires_at, now + ctx.lease_seconds)
+            ctx.scheduler.upsert_node(
+                nodes.node_info(
+                    node,
+                    ready=node.status == READY,
+                    holds=nodes.holds(session, node.id),
+                    device_plugin_failed=ctx.device_plugin_failed.get(node.id, False),
+                )
+            )
+        session.commit()
+        ctx.pending.clear()
+        ctx.dispatched.clear()
+        ctx.diagnoses = {}
+        for run in session.scalars(select(Run).where(Run.status.in_(OPEN_RUN))):
+            workflow = session.get(Workflow, run.workflow_id)
+            stage = session.get(Stage, run.stage_id)
+            if workflow is None or stage is None:
+                continue
+            if run.status == Status.PENDING:
+                placement.wait_for_placement(ctx, workflow, stage, run, run.created_at)
+            else:
+                request = placement.request_for(ctx, workflow, stage, run, run.created_at)
+                ctx.scheduler.allocate(request, run.node_ids, started_at=run.started_at)
+        ctx.dispatched.update(session.scalars(select(Run.stage_id).distinct()))
+        active = session.scalars(
+            select(Workflow.id).where(Workflow.status.in_((Status.PENDING, Status.STARTED)))
+        )
+        ctx.dirty.update(active)
+
+
+def _forget_allocations(ctx: EngineContext, known: set[str]) -> None:
+    """Release every run the scheduler holds, and forget nodes the database does not have
+    (registered by work that was rolled back)."""
+    for node_id in set(ctx.node_names) | known:
+        try:
+            usage = ctx.scheduler.node_usage(node_id)
+        except NotFound:
+            continue
+        for job_id in usage.job_ids:
+            with contextlib.suppress(NotFound):  # a multinode run is on several nodes
+                ctx.scheduler.release(job_id)
+        if node_id not in known:
+            with contextlib.suppress(FuzzballError):
+                ctx.scheduler.remove_node(node_id)

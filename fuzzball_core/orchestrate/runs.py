@@ -1,0 +1,158 @@
+"""How runs, stages and workflows end.
+
+A run ends when its node reports its exit, when its node is lost or evicted, or when its
+stage or workflow ends first. Ending it releases its nodes, may run it again
+(:mod:`~fuzzball_core.orchestrate.retries`), and ends its stage (or counts a task of an
+array); an ending stage marks its workflow for the pass to advance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from sqlalchemy import select
+
+from fuzzball_core.errors import NotFound
+from fuzzball_core.orchestrate import multinode, placement, retries
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.messages import Cancel
+from fuzzball_core.orchestrate.requests import run_key
+from fuzzball_core.orchestrate.states import LIVE_RUN, OPEN_RUN, transition
+from fuzzball_core.orchestrate.transaction import Transaction, task_label
+from fuzzball_core.store.models import Run, Stage, Workflow
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
+
+
+def finish_run(
+    ctx: EngineContext,
+    tx: Transaction,
+    run: Run,
+    status: str,
+    message: str,
+    exit_code: int | None,
+    *,
+    signal: int = 0,
+    cause: str | None = None,
+    when: float | None = None,
+) -> None:
+    """End a live run; a failure whose ``cause`` (``node`` or an exit code) the step's
+    ``policy.retry`` lists runs it again instead of failing the stage."""
+    was_started = run.status == Status.STARTED
+    if run.status in LIVE_RUN:
+        with contextlib.suppress(NotFound):  # never placed, or already released
+            ctx.scheduler.release(run_key(run.id))
+        if multinode.is_multinode(run):
+            multinode.stop_other_parts(ctx, tx, run, message)
+    stage = tx.session.get(Stage, run.stage_id)
+    run.exit_code = exit_code
+    run.message = message
+    run.failure_cause = cause if status == Status.FAILED else None
+    transition(
+        tx,
+        run,
+        status,
+        f"{stage.name if stage else '?'}{task_label(run)}: {message}",
+        when=when,
+        stage_name=stage.name if stage else None,
+        node_id=run.node_ids[0] if run.node_ids else None,
+        exit_code=exit_code,
+        signal=signal,
+        task_id=run.task_id,
+        status=status,
+    )
+    if stage is None:
+        return
+    if status == Status.FAILED and cause is not None and stage.status not in TERMINAL_STATUSES:
+        explained = retries.retry_or_explain(
+            ctx, tx, run, stage, cause=cause, message=message, was_started=was_started
+        )
+        if explained is None:
+            return  # it runs again
+        message = run.message = explained
+    if stage.task_count is None:
+        if stage.status not in TERMINAL_STATUSES:
+            stage.exit_code = exit_code
+            end_stage(ctx, tx, stage, status, message, run.finished_at)
+        return
+    _task_ended(ctx, tx, stage, run, status, message, was_started)
+
+
+def _task_ended(
+    ctx: EngineContext,
+    tx: Transaction,
+    stage: Stage,
+    run: Run,
+    status: str,
+    message: str,
+    was_started: bool,
+) -> None:
+    if was_started:
+        stage.tasks_running = max(0, stage.tasks_running - 1)
+    if status == Status.FINISHED:
+        stage.tasks_finished += 1
+    elif status == Status.FAILED:
+        stage.tasks_failed += 1
+    if stage.status in TERMINAL_STATUSES:
+        return
+    if status == Status.FAILED:
+        stage.exit_code = run.exit_code
+        reason = f"task {run.task_id} failed: {message}"
+        end_stage(ctx, tx, stage, Status.FAILED, reason)
+        cancel_runs(ctx, tx, stage.workflow_id, f"canceled: {reason}", stage_id=stage.id)
+    elif stage.tasks_finished >= (stage.task_count or 0):
+        end_stage(ctx, tx, stage, Status.FINISHED, f"{stage.tasks_finished} tasks finished")
+    else:
+        workflow = tx.session.get(Workflow, stage.workflow_id)
+        if workflow is not None:
+            placement.dispatch_tasks(ctx, tx, workflow, stage)
+
+
+def cancel_runs(
+    ctx: EngineContext,
+    tx: Transaction,
+    workflow_id: str,
+    reason: str,
+    *,
+    stage_id: int | None = None,
+) -> None:
+    """Cancel the workflow's (or one stage's) open runs: waiting ones at once, live ones by
+    telling their nodes (the run ends when a node reports its exit)."""
+    query = select(Run).where(Run.workflow_id == workflow_id, Run.status.in_(OPEN_RUN))
+    if stage_id is not None:
+        query = query.where(Run.stage_id == stage_id)
+    for run in tx.session.scalars(query):
+        if run.status == Status.PENDING:
+            placement.forget(ctx, run)
+            run.message = reason
+            transition(tx, run, Status.CANCELED)
+            continue
+        tx.send(run.node_ids, Cancel(run.id, reason))
+
+
+def end_stage(
+    ctx: EngineContext,
+    tx: Transaction,
+    stage: Stage,
+    status: str,
+    message: str,
+    when: float | None = None,
+) -> None:
+    """End a stage with ``message``; its workflow is advanced in this pass."""
+    stage.message = message
+    transition(tx, stage, status, f"{stage.name}: {message}", when=when)
+    ctx.dirty.add(stage.workflow_id)
+
+
+def end_workflow(
+    ctx: EngineContext, tx: Transaction, workflow: Workflow, status: str, error: str
+) -> None:
+    """End a workflow (``error`` is kept unless it finished) and drop its plan."""
+    failed = status != Status.FINISHED
+    workflow.error = error if failed else ""
+    transition(
+        tx,
+        workflow,
+        status,
+        f"workflow {workflow.name}: {status.lower()}" + (f" ({error})" if error and failed else ""),
+    )
+    ctx.plans.forget(workflow.id)

@@ -1,0 +1,138 @@
+"""Accepting a workflow: plan it, pin its images, refuse what this cluster cannot run, and
+store it with its stages.
+
+:func:`prepare` does the slow part (registry round trips) and touches no engine state, so
+the transports run it off the event loop; :func:`store` writes the workflow in the caller's
+transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from fuzzball_core.drivers import ResolvedImage
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.orchestrate import events
+from fuzzball_core.orchestrate.capabilities import (
+    unlaunchable_ranks,
+    unsupported_probes,
+    unsupported_transfers,
+)
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.requests import job_request
+from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.service.views import Principal
+from fuzzball_core.spec import ParsedWorkflow, Plan, StageKind
+from fuzzball_core.store.models import Stage, Workflow
+from fuzzball_core.vocabulary import EventKind, Status
+
+
+@dataclass(frozen=True)
+class PreparedSubmission:
+    """A workflow's plan and the digests its images were pinned to, before it is stored."""
+
+    plan: Plan
+    pins: dict[str, ResolvedImage]
+
+
+def prepare(ctx: EngineContext, who: Principal, parsed: ParsedWorkflow) -> PreparedSubmission:
+    """Plan a workflow and pin its images."""
+    plan = ctx.plans.plan(parsed)
+    return PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+
+
+def checked(
+    ctx: EngineContext,
+    who: Principal,
+    parsed: ParsedWorkflow,
+    prepared: PreparedSubmission | None,
+) -> PreparedSubmission:
+    """``prepared``, or the submission prepared now, once it passed :func:`check_feasible`."""
+    if prepared is not None:
+        check_feasible(ctx, prepared.plan)
+        return prepared
+    plan = ctx.plans.plan(parsed)
+    check_feasible(ctx, plan)  # before any registry round trip: fail fast
+    return PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+
+
+def check_feasible(ctx: EngineContext, plan: Plan) -> None:
+    """Refuse, naming the fields, what this cluster cannot carry out: transfers, probes and
+    rank launchers it lacks, and jobs no registered node could hold even when idle."""
+    problems = []
+    for stage in plan:
+        if stage.kind is StageKind.VOLUME:
+            problems.extend(unsupported_transfers(stage.id, stage.definition))
+        if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
+            continue
+        if stage.kind is StageKind.SERVICE:
+            problems.extend(unsupported_probes(stage.id, stage.definition))
+        unlaunchable = unlaunchable_ranks(stage.definition)
+        if unlaunchable is not None:
+            problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
+        if not ctx.node_names:
+            continue  # no node has ever registered: nothing to judge sizes against yet
+        diagnosis = ctx.scheduler.check_feasible(job_request(0, stage.definition, submitted_at=0.0))
+        if diagnosis is not None:
+            problems.append((f"{stage.id}.resource", diagnosis.message))
+    if problems:
+        raise InvalidArgument(
+            "; ".join(f"{path}: {message}" for path, message in problems),
+            details=[{"field": p, "description": m} for p, m in problems],
+        )
+
+
+def store(
+    tx: Transaction,
+    who: Principal,
+    parsed: ParsedWorkflow,
+    prepared: PreparedSubmission,
+    raw_specification: str,
+    name: str,
+) -> str:
+    """Write the workflow (STARTED) and its stages (PENDING); return its id."""
+    plan, pins = prepared.plan, prepared.pins
+    workflow_id = str(uuid.uuid4())
+    tx.session.add(
+        Workflow(
+            id=workflow_id,
+            account_id=who.account_id,
+            name=name,
+            status=Status.STARTED,
+            raw_specification=raw_specification,
+            definition_v4=parsed.to_yaml(),
+            created_at=tx.now,
+            started_at=tx.now,
+        )
+    )
+    tx.session.flush()  # the stages' foreign key needs the workflow row first
+    for stage_id in plan.topological_order():
+        planned = plan.stages[stage_id]
+        tx.session.add(
+            Stage(
+                workflow_id=workflow_id,
+                name=stage_id,
+                kind=planned.kind.value,
+                status=Status.PENDING,
+                task_count=len(planned.tasks) if planned.tasks else None,
+                created_at=tx.now,
+            )
+        )
+    events.record(
+        tx, EventKind.WORKFLOW_STARTED, f"workflow {name} started", workflow_id=workflow_id
+    )
+    for stage_id, pin in pins.items():
+        events.record(
+            tx,
+            EventKind.IMAGE_RESOLVED,
+            f"{stage_id}: resolved to {pin.digest}"
+            + (f" ({pin.platform})" if pin.platform else ""),
+            workflow_id=workflow_id,
+            stage_name=stage_id,
+            uri=pin.uri,
+            digest=pin.digest,
+            size=pin.size,
+            platform=pin.platform,
+        )
+    return workflow_id
