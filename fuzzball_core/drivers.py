@@ -77,12 +77,12 @@ class ImageBackend(ABC):
 
     #: URI schemes this backend serves, e.g. ``("docker",)``.
     schemes: tuple[str, ...] = ()
+    #: the schedule this backend's requests are retried on (a backend reading a ``retry``
+    #: setting sets its own); the node retries a :meth:`store` on it too
+    retry: Backoff = DEFAULT_IMAGE_RETRY
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}
-        #: the schedule this backend's requests are retried on (a backend reading a ``retry``
-        #: setting replaces it); the node retries a :meth:`store` on it too
-        self.retry: Backoff = DEFAULT_IMAGE_RETRY
 
     @abstractmethod
     def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:

@@ -1,14 +1,14 @@
 """Substrate's task drivers: one small driver per kind of work a node is assigned.
 
-===========================  ==================================================
-driver                       runs
-===========================  ==================================================
-:class:`ContainerJobDriver`  a job's container (``jobs.NAME``)
-:class:`ServiceDriver`       a service's container, probed for readiness
-:class:`MultinodePartDriver` this node's ranks of a multinode job or service
-:class:`ImagePullDriver`     an image stage's pull (and its write-back)
-:class:`ImageBuildDriver`    an image stage's build (``post`` script, seal, store)
-===========================  ==================================================
+============================  =====================================================
+driver                        runs
+============================  =====================================================
+:class:`ContainerJobDriver`   a job's container (``jobs.NAME``)
+:class:`ServiceDriver`        a service's container, probed for readiness
+:class:`MultinodePartDriver`  this node's ranks of a multinode job or service
+:class:`ImagePullDriver`      an image stage's pull (and its write-back)
+:class:`ImageBuildDriver`     an image stage's build (``post`` script, seal, store)
+============================  =====================================================
 
 Every driver implements :class:`TaskDriver` (start, wait, stop, signal, destroy, stats);
 :func:`driver_for` is the one place that picks the driver of an assignment.
