@@ -215,3 +215,47 @@ def test_a_service_assignment_is_read_with_its_network() -> None:
         node_pb2.Assignment(run_id=8, stage_name="services.web", job_json=json.dumps(definition))
     )
     assert request.job is not None and request.job.network.ports[0].port == 8080
+
+
+def _image_request(stage: str, payload: dict[str, Any]) -> RunRequest:
+    return RunRequest.from_assignment(
+        node_pb2.Assignment(
+            run_id=9, workflow_id=WORKFLOW, stage_name=stage, job_json=json.dumps(payload)
+        )
+    )
+
+
+def test_an_image_pull_reports_its_progress_and_succeeds(node: NodeServices) -> None:
+    request = _image_request(
+        "images.docker://alpine:latest", {"kind": "image-pull", "uri": "docker://alpine:latest"}
+    )
+
+    outcome, output = _execute(node, request)
+
+    assert (outcome.exit_code, outcome.message) == (0, "")
+    steps = [json.loads(data)["step"] for stream, data in output if stream == "progress"]
+    assert steps[-1] == "done"
+
+
+def test_a_build_runs_its_post_script_then_needs_somewhere_to_store_the_image(
+    node: NodeServices,
+) -> None:
+    request = _image_request(
+        "images.tools",
+        {
+            "kind": "image-build",
+            "name": "tools",
+            "from": {"uri": "docker://alpine:latest", "digest": ""},
+            "files": {"/etc/motd": "built\n"},
+            "post": "cat /etc/motd",
+            "target": {"owner": "", "scope": "group", "name": "tools", "definition-hash": "h"},
+        },
+    )
+
+    outcome, output = _execute(node, request)
+
+    assert _text(output, "stdout") == "built\n"
+    assert outcome.message == (
+        "images.object-cache-url is not set on this node: the built image has nowhere to go"
+    )
+    assert not (node.runs_dir / "9").exists()
