@@ -24,6 +24,7 @@ from sql_stack import SqlStack
 
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.config import parse_config
+from fuzzball_core.drivers import Router
 from fuzzball_federation.main import build, build_app
 from fuzzball_federation.routers.fit import FitRouter
 from fuzzball_federation.service import FederateService
@@ -102,7 +103,7 @@ def start_federation(
     members: Sequence[Reachable],
     *,
     extra_clusters: list[dict[str, Any]] = (),
-    router: FitRouter | None = None,
+    router: Router | None = None,
     registry: Any = None,
 ) -> Federation:
     """Federate over ``members`` (plus ``extra_clusters`` configs) with its gateway up."""

@@ -8,6 +8,7 @@ import pytest
 from federated_workflows import CPU, GPU, TOO_BIG
 from federation_harness import start_federation
 
+from fuzzball_core.drivers import Router
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.hookspecs import hookimpl
 from fuzzball_core.plugins import PluginRegistry
@@ -35,6 +36,25 @@ def test_workflow_no_member_can_hold_is_refused_naming_each_clusters_reason(fede
     assert "largest request jobs.main: 64 cores, 4 GiB, nvidia.com/gpu=1" in message
     assert "cluster onprem: largest node has 4 cores, jobs.main needs 64" in message
     assert "cluster aws: no node has nvidia.com/gpu" in message
+
+
+class NowhereRouter(Router):
+    """A router with only the required method: it chooses no member, and explains nothing."""
+
+    def route(self, workflow, clusters):
+        return []
+
+
+def test_a_router_without_the_optional_methods_refuses_naming_each_member(tmp_path, members):
+    federation = start_federation(tmp_path, members, router=NowhereRouter())
+    try:
+        with pytest.raises(InvalidArgument) as refused:
+            federation.client().start_workflow(CPU)
+        message = refused.value.message
+        assert "cluster onprem: not chosen by the router" in message
+        assert "cluster aws: not chosen by the router" in message
+    finally:
+        federation.close()
 
 
 def test_refused_workflow_is_left_on_no_member(federation):
