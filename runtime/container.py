@@ -1,4 +1,4 @@
-"""Start, watch and release one container: the Python face of ``csrc/container.c``."""
+"""Start, watch and release one container: the Python face of ``csrc/start.c`` and the init."""
 
 from __future__ import annotations
 

@@ -162,7 +162,10 @@ class ExitStatus:
     @property
     def returncode(self) -> int:
         """Shell convention: the exit code, or 128 + the signal number."""
-        return self.exit_code if self.signal is None else 128 + self.signal
+        if self.signal is not None:
+            return 128 + self.signal
+        # from_wait_status always sets one of the two
+        return self.exit_code if self.exit_code is not None else 0
 
     def describe(self) -> str:
         """One line for logs and the CLI."""

@@ -63,10 +63,10 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
         state.remove_record(record.id)
         report.records.append(record.id)
     # Leftovers no record points at (a crash between taking them and writing the record).
-    for directory in cgroups.job_dirs(cgroups.detect_layout(), state.cgroup_group):
-        if directory.name not in live:
-            cgroups.remove_dir(directory)
-            report.cgroups.append(str(directory))
+    for leftover in cgroups.job_dirs(cgroups.detect_layout(), state.cgroup_group):
+        if leftover.name not in live:
+            cgroups.remove_dir(leftover)
+            report.cgroups.append(str(leftover))
     if not live:
         layout = cgroups.detect_layout()
         report.cgroups.extend(
