@@ -1,18 +1,12 @@
-"""Fixtures for the store and engine tests: a real database (SQLite, and PostgreSQL when
-FUZZBALL_TEST_POSTGRES_URL names a server) and an engine driven pass by pass."""
+"""Fixtures for the store and engine tests: an engine driven pass by pass, over a real database
+(``database_url``, from tests/conftest.py: SQLite, and PostgreSQL when there is a server)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.engine import Engine
@@ -22,51 +16,6 @@ from fuzzball_core.scheduling import Resources
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_plugins.schedulers.default import DefaultScheduler
-
-START_POSTGRES = Path(__file__).resolve().parents[2] / "scripts" / "start-postgres.sh"
-
-
-def _postgres_url() -> str:
-    """The test server's URL: $FUZZBALL_TEST_POSTGRES_URL, or Debian's PostgreSQL started by
-    scripts/start-postgres.sh when it is installed and we are root (as in CI)."""
-    url = os.environ.get("FUZZBALL_TEST_POSTGRES_URL", "")
-    if url or os.geteuid() != 0 or not shutil.which("pg_ctlcluster"):
-        return url
-    started = subprocess.run([str(START_POSTGRES)], capture_output=True, text=True)
-    return started.stdout.strip() if started.returncode == 0 else ""
-
-
-POSTGRES_URL = _postgres_url()
-
-
-def _postgres_database() -> Iterator[str]:
-    name = f"fb_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1),
-        isolation_level="AUTOCOMMIT",
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    base, _, _ = POSTGRES_URL.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request, tmp_path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'orchestrate.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(
-            "no PostgreSQL server to test on: install Debian's postgresql and run as"
-            " root, or set FUZZBALL_TEST_POSTGRES_URL"
-        )
-    yield from _postgres_database()
 
 
 class RecordingHub(NodeHub):
