@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.drivers import ClusterOffer
 
 #: The node status whose capacity counts (offline nodes run nothing).
@@ -40,31 +40,26 @@ class MemberOffer(ClusterOffer):
     problem: str = ""
 
 
-def _memory_bytes(resource: Mapping[str, Any]) -> int:
-    return int((resource.get("mem") or {}).get("bytes") or 0)
-
-
-def node_shape(node: Mapping[str, Any]) -> NodeShape:
+def node_shape(node: pb.ListNodeInfo) -> NodeShape:
     """A node of ``GET /v3/nodes`` (``ListNodeInfo``) as a :class:`NodeShape`."""
-    resource = node.get("resource") or {}
-    total, free = resource.get("total") or {}, resource.get("free") or {}
+    total, free = node.resource.total, node.resource.free
     return NodeShape(
-        name=str(node.get("hostName", node.get("id", ""))),
-        cores=int((total.get("cpu") or {}).get("cores") or node.get("cores") or 0),
-        memory=_memory_bytes(total),
-        devices={k: int(v) for k, v in (total.get("devices") or {}).items()},
-        free_cores=int((free.get("cpu") or {}).get("cores") or 0),
-        free_memory=_memory_bytes(free),
-        free_devices={k: int(v) for k, v in (free.get("devices") or {}).items()},
-        annotations={str(k): str(v) for k, v in (resource.get("annotations") or {}).items()},
+        name=node.host_name or node.id,
+        cores=total.cpu.cores or node.cores,
+        memory=total.mem.bytes,
+        devices=dict(total.devices),
+        free_cores=free.cpu.cores,
+        free_memory=free.mem.bytes,
+        free_devices=dict(free.devices),
+        annotations=dict(node.resource.annotations),
     )
 
 
 def member_offer(
-    name: str, labels: Mapping[str, str], nodes: Sequence[Mapping[str, Any]]
+    name: str, labels: Mapping[str, str], nodes: Sequence[pb.ListNodeInfo]
 ) -> MemberOffer:
     """The offer of a member that answered, from its ``GET /v3/nodes`` listing."""
-    shapes = tuple(node_shape(n) for n in nodes if n.get("status", READY) == READY)
+    shapes = tuple(node_shape(n) for n in nodes if (n.status or READY) == READY)
     free_devices: dict[str, int] = {}
     for shape in shapes:
         for kind, count in shape.free_devices.items():

@@ -1,19 +1,24 @@
-"""A member's REST JSON back into service views: the reverse of ``api/rest_messages.py``.
+"""A member's replies, as ``fuzzball.v1`` messages, back into service views.
 
-Federate proxies a member's answers through its own gateway, which writes views as JSON
-again; so each reader here undoes exactly what the matching ``*_json`` function wrote.
-Workflow ids are swapped for the federated ones by the caller, not here.
+Federate proxies a member's answers through its own gateway, which writes views as messages
+again (``fuzzball_core.api.proto_messages``); each reader here is the reverse of the matching
+``*_message`` function there. The member's JSON is read into those messages by the REST client,
+so nothing here looks at JSON. Workflow ids are swapped for the federated ones by the caller,
+not here.
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from fuzzball_core.api.proto_messages import kind_of, status_of, unix_time
+from fuzzball_core.api.rest_messages import whole_numbers
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.service.views import (
-    PENDING,
     EventView,
     HoldView,
     LogChunkView,
@@ -23,153 +28,133 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 
-_STATUS_PREFIX = "STAGE_STATUS_"
-_KIND_PREFIX = "STAGE_KIND_"
+
+def _time(message: Message, field: str) -> float | None:
+    """The Unix time of a ``Timestamp`` field; ``None`` while it is unset."""
+    return unix_time(getattr(message, field)) if message.HasField(field) else None
 
 
-def unix_time(text: str | None) -> float | None:
-    """The Unix time of an RFC 3339 timestamp (``...Z``); ``None`` stays ``None``."""
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+def _optional(message: Message, field: str) -> Any:
+    """An ``optional`` scalar field's value; ``None`` while it is unset."""
+    return getattr(message, field) if message.HasField(field) else None
 
 
-def status_of(enum: str | None) -> str:
-    """``STAGE_STATUS_FINISHED`` -> ``FINISHED``; ``STAGE_STATUS_UNSPECIFIED`` -> pending."""
-    name = (enum or "").removeprefix(_STATUS_PREFIX)
-    return PENDING if name in ("", "UNSPECIFIED") else name
-
-
-def kind_of(enum: str | None) -> str:
-    """``STAGE_KIND_JOB`` -> ``job``."""
-    return (enum or "").removeprefix(_KIND_PREFIX).lower()
-
-
-def stage_view(stage: Mapping[str, Any], workflow_id: str) -> StageView:
+def stage_view(stage: pb.WorkflowStage, workflow_id: str) -> StageView:
     """A ``WorkflowStage`` as a :class:`StageView` of the workflow ``workflow_id``."""
-    details = stage.get("details") or {}
-    task_count = details.get("taskCount")
+    details = stage.details
     return StageView(
-        id=str(stage.get("id", "")),
+        id=stage.id,
         workflow_id=workflow_id,
-        name=str(stage.get("name", "")),
-        kind=kind_of(stage.get("kind")),
-        status=status_of(stage.get("status")),
-        node_ids=tuple(details.get("nodeIds") or ()),
-        exit_code=details.get("exitCode"),
-        message=str(stage.get("error", "")),
-        attempt=int(details.get("attempt", 1)),
-        created_at=unix_time(stage.get("createTime")),
-        started_at=unix_time(stage.get("startTime")),
-        finished_at=unix_time(stage.get("endTime")),
-        task_count=task_count,
-        tasks_finished=int(details.get("tasksFinished") or 0),
-        tasks_failed=int(details.get("tasksFailed") or 0),
-        tasks_running=int(details.get("tasksRunning") or 0),
+        name=stage.name,
+        kind=kind_of(stage.kind),
+        status=status_of(stage.status),
+        node_ids=tuple(details.node_ids),
+        exit_code=_optional(details, "exit_code"),
+        message=stage.error,
+        attempt=details.attempt or 1,
+        created_at=_time(stage, "create_time"),
+        started_at=_time(stage, "start_time"),
+        finished_at=_time(stage, "end_time"),
+        task_count=_optional(details, "task_count"),
+        tasks_finished=details.tasks_finished,
+        tasks_failed=details.tasks_failed,
+        tasks_running=details.tasks_running,
     )
 
 
-def workflow_view(
-    workflow: Mapping[str, Any], *, workflow_id: str, account_id: str
-) -> WorkflowView:
+def workflow_view(workflow: pb.Workflow, *, workflow_id: str, account_id: str) -> WorkflowView:
     """A ``Workflow`` as a :class:`WorkflowView` under Federate's id and owner."""
     return WorkflowView(
         id=workflow_id,
-        name=str(workflow.get("name", "")),
-        status=status_of(workflow.get("status")),
+        name=workflow.name,
+        status=status_of(workflow.status),
         account_id=account_id,
-        created_at=unix_time(workflow.get("createTime")) or 0.0,
-        started_at=unix_time(workflow.get("startTime")),
-        finished_at=unix_time(workflow.get("endTime")),
-        error=str(workflow.get("error", "")),
-        raw_specification=str(workflow.get("rawSpecification", "")),
-        stages=tuple(stage_view(s, workflow_id) for s in workflow.get("jobs") or ()),
+        created_at=_time(workflow, "create_time") or 0.0,
+        started_at=_time(workflow, "start_time"),
+        finished_at=_time(workflow, "end_time"),
+        error=workflow.error,
+        raw_specification=workflow.raw_specification,
+        stages=tuple(stage_view(s, workflow_id) for s in workflow.jobs),
     )
 
 
-def event_view(event: Mapping[str, Any], *, workflow_id: str | None = None) -> EventView:
+def event_view(event: pb.WorkflowEvent, *, workflow_id: str | None = None) -> EventView:
     """An event; ``workflow_id`` replaces the member's id when given."""
     return EventView(
-        seq=int(event.get("seq", 0)),
-        time=unix_time(event.get("time")) or 0.0,
-        kind=str(event.get("kind", "")),
-        message=str(event.get("message", "")),
-        workflow_id=workflow_id if workflow_id is not None else event.get("workflowId"),
-        stage_name=event.get("stageName"),
-        node_id=event.get("nodeId"),
-        data=dict(event.get("data") or {}),
+        seq=event.seq,
+        time=_time(event, "time") or 0.0,
+        kind=event.kind,
+        message=event.message,
+        workflow_id=workflow_id if workflow_id is not None else _optional(event, "workflow_id"),
+        stage_name=_optional(event, "stage_name"),
+        node_id=_optional(event, "node_id"),
+        # a Struct holds numbers as doubles: {"done": 5} was written, so 5 is passed on
+        data=whole_numbers(json_format.MessageToDict(event.data)),
     )
 
 
-def log_chunk_view(result: Mapping[str, Any]) -> LogChunkView:
-    """One ``result`` of a log stream (``output`` is base64)."""
+def log_chunk_view(chunk: pb.WorkflowLogChunk) -> LogChunkView:
+    """One chunk of a log stream."""
     return LogChunkView(
-        seq=int(result.get("seq", 0)),
-        time=unix_time(result.get("time")) or 0.0,
-        stage_name=str(result.get("stageName", "")),
-        stream=str(result.get("stream", "stdout")),
-        data=base64.b64decode(result.get("output", "")).decode("utf-8", errors="replace"),
-        task_id=result.get("taskId"),
+        seq=chunk.seq,
+        time=_time(chunk, "time") or 0.0,
+        stage_name=chunk.stage_name,
+        stream=chunk.stream or "stdout",
+        data=chunk.output.decode("utf-8", errors="replace"),
+        task_id=_optional(chunk, "task_id"),
     )
 
 
-def hold_view(hold: Mapping[str, Any], *, node_id: str) -> HoldView:
+def hold_view(hold: pb.NodeHold, *, node_id: str) -> HoldView:
     """A ``NodeHold`` of node ``node_id``."""
     return HoldView(
-        id=int(hold.get("id", 0)),
+        id=hold.id,
         node_id=node_id,
-        effect=str(hold.get("effect", "")),
-        source=str(hold.get("source", "")),
-        reason=str(hold.get("reason", "")),
-        placed_by=str(hold.get("placedBy", "")),
-        placed_at=unix_time(hold.get("placeTime")) or 0.0,
+        effect=hold.effect,
+        source=hold.source,
+        reason=hold.reason,
+        placed_by=hold.placed_by,
+        placed_at=_time(hold, "place_time") or 0.0,
     )
 
 
-def explanation_view(explanation: Mapping[str, Any]) -> StageExplanation:
+def explanation_view(explanation: pb.StageExplanation) -> StageExplanation:
     """One stage of ``GET /workflows/{id}:why``."""
     return StageExplanation(
-        stage_name=str(explanation.get("stageName", "")),
-        kind=kind_of(explanation.get("kind")),
-        status=status_of(explanation.get("status")),
-        reason=str(explanation.get("reason", "")),
-        message=str(explanation.get("message", "")),
-        estimated_start=unix_time(explanation.get("estimatedStartTime")),
+        stage_name=explanation.stage_name,
+        kind=kind_of(explanation.kind),
+        status=status_of(explanation.status),
+        reason=explanation.reason,
+        message=explanation.message,
+        estimated_start=_time(explanation, "estimated_start_time"),
     )
 
 
-def _mem(resource: Mapping[str, Any]) -> int:
-    return int((resource.get("mem") or {}).get("bytes") or 0)
+def node_view(
+    node: pb.ListNodeInfo | pb.GetNodeInfo, *, extra_annotations: Mapping[str, str]
+) -> NodeView:
+    """A node of a listing or a ``GetNodeInfo``, with ``extra_annotations`` added.
 
-
-def node_view(node: Mapping[str, Any], *, extra_annotations: Mapping[str, str]) -> NodeView:
-    """A ``ListNodeInfo`` or ``GetNodeInfo``, with ``extra_annotations`` added."""
-    resource = node.get("resource") or {}
-    total, free = resource.get("total") or {}, resource.get("free") or {}
-    cores = int((total.get("cpu") or {}).get("cores") or node.get("cores") or 0)
-    memory = _mem(total)
-    devices = {str(k): int(v) for k, v in (total.get("devices") or {}).items()}
-    free_devices = {str(k): int(v) for k, v in (free.get("devices") or {}).items()}
-    node_id = str(node.get("id", ""))
-    running = node.get("runningJobs")
-    stages = (
-        tuple(f"{r.get('workflowId', '')}/{r.get('jobName', '')}" for r in running)
-        if isinstance(running, list)
-        else ()
-    )
+    Only a ``GetNodeInfo`` names the running work; a listing counts it.
+    """
+    total, free = node.resource.total, node.resource.free
+    devices = dict(total.devices)
+    free_devices = dict(free.devices)
+    running = node.running_jobs if isinstance(node, pb.GetNodeInfo) else ()
+    cores = total.cpu.cores or (node.cores if isinstance(node, pb.ListNodeInfo) else 0)
     return NodeView(
-        id=node_id,
-        name=str(node.get("hostName", "")),
-        status=str(node.get("status", "")),
+        id=node.id,
+        name=node.host_name,
+        status=node.status,
         cores=cores,
-        memory=memory,
+        memory=total.mem.bytes,
         devices=devices,
-        annotations={**(resource.get("annotations") or {}), **extra_annotations},
-        used_cores=cores - int((free.get("cpu") or {}).get("cores") or 0),
-        used_memory=memory - _mem(free),
+        annotations={**node.resource.annotations, **extra_annotations},
+        used_cores=cores - free.cpu.cores,
+        used_memory=total.mem.bytes - free.mem.bytes,
         used_devices={k: v - free_devices.get(k, 0) for k, v in devices.items()},
-        registered_at=unix_time(node.get("registeredAt")),
-        last_seen=unix_time(node.get("lastSeen")),
-        stages=stages,
-        holds=tuple(hold_view(h, node_id=node_id) for h in node.get("holds") or ()),
+        registered_at=_time(node, "registered_at") if isinstance(node, pb.GetNodeInfo) else None,
+        last_seen=_time(node, "last_seen") if isinstance(node, pb.GetNodeInfo) else None,
+        stages=tuple(f"{r.workflow_id}/{r.job_name}" for r in running),
+        holds=tuple(hold_view(h, node_id=node.id) for h in node.holds),
     )

@@ -28,6 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core import __version__
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.drivers import Router
 from fuzzball_core.errors import (
     FuzzballError,
@@ -243,7 +244,7 @@ class FederateService:
                 continue
             remote = by_cluster[member.name]
             for workflow in listed:
-                record = remote.get(str(workflow.get("id")))
+                record = remote.get(workflow.id)
                 if record is not None:
                     views.append(
                         rv.workflow_view(
@@ -281,7 +282,7 @@ class FederateService:
         results = self._proxy(
             who,
             workflow_id,
-            lambda api, rid: api.log_results(rid, name=stage_name, task_id=task_id),
+            lambda api, rid: api.read_logs(rid, stage_name, task_id=task_id),
         )
         chunks = [rv.log_chunk_view(r) for r in results]
         return [c for c in chunks if c.seq > after_seq]
@@ -308,7 +309,7 @@ class FederateService:
             nodes += [rv.node_view(n, extra_annotations=extra) for n in listed]
         return nodes
 
-    def _node_member(self, node_ref: str) -> tuple[Member, dict[str, Any]]:
+    def _node_member(self, node_ref: str) -> tuple[Member, pb.GetNodeInfo]:
         """The member that has node ``node_ref`` (id or name) and its ``GetNodeInfo``."""
         for member, node in self._ask_each(self.members, lambda api: api.get_node(node_ref)):
             if not isinstance(node, FuzzballError):
@@ -325,30 +326,30 @@ class FederateService:
         self, who: Principal, node_ref: str, *, after_seq: int = 0
     ) -> list[EventView]:
         member, node = self._node_member(node_ref)
-        events = member.client().list_node_events(str(node["id"]), after_seq=after_seq)
+        events = member.client().list_node_events(node.id, after_seq=after_seq)
         return [rv.event_view(e) for e in events]
 
     def remove_node(self, who: Principal, node_ref: str) -> None:
         member, node = self._node_member(node_ref)
-        member.client().remove_node(str(node["id"]))
+        member.client().remove_node(node.id)
 
     def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
         member, node = self._node_member(node_ref)
-        node_id = str(node["id"])
+        node_id = node.id
         return [rv.hold_view(h, node_id=node_id) for h in member.client().list_holds(node_id)]
 
     def add_hold(self, who: Principal, node_ref: str, effect: str, reason: str = "") -> HoldView:
         member, node = self._node_member(node_ref)
-        node_id = str(node["id"])
+        node_id = node.id
         return rv.hold_view(member.client().add_hold(node_id, effect, reason), node_id=node_id)
 
     def release_hold(self, who: Principal, node_ref: str, hold_id: int) -> None:
         member, node = self._node_member(node_ref)
-        member.client().release_hold(str(node["id"]), hold_id)
+        member.client().release_hold(node.id, hold_id)
 
     def uncordon(self, who: Principal, node_ref: str) -> int:
         member, node = self._node_member(node_ref)
-        return int(member.client().uncordon(str(node["id"])).get("released", 0))
+        return member.client().uncordon(node.id).released
 
 
 def _problem(error: FuzzballError) -> str:

@@ -3,21 +3,26 @@
 The API's versioned base is found the way the real CLI finds it (``reference/cli-config.md``):
 probe ``{address}/v2/version``, ``/v3/version``, ... and take the first that answers below 400.
 Error replies (google.rpc.Status bodies) come back as the typed ``FuzzballError`` they stand
-for; a server that cannot be reached is ``Unavailable``. Replies are returned as the API's JSON.
+for; a server that cannot be reached is ``Unavailable``. Replies are returned as the
+``fuzzball.v1`` messages their JSON maps to (``fuzzball_core.api.rest_messages``), so callers
+read typed fields; what this client does not know of a newer server's reply is dropped.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from google.protobuf.message import Message
 
+from fuzzball_core.api.rest_messages import read_reply
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unavailable
+
+M = TypeVar("M", bound=Message)
 
 #: API versions probed, in order.
 PROBED_VERSIONS = ("v2", "v3", "v4", "v5")
@@ -82,16 +87,6 @@ def discover_base_url(
     )
 
 
-@dataclass(frozen=True)
-class LogChunk:
-    """A piece of a job's output from the log stream."""
-
-    output: bytes
-    stream: str
-    stage_name: str
-    task_id: int | None
-
-
 class FuzzballClient:
     """Calls of the REST API at ``base_url`` (the versioned base) with a bearer token."""
 
@@ -115,6 +110,7 @@ class FuzzballClient:
         return cls(discover_base_url(address, token, **options), token, **options)
 
     def close(self) -> None:
+        """Close the client's connections."""
         self._http.close()
 
     def __enter__(self) -> FuzzballClient:
@@ -132,98 +128,106 @@ class FuzzballClient:
             raise _error_of(response)
         return response.json()
 
+    def _call(self, method: str, path: str, reply: type[M], **kwargs: Any) -> M:
+        """A request whose reply is a ``reply`` message."""
+        return read_reply(self._request(method, path, **kwargs), reply)
+
     # -- calls --------------------------------------------------------------------------------
 
     def version(self) -> str:
         """The server's version string."""
-        return str(self._request("GET", "/version")["version"])
+        return self._call("GET", "/version", pb.GetVersionResponse).version
 
     def start_workflow(self, raw_specification: str, *, name: str | None = None) -> str:
         """Start a workflow from a file's text (sent unchanged); return its id."""
         body: dict[str, Any] = {"rawSpecification": raw_specification}
         if name:
             body["name"] = name
-        return str(self._request("POST", "/workflows", json=body)["id"])
+        return self._call("POST", "/workflows", pb.WorkflowIdResponse, json=body).id
 
     def validate_workflow(self, raw_specification: str) -> list[str]:
         """Validate on the server; return its warnings."""
-        reply = self._request(
-            "POST", "/workflows:validate", json={"rawSpecification": raw_specification}
-        )
-        return list(reply.get("warnings", []))
+        body = {"rawSpecification": raw_specification}
+        reply = self._call("POST", "/workflows:validate", pb.ValidateWorkflowResponse, json=body)
+        return list(reply.warnings)
 
-    def list_workflows(self) -> list[dict[str, Any]]:
-        """The caller's workflows (``Workflow`` objects without stages), newest first."""
-        return list(self._request("GET", "/workflows").get("workflows", []))
+    def list_workflows(self) -> list[pb.Workflow]:
+        """The caller's workflows (without stages), newest first."""
+        return list(self._call("GET", "/workflows", pb.ListWorkflowsResponse).workflows)
 
-    def get_workflow(self, workflow_id: str) -> dict[str, Any]:
-        """One ``Workflow`` with its stages under ``jobs``."""
-        return dict(self._request("GET", f"/workflows/{workflow_id}"))
+    def get_workflow(self, workflow_id: str) -> pb.Workflow:
+        """One workflow with its stages under ``jobs``."""
+        return self._call("GET", f"/workflows/{workflow_id}", pb.Workflow)
 
-    def workflow_status(self, workflow_id: str) -> dict[str, Any]:
-        """The ``GetWorkflowStatusResponse`` of a workflow."""
-        return dict(self._request("GET", f"/workflows/{workflow_id}:status"))
+    def workflow_status(self, workflow_id: str) -> pb.GetWorkflowStatusResponse:
+        """A workflow's status and its stages' statuses (under ``status.stages``)."""
+        return self._call("GET", f"/workflows/{workflow_id}:status", pb.GetWorkflowStatusResponse)
 
     def stop_workflow(self, workflow_id: str) -> None:
         """Cancel the workflow's unfinished stages."""
         self._request("PATCH", f"/workflows/{workflow_id}:stop")
 
-    def list_events(self, workflow_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
+    def list_events(self, workflow_id: str, *, after_seq: int = 0) -> list[pb.WorkflowEvent]:
         """The workflow's events after ``after_seq``, oldest first."""
-        reply = self._request(
-            "GET", f"/workflows/{workflow_id}:events", params={"afterSeq": after_seq}
-        )
-        return list(reply.get("events", []))
+        path, params = f"/workflows/{workflow_id}:events", {"afterSeq": after_seq}
+        return list(self._call("GET", path, pb.ListEventsResponse, params=params).events)
 
-    def list_node_events(self, node_id: str, *, after_seq: int = 0) -> list[dict[str, Any]]:
+    def list_node_events(self, node_id: str, *, after_seq: int = 0) -> list[pb.WorkflowEvent]:
         """The node's events after ``after_seq``, oldest first."""
-        reply = self._request("GET", f"/nodes/{node_id}:events", params={"afterSeq": after_seq})
-        return list(reply.get("events", []))
+        path, params = f"{_node_path(node_id)}:events", {"afterSeq": after_seq}
+        return list(self._call("GET", path, pb.ListEventsResponse, params=params).events)
 
-    def list_clusters(self) -> list[dict[str, Any]]:
+    def list_clusters(self) -> list[pb.Cluster]:
         """A Federate's member clusters with their health and free capacity."""
-        return list(self._request("GET", "/clusters").get("clusters", []))
+        return list(self._call("GET", "/clusters", pb.ListClustersResponse).clusters)
 
-    def list_nodes(self) -> list[dict[str, Any]]:
-        """Every node (``ListNodeInfo`` objects)."""
-        return list(self._request("GET", "/nodes").get("nodes", []))
+    def list_nodes(self) -> list[pb.ListNodeInfo]:
+        """Every node."""
+        return list(self._call("GET", "/nodes", pb.ListNodesResponse).nodes)
 
-    def get_node(self, node_id: str) -> dict[str, Any]:
-        """One node (``GetNodeInfo``) by id or name."""
-        return dict(self._request("GET", _node_path(node_id)))
+    def get_node(self, node_id: str) -> pb.GetNodeInfo:
+        """One node by id or name."""
+        return self._call("GET", _node_path(node_id), pb.GetNodeInfo)
 
     def remove_node(self, node_id: str) -> None:
         """Forget a node that is no longer up (offline or deprovisioned), with its holds."""
         self._request("DELETE", _node_path(node_id))
 
-    def list_holds(self, node_id: str) -> list[dict[str, Any]]:
-        """Every hold on a node (``NodeHold`` objects), oldest first."""
-        return list(self._request("GET", f"{_node_path(node_id)}/holds").get("holds", []))
+    def list_holds(self, node_id: str) -> list[pb.NodeHold]:
+        """Every hold on a node, oldest first."""
+        path = f"{_node_path(node_id)}/holds"
+        return list(self._call("GET", path, pb.ListNodeHoldsResponse).holds)
 
-    def add_hold(self, node_id: str, effect: str, reason: str = "") -> dict[str, Any]:
-        """Place a cordon, evict or deprovision hold on a node; return the ``NodeHold``."""
+    def add_hold(self, node_id: str, effect: str, reason: str = "") -> pb.NodeHold:
+        """Place a cordon, evict or deprovision hold on a node; return it."""
         body = {"effect": effect, "reason": reason}
-        return dict(self._request("POST", f"{_node_path(node_id)}/holds", json=body))
+        return self._call("POST", f"{_node_path(node_id)}/holds", pb.NodeHold, json=body)
 
     def release_hold(self, node_id: str, hold_id: str | int) -> None:
         """Release one hold of a node by its id."""
         self._request("DELETE", f"{_node_path(node_id)}/holds/{quote(str(hold_id), safe='')}")
 
-    def uncordon(self, node_id: str) -> dict[str, Any]:
-        """Release the node's admin cordon holds: ``{"released": n, "holds": [left]}``."""
-        return dict(self._request("POST", f"{_node_path(node_id)}:uncordon"))
+    def uncordon(self, node_id: str) -> pb.UncordonNodeResponse:
+        """Release the node's admin cordon holds: how many, and the holds left."""
+        return self._call("POST", f"{_node_path(node_id)}:uncordon", pb.UncordonNodeResponse)
 
     def explain_workflow(
         self, workflow_id: str, *, include_finished: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[pb.StageExplanation]:
         """Why each waiting stage (every stage with ``include_finished``) is where it is."""
         params = {"all": "true"} if include_finished else {}
-        reply = self._request("GET", f"/workflows/{workflow_id}:why", params=params)
-        return list(reply.get("stages", []))
+        path = f"/workflows/{workflow_id}:why"
+        return list(self._call("GET", path, pb.ExplainWorkflowResponse, params=params).stages)
 
     def account_token(self, account_id: str) -> str:
         """Exchange this client's (identity-provider) token for an account's API token."""
         return str(self._request("GET", f"/accounts/{account_id}/token")["token"])
+
+    def read_logs(
+        self, workflow_id: str, name: str | None = None, *, task_id: int | None = None
+    ) -> list[pb.WorkflowLogChunk]:
+        """The output of a workflow (or of one job, or one task) recorded so far."""
+        return list(self.stream_logs(workflow_id, name, task_id=task_id))
 
     def stream_logs(
         self,
@@ -232,7 +236,7 @@ class FuzzballClient:
         *,
         follow: bool = False,
         task_id: int | None = None,
-    ) -> Iterator[LogChunk]:
+    ) -> Iterator[pb.WorkflowLogChunk]:
         """The output of a workflow or one of its jobs; with ``follow``, until it ends."""
         params: dict[str, Any] = {"show.follow": "true" if follow else "false"}
         if name:
@@ -257,13 +261,8 @@ def _node_path(node_id: str) -> str:
     return f"/nodes/{quote(node_id, safe='')}"
 
 
-def _log_chunk(line: dict[str, Any]) -> LogChunk:
+def _log_chunk(line: dict[str, Any]) -> pb.WorkflowLogChunk:
+    """One line of a log stream: ``{"result": chunk}``, or ``{"error": status}`` raised."""
     if "error" in line:
         raise FuzzballError.from_status(line["error"])
-    result = line.get("result", {})
-    return LogChunk(
-        output=base64.b64decode(result.get("output", "")),
-        stream=result.get("stream", "stdout"),
-        stage_name=result.get("stageName", ""),
-        task_id=result.get("taskId"),
-    )
+    return read_reply(line.get("result", {}), pb.WorkflowLogChunk)

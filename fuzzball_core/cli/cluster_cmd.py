@@ -7,10 +7,9 @@ it says so rather than failing with a bare 404.
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.client import FuzzballClient
@@ -26,7 +25,7 @@ def register(group: click.Group) -> None:
     group.add_command(list_clusters)
 
 
-def fetch_clusters(api: FuzzballClient) -> list[dict[str, Any]]:
+def fetch_clusters(api: FuzzballClient) -> list[pb.Cluster]:
     """Federate's member clusters; FailedPrecondition when the API is not a Federate's."""
     try:
         return api.list_clusters()
@@ -37,10 +36,9 @@ def fetch_clusters(api: FuzzballClient) -> list[dict[str, Any]]:
         ) from None
 
 
-def _status(cluster: dict[str, Any]) -> str:
-    status = str(cluster.get("status", "")).removeprefix("CLUSTER_STATUS_")
-    problem = cluster.get("problem")
-    return f"{status} ({problem})" if problem else status
+def _status(cluster: pb.Cluster) -> str:
+    status = pb.ClusterStatus.Name(cluster.status).removeprefix("CLUSTER_STATUS_")
+    return f"{status} ({cluster.problem})" if cluster.problem else status
 
 
 @click.command("list")
@@ -51,15 +49,15 @@ def list_clusters(state: CliState, output: str) -> None:
     clusters = fetch_clusters(state.api)
     rows = [
         [
-            c.get("name", ""),
-            str(c.get("kind", "")).removeprefix("CLUSTER_KIND_"),
+            c.name,
+            pb.ClusterKind.Name(c.kind).removeprefix("CLUSTER_KIND_"),
             _status(c),
-            c.get("nodes", 0),
-            c.get("freeCores", 0),
-            f"{c.get('freeMemoryGb', 0):g} GiB",
-            (c.get("freeDevices") or {}).get(GPU_DEVICE, 0),
-            ", ".join(f"{k}={v}" for k, v in sorted((c.get("labels") or {}).items())) or "-",
+            c.nodes,
+            c.free_cores,
+            f"{c.free_memory_gb:g} GiB",
+            c.free_devices.get(GPU_DEVICE, 0),
+            ", ".join(f"{k}={v}" for k, v in sorted(c.labels.items())) or "-",
         ]
         for c in clusters
     ]
-    emit({"clusters": clusters}, output, headers=_HEADERS, rows=rows)
+    emit(pb.ListClustersResponse(clusters=clusters), output, headers=_HEADERS, rows=rows)

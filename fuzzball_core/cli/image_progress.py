@@ -10,10 +10,11 @@ line, its message.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from collections.abc import Iterable
+from typing import TextIO
 
 import click
+from google.protobuf import json_format
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -24,23 +25,15 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-#: event kinds that belong to an image stage's progress
-IMAGE_EVENT_KINDS = frozenset(
-    {
-        "image_resolved",
-        "image_cached",
-        "image_progress",
-        "image_write_back_retrying",
-        "image_write_back_abandoned",
-        "image_written_back",
-    }
-)
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.vocabulary import IMAGE_EVENT_KINDS, EventKind
+
 IMAGE_STAGE_PREFIX = "images."
 
 
-def is_image_event(event: Mapping[str, Any]) -> bool:
-    """Whether ``event`` (an API event object) reports an image stage's progress."""
-    return event.get("kind") in IMAGE_EVENT_KINDS
+def is_image_event(event: pb.WorkflowEvent) -> bool:
+    """Whether ``event`` reports an image stage's progress."""
+    return event.kind in IMAGE_EVENT_KINDS
 
 
 class ImageProgress:
@@ -92,23 +85,23 @@ class ImageProgress:
             for key, task in self._tasks.items()
         }
 
-    def feed(self, events: Iterable[Mapping[str, Any]]) -> None:
+    def feed(self, events: Iterable[pb.WorkflowEvent]) -> None:
         """Show every image event of ``events`` (others are ignored)."""
         for event in events:
             if is_image_event(event):
                 self._show(event)
 
-    def _show(self, event: Mapping[str, Any]) -> None:
+    def _show(self, event: pb.WorkflowEvent) -> None:
         if self._bars is None:
-            line = str(event.get("message", ""))
+            line = event.message
             if line != self._last_line:  # a throttled step may repeat its last report
                 self._last_line = line
                 click.echo(line, err=self.err)
             return
-        data = event.get("data") or {}
-        stage = str(event.get("stageName", ""))
-        if event.get("kind") != "image_progress" or "step" not in data:
-            self.echo(str(event.get("message", "")))
+        data = json_format.MessageToDict(event.data)
+        stage = event.stage_name
+        if event.kind != EventKind.IMAGE_PROGRESS or "step" not in data:
+            self.echo(event.message)
             return
         step = str(data["step"])
         done, total = int(data.get("done", 0)), int(data.get("total", 0))

@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import click
 
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
-from fuzzball_core.cli.output import emit, format_table, output_option
-from fuzzball_core.cli.workflow_remote_cmd import short_time
+from fuzzball_core.cli.output import emit, format_table, output_option, short_time
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.scheduling import HoldEffect
+from fuzzball_core.vocabulary import NodeStatus
 
 #: Seconds between two looks at the nodes ``deprovision`` waits for.
 DEPROVISION_POLL_INTERVAL = 1.0
 #: What a hold can do to its node.
-HOLD_EFFECTS = ("cordon", "evict", "deprovision")
+HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
 #: Node statuses (besides READY) that the commands act on.
-OFFLINE = "OFFLINE"
-DEPROVISIONED = "DEPROVISIONED"
+OFFLINE = NodeStatus.OFFLINE
+DEPROVISIONED = NodeStatus.DEPROVISIONED
 
 _HOLD_HEADERS = ["ID", "EFFECT", "SOURCE", "REASON", "PLACED BY", "PLACED"]
 _REASON_OPTION = click.option(
@@ -57,30 +58,22 @@ def register(group: click.Group) -> None:
 # -- presentation -----------------------------------------------------------------------------
 
 
-def hold_labels(holds: Sequence[dict[str, Any]]) -> str:
+def hold_labels(holds: Sequence[pb.NodeHold]) -> str:
     """``cordon(admin), evict(monitoring)``: each distinct effect and source once, in the
     order placed; ``-`` when the node carries no hold."""
-    labels = dict.fromkeys(f"{h.get('effect', '?')}({h.get('source', '?')})" for h in holds)
+    labels = dict.fromkeys(f"{h.effect or '?'}({h.source or '?'})" for h in holds)
     return ", ".join(labels) or "-"
 
 
-def _hold_rows(holds: Sequence[dict[str, Any]]) -> list[list[Any]]:
+def _hold_rows(holds: Sequence[pb.NodeHold]) -> list[list[object]]:
     return [
-        [
-            h.get("id", ""),
-            h.get("effect", ""),
-            h.get("source", ""),
-            h.get("reason", ""),
-            h.get("placedBy", ""),
-            short_time(h.get("placeTime")),
-        ]
+        [h.id, h.effect, h.source, h.reason, h.placed_by, short_time(h, "place_time")]
         for h in holds
     ]
 
 
-def _devices(resource: dict[str, Any]) -> str:
-    devices = resource.get("devices") or {}
-    return ", ".join(f"{kind}={count}" for kind, count in sorted(devices.items()))
+def _devices(resource: pb.Resource) -> str:
+    return ", ".join(f"{kind}={count}" for kind, count in sorted(resource.devices.items()))
 
 
 def _plural(count: int, noun: str) -> str:
@@ -98,17 +91,16 @@ def list_nodes(state: CliState, output: str) -> None:
     nodes = state.api.list_nodes()
     rows = []
     for node in nodes:
-        total = node.get("resource", {}).get("total", {})
         rows.append(
             [
-                node["id"],
-                node.get("hostName", ""),
-                node.get("status", ""),
-                node.get("cores", 0),
-                f"{node.get('memoryGb', 0):g} GiB",
-                _devices(total),
-                node.get("runningJobs", 0),
-                hold_labels(node.get("holds", [])),
+                node.id,
+                node.host_name,
+                node.status,
+                node.cores,
+                f"{node.memory_gb:g} GiB",
+                _devices(node.resource.total),
+                node.running_jobs,
+                hold_labels(node.holds),
             ]
         )
     emit(
@@ -129,41 +121,34 @@ def show_node(state: CliState, node_id: str, output: str) -> None:
     if output != "table":
         emit(node, output)
         return
-    summary = node.get("resourceSummary", {})
-    resource = node.get("resource", {})
-    holds = node.get("holds", [])
+    summary, resource, holds = node.resource_summary, node.resource, node.holds
     lines = [
-        ("Name", node.get("hostName", "")),
-        ("ID", node["id"]),
-        ("Status", node.get("status", "")),
-        ("Cores", f"{summary.get('allocatedCores', 0)} of {summary.get('totalCores', 0)} used"),
+        ("Name", node.host_name),
+        ("ID", node.id),
+        ("Status", node.status),
+        ("Cores", f"{summary.allocated_cores} of {summary.total_cores} used"),
         (
             "Memory",
-            f"{summary.get('allocatedMemoryGb', 0):g} of "
-            f"{summary.get('totalMemoryGb', 0):g} GiB used",
+            f"{summary.allocated_memory_gb:g} of {summary.total_memory_gb:g} GiB used",
         ),
-        ("Devices", _devices(resource.get("total", {})) or "none"),
+        ("Devices", _devices(resource.total) or "none"),
         (
             "Annotations",
-            ", ".join(f"{k}={v}" for k, v in sorted((resource.get("annotations") or {}).items()))
-            or "none",
+            ", ".join(f"{k}={v}" for k, v in sorted(resource.annotations.items())) or "none",
         ),
         ("Holds", hold_labels(holds) if holds else "none"),
-        ("Last seen", short_time(node.get("lastSeen"))),
+        ("Last seen", short_time(node, "last_seen")),
     ]
     for label, value in lines:
         click.echo(f"{label + ':':<13}{value}")
     if holds:
         click.echo()
         click.echo(format_table(_HOLD_HEADERS, _hold_rows(holds)))
-    running = node.get("runningJobs", [])
+    running = node.running_jobs
     if running:
         click.echo()
         click.echo(
-            format_table(
-                ["WORKFLOW", "JOB"],
-                [[r.get("workflowId", ""), r.get("jobName", "")] for r in running],
-            )
+            format_table(["WORKFLOW", "JOB"], [[r.workflow_id, r.job_name] for r in running])
         )
 
 
@@ -199,10 +184,7 @@ def list_holds(state: CliState, node_id: str, output: str) -> None:
 def add_hold(state: CliState, node_id: str, effect: str, reason: str) -> None:
     """Place a hold on NODE."""
     placed = state.api.add_hold(node_id, effect, reason)
-    click.echo(
-        f"Hold {placed.get('id')} ({effect}, {placed.get('source', '?')}) placed on node "
-        f'"{node_id}".'
-    )
+    click.echo(f'Hold {placed.id} ({effect}, {placed.source or "?"}) placed on node "{node_id}".')
 
 
 @hold.command("release")
@@ -215,7 +197,7 @@ def release_hold(state: CliState, node_id: str, hold_id: int) -> None:
     click.echo(f'Hold {hold_id} released from node "{node_id}".')
 
 
-def _look_up(api: FuzzballClient, node_ids: Sequence[str]) -> list[dict[str, Any]]:
+def _look_up(api: FuzzballClient, node_ids: Sequence[str]) -> list[pb.GetNodeInfo]:
     """Every node named, before anything changes (``NotFound`` names the first unknown)."""
     return [api.get_node(node_id) for node_id in node_ids]
 
@@ -244,23 +226,23 @@ def uncordon(state: CliState, node_ids: tuple[str, ...]) -> None:
     _look_up(state.api, node_ids)
     for node_id in node_ids:
         reply = state.api.uncordon(node_id)
-        released = int(reply.get("released", 0))
+        released = reply.released
         if released:
             click.echo(
                 f'Node "{node_id}" uncordoned ({_plural(released, "admin cordon hold")} released).'
             )
         else:
             click.echo(f'Node "{node_id}" had no admin cordon hold.')
-        remaining = reply.get("holds", [])
+        remaining = reply.holds
         if remaining:
             click.echo(
                 f'Node "{node_id}" is still held: uncordon releases admin cordon holds only.'
             )
             for left in remaining:
-                reason = f": {left['reason']}" if left.get("reason") else ""
+                reason = f": {left.reason}" if left.reason else ""
                 click.echo(
-                    f"  hold {left.get('id')} {left.get('effect')}({left.get('source')}){reason}"
-                    f" (release with: fuzzball node hold release {node_id} {left.get('id')})"
+                    f"  hold {left.id} {left.effect}({left.source}){reason}"
+                    f" (release with: fuzzball node hold release {node_id} {left.id})"
                 )
 
 
@@ -309,10 +291,10 @@ def deprovision(
         raise click.UsageError("give NODE names or --all, not both")
     if all_nodes:
         found = state.api.list_nodes()
-        node_ids = tuple(n.get("hostName") or n["id"] for n in found)
-        statuses = [n.get("status", "") for n in found]
+        node_ids = tuple(n.host_name or n.id for n in found)
+        statuses = [n.status for n in found]
     elif node_ids:
-        statuses = [n.get("status", "") for n in _look_up(state.api, node_ids)]
+        statuses = [n.status for n in _look_up(state.api, node_ids)]
     else:
         raise click.UsageError("give at least one NODE, or --all")
     targets = []
@@ -343,7 +325,7 @@ def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> No
     while progress:
         for node_id in list(progress):
             node = api.get_node(node_id)
-            status = node.get("status", "")
+            status = node.status
             if status == DEPROVISIONED:
                 click.echo(f'Node "{node_id}" is empty and was torn down.')
                 del progress[node_id]
@@ -355,9 +337,9 @@ def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> No
                 )
                 del progress[node_id]
                 continue
-            running = node.get("runningJobs", [])
+            running = node.running_jobs
             if running:
-                jobs = ", ".join(f"{r.get('workflowId')}/{r.get('jobName')}" for r in running)
+                jobs = ", ".join(f"{r.workflow_id}/{r.job_name}" for r in running)
                 line = (
                     f'Node "{node_id}": waiting for {_plural(len(running), "running job")}: {jobs}'
                 )
@@ -379,7 +361,7 @@ def remove(state: CliState, node_ids: tuple[str, ...]) -> None:
     up = [
         node_id
         for node_id, node in zip(node_ids, nodes, strict=True)
-        if node.get("status") not in (OFFLINE, DEPROVISIONED)
+        if node.status not in (OFFLINE, DEPROVISIONED)
     ]
     if up:  # the server refuses these too; checking first leaves the others in place
         raise FailedPrecondition(
@@ -398,5 +380,5 @@ def remove(state: CliState, node_ids: tuple[str, ...]) -> None:
 def node_events(state: CliState, node_id: str, output: str) -> None:
     """List a node's events: registration, holds placed and released, allocations."""
     recorded = state.api.list_node_events(node_id)
-    rows = [[short_time(e.get("time")), e.get("kind", ""), e.get("message", "")] for e in recorded]
+    rows = [[short_time(e, "time"), e.kind, e.message] for e in recorded]
     emit(recorded, output, headers=["TIME", "KIND", "MESSAGE"], rows=rows)

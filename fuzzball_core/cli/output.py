@@ -1,13 +1,21 @@
-"""Listing output in the real ``fuzzball`` CLI's formats: ``-o table|json|yaml``."""
+"""Listing output in the real ``fuzzball`` CLI's formats: ``-o table|json|yaml``.
+
+The API client hands the commands ``fuzzball.v1`` messages; ``-o json|yaml`` prints them as
+the API's JSON (``fuzzball_core.api.rest_messages.to_json``), tables read their fields.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 import yaml
+from google.protobuf.message import Message
+
+from fuzzball_core.api.rest_messages import to_json
 
 FORMATS = ("table", "json", "yaml")
 
@@ -45,7 +53,9 @@ def emit(
     headers: Sequence[str] = (),
     rows: Sequence[Sequence[Any]] = (),
 ) -> None:
-    """Print ``data`` as JSON or YAML, or ``headers``/``rows`` as a table."""
+    """Print ``data`` (messages, or lists of them, or plain data) as JSON or YAML, or
+    ``headers``/``rows`` as a table."""
+    data = _as_json(data)
     if fmt == "json":
         click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     elif fmt == "yaml":
@@ -59,3 +69,28 @@ def _plain(data: Any) -> Any:
     if isinstance(data, Mapping | list | tuple):
         return json.loads(json.dumps(data, default=str))
     return data
+
+
+def _as_json(data: Any) -> Any:
+    """``data`` with every message in it as the API's JSON of that message."""
+    if isinstance(data, Message):
+        return to_json(data)
+    if isinstance(data, list | tuple):
+        return [_as_json(item) for item in data]
+    if isinstance(data, Mapping):
+        return {key: _as_json(value) for key, value in data.items()}
+    return data
+
+
+def moment(message: Message, field: str) -> datetime | None:
+    """The time in a ``Timestamp`` field of ``message`` (UTC); ``None`` while it is unset."""
+    if not message.HasField(field):
+        return None
+    return getattr(message, field).ToDatetime(tzinfo=UTC)
+
+
+def short_time(message: Message, field: str) -> str:
+    """A ``Timestamp`` field to the second in UTC (``2024-05-01 10:00:00``); empty when
+    unset."""
+    when = moment(message, field)
+    return "" if when is None else when.strftime("%Y-%m-%d %H:%M:%S")

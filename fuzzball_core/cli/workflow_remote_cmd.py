@@ -1,28 +1,30 @@
 """``fuzzball workflow start|list|describe|status|logs|events|stop|why``: workflows on a server.
 
-Each command talks to the API of the active context. ``-o json|yaml`` prints the API's own
-objects; tables show statuses without their ``STAGE_STATUS_`` prefix (pending for
-``UNSPECIFIED``) and times in UTC to the second.
+Each command talks to the API of the active context, whose replies come as ``fuzzball.v1``
+messages. ``-o json|yaml`` prints the API's own objects; tables show statuses without their
+``STAGE_STATUS_`` prefix (pending for ``UNSPECIFIED``) and times in UTC to the second.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
+from fuzzball_core.api.proto_messages import status_of
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.image_progress import IMAGE_STAGE_PREFIX, ImageProgress
-from fuzzball_core.cli.output import emit, format_table, output_option
+from fuzzball_core.cli.output import emit, format_table, moment, output_option, short_time
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
 
 #: Seconds between two status polls of ``start --wait``.
 WAIT_POLL_INTERVAL = 0.5
-_TERMINAL = frozenset({"FINISHED", "FAILED", "CANCELED"})
 
 
 def register(group: click.Group) -> None:
@@ -31,32 +33,24 @@ def register(group: click.Group) -> None:
         group.add_command(command)
 
 
-def status_name(value: str | None) -> str:
-    """``STAGE_STATUS_FAILED`` -> ``FAILED``; unspecified (or absent) is ``PENDING``."""
-    name = (value or "").removeprefix("STAGE_STATUS_")
-    return "PENDING" if name in ("", "UNSPECIFIED") else name
+def status_name(value: int) -> Status:
+    """``STAGE_STATUS_FAILED`` -> ``FAILED``; unspecified is ``PENDING``."""
+    return status_of(value)
 
 
-def kind_name(value: str | None) -> str:
+def kind_name(value: int) -> str:
     """``STAGE_KIND_JOB`` -> ``Job``."""
-    return (value or "").removeprefix("STAGE_KIND_").capitalize()
+    return pb.StageKind.Name(value).removeprefix("STAGE_KIND_").capitalize()
 
 
-def short_time(value: str | None) -> str:
-    """An RFC 3339 time to the second (``2024-05-01 10:00:00``); empty when unset."""
-    if not value:
-        return ""
-    return value.replace("T", " ")[:19]
-
-
-def _stage_rows(stages: list[dict[str, Any]]) -> list[list[str]]:
+def _stage_rows(stages: Sequence[pb.WorkflowStage]) -> list[list[str]]:
     return [
         [
-            kind_name(s.get("kind")),
-            status_name(s.get("status")),
-            s.get("name", ""),
-            short_time(s.get("startTime")),
-            short_time(s.get("endTime")),
+            kind_name(s.kind),
+            status_name(s.status),
+            s.name,
+            short_time(s, "start_time"),
+            short_time(s, "end_time"),
         ]
         for s in stages
     ]
@@ -95,15 +89,15 @@ def start(state: CliState, file: Path, name: str | None, wait: bool, show_logs: 
         final = _wait_for_end(state, workflow_id)
         if show_logs:
             _print_job_logs(state, workflow_id)
-        if final != "FINISHED":
+        if final != Status.FINISHED:
             sys.exit(1)
 
 
 def _print_job_logs(state: CliState, workflow_id: str) -> None:
     """Each job's output under a ``==> jobs.NAME <==`` header, as ``tail`` shows files."""
     workflow = state.api.get_workflow(workflow_id)
-    for stage in workflow.get("jobs", []):
-        name = stage.get("name", "")
+    for stage in workflow.jobs:
+        name = stage.name
         if not name.startswith("jobs."):
             continue
         click.echo(f"==> {name} <==")
@@ -115,7 +109,7 @@ def _print_job_logs(state: CliState, workflow_id: str) -> None:
             )
 
 
-def _wait_for_end(state: CliState, workflow_id: str) -> str:
+def _wait_for_end(state: CliState, workflow_id: str) -> Status:
     """Print each stage status change, and image stages' progress, until the workflow ends;
     return its final status."""
     seen: dict[str, str] = {}
@@ -124,21 +118,21 @@ def _wait_for_end(state: CliState, workflow_id: str) -> str:
         while True:
             reply = state.api.workflow_status(workflow_id)
             changes = []
-            for stage in reply.get("status", {}).get("stages", []):
-                current = status_name(stage.get("status"))
-                if seen.get(stage["name"]) != current:
-                    seen[stage["name"]] = current
-                    message = f" ({stage['error']})" if stage.get("error") else ""
-                    changes.append((current, f"{stage['name']}: {current}{message}"))
+            for stage in reply.status.stages:
+                current = status_name(stage.status)
+                if seen.get(stage.name) != current:
+                    seen[stage.name] = current
+                    message = f" ({stage.error})" if stage.error else ""
+                    changes.append((current, f"{stage.name}: {current}{message}"))
             # a stage's progress comes after it started and before it ended
-            for line in (line for current, line in changes if current not in _TERMINAL):
+            for line in (line for current, line in changes if not current.terminal):
                 progress.echo(line)
             progress.feed(events.new())
-            for line in (line for current, line in changes if current in _TERMINAL):
+            for line in (line for current, line in changes if current.terminal):
                 progress.echo(line)
-            final = status_name(reply.get("workflowStatus"))
-            if final in _TERMINAL:
-                error = f": {reply['error']}" if reply.get("error") else ""
+            final = status_name(reply.workflow_status)
+            if final.terminal:
+                error = f": {reply.error}" if reply.error else ""
                 progress.echo(f'Workflow "{workflow_id}" {final.lower()}{error}.')
                 return final
             time.sleep(WAIT_POLL_INTERVAL)
@@ -152,11 +146,11 @@ class _EventCursor:
         self.workflow_id = workflow_id
         self.after = 0
 
-    def new(self) -> list[dict[str, Any]]:
+    def new(self) -> list[pb.WorkflowEvent]:
         """The events recorded since the last call."""
         events = self.state.api.list_events(self.workflow_id, after_seq=self.after)
         if events:
-            self.after = max(int(e.get("seq", 0)) for e in events)
+            self.after = max(e.seq for e in events)
         return events
 
 
@@ -168,12 +162,12 @@ def list_workflows(state: CliState, output: str) -> None:
     workflows = state.api.list_workflows()
     rows = [
         [
-            w["id"],
-            w.get("name", ""),
-            status_name(w.get("status")),
-            short_time(w.get("createTime")),
-            short_time(w.get("startTime")),
-            short_time(w.get("endTime")),
+            w.id,
+            w.name,
+            status_name(w.status),
+            short_time(w, "create_time"),
+            short_time(w, "start_time"),
+            short_time(w, "end_time"),
         ]
         for w in workflows
     ]
@@ -196,19 +190,19 @@ def describe(state: CliState, workflow_id: str, output: str) -> None:
         emit(workflow, output)
         return
     header = [
-        ("Name", workflow.get("name", "")),
-        ("ID", workflow["id"]),
-        ("Status", status_name(workflow.get("status"))),
-        ("Created", short_time(workflow.get("createTime"))),
-        ("Started", short_time(workflow.get("startTime"))),
-        ("Finished", short_time(workflow.get("endTime"))),
+        ("Name", workflow.name),
+        ("ID", workflow.id),
+        ("Status", status_name(workflow.status)),
+        ("Created", short_time(workflow, "create_time")),
+        ("Started", short_time(workflow, "start_time")),
+        ("Finished", short_time(workflow, "end_time")),
     ]
-    if workflow.get("error"):
-        header.append(("Error", workflow["error"]))
+    if workflow.error:
+        header.append(("Error", workflow.error))
     for label, value in header:
         click.echo(f"{label + ':':<10}{value}")
     click.echo()
-    click.echo(format_table(_STAGE_HEADERS, _stage_rows(workflow.get("jobs", []))))
+    click.echo(format_table(_STAGE_HEADERS, _stage_rows(workflow.jobs)))
 
 
 @click.command("status")
@@ -221,9 +215,9 @@ def status(state: CliState, workflow_id: str, output: str) -> None:
     if output != "table":
         emit(reply, output)
         return
-    error = f" ({reply['error']})" if reply.get("error") else ""
-    click.echo(f"Workflow {workflow_id}: {status_name(reply.get('workflowStatus'))}{error}")
-    click.echo(format_table(_STAGE_HEADERS, _stage_rows(reply.get("status", {}).get("stages", []))))
+    error = f" ({reply.error})" if reply.error else ""
+    click.echo(f"Workflow {workflow_id}: {status_name(reply.workflow_status)}{error}")
+    click.echo(format_table(_STAGE_HEADERS, _stage_rows(reply.status.stages)))
 
 
 @click.command("logs")
@@ -260,27 +254,27 @@ def _show_image_progress(state: CliState, workflow_id: str, job: str, follow: bo
     events = _EventCursor(state, workflow_id)
     own = job.startswith(IMAGE_STAGE_PREFIX)
 
-    def relevant(event: dict[str, Any]) -> bool:
-        return event.get("stageName") == job if own else True
+    def relevant(event: pb.WorkflowEvent) -> bool:
+        return event.stage_name == job if own else True
 
     with ImageProgress(err=True) as progress:
         while True:
             stages = {
-                s["name"]: status_name(s.get("status"))
-                for s in state.api.workflow_status(workflow_id).get("status", {}).get("stages", [])
+                s.name: status_name(s.status)
+                for s in state.api.workflow_status(workflow_id).status.stages
             }
             progress.feed(e for e in events.new() if relevant(e))
             if not follow:
                 return
             if own:
-                waiting = stages.get(job, "FINISHED") not in _TERMINAL
+                waiting = stages.get(job, Status.FINISHED) not in TERMINAL_STATUSES
             else:
                 pulling = any(
-                    name.startswith(IMAGE_STAGE_PREFIX) and status not in _TERMINAL
+                    name.startswith(IMAGE_STAGE_PREFIX) and not status.terminal
                     for name, status in stages.items()
                 )
                 stage = job if job in stages else f"jobs.{job}"
-                waiting = stages.get(stage) == "PENDING" and pulling
+                waiting = stages.get(stage) == Status.PENDING and pulling
             if not waiting:
                 progress.feed(e for e in events.new() if relevant(e))
                 return
@@ -294,10 +288,7 @@ def _show_image_progress(state: CliState, workflow_id: str, job: str, follow: bo
 def events(state: CliState, workflow_id: str, output: str) -> None:
     """List a workflow's recorded events, oldest first."""
     recorded = state.api.list_events(workflow_id)
-    rows = [
-        [short_time(e.get("time")), e.get("kind", ""), e.get("stageName", ""), e.get("message", "")]
-        for e in recorded
-    ]
+    rows = [[short_time(e, "time"), e.kind, e.stage_name, e.message] for e in recorded]
     emit(recorded, output, headers=["TIME", "KIND", "STAGE", "MESSAGE"], rows=rows)
 
 
@@ -311,7 +302,7 @@ def stop(state: CliState, workflow_id: str) -> None:
 
 
 #: Stage kinds whose waiting is decided by the scheduler, so an estimated start applies.
-_SCHEDULED_KINDS = frozenset({"STAGE_KIND_JOB", "STAGE_KIND_SERVICE"})
+_SCHEDULED_KINDS = frozenset({pb.STAGE_KIND_JOB, pb.STAGE_KIND_SERVICE})
 
 
 def duration_words(seconds: float) -> str:
@@ -327,13 +318,12 @@ def duration_words(seconds: float) -> str:
     return f"{days}d {hours % 24}h" if hours % 24 else f"{days}d"
 
 
-def estimated_start(value: str | None, now: datetime | None = None) -> str:
+def estimated_start(when: datetime | None, now: datetime | None = None) -> str:
     """``estimated start in 4m (2026-12-02T15:30:00Z)``, or ``no estimate`` when unset."""
-    if not value:
+    if when is None:
         return "no estimate"
-    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    shown = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    remaining = (moment - (now or datetime.now(UTC))).total_seconds()
+    shown = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    remaining = (when - (now or datetime.now(UTC))).total_seconds()
     when = f"in {duration_words(remaining)}" if remaining >= 1 else "now"
     return f"estimated start {when} ({shown})"
 
@@ -342,12 +332,12 @@ def estimated_start(value: str | None, now: datetime | None = None) -> str:
 _PLACED_REASONS = frozenset({"STARTING", "RUNNING"})
 
 
-def _waits_for_placement(stage: dict[str, Any]) -> bool:
+def _waits_for_placement(stage: pb.StageExplanation) -> bool:
     """A pending job or service not yet placed: the stages an estimated start is for."""
     return (
-        stage.get("kind") in _SCHEDULED_KINDS
-        and status_name(stage.get("status")) == "PENDING"
-        and stage.get("reason") not in _PLACED_REASONS
+        stage.kind in _SCHEDULED_KINDS
+        and status_name(stage.status) == Status.PENDING
+        and stage.reason not in _PLACED_REASONS
     )
 
 
@@ -363,20 +353,12 @@ def why(state: CliState, workflow_id: str, include_finished: bool, output: str) 
     """
     stages = state.api.explain_workflow(workflow_id, include_finished=include_finished)
     headers = ["STAGE", "STATUS", "REASON", "DETAILS"]
-    rows = [
-        [
-            s.get("stageName", ""),
-            status_name(s.get("status")),
-            s.get("reason", ""),
-            s.get("message", ""),
-        ]
-        for s in stages
-    ]
+    rows = [[s.stage_name, status_name(s.status), s.reason, s.message] for s in stages]
     if any(_waits_for_placement(s) for s in stages):
         headers.append("ESTIMATED START")
         for row, stage in zip(rows, stages, strict=True):
             pending = _waits_for_placement(stage)
-            row.append(estimated_start(stage.get("estimatedStartTime")) if pending else "")
+            row.append(estimated_start(moment(stage, "estimated_start_time")) if pending else "")
     if output == "table" and not stages:
         click.echo(f"No stage of workflow {workflow_id} is waiting (--all shows every stage).")
         return

@@ -3,7 +3,8 @@
 Both transports authenticate the bearer token with :meth:`OrchestrateService.authenticate`,
 then call one method per request with the resulting :class:`Principal`. Methods are plain
 (synchronous) calls made from Orchestrate's event-loop thread; each is short (database work
-only), except :meth:`OrchestrateService.start_workflow_async`, which the transports await. Errors are ``fuzzball_core.errors`` types, which the transports map to gRPC codes and
+only), except :meth:`OrchestrateService.start_workflow_async`, which the transports await.
+Errors are ``fuzzball_core.errors`` types, which the transports map to gRPC codes and
 google.rpc.Status bodies. Following logs or events is done by the transport, polling with
 ``after_seq`` until the workflow is terminal.
 """

@@ -59,6 +59,6 @@ def test_a_workflow_round_trips_through_the_client(stack):
     with FuzzballClient.connect(stack.servers.rest_url, stack.token) as api:
         assert api.version() == stack.service.version()
         workflow_id = api.start_workflow(HELLO, name="hi")
-        assert [w["id"] for w in api.list_workflows()] == [workflow_id]
-        assert api.get_workflow(workflow_id)["rawSpecification"] == HELLO
+        assert [w.id for w in api.list_workflows()] == [workflow_id]
+        assert api.get_workflow(workflow_id).raw_specification == HELLO
         assert api.validate_workflow(HELLO) == []

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.cli.image_progress import ImageProgress
 from fuzzball_core.config import parse_config
@@ -136,18 +137,18 @@ def test_logs_follow_of_a_job_shows_its_image_pull_until_the_job_starts(with_ima
     assert f"{PULL}: image ready" in result.stderr.splitlines()
 
 
+def _progress_event(step: dict) -> pb.WorkflowEvent:
+    """An ``image_progress`` event of the pull, as the API client hands it to the CLI."""
+    event = pb.WorkflowEvent(kind="image_progress", stage_name=PULL, message="m")
+    event.data.update(step)
+    return event
+
+
 def test_on_a_terminal_each_stage_step_is_a_bar_filled_when_the_image_is_ready() -> None:
-    events = [
-        {"kind": "image_progress", "stageName": PULL, "message": "m", "data": step}
-        for step in STEPS[:1]
-    ]
     with ImageProgress(terminal=True) as progress:
-        progress.feed(events)
+        progress.feed(_progress_event(step) for step in STEPS[:1])
         halfway = progress.bars()
-        progress.feed(
-            {"kind": "image_progress", "stageName": PULL, "message": "m", "data": step}
-            for step in STEPS[2:]
-        )
+        progress.feed(_progress_event(step) for step in STEPS[2:])
         ready = progress.bars()
 
     assert halfway == {(PULL, "download sha256:abc"): (512, 2048)}

@@ -153,10 +153,10 @@ def test_why_with_nothing_waiting_says_so(logged_in):
 
 def test_an_estimate_reads_as_a_duration_and_a_utc_time():
     now = datetime(2026, 12, 2, 15, 26, 0, tzinfo=UTC)
-    assert estimated_start("2026-12-02T15:30:00.000000Z", now) == (
+    assert estimated_start(datetime(2026, 12, 2, 15, 30, tzinfo=UTC), now) == (
         "estimated start in 4m (2026-12-02T15:30:00Z)"
     )
-    assert estimated_start("2026-12-02T15:00:00Z", now) == (
+    assert estimated_start(datetime(2026, 12, 2, 15, 0, tzinfo=UTC), now) == (
         "estimated start now (2026-12-02T15:00:00Z)"
     )
     assert estimated_start(None, now) == "no estimate"

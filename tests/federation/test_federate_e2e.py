@@ -21,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from cluster import HELLO_WORLD, Cluster, LocalRegistry, have_prerequisites
 
+from fuzzball_core.api.v1 import client_pb2 as pb
+
 missing = have_prerequisites()
 if missing is not None:
     pytest.skip(missing, allow_module_level=True)
@@ -69,14 +71,14 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
         registry.stop()
 
 
-def _run(federation: Federation, specification: str) -> tuple[str, dict]:
+def _run(federation: Federation, specification: str) -> tuple[str, pb.GetWorkflowStatusResponse]:
     client = federation.client()
     workflow_id = client.start_workflow(specification, name="hello-world.fz")
     deadline = time.monotonic() + 120
-    while (status := client.workflow_status(workflow_id))["workflowStatus"] not in (
-        "STAGE_STATUS_FINISHED",
-        "STAGE_STATUS_FAILED",
-        "STAGE_STATUS_CANCELED",
+    while (status := client.workflow_status(workflow_id)).workflow_status not in (
+        pb.STAGE_STATUS_FINISHED,
+        pb.STAGE_STATUS_FAILED,
+        pb.STAGE_STATUS_CANCELED,
     ):
         assert time.monotonic() < deadline, status
         time.sleep(0.2)
@@ -85,7 +87,7 @@ def _run(federation: Federation, specification: str) -> tuple[str, dict]:
 
 def test_hello_world_runs_on_the_roomier_cluster_and_its_output_comes_back(federation):
     workflow_id, status = _run(federation, HELLO_WORLD.read_text())
-    assert status["workflowStatus"] == "STAGE_STATUS_FINISHED", status
+    assert status.workflow_status == pb.STAGE_STATUS_FINISHED, status
     assert federation.service.cluster_of(federation.who, workflow_id) == "cloud"
     output = b"".join(c.output for c in federation.client().stream_logs(workflow_id))
     assert output.startswith(b"Hello, world! Hostname")
@@ -96,5 +98,5 @@ def test_job_requiring_an_annotation_runs_on_the_cluster_that_has_it(federation)
         "    resource:\n", "    resource:\n      annotations:\n        site: lab\n"
     )
     workflow_id, status = _run(federation, pinned)
-    assert status["workflowStatus"] == "STAGE_STATUS_FINISHED", status
+    assert status.workflow_status == pb.STAGE_STATUS_FINISHED, status
     assert federation.service.cluster_of(federation.who, workflow_id) == "lab"

@@ -6,6 +6,8 @@ import pytest
 import yaml
 from federated_workflows import CPU, GPU, workflow
 
+from fuzzball_core.api.rest_messages import read_reply
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.drivers import ClusterOffer
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_federation.offers import NodeShape, member_offer
@@ -45,7 +47,7 @@ def _offer(name, cores, memory_gib, *, devices=None, annotations=None, labels=No
             "annotations": node.annotations,
         },
     }
-    return member_offer(name, labels or {}, [listed])
+    return member_offer(name, labels or {}, [read_reply(listed, pb.ListNodeInfo)])
 
 
 def test_only_clusters_with_the_device_are_eligible():

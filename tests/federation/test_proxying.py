@@ -8,6 +8,7 @@ import httpx
 import pytest
 from federated_workflows import CPU, GPU
 
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import NotFound, Unauthenticated
 from fuzzball_core.service.views import CANCELED, FINISHED
@@ -26,9 +27,9 @@ def test_status_of_a_federated_workflow_is_its_members(federation):
     aws = federation.members["aws"].stack
     aws.set_stage(_remote_id(federation, workflow_id), "jobs.main", FINISHED)
     status = client.workflow_status(workflow_id)
-    assert status["id"] == workflow_id
-    assert status["workflowStatus"] == "STAGE_STATUS_FINISHED"
-    assert [s["name"] for s in status["status"]["stages"]][-1] == "jobs.main"
+    assert status.id == workflow_id
+    assert status.workflow_status == pb.STAGE_STATUS_FINISHED
+    assert [s.name for s in status.status.stages][-1] == "jobs.main"
 
 
 def test_logs_of_a_federated_workflow_come_from_its_member(federation):
@@ -53,7 +54,7 @@ def test_stop_of_a_federated_workflow_cancels_it_on_its_member(federation):
         aws.stack.authenticate(aws.token), _remote_id(federation, workflow_id)
     )
     assert remote.status == CANCELED
-    assert client.get_workflow(workflow_id)["status"] == "STAGE_STATUS_CANCELED"
+    assert client.get_workflow(workflow_id).status == pb.STAGE_STATUS_CANCELED
 
 
 def test_events_of_a_federated_workflow_carry_the_federated_id(federation):
@@ -61,7 +62,7 @@ def test_events_of_a_federated_workflow_carry_the_federated_id(federation):
     workflow_id = client.start_workflow(CPU)
     events = client.list_events(workflow_id)
     assert events
-    assert {e.get("workflowId") for e in events} == {workflow_id}
+    assert {e.workflow_id for e in events} == {workflow_id}
 
 
 def test_listing_merges_members_and_leaves_out_work_submitted_to_them_directly(federation):
@@ -73,8 +74,8 @@ def test_listing_merges_members_and_leaves_out_work_submitted_to_them_directly(f
         aws.stack.authenticate(aws.token), raw_specification=CPU, name="direct"
     )
     listed = client.list_workflows()
-    assert [w["id"] for w in listed] == [on_cpu, on_gpu]
-    assert [w["name"] for w in listed] == ["cpu", "gpu"]
+    assert [w.id for w in listed] == [on_cpu, on_gpu]
+    assert [w.name for w in listed] == ["cpu", "gpu"]
 
 
 def test_one_accounts_workflows_are_hidden_from_another(federation):
@@ -96,14 +97,14 @@ def test_requests_without_a_valid_token_are_refused_with_401(federation, path):
 
 def test_nodes_of_every_member_are_listed_with_their_cluster(federation):
     nodes = federation.client().list_nodes()
-    clusters = {n["hostName"]: n["resource"]["annotations"][CLUSTER_ANNOTATION] for n in nodes}
+    clusters = {n.host_name: n.resource.annotations[CLUSTER_ANNOTATION] for n in nodes}
     assert clusters == {"gpu-1": "onprem", "cpu-1": "aws", "cpu-2": "aws"}
 
 
 def test_a_node_is_found_by_name_on_its_member(federation):
     node = federation.client().get_node("gpu-1")
-    assert node["resource"]["total"]["devices"] == {"nvidia.com/gpu": 2}
-    assert node["resource"]["annotations"][CLUSTER_ANNOTATION] == "onprem"
+    assert dict(node.resource.total.devices) == {"nvidia.com/gpu": 2}
+    assert node.resource.annotations[CLUSTER_ANNOTATION] == "onprem"
 
 
 def test_a_stalled_member_holds_up_only_the_calls_that_need_it(federation, monkeypatch):
@@ -125,17 +126,17 @@ def test_a_stalled_member_holds_up_only_the_calls_that_need_it(federation, monke
 
     federation.members["aws"].loop.loop.call_soon_threadsafe(stall)
     assert stalled.wait(10)
-    listing: list[list[dict]] = []
+    listing: list[list[pb.ListNodeInfo]] = []
     lister = threading.Thread(target=lambda: listing.append(federation.client().list_nodes()))
     lister.start()
     try:
         assert asking.wait(10)  # the node listing is waiting on the members now
         quick = FuzzballClient(f"{federation.rest_url}/v3", federation.token, timeout=5)
         # ...and Federate still answers about the onprem workflow meanwhile
-        assert quick.get_workflow(workflow_id)["id"] == workflow_id
+        assert quick.get_workflow(workflow_id).id == workflow_id
         assert lister.is_alive()
     finally:
         release.set()
     lister.join(30)
-    clusters = {n["resource"]["annotations"][CLUSTER_ANNOTATION] for n in listing[0]}
+    clusters = {n.resource.annotations[CLUSTER_ANNOTATION] for n in listing[0]}
     assert clusters == {"aws", "onprem"}
