@@ -42,10 +42,11 @@ def unix_time(stamp: timestamp_pb2.Timestamp) -> float:
     return stamp.seconds + stamp.nanos / 1e9
 
 
-def status_value(status: str) -> int:
-    """The ``WorkflowStatus`` number of a view status (pending is ``UNSPECIFIED``)."""
+def status_enum(status: str) -> str:
+    """The ``WorkflowStatus`` name of a view status (pending is ``STAGE_STATUS_UNSPECIFIED``);
+    messages take enum values by name."""
     name = "UNSPECIFIED" if status == Status.PENDING else status
-    return pb.WorkflowStatus.Value(f"STAGE_STATUS_{name}")
+    return f"STAGE_STATUS_{name}"
 
 
 def status_of(value: int) -> Status:
@@ -54,9 +55,9 @@ def status_of(value: int) -> Status:
     return Status.PENDING if name == "UNSPECIFIED" else Status(name)
 
 
-def kind_value(kind: str) -> int:
-    """The ``StageKind`` number of a view's stage kind (``job`` -> ``STAGE_KIND_JOB``)."""
-    return pb.StageKind.Value(f"STAGE_KIND_{kind.upper()}")
+def kind_enum(kind: str) -> str:
+    """The ``StageKind`` name of a view's stage kind (``job`` -> ``STAGE_KIND_JOB``)."""
+    return f"STAGE_KIND_{kind.upper()}"
 
 
 def kind_of(value: int) -> str:
@@ -81,8 +82,8 @@ def stage_message(stage: StageView) -> pb.WorkflowStage:
     return pb.WorkflowStage(
         id=stage.id,
         name=stage.name,
-        status=status_value(stage.status),
-        kind=kind_value(stage.kind),
+        status=status_enum(stage.status),
+        kind=kind_enum(stage.kind),
         error=_if_set(stage.message),
         create_time=timestamp(stage.created_at),
         start_time=timestamp(stage.started_at),
@@ -106,7 +107,7 @@ def workflow_message(workflow: WorkflowView) -> pb.Workflow:
     return pb.Workflow(
         id=workflow.id,
         name=workflow.name,
-        status=status_value(workflow.status),
+        status=status_enum(workflow.status),
         account_id=workflow.account_id,
         create_time=timestamp(workflow.created_at),
         start_time=timestamp(workflow.started_at),
@@ -123,7 +124,7 @@ def workflow_status_message(workflow: WorkflowView) -> pb.GetWorkflowStatusRespo
     return pb.GetWorkflowStatusResponse(
         id=workflow.id,
         name=workflow.name,
-        workflow_status=status_value(workflow.status),
+        workflow_status=status_enum(workflow.status),
         create_time=timestamp(workflow.created_at),
         start_time=timestamp(workflow.started_at),
         end_time=timestamp(workflow.finished_at),
@@ -174,8 +175,8 @@ def explanation_message(explanation: StageExplanation) -> pb.StageExplanation:
     """A ``StageExplanation`` (``estimated_start_time`` unset when there is no estimate)."""
     return pb.StageExplanation(
         stage_name=explanation.stage_name,
-        kind=kind_value(explanation.kind),
-        status=status_value(explanation.status),
+        kind=kind_enum(explanation.kind),
+        status=status_enum(explanation.status),
         reason=explanation.reason,
         message=_if_set(explanation.message),
         estimated_start_time=timestamp(explanation.estimated_start),

@@ -112,9 +112,7 @@ class ImageProgress:
                     self._bars.update(task, completed=bar.total or bar.completed)
             return
         key = (stage, step)
-        task = self._tasks.get(key)
-        if task is None:
+        if key not in self._tasks:
             label = step if len(step) <= 30 else step[:30] + "…"
-            task = self._bars.add_task(f"{stage} {label}", total=total or None)
-            self._tasks[key] = task
-        self._bars.update(task, completed=done, total=total or None)
+            self._tasks[key] = self._bars.add_task(f"{stage} {label}", total=total or None)
+        self._bars.update(self._tasks[key], completed=done, total=total or None)

@@ -324,8 +324,8 @@ def estimated_start(when: datetime | None, now: datetime | None = None) -> str:
         return "no estimate"
     shown = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     remaining = (when - (now or datetime.now(UTC))).total_seconds()
-    when = f"in {duration_words(remaining)}" if remaining >= 1 else "now"
-    return f"estimated start {when} ({shown})"
+    soon = f"in {duration_words(remaining)}" if remaining >= 1 else "now"
+    return f"estimated start {soon} ({shown})"
 
 
 #: Reasons of a pending stage that the scheduler has already placed.
