@@ -5,9 +5,8 @@ Each part of the engine (submission, placement, node reports, retries, multinode
 services, nodes) is a module of functions that take this :class:`EngineContext` and the
 :class:`~fuzzball_core.orchestrate.transaction.Transaction` they work in; none of them
 holds state of its own or calls back into the :class:`~fuzzball_core.orchestrate.engine.Engine`.
-Everything here except :attr:`EngineContext.ready_stages` and
-:attr:`EngineContext.blocked_reported` is rebuilt from the database by
-:func:`fuzzball_core.orchestrate.placement.rebuild`.
+Everything here except :attr:`EngineContext.told` is rebuilt from the database by
+:func:`fuzzball_core.orchestrate.recovery.rebuild`.
 """
 
 from __future__ import annotations
@@ -39,20 +38,45 @@ class PendingRun:
 
 
 @dataclass
-class Remembered:
-    """What the engine knows only from what it was told, not from the database: kept
-    through a failed pass as it was before the pass began (see :meth:`EngineContext.remember`)."""
+class Told:
+    """What the engine knows only from what happened, not from the database rows.
+
+    A failed unit of work must leave it as it was, or the event recording it (rolled back
+    with the rest) would never be recorded again: each change is journaled until the work
+    commits (:meth:`settle`) or fails (:meth:`undo`).
+    """
 
     #: service stages whose readiness probe passed (nodes report it again after a restart)
     ready_stages: set[int] = field(default_factory=set)
     #: scheduling_blocked causes already reported, by stage id
     blocked_reported: dict[int, set[str]] = field(default_factory=dict)
+    _journal: list[Callable[[], None]] = field(default_factory=list)
 
-    def copy(self) -> Remembered:
-        """A copy that later changes to this one do not touch."""
-        return Remembered(
-            set(self.ready_stages), {k: set(v) for k, v in self.blocked_reported.items()}
-        )
+    def mark_ready(self, stage_id: int) -> bool:
+        """Note that the service stage is ready; False if it was already."""
+        if stage_id in self.ready_stages:
+            return False
+        self.ready_stages.add(stage_id)
+        self._journal.append(lambda: self.ready_stages.discard(stage_id))
+        return True
+
+    def mark_blocked(self, stage_id: int, reason: str) -> bool:
+        """Note that the stage's ``reason`` for waiting was reported; False if it was already."""
+        reported = self.blocked_reported.setdefault(stage_id, set())
+        if reason in reported:
+            return False
+        reported.add(reason)
+        self._journal.append(lambda: reported.discard(reason))
+        return True
+
+    def settle(self) -> None:
+        """The work committed: keep what it noted."""
+        self._journal.clear()
+
+    def undo(self) -> None:
+        """The work failed: forget what it noted."""
+        while self._journal:
+            self._journal.pop()()
 
 
 class EngineContext:
@@ -90,21 +114,7 @@ class EngineContext:
         self.device_plugin_failed: dict[str, bool] = {}
         #: why each waiting run was not placed in the last pass, by run key
         self.diagnoses: Mapping[str, Diagnosis] = {}
-        self.remembered = Remembered()
-
-    @property
-    def ready_stages(self) -> set[int]:
-        """Service stages whose readiness probe passed."""
-        return self.remembered.ready_stages
-
-    @property
-    def blocked_reported(self) -> dict[int, set[str]]:
-        """``scheduling_blocked`` causes already reported, by stage id."""
-        return self.remembered.blocked_reported
-
-    def remember(self) -> Remembered:
-        """A copy of what is not in the database, to put back if the coming pass fails."""
-        return self.remembered.copy()
+        self.told = Told()
 
     def transaction(self) -> Transaction:
         """A new unit of work at the clock's time."""

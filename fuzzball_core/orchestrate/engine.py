@@ -12,7 +12,7 @@ after that transaction commits, so a node never sees work the database does not 
 
 A pass that fails changes nothing: its transaction rolls back, the node reports it took go
 back to the inbox, and the in-memory view is rebuilt from the database, so the next pass
-does the same work again. Statuses move only through
+does the same work again. Workflow, stage and run statuses move only through
 :func:`~fuzzball_core.orchestrate.states.transition`.
 """
 
@@ -332,7 +332,6 @@ class Engine:
             self._stale = False
         ctx = self.context
         reports, self._inbox = self._inbox, []
-        remembered = ctx.remember()
         applying: _Report | None = None
         tx = ctx.transaction()
         try:
@@ -353,9 +352,10 @@ class Engine:
             if applying is not None:
                 applying.failed_passes += 1
             self._put_back(reports)
-            ctx.remembered = remembered
+            ctx.told.undo()
             self._resync()
             raise
+        ctx.told.settle()
         ctx.publish(tx)
 
     def _put_back(self, reports: list[_Report]) -> None:
@@ -390,18 +390,19 @@ class Engine:
         """Run ``work`` as one transaction outside the pass, commit it and send what it
         queued; after a failure other than a refusal, rebuild the view like a failed pass."""
         ctx = self.context
-        remembered = ctx.remember()
         tx = ctx.transaction()
         try:
             with tx.session:
                 result = work(tx)
                 tx.session.commit()
         except FuzzballError:
+            ctx.told.undo()
             raise  # refused (not found, not allowed now) before anything changed
         except Exception:
-            ctx.remembered = remembered
+            ctx.told.undo()
             self._resync()
             raise
+        ctx.told.settle()
         ctx.publish(tx)
         self.wake()
         return result

@@ -134,10 +134,8 @@ def _report_blocked(
             continue
         seen.add(waiting.stage_id)
         diagnosis = diagnoses[waiting.request.id]
-        reported = ctx.blocked_reported.setdefault(waiting.stage_id, set())
-        if diagnosis.reason.value in reported:
+        if not ctx.told.mark_blocked(waiting.stage_id, diagnosis.reason.value):
             continue
-        reported.add(diagnosis.reason.value)
         stage = tx.session.get(Stage, waiting.stage_id)
         events.record(
             tx,

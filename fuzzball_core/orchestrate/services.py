@@ -35,7 +35,7 @@ def running(
         if stages[name].status == Status.STARTED
         and (
             entry.plan.stages[name].definition.readiness_probe is None
-            or stages[name].id in ctx.ready_stages
+            or stages[name].id in ctx.told.ready_stages
         )
     }
 
@@ -46,9 +46,8 @@ def ready(ctx: EngineContext, tx: Transaction, run_id: int) -> None:
     stage = tx.session.get(Stage, run.stage_id) if run is not None else None
     if run is None or stage is None or run.status not in LIVE_RUN:
         return
-    if stage.id in ctx.ready_stages:
+    if not ctx.told.mark_ready(stage.id):
         return  # said again after a reconnect
-    ctx.ready_stages.add(stage.id)
     ctx.dirty.add(run.workflow_id)
     events.record(
         tx,

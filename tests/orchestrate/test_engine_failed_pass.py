@@ -177,3 +177,42 @@ def test_the_engine_loop_retries_a_start_up_recovery_that_raises(harness, monkey
 
     asyncio.run(main())
     assert (len(recoveries), engine.failed_passes) == (2, 1)
+
+
+def test_a_hold_whose_commit_fails_leaves_the_node_taking_work(harness):
+    node = harness.node()
+    fail_next_commit(harness)
+    with pytest.raises(OperationalError):
+        harness.engine.add_hold(node, "cordon", "admin", "repair", "admin")
+    harness.submit(TWO_STEPS)
+    assert [a.stage_name for a in harness.assignments()] == ["jobs.first"]
+
+
+PROBED_SERVICE = """
+version: v4
+services:
+  db:
+    image: {uri: docker://alpine:latest}
+    command: [sleep, "600"]
+    readiness-probe: {tcp-socket: {port: 5432}, period-seconds: 1}
+jobs:
+  client:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    depends-on: [{name: db, status: RUNNING}]
+"""
+
+
+def test_a_readiness_report_of_a_failed_pass_is_recorded_by_the_next(harness):
+    node = harness.node()
+    wf = harness.submit(PROBED_SERVICE)
+    (service,) = harness.assignments()
+    harness.start(node, service.run_id)
+    harness.engine.step()
+    harness.report(node, ready=node_pb2.RunReady(run_id=service.run_id))
+    fail_next_commit(harness)
+    with pytest.raises(OperationalError):
+        harness.engine.step()
+    harness.engine.step()
+    assert harness.events(wf).count("service_ready") == 1
+    assert [a.stage_name for a in harness.assignments()] == ["jobs.client"]
