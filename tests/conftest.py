@@ -22,9 +22,26 @@ from sqlalchemy import create_engine, text
 TESTS = Path(__file__).resolve().parent
 START_POSTGRES = TESTS.parent / "scripts" / "start-postgres.sh"
 
-#: Test folders and files (relative to tests/) whose every test is slow: whole-system runs
-#: start Orchestrate and Substrates, containers and registries, seconds per test.
-SLOW_PATHS = ("e2e",)
+#: Test folders and files (relative to tests/) whose every test is slow. tests/e2e: the
+#: whole-system runs (Orchestrate, Substrates, containers, registries; seconds per test). The
+#: files: more than 6 s each in `python3 -m pytest --durations=0` on the 2-core CI machine
+#: (2026-12-03); measure again when a file grows or shrinks a lot.
+SLOW_PATHS = (
+    "e2e",
+    "api/test_rest_gateway.py",
+    "api/test_submission_off_the_loop.py",
+    "cli/test_node_hold_commands.py",
+    "cli/test_remote_commands.py",
+    "images/test_blob_download.py",
+    "orchestrate/test_engine.py",
+    "orchestrate/test_engine_holds.py",
+    "orchestrate/test_engine_multinode.py",
+    "orchestrate/test_engine_retries.py",
+    "orchestrate/test_engine_services.py",
+    "orchestrate/test_engine_why.py",
+    "orchestrate/test_image_pull_stages.py",
+    "substrate/test_main.py",
+)
 
 
 def _is_slow(path: Path) -> bool:
