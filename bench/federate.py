@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from fuzzball_core.api.rest_messages import read_reply
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_federation.offers import member_offer
 from fuzzball_federation.routers.fit import FitRouter
 
@@ -31,14 +33,16 @@ WORKFLOW = {
 }
 
 
-def _node(index: int, gpus: int) -> dict:
+def _node(index: int, gpus: int) -> pb.ListNodeInfo:
+    """A node of a member's ``GET /v3/nodes`` listing, as Federate's client reads it."""
     devices = {"nvidia.com/gpu": gpus} if gpus else {}
     resource = {"cpu": {"cores": 32}, "mem": {"bytes": str(128 * GIB)}, "devices": devices}
-    return {
+    listed = {
         "hostName": f"n{index}",
         "status": "READY",
         "resource": {"total": resource, "free": resource, "annotations": {}},
     }
+    return read_reply(listed, pb.ListNodeInfo)
 
 
 def main() -> None:
