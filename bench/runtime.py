@@ -5,6 +5,9 @@ Prints, from one run on this machine:
   ``fuzzball_runtime.Container`` (image already converted; with the image mount shared by a
   long-running container, as on a busy node, and with a mount + unmount per run),
   ``bwrap --unshare-all`` and ``runc run``, and the ratios;
+- with the runtime's state directory on a tmpfs, as its default ``/run/fuzzball-runtime`` is
+  on a node (``--state-on-disk`` puts it in the temporary directory instead: each container
+  creates and removes a few small files there);
 - the agent's (this process's) CPU time per container (user + system, from ``getrusage``),
   optionally with ``--agent-heap-mb`` of touched heap so that the bench process is as large
   as a running agent (the cost of creating the container's first process grows with it);
@@ -12,12 +15,13 @@ Prints, from one run on this machine:
   ``mkfs.erofs`` with the same arguments (medians of several runs) and the overhead.
 
 Needs root, Debian's busybox-static, erofs-utils, bubblewrap and runc. Usage:
-    python bench/runtime.py [--runs 200] [--agent-heap-mb 0]
+    python bench/runtime.py [--runs 200] [--agent-heap-mb 0] [--state-on-disk]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import shutil
@@ -26,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from fuzzball_runtime import Container, ContainerSpec, sweep
@@ -66,8 +70,24 @@ def agent_cpu_ms_per_run(action: Callable[[], None], runs: int) -> float:
     return spent / runs * 1000
 
 
-def bench_start(image: Path, rootfs: Path, workdir: Path, runs: int) -> dict[str, object]:
+@contextlib.contextmanager
+def state_directory(workdir: Path, on_disk: bool) -> Iterator[Path]:
+    """The runtime's state directory: a private tmpfs unless ``on_disk``; swept at the end."""
     state_dir = workdir / "state"
+    state_dir.mkdir()
+    if not on_disk:
+        subprocess.run(["mount", "-t", "tmpfs", "fbrt-bench-state", str(state_dir)], check=True)
+    try:
+        yield state_dir
+    finally:
+        sweep(state_dir)
+        if not on_disk:
+            subprocess.run(["umount", "--lazy", str(state_dir)], check=True)
+
+
+def bench_start(
+    image: Path, rootfs: Path, state_dir: Path, workdir: Path, runs: int
+) -> dict[str, object]:
     spec = ContainerSpec(image=image, command=["/bin/true"], state_dir=state_dir)
 
     def ours() -> None:
@@ -86,7 +106,6 @@ def bench_start(image: Path, rootfs: Path, workdir: Path, runs: int) -> dict[str
         results["agent_cpu_ms"] = agent_cpu_ms_per_run(ours, runs)
     finally:
         keeper.close()
-        sweep(state_dir)
 
     bwrap = [
         "bwrap",
@@ -154,6 +173,9 @@ def main() -> int:
     parser.add_argument("--conversion-rounds", type=int, default=9)
     parser.add_argument("--extra-files", type=int, default=3000)
     parser.add_argument(
+        "--state-on-disk", action="store_true", help="state directory in the temporary dir"
+    )
+    parser.add_argument(
         "--agent-heap-mb", type=int, default=0, help="touched heap to give this process first"
     )
     args = parser.parse_args()
@@ -166,9 +188,11 @@ def main() -> int:
         make_rootfs(rootfs, args.extra_files)
         image = build_from_dir(rootfs, workdir / "busybox.erofs")
         conversion = bench_conversion(rootfs, workdir, args.conversion_rounds)
-        start = bench_start(image, rootfs, workdir, args.runs)
+        with state_directory(workdir, args.state_on_disk) as state_dir:
+            start = bench_start(image, rootfs, state_dir, workdir, args.runs)
 
-    print(f"start-to-exit of /bin/true, median of {args.runs} runs:")
+    where = "on disk" if args.state_on_disk else "on a tmpfs"
+    print(f"start-to-exit of /bin/true, median of {args.runs} runs (state directory {where}):")
     shared = start["fuzzball_shared_mount_ms"]
     per_run = start["fuzzball_mount_per_run_ms"]
     bwrap = start["bwrap_ms"]
