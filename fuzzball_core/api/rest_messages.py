@@ -24,7 +24,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import Internal, InvalidArgument
 
 M = TypeVar("M", bound=Message)
 
@@ -89,11 +89,12 @@ def _in_schema_order(message: Message, body: dict[str, Any]) -> dict[str, Any]:
 
 def read_reply(data: Any, message_type: type[M]) -> M:
     """A server's JSON reply as a ``message_type``; fields this client does not know are
-    dropped. ``InvalidArgument`` if the reply does not fit the message at all."""
+    dropped. ``Internal`` if the reply does not fit the message at all (the server's fault,
+    not the caller's)."""
     try:
         return json_format.ParseDict(data, message_type(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        raise InvalidArgument(
+        raise Internal(
             f"the server's reply is not a {message_type.DESCRIPTOR.name}: {exc}"
         ) from None
 

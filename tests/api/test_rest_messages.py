@@ -8,7 +8,7 @@ import pytest
 
 from fuzzball_core.api.rest_messages import parse_request, read_reply, to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import Internal, InvalidArgument
 
 # -- replies ----------------------------------------------------------------------------------
 
@@ -59,8 +59,8 @@ def test_a_reply_field_this_client_does_not_know_is_dropped():
     assert (hold.id, hold.effect) == (7, "cordon")
 
 
-def test_a_reply_that_does_not_fit_its_message_is_invalid_argument():
-    with pytest.raises(InvalidArgument, match="NodeHold"):
+def test_a_reply_that_does_not_fit_its_message_is_an_internal_error():
+    with pytest.raises(Internal, match="NodeHold"):
         read_reply({"id": "seven"}, pb.NodeHold)
 
 
