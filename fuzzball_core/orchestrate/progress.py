@@ -71,7 +71,7 @@ def _start_stage(
         runs.end_stage(ctx, tx, stage, Status.FINISHED, "volume ready")
         return
     if isinstance(planned.definition, ImageBuild) and not _build_needed(
-        ctx, tx, workflow, stage, planned.definition
+        ctx, tx, workflow, stage, planned
     ):
         return
     if planned.tasks is not None:
@@ -82,14 +82,17 @@ def _start_stage(
 
 
 def _build_needed(
-    ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage, build: ImageBuild
+    ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage, planned: PlanStage
 ) -> bool:
     """Whether a build stage needs a run: not when the object cache holds this very build
     (the stage finishes) or when there is no object cache to build into (it fails)."""
+    build = planned.definition
+    assert isinstance(build, ImageBuild)
     images = ctx.plans.images
     from_digest = ctx.plans.image_digest(tx, workflow, str(build.from_.uri))
     built = image_stages.definition_hash(build, from_digest)
-    if images.cached_build(stage.name, build, workflow.account_id, built):
+    # builds are stored under the plan stage's name (the build target), not the stage id
+    if images.cached_build(planned.name, build, workflow.account_id, built):
         stage.started_at = tx.now
         events.record(
             tx,
