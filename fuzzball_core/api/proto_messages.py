@@ -14,6 +14,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from fuzzball_core.api.rest_messages import whole_numbers
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.views import (
     EventView,
     HoldView,
@@ -256,5 +257,12 @@ def node_message(node: NodeView) -> pb.GetNodeInfo:
 
 
 def definition_dict(definition: struct_pb2.Struct) -> dict[str, Any]:
-    """A ``Struct`` as the plain document it stands for, whole numbers as ``int``."""
-    return whole_numbers(json_format.MessageToDict(definition))
+    """A ``Struct`` as the plain document it stands for, whole numbers as ``int``.
+
+    ``InvalidArgument`` for an infinite or NaN number, which a document cannot hold (Python's
+    JSON reader accepts ``Infinity`` and ``NaN``, and a gRPC client may send them).
+    """
+    try:
+        return whole_numbers(json_format.MessageToDict(definition))
+    except ValueError:
+        raise InvalidArgument("definition: numbers must be finite (no Infinity or NaN)") from None

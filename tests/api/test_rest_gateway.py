@@ -147,6 +147,12 @@ def test_bad_start_bodies_are_400_naming_the_field(stack, payload, words):
     assert words in body["message"]
 
 
+def test_an_infinite_number_in_a_definition_is_400_naming_it(stack):
+    body = b'{"definition": {"version": "v1", "x": Infinity}}'  # Python's JSON reads it
+    refused = assert_status_body(call(stack, "POST", "/workflows", content=body), 400, 3)
+    assert "definition: numbers must be finite" in refused["message"]
+
+
 def test_an_invalid_workflow_is_400_with_field_paths(stack):
     broken = HELLO.replace("cores: 1", "cores: many")
     body = assert_status_body(
