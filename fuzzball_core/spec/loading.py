@@ -27,7 +27,7 @@ from fuzzball_core.errors import InvalidArgument
 try:  # libyaml makes event parsing several times faster; the pure parser is the fallback.
     from yaml.cyaml import CParser as _EventParser
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml.loader import SafeLoader as _EventParser  # type: ignore[assignment]
+    from yaml.loader import SafeLoader as _EventParser
 
 #: Largest workflow file accepted, in bytes (and in characters for text input).
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
@@ -224,7 +224,7 @@ def _compose(parser: Any) -> Any:
             raise _too_many_nodes(event)
         if parent is None:
             root = value
-        elif not parent.is_map:
+        elif isinstance(parent.value, list):
             parent.value.append(value)
         else:
             if parent.key == _MERGE_MARKER:

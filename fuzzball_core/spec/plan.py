@@ -294,16 +294,16 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
             stage_id = f"{section}.{name}"
             stages.append(_step_stage(stage_id, kind, name, step))
             image_source(str(step.image.uri), step.image.secret, stage_id)
-            for volume in dict.fromkeys(mount.volume for mount in (step.mounts or {}).values()):
-                edges.append(Edge(f"volumes.{volume}", stage_id, Condition.ON_SUCCESS))
+            for volume_name in dict.fromkeys(m.volume for m in (step.mounts or {}).values()):
+                edges.append(Edge(f"volumes.{volume_name}", stage_id, Condition.ON_SUCCESS))
             for dependency in step.depends_on or ():
                 source = f"{kinds_by_name[dependency.name]}.{dependency.name}"
                 edges.append(Edge(source, stage_id, _CONDITION_OF_STATUS[dependency.status]))
     # pull stages come first: they depend on nothing, and the definition order breaks ties
-    pull_stages = [
+    pulled = [
         Stage(f"images.{uri}", StageKind.IMAGE, uri, definition=pull) for uri, pull in pulls.items()
     ]
-    return Plan([*pull_stages, *stages], edges)
+    return Plan([*pulled, *stages], edges)
 
 
 def _step_stage(stage_id: str, kind: StageKind, name: str, step: Job | Service) -> Stage:

@@ -145,7 +145,7 @@ def _read_requires(
         return
     if not upgrading:
         result.warnings.append(f"{path}.requires: deprecated, read as depends-on (FINISHED)")
-    dependencies = []
+    dependencies: list[dict[str, str]] = []
     for index, name in enumerate(requires):
         if not isinstance(name, str):
             result.errors.append((f"{path}.requires[{index}]", "must be a job or service name"))
