@@ -49,7 +49,6 @@ _NODE_ID = "{id:[^/:]+}"
 _IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
 
 T = TypeVar("T")
-M = TypeVar("M", bound=Message)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -200,14 +199,8 @@ async def _run(request: web.Request, call: Callable[[OrchestrateService, Princip
 # Request parsing
 
 
-async def _request_body(
-    request: web.Request,
-    message_type: type[M],
-    *,
-    ignored: frozenset[str] = frozenset(),
-    from_path: tuple[str, ...] = (),
-) -> M:
-    """The JSON body as a ``message_type`` (see :func:`rest_messages.parse_request`)."""
+async def _json_body(request: web.Request) -> Any:
+    """The request's JSON body, read but not yet checked against a message."""
     text = await request.text()
     if not text.strip():
         raise InvalidArgument("request body: expected a JSON object, got an empty body")
@@ -217,7 +210,7 @@ async def _request_body(
         raise InvalidArgument(
             f"request body: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    return parse_request(body, message_type, ignored=ignored, from_path=from_path)
+    return body
 
 
 def _reply(message: Message) -> web.Response:
@@ -225,6 +218,21 @@ def _reply(message: Message) -> web.Response:
 
 
 _NO_SOURCE = "request body: definition or rawSpecification is required"
+
+
+def _source(
+    request: pb.StartWorkflowRequest | pb.ValidateWorkflowRequest, sent: dict[str, Any]
+) -> dict[str, Any]:
+    """The workflow a start or validate body carries, a definition as it was sent.
+
+    A ``Struct`` is a map and keeps no key order, so the definition is passed on from the
+    body itself (checked by the parse): its jobs, and the stored specification written from
+    it, keep the order their author gave them.
+    """
+    source = workflow_source(request, missing=_NO_SOURCE)
+    if source["definition"] is not None:
+        source["definition"] = sent["definition"]
+    return source
 
 
 def _query_bool(request: web.Request, name: str) -> bool:
@@ -255,8 +263,9 @@ async def _version(request: web.Request) -> web.Response:
 
 
 async def _start_workflow(request: web.Request) -> web.Response:
-    body = await _request_body(request, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
-    source = workflow_source(body, missing=_NO_SOURCE)
+    sent = await _json_body(request)
+    body = parse_request(sent, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
+    source = _source(body, sent)
     workflow_id = await _service(request).start_workflow_async(
         _principal(request), name=body.name or None, **source
     )
@@ -264,8 +273,8 @@ async def _start_workflow(request: web.Request) -> web.Response:
 
 
 async def _validate_workflow(request: web.Request) -> web.Response:
-    body = await _request_body(request, pb.ValidateWorkflowRequest)
-    source = workflow_source(body, missing=_NO_SOURCE)
+    sent = await _json_body(request)
+    source = _source(parse_request(sent, pb.ValidateWorkflowRequest), sent)
     warnings = await _run(request, lambda s, who: s.validate_workflow(who, **source))
     return _reply(pb.ValidateWorkflowResponse(warnings=warnings))
 
@@ -399,7 +408,7 @@ async def _list_holds(request: web.Request) -> web.Response:
 
 
 async def _add_hold(request: web.Request) -> web.Response:
-    body = await _request_body(request, pb.AddNodeHoldRequest, from_path=("node_id",))
+    body = parse_request(await _json_body(request), pb.AddNodeHoldRequest, from_path=("node_id",))
     effect, node_id = hold_effect(body.effect), request.match_info["id"]
     hold = await _run(request, lambda s, who: s.add_hold(who, node_id, effect, body.reason))
     return _reply(msg.hold_message(hold))

@@ -123,6 +123,19 @@ def test_start_with_a_definition_object(stack):
     assert [s["name"] for s in stages if s["kind"] == "STAGE_KIND_JOB"] == ["jobs.one"]
 
 
+def test_a_definition_keeps_the_order_its_jobs_were_sent_in(stack):
+    names = ["zeta", "alpha", "mid", "beta", "omega", "delta"]
+    job = {
+        "image": {"uri": "docker://alpine"},
+        "command": ["true"],
+        "resource": {"cpu": {"cores": 1}, "memory": {"size": "1GB"}},
+    }
+    definition = {"version": "v1", "jobs": {name: job for name in names}}
+    response = call(stack, "POST", "/workflows", json={"definition": definition})
+    stored = get(stack, f"/workflows/{response.json()['id']}").json()["rawSpecification"]
+    assert sorted(names, key=lambda name: stored.index(f"{name}:")) == names
+
+
 def test_malformed_json_is_400_naming_the_problem(stack):
     response = call(stack, "POST", "/workflows", content=b'{"rawSpecification": ')
     body = assert_status_body(response, 400, 3)
