@@ -6,8 +6,9 @@ message through ``google.protobuf.json_format`` (camelCase field names, enum nam
 presence (plain scalars, lists, maps) are always written; ``optional`` scalars and message
 fields are left out while unset, as the view left them out. Two departures from
 ``MessageToDict``: the keys come in the order the proto declares its fields (so the JSON reads
-the same whatever is set), and a ``google.protobuf.Struct`` keeps every number as a double, so
-whole numbers in one are written as integers again (an event's ``{"done": 5}`` stays ``5``).
+the same whatever is set), and in a ``google.protobuf.Struct`` (a map, which keeps every number
+as a double) whole numbers are written as integers again (an event's ``{"done": 5}`` stays
+``5``) and keys in sorted order (the map keeps none).
 
 Reading goes through the same mapping: :func:`parse_request` turns a request body into its
 message and answers ``InvalidArgument`` naming the field for anything that does not fit;
@@ -61,9 +62,22 @@ def whole_numbers(value: Any) -> Any:
     return value
 
 
+def _document(value: Any) -> Any:
+    """A ``Struct``'s JSON with whole numbers as integers and every object's keys sorted.
+
+    A ``Struct`` is a map, which keeps no order (it differs from one process to the next);
+    sorted keys make the same data read the same every time.
+    """
+    if isinstance(value, dict):
+        return {key: _document(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_document(item) for item in value]
+    return whole_numbers(value)
+
+
 def _in_schema_order(message: Message, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` (``message``'s ``MessageToDict``) with its keys in declaration order, at every
-    depth, and whole numbers in ``Struct`` fields as integers.
+    depth, and ``Struct`` fields as :func:`_document` writes them.
 
     ``MessageToDict`` writes the fields that are set before those shown at their defaults, so
     without this a field would move about the JSON with its value.
@@ -78,7 +92,7 @@ def _in_schema_order(message: Message, body: dict[str, Any]) -> dict[str, Any]:
         if kind is not None and not kind.GetOptions().map_entry:
             held = getattr(message, field.name)
             if kind.full_name == _STRUCT:
-                value = whole_numbers(value)
+                value = _document(value)
             elif field.is_repeated:
                 value = [_in_schema_order(m, b) for m, b in zip(held, value, strict=True)]
             elif isinstance(value, dict):  # well-known types such as Timestamp are strings

@@ -43,6 +43,12 @@ def test_whole_numbers_in_a_struct_are_written_as_integers():
     assert written == '{"done": 512, "share": 0.5, "steps": [1, 2]}'
 
 
+def test_the_keys_of_a_struct_are_sorted():
+    event = pb.WorkflowEvent(seq=1, kind="node_hold_added")
+    event.data.update({"source": "admin", "hold_id": 1, "effect": "cordon", "reason": "bios"})
+    assert list(to_json(event)["data"]) == ["effect", "hold_id", "reason", "source"]
+
+
 def test_keys_follow_the_order_the_proto_declares_its_fields():
     chunk = pb.WorkflowLogChunk(seq=3, stage_name="jobs.a", stream="stdout", output=b"hi")
     assert list(to_json(chunk)) == ["output", "seq", "stageName", "stream"]
