@@ -98,6 +98,7 @@ setup(
         "psycopg[binary]>=3.1",
         "aiohttp>=3.9",
         "prometheus-client>=0.20",  # the node metrics endpoint
+        "pyroute2>=0.9",  # isolated jobs' namespaces, veths and bridges (netlink)
     ],
     extras_require={
         "test": [

@@ -18,10 +18,12 @@ Containers::
 
 ``ContainerSpec`` fields: image, command, env, cwd, hostname, uid, gid, groups, binds
 (``Bind(src, dst, readonly)``), devices, memory (bytes: cgroup limit and RLIMIT_MEMLOCK),
-cpus (quota in cores), cpuset, pids_limit, network (new net namespace, lo up), stdin/stdout/
-stderr (None inherit, PIPE, DEVNULL, a path or a descriptor), metering, state_dir,
-scratch_dir (host directory for the writable layer instead of tmpfs), resolv_conf,
-extra_hosts.
+cpus (quota in cores), cpuset, pids_limit, network (new net namespace, lo up), isolated
+(``IsolatedNetwork(subnet, expose_tcp, expose_udp)``: the job's own namespace on the node's
+bridge with an address, NAT out and the exposed ports forwarded; ``handle.address``; see
+:mod:`fuzzball_runtime.network`), stdin/stdout/stderr (None inherit, PIPE, DEVNULL, a path or
+a descriptor), metering, state_dir, scratch_dir (host directory for the writable layer
+instead of tmpfs), resolv_conf, extra_hosts.
 
 Start-up failures raise :class:`ContainerStartError` (a ``fuzzball_core.errors.Internal``)
 carrying ``errno`` and a message naming the step. A job that starts but not exactly as asked
@@ -32,8 +34,8 @@ and ``ExitStatus.warnings``.
 Crash recovery: PID 1 of every container watches a lifeline pipe held by the agent process
 that started it and ends the job when the agent dies. ``sweep(state_dir)``, run at agent
 start-up, kills any container whose agent died that is still running and frees their cgroups,
-image mounts (whose loop devices detach themselves) and records; it leaves containers of live
-agents alone. Layout of the state directory: see :mod:`fuzzball_runtime.state`.
+image mounts (whose loop devices detach themselves), network and records; it leaves
+containers of live agents alone. Layout of the state directory: see :mod:`fuzzball_runtime.state`.
 
 PID 1 of a container is ``fbrt-init`` (``csrc/init.c``), a small statically linked program
 built at install time next to the compiled module: it starts the command, forwards signals to

@@ -15,6 +15,7 @@ from typing import IO, Any
 from . import cgroups
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
 from .native import INIT_PATH, check, ffi, lib, new_error
+from .network import Attachment, NodeNetwork
 from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
 from .state import ContainerRecord, StateDir, process_start_time
 
@@ -134,6 +135,8 @@ class Container:
         # Resources taken so far, released in reverse order when a later step fails.
         image_key: str | None = None
         job: cgroups.JobCgroups | None = None
+        network: NodeNetwork | None = None
+        attachment: Attachment | None = None
         meter_fd = -1
         procs_fds: list[int] = []
         streams: list[_Stream] = []
@@ -151,15 +154,23 @@ class Container:
                 if spec.metering:
                     meter_fd = self._attach_meter(job, notes)
                 procs_fds = job.open_procs()
+            if spec.isolated is not None:
+                network = NodeNetwork(state, spec.isolated.subnet)
+                attachment = network.attach(container_id, spec.isolated)
             streams = [
                 _Stream(spec.stdin, reading=True),
                 _Stream(spec.stdout, reading=False),
                 _Stream(spec.stderr, reading=False),
             ]
-            started = self._clone(spec, state, lower, memlock, procs_fds, streams)
+            started = self._clone(spec, state, lower, memlock, procs_fds, streams, attachment)
         except BaseException:
             for stream in streams:
                 stream.abandon()
+            if attachment is not None:
+                attachment.started()  # no container holds it: the namespace goes
+            if network is not None:
+                with contextlib.suppress(RuntimeFailure):
+                    network.detach(container_id)
             for fd in procs_fds:
                 os.close(fd)
             if meter_fd >= 0:
@@ -175,6 +186,8 @@ class Container:
             os.close(fd)
         for stream in streams:
             stream.started()
+        if attachment is not None:
+            attachment.started()
         agent_pid, agent_start = _agent_identity()
         state.write_record(
             ContainerRecord(
@@ -197,6 +210,8 @@ class Container:
             state=state,
             image_key=image_key,
             cgroups=job,
+            network=network,
+            address=attachment.address if attachment is not None else None,
             meter_fd=meter_fd,
             stdin=streams[0].parent_file,
             stdout=streams[1].parent_file,
@@ -241,6 +256,7 @@ class Container:
         memlock: int,
         procs_fds: list[int],
         streams: list[_Stream],
+        attachment: Attachment | None,
     ) -> Any:
         keep: list[Any] = []  # cffi buffers must outlive the call
 
@@ -286,7 +302,8 @@ class Container:
         c.nbinds = len(spec.binds)
         c.devices = text_array(list(spec.devices))
         c.ndevices = len(spec.devices)
-        c.new_net = int(spec.network)
+        c.new_net = int(spec.network or attachment is not None)
+        c.net_fd = attachment.fd if attachment is not None else -1
         c.memlock = memlock
         cgroup_fds = ffi.new("int[]", procs_fds or [0])
         c.cgroup_fds = cgroup_fds
@@ -313,6 +330,8 @@ class ContainerHandle:
         state: StateDir,
         image_key: str,
         cgroups: cgroups.JobCgroups | None,
+        network: NodeNetwork | None,
+        address: str | None,
         meter_fd: int,
         stdin: IO[bytes] | None,
         stdout: IO[bytes] | None,
@@ -326,11 +345,14 @@ class ContainerHandle:
         self.stdout = stdout
         self.stderr = stderr
         self.warnings = warnings
+        #: the job's address on the node's subnet (isolated jobs; None on another network)
+        self.address = address
         self._pidfd = pidfd
         self._status_fd = status_fd
         self._state = state
         self._image_key: str | None = image_key
         self._cgroups = cgroups
+        self._network = network
         self._meter_fd = meter_fd
         self._status: ExitStatus | None = None
 
@@ -402,6 +424,12 @@ class ContainerHandle:
             except RuntimeFailure as exc:
                 failures.append(exc)
             self._cgroups = None
+        if self._network is not None:
+            try:
+                self._network.detach(self.id)
+            except RuntimeFailure as exc:
+                failures.append(exc)
+            self._network = None
         if self._image_key is not None:
             try:
                 self._state.release_image(self._image_key, self.id)

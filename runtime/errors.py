@@ -27,6 +27,15 @@ class MeteringError(RuntimeFailure):
     """The eBPF metering programs could not be created, loaded or attached."""
 
 
+class NetworkError(RuntimeFailure):
+    """An isolated job's network (its namespace, veth, address, NAT or ports) could not be set
+    up or released."""
+
+
+class PortInUse(NetworkError):
+    """A port a job exposes is already forwarded to another job on this node."""
+
+
 class AbiMismatch(ImportError):
     """The compiled C module implements another ABI version than this package calls."""
 

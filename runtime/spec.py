@@ -10,6 +10,8 @@ from typing import Literal
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 
+from .network import IsolatedNetwork
+
 DEFAULT_STATE_DIR = Path("/run/fuzzball-runtime")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -63,8 +65,11 @@ class ContainerSpec:
     #: cpuset of the allocated cores, e.g. "0-1" or "3"
     cpuset: str | None = None
     pids_limit: int | None = None
-    #: new network namespace with only lo up (a later issue wires the rest)
+    #: new network namespace with only lo up
     network: bool = False
+    #: the job's own network namespace on the node's bridge: an address, NAT out, exposed
+    #: ports (takes precedence over ``network``); None keeps ``network``'s choice
+    isolated: IsolatedNetwork | None = None
     stdin: StreamTarget = None
     stdout: StreamTarget = None
     stderr: StreamTarget = None
@@ -110,6 +115,8 @@ class ContainerSpec:
             raise InvalidArgument("spec.cpus: must be positive")
         if self.pids_limit is not None and self.pids_limit <= 0:
             raise InvalidArgument("spec.pids_limit: must be positive")
+        if self.isolated is not None:
+            self.isolated.validate()
 
     def needs_cgroups(self) -> bool:
         """Whether any limit or metering asks for per-job cgroups."""

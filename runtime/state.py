@@ -7,6 +7,8 @@ Layout under the state directory (default ``/run/fuzzball-runtime``)::
     images/<key>.lock        flock serialising mount/unmount decisions across agents
     containers/<id>.json     what a running container holds, for the start-up sweep
     work/                    where each container's PID 1 mounts its private tmpfs
+    network/addresses/<ip>   an isolated job's address, naming its container
+    network/lock             flock serialising the network's set-up and release
 
 An image's key is derived from the identity of its file (device, inode, size, mtime): the
 image cache names files by content digest, so one key is one image.
@@ -79,11 +81,16 @@ class StateDir:
         return self
 
     @property
+    def tag(self) -> str:
+        """A short digest of this directory's resolved path: it names what this directory's
+        jobs hold outside it (cgroups, the network's bridge, table and namespaces), so that
+        each agent's sweep finds its own and only its own."""
+        return hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
+
+    @property
     def cgroup_group(self) -> str:
         """Name of the parent cgroup of this state directory's jobs."""
-        resolved = str(self.root.resolve())
-        digest = hashlib.sha256(resolved.encode()).hexdigest()[:8]
-        return "fuzzball-runtime-" + digest
+        return "fuzzball-runtime-" + self.tag
 
     # ---- images -------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from . import cgroups
 from .errors import RuntimeFailure
 from .native import check, lib, new_error
+from .network import NodeNetwork
 from .spec import DEFAULT_STATE_DIR
 from .state import StateDir, is_alive
 
@@ -24,6 +25,8 @@ class SweepReport:
     records: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
     unmounted: list[str] = field(default_factory=list)
+    #: the isolated jobs' namespaces, addresses, and the node's bridge and table, in words
+    network: list[str] = field(default_factory=list)
 
 
 def _kill_and_wait(pid: int, start: int, timeout: float = 5.0) -> None:
@@ -41,7 +44,8 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
 
     Containers whose agent still runs are left alone. For the others: PID 1 is SIGKILLed
     (taking the whole PID namespace with it), the cgroups removed, the image references
-    dropped and unreferenced image mounts unmounted (their loop devices detach themselves).
+    dropped and unreferenced image mounts unmounted (their loop devices detach themselves),
+    and their network released (:meth:`fuzzball_runtime.network.NodeNetwork.sweep`).
     """
     state = StateDir(state_dir)
     report = SweepReport()
@@ -67,6 +71,7 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
         if leftover.name not in live:
             cgroups.remove_dir(leftover)
             report.cgroups.append(str(leftover))
+    report.network = NodeNetwork(state).sweep(live)
     if not live:
         layout = cgroups.detect_layout()
         report.cgroups.extend(

@@ -11,7 +11,7 @@ APT_PACKAGES=(
   erofs-utils busybox-static squashfs-tools
   bubblewrap runc
   docker-registry apache2-utils skopeo umoci
-  iproute2 procps
+  iproute2 procps nftables
   postgresql
   mpich libmpich-dev
 )

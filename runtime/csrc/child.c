@@ -96,6 +96,10 @@ int fbrt_child_main(void *arg) {
             die(args->error_w, &e);
         }
     }
+    /* Before the descriptors are placed: placing closes every other one, the namespace's
+     * included. Before the root is built too, so that its /sys shows this namespace. */
+    if (spec->net_fd >= 0 && fbrt_net_join(spec->net_fd, &e) < 0)
+        die(args->error_w, &e);
     place_descriptors(args, &e);
     setsid();
     if (fbrt_rootfs_enter(spec, &e) < 0)
@@ -104,7 +108,7 @@ int fbrt_child_main(void *arg) {
         fbrt_fail(&e, errno, "sethostname %s", spec->hostname);
         die(FBRT_FD_ERROR, &e);
     }
-    if (spec->new_net && fbrt_net_lo_up(&e) < 0)
+    if (spec->new_net && spec->net_fd < 0 && fbrt_net_lo_up(&e) < 0)
         die(FBRT_FD_ERROR, &e);
     if (spec->memlock >= 0) {
         struct rlimit limit = {(rlim_t)spec->memlock, (rlim_t)spec->memlock};

@@ -16,7 +16,7 @@
 /* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
  * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
  * version is refused at import. */
-#define FBRT_ABI_VERSION 3
+#define FBRT_ABI_VERSION 4
 
 /* cffi-cdef-begin */
 
@@ -104,6 +104,8 @@ struct fbrt_spec {
     const char *const *devices;  /* host device nodes recreated at the same path */
     int ndevices;
     int new_net;              /* new network namespace with lo up */
+    int net_fd;               /* >=0: join this network namespace (setns) instead, lo up;
+                               * -1: none (new_net decides) */
     int64_t memlock;          /* <0: keep the inherited RLIMIT_MEMLOCK */
     const int *cgroup_fds;    /* cgroup.procs fds to join */
     int ncgroup_fds;

@@ -27,6 +27,8 @@ int fbrt_format(char *out, size_t cap, const char *fmt, ...) __attribute__((form
 
 /* Bring the loopback interface of the current network namespace up. */
 int fbrt_net_lo_up(struct fbrt_error *err);
+/* Enter the network namespace open on FD (setns), then bring its lo up. */
+int fbrt_net_join(int fd, struct fbrt_error *err);
 
 /* ---- the contract between the setup child (child.c) and the init (init.c) ----
  * The child places these descriptors before it executes the init; the init's arguments are

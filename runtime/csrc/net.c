@@ -1,5 +1,8 @@
-/* Network namespace bring-up: only lo for now (a later issue configures the rest). */
+/* Network namespace bring-up in the container's child: lo up, in a namespace of its own or in
+ * the one the agent prepared for an isolated job (its veth, address and routes configured
+ * from Python with pyroute2, runtime/network.py). */
 #include <errno.h>
+#include <sched.h>
 #include <net/if.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -25,4 +28,10 @@ int fbrt_net_lo_up(struct fbrt_error *err) {
     }
     close(s);
     return rc;
+}
+
+int fbrt_net_join(int fd, struct fbrt_error *err) {
+    if (setns(fd, CLONE_NEWNET) < 0)
+        return fbrt_fail(err, errno, "join the job's network namespace (setns descriptor %d)", fd);
+    return fbrt_net_lo_up(err);
 }

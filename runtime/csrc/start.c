@@ -169,7 +169,7 @@ static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *ar
     }
     int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS |
                 CLONE_NEWIPC | CLONE_PIDFD | SIGCHLD;
-    if (spec->new_net)
+    if (spec->new_net && spec->net_fd < 0)
         flags |= CLONE_NEWNET;
     /* Blocked in the child from its first instruction: a handler of the agent's running on
      * the shared memory could corrupt it. The child keeps them blocked through exec. */

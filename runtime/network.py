@@ -1,0 +1,396 @@
+"""Isolated networks of containers: what ``ContainerSpec.isolated`` asks for, set up with
+pyroute2 (netlink) and nftables in the network namespace the agent runs in (the node's).
+
+Per node (per state directory), created with the first isolated job and removed with the
+last one's release or by the sweep:
+
+* a bridge ``fbrt<tag>`` holding the subnet's first address (the jobs' gateway);
+* an nftables table ``ip fbrt_<tag>``: masquerade of the subnet's traffic leaving the node,
+  a filter that drops what the jobs send to the node itself (an isolated job does not reach
+  the ports listening on its node), and the maps ``tcp_expose``/``udp_expose`` (host port ->
+  job address) that forward the node's ports a job exposes (DNAT);
+* ``net.ipv4.ip_forward`` on, in this namespace.
+
+Per isolated job: a network namespace, named ``fbrt<tag>-<container id>`` only while it is
+being set up (the container's PID 1 then holds it, so it ends with the job whatever happens
+to the agent), a veth pair whose node end ``fbv<id>`` is on the bridge and whose other end is
+the job's ``eth0``, an address of the subnet (a file ``network/addresses/<address>`` in the
+state directory naming the container), a default route through the gateway, and the job's
+exposed ports in the maps. ``<tag>`` is :attr:`fuzzball_runtime.state.StateDir.tag`, so two
+agents on one machine (two state directories) never touch each other's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno as errno_codes
+import fcntl
+import ipaddress
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyroute2 import IPRoute, netns
+from pyroute2.netlink.exceptions import NetlinkError
+
+from fuzzball_core.errors import InvalidArgument
+
+from .errors import NetworkError, PortInUse
+from .state import StateDir
+
+#: The subnet of a node's isolated jobs unless configured: private, and unlikely to be a
+#: site's own (Docker uses 172.17.0.0/16, Podman 10.88.0.0/16, Kubernetes 10.244.0.0/16).
+DEFAULT_SUBNET = "10.213.0.0/24"
+#: The job's end of its veth pair, inside its namespace.
+JOB_INTERFACE = "eth0"
+NETNS_DIR = Path("/run/netns")
+PROTOCOLS = ("tcp", "udp")
+
+
+@dataclass(frozen=True)
+class IsolatedNetwork:
+    """A job's own network namespace on the node's bridge (``network.isolated: true``)."""
+
+    #: the node's subnet for isolated jobs (a node setting; the same for all its jobs)
+    subnet: str = DEFAULT_SUBNET
+    #: node ports forwarded to the same port of the job
+    expose_tcp: tuple[int, ...] = ()
+    expose_udp: tuple[int, ...] = ()
+
+    def validate(self) -> None:
+        """Raise ``InvalidArgument`` naming the first bad field."""
+        network = parse_subnet(self.subnet)
+        if network.num_addresses < 4:
+            raise InvalidArgument(f"spec.isolated.subnet: {self.subnet}: too small for jobs")
+        for protocol, ports in (("tcp", self.expose_tcp), ("udp", self.expose_udp)):
+            for index, port in enumerate(ports):
+                if not 1 <= port <= 65535:
+                    raise InvalidArgument(f"spec.isolated.expose_{protocol}[{index}]: {port}")
+            if len(set(ports)) != len(ports):
+                raise InvalidArgument(f"spec.isolated.expose_{protocol}: a port appears twice")
+
+
+def parse_subnet(text: str) -> ipaddress.IPv4Network:
+    """An IPv4 subnet (``10.213.0.0/24``); ``InvalidArgument`` naming it otherwise."""
+    try:
+        return ipaddress.IPv4Network(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"spec.isolated.subnet: {text}: {exc}") from None
+
+
+def _nft(script: str) -> None:
+    try:
+        result = subprocess.run(
+            ["nft", "-f", "-"], input=script, capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise NetworkError(
+            "isolated jobs need nftables' nft command (Debian: nftables)", errno=errno_codes.ENOENT
+        ) from None
+    if result.returncode != 0:
+        raise NetworkError(f"nft: {result.stderr.strip() or 'failed'}")
+
+
+def _nft_json(*command: str) -> list[dict[str, object]]:
+    """What ``nft -j COMMAND`` lists; nothing when the object does not exist (or nft is not
+    installed, in which case no isolated job can have made one)."""
+    try:
+        result = subprocess.run(
+            ["nft", "-j", *command], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        return []
+    if result.returncode != 0:
+        return []
+    return list(json.loads(result.stdout).get("nftables", []))
+
+
+class Attachment:
+    """One job's place on the node's network while its container is being started."""
+
+    def __init__(self, container_id: str, address: str, netns_name: str) -> None:
+        self.container_id = container_id
+        #: the job's address on the node's subnet
+        self.address = address
+        self.netns_name = netns_name
+        #: the namespace, open for the container's child to join (``fbrt_spec.net_fd``)
+        self.fd = os.open(NETNS_DIR / netns_name, os.O_RDONLY | os.O_CLOEXEC)
+
+    def started(self) -> None:
+        """The container's PID 1 is in the namespace: drop our descriptor and its name, so
+        that the namespace (and the veth pair with it) ends when the job does."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        _remove_netns(self.netns_name)
+
+
+def _remove_netns(name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        netns.remove(name)
+
+
+class NodeNetwork:
+    """The isolated jobs' network of one state directory, in the current network namespace."""
+
+    def __init__(self, state: StateDir, subnet: str = DEFAULT_SUBNET) -> None:
+        self.state = state
+        self.subnet = parse_subnet(subnet)
+        tag = state.tag
+        self.bridge = f"fbrt{tag}"
+        self.table = f"fbrt_{tag}"
+        self.netns_prefix = f"fbrt{tag}-"
+        self.addresses = state.root / "network" / "addresses"
+        self.gateway = next(self.subnet.hosts())
+
+    # ---- one job --------------------------------------------------------------------------
+
+    def attach(self, container_id: str, wanted: IsolatedNetwork) -> Attachment:
+        """Give the job ``container_id`` its namespace, veth, address and exposed ports.
+
+        Raises :class:`PortInUse` when another job on this node exposes one of its ports,
+        and :class:`NetworkError` naming the step that failed; what was set up is undone."""
+        with self._lock():
+            self._ensure_node()
+            self._check_ports(wanted)
+            address = self._allocate(container_id)
+            name = self.netns_prefix + container_id
+            try:
+                netns.create(name)
+                self._wire(container_id, name, address)
+                self._expose(wanted, address)
+                return Attachment(container_id, address, name)
+            except BaseException:
+                _remove_netns(name)
+                self._free(address)
+                raise
+
+    def detach(self, container_id: str) -> None:
+        """Free what the job ``container_id`` held: its exposed ports, its address and its
+        namespace's name if it still has one; the node's bridge and table go with the last
+        job. Idempotent."""
+        with self._lock():
+            _remove_netns(self.netns_prefix + container_id)
+            for address, owner in self._allocated().items():
+                if owner == container_id:
+                    self._unexpose({address})
+                    self._free(address)
+            self._remove_node_if_unused()
+
+    # ---- the sweep ------------------------------------------------------------------------
+
+    def sweep(self, live: set[str]) -> list[str]:
+        """Free the addresses, exposed ports and namespaces of containers not in ``live``
+        (their agent died); remove the bridge and table when nothing is left. Returns what
+        was freed, in words."""
+        freed: list[str] = []
+        with self._lock():
+            for name in self._leftover_namespaces(live):
+                _remove_netns(name)
+                freed.append(f"netns {name}")
+            dead = {a for a, owner in self._allocated().items() if owner not in live}
+            if dead:
+                self._unexpose(dead)
+                for address in sorted(dead):
+                    self._free(address)
+                    freed.append(f"address {address}")
+            if self._remove_node_if_unused():
+                freed.append(f"bridge {self.bridge} and nft table {self.table}")
+        return freed
+
+    # ---- the node's part ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.addresses.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.addresses.parent / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _ensure_node(self) -> None:
+        with IPRoute() as ipr:
+            if not ipr.link_lookup(ifname=self.bridge):
+                self._check_subnet_free(ipr)
+                try:
+                    ipr.link("add", ifname=self.bridge, kind="bridge")
+                    index = ipr.link_lookup(ifname=self.bridge)[0]
+                    ipr.addr(
+                        "add",
+                        index=index,
+                        address=str(self.gateway),
+                        prefixlen=self.subnet.prefixlen,
+                    )
+                    ipr.link("set", index=index, state="up")
+                except NetlinkError as exc:
+                    raise NetworkError(
+                        f"create the bridge {self.bridge}: {os.strerror(exc.code)}",
+                        errno=exc.code,
+                    ) from None
+        if not _nft_json("list", "table", "ip", self.table):
+            _nft(self._table_script())
+        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+
+    def _check_subnet_free(self, ipr: IPRoute) -> None:
+        """Refuse a subnet that overlaps an address this namespace already has: its jobs
+        would not be reachable (two agents sharing one namespace need a subnet each)."""
+        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+        for entry in ipr.get_addr(family=2):
+            address = ipaddress.IPv4Interface(
+                f"{entry.get_attr('IFA_ADDRESS')}/{entry['prefixlen']}"
+            )
+            if address.network.overlaps(self.subnet):
+                raise NetworkError(
+                    f"the isolated jobs' subnet {self.subnet} overlaps {address} of interface "
+                    f"{names.get(entry['index'], entry['index'])}: configure another subnet",
+                    errno=errno_codes.EADDRINUSE,
+                )
+
+    def _table_script(self) -> str:
+        subnet, bridge = self.subnet, self.bridge
+        local = "fib daddr type local ip daddr != 127.0.0.0/8"
+        return f"""
+table ip {self.table} {{
+  map tcp_expose {{ type inet_service : ipv4_addr; }}
+  map udp_expose {{ type inet_service : ipv4_addr; }}
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    {local} dnat to tcp dport map @tcp_expose
+    {local} dnat to udp dport map @udp_expose
+  }}
+  chain output {{
+    type nat hook output priority -100; policy accept;
+    {local} dnat to tcp dport map @tcp_expose
+    {local} dnat to udp dport map @udp_expose
+  }}
+  chain postrouting {{
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr {subnet} oifname != "{bridge}" masquerade
+    ct status dnat ip saddr {subnet} ip daddr {subnet} masquerade
+  }}
+  chain input {{
+    type filter hook input priority filter; policy accept;
+    iifname "{bridge}" ct state established,related accept
+    iifname "{bridge}" drop
+  }}
+}}
+"""
+
+    def _remove_node_if_unused(self) -> bool:
+        if self._allocated():
+            return False
+        removed = False
+        if _nft_json("list", "table", "ip", self.table):
+            _nft(f"delete table ip {self.table}\n")
+            removed = True
+        with IPRoute() as ipr:
+            for index in ipr.link_lookup(ifname=self.bridge):
+                ipr.link("del", index=index)
+                removed = True
+        return removed
+
+    # ---- addresses ------------------------------------------------------------------------
+
+    def _allocated(self) -> dict[str, str]:
+        """address -> container id, for every address taken."""
+        if not self.addresses.is_dir():
+            return {}
+        return {p.name: p.read_text().strip() for p in self.addresses.iterdir()}
+
+    def _allocate(self, container_id: str) -> str:
+        taken = set(self._allocated())
+        for host in self.subnet.hosts():
+            address = str(host)
+            if host == self.gateway or address in taken:
+                continue
+            (self.addresses / address).write_text(container_id)
+            return address
+        raise NetworkError(
+            f"no free address left in {self.subnet} for another isolated job",
+            errno=errno_codes.EADDRNOTAVAIL,
+        )
+
+    def _free(self, address: str) -> None:
+        (self.addresses / address).unlink(missing_ok=True)
+
+    # ---- one job's wiring -----------------------------------------------------------------
+
+    def _wire(self, container_id: str, name: str, address: str) -> None:
+        outside = f"fbv{container_id[:12]}"
+        try:
+            with IPRoute() as ipr:
+                bridge = ipr.link_lookup(ifname=self.bridge)[0]
+                ipr.link(
+                    "add",
+                    ifname=outside,
+                    kind="veth",
+                    peer={"ifname": JOB_INTERFACE, "net_ns_fd": name},
+                )
+                index = ipr.link_lookup(ifname=outside)[0]
+                ipr.link("set", index=index, master=bridge, state="up")
+            with IPRoute(netns=name) as inside:
+                index = inside.link_lookup(ifname=JOB_INTERFACE)[0]
+                inside.addr("add", index=index, address=address, prefixlen=self.subnet.prefixlen)
+                inside.link("set", index=index, state="up")
+                inside.route("add", dst="0.0.0.0/0", gateway=str(self.gateway))
+        except NetlinkError as exc:
+            raise NetworkError(
+                f"wire the job's veth {outside} to {self.bridge}: {os.strerror(exc.code)}",
+                errno=exc.code,
+            ) from None
+
+    def _exposed(self) -> dict[tuple[str, int], str]:
+        """(protocol, node port) -> job address, for every port forwarded now."""
+        found: dict[tuple[str, int], str] = {}
+        for protocol in PROTOCOLS:
+            for entry in _nft_json("list", "map", "ip", self.table, f"{protocol}_expose"):
+                mapping = entry.get("map")
+                if isinstance(mapping, dict):
+                    for port, address in mapping.get("elem", []):
+                        found[(protocol, int(port))] = str(address)
+        return found
+
+    def _check_ports(self, wanted: IsolatedNetwork) -> None:
+        exposed = self._exposed()
+        for protocol, ports in (("tcp", wanted.expose_tcp), ("udp", wanted.expose_udp)):
+            for port in ports:
+                if (protocol, port) in exposed:
+                    raise PortInUse(
+                        f"port {port}/{protocol} of this node is already exposed by another "
+                        f"job (at {exposed[(protocol, port)]})",
+                        errno=errno_codes.EADDRINUSE,
+                    )
+
+    def _expose(self, wanted: IsolatedNetwork, address: str) -> None:
+        lines = [
+            f"add element ip {self.table} {protocol}_expose {{ {port} : {address} }}"
+            for protocol, ports in (("tcp", wanted.expose_tcp), ("udp", wanted.expose_udp))
+            for port in ports
+        ]
+        if lines:
+            _nft("\n".join(lines) + "\n")
+
+    def _unexpose(self, addresses: Iterable[str]) -> None:
+        owned = set(addresses)
+        lines = [
+            f"delete element ip {self.table} {protocol}_expose {{ {port} }}"
+            for (protocol, port), address in self._exposed().items()
+            if address in owned
+        ]
+        if lines:
+            _nft("\n".join(lines) + "\n")
+
+    def _leftover_namespaces(self, live: set[str]) -> list[str]:
+        if not NETNS_DIR.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in NETNS_DIR.iterdir()
+            if p.name.startswith(self.netns_prefix)
+            and p.name.removeprefix(self.netns_prefix) not in live
+        )

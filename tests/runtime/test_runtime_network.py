@@ -1,0 +1,288 @@
+"""Isolated jobs: their own network namespace on the node's bridge, NAT out, exposed ports
+forwarded, the node's own ports out of reach, and everything released (or swept).
+
+Each test plays "the node" in a network namespace of its own (``node_ns``), with a second
+namespace beside it (``outside``, another machine on the node's link at 198.51.100.2, the
+node being 198.51.100.1): nothing touches this machine's own network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyroute2 import IPRoute, netns
+
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_runtime import Container, ContainerSpec, sweep
+from fuzzball_runtime.errors import NetworkError, PortInUse
+from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork
+from fuzzball_runtime.state import StateDir
+
+pytestmark = pytest.mark.root
+
+NODE_ADDRESS = "198.51.100.1"
+OUTSIDE_ADDRESS = "198.51.100.2"
+SUBNET = "10.213.7.0/24"
+
+
+@contextlib.contextmanager
+def entered(name: str) -> Iterator[None]:
+    """Run the body in network namespace ``name`` (this thread, then back)."""
+    netns.pushns(name)
+    try:
+        yield
+    finally:
+        netns.popns()
+
+
+@pytest.fixture
+def node_ns() -> Iterator[tuple[str, str]]:
+    """Two fresh namespaces, (node, outside), joined by a veth pair; removed afterwards
+    with everything in them (the bridge, the veths, the nft table)."""
+    tag = uuid.uuid4().hex[:8]
+    node, outside = f"fbrttest-node-{tag}", f"fbrttest-out-{tag}"
+    netns.create(node)
+    netns.create(outside)
+    try:
+        with IPRoute(netns=node) as ipr:
+            ipr.link(
+                "add", ifname="uplink", kind="veth", peer={"ifname": "uplink", "net_ns_fd": outside}
+            )
+        for name, address in ((node, NODE_ADDRESS), (outside, OUTSIDE_ADDRESS)):
+            with IPRoute(netns=name) as ipr:
+                for link in ("lo", "uplink"):
+                    index = ipr.link_lookup(ifname=link)[0]
+                    ipr.link("set", index=index, state="up")
+                index = ipr.link_lookup(ifname="uplink")[0]
+                ipr.addr("add", index=index, address=address, prefixlen=24)
+        yield node, outside
+    finally:
+        netns.remove(node)
+        netns.remove(outside)
+
+
+@pytest.fixture
+def on_node(node_ns: tuple[str, str], state_dir: Path) -> Iterator[str]:
+    """The test's body runs in the node's namespace; the state directory is swept in it
+    afterwards (a failed test leaves nothing); yields the outside namespace's name."""
+    node, outside = node_ns
+    with entered(node):
+        try:
+            yield outside
+        finally:
+            sweep(state_dir)
+
+
+class Listener:
+    """A TCP server in the current namespace answering each connection with ``reply`` and
+    remembering the peers' addresses."""
+
+    def __init__(self, address: str = "0.0.0.0", reply: bytes = b"from-the-node\n") -> None:
+        self.sock = socket.create_server((address, 0))
+        self.port = self.sock.getsockname()[1]
+        self.peers: list[str] = []
+        self._reply = reply
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, peer = self.sock.accept()
+                self.peers.append(peer[0])
+                with conn:
+                    conn.sendall(self._reply)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Callable[..., Listener]]:
+    made: list[Listener] = []
+
+    def make(**kwargs: object) -> Listener:
+        made.append(Listener(**kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def isolated(**ports: tuple[int, ...]) -> IsolatedNetwork:
+    return IsolatedNetwork(subnet=SUBNET, **ports)
+
+
+def connect_output(
+    run: Callable[..., tuple[object, str]], host: str, port: int, **fields: object
+) -> str:
+    """What a job reading from HOST:PORT got (empty when it could not connect)."""
+    _, output = run(f"nc -w 2 {host} {port} </dev/null 2>/dev/null; true", **fields)
+    return output
+
+
+def test_isolated_job_has_its_own_address_on_the_node_subnet(run, on_node) -> None:
+    status, output = run("ip -o -4 addr show eth0", isolated=isolated())
+    assert status.exit_code == 0
+    assert " 10.213.7.2/24 " in output
+
+
+def test_isolated_job_cannot_reach_a_port_listening_on_its_node(run, on_node, listener) -> None:
+    server = listener()
+    assert connect_output(run, NODE_ADDRESS, server.port) == "from-the-node\n"  # host network
+    assert connect_output(run, NODE_ADDRESS, server.port, isolated=isolated()) == ""
+    assert connect_output(run, "10.213.7.1", server.port, isolated=isolated()) == ""
+
+
+def test_isolated_job_reaches_other_machines_through_nat(run, on_node, listener) -> None:
+    with entered(on_node):
+        server = listener()
+    assert connect_output(run, OUTSIDE_ADDRESS, server.port, isolated=isolated()) == (
+        "from-the-node\n"
+    )
+    assert server.peers == [NODE_ADDRESS]  # masqueraded: the subnet stays inside the node
+
+
+def test_exposed_port_is_reachable_from_another_network_namespace(
+    image, state_dir, on_node
+) -> None:
+    spec = ContainerSpec(
+        image=image,
+        command=["nc", "-l", "-p", "8080", "-e", "echo", "from-the-job"],
+        state_dir=state_dir,
+        isolated=isolated(expose_tcp=(8080,)),
+    )
+    with Container(spec).start() as handle, entered(on_node):
+        assert handle.address == "10.213.7.2"
+        assert read_from(NODE_ADDRESS, 8080) == b"from-the-job\n"
+
+
+def read_from(host: str, port: int, timeout: float = 10.0) -> bytes:
+    """Connect (retrying while the job has not started listening yet) and read to EOF."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=2) as sock:
+                data = b""
+                while chunk := sock.recv(4096):
+                    data += chunk
+                if data:
+                    return data
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return b""
+        time.sleep(0.05)
+
+
+def test_a_port_another_job_exposes_is_refused_naming_it(image, state_dir, on_node) -> None:
+    first = ContainerSpec(
+        image=image,
+        command=["sleep", "30"],
+        state_dir=state_dir,
+        isolated=isolated(expose_tcp=(8080,)),
+    )
+    second = ContainerSpec(
+        image=image,
+        command=["true"],
+        state_dir=state_dir,
+        isolated=isolated(expose_tcp=(8080,)),
+    )
+    with Container(first).start(), pytest.raises(PortInUse, match="port 8080/tcp"):
+        Container(second).start()
+
+
+def test_nothing_of_the_network_is_left_after_the_job_ends(run, state_dir, on_node) -> None:
+    status, _ = run("true", isolated=isolated(expose_tcp=(8080,), expose_udp=(5353,)))
+    assert status.exit_code == 0
+    assert network_leftovers(state_dir) == []
+
+
+def network_leftovers(state_dir: Path) -> list[str]:
+    """The bridge, nft table, namespaces and addresses of ``state_dir`` still present (in
+    the current namespace)."""
+    network = NodeNetwork(StateDir(state_dir))
+    found: list[str] = []
+    with IPRoute() as ipr:
+        found += [f"link {network.bridge}"] if ipr.link_lookup(ifname=network.bridge) else []
+        found += [
+            f"link {link.get_attr('IFLA_IFNAME')}"
+            for link in ipr.get_links()
+            if link.get_attr("IFLA_IFNAME", "").startswith("fbv")
+        ]
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    found += [line for line in tables.splitlines() if network.table in line]
+    found += [str(p) for p in Path("/run/netns").glob(f"{network.netns_prefix}*")]
+    found += [str(p) for p in network.addresses.glob("*")]
+    return found
+
+
+DYING_AGENT = textwrap.dedent(
+    """
+    import sys
+    from fuzzball_runtime import Container, ContainerSpec
+    from fuzzball_runtime.network import IsolatedNetwork
+    spec = ContainerSpec(image=sys.argv[1], command=["sleep", "60"], state_dir=sys.argv[2],
+                         isolated=IsolatedNetwork(subnet=sys.argv[3], expose_tcp=(8080,)))
+    handle = Container(spec).start()
+    print(handle.pid, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_sweep_frees_the_network_of_a_dead_agent(image, state_dir, on_node) -> None:
+    # started from this thread, the agent lives in the node's namespace too
+    agent = subprocess.Popen(
+        [sys.executable, "-c", DYING_AGENT, str(image), str(state_dir), SUBNET],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert agent.stdout is not None
+    assert int(agent.stdout.readline()) > 0
+    agent.kill()
+    agent.wait()
+    assert network_leftovers(state_dir) != []
+    report = sweep(state_dir)
+    assert "address 10.213.7.2" in report.network
+    assert network_leftovers(state_dir) == []
+
+
+def test_a_subnet_overlapping_an_address_of_the_node_is_refused(image, state_dir, on_node) -> None:
+    spec = ContainerSpec(
+        image=image,
+        command=["true"],
+        state_dir=state_dir,
+        isolated=IsolatedNetwork(subnet="198.51.100.128/25"),
+    )
+    with pytest.raises(NetworkError, match=re.escape("198.51.100.128/25 overlaps 198.51.100.1/24")):
+        Container(spec).start()
+    assert network_leftovers(state_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("network", "field"),
+    [
+        (IsolatedNetwork(subnet="10.1.2.0/31"), "spec.isolated.subnet"),
+        (IsolatedNetwork(subnet="not-a-subnet"), "spec.isolated.subnet"),
+        (IsolatedNetwork(expose_tcp=(0,)), r"spec.isolated.expose_tcp\[0\]"),
+        (IsolatedNetwork(expose_udp=(53, 53)), "spec.isolated.expose_udp"),
+    ],
+)
+def test_a_bad_isolated_network_is_rejected_naming_the_field(
+    image, state_dir, network, field
+) -> None:
+    spec = ContainerSpec(image=image, command=["true"], state_dir=state_dir, isolated=network)
+    with pytest.raises(InvalidArgument, match=field):
+        Container(spec).start()
