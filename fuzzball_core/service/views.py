@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzball_core.vocabulary import TERMINAL_STATUSES, StageKind, Status
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
 
 # The statuses under the names the service layer and its callers have always imported; the
 # vocabulary declares them (the REST API spells them STAGE_STATUS_<NAME>; PENDING is
@@ -20,11 +20,7 @@ STARTED = Status.STARTED
 FINISHED = Status.FINISHED
 FAILED = Status.FAILED
 CANCELED = Status.CANCELED
-STATUSES = tuple(Status)
 TERMINAL = TERMINAL_STATUSES
-
-#: Stage kinds, as `workflow describe` shows them.
-STAGE_KINDS = tuple(StageKind)
 
 
 @dataclass(frozen=True)
