@@ -12,6 +12,13 @@ Units used throughout: ``cores`` are whole CPU cores, ``memory`` is bytes, ``dev
 device kind (``"nvidia.com/gpu"``) to a count, and every time is seconds since the epoch as a
 float (``time.time()``), the same clock the engine passes as ``now``.
 
+Two things are placed by identity rather than by count. A job that asks for a CPU layout
+(:class:`CpuPinning`: ``resource.cpu.affinity``, ``sockets``, ``threads``) is given particular
+cores of a node that reported its :class:`CpuCore` topology, and the placement names the
+logical CPUs its cpuset gets (:attr:`Placement.cpus`); no two pinned jobs share a core. A job
+or service that listens on host ports (:attr:`JobRequest.host_ports`, ``tcp/8080``) is never
+placed on a node where a running job holds one of them.
+
 A pass, as every driver must behave:
 
 1. ``schedule(pending, now)`` considers ``pending`` in queue order (:attr:`JobRequest.order_key`:
@@ -36,6 +43,9 @@ from typing import Any, NamedTuple
 from fuzzball_core.errors import InvalidArgument
 
 __all__ = [
+    "CpuAffinity",
+    "CpuCore",
+    "CpuPinning",
     "Diagnosis",
     "Hold",
     "HoldEffect",
@@ -51,6 +61,8 @@ __all__ = [
     "ScheduleResult",
     "Scheduler",
     "format_bytes",
+    "format_cpu_list",
+    "parse_cpu_list",
 ]
 
 
@@ -63,6 +75,39 @@ def format_bytes(size: int) -> str:
             return f"{text} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def format_cpu_list(cpus: Sequence[int]) -> str:
+    """Logical CPU ids in the kernel's list format (``cpuset.cpus``): ``0-3,8,10-11``."""
+    ranges: list[str] = []
+    ordered = sorted(set(cpus))
+    at = 0
+    while at < len(ordered):
+        end = at
+        while end + 1 < len(ordered) and ordered[end + 1] == ordered[end] + 1:
+            end += 1
+        first, last = ordered[at], ordered[end]
+        ranges.append(str(first) if first == last else f"{first}-{last}")
+        at = end + 1
+    return ",".join(ranges)
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """The logical CPU ids of a kernel CPU list (``0-3,8``), sorted; InvalidArgument if
+    malformed."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, dash, last = part.partition("-")
+        try:
+            low, high = int(first), int(last if dash else first)
+        except ValueError:
+            raise InvalidArgument(f"not a CPU list: {text!r}") from None
+        if low < 0 or high < low:
+            raise InvalidArgument(f"not a CPU list: {text!r}")
+        cpus.update(range(low, high + 1))
+    return tuple(sorted(cpus))
 
 
 def _require_count(value: Any, path: str) -> int:
@@ -135,6 +180,99 @@ class Resources:
         return ", ".join(parts)
 
 
+class CpuAffinity(StrEnum):
+    """How a pinned job's cores relate to the node's layout (``resource.cpu.affinity``)."""
+
+    #: any free cores
+    CORE = "core"
+    #: all the cores of each socket share from one socket
+    SOCKET = "socket"
+    #: all the cores of each socket share from one NUMA node of that socket
+    NUMA = "numa"
+
+
+@dataclass(frozen=True)
+class CpuCore:
+    """One physical core of a node, as its Substrate reports it.
+
+    ``id`` numbers the node's cores from 0 (unique on the node, unlike the kernel's per-package
+    ``core_id``); ``threads`` are its logical CPUs (hardware threads), the ids a cpuset names.
+    """
+
+    id: int
+    socket: int
+    numa: int
+    threads: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("id", "socket", "numa"):
+            _require_count(getattr(self, name), f"core {name}")
+        threads = tuple(self.threads)
+        if not threads:
+            raise InvalidArgument(f"core {self.id} has no logical CPUs")
+        for cpu in threads:
+            _require_count(cpu, f"core {self.id} threads")
+        object.__setattr__(self, "threads", threads)
+
+
+@dataclass(frozen=True)
+class CpuPinning:
+    """A job's request for particular cores (``resource.cpu``: ``affinity``, ``sockets``,
+    ``threads``), on top of its count of cores.
+
+    The job's cores come from exactly ``sockets`` sockets (shared out as evenly as the count
+    allows), or from one socket when ``affinity`` is SOCKET or NUMA and ``sockets`` is unset,
+    or from anywhere for CORE (the default, None: unset); with NUMA each socket's share comes
+    from one NUMA node.
+    ``threads`` puts every hardware thread of the cores in the job's cpuset, else only the
+    first thread of each (the core is the job's all the same).
+    """
+
+    affinity: CpuAffinity | None = None
+    sockets: int | None = None
+    threads: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            if self.affinity is not None:
+                object.__setattr__(self, "affinity", CpuAffinity(str(self.affinity).lower()))
+        except ValueError:
+            choices = ", ".join(a.value for a in CpuAffinity)
+            raise InvalidArgument(
+                f"cpu affinity must be one of {choices}, got {self.affinity!r}"
+            ) from None
+        if self.sockets is not None and _require_count(self.sockets, "cpu sockets") < 1:
+            raise InvalidArgument(f"cpu sockets must be at least 1, got {self.sockets}")
+        if not isinstance(self.threads, bool):
+            raise InvalidArgument("cpu threads must be a boolean")
+
+    @property
+    def socket_count(self) -> int | None:
+        """How many sockets the cores must come from, or None for anywhere."""
+        if self.sockets is not None:
+            return self.sockets
+        return 1 if self.affinity in (CpuAffinity.SOCKET, CpuAffinity.NUMA) else None
+
+    @property
+    def field(self) -> str:
+        """The ``resource`` field that asked for the layout: ``cpu.affinity`` when set, else
+        ``cpu.sockets``, else ``cpu.threads``."""
+        if self.affinity is not None:
+            return "cpu.affinity"
+        return "cpu.sockets" if self.sockets is not None else "cpu.threads"
+
+    def describe(self) -> str:
+        """People's words: ``numa affinity, 2 sockets, hardware threads``."""
+        parts = []
+        if self.affinity is not None or not (self.sockets or self.threads):
+            parts.append(f"{(self.affinity or CpuAffinity.CORE).value} affinity")
+        if self.sockets is not None:
+            parts.append(f"{self.sockets} socket{'' if self.sockets == 1 else 's'}")
+        if self.threads:
+            parts.append("hardware threads")
+        return ", ".join(parts)
+
+
 class HoldEffect(StrEnum):
     """What a hold does to its node. Every effect stops new work from being placed there."""
 
@@ -194,6 +332,8 @@ class NodeInfo:
     carries no :class:`Hold`. ``device_plugin_failed`` marks a node whose device plugin failed:
     its devices cannot be handed out, though jobs that ask for no devices may still run there.
     ``annotations`` are matched against a job's required annotations by key=value equality.
+    ``cpu_topology`` lists the node's cores when its Substrate can pin jobs to them (empty:
+    unknown, so no job asking for a CPU layout goes there).
     """
 
     id: str
@@ -202,6 +342,7 @@ class NodeInfo:
     holds: tuple[Hold, ...] = ()
     ready: bool = True
     device_plugin_failed: bool = False
+    cpu_topology: tuple[CpuCore, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -211,6 +352,12 @@ class NodeInfo:
         annotations = _frozen_str_mapping(self.annotations, f"node {self.id}: annotations")
         object.__setattr__(self, "annotations", annotations)
         object.__setattr__(self, "holds", tuple(self.holds))
+        topology = tuple(self.cpu_topology)
+        if any(not isinstance(core, CpuCore) for core in topology):
+            raise InvalidArgument(f"node {self.id}: cpu_topology must list CpuCore")
+        if [core.id for core in topology] != list(range(len(topology))):
+            raise InvalidArgument(f"node {self.id}: cpu_topology must number its cores from 0")
+        object.__setattr__(self, "cpu_topology", topology)
 
     @property
     def takes_new_work(self) -> bool:
@@ -248,6 +395,18 @@ class JobShape(NamedTuple):
     nodes: int
     exclusive: bool
     annotations: tuple[tuple[str, str], ...]
+    cpu: CpuPinning | None
+    host_ports: tuple[str, ...]
+
+
+def _host_ports(value: Any, where: str) -> frozenset[str]:
+    """``value`` as a set of ``tcp/PORT`` / ``udp/PORT`` strings, or InvalidArgument."""
+    ports = frozenset(value or ())
+    for port in ports:
+        protocol, _, number = str(port).partition("/")
+        if protocol not in ("tcp", "udp") or not number.isdigit() or not 0 < int(number) < 65536:
+            raise InvalidArgument(f"{where}: host ports are tcp/PORT or udp/PORT, got {port!r}")
+    return ports
 
 
 @dataclass(frozen=True)
@@ -259,6 +418,9 @@ class JobRequest:
     placed on it while the job runs. ``annotations`` must all be present on a node, key=value.
     ``expected_runtime`` (seconds, normally the job's timeout) lets the scheduler predict when
     the job's capacity comes back; None means unknown (never predicted to end).
+    ``cpu`` asks for particular cores laid out as it says (None: any cores, unpinned);
+    ``host_ports`` (``tcp/8080``) must be free on each of its nodes, and are held there
+    while it runs.
     """
 
     id: str
@@ -269,6 +431,8 @@ class JobRequest:
     submitted_at: float = 0.0
     priority: int = 0
     expected_runtime: float | None = None
+    cpu: CpuPinning | None = None
+    host_ports: frozenset[str] = frozenset()
     #: Placement-relevant fields as one hashable value.
     shape: JobShape = field(init=False, repr=False, compare=False)
     #: Queue order: higher priority first, then earlier submission, then id.
@@ -298,6 +462,10 @@ class JobRequest:
             )
         annotations = _frozen_str_mapping(self.annotations, f"{where}: annotations")
         object.__setattr__(self, "annotations", annotations)
+        if self.cpu is not None and not isinstance(self.cpu, CpuPinning):
+            raise InvalidArgument(f"{where}: cpu must be CpuPinning or None")
+        host_ports = _host_ports(self.host_ports, where)
+        object.__setattr__(self, "host_ports", host_ports)
         resources = self.resources
         shape = JobShape(
             resources.cores,
@@ -306,6 +474,8 @@ class JobRequest:
             self.nodes,
             self.exclusive,
             tuple(annotations.items()),
+            self.cpu,
+            tuple(sorted(host_ports)),
         )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "order_key", (-self.priority, float(self.submitted_at), self.id))
@@ -317,10 +487,14 @@ class JobRequest:
             text = f"{self.nodes} nodes with {text} each"
         if self.exclusive:
             text += " (exclusive)" if self.nodes == 1 else " (exclusive nodes)"
+        if self.cpu is not None:
+            text += f" pinned ({self.cpu.describe()})"
         if self.annotations:
             text += ", on nodes annotated " + ", ".join(
                 f"{k}={v}" for k, v in self.annotations.items()
             )
+        if self.host_ports:
+            text += ", host ports " + ", ".join(sorted(self.host_ports))
         return text
 
 
@@ -331,10 +505,15 @@ class JobRequest:
 
 @dataclass(frozen=True)
 class Placement:
-    """A job placed on nodes; its capacity is already deducted when the engine sees it."""
+    """A job placed on nodes; its capacity is already deducted when the engine sees it.
+
+    ``cpus`` maps each node of a pinned job to the logical CPUs its cpuset gets there
+    (empty for a job that asked for no CPU layout).
+    """
 
     job_id: str
     node_ids: tuple[str, ...]
+    cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -398,6 +577,9 @@ class Diagnosis:
     roomiest_node: str | None = None
     shortfall: Mapping[str, int] | None = None
     estimated_start: float | None = None
+    #: for an INFEASIBLE job, the part of its ``resource`` that no node can satisfy when that
+    #: is one field of it (``cpu.affinity``, ``cpu.sockets``, ``cpu.threads``), else None
+    resource_field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -435,6 +617,10 @@ class NodeUsage:
     job_ids: tuple[str, ...]
     exclusive_job: str | None
     takes_new_work: bool
+    #: logical CPUs pinned jobs hold, by job id
+    pinned_cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: host ports running jobs hold (``tcp/8080``), by port
+    host_ports: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,14 +659,21 @@ class Scheduler(ABC):
 
     @abstractmethod
     def allocate(
-        self, job: JobRequest, node_ids: Sequence[str], *, started_at: float | None = None
+        self,
+        job: JobRequest,
+        node_ids: Sequence[str],
+        *,
+        started_at: float | None = None,
+        cpus: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         """Record that ``job`` runs on ``node_ids`` (one per ``job.nodes``), as it is.
 
         For reconciling running jobs after a restart: holds, readiness and free capacity are
         not checked (reality wins, possibly over-committing a node). ``started_at`` (default:
         unknown, so the job is never predicted to end) with ``job.expected_runtime`` gives the
-        expected end used for reservations. ``NotFound`` for an unknown node,
+        expected end used for reservations. ``cpus`` are the logical CPUs a pinned job was
+        given on each node (its :attr:`Placement.cpus`); a pinned job without them is given
+        cores now. ``NotFound`` for an unknown node,
         ``AlreadyExists`` if the job is already allocated, ``InvalidArgument`` if the number
         of distinct nodes differs from ``job.nodes``.
         """

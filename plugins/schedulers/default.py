@@ -12,6 +12,12 @@ reservation: it either ends before the reservation starts, or it fits in the roo
 nodes keep beyond what the reserved job needs. Jobs that were not placed are diagnosed by
 :mod:`.diagnostics`, once per distinct :class:`~fuzzball_core.scheduling.JobShape`.
 
+Jobs that ask for a CPU layout or host ports take the general search: each node with room by
+count is also asked whether its free cores allow the layout and its host ports are free
+(:meth:`.IndexedNode.refusal`), and the placement names the logical CPUs each node gives a
+pinned job. Reservations and estimated starts count capacity only, so for those jobs they are
+a lower bound; placement itself is exact.
+
 Configuration (the driver's mapping):
 
 ``estimate_starts`` (bool, default true)
@@ -47,6 +53,7 @@ from fuzzball_core.scheduling import (
     Scheduler,
     ScheduleResult,
 )
+from fuzzball_plugins.schedulers.cpu_layout import cores_of, logical_cpus
 from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
 from fuzzball_plugins.schedulers.timeline import StartQuery, replay_ends, start_or_none
@@ -207,12 +214,28 @@ class DefaultScheduler(Scheduler):
             job_ids=tuple(node.jobs),
             exclusive_job=node.exclusive_job,
             takes_new_work=node.usable(),
+            pinned_cpus={
+                job_id: self._cpus_of(node, job_id, core_ids)
+                for job_id, core_ids in node.pinned.items()
+            },
+            host_ports=dict(node.ports),
         )
+
+    def _cpus_of(self, node: IndexedNode, job_id: str, core_ids: Sequence[int]) -> tuple[int, ...]:
+        """The logical CPUs ``job_id``'s cores on ``node`` give its cpuset."""
+        pinning = self._allocations[job_id].job.cpu
+        threads = pinning is not None and pinning.threads
+        return logical_cpus(node.cls.topology, core_ids, threads)
 
     # -- allocations ----------------------------------------------------------------------
 
     def allocate(
-        self, job: JobRequest, node_ids: Sequence[str], *, started_at: float | None = None
+        self,
+        job: JobRequest,
+        node_ids: Sequence[str],
+        *,
+        started_at: float | None = None,
+        cpus: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         """Record a running job as it is; see :meth:`Scheduler.allocate`."""
         if job.id in self._allocations:
@@ -227,7 +250,7 @@ class DefaultScheduler(Scheduler):
         end = math.inf
         if started_at is not None and job.expected_runtime is not None:
             end = started_at + job.expected_runtime
-        self._record(job, nodes, end)
+        self._record(job, nodes, end, cpus or {})
 
     def release(self, job_id: str) -> None:
         """Give back a job's capacity; see :meth:`Scheduler.release`."""
@@ -243,22 +266,42 @@ class DefaultScheduler(Scheduler):
             if node is not None and job_id in node.jobs:
                 index.remove_job(node, job_id)
 
-    def _record(self, job: JobRequest, nodes: Sequence[IndexedNode], end: float) -> None:
-        """Deduct ``job``'s usage from ``nodes`` and remember it as running until ``end``."""
+    def _record(
+        self,
+        job: JobRequest,
+        nodes: Sequence[IndexedNode],
+        end: float,
+        given: Mapping[str, Sequence[int]] | None = None,
+    ) -> dict[str, tuple[int, ...]]:
+        """Deduct ``job``'s usage from ``nodes`` and remember it as running until ``end``;
+        the logical CPUs a pinned job gets on each node (``given`` ones as they are)."""
         index = self._index
         job_id = job.id
         resources = job.resources
         usage: Usage = (resources.cores, resources.memory, resources.device_items)
         exclusive = job.exclusive
+        pinning = job.cpu
+        ports = job.shape.host_ports
+        cpus: dict[str, tuple[int, ...]] = {}
         for node in nodes:
             if exclusive:
                 capacity = node.info.capacity
                 usage = (capacity.cores, capacity.memory, capacity.device_items)
-            index.add_job(node, job_id, usage, exclusive)
+            core_ids: Sequence[int] = ()
+            if pinning is not None:
+                topology = node.cls.topology
+                if given is not None and node.id in given:
+                    core_ids = cores_of(topology, given[node.id])
+                    cpus[node.id] = tuple(sorted(given[node.id]))
+                else:
+                    core_ids = node.cores_for(job.shape) or ()
+                    cpus[node.id] = logical_cpus(topology, core_ids, pinning.threads)
+            index.add_job(node, job_id, usage, exclusive, core_ids, ports)
         node_ids = tuple(node.id for node in nodes)
         self._allocations[job_id] = _Allocation(job, node_ids, end)
         self._nodes_of[job_id] = node_ids
         insort(self._ends, (end, job_id))
+        return cpus
 
     # -- feasibility ----------------------------------------------------------------------
 
@@ -299,8 +342,8 @@ class DefaultScheduler(Scheduler):
             plan = plans.get(shape) or self._plan(shape)
             chosen = self._find(shape, plan, protection if guarded else None)
             if chosen is not None:
-                self._place(job, chosen, plan, now, protection if guarded else None)
-                placements.append(Placement(job_id, tuple(node.id for node in chosen)))
+                cpus = self._place(job, chosen, plan, now, protection if guarded else None)
+                placements.append(Placement(job_id, tuple(node.id for node in chosen), cpus))
                 continue
             if guarded and self._find(shape, plan, None) is not None:
                 refused.add(shape)
@@ -358,6 +401,7 @@ class DefaultScheduler(Scheduler):
                 or not cls.matches_annotations(shape)
                 or (wanted_kinds and cls.device_plugin_failed)
                 or not cls.holds_when_idle(request_key, shape.memory)
+                or cls.pinning_label(shape) is not None
             ):
                 continue
             unused_kinds = sum(kind not in wanted_kinds for kind in cls.device_kinds)
@@ -374,7 +418,9 @@ class DefaultScheduler(Scheduler):
         """``shape.nodes`` distinct nodes with room for ``shape``, best fit first, or None."""
         index = self._index
         memory = shape.memory
-        if shape.nodes == 1 and not shape.exclusive and protection is None:
+        # only pinned and port-holding jobs need each node with room asked more
+        particular = shape.cpu is not None or bool(shape.host_ports)
+        if shape.nodes == 1 and not shape.exclusive and protection is None and not particular:
             first_fit = index.first_fit
             for cls, request_key in plan.classes:
                 node = first_fit(cls, request_key, memory)
@@ -386,6 +432,8 @@ class DefaultScheduler(Scheduler):
         for cls, request_key in plan.classes:
             for node in index.iter_fitting(cls, request_key, memory, shape.exclusive):
                 if protection is not None and not protection.admits(node, request_key, memory):
+                    continue
+                if particular and node.refusal(shape) is not None:
                     continue
                 chosen.append(node)
                 if len(chosen) == need:
@@ -399,13 +447,14 @@ class DefaultScheduler(Scheduler):
         plan: _Plan,
         now: float,
         protection: _Protection | None,
-    ) -> None:
+    ) -> dict[str, tuple[int, ...]]:
         runtime = job.expected_runtime
-        self._record(job, nodes, math.inf if runtime is None else now + runtime)
+        cpus = self._record(job, nodes, math.inf if runtime is None else now + runtime)
         if protection is not None:
             keys = dict(plan.classes)
             for node in nodes:
                 protection.take(node, keys[node.cls], job.resources.memory)
+        return cpus
 
     def _reserve(self, job: JobRequest, plan: _Plan) -> _Protection | None:
         """EASY backfill's reservation for ``job``: when and where it could start, and the
@@ -562,4 +611,5 @@ def _diagnosis(
         roomiest_node=findings.roomiest_node,
         shortfall=None if findings.shortfall is None else MappingProxyType(findings.shortfall),
         estimated_start=start,
+        resource_field=findings.resource_field,
     )

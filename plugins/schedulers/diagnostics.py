@@ -6,11 +6,14 @@ groups at once. Each node is counted under the *first* filter it fails, in this 
 1. ready, then holds: counted per class as nodes leave the index (``not ready``,
    ``held (cordon by admin)``);
 2. the class's static profile, once per class: ``annotations mismatch``,
-   ``missing device <kind>``, ``device plugin failed``, ``too small (<resource>)``;
+   ``missing device <kind>``, ``device plugin failed``, ``too small (<resource>)``, and for
+   a job asking for a CPU layout ``no CPU topology`` or ``too small (<layout>)``;
 3. ``running an exclusive job``;
 4. free capacity, once per free key of the index: ``not idle (exclusive)``,
    ``insufficient cores``, ``insufficient memory``, ``insufficient <device kind>``;
-5. ``reserved for job J``: room that EASY backfill keeps for the reservation.
+5. node by node among those with room, for the jobs that ask: ``host port tcp/P in use``,
+   ``no free cores for <layout>``;
+6. ``reserved for job J``: room that EASY backfill keeps for the reservation.
 
 The cost is one step per class plus one bisect per free key, whatever the number of nodes.
 """
@@ -45,6 +48,8 @@ class Survey:
     room_without_annotations: bool
     #: some node has room for the job now and only its failed device plugin turns it away
     room_without_device_plugin: bool
+    #: for a job no node can ever hold, the one ``resource`` field to blame, if one is
+    resource_field: str | None = None
 
     def message(self, nodes_needed: int) -> str:
         """``0/5000 nodes available: 3000 insufficient memory, ...; roomiest node n17 lacks
@@ -91,7 +96,7 @@ def static_label(cls: NodeClass, shape: JobShape) -> tuple[str | None, tuple[int
     for kind, need, have in zip(cls.device_kinds, request_key, cls.cap_devices, strict=False):
         if need > have:
             return f"too small ({kind})", request_key
-    return None, request_key
+    return cls.pinning_label(shape), request_key
 
 
 class Diagnostics:
@@ -183,6 +188,8 @@ class Diagnostics:
                 candidate = _scan_free(cls, cls.cap_key, cls.cap_memory, None)[1]
             else:
                 with_room, candidate = _scan_free(cls, request_key, shape.memory, groups)
+                if shape.cpu is not None or shape.host_ports:
+                    with_room = self._admitted(with_room, shape, groups)
             if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
                 roomiest = candidate
             if refused_by_reservation is not None:
@@ -202,6 +209,19 @@ class Diagnostics:
             room_without_annotations=room_without_annotations,
             room_without_device_plugin=room_without_plugin,
         )
+
+    def _admitted(self, node_ids: list[str], shape: JobShape, groups: Counter[str]) -> list[str]:
+        """The nodes of ``node_ids`` (with room by count) that would take ``shape``; the others
+        are counted under why not (a host port in use, no layout of free cores)."""
+        nodes = self._index.nodes
+        admitted = []
+        for node_id in node_ids:
+            refusal = nodes[node_id].refusal(shape)
+            if refusal is None:
+                admitted.append(node_id)
+            else:
+                groups[refusal] += 1
+        return admitted
 
     def _has_room(
         self, cls: NodeClass, shape: JobShape, request_key: tuple[int, ...] | None
@@ -295,6 +315,8 @@ def infeasibility(index: NodeIndex, job: JobRequest) -> tuple[str, Survey] | Non
     groups: Counter[str] = Counter()
     considered = 0
     holding = 0
+    #: nodes that would hold the job but for its CPU layout
+    unlaid = 0
     matching: list[NodeClass] = []
     for cls in index.classes.values():
         members = len(cls.members)
@@ -309,9 +331,13 @@ def infeasibility(index: NodeIndex, job: JobRequest) -> tuple[str, Survey] | Non
         groups[label] += members
         if label != ANNOTATIONS_MISMATCH:
             matching.append(cls)
+        if label == cls.pinning_label(shape):
+            unlaid += members
     if holding >= shape.nodes:
         return None
     request = job.describe()
+    if shape.cpu is not None and holding + unlaid >= shape.nodes:
+        return _unlaid(index, job, groups, considered, holding)
     if not index.classes:
         text = f"job needs {request}; no nodes are registered"
         largest = None
@@ -350,7 +376,52 @@ def _size_label(cls: NodeClass, shape: JobShape, request_key: tuple[int, ...] | 
     for kind, need, have in zip(cls.device_kinds, request_key, cls.cap_devices, strict=False):
         if need > have:
             return f"too small ({kind})"
-    return None
+    return cls.pinning_label(shape)
+
+
+def _unlaid(
+    index: NodeIndex, job: JobRequest, groups: Counter[str], considered: int, holding: int
+) -> tuple[str, Survey]:
+    """The verdict for a job that enough nodes would hold but for its CPU layout: blamed on
+    the ``resource.cpu`` field that asked for it."""
+    shape = job.shape
+    pinning = shape.cpu
+    assert pinning is not None
+    laid_out = [cls for cls in index.classes.values() if cls.topology]
+    if not laid_out:
+        why = "no node reports its CPU topology, so none can pin cores"
+    else:
+        largest = max(laid_out, key=lambda cls: (_socket_count(cls), len(cls.topology)))
+        why = f"no node can lay its cores out so (the largest has {_describe_layout(largest)})"
+    field = pinning.field
+    most_sockets = max((_socket_count(cls) for cls in laid_out), default=0)
+    if pinning.sockets is not None and pinning.sockets > most_sockets:
+        field = "cpu.sockets"
+    survey_result = Survey(
+        nodes_considered=considered,
+        nodes_available=holding,
+        groups=dict(groups),
+        roomiest_node=None,
+        shortfall=None,
+        room_without_annotations=False,
+        room_without_device_plugin=False,
+        resource_field=field,
+    )
+    return f"job needs {job.describe()}; {why}", survey_result
+
+
+def _socket_count(cls: NodeClass) -> int:
+    return len({core.socket for core in cls.topology})
+
+
+def _describe_layout(cls: NodeClass) -> str:
+    """``2 sockets, 4 NUMA nodes, 32 cores`` for a class's topology."""
+    counts = (
+        (_socket_count(cls), "socket"),
+        (len({(core.socket, core.numa) for core in cls.topology}), "NUMA node"),
+        (len(cls.topology), "core"),
+    )
+    return ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in counts)
 
 
 def _capacity_shortfall(cls: NodeClass, shape: JobShape) -> dict[str, int]:

@@ -2,8 +2,8 @@
 index of its nodes by free capacity, so a placement decision never scans every node.
 
 Nodes are grouped into :class:`NodeClass` es by everything placement treats as static:
-annotations, capacity and device-plugin health. Inside a class, the nodes that take new work
-and are not running an exclusive job are indexed by free capacity:
+annotations, capacity, CPU topology and device-plugin health. Inside a class, the nodes that
+take new work and are not running an exclusive job are indexed by free capacity:
 
 * ``index`` maps a *free key*, ``(free count of each device kind..., free cores)``, to a list
   of ``(free memory, node id)`` kept sorted;
@@ -16,28 +16,38 @@ then cores, then memory. The walk is bounded by the number of distinct free keys
 (at most a few hundred for real node shapes), not by the number of nodes. Nodes that take no
 new work (held, not ready) or run an exclusive job are kept out of the index and only counted,
 per class, by the label diagnostics report them under.
+
+What the index cannot bisect is checked node by node, on the nodes that already have room by
+count, and only for the jobs that ask for it: the cores a pinned job would get (each node keeps
+the set of its cores no pinned job holds; see :mod:`.cpu_layout`) and the host ports running
+jobs hold there.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.scheduling import JobShape, NodeInfo, Resources
+from fuzzball_core.scheduling import CpuPinning, JobShape, NodeInfo, Resources
+from fuzzball_plugins.schedulers.cpu_layout import choose_cores
 
 #: What a job uses on one node: (cores, memory, ((device kind, count), ...)).
 Usage = tuple[int, int, tuple[tuple[str, int], ...]]
 
 #: The label of nodes skipped because an exclusive job runs on them.
 EXCLUSIVE_BUSY = "running an exclusive job"
+#: The label of nodes that reported no CPU topology, for jobs asking for a CPU layout.
+NO_CPU_TOPOLOGY = "no CPU topology"
 
 
 class NodeClass:
-    """Nodes placement cannot tell apart: same annotations, capacity and plugin health."""
+    """Nodes placement cannot tell apart: same annotations, capacity, CPU topology and plugin
+    health."""
 
     __slots__ = (
+        "all_cores",
         "annotations",
         "cap_cores",
         "cap_devices",
@@ -50,7 +60,9 @@ class NodeClass:
         "indexed",
         "keys",
         "members",
+        "pinning_fits",
         "profile",
+        "topology",
         "unavailable",
     )
 
@@ -64,6 +76,10 @@ class NodeClass:
         self.cap_devices: tuple[int, ...] = tuple(count for _, count in capacity.device_items)
         self.cap_key: tuple[int, ...] = (*self.cap_devices, self.cap_cores)
         self.device_plugin_failed = info.device_plugin_failed
+        self.topology = info.cpu_topology
+        self.all_cores = frozenset(core.id for core in self.topology)
+        #: (layout, cores) -> whether an idle node of the class can lay that many cores out so
+        self.pinning_fits: dict[tuple[CpuPinning, int], bool] = {}
         #: every registered node of the class, by id
         self.members: dict[str, IndexedNode] = {}
         #: free key -> sorted [(free memory, node id)] of the indexed nodes
@@ -97,6 +113,29 @@ class NodeClass:
             need <= have for need, have in zip(request_key, self.cap_key, strict=True)
         )
 
+    def holds_pinning(self, shape: JobShape) -> bool:
+        """True when an idle node of the class can give ``shape`` the cores it asks for laid
+        out as it asks (always, for a job that asks for no layout)."""
+        pinning = shape.cpu
+        if pinning is None:
+            return True
+        key = (pinning, shape.cores)
+        fits = self.pinning_fits.get(key)
+        if fits is None:
+            found = choose_cores(self.topology, self.all_cores, shape.cores, pinning)
+            fits = self.pinning_fits[key] = found is not None
+        return fits
+
+    def pinning_label(self, shape: JobShape) -> str | None:
+        """Why an idle node of the class cannot lay out ``shape``'s cores, or None if it can."""
+        if shape.cpu is None:
+            return None
+        if not self.topology:
+            return NO_CPU_TOPOLOGY
+        if not self.holds_pinning(shape):
+            return f"too small ({shape.cpu.describe()})"
+        return None
+
     def describe_capacity(self) -> str:
         """People's words for one node of this class: ``16 cores, 64 GiB memory``."""
         return Resources(
@@ -112,6 +151,7 @@ class IndexedNode:
     __slots__ = (
         "cls",
         "exclusive_job",
+        "free_core_ids",
         "free_cores",
         "free_devices",
         "free_memory",
@@ -119,6 +159,8 @@ class IndexedNode:
         "indexed_key",
         "info",
         "jobs",
+        "pinned",
+        "ports",
         "unavailable_label",
     )
 
@@ -135,6 +177,12 @@ class IndexedNode:
         self.indexed_key: tuple[int, ...] | None = None
         #: why the node takes no new work (diagnostics label), or None
         self.unavailable_label: str | None = info.unavailable_label
+        #: ids of the cores no pinned job holds
+        self.free_core_ids: set[int] = set(cls.all_cores)
+        #: job id -> the ids of the cores it is pinned to
+        self.pinned: dict[str, tuple[int, ...]] = {}
+        #: host port (``tcp/8080``) -> the job holding it
+        self.ports: dict[str, str] = {}
 
     def free_key(self) -> tuple[int, ...]:
         """The node's current free key: ``(free devices..., free cores)``."""
@@ -149,6 +197,35 @@ class IndexedNode:
     def usable(self) -> bool:
         """True when the node takes new work (ready, no holds)."""
         return self.unavailable_label is None
+
+    def port_in_use(self, ports: Sequence[str]) -> str | None:
+        """The first of ``ports`` a job running here holds, or None."""
+        held = self.ports
+        if held:
+            for port in ports:
+                if port in held:
+                    return port
+        return None
+
+    def cores_for(self, shape: JobShape) -> list[int] | None:
+        """The cores a pinned ``shape`` would get here now (every core for an exclusive
+        one), or None when the free cores allow no such layout."""
+        pinning = shape.cpu
+        assert pinning is not None
+        cls = self.cls
+        if shape.exclusive:
+            return sorted(cls.all_cores) if cls.holds_pinning(shape) else None
+        return choose_cores(cls.topology, self.free_core_ids, shape.cores, pinning)
+
+    def refusal(self, shape: JobShape) -> str | None:
+        """Why this node, with room for ``shape`` by count, still cannot take it (a host
+        port in use, no such layout of free cores), or None when it can."""
+        port = self.port_in_use(shape.host_ports)
+        if port is not None:
+            return f"host port {port} in use"
+        if shape.cpu is not None and self.cores_for(shape) is None:
+            return f"no free cores for {shape.cpu.describe()}"
+        return None
 
 
 class NodeIndex:
@@ -173,6 +250,7 @@ class NodeIndex:
             info.capacity.memory,
             info.capacity.device_items,
             info.device_plugin_failed,
+            info.cpu_topology,
         )
 
     def upsert(self, info: NodeInfo) -> IndexedNode:
@@ -190,6 +268,12 @@ class NodeIndex:
         node.exclusive_job = exclusive_job
         for usage in jobs.values():
             self._subtract(node, usage)
+        if old is not None:
+            # what running jobs hold stays theirs; cores the new topology lacks are dropped
+            node.pinned = old.pinned
+            node.ports = old.ports
+            for core_ids in old.pinned.values():
+                node.free_core_ids.difference_update(core_ids)
         self.nodes[info.id] = node
         cls.members[node.id] = node
         self._attach(node)
@@ -282,8 +366,17 @@ class NodeIndex:
 
     # -- allocations ----------------------------------------------------------------------
 
-    def add_job(self, node: IndexedNode, job_id: str, usage: Usage, exclusive: bool) -> None:
-        """Deduct ``usage`` from ``node`` for ``job_id`` and re-index the node."""
+    def add_job(
+        self,
+        node: IndexedNode,
+        job_id: str,
+        usage: Usage,
+        exclusive: bool,
+        core_ids: Sequence[int] = (),
+        ports: Sequence[str] = (),
+    ) -> None:
+        """Deduct ``usage`` from ``node`` for ``job_id`` and re-index the node; the job also
+        holds the cores ``core_ids`` (pinned) and the host ``ports`` there."""
         in_index = node.indexed_key is not None
         if in_index:
             self._unindex(node)
@@ -293,6 +386,11 @@ class NodeIndex:
         self._subtract(node, usage)
         if exclusive:
             node.exclusive_job = job_id
+        if core_ids:
+            node.pinned[job_id] = tuple(core_ids)
+            node.free_core_ids.difference_update(core_ids)
+        for port in ports:
+            node.ports[port] = job_id
         self._attach(node)
 
     def remove_job(self, node: IndexedNode, job_id: str) -> None:
@@ -305,6 +403,13 @@ class NodeIndex:
         self._subtract(node, usage, sign=-1)
         if node.exclusive_job == job_id:
             node.exclusive_job = None
+        core_ids = node.pinned.pop(job_id, None)
+        if core_ids:
+            node.free_core_ids.update(core_ids)
+            node.free_core_ids.intersection_update(node.cls.all_cores)
+        if node.ports:
+            for port in [port for port, holder in node.ports.items() if holder == job_id]:
+                del node.ports[port]
         self._attach(node)
 
     def _detach_counter(self, node: IndexedNode) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuzzball_core.scheduling import Hold, JobRequest, NodeInfo, Resources
+from fuzzball_core.scheduling import CpuCore, CpuPinning, Hold, JobRequest, NodeInfo, Resources
 from fuzzball_plugins.schedulers.default import DefaultScheduler
 
 GiB = 1 << 30
@@ -19,6 +19,7 @@ def node(
     holds: tuple[Hold, ...] = (),
     ready: bool = True,
     device_plugin_failed: bool = False,
+    cpu_topology: tuple[CpuCore, ...] = (),
 ) -> NodeInfo:
     """A node with ``cores`` cores, ``memory_gib`` GiB and ``gpus`` NVIDIA GPUs."""
     return NodeInfo(
@@ -28,7 +29,30 @@ def node(
         holds=holds,
         ready=ready,
         device_plugin_failed=device_plugin_failed,
+        cpu_topology=cpu_topology,
     )
+
+
+def topology(sockets: int = 1, numa_per_socket: int = 1, cores_per_numa: int = 4, threads=1):
+    """Cores numbered socket by socket, NUMA node by NUMA node; core ``c``'s logical CPUs are
+    ``c`` and, with more threads, ``c + n``, ``c + 2n``... for ``n`` cores (Linux's usual
+    numbering of hyperthread siblings)."""
+    count = sockets * numa_per_socket * cores_per_numa
+    return tuple(
+        CpuCore(
+            core,
+            socket=core // (numa_per_socket * cores_per_numa),
+            numa=core // cores_per_numa,
+            threads=tuple(core + thread * count for thread in range(threads)),
+        )
+        for core in range(count)
+    )
+
+
+def pinned_node(node_id: str, layout: tuple[CpuCore, ...], **kwargs) -> NodeInfo:
+    """A node whose count of cores is its topology's logical CPUs."""
+    cpus = sum(len(core.threads) for core in layout)
+    return node(node_id, cores=cpus, cpu_topology=layout, **kwargs)
 
 
 def job(
@@ -43,6 +67,8 @@ def job(
     submitted_at: float = 0.0,
     priority: int = 0,
     runtime: float | None = 3600.0,
+    cpu: CpuPinning | None = None,
+    host_ports: frozenset[str] = frozenset(),
 ) -> JobRequest:
     """A job asking for ``cores``, ``memory_gib`` GiB and ``gpus`` GPUs on each of ``nodes``."""
     return JobRequest(
@@ -54,6 +80,8 @@ def job(
         submitted_at=submitted_at,
         priority=priority,
         expected_runtime=runtime,
+        cpu=cpu,
+        host_ports=host_ports,
     )
 
 
@@ -70,4 +98,12 @@ def placed_on(result, job_id: str) -> tuple[str, ...] | None:
     for placement in result.placements:
         if placement.job_id == job_id:
             return placement.node_ids
+    return None
+
+
+def cpus_of(result, job_id: str, node_id: str) -> tuple[int, ...] | None:
+    """The logical CPUs ``job_id`` was pinned to on ``node_id`` in ``result``, or None."""
+    for placement in result.placements:
+        if placement.job_id == job_id:
+            return placement.cpus.get(node_id)
     return None
