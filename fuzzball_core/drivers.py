@@ -18,6 +18,8 @@ mapping (``{}`` when none is given).
 
 from __future__ import annotations
 
+import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,20 +27,23 @@ from pathlib import Path
 from typing import Any
 
 from fuzzball_core.backoff import Backoff
-from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument
 from fuzzball_core.scheduling import Scheduler
 
 __all__ = [
     "DEFAULT_IMAGE_RETRY",
     "DRIVER_INTERFACES",
+    "IMAGE_CONFIG_SUFFIX",
     "ClusterOffer",
     "ImageBackend",
+    "ImageConfig",
     "InstanceSpec",
     "ProvisionedInstance",
     "Provisioner",
     "ResolvedImage",
     "Router",
     "Scheduler",
+    "image_config_path",
 ]
 
 
@@ -47,12 +52,104 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
+#: the suffix of the image config kept beside a cached EROFS file (``X.erofs`` ->
+#: ``X.config.json``)
+IMAGE_CONFIG_SUFFIX = ".config.json"
+
+
+def _strings(value: Any) -> tuple[str, ...] | None:
+    """A JSON list of strings as a tuple; None for null or absent (OCI's "not set")."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidArgument(f"image config: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What an image says about running it: the ``config`` object of an OCI image config.
+
+    ``entrypoint`` and ``cmd`` are None when the image does not set them (an empty list is
+    set, and empty); ``env`` holds ``NAME=VALUE`` entries; ``working_dir`` and ``user`` are
+    empty when unset (``user`` is ``NAME``, ``UID``, ``NAME:GROUP`` or ``UID:GID`` as in
+    the image, resolved against the image's /etc/passwd and /etc/group when a job starts).
+    """
+
+    env: tuple[str, ...] = ()
+    entrypoint: tuple[str, ...] | None = None
+    cmd: tuple[str, ...] | None = None
+    working_dir: str = ""
+    user: str = ""
+
+    @classmethod
+    def from_oci(cls, document: Mapping[str, Any]) -> ImageConfig:
+        """Read an OCI or Docker image config: the whole document (with its ``config``
+        object) or that object alone, as Apptainer stores it in a SIF."""
+        inner = document.get("config") if isinstance(document.get("config"), dict) else None
+        config: Mapping[str, Any] = inner if inner is not None else document
+        return cls(
+            env=_strings(config.get("Env")) or (),
+            entrypoint=_strings(config.get("Entrypoint")),
+            cmd=_strings(config.get("Cmd")),
+            working_dir=str(config.get("WorkingDir") or ""),
+            user=str(config.get("User") or ""),
+        )
+
+    @property
+    def runs_something(self) -> bool:
+        """Whether the image names a command of its own (a non-empty Entrypoint or Cmd)."""
+        return bool(self.entrypoint or self.cmd)
+
+    def as_oci(self) -> dict[str, Any]:
+        """The OCI ``config`` object (what :meth:`from_oci` reads back)."""
+        document: dict[str, Any] = {"Env": list(self.env)}
+        if self.entrypoint is not None:
+            document["Entrypoint"] = list(self.entrypoint)
+        if self.cmd is not None:
+            document["Cmd"] = list(self.cmd)
+        if self.working_dir:
+            document["WorkingDir"] = self.working_dir
+        if self.user:
+            document["User"] = self.user
+        return document
+
+    def write_beside(self, image: Path) -> Path:
+        """Keep this config next to the cached EROFS file ``image`` (written atomically)."""
+        path = image_config_path(image)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(self.as_oci(), separators=(",", ":")))
+        os.replace(partial, path)
+        return path
+
+    @classmethod
+    def read_beside(cls, image: Path) -> ImageConfig | None:
+        """The config kept next to the EROFS file ``image``; None when it has none (an image
+        converted before configs were kept, or one whose source carries no config)."""
+        try:
+            text = image_config_path(image).read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"{image_config_path(image)}: not JSON: {exc}") from None
+        return cls.from_oci(document)
+
+
+def image_config_path(image: Path) -> Path:
+    """Where the config of the cached EROFS file ``image`` is kept."""
+    return image.with_name(image.name.removesuffix(".erofs") + IMAGE_CONFIG_SUFFIX)
+
+
 @dataclass(frozen=True)
 class ResolvedImage:
     """An image reference pinned to immutable content.
 
     ``digest`` identifies the content (``sha256:...``) and keys every node cache; ``size`` is
-    the total bytes a node will download; ``platform`` is ``os/arch[/variant]``.
+    the total bytes a node will download; ``platform`` is ``os/arch[/variant]``; ``config``
+    is what the image says about running it, None where the backend cannot tell at
+    submission (Orchestrate then lets the node decide).
     """
 
     uri: str
@@ -60,6 +157,7 @@ class ResolvedImage:
     size: int
     platform: str
     annotations: Mapping[str, str] = field(default_factory=dict)
+    config: ImageConfig | None = None
 
 
 #: How image requests are retried while their source is unreachable, unless a backend's
@@ -103,7 +201,10 @@ class ImageBackend(ABC):
     ) -> Path:
         """Make ``image`` available as an EROFS file under ``cache_dir`` and return its path.
 
-        ``progress(step, done, total)`` is called as layers download and convert.
+        The image's config is kept beside the file (:meth:`ImageConfig.write_beside`, before
+        the file appears) when the source carries one; the node reads it back with
+        :meth:`ImageConfig.read_beside`. ``progress(step, done, total)`` is called as layers
+        download and convert.
         """
 
     def store_unavailable(self) -> str | None:

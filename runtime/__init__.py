@@ -47,6 +47,12 @@ as the root is built; ``csrc/container.h`` lists the files of the start path.
 When ``argv[0]`` has no slash it is searched in the job's ``PATH`` as execvp does: an empty
 element means the working directory.
 
+Users (``fuzzball_runtime.users``): ``image_identity(image, "app", state_dir)`` resolves an
+image's ``User`` in the image's own /etc/passwd and /etc/group, as runc does, into the
+``uid``, ``gid``, ``groups`` (and home) a ``ContainerSpec`` takes; the command drops to them
+in the process PID 1 forks for it, after the root is built. A working directory missing from
+the image is created.
+
 Images (``fuzzball_runtime.erofs``): ``build_from_dir(src, out)``,
 ``build_from_layers([layer.tar, ...], out)`` (OCI whiteouts and opaque directories applied),
 ``ImageCache(dir, max_bytes)`` converting each content digest once per node.

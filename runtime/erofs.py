@@ -178,7 +178,9 @@ class ImageCache:
                 continue
             size = path.stat().st_size
             path.unlink(missing_ok=True)
-            path.with_suffix(".lock").unlink(missing_ok=True)
+            # its lock and what the backends keep beside it (the image's config) go with it
+            for companion in self.directory.glob(f"{path.stem}.*"):
+                companion.unlink(missing_ok=True)
             total -= size
             removed.append(path)
         return removed

@@ -7,6 +7,7 @@ ignored (a job would otherwise start without its input, or its ranks never wire 
 
 from __future__ import annotations
 
+from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.spec import Job, Service
 from fuzzball_core.spec.models import Volume
 
@@ -81,3 +82,19 @@ def unsupported_probes(path: str, service: Service) -> list[tuple[str, str]]:
     if service.liveness_probe is not None:
         problems.append((f"{path}.liveness-probe", "liveness probes are not checked here yet"))
     return problems
+
+
+def commandless(path: str, step: Job | Service, image: ImageConfig | None) -> list[tuple[str, str]]:
+    """(field, why) when nothing names what ``step`` (at ``path``) runs: neither its
+    ``command`` nor its ``script``, nor the Entrypoint or Cmd of its image, pinned at
+    submission with its config (``image``; None when the backend cannot tell, e.g. an image
+    the workflow builds, and the node decides)."""
+    if step.command or step.script is not None or image is None or image.runs_something:
+        return []
+    return [
+        (
+            f"{path}.command",
+            f"neither command nor script is set, and the image {step.image.uri} sets no"
+            " Entrypoint or Cmd: there is nothing to run",
+        )
+    ]

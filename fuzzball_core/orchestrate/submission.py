@@ -15,6 +15,7 @@ from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.capabilities import (
+    commandless,
     unlaunchable_ranks,
     unsupported_probes,
     unsupported_transfers,
@@ -39,7 +40,9 @@ class PreparedSubmission:
 def prepare(ctx: EngineContext, who: Principal, parsed: ParsedWorkflow) -> PreparedSubmission:
     """Plan a workflow and pin its images."""
     plan = ctx.plans.plan(parsed)
-    return PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+    return check_commands(
+        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+    )
 
 
 def checked(
@@ -54,7 +57,26 @@ def checked(
         return prepared
     plan = ctx.plans.plan(parsed)
     check_feasible(ctx, plan)  # before any registry round trip: fail fast
-    return PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+    return check_commands(
+        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+    )
+
+
+def check_commands(prepared: PreparedSubmission) -> PreparedSubmission:
+    """``prepared``, once every job and service has something to run: its ``command`` or
+    ``script``, or its pinned image's Entrypoint or Cmd. Raises InvalidArgument naming each
+    ``command`` field that is missing."""
+    problems = []
+    for stage in prepared.plan:
+        if stage.kind in (StageKind.JOB, StageKind.SERVICE):
+            pin = prepared.pins.get(f"images.{stage.definition.image.uri}")
+            problems.extend(commandless(stage.id, stage.definition, pin.config if pin else None))
+    if problems:
+        raise InvalidArgument(
+            "; ".join(f"{path}: {message}" for path, message in problems),
+            details=[{"field": p, "description": m} for p, m in problems],
+        )
+    return prepared
 
 
 def check_feasible(ctx: EngineContext, plan: Plan) -> None:

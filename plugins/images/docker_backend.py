@@ -1,4 +1,9 @@
-"""``docker://`` images: OCI and Docker v2 manifests and indexes, converted layer by layer."""
+"""``docker://`` images: OCI and Docker v2 manifests and indexes, converted layer by layer.
+
+The image config blob is read when the image is pinned (its platform, and its ``config``
+object, which Orchestrate checks the job against) and again when a node pulls the image (the
+``config`` object is kept beside the EROFS file).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fuzzball_core.drivers import ResolvedImage
+from fuzzball_core.drivers import ImageConfig, ResolvedImage
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_plugins.images.platforms import platform_matches, platform_of
 from fuzzball_plugins.images.reference import ImageReference
@@ -41,7 +46,7 @@ class DockerBackend(RegistryImageBackend):
         config_descriptor = document.get("config") or {}
         if not config_descriptor.get("digest"):
             raise InvalidArgument(f"image {reference} has a manifest without a config")
-        config = json.loads(client.get_blob_bytes(str(config_descriptor["digest"])))
+        config = _config_document(client, config_descriptor)
         platform = platform_of(config)
         if not platform_matches(platform, wanted):
             raise InvalidArgument(f"no {wanted} image in {reference}; available: {platform}")
@@ -58,6 +63,7 @@ class DockerBackend(RegistryImageBackend):
             size=size,
             platform=platform,
             annotations=annotations,
+            config=ImageConfig.from_oci(config),
         )
 
     @staticmethod
@@ -79,8 +85,26 @@ class DockerBackend(RegistryImageBackend):
     def _blobs_to_fetch(self, manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
         return list(manifest["layers"])
 
+    def _image_config(
+        self, client: RegistryClient, manifest: Mapping[str, Any], blobs: Sequence[Path]
+    ) -> ImageConfig:
+        return ImageConfig.from_oci(_config_document(client, manifest.get("config") or {}))
+
     def _convert(self, blobs: Sequence[Path], scratch: Path, out_path: Path) -> None:
         from fuzzball_runtime.erofs import build_from_layers
 
         scratch.mkdir(parents=True, exist_ok=True)
         build_from_layers(blobs, out_path, workdir=scratch)
+
+
+def _config_document(client: RegistryClient, descriptor: Mapping[str, Any]) -> dict[str, Any]:
+    """The image config blob ``descriptor`` names, verified and parsed."""
+    if not descriptor.get("digest"):
+        raise InvalidArgument(f"{client.reference} has a manifest without a config")
+    try:
+        document = json.loads(client.get_blob_bytes(str(descriptor["digest"])))
+    except ValueError:
+        raise InvalidArgument(f"the config of {client.reference} is not JSON") from None
+    if not isinstance(document, dict):
+        raise InvalidArgument(f"the config of {client.reference} is not a JSON object")
+    return document

@@ -1,7 +1,9 @@
 """``oras://`` images: Apptainer SIF files stored in OCI registries as ORAS artifacts.
 
 The artifact's one SIF layer is pulled like any blob (verified, resumable, coalesced); its
-primary squashfs partition is unpacked with ``unsquashfs`` and the tree becomes EROFS.
+primary squashfs partition is unpacked with ``unsquashfs`` and the tree becomes EROFS. The
+image's config is the SIF's own (:func:`fuzzball_plugins.images.sif.image_config`): read with
+range requests when the image is pinned, from the pulled file on a node.
 """
 
 from __future__ import annotations
@@ -11,13 +13,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fuzzball_core.drivers import ResolvedImage
+from fuzzball_core.drivers import ImageConfig, ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument
 from fuzzball_plugins.images.platforms import platform_matches
 from fuzzball_plugins.images.reference import ImageReference
 from fuzzball_plugins.images.registry_backend import RegistryImageBackend
 from fuzzball_plugins.images.registry_client import MANIFEST_TYPES, RegistryClient
-from fuzzball_plugins.images.sif import HEADER, parse_header, primary_partition
+from fuzzball_plugins.images.sif import (
+    HEADER,
+    file_reader,
+    image_config,
+    parse_header,
+    primary_partition,
+)
 
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
 SIF_CONFIG = "application/vnd.sylabs.sif.config.v1+json"
@@ -46,10 +54,9 @@ class OrasBackend(RegistryImageBackend):
         sif_layer = _sif_layer(document, reference)
         # The SIF header names the architecture: read just its first 128 bytes, so a
         # foreign image fails at submission rather than after a long download.
-        header = parse_header(
-            client.get_blob_range(str(sif_layer["digest"]), 0, HEADER.size),
-            what=f"SIF image in {reference}",
-        )
+        digest = str(sif_layer["digest"])
+        what = f"SIF image in {reference}"
+        header = parse_header(client.get_blob_range(digest, 0, HEADER.size), what=what)
         platform = f"linux/{header.architecture}"
         if not platform_matches(platform, self.settings.platform):
             raise InvalidArgument(
@@ -61,10 +68,23 @@ class OrasBackend(RegistryImageBackend):
             size=int(sif_layer["size"]),
             platform=platform,
             annotations={"media-type": SIF_LAYER},
+            config=image_config(
+                lambda offset, length: client.get_blob_range(digest, offset, length),
+                int(sif_layer["size"]),
+                what=what,
+            ),
         )
 
     def _blobs_to_fetch(self, manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
         return [_sif_layer(manifest, "the artifact")]
+
+    def _image_config(
+        self, client: RegistryClient, manifest: Mapping[str, Any], blobs: Sequence[Path]
+    ) -> ImageConfig:
+        (sif_path,) = blobs
+        return image_config(
+            file_reader(sif_path), sif_path.stat().st_size, what=f"SIF image {sif_path.name}"
+        )
 
     def _convert(self, blobs: Sequence[Path], scratch: Path, out_path: Path) -> None:
         from fuzzball_runtime.erofs import build_from_dir

@@ -1,9 +1,11 @@
 """What the registry-based backends share: settings, clients, the node caches and progress.
 
-A subclass decides which manifest a URI resolves to and how downloaded blobs become an EROFS
-file; this base class pins the digest, looks the EROFS cache up first (a second use of an
-image costs a lookup, not a pull), serialises concurrent pulls of one image with a lock per
-manifest digest, downloads and verifies blobs, and reports progress.
+A subclass decides which manifest a URI resolves to, how downloaded blobs become an EROFS
+file and where the image's config is; this base class pins the digest, looks the EROFS cache
+up first (a second use of an image costs a lookup, not a pull), serialises concurrent pulls
+of one image with a lock per manifest digest, downloads and verifies blobs, keeps the config
+beside the EROFS file (written before the file appears, so a cached file without one was
+converted before configs were kept), and reports progress.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import shutil
 import sys
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage, image_config_path
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_plugins.images.blob_store import BlobStore, digest_file_name, digest_lock
 from fuzzball_plugins.images.reference import ImageReference, parse_reference
@@ -31,6 +34,14 @@ Progress = Callable[[str, int, int], None]
 
 def _no_progress(step: str, done: int, total: int) -> None:
     """Progress sink used when the caller passes none."""
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    """An image's verified blobs in the node's blob store, and its config."""
+
+    blobs: list[Path]
+    config: ImageConfig
 
 
 class RegistryImageBackend(ImageBackend):
@@ -50,6 +61,12 @@ class RegistryImageBackend(ImageBackend):
     @abstractmethod
     def _blobs_to_fetch(self, manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
         """The descriptors (``digest``, ``size``) of the blobs the conversion needs."""
+
+    @abstractmethod
+    def _image_config(
+        self, client: RegistryClient, manifest: Mapping[str, Any], blobs: Sequence[Path]
+    ) -> ImageConfig:
+        """The image's config, read from the registry (``client``) or the ``blobs``."""
 
     @abstractmethod
     def _convert(self, blobs: Sequence[Path], scratch: Path, out_path: Path) -> None:
@@ -111,12 +128,16 @@ class RegistryImageBackend(ImageBackend):
         with digest_lock(BlobStore(cache_dir).lock_dir, image.digest):
             cached = cache.get(image.digest)  # another thread or process built it meanwhile
             if cached is None:
-                blobs = self.download(image, cache_dir, credentials=credentials, progress=report)
+                pulled = self.download(image, cache_dir, credentials=credentials, progress=report)
                 report("convert", 0, 1)
                 cached = cache.path_for(image.digest)
                 scratch = cache_dir / "scratch" / f"{digest_file_name(image.digest)}.{os.getpid()}"
+                pulled.config.write_beside(cached)
                 try:
-                    self._convert(blobs, scratch, cached)
+                    self._convert(pulled.blobs, scratch, cached)
+                except BaseException:
+                    image_config_path(cached).unlink(missing_ok=True)
+                    raise
                 finally:
                     shutil.rmtree(scratch, ignore_errors=True)
                 report("convert", 1, 1)
@@ -131,8 +152,9 @@ class RegistryImageBackend(ImageBackend):
         *,
         credentials: Mapping[str, str] | None = None,
         progress: Progress | None = None,
-    ) -> list[Path]:
-        """Download and verify the blobs ``image`` is made of into ``cache_dir``'s blob store.
+    ) -> Downloaded:
+        """Download and verify the blobs ``image`` is made of into ``cache_dir``'s blob store,
+        and read its config.
 
         Blobs already present are not fetched again; a blob another thread or process is
         downloading is waited for rather than downloaded twice.
@@ -144,10 +166,12 @@ class RegistryImageBackend(ImageBackend):
             report("resolve", 0, 1)
             manifest = client.get_manifest(image.digest)
             report("resolve", 1, 1)
-            return [
+            document = self._checked(manifest)
+            blobs = [
                 self._ensure_blob(client, store, descriptor, report)
-                for descriptor in self._blobs_to_fetch(self._checked(manifest))
+                for descriptor in self._blobs_to_fetch(document)
             ]
+            return Downloaded(blobs, self._image_config(client, document, blobs))
 
     # -- helpers ---------------------------------------------------------------------------
 

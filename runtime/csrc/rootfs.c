@@ -97,6 +97,15 @@ static int populate(int rootfd, const struct fbrt_spec *spec, struct fbrt_error 
         rc = fbrt_write_in_root(rootfd, "/etc", "resolv.conf", spec->resolv, e);
     if (rc == 0)
         rc = setup_binds(rootfd, spec, e);
+    /* The working directory exists, as Docker makes it: an image's WorkingDir need not be in
+     * its tree. Made by root (0755) after the binds, so that one inside a bind lands there. */
+    if (rc == 0 && spec->cwd) {
+        int fd = fbrt_open_in_root(rootfd, spec->cwd, 1, e);
+        if (fd < 0)
+            rc = fd;
+        else
+            close(fd);
+    }
     return rc;
 }
 

@@ -36,7 +36,7 @@ def test_downloaded_blobs_match_their_digests(
     backend = DockerBackend(CONFIG)
     image = backend.resolve(_push(own_registry, "tests/plain", layers))
 
-    paths = backend.download(image, cache_dir)
+    paths = backend.download(image, cache_dir).blobs
 
     assert [p.read_bytes() for p in paths] == [item.blob for item in layers]
     assert not list(cache_dir.rglob("*.partial"))
@@ -90,7 +90,7 @@ def test_interrupted_download_resumes_with_a_range_request(
             own_registry.kill()
             threading.Timer(0.5, own_registry.start).start()
 
-    (path,) = backend.download(image, cache_dir, progress=cut_the_registry_once)
+    (path,) = backend.download(image, cache_dir, progress=cut_the_registry_once).blobs
 
     assert hashlib.sha256(path.read_bytes()).hexdigest() == big.digest.split(":")[1]
     # The cut request never completed, so only the resumed one is in the access log.
@@ -114,7 +114,7 @@ def test_concurrent_pulls_of_one_image_download_each_blob_once(
     def pull() -> None:
         backend = DockerBackend(CONFIG)
         start.wait()
-        results.append(backend.download(image, cache_dir))
+        results.append(backend.download(image, cache_dir).blobs)
 
     threads = [threading.Thread(target=pull) for _ in range(2)]
     for thread in threads:

@@ -82,7 +82,7 @@ def test_downloaded_sif_partition_unpacks_with_unsquashfs(
     own_registry: RegistryServer, tmp_path: Path, cache_dir: Path
 ) -> None:
     image = BACKEND.resolve(_push_sif(own_registry, tmp_path, "amd64", "amd64"))
-    (sif,) = BACKEND.download(image, cache_dir)
+    (sif,) = BACKEND.download(image, cache_dir).blobs
     partition = primary_partition(sif)
 
     out = tmp_path / "unpacked"

@@ -2,14 +2,18 @@
 of a multinode job or service.
 
 All three pull the step's image, fetch its volume ingress and start one container built by
-:meth:`ContainerJobDriver.container_spec`; a service is also probed for readiness, and a
-multinode part serves PMI to its ranks and starts them through the rank launcher.
+:meth:`ContainerJobDriver.container_spec` from the job and the image's config (kept beside
+the cached image; see :mod:`fuzzball_core.substrate.drivers.steps` for how each part
+applies); a service is also probed for readiness, and a multinode part serves PMI to its
+ranks and starts them through the rank launcher.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.spec.models import Job, Probe, Service
 from fuzzball_core.spec.resources import job_resources
@@ -23,11 +27,15 @@ from fuzzball_core.substrate.drivers.base import (
 )
 from fuzzball_core.substrate.drivers.containers import ContainerDriver
 from fuzzball_core.substrate.drivers.steps import (
+    NO_CONFIG,
     container_hostname,
+    cpu_limits,
     file_binds,
     job_command,
+    job_cwd,
     job_environment,
     prepare_devices,
+    readable_file,
     script_bind,
     volume_binds,
 )
@@ -36,6 +44,9 @@ from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.pmi import Fence, PmiService
 from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
+from fuzzball_runtime.users import Identity, image_identity
+
+log = logging.getLogger("fuzzball.substrate")
 
 #: where the launcher of a node's several ranks is bound in a multinode job's container
 RANKS_DIR = "/.fuzzball-ranks"
@@ -79,7 +90,8 @@ class ContainerJobDriver(ContainerDriver):
             if self.stopping is not None:
                 return self.outcome_without_start()
         try:
-            spec = self.container_spec(image, await self.rank_environment())
+            config = self.image_config(image)
+            spec = self.container_spec(image, await self.rank_environment(), config)
         except Exception as exc:
             return RunOutcome(
                 message=f"the job's container could not be prepared: {error_text(exc)}"
@@ -94,6 +106,22 @@ class ContainerJobDriver(ContainerDriver):
         """Variables the ranks of a multinode part need (none for one node)."""
         return {}
 
+    def image_config(self, image: Path) -> ImageConfig:
+        """The config kept beside the cached ``image``; an empty one, said in the log, for an
+        image that has none (converted before configs were kept, or from a source that
+        carries none, such as the object cache)."""
+        config = ImageConfig.read_beside(image)
+        if config is None:
+            log.info(
+                "run %s: image %s (%s) has no config kept beside it; it runs with an empty"
+                " config (no Env, Entrypoint, Cmd, WorkingDir or User)",
+                self.request.run_id,
+                self.job.image.uri,
+                image.name,
+            )
+            return NO_CONFIG
+        return config
+
     def hostname(self) -> str:
         """The container's hostname."""
         return container_hostname(self.request)
@@ -102,45 +130,62 @@ class ContainerJobDriver(ContainerDriver):
         """The container's argv for the step's ``command`` (the same here); may add binds."""
         return command
 
-    def container_spec(self, image: Path, extra_env: dict[str, str]) -> ContainerSpec:
-        """The step's container: environment, volumes, script, files, devices, limits."""
+    def container_spec(
+        self, image: Path, extra_env: dict[str, str], config: ImageConfig = NO_CONFIG
+    ) -> ContainerSpec:
+        """The step's container: the job and its image's ``config`` (environment, command,
+        working directory, user), volumes, script, files, devices, limits."""
         request, job = self.request, self.job
         hostname = self.hostname()
-        env = job_environment(request, hostname)
+        user = self.identity(image, config)
+        env = job_environment(request, hostname, config)
+        if config.user and "HOME" not in env:
+            env["HOME"] = user.home  # as runc sets it for the image's user
         env.update(extra_env)
-        binds = volume_binds(self.node, self.claims, request)
+        binds = volume_binds(self.node, self.claims, request, user)
         script_path = None
         if job.script is not None:
             bind, script_path = script_bind(self.claims, job.script)
             binds.append(bind)
         binds.extend(file_binds(self.claims, job.files or {}))
-        command = job_command(job, script_path)
+        command = job_command(job, script_path, config)
         if not command:
-            raise FuzzballError("the job has neither command nor script")
+            raise FuzzballError(
+                "the job has neither command nor script and its image sets no Entrypoint or Cmd"
+            )
         command = self.launch_command(command, binds)
         resources = job_resources(job)
         preparation = prepare_devices(self.node, self.claims, request, dict(resources.devices))
         env.update(preparation.env)
         binds.extend(Bind(src, dst) for src, dst in preparation.binds)
-        declared_cpu = job.resource is not None and job.resource.cpu is not None
+        cpus, cpuset = cpu_limits(request, resources.cores)
         return ContainerSpec(
             image=image,
             command=command,
             env=env,
-            cwd=str(job.cwd or "/"),
+            cwd=job_cwd(job, config),
             hostname=hostname,
+            uid=user.uid,
+            gid=user.gid,
+            groups=list(user.groups),
             binds=binds,
             devices=list(preparation.device_paths),
             memory=resources.memory or None,
-            # Cores are a CPU quota only when the job asks for them: a job without a
-            # resource section runs unthrottled, and without a per-job cgroup to create.
-            cpus=float(resources.cores) if declared_cpu else None,
+            cpus=cpus,
+            cpuset=cpuset,
             stdin=DEVNULL,
             stdout=PIPE,
             stderr=PIPE,
             metering=self.node.metering,
             state_dir=self.node.state_dir,
         )
+
+    def identity(self, image: Path, config: ImageConfig) -> Identity:
+        """Who the command runs as: the image's ``User`` resolved in the image itself (root
+        when it names none), until the submitting user's identity decides."""
+        if not config.user:
+            return Identity(0, 0)
+        return image_identity(image, config.user, self.node.state_dir)
 
 
 class ServiceDriver(ContainerJobDriver):
@@ -189,8 +234,7 @@ class MultinodePartDriver(ContainerJobDriver):
         """Several ranks on this node start through the rank launcher (bound read-only)."""
         if self.ranks.procs_per_node <= 1:
             return command
-        launcher = self.claims.directory("ranks") / "launch"
-        launcher.write_text(LAUNCHER_SCRIPT)
+        launcher = readable_file(self.claims.directory("ranks") / "launch", LAUNCHER_SCRIPT)
         binds.append(Bind(str(launcher.parent), RANKS_DIR, readonly=True))
         first, count = self.ranks.first_rank, self.ranks.procs_per_node
         return ["/bin/sh", f"{RANKS_DIR}/launch", str(first), str(count), *command]

@@ -1,22 +1,37 @@
 """The steps drivers share while preparing a run's container: the run's claims on the node
 (its directory, its workflow's volumes, its devices), the job's volumes, files and script,
-the device plugins' preparation, and the container's hostname, command and environment.
-(Volume ingress is :func:`fuzzball_core.substrate.ingress.fetch_ingress`.)
+the device plugins' preparation, and the container's hostname, command, environment,
+working directory and user. (Volume ingress is
+:func:`fuzzball_core.substrate.ingress.fetch_ingress`.)
+
+The image's config applies as Docker and Podman apply it (``docker run IMAGE ARGS``): its
+``Env`` under the job's ``env``; its ``Entrypoint`` before the job's ``command``, which
+replaces only its ``Cmd``; ``Entrypoint`` + ``Cmd`` when the job gives neither ``command``
+nor ``script``; a ``script`` runs as ``/bin/sh SCRIPT ARGS`` with neither (as ``apptainer
+exec`` ignores the runscript: the script is the whole command); its ``WorkingDir`` unless
+the job sets ``cwd``; and its ``User``, resolved in the image's own /etc/passwd and
+/etc/group, until the submitting user's identity decides.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
 from pathlib import Path
 
+from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.hookspecs import ContainerPreparation, Device
 from fuzzball_core.spec.models import Job, Service
 from fuzzball_core.substrate.drivers.base import NodeServices, RunRequest
 from fuzzball_core.substrate.ranks import RankLayout
 from fuzzball_runtime import Bind
 from fuzzball_runtime.spec import DEFAULT_PATH
+from fuzzball_runtime.users import Identity
+
+#: an image that says nothing about running it
+NO_CONFIG = ImageConfig()
 
 #: Where a job's script appears inside its container (read-only).
 SCRIPT_DIR = "/.fuzzball"
@@ -72,22 +87,40 @@ class RunClaims:
             self._volumes = False
 
 
-def volume_binds(node: NodeServices, claims: RunClaims, request: RunRequest) -> list[Bind]:
-    """The job's ``mounts``: each workflow volume's directory bound at its path."""
+def volume_binds(
+    node: NodeServices, claims: RunClaims, request: RunRequest, user: Identity | None = None
+) -> list[Bind]:
+    """The job's ``mounts``: each workflow volume's directory bound at its path.
+
+    A job running as a user other than root gets volumes it can write to: their directory
+    becomes writable by all, with the sticky bit (as /tmp), since the jobs of a workflow
+    sharing a volume may run as different users of their images."""
     job = request.job
     if job is None or not job.mounts:
         return []
     claims.claim_volumes()
-    return [
-        Bind(str(node.volumes.volume_dir(request.workflow_id, mount.volume)), str(path))
-        for path, mount in job.mounts.items()
-    ]
+    binds = []
+    for path, mount in job.mounts.items():
+        directory = node.volumes.volume_dir(request.workflow_id, mount.volume)
+        if user is not None and user.uid != 0:
+            os.chmod(directory, 0o1777)
+        binds.append(Bind(str(directory), str(path)))
+    return binds
+
+
+def readable_file(path: Path, content: str) -> Path:
+    """Write ``content`` to ``path`` readable by every user (whoever the job runs as reads
+    it through a bind, which skips the host directories above it)."""
+    path.write_text(content)
+    path.chmod(0o644)
+    path.parent.chmod(0o755)
+    return path
 
 
 def script_bind(claims: RunClaims, script: str) -> tuple[Bind, str]:
     """The job's script in a read-only directory, and its path inside the container."""
     script_dir = claims.directory("script")
-    (script_dir / "script").write_text(script)
+    readable_file(script_dir / "script", script)
     return Bind(str(script_dir), SCRIPT_DIR, readonly=True), f"{SCRIPT_DIR}/script"
 
 
@@ -100,8 +133,7 @@ def file_binds(claims: RunClaims, files: dict[str, str]) -> list[Bind]:
     files_dir = claims.directory("files")
     binds = []
     for index, (path, content) in enumerate(sorted(files.items())):
-        copy = files_dir / str(index)
-        copy.write_text(content)
+        copy = readable_file(files_dir / str(index), content)
         binds.append(Bind(str(copy), path))
     return binds
 
@@ -129,19 +161,31 @@ def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> 
     return base[: 63 - len(suffix)].rstrip("-") + suffix
 
 
-def job_command(job: Job | Service, script_path: str | None) -> list[str]:
-    """The argv: the script run by /bin/sh, or the command, followed by ``args``."""
+def job_command(
+    job: Job | Service, script_path: str | None, image: ImageConfig = NO_CONFIG
+) -> list[str]:
+    """The argv, followed by the job's ``args``: the script run by /bin/sh; else the image's
+    ``Entrypoint`` then the job's ``command`` or, without one, the image's ``Cmd``. Empty
+    when nothing names a command."""
     args = list(job.args or [])
     if script_path is not None:
         return ["/bin/sh", script_path, *args]
-    return [*(job.command or []), *args]
+    entrypoint = list(image.entrypoint or ())
+    if job.command:
+        return [*entrypoint, *job.command, *args]
+    if not image.runs_something:
+        return []  # args alone name no command
+    return [*entrypoint, *(image.cmd or ()), *args]
 
 
-def job_environment(request: RunRequest, hostname: str) -> dict[str, str]:
-    """The container's environment: defaults, the job's ``env``, then the ``FB_*`` variables."""
+def job_environment(
+    request: RunRequest, hostname: str, image: ImageConfig = NO_CONFIG
+) -> dict[str, str]:
+    """The container's environment: defaults, the image's ``Env``, the job's ``env``, then
+    the ``FB_*`` variables (each later one wins)."""
     assert request.job is not None, "an image stage's run has no job environment"
     env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
-    for entry in request.job.env or ():
+    for entry in [*image.env, *(request.job.env or ())]:
         name, _, value = str(entry).partition("=")
         env[name] = value
     env["FB_WORKFLOW_ID"] = request.workflow_id
@@ -149,3 +193,28 @@ def job_environment(request: RunRequest, hostname: str) -> dict[str, str]:
     if request.task_id is not None:
         env["FB_TASK_ID"] = str(request.task_id)
     return env
+
+
+def job_cwd(job: Job | Service, image: ImageConfig = NO_CONFIG) -> str:
+    """The working directory: the job's ``cwd``, else the image's ``WorkingDir`` (taken from
+    the root when it is relative, as Docker does), else /."""
+    if job.cwd:
+        return str(job.cwd)
+    return "/" + image.working_dir.lstrip("/") if image.working_dir else "/"
+
+
+def cpu_limits(request: RunRequest, cores: int) -> tuple[float | None, str | None]:
+    """The container's CPU quota (in cores) and cpuset (a CPU list such as ``0-3``).
+
+    A pinned run (Orchestrate named this node's CPUs for it) gets those CPUs as its cpuset and
+    no quota: the cores are its own. An exclusive job owns the node and is not throttled.
+    Otherwise cores are a quota only when the job asks for them: a job without
+    ``resource.cpu`` runs unthrottled, without a per-job cgroup to create.
+    """
+    job = request.job
+    resource = job.resource if job is not None else None
+    if request.cpuset:
+        return None, request.cpuset
+    if resource is None or resource.exclusive or resource.cpu is None:
+        return None, None
+    return float(cores), None

@@ -1,0 +1,137 @@
+"""Who a container's command runs as: an image's ``User`` resolved in the image's own
+/etc/passwd and /etc/group, the way runc (and so Docker and Podman) resolves it.
+
+``NAME`` or ``UID`` takes the uid, primary gid and home of the passwd entry (a ``UID`` with
+no entry runs as that uid with gid 0), plus, as supplementary groups, every group in
+/etc/group that lists the user's name. ``USER:GROUP`` (each a name or a number) takes the
+group from /etc/group instead and no supplementary groups. A name that is not in the files
+is an error; a missing file counts as empty. The files are read inside the mounted image
+(symlinks resolved within it), never the host's.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuzzball_core.errors import InvalidArgument
+
+from .layers import resolve_in_root
+from .spec import DEFAULT_STATE_DIR
+from .state import StateDir
+
+#: the most bytes of /etc/passwd or /etc/group read
+MAX_FILE_BYTES = 4 << 20
+_MAX_SYMLINKS = 40
+_MAX_ID = 2**32 - 2
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The ids a command runs with, and the home directory its passwd entry names."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+    home: str = "/"
+
+
+def read_in_root(root: Path, path: str) -> str | None:
+    """The text of ``path`` inside ``root``, every symlink resolved within ``root``; None
+    when there is no such file."""
+    current = path
+    for _ in range(_MAX_SYMLINKS):
+        resolved = resolve_in_root(root, current)
+        if not resolved.is_symlink():
+            try:
+                with resolved.open("rb") as f:
+                    return f.read(MAX_FILE_BYTES).decode("utf-8", "replace")
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+        target = os.readlink(resolved)
+        # a relative target is relative to the link's directory, inside the root
+        parent = resolved.parent.relative_to(root)
+        current = target if target.startswith("/") else f"/{parent}/{target}"
+    raise InvalidArgument(f"{path} in the image: too many levels of symbolic links")
+
+
+def _numeric(text: str) -> int | None:
+    if not text.isdigit():
+        return None
+    value = int(text)
+    if value > _MAX_ID:
+        raise InvalidArgument(f"image user: id {text} is out of range")
+    return value
+
+
+def _entries(text: str | None, fields: int) -> list[list[str]]:
+    """The colon-separated lines of a passwd or group file, padded to ``fields``."""
+    rows = []
+    for line in (text or "").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split(":")
+        rows.append(parts + [""] * (fields - len(parts)))
+    return rows
+
+
+def resolve_user(root: Path, user: str) -> Identity:
+    """Resolve ``user`` (``NAME``, ``UID``, ``NAME:GROUP``, ``UID:GID``; empty is root)
+    against the passwd and group files of the image mounted at ``root``.
+
+    Raises ``InvalidArgument`` naming the user or group that the image does not know.
+    """
+    if not user:
+        return Identity(0, 0, (), "/root")
+    user_part, _, group_part = user.partition(":")
+    if not user_part:
+        raise InvalidArgument(f"image user {user!r}: no user before the ':'")
+    wanted_uid = _numeric(user_part)
+    identity = Identity(uid=wanted_uid or 0, gid=0)
+    name = ""
+    for row in _entries(read_in_root(root, "/etc/passwd"), 7):
+        entry_uid = _numeric(row[2])
+        if (row[0] == user_part) if wanted_uid is None else (entry_uid == wanted_uid):
+            name = row[0]
+            identity = Identity(entry_uid or 0, _numeric(row[3]) or 0, (), row[5] or "/")
+            break
+    else:
+        if wanted_uid is None:
+            raise InvalidArgument(
+                f"image user {user_part!r}: no such user in the image's /etc/passwd"
+            )
+    if not group_part and not name:
+        return identity
+    groups = _entries(read_in_root(root, "/etc/group"), 4)
+    if group_part:
+        wanted_gid = _numeric(group_part)
+        for row in groups:
+            # a number names a gid, anything else a group name (as runc reads it)
+            if (row[0] == group_part) if wanted_gid is None else (_numeric(row[2]) == wanted_gid):
+                return Identity(identity.uid, _numeric(row[2]) or 0, (), identity.home)
+        if wanted_gid is None:
+            raise InvalidArgument(
+                f"image group {group_part!r}: no such group in the image's /etc/group"
+            )
+        return Identity(identity.uid, wanted_gid, (), identity.home)
+    members = tuple(
+        _numeric(row[2]) or 0 for row in groups if name in row[3].split(",") and row[2].isdigit()
+    )
+    return Identity(identity.uid, identity.gid, members, identity.home)
+
+
+def image_identity(
+    image: str | os.PathLike[str], user: str, state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR
+) -> Identity:
+    """Resolve ``user`` in the EROFS image file ``image``: its shared mount under
+    ``state_dir`` is used (taken for the lookup, so a mount containers hold is reused and a
+    fresh one goes again afterwards)."""
+    state = StateDir(state_dir).ensure()
+    holder = f"user-lookup-{uuid.uuid4().hex[:12]}"
+    key, root = state.acquire_image(image, holder)
+    try:
+        return resolve_user(root, user)
+    finally:
+        state.release_image(key, holder)
