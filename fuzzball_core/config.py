@@ -103,6 +103,12 @@ class SubstrateConfig(_Section):
     dev_root: Path = Path("/dev")
     #: count each job's network traffic (eBPF on the job's cgroup; costs a few ms per job)
     metering: bool = True
+    #: where other nodes and the jobs reach this node (the workflows' services on it resolve
+    #: to it); empty: the address this node reaches Orchestrate from
+    address: str = ""
+    #: the private subnet of this node's isolated jobs (``network.isolated``); None: the
+    #: runtime's default. Agents sharing one network namespace need one each.
+    job_subnet: str | None = None
 
 
 class SchedulerConfig(_Section):

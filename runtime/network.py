@@ -22,6 +22,7 @@ agents on one machine (two state directories) never touch each other's.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno as errno_codes
 import fcntl
@@ -29,9 +30,11 @@ import ipaddress
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pyroute2 import IPRoute, netns
 from pyroute2.netlink.exceptions import NetlinkError
@@ -48,6 +51,8 @@ DEFAULT_SUBNET = "10.213.0.0/24"
 JOB_INTERFACE = "eth0"
 NETNS_DIR = Path("/run/netns")
 PROTOCOLS = ("tcp", "udp")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,18 @@ def _nft_json(*command: str) -> list[dict[str, object]]:
     return list(json.loads(result.stdout).get("nftables", []))
 
 
+def _netlink(work: Callable[[], T]) -> T:
+    """Run ``work`` where no event loop runs: pyroute2's synchronous API drives an event loop
+    of its own, which cannot run in the thread of a running one (the agent sweeps from its
+    loop). A new thread shares the caller's network namespace."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return work()
+    with ThreadPoolExecutor(1, thread_name_prefix="netlink") as pool:
+        return pool.submit(work).result()
+
+
 class Attachment:
     """One job's place on the node's network while its container is being started."""
 
@@ -153,6 +170,9 @@ class NodeNetwork:
 
         Raises :class:`PortInUse` when another job on this node exposes one of its ports,
         and :class:`NetworkError` naming the step that failed; what was set up is undone."""
+        return _netlink(lambda: self._attach(container_id, wanted))
+
+    def _attach(self, container_id: str, wanted: IsolatedNetwork) -> Attachment:
         with self._lock():
             self._ensure_node()
             self._check_ports(wanted)
@@ -172,6 +192,9 @@ class NodeNetwork:
         """Free what the job ``container_id`` held: its exposed ports, its address and its
         namespace's name if it still has one; the node's bridge and table go with the last
         job. Idempotent."""
+        _netlink(lambda: self._detach(container_id))
+
+    def _detach(self, container_id: str) -> None:
         with self._lock():
             _remove_netns(self.netns_prefix + container_id)
             for address, owner in self._allocated().items():
@@ -186,6 +209,9 @@ class NodeNetwork:
         """Free the addresses, exposed ports and namespaces of containers not in ``live``
         (their agent died); remove the bridge and table when nothing is left. Returns what
         was freed, in words."""
+        return _netlink(lambda: self._sweep(live))
+
+    def _sweep(self, live: set[str]) -> list[str]:
         freed: list[str] = []
         with self._lock():
             for name in self._leftover_namespaces(live):

@@ -112,6 +112,9 @@ class EngineContext:
         self.dirty: set[str] = set()
         self.node_names: dict[str, str] = {}
         self.device_plugin_failed: dict[str, bool] = {}
+        #: where each node is reached (as it registered it): the workflows' services resolve
+        #: to their node's address (:mod:`fuzzball_core.orchestrate.name_resolution`)
+        self.node_addresses: dict[str, str] = {}
         #: why each waiting run was not placed in the last pass, by run key
         self.diagnoses: Mapping[str, Diagnosis] = {}
         self.told = Told()

@@ -210,6 +210,7 @@ class Engine:
         annotations: dict[str, str],
         *,
         device_plugin_failed: bool = False,
+        address: str = "",
     ) -> str:
         """Record a node (new, or returning under the same name); return its id."""
         return self._change(
@@ -220,6 +221,7 @@ class Engine:
                 capacity,
                 annotations,
                 device_plugin_failed=device_plugin_failed,
+                address=address,
             )
         )
 

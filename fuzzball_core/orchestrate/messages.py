@@ -22,6 +22,8 @@ class Assign:
     timeout_seconds: float
     node_ids: tuple[str, ...]
     volume_ingress_json: str
+    #: the workflow's services placed now: (name, their node's address)
+    hosts: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                 capacity,
                 dict(request.annotations),
                 device_plugin_failed=request.device_plugin_failed,
+                address=request.address,
             )
         except FuzzballError as exc:
             await context.abort(exc.grpc_code, exc.message)

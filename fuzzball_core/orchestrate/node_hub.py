@@ -29,6 +29,7 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
                 timeout_seconds=message.timeout_seconds,
                 node_ids=list(message.node_ids),
                 volume_ingress_json=message.volume_ingress_json,
+                hosts=dict(message.hosts),
             )
         )
     if isinstance(message, Cancel):

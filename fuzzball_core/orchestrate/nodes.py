@@ -33,6 +33,7 @@ def register(
     annotations: dict[str, str],
     *,
     device_plugin_failed: bool = False,
+    address: str = "",
 ) -> str:
     """Record a node (new, or returning under the same name); return its id."""
     node = tx.session.scalars(select(Node).where(Node.name == name)).first()
@@ -49,6 +50,7 @@ def register(
     node.lease_expires_at = tx.now + ctx.lease_seconds
     ctx.node_names[node.id] = name
     ctx.device_plugin_failed[node.id] = device_plugin_failed
+    ctx.node_addresses[node.id] = address
     tx.session.flush()
     refresh(ctx, tx, node)
     events.record(
@@ -316,6 +318,7 @@ def remove(ctx: EngineContext, tx: Transaction, node_ref: str) -> None:
     events.record(tx, EventKind.NODE_REMOVED, f"node {node.name} was removed", node_id=node.id)
     tx.session.delete(node)
     ctx.node_names.pop(node.id, None)
+    ctx.node_addresses.pop(node.id, None)
 
 
 def hold_of(row: NodeHold) -> Hold:

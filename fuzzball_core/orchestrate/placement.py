@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from fuzzball_core.orchestrate import events, multinode
+from fuzzball_core.orchestrate import events, multinode, name_resolution
 from fuzzball_core.orchestrate.context import EngineContext, PendingRun
 from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
@@ -172,6 +172,7 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
         timeout_seconds=timeout_seconds(definition) or 0.0,
         node_ids=tuple(run.node_ids),
         volume_ingress_json=ctx.plans.ingress(workflow, stage.name),
+        hosts=name_resolution.service_hosts(ctx, tx, run.workflow_id),
     )
     multinode.assigned(ctx, run)
     tx.send(run.node_ids, assignment)

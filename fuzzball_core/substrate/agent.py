@@ -57,10 +57,12 @@ from fuzzball_core.substrate.drivers import (
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.metrics import MetricsServer, Sample, hook_samples
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
+from fuzzball_core.substrate.network import NodeNetwork, node_address
 from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.probes import wait_until_ready
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
+from fuzzball_runtime.network import DEFAULT_SUBNET
 
 log = logging.getLogger("fuzzball.substrate")
 
@@ -189,6 +191,10 @@ class Agent:
             pull_pool=ThreadPoolExecutor(4, thread_name_prefix="image-pull"),
             metering=settings.metering,
             mount_holds=ImageMountHolds(self.work_dir / "runtime"),
+            network=NodeNetwork(
+                address=node_address(settings.address, settings.orchestrate_address),
+                job_subnet=settings.job_subnet or DEFAULT_SUBNET,
+            ),
         )
         self.node_id = ""
         self.lease_seconds = config.orchestrate.node_lease
@@ -340,6 +346,7 @@ class Agent:
                 annotations=identity.annotations,
                 device_plugin_failed=identity.device_plugin_failed,
                 version=__version__,
+                address=self.services.network.address,
             ),
             metadata=self._metadata,
         )

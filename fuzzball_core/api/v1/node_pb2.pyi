@@ -24,7 +24,7 @@ class Resources(_message.Message):
     def __init__(self, cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version")
+    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version", "address")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,12 +37,14 @@ class RegisterRequest(_message.Message):
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_PLUGIN_FAILED_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     name: str
     capacity: Resources
     annotations: _containers.ScalarMap[str, str]
     device_plugin_failed: bool
     version: str
-    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
+    address: str
+    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("node_id", "lease_seconds")
@@ -148,7 +150,14 @@ class NodeMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json")
+    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json", "hosts")
+    class HostsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +167,7 @@ class Assignment(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     VOLUME_INGRESS_JSON_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     workflow_id: str
     stage_name: str
@@ -167,7 +177,8 @@ class Assignment(_message.Message):
     timeout_seconds: float
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     volume_ingress_json: str
-    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ...) -> None: ...
+    hosts: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ..., hosts: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("run_id", "reason")

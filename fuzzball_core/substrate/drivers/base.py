@@ -29,6 +29,7 @@ from fuzzball_core.spec.models import Job, Probe, Service
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
+from fuzzball_core.substrate.network import NodeNetwork
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 
 #: Payload kinds of image stages' runs (the ``kind`` of their ``job_json``), as Orchestrate's
@@ -65,6 +66,8 @@ class RunRequest:
     node_ids: list[str] = field(default_factory=list)
     #: what to fetch into the mounted volumes first: {volume: [{source, destination}]}
     volume_ingress: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    #: the workflow's services placed when the run was assigned: name -> their node's address
+    hosts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
@@ -83,6 +86,7 @@ class RunRequest:
             timeout_seconds=assignment.timeout_seconds or None,
             node_ids=list(assignment.node_ids),
             volume_ingress=json.loads(assignment.volume_ingress_json or "{}"),
+            hosts=dict(assignment.hosts),
         )
 
     @property
@@ -139,6 +143,8 @@ class NodeServices:
     metering: bool = True
     #: keeps recently used image mounts between jobs (None: every job mounts its own)
     mount_holds: ImageMountHolds | None = None
+    #: the node's address and its isolated jobs' subnet
+    network: NodeNetwork = field(default_factory=NodeNetwork)
 
 
 class TaskDriver(ABC):

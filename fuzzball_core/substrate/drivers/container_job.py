@@ -178,6 +178,8 @@ class ContainerJobDriver(ContainerDriver):
             stderr=PIPE,
             metering=self.node.metering,
             state_dir=self.node.state_dir,
+            isolated=self.node.network.isolation(job),
+            extra_hosts=self.node.network.hosts(request.hosts),
         )
 
     def identity(self, image: Path, config: ImageConfig) -> Identity:

@@ -1,0 +1,84 @@
+"""Jobs' networks on this node: which network a job's container gets, which names it
+resolves, and the address this node is reached at.
+
+* A job with ``network.isolated: true`` gets its own network namespace on this node's bridge
+  (:class:`fuzzball_runtime.network.IsolatedNetwork`): an address of the node's job subnet
+  (``substrate.job-subnet``), NAT out, and its ``expose-tcp``/``expose-udp`` ports forwarded
+  from the node's. Every other job, and every service, keeps the node's network (Fuzzball's
+  default), where the ports it listens on are the node's.
+* A job reaches the workflow's services by name: Orchestrate sends, with each assignment,
+  the services placed at that moment and their nodes' addresses
+  (:mod:`fuzzball_core.orchestrate.name_resolution`), written into the container's
+  ``/etc/hosts``.
+* The node's address (``substrate.address``, else the local address of this node's route to
+  Orchestrate) is registered with Orchestrate for that purpose.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fuzzball_core.spec.models import Job, Service
+from fuzzball_runtime.network import DEFAULT_SUBNET, IsolatedNetwork
+
+_LABEL_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def node_address(configured: str, orchestrate_address: str) -> str:
+    """Where this node is reached: ``configured`` when set, else the local address of the
+    route to Orchestrate (a UDP socket is connected, which sends nothing); empty when
+    Orchestrate's address does not resolve."""
+    if configured:
+        return configured
+    host, _, port = orchestrate_address.rpartition(":")
+    host = host.removeprefix("dns:///").strip("[]")
+    try:
+        family, _, _, _, destination = socket.getaddrinfo(
+            host, int(port) if port.isdigit() else 1, type=socket.SOCK_DGRAM
+        )[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect(destination)
+            return str(probe.getsockname()[0])
+    except (OSError, IndexError, ValueError):
+        return ""
+
+
+def host_names(name: str) -> list[str]:
+    """The names a service answers to in /etc/hosts: its own and, when that is not one, the
+    DNS label made of it (lower case, other characters as ``-``)."""
+    label = _LABEL_UNSAFE.sub("-", name.lower()).strip("-")
+    return [name] if label in ("", name) else [name, label]
+
+
+@dataclass(frozen=True)
+class NodeNetwork:
+    """This node's network settings, shared by every run."""
+
+    #: where this node is reached (see :func:`node_address`); empty: unknown
+    address: str = ""
+    #: the subnet of this node's isolated jobs
+    job_subnet: str = DEFAULT_SUBNET
+
+    def isolation(self, step: Job | Service) -> IsolatedNetwork | None:
+        """The isolated network ``step`` asks for, or None for the node's network."""
+        network = step.network if isinstance(step, Job) else None
+        if network is None or not network.isolated:
+            return None
+        return IsolatedNetwork(
+            subnet=self.job_subnet,
+            expose_tcp=tuple(network.expose_tcp or ()),
+            expose_udp=tuple(network.expose_udp or ()),
+        )
+
+    @staticmethod
+    def hosts(services: Mapping[str, str]) -> dict[str, str]:
+        """The container's extra /etc/hosts entries (name -> address) for the workflow's
+        services placed when the run was assigned."""
+        return {
+            alias: address
+            for name, address in sorted(services.items())
+            for alias in host_names(name)
+        }
