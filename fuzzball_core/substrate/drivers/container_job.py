@@ -47,6 +47,8 @@ from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
 from fuzzball_runtime.users import Identity, image_identity
 
 log = logging.getLogger("fuzzball.substrate")
+#: who a job runs as when its image names no user
+ROOT = Identity(0, 0)
 
 #: where the launcher of a node's several ranks is bound in a multinode job's container
 RANKS_DIR = "/.fuzzball-ranks"
@@ -91,7 +93,11 @@ class ContainerJobDriver(ContainerDriver):
                 return self.outcome_without_start()
         try:
             config = self.image_config(image)
-            spec = self.container_spec(image, await self.rank_environment(), config)
+            # resolving the user mounts the image: off the event loop
+            user = await self.loop.run_in_executor(
+                self.node.start_pool, self.identity, image, config
+            )
+            spec = self.container_spec(image, await self.rank_environment(), config, user)
         except Exception as exc:
             return RunOutcome(
                 message=f"the job's container could not be prepared: {error_text(exc)}"
@@ -131,13 +137,17 @@ class ContainerJobDriver(ContainerDriver):
         return command
 
     def container_spec(
-        self, image: Path, extra_env: dict[str, str], config: ImageConfig = NO_CONFIG
+        self,
+        image: Path,
+        extra_env: dict[str, str],
+        config: ImageConfig = NO_CONFIG,
+        user: Identity = ROOT,
     ) -> ContainerSpec:
         """The step's container: the job and its image's ``config`` (environment, command,
-        working directory, user), volumes, script, files, devices, limits."""
+        working directory) run as ``user`` (:meth:`identity`), volumes, script, files,
+        devices, limits."""
         request, job = self.request, self.job
         hostname = self.hostname()
-        user = self.identity(image, config)
         env = job_environment(request, hostname, config)
         if config.user and "HOME" not in env:
             env["HOME"] = user.home  # as runc sets it for the image's user
@@ -186,7 +196,7 @@ class ContainerJobDriver(ContainerDriver):
         """Who the command runs as: the image's ``User`` resolved in the image itself (root
         when it names none), until the submitting user's identity decides."""
         if not config.user:
-            return Identity(0, 0)
+            return ROOT
         return image_identity(image, config.user, self.node.state_dir)
 
 
