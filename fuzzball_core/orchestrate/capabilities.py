@@ -3,13 +3,16 @@
 The specification accepts every field Fuzzball defines; some need parts this cluster does
 not have yet. Those are refused at submission, naming the field, rather than accepted and
 ignored (a job would otherwise start without its input, or its ranks never wire up).
+:func:`refused_fields` gathers every such refusal for one stage of the plan; the fields
+accepted with a warning instead are in ``fuzzball_core.spec.fields`` (both listed in
+``docs/fields.md``).
 """
 
 from __future__ import annotations
 
 from fuzzball_core.drivers import ImageConfig
-from fuzzball_core.spec import Job, Service
-from fuzzball_core.spec.models import Volume
+from fuzzball_core.spec import Job, Service, Stage, StageKind
+from fuzzball_core.spec.models import ImageBuild, URIRef, Volume
 
 #: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
 #: the PMI-1 service each node runs; ``generic`` (and no implementation) gets the same
@@ -46,8 +49,10 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
             problems.append(
                 (f"{at}.source.uri", "only http:// and https:// sources can be fetched here yet")
             )
-        if source.secret or source.secrets or source.decryption_secret:
-            problems.append((f"{at}.source.secret", "secrets are not supported here yet"))
+        problems.extend(
+            (f"{at}.source.{field}", "secrets are not supported here yet")
+            for field in _secret_fields(source)
+        )
         if not transfer.destination.uri.removeprefix(VOLUME_FILE_SCHEME).strip("/") or (
             not transfer.destination.uri.startswith(VOLUME_FILE_SCHEME)
         ):
@@ -98,3 +103,104 @@ def commandless(path: str, step: Job | Service, image: ImageConfig | None) -> li
             " Entrypoint or Cmd: there is nothing to run",
         )
     ]
+
+
+def _secret_fields(uri: URIRef) -> list[str]:
+    """The file's names of the secret fields ``uri`` sets."""
+    fields = {
+        "secret": uri.secret,
+        "secrets": uri.secrets,
+        "decryption-secret": uri.decryption_secret,
+    }
+    return [name for name, value in fields.items() if value]
+
+
+#: what the ``use`` of a volume this cluster can create says
+EPHEMERAL_USE = "ephemeral"
+PERSISTENT_USE = "persistent"
+_NOT_KEPT = (
+    "persistent volumes are not kept here yet (a volume lasts as long as its workflow);"
+    " use an ephemeral volume"
+)
+
+
+def unsupported_volume(path: str, volume: Volume) -> list[tuple[str, str]]:
+    """(field, why) for what ``volume`` (at ``path``) asks of storage that this cluster
+    lacks: every volume here is a directory each node makes for the workflow (ephemeral),
+    so persistent volumes, host directories and storage provisioners are refused."""
+    problems = []
+    reference = volume.reference or ""
+    if reference.startswith("volume://") and "/persistent" in reference.removeprefix("volume://"):
+        problems.append((f"{path}.reference", _NOT_KEPT))
+    if volume.type == "HOST" or volume.path is not None:
+        field = "path" if volume.path is not None else "type"
+        problems.append((f"{path}.{field}", "host volumes are not supported here"))
+    if volume.use == PERSISTENT_USE:
+        problems.append((f"{path}.use", _NOT_KEPT))
+    elif volume.use is not None and volume.use != EPHEMERAL_USE:
+        problems.append(
+            (f"{path}.use", "storage provisioners are not supported here; use: ephemeral")
+        )
+    if volume.name is not None and (volume.reference, volume.type, volume.use) == (None,) * 3:
+        # Fuzzball v4: a volume given only by name is an existing persistent volume
+        problems.append((f"{path}.name", _NOT_KEPT))
+    return problems
+
+
+def unsupported_step_fields(path: str, step: Job | Service) -> list[tuple[str, str]]:
+    """(field, why) for what ``step`` (at ``path``) asks that this cluster cannot do: an
+    image needing more than ``image.secret`` to pull, and, for services, a network of their
+    own (services serve on their node's network here), autoscaling and rendered configs."""
+    problems = list(_unsupported_image(f"{path}.image", step.image))
+    if isinstance(step, Service):
+        if step.network is not None and step.network.host is False:
+            problems.append(
+                (
+                    f"{path}.network.host",
+                    "services serve on their node's network here; a network of their own"
+                    " is not supported yet",
+                )
+            )
+        if step.autoscaler is not None:
+            problems.append(
+                (f"{path}.autoscaler", "autoscaling is not supported here yet (one instance)")
+            )
+        if step.dynamic_config is not None:
+            problems.append(
+                (f"{path}.dynamic-config", "rendered config files are not supported here yet")
+            )
+    return problems
+
+
+def _unsupported_image(path: str, image: URIRef) -> list[tuple[str, str]]:
+    problems = []
+    if image.secrets:
+        problems.append(
+            (f"{path}.secrets", "is not read here; give the registry credentials in secret")
+        )
+    if image.decryption_secret:
+        problems.append(
+            (f"{path}.decryption-secret", "encrypted images are not supported here yet")
+        )
+    return problems
+
+
+def refused_fields(stage: Stage) -> list[tuple[str, str]]:
+    """(field, why) for every part of ``stage`` this cluster cannot carry out, whichever
+    nodes it has: its storage, transfers, image, probes, network and rank launcher."""
+    definition = stage.definition
+    if stage.kind is StageKind.VOLUME:
+        return unsupported_volume(stage.id, definition) + unsupported_transfers(
+            stage.id, definition
+        )
+    if stage.kind is StageKind.IMAGE:
+        if isinstance(definition, ImageBuild):
+            return _unsupported_image(f"{stage.id}.from", definition.from_)
+        return []
+    problems = unsupported_step_fields(stage.id, definition)
+    if isinstance(definition, Service):
+        problems.extend(unsupported_probes(stage.id, definition))
+    unlaunchable = unlaunchable_ranks(definition)
+    if unlaunchable is not None:
+        problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
+    return problems

@@ -15,7 +15,7 @@ from fuzzball_core.orchestrate.capabilities import VOLUME_FILE_SCHEME
 from fuzzball_core.scheduling import JobRequest
 from fuzzball_core.spec import Job, Service
 from fuzzball_core.spec.models import Volume
-from fuzzball_core.spec.references import FILE_SCHEME
+from fuzzball_core.spec.references import step_file_contents
 from fuzzball_core.spec.resources import job_resources, timeout_seconds
 
 
@@ -59,11 +59,9 @@ def job_payload(job: Job, workflow_files: Mapping[str, str] | None = None) -> st
     """The job's definition as the JSON the node receives.
 
     The node never sees the workflow's top-level ``files``: each of the job's ``files``
-    entries (``/path: file://NAME``, checked at submission) arrives as ``/path: CONTENT``."""
+    entries (``/path: file://NAME``, checked at submission, or the content inline) arrives
+    as ``/path: CONTENT``."""
     data: dict[str, Any] = job.model_dump(mode="json", by_alias=True, exclude_none=True)
     if job.files:
-        available = workflow_files or {}
-        data["files"] = {
-            path: available[source.removeprefix(FILE_SCHEME)] for path, source in job.files.items()
-        }
+        data["files"] = step_file_contents(job.files, workflow_files)
     return json.dumps(data, separators=(",", ":"))

@@ -16,9 +16,7 @@ from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.capabilities import (
     commandless,
-    unlaunchable_ranks,
-    unsupported_probes,
-    unsupported_transfers,
+    refused_fields,
 )
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.requests import job_request
@@ -80,19 +78,14 @@ def check_commands(prepared: PreparedSubmission) -> PreparedSubmission:
 
 
 def check_feasible(ctx: EngineContext, plan: Plan) -> None:
-    """Refuse, naming the fields, what this cluster cannot carry out: transfers, probes and
-    rank launchers it lacks, and jobs no registered node could hold even when idle."""
+    """Refuse, naming the fields, what this cluster cannot carry out: what it lacks
+    (``capabilities.refused_fields``: storage, transfers, probes, rank launchers...), and
+    jobs no registered node could hold even when idle."""
     problems = []
     for stage in plan:
-        if stage.kind is StageKind.VOLUME:
-            problems.extend(unsupported_transfers(stage.id, stage.definition))
+        problems.extend(refused_fields(stage))
         if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
             continue
-        if stage.kind is StageKind.SERVICE:
-            problems.extend(unsupported_probes(stage.id, stage.definition))
-        unlaunchable = unlaunchable_ranks(stage.definition)
-        if unlaunchable is not None:
-            problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
         if not ctx.node_names:
             continue  # no node has ever registered: nothing to judge sizes against yet
         diagnosis = ctx.scheduler.check_feasible(job_request(0, stage.definition, submitted_at=0.0))

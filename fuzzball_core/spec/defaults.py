@@ -1,10 +1,14 @@
-"""Applying ``defaults.job`` to the steps of a workflow.
+"""Applying ``defaults`` to the steps of a workflow.
 
-Job values win. ``env`` merges by variable name, ``mounts`` by path, ``resource`` field by
-field (``devices`` and ``annotations`` by key). ``policy`` merges field by field except
-``retry``, which is inherited whole and only by jobs that declare neither ``retry`` nor
-``restart`` (Fuzzball 4.4). Services take ``env``, ``mounts`` and ``resource`` from the
-defaults, never ``policy``, since services have no execution policy.
+Three levels, the nearer winning: ``defaults`` itself (``env``, ``mounts``, ``resource``;
+Fuzzball v4, for jobs and services alike), then ``defaults.job`` for jobs (and its ``env``,
+``mounts`` and ``resource`` for services, as before ``defaults.service`` existed), then
+``defaults.service`` for services, then the step's own values.
+
+``env`` merges by variable name, ``mounts`` by path, ``resource`` field by field
+(``devices`` and ``annotations`` by key). ``policy`` merges field by field except ``retry``,
+which is inherited whole and only by jobs that declare neither ``retry`` nor ``restart``
+(Fuzzball 4.4). Services never take ``policy``, since services have no execution policy.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from fuzzball_core.spec.models import DefaultJob, Job, Retry, Service, Workflow
+from fuzzball_core.spec.models import DefaultJob, DefaultSteps, Job, Retry, Service, Workflow
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _Step = TypeVar("_Step", Job, Service)
@@ -69,15 +73,53 @@ def apply_defaults(step: _Step, defaults: DefaultJob | None) -> _Step:
     return step.model_copy(update=update) if update else step
 
 
+def combine_defaults(outer: DefaultSteps | None, inner: DefaultSteps | None) -> DefaultJob | None:
+    """One ``DefaultJob`` from two levels of defaults, ``inner``'s values winning (a level
+    that is not a ``DefaultJob`` brings no policy)."""
+    if outer is None and inner is None:
+        return None
+    if outer is None and isinstance(inner, DefaultJob):
+        return inner
+    levels = (outer or DefaultSteps(), inner or DefaultSteps())
+    return DefaultJob(
+        env=merge_env(levels[0].env, levels[1].env),
+        mounts={**(levels[0].mounts or {}), **(levels[1].mounts or {})} or None,
+        resource=merge_models(levels[0].resource, levels[1].resource),
+        policy=merge_models(getattr(outer, "policy", None), getattr(inner, "policy", None)),
+    )
+
+
+def _common(workflow: Workflow) -> DefaultSteps | None:
+    """``defaults``' own env, mounts and resource, or None when it sets none of them."""
+    defaults = workflow.defaults
+    if defaults is None or (defaults.env, defaults.mounts, defaults.resource) == (None,) * 3:
+        return None
+    return DefaultSteps(env=defaults.env, mounts=defaults.mounts, resource=defaults.resource)
+
+
+def job_defaults(workflow: Workflow) -> DefaultJob | None:
+    """What every job of ``workflow`` inherits."""
+    job = workflow.defaults.job if workflow.defaults else None
+    return combine_defaults(_common(workflow), job)
+
+
+def service_defaults(workflow: Workflow) -> DefaultJob | None:
+    """What every service of ``workflow`` inherits (``apply_defaults`` never gives a
+    service ``policy``)."""
+    defaults = workflow.defaults
+    service = defaults.service if defaults else None
+    return combine_defaults(job_defaults(workflow), service)
+
+
 def effective_jobs(workflow: Workflow) -> dict[str, Job]:
-    """Every job of ``workflow`` with ``defaults.job`` applied, in file order."""
-    defaults = workflow.defaults.job if workflow.defaults else None
+    """Every job of ``workflow`` with its defaults applied, in file order."""
+    defaults = job_defaults(workflow)
     return {name: apply_defaults(job, defaults) for name, job in (workflow.jobs or {}).items()}
 
 
 def effective_services(workflow: Workflow) -> dict[str, Service]:
-    """Every service of ``workflow`` with ``defaults.job`` env, mounts and resource applied."""
-    defaults = workflow.defaults.job if workflow.defaults else None
+    """Every service of ``workflow`` with its defaults' env, mounts and resource applied."""
+    defaults = service_defaults(workflow)
     return {
         name: apply_defaults(service, defaults)
         for name, service in (workflow.services or {}).items()

@@ -4,6 +4,11 @@ Field names are the file's own (``depends-on``, ``task-array``, ``cache-ttl``): 
 uses a kebab-case alias, so validation errors carry the path exactly as the user wrote it.
 Unknown fields are errors, so a misspelt ``depend-on`` is reported rather than ignored.
 
+The models take every field real Fuzzball v4 takes (its API's ``WorkflowDefinition``). What
+becomes of each one here (used, accepted with a warning that it has no effect, or refused at
+submission) is listed in ``docs/fields.md``; the warnings come from
+``fuzzball_core.spec.fields`` and the refusals from ``fuzzball_core.orchestrate.capabilities``.
+
 The models check each value on its own (types, enums, units, URI schemes, ranges). Rules that
 relate one part of a file to another (dependencies, cycles, mounts of declared volumes,
 endpoint ports) live in ``fuzzball_core.spec.references``. Messages never repeat the offending
@@ -153,7 +158,9 @@ DependencyStatus = Annotated[Literal["FINISHED", "FAILED", "RUNNING"], BeforeVal
 MultinodeImplementation = Annotated[
     Literal["openmpi", "ompi", "mpich", "gasnet", "generic"], BeforeValidator(_lower)
 ]
-EndpointProtocol = Annotated[Literal["http", "https"], BeforeValidator(_lower)]
+EndpointProtocol = Annotated[
+    Literal["http", "https", "grpc", "grpcs", "tcp", "tls"], BeforeValidator(_lower)
+]
 PortProtocol = Annotated[Literal["tcp", "udp"], BeforeValidator(_lower)]
 
 
@@ -169,24 +176,28 @@ EndpointName = Annotated[str, AfterValidator(_check_endpoint_name)]
 # --- images and data --------------------------------------------------------------------------
 
 
-class ImageRef(SpecModel):
-    """The container image a job or service runs (``image:``)."""
-
-    uri: ImageURI
-    secret: str | None = None
-    secrets: dict[str, str] | None = None
-    decryption_secret: str | None = None
-    #: Seconds a pulled image may be served from the node cache (an integer, never quoted).
-    cache_ttl: NonNegativeInt | None = None
-
-
-class TransferURI(SpecModel):
-    """One end of a volume ingress or egress transfer."""
+class URIRef(SpecModel):
+    """A resource to fetch and what it takes to fetch it (Fuzzball's ``URI``)."""
 
     uri: NonEmptyStr
     secret: str | None = None
     secrets: dict[str, str] | None = None
     decryption_secret: str | None = None
+    #: When a fetched copy is reused: once, changed, never (Fuzzball v4 ingress caching).
+    cache: Annotated[Literal["once", "changed", "never"], BeforeValidator(_lower)] | None = None
+    #: Seconds a fetched copy may be reused.
+    cache_ttl: NonNegativeInt | None = None
+
+
+class ImageRef(URIRef):
+    """The container image a job or service runs (``image:``); ``cache-ttl`` is how long a
+    pulled image may be served from the node cache."""
+
+    uri: ImageURI
+
+
+class TransferURI(URIRef):
+    """One end of a volume ingress or egress transfer."""
 
 
 class Timeout(SpecModel):
@@ -214,8 +225,9 @@ class Policy(SpecModel):
 
     timeout: Timeout | None = None
     retry: Retry | None = None
-    #: Deprecated: ``on-node-fault`` is read as ``retry: {on: [node]}``.
-    restart: Annotated[Literal["on-node-fault"], BeforeValidator(_lower)] | None = None
+    #: Deprecated: ``on-node-fault`` is read as ``retry: {on: [node]}``; ``never`` (Fuzzball
+    #: v4: never run it again) is what a step without ``retry`` gets anyway.
+    restart: Annotated[Literal["on-node-fault", "never"], BeforeValidator(_lower)] | None = None
 
     @model_validator(mode="after")
     def _retry_or_restart(self) -> Policy:
@@ -263,20 +275,32 @@ VolumeReference = Annotated[str, AfterValidator(_check_volume_reference)]
 
 
 class Volume(SpecModel):
-    """A data volume of the workflow (``volumes.NAME``)."""
+    """A data volume of the workflow (``volumes.NAME``).
+
+    v1 names its kind with ``reference`` (or the deprecated ``type``); Fuzzball v4 with
+    ``use`` (``ephemeral``, ``persistent`` or a storage provisioner), a persistent volume's
+    ``name``, or only ``size``/``annotations`` for a provisioner chosen by annotations.
+    """
 
     name: str | None = None
     reference: VolumeReference | None = None
     #: Deprecated in favour of ``reference``; accepted for old files.
     type: Annotated[Literal["EPHEMERAL", "HOST"], BeforeValidator(_upper)] | None = None
     path: str | None = None
+    use: NonEmptyStr | None = None
+    size: MemorySize | None = None
+    annotations: dict[str, str] | None = None
     ingress: list[VolumeTransfer] | None = None
     egress: list[VolumeTransfer] | None = None
 
     @model_validator(mode="after")
-    def _reference_given(self) -> Volume:
-        if self.reference is None and self.type is None:
-            raise ValueError("a volume needs a reference such as volume://user/ephemeral")
+    def _kind_given(self) -> Volume:
+        kinds = (self.reference, self.type, self.use, self.name, self.size, self.annotations)
+        if all(kind is None for kind in kinds):
+            raise ValueError(
+                "a volume needs a reference such as volume://user/ephemeral (v1) or use: "
+                "ephemeral (v4)"
+            )
         return self
 
     @property
@@ -371,7 +395,8 @@ class Dependency(SpecModel):
 
 
 class Mount(SpecModel):
-    """A volume mounted at a path (v4: ``mounts: {/data: {volume: NAME}}``)."""
+    """A volume mounted at a path (v4: ``mounts: {/data: {volume: NAME}}``; the short form
+    ``/data: NAME`` is read as this by ``fuzzball_core.spec.upgrade``)."""
 
     volume: NonEmptyStr
 
@@ -397,11 +422,14 @@ class _Step(SpecModel):
     args: list[str] | None = None
     env: list[EnvEntry] | None = None
     cwd: AbsolutePath | None = None
+    #: path in the container -> ``file://NAME`` (a top-level ``files`` entry) or the content
     files: dict[str, str] | None = None
     mounts: dict[AbsolutePath, Mount] | None = None
     resource: Resource | None = None
     multinode: Multinode | None = None
     depends_on: list[Dependency] | None = None
+    #: Fuzzball v4: may be preempted; overrides the workflow's ``preemptible``.
+    preemptible: bool | None = None
 
     @model_validator(mode="after")
     def _command_or_script(self) -> _Step:
@@ -445,6 +473,8 @@ class ServiceNetwork(SpecModel):
 
     ports: list[ServicePort] | None = None
     endpoints: list[Endpoint] | None = None
+    #: Fuzzball v4: the service serves on the node's own network.
+    host: bool | None = None
 
 
 class ExecAction(SpecModel):
@@ -515,6 +545,11 @@ class Service(_Step):
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
     scale: Scale | None = None
+    #: Fuzzball v4 autoscaling (replicas, metrics, scale-up triggers, scale-down policy).
+    autoscaler: dict[str, Any] | None = None
+    #: Fuzzball v4: a config file rendered from other services' addresses (path, services,
+    #: script).
+    dynamic_config: dict[str, Any] | None = None
     #: Accepted and ignored (with a warning): services have no execution policy.
     policy: Any = None
 
@@ -522,17 +557,30 @@ class Service(_Step):
 # --- the workflow -----------------------------------------------------------------------------
 
 
-class DefaultJob(SpecModel):
-    """``defaults.job``: merged into every job (and env, mounts, resource into services)."""
+class DefaultSteps(SpecModel):
+    """What defaults give every step they apply to: env, mounts and resource."""
 
     env: list[EnvEntry] | None = None
     mounts: dict[AbsolutePath, Mount] | None = None
     resource: Resource | None = None
+
+
+class DefaultJob(DefaultSteps):
+    """``defaults.job``: merged into every job (and env, mounts, resource into services)."""
+
     policy: Policy | None = None
 
 
-class Defaults(SpecModel):
+class DefaultService(DefaultSteps):
+    """``defaults.service`` (Fuzzball v4): merged into every service."""
+
+
+class Defaults(DefaultSteps):
+    """``defaults``: its own env, mounts and resource (Fuzzball v4) apply to jobs and
+    services alike, under ``job`` and ``service``."""
+
     job: DefaultJob | None = None
+    service: DefaultService | None = None
 
 
 class Workflow(SpecModel):
@@ -546,5 +594,7 @@ class Workflow(SpecModel):
     images: dict[Name, ImageBuild] | None = None
     jobs: dict[Name, Job] | None = None
     services: dict[Name, Service] | None = None
-    #: Internal anchor of the v3 API; accepted and ignored.
+    #: Fuzzball v4: every step may be preempted unless it says otherwise.
+    preemptible: bool | None = None
+    #: Internal anchor of the v3 API; accepted and ignored (with a warning).
     completed: Any = None

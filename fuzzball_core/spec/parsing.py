@@ -15,6 +15,7 @@ import pydantic
 
 from fuzzball_core.errors import Internal, InvalidArgument
 from fuzzball_core.spec.defaults import effective_jobs, effective_services
+from fuzzball_core.spec.fields import no_effect_warnings
 from fuzzball_core.spec.loading import load_document
 from fuzzball_core.spec.models import Job, Service, Workflow
 from fuzzball_core.spec.references import check_references
@@ -84,6 +85,9 @@ def parse_workflow(
     if errors:
         raise _invalid(source, errors)
     assert model is not None
+    warnings.extend(
+        f"{normalized.written_path(path)}: {reason}" for path, reason in no_effect_warnings(model)
+    )
     return ParsedWorkflow(model, warnings, normalized.source_version)
 
 

@@ -6,16 +6,17 @@ anything of the wrong shape is skipped here because the model reports it.
 
 Checked: at least one job or service; jobs and services do not share names; every dependency
 names a job or service, ``RUNNING`` dependencies name services, and dependencies form no
-cycle; every mount names a declared volume; every step's ``files`` entry puts a declared
-top-level file (``file://NAME``) at an absolute path; workflow-built images are not built from each
-other in a cycle; every endpoint proxies to a declared port and endpoint names are unique.
+cycle; every mount names a declared volume; every step's ``files`` entry puts at an absolute
+path either a declared top-level file (``file://NAME``) or its content written inline;
+workflow-built images are not built from each other in a cycle; every endpoint proxies to a
+declared port and endpoint names are unique.
 Warned: nameless persistent volume references, and ``policy.retry`` without ``on``.
 Cycle detection is linear in the number of steps and dependencies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 Violation = tuple[str, str]
@@ -46,7 +47,12 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
             errors.append((f"services.{name}", f"a job is also named {name}"))
 
     _check_volumes(volumes, warnings)
-    defaults = _mapping(_mapping(document.get("defaults")).get("job"))
+    all_defaults = _mapping(document.get("defaults"))
+    _check_mounts(all_defaults.get("mounts"), "defaults", volumes, errors)
+    _check_mounts(
+        _mapping(all_defaults.get("service")).get("mounts"), "defaults.service", volumes, errors
+    )
+    defaults = _mapping(all_defaults.get("job"))
     _check_mounts(defaults.get("mounts"), "defaults.job", volumes, errors)
     workflow_files = _mapping(document.get("files"))
     _check_retry(defaults.get("policy"), "defaults.job", warnings)
@@ -110,13 +116,28 @@ def _check_step_files(
         field = f"{path}.files.{location}"
         if not location.startswith("/"):
             errors.append((field, "the path in the container must be absolute"))
-        if not isinstance(source, str):
-            continue
+        if not isinstance(source, str) or not source.startswith(FILE_SCHEME):
+            continue  # the file's content, written inline
         name = source.removeprefix(FILE_SCHEME)
-        if not source.startswith(FILE_SCHEME) or not name:
+        if not name:
             errors.append((field, f"must name a top-level file as {FILE_SCHEME}NAME"))
         elif name not in workflow_files:
             errors.append((field, f"file {name} is not declared in files"))
+
+
+def step_file_contents(
+    files: Mapping[str, str] | None, workflow_files: Mapping[str, str] | None
+) -> dict[str, str]:
+    """What each of a step's ``files`` entries puts at its path: the top-level file a
+    ``file://NAME`` entry names (checked when the workflow was read), or the entry itself,
+    which is the content written inline."""
+    available = workflow_files or {}
+    return {
+        path: available[source.removeprefix(FILE_SCHEME)]
+        if source.startswith(FILE_SCHEME)
+        else source
+        for path, source in (files or {}).items()
+    }
 
 
 def _check_retry(policy: Any, path: str, warnings: list[str]) -> None:

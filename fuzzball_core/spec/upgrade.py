@@ -8,8 +8,9 @@ v1 differs from v4 in two places: ``requires: [NAME, ...]`` becomes ``depends-on
 with ``status: FINISHED``, and mounts keyed by volume (``{VOLUME: {location: PATH}}``) are
 re-keyed by path (``{PATH: {volume: VOLUME}}``), in jobs, services and ``defaults.job``.
 Reading rules for both versions: ``policy.restart: on-node-fault`` is read as
-``policy.retry: {on: [node]}`` with a deprecation warning, and ``policy`` on a service is
-dropped with a warning.
+``policy.retry: {on: [node]}`` with a deprecation warning, ``policy`` on a service is
+dropped with a warning, and a mount given in Fuzzball v4's short form, the volume's name
+alone (``/data: data``), is read as ``/data: {volume: data}``.
 
 The functions here never trust the document's shape: anything malformed is left in place
 for the typed model to report, so every error is reported once, at its path.
@@ -70,12 +71,18 @@ def normalize_document(document: Any) -> NormalizedDocument:
     doc["version"] = "v4"
     upgrading = version == "v1"
     defaults = doc.get("defaults")
-    if isinstance(defaults, dict) and isinstance(defaults.get("job"), dict):
-        job_defaults = dict(defaults["job"])
-        doc["defaults"] = {**defaults, "job": job_defaults}
-        if upgrading:
-            _rekey_mounts(job_defaults, "defaults.job", result)
-        _read_restart(job_defaults, "defaults.job", result)
+    if isinstance(defaults, dict):
+        doc["defaults"] = defaults = dict(defaults)
+        _read_short_mounts(defaults, "defaults", result)
+        if isinstance(defaults.get("job"), dict):
+            defaults["job"] = job_defaults = dict(defaults["job"])
+            if upgrading:
+                _rekey_mounts(job_defaults, "defaults.job", result)
+            _read_short_mounts(job_defaults, "defaults.job", result)
+            _read_restart(job_defaults, "defaults.job", result)
+        if isinstance(defaults.get("service"), dict):
+            defaults["service"] = service_defaults = dict(defaults["service"])
+            _read_short_mounts(service_defaults, "defaults.service", result)
     for section in _STEP_SECTIONS:
         steps = doc.get(section)
         if not isinstance(steps, dict):
@@ -88,6 +95,7 @@ def normalize_document(document: Any) -> NormalizedDocument:
             path = f"{section}.{name}"
             if upgrading:
                 _rekey_mounts(step, path, result)
+            _read_short_mounts(step, path, result)
             _read_requires(step, path, result, upgrading)
             if section == "services":
                 if "policy" in step:
@@ -126,6 +134,20 @@ def _rekey_mounts(step: dict[str, Any], path: str, result: NormalizedDocument) -
         result.path_aliases[f"{path}.mounts.{location}.volume"] = written
         result.path_aliases[f"{path}.mounts.{location}"] = written
     step["mounts"] = rekeyed
+
+
+def _read_short_mounts(holder: dict[str, Any], path: str, result: NormalizedDocument) -> None:
+    """v4's short form ``{PATH: VOLUME}`` -> ``{PATH: {volume: VOLUME}}``."""
+    mounts = holder.get("mounts")
+    if not isinstance(mounts, dict) or not any(isinstance(m, str) for m in mounts.values()):
+        return
+    holder["mounts"] = {
+        location: {"volume": mount} if isinstance(mount, str) else mount
+        for location, mount in mounts.items()
+    }
+    for location, mount in mounts.items():
+        if isinstance(mount, str):  # errors about the volume point at what the user wrote
+            result.path_aliases[f"{path}.mounts.{location}.volume"] = f"{path}.mounts.{location}"
 
 
 def _read_requires(

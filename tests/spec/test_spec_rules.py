@@ -8,6 +8,7 @@ import pytest
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec import ParsedWorkflow, field_violations, parse_workflow
+from fuzzball_core.spec.references import step_file_contents
 
 Parse = Callable[[str], ParsedWorkflow]
 Violations = Callable[[str], list[tuple[str, str]]]
@@ -167,8 +168,15 @@ def test_endpoint_protocols_http_and_https_are_accepted(parse: Parse, protocol: 
     parse(service(ENDPOINT.format(name="web", protocol=protocol)))
 
 
-@pytest.mark.parametrize("protocol", ["grpc", "tcp", "tls"])
-def test_endpoint_protocols_other_than_http_and_https_are_rejected(
+@pytest.mark.parametrize("protocol", ["grpc", "grpcs", "tcp", "tls"])
+def test_endpoint_protocols_fuzzball_v4_names_are_accepted(parse: Parse, protocol: str) -> None:
+    parsed = parse(service(ENDPOINT.format(name="web", protocol=protocol)))
+    endpoint = parsed.model.services["s"].network.endpoints[0]
+    assert endpoint.protocol == protocol
+
+
+@pytest.mark.parametrize("protocol", ["ftp", "udp"])
+def test_endpoint_protocols_fuzzball_does_not_name_are_rejected(
     paths: Paths, protocol: str
 ) -> None:
     found = paths(service(ENDPOINT.format(name="web", protocol=protocol)))
@@ -351,8 +359,20 @@ def test_step_files_naming_an_undeclared_file_are_rejected(violations: Violation
     assert found == [("jobs.a.files./etc/app.conf", "file ghost is not declared in files")]
 
 
-def test_step_files_must_use_the_file_scheme(violations: Violations) -> None:
-    found = violations(one_job("    files: {/etc/app.conf: 'conf'}\n", head=FILES_HEAD))
+def test_step_files_written_inline_are_accepted_as_the_content(parse: Parse) -> None:
+    parsed = parse(one_job("    files: {/etc/app.conf: 'y=2'}\n", head=FILES_HEAD))
+    assert parsed.model.jobs["a"].files == {"/etc/app.conf": "y=2"}
+
+
+def test_step_files_hold_the_named_file_or_the_inline_content(parse: Parse) -> None:
+    text = one_job("    files: {/etc/a.conf: 'file://conf', /etc/b.conf: 'y=2'}\n", head=FILES_HEAD)
+    parsed = parse(text)
+    contents = step_file_contents(parsed.model.jobs["a"].files, parsed.model.files)
+    assert contents == {"/etc/a.conf": "x=1", "/etc/b.conf": "y=2"}
+
+
+def test_step_files_naming_no_file_after_the_scheme_are_rejected(violations: Violations) -> None:
+    found = violations(one_job("    files: {/etc/app.conf: 'file://'}\n", head=FILES_HEAD))
     assert found == [("jobs.a.files./etc/app.conf", "must name a top-level file as file://NAME")]
 
 

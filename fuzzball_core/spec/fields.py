@@ -1,0 +1,174 @@
+"""Fields real Fuzzball takes that have no effect on this cluster: accepted, with a warning.
+
+A workflow written for Fuzzball v4 must run here unchanged wherever it can, so every field the
+real server takes is read (``fuzzball_core.spec.models``). Each one is then either used,
+accepted with a warning saying it has no effect here (the rules below), or refused at
+submission with the reason (``fuzzball_core.orchestrate.capabilities``), never dropped in
+silence. ``docs/fields.md`` publishes this list; ``tests/spec/test_spec_fields.py`` holds every
+field of Fuzzball's ``WorkflowDefinition`` to one of the three.
+
+A rule names its fields with a pattern over the v4 model: segments are the file's field names,
+``*`` stands for any key of a mapping (a job's name, a volume's name) and ``NAME[]`` for every
+item of the list ``NAME``. Rules are checked on the typed model, so ``preemptible: "true"``
+and ``preemptible: yes`` are both true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from fuzzball_core.spec.models import Workflow
+
+#: Segments of a concrete field path: field names, mapping keys and list indexes.
+Where = tuple[str | int, ...]
+
+
+def _always(value: Any, where: Where) -> bool:
+    return True
+
+
+def _true(value: Any, where: Where) -> bool:
+    return value is True
+
+
+def _not_the_key(value: Any, where: Where) -> bool:
+    # ``jobs.a.name: a`` says what the key already says; only another name is ignored
+    return value != where[-2]
+
+
+@dataclass(frozen=True)
+class NoEffect:
+    """Fields accepted with a warning: where (a pattern), why, and for which values."""
+
+    pattern: str
+    #: What the warning says after the field's path.
+    reason: str
+    #: Whether a value found at the pattern is warned about (some values are what this
+    #: cluster does anyway, such as ``persist: false``).
+    applies: Callable[[Any, Where], bool] = _always
+
+
+_PREEMPT = "has no effect here; this cluster never preempts work"
+_NAME = "ignored; the key names it"
+_IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled image is reused"
+_BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
+_INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source every time"
+_DESTINATION_SECRET = "has no effect here; the destination is a file inside the volume"
+
+#: Every field accepted with a warning that it has no effect here.
+NO_EFFECT: tuple[NoEffect, ...] = (
+    NoEffect("preemptible", _PREEMPT, _true),
+    NoEffect("jobs.*.preemptible", _PREEMPT, _true),
+    NoEffect("services.*.preemptible", _PREEMPT, _true),
+    NoEffect("completed", "ignored; an internal anchor of Fuzzball's API, not for workflows"),
+    NoEffect("jobs.*.name", _NAME, _not_the_key),
+    NoEffect("services.*.name", _NAME, _not_the_key),
+    NoEffect("jobs.*.image.cache", _IMAGE_CACHE),
+    NoEffect("services.*.image.cache", _IMAGE_CACHE),
+    NoEffect("images.*.from.cache", _BASE_CACHE),
+    NoEffect("images.*.from.cache-ttl", _BASE_CACHE),
+    NoEffect("volumes.*.size", "has no effect here; volumes are directories on a node's disk"),
+    NoEffect(
+        "volumes.*.annotations",
+        "has no effect here; this cluster has no storage provisioners to choose from",
+    ),
+    NoEffect("volumes.*.ingress[].source.cache", _INGRESS_CACHE),
+    NoEffect("volumes.*.ingress[].source.cache-ttl", _INGRESS_CACHE),
+    NoEffect("volumes.*.ingress[].destination.secret", _DESTINATION_SECRET),
+    NoEffect("volumes.*.ingress[].destination.secrets", _DESTINATION_SECRET),
+    NoEffect("volumes.*.ingress[].destination.decryption-secret", _DESTINATION_SECRET),
+    NoEffect("volumes.*.ingress[].destination.cache", _DESTINATION_SECRET),
+    NoEffect("volumes.*.ingress[].destination.cache-ttl", _DESTINATION_SECRET),
+    NoEffect(
+        "volumes.*.ingress[].policy",
+        "has no effect here; an ingress file is fetched once, without a timeout or retries",
+    ),
+    NoEffect(
+        "services.*.persist",
+        "has no effect here; a service stops once every job of its workflow has ended",
+        _true,
+    ),
+    NoEffect("services.*.scale", "has no effect here; a service runs as one instance"),
+    NoEffect(
+        "services.*.network.endpoints",
+        "have no effect here yet (no endpoint proxy); reach the service at its node's"
+        " address and port",
+    ),
+    NoEffect(
+        "services.*.readiness-probe.failure-threshold",
+        "has no effect here; a readiness probe is tried until it passes",
+    ),
+)
+
+
+def no_effect_warnings(workflow: Workflow) -> list[tuple[str, str]]:
+    """(field path, reason) for each field of ``workflow`` that has no effect here."""
+    found = []
+    for rule in NO_EFFECT:
+        for where, value in find(workflow, rule.pattern):
+            if value is not None and rule.applies(value, where):
+                found.append((path_text(where), rule.reason))
+    return found
+
+
+def find(model: BaseModel, pattern: str) -> Iterator[tuple[Where, Any]]:
+    """Every (concrete path, value) of ``model`` that ``pattern`` names and that is set."""
+    yield from _find(model, (), _segments(pattern))
+
+
+def path_text(where: Where) -> str:
+    """``("jobs", "a", "mounts")`` as ``jobs.a.mounts``; list indexes as ``[0]``."""
+    text = ""
+    for part in where:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+@cache
+def _segments(pattern: str) -> tuple[tuple[str, bool], ...]:
+    """A pattern as (name, each item of a list) pairs."""
+    return tuple(
+        (segment.removesuffix("[]"), segment.endswith("[]")) for segment in pattern.split(".")
+    )
+
+
+@cache
+def _attribute_names(model: type[BaseModel]) -> dict[str, str]:
+    """The file's field names of ``model`` -> its attribute names."""
+    return {(info.alias or name): name for name, info in model.model_fields.items()}
+
+
+def _find(
+    value: Any, where: Where, segments: tuple[tuple[str, bool], ...]
+) -> Iterator[tuple[Where, Any]]:
+    if value is None:
+        return
+    if not segments:
+        yield where, value
+        return
+    (name, each), rest = segments[0], segments[1:]
+    if name == "*":
+        if isinstance(value, dict):
+            for key, item in value.items():
+                yield from _find(item, (*where, key), rest)
+        return
+    if isinstance(value, BaseModel):
+        attribute = _attribute_names(type(value)).get(name)
+        child = getattr(value, attribute) if attribute is not None else None
+    elif isinstance(value, dict):
+        child = value.get(name)
+    else:
+        return
+    if not each:
+        yield from _find(child, (*where, name), rest)
+    elif isinstance(child, list):
+        for index, item in enumerate(child):
+            yield from _find(item, (*where, name, index), rest)
