@@ -214,6 +214,18 @@ class CpuCore:
             _require_count(cpu, f"core {self.id} threads")
         object.__setattr__(self, "threads", threads)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The core as plain JSON values (how Orchestrate stores a node's topology)."""
+        return {"id": self.id, "socket": self.socket, "numa": self.numa, "threads": [*self.threads]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CpuCore:
+        """The core :meth:`to_dict` wrote; InvalidArgument when a value is missing or wrong."""
+        try:
+            return cls(data["id"], data["socket"], data["numa"], tuple(data["threads"]))
+        except (KeyError, TypeError):
+            raise InvalidArgument(f"not a CPU core: {data!r}") from None
+
 
 @dataclass(frozen=True)
 class CpuPinning:

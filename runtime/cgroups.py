@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from .errors import RuntimeFailure
 from .native import check, ffi, lib, new_error
 
 V1_CONTROLLERS = ("memory", "cpu", "cpuset", "pids")
@@ -48,6 +49,19 @@ def detect_layout() -> CgroupLayout:
                     if controller in V1_CONTROLLERS:
                         v1[controller] = Path(target)
     return CgroupLayout(unified, v1)
+
+
+def supports_cpusets(layout: CgroupLayout) -> bool:
+    """Whether jobs can be given cpusets here: the v1 ``cpuset`` controller is mounted, or the
+    v2 root offers ``cpuset`` to its children (a delegated tree may not)."""
+    if layout.v1:
+        return "cpuset" in layout.v1
+    if layout.unified is None:
+        return False
+    try:
+        return "cpuset" in _read(layout.unified, "cgroup.controllers").split()
+    except RuntimeFailure:
+        return False
 
 
 def _write(directory: Path, name: str, value: str) -> None:

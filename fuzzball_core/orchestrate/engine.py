@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -39,6 +39,7 @@ from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import (
+    CpuCore,
     Diagnosis,
     Hold,
     HoldEffect,
@@ -211,6 +212,7 @@ class Engine:
         *,
         device_plugin_failed: bool = False,
         address: str = "",
+        cpu_topology: Sequence[CpuCore] = (),
     ) -> str:
         """Record a node (new, or returning under the same name); return its id."""
         return self._change(
@@ -222,6 +224,7 @@ class Engine:
                 annotations,
                 device_plugin_failed=device_plugin_failed,
                 address=address,
+                cpu_topology=cpu_topology,
             )
         )
 

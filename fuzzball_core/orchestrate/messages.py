@@ -24,6 +24,8 @@ class Assign:
     volume_ingress_json: str
     #: the workflow's services placed now: (name, their node's address)
     hosts: tuple[tuple[str, str], ...] = ()
+    #: a pinned run's logical CPUs on each of its nodes: (node id, CPU list such as "0-3")
+    cpus: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
-from fuzzball_core.scheduling import Resources
+from fuzzball_core.scheduling import CpuCore, Resources
 
 
 class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
@@ -53,6 +53,10 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                 dict(request.annotations),
                 device_plugin_failed=request.device_plugin_failed,
                 address=request.address,
+                cpu_topology=[
+                    CpuCore(core.id, core.socket, core.numa, tuple(core.threads))
+                    for core in request.cpu_cores
+                ],
             )
         except FuzzballError as exc:
             await context.abort(exc.grpc_code, exc.message)

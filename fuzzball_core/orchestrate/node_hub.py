@@ -30,6 +30,7 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
                 node_ids=list(message.node_ids),
                 volume_ingress_json=message.volume_ingress_json,
                 hosts=dict(message.hosts),
+                cpus=dict(message.cpus),
             )
         )
     if isinstance(message, Cancel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,7 +20,7 @@ from fuzzball_core.orchestrate.messages import Cancel, Shutdown
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
 from fuzzball_core.orchestrate.states import ASSIGNED, DEPROVISIONED, LIVE_RUN, OFFLINE, READY
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
-from fuzzball_core.scheduling import Hold, HoldEffect, HoldSource, NodeInfo, Resources
+from fuzzball_core.scheduling import CpuCore, Hold, HoldEffect, HoldSource, NodeInfo, Resources
 from fuzzball_core.store.models import Node, NodeHold, Run, Stage
 from fuzzball_core.vocabulary import EventKind, Status
 
@@ -34,6 +34,7 @@ def register(
     *,
     device_plugin_failed: bool = False,
     address: str = "",
+    cpu_topology: Sequence[CpuCore] = (),
 ) -> str:
     """Record a node (new, or returning under the same name); return its id."""
     node = tx.session.scalars(select(Node).where(Node.name == name)).first()
@@ -46,6 +47,7 @@ def register(
     node.memory = capacity.memory
     node.devices = dict(capacity.devices)
     node.annotations = dict(annotations)
+    node.cpu_topology = [core.to_dict() for core in cpu_topology] or None
     node.last_seen = tx.now
     node.lease_expires_at = tx.now + ctx.lease_seconds
     ctx.node_names[node.id] = name
@@ -343,4 +345,5 @@ def node_info(
         holds=tuple(hold_of(h) for h in holds),
         ready=ready,
         device_plugin_failed=device_plugin_failed,
+        cpu_topology=tuple(CpuCore.from_dict(core) for core in node.cpu_topology or ()),
     )

@@ -15,7 +15,7 @@ from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, transition
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
-from fuzzball_core.scheduling import Diagnosis, JobRequest
+from fuzzball_core.scheduling import Diagnosis, JobRequest, format_cpu_list
 from fuzzball_core.store.models import Run, Stage, Workflow
 from fuzzball_core.vocabulary import EventKind, Status
 
@@ -102,6 +102,7 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
             ctx.scheduler.release(placement.job_id)
             continue
         run.node_ids = list(placement.node_ids)
+        run.cpus = {node: list(cpus) for node, cpus in placement.cpus.items()} or None
         stage = tx.session.get(Stage, run.stage_id)
         transition(
             tx,
@@ -173,6 +174,7 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
         node_ids=tuple(run.node_ids),
         volume_ingress_json=ctx.plans.ingress(workflow, stage.name),
         hosts=name_resolution.service_hosts(ctx, tx, run.workflow_id),
+        cpus=tuple((node, format_cpu_list(cpus)) for node, cpus in (run.cpus or {}).items()),
     )
     multinode.assigned(ctx, run)
     tx.send(run.node_ids, assignment)

@@ -56,7 +56,9 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 placement.wait_for_placement(ctx, workflow, stage, run, run.created_at)
             else:
                 request = placement.request_for(ctx, workflow, stage, run, run.created_at)
-                ctx.scheduler.allocate(request, run.node_ids, started_at=run.started_at)
+                ctx.scheduler.allocate(
+                    request, run.node_ids, started_at=run.started_at, cpus=run.cpus
+                )
         ctx.dispatched.update(session.scalars(select(Run.stage_id).distinct()))
         active = session.scalars(
             select(Workflow.id).where(Workflow.status.in_((Status.PENDING, Status.STARTED)))

@@ -16,7 +16,7 @@ from fuzzball_core.scheduling import JobRequest
 from fuzzball_core.spec import Job, Service
 from fuzzball_core.spec.models import Volume
 from fuzzball_core.spec.references import step_file_contents
-from fuzzball_core.spec.resources import job_resources, timeout_seconds
+from fuzzball_core.spec.resources import cpu_pinning, host_ports, job_resources, timeout_seconds
 
 
 def run_key(run_id: int) -> str:
@@ -24,8 +24,8 @@ def run_key(run_id: int) -> str:
     return f"run-{run_id}"
 
 
-def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:
-    """The scheduler's view of one run of ``job``."""
+def job_request(run_id: int, job: Job | Service, *, submitted_at: float) -> JobRequest:
+    """The scheduler's view of one run of ``job`` (a job's or a service's)."""
     resource = job.resource
     return JobRequest(
         id=run_key(run_id),
@@ -35,6 +35,8 @@ def job_request(run_id: int, job: Job, *, submitted_at: float) -> JobRequest:
         annotations=dict((resource.annotations if resource is not None else None) or {}),
         submitted_at=submitted_at,
         expected_runtime=timeout_seconds(job),
+        cpu=cpu_pinning(job),
+        host_ports=host_ports(job),
     )
 
 

@@ -90,7 +90,8 @@ def check_feasible(ctx: EngineContext, plan: Plan) -> None:
             continue  # no node has ever registered: nothing to judge sizes against yet
         diagnosis = ctx.scheduler.check_feasible(job_request(0, stage.definition, submitted_at=0.0))
         if diagnosis is not None:
-            problems.append((f"{stage.id}.resource", diagnosis.message))
+            field = f".{diagnosis.resource_field}" if diagnosis.resource_field else ""
+            problems.append((f"{stage.id}.resource{field}", diagnosis.message))
     if problems:
         raise InvalidArgument(
             "; ".join(f"{path}: {message}" for path, message in problems),

@@ -6,8 +6,8 @@ checks them against its members, so they are derived here, once, from the job's 
 
 from __future__ import annotations
 
-from fuzzball_core.scheduling import Resources
-from fuzzball_core.spec.models import Job, Service
+from fuzzball_core.scheduling import CpuAffinity, CpuPinning, Resources
+from fuzzball_core.spec.models import Job, JobNetwork, Service
 
 #: Cores a job gets when its definition names none (Fuzzball's default is one core).
 DEFAULT_CORES = 1
@@ -28,6 +28,35 @@ def job_resources(job: Job | Service) -> Resources:
                 memory *= cores
         devices = dict(resource.devices or {})
     return Resources(cores=cores, memory=memory, devices=devices)
+
+
+def cpu_pinning(job: Job | Service) -> CpuPinning | None:
+    """The CPU layout a job asks for (``resource.cpu``: ``affinity``, ``sockets``,
+    ``threads``), or None when it sets none of them and may run on any of the node's cores."""
+    resource = job.resource
+    cpu = resource.cpu if resource is not None else None
+    if cpu is None or (cpu.affinity is None and cpu.sockets is None and cpu.threads is None):
+        return None
+    return CpuPinning(
+        affinity=CpuAffinity(cpu.affinity.lower()) if cpu.affinity is not None else None,
+        sockets=cpu.sockets,
+        threads=bool(cpu.threads),
+    )
+
+
+def host_ports(job: Job | Service) -> frozenset[str]:
+    """The ports a job or service takes on its node (``tcp/8080``): a job's ``expose-tcp``
+    and ``expose-udp`` (forwarded from the node), a service's ``network.ports`` (services
+    serve on the node's network). No two of them can share a node."""
+    network = job.network
+    if network is None:
+        return frozenset()
+    if isinstance(network, JobNetwork):
+        return frozenset(
+            [f"tcp/{port}" for port in network.expose_tcp or ()]
+            + [f"udp/{port}" for port in network.expose_udp or ()]
+        )
+    return frozenset(f"{port.protocol or 'tcp'}/{port.port}" for port in network.ports or ())
 
 
 def timeout_seconds(job: Job | Service) -> float | None:

@@ -103,6 +103,8 @@ class Run(Base):
     node_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     #: nodes whose part of a multinode run already ended well (the run ends with the last)
     parts_done: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    #: the logical CPUs a pinned run holds on each of its nodes (node id -> CPU ids)
+    cpus: Mapped[dict[str, list[int]] | None] = mapped_column(JSON, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
     #: why a failed run failed, as policy.retry.on spells it: "node" or the exit code
@@ -155,6 +157,8 @@ class Node(Base):
     memory: Mapped[int] = mapped_column(BigInteger)
     devices: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
     annotations: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    #: the cores it can pin jobs to, as it registered them: [{id, socket, numa, threads}]
+    cpu_topology: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     registered_at: Mapped[float] = mapped_column(Float)
     last_seen: Mapped[float] = mapped_column(Float)
     lease_expires_at: Mapped[float] = mapped_column(Float)

@@ -44,6 +44,7 @@ from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.scheduling import CpuCore
 from fuzzball_core.spec.models import Probe
 from fuzzball_core.substrate.devices import DevicePool, discover_devices
 from fuzzball_core.substrate.drivers import (
@@ -60,6 +61,7 @@ from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.network import NodeNetwork, node_address
 from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.probes import wait_until_ready
+from fuzzball_core.substrate.topology import pinnable_cores
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
 from fuzzball_runtime.network import DEFAULT_SUBNET
@@ -96,6 +98,8 @@ class NodeIdentity:
     devices: dict[str, int]
     annotations: dict[str, str]
     device_plugin_failed: bool
+    #: the cores jobs can be pinned to (empty: none can)
+    cpu_topology: tuple[CpuCore, ...] = ()
 
 
 @dataclass
@@ -174,6 +178,7 @@ class Agent:
             devices=self.devices.capacity(),
             annotations=dict(settings.annotations),
             device_plugin_failed=plugin_failed,
+            cpu_topology=pinnable_cores(settings.cores),
         )
         threads = max(4, min(16, 4 * (os.cpu_count() or 1)))
         self.services = NodeServices(
@@ -347,6 +352,12 @@ class Agent:
                 device_plugin_failed=identity.device_plugin_failed,
                 version=__version__,
                 address=self.services.network.address,
+                cpu_cores=[
+                    node_pb2.CpuCore(
+                        id=core.id, socket=core.socket, numa=core.numa, threads=core.threads
+                    )
+                    for core in identity.cpu_topology
+                ],
             ),
             metadata=self._metadata,
         )
@@ -500,7 +511,7 @@ class Agent:
             self._send(node_pb2.NodeMessage(exited=outcome.to_message(assignment.run_id)))
             return
         try:
-            request = RunRequest.from_assignment(assignment)
+            request = RunRequest.from_assignment(assignment, self.node_id)
         except Exception as exc:
             outcome = RunOutcome(message=f"the assignment could not be read: {exc}")
             self._send(node_pb2.NodeMessage(exited=outcome.to_message(assignment.run_id)))

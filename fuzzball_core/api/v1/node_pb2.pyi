@@ -24,7 +24,7 @@ class Resources(_message.Message):
     def __init__(self, cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version", "address")
+    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version", "address", "cpu_cores")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -38,13 +38,27 @@ class RegisterRequest(_message.Message):
     DEVICE_PLUGIN_FAILED_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CPU_CORES_FIELD_NUMBER: _ClassVar[int]
     name: str
     capacity: Resources
     annotations: _containers.ScalarMap[str, str]
     device_plugin_failed: bool
     version: str
     address: str
-    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    cpu_cores: _containers.RepeatedCompositeFieldContainer[CpuCore]
+    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ..., address: _Optional[str] = ..., cpu_cores: _Optional[_Iterable[_Union[CpuCore, _Mapping]]] = ...) -> None: ...
+
+class CpuCore(_message.Message):
+    __slots__ = ("id", "socket", "numa", "threads")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SOCKET_FIELD_NUMBER: _ClassVar[int]
+    NUMA_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    socket: int
+    numa: int
+    threads: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[int] = ..., socket: _Optional[int] = ..., numa: _Optional[int] = ..., threads: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("node_id", "lease_seconds")
@@ -150,8 +164,15 @@ class NodeMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json", "hosts")
+    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json", "hosts", "cpus")
     class HostsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class CpusEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +189,7 @@ class Assignment(_message.Message):
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     VOLUME_INGRESS_JSON_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     workflow_id: str
     stage_name: str
@@ -178,7 +200,8 @@ class Assignment(_message.Message):
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     volume_ingress_json: str
     hosts: _containers.ScalarMap[str, str]
-    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ..., hosts: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    cpus: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ..., hosts: _Optional[_Mapping[str, str]] = ..., cpus: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("run_id", "reason")

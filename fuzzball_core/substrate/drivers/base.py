@@ -68,10 +68,13 @@ class RunRequest:
     volume_ingress: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     #: the workflow's services placed when the run was assigned: name -> their node's address
     hosts: dict[str, str] = field(default_factory=dict)
+    #: the logical CPUs this node's part is pinned to ("0-3"), or None when it is not pinned
+    cpuset: str | None = None
 
     @classmethod
-    def from_assignment(cls, assignment: node_pb2.Assignment) -> RunRequest:
-        """Parse an assignment; raises InvalidArgument when its job definition is unusable."""
+    def from_assignment(cls, assignment: node_pb2.Assignment, node_id: str = "") -> RunRequest:
+        """Parse an assignment as node ``node_id`` (whose cpuset it takes); raises
+        InvalidArgument when its job definition is unusable."""
         definition = json.loads(assignment.job_json)
         image_work = definition.get("kind") in (PULL, BUILD)
         return cls(
@@ -87,6 +90,7 @@ class RunRequest:
             node_ids=list(assignment.node_ids),
             volume_ingress=json.loads(assignment.volume_ingress_json or "{}"),
             hosts=dict(assignment.hosts),
+            cpuset=assignment.cpus.get(node_id) or None,
         )
 
     @property
