@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.plugins import PluginRegistry, get_registry
 from fuzzball_core.spec import ImagePull, Plan, parse_duration
@@ -102,7 +102,14 @@ class ImageStages:
         entry = self.object_cache.lookup(address) if self.object_cache is not None else None
         if entry is None:
             raise NotFound(f"the object cache holds no image {uri}")
-        return ResolvedImage(uri, entry.digest, entry.size, "")
+        config = self.object_cache.read_config(entry.digest) if self.object_cache else None
+        return ResolvedImage(
+            uri,
+            entry.digest,
+            entry.size,
+            "",
+            config=ImageConfig.from_oci(config) if config is not None else None,
+        )
 
     def _backend(self, uri: str) -> ImageBackend:
         scheme, separator, _ = uri.partition("://")

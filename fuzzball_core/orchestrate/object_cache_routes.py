@@ -5,7 +5,10 @@
 * ``GET /v3/node-objects/blobs/{digest}`` (the node token): content by digest, for
   ``fuzzball://`` images Orchestrate pinned for a job;
 * ``PUT /v3/node-objects/{scope}/{name}?owner=&definitionHash=&ttl=`` (the node token): a
-  node stores a built (or written-back) image; answers ``{"digest", "size"}``.
+  node stores a built (or written-back) image; answers ``{"digest", "size"}``;
+* ``PUT`` and ``GET /v3/node-objects/configs/{digest}`` (the node token): the image config
+  (the OCI ``config`` object, JSON) of content the cache holds, which the storing node sends
+  after the content and fetching nodes read with it (404: none was stored).
 
 Orchestrate's server adds them to the REST gateway (``build_rest_app(extra_routes=...)``);
 Federate, which holds no cache, does not.
@@ -22,6 +25,7 @@ from pathlib import Path
 from aiohttp import web
 
 from fuzzball_core.api.rest import ExtraRoutes
+from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.contract import ObjectCacheService
 from fuzzball_core.service.views import Principal
@@ -29,6 +33,8 @@ from fuzzball_core.store.object_cache import CacheAddress, ObjectCache, read_chu
 
 NODE_OBJECTS_PATH = "/v3/node-objects/"
 _CHUNK = 1 << 20
+#: the largest image config a node may store
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def object_cache_routes(service: ObjectCacheService) -> ExtraRoutes:
@@ -108,6 +114,30 @@ def add_object_cache_routes(
             )
         return web.json_response({"digest": entry.digest, "size": entry.size})
 
+    async def node_config(request: web.Request) -> web.Response:
+        digest = request.match_info["digest"]
+        config = cache(request).read_config(digest)
+        if config is None:
+            raise NotFound(f"the object cache holds no config for {digest}")
+        return web.json_response(config)
+
+    async def node_store_config(request: web.Request) -> web.Response:
+        if (request.content_length or 0) > MAX_CONFIG_BYTES:
+            raise InvalidArgument(f"an image config is at most {MAX_CONFIG_BYTES} bytes")
+        try:
+            document = await request.json()
+        except ValueError as exc:
+            raise InvalidArgument("the image config is not JSON") from exc
+        if not isinstance(document, dict):
+            raise InvalidArgument("the image config is not a JSON object")
+        # read as the nodes will read it: a malformed field is refused here, not on a node
+        config = ImageConfig.from_oci(document)
+        cache(request).store_config(request.match_info["digest"], config.as_oci())
+        return web.json_response({})
+
     app.router.add_get(f"{base}/objects/{{scope}}/{{name:.+}}", user_object)
     app.router.add_get(f"{base}/node-objects/blobs/{{digest}}", node_blob)
+    # before the store route, whose {scope}/{name} would match configs/DIGEST too
+    app.router.add_get(f"{base}/node-objects/configs/{{digest}}", node_config)
+    app.router.add_put(f"{base}/node-objects/configs/{{digest}}", node_store_config)
     app.router.add_put(f"{base}/node-objects/{{scope}}/{{name:.+}}", node_store)

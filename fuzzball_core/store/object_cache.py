@@ -4,17 +4,23 @@ Orchestrate holds it. Each entry (a :class:`CachedObject` row) names one EROFS i
 content digest; the bytes live once per digest under ``directory/blobs``. ``user`` entries
 belong to one account, ``group`` entries to the cluster's one group. An entry with a ``ttl``
 expires; an expired entry is never served and is replaced by the next write.
+
+An image's config (the OCI ``config`` object: Env, Entrypoint, Cmd, WorkingDir, User) is kept
+beside its content, by digest (``blobs/<hex>.config.json``): the node that stored the image
+sends it, the nodes that fetch the image read it back, and Orchestrate checks jobs against it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -105,6 +111,27 @@ class ObjectCache:
         if not path.exists():
             raise NotFound(f"the object cache holds no object {digest}")
         return path
+
+    def config_path(self, digest: str) -> Path:
+        """Where the config of the content with ``digest`` is kept."""
+        blob = self.blob_path(digest)
+        return blob.with_name(f"{blob.name}.config.json")
+
+    def store_config(self, digest: str, config: Mapping[str, Any]) -> None:
+        """Keep ``config`` for the content ``digest`` (NotFound when that is not held)."""
+        self.open_blob(digest)
+        path = self.config_path(digest)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        partial.write_text(json.dumps(dict(config), separators=(",", ":")))
+        os.replace(partial, path)
+
+    def read_config(self, digest: str) -> dict[str, Any] | None:
+        """The config kept for the content ``digest``; None when none was stored."""
+        try:
+            document = json.loads(self.config_path(digest).read_text())
+        except FileNotFoundError:
+            return None
+        return document if isinstance(document, dict) else None
 
     def store(
         self,

@@ -6,11 +6,16 @@ pinned to the content digest (``fuzzball://user/tools.sif@sha256:...``). A node 
 content by digest over HTTP from ``images.object-cache-url`` with the node token
 (``images.object-cache-token``) and verifies it; the content already is an EROFS file, so
 it goes into the node's EROFS cache as is, where a second use costs a lookup.
+
+The image's config travels beside the content: :meth:`ObjectCacheBackend.store` sends the
+config kept beside the stored file (a pulled image's, or a build's base's) after the
+content, and a fetch keeps the config the cache holds beside the cached file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -19,14 +24,18 @@ from typing import Any
 
 import httpx
 
-from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from fuzzball_plugins.images.blob_store import BlobStore, digest_lock
 from fuzzball_plugins.images.settings import ImageSettings
 
 #: the node API path serving object-cache content by digest
 BLOB_PATH = "/v3/node-objects/blobs/"
+#: the node API path of the configs of object-cache content, by digest
+CONFIG_PATH = "/v3/node-objects/configs/"
 _CHUNK = 1 << 20
+
+log = logging.getLogger("fuzzball.images")
 
 
 class ObjectCacheBackend(ImageBackend):
@@ -87,6 +96,7 @@ class ObjectCacheBackend(ImageBackend):
         hasher = hashlib.sha256()
         headers = self._authorization()
         try:
+            config = self._config_of(digest)
             with (
                 httpx.stream(
                     "GET", f"{self.url}{BLOB_PATH}{digest}", headers=headers, timeout=60.0
@@ -108,12 +118,51 @@ class ObjectCacheBackend(ImageBackend):
                     report(step, done, total or done)
             if f"sha256:{hasher.hexdigest()}" != digest:
                 raise InvalidArgument(f"the object cache's content for {digest} does not match")
+            if config is not None:
+                config.write_beside(target)  # before the image appears: it is read with it
             os.replace(partial, target)
         except httpx.HTTPError as exc:
             raise Unavailable(f"the object cache at {self.url} is unreachable: {exc}") from exc
         finally:
             partial.unlink(missing_ok=True)
         return target
+
+    def _config_of(self, digest: str) -> ImageConfig | None:
+        """The config the object cache keeps for ``digest``; None when it keeps none."""
+        response = httpx.get(
+            f"{self.url}{CONFIG_PATH}{digest}", headers=self._authorization(), timeout=60.0
+        )
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise Unavailable(
+                f"the object cache answered {response.status_code} for the config of {digest}"
+            )
+        return ImageConfig.from_oci(response.json())
+
+    def _store_config(self, image: Path, digest: str, timeout: float) -> None:
+        """Send the config kept beside ``image`` for the stored content ``digest``."""
+        config = ImageConfig.read_beside(image)
+        if config is None:
+            return
+        response = httpx.put(
+            f"{self.url}{CONFIG_PATH}{digest}",
+            json=config.as_oci(),
+            headers=self._authorization(),
+            timeout=timeout,
+        )
+        if response.status_code == 404:
+            # an Orchestrate from before configs were kept: the image is stored all the same
+            log.warning(
+                "the object cache at %s keeps no image configs: %s runs with an empty config",
+                self.url,
+                digest,
+            )
+        elif response.status_code != 200:
+            raise Unavailable(
+                f"the object cache refused the config of {digest} ({response.status_code}):"
+                f" {response.text[:300]}"
+            )
 
     def _authorization(self) -> dict[str, str]:
         # no header without a token: httpx refuses "Bearer " (a value ending in a space)
@@ -162,11 +211,13 @@ class ObjectCacheBackend(ImageBackend):
                 timeout=timeout,
                 headers={**self._authorization(), "Content-Length": str(total)},
             )
+            if response.status_code != 200:
+                raise Unavailable(
+                    f"the object cache refused the upload ({response.status_code}):"
+                    f" {response.text[:300]}"
+                )
+            answer = dict(response.json())
+            self._store_config(image, str(answer.get("digest") or ""), timeout)
         except httpx.HTTPError as exc:
             raise Unavailable(f"the object cache at {self.url} is unreachable: {exc}") from exc
-        if response.status_code != 200:
-            raise Unavailable(
-                f"the object cache refused the upload ({response.status_code}):"
-                f" {response.text[:300]}"
-            )
-        return dict(response.json())
+        return answer

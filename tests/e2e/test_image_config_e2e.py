@@ -200,3 +200,51 @@ def test_a_user_the_image_does_not_know_fails_the_job_naming_it(
 
     assert stage.status == "FAILED"
     assert "image user 'ghost': no such user in the image's /etc/passwd" in stage.message
+
+
+# -- images built by a workflow (the object cache) ------------------------------------------------
+
+BUILT = """
+version: v1
+images:
+  {name}:
+    from: {{uri: {base}}}
+    files: {{/opt/marker: "built\\n"}}
+    post: "true"
+jobs:
+  cfg:
+    image: {{uri: fuzzball://user/{name}}}
+{job}
+"""
+
+
+def test_a_workflow_built_image_runs_as_its_base_image_says(
+    cluster: Cluster, image: Callable[..., str]
+) -> None:
+    base = image(
+        User="app",
+        Env=["GREETING=from-base"],
+        Entrypoint=["/bin/sh", "-c"],
+        Cmd=["echo $(id -u) $GREETING; cat /opt/marker"],
+    )
+    orchestrate = cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(
+        BUILT.format(name="cfgbuilt", base=base, job="    env: [A=1]"), name="built"
+    )
+    view = orchestrate.wait_for(workflow_id, timeout=120)
+
+    assert view.status == "FINISHED", view
+    assert orchestrate.logs(workflow_id, "jobs.cfg") == "1000 from-base\nbuilt\n"
+
+
+def test_a_cached_image_with_nothing_to_run_is_refused_at_submission(
+    cluster: Cluster, image: Callable[..., str]
+) -> None:
+    build = BUILT.format(name="cfgbare", base=image(Env=["A=1"]), job="    command: [/bin/true]")
+    orchestrate = cluster.orchestrate
+    assert orchestrate.wait_for(orchestrate.start_workflow(build), timeout=120).status == "FINISHED"
+
+    with pytest.raises(InvalidArgument) as refused:
+        _run(cluster, "fuzzball://user/cfgbare", "env: [A=1]")
+
+    assert "jobs.cfg.command: neither command nor script is set" in refused.value.message

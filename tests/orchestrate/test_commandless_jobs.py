@@ -1,11 +1,18 @@
 """A job with nothing to run is refused at submission, naming its ``command`` field; only the
-pinned image's config can tell, so an image the backend could not read is left to the node."""
+pinned image's config can tell, so an image the backend could not read is left to the node.
+An object-cache image's config is the one the object cache keeps beside its content."""
 
 from __future__ import annotations
 
+import pytest
+
+from fuzzball_core.config import parse_config
 from fuzzball_core.drivers import ImageConfig
+from fuzzball_core.errors import InvalidArgument, NotFound
 from fuzzball_core.orchestrate.capabilities import commandless
+from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.spec.models import Job
+from fuzzball_core.store.object_cache import CacheAddress, ObjectCache
 
 
 def _job(**fields: object) -> Job:
@@ -33,3 +40,51 @@ def test_a_script_is_enough_whatever_the_image() -> None:
 
 def test_an_image_whose_config_is_unknown_is_left_to_the_node() -> None:
     assert commandless("jobs.a", _job(), None) == []
+
+
+# -- through submission, with images held by the object cache ------------------------------------
+
+COMMANDLESS = """
+version: v1
+jobs:
+  a:
+    image: {uri: fuzzball://user/tools}
+    env: [A=1]
+"""
+
+
+@pytest.fixture
+def cache(harness, tmp_path) -> ObjectCache:
+    """The harness with image stages on, and its object cache."""
+    config = parse_config({"data-dir": str(tmp_path / "data")})
+    return configure_images(harness.engine, harness.service, config)
+
+
+def _store(harness, cache: ObjectCache, config: ImageConfig) -> str:
+    """Put the user's ``tools`` image, with ``config``, in the object cache; its digest."""
+    entry = cache.store(CacheAddress.checked(harness.user.account_id, "user", "tools"), [b"x"])
+    cache.store_config(entry.digest, config.as_oci())
+    return entry.digest
+
+
+def test_a_cached_image_without_entrypoint_or_cmd_refuses_a_commandless_job(
+    harness, cache: ObjectCache
+) -> None:
+    _store(harness, cache, ImageConfig(env=("A=1",)))
+
+    with pytest.raises(InvalidArgument, match=r"jobs\.a\.command: neither command nor script"):
+        harness.submit(COMMANDLESS)
+
+
+def test_a_cached_image_with_a_cmd_takes_a_commandless_job(harness, cache: ObjectCache) -> None:
+    _store(harness, cache, ImageConfig(cmd=("/bin/sh",)))
+
+    assert harness.status(harness.submit(COMMANDLESS)) == "STARTED"
+
+
+def test_the_object_cache_keeps_a_config_only_for_content_it_holds(cache: ObjectCache) -> None:
+    absent = "sha256:" + "ab" * 32
+
+    with pytest.raises(NotFound):
+        cache.store_config(absent, {"Cmd": ["/bin/sh"]})
+    assert cache.read_config(absent) is None

@@ -4,13 +4,15 @@ The base image is pulled, the definition's ``files`` are written into the contai
 writable layer (a scratch directory of the run), and the ``post`` script runs as root in a
 container on the host's network. When it succeeds the layer is sealed onto the base into an
 EROFS file (:mod:`fuzzball_core.substrate.image_builds`) and stored through the storing image
-backend at the payload's ``target``.
+backend at the payload's ``target``, with its base's config (a build's ``post`` changes files,
+not how the image runs), kept beside it for the backend to store as well.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.substrate import image_builds
 from fuzzball_core.substrate.drivers.base import (
     LogSink,
@@ -92,6 +94,9 @@ class ImageBuildDriver(ContainerDriver):
         try:
             self.progress.step("convert", 0, 1)
             image_builds.seal(self._base, self.claims.run_dir / "scratch", out)
+            base_config = ImageConfig.read_beside(self._base)
+            if base_config is not None:
+                base_config.write_beside(out)
             self.progress.step("convert", 1, 1)
             store.store(self.request.definition["target"], out, progress=self.progress.step)
         except Exception as exc:
