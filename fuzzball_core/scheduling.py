@@ -191,12 +191,14 @@ class CpuAffinity(StrEnum):
     NUMA = "numa"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class CpuCore:
     """One physical core of a node, as its Substrate reports it.
 
     ``id`` numbers the node's cores from 0 (unique on the node, unlike the kernel's per-package
     ``core_id``); ``threads`` are its logical CPUs (hardware threads), the ids a cpuset names.
+    Cores are ordered (by their fields) so that topologies can be sorted like the rest of a
+    node's static profile.
     """
 
     id: int

@@ -191,3 +191,11 @@ def test_cpu_topology_must_number_its_cores_from_zero():
 def test_unknown_affinity_is_refused_naming_the_choices():
     with pytest.raises(InvalidArgument, match="one of core, socket, numa"):
         CpuPinning("board")
+
+
+def test_nodes_of_one_size_with_different_topologies_both_take_work():
+    one_socket = pinned_node("flat", topology(cores_per_numa=4))
+    two_sockets = pinned_node("split", topology(sockets=2, cores_per_numa=2))
+    scheduler = cluster(one_socket, two_sockets)
+    result = scheduler.schedule([job("a", cores=4, cpu=CORE), job("b", cores=4, cpu=CORE)], now=0)
+    assert {placed_on(result, "a"), placed_on(result, "b")} == {("flat",), ("split",)}

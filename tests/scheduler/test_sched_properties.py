@@ -2,9 +2,9 @@
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scheduler_cluster import GPU, GiB, cluster
+from scheduler_cluster import GPU, GiB, cluster, job, pinned_node, topology
 
-from fuzzball_core.scheduling import Hold, JobRequest, NodeInfo, Resources
+from fuzzball_core.scheduling import CpuAffinity, CpuPinning, Hold, JobRequest, NodeInfo, Resources
 
 HOLD = Hold("cordon", "admin", "property test")
 
@@ -113,3 +113,65 @@ def test_placements_never_over_commit_a_node_and_every_waiting_job_is_diagnosed(
         held[toggled] = not held[toggled]
         infos[toggled] = _node_info(toggled, specs[int(toggled[1:])], held[toggled])
         scheduler.upsert_node(infos[toggled])
+
+
+layout_strategy = st.tuples(
+    st.integers(1, 2),  # sockets
+    st.integers(1, 2),  # NUMA nodes per socket
+    st.integers(1, 4),  # cores per NUMA node
+    st.integers(1, 2),  # threads per core
+)
+
+pinned_job_strategy = st.tuples(
+    st.integers(1, 6),  # cores
+    st.sampled_from([None, CpuAffinity.CORE, CpuAffinity.SOCKET, CpuAffinity.NUMA]),
+    st.sampled_from([None, None, 1, 2]),  # sockets
+    st.booleans(),  # threads
+    st.sampled_from([False, False, False, True]),  # exclusive
+    st.sampled_from([frozenset(), frozenset({"tcp/80"}), frozenset({"tcp/80", "udp/53"})]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(layout_strategy, min_size=1, max_size=3), st.data())
+def test_pinned_jobs_never_share_a_core_and_a_host_port_is_held_once_per_node(layouts, data):
+    infos = {f"n{i}": pinned_node(f"n{i}", topology(*layout)) for i, layout in enumerate(layouts)}
+    scheduler = cluster(*infos.values())
+    #: job id -> (request, its nodes, its CPUs per node)
+    running: dict[str, tuple[JobRequest, tuple[str, ...], dict[str, tuple[int, ...]]]] = {}
+    serial = 0
+    for _ in range(data.draw(st.integers(1, 5), label="passes")):
+        pending = []
+        for cores, affinity, sockets, threads, exclusive, ports in data.draw(
+            st.lists(pinned_job_strategy, max_size=6), label="arrivals"
+        ):
+            serial += 1
+            pin = CpuPinning(affinity, sockets, threads) if affinity or sockets or threads else None
+            pending.append(
+                job(f"j{serial}", cores, 0, exclusive=exclusive, cpu=pin, host_ports=ports)
+            )
+        result = scheduler.schedule(pending, now=0)
+        by_id = {request.id: request for request in pending}
+        for placement in result.placements:
+            request = by_id[placement.job_id]
+            cpus = dict(placement.cpus)
+            assert set(cpus) == (set(placement.node_ids) if request.cpu else set())
+            running[request.id] = (request, placement.node_ids, cpus)
+
+        for node_id, info in infos.items():
+            on_node = [(r, c) for r, nodes, c in running.values() if node_id in nodes]
+            held = [cpu for _, cpus in on_node for cpu in cpus.get(node_id, ())]
+            assert len(held) == len(set(held)), "two pinned jobs share a logical CPU"
+            for request, cpus in on_node:
+                if request.cpu is None or request.exclusive:
+                    continue
+                given = set(cpus[node_id])
+                cores = [core for core in info.cpu_topology if given & set(core.threads)]
+                assert len(cores) == max(request.resources.cores, 1)
+            ports = [port for request, _ in on_node for port in request.host_ports]
+            assert len(ports) == len(set(ports)), "a host port is held twice on one node"
+
+        for job_id in data.draw(st.lists(st.sampled_from(sorted(running) or ["-"])), label="ends"):
+            if job_id in running:
+                scheduler.release(job_id)
+                del running[job_id]
