@@ -9,8 +9,10 @@ with ``status: FINISHED``, and mounts keyed by volume (``{VOLUME: {location: PAT
 re-keyed by path (``{PATH: {volume: VOLUME}}``), in jobs, services and ``defaults.job``.
 Reading rules for both versions: ``policy.restart: on-node-fault`` is read as
 ``policy.retry: {on: [node]}`` with a deprecation warning, ``policy`` on a service is
-dropped with a warning, and a mount given in Fuzzball v4's short form, the volume's name
-alone (``/data: data``), is read as ``/data: {volume: data}``.
+dropped with a warning, a mount given in Fuzzball v4's short form, the volume's name
+alone (``/data: data``), is read as ``/data: {volume: data}``, and the five fields Fuzzball's
+API spells in camelCase (its swagger's names: ``byCore``, ``decryptionSecret``,
+``procsPerNode``, ``exposeTcp``, ``exposeUdp``) are read as the kebab-case names files use.
 
 The functions here never trust the document's shape: anything malformed is left in place
 for the typed model to report, so every error is reported once, at its path.
@@ -18,6 +20,7 @@ for the typed model to report, so every error is reported once, at its path.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,17 @@ import yaml
 
 SUPPORTED_VERSIONS = ("v1", "v4")
 _STEP_SECTIONS = ("jobs", "services")
+#: Fields Fuzzball's API (the proto JSON names its swagger shows) spells in camelCase -> the
+#: names workflow files and this model use.
+API_SPELLINGS = {
+    "byCore": "by-core",
+    "decryptionSecret": "decryption-secret",
+    "procsPerNode": "procs-per-node",
+    "exposeTcp": "expose-tcp",
+    "exposeUdp": "expose-udp",
+}
+#: Where those fields sit under a step (and, for memory, under each level of defaults).
+_STEP_SPELLING_SPOTS = (("image",), ("resource", "memory"), ("multinode",), ("network",))
 
 
 @dataclass
@@ -74,15 +88,20 @@ def normalize_document(document: Any) -> NormalizedDocument:
     if isinstance(defaults, dict):
         doc["defaults"] = defaults = dict(defaults)
         _read_short_mounts(defaults, "defaults", result)
+        _read_api_spellings(defaults, ("resource", "memory"), "defaults", result)
         if isinstance(defaults.get("job"), dict):
             defaults["job"] = job_defaults = dict(defaults["job"])
             if upgrading:
                 _rekey_mounts(job_defaults, "defaults.job", result)
             _read_short_mounts(job_defaults, "defaults.job", result)
+            _read_api_spellings(job_defaults, ("resource", "memory"), "defaults.job", result)
             _read_restart(job_defaults, "defaults.job", result)
         if isinstance(defaults.get("service"), dict):
             defaults["service"] = service_defaults = dict(defaults["service"])
             _read_short_mounts(service_defaults, "defaults.service", result)
+            _read_api_spellings(
+                service_defaults, ("resource", "memory"), "defaults.service", result
+            )
     for section in _STEP_SECTIONS:
         steps = doc.get(section)
         if not isinstance(steps, dict):
@@ -96,6 +115,8 @@ def normalize_document(document: Any) -> NormalizedDocument:
             if upgrading:
                 _rekey_mounts(step, path, result)
             _read_short_mounts(step, path, result)
+            for spot in _STEP_SPELLING_SPOTS:
+                _read_api_spellings(step, spot, path, result)
             _read_requires(step, path, result, upgrading)
             if section == "services":
                 if "policy" in step:
@@ -105,7 +126,67 @@ def normalize_document(document: Any) -> NormalizedDocument:
                     )
             else:
                 _read_restart(step, path, result)
+    _read_uri_spellings(doc, result)
     return result
+
+
+def _read_api_spellings(
+    holder: dict[str, Any], keys: tuple[str, ...], path: str, result: NormalizedDocument
+) -> None:
+    """Rename the API's camelCase fields in the mapping at ``keys`` under ``holder`` (copied
+    on the way down, only when something is renamed)."""
+    child = holder.get(keys[0])
+    if not isinstance(child, dict):
+        return
+    at = f"{path}.{keys[0]}"
+    if len(keys) > 1:
+        inner = child.get(keys[1])
+        if isinstance(inner, dict) and any(api in inner for api in API_SPELLINGS):
+            holder[keys[0]] = child = dict(child)
+            _read_api_spellings(child, keys[1:], at, result)
+        return
+    if not any(api in child for api in API_SPELLINGS):
+        return
+    holder[keys[0]] = child = dict(child)
+    _rename_api_spellings(child, at, result)
+
+
+def _rename_api_spellings(mapping: dict[str, Any], at: str, result: NormalizedDocument) -> None:
+    for api, name in API_SPELLINGS.items():
+        if api not in mapping:
+            continue
+        value = mapping.pop(api)
+        if name in mapping:
+            result.errors.append((f"{at}.{api}", f"is {name} again; set it once"))
+            continue
+        mapping[name] = value
+        result.path_aliases[f"{at}.{name}"] = f"{at}.{api}"
+
+
+def _read_uri_spellings(doc: dict[str, Any], result: NormalizedDocument) -> None:
+    """``decryptionSecret`` in volume transfers and image builds (small sections: copied
+    whole when one needs renaming)."""
+    for section, ends in (("volumes", ("source", "destination")), ("images", ("from",))):
+        entries = doc.get(section)
+        if not isinstance(entries, dict) or "decryptionSecret" not in repr(entries):
+            continue
+        doc[section] = entries = copy.deepcopy(entries)
+        for name, entry in entries.items():
+            if not isinstance(entry, dict):
+                continue
+            places = [(f"{section}.{name}", entry)]
+            if section == "volumes":
+                places = [
+                    (f"volumes.{name}.{direction}[{index}]", transfer)
+                    for direction in ("ingress", "egress")
+                    if isinstance(entry.get(direction), list)
+                    for index, transfer in enumerate(entry[direction])
+                    if isinstance(transfer, dict)
+                ]
+            for at, place in places:
+                for end in ends:
+                    if isinstance(place.get(end), dict):
+                        _rename_api_spellings(place[end], f"{at}.{end}", result)
 
 
 def _rekey_mounts(step: dict[str, Any], path: str, result: NormalizedDocument) -> None:

@@ -35,6 +35,7 @@ from fuzzball_core.orchestrate.capabilities import refused_fields
 from fuzzball_core.spec import ParsedWorkflow, Workflow, parse_workflow, plan_workflow
 from fuzzball_core.spec.fields import NO_EFFECT
 from fuzzball_core.spec.loading import load_document
+from fuzzball_core.spec.upgrade import API_SPELLINGS
 
 SWAGGER = REPO_ROOT / ".." / "shared" / "reference" / "fuzzball-api-v3.3.swagger.json"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -543,6 +544,18 @@ def test_every_field_the_parser_reads_is_classified() -> None:
         )
 
     assert sorted(f for f in model_fields() | SHORT_FORMS if not classified(f)) == []
+
+
+def test_every_camel_case_name_of_the_swagger_is_read_as_its_file_name() -> None:
+    definitions = json.loads(SWAGGER.read_text())["definitions"]
+    camel = {
+        field
+        for name, definition in definitions.items()
+        if name.startswith("fuzzball.api.v3.WorkflowDefinition")
+        for field in definition.get("properties", {})
+        if field != field.lower()
+    }
+    assert {field: _kebab(field) for field in camel} == API_SPELLINGS
 
 
 def test_the_table_names_only_fields_fuzzball_defines_or_the_parser_reads() -> None:

@@ -71,6 +71,48 @@ def test_a_job_receives_inline_file_content_and_named_files_alike(parse: Parse) 
     assert payload["files"] == {"/etc/named.conf": "x=1", "/etc/inline.conf": "y=2"}
 
 
+# --- the API's spellings ---------------------------------------------------------------------
+
+
+def test_fields_spelled_as_fuzzballs_api_spells_them_are_read(parse: Parse) -> None:
+    text = workflow(
+        "    resource: {memory: {size: 1GiB, byCore: true}}\n"
+        "    multinode: {nodes: 2, procsPerNode: 4}\n"
+        "    network: {isolated: true, exposeTcp: [8080], exposeUdp: [53]}\n"
+        "    image: {uri: docker://alpine:3.19, decryptionSecret: secret://user/key}\n"
+    ).replace("    image: {uri: docker://alpine:3.19}\n", "", 1)
+    job = parse(text).jobs["a"]
+    assert job.resource is not None and job.resource.memory is not None
+    assert job.resource.memory.by_core is True
+    assert job.multinode is not None and job.multinode.procs_per_node == 4
+    assert job.network is not None and job.network.expose_tcp == [8080]
+    assert job.network.expose_udp == [53]
+    assert job.image.decryption_secret == "secret://user/key"
+
+
+def test_an_error_in_a_field_spelled_as_the_api_spells_it_names_it_so(
+    violations: Violations,
+) -> None:
+    found = violations(workflow("    multinode: {nodes: 2, procsPerNode: 0}\n"))
+    assert [path for path, _ in found] == ["jobs.a.multinode.procsPerNode"]
+
+
+def test_a_field_given_in_both_spellings_is_rejected(violations: Violations) -> None:
+    found = violations(workflow("    multinode: {nodes: 2, procsPerNode: 2, procs-per-node: 2}\n"))
+    assert found == [("jobs.a.multinode.procsPerNode", "is procs-per-node again; set it once")]
+
+
+def test_a_transfer_spelled_as_the_api_spells_it_is_read(parse: Parse) -> None:
+    head = (
+        "volumes:\n  data:\n    reference: volume://user/ephemeral\n    ingress:\n"
+        "      - source: {uri: 'https://example.org/a', decryptionSecret: secret://user/k}\n"
+        "        destination: {uri: 'file://a'}\n"
+    )
+    volume = (parse(workflow(head=head)).model.volumes or {})["data"]
+    assert volume.ingress is not None
+    assert volume.ingress[0].source.decryption_secret == "secret://user/k"
+
+
 # --- defaults -------------------------------------------------------------------------------
 
 DEFAULTS = """\
