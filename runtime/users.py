@@ -58,12 +58,20 @@ def read_in_root(root: Path, path: str) -> str | None:
 
 
 def _numeric(text: str) -> int | None:
+    """The id ``text`` of the image's User names, None for a name."""
     if not text.isdigit():
         return None
     value = int(text)
     if value > _MAX_ID:
         raise InvalidArgument(f"image user: id {text} is out of range")
     return value
+
+
+def _file_id(text: str) -> int | None:
+    """An id field of a passwd or group line; None when it is not a usable id (such a line
+    matches nothing rather than failing every lookup)."""
+    text = text.strip()
+    return int(text) if text.isdigit() and int(text) <= _MAX_ID else None
 
 
 def _entries(text: str | None, fields: int) -> list[list[str]]:
@@ -92,10 +100,15 @@ def resolve_user(root: Path, user: str) -> Identity:
     identity = Identity(uid=wanted_uid or 0, gid=0)
     name = ""
     for row in _entries(read_in_root(root, "/etc/passwd"), 7):
-        entry_uid = _numeric(row[2])
+        entry_uid = _file_id(row[2])
         if (row[0] == user_part) if wanted_uid is None else (entry_uid == wanted_uid):
-            name = row[0]
-            identity = Identity(entry_uid or 0, _numeric(row[3]) or 0, (), row[5] or "/")
+            name, entry_gid = row[0], _file_id(row[3])
+            if entry_uid is None or entry_gid is None:
+                # never root by accident: an entry without usable ids is refused
+                raise InvalidArgument(
+                    f"image user {user_part!r}: its /etc/passwd entry has no valid uid and gid"
+                )
+            identity = Identity(entry_uid, entry_gid, (), row[5] or "/")
             break
     else:
         if wanted_uid is None:
@@ -109,15 +122,23 @@ def resolve_user(root: Path, user: str) -> Identity:
         wanted_gid = _numeric(group_part)
         for row in groups:
             # a number names a gid, anything else a group name (as runc reads it)
-            if (row[0] == group_part) if wanted_gid is None else (_numeric(row[2]) == wanted_gid):
-                return Identity(identity.uid, _numeric(row[2]) or 0, (), identity.home)
+            gid = _file_id(row[2])
+            if (row[0] == group_part) if wanted_gid is None else (gid == wanted_gid):
+                if gid is None:
+                    raise InvalidArgument(
+                        f"image group {group_part!r}: its /etc/group entry has no valid gid"
+                    )
+                return Identity(identity.uid, gid, (), identity.home)
         if wanted_gid is None:
             raise InvalidArgument(
                 f"image group {group_part!r}: no such group in the image's /etc/group"
             )
         return Identity(identity.uid, wanted_gid, (), identity.home)
     members = tuple(
-        _numeric(row[2]) or 0 for row in groups if name in row[3].split(",") and row[2].isdigit()
+        gid
+        for row in groups
+        if name in (member.strip() for member in row[3].split(","))
+        and (gid := _file_id(row[2])) is not None
     )
     return Identity(identity.uid, identity.gid, members, identity.home)
 

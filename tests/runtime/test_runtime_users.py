@@ -73,6 +73,15 @@ def test_an_unknown_group_name_is_refused_naming_it(tree: Path) -> None:
         resolve_user(tree, "app:video")
 
 
+def test_a_malformed_line_matches_nothing_and_breaks_no_other_lookup(tree: Path) -> None:
+    with (tree / "etc" / "passwd").open("a") as passwd:
+        passwd.write("broken:x:not-a-number:1::/:/bin/sh\nhuge:x:99999999999:1::/:/bin/sh\n")
+
+    assert resolve_user(tree, "tool").uid == 1001
+    with pytest.raises(InvalidArgument, match="'broken'"):
+        resolve_user(tree, "broken")
+
+
 def test_a_name_in_an_image_without_passwd_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="'app'"):
         resolve_user(tmp_path, "app")
