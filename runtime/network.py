@@ -11,19 +11,22 @@ last one's release or by the sweep:
   job address) that forward the node's ports a job exposes (DNAT);
 * ``net.ipv4.ip_forward`` on, in this namespace.
 
-Per isolated job: a network namespace, named ``fbrt<tag>-<container id>`` only while it is
-being set up (the container's PID 1 then holds it, so it ends with the job whatever happens
-to the agent), a veth pair whose node end ``fbv<id>`` is on the bridge and whose other end is
-the job's ``eth0``, an address of the subnet (a file ``network/addresses/<address>`` in the
-state directory naming the container), a default route through the gateway, and the job's
-exposed ports in the maps. ``<tag>`` is :attr:`fuzzball_runtime.state.StateDir.tag`, so two
-agents on one machine (two state directories) never touch each other's.
+Per isolated job: a network namespace with no name, made by a short-lived thread that
+unshares its own (no fork: the agent is multi-threaded, gRPC's threads included, and a forked
+child of it may crash) and held by a descriptor until the container's child joins it, so it
+ends with the job whatever happens to the agent; a veth pair whose node end ``fbv<id>`` is on
+the bridge and whose other end is the job's ``eth0`` (ending with the namespace); an address
+of the subnet (a file ``network/addresses/<address>`` in the state directory naming the
+container); a default route through the gateway; and the job's exposed ports in the maps.
+``<tag>`` is :attr:`fuzzball_runtime.state.StateDir.tag`, so two agents on one machine (two
+state directories) never touch each other's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno as errno_codes
 import fcntl
 import ipaddress
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from fuzzball_core.errors import InvalidArgument
@@ -49,7 +52,7 @@ from .state import StateDir
 DEFAULT_SUBNET = "10.213.0.0/24"
 #: The job's end of its veth pair, inside its namespace.
 JOB_INTERFACE = "eth0"
-NETNS_DIR = Path("/run/netns")
+CLONE_NEWNET = 0x40000000
 PROTOCOLS = ("tcp", "udp")
 
 T = TypeVar("T")
@@ -125,29 +128,38 @@ def _netlink(work: Callable[[], T]) -> T:
         return pool.submit(work).result()
 
 
+def _in_new_thread(work: Callable[[], T]) -> T:
+    """Run ``work`` in a thread of its own, which may change its namespaces and then ends
+    (it starts in the caller's network namespace)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="netns") as pool:
+        return pool.submit(work).result()
+
+
+def _unshare_network() -> int:
+    """Move the calling thread into a new network namespace; a descriptor of it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        code = ctypes.get_errno()
+        raise NetworkError(f"unshare a network namespace: {os.strerror(code)}", errno=code)
+    return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+
+
 class Attachment:
     """One job's place on the node's network while its container is being started."""
 
-    def __init__(self, container_id: str, address: str, netns_name: str) -> None:
+    def __init__(self, container_id: str, address: str, fd: int) -> None:
         self.container_id = container_id
         #: the job's address on the node's subnet
         self.address = address
-        self.netns_name = netns_name
         #: the namespace, open for the container's child to join (``fbrt_spec.net_fd``)
-        self.fd = os.open(NETNS_DIR / netns_name, os.O_RDONLY | os.O_CLOEXEC)
+        self.fd = fd
 
     def started(self) -> None:
-        """The container's PID 1 is in the namespace: drop our descriptor and its name, so
-        that the namespace (and the veth pair with it) ends when the job does."""
+        """The container's PID 1 is in the namespace (or will never be): drop our
+        descriptor, so that the namespace and the veth pair with it end with the job."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        _remove_netns(self.netns_name)
-
-
-def _remove_netns(name: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        netns.remove(name)
 
 
 class NodeNetwork:
@@ -159,7 +171,6 @@ class NodeNetwork:
         tag = state.tag
         self.bridge = f"fbrt{tag}"
         self.table = f"fbrt_{tag}"
-        self.netns_prefix = f"fbrt{tag}-"
         self.addresses = state.root / "network" / "addresses"
         self.gateway = next(self.subnet.hosts())
 
@@ -177,26 +188,25 @@ class NodeNetwork:
             self._ensure_node()
             self._check_ports(wanted)
             address = self._allocate(container_id)
-            name = self.netns_prefix + container_id
+            fd = -1
             try:
-                netns.create(name)
-                self._wire(container_id, name, address)
+                fd = _in_new_thread(lambda: self._wire(container_id, address))
                 self._expose(wanted, address)
-                return Attachment(container_id, address, name)
+                return Attachment(container_id, address, fd)
             except BaseException:
-                _remove_netns(name)
+                if fd >= 0:
+                    os.close(fd)  # the namespace ends, and the veth pair with it
                 self._free(address)
                 raise
 
     def detach(self, container_id: str) -> None:
-        """Free what the job ``container_id`` held: its exposed ports, its address and its
-        namespace's name if it still has one; the node's bridge and table go with the last
-        job. Idempotent."""
+        """Free what the job ``container_id`` held: its exposed ports and its address (its
+        namespace ended with it); the node's bridge and table go with the last job.
+        Idempotent."""
         _netlink(lambda: self._detach(container_id))
 
     def _detach(self, container_id: str) -> None:
         with self._lock():
-            _remove_netns(self.netns_prefix + container_id)
             for address, owner in self._allocated().items():
                 if owner == container_id:
                     self._unexpose({address})
@@ -206,17 +216,14 @@ class NodeNetwork:
     # ---- the sweep ------------------------------------------------------------------------
 
     def sweep(self, live: set[str]) -> list[str]:
-        """Free the addresses, exposed ports and namespaces of containers not in ``live``
-        (their agent died); remove the bridge and table when nothing is left. Returns what
-        was freed, in words."""
+        """Free the addresses and exposed ports of containers not in ``live`` (their agent
+        died; their namespaces and veths ended with them); remove the bridge and table when
+        nothing is left. Returns what was freed, in words."""
         return _netlink(lambda: self._sweep(live))
 
     def _sweep(self, live: set[str]) -> list[str]:
         freed: list[str] = []
         with self._lock():
-            for name in self._leftover_namespaces(live):
-                _remove_netns(name)
-                freed.append(f"netns {name}")
             dead = {a for a, owner in self._allocated().items() if owner not in live}
             if dead:
                 self._unexpose(dead)
@@ -346,29 +353,39 @@ table ip {self.table} {{
 
     # ---- one job's wiring -----------------------------------------------------------------
 
-    def _wire(self, container_id: str, name: str, address: str) -> None:
+    def _wire(self, container_id: str, address: str) -> int:
+        """In a thread of its own (it leaves the node's namespace): make the job's namespace,
+        its veth pair on the bridge, its address and route; the namespace's descriptor."""
         outside = f"fbv{container_id[:12]}"
-        try:
-            with IPRoute() as ipr:
-                bridge = ipr.link_lookup(ifname=self.bridge)[0]
-                ipr.link(
-                    "add",
-                    ifname=outside,
-                    kind="veth",
-                    peer={"ifname": JOB_INTERFACE, "net_ns_fd": name},
-                )
-                index = ipr.link_lookup(ifname=outside)[0]
-                ipr.link("set", index=index, master=bridge, state="up")
-            with IPRoute(netns=name) as inside:
-                index = inside.link_lookup(ifname=JOB_INTERFACE)[0]
-                inside.addr("add", index=index, address=address, prefixlen=self.subnet.prefixlen)
-                inside.link("set", index=index, state="up")
-                inside.route("add", dst="0.0.0.0/0", gateway=str(self.gateway))
-        except NetlinkError as exc:
-            raise NetworkError(
-                f"wire the job's veth {outside} to {self.bridge}: {os.strerror(exc.code)}",
-                errno=exc.code,
-            ) from None
+        # A netlink socket stays in the namespace it was opened in: this one is the node's.
+        with IPRoute() as node:
+            fd = _unshare_network()
+            try:
+                with IPRoute() as inside:
+                    bridge = node.link_lookup(ifname=self.bridge)[0]
+                    node.link(
+                        "add",
+                        ifname=outside,
+                        kind="veth",
+                        peer={"ifname": JOB_INTERFACE, "net_ns_fd": fd},
+                    )
+                    index = node.link_lookup(ifname=outside)[0]
+                    node.link("set", index=index, master=bridge, state="up")
+                    index = inside.link_lookup(ifname=JOB_INTERFACE)[0]
+                    prefix = self.subnet.prefixlen
+                    inside.addr("add", index=index, address=address, prefixlen=prefix)
+                    inside.link("set", index=index, state="up")
+                    inside.route("add", dst="0.0.0.0/0", gateway=str(self.gateway))
+            except NetlinkError as exc:
+                os.close(fd)
+                raise NetworkError(
+                    f"wire the job's veth {outside} to {self.bridge}: {os.strerror(exc.code)}",
+                    errno=exc.code,
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
 
     def _exposed(self) -> dict[tuple[str, int], str]:
         """(protocol, node port) -> job address, for every port forwarded now."""
@@ -410,13 +427,3 @@ table ip {self.table} {{
         ]
         if lines:
             _nft("\n".join(lines) + "\n")
-
-    def _leftover_namespaces(self, live: set[str]) -> list[str]:
-        if not NETNS_DIR.is_dir():
-            return []
-        return sorted(
-            p.name
-            for p in NETNS_DIR.iterdir()
-            if p.name.startswith(self.netns_prefix)
-            and p.name.removeprefix(self.netns_prefix) not in live
-        )

@@ -103,21 +103,23 @@ def cluster_config(
     rest_port: int | None = None,
     orchestrate: dict[str, Any] | None = None,
     images: dict[str, Any] | None = None,
+    host: str = "127.0.0.1",
 ) -> dict[str, Any]:
-    """The configuration mapping every process of one test cluster reads."""
-    rest = f"127.0.0.1:{rest_port or free_port()}"
+    """The configuration mapping every process of one test cluster reads; Orchestrate
+    listens on ``host`` (loopback unless the nodes are in network namespaces of their own)."""
+    rest = f"{host}:{rest_port or free_port()}"
     return {
         "data-dir": str(directory / "data"),
         "database": {"url": f"sqlite:///{directory / 'orchestrate.db'}"},
         "orchestrate": {
-            "grpc-listen": f"127.0.0.1:{grpc_port}",
+            "grpc-listen": f"{host}:{grpc_port}",
             "rest-listen": rest,
             "node-token": NODE_TOKEN,
             "node-lease": lease,
             **(orchestrate or {}),
         },
         "substrate": {
-            "orchestrate-address": f"127.0.0.1:{grpc_port}",
+            "orchestrate-address": f"{host}:{grpc_port}",
             "node-token": NODE_TOKEN,
             **(substrate or {}),
         },
@@ -269,14 +271,15 @@ class OrchestrateProcess:
 
 
 class SubstrateProcess:
-    """``fuzzball-substrate --config F`` as a child process."""
+    """``fuzzball-substrate --config F`` as a child process, started through ``wrapper``
+    (e.g. ``nsenter --net=...``) when one is given."""
 
-    def __init__(self, config_path: Path, log_path: Path) -> None:
+    def __init__(self, config_path: Path, log_path: Path, wrapper: Sequence[str] = ()) -> None:
         self.config_path = config_path
         self.log_path = log_path
         with log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", SUBSTRATE_MAIN, "--config", str(config_path)],
+                [*wrapper, sys.executable, "-c", SUBSTRATE_MAIN, "--config", str(config_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -319,12 +322,21 @@ class Cluster:
         orchestrate: dict[str, Any] | None = None,
         images: dict[str, Any] | None = None,
         per_node: Sequence[dict[str, Any]] = (),
+        host: str = "127.0.0.1",
+        wrappers: Sequence[Sequence[str]] = (),
     ) -> None:
-        """``per_node[i]`` adds to (and overrides) agent ``i``'s ``substrate`` settings."""
+        """``per_node[i]`` adds to (and overrides) agent ``i``'s ``substrate`` settings;
+        ``wrappers[i]`` starts agent ``i`` (e.g. in its own network namespace), and
+        Orchestrate listens on ``host``."""
         self.directory = directory
         port = free_port()
         rest_port = free_port()
-        shared = {"rest_port": rest_port, "orchestrate": orchestrate, "images": images}
+        shared = {
+            "rest_port": rest_port,
+            "orchestrate": orchestrate,
+            "images": images,
+            "host": host,
+        }
         base = cluster_config(directory, registry_url, grpc_port=port, lease=lease, **shared)
         self.orchestrate = InProcessOrchestrate(base)
         self.agents: list[SubstrateProcess] = []
@@ -350,7 +362,8 @@ class Cluster:
                     },
                 )
                 path = write_config(directory / f"{name}.yaml", config)
-                self.agents.append(SubstrateProcess(path, directory / f"{name}.log"))
+                wrapper = wrappers[index] if index < len(wrappers) else ()
+                self.agents.append(SubstrateProcess(path, directory / f"{name}.log", wrapper))
             self.wait_for_nodes(agents)
         except BaseException:
             self.close()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from cluster import Cluster, LocalRegistry, have_prerequisites
+from mpi_image import build_ring, push_ring_image
 
 missing = have_prerequisites()
 if missing is not None:
@@ -25,6 +26,16 @@ def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRe
     registry = LocalRegistry(tmp_path_factory.mktemp("e2e-registry"))
     yield registry
     registry.stop()
+
+
+@pytest.fixture(scope="session")
+def mpi_image(local_registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``docker://mpi-ring:latest`` holding ``/opt/ring`` and everything it needs (skips
+    without MPICH)."""
+    program = build_ring(tmp_path_factory.mktemp("mpi"))
+    if program is None:
+        pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
+    return push_ring_image(local_registry.url, program)
 
 
 @pytest.fixture(scope="session")

@@ -68,3 +68,30 @@ def push_ring_image(registry_url: str, program: Path) -> str:
     finally:
         pusher.close()
     return "docker://mpi-ring:latest"
+
+
+#: what the ring prints on two nodes of two ranks each, sorted
+RING_OUTPUT = [
+    "rank 0 of 4 on ring-0 sum 10",
+    "rank 1 of 4 on ring-0 sum 10",
+    "rank 2 of 4 on ring-1 sum 10",
+    "rank 3 of 4 on ring-1 sum 10",
+]
+
+
+def mpi_workflow(image: str, command: str, *, procs_per_node: int = 2) -> str:
+    """A workflow of one job ``ring`` running ``command`` (a YAML list) on two nodes."""
+    # Both "nodes" are this one machine: UCX sees the same boot id in both containers and
+    # would reach across them through shared memory, which their separate IPC and mount
+    # namespaces keep apart; between real nodes it picks the network itself.
+    return f"""
+version: v4
+jobs:
+  ring:
+    image: {{uri: "{image}"}}
+    command: {command}
+    env: ["UCX_TLS=tcp,self"]
+    resource: {{cpu: {{cores: 2}}, memory: {{size: 256MiB}}}}
+    multinode: {{nodes: 2, procs-per-node: {procs_per_node}, implementation: mpich}}
+    policy: {{timeout: {{execute: 2m}}}}
+"""

@@ -8,14 +8,10 @@ node being 198.51.100.1): nothing touches this machine's own network.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,21 +25,17 @@ from fuzzball_runtime.errors import NetworkError, PortInUse
 from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork
 from fuzzball_runtime.state import StateDir
 
+E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
+if str(E2E_DIR) not in sys.path:
+    sys.path.insert(0, str(E2E_DIR))
+
+from netns_tools import Listener, entered, read_from  # noqa: E402
+
 pytestmark = pytest.mark.root
 
 NODE_ADDRESS = "198.51.100.1"
 OUTSIDE_ADDRESS = "198.51.100.2"
 SUBNET = "10.213.7.0/24"
-
-
-@contextlib.contextmanager
-def entered(name: str) -> Iterator[None]:
-    """Run the body in network namespace ``name`` (this thread, then back)."""
-    netns.pushns(name)
-    try:
-        yield
-    finally:
-        netns.popns()
 
 
 @pytest.fixture
@@ -82,29 +74,6 @@ def on_node(node_ns: tuple[str, str], state_dir: Path) -> Iterator[str]:
             yield outside
         finally:
             sweep(state_dir)
-
-
-class Listener:
-    """A TCP server in the current namespace answering each connection with ``reply`` and
-    remembering the peers' addresses."""
-
-    def __init__(self, address: str = "0.0.0.0", reply: bytes = b"from-the-node\n") -> None:
-        self.sock = socket.create_server((address, 0))
-        self.port = self.sock.getsockname()[1]
-        self.peers: list[str] = []
-        self._reply = reply
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, peer = self.sock.accept()
-                self.peers.append(peer[0])
-                with conn:
-                    conn.sendall(self._reply)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -168,24 +137,6 @@ def test_exposed_port_is_reachable_from_another_network_namespace(
         assert read_from(NODE_ADDRESS, 8080) == b"from-the-job\n"
 
 
-def read_from(host: str, port: int, timeout: float = 10.0) -> bytes:
-    """Connect (retrying while the job has not started listening yet) and read to EOF."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=2) as sock:
-                data = b""
-                while chunk := sock.recv(4096):
-                    data += chunk
-                if data:
-                    return data
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            return b""
-        time.sleep(0.05)
-
-
 def test_a_port_another_job_exposes_is_refused_naming_it(image, state_dir, on_node) -> None:
     first = ContainerSpec(
         image=image,
@@ -210,8 +161,8 @@ def test_nothing_of_the_network_is_left_after_the_job_ends(run, state_dir, on_no
 
 
 def network_leftovers(state_dir: Path) -> list[str]:
-    """The bridge, nft table, namespaces and addresses of ``state_dir`` still present (in
-    the current namespace)."""
+    """The bridge, veths, nft table and addresses of ``state_dir`` still present (in the
+    current namespace)."""
     network = NodeNetwork(StateDir(state_dir))
     found: list[str] = []
     with IPRoute() as ipr:
@@ -223,7 +174,6 @@ def network_leftovers(state_dir: Path) -> list[str]:
         ]
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     found += [line for line in tables.splitlines() if network.table in line]
-    found += [str(p) for p in Path("/run/netns").glob(f"{network.netns_prefix}*")]
     found += [str(p) for p in network.addresses.glob("*")]
     return found
 

@@ -1,0 +1,66 @@
+"""Small tools for tests that play several machines in network namespaces: run code inside
+one (:func:`entered`) and a TCP server that answers and remembers who called
+(:class:`Listener`). Used by the runtime's network tests and the netns test clusters."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+from pyroute2 import netns
+
+
+@contextlib.contextmanager
+def entered(name: str) -> Iterator[None]:
+    """Run the body in network namespace ``name`` (this thread only; then back). Sockets
+    opened inside stay in it."""
+    netns.pushns(name)
+    try:
+        yield
+    finally:
+        netns.popns()
+
+
+class Listener:
+    """A TCP server in the current namespace answering each connection with ``reply`` and
+    remembering the peers' addresses; closed by :meth:`close`."""
+
+    def __init__(self, address: str = "0.0.0.0", reply: bytes = b"from-the-node\n") -> None:
+        self.sock = socket.create_server((address, 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.peers: list[str] = []
+        self._reply = reply
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, peer = self.sock.accept()
+                self.peers.append(peer[0])
+                with conn:
+                    conn.sendall(self._reply)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def read_from(host: str, port: int, timeout: float = 10.0) -> bytes:
+    """Connect to HOST:PORT and read to EOF, retrying while nothing answers yet (a job
+    that has not started listening); empty when nothing did within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((host, port), timeout=2) as sock,
+        ):
+            data = b""
+            while chunk := sock.recv(4096):
+                data += chunk
+            if data:
+                return data
+        if time.monotonic() > deadline:
+            return b""
+        time.sleep(0.05)
