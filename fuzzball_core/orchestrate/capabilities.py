@@ -130,8 +130,14 @@ def unsupported_volume(path: str, volume: Volume) -> list[tuple[str, str]]:
     so persistent volumes, host directories and storage provisioners are refused."""
     problems = []
     reference = volume.reference or ""
-    if reference.startswith("volume://") and "/persistent" in reference.removeprefix("volume://"):
+    # volume://SCOPE/KIND[/NAME]
+    kind = [part for part in reference.removeprefix("volume://").split("/") if part][1:2]
+    if volume.reference is not None and kind == [PERSISTENT_USE]:
         problems.append((f"{path}.reference", _NOT_KEPT))
+    elif volume.reference is not None and kind != [EPHEMERAL_USE]:
+        problems.append(
+            (f"{path}.reference", "only ephemeral volumes (volume://SCOPE/ephemeral) are made here")
+        )
     if volume.type == "HOST" or volume.path is not None:
         field = "path" if volume.path is not None else "type"
         problems.append((f"{path}.{field}", "host volumes are not supported here"))

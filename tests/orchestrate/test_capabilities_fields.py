@@ -58,6 +58,16 @@ def test_persistent_volumes_are_refused_naming_the_field(harness, volume, field)
     assert refusal(harness, workflow(volume)) == [(field, NOT_KEPT)]
 
 
+def test_a_volume_reference_of_another_kind_is_refused_naming_it(harness) -> None:
+    found = refusal(harness, workflow("{reference: volume://user/scratch-cache}"))
+    assert found == [
+        (
+            "volumes.data.reference",
+            "only ephemeral volumes (volume://SCOPE/ephemeral) are made here",
+        )
+    ]
+
+
 def test_a_storage_provisioner_is_refused_naming_use(harness) -> None:
     found = refusal(harness, workflow("{use: shared-nfs, size: 50GB}"))
     assert found == [
