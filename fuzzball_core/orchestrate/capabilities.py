@@ -90,16 +90,17 @@ def unsupported_probes(path: str, service: Service) -> list[tuple[str, str]]:
 
 
 def commandless(path: str, step: Job | Service, image: ImageConfig | None) -> list[tuple[str, str]]:
-    """(field, why) when nothing names what ``step`` (at ``path``) runs: neither its
-    ``command`` nor its ``script``, nor the Entrypoint or Cmd of its image, pinned at
+    """(field, why) when nothing names what ``step`` (at ``path``) runs: none of its
+    ``command``, ``args`` and ``script``, nor the Entrypoint or Cmd of its image, pinned at
     submission with its config (``image``; None when the backend cannot tell, e.g. an image
     the workflow builds, and the node decides)."""
-    if step.command or step.script is not None or image is None or image.runs_something:
+    given = step.command or step.args or step.script is not None
+    if given or image is None or image.runs_something:
         return []
     return [
         (
             f"{path}.command",
-            f"neither command nor script is set, and the image {step.image.uri} sets no"
+            f"none of command, args and script is set, and the image {step.image.uri} sets no"
             " Entrypoint or Cmd: there is nothing to run",
         )
     ]

@@ -2,10 +2,10 @@
 Entrypoint, Cmd, WorkingDir and User, submitted through Orchestrate and run on a Substrate,
 each rule observed from inside the container.
 
-The rules (Docker's, ``docker run IMAGE ARGS``): the image's Env under the job's env; its
-Entrypoint then Cmd when the job gives neither command nor script; a command replaces the
-Cmd only; a script runs with neither; WorkingDir unless the job sets cwd; User resolved in
-the image's /etc/passwd and /etc/group.
+The rules (Docker's, ``docker run IMAGE ARGS``, the job's command and args being the ARGS):
+the image's Env under the job's env; its Entrypoint then Cmd when the job gives no command,
+args or script; a command or args replace the Cmd only; a script runs with neither;
+WorkingDir unless the job sets cwd; User resolved in the image's /etc/passwd and /etc/group.
 """
 
 from __future__ import annotations
@@ -65,10 +65,20 @@ def test_a_command_replaces_the_cmd_after_the_entrypoint(
     assert (stage.status, log) == ("FINISHED", "entry from-job\n")
 
 
-def test_args_follow_the_entrypoint_and_cmd(cluster: Cluster, image: Callable[..., str]) -> None:
-    log, stage = _run(cluster, image(**ENTRY_AND_CMD), "args: [and-args]")
+def test_args_alone_replace_the_cmd_after_the_entrypoint(
+    cluster: Cluster, image: Callable[..., str]
+) -> None:
+    log, stage = _run(cluster, image(**ENTRY_AND_CMD), "args: [from-args]")
 
-    assert (stage.status, log) == ("FINISHED", "entry from-cmd and-args\n")
+    assert (stage.status, log) == ("FINISHED", "entry from-args\n")
+
+
+def test_args_follow_the_command_after_the_entrypoint(
+    cluster: Cluster, image: Callable[..., str]
+) -> None:
+    log, stage = _run(cluster, image(**ENTRY_AND_CMD), "command: [from-job]\nargs: [and-args]")
+
+    assert (stage.status, log) == ("FINISHED", "entry from-job and-args\n")
 
 
 def test_a_script_runs_without_the_entrypoint_or_cmd(
@@ -109,7 +119,7 @@ def test_a_job_with_no_command_anywhere_is_refused_at_submission(
     with pytest.raises(InvalidArgument) as refused:
         _run(cluster, image(Env=["A=1"]), "env: [A=1]")
 
-    assert "jobs.cfg.command: neither command nor script is set" in refused.value.message
+    assert "jobs.cfg.command: none of command, args and script is set" in refused.value.message
 
 
 # -- Env and WorkingDir ---------------------------------------------------------------------------
@@ -247,4 +257,4 @@ def test_a_cached_image_with_nothing_to_run_is_refused_at_submission(
     with pytest.raises(InvalidArgument) as refused:
         _run(cluster, "fuzzball://user/cfgbare", "env: [A=1]")
 
-    assert "jobs.cfg.command: neither command nor script is set" in refused.value.message
+    assert "jobs.cfg.command: none of command, args and script is set" in refused.value.message

@@ -19,12 +19,12 @@ def _job(**fields: object) -> Job:
     return Job.model_validate({"image": {"uri": "docker://cfg/bare:1"}, **fields})
 
 
-def test_no_command_script_entrypoint_or_cmd_is_refused_naming_the_command_field() -> None:
-    (problem,) = commandless("jobs.a", _job(args=["x"]), ImageConfig(env=("A=1",)))
+def test_no_command_args_script_entrypoint_or_cmd_is_refused_naming_the_command_field() -> None:
+    (problem,) = commandless("jobs.a", _job(env=["A=1"]), ImageConfig(env=("A=1",)))
 
     assert problem == (
         "jobs.a.command",
-        "neither command nor script is set, and the image docker://cfg/bare:1 sets no"
+        "none of command, args and script is set, and the image docker://cfg/bare:1 sets no"
         " Entrypoint or Cmd: there is nothing to run",
     )
 
@@ -34,8 +34,9 @@ def test_the_images_cmd_or_entrypoint_is_enough() -> None:
     assert commandless("jobs.a", _job(), ImageConfig(entrypoint=("/bin/serve",))) == []
 
 
-def test_a_script_is_enough_whatever_the_image() -> None:
+def test_a_script_or_args_are_enough_whatever_the_image() -> None:
     assert commandless("jobs.a", _job(script="true"), ImageConfig()) == []
+    assert commandless("jobs.a", _job(args=["/bin/true"]), ImageConfig()) == []
 
 
 def test_an_image_whose_config_is_unknown_is_left_to_the_node() -> None:
@@ -72,7 +73,9 @@ def test_a_cached_image_without_entrypoint_or_cmd_refuses_a_commandless_job(
 ) -> None:
     _store(harness, cache, ImageConfig(env=("A=1",)))
 
-    with pytest.raises(InvalidArgument, match=r"jobs\.a\.command: neither command nor script"):
+    with pytest.raises(
+        InvalidArgument, match=r"jobs\.a\.command: none of command, args and script"
+    ):
         harness.submit(COMMANDLESS)
 
 

@@ -44,13 +44,8 @@ def _request(job: dict[str, Any]) -> RunRequest:
 # -- command ------------------------------------------------------------------------------------
 
 
-def test_without_command_or_script_the_entrypoint_and_cmd_run_then_the_args() -> None:
-    assert job_command(_job(args=["x"]), None, IMAGE) == [
-        "/bin/entry",
-        "--flag",
-        "default-arg",
-        "x",
-    ]
+def test_without_command_args_or_script_the_entrypoint_and_cmd_run() -> None:
+    assert job_command(_job(), None, IMAGE) == ["/bin/entry", "--flag", "default-arg"]
 
 
 def test_a_command_replaces_the_cmd_and_follows_the_entrypoint() -> None:
@@ -77,8 +72,12 @@ def test_an_entrypoint_alone_runs_when_the_job_names_no_command() -> None:
     assert job_command(_job(), None, image) == ["/bin/serve"]
 
 
-def test_args_alone_name_no_command() -> None:
-    assert job_command(_job(args=["x"]), None, ImageConfig()) == []
+def test_args_alone_replace_the_cmd_as_a_command_would() -> None:
+    assert job_command(_job(args=["x"]), None, IMAGE) == ["/bin/entry", "--flag", "x"]
+
+
+def test_nothing_anywhere_names_no_command() -> None:
+    assert job_command(_job(env=["A=1"]), None, ImageConfig(env=("B=2",))) == []
 
 
 # -- environment and working directory ------------------------------------------------------------

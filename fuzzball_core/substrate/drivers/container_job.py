@@ -161,7 +161,7 @@ class ContainerJobDriver(ContainerDriver):
         command = job_command(job, script_path, config)
         if not command:
             raise FuzzballError(
-                "the job has neither command nor script and its image sets no Entrypoint or Cmd"
+                "the job sets none of command, args and script, and its image no Entrypoint or Cmd"
             )
         command = self.launch_command(command, binds)
         resources = job_resources(job)
@@ -190,6 +190,7 @@ class ContainerJobDriver(ContainerDriver):
             state_dir=self.node.state_dir,
             isolated=self.node.network.isolation(job),
             extra_hosts=self.node.network.hosts(request.hosts),
+            node_ports=self.node.network.node_ports(job),
         )
 
     def identity(self, image: Path, config: ImageConfig) -> Identity:

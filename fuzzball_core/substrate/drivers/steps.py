@@ -4,13 +4,14 @@ the device plugins' preparation, and the container's hostname, command, environm
 working directory and user. (Volume ingress is
 :func:`fuzzball_core.substrate.ingress.fetch_ingress`.)
 
-The image's config applies as Docker and Podman apply it (``docker run IMAGE ARGS``): its
-``Env`` under the job's ``env``; its ``Entrypoint`` before the job's ``command``, which
-replaces only its ``Cmd``; ``Entrypoint`` + ``Cmd`` when the job gives neither ``command``
-nor ``script``; a ``script`` runs as ``/bin/sh SCRIPT ARGS`` with neither (as ``apptainer
-exec`` ignores the runscript: the script is the whole command); its ``WorkingDir`` unless
-the job sets ``cwd``; and its ``User``, resolved in the image's own /etc/passwd and
-/etc/group, until the submitting user's identity decides.
+The image's config applies as Docker and Podman apply it (``docker run IMAGE ARGS``, the
+job's ``command`` and ``args`` being the ARGS): its ``Env`` under the job's ``env``; its
+``Entrypoint`` before the job's ``command`` and ``args``, which replace only its ``Cmd``;
+``Entrypoint`` + ``Cmd`` when the job gives none of ``command``, ``args`` and ``script``; a
+``script`` runs as ``/bin/sh SCRIPT ARGS`` with neither (as ``apptainer exec`` ignores the
+runscript: the script is the whole command); its ``WorkingDir`` unless the job sets
+``cwd``; and its ``User``, resolved in the image's own /etc/passwd and /etc/group, until the
+submitting user's identity decides.
 """
 
 from __future__ import annotations
@@ -164,18 +165,14 @@ def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> 
 def job_command(
     job: Job | Service, script_path: str | None, image: ImageConfig = NO_CONFIG
 ) -> list[str]:
-    """The argv, followed by the job's ``args``: the script run by /bin/sh; else the image's
-    ``Entrypoint`` then the job's ``command`` or, without one, the image's ``Cmd``. Empty
-    when nothing names a command."""
+    """The argv: the script run by /bin/sh with the job's ``args``; else the image's
+    ``Entrypoint`` then the job's ``command`` and ``args`` or, when it gives neither, the
+    image's ``Cmd``. Empty when nothing names a command."""
     args = list(job.args or [])
     if script_path is not None:
         return ["/bin/sh", script_path, *args]
-    entrypoint = list(image.entrypoint or ())
-    if job.command:
-        return [*entrypoint, *job.command, *args]
-    if not image.runs_something:
-        return []  # args alone name no command
-    return [*entrypoint, *(image.cmd or ()), *args]
+    given = [*(job.command or []), *args]
+    return [*(image.entrypoint or ()), *(given or image.cmd or ())]
 
 
 def job_environment(
