@@ -21,9 +21,10 @@ Containers::
 cpus (quota in cores), cpuset, pids_limit, network (new net namespace, lo up), isolated
 (``IsolatedNetwork(subnet, expose_tcp, expose_udp)``: the job's own namespace on the node's
 bridge with an address, NAT out and the exposed ports forwarded; ``handle.address``; see
-:mod:`fuzzball_runtime.network`), stdin/stdout/stderr (None inherit, PIPE, DEVNULL, a path or
-a descriptor), metering, state_dir, scratch_dir (host directory for the writable layer
-instead of tmpfs), resolv_conf, extra_hosts.
+:mod:`fuzzball_runtime.network`), node_ports (``tcp/8080``: what a container on the node's
+network serves, open to the node's isolated jobs), stdin/stdout/stderr (None inherit, PIPE,
+DEVNULL, a path or a descriptor), metering, state_dir, scratch_dir (host directory for the
+writable layer instead of tmpfs), resolv_conf, extra_hosts.
 
 Start-up failures raise :class:`ContainerStartError` (a ``fuzzball_core.errors.Internal``)
 carrying ``errno`` and a message naming the step. A job that starts but not exactly as asked

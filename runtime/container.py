@@ -157,6 +157,9 @@ class Container:
             if spec.isolated is not None:
                 network = NodeNetwork(state, spec.isolated.subnet)
                 attachment = network.attach(container_id, spec.isolated)
+            elif spec.node_ports:
+                network = NodeNetwork(state)
+                network.open_ports(container_id, spec.node_ports)
             streams = [
                 _Stream(spec.stdin, reading=True),
                 _Stream(spec.stdout, reading=False),

@@ -7,8 +7,11 @@ last one's release or by the sweep:
 * a bridge ``fbrt<tag>`` holding the subnet's first address (the jobs' gateway);
 * an nftables table ``ip fbrt_<tag>``: masquerade of the subnet's traffic leaving the node,
   a filter that drops what the jobs send to the node itself (an isolated job does not reach
-  the ports listening on its node), and the maps ``tcp_expose``/``udp_expose`` (host port ->
-  job address) that forward the node's ports a job exposes (DNAT);
+  the ports listening on its node) except the ports in the set ``open_ports``, the ports
+  that containers on the node's network declare they serve (:meth:`NodeNetwork.open_ports`:
+  a service's, so isolated jobs reach a service on their own node too), and the maps
+  ``tcp_expose``/``udp_expose`` (host port -> job address) that forward the node's ports a
+  job exposes (DNAT);
 * ``net.ipv4.ip_forward`` on, in this namespace.
 
 Per isolated job: a network namespace with no name, made by a short-lived thread that
@@ -172,6 +175,8 @@ class NodeNetwork:
         self.bridge = f"fbrt{tag}"
         self.table = f"fbrt_{tag}"
         self.addresses = state.root / "network" / "addresses"
+        #: one file per container on the node's network serving ports: its ports, a line each
+        self.open = state.root / "network" / "open"
         self.gateway = next(self.subnet.hosts())
 
     # ---- one job --------------------------------------------------------------------------
@@ -200,18 +205,62 @@ class NodeNetwork:
                 raise
 
     def detach(self, container_id: str) -> None:
-        """Free what the job ``container_id`` held: its exposed ports and its address (its
-        namespace ended with it); the node's bridge and table go with the last job.
-        Idempotent."""
+        """Free what the container ``container_id`` held: an isolated job's exposed ports and
+        address (its namespace ended with it), the ports a container on the node's network
+        opened; the node's bridge and table go with the last isolated job. Idempotent."""
         _netlink(lambda: self._detach(container_id))
 
     def _detach(self, container_id: str) -> None:
+        if (self.open / container_id).exists():
+            self._close_ports({container_id})
         with self._lock():
             for address, owner in self._allocated().items():
                 if owner == container_id:
                     self._unexpose({address})
                     self._free(address)
             self._remove_node_if_unused()
+
+    def open_ports(self, container_id: str, ports: Iterable[str]) -> None:
+        """Let isolated jobs on this node reach ``ports`` (``tcp/8080``, ``udp/53``) of the
+        node, which the container ``container_id`` (on the node's network) serves, until
+        :meth:`detach`."""
+        wanted = sorted(set(ports))
+        for port in wanted:
+            protocol, _, number = port.partition("/")
+            if protocol not in PROTOCOLS or not number.isdigit() or not 1 <= int(number) <= 65535:
+                raise InvalidArgument(f"spec.node_ports: {port}: expected tcp/PORT or udp/PORT")
+        if wanted:
+            _netlink(lambda: self._open_ports(container_id, wanted))
+
+    def _open_ports(self, container_id: str, ports: list[str]) -> None:
+        with self._lock():
+            self.open.mkdir(parents=True, exist_ok=True, mode=0o700)
+            (self.open / container_id).write_text("".join(f"{port}\n" for port in ports))
+            self._sync_open_ports()
+
+    def _close_ports(self, container_ids: set[str]) -> None:
+        with self._lock():
+            for container_id in container_ids:
+                (self.open / container_id).unlink(missing_ok=True)
+            self._sync_open_ports()
+
+    def _opened(self) -> dict[str, list[str]]:
+        """container id -> the ports it opened."""
+        if not self.open.is_dir():
+            return {}
+        return {p.name: p.read_text().split() for p in self.open.iterdir()}
+
+    def _sync_open_ports(self) -> None:
+        """Make the table's ``open_ports`` what the files say (nothing to do without a
+        table: it is filled when the first isolated job creates it)."""
+        if not _nft_json("list", "table", "ip", self.table):
+            return
+        ports = sorted({port for opened in self._opened().values() for port in opened})
+        lines = [f"flush set ip {self.table} open_ports"]
+        if ports:
+            elements = ", ".join(" . ".join(port.split("/")) for port in ports)
+            lines.append(f"add element ip {self.table} open_ports {{ {elements} }}")
+        _nft("\n".join(lines) + "\n")
 
     # ---- the sweep ------------------------------------------------------------------------
 
@@ -224,6 +273,12 @@ class NodeNetwork:
     def _sweep(self, live: set[str]) -> list[str]:
         freed: list[str] = []
         with self._lock():
+            closed = {c for c in self._opened() if c not in live}
+            if closed:
+                for container_id in closed:
+                    (self.open / container_id).unlink(missing_ok=True)
+                self._sync_open_ports()
+                freed += [f"open ports of {c}" for c in sorted(closed)]
             dead = {a for a, owner in self._allocated().items() if owner not in live}
             if dead:
                 self._unexpose(dead)
@@ -267,6 +322,7 @@ class NodeNetwork:
                     ) from None
         if not _nft_json("list", "table", "ip", self.table):
             _nft(self._table_script())
+            self._sync_open_ports()
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
 
     def _check_subnet_free(self, ipr: IPRoute) -> None:
@@ -291,6 +347,7 @@ class NodeNetwork:
 table ip {self.table} {{
   map tcp_expose {{ type inet_service : ipv4_addr; }}
   map udp_expose {{ type inet_service : ipv4_addr; }}
+  set open_ports {{ type inet_proto . inet_service; }}
   chain prerouting {{
     type nat hook prerouting priority dstnat; policy accept;
     {local} dnat to tcp dport map @tcp_expose
@@ -309,6 +366,7 @@ table ip {self.table} {{
   chain input {{
     type filter hook input priority filter; policy accept;
     iifname "{bridge}" ct state established,related accept
+    iifname "{bridge}" meta l4proto . th dport @open_ports accept
     iifname "{bridge}" drop
   }}
 }}

@@ -70,6 +70,9 @@ class ContainerSpec:
     #: the job's own network namespace on the node's bridge: an address, NAT out, exposed
     #: ports (takes precedence over ``network``); None keeps ``network``'s choice
     isolated: IsolatedNetwork | None = None
+    #: ports of the node this container serves on the node's network (``tcp/8080``), which
+    #: the node's isolated jobs may then reach (they reach no other port of their node)
+    node_ports: tuple[str, ...] = ()
     stdin: StreamTarget = None
     stdout: StreamTarget = None
     stderr: StreamTarget = None

@@ -6,6 +6,8 @@ resolves, and the address this node is reached at.
   (``substrate.job-subnet``), NAT out, and its ``expose-tcp``/``expose-udp`` ports forwarded
   from the node's. Every other job, and every service, keeps the node's network (Fuzzball's
   default), where the ports it listens on are the node's.
+* The ports a service declares (``network.ports``) stay reachable for the node's isolated
+  jobs, which reach no other port of their node.
 * A job reaches the workflow's services by name: Orchestrate sends, with each assignment,
   the services placed at that moment and their nodes' addresses
   (:mod:`fuzzball_core.orchestrate.name_resolution`), written into the container's
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fuzzball_core.spec.models import Job, Service
+from fuzzball_core.spec.resources import host_ports
 from fuzzball_runtime.network import DEFAULT_SUBNET, IsolatedNetwork
 
 _LABEL_UNSAFE = re.compile(r"[^a-z0-9-]+")
@@ -72,6 +75,14 @@ class NodeNetwork:
             expose_tcp=tuple(network.expose_tcp or ()),
             expose_udp=tuple(network.expose_udp or ()),
         )
+
+    def node_ports(self, step: Job | Service) -> tuple[str, ...]:
+        """The node's ports ``step`` serves on the node's network (``tcp/8080``: a service's
+        ``network.ports``, a job's exposed ports when it is not isolated), which the node's
+        isolated jobs may reach; none for an isolated job."""
+        if self.isolation(step) is not None:
+            return ()
+        return tuple(sorted(host_ports(step)))
 
     @staticmethod
     def hosts(services: Mapping[str, str]) -> dict[str, str]:

@@ -114,25 +114,37 @@ def test_the_mpi_ring_runs_across_nodes_in_their_own_namespaces(
     assert sorted(orchestrate.logs(workflow_id, "jobs.ring").splitlines()) == RING_OUTPUT
 
 
-def test_a_job_reaches_a_service_on_the_other_node_by_name(
-    netns_cluster: NetnsCluster,
-) -> None:
-    greeter = """
+def call_greeter(netns_cluster: NetnsCluster, *, on: int, caller: int, isolated: bool) -> str:
+    """Run a service ``greeter`` (declaring its port) on node ``on`` and a job calling it by
+    name from node ``caller``: the logs, after checking that the workflow finished."""
+    greeter = f"""
   greeter:
-    image: {uri: docker://alpine:latest}
+    image: {{uri: docker://alpine:latest}}
     command: [/bin/busybox, nc, -ll, -p, "18082", -e, echo, hello-from-greeter]
-    resource: {cpu: {cores: 1}, memory: {size: 64MiB}, annotations: {e2e/node: "2"}}
-    readiness-probe: {tcp-socket: {port: 18082}, period-seconds: 1}
+    resource: {{cpu: {{cores: 1}}, memory: {{size: 64MiB}}, annotations: {{e2e/node: "{on}"}}}}
+    network: {{ports: [{{name: greet, port: 18082}}]}}
+    readiness-probe: {{tcp-socket: {{port: 18082}}, period-seconds: 1}}
 """
-    caller = job(
+    network = "    network: {isolated: true}\n" if isolated else ""
+    job_text = job(
         "caller",
         "nc -w 5 greeter 18082 </dev/null && grep greeter /etc/hosts",
-        node=1,
-        extra="    depends-on: [{name: greeter, status: RUNNING}]\n",
+        node=caller,
+        extra="    depends-on: [{name: greeter, status: RUNNING}]\n" + network,
     )
-
-    status, logs = run_jobs(netns_cluster, caller, services=greeter)
-
+    status, logs = run_jobs(netns_cluster, job_text, services=greeter)
     assert status == Status.FINISHED, logs
+    return logs
+
+
+def test_a_job_reaches_a_service_on_the_other_node_by_name(netns_cluster: NetnsCluster) -> None:
+    logs = call_greeter(netns_cluster, on=2, caller=1, isolated=False)
     assert "hello-from-greeter" in logs
     assert f"{netns_cluster.node_address('node-2')}\tgreeter" in logs
+
+
+def test_an_isolated_job_reaches_a_service_on_its_own_node_by_name(
+    netns_cluster: NetnsCluster,
+) -> None:
+    logs = call_greeter(netns_cluster, on=1, caller=1, isolated=True)
+    assert "hello-from-greeter" in logs

@@ -114,6 +114,22 @@ def test_isolated_job_cannot_reach_a_port_listening_on_its_node(run, on_node, li
     assert connect_output(run, "10.213.7.1", server.port, isolated=isolated()) == ""
 
 
+def test_ports_a_container_on_the_node_network_serves_are_open_to_isolated_jobs_while_it_runs(
+    image, state_dir, run, on_node, listener
+) -> None:
+    server = listener()  # what the container on the node's network would serve
+    serving = ContainerSpec(
+        image=image,
+        command=["sleep", "30"],
+        state_dir=state_dir,
+        node_ports=(f"tcp/{server.port}",),
+    )
+    with Container(serving).start():
+        reached = connect_output(run, NODE_ADDRESS, server.port, isolated=isolated())
+    assert reached == "from-the-node\n"
+    assert connect_output(run, NODE_ADDRESS, server.port, isolated=isolated()) == ""
+
+
 def test_isolated_job_reaches_other_machines_through_nat(run, on_node, listener) -> None:
     with entered(on_node):
         server = listener()

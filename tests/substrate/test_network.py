@@ -64,3 +64,24 @@ def test_an_assignment_hands_its_hosts_to_the_run() -> None:
         hosts={"db": "198.51.100.7"},
     )
     assert RunRequest.from_assignment(assignment).hosts == {"db": "198.51.100.7"}
+
+
+def test_a_service_declared_ports_are_open_to_isolated_jobs_of_its_node() -> None:
+    service = Service.model_validate(
+        {
+            "image": IMAGE,
+            "command": ["true"],
+            "network": {
+                "ports": [
+                    {"name": "web", "port": 8080},
+                    {"name": "dns", "port": 53, "protocol": "udp"},
+                ]
+            },
+        }
+    )
+    assert NodeNetwork().node_ports(service) == ("tcp/8080", "udp/53")
+
+
+def test_an_isolated_job_opens_no_port_of_its_node() -> None:
+    isolated = job(network={"isolated": True, "expose-tcp": [8080]})
+    assert NodeNetwork().node_ports(isolated) == ()

@@ -190,6 +190,7 @@ class ContainerJobDriver(ContainerDriver):
             state_dir=self.node.state_dir,
             isolated=self.node.network.isolation(job),
             extra_hosts=self.node.network.hosts(request.hosts),
+            node_ports=self.node.network.node_ports(job),
         )
 
     def identity(self, image: Path, config: ImageConfig) -> Identity:
