@@ -210,4 +210,17 @@ def refused_fields(stage: Stage) -> list[tuple[str, str]]:
     unlaunchable = unlaunchable_ranks(definition)
     if unlaunchable is not None:
         problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
+    if isinstance(definition, Job) and definition.multinode and isolated(definition):
+        problems.append(
+            (
+                f"{stage.id}.network.isolated",
+                "a multinode job's ranks reach each other and their node's PMI service on"
+                " the nodes' network; an isolated multinode job is not supported here yet",
+            )
+        )
     return problems
+
+
+def isolated(job: Job) -> bool:
+    """Whether ``job`` asks for a network namespace of its own (``network.isolated``)."""
+    return job.network is not None and bool(job.network.isolated)

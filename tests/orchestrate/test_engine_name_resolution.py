@@ -1,6 +1,9 @@
 """Name resolution in the engine: a job's assignment names the workflow's placed services
 with the address of their node, so the node can write them into the job's /etc/hosts."""
 
+import pytest
+
+from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import Resources
 
 SERVICE_AND_CLIENT = """
@@ -14,6 +17,16 @@ jobs:
     image: {uri: docker://alpine:latest}
     command: ["true"]
     depends-on: [{name: db, status: RUNNING}]
+"""
+
+ISOLATED_MULTINODE = """
+version: v4
+jobs:
+  ring:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    network: {isolated: true}
+    multinode: {nodes: 2, implementation: mpich}
 """
 
 
@@ -35,3 +48,11 @@ def test_a_job_assignment_names_the_running_services_at_their_node_address(harne
 def test_a_service_on_a_node_that_registered_no_address_is_not_named(harness) -> None:
     _, client = _client_assignment(harness, "")
     assert dict(client.hosts) == {}
+
+
+def test_an_isolated_multinode_job_is_refused_naming_the_field(harness) -> None:
+    harness.node("a")
+    harness.node("b")
+    with pytest.raises(InvalidArgument) as refused:
+        harness.submit(ISOLATED_MULTINODE)
+    assert [d["field"] for d in refused.value.details] == ["jobs.ring.network.isolated"]
