@@ -6,10 +6,12 @@ entry of its sysfs directory; node 0 on machines without NUMA). Cores are number
 order of their socket and first logical CPU, since the kernel's ``core_id`` repeats across
 sockets.
 
-A node that registers a ``cores`` count other than its logical CPUs offers only the first
-``cores`` of them (their cores, with those threads); a count above what the machine has
-(an over-committed test node) cannot be pinned, so such a node reports no topology and takes
-no job that asks for a CPU layout. Neither does a node whose cgroups offer no cpusets.
+A node that registers a ``cores`` count below its logical CPUs offers only the first
+``cores`` of them (their cores, with those threads). A count above what the machine has (an
+over-committed node, as test clusters run several agents on one machine) is a count only:
+its jobs are counted against it, but the cores pinned jobs get are the machine's own, so it
+offers every core it has and no more. A node whose cgroups offer no cpusets reports no
+topology and takes no job that asks for a CPU layout.
 """
 
 from __future__ import annotations
@@ -48,11 +50,9 @@ def pinnable_cores(cores: int | None = None) -> tuple[CpuCore, ...]:
 
 def cpu_topology(cores: int | None = None, sys_cpu: Path = SYS_CPU) -> tuple[CpuCore, ...]:
     """This node's cores over the logical CPUs it may use, limited to the first ``cores``
-    of them (None: all); empty when ``cores`` is more than it has or sysfs says nothing."""
+    of them (None, or more than it has: all); empty when sysfs says nothing."""
     allowed = sorted(os.sched_getaffinity(0))
     if cores is not None:
-        if cores > len(allowed):
-            return ()
         allowed = allowed[:cores]
     return group_cores(
         (

@@ -55,8 +55,9 @@ def test_a_count_of_cores_offers_the_first_logical_cpus(tmp_path: Path) -> None:
     assert cores == (CpuCore(0, 0, 0, (ALLOWED[0],)),)
 
 
-def test_more_cores_than_the_machine_has_give_no_topology(tmp_path: Path) -> None:
+def test_more_cores_than_the_machine_has_offer_every_core_it_has(tmp_path: Path) -> None:
     sysfs = _fake_sysfs(
         tmp_path, socket_of=lambda cpu: 0, core_of=lambda cpu: cpu, numa_of=lambda cpu: 0
     )
-    assert cpu_topology(len(ALLOWED) + 1, sys_cpu=sysfs) == ()
+    cores = cpu_topology(len(ALLOWED) + 1, sys_cpu=sysfs)
+    assert [core.threads for core in cores] == [(cpu,) for cpu in ALLOWED]
