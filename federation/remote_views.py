@@ -15,7 +15,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from fuzzball_core.api.proto_messages import kind_of, status_of, unix_time
+from fuzzball_core.api.proto_messages import kind_of, metering_of, status_of, unix_time
 from fuzzball_core.api.rest_messages import whole_numbers
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.service.views import (
@@ -59,6 +59,7 @@ def stage_view(stage: pb.WorkflowStage, workflow_id: str) -> StageView:
         tasks_finished=details.tasks_finished,
         tasks_failed=details.tasks_failed,
         tasks_running=details.tasks_running,
+        metering=metering_of(details),
     )
 
 
@@ -75,6 +76,7 @@ def workflow_view(workflow: pb.Workflow, *, workflow_id: str, account_id: str) -
         error=workflow.error,
         raw_specification=workflow.raw_specification,
         stages=tuple(stage_view(s, workflow_id) for s in workflow.jobs),
+        annotations=dict(workflow.annotations),
     )
 
 

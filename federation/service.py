@@ -47,6 +47,7 @@ from fuzzball_core.service.views import (
     NodeView,
     Principal,
     StageExplanation,
+    StartedWorkflow,
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
@@ -150,19 +151,24 @@ class FederateService:
         )
         raise InvalidArgument(f"no member cluster can run this workflow{needs}: {because}")
 
-    async def start_workflow_async(self, who: Principal, **source: Any) -> str:
+    async def start_workflow_async(self, who: Principal, **source: Any) -> StartedWorkflow:
         """:meth:`start_workflow` for the transports: asking members for their capacity and
         submitting to the chosen one run in a worker thread, off the gateway's event loop."""
-        return await asyncio.to_thread(functools.partial(self.start_workflow, who, **source))
+        return await asyncio.to_thread(functools.partial(self._start, who, **source))
 
-    def start_workflow(
+    def start_workflow(self, who: Principal, **source: Any) -> str:
+        return self._start(who, **source).id
+
+    def _start(
         self,
         who: Principal,
         *,
         raw_specification: str | None = None,
         definition: Mapping[str, Any] | None = None,
         name: str | None = None,
-    ) -> str:
+    ) -> StartedWorkflow:
+        """Route the workflow and submit it to the chosen member; its id here, and the
+        file's warnings (read here, with the same rules as the member's)."""
         parsed, raw = self._parse(raw_specification, definition, name or "<api>")
         failures = []
         for cluster in self._choose(parsed):
@@ -186,7 +192,7 @@ class FederateService:
                     )
                 )
             log.info("workflow %s -> cluster %s as %s", workflow_id, cluster, remote_id)
-            return workflow_id
+            return StartedWorkflow(workflow_id, tuple(parsed.warnings))
         raise Unavailable("no chosen member cluster accepted the workflow: " + "; ".join(failures))
 
     def validate_workflow(

@@ -140,10 +140,17 @@ class FuzzballClient:
 
     def start_workflow(self, raw_specification: str, *, name: str | None = None) -> str:
         """Start a workflow from a file's text (sent unchanged); return its id."""
+        return self.start_workflow_reply(raw_specification, name=name).id
+
+    def start_workflow_reply(
+        self, raw_specification: str, *, name: str | None = None
+    ) -> pb.StartWorkflowResponse:
+        """Start a workflow from a file's text (sent unchanged); the reply: its id and the
+        server's warnings about the file."""
         body: dict[str, Any] = {"rawSpecification": raw_specification}
         if name:
             body["name"] = name
-        return self._call("POST", "/workflows", pb.WorkflowIdResponse, json=body).id
+        return self._call("POST", "/workflows", pb.StartWorkflowResponse, json=body)
 
     def validate_workflow(self, raw_specification: str) -> list[str]:
         """Validate on the server; return its warnings."""

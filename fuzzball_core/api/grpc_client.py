@@ -95,12 +95,12 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
         self.poll_interval = poll_interval
 
     async def StartWorkflow(self, request: pb.StartWorkflowRequest, context: Any) -> Any:
-        async def respond(who: Principal) -> pb.WorkflowIdResponse:
+        async def respond(who: Principal) -> pb.StartWorkflowResponse:
             source = workflow_source(request, missing=_NO_SOURCE)
-            workflow_id = await self.service.start_workflow_async(
+            started = await self.service.start_workflow_async(
                 who, name=request.name or None, **source
             )
-            return pb.WorkflowIdResponse(id=workflow_id)
+            return msg.started_message(started)
 
         return await self._answer(context, respond)
 

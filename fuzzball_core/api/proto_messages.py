@@ -19,9 +19,11 @@ from fuzzball_core.service.views import (
     EventView,
     HoldView,
     LogChunkView,
+    MeteringView,
     NodeView,
     StageExplanation,
     StageView,
+    StartedWorkflow,
     WorkflowView,
 )
 from fuzzball_core.vocabulary import StageKind, Status
@@ -77,8 +79,39 @@ def _if_set(text: str) -> str | None:
     return text or None
 
 
+def metering_message(metering: MeteringView | None) -> pb.TrafficMetering | None:
+    """A ``TrafficMetering``; ``None`` (unset) for a stage never metered."""
+    if metering is None:
+        return None
+    return pb.TrafficMetering(
+        ingress_bytes=metering.ingress_bytes,
+        ingress_packets=metering.ingress_packets,
+        egress_bytes=metering.egress_bytes,
+        egress_packets=metering.egress_packets,
+    )
+
+
+def metering_of(message: pb.StageDetails) -> MeteringView | None:
+    """The :class:`MeteringView` of a stage's ``details``; ``None`` while it is unset."""
+    if not message.HasField("metering"):
+        return None
+    counted = message.metering
+    return MeteringView(
+        ingress_bytes=counted.ingress_bytes,
+        ingress_packets=counted.ingress_packets,
+        egress_bytes=counted.egress_bytes,
+        egress_packets=counted.egress_packets,
+    )
+
+
+def started_message(started: StartedWorkflow) -> pb.StartWorkflowResponse:
+    """A ``StartWorkflowResponse``: the new workflow's id and its submission's warnings."""
+    return pb.StartWorkflowResponse(id=started.id, warnings=list(started.warnings))
+
+
 def stage_message(stage: StageView) -> pb.WorkflowStage:
-    """A ``WorkflowStage``; the task counters are set for task arrays only."""
+    """A ``WorkflowStage``; the task counters are set for task arrays only, the metering for
+    stages some run of which reported traffic."""
     array = stage.task_count is not None
     return pb.WorkflowStage(
         id=stage.id,
@@ -98,6 +131,7 @@ def stage_message(stage: StageView) -> pb.WorkflowStage:
             tasks_finished=stage.tasks_finished if array else None,
             tasks_failed=stage.tasks_failed if array else None,
             tasks_running=stage.tasks_running if array else None,
+            metering=metering_message(stage.metering),
         ),
     )
 
@@ -117,6 +151,7 @@ def workflow_message(workflow: WorkflowView) -> pb.Workflow:
         raw_specification=_if_set(workflow.raw_specification),
         jobs=[stage_message(s) for s in workflow.stages],
         total_jobs=jobs or None,
+        annotations=dict(workflow.annotations),
     )
 
 

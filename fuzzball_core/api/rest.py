@@ -266,10 +266,10 @@ async def _start_workflow(request: web.Request) -> web.Response:
     sent = await _json_body(request)
     body = parse_request(sent, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
     source = _source(body, sent)
-    workflow_id = await _service(request).start_workflow_async(
+    started = await _service(request).start_workflow_async(
         _principal(request), name=body.name or None, **source
     )
-    return _reply(pb.WorkflowIdResponse(id=workflow_id))
+    return _reply(msg.started_message(started))
 
 
 async def _validate_workflow(request: web.Request) -> web.Response:

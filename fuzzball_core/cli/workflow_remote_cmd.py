@@ -3,6 +3,7 @@
 Each command talks to the API of the active context, whose replies come as ``fuzzball.v1``
 messages. ``-o json|yaml`` prints the API's own objects; tables show statuses without their
 ``STAGE_STATUS_`` prefix (pending for ``UNSPECIFIED``) and times in UTC to the second.
+The server's warnings about a started file go to stderr as ``warning: FIELD: TEXT``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,29 @@ def _stage_rows(stages: Sequence[pb.WorkflowStage]) -> list[list[str]]:
 
 _STAGE_HEADERS = ["KIND", "STATUS", "NAME", "STARTED", "FINISHED"]
 
+#: ``describe``'s columns of the traffic each stage's containers received and sent.
+_TRAFFIC_HEADERS = ["RECEIVED", "SENT"]
+
+
+def byte_count(count: int) -> str:
+    """``512 B``, ``1.5 KiB``, ``20.0 MiB``: a byte count in binary units, one decimal."""
+    if count < 1024:
+        return f"{count} B"
+    size = float(count)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} TiB"
+
+
+def _traffic_cells(stage: pb.WorkflowStage) -> list[str]:
+    """What the stage's containers received and sent; empty cells when never metered."""
+    if not stage.details.HasField("metering"):
+        return ["", ""]
+    metering = stage.details.metering
+    return [byte_count(metering.ingress_bytes), byte_count(metering.egress_bytes)]
+
 
 @click.command("start")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -73,17 +97,32 @@ _STAGE_HEADERS = ["KIND", "STATUS", "NAME", "STARTED", "FINISHED"]
     is_flag=True,
     help="With --wait: print every job's output once the workflow ends.",
 )
+@output_option
 @click.pass_obj
-def start(state: CliState, file: Path, name: str | None, wait: bool, show_logs: bool) -> None:
-    """Start the workflow in FILE (sent unchanged to the server)."""
+def start(
+    state: CliState, file: Path, name: str | None, wait: bool, show_logs: bool, output: str
+) -> None:
+    """Start the workflow in FILE (sent unchanged to the server).
+
+    The server's warnings about the file (fields it accepts but does not act on, ...) are
+    printed on stderr; ``-o json|yaml`` prints the server's reply, its id and warnings.
+    """
     try:
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidArgument(f"{file}: not UTF-8 text (byte {exc.start})") from None
     if show_logs and not wait:
         raise click.UsageError("--logs needs --wait")
+    if wait and output != "table":
+        raise click.UsageError("--wait prints stage changes as text; it takes no -o")
     # like the real CLI, a workflow is named after its file unless --name says otherwise
-    workflow_id = state.api.start_workflow(text, name=name or file.name)
+    reply = state.api.start_workflow_reply(text, name=name or file.name)
+    workflow_id = reply.id
+    for warning in reply.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if output != "table":
+        emit(reply, output)
+        return
     click.echo(f'Workflow "{workflow_id}" started.')
     if wait:
         final = _wait_for_end(state, workflow_id)
@@ -184,7 +223,11 @@ def list_workflows(state: CliState, output: str) -> None:
 @output_option
 @click.pass_obj
 def describe(state: CliState, workflow_id: str, output: str) -> None:
-    """Show a workflow and every one of its stages."""
+    """Show a workflow and every one of its stages.
+
+    The workflow's annotations are shown under its header and, once some stage's containers
+    were metered, the bytes each stage received and sent (every run and task summed).
+    """
     workflow = state.api.get_workflow(workflow_id)
     if output != "table":
         emit(workflow, output)
@@ -199,10 +242,19 @@ def describe(state: CliState, workflow_id: str, output: str) -> None:
     ]
     if workflow.error:
         header.append(("Error", workflow.error))
+    if workflow.annotations:
+        shown = ", ".join(
+            f"{key}={workflow.annotations[key]}" for key in sorted(workflow.annotations)
+        )
+        header.append(("Annotations", shown))
     for label, value in header:
-        click.echo(f"{label + ':':<10}{value}")
+        click.echo(f"{label + ':':<9} {value}")  # a longer label still gets its space
     click.echo()
-    click.echo(format_table(_STAGE_HEADERS, _stage_rows(workflow.jobs)))
+    headers, rows = _STAGE_HEADERS, _stage_rows(workflow.jobs)
+    if any(stage.details.HasField("metering") for stage in workflow.jobs):
+        headers = headers + _TRAFFIC_HEADERS
+        rows = [row + _traffic_cells(stage) for row, stage in zip(rows, workflow.jobs, strict=True)]
+    click.echo(format_table(headers, rows))
 
 
 @click.command("status")

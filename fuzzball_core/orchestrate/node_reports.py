@@ -8,6 +8,8 @@ releases a service's dependents and ``fence`` is relayed between a multinode run
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterable
 
 from fuzzball_core.api.v1 import node_pb2
@@ -26,6 +28,8 @@ from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, transition
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.store.models import LogChunk, Node, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
+
+log = logging.getLogger(__name__)
 
 #: The reports that name a run.
 _ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
@@ -119,6 +123,10 @@ def _run_exited(
     ctx: EngineContext, tx: Transaction, node_id: str, exited: node_pb2.RunExited
 ) -> None:
     run = tx.session.get(Run, exited.run_id)
+    if run is not None:
+        # kept even for a run already over: a multinode run's other parts report their
+        # traffic after the first failing part ended it
+        _keep_metering(run, node_id, exited.metering_json)
     if run is None or run.status not in LIVE_RUN:
         return  # over already, or never placed: nothing of it runs on a node
     if exited.canceled:
@@ -142,6 +150,27 @@ def _run_exited(
         cause=cause,
         when=reported_time(exited.time, tx.now),
     )
+
+
+#: The counters of a run's metering, as Substrate's eBPF meters name them.
+METERING_COUNTERS = ("ingress_bytes", "ingress_packets", "egress_bytes", "egress_packets")
+
+
+def _keep_metering(run: Run, node_id: str, metering_json: str) -> None:
+    """Store the traffic ``node_id`` metered for ``run`` under that node (a report sent again
+    replaces itself). Nothing is stored when the node metered nothing (metering off, or the
+    run never started a container), or sent what is not counters (logged and dropped: a
+    report must not fail the pass)."""
+    if not metering_json:
+        return
+    try:
+        sent = json.loads(metering_json)
+        counters = {name: int(sent.get(name, 0)) for name in METERING_COUNTERS}
+    except (ValueError, TypeError, AttributeError):
+        log.warning("run %d: unreadable metering from %s: %.80r", run.id, node_id, metering_json)
+        return
+    # a new dict, so that the JSON column sees the change
+    run.metering = {**(run.metering or {}), node_id: counters}
 
 
 def _exit_message(ctx: EngineContext, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:

@@ -9,6 +9,7 @@ array); an ending stage marks its workflow for the pass to advance.
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from sqlalchemy import select
 
@@ -72,7 +73,7 @@ def finish_run(
     if stage.task_count is None:
         if stage.status not in TERMINAL_STATUSES:
             stage.exit_code = exit_code
-            end_stage(ctx, tx, stage, status, message, run.finished_at)
+            end_stage(ctx, tx, stage, status, message, run.finished_at, exit_code=exit_code)
         return
     _task_ended(ctx, tx, stage, run, status, message, was_started)
 
@@ -97,7 +98,7 @@ def _task_ended(
     if status == Status.FAILED:
         stage.exit_code = run.exit_code
         reason = f"task {run.task_id} failed: {message}"
-        end_stage(ctx, tx, stage, Status.FAILED, reason)
+        end_stage(ctx, tx, stage, Status.FAILED, reason, exit_code=run.exit_code)
         cancel_runs(ctx, tx, stage.workflow_id, f"canceled: {reason}", stage_id=stage.id)
     elif stage.tasks_finished >= (stage.task_count or 0):
         end_stage(ctx, tx, stage, Status.FINISHED, f"{stage.tasks_finished} tasks finished")
@@ -136,10 +137,20 @@ def end_stage(
     status: str,
     message: str,
     when: float | None = None,
+    *,
+    exit_code: int | None = None,
 ) -> None:
-    """End a stage with ``message``; its workflow is advanced in this pass."""
+    """End a stage with ``message``; its workflow is advanced in this pass.
+
+    ``exit_code`` is the code its container's command exited with, when that ended it; a
+    failure's ``stage_failed`` event carries it (``exit_code`` in the event's data, as
+    ``container_exited`` has it), so a user reads why without looking for the run's event.
+    """
     stage.message = message
-    transition(tx, stage, status, f"{stage.name}: {message}", when=when)
+    data: dict[str, Any] = {}
+    if status == Status.FAILED and exit_code is not None:
+        data["exit_code"] = exit_code
+    transition(tx, stage, status, f"{stage.name}: {message}", when=when, **data)
     ctx.dirty.add(stage.workflow_id)
 
 

@@ -33,10 +33,12 @@ from fuzzball_core.service.views import (
     EventView,
     HoldView,
     LogChunkView,
+    MeteringView,
     NodeView,
     Principal,
     StageExplanation,
     StageView,
+    StartedWorkflow,
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
@@ -124,13 +126,15 @@ class SqlOrchestrateService:
         raw_specification: str | None = None,
         definition: Mapping[str, Any] | None = None,
         name: str | None = None,
-    ) -> str:
+    ) -> StartedWorkflow:
         """:meth:`start_workflow` for the transports: parsing and pinning images (registry
-        round trips) run in a worker thread, so the event loop keeps serving meanwhile."""
+        round trips) run in a worker thread, so the event loop keeps serving meanwhile. The
+        reply carries the file's warnings, which the caller is shown."""
         source = name or "<api>"
         parsed, raw = await asyncio.to_thread(self._parse, raw_specification, definition, source)
         prepared = await asyncio.to_thread(self.engine.prepare, who, parsed)
-        return self.engine.submit(who, parsed, raw, name or "workflow", prepared=prepared)
+        workflow_id = self.engine.submit(who, parsed, raw, name or "workflow", prepared=prepared)
+        return StartedWorkflow(workflow_id, tuple(parsed.warnings))
 
     def validate_workflow(
         self,
@@ -161,7 +165,10 @@ class SqlOrchestrateService:
             stages = session.scalars(
                 select(Stage).where(Stage.workflow_id == workflow_id).order_by(Stage.id)
             )
-            return _workflow_view(workflow, tuple(_stage_view(s) for s in stages))
+            metering = _stage_metering(session, workflow_id)
+            return _workflow_view(
+                workflow, tuple(_stage_view(s, metering.get(s.id)) for s in stages)
+            )
 
     def stop_workflow(self, who: Principal, workflow_id: str) -> None:
         with self.sessions() as session:
@@ -394,6 +401,21 @@ def _running_stages(session: Session, job_ids: Iterable[str]) -> tuple[str, ...]
     )
 
 
+def _stage_metering(session: Session, workflow_id: str) -> dict[int, MeteringView]:
+    """Each stage's traffic: what every node of every run of it (each attempt, each task)
+    reported; stages none of whose runs reported any are absent."""
+    reported: dict[int, list[dict[str, int]]] = {}
+    rows = session.execute(
+        select(Run.stage_id, Run.metering).where(
+            Run.workflow_id == workflow_id, Run.metering.is_not(None)
+        )
+    )
+    for stage_id, by_node in rows:
+        reported.setdefault(stage_id, []).extend((by_node or {}).values())
+    totals = {stage_id: MeteringView.total(counters) for stage_id, counters in reported.items()}
+    return {stage_id: total for stage_id, total in totals.items() if total is not None}
+
+
 def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> WorkflowView:
     return WorkflowView(
         id=workflow.id,
@@ -406,10 +428,11 @@ def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> Workflo
         error=workflow.error or "",
         raw_specification=workflow.raw_specification,
         stages=stages,
+        annotations=dict(workflow.annotations or {}),
     )
 
 
-def _stage_view(stage: Stage) -> StageView:
+def _stage_view(stage: Stage, metering: MeteringView | None = None) -> StageView:
     return StageView(
         id=str(stage.id),
         workflow_id=stage.workflow_id,
@@ -427,6 +450,7 @@ def _stage_view(stage: Stage) -> StageView:
         tasks_finished=stage.tasks_finished,
         tasks_failed=stage.tasks_failed,
         tasks_running=stage.tasks_running,
+        metering=metering,
     )
 
 

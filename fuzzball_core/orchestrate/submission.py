@@ -118,6 +118,7 @@ def store(
             status=Status.STARTED,
             raw_specification=raw_specification,
             definition_v4=parsed.to_yaml(),
+            annotations=dict(parsed.model.annotations or {}),
             created_at=tx.now,
             started_at=tx.now,
         )

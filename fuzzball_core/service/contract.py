@@ -21,6 +21,7 @@ from fuzzball_core.service.views import (
     NodeView,
     Principal,
     StageExplanation,
+    StartedWorkflow,
     WorkflowView,
 )
 
@@ -59,10 +60,11 @@ class OrchestrateService(Protocol):
         raw_specification: str | None = None,
         definition: Mapping[str, Any] | None = None,
         name: str | None = None,
-    ) -> str:
+    ) -> StartedWorkflow:
         """:meth:`start_workflow` for the transports, which call it on the event loop: the
         slow parts (Orchestrate pins images at registries, Federate asks its members) run in
-        worker threads, so the loop keeps serving other requests meanwhile."""
+        worker threads, so the loop keeps serving other requests meanwhile. The reply adds the
+        submission's warnings to the id, for the caller to be shown."""
 
     def validate_workflow(
         self,

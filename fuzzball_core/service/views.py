@@ -6,8 +6,8 @@ service layer sees a database row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
@@ -33,6 +33,27 @@ class Principal:
 
 
 @dataclass(frozen=True)
+class MeteringView:
+    """Traffic of containers as their eBPF meters counted it: bytes and packets received
+    (ingress) and sent (egress)."""
+
+    ingress_bytes: int = 0
+    ingress_packets: int = 0
+    egress_bytes: int = 0
+    egress_packets: int = 0
+
+    @classmethod
+    def total(cls, counters: Iterable[Mapping[str, Any]]) -> MeteringView | None:
+        """The sum of ``counters`` (mappings of the four fields, as nodes report them);
+        ``None`` when there are none, so "never metered" stays apart from "no traffic"."""
+        counted = list(counters)
+        if not counted:
+            return None
+        names = [f.name for f in fields(cls)]
+        return cls(**{name: sum(int(c.get(name, 0)) for c in counted) for name in names})
+
+
+@dataclass(frozen=True)
 class StageView:
     """One stage of a workflow. Task arrays are one stage with task counters."""
 
@@ -52,6 +73,8 @@ class StageView:
     tasks_finished: int = 0
     tasks_failed: int = 0
     tasks_running: int = 0
+    #: the traffic of its runs (every attempt and task, every node); None: never metered
+    metering: MeteringView | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +91,17 @@ class WorkflowView:
     error: str = ""
     raw_specification: str = ""
     stages: tuple[StageView, ...] = ()
+    #: the definition's own top-level ``annotations``
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StartedWorkflow:
+    """A workflow just stored: its id, and the warnings its submission drew (each starting
+    with the field path it concerns), which the caller is shown."""
+
+    id: str
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ class Workflow(Base):
     raw_specification: Mapped[str] = mapped_column(Text)
     definition_v4: Mapped[str] = mapped_column(Text)
     error: Mapped[str] = mapped_column(Text, default="")
+    #: the definition's top-level ``annotations`` (kept apart so a listing need not parse it)
+    annotations: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -109,6 +111,10 @@ class Run(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     #: why a failed run failed, as policy.retry.on spells it: "node" or the exit code
     failure_cause: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    #: traffic counters each node reported with the run's exit, by node id: {ingress_bytes,
+    #: ingress_packets, egress_bytes, egress_packets} (keyed, so a report sent again after a
+    #: reconnect replaces itself instead of counting twice)
+    metering: Mapped[dict[str, dict[str, int]] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     assigned_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -10,6 +10,7 @@ makes them; methods wait until the engine has applied what they sent.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from fuzzball_core.service.views import (
     STARTED,
     NodeView,
     Principal,
+    StageView,
 )
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_plugins.schedulers.default import DefaultScheduler
@@ -180,9 +182,13 @@ class SqlStack:
         *,
         exit_code: int | None = None,
         task_id: int | None = None,
+        metering: dict[str, int] | None = None,
     ) -> None:
-        """The node reports the run started (STARTED) or ended (FINISHED/FAILED/CANCELED)."""
+        """The node reports the run started (STARTED) or ended (FINISHED/FAILED/CANCELED),
+        with the traffic its meters counted when ``metering`` is given. For a task of an
+        array, FINISHED and FAILED wait for the task to be counted, not for the stage."""
         run_id = self._run_id(workflow_id, stage_name, task_id)
+        ended_tasks = self._on_loop(lambda: self._ended_tasks(workflow_id, stage_name))
         self._send(
             node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id, time=time.time()))
         )
@@ -192,12 +198,22 @@ class SqlStack:
                 time=time.time(),
                 exit_code=exit_code or 0,
                 canceled=status == CANCELED,
+                metering_json=json.dumps(metering) if metering else "",
             )
             self._send(node_pb2.NodeMessage(exited=exited))
 
         def applied() -> bool:
-            workflow = self.service.get_workflow(ADMIN, workflow_id)
-            stage = next(s for s in workflow.stages if s.name == stage_name)
+            if task_id is not None and status in (FINISHED, FAILED):
+                return self._ended_tasks(workflow_id, stage_name) > ended_tasks
+            stage = self._stage(workflow_id, stage_name)
             return stage.status == status or (status == STARTED and stage.status != PENDING)
 
         self._settle(applied)
+
+    def _stage(self, workflow_id: str, stage_name: str) -> StageView:
+        workflow = self.service.get_workflow(ADMIN, workflow_id)
+        return next(s for s in workflow.stages if s.name == stage_name)
+
+    def _ended_tasks(self, workflow_id: str, stage_name: str) -> int:
+        stage = self._stage(workflow_id, stage_name)
+        return stage.tasks_finished + stage.tasks_failed

@@ -79,6 +79,14 @@ class StartWorkflowRequest(_message.Message):
     definition: _struct_pb2.Struct
     def __init__(self, name: _Optional[str] = ..., raw_specification: _Optional[str] = ..., definition: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
+class StartWorkflowResponse(_message.Message):
+    __slots__ = ("id", "warnings")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ValidateWorkflowRequest(_message.Message):
     __slots__ = ("raw_specification", "definition")
     RAW_SPECIFICATION_FIELD_NUMBER: _ClassVar[int]
@@ -116,7 +124,7 @@ class ListWorkflowsResponse(_message.Message):
     def __init__(self, workflows: _Optional[_Iterable[_Union[Workflow, _Mapping]]] = ...) -> None: ...
 
 class StageDetails(_message.Message):
-    __slots__ = ("workflow_id", "node_ids", "exit_code", "attempt", "task_count", "tasks_finished", "tasks_failed", "tasks_running")
+    __slots__ = ("workflow_id", "node_ids", "exit_code", "attempt", "task_count", "tasks_finished", "tasks_failed", "tasks_running", "metering")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +133,7 @@ class StageDetails(_message.Message):
     TASKS_FINISHED_FIELD_NUMBER: _ClassVar[int]
     TASKS_FAILED_FIELD_NUMBER: _ClassVar[int]
     TASKS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    METERING_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     exit_code: int
@@ -133,7 +142,20 @@ class StageDetails(_message.Message):
     tasks_finished: int
     tasks_failed: int
     tasks_running: int
-    def __init__(self, workflow_id: _Optional[str] = ..., node_ids: _Optional[_Iterable[str]] = ..., exit_code: _Optional[int] = ..., attempt: _Optional[int] = ..., task_count: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_running: _Optional[int] = ...) -> None: ...
+    metering: TrafficMetering
+    def __init__(self, workflow_id: _Optional[str] = ..., node_ids: _Optional[_Iterable[str]] = ..., exit_code: _Optional[int] = ..., attempt: _Optional[int] = ..., task_count: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_running: _Optional[int] = ..., metering: _Optional[_Union[TrafficMetering, _Mapping]] = ...) -> None: ...
+
+class TrafficMetering(_message.Message):
+    __slots__ = ("ingress_bytes", "ingress_packets", "egress_bytes", "egress_packets")
+    INGRESS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INGRESS_PACKETS_FIELD_NUMBER: _ClassVar[int]
+    EGRESS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EGRESS_PACKETS_FIELD_NUMBER: _ClassVar[int]
+    ingress_bytes: int
+    ingress_packets: int
+    egress_bytes: int
+    egress_packets: int
+    def __init__(self, ingress_bytes: _Optional[int] = ..., ingress_packets: _Optional[int] = ..., egress_bytes: _Optional[int] = ..., egress_packets: _Optional[int] = ...) -> None: ...
 
 class WorkflowStage(_message.Message):
     __slots__ = ("id", "name", "status", "kind", "error", "create_time", "start_time", "end_time", "details")
@@ -158,7 +180,14 @@ class WorkflowStage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., kind: _Optional[_Union[StageKind, str]] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., details: _Optional[_Union[StageDetails, _Mapping]] = ...) -> None: ...
 
 class Workflow(_message.Message):
-    __slots__ = ("id", "name", "status", "account_id", "create_time", "start_time", "end_time", "error", "raw_specification", "jobs", "total_jobs")
+    __slots__ = ("id", "name", "status", "account_id", "create_time", "start_time", "end_time", "error", "raw_specification", "jobs", "total_jobs", "annotations")
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +199,7 @@ class Workflow(_message.Message):
     RAW_SPECIFICATION_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_JOBS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: WorkflowStatus
@@ -181,7 +211,8 @@ class Workflow(_message.Message):
     raw_specification: str
     jobs: _containers.RepeatedCompositeFieldContainer[WorkflowStage]
     total_jobs: int
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., account_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., raw_specification: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ..., total_jobs: _Optional[int] = ...) -> None: ...
+    annotations: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., account_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., raw_specification: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ..., total_jobs: _Optional[int] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class WorkflowPlan(_message.Message):
     __slots__ = ("stages",)

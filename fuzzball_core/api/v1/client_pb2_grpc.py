@@ -119,7 +119,7 @@ class WorkflowServiceStub:
         self.StartWorkflow = channel.unary_unary(
                 '/fuzzball.v1.WorkflowService/StartWorkflow',
                 request_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.StartWorkflowRequest.SerializeToString,
-                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.WorkflowIdResponse.FromString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.StartWorkflowResponse.FromString,
                 _registered_method=True)
         self.ListWorkflows = channel.unary_unary(
                 '/fuzzball.v1.WorkflowService/ListWorkflows',
@@ -172,7 +172,7 @@ class WorkflowServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def StartWorkflow(self, request, context):
-        """Validate, plan and store a workflow; returns its id.
+        """Validate, plan and store a workflow; returns its id and the validation's warnings.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -248,7 +248,7 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
             'StartWorkflow': grpc.unary_unary_rpc_method_handler(
                     servicer.StartWorkflow,
                     request_deserializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.StartWorkflowRequest.FromString,
-                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.WorkflowIdResponse.SerializeToString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_client__pb2.StartWorkflowResponse.SerializeToString,
             ),
             'ListWorkflows': grpc.unary_unary_rpc_method_handler(
                     servicer.ListWorkflows,
@@ -322,7 +322,7 @@ class WorkflowService:
             target,
             '/fuzzball.v1.WorkflowService/StartWorkflow',
             fuzzball__core_dot_api_dot_v1_dot_client__pb2.StartWorkflowRequest.SerializeToString,
-            fuzzball__core_dot_api_dot_v1_dot_client__pb2.WorkflowIdResponse.FromString,
+            fuzzball__core_dot_api_dot_v1_dot_client__pb2.StartWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,
