@@ -22,7 +22,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs", schema=None) as batch_op:
+    # Drop the columns in place: on SQLite a batch "recreate" copies and drops the table, and
+    # dropping `nodes` cascades to every node hold (ON DELETE CASCADE).
+    with op.batch_alter_table("runs", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("cpus")
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
+    with op.batch_alter_table("nodes", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("cpu_topology")
