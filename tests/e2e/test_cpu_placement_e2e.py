@@ -34,6 +34,15 @@ jobs:
     command: [/bin/sh, -c, "{SHOW_CPUS}"]
 """
 
+EXCLUSIVE_PINNED = f"""
+version: v1
+jobs:
+  whole:
+    image: {{uri: docker://alpine:latest}}
+    command: [/bin/sh, -c, "{SHOW_CPUS}"]
+    resource: {{cpu: {{cores: 1, affinity: CORE}}, exclusive: true}}
+"""
+
 TWO_WEB_SERVICES = """
 version: v1
 services:
@@ -87,6 +96,17 @@ def test_job_without_a_cpu_layout_sees_every_cpu(two_core_nodes: Cluster) -> Non
     assert view.status == "FINISHED", view
     loose = _cpus_seen(two_core_nodes, workflow_id, "jobs.loose")
     assert format_cpu_list(loose) == format_cpu_list(sorted(os.sched_getaffinity(0)))
+
+
+def test_exclusive_pinned_job_sees_every_core_of_its_node(two_core_nodes: Cluster) -> None:
+    orchestrate = two_core_nodes.orchestrate
+    workflow_id = orchestrate.start_workflow(EXCLUSIVE_PINNED, name="whole")
+
+    view = orchestrate.wait_for(workflow_id, timeout=120)
+
+    assert view.status == "FINISHED", view
+    node_cpus = tuple(sorted(os.sched_getaffinity(0))[:2])
+    assert _cpus_seen(two_core_nodes, workflow_id, "jobs.whole") == node_cpus
 
 
 def test_two_services_with_the_same_host_port_land_on_different_nodes(
