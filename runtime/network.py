@@ -1,8 +1,8 @@
 """Isolated networks of containers: what ``ContainerSpec.isolated`` asks for, set up with
 pyroute2 (netlink) and nftables in the network namespace the agent runs in (the node's).
 
-Per node (per state directory), created with the first isolated job and removed with the
-last one's release or by the sweep:
+Per node (per state directory), created with the first isolated job and kept for the next
+ones; the sweep (at the agent's start and stop) removes them once no job uses them:
 
 * a bridge ``fbrt<tag>`` holding the subnet's first address (the jobs' gateway);
 * an nftables table ``ip fbrt_<tag>``: masquerade of the subnet's traffic leaving the node,
@@ -20,7 +20,8 @@ child of it may crash) and held by a descriptor until the container's child join
 ends with the job whatever happens to the agent; a veth pair whose node end ``fbv<id>`` is on
 the bridge and whose other end is the job's ``eth0`` (ending with the namespace); an address
 of the subnet (a file ``network/addresses/<address>`` in the state directory naming the
-container); a default route through the gateway; and the job's exposed ports in the maps.
+container, then the ports it exposes); a default route through the gateway; and the job's
+exposed ports in the maps.
 ``<tag>`` is :attr:`fuzzball_runtime.state.StateDir.tag`, so two agents on one machine (two
 state directories) never touch each other's.
 """
@@ -131,6 +132,20 @@ def _netlink(work: Callable[[], T]) -> T:
         return pool.submit(work).result()
 
 
+def exposed_ports(wanted: IsolatedNetwork) -> list[str]:
+    """The node ports ``wanted`` forwards, as ``tcp/8080`` / ``udp/53``."""
+    return [f"tcp/{port}" for port in wanted.expose_tcp] + [
+        f"udp/{port}" for port in wanted.expose_udp
+    ]
+
+
+def _element(port: str, address: str | None = None) -> str:
+    """The element of an expose map for ``tcp/8080`` (to ``address`` when adding)."""
+    protocol, _, number = port.partition("/")
+    value = f" : {address}" if address else ""
+    return f"{protocol}_expose {{ {number}{value} }}"
+
+
 def _in_new_thread(work: Callable[[], T]) -> T:
     """Run ``work`` in a thread of its own, which may change its namespaces and then ends
     (it starts in the caller's network namespace)."""
@@ -191,12 +206,13 @@ class NodeNetwork:
     def _attach(self, container_id: str, wanted: IsolatedNetwork) -> Attachment:
         with self._lock():
             self._ensure_node()
-            self._check_ports(wanted)
-            address = self._allocate(container_id)
+            ports = exposed_ports(wanted)
+            self._check_ports(ports)
+            address = self._allocate(container_id, ports)
             fd = -1
             try:
                 fd = _in_new_thread(lambda: self._wire(container_id, address))
-                self._expose(wanted, address)
+                self._expose(ports, address)
                 return Attachment(container_id, address, fd)
             except BaseException:
                 if fd >= 0:
@@ -207,18 +223,17 @@ class NodeNetwork:
     def detach(self, container_id: str) -> None:
         """Free what the container ``container_id`` held: an isolated job's exposed ports and
         address (its namespace ended with it), the ports a container on the node's network
-        opened; the node's bridge and table go with the last isolated job. Idempotent."""
+        opened. Idempotent."""
         _netlink(lambda: self._detach(container_id))
 
     def _detach(self, container_id: str) -> None:
         if (self.open / container_id).exists():
             self._close_ports({container_id})
         with self._lock():
-            for address, owner in self._allocated().items():
+            for address, (owner, ports) in self._allocated().items():
                 if owner == container_id:
-                    self._unexpose({address})
+                    self._unexpose(ports)
                     self._free(address)
-            self._remove_node_if_unused()
 
     def open_ports(self, container_id: str, ports: Iterable[str]) -> None:
         """Let isolated jobs on this node reach ``ports`` (``tcp/8080``, ``udp/53``) of the
@@ -279,9 +294,11 @@ class NodeNetwork:
                     (self.open / container_id).unlink(missing_ok=True)
                 self._sync_open_ports()
                 freed += [f"open ports of {c}" for c in sorted(closed)]
-            dead = {a for a, owner in self._allocated().items() if owner not in live}
+            dead = {a for a, (owner, _) in self._allocated().items() if owner not in live}
             if dead:
-                self._unexpose(dead)
+                # what the maps hold, not what the files say: an agent may have died between
+                # writing one and changing the other
+                self._unexpose(port for port, address in self._exposed().items() if address in dead)
                 for address in sorted(dead):
                     self._free(address)
                     freed.append(f"address {address}")
@@ -387,19 +404,23 @@ table ip {self.table} {{
 
     # ---- addresses ------------------------------------------------------------------------
 
-    def _allocated(self) -> dict[str, str]:
-        """address -> container id, for every address taken."""
+    def _allocated(self) -> dict[str, tuple[str, list[str]]]:
+        """address -> (container id, the ports it exposes), for every address taken."""
         if not self.addresses.is_dir():
             return {}
-        return {p.name: p.read_text().strip() for p in self.addresses.iterdir()}
+        found = {}
+        for path in self.addresses.iterdir():
+            owner, *ports = path.read_text().split() or [""]
+            found[path.name] = (owner, ports)
+        return found
 
-    def _allocate(self, container_id: str) -> str:
+    def _allocate(self, container_id: str, ports: list[str]) -> str:
         taken = set(self._allocated())
         for host in self.subnet.hosts():
             address = str(host)
             if host == self.gateway or address in taken:
                 continue
-            (self.addresses / address).write_text(container_id)
+            (self.addresses / address).write_text("\n".join([container_id, *ports]) + "\n")
             return address
         raise NetworkError(
             f"no free address left in {self.subnet} for another isolated job",
@@ -445,43 +466,38 @@ table ip {self.table} {{
                 raise
         return fd
 
-    def _exposed(self) -> dict[tuple[str, int], str]:
-        """(protocol, node port) -> job address, for every port forwarded now."""
-        found: dict[tuple[str, int], str] = {}
+    def _exposed(self) -> dict[str, str]:
+        """``tcp/8080`` -> job address, for every port the maps forward now."""
+        found: dict[str, str] = {}
         for protocol in PROTOCOLS:
             for entry in _nft_json("list", "map", "ip", self.table, f"{protocol}_expose"):
                 mapping = entry.get("map")
                 if isinstance(mapping, dict):
                     for port, address in mapping.get("elem", []):
-                        found[(protocol, int(port))] = str(address)
+                        found[f"{protocol}/{port}"] = str(address)
         return found
 
-    def _check_ports(self, wanted: IsolatedNetwork) -> None:
-        exposed = self._exposed()
-        for protocol, ports in (("tcp", wanted.expose_tcp), ("udp", wanted.expose_udp)):
-            for port in ports:
-                if (protocol, port) in exposed:
-                    raise PortInUse(
-                        f"port {port}/{protocol} of this node is already exposed by another "
-                        f"job (at {exposed[(protocol, port)]})",
-                        errno=errno_codes.EADDRINUSE,
-                    )
+    def _check_ports(self, ports: list[str]) -> None:
+        """Refuse ``ports`` another job on this node exposes (as the address files say)."""
+        if not ports:
+            return
+        allocated = self._allocated().items()
+        held = {port: address for address, (_, taken) in allocated for port in taken}
+        for port in ports:
+            if port in held:
+                protocol, _, number = port.partition("/")
+                raise PortInUse(
+                    f"port {number}/{protocol} of this node is already exposed by another job "
+                    f"(at {held[port]})",
+                    errno=errno_codes.EADDRINUSE,
+                )
 
-    def _expose(self, wanted: IsolatedNetwork, address: str) -> None:
-        lines = [
-            f"add element ip {self.table} {protocol}_expose {{ {port} : {address} }}"
-            for protocol, ports in (("tcp", wanted.expose_tcp), ("udp", wanted.expose_udp))
-            for port in ports
-        ]
+    def _expose(self, ports: list[str], address: str) -> None:
+        lines = [f"add element ip {self.table} {_element(port, address)}" for port in ports]
         if lines:
             _nft("\n".join(lines) + "\n")
 
-    def _unexpose(self, addresses: Iterable[str]) -> None:
-        owned = set(addresses)
-        lines = [
-            f"delete element ip {self.table} {protocol}_expose {{ {port} }}"
-            for (protocol, port), address in self._exposed().items()
-            if address in owned
-        ]
+    def _unexpose(self, ports: Iterable[str]) -> None:
+        lines = [f"delete element ip {self.table} {_element(port)}" for port in ports]
         if lines:
             _nft("\n".join(lines) + "\n")

@@ -170,28 +170,42 @@ def test_a_port_another_job_exposes_is_refused_naming_it(image, state_dir, on_no
         Container(second).start()
 
 
-def test_nothing_of_the_network_is_left_after_the_job_ends(run, state_dir, on_node) -> None:
+def test_nothing_of_a_job_network_is_left_after_it_ends(run, state_dir, on_node) -> None:
     status, _ = run("true", isolated=isolated(expose_tcp=(8080,), expose_udp=(5353,)))
     assert status.exit_code == 0
-    assert network_leftovers(state_dir) == []
+    assert job_leftovers(state_dir) == []
 
 
-def network_leftovers(state_dir: Path) -> list[str]:
-    """The bridge, veths, nft table and addresses of ``state_dir`` still present (in the
-    current namespace)."""
+def test_the_sweep_removes_the_node_bridge_and_table_once_no_job_uses_them(
+    run, state_dir, on_node
+) -> None:
+    run("true", isolated=isolated())
+    assert node_leftovers(state_dir) != []  # kept for the next isolated job
+    sweep(state_dir)
+    assert node_leftovers(state_dir) == []
+
+
+def job_leftovers(state_dir: Path) -> list[str]:
+    """What isolated jobs of ``state_dir`` hold in the current namespace: veths, addresses,
+    forwarded ports."""
     network = NodeNetwork(StateDir(state_dir))
-    found: list[str] = []
     with IPRoute() as ipr:
-        found += [f"link {network.bridge}"] if ipr.link_lookup(ifname=network.bridge) else []
-        found += [
-            f"link {link.get_attr('IFLA_IFNAME')}"
-            for link in ipr.get_links()
-            if link.get_attr("IFLA_IFNAME", "").startswith("fbv")
-        ]
+        names = [link.get_attr("IFLA_IFNAME") for link in ipr.get_links()]
+    found = [f"link {name}" for name in names if name.startswith("fbv")]
+    found += [str(p) for p in network.addresses.glob("*")]
+    maps = subprocess.run(["nft", "list", "table", "ip", network.table], capture_output=True)
+    found += [line for line in maps.stdout.decode().splitlines() if "elements" in line]
+    return found
+
+
+def node_leftovers(state_dir: Path) -> list[str]:
+    """The node's bridge and table for ``state_dir``'s isolated jobs, and the jobs' own."""
+    network = NodeNetwork(StateDir(state_dir))
+    with IPRoute() as ipr:
+        found = [f"link {network.bridge}"] if ipr.link_lookup(ifname=network.bridge) else []
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     found += [line for line in tables.splitlines() if network.table in line]
-    found += [str(p) for p in network.addresses.glob("*")]
-    return found
+    return found + job_leftovers(state_dir)
 
 
 DYING_AGENT = textwrap.dedent(
@@ -219,10 +233,10 @@ def test_sweep_frees_the_network_of_a_dead_agent(image, state_dir, on_node) -> N
     assert int(agent.stdout.readline()) > 0
     agent.kill()
     agent.wait()
-    assert network_leftovers(state_dir) != []
+    assert node_leftovers(state_dir) != []
     report = sweep(state_dir)
     assert "address 10.213.7.2" in report.network
-    assert network_leftovers(state_dir) == []
+    assert node_leftovers(state_dir) == []
 
 
 def test_a_subnet_overlapping_an_address_of_the_node_is_refused(image, state_dir, on_node) -> None:
@@ -234,7 +248,7 @@ def test_a_subnet_overlapping_an_address_of_the_node_is_refused(image, state_dir
     )
     with pytest.raises(NetworkError, match=re.escape("198.51.100.128/25 overlaps 198.51.100.1/24")):
         Container(spec).start()
-    assert network_leftovers(state_dir) == []
+    assert node_leftovers(state_dir) == []
 
 
 @pytest.mark.parametrize(
