@@ -21,6 +21,7 @@ from fuzzball_core.drivers import Router
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.private_files import private_directory
 from fuzzball_federation.clusters_route import add_clusters_route
 from fuzzball_federation.members import Members
 from fuzzball_federation.models import MIGRATIONS
@@ -45,7 +46,7 @@ def build(
         seen.add(member.name)
     _host_port(config.federate.listen)  # a bad listen address refuses to start, exit 2
     if config.database.url == "":
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(config.data_dir)
     database = connect(database_url(config))
     migrate(database, migrations=MIGRATIONS)
     members = Members.from_config(config.federate.clusters, timeout=config.federate.member_timeout)

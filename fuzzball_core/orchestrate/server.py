@@ -30,6 +30,7 @@ from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.private_files import private_directory
 
 log = logging.getLogger("fuzzball.orchestrate")
 
@@ -48,6 +49,7 @@ def build(
     config: FuzzballConfig, scheduler: Scheduler, registry: PluginRegistry | None = None
 ) -> Orchestrate:
     """Connect to (and migrate) the database and wire the engine and the service layer."""
+    private_directory(config.data_dir)  # the database, object cache and logs live there
     database = connect(config.database_url)
     migrate(database)
     sessions = session_factory(database)

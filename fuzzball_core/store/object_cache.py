@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 from fuzzball_core.store.models import CachedObject
+from fuzzball_core.store.private_files import open_private, private_directory
 
 SCOPES = ("user", "group")
 SCHEMES = ("fuzzball", "fb")
@@ -85,8 +86,10 @@ class ObjectCache:
         self.sessions = sessions
         self.directory = directory
         self.clock = clock
-        (directory / "blobs").mkdir(parents=True, exist_ok=True)
-        (directory / "incoming").mkdir(parents=True, exist_ok=True)
+        # images hold what workflows built into them: the service's own only (0700/0600)
+        private_directory(directory)
+        private_directory(directory / "blobs")
+        private_directory(directory / "incoming")
 
     def blob_path(self, digest: str) -> Path:
         """Where the content with ``digest`` (``sha256:<hex>``) is kept."""
@@ -122,7 +125,8 @@ class ObjectCache:
         self.open_blob(digest)
         path = self.config_path(digest)
         partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-        partial.write_text(json.dumps(dict(config), separators=(",", ":")))
+        with open_private(partial) as out:
+            out.write(json.dumps(dict(config), separators=(",", ":")).encode())
         os.replace(partial, path)
 
     def read_config(self, digest: str) -> dict[str, Any] | None:
@@ -146,7 +150,7 @@ class ObjectCache:
         digest = hashlib.sha256()
         size = 0
         try:
-            with incoming.open("wb") as out:
+            with open_private(incoming) as out:
                 for chunk in chunks:
                     digest.update(chunk)
                     out.write(chunk)
