@@ -22,13 +22,21 @@ Unknown keys and wrong types are errors that name the key (``scheduler.drivr: un
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec.models import Retry
@@ -87,6 +95,13 @@ class OrchestrateConfig(_Section):
     enable_workflow_image_builds: bool = True
 
 
+def _job_subnet(value: str | None) -> str | None:
+    """An IPv4 subnet with room for jobs (ValueError saying what is wrong otherwise)."""
+    if value is not None and ipaddress.IPv4Network(value).num_addresses < 4:
+        raise ValueError("too small for jobs: a gateway and at least one job need room")
+    return value
+
+
 class SubstrateConfig(_Section):
     """One node agent. Resource limits let several agents share a machine in tests."""
 
@@ -108,7 +123,7 @@ class SubstrateConfig(_Section):
     address: str = ""
     #: the private subnet of this node's isolated jobs (``network.isolated``); None: the
     #: runtime's default. Agents sharing one network namespace need one each.
-    job_subnet: str | None = None
+    job_subnet: Annotated[str | None, AfterValidator(_job_subnet)] = None
 
 
 class SchedulerConfig(_Section):

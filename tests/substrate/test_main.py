@@ -23,6 +23,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         ("substrate:\n  node-tokn: x\n", "substrate.node-tokn: unknown key"),
         ("substrate:\n  cores: 0\n", "substrate.cores"),
         ("substrate:\n  cores: 2\n", "substrate.node-token: must be set"),
+        ("substrate:\n  job-subnet: 10.0.0.0/33\n", "substrate.job-subnet"),
+        ("substrate:\n  job-subnet: 10.0.0.0/31\n", "too small for jobs"),
         ("plugins:\n  require: [no-such-plugin]\n", "no-such-plugin"),
     ],
 )
