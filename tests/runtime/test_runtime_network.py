@@ -14,6 +14,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,22 @@ def test_isolated_job_has_its_own_address_on_the_node_subnet(run, on_node) -> No
     status, output = run("ip -o -4 addr show eth0", isolated=isolated())
     assert status.exit_code == 0
     assert " 10.213.7.2/24 " in output
+
+
+def test_isolated_jobs_started_together_get_addresses_of_their_own(
+    image, state_dir, on_node
+) -> None:
+    spec = ContainerSpec(
+        image=image, command=["sleep", "30"], state_dir=state_dir, isolated=isolated()
+    )
+    # the pool's threads start in this thread's namespace, the node's
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        handles = list(pool.map(lambda _: Container(spec).start(), range(6)))
+    try:
+        assert len({handle.address for handle in handles}) == 6
+    finally:
+        for handle in handles:
+            handle.close()
 
 
 def test_isolated_job_cannot_reach_a_port_listening_on_its_node(run, on_node, listener) -> None:
