@@ -157,6 +157,9 @@ def node_view(
         used_devices={k: v - free_devices.get(k, 0) for k, v in devices.items()},
         registered_at=_time(node, "registered_at") if isinstance(node, pb.GetNodeInfo) else None,
         last_seen=_time(node, "last_seen") if isinstance(node, pb.GetNodeInfo) else None,
-        stages=tuple(f"{r.workflow_id}/{r.job_name}" for r in running),
+        # as the member shows it; Federate's service hides what the caller may not see
+        stages=tuple(
+            f"{r.workflow_id}/{r.job_name}" if r.workflow_id else r.job_name for r in running
+        ),
         holds=tuple(hold_view(h, node_id=node.id) for h in node.holds),
     )

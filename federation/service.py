@@ -15,6 +15,7 @@ Accounts and tokens are Federate's own: the shared token store over Federate's t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -41,6 +42,7 @@ from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
+    IN_USE,
     EventView,
     HoldView,
     LogChunkView,
@@ -326,7 +328,26 @@ class FederateService:
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         member, node = self._node_member(node_id)
-        return rv.node_view(node, extra_annotations={CLUSTER_ANNOTATION: member.name})
+        view = rv.node_view(node, extra_annotations={CLUSTER_ANNOTATION: member.name})
+        return dataclasses.replace(view, stages=self._visible_work(who, member.name, view.stages))
+
+    def _visible_work(self, who: Principal, cluster: str, stages: Iterable[str]) -> tuple[str, ...]:
+        """A member node's running work as ``who`` may see it: the work of its own federated
+        workflows (any federated workflow's, for an administrator) under the federated id;
+        everything else only :data:`IN_USE`, as Orchestrate shows other accounts' work."""
+        entries = [entry.partition("/") for entry in stages]
+        remote_ids = {remote_id for remote_id, separator, _ in entries if separator}
+        with self.sessions() as session:
+            query = select(FederatedWorkflow).where(
+                FederatedWorkflow.cluster == cluster, FederatedWorkflow.remote_id.in_(remote_ids)
+            )
+            if not who.is_admin:
+                query = query.where(FederatedWorkflow.account_id == who.account_id)
+            federated = {row.remote_id: row.id for row in session.scalars(query)}
+        return tuple(
+            f"{federated[remote_id]}/{rest}" if separator and remote_id in federated else IN_USE
+            for remote_id, separator, rest in entries
+        )
 
     def list_node_events(
         self, who: Principal, node_ref: str, *, after_seq: int = 0

@@ -259,7 +259,9 @@ def node_message(node: NodeView) -> pb.GetNodeInfo:
     """A ``GetNodeInfo``, with the running work as ``running_jobs`` and the node's ``holds``."""
     running = []
     for entry in node.stages:
-        workflow_id, _, stage_name = entry.partition("/")
+        workflow_id, separator, stage_name = entry.partition("/")
+        if not separator:  # another account's work: named only as IN_USE, with no workflow
+            workflow_id, stage_name = "", entry
         running.append(pb.RunningJob(job_name=stage_name, workflow_id=workflow_id))
     summary = pb.ResourceSummary(
         total_cores=node.cores,

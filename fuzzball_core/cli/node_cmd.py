@@ -148,8 +148,13 @@ def show_node(state: CliState, node_id: str, output: str) -> None:
     if running:
         click.echo()
         click.echo(
-            format_table(["WORKFLOW", "JOB"], [[r.workflow_id, r.job_name] for r in running])
+            format_table(["WORKFLOW", "JOB"], [[r.workflow_id or "-", r.job_name] for r in running])
         )
+
+
+def _running_label(job: pb.RunningJob) -> str:
+    """``WORKFLOW/JOB`` of the caller's own work; another account's is only "in use"."""
+    return f"{job.workflow_id}/{job.job_name}" if job.workflow_id else job.job_name
 
 
 # -- holds ------------------------------------------------------------------------------------
@@ -339,7 +344,7 @@ def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> No
                 continue
             running = node.running_jobs
             if running:
-                jobs = ", ".join(f"{r.workflow_id}/{r.job_name}" for r in running)
+                jobs = ", ".join(_running_label(r) for r in running)
                 line = (
                     f'Node "{node_id}": waiting for {_plural(len(running), "running job")}: {jobs}'
                 )

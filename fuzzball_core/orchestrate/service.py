@@ -29,6 +29,7 @@ from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
+    IN_USE,
     TERMINAL,
     EventView,
     HoldView,
@@ -218,7 +219,7 @@ class SqlOrchestrateService:
     def list_nodes(self, who: Principal) -> list[NodeView]:
         with self.sessions() as session:
             nodes = session.scalars(select(Node).order_by(Node.name))
-            return [self._node_view(session, n) for n in nodes]
+            return [self._node_view(session, n, who) for n in nodes]
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         with self.sessions() as session:
@@ -228,16 +229,16 @@ class SqlOrchestrateService:
             )
             if node is None:
                 raise NotFound(f"node {node_id} not found")
-            return self._node_view(session, node)
+            return self._node_view(session, node, who)
 
-    def _node_view(self, session: Session, node: Node) -> NodeView:
+    def _node_view(self, session: Session, node: Node, who: Principal) -> NodeView:
         try:
             usage = self.scheduler.node_usage(node.id)
             used = (
                 usage.used_cores,
                 usage.used_memory,
                 dict(usage.used_devices),
-                _running_stages(session, usage.job_ids),
+                _running_stages(session, usage.job_ids, who),
             )
         except NotFound:
             used = (0, 0, {}, ())
@@ -385,19 +386,25 @@ class SqlOrchestrateService:
         return unmet
 
 
-def _running_stages(session: Session, job_ids: Iterable[str]) -> tuple[str, ...]:
-    """``<workflow id>/<stage name>[/<task>]`` of the runs the scheduler holds on a node."""
+def _running_stages(session: Session, job_ids: Iterable[str], who: Principal) -> tuple[str, ...]:
+    """``<workflow id>/<stage name>[/<task>]`` of the runs the scheduler holds on a node,
+    for the runs ``who`` may see (its own; an administrator's, every one); each run of
+    another account is :data:`IN_USE`, so the node's use shows and nothing else of it."""
     run_ids = [int(key.removeprefix("run-")) for key in job_ids if key.startswith("run-")]
     if not run_ids:
         return ()
     rows = session.execute(
-        select(Run.workflow_id, Stage.name, Run.task_id)
+        select(Run.workflow_id, Stage.name, Run.task_id, Workflow.account_id)
         .join(Stage, Stage.id == Run.stage_id)
+        .join(Workflow, Workflow.id == Run.workflow_id)
         .where(Run.id.in_(run_ids))
+        .order_by(Run.id)
     )
     return tuple(
         f"{workflow_id}/{name}" + (f"/{task}" if task is not None else "")
-        for workflow_id, name, task in rows
+        if owner == who.account_id or who.is_admin
+        else IN_USE
+        for workflow_id, name, task, owner in rows
     )
 
 

@@ -21,6 +21,9 @@ FINISHED = Status.FINISHED
 FAILED = Status.FAILED
 CANCELED = Status.CANCELED
 TERMINAL = TERMINAL_STATUSES
+#: how a node view shows a run of an account the caller may not see: that the node is in
+#: use, without the workflow's id or the job's name
+IN_USE = "in use"
 
 
 @dataclass(frozen=True)
@@ -176,5 +179,6 @@ class NodeView:
     used_devices: Mapping[str, int] = field(default_factory=dict)
     registered_at: float | None = None
     last_seen: float | None = None
-    stages: tuple[str, ...] = ()  # "<workflow id>/<stage name>" of running work
+    #: running work: "<workflow id>/<stage name>" of the caller's own, IN_USE for others'
+    stages: tuple[str, ...] = ()
     holds: tuple[HoldView, ...] = ()

@@ -1,0 +1,37 @@
+"""Federate's node views, like Orchestrate's, show another account's running work only as
+"in use"; the owner sees its own under the federated id.
+
+Before, Federate passed on the member's view: the member-local workflow ids of every
+account's work, seen by everyone.
+"""
+
+from __future__ import annotations
+
+import pytest
+from federated_workflows import GPU
+
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.service.views import IN_USE, STARTED
+from fuzzball_federation.models import FederatedWorkflow
+
+
+@pytest.fixture
+def running(federation) -> tuple[str, str]:
+    """Alice's workflow running on onprem's gpu-1: (federated id, the member's id)."""
+    workflow_id = federation.client().start_workflow(GPU)
+    with federation.service.sessions() as session:
+        remote_id = session.get(FederatedWorkflow, workflow_id).remote_id
+    federation.members["onprem"].stack.set_stage(remote_id, "jobs.main", STARTED)
+    return workflow_id, remote_id
+
+
+def test_the_owner_sees_its_running_job_under_the_federated_id(federation, running):
+    node = federation.client().get_node("gpu-1")
+    assert list(node.running_jobs) == [pb.RunningJob(job_name="jobs.main", workflow_id=running[0])]
+
+
+def test_another_account_sees_the_job_only_as_in_use(federation, running):
+    _, bob = federation.service.create_account("bob")
+    node = federation.client(bob).get_node("gpu-1")
+    assert list(node.running_jobs) == [pb.RunningJob(job_name=IN_USE)]
+    assert not {running[0], running[1]} & {job.workflow_id for job in node.running_jobs}
