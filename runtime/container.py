@@ -15,7 +15,7 @@ from typing import IO, Any
 from . import cgroups
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
 from .native import INIT_PATH, check, ffi, lib, new_error
-from .network import Attachment, NodeNetwork
+from .network import Attachment, NodeNetwork, resolv_conf_for_isolated
 from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
 from .state import ContainerRecord, StateDir, process_start_time
 
@@ -132,6 +132,10 @@ class Container:
         memlock = -1
         if spec.memory is not None:
             memlock = self._plan_memlock(spec.memory, notes)
+        resolv = spec.resolv_conf if spec.resolv_conf is not None else _host_resolv_conf()
+        if spec.isolated is not None:
+            resolv, note = resolv_conf_for_isolated(resolv)
+            notes.extend([note] if note else [])
         # Resources taken so far, released in reverse order when a later step fails.
         image_key: str | None = None
         job: cgroups.JobCgroups | None = None
@@ -165,7 +169,9 @@ class Container:
                 _Stream(spec.stdout, reading=False),
                 _Stream(spec.stderr, reading=False),
             ]
-            started = self._clone(spec, state, lower, memlock, procs_fds, streams, attachment)
+            started = self._clone(
+                spec, state, lower, memlock, procs_fds, streams, attachment, resolv
+            )
         except BaseException:
             for stream in streams:
                 stream.abandon()
@@ -260,6 +266,7 @@ class Container:
         procs_fds: list[int],
         streams: list[_Stream],
         attachment: Attachment | None,
+        resolv: str,
     ) -> Any:
         keep: list[Any] = []  # cffi buffers must outlive the call
 
@@ -289,7 +296,6 @@ class Container:
         c.cwd = text(spec.cwd)
         c.hostname = text(spec.hostname)
         c.hosts = text(_hosts_file(spec.hostname, spec.extra_hosts))
-        resolv = spec.resolv_conf if spec.resolv_conf is not None else _host_resolv_conf()
         c.resolv = text(resolv)
         c.uid = spec.uid
         c.gid = spec.gid

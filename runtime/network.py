@@ -57,6 +57,8 @@ DEFAULT_SUBNET = "10.213.0.0/24"
 #: The job's end of its veth pair, inside its namespace.
 JOB_INTERFACE = "eth0"
 CLONE_NEWNET = 0x40000000
+#: where systemd-resolved lists the upstream resolvers its 127.0.0.53 stub forwards to
+RESOLVED_UPSTREAM = Path("/run/systemd/resolve/resolv.conf")
 PROTOCOLS = ("tcp", "udp")
 
 T = TypeVar("T")
@@ -137,6 +139,43 @@ def exposed_ports(wanted: IsolatedNetwork) -> list[str]:
     return [f"tcp/{port}" for port in wanted.expose_tcp] + [
         f"udp/{port}" for port in wanted.expose_udp
     ]
+
+
+def _loopback_resolver(line: str) -> bool:
+    fields = line.split()
+    if len(fields) < 2 or fields[0] != "nameserver":
+        return False
+    try:
+        return ipaddress.ip_address(fields[1].partition("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _has_resolver(lines: list[str]) -> bool:
+    return any(line.split()[:1] == ["nameserver"] for line in lines)
+
+
+def resolv_conf_for_isolated(
+    text: str, upstream: Path = RESOLVED_UPSTREAM
+) -> tuple[str, str | None]:
+    """``text`` (a resolv.conf) as an isolated job can use it, and a warning when it cannot:
+    resolvers on the node's loopback (systemd-resolved's 127.0.0.53, a local dnsmasq) are
+    out of its reach, so they are left out, and when none is left systemd-resolved's upstream
+    list (``upstream``) is used instead, as Docker and Podman do."""
+    lines = text.splitlines()
+    if not any(_loopback_resolver(line) for line in lines):
+        return text, None
+    kept = [line for line in lines if not _loopback_resolver(line)]
+    if _has_resolver(kept):
+        return "\n".join(kept) + "\n", None
+    with contextlib.suppress(OSError):
+        replacement = upstream.read_text()
+        if _has_resolver(replacement.splitlines()):
+            return replacement, None
+    return "\n".join(kept) + "\n", (
+        "the node's resolv.conf names only resolvers on its loopback, which an isolated job "
+        "cannot reach: the job resolves no names but those in its /etc/hosts"
+    )
 
 
 def _element(port: str, address: str | None = None) -> str:

@@ -80,7 +80,8 @@ class ContainerSpec:
     state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR
     #: host directory for the writable layer; None puts it on a per-container tmpfs
     scratch_dir: str | os.PathLike[str] | None = None
-    #: /etc/resolv.conf content; None copies the host's
+    #: /etc/resolv.conf content; None copies the host's (an isolated job's leaves out the
+    #: resolvers on the host's loopback, which it cannot reach)
     resolv_conf: str | None = None
     extra_hosts: dict[str, str] = field(default_factory=dict)
 

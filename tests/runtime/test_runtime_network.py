@@ -23,7 +23,7 @@ from pyroute2 import IPRoute, netns
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_runtime import Container, ContainerSpec, sweep
 from fuzzball_runtime.errors import NetworkError, PortInUse
-from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork
+from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork, resolv_conf_for_isolated
 from fuzzball_runtime.state import StateDir
 
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
@@ -283,3 +283,22 @@ def test_a_bad_isolated_network_is_rejected_naming_the_field(
     spec = ContainerSpec(image=image, command=["true"], state_dir=state_dir, isolated=network)
     with pytest.raises(InvalidArgument, match=field):
         Container(spec).start()
+
+
+def test_an_isolated_job_resolves_with_the_node_resolvers_it_can_reach(run, on_node) -> None:
+    resolv = "search example.org\nnameserver 127.0.0.53\nnameserver 192.0.2.53\n"
+    _, output = run("cat /etc/resolv.conf", isolated=isolated(), resolv_conf=resolv)
+    assert output == "search example.org\nnameserver 192.0.2.53\n"
+
+
+def test_loopback_resolvers_give_way_to_systemd_resolved_upstream_ones(tmp_path) -> None:
+    upstream = tmp_path / "resolv.conf"
+    upstream.write_text("nameserver 192.0.2.53\n")
+    resolv, warning = resolv_conf_for_isolated("nameserver 127.0.0.53\n", upstream)
+    assert (resolv, warning) == ("nameserver 192.0.2.53\n", None)
+
+
+def test_only_loopback_resolvers_and_no_upstream_warn(tmp_path) -> None:
+    resolv, warning = resolv_conf_for_isolated("nameserver ::1\n", tmp_path / "missing")
+    assert resolv == "\n"
+    assert warning is not None and "resolves no names but those in its /etc/hosts" in warning
