@@ -9,13 +9,15 @@ names a job or service, ``RUNNING`` dependencies name services, and dependencies
 cycle; every mount names a declared volume; every step's ``files`` entry puts at an absolute
 path either a declared top-level file (``file://NAME``) or its content written inline;
 workflow-built images are not built from each other in a cycle; every endpoint proxies to a
-declared port and endpoint names are unique.
+declared port and endpoint names are unique; no image URI carries credentials
+(``user:password@``), which would be stored and shown with the workflow.
 Warned: nameless persistent volume references, and ``policy.retry`` without ``on``.
 Cycle detection is linear in the number of steps and dependencies.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -83,8 +85,46 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
         errors.append((f"{first}.depends-on[{index}].name", f"dependency cycle: {chain}"))
 
     errors.extend(_check_image_builds(_mapping(document.get("images"))))
+    errors.extend(_check_image_credentials(document))
     _check_unique_endpoint_names(services, errors)
     return errors, warnings
+
+
+#: what follows ``@`` in a reference pinned by digest (``alpine@sha256:HEX``): the digest, not
+#: a host after credentials
+_DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}")
+_CREDENTIALS = (
+    "the URI carries credentials (user[:password]@ before the registry); remove them: a"
+    " workflow's image URIs are stored and shown with it"
+)
+
+
+def has_credentials(uri: str) -> bool:
+    """Whether an image URI names credentials in its authority (``docker://user:pw@host/x``),
+    as opposed to a digest (``docker://alpine@sha256:...``)."""
+    _, separator, rest = uri.partition("://")
+    authority = rest.split("/", 1)[0] if separator else ""
+    _, at, after = authority.rpartition("@")
+    return bool(at) and not _DIGEST.fullmatch(after)
+
+
+def _check_image_credentials(document: dict[str, Any]) -> list[Violation]:
+    """Every image URI that carries credentials, by its field path; the value is never
+    repeated (the password would be in the error, and the error in logs and replies)."""
+    images: list[tuple[str, Any]] = []
+    for section in ("jobs", "services"):
+        for name, step in _mapping(document.get(section)).items():
+            images.append((f"{section}.{name}.image", _mapping(step).get("image")))
+    defaults = _mapping(document.get("defaults"))
+    for kind in ("job", "service"):
+        images.append((f"defaults.{kind}.image", _mapping(defaults.get(kind)).get("image")))
+    for name, build in _mapping(document.get("images")).items():
+        images.append((f"images.{name}.from", _mapping(build).get("from")))
+    return [
+        (f"{path}.uri", _CREDENTIALS)
+        for path, image in images
+        if isinstance(uri := _mapping(image).get("uri"), str) and has_credentials(uri)
+    ]
 
 
 def _check_volumes(volumes: dict[str, Any], warnings: list[str]) -> None:
