@@ -4,15 +4,18 @@ exposed ports cross real interfaces instead of loopback.
 
 Per cluster (``<tag>`` random, so that clusters of concurrent test sessions never meet)::
 
-    this machine's namespace   bridge fbtc<tag>, 10.211.<n>.1/24: Orchestrate's gRPC and REST
-                               listen there, and a relay forwards a port of it to the local
-                               registry on loopback (the nodes pull through it)
-    namespace fbtc<tag>-node-<i>
-                               eth0 10.211.<n>.<i+1>/24 (the other end, fbtc<tag>v<i>, on the
-                               bridge), lo, a default route through the bridge's address;
-                               agent node-<i> runs in it (``nsenter --net``)
+    namespace fbtc<tag>-switch   bridge br0, joining the nodes and this machine
+    this machine's namespace     fbtc<tag>, 10.211.<n>.1/24, the other end on br0: Orchestrate's
+                                 gRPC and REST listen there, and a relay forwards a port of it
+                                 to the local registry on loopback (the nodes pull through it)
+    namespace fbtc<tag>-node-<i> eth0, 10.211.<n>.<i+1>/24 (the other end on br0), lo, a
+                                 default route through 10.211.<n>.1; agent node-<i> runs in
+                                 it (``nsenter --net``)
 
-Everything the cluster made (namespaces, veths, bridge, relay) is removed by
+The bridge lives in a namespace of its own so that the nodes' traffic to each other is
+bridged there, out of reach of this machine's firewall (br_netfilter would hand bridged
+packets of this machine's namespace to its FORWARD chain, which a Docker host drops).
+Everything the cluster made (namespaces, the veths in them, the relay) is removed by
 :meth:`NetnsCluster.close`, also when starting it failed half-way. The namespaces take with
 them whatever the agents set up inside (their job bridges, nft tables, isolated jobs' veths).
 :class:`~cluster.Cluster` does the rest, unchanged: this module only gives it an address to
@@ -31,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from cluster import Cluster, LocalRegistry
-from pyroute2 import IPRoute, netns
+from netns_tools import create_namespace, entered, remove_namespace
+from pyroute2 import IPRoute
 
 #: the /16 the clusters' bridges take a /24 of (none of this machine's own, none of the
 #: node runtime's default job subnet)
@@ -39,13 +43,15 @@ CLUSTER_RANGE = ipaddress.IPv4Network("10.211.0.0/16")
 
 
 class ClusterNetwork:
-    """The bridge and one namespace per node (see the module docstring)."""
+    """The switch, this machine's link to it and one namespace per node (see the module
+    docstring)."""
 
     def __init__(self, nodes: int) -> None:
         tag = uuid.uuid4().hex[:8]
-        self.bridge = f"fbtc{tag}"
+        self.switch = f"fbtc{tag}-switch"
         self.namespaces = [f"fbtc{tag}-node-{i + 1}" for i in range(nodes)]
-        self._veths = [f"fbtc{tag}v{i + 1}" for i in range(nodes)]
+        #: this machine's end of its link to the switch
+        self.uplink = f"fbtc{tag}"
         self.subnet = self._free_subnet()
         hosts = list(self.subnet.hosts())
         self.gateway = str(hosts[0])
@@ -69,25 +75,33 @@ class ClusterNetwork:
 
     def _create(self) -> None:
         prefix = self.subnet.prefixlen
+        for namespace in (self.switch, *self.namespaces):
+            create_namespace(namespace)
         with IPRoute() as ipr:
-            ipr.link("add", ifname=self.bridge, kind="bridge")
-            bridge = ipr.link_lookup(ifname=self.bridge)[0]
-            ipr.addr("add", index=bridge, address=self.gateway, prefixlen=prefix)
+            peer = {"ifname": "uplink", "net_ns_fd": self.switch}
+            ipr.link("add", ifname=self.uplink, kind="veth", peer=peer)
+            index = ipr.link_lookup(ifname=self.uplink)[0]
+            ipr.addr("add", index=index, address=self.gateway, prefixlen=prefix)
+            ipr.link("set", index=index, state="up")
+        with entered(self.switch), IPRoute() as ipr:
+            ipr.link("add", ifname="br0", kind="bridge")
+            bridge = ipr.link_lookup(ifname="br0")[0]
             ipr.link("set", index=bridge, state="up")
-            for namespace, veth in zip(self.namespaces, self._veths, strict=True):
-                netns.create(namespace)
-                ipr.link(
-                    "add", ifname=veth, kind="veth", peer={"ifname": "eth0", "net_ns_fd": namespace}
-                )
-                outside = ipr.link_lookup(ifname=veth)[0]
-                ipr.link("set", index=outside, master=bridge, state="up")
+            ports = ["uplink"]
+            for index, namespace in enumerate(self.namespaces):
+                ports.append(f"node{index + 1}")
+                peer = {"ifname": "eth0", "net_ns_fd": namespace}
+                ipr.link("add", ifname=ports[-1], kind="veth", peer=peer)
+            for port in ports:
+                index = ipr.link_lookup(ifname=port)[0]
+                ipr.link("set", index=index, master=bridge, state="up")
         for namespace, address in zip(self.namespaces, self.addresses, strict=True):
-            with IPRoute(netns=namespace) as inside:
+            with entered(namespace), IPRoute() as ipr:
                 for name in ("lo", "eth0"):
-                    inside.link("set", index=inside.link_lookup(ifname=name)[0], state="up")
-                eth0 = inside.link_lookup(ifname="eth0")[0]
-                inside.addr("add", index=eth0, address=address, prefixlen=prefix)
-                inside.route("add", dst="0.0.0.0/0", gateway=self.gateway)
+                    ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
+                eth0 = ipr.link_lookup(ifname="eth0")[0]
+                ipr.addr("add", index=eth0, address=address, prefixlen=prefix)
+                ipr.route("add", dst="0.0.0.0/0", gateway=self.gateway)
 
     def wrapper(self, index: int) -> list[str]:
         """The command prefix that starts a program in node ``index``'s namespace (0-based)
@@ -95,15 +109,14 @@ class ClusterNetwork:
         return ["nsenter", f"--net=/run/netns/{self.namespaces[index]}"]
 
     def remove(self) -> None:
-        """Delete the namespaces (and all in them), the veths and the bridge; idempotent."""
-        for namespace in self.namespaces:
-            with contextlib.suppress(OSError):
-                netns.remove(namespace)
+        """Delete the namespaces and everything in them (this machine's end of the link
+        goes with its other end); idempotent."""
+        for namespace in (*self.namespaces, self.switch):
+            remove_namespace(namespace)
         with IPRoute() as ipr:
-            for name in (*self._veths, self.bridge):
-                for index in ipr.link_lookup(ifname=name):
-                    with contextlib.suppress(Exception):
-                        ipr.link("del", index=index)
+            for index in ipr.link_lookup(ifname=self.uplink):
+                with contextlib.suppress(Exception):
+                    ipr.link("del", index=index)
 
 
 class TcpRelay:

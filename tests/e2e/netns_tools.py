@@ -1,16 +1,32 @@
-"""Small tools for tests that play several machines in network namespaces: run code inside
-one (:func:`entered`) and a TCP server that answers and remembers who called
-(:class:`Listener`). Used by the runtime's network tests and the netns test clusters."""
+"""Small tools for tests that play several machines in network namespaces: make and remove
+one, run code inside one (:func:`entered`), a TCP server that answers and remembers who
+called (:class:`Listener`). Used by the runtime's network tests and the netns test clusters.
+
+Nothing here forks the test process: pyroute2's ``netns.create`` and ``IPRoute(netns=...)``
+do, and a forked child of a process running gRPC's threads (the e2e session's Orchestrate)
+may crash. Namespaces are made by ``ip netns`` (a program of its own) and configured with
+pyroute2 from inside (:func:`entered`)."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 
 from pyroute2 import netns
+
+
+def create_namespace(name: str) -> None:
+    """A new network namespace named ``name`` (``/run/netns/NAME``)."""
+    subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
+
+
+def remove_namespace(name: str) -> None:
+    """Remove namespace ``name`` and everything in it, if it exists."""
+    subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
 
 
 @contextlib.contextmanager

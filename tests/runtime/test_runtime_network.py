@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_runtime import Container, ContainerSpec, sweep
@@ -30,7 +30,13 @@ E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
 if str(E2E_DIR) not in sys.path:
     sys.path.insert(0, str(E2E_DIR))
 
-from netns_tools import Listener, entered, read_from  # noqa: E402
+from netns_tools import (  # noqa: E402
+    Listener,
+    create_namespace,
+    entered,
+    read_from,
+    remove_namespace,
+)
 
 pytestmark = pytest.mark.root
 
@@ -45,24 +51,22 @@ def node_ns() -> Iterator[tuple[str, str]]:
     with everything in them (the bridge, the veths, the nft table)."""
     tag = uuid.uuid4().hex[:8]
     node, outside = f"fbrttest-node-{tag}", f"fbrttest-out-{tag}"
-    netns.create(node)
-    netns.create(outside)
     try:
-        with IPRoute(netns=node) as ipr:
-            ipr.link(
-                "add", ifname="uplink", kind="veth", peer={"ifname": "uplink", "net_ns_fd": outside}
-            )
+        create_namespace(node)
+        create_namespace(outside)
+        with entered(node), IPRoute() as ipr:
+            peer = {"ifname": "uplink", "net_ns_fd": outside}
+            ipr.link("add", ifname="uplink", kind="veth", peer=peer)
         for name, address in ((node, NODE_ADDRESS), (outside, OUTSIDE_ADDRESS)):
-            with IPRoute(netns=name) as ipr:
+            with entered(name), IPRoute() as ipr:
                 for link in ("lo", "uplink"):
-                    index = ipr.link_lookup(ifname=link)[0]
-                    ipr.link("set", index=index, state="up")
+                    ipr.link("set", index=ipr.link_lookup(ifname=link)[0], state="up")
                 index = ipr.link_lookup(ifname="uplink")[0]
                 ipr.addr("add", index=index, address=address, prefixlen=24)
         yield node, outside
     finally:
-        netns.remove(node)
-        netns.remove(outside)
+        remove_namespace(node)
+        remove_namespace(outside)
 
 
 @pytest.fixture
