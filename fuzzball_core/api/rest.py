@@ -41,6 +41,7 @@ _SERVICE = web.AppKey("service", object)
 _POLL_INTERVAL = web.AppKey("poll_interval", float)
 _OFFLOAD = web.AppKey("offload_calls", bool)
 _NODE_PATHS = web.AppKey("node_paths", dict)
+_PUBLIC_PATHS = web.AppKey("public_paths", frozenset)
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
 _NODE_ID = "{id:[^/:]+}"
@@ -59,12 +60,14 @@ class ExtraRoutes:
     ``add(app, base, principal_of)`` registers them under ``base`` (``/v3``); a handler finds
     its authenticated caller with ``principal_of(request)``. Requests whose path starts with
     one of ``node_paths`` are not an account's: ``check_node_token(token)`` accepts or refuses
-    their bearer token instead (raising ``Unauthenticated``).
+    their bearer token instead (raising ``Unauthenticated``). ``public_paths`` need no token
+    at all (the process's ``/healthz`` and ``/readyz``).
     """
 
     add: Callable[[web.Application, str, Callable[[web.Request], Principal]], None]
     node_paths: tuple[str, ...] = ()
     check_node_token: Callable[[str], None] | None = None
+    public_paths: tuple[str, ...] = ()
 
 
 def build_rest_app(
@@ -89,6 +92,7 @@ def build_rest_app(
         if extra.check_node_token is not None
         for prefix in extra.node_paths
     }
+    app[_PUBLIC_PATHS] = frozenset(path for extra in extra_routes for path in extra.public_paths)
     base = BASE_PATH
     app.router.add_get(f"{base}/version", _version)
     app.router.add_post(f"{base}/workflows", _start_workflow)
@@ -151,6 +155,8 @@ async def _error_middleware(request: web.Request, handler: Handler) -> web.Strea
 async def _auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     # Unknown paths answer 404 before credentials are looked at, so that clients can probe
     # for the API's version prefix.
+    if request.path in request.app[_PUBLIC_PATHS]:
+        return await handler(request)
     if request.match_info.http_exception is None:
         node_check = _node_token_check(request)
         if node_check is not None:

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FailedPrecondition, FuzzballError, NotFound
+from fuzzball_core.health import Health, keep_running
 from fuzzball_core.orchestrate import node_reports, nodes, placement, progress, recovery, submission
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.events import EventHook
@@ -50,6 +51,8 @@ from fuzzball_core.scheduling import (
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec import ParsedWorkflow, Plan
 from fuzzball_core.spec.models import Retry
+from fuzzball_core.store import database
+from fuzzball_core.store.database import BUSY_RETRY
 from fuzzball_core.store.models import Node, Workflow
 from fuzzball_core.vocabulary import TERMINAL_STATUSES
 
@@ -62,6 +65,8 @@ T = TypeVar("T")
 #: How long the loop waits after a failed pass before the next: a database that is briefly
 #: locked is retried soon, one that is down is not hammered.
 PASS_RETRY = Backoff(initial=0.25, factor=2.0, maximum=8.0)
+#: The engine loop's health condition: it holds while passes pass.
+LOOP = "engine"
 #: Passes that may fail while applying one node report before it is dropped: a report whose
 #: application always raises would otherwise stall every workflow for good.
 MAX_REPORT_REPLAYS = 3
@@ -91,6 +96,7 @@ class Engine:
         default_retry: Retry | None = None,
         event_hook: EventHook | None = None,
         clock: Callable[[], float] = time.time,
+        health: Health | None = None,
     ) -> None:
         self.context = EngineContext(
             sessions,
@@ -108,6 +114,11 @@ class Engine:
         self._stale = False
         #: passes (and loop turns) that raised since the engine was made
         self.failed_passes = 0
+        #: where the loop's condition (:data:`LOOP`) is shown: Orchestrate's ``/readyz``
+        self.health = health or Health("orchestrate")
+        self.health.declare(LOOP, "no pass yet")
+        self._recovered = False
+        self._last_pass = time.monotonic()
 
     # -- what the rest of Orchestrate reads ------------------------------------------------------
 
@@ -295,36 +306,42 @@ class Engine:
     async def run(self, *, tick: float = 1.0) -> None:
         """Pass after pass until cancelled: on every wake-up, and at least every ``tick``.
 
-        Nothing that goes wrong in one turn ends the loop: it is logged with its traceback,
-        counted in :attr:`failed_passes`, and the loop waits out :data:`PASS_RETRY` before
-        the next turn (which starts from a view rebuilt from the database).
+        Nothing that goes wrong in one turn ends the loop (:func:`~fuzzball_core.health.
+        keep_running`): it is logged with its traceback, counted in :attr:`failed_passes`,
+        shown as the failing :data:`LOOP` condition, and the loop waits out
+        :data:`PASS_RETRY` before the next turn (which starts from a view rebuilt from the
+        database).
         """
-        recovered = False
-        retry_delays: Iterator[float] | None = None
-        last_pass = time.monotonic()
-        while True:
-            try:
-                if not recovered:
-                    self.recover()
-                    recovered = True
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=tick)
-                self._wake.clear()
-                stalled = time.monotonic() - last_pass - tick
-                if stalled > self.lease_seconds / 3:
-                    # Orchestrate's own loop was held up (a slow request, a long pause): the
-                    # heartbeats that arrived meanwhile are still queued, so nodes get the
-                    # lost time back instead of losing their leases and their jobs.
-                    self.extend_leases(stalled)
-                last_pass = time.monotonic()
-                self.step()
-                retry_delays = None
-            except Exception:
-                self.failed_passes += 1
-                log.exception("engine pass failed (%d so far); retrying", self.failed_passes)
-                if retry_delays is None:
-                    retry_delays = PASS_RETRY.delays()
-                await asyncio.sleep(next(retry_delays))
+
+        def count(_error: BaseException) -> None:
+            self.failed_passes += 1
+
+        await keep_running(
+            LOOP,
+            lambda: self._turn(tick),
+            health=self.health,
+            retry=PASS_RETRY,
+            logger=log,
+            on_failure=count,
+        )
+
+    async def _turn(self, tick: float) -> None:
+        """One turn of :meth:`run`: recover once, wait for work, make up for a stall, pass."""
+        if not self._recovered:
+            self.recover()
+            self._recovered = True
+            self._last_pass = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=tick)
+        self._wake.clear()
+        stalled = time.monotonic() - self._last_pass - tick
+        if stalled > self.lease_seconds / 3:
+            # Orchestrate's own loop was held up (a slow request, a long pause, a failing
+            # pass): the heartbeats that arrived meanwhile are still queued, so nodes get the
+            # lost time back instead of losing their leases and their jobs.
+            self.extend_leases(stalled)
+        self._last_pass = time.monotonic()
+        self.step()
 
     def step(self) -> None:
         """One pass: node reports, lease expiry, readiness, scheduling; one transaction.
@@ -353,8 +370,10 @@ class Engine:
                         progress.advance(ctx, tx, workflow_id)
                 placement.schedule(ctx, tx)
                 tx.session.commit()
-        except Exception:
-            if applying is not None:
+        except Exception as exc:
+            # a busy or full store is nobody's report's fault: only a report whose own
+            # application raised counts towards dropping it
+            if applying is not None and not database.is_store_failure(exc):
                 applying.failed_passes += 1
             self._put_back(reports)
             ctx.told.undo()
@@ -393,20 +412,38 @@ class Engine:
 
     def _change(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` as one transaction outside the pass, commit it and send what it
-        queued; after a failure other than a refusal, rebuild the view like a failed pass."""
+        queued; after a failure other than a refusal, rebuild the view like a failed pass.
+
+        A database busy with another writer is tried again (:data:`~fuzzball_core.store.
+        database.BUSY_RETRY`, each try from a rebuilt view); a store that stays busy, or a
+        full disk, is answered with UNAVAILABLE or RESOURCE_EXHAUSTED naming the data
+        directory instead of an internal error.
+        """
         ctx = self.context
-        tx = ctx.transaction()
-        try:
-            with tx.session:
-                result = work(tx)
-                tx.session.commit()
-        except FuzzballError:
-            ctx.told.undo()
-            raise  # refused (not found, not allowed now) before anything changed
-        except Exception:
-            ctx.told.undo()
-            self._resync()
-            raise
+        delays = BUSY_RETRY.delays()
+        while True:
+            tx = ctx.transaction()
+            try:
+                with tx.session:
+                    result = work(tx)
+                    tx.session.commit()
+            except FuzzballError:
+                ctx.told.undo()
+                raise  # refused (not found, not allowed now) before anything changed
+            except Exception as exc:
+                ctx.told.undo()
+                self._resync()
+                delay = next(delays, None) if database.is_busy(exc) else None
+                if delay is not None:
+                    log.warning("the database is busy (%s); trying again", exc)
+                    time.sleep(delay)
+                    continue
+                answer = database.storage_error(exc, ctx.sessions.kw["bind"])
+                if answer is not None:
+                    log.error("a change failed in the store: %s", exc)
+                    raise answer from exc
+                raise
+            break
         ctx.told.settle()
         ctx.publish(tx)
         self.wake()

@@ -2,6 +2,9 @@
 
 Start-up order: configuration and plugins (refuse to start, exit 2, if they are wrong), then
 database migrations, then the servers, then the engine's first pass.
+
+Its health is served on the REST port without a token: ``/healthz`` (alive) and ``/readyz``
+(ready: the store answers and the engine's loop passes), each listing the conditions.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import grpc
 from aiohttp import web
 
 from fuzzball_core.api.grpc_client import add_client_servicers
-from fuzzball_core.api.rest import build_rest_app
+from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
+from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
@@ -29,7 +33,7 @@ from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.startup import prepare_process
-from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
 
 log = logging.getLogger("fuzzball.orchestrate")
@@ -43,6 +47,8 @@ class Orchestrate:
     engine: Engine
     service: SqlOrchestrateService
     hub: NodeHub
+    #: the conditions ``/readyz`` serves: the store (probed) and the engine loop
+    health: Health
 
 
 def build(
@@ -54,6 +60,8 @@ def build(
     migrate(database)
     sessions = session_factory(database)
     hub = NodeHub()
+    health = Health("orchestrate")
+    health.probe("store", lambda: probe(database))
     hooks = registry.hook if registry is not None else None
 
     def announce(event: dict[str, Any]) -> None:
@@ -68,10 +76,11 @@ def build(
         max_eviction_restarts=config.orchestrate.max_eviction_restarts,
         default_retry=config.orchestrate.default_retry,
         event_hook=announce,
+        health=health,
     )
     service = SqlOrchestrateService(sessions, engine, registry=registry)
     configure_images(engine, service, config, registry)
-    return Orchestrate(config, engine, service, hub)
+    return Orchestrate(config, engine, service, hub, health)
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -89,8 +98,13 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     add_client_servicers(server, orchestrate.service)
     server.add_insecure_port(config.grpc_listen)
     await server.start()
+    add_health = health_routes(orchestrate.health)
+    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
     rest_runner = web.AppRunner(
-        build_rest_app(orchestrate.service, extra_routes=[object_cache_routes(orchestrate.service)])
+        build_rest_app(
+            orchestrate.service,
+            extra_routes=[object_cache_routes(orchestrate.service), health],
+        )
     )
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)

@@ -12,6 +12,7 @@ left them readable (:mod:`fuzzball_core.store.private_files`).
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,29 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from fuzzball_core.backoff import Backoff
+from fuzzball_core.errors import FuzzballError, ResourceExhausted, Unavailable
 from fuzzball_core.store.private_files import private_file, private_umask, tighten
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+#: How a write refused because another writer holds the database is tried again, on top of
+#: SQLite's own busy timeout (which does not cover a write whose read snapshot went stale:
+#: SQLite answers that at once, and only a new transaction can succeed).
+BUSY_RETRY = Backoff(initial=0.05, factor=4.0, maximum=1.0, attempts=3)
+#: SQLite's primary result codes for a busy and for a full database, and PostgreSQL's
+#: SQLSTATEs for lock waits, serialization failures, deadlocks and a full disk.
+_SQLITE_BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+_SQLITE_FULL = 13
+_PG_BUSY = frozenset({"55P03", "40001", "40P01"})
+_PG_FULL = "53100"
+#: How long (ms) SQLite waits for another writer's lock before a write fails as busy.
+BUSY_TIMEOUT_MS = 10_000
+_BUSY_TEXT = ("database is locked", "database table is locked")
+_FULL_TEXT = ("database or disk is full", "no space left on device", "disk full")
 
 
 def normalise_url(url: str) -> str:
@@ -41,7 +60,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # the last transactions), which is the trade SQLite's documentation recommends.
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    # wait this long (ms) for another writer's lock before the write fails as busy
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cursor.close()
 
 
@@ -105,3 +125,72 @@ def downgrade(engine: Engine, revision: str = "base", migrations: Path = MIGRATI
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions that keep loaded objects usable after commit."""
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def _driver_error(error: BaseException) -> BaseException:
+    """The database driver's own exception under SQLAlchemy's wrapper."""
+    return error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+
+
+def is_busy(error: BaseException) -> bool:
+    """Whether ``error`` is a write refused because another writer holds the database."""
+    cause = _driver_error(error)
+    code = getattr(cause, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _SQLITE_BUSY:
+        return True
+    if getattr(cause, "sqlstate", None) in _PG_BUSY:
+        return True
+    return any(text in str(cause).lower() for text in _BUSY_TEXT)
+
+
+def is_full(error: BaseException) -> bool:
+    """Whether ``error`` is a write that failed for want of disk space."""
+    cause = _driver_error(error)
+    code = getattr(cause, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == _SQLITE_FULL:
+        return True
+    if getattr(cause, "sqlstate", None) == _PG_FULL:
+        return True
+    if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+        return True
+    return any(text in str(cause).lower() for text in _FULL_TEXT)
+
+
+def is_store_failure(error: BaseException) -> bool:
+    """Whether ``error`` is the store's (busy or full), not the work's: trying the same work
+    again later can succeed."""
+    return is_busy(error) or is_full(error)
+
+
+def data_location(bind: Engine) -> str:
+    """Where the store keeps its data, for messages: an SQLite file's directory, else the
+    database server."""
+    url = bind.url
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return f"the data directory {Path(url.database).resolve().parent}"
+    return f"the database server {url.host or 'localhost'}'s disk"
+
+
+def storage_error(error: BaseException, bind: Engine) -> FuzzballError | None:
+    """The answer for a client when a write failed in the store: RESOURCE_EXHAUSTED naming
+    where the data lives when the disk is full, UNAVAILABLE when the database stayed busy;
+    None for any other failure."""
+    if is_full(error):
+        return ResourceExhausted(
+            f"{data_location(bind)} is full ({' '.join(str(_driver_error(error)).split())}):"
+            " nothing was changed; free space there and try again (no restart is needed)"
+        )
+    if is_busy(error):
+        return Unavailable(
+            "the database is busy: another writer held it past the busy timeout and "
+            f"{BUSY_RETRY.attempts} attempts; nothing was changed, try again"
+        )
+    return None
+
+
+def probe(bind: Engine) -> str:
+    """Check that the store answers (a ``SELECT 1``); say where it is. Raises when it does
+    not answer: a readiness probe (:meth:`fuzzball_core.health.Health.probe`)."""
+    with bind.connect() as connection:
+        connection.exec_driver_sql("SELECT 1")
+    return f"{bind.url.get_backend_name()} answers"

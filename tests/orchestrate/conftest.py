@@ -110,3 +110,9 @@ def build_harness(url: str, clock: FakeClock | None = None) -> Harness:
 @pytest.fixture
 def harness(database_url) -> Harness:
     return build_harness(database_url)
+
+
+@pytest.fixture
+def build():
+    """``build(url)``: a harness over the database at ``url`` (a store the test placed)."""
+    return build_harness

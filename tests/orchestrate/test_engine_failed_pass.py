@@ -36,14 +36,15 @@ jobs:
 """
 
 
-def fail_next_commit(harness) -> None:
-    """Make the next commit of the engine's database fail as a locked SQLite database does."""
+def fail_next_commit(harness, error: str = "database is locked") -> None:
+    """Make the next commit of the engine's database fail with ``error``, as SQLite does (a
+    locked database by default)."""
     failed = []
 
     def locked(session) -> None:
         if not failed:
             failed.append(session)
-            raise OperationalError("COMMIT", {}, sqlite3.OperationalError("database is locked"))
+            raise OperationalError("COMMIT", {}, sqlite3.OperationalError(error))
 
     event.listen(harness.engine.sessions, "before_commit", locked)
 
@@ -181,7 +182,8 @@ def test_the_engine_loop_retries_a_start_up_recovery_that_raises(harness, monkey
 
 def test_a_hold_whose_commit_fails_leaves_the_node_taking_work(harness):
     node = harness.node()
-    fail_next_commit(harness)
+    # not a busy database, which a change tries again (tests/orchestrate/test_store_faults.py)
+    fail_next_commit(harness, "disk I/O error")
     with pytest.raises(OperationalError):
         harness.engine.add_hold(node, "cordon", "admin", "repair", "admin")
     harness.submit(TWO_STEPS)
