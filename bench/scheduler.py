@@ -1,12 +1,15 @@
 """Benchmark the default scheduler's placement core on a synthetic cluster.
 
-    python bench/scheduler.py [--nodes 10000] [--jobs 100000] [--seed 1] [--profile]
+    python bench/scheduler.py [--nodes 10000] [--jobs 100000] [--seed 1] [--accounts 1]
+                              [--profile]
 
 The cluster mixes node shapes (small, standard and large CPU nodes, high-memory nodes, GPU nodes
 with 4 or 8 GPUs), zone and fabric annotations, about 3% held nodes (cordon, evict,
 deprovision from admin, monitoring and provisioner), 1% not ready and a few GPU nodes whose
 device plugin failed. Jobs mix sizes from 1 core to 4-node and exclusive jobs, some with GPUs,
-some with annotations, mostly with an expected runtime (their timeout).
+some with annotations, mostly with an expected runtime (their timeout). With ``--accounts N``
+the jobs come from N accounts, a few submitting most of them (weights 1, 1/2, 1/3...), so the
+passes order them by fair share; with one account (the default) the order is plain FIFO.
 
 Three measurements, each timing only the scheduler's own calls (check_feasible at
 submission, schedule, release):
@@ -98,9 +101,15 @@ def make_nodes(count: int, rng: random.Random) -> list[NodeInfo]:
     return nodes
 
 
-def make_jobs(count: int, rng: random.Random, arrival_rate: float) -> list[JobRequest]:
-    """``count`` synthetic jobs arriving at ``arrival_rate`` per second on average."""
+def make_jobs(
+    count: int, rng: random.Random, arrival_rate: float, accounts: int = 1
+) -> list[JobRequest]:
+    """``count`` synthetic jobs arriving at ``arrival_rate`` per second on average, from
+    ``accounts`` accounts."""
     weights = [shape[0] for shape in JOB_SHAPES]
+    # a generator of its own, so the job mix is the same whatever the number of accounts
+    owners = random.Random(count)
+    account_weights = [1 / (k + 1) for k in range(accounts)]
     jobs = []
     now = 0.0
     for i in range(count):
@@ -124,6 +133,7 @@ def make_jobs(count: int, rng: random.Random, arrival_rate: float) -> list[JobRe
                 submitted_at=now,
                 priority=10 if rng.random() < 0.05 else 0,
                 expected_runtime=None if rng.random() < 0.03 else rng.choice(RUNTIMES),
+                account=f"account-{owners.choices(range(accounts), account_weights)[0]}",
             )
         )
     return jobs
@@ -274,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=100000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes")
+    parser.add_argument("--accounts", type=int, default=1, help="accounts submitting the jobs")
     parser.add_argument("--profile", action="store_true", help="cProfile the churn run")
     args = parser.parse_args(argv)
 
@@ -282,11 +293,14 @@ def main(argv: list[str] | None = None) -> None:
     # arrivals a little faster than the cluster drains them, so a queue builds up
     total_cores = sum(node.capacity.cores for node in nodes)
     arrival_rate = total_cores / 11.0 / 1750.0 * 1.1
-    jobs = make_jobs(args.jobs, rng, arrival_rate)
+    jobs = make_jobs(args.jobs, rng, arrival_rate, args.accounts)
     held = sum(1 for node in nodes if node.holds)
     gpu_nodes = sum(1 for node in nodes if node.capacity.devices)
     print(f"cluster: {len(nodes)} nodes ({gpu_nodes} with GPUs, {held} held), {total_cores} cores")
-    print(f"jobs: {len(jobs)} arriving over {jobs[-1].submitted_at / 3600:.1f} h")
+    print(
+        f"jobs: {len(jobs)} from {args.accounts} account(s), arriving over "
+        f"{jobs[-1].submitted_at / 3600:.1f} h"
+    )
 
     placed, waiting, seconds = fill(nodes, jobs)
     print(

@@ -21,13 +21,17 @@ placed on a node where a running job holds one of them.
 
 A pass, as every driver must behave:
 
-1. ``schedule(pending, now)`` considers ``pending`` in queue order (:attr:`JobRequest.order_key`:
-   higher ``priority`` first, then earlier ``submitted_at``, then ``id``).
+1. ``schedule(pending, now)`` considers ``pending`` in the driver's queue order. Within one
+   account (:attr:`JobRequest.account`) that is :attr:`JobRequest.order_key`: higher
+   ``priority`` first, then earlier ``submitted_at``, then ``id``; across accounts a driver
+   may order by fair share (the default driver does: the accounts using least of their share
+   of the cluster go first), else it is ``order_key`` throughout (FIFO).
 2. A job that fits is placed and its capacity is deducted at once (it is *reserved*); the
    engine either starts it or calls :meth:`Scheduler.release`.
 3. A job that does not fit gets a :class:`Diagnosis` saying why, in the shape of the Kubernetes
    scheduling framework's filter reasons ("0/5000 nodes available: 3000 insufficient memory,
-   1500 held (cordon by admin), ...").
+   1500 held (cordon by admin), ..."), or that it waits behind other accounts' work for its
+   fair share (:attr:`ReasonCode.FAIR_SHARE`).
 """
 
 from __future__ import annotations
@@ -435,6 +439,10 @@ class JobRequest:
     ``cpu`` asks for particular cores laid out as it says (None: any cores, unpinned);
     ``host_ports`` (``tcp/8080``) must be free on each of its nodes, and are held there
     while it runs.
+    ``account`` is the id of the account that submitted the job and ``organization`` the
+    organization that account belongs to (empty until accounts have organizations: the
+    identity issue); fair share orders accounts, and organizations above them, by use.
+    Neither decides where the job can run, so neither is part of :attr:`shape`.
     """
 
     id: str
@@ -447,9 +455,11 @@ class JobRequest:
     expected_runtime: float | None = None
     cpu: CpuPinning | None = None
     host_ports: frozenset[str] = frozenset()
+    account: str = ""
+    organization: str = ""
     #: Placement-relevant fields as one hashable value.
     shape: JobShape = field(init=False, repr=False, compare=False)
-    #: Queue order: higher priority first, then earlier submission, then id.
+    #: Queue order within an account: higher priority first, then earlier submission, then id.
     order_key: tuple[int, float, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -478,6 +488,9 @@ class JobRequest:
         object.__setattr__(self, "annotations", annotations)
         if self.cpu is not None and not isinstance(self.cpu, CpuPinning):
             raise InvalidArgument(f"{where}: cpu must be CpuPinning or None")
+        for name in ("account", "organization"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidArgument(f"{where}: {name} must be a string")
         host_ports = _host_ports(self.host_ports, where)
         object.__setattr__(self, "host_ports", host_ports)
         resources = self.resources
@@ -555,6 +568,9 @@ class ReasonCode(StrEnum):
     NODE_ANNOTATIONS_MISMATCH = "NODE_ANNOTATIONS_MISMATCH"
     #: Nodes that would hold it exist, but their device plugin failed.
     DEVICE_PLUGIN_FAILED = "DEVICE_PLUGIN_FAILED"
+    #: It waits for its account's fair share: work of accounts that use less of their share
+    #: of the cluster, submitted after it, goes first (and too few nodes have room for all).
+    FAIR_SHARE = "FAIR_SHARE"
     #: No registered node could hold it even when idle and released from every hold; the
     #: answer of :meth:`Scheduler.check_feasible`, and of a pass for such a job.
     INFEASIBLE = "INFEASIBLE"

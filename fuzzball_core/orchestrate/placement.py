@@ -27,9 +27,9 @@ DEFAULT_TASK_WINDOW = 512
 def request_for(
     ctx: EngineContext, workflow: Workflow, stage: Stage, run: Run, submitted_at: float
 ) -> JobRequest:
-    """The scheduler's view of a run of the stage."""
+    """The scheduler's view of a run of the stage, charged to the workflow's account."""
     definition = ctx.plans.run_definition(workflow, stage.name)
-    return job_request(run.id, definition, submitted_at=submitted_at)
+    return job_request(run.id, definition, submitted_at=submitted_at, account=workflow.account_id)
 
 
 def wait_for_placement(
@@ -90,6 +90,9 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
     """Ask the scheduler to place the waiting runs; send the placed ones to their nodes."""
     if not ctx.pending:
         ctx.diagnoses = {}
+        # a pass with nothing waiting still lets the scheduler see time pass over what runs
+        # (the default one's fair share samples each account's use at every pass)
+        ctx.scheduler.schedule([], tx.now)
         return
     result = ctx.scheduler.schedule([p.request for p in ctx.pending.values()], tx.now)
     ctx.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why

@@ -24,8 +24,12 @@ def run_key(run_id: int) -> str:
     return f"run-{run_id}"
 
 
-def job_request(run_id: int, job: Job | Service, *, submitted_at: float) -> JobRequest:
-    """The scheduler's view of one run of ``job`` (a job's or a service's)."""
+def job_request(
+    run_id: int, job: Job | Service, *, submitted_at: float, account: str = ""
+) -> JobRequest:
+    """The scheduler's view of one run of ``job`` (a job's or a service's), submitted by
+    ``account`` (its id: what fair share orders by). Accounts have no organization yet (the
+    identity issue), so the request's organization is empty."""
     resource = job.resource
     return JobRequest(
         id=run_key(run_id),
@@ -37,6 +41,7 @@ def job_request(run_id: int, job: Job | Service, *, submitted_at: float) -> JobR
         expected_runtime=timeout_seconds(job),
         cpu=cpu_pinning(job),
         host_ports=host_ports(job),
+        account=account,
     )
 
 

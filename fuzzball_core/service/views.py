@@ -151,7 +151,7 @@ class StageExplanation:
     """Why a stage is where it is (``fuzzball workflow why``).
 
     ``reason`` is a scheduling reason code (INSUFFICIENT_RESOURCES, BACKFILL_NO_FIT,
-    NODE_ANNOTATIONS_MISMATCH, DEVICE_PLUGIN_FAILED, INFEASIBLE) or one of
+    NODE_ANNOTATIONS_MISMATCH, DEVICE_PLUGIN_FAILED, FAIR_SHARE, INFEASIBLE) or one of
     WAITING_ON_DEPENDENCY, STARTING, RUNNING, FINISHED, FAILED, CANCELED.
     """
 

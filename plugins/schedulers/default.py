@@ -1,8 +1,11 @@
-"""The default scheduler: best-fit placement, FIFO with EASY backfill, Kubernetes-style reasons.
+"""The default scheduler: best-fit placement, fair share with EASY backfill, Kubernetes-style
+reasons.
 
 Registered as ``default`` in the ``fuzzball.schedulers`` entry-point group.
 
-A pass (:meth:`DefaultScheduler.schedule`) walks the pending jobs in queue order. A job that
+A pass (:meth:`DefaultScheduler.schedule`) walks the pending jobs in fair-share order (see
+:mod:`.fair_share`: the accounts using least of their share of the cluster first; plain queue
+order, FIFO, when fair share is off or every waiting job is of one account). A job that
 fits is placed at once on the best-fitting nodes (see :mod:`.node_index` for the search and
 the order classes are tried in). The first job that does not fit and that the ready, unheld
 nodes could hold once running work ends becomes the *reservation*: the replay in
@@ -18,11 +21,16 @@ count is also asked whether its free cores allow the layout and its host ports a
 pinned job. Reservations and estimated starts count capacity only, so for those jobs they are
 a lower bound; placement itself is exact.
 
-Configuration (the driver's mapping):
+Configuration (the driver's mapping, ``scheduler.options`` in the configuration file):
 
 ``estimate_starts`` (bool, default true)
     Replay running jobs' ends for every shape left waiting to give it an estimated start.
     The reservation always gets one.
+``fair_share`` (mapping)
+    ``enabled`` (default true), ``half_life`` (default ``168h``), ``shares`` (account id ->
+    shares, default 1 each), ``organization_shares`` (organization -> shares, default 1
+    each), ``weights`` (``fair_share``, default 1; ``age``, default 0) and ``max_age``
+    (default ``168h``); see :mod:`.fair_share`.
 """
 
 from __future__ import annotations
@@ -31,7 +39,6 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -55,10 +62,18 @@ from fuzzball_core.scheduling import (
 )
 from fuzzball_plugins.schedulers.cpu_layout import cores_of, logical_cpus
 from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
+from fuzzball_plugins.schedulers.fair_share import (
+    AccountUse,
+    Charge,
+    FairShare,
+    FairShareConfig,
+    Queue,
+)
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
 from fuzzball_plugins.schedulers.timeline import StartQuery, replay_ends, start_or_none
 
-_QUEUE_ORDER = attrgetter("order_key")
+#: the driver's options (``scheduler.options``)
+_OPTIONS = ("estimate_starts", "fair_share")
 
 # Why a job was left waiting in a pass; decides its reason code and how it is surveyed.
 _NO_ROOM = 0  # no reservation was held yet when it failed
@@ -74,12 +89,16 @@ _STARTS_WITH_RESERVATION = frozenset({_HOLDER, _REFUSED})
 class _Allocation:
     """A running job as the scheduler remembers it."""
 
-    __slots__ = ("end", "job", "node_ids")
+    __slots__ = ("charge", "end", "job", "node_ids")
 
-    def __init__(self, job: JobRequest, node_ids: tuple[str, ...], end: float) -> None:
+    def __init__(
+        self, job: JobRequest, node_ids: tuple[str, ...], end: float, charge: Charge
+    ) -> None:
         self.job = job
         self.node_ids = node_ids
         self.end = end
+        #: what it holds on all its nodes together, for its account's fair share
+        self.charge = charge
 
 
 @dataclass(eq=False)
@@ -143,6 +162,14 @@ class _Protection:
             self.spare[node.id] = (key, free_memory - memory)
 
 
+def _sum(first: Charge, second: Charge) -> Charge:
+    """Two amounts of cores, memory and devices together."""
+    devices = dict(first[2])
+    for kind, count in second[2]:
+        devices[kind] = devices.get(kind, 0) + count
+    return (first[0] + second[0], first[1] + second[1], tuple(sorted(devices.items())))
+
+
 def _covers(room: tuple[list[int], int], request_key: tuple[int, ...], memory: int) -> bool:
     key, free_memory = room
     return free_memory >= memory and all(
@@ -155,16 +182,17 @@ class DefaultScheduler(Scheduler):
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
-        unknown = set(self.config) - {"estimate_starts"}
+        unknown = sorted(str(key) for key in self.config if key not in _OPTIONS)
         if unknown:
             raise InvalidArgument(
-                f"scheduler.config: unknown option {sorted(unknown)[0]!r} "
-                "(the default scheduler accepts: estimate_starts)"
+                f"scheduler.options: unknown option {unknown[0]!r} "
+                f"(the default scheduler accepts: {', '.join(_OPTIONS)})"
             )
         estimate = self.config.get("estimate_starts", True)
         if not isinstance(estimate, bool):
-            raise InvalidArgument("scheduler.config.estimate_starts must be true or false")
+            raise InvalidArgument("scheduler.options.estimate_starts must be true or false")
         self._estimate_starts = estimate
+        self._fair = FairShare(FairShareConfig.from_options(self.config.get("fair_share")))
         self._index = NodeIndex()
         self._diagnostics = Diagnostics(self._index)
         self._allocations: dict[str, _Allocation] = {}
@@ -258,6 +286,7 @@ class DefaultScheduler(Scheduler):
         if allocation is None:
             raise NotFound(f"job {job_id} holds no allocation")
         del self._nodes_of[job_id]
+        self._fair.refund(allocation.job.account, allocation.charge)
         ends = self._ends
         del ends[bisect_left(ends, (allocation.end, job_id))]
         index = self._index
@@ -283,10 +312,17 @@ class DefaultScheduler(Scheduler):
         pinning = job.cpu
         ports = job.shape.host_ports
         cpus: dict[str, tuple[int, ...]] = {}
+        charge: Charge = usage
+        if len(nodes) > 1 and not exclusive:
+            count = len(nodes)
+            devices = tuple((kind, n * count) for kind, n in resources.device_items)
+            charge = (resources.cores * count, resources.memory * count, devices)
         for node in nodes:
             if exclusive:
                 capacity = node.info.capacity
                 usage = (capacity.cores, capacity.memory, capacity.device_items)
+                # an exclusive job holds its nodes whole, whatever it asked for
+                charge = usage if node is nodes[0] else _sum(charge, usage)
             core_ids: Sequence[int] = ()
             if pinning is not None:
                 topology = node.cls.topology
@@ -298,7 +334,8 @@ class DefaultScheduler(Scheduler):
                     cpus[node.id] = logical_cpus(topology, core_ids, pinning.threads)
             index.add_job(node, job_id, usage, exclusive, core_ids, ports)
         node_ids = tuple(node.id for node in nodes)
-        self._allocations[job_id] = _Allocation(job, node_ids, end)
+        self._allocations[job_id] = _Allocation(job, node_ids, end, charge)
+        self._fair.charge(job, charge)
         self._nodes_of[job_id] = node_ids
         insort(self._ends, (end, job_id))
         return cpus
@@ -326,7 +363,8 @@ class DefaultScheduler(Scheduler):
         infeasible: dict[JobShape, tuple[str, Survey]] = {}
         self._check_pending(pending)
         protection: _Protection | None = None
-        for job in sorted(pending, key=_QUEUE_ORDER):
+        queue = self._fair.queue(pending, now, self._index)
+        for job in queue:
             job_id = job.id
             shape = job.shape
             if shape in no_room:
@@ -360,7 +398,8 @@ class DefaultScheduler(Scheduler):
                 waiting.append((job, _NO_ROOM if protection is None else _HOLDER))
             else:
                 waiting.append((job, _BACKFILL_NO_ROOM))
-        diagnoses = self._diagnose(waiting, no_room, infeasible, protection, now)
+        diagnoses = self._diagnose(waiting, no_room, infeasible, protection, now, queue)
+        self._fair.finish(now, self._index)
         reservation = None
         if protection is not None:
             reservation = Reservation(
@@ -495,13 +534,16 @@ class DefaultScheduler(Scheduler):
         infeasible: dict[JobShape, tuple[str, Survey]],
         protection: _Protection | None,
         now: float,
+        queue: Queue,
     ) -> _Diagnoses:
-        """Every waiting job's verdict and estimated start; each distinct (shape, situation)
-        is surveyed once."""
+        """Every waiting job's verdict and estimated start; each distinct (shape, situation,
+        and account for jobs passed over for fair share) is surveyed once."""
         starts = self._estimated_starts(no_room)
         reserved_start = start_or_none(protection.start) if protection is not None else None
-        verdicts: dict[tuple[JobShape, int, bool], tuple[_Verdict, float | None]] = {}
+        verdicts: dict[tuple[JobShape, int, bool, str | None], tuple[_Verdict, float | None]]
+        verdicts = {}
         per_job: dict[str, tuple[_Verdict, float | None]] = {}
+        overtaken = queue.overtaken
         for job, situation in waiting:
             shape = job.shape
             guarded = (
@@ -509,10 +551,14 @@ class DefaultScheduler(Scheduler):
                 and situation in _BACKFILL
                 and protection.applies_to(job, now)
             )
-            memo_key = (shape, situation, guarded)
+            passed_over = job.account if job.id in overtaken else None
+            memo_key = (shape, situation, guarded, passed_over)
             answer = verdicts.get(memo_key)
             if answer is None:
-                verdict = self._verdict(job, situation, infeasible, protection if guarded else None)
+                standing = None if passed_over is None else queue.standing(passed_over)
+                verdict = self._verdict(
+                    job, situation, infeasible, protection if guarded else None, standing
+                )
                 start = (
                     reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
                 )
@@ -526,7 +572,10 @@ class DefaultScheduler(Scheduler):
         situation: int,
         infeasible: dict[JobShape, tuple[str, Survey]],
         protection: _Protection | None,
+        standing: AccountUse | None = None,
     ) -> _Verdict:
+        """Why ``job`` waits: ``standing`` is its account's use and share when work of other
+        accounts submitted after it went first for fair share."""
         shape = job.shape
         if situation == _INFEASIBLE:
             message, findings = infeasible[shape]
@@ -544,6 +593,9 @@ class DefaultScheduler(Scheduler):
             reason = ReasonCode.DEVICE_PLUGIN_FAILED
         elif findings.room_without_annotations:
             reason = ReasonCode.NODE_ANNOTATIONS_MISMATCH
+        elif standing is not None:
+            message = self._fair.describe_wait(standing)
+            return ReasonCode.FAIR_SHARE, f"{message}; {findings.message(shape.nodes)}", findings
         elif situation in (_NO_ROOM, _HOLDER):
             reason = ReasonCode.INSUFFICIENT_RESOURCES
         else:

@@ -12,7 +12,7 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
-from fuzzball_core.scheduling import Resources
+from fuzzball_core.scheduling import Resources, Scheduler
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_plugins.schedulers.default import DefaultScheduler
@@ -94,13 +94,15 @@ class Harness:
         return [e.kind for e in self.service.list_events(self.user, workflow_id)]
 
 
-def build_harness(url: str, clock: FakeClock | None = None) -> Harness:
+def build_harness(
+    url: str, clock: FakeClock | None = None, scheduler: Scheduler | None = None
+) -> Harness:
     database = connect(url)
     migrate(database)
     sessions = session_factory(database)
     hub = RecordingHub()
     clock = clock or FakeClock()
-    engine = Engine(sessions, DefaultScheduler(), hub, lease_seconds=15, clock=clock)
+    engine = Engine(sessions, scheduler or DefaultScheduler(), hub, lease_seconds=15, clock=clock)
     service = SqlOrchestrateService(sessions, engine)
     user, _ = service.create_account(f"user-{uuid.uuid4().hex[:6]}")
     admin, _ = service.create_account(f"admin-{uuid.uuid4().hex[:6]}", admin=True)

@@ -69,8 +69,11 @@ def job(
     runtime: float | None = 3600.0,
     cpu: CpuPinning | None = None,
     host_ports: frozenset[str] = frozenset(),
+    account: str = "",
+    organization: str = "",
 ) -> JobRequest:
-    """A job asking for ``cores``, ``memory_gib`` GiB and ``gpus`` GPUs on each of ``nodes``."""
+    """A job asking for ``cores``, ``memory_gib`` GiB and ``gpus`` GPUs on each of ``nodes``,
+    submitted by ``account`` of ``organization``."""
     return JobRequest(
         job_id,
         Resources(cores, memory_gib * GiB, {GPU: gpus} if gpus else {}),
@@ -82,12 +85,14 @@ def job(
         expected_runtime=runtime,
         cpu=cpu,
         host_ports=host_ports,
+        account=account,
+        organization=organization,
     )
 
 
-def cluster(*nodes: NodeInfo) -> DefaultScheduler:
-    """A default scheduler with ``nodes`` registered."""
-    scheduler = DefaultScheduler()
+def cluster(*nodes: NodeInfo, options: dict | None = None) -> DefaultScheduler:
+    """A default scheduler configured with ``options``, with ``nodes`` registered."""
+    scheduler = DefaultScheduler(options)
     for info in nodes:
         scheduler.upsert_node(info)
     return scheduler
