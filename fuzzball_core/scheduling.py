@@ -719,7 +719,8 @@ class Scheduler(ABC):
 
         Each placement's capacity is deducted before the call returns. Every pending job not
         placed has a :class:`Diagnosis`. ``InvalidArgument`` if a pending job is already
-        allocated or listed twice.
+        allocated or listed twice. The engine calls it at every pass, with nothing pending
+        too, so a driver that keeps a history of what runs (fair share) sees time pass.
         """
 
     @abstractmethod

@@ -132,3 +132,38 @@ def test_with_fair_share_off_the_small_workflows_wait_behind_the_array(database_
     for _ in range(3):
         cluster.next_pass()
     assert cluster.small_started == set()
+
+
+WHOLE_NODE = """
+version: v1
+jobs:
+  whole:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    resource: {cpu: {cores: 4}}
+"""
+
+
+def test_passes_with_nothing_waiting_keep_count_of_what_an_account_runs(database_url):
+    harness = build_harness(
+        database_url, scheduler=DefaultScheduler({"fair_share": {"half_life": "1m"}})
+    )
+    harness.engine.lease_seconds = 3600  # no heartbeats in this test
+    node = harness.node("n1", cores=4)
+    harness.submit(WHOLE_NODE)
+    (first,) = harness.assignments()
+    harness.start(node, first.run_id)
+    for _ in range(6):  # a half-life of passes with nothing waiting while the job runs
+        harness.clock.now += 10
+        harness.engine.step()
+    harness.exit(node, first.run_id)
+    harness.engine.step()
+    again = harness.service.start_workflow(harness.user, raw_specification=WHOLE_NODE, name="a")
+    harness.clock.now += 1
+    other, _ = harness.service.create_account(f"other-{uuid.uuid4().hex[:6]}")
+    harness.service.start_workflow(other, raw_specification=WHOLE_NODE, name="b")
+    harness.engine.step()
+    (whole,) = harness.service.explain_workflow(harness.user, again)
+    assert whole.reason == "FAIR_SHARE"
+    # a minute at the whole cluster, a one-minute half-life ago: about half (49% a second on)
+    assert "ran 49% of it recently (half-life 60s)" in whole.message
