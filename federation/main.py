@@ -4,6 +4,11 @@ Start-up order: configuration and plugins (the ``federate.router`` driver; refus
 exit 2, if they are wrong), then Federate's own database (migrated with Federate's own Alembic
 history, ``migrations/`` here: accounts, tokens and the federated workflows, in tables of its
 own, so the database may be Orchestrate's too), then the REST gateway on ``federate.listen``.
+
+Its health is served on the same port without a token: ``/healthz`` (alive) and ``/readyz``
+(ready: its store answers and at least one member was reachable at the last poll). A loop
+(:func:`~fuzzball_core.health.keep_running`) asks every member for its version every
+:data:`MEMBER_POLL` seconds; each member is a condition of its own, listed but not needed.
 """
 
 from __future__ import annotations
@@ -14,20 +19,29 @@ import logging
 import click
 from aiohttp import web
 
-from fuzzball_core.api.rest import build_rest_app
+from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
+from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import ConfigError, FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.drivers import Router
+from fuzzball_core.health import HEALTH_PATHS, Health, describe, health_routes, keep_running
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.startup import prepare_process
-from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_federation.clusters_route import add_clusters_route
-from fuzzball_federation.members import Members
+from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import MIGRATIONS
 from fuzzball_federation.service import FederateService
 
 log = logging.getLogger("fuzzball.federate")
+
+#: Seconds between two polls of the members' reachability.
+MEMBER_POLL = 10.0
+#: The poll loop's retry after a turn that raised.
+POLL_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
+#: Federate's health conditions besides one per member (``cluster NAME``).
+MEMBERS, POLLING = "members", "member polling"
 
 
 def database_url(config: FuzzballConfig) -> str:
@@ -53,11 +67,67 @@ def build(
     return FederateService(session_factory(database), members, router, registry=registry)
 
 
-def build_app(service: FederateService) -> web.Application:
-    """Orchestrate's REST gateway over ``service``, plus ``GET /v3/clusters``."""
-    app = build_rest_app(service, offload_calls=True)  # members answer at their own pace
+def build_app(service: FederateService, health: Health | None = None) -> web.Application:
+    """Orchestrate's REST gateway over ``service``, plus ``GET /v3/clusters``, and
+    ``/healthz`` and ``/readyz`` over ``health`` when given."""
+    extra = []
+    if health is not None:
+        add_health = health_routes(health)
+        extra.append(ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS))
+    # members answer at their own pace: offloaded calls hold up only the requests needing them
+    app = build_rest_app(service, offload_calls=True, extra_routes=extra)
     add_clusters_route(app, service)
     return app
+
+
+def member_condition(member: Member) -> str:
+    """The name of ``member``'s health condition."""
+    return f"cluster {member.name}"
+
+
+def federate_health(service: FederateService) -> Health:
+    """Federate's conditions: its store (probed on each ``/readyz``), the members (at least
+    one reachable), one per member, and the poll loop."""
+    health = Health("federate")
+    bind = service.sessions.kw["bind"]
+    health.probe("store", lambda: probe(bind))
+    health.declare(MEMBERS, "members not polled yet")
+    for member in service.members:
+        health.declare(member_condition(member), "not polled yet", required=False)
+    health.declare(POLLING, "no poll yet", required=False)
+    return health
+
+
+def reach_members(members: Members) -> list[tuple[Member, str | None]]:
+    """Ask every member for its version: (member, None) when it answered, else (member, why
+    not). Blocking: run it in a worker thread."""
+    answers: list[tuple[Member, str | None]] = []
+    for member in members:
+        try:
+            member.client().version()
+        except Exception as exc:  # any failure of one member says only that it is unreachable
+            member.close()  # the next poll or call reaches it anew
+            answers.append((member, describe(exc)))
+        else:
+            answers.append((member, None))
+    return answers
+
+
+async def poll_members(service: FederateService, health: Health, interval: float) -> None:
+    """One poll of the members, then a wait of ``interval``: the turn of the poll loop."""
+    answers = await asyncio.to_thread(reach_members, service.members)
+    for member, problem in answers:
+        if problem is None:
+            health.passed(member_condition(member), f"reachable at {member.config.address}")
+        else:
+            health.failed(member_condition(member), problem)
+    unreachable = [member.name for member, problem in answers if problem is not None]
+    if answers and len(unreachable) == len(answers):
+        health.failed(MEMBERS, f"no member is reachable ({', '.join(unreachable)})")
+    else:
+        reached = len(answers) - len(unreachable)
+        health.passed(MEMBERS, f"{reached} of {len(answers)} members reachable")
+    await asyncio.sleep(interval)
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -68,16 +138,30 @@ def _host_port(listen: str) -> tuple[str, int]:
         raise ConfigError(f"federate.listen: expected host:port, got {listen!r}") from None
 
 
-async def serve(service: FederateService, listen: str, stop: asyncio.Event) -> None:
-    """Serve the REST API on ``listen`` until ``stop`` is set."""
-    runner = web.AppRunner(build_app(service))
+async def serve(
+    service: FederateService, listen: str, stop: asyncio.Event, *, poll: float = MEMBER_POLL
+) -> None:
+    """Serve the REST API on ``listen`` until ``stop`` is set, polling the members every
+    ``poll`` seconds for ``/readyz``."""
+    health = federate_health(service)
+    runner = web.AppRunner(build_app(service, health))
     await runner.setup()
     host, port = _host_port(listen)
+    poller = asyncio.create_task(
+        keep_running(
+            POLLING,
+            lambda: poll_members(service, health, poll),
+            health=health,
+            retry=POLL_RETRY,
+            logger=log,
+        )
+    )
     try:
         await web.TCPSite(runner, host, port).start()
         log.info("federate serving REST on %s for %d member(s)", listen, len(service.members))
         await stop.wait()
     finally:
+        poller.cancel()
         await runner.cleanup()
         service.members.close()
 

@@ -9,7 +9,10 @@ A pid file alone does not say a process is ours and alive: the process may have 
 a zombie its parent has not reaped yet, or have died long ago and its pid been given to a
 stranger. A process counts as running only when ``/proc/PID/stat`` shows it is not a zombie
 and ``/proc/PID/cmdline`` is the command this deployment started it with. So ``up`` after a
-crash restarts what died, and ``down`` never signals a stranger.
+crash restarts what died, and ``down`` never signals a stranger. ``up`` is done when both
+processes answer ready on their ``/readyz`` (Orchestrate's store and engine loop; the node's
+registration and stream), not when a node record says READY, which it still does for a while
+after Substrate crashed; ``status`` shows those conditions.
 """
 
 from __future__ import annotations
@@ -165,13 +168,51 @@ def _api_base(config: FuzzballConfig) -> str:
     return f"http://{config.orchestrate.rest_listen}/v3"
 
 
-def _wait_for_node(
+def health_url(config: FuzzballConfig, process: str) -> str | None:
+    """Where ``process`` serves its health (``/readyz`` beside it): Orchestrate on its REST
+    port, Substrate on its metrics port (None when that is switched off)."""
+    if process == "orchestrate":
+        return f"http://{config.orchestrate.rest_listen}"
+    listen = config.substrate.metrics_listen
+    return f"http://{listen}" if listen else None
+
+
+def readiness(config: FuzzballConfig, process: str) -> dict[str, Any]:
+    """``process``'s ``/readyz``: whether it is ready and its conditions, or why it could
+    not be asked (``ready`` False, ``problem`` saying why)."""
+    base = health_url(config, process)
+    if base is None:
+        return {"ready": None, "conditions": [], "problem": "substrate.metrics-listen is off"}
+    try:
+        reply = httpx.get(f"{base}/readyz", timeout=2)
+        body = reply.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"ready": False, "conditions": [], "problem": str(exc) or type(exc).__name__}
+    if not isinstance(body, dict) or body.get("process") != process:
+        # something else answers on that port (a node exporter on 9100): not our health
+        return {"ready": None, "conditions": [], "problem": f"{base} is not {process}'s"}
+    return {"ready": reply.status_code == 200, "conditions": body.get("conditions", [])}
+
+
+def _unready(conditions: list[dict[str, Any]]) -> str:
+    failing = [f"{c.get('name')}: {c.get('message')}" for c in conditions if not c.get("ok")]
+    return "; ".join(failing) or "not ready"
+
+
+def _wait_until_ready(
     config: FuzzballConfig,
     token: str,
     deployment: Deployment,
     children: dict[str, subprocess.Popen[bytes]],
     timeout: float,
 ) -> list[dict[str, Any]]:
+    """Wait until Orchestrate and the node are ready; return the nodes.
+
+    A node's READY record alone does not do: after a crash of Substrate it stays READY
+    until its lease runs out, while the restarted agent has not registered yet. So the
+    agent's own ``/readyz`` (registered, stream up) decides; only when its metrics port is
+    off (or taken by something else) does the node's READY record.
+    """
     deadline = time.monotonic() + timeout
     headers = {"Authorization": f"Bearer {token}"}
     last_error = "no answer yet"
@@ -181,9 +222,16 @@ def _wait_for_node(
                 raise Unavailable(
                     f"{process} exited during start-up; see {deployment.log_file(process)}"
                 )
+        unready = [
+            f"{process} {_unready(seen['conditions']) if seen['conditions'] else seen['problem']}"
+            for process in PROCESSES
+            if (seen := readiness(config, process))["ready"] is False
+        ]
         try:
             reply = httpx.get(f"{_api_base(config)}/nodes", headers=headers, timeout=2)
-            if reply.status_code == 200:
+            if unready:
+                last_error = "; ".join(unready)
+            elif reply.status_code == 200:
                 nodes = reply.json().get("nodes", [])
                 if any(str(n.get("status", "")).upper().endswith("READY") for n in nodes):
                     return nodes
@@ -254,7 +302,7 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
     contexts.use(CONTEXT_NAME)
     contexts.save()
 
-    nodes = _wait_for_node(config, token, deployment, children, timeout)
+    nodes = _wait_until_ready(config, token, deployment, children, timeout)
     return {
         "api": address,
         "context": CONTEXT_NAME,
@@ -288,13 +336,20 @@ def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -
 
 
 def status(user_config: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """Which local processes run, and where their logs are."""
-    deployment = deployment_for(load_config(config_path(user_config)))
-    return {
-        process: {
-            "running": deployment.pid(process) is not None,
-            "pid": deployment.pid(process),
+    """Which local processes run, whether they are ready and their health conditions (from
+    their ``/readyz``), and where their logs are."""
+    config = load_config(config_path(user_config))
+    deployment = deployment_for(config)
+    report: dict[str, Any] = {}
+    for process in PROCESSES:
+        pid = deployment.pid(process)
+        seen = readiness(config, process) if pid is not None else {"ready": False}
+        report[process] = {
+            "running": pid is not None,
+            "pid": pid,
             "log": str(deployment.log_file(process)),
+            "ready": seen["ready"],
+            "conditions": seen.get("conditions", []),
+            **({"problem": seen["problem"]} if "problem" in seen else {}),
         }
-        for process in PROCESSES
-    }
+    return report

@@ -50,10 +50,26 @@ def down(state: CliState) -> None:
 @output_option
 @click.pass_obj
 def status(state: CliState, output: str) -> None:
-    """Show whether the local processes run, and where their logs are."""
+    """Show whether the local processes run and are ready, their health conditions (a
+    failing one with its reason), and where their logs are."""
     report = deployment.status(state.config_file)
     rows = [
-        [name, "running" if info["running"] else "stopped", info["pid"] or "", info["log"]]
+        [
+            name,
+            "running" if info["running"] else "stopped",
+            {True: "yes", False: "no", None: "unknown"}[info["ready"]],
+            info["pid"] or "",
+            ", ".join(
+                condition["name"]
+                if condition["ok"]
+                else f"{condition['name']}: {condition['message']}"
+                for condition in info["conditions"]
+            )
+            or info.get("problem", ""),
+            info["log"],
+        ]
         for name, info in report.items()
     ]
-    emit(report, output, headers=["PROCESS", "STATE", "PID", "LOG"], rows=rows)
+    emit(
+        report, output, headers=["PROCESS", "STATE", "READY", "PID", "CONDITIONS", "LOG"], rows=rows
+    )

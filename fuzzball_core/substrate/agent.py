@@ -8,6 +8,11 @@ names runs to kill and forget) the agent re-sends the state of the runs it knows
 streams heartbeats, run starts, output and exits while it executes the assignments it
 receives.
 
+The agent's health is served on its metrics port (``/healthz``, ``/readyz``): ready once it is
+registered and its stream is up (Orchestrate's ``Welcome`` came), with its heartbeat loop
+passing (:func:`~fuzzball_core.health.keep_running`: a turn that raises is logged and
+retried, never ends the heartbeats).
+
 When the stream breaks (Orchestrate restarted, network trouble) the containers keep running;
 the agent re-registers and reconnects with exponential backoff, and the Hello/Welcome
 exchange reconciles both sides. A finished run's report is kept until it was sent on a
@@ -43,6 +48,7 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.health import Health, describe, health_routes, keep_running
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import CpuCore
 from fuzzball_core.spec.models import Probe
@@ -71,6 +77,10 @@ log = logging.getLogger("fuzzball.substrate")
 #: Reconnect backoff (seconds), spread by a fifth either way so that nodes restarted
 #: together do not knock on Orchestrate in step.
 RECONNECT_BACKOFF = Backoff(initial=0.2, factor=2.0, maximum=5.0, jitter=0.2)
+#: The heartbeat loop's retry after a turn that raised.
+UPKEEP_RETRY = Backoff(initial=0.2, factor=2.0, maximum=5.0)
+#: The agent's health conditions (``/readyz`` on the metrics port).
+REGISTERED, STREAM, HEARTBEATS = "registered", "stream", "heartbeats"
 #: A stream that stayed up this long resets the backoff.
 STABLE_STREAM = 10.0
 #: Seconds a deprovisioned agent gives its last containers to end, and Orchestrate to end
@@ -215,6 +225,10 @@ class Agent:
         self.deprovisioned: str | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._wind_down_task: asyncio.Task[None] | None = None
+        self.health = Health("substrate")
+        self.health.declare(REGISTERED, f"not registered with {self.address} yet")
+        self.health.declare(STREAM, f"no stream to {self.address} yet")
+        self.health.declare(HEARTBEATS, "no stream to send heartbeats on yet", required=False)
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -274,7 +288,11 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve Orchestrate until ``stop`` is set, reconnecting whenever the stream ends."""
         self.prepare_node()
-        metrics = MetricsServer(self.config.substrate.metrics_listen, self.collect_metrics)
+        metrics = MetricsServer(
+            self.config.substrate.metrics_listen,
+            self.collect_metrics,
+            routes=health_routes(self.health),
+        )
         await metrics.start()
         try:
             await self._serve(stop)
@@ -342,7 +360,19 @@ class Agent:
 
     async def _register(self, stub: node_pb2_grpc.NodeAgentStub) -> None:
         identity = self.identity
-        reply = await stub.Register(
+        try:
+            reply = await self._register_call(stub, identity)
+        except Exception as exc:
+            self.health.failed(REGISTERED, f"registering with {self.address}: {describe(exc)}")
+            raise
+        self.node_id = reply.node_id
+        self.lease_seconds = reply.lease_seconds or self.lease_seconds
+        self.health.passed(REGISTERED, f"node {self.node_id} registered with {self.address}")
+
+    async def _register_call(
+        self, stub: node_pb2_grpc.NodeAgentStub, identity: NodeIdentity
+    ) -> node_pb2.RegisterResponse:
+        return await stub.Register(
             node_pb2.RegisterRequest(
                 name=identity.name,
                 capacity=node_pb2.Resources(
@@ -361,8 +391,6 @@ class Agent:
             ),
             metadata=self._metadata,
         )
-        self.node_id = reply.node_id
-        self.lease_seconds = reply.lease_seconds or self.lease_seconds
 
     async def _session(self, stub: node_pb2_grpc.NodeAgentStub) -> None:
         # Registering again on every connection is idempotent (same name, same id) and puts
@@ -372,13 +400,27 @@ class Agent:
         generation = self._live = self._generation
         self._welcomed = asyncio.Event()
         call = self._call = stub.Connect(self._requests(generation), metadata=self._metadata)
-        upkeep = asyncio.create_task(self._upkeep(generation))
+        upkeep = asyncio.create_task(
+            keep_running(
+                HEARTBEATS,
+                lambda: self._upkeep(generation),
+                health=self.health,
+                retry=UPKEEP_RETRY,
+                logger=log,
+            )
+        )
+        ended = "Orchestrate closed it"
         try:
             async for control in call:
                 self._on_control(control)
             if self.deprovisioned is None:
                 log.info("Orchestrate closed the stream; reconnecting")
+        except BaseException as exc:
+            ended = describe(exc)
+            raise
         finally:
+            self.health.failed(STREAM, f"the stream to {self.address} ended ({ended})")
+            self.health.failed(HEARTBEATS, "no stream to send heartbeats on")
             self._live = 0
             self._outbox.wake()  # the broken stream's generator stops taking messages
             upkeep.cancel()
@@ -427,20 +469,21 @@ class Agent:
             known.reported_on, known.reported_at = generation, time.monotonic()
 
     async def _upkeep(self, generation: int) -> None:
-        """Heartbeats every lease/3; forgetting delivered results; expiring volumes."""
-        while True:
-            self._outbox.put(node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
-            await asyncio.sleep(max(self.lease_seconds / 3, 0.05))
-            settled = time.monotonic() - 2 * self.lease_seconds
-            for run_id in [
-                run_id
-                for run_id, known in self.runs.items()
-                if known.outcome is not None
-                and known.reported_on == generation
-                and known.reported_at <= settled
-            ]:
-                del self.runs[run_id]
-            self.services.volumes.expire(time.time())
+        """One heartbeat turn (every lease/3): a heartbeat, then forgetting delivered
+        results and expiring volumes. Run by :func:`~fuzzball_core.health.keep_running`, so
+        a turn that raises is logged and the heartbeats go on."""
+        self._outbox.put(node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+        await asyncio.sleep(max(self.lease_seconds / 3, 0.05))
+        settled = time.monotonic() - 2 * self.lease_seconds
+        for run_id in [
+            run_id
+            for run_id, known in self.runs.items()
+            if known.outcome is not None
+            and known.reported_on == generation
+            and known.reported_at <= settled
+        ]:
+            del self.runs[run_id]
+        self.services.volumes.expire(time.time())
 
     def _send(self, message: node_pb2.NodeMessage) -> None:
         self._outbox.put(message)
@@ -456,6 +499,7 @@ class Agent:
             if known is not None and known.execution is not None and known.outcome is None:
                 known.execution.stop(StopReason.CANCELED)
         elif kind == "welcome":
+            self.health.passed(STREAM, f"stream to {self.address} up")
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
             for run_id in control.welcome.unknown_run_ids:
                 self._forget(run_id)

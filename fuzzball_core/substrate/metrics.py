@@ -114,10 +114,17 @@ def exposition(samples: Iterable[Sample]) -> str:
 
 
 class MetricsServer:
-    """Serves ``collect()``'s samples on ``listen`` (``host:port``; empty disables it)."""
+    """Serves ``collect()``'s samples on ``listen`` (``host:port``; empty disables it), and
+    whatever routes ``routes(app)`` adds (the agent's ``/healthz`` and ``/readyz``)."""
 
-    def __init__(self, listen: str, collect: Callable[[], Iterable[Sample]]) -> None:
+    def __init__(
+        self,
+        listen: str,
+        collect: Callable[[], Iterable[Sample]],
+        routes: Callable[[web.Application], None] | None = None,
+    ) -> None:
         self.listen = listen
+        self._routes = routes
         self._registry = CollectorRegistry()
         self._registry.register(NodeCollector(collect))
         self._runner: web.AppRunner | None = None
@@ -135,6 +142,8 @@ class MetricsServer:
         host, _, port = self.listen.rpartition(":")
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
+        if self._routes is not None:
+            self._routes(app)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         try:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from cluster import HELLO_WORLD, LocalRegistry, free_port
@@ -34,7 +36,13 @@ def local_deployment(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
                     "grpc-listen": f"127.0.0.1:{free_port()}",
                     "rest-listen": f"127.0.0.1:{free_port()}",
                 },
-                "substrate": {"node-name": "local-node", "cores": 2, "memory": "2GiB"},
+                "substrate": {
+                    "node-name": "local-node",
+                    "cores": 2,
+                    "memory": "2GiB",
+                    # its own port: another agent on this machine may hold the default 9100
+                    "metrics-listen": f"127.0.0.1:{free_port()}",
+                },
                 "images": {"registries": {"docker.io": {"mirrors": [registry.url]}}},
             }
         )
@@ -151,3 +159,34 @@ def test_local_up_restarts_an_orchestrate_that_was_killed_and_left_a_zombie(loca
     assert orchestrate["pid"] != report["crashed"]
     workflows = fuzzball(env, "workflow", "list")
     assert workflows.returncode == 0, workflows.stderr
+
+
+def test_local_up_after_a_crashed_substrate_returns_once_the_new_agent_is_ready(
+    local_deployment,
+):
+    config, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+    crashed = json.loads(fuzzball(env, "local", "status", "-o", "json").stdout)["substrate"]
+    os.kill(crashed["pid"], signal.SIGKILL)
+
+    again = fuzzball(env, "local", "up")
+    agent = yaml.safe_load(config.read_text())["substrate"]["metrics-listen"]
+    readyz = httpx.get(f"http://{agent}/readyz", timeout=5)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert readyz.status_code == 200, readyz.text
+    restarted = json.loads(fuzzball(env, "local", "status", "-o", "json").stdout)["substrate"]
+    assert restarted["pid"] != crashed["pid"] and restarted["ready"] is True
+
+
+def test_local_status_shows_each_process_conditions(local_deployment):
+    _, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+
+    report = json.loads(fuzzball(env, "local", "status", "-o", "json").stdout)
+    table = fuzzball(env, "local", "status").stdout
+
+    assert {c["name"] for c in report["orchestrate"]["conditions"]} == {"store", "engine"}
+    substrate = {c["name"]: c["ok"] for c in report["substrate"]["conditions"]}
+    assert substrate["registered"] and substrate["stream"] and report["substrate"]["ready"]
+    assert "READY" in table.splitlines()[0] and "registered" in table
