@@ -5,7 +5,12 @@ registry itself last), answers Basic and Bearer-token challenges with the job's 
 retries with backoff while a registry is unreachable, verifies every manifest and blob against
 its digest, and resumes interrupted blob downloads with HTTP ``Range`` requests.
 
-Error messages name the registry and repository, never a credential.
+An endpoint that stops answering in the middle of a reply (a mirror that dies mid-pull) is
+passed over like one that does not answer at all: the read starts again from the next
+endpoint (a blob resumes where it was cut), and the whole round is retried with backoff while
+none answers. Error messages name the registry and repository, and the endpoint that failed
+(``mirror URL of REGISTRY`` or ``registry REGISTRY at URL``), never a credential; a failure
+after every endpoint was tried names each one and what it did.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -49,6 +54,8 @@ _CHUNK = 1024 * 1024
 _RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _CHALLENGE_PARAM = re.compile(r'(\w+)\s*=\s*(?:"([^"]*)"|([^,\s]*))')
 
+T = TypeVar("T")
+
 
 class BlobDigestMismatch(FailedPrecondition):
     """Content from a registry does not hash to the digest that names it; it was discarded."""
@@ -74,6 +81,32 @@ class _EndpointFailure(Exception):
         super().__init__(error.message)
         self.error = error
         self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A reply an endpoint stopped sending midway: what to say of it if the read fails after
+    all, and which endpoint to try last from now on (None: not known)."""
+
+    message: str
+    endpoint: str | None
+
+
+def _url_of(error: httpx.TransportError) -> str | None:
+    """The URL of the request ``error`` broke, if it had got as far as one."""
+    try:
+        return str(error.request.url)
+    except RuntimeError:
+        return None
+
+
+def _every_endpoint_failed(failures: Sequence[_EndpointFailure]) -> FuzzballError:
+    """The error of a round in which every endpoint failed: the kind of the one that decides
+    (the last that retrying cannot help, else the last), its message naming them all."""
+    final = next((f for f in reversed(failures) if not f.retryable), failures[-1])
+    if len(failures) == 1:
+        return final.error
+    return type(final.error)("; ".join(f.error.message for f in failures))
 
 
 def sha256_digest(data: bytes) -> str:
@@ -158,10 +191,15 @@ class RegistryClient:
         """
         wanted = reference or self.reference.reference
         path = f"/v2/{self.repository}/manifests/{wanted}"
-        with self._open("GET", path, {"Accept": _ACCEPT}, what=f"image {self._name(wanted)}") as r:
+
+        def read(r: httpx.Response) -> tuple[bytes, str, str | None]:
             data = self._read_limited(r, MAX_MANIFEST_BYTES, f"manifest {self._name(wanted)}")
             media_type = r.headers.get("content-type", "").split(";")[0].strip()
-            announced = r.headers.get("docker-content-digest")
+            return data, media_type, r.headers.get("docker-content-digest")
+
+        data, media_type, announced = self._fetch(
+            path, {"Accept": _ACCEPT}, f"image {self._name(wanted)}", read
+        )
         expected = wanted if wanted.startswith(("sha256:", "sha512:")) else announced
         digest = self._verify_bytes(data, expected, f"manifest {self._name(wanted)}")
         try:
@@ -179,8 +217,12 @@ class RegistryClient:
     def get_blob_bytes(self, digest: str, max_bytes: int = MAX_MANIFEST_BYTES) -> bytes:
         """Fetch a small blob (an image config) into memory, verified against ``digest``."""
         path = f"/v2/{self.repository}/blobs/{digest}"
-        with self._open("GET", path, {}, what=f"blob {digest} of {self.reference.name}") as r:
-            data = self._read_limited(r, max_bytes, f"blob {digest}")
+        data = self._fetch(
+            path,
+            {},
+            f"blob {digest} of {self.reference.name}",
+            lambda r: self._read_limited(r, max_bytes, f"blob {digest}"),
+        )
         self._verify_bytes(data, digest, f"blob {digest} of {self.reference.name}")
         return data
 
@@ -188,11 +230,13 @@ class RegistryClient:
         """Read ``length`` bytes of a blob from ``start`` (unverified: for peeking at headers)."""
         headers = {"Range": f"bytes={start}-{start + length - 1}"}
         path = f"/v2/{self.repository}/blobs/{digest}"
-        with self._open("GET", path, headers, what=f"blob {digest} of {self.reference.name}") as r:
+
+        def read(r: httpx.Response) -> bytes:
             if r.status_code == 200 and start:
-                raise Unavailable(f"registry {self.registry} ignored a Range request")
-            data = self._read_limited(r, length, f"blob {digest}", truncate=True)
-        return data
+                raise Unavailable(f"{self._where(str(r.request.url))} ignored a Range request")
+            return self._read_limited(r, length, f"blob {digest}", truncate=True)
+
+        return self._fetch(path, headers, f"blob {digest} of {self.reference.name}", read)
 
     # -- layer downloads -------------------------------------------------------------------
 
@@ -223,10 +267,12 @@ class RegistryClient:
         what = f"blob {digest} of {self.reference.name}"
         path = f"/v2/{self.repository}/blobs/{digest}"
         delays = self.retry.delays()
+        #: the last reply cut midway, for the error if the pull fails after all
+        cut: _Cut | None = None
         while have < size:
             headers = {"Range": f"bytes={have}-"} if have else {}
             try:
-                with self._open("GET", path, headers, what=what) as response:
+                with self._open("GET", path, headers, what=what, cut=cut) as response:
                     if have and not _resumes_at(response, have):
                         # The endpoint ignored Range: start the file over.
                         hasher, have = _hasher_for(digest), 0
@@ -245,19 +291,23 @@ class RegistryClient:
                             if on_bytes:
                                 on_bytes(have, size)
             except httpx.TransportError as exc:
+                # the next round starts from the next endpoint that answers, at byte `have`
+                cut = self._cut(
+                    _url_of(exc),
+                    f"stopped answering while sending {what} "
+                    f"({have} of {size} bytes kept for a later resume)",
+                )
                 delay = next(delays, None)
                 if delay is None:
-                    raise Unavailable(
-                        f"registry {self.registry} stopped answering while sending {what} "
-                        f"({have} of {size} bytes kept for a later resume)"
-                    ) from exc
+                    raise Unavailable(cut.message) from exc
                 self._sleep(delay)
                 continue
             if have < size:
                 # The stream ended early without an error: treat as an interruption.
+                cut = self._cut(str(response.request.url), f"sent only {have}/{size} of {what}")
                 delay = next(delays, None)
                 if delay is None:
-                    raise Unavailable(f"registry {self.registry} sent only {have}/{size} of {what}")
+                    raise Unavailable(cut.message)
                 self._sleep(delay)
         actual = f"{digest.split(':')[0]}:{hasher.hexdigest()}"
         if actual != digest:
@@ -299,27 +349,76 @@ class RegistryClient:
                 raise InvalidArgument(f"{what} is larger than {limit} bytes; refused")
         return b"".join(parts)[:limit]
 
+    def _endpoint_of(self, url: str) -> str | None:
+        """The endpoint (a base URL of :attr:`endpoints`) ``url`` was sent to."""
+        for endpoint in self.endpoints:
+            if url == endpoint or url.startswith(f"{endpoint}/"):
+                return endpoint
+        return None
+
+    def _where(self, url: str) -> str:
+        """The endpoint ``url`` belongs to, as messages name it: ``mirror URL of REGISTRY``
+        or ``registry REGISTRY at URL``."""
+        endpoint = self._endpoint_of(url)
+        if endpoint is not None and endpoint != self.endpoints[-1]:
+            return f"mirror {endpoint} of {self.registry}"
+        return f"registry {self.registry} at {self.endpoints[-1]}"
+
+    def _cut(self, url: str | None, what_happened: str) -> _Cut:
+        """The :class:`_Cut` of a reply from ``url`` (None: unknown) that ``what_happened``."""
+        if url is None:
+            return _Cut(f"registry {self.registry} {what_happened}", None)
+        return _Cut(f"{self._where(url)} {what_happened}", self._endpoint_of(url))
+
+    def _fetch(
+        self, path: str, headers: Mapping[str, str], what: str, read: Callable[[httpx.Response], T]
+    ) -> T:
+        """GET ``path`` and ``read`` the reply; a reply cut midway (the endpoint died) is
+        fetched again, from the next endpoint that answers, with backoff."""
+        delays = self.retry.delays()
+        cut: _Cut | None = None
+        while True:
+            try:
+                with self._open("GET", path, headers, what=what, cut=cut) as response:
+                    return read(response)
+            except httpx.TransportError as exc:
+                cut = self._cut(_url_of(exc), f"stopped answering while sending {what}")
+                delay = next(delays, None)
+                if delay is None:
+                    raise Unavailable(cut.message) from exc
+                self._sleep(delay)
+
     @contextmanager
     def _open(
-        self, method: str, path: str, headers: Mapping[str, str], *, what: str
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        *,
+        what: str,
+        cut: _Cut | None = None,
     ) -> Iterator[httpx.Response]:
         """Send a request through the endpoints in order, with retries; yield an OK response.
 
         Unreachable endpoints and server errors fall through to the next endpoint; a mirror
         that lacks the content or refuses the credentials does too. When every endpoint
-        failed only transiently the whole round is retried with backoff.
+        failed only transiently the whole round is retried with backoff. ``cut`` is a reply
+        cut midway before this request: its endpoint is tried last, and the error says it
+        if every endpoint fails now.
         """
         delays = self.retry.delays()
+        # stable: the endpoint that cut its reply moves to the end, the rest keep their order
+        endpoints = sorted(self.endpoints, key=lambda e: cut is not None and e == cut.endpoint)
         while True:
             failures: list[_EndpointFailure] = []
-            for index, endpoint in enumerate(self.endpoints):
-                is_last = index == len(self.endpoints) - 1
+            for index, endpoint in enumerate(endpoints):
+                is_last = index == len(endpoints) - 1
                 try:
                     response = self._send(endpoint, method, path, headers, what=what)
                 except _EndpointFailure as failure:
                     failures.append(failure)
                     if not failure.retryable and is_last:
-                        raise failure.error from None
+                        raise self._failed(failures, cut) from None
                     continue
                 try:
                     yield response
@@ -328,9 +427,13 @@ class RegistryClient:
                 return
             delay = next(delays, None)
             if delay is None or not all(f.retryable for f in failures):
-                final = next((f for f in reversed(failures) if not f.retryable), failures[-1])
-                raise final.error from None
+                raise self._failed(failures, cut) from None
             self._sleep(delay)
+
+    @staticmethod
+    def _failed(failures: Sequence[_EndpointFailure], cut: _Cut | None) -> FuzzballError:
+        error = _every_endpoint_failed(failures)
+        return type(error)(f"{cut.message}; then {error.message}") if cut else error
 
     def _send(
         self, endpoint: str, method: str, path: str, headers: Mapping[str, str], *, what: str
@@ -345,12 +448,14 @@ class RegistryClient:
                     self._http.build_request(method, url, headers=request_headers), stream=True
                 )
             except httpx.TransportError as exc:
+                where = self._where(endpoint)
+                unreachable = (
+                    f"{where} is unreachable"
+                    if where.startswith("mirror")
+                    else f"registry {self.registry} is unreachable at {endpoint}"
+                )
                 raise _EndpointFailure(
-                    Unavailable(
-                        f"registry {self.registry} is unreachable at {endpoint} "
-                        f"({type(exc).__name__})"
-                    ),
-                    retryable=True,
+                    Unavailable(f"{unreachable} ({type(exc).__name__})"), retryable=True
                 ) from None
             if response.status_code == 401 and attempt == 0:
                 challenge = response.headers.get("www-authenticate", "")
@@ -385,7 +490,7 @@ class RegistryClient:
             )
         if status in _RETRYABLE_STATUS:
             return _EndpointFailure(
-                Unavailable(f"registry {self.registry} at {endpoint} answered HTTP {status}"),
+                Unavailable(f"{self._where(endpoint)} answered HTTP {status}"),
                 retryable=True,
             )
         detail = f" ({codes})" if codes else ""
