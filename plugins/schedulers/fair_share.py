@@ -36,7 +36,7 @@ them (the identity issue): until then every account is in the one organization `
 from __future__ import annotations
 
 import heapq
-import math
+import reprlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -45,7 +45,7 @@ from typing import Any
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import JobRequest
-from fuzzball_core.spec.units import parse_duration
+from fuzzball_core.spec.units import MAX_DURATION_SECONDS, parse_duration
 from fuzzball_plugins.schedulers.node_index import NodeIndex
 
 #: Where the options live in the configuration file, for error messages.
@@ -53,6 +53,8 @@ OPTIONS_PATH = "scheduler.options.fair_share"
 #: Slurm's default PriorityDecayHalfLife and PriorityMaxAge: seven days.
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 DEFAULT_MAX_AGE = 7 * 24 * 3600.0
+#: The most shares or weight one option may give (far beyond any sensible ratio).
+MOST = 1e6
 #: A recent share this small with nothing running is forgotten (it would never matter again).
 _NEGLIGIBLE = 1e-9
 
@@ -122,15 +124,13 @@ def _refuse_unknown(value: Mapping[Any, Any], known: set[str], path: str) -> Non
         )
 
 
-def _number(value: Any, path: str) -> float:
-    """A finite number at least 0, or InvalidArgument naming ``path``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise InvalidArgument(f"{path} must be a number of at least 0, got {value!r}")
+def _number(value: Any, path: str, most: float = MOST) -> float:
+    """A number from 0 to ``most``, or InvalidArgument naming ``path``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{path} must be a number, got {reprlib.repr(value)}")
+    # bounded, so that no sum of shares or weights overflows into inf and nan
+    if not 0 <= value <= most:
+        raise InvalidArgument(f"{path} must be from 0 to {most:,.0f}, got {reprlib.repr(value)}")
     return float(value)
 
 
@@ -142,7 +142,7 @@ def _duration(value: Any, key: str) -> float:
             value = parse_duration(value)
         except ValueError as exc:
             raise InvalidArgument(f"{path}: {value!r} {exc}") from None
-    seconds = _number(value, path)
+    seconds = _number(value, path, MAX_DURATION_SECONDS)
     if seconds <= 0:
         raise InvalidArgument(f"{path} must be more than 0 seconds, got {value!r}")
     return seconds

@@ -242,6 +242,11 @@ def test_the_same_queue_is_ordered_the_same_way_every_time():
         ({"fair_share": {"weights": {"age": True}}}, "scheduler.options.fair_share.weights.age"),
         ({"fair_share": {"weights": {"size": 1}}}, "scheduler.options.fair_share.weights: unknown"),
         ({"fair_share": "off"}, "scheduler.options.fair_share must be a mapping"),
+        (
+            {"fair_share": {"shares": {"a": 10**400}}},
+            "scheduler.options.fair_share.shares.a must be from 0 to 1,000,000",
+        ),
+        ({"fair_share": {"half_life": float("nan")}}, "scheduler.options.fair_share.half_life"),
     ],
 )
 def test_a_wrong_fair_share_option_is_refused_naming_its_key(options, named):
