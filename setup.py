@@ -111,6 +111,7 @@ setup(
             "prometheus-client>=0.20",  # parses the node metrics endpoint's text in tests
             "import-linter>=2.1",  # lint-imports: the layering contracts in pyproject.toml
             "mypy>=1.10",
+            "schemathesis>=4",  # fuzzes the REST gateway against its served OpenAPI document
         ],
     },
     entry_points={

@@ -19,6 +19,7 @@ import logging
 import click
 from aiohttp import web
 
+from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import ConfigError, FuzzballConfig
@@ -144,7 +145,7 @@ async def serve(
     """Serve the REST API on ``listen`` until ``stop`` is set, polling the members every
     ``poll`` seconds for ``/readyz``."""
     health = federate_health(service)
-    runner = web.AppRunner(build_app(service, health))
+    runner = RestRunner(build_app(service, health))
     await runner.setup()
     host, port = _host_port(listen)
     poller = asyncio.create_task(

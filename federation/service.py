@@ -29,6 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core import __version__
+from fuzzball_core.api.following import page_token
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.drivers import Router
 from fuzzball_core.errors import (
@@ -40,6 +41,7 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -286,14 +288,23 @@ class FederateService:
         stage_name: str | None = None,
         task_id: int | None = None,
         after_seq: int = 0,
+        limit: int = LOG_PAGE,
+        tail: int | None = None,
     ) -> list[LogChunkView]:
-        results = self._proxy(
+        # the member's seqs are the federated workflow's: its pages are this one's
+        chunks, _ = self._proxy(
             who,
             workflow_id,
-            lambda api, rid: api.read_logs(rid, stage_name, task_id=task_id),
+            lambda api, rid: api.read_log_page(
+                rid,
+                stage_name,
+                task_id=task_id,
+                page_size=limit,
+                page_token=page_token(after_seq),
+                tail=tail,
+            ),
         )
-        chunks = [rv.log_chunk_view(r) for r in results]
-        return [c for c in chunks if c.seq > after_seq]
+        return [rv.log_chunk_view(c) for c in chunks]
 
     def explain_workflow(
         self, who: Principal, workflow_id: str, *, include_finished: bool = False

@@ -18,9 +18,11 @@ from urllib.parse import quote
 import httpx
 from google.protobuf.message import Message
 
+from fuzzball_core.api.following import NEXT_PAGE_TOKEN
 from fuzzball_core.api.rest_messages import read_reply
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unavailable
+from fuzzball_core.service.contract import LOG_PAGE
 
 M = TypeVar("M", bound=Message)
 
@@ -236,6 +238,30 @@ class FuzzballClient:
         """The output of a workflow (or of one job, or one task) recorded so far."""
         return list(self.stream_logs(workflow_id, name, task_id=task_id))
 
+    def read_log_page(
+        self,
+        workflow_id: str,
+        name: str | None = None,
+        *,
+        task_id: int | None = None,
+        page_size: int = LOG_PAGE,
+        page_token: str = "",
+        tail: int | None = None,
+    ) -> tuple[list[pb.WorkflowLogChunk], str]:
+        """One page of output (the last ``tail`` chunks' first page when given) and the token
+        of the next page, empty when this page ends the log."""
+        params = _log_params(name, task_id, tail)
+        params.update(pageSize=page_size, pageToken=page_token)
+        path = f"/workflows/{workflow_id}:log"
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"cannot reach the Fuzzball API at {self.base_url}: {exc}") from None
+        if response.status_code >= 400:
+            raise _error_of(response)
+        chunks = [_log_chunk(json.loads(line)) for line in response.text.splitlines() if line]
+        return chunks, response.headers.get(NEXT_PAGE_TOKEN, "")
+
     def stream_logs(
         self,
         workflow_id: str,
@@ -243,13 +269,21 @@ class FuzzballClient:
         *,
         follow: bool = False,
         task_id: int | None = None,
+        tail: int | None = None,
     ) -> Iterator[pb.WorkflowLogChunk]:
-        """The output of a workflow or one of its jobs; with ``follow``, until it ends."""
-        params: dict[str, Any] = {"show.follow": "true" if follow else "false"}
-        if name:
-            params["name"] = name
-        if task_id is not None:
-            params["taskId"] = task_id
+        """The output of a workflow or one of its jobs (its last ``tail`` chunks when given),
+        page by page; with ``follow``, until the workflow ends."""
+        if not follow:
+            token = ""
+            while True:
+                chunks, token = self.read_log_page(
+                    workflow_id, name, task_id=task_id, page_token=token, tail=tail
+                )
+                yield from chunks
+                if not token:
+                    return
+        params = _log_params(name, task_id, tail)
+        params["show.follow"] = "true"
         path = f"/workflows/{workflow_id}:log"
         try:
             with self._http.stream("GET", path, params=params, timeout=None) as response:
@@ -261,6 +295,18 @@ class FuzzballClient:
                         yield _log_chunk(json.loads(line))
         except httpx.HTTPError as exc:
             raise Unavailable(f"log stream from {self.base_url} broke off: {exc}") from None
+
+
+def _log_params(name: str | None, task_id: int | None, tail: int | None) -> dict[str, Any]:
+    """The query parameters that choose which output a log read is about."""
+    params: dict[str, Any] = {}
+    if name:
+        params["name"] = name
+    if task_id is not None:
+        params["taskId"] = task_id
+    if tail is not None:
+        params["show.tail"] = tail
+    return params
 
 
 def _node_path(node_id: str) -> str:

@@ -80,6 +80,19 @@ class DatabaseConfig(_Section):
     url: str = ""
 
 
+class LogsConfig(_Section):
+    """How much of the jobs' output Orchestrate stores (``orchestrate.logs``).
+
+    Output past a limit is counted, not stored: the job's log ends with a line saying where
+    it was cut, which limit cut it, and how many bytes and lines were dropped since.
+    """
+
+    #: what one run of a job keeps (each task of an array and each retry is a run)
+    max_bytes_per_job: ByteSize = Field(default=100 * 1024**2, gt=0)
+    #: what all the runs of one workflow keep together
+    max_bytes_per_workflow: ByteSize = Field(default=1024**3, gt=0)
+
+
 class OrchestrateConfig(_Section):
     """Where Orchestrate listens (gRPC for clients and nodes, REST gateway)."""
 
@@ -93,6 +106,7 @@ class OrchestrateConfig(_Section):
     #: (same shape as policy.retry: ``{on: [node], attempts: 2}``)
     default_retry: Retry | None = None
     enable_workflow_image_builds: bool = True
+    logs: LogsConfig = LogsConfig()
 
 
 def _job_subnet(value: str | None) -> str | None:

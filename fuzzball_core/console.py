@@ -19,6 +19,7 @@ import click
 from fuzzball_core.config import ConfigError
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.plugins import PluginLoadError
+from fuzzball_core.spec.names import printable
 
 #: errors that mean "this process may not start" (exit code 2)
 STARTUP_ERRORS: tuple[type[FuzzballError], ...] = (ConfigError, PluginLoadError)
@@ -52,7 +53,8 @@ def run_console_script(
         sys.exit(2)
     except FuzzballError as exc:
         prefix = f"{prog_name}: " if service else "Error: "
-        click.echo(f"{prefix}{exc.message}", err=True)
+        # the message may come from a server: nothing in it may drive the terminal
+        click.echo(f"{prefix}{printable(exc.message, keep_newlines=True)}", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -16,8 +16,16 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 
 from fuzzball_core.api import proto_messages as msg
-from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
-from fuzzball_core.api.requests import hold_effect, workflow_source
+from fuzzball_core.api.following import (
+    POLL_INTERVAL,
+    LogQuery,
+    follow_logs,
+    page_size,
+    page_token_seq,
+    read_page,
+    resolve_stage_name,
+)
+from fuzzball_core.api.requests import hold_effect, hold_reason, workflow_name, workflow_source
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
@@ -98,7 +106,7 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
         async def respond(who: Principal) -> pb.StartWorkflowResponse:
             source = workflow_source(request, missing=_NO_SOURCE)
             started = await self.service.start_workflow_async(
-                who, name=request.name or None, **source
+                who, name=workflow_name(request), **source
             )
             return msg.started_message(started)
 
@@ -153,16 +161,18 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
 
     async def ReadLogs(self, request: pb.ReadLogsRequest, context: Any) -> Any:
         def respond(who: Principal) -> pb.ReadLogsResponse:
-            workflow_id = _required(request.workflow_id, "workflow_id")
-            chunks = read_logs(
+            page = read_page(
                 self.service,
                 who,
-                workflow_id,
-                stage_name=resolve_stage_name(self.service, who, workflow_id, request.stage_name),
-                task_id=request.task_id if request.HasField("task_id") else None,
-                after_seq=request.after_seq,
+                self._log_query(who, request),
+                after_seq=_log_start(request),
+                size=page_size(request.page_size, "page_size"),
+                tail=_log_tail(request),
             )
-            return pb.ReadLogsResponse(chunks=[msg.log_chunk_message(c) for c in chunks])
+            return pb.ReadLogsResponse(
+                chunks=[msg.log_chunk_message(c) for c in page.chunks],
+                next_page_token=page.next_page_token,
+            )
 
         return await self._answer(context, respond)
 
@@ -171,20 +181,26 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
     ) -> AsyncIterator[pb.WorkflowLogChunk]:
         try:
             who = self.service.authenticate(bearer_token(context))
-            workflow_id = _required(request.workflow_id, "workflow_id")
             chunks = follow_logs(
                 self.service,
                 who,
-                workflow_id,
-                stage_name=resolve_stage_name(self.service, who, workflow_id, request.stage_name),
-                task_id=request.task_id if request.HasField("task_id") else None,
+                self._log_query(who, request),
+                after_seq=_log_start(request),
+                tail=_log_tail(request),
                 poll_interval=self.poll_interval,
             )
             async for chunk in chunks:
-                if chunk.seq > request.after_seq:
-                    yield msg.log_chunk_message(chunk)
+                yield msg.log_chunk_message(chunk)
         except Exception as exc:
             await _abort(context, exc)
+
+    def _log_query(self, who: Principal, request: pb.ReadLogsRequest) -> LogQuery:
+        workflow_id = _required(request.workflow_id, "workflow_id")
+        return LogQuery(
+            workflow_id,
+            resolve_stage_name(self.service, who, workflow_id, request.stage_name),
+            request.task_id if request.HasField("task_id") else None,
+        )
 
     async def ExplainWorkflow(self, request: pb.ExplainWorkflowRequest, context: Any) -> Any:
         def respond(who: Principal) -> pb.ExplainWorkflowResponse:
@@ -232,8 +248,8 @@ class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
     async def AddNodeHold(self, request: pb.AddNodeHoldRequest, context: Any) -> Any:
         def respond(who: Principal) -> pb.NodeHold:
             node_id = _required(request.node_id, "node_id")
-            effect = hold_effect(request.effect)
-            return msg.hold_message(self.service.add_hold(who, node_id, effect, request.reason))
+            effect, reason = hold_effect(request.effect), hold_reason(request)
+            return msg.hold_message(self.service.add_hold(who, node_id, effect, reason))
 
         return await self._answer(context, respond)
 
@@ -256,3 +272,13 @@ class _NodeServicer(_Servicer, pb_grpc.NodeServiceServicer):
             )
 
         return await self._answer(context, respond)
+
+
+def _log_start(request: pb.ReadLogsRequest) -> int:
+    """Where a log read starts: after its page token's chunk, or after ``after_seq``."""
+    return max(request.after_seq, page_token_seq(request.page_token, "page_token"))
+
+
+def _log_tail(request: pb.ReadLogsRequest) -> int | None:
+    # the tail chose the first page; a token goes on from its page
+    return request.tail if request.HasField("tail") and not request.page_token else None

@@ -13,6 +13,7 @@ from fuzzball_core.api.proto_messages import definition_dict
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import HoldEffect
+from fuzzball_core.spec.names import check_hold_reason, check_workflow_name
 
 #: Effects a hold can have: cordon, evict, deprovision.
 HOLD_EFFECTS = tuple(effect.value for effect in HoldEffect)
@@ -29,6 +30,17 @@ def workflow_source(
     if which == "definition":
         return {"raw_specification": None, "definition": definition_dict(request.definition)}
     raise InvalidArgument(missing)
+
+
+def workflow_name(request: pb.StartWorkflowRequest) -> str | None:
+    """The name a start request gives its workflow (``None`` when it gives none), bounded
+    and printable (``spec.names``); ``InvalidArgument`` naming ``name`` otherwise."""
+    return check_workflow_name(request.name) if request.name else None
+
+
+def hold_reason(request: pb.AddNodeHoldRequest) -> str:
+    """The reason an add-hold request gives, bounded and printable (``spec.names``)."""
+    return check_hold_reason(request.reason)
 
 
 def hold_effect(effect: str) -> str:

@@ -16,9 +16,10 @@ cache, which nodes reach with their own token.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,13 +27,30 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from fuzzball_core.api import proto_messages as msg
-from fuzzball_core.api.following import POLL_INTERVAL, follow_logs, read_logs, resolve_stage_name
-from fuzzball_core.api.requests import hold_effect, workflow_source
+from fuzzball_core.api.following import (
+    NEXT_PAGE_TOKEN,
+    POLL_INTERVAL,
+    LogQuery,
+    follow_logs,
+    page_size,
+    page_token_seq,
+    read_all,
+    read_page,
+    resolve_stage_name,
+)
+from fuzzball_core.api.http_errors import (
+    HANDLER_LIMITS,
+    MAX_BODY_BYTES,
+    status_of_http_exception,
+)
+from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import Operation, Query, documented, openapi_document
+from fuzzball_core.api.requests import hold_effect, hold_reason, workflow_name, workflow_source
 from fuzzball_core.api.rest_messages import parse_request, to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
-from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
-from fuzzball_core.service.views import Principal
+from fuzzball_core.service.views import LogChunkView, Principal
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +66,10 @@ _NODE_ID = "{id:[^/:]+}"
 
 #: StartWorkflowRequest fields of the swagger this server accepts but does not act on.
 _IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
+
+#: The ranges of the wire schema's integer fields.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -82,7 +104,11 @@ def build_rest_app(
     ``offload_calls`` runs the service's calls in worker threads, for a service that waits
     on other servers (Federate asks its members): a slow member then holds up only the
     requests that need it, not the event loop. ``extra_routes`` are the process's own."""
-    app = web.Application(middlewares=[_error_middleware, _auth_middleware])
+    app = web.Application(
+        middlewares=[_error_middleware, _auth_middleware],
+        client_max_size=MAX_BODY_BYTES,
+        handler_args=HANDLER_LIMITS,
+    )
     app[_SERVICE] = service
     app[_POLL_INTERVAL] = poll_interval
     app[_OFFLOAD] = offload_calls
@@ -95,6 +121,7 @@ def build_rest_app(
     app[_PUBLIC_PATHS] = frozenset(path for extra in extra_routes for path in extra.public_paths)
     base = BASE_PATH
     app.router.add_get(f"{base}/version", _version)
+    app.router.add_get(f"{base}/openapi.json", _openapi)
     app.router.add_post(f"{base}/workflows", _start_workflow)
     app.router.add_get(f"{base}/workflows", _list_workflows)
     app.router.add_post(f"{base}/workflows:validate", _validate_workflow)
@@ -126,26 +153,14 @@ def status_response(error: FuzzballError) -> web.Response:
     return web.json_response(error.to_status(), status=error.http_status)
 
 
-class _MethodNotAllowed(FuzzballError):
-    code = 12
-    code_name = "UNIMPLEMENTED"
-    http_status = 405
-
-
 @web.middleware
 async def _error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except FuzzballError as exc:
         return status_response(exc)
-    except web.HTTPMethodNotAllowed:
-        return status_response(
-            _MethodNotAllowed(f"method {request.method} is not allowed on {request.path}")
-        )
-    except web.HTTPNotFound:
-        return status_response(NotFound(f"no API path {request.path}"))
-    except web.HTTPException as exc:
-        return web.json_response({"code": 2, "message": exc.reason}, status=exc.status)
+    except web.HTTPException as exc:  # aiohttp's own: no route, no such method, body too large
+        return status_response(status_of_http_exception(exc, request))
     except Exception:
         log.exception("REST %s %s failed", request.method, request.path)
         return status_response(Internal("internal error; the server log has the details"))
@@ -182,6 +197,9 @@ def _bearer_token(request: web.Request) -> str:
         raise Unauthenticated(
             "missing credentials: send the header 'Authorization: Bearer <token>'"
         )
+    # aiohttp reads header bytes past ASCII as surrogate escapes; no token holds them.
+    if not token.isascii() or not token.strip().isprintable():
+        raise Unauthenticated("Authorization: a bearer token is printable ASCII")
     return token.strip()
 
 
@@ -206,17 +224,9 @@ async def _run(request: web.Request, call: Callable[[OrchestrateService, Princip
 
 
 async def _json_body(request: web.Request) -> Any:
-    """The request's JSON body, read but not yet checked against a message."""
-    text = await request.text()
-    if not text.strip():
-        raise InvalidArgument("request body: expected a JSON object, got an empty body")
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(
-            f"request body: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    return body
+    """The request's JSON body, read within bounds (``json_body``) but not yet checked
+    against a message."""
+    return parse_json_body(await request.read())
 
 
 def _reply(message: Message) -> web.Response:
@@ -251,33 +261,76 @@ def _query_bool(request: web.Request, name: str) -> bool:
 
 
 def _query_int(request: web.Request, name: str) -> int | None:
+    """The integer query parameter ``name``, within the int32 the wire schema gives the
+    sequence numbers and task ids it stands for; ``None`` when it is absent."""
     value = request.query.get(name)
     if value is None or value == "":
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise InvalidArgument(f"{name}: expected an integer, got {value!r}") from None
+    return _bounded_int(name, value, INT32_MIN, INT32_MAX)
+
+
+def _bounded_int(name: str, text: str, low: int, high: int) -> int:
+    """``text`` as an integer from ``low`` to ``high``; ``InvalidArgument`` naming ``name``.
+
+    The text is measured before it is read: Python refuses to read more than 4,300 digits,
+    and the store's columns hold 64 bits.
+    """
+    digits = text.strip().removeprefix("-").removeprefix("+")
+    if not (digits.isascii() and digits.isdigit()):
+        raise InvalidArgument(f"{name}: expected an integer, got {_shown(text)}")
+    number = int(text) if len(digits) <= 20 else None
+    if number is None or not low <= number <= high:
+        raise InvalidArgument(f"{name}: out of range; expected an integer from {low} to {high}")
+    return number
+
+
+def _shown(text: str) -> str:
+    """``text`` as an error message quotes it: short, and escaped as Python writes it."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
 # ---------------------------------------------------------------------------------------------
-# Handlers
+# Handlers, each declaring for the OpenAPI document what it takes and answers
+
+_WORKFLOWS, _NODES, _MISC = ("workflows",), ("nodes",), ("server",)
+_AFTER_SEQ = Query("afterSeq", "integer", "only events after this sequence number")
 
 
+@documented(Operation("the server's version", pb.GetVersionResponse, tags=_MISC))
 async def _version(request: web.Request) -> web.Response:
     return _reply(pb.GetVersionResponse(version=_service(request).version()))
 
 
+async def _openapi(request: web.Request) -> web.Response:
+    """This gateway's OpenAPI document (``openapi``), every route it serves."""
+    version = _service(request).version()
+    return web.json_response(openapi_document(request.app, title="Fuzzball", version=version))
+
+
+@documented(
+    Operation(
+        "start a workflow",
+        pb.StartWorkflowResponse,
+        request=pb.StartWorkflowRequest,
+        tags=_WORKFLOWS,
+    )
+)
 async def _start_workflow(request: web.Request) -> web.Response:
     sent = await _json_body(request)
     body = parse_request(sent, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
-    source = _source(body, sent)
-    started = await _service(request).start_workflow_async(
-        _principal(request), name=body.name or None, **source
-    )
+    source, name = _source(body, sent), workflow_name(body)
+    started = await _service(request).start_workflow_async(_principal(request), name=name, **source)
     return _reply(msg.started_message(started))
 
 
+@documented(
+    Operation(
+        "validate a workflow without storing it",
+        pb.ValidateWorkflowResponse,
+        request=pb.ValidateWorkflowRequest,
+        tags=_WORKFLOWS,
+    )
+)
 async def _validate_workflow(request: web.Request) -> web.Response:
     sent = await _json_body(request)
     source = _source(parse_request(sent, pb.ValidateWorkflowRequest), sent)
@@ -285,29 +338,47 @@ async def _validate_workflow(request: web.Request) -> web.Response:
     return _reply(pb.ValidateWorkflowResponse(warnings=warnings))
 
 
+@documented(Operation("the caller's workflows", pb.ListWorkflowsResponse, tags=_WORKFLOWS))
 async def _list_workflows(request: web.Request) -> web.Response:
     workflows = await _run(request, lambda s, who: s.list_workflows(who))
     return _reply(pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows]))
 
 
+@documented(Operation("one workflow with its stages", pb.Workflow, tags=_WORKFLOWS))
 async def _get_workflow(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
     return _reply(msg.workflow_message(workflow))
 
 
+@documented(
+    Operation(
+        "a workflow's status and its stages' statuses",
+        pb.GetWorkflowStatusResponse,
+        tags=_WORKFLOWS,
+    )
+)
 async def _workflow_status(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
     return _reply(msg.workflow_status_message(workflow))
 
 
+@documented(Operation("cancel a workflow", pb.WorkflowIdResponse, tags=_WORKFLOWS))
 async def _stop_workflow(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     await _run(request, lambda s, who: s.stop_workflow(who, workflow_id))
     return _reply(pb.WorkflowIdResponse(id=workflow_id))
 
 
+@documented(
+    Operation(
+        "a workflow's events",
+        pb.ListEventsResponse,
+        query=(_AFTER_SEQ,),
+        tags=_WORKFLOWS,
+    )
+)
 async def _workflow_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
     workflow_id = request.match_info["id"]
@@ -317,6 +388,7 @@ async def _workflow_events(request: web.Request) -> web.Response:
     return _reply(pb.ListEventsResponse(events=[msg.event_message(e) for e in events]))
 
 
+@documented(Operation("a node's events", pb.ListEventsResponse, query=(_AFTER_SEQ,), tags=_NODES))
 async def _node_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
     node_id = request.match_info["id"]
@@ -326,6 +398,14 @@ async def _node_events(request: web.Request) -> web.Response:
     return _reply(pb.ListEventsResponse(events=[msg.event_message(e) for e in events]))
 
 
+@documented(
+    Operation(
+        "why each stage is where it is",
+        pb.ExplainWorkflowResponse,
+        query=(Query("all", "boolean", "every stage, finished ones too"),),
+        tags=_WORKFLOWS,
+    )
+)
 async def _explain_workflow(request: web.Request) -> web.Response:
     workflow_id, everything = request.match_info["id"], _query_bool(request, "all")
     explanations = await _run(
@@ -341,61 +421,109 @@ def _log_line(key: str, body: dict[str, Any]) -> bytes:
     return json.dumps({key: body}).encode() + b"\n"
 
 
+@documented(
+    Operation(
+        "a workflow's output (with pageSize: one page, and the next page's token in the"
+        " Next-Page-Token header when there is more)",
+        pb.WorkflowLogChunk,
+        query=(
+            Query("name", "string", "one stage (job name)"),
+            Query("taskId", "integer", "one task of a task array"),
+            Query("show.follow", "boolean", "keep streaming until the workflow ends"),
+            Query("show.tail", "integer", "only the last chunks, counted from the end"),
+            Query("pageSize", "integer", "one page of at most this many chunks (0: all)"),
+            Query("pageToken", "string", "the page after the one whose token this is"),
+        ),
+        stream=True,
+        tags=_WORKFLOWS,
+    )
+)
 async def _workflow_log(request: web.Request) -> web.StreamResponse:
     service, who, workflow_id = _service(request), _principal(request), request.match_info["id"]
     follow = _query_bool(request, "show.follow")
     tail = _query_int(request, "show.tail")
     task_id = _query_int(request, "taskId")
+    requested_size = _query_int(request, "pageSize") or 0
+    size = page_size(requested_size, "pageSize")
+    token = request.query.get("pageToken", "")
+    after_seq = page_token_seq(token, "pageToken")
     # Everything that can fail on the request itself fails here, before the 200 is sent.
     stage_name = resolve_stage_name(service, who, workflow_id, request.query.get("name"))
-    if not follow:
-        chunks = read_logs(
-            service, who, workflow_id, stage_name=stage_name, task_id=task_id, tail=tail
+    query = LogQuery(workflow_id, stage_name, task_id)
+    if token:
+        tail = None  # the tail chose the first page; a token goes on from its page
+    if follow:
+        followed = follow_logs(
+            service,
+            who,
+            query,
+            after_seq=after_seq,
+            tail=tail,
+            poll_interval=request.app[_POLL_INTERVAL],
         )
-        lines = b"".join(_log_line("result", to_json(msg.log_chunk_message(c))) for c in chunks)
-        return web.Response(body=lines, content_type="application/json")
+        return await _stream_log(request, workflow_id, followed)
+    if requested_size:
+        page = read_page(service, who, query, after_seq=after_seq, size=size, tail=tail)
+        lines = b"".join(
+            _log_line("result", to_json(msg.log_chunk_message(c))) for c in page.chunks
+        )
+        headers = {NEXT_PAGE_TOKEN: page.next_page_token} if page.next_page_token else {}
+        return web.Response(body=lines, content_type="application/json", headers=headers)
+    # without a page size: all of it, written page by page as it is read; the first page is
+    # read before the 200 is sent, so that an unknown workflow is still a 404
+    pages = read_all(service, who, query, after_seq=after_seq, tail=tail)
+    first = next(pages, [])
+    return await _stream_log(request, workflow_id, _each_chunk(itertools.chain([first], pages)))
+
+
+async def _each_chunk(pages: Iterable[list[LogChunkView]]) -> AsyncIterator[LogChunkView]:
+    for page in pages:
+        for chunk in page:
+            yield chunk
+
+
+async def _stream_log(
+    request: web.Request, workflow_id: str, chunks: AsyncIterator[LogChunkView]
+) -> web.StreamResponse:
+    """Write ``chunks`` as a log stream; a failure once the 200 is sent is its last line."""
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     await response.prepare(request)
     try:
-        async for chunk in follow_logs(
-            service,
-            who,
-            workflow_id,
-            stage_name=stage_name,
-            task_id=task_id,
-            tail=tail,
-            poll_interval=request.app[_POLL_INTERVAL],
-        ):
+        async for chunk in chunks:
             await response.write(_log_line("result", to_json(msg.log_chunk_message(chunk))))
     except ConnectionResetError:
         return response  # the client went away; nobody is left to tell
     except FuzzballError as exc:
         await response.write(_log_line("error", exc.to_status()))
     except Exception:
-        log.exception("following the log of workflow %s failed", workflow_id)
+        log.exception("reading the log of workflow %s failed", workflow_id)
         error = Internal("internal error; the server log has the details")
         await response.write(_log_line("error", error.to_status()))
     await response.write_eof()
     return response
 
 
+@documented(Operation("every registered node", pb.ListNodesResponse, tags=_NODES))
 async def _list_nodes(request: web.Request) -> web.Response:
     nodes = await _run(request, lambda s, who: s.list_nodes(who))
     return _reply(pb.ListNodesResponse(nodes=[msg.node_list_message(n) for n in nodes]))
 
 
+@documented(Operation("one node", pb.GetNodeInfo, tags=_NODES))
 async def _get_node(request: web.Request) -> web.Response:
     node_id = request.match_info["id"]
     node = await _run(request, lambda s, who: s.get_node(who, node_id))
     return _reply(msg.node_message(node))
 
 
+@documented(Operation("forget a node", pb.RemoveNodeResponse, tags=_NODES))
 async def _remove_node(request: web.Request) -> web.Response:
     node_id = request.match_info["id"]
     await _run(request, lambda s, who: s.remove_node(who, node_id))
     return _reply(pb.RemoveNodeResponse())
 
 
+@documented(Operation("release a node's admin cordons", pb.UncordonNodeResponse, tags=_NODES))
 async def _uncordon_node(request: web.Request) -> web.Response:
     """Release the node's admin cordon holds; the reply lists the holds left in place."""
     node_id = request.match_info["id"]
@@ -407,25 +535,32 @@ async def _uncordon_node(request: web.Request) -> web.Response:
     )
 
 
+@documented(Operation("a node's holds", pb.ListNodeHoldsResponse, tags=_NODES))
 async def _list_holds(request: web.Request) -> web.Response:
     node_id = request.match_info["id"]
     holds = await _run(request, lambda s, who: s.list_holds(who, node_id))
     return _reply(pb.ListNodeHoldsResponse(holds=[msg.hold_message(h) for h in holds]))
 
 
+@documented(
+    Operation(
+        "place a hold on a node",
+        pb.NodeHold,
+        request=pb.AddNodeHoldRequest,
+        path_fields=("node_id",),
+        tags=_NODES,
+    )
+)
 async def _add_hold(request: web.Request) -> web.Response:
     body = parse_request(await _json_body(request), pb.AddNodeHoldRequest, from_path=("node_id",))
-    effect, node_id = hold_effect(body.effect), request.match_info["id"]
-    hold = await _run(request, lambda s, who: s.add_hold(who, node_id, effect, body.reason))
+    effect, reason, node_id = hold_effect(body.effect), hold_reason(body), request.match_info["id"]
+    hold = await _run(request, lambda s, who: s.add_hold(who, node_id, effect, reason))
     return _reply(msg.hold_message(hold))
 
 
+@documented(Operation("release one hold", pb.ReleaseNodeHoldResponse, tags=_NODES))
 async def _release_hold(request: web.Request) -> web.Response:
-    text = request.match_info["holdId"]
-    try:
-        hold_id = int(text)
-    except ValueError:
-        raise InvalidArgument(f"holdId: expected an integer, got {text!r}") from None
+    hold_id = _bounded_int("holdId", request.match_info["holdId"], INT64_MIN, INT64_MAX)
     node_id = request.match_info["id"]
     await _run(request, lambda s, who: s.release_hold(who, node_id, hold_id))
     return _reply(pb.ReleaseNodeHoldResponse())

@@ -26,6 +26,7 @@ from rich.progress import (
 )
 
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.spec.names import printable
 from fuzzball_core.vocabulary import IMAGE_EVENT_KINDS, EventKind
 
 IMAGE_STAGE_PREFIX = "images."
@@ -70,7 +71,8 @@ class ImageProgress:
             self._bars.stop()
 
     def echo(self, text: str) -> None:
-        """Print ``text`` as its own line."""
+        """Print ``text`` as its own line, escaped (it holds a server's words)."""
+        text = printable(text)
         if self._bars is not None:
             self._bars.console.print(text, markup=False, highlight=False)
         else:
@@ -96,7 +98,7 @@ class ImageProgress:
             line = event.message
             if line != self._last_line:  # a throttled step may repeat its last report
                 self._last_line = line
-                click.echo(line, err=self.err)
+                click.echo(printable(line), err=self.err)
             return
         data = json_format.MessageToDict(event.data)
         stage = event.stage_name

@@ -19,7 +19,7 @@ import click
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
-from fuzzball_core.cli.output import emit, format_table, output_option, short_time
+from fuzzball_core.cli.output import emit, format_table, output_option, printable, short_time
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.scheduling import HoldEffect
@@ -140,7 +140,7 @@ def show_node(state: CliState, node_id: str, output: str) -> None:
         ("Last seen", short_time(node, "last_seen")),
     ]
     for label, value in lines:
-        click.echo(f"{label + ':':<13}{value}")
+        click.echo(f"{label + ':':<13}{printable(value)}")
     if holds:
         click.echo()
         click.echo(format_table(_HOLD_HEADERS, _hold_rows(holds)))
@@ -351,7 +351,7 @@ def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> No
             else:
                 line = f'Node "{node_id}": empty; waiting for the teardown'
             if line != progress[node_id]:
-                click.echo(line)
+                click.echo(printable(line))
                 progress[node_id] = line
         if progress:
             time.sleep(DEPROVISION_POLL_INTERVAL)

@@ -2,6 +2,13 @@
 
 The API client hands the commands ``fuzzball.v1`` messages; ``-o json|yaml`` prints them as
 the API's JSON (``fuzzball_core.api.rest_messages.to_json``), tables read their fields.
+
+Text from a server is escaped before a terminal sees it (``spec.names.printable``: ESC,
+NUL, other control characters and bidirectional overrides are shown as ``\\x1b``,
+``\\u202e``...): every table cell, and the lines commands print from replies. JSON and YAML
+escape such characters themselves. ``fuzzball workflow logs`` is the exception: it writes the
+job's own output bytes unchanged (as ``kubectl logs`` and ``docker logs`` do), colours and
+all, since they are what the user's own job printed.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import yaml
 from google.protobuf.message import Message
 
 from fuzzball_core.api.rest_messages import to_json
+from fuzzball_core.spec.names import printable
 
 FORMATS = ("table", "json", "yaml")
 
@@ -36,9 +44,10 @@ def output_option(func: F) -> F:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell, separated by `` | ``, headers upper-cased."""
+    """Columns padded to their widest cell, separated by `` | ``, headers upper-cased; what
+    a cell holds that a terminal would act on is escaped (:func:`printable`)."""
     cells = [[str(h).upper() for h in headers]]
-    cells += [["" if v is None else str(v) for v in row] for row in rows]
+    cells += [["" if v is None else printable(str(v)) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
         " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells

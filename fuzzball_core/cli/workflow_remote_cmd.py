@@ -20,7 +20,14 @@ from fuzzball_core.api.proto_messages import status_of
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.image_progress import IMAGE_STAGE_PREFIX, ImageProgress
-from fuzzball_core.cli.output import emit, format_table, moment, output_option, short_time
+from fuzzball_core.cli.output import (
+    emit,
+    format_table,
+    moment,
+    output_option,
+    printable,
+    short_time,
+)
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
 
@@ -119,7 +126,7 @@ def start(
     reply = state.api.start_workflow_reply(text, name=name or file.name)
     workflow_id = reply.id
     for warning in reply.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {printable(warning)}", err=True)
     if output != "table":
         emit(reply, output)
         return
@@ -248,7 +255,7 @@ def describe(state: CliState, workflow_id: str, output: str) -> None:
         )
         header.append(("Annotations", shown))
     for label, value in header:
-        click.echo(f"{label + ':':<9} {value}")  # a longer label still gets its space
+        click.echo(f"{label + ':':<9} {printable(value)}")  # a longer label gets its space
     click.echo()
     headers, rows = _STAGE_HEADERS, _stage_rows(workflow.jobs)
     if any(stage.details.HasField("metering") for stage in workflow.jobs):
@@ -267,7 +274,7 @@ def status(state: CliState, workflow_id: str, output: str) -> None:
     if output != "table":
         emit(reply, output)
         return
-    error = f" ({reply.error})" if reply.error else ""
+    error = f" ({printable(reply.error)})" if reply.error else ""
     click.echo(f"Workflow {workflow_id}: {status_name(reply.workflow_status)}{error}")
     click.echo(format_table(_STAGE_HEADERS, _stage_rows(reply.status.stages)))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from fuzzball_core.config import LogsConfig
 from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.fences import FenceRelay
@@ -118,6 +119,8 @@ class EngineContext:
         #: why each waiting run was not placed in the last pass, by run key
         self.diagnoses: Mapping[str, Diagnosis] = {}
         self.told = Told()
+        #: how much of the jobs' output is stored (``orchestrate.logs``)
+        self.log_limits = LogsConfig()
 
     def transaction(self) -> Transaction:
         """A new unit of work at the clock's time."""

@@ -2,7 +2,8 @@
 
 Reports arrive between passes and wait in the engine's inbox; each pass loads every run
 they mention at once and applies them in arrival order: heartbeats renew leases, ``started``
-and ``exited`` move runs, ``log`` is stored (or becomes image progress events), ``ready``
+and ``exited`` move runs, ``log`` is stored within ``orchestrate.logs``' limits
+(:mod:`~fuzzball_core.orchestrate.job_output`) or becomes image progress events, ``ready``
 releases a service's dependents and ``fence`` is relayed between a multinode run's nodes.
 """
 
@@ -16,6 +17,7 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate import (
     events,
     image_stages,
+    job_output,
     multinode,
     nodes,
     placement,
@@ -26,7 +28,7 @@ from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.requests import timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, transition
 from fuzzball_core.orchestrate.transaction import Transaction
-from fuzzball_core.store.models import LogChunk, Node, Run, Stage, Workflow
+from fuzzball_core.store.models import Node, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
 
 log = logging.getLogger(__name__)
@@ -36,14 +38,18 @@ _ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
 
 
 def preload(tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]) -> None:
-    """Load every run (and its stage and workflow) the reports mention in three queries,
-    so applying them finds the rows in the session instead of querying one by one."""
-    run_ids = set()
+    """Load every run (and its stage and workflow) the reports mention, and the output
+    counts of those that printed, in four queries, so applying them finds the rows in the
+    session instead of querying one by one."""
+    run_ids, logging_runs = set(), set()
     for _, message in reports:
         kind = message.WhichOneof("kind")
         if kind in _ABOUT_RUNS:
             run_ids.add(getattr(message, kind).run_id)
+        if kind == "log":
+            logging_runs.add(message.log.run_id)
     placement.preload_runs(tx, run_ids)
+    job_output.preload(tx, (r for r in tx.loaded if isinstance(r, Run) and r.id in logging_runs))
 
 
 def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
@@ -58,14 +64,14 @@ def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.N
     elif kind == "exited":
         _run_exited(ctx, tx, node_id, message.exited)
     elif kind == "log":
-        _log(tx, message.log)
+        _log(ctx, tx, message.log)
     elif kind == "ready":
         services.ready(ctx, tx, message.ready.run_id)
     elif kind == "fence":
         multinode.relay_fence(ctx, tx, node_id, message.fence)
 
 
-def _log(tx: Transaction, data: node_pb2.LogData) -> None:
+def _log(ctx: EngineContext, tx: Transaction, data: node_pb2.LogData) -> None:
     run = tx.session.get(Run, data.run_id)
     if run is None:
         return
@@ -84,16 +90,8 @@ def _log(tx: Transaction, data: node_pb2.LogData) -> None:
                 **details,
             )
         return
-    tx.session.add(
-        LogChunk(
-            time=tx.now,
-            workflow_id=run.workflow_id,
-            stage_name=stage.name if stage else "?",
-            task_id=run.task_id,
-            stream=data.stream or "stdout",
-            data=data.data.decode("utf-8", errors="replace"),
-        )
-    )
+    stage_name = stage.name if stage else "?"
+    job_output.store(tx, ctx.log_limits, run, stage_name, data.stream or "stdout", data.data)
 
 
 def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float = 0.0) -> None:

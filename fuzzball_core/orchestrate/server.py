@@ -19,6 +19,7 @@ import grpc
 from aiohttp import web
 
 from fuzzball_core.api.grpc_client import add_client_servicers
+from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
@@ -78,6 +79,7 @@ def build(
         event_hook=announce,
         health=health,
     )
+    engine.context.log_limits = config.orchestrate.logs
     service = SqlOrchestrateService(sessions, engine, registry=registry)
     configure_images(engine, service, config, registry)
     return Orchestrate(config, engine, service, hub, health)
@@ -100,7 +102,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     await server.start()
     add_health = health_routes(orchestrate.health)
     health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
-    rest_runner = web.AppRunner(
+    rest_runner = RestRunner(
         build_rest_app(
             orchestrate.service,
             extra_routes=[object_cache_routes(orchestrate.service), health],

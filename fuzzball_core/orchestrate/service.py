@@ -27,6 +27,7 @@ from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -197,6 +198,8 @@ class SqlOrchestrateService:
         stage_name: str | None = None,
         task_id: int | None = None,
         after_seq: int = 0,
+        limit: int = LOG_PAGE,
+        tail: int | None = None,
     ) -> list[LogChunkView]:
         with self.sessions() as session:
             self._owned(session, who, workflow_id)
@@ -209,10 +212,31 @@ class SqlOrchestrateService:
                 query = query.where(LogChunk.stage_name.in_((stage_name, full)))
             if task_id is not None:
                 query = query.where(LogChunk.task_id == task_id)
-            rows = session.scalars(query.order_by(LogChunk.seq).limit(PAGE))
-            return [
-                LogChunkView(c.seq, c.time, c.stage_name, c.stream, c.data, c.task_id) for c in rows
-            ]
+            if tail is not None:
+                if tail <= 0:
+                    return []
+                # counted back from the real end, not from the end of a first page
+                first = session.scalar(
+                    query.with_only_columns(LogChunk.seq)
+                    .order_by(LogChunk.seq.desc())
+                    .offset(tail - 1)
+                    .limit(1)
+                )
+                if first is not None:
+                    query = query.where(LogChunk.seq >= first)
+            rows = session.scalars(
+                query.order_by(LogChunk.seq)
+                .limit(max(1, min(limit, LOG_PAGE)))
+                .execution_options(yield_per=64)
+            )
+            page: list[LogChunkView] = []
+            size = 0
+            for c in rows:
+                size += len(c.data.encode())
+                if page and size > LOG_PAGE_BYTES:
+                    break
+                page.append(LogChunkView(c.seq, c.time, c.stage_name, c.stream, c.data, c.task_id))
+            return page
 
     # -- nodes ---------------------------------------------------------------------------------
 

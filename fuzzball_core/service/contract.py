@@ -28,6 +28,12 @@ from fuzzball_core.service.views import (
 if TYPE_CHECKING:
     from fuzzball_core.store.object_cache import ObjectCache
 
+#: Most chunks one read of a workflow's log returns.
+LOG_PAGE = 1000
+#: Output past which one read of a log stops (it returns at least one chunk): a page of
+#: 64 KiB chunks stays well under gRPC's default 4 MiB message limit.
+LOG_PAGE_BYTES = 2 * 1024**2
+
 
 class OrchestrateService(Protocol):
     """Everything a client can ask of Orchestrate."""
@@ -97,8 +103,14 @@ class OrchestrateService(Protocol):
         stage_name: str | None = None,
         task_id: int | None = None,
         after_seq: int = 0,
+        limit: int = LOG_PAGE,
+        tail: int | None = None,
     ) -> list[LogChunkView]:
-        """Output chunks of the workflow (or of one stage / one task), oldest first."""
+        """One page of the workflow's output (or of one stage / one task): the chunks with
+        ``seq > after_seq``, oldest first, at most ``limit`` (up to :data:`LOG_PAGE`) of
+        them and no more output than :data:`LOG_PAGE_BYTES` past the first. The next page
+        follows the last chunk's seq; an empty page is the end. With ``tail``, the page
+        starts at the ``tail``-th chunk from the end of those after ``after_seq``."""
 
     def list_nodes(self, who: Principal) -> list[NodeView]:
         """Every registered node."""

@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from fuzzball_core.spec.units import parse_duration, parse_memory_size
+from fuzzball_core.spec.units import MAX_DURATION_SECONDS, parse_duration, parse_memory_size
 
 #: URI schemes a container image may come from (Fuzzball 4.4 rejects all others).
 IMAGE_SCHEMES: tuple[str, ...] = ("docker", "oras", "fuzzball", "fb")
@@ -38,6 +38,9 @@ IMAGE_SCHEMES: tuple[str, ...] = ("docker", "oras", "fuzzball", "fb")
 UNRETRYABLE_EXIT_CODES: frozenset[int] = frozenset({130, 143})
 #: Largest task-array concurrency a job may ask for.
 MAX_TASK_CONCURRENCY = 200
+#: Bounds of every count, id and number of seconds a file gives: the wire schema carries
+#: them (task ids, task counts, cores, device counts) as int32.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def _kebab(name: str) -> str:
@@ -138,6 +141,8 @@ def _parse_ttl(value: Any) -> str:
     text = str(value).strip()
     if not text.isdigit():
         parse_duration(text)
+    elif len(text) > len(str(MAX_DURATION_SECONDS)) or int(text) > MAX_DURATION_SECONDS:
+        raise ValueError("is longer than the longest duration allowed (about 290 years)")
     return text
 
 
@@ -145,8 +150,9 @@ Name = Annotated[str, AfterValidator(_check_name)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
 EnvEntry = Annotated[str, AfterValidator(_check_env_entry)]
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveInt = Annotated[int, Field(ge=1, le=INT32_MAX)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT32_MAX)]
+TaskId = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
 PortNumber = Annotated[int, Field(ge=1, le=65535)]
 MemorySize = Annotated[str, AfterValidator(_check_memory_size)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
@@ -369,14 +375,16 @@ class Multinode(SpecModel):
 class TaskArray(SpecModel):
     """``task-array``: task ids ``start``..``end`` inclusive, at most ``concurrency`` at once."""
 
-    start: int
-    end: int
+    start: TaskId
+    end: TaskId
     concurrency: Annotated[int, Field(ge=1, le=MAX_TASK_CONCURRENCY)] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> TaskArray:
         if self.end < self.start:
             raise ValueError("end must not be less than start")
+        if self.count > INT32_MAX:
+            raise ValueError(f"a task array holds at most {INT32_MAX} tasks")
         return self
 
     @property

@@ -140,7 +140,11 @@ class LogChunk(Base):
     """A piece of a job's stdout or stderr."""
 
     __tablename__ = "log_chunks"
-    __table_args__ = (Index("ix_log_chunks_workflow_stage", "workflow_id", "stage_name"),)
+    __table_args__ = (
+        Index("ix_log_chunks_workflow_stage", "workflow_id", "stage_name"),
+        # a workflow's whole log is read in pages by seq
+        Index("ix_log_chunks_workflow_seq", "workflow_id", "seq"),
+    )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     time: Mapped[float] = mapped_column(Float)
@@ -149,6 +153,30 @@ class LogChunk(Base):
     task_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     stream: Mapped[str] = mapped_column(String(8))
     data: Mapped[str] = mapped_column(Text)
+
+
+class LogUsage(Base):
+    """How much output one run (``run_id``), or a whole workflow (``run_id`` 0), has had
+    stored and how much was counted but dropped, past ``orchestrate.logs``' limits.
+
+    ``marker_seq`` is the run's log line that says where its output was cut (rewritten as
+    the dropped counts grow); ``mid_line`` says whether the last byte the run wrote, stored
+    or not, ended a line.
+    """
+
+    __tablename__ = "log_usage"
+
+    workflow_id: Mapped[str] = mapped_column(
+        ForeignKey("workflows.id", ondelete="CASCADE"), primary_key=True
+    )
+    run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    dropped_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    dropped_lines: Mapped[int] = mapped_column(BigInteger, default=0)
+    mid_line: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: the setting whose limit cut the output (``orchestrate.logs.max-bytes-per-job``)
+    cut_by: Mapped[str] = mapped_column(String(64), default="")
+    marker_seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Node(Base):

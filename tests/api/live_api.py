@@ -17,6 +17,7 @@ import grpc
 from aiohttp import web
 
 from fuzzball_core.api.grpc_client import add_client_servicers
+from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import build_rest_app
 
 T = TypeVar("T")
@@ -59,7 +60,7 @@ class LiveServers:
 
 async def start_servers(service: Any, poll_interval: float = TEST_POLL_INTERVAL) -> LiveServers:
     """Start both transports over ``service`` on free loopback ports."""
-    runner = web.AppRunner(build_rest_app(service, poll_interval=poll_interval))
+    runner = RestRunner(build_rest_app(service, poll_interval=poll_interval))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

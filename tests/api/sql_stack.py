@@ -138,9 +138,9 @@ class SqlStack:
             time.sleep(0.01)
         return self._runs[(workflow_id, stage_name, task_id)]
 
-    def _send(self, node_message: node_pb2.NodeMessage) -> None:
+    def _send(self, *node_messages: node_pb2.NodeMessage) -> None:
         node_id = self._node_ids[0]  # the tests' jobs all run on the first node
-        self._on_loop(lambda: self.engine.node_message(node_id, node_message))
+        self._on_loop(lambda: [self.engine.node_message(node_id, m) for m in node_messages])
 
     def _settle(self, done: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 10
@@ -159,20 +159,41 @@ class SqlStack:
         task_id: int | None = None,
     ) -> None:
         """The node reports output of the stage's run (the run is started first if need be)."""
+        self.emit_logs(workflow_id, stage_name, [data], stream=stream, task_id=task_id)
+
+    def emit_logs(
+        self,
+        workflow_id: str,
+        stage_name: str,
+        pieces: list[str],
+        *,
+        stream: str = "stdout",
+        task_id: int | None = None,
+    ) -> None:
+        """The node reports each of ``pieces`` as one chunk of output of the stage's run, all
+        at once (the run is started first if need be); waits until the last is stored."""
         run_id = self._run_id(workflow_id, stage_name, task_id)
         self._send(
             node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id, time=time.time()))
         )
-        before = len(self._logs(workflow_id))
-        self._send(
+        before = self._on_loop(lambda: self._last_chunk(workflow_id))
+        reports = [
             node_pb2.NodeMessage(
-                log=node_pb2.LogData(run_id=run_id, stream=stream, data=data.encode())
+                log=node_pb2.LogData(run_id=run_id, stream=stream, data=piece.encode())
             )
-        )
-        self._settle(lambda: len(self._logs(workflow_id)) > before)
+            for piece in pieces
+        ]
+        self._send(*reports)
 
-    def _logs(self, workflow_id: str) -> list[Any]:
-        return self.service.read_logs(ADMIN, workflow_id)
+        def stored() -> bool:
+            last = self._last_chunk(workflow_id)
+            return last is not None and last != before and last.data == pieces[-1]
+
+        self._settle(stored)
+
+    def _last_chunk(self, workflow_id: str) -> Any:
+        chunks = self.service.read_logs(ADMIN, workflow_id, tail=1)
+        return chunks[-1] if chunks else None
 
     def set_stage(
         self,

@@ -275,16 +275,22 @@ class ListEventsResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[WorkflowEvent, _Mapping]]] = ...) -> None: ...
 
 class ReadLogsRequest(_message.Message):
-    __slots__ = ("workflow_id", "stage_name", "task_id", "after_seq")
+    __slots__ = ("workflow_id", "stage_name", "task_id", "after_seq", "page_size", "page_token", "tail")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_NAME_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     stage_name: str
     task_id: int
     after_seq: int
-    def __init__(self, workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., task_id: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    tail: int
+    def __init__(self, workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., task_id: _Optional[int] = ..., after_seq: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., tail: _Optional[int] = ...) -> None: ...
 
 class WorkflowLogChunk(_message.Message):
     __slots__ = ("output", "seq", "time", "stage_name", "stream", "task_id")
@@ -303,10 +309,12 @@ class WorkflowLogChunk(_message.Message):
     def __init__(self, output: _Optional[bytes] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stage_name: _Optional[str] = ..., stream: _Optional[str] = ..., task_id: _Optional[int] = ...) -> None: ...
 
 class ReadLogsResponse(_message.Message):
-    __slots__ = ("chunks",)
+    __slots__ = ("chunks", "next_page_token")
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     chunks: _containers.RepeatedCompositeFieldContainer[WorkflowLogChunk]
-    def __init__(self, chunks: _Optional[_Iterable[_Union[WorkflowLogChunk, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, chunks: _Optional[_Iterable[_Union[WorkflowLogChunk, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ExplainWorkflowRequest(_message.Message):
     __slots__ = ("workflow_id", "include_finished")

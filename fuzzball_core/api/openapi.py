@@ -1,0 +1,251 @@
+"""The REST gateway's OpenAPI document, generated from its routes and the proto messages.
+
+Each handler declares what it takes and answers with :func:`documented` (an
+:class:`Operation`: its request and reply messages, query parameters, path fields);
+:func:`openapi_document` walks the application's route table and writes one operation per
+route, with the JSON Schema of every message as the proto3 JSON mapping writes it
+(``rest_messages``). A route added without a declaration is still listed, marked as not
+described, so the document cannot leave a served path out; the gateway serves it at
+``GET /v3/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from aiohttp import web
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from fuzzball_core.api.http_errors import MAX_BODY_BYTES
+
+H = TypeVar("H", bound=Callable[[web.Request], Awaitable[web.StreamResponse]])
+
+OPENAPI_VERSION = "3.0.3"
+_STATUS = "google.rpc.Status"
+_INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
+_INT64 = {"type": "string", "format": "int64", "pattern": r"^-?[0-9]{1,19}$"}
+_UINT64 = {"type": "string", "format": "uint64", "pattern": r"^[0-9]{1,20}$"}
+_UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
+
+#: JSON Schemas of the protobuf scalar types, as the proto3 JSON mapping writes them (64-bit
+#: integers as decimal strings, bytes as base64).
+_SCALARS: dict[int, dict[str, Any]] = {
+    FieldDescriptor.TYPE_STRING: {"type": "string"},
+    FieldDescriptor.TYPE_BYTES: {"type": "string", "format": "byte"},
+    FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
+    FieldDescriptor.TYPE_DOUBLE: {"type": "number", "format": "double"},
+    FieldDescriptor.TYPE_FLOAT: {"type": "number", "format": "float"},
+    FieldDescriptor.TYPE_INT32: _INT32,
+    FieldDescriptor.TYPE_SINT32: _INT32,
+    FieldDescriptor.TYPE_SFIXED32: _INT32,
+    FieldDescriptor.TYPE_UINT32: _UINT32,
+    FieldDescriptor.TYPE_FIXED32: _UINT32,
+    FieldDescriptor.TYPE_INT64: _INT64,
+    FieldDescriptor.TYPE_SINT64: _INT64,
+    FieldDescriptor.TYPE_SFIXED64: _INT64,
+    FieldDescriptor.TYPE_UINT64: _UINT64,
+    FieldDescriptor.TYPE_FIXED64: _UINT64,
+}
+
+#: Well-known types, which the JSON mapping writes in their own forms.
+_WELL_KNOWN: dict[str, dict[str, Any]] = {
+    "google.protobuf.Struct": {"type": "object", "additionalProperties": True},
+    "google.protobuf.Value": {},
+    "google.protobuf.ListValue": {"type": "array", "items": {}},
+    "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
+    "google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?s$"},
+}
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query parameter of an operation."""
+
+    name: str
+    kind: Literal["integer", "boolean", "string"]
+    description: str
+
+    def schema(self) -> dict[str, Any]:
+        """The parameter's JSON Schema (integers are the wire schema's int32)."""
+        return dict(_INT32) if self.kind == "integer" else {"type": self.kind}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What one REST handler takes and answers.
+
+    ``request``: the message its JSON body is (``None``: no body); ``path_fields``: the
+    fields of ``request`` the path gives (left out of the body's schema). ``response``: the
+    message its reply is; with ``stream`` the reply is newline-delimited
+    ``{"result": response}`` objects, one ``{"error": Status}`` possibly last.
+    """
+
+    summary: str
+    response: type[Message]
+    request: type[Message] | None = None
+    path_fields: tuple[str, ...] = ()
+    query: tuple[Query, ...] = ()
+    stream: bool = False
+    tags: tuple[str, ...] = field(default=())
+
+
+_OPERATIONS: dict[Callable[..., Any], Operation] = {}
+
+
+def documented(operation: Operation) -> Callable[[H], H]:
+    """Declare what the decorated handler takes and answers, for the OpenAPI document."""
+
+    def declare(handler: H) -> H:
+        _OPERATIONS[handler] = operation
+        return handler
+
+    return declare
+
+
+def openapi_document(app: web.Application, *, title: str, version: str) -> dict[str, Any]:
+    """The OpenAPI document of every route ``app`` serves (HEAD routes aside)."""
+    schemas: dict[str, Any] = {_STATUS: _status_schema()}
+    paths: dict[str, dict[str, Any]] = {}
+    for route in app.router.routes():
+        if route.method == "HEAD" or route.resource is None:
+            continue
+        path = route.resource.canonical
+        operation = _OPERATIONS.get(route.handler)
+        entry = _operation(route.method, path, operation, schemas)
+        paths.setdefault(path, {})[route.method.lower()] = entry
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": title,
+            "version": version,
+            "description": (
+                "Fuzzball's REST API: bodies are the proto3 JSON mapping of the fuzzball.v1 "
+                "messages; every error is a google.rpc.Status. Request bodies are at most "
+                f"{MAX_BODY_BYTES} bytes."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def _operation(
+    method: str, path: str, operation: Operation | None, schemas: dict[str, Any]
+) -> dict[str, Any]:
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"\{([^}:]+)\}", path)
+    ]
+    errors = {"default": _json_content("an error", {"$ref": _ref(_STATUS)})}
+    if operation is None:
+        return {
+            "summary": "(not described)",
+            "operationId": _operation_id(method, path),
+            "parameters": parameters,
+            "responses": {"200": {"description": "the route's reply"}, **errors},
+        }
+    parameters += [
+        {"name": q.name, "in": "query", "required": False, "description": q.description}
+        | {"schema": q.schema()}
+        for q in operation.query
+    ]
+    reply: dict[str, Any] = {"$ref": _ref(_message(operation.response.DESCRIPTOR, schemas))}
+    if operation.stream:
+        reply = {
+            "type": "object",
+            "description": "one per line",
+            "properties": {"result": reply, "error": {"$ref": _ref(_STATUS)}},
+        }
+    entry: dict[str, Any] = {
+        "summary": operation.summary,
+        "operationId": _operation_id(method, path),
+        "parameters": parameters,
+        "responses": {"200": _json_content(operation.summary, reply), **errors},
+    }
+    if operation.tags:
+        entry["tags"] = list(operation.tags)
+    if operation.request is not None:
+        body = _message(operation.request.DESCRIPTOR, schemas, skip=operation.path_fields)
+        entry["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": _ref(body)}}},
+        }
+    return entry
+
+
+def _json_content(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _operation_id(method: str, path: str) -> str:
+    return method.lower() + re.sub(r"[^A-Za-z0-9]+", "_", path).rstrip("_")
+
+
+def _ref(name: str) -> str:
+    return f"#/components/schemas/{name}"
+
+
+def _message(descriptor: Descriptor, schemas: dict[str, Any], *, skip: tuple[str, ...] = ()) -> str:
+    """The component name of ``descriptor``'s schema, written into ``schemas`` (with every
+    message it refers to) the first time it is met."""
+    name = descriptor.full_name + ("." + "_".join(("without", *skip)) if skip else "")
+    if name in schemas:
+        return name
+    schemas[name] = {}  # claimed before the fields are read, for messages that nest
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for item in descriptor.fields:
+        if item.name in skip:
+            continue
+        properties[item.json_name] = _field(item, schemas)
+        if not item.has_presence:
+            required.append(item.json_name)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    # Fields without presence are always written in replies (rest_messages.to_json).
+    if required:
+        schema["x-always-present"] = required
+    schemas[name] = schema
+    return name
+
+
+def _field(item: FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
+    message = item.message_type
+    if message is not None and message.GetOptions().map_entry:
+        value = message.fields_by_name["value"]
+        return {"type": "object", "additionalProperties": _single(value, schemas)}
+    single = _single(item, schemas)
+    return {"type": "array", "items": single} if item.is_repeated else single
+
+
+def _single(item: FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
+    message = item.message_type
+    if message is not None:
+        known = _WELL_KNOWN.get(message.full_name)
+        return dict(known) if known is not None else {"$ref": _ref(_message(message, schemas))}
+    if item.enum_type is not None:
+        return {"type": "string", "enum": [value.name for value in item.enum_type.values]}
+    return dict(_SCALARS[item.type])
+
+
+def _status_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "code": {"type": "integer", "format": "int32"},
+            "message": {"type": "string"},
+            "details": {"type": "array", "items": {"type": "object"}},
+        },
+        "required": ["code", "message", "details"],
+    }

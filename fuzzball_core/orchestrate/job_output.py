@@ -1,0 +1,153 @@
+"""Storing what jobs print, within ``orchestrate.logs``' limits.
+
+Each run of a job may keep ``max-bytes-per-job`` of output, and all the runs of a workflow
+together ``max-bytes-per-workflow``. Output past either limit is counted, not stored: the
+run's log gets one line where it was cut, naming the limit, and that line is rewritten with
+the bytes and lines dropped since as more output arrives, so a read after the job ended
+shows the final count. The counts live in ``log_usage`` (one row per run, one per workflow
+with ``run_id`` 0) and change in the engine's transaction together with the chunks, so a
+failed pass takes back both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import select
+
+from fuzzball_core.config import LogsConfig
+from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.store.models import LogChunk, LogUsage, Run
+
+#: ``log_usage.run_id`` of a workflow's total.
+WORKFLOW_TOTAL = 0
+
+#: The settings that cut output, as the marker line names them.
+PER_JOB = "orchestrate.logs.max-bytes-per-job"
+PER_WORKFLOW = "orchestrate.logs.max-bytes-per-workflow"
+
+#: Where a transaction's session keeps the usage rows it loaded or made (``Session.info``):
+#: rows made in this pass are not in the identity map until a flush, so ``get`` cannot find
+#: them, and this also holds every row strongly for the pass.
+_CACHE = "fuzzball.log_usage"
+
+
+def preload(tx: Transaction, runs: Iterable[Run]) -> None:
+    """Load the usage rows of these runs and of their workflows in one query."""
+    wanted = {(run.workflow_id, run.id) for run in runs}
+    wanted |= {(workflow_id, WORKFLOW_TOTAL) for workflow_id, _ in wanted}
+    if not wanted:
+        return
+    cache = _cache(tx)
+    query = select(LogUsage).where(
+        LogUsage.workflow_id.in_({w for w, _ in wanted}),
+        LogUsage.run_id.in_({r for _, r in wanted}),
+    )
+    for row in tx.session.scalars(query):
+        cache[(row.workflow_id, row.run_id)] = row
+
+
+def store(
+    tx: Transaction, limits: LogsConfig, run: Run, stage_name: str, stream: str, data: bytes
+) -> None:
+    """Store ``data``, which ``run`` printed on ``stream``, as far as the limits allow."""
+    if not data:
+        return
+    job = _usage(tx, run.workflow_id, run.id)
+    workflow = _usage(tx, run.workflow_id, WORKFLOW_TOTAL)
+    marker: LogChunk | None
+    if job.marker_seq is None:
+        room_for_job = limits.max_bytes_per_job - job.stored_bytes
+        room_for_workflow = limits.max_bytes_per_workflow - workflow.stored_bytes
+        room = max(0, min(room_for_job, room_for_workflow))
+        kept = data if len(data) <= room else _cut(data, room)
+        if kept:
+            _add_chunk(tx, run, stage_name, stream, kept.decode("utf-8", errors="replace"))
+            job.stored_bytes += len(kept)
+            workflow.stored_bytes += len(kept)
+            job.mid_line = not kept.endswith(b"\n")
+        if len(kept) == len(data):
+            return
+        job.cut_by = PER_JOB if room_for_job <= room_for_workflow else PER_WORKFLOW
+        # the marker starts on a line of its own
+        marker = _add_chunk(tx, run, stage_name, stream, "\n" if job.mid_line else "")
+        tx.session.flush()  # the marker's seq, to rewrite it as more is dropped
+        job.marker_seq = marker.seq
+        data = data[len(kept) :]
+    else:
+        # once cut, a run's log stays cut: what follows the marker is only counted
+        marker = tx.session.get(LogChunk, job.marker_seq)
+    _count_dropped(job, workflow, data)
+    if marker is not None:
+        opening = "\n" if marker.data.startswith("\n") else ""
+        marker.data = opening + marker_text(job, limits)
+
+
+def marker_text(usage: LogUsage, limits: LogsConfig) -> str:
+    """The line that stands where a run's output was cut."""
+    limit = limits.max_bytes_per_job if usage.cut_by == PER_JOB else limits.max_bytes_per_workflow
+    lines = "line" if usage.dropped_lines == 1 else "lines"
+    return (
+        f"[fuzzball] output cut here: {usage.cut_by} ({limit} bytes) reached;"
+        f" {usage.dropped_bytes} bytes ({usage.dropped_lines} {lines}) more were counted,"
+        " not stored\n"
+    )
+
+
+def _cut(data: bytes, room: int) -> bytes:
+    """What fits in ``room`` bytes: up to the last whole line that fits, or ``room`` bytes
+    when not even one line does."""
+    head = data[:room]
+    end = head.rfind(b"\n")
+    return head[: end + 1] if end >= 0 else head
+
+
+def _count_dropped(job: LogUsage, workflow: LogUsage, dropped: bytes) -> None:
+    """Count ``dropped`` as the run's and the workflow's."""
+    # a line is counted where it starts: at the first dropped byte unless a line was left
+    # open before it, and after every newline that is not the last byte
+    starts = dropped[:-1].count(b"\n") + (0 if job.mid_line else 1)
+    job.dropped_bytes += len(dropped)
+    job.dropped_lines += starts
+    job.mid_line = not dropped.endswith(b"\n")
+    workflow.dropped_bytes += len(dropped)
+    workflow.dropped_lines += starts
+
+
+def _add_chunk(tx: Transaction, run: Run, stage_name: str, stream: str, text: str) -> LogChunk:
+    chunk = LogChunk(
+        time=tx.now,
+        workflow_id=run.workflow_id,
+        stage_name=stage_name,
+        task_id=run.task_id,
+        stream=stream,
+        data=text,
+    )
+    tx.session.add(chunk)
+    return chunk
+
+
+def _usage(tx: Transaction, workflow_id: str, run_id: int) -> LogUsage:
+    cache = _cache(tx)
+    key = (workflow_id, run_id)
+    row = cache.get(key)
+    if row is None:
+        row = tx.session.get(LogUsage, key)
+        if row is None:
+            row = LogUsage(
+                workflow_id=workflow_id,
+                run_id=run_id,
+                stored_bytes=0,
+                dropped_bytes=0,
+                dropped_lines=0,
+                mid_line=False,
+                cut_by="",
+            )
+            tx.session.add(row)
+        cache[key] = row
+    return row
+
+
+def _cache(tx: Transaction) -> dict[tuple[str, int], LogUsage]:
+    cache: dict[tuple[str, int], LogUsage] = tx.session.info.setdefault(_CACHE, {})
+    return cache

@@ -1,0 +1,127 @@
+"""The gateway serves an OpenAPI document of its routes, generated from the route table and
+the proto messages, so it cannot drift from what is served."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import httpx
+import pytest
+import schemathesis
+from live_api import Stack
+
+from fuzzball_core.api import rest
+from fuzzball_core.api.openapi import openapi_document
+from fuzzball_core.api.rest import build_rest_app
+from fuzzball_core.api.v1 import client_pb2 as pb
+
+DOCUMENT = "/v3/openapi.json"
+
+
+def fetch(stack: Stack, path: str, token: str | None = "own") -> httpx.Response:
+    bearer = stack.token if token == "own" else token
+    headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+    return httpx.get(f"{stack.servers.rest_url}{path}", headers=headers, timeout=10)
+
+
+@pytest.fixture
+def document(stack) -> dict:
+    response = fetch(stack, DOCUMENT)
+    assert response.status_code == 200
+    return response.json()
+
+
+def served_routes() -> set[tuple[str, str]]:
+    app = build_rest_app(object())  # type: ignore[arg-type]  # routes only; never called
+    return {
+        (route.method.lower(), route.resource.canonical)
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+
+
+def test_the_document_is_served_to_an_authenticated_caller(document):
+    assert document["openapi"].startswith("3.")
+    assert document["info"]["title"] == "Fuzzball"
+
+
+def test_the_document_needs_a_token_like_every_other_route(stack):
+    assert fetch(stack, DOCUMENT, token=None).status_code == 401
+
+
+def test_the_document_lists_exactly_the_served_routes(document):
+    listed = {(method, path) for path, methods in document["paths"].items() for method in methods}
+    assert listed == served_routes()
+
+
+def test_every_route_but_the_document_itself_is_described(document):
+    undescribed = [
+        f"{method} {path}"
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+        if operation["summary"] == "(not described)"
+    ]
+    assert undescribed == [f"get {DOCUMENT}"]
+
+
+def test_a_route_added_without_a_description_is_still_listed():
+    app = build_rest_app(object())  # type: ignore[arg-type]
+
+    async def extra(request):  # pragma: no cover - never served here
+        raise AssertionError
+
+    app.router.add_get("/v3/extra/{thing}", extra)
+    operation = openapi_document(app, title="t", version="v")["paths"]["/v3/extra/{thing}"]["get"]
+    assert operation["summary"] == "(not described)"
+    assert operation["parameters"][0]["name"] == "thing"
+
+
+def test_a_request_body_is_its_message_in_json_names(document):
+    body = document["paths"]["/v3/workflows"]["post"]["requestBody"]["content"]
+    name = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    schema = document["components"]["schemas"][name]
+    expected = {field.json_name for field in pb.StartWorkflowRequest.DESCRIPTOR.fields}
+    assert set(schema["properties"]) == expected
+    assert schema["additionalProperties"] is False
+
+
+def test_a_field_the_path_gives_is_left_out_of_the_body(document):
+    body = document["paths"]["/v3/nodes/{id}/holds"]["post"]["requestBody"]["content"]
+    name = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert set(document["components"]["schemas"][name]["properties"]) == {"effect", "reason"}
+
+
+def test_every_query_parameter_a_handler_reads_is_documented(document):
+    source = inspect.getsource(rest)
+    read = set(re.findall(r'_query_(?:int|bool)\(request, "([^"]+)"\)', source))
+    read |= set(re.findall(r'request\.query\.get\("([^"]+)"', source))
+    documented = {
+        parameter["name"]
+        for methods in document["paths"].values()
+        for operation in methods.values()
+        for parameter in operation["parameters"]
+        if parameter["in"] == "query"
+    }
+    assert read and read <= documented
+
+
+def test_an_int32_query_parameter_carries_its_range(document):
+    parameters = document["paths"]["/v3/workflows/{id}:events"]["get"]["parameters"]
+    after_seq = next(p for p in parameters if p["name"] == "afterSeq")
+    assert after_seq["schema"]["maximum"] == 2**31 - 1
+
+
+def test_replies_conform_to_the_document(stack):
+    auth = {"Authorization": f"Bearer {stack.token}"}
+    schema = schemathesis.openapi.from_url(f"{stack.servers.rest_url}{DOCUMENT}", headers=auth)
+    workflow_id = stack.start()
+    for path, template in [
+        (f"/v3/workflows/{workflow_id}", "/v3/workflows/{id}"),
+        (f"/v3/workflows/{workflow_id}:status", "/v3/workflows/{id}:status"),
+        ("/v3/nodes/node-1", "/v3/nodes/{id}"),
+        ("/v3/workflows/nope", "/v3/workflows/{id}"),  # the 404's Status
+    ]:
+        operation = schema[template]["GET"]
+        reply = fetch(stack, path)
+        assert operation.validate_response(reply) is not False, path
