@@ -30,6 +30,7 @@ job_strategy = st.tuples(
     st.sampled_from([None, None, "a", "b"]),  # zone
     st.sampled_from([None, 10.0, 100.0, 1000.0]),  # expected runtime
     st.integers(0, 2),  # priority
+    st.sampled_from(["", "x", "y"]),  # account: several accounts' jobs are ordered by fair share
 )
 
 
@@ -46,7 +47,7 @@ def _node_info(node_id, spec, held):
 
 
 def _job(job_id, spec, submitted_at):
-    cores, memory, gpus, nodes, exclusive, zone, runtime, priority = spec
+    cores, memory, gpus, nodes, exclusive, zone, runtime, priority, account = spec
     return JobRequest(
         job_id,
         Resources(cores, memory * GiB, {GPU: gpus} if gpus else {}),
@@ -56,6 +57,7 @@ def _job(job_id, spec, submitted_at):
         submitted_at=submitted_at,
         priority=priority,
         expected_runtime=runtime,
+        account=account,
     )
 
 
