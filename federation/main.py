@@ -27,6 +27,7 @@ from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.drivers import Router
 from fuzzball_core.health import HEALTH_PATHS, Health, describe, health_routes, keep_running
 from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.service.account_commands import add_account_commands
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
@@ -65,7 +66,13 @@ def build(
     database = connect(database_url(config))
     migrate(database, migrations=MIGRATIONS)
     members = Members.from_config(config.federate.clusters, timeout=config.federate.member_timeout)
-    return FederateService(session_factory(database), members, router, registry=registry)
+    return FederateService(
+        session_factory(database),
+        members,
+        router,
+        registry=registry,
+        token_lifetime=config.accounts.token_lifetime,
+    )
 
 
 def build_app(service: FederateService, health: Health | None = None) -> web.Application:
@@ -196,15 +203,7 @@ def serve_command(config_file: str | None) -> None:
     serve_until_signalled(lambda stop: serve(service, config.federate.listen, stop))
 
 
-@cli.command("create-account")
-@click.argument("name")
-@click.option("--admin", is_flag=True, help="Give the account every permission.")
-@click.pass_obj
-def create_account(config_file: str | None, name: str, admin: bool) -> None:
-    """Create a Federate account and print its bearer token (shown only once)."""
-    _, service = _service(config_file)
-    _, token = service.create_account(name, admin=admin)
-    click.echo(token)
+add_account_commands(cli, lambda config_file: _service(config_file)[1])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,11 +38,14 @@ class FederateAccount(FederateBase):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: an AccountKind, set when it is created (Orchestrate's ``accounts.kind``)
+    kind: Mapped[str] = mapped_column(String(16), default="user", server_default="user")
     created_at: Mapped[float] = mapped_column(Float)
 
 
 class FederateApiToken(FederateBase):
-    """A bearer token of a Federate account, stored only as its SHA-256 digest."""
+    """A bearer token of a Federate account, stored only as its SHA-256 digest, valid until
+    it expires or is revoked."""
 
     __tablename__ = "federate_api_tokens"
 
@@ -50,6 +53,8 @@ class FederateApiToken(FederateBase):
     account_id: Mapped[str] = mapped_column(ForeignKey("federate_accounts.id", ondelete="CASCADE"))
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class FederatedWorkflow(FederateBase):

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core import __version__
 from fuzzball_core.api.following import page_token
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.drivers import Router
 from fuzzball_core.errors import (
     FuzzballError,
@@ -55,6 +56,7 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
+from fuzzball_core.vocabulary import AccountKind
 from fuzzball_federation import remote_views as rv
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import FederateAccount, FederateApiToken, FederatedWorkflow
@@ -82,12 +84,15 @@ class FederateService:
         router: Router,
         *,
         registry: PluginRegistry | None = None,
+        token_lifetime: float = DEFAULT_TOKEN_LIFETIME,
     ) -> None:
         self.sessions = sessions
         self.members = members
         self.router = router
         self._registry = registry
-        self.accounts = Accounts(sessions, FederateAccount, FederateApiToken)
+        self.accounts = Accounts(
+            sessions, FederateAccount, FederateApiToken, token_lifetime=token_lifetime
+        )
         # members are asked together: a listing waits for the slowest, not for the sum
         self._askers = ThreadPoolExecutor(MAX_PARALLEL_ASKS, thread_name_prefix="federate-ask")
         if registry is not None:
@@ -95,9 +100,24 @@ class FederateService:
 
     # -- accounts -------------------------------------------------------------------------------
 
-    def create_account(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
-        """Create an account and its first bearer token (shown once, stored hashed)."""
-        return self.accounts.create(name, admin=admin)
+    def create_account(
+        self, name: str, *, admin: bool = False, kind: str = AccountKind.USER
+    ) -> tuple[Principal, str]:
+        """Create an account of ``kind`` and its first bearer token (shown once, stored
+        hashed)."""
+        return self.accounts.create(name, admin=admin, kind=kind)
+
+    def issue_token(self, name: str) -> str:
+        """A new bearer token for an existing account."""
+        return self.accounts.issue_token(name)
+
+    def revoke_token(self, token: str) -> None:
+        """Revoke one bearer token: it is Unauthenticated from now on."""
+        self.accounts.revoke(token)
+
+    def revoke_tokens(self, name: str) -> int:
+        """Revoke every live bearer token of account ``name``; how many there were."""
+        return self.accounts.revoke_all(name)
 
     def authenticate(self, token: str) -> Principal:
         return self.accounts.authenticate(token)

@@ -80,6 +80,18 @@ class DatabaseConfig(_Section):
     url: str = ""
 
 
+#: how long a bearer token stays valid by default (90 days)
+DEFAULT_TOKEN_LIFETIME = 90 * 24 * 3600.0
+
+
+class AccountsConfig(_Section):
+    """The accounts' bearer tokens, as Orchestrate and Federate issue them."""
+
+    #: how long a new token is accepted (a duration such as ``720h``, or seconds); past it it is
+    #: refused as expired, and a new one must be issued
+    token_lifetime: Seconds = DEFAULT_TOKEN_LIFETIME
+
+
 class LogsConfig(_Section):
     """How much of the jobs' output Orchestrate stores (``orchestrate.logs``).
 
@@ -204,6 +216,7 @@ class FuzzballConfig(_Section):
 
     data_dir: Path = Field(default_factory=default_data_dir)
     database: DatabaseConfig = DatabaseConfig()
+    accounts: AccountsConfig = AccountsConfig()
     orchestrate: OrchestrateConfig = OrchestrateConfig()
     substrate: SubstrateConfig = SubstrateConfig()
     scheduler: SchedulerConfig = SchedulerConfig()

@@ -52,6 +52,20 @@ class NodeStatus(StrEnum):
     DEPROVISIONED = "DEPROVISIONED"
 
 
+class AccountKind(StrEnum):
+    """What an account is, set when it is created: what it may do beyond its own workflows.
+
+    ``admin`` sees and controls every account's work and places holds as ``admin``;
+    ``monitoring`` and ``provisioner`` are service accounts that place and release node holds
+    attributed to themselves (a hold's ``source``); ``user`` runs its own workflows.
+    """
+
+    ADMIN = "admin"
+    MONITORING = "monitoring"
+    PROVISIONER = "provisioner"
+    USER = "user"
+
+
 class EventKind(StrEnum):
     """Every kind of event Orchestrate records.
 

@@ -3,7 +3,10 @@
 ``up`` writes one configuration for both processes (the user's ``--config`` merged with a
 generated node token), creates the first admin account and its token, starts Orchestrate
 (SQLite) and one Substrate in the background with their logs in the deployment directory,
-waits until the node is ready, and points the CLI's ``local`` context at it.
+waits until the node is ready, and points the CLI's ``local`` context at it. The admin token
+is kept in the deployment directory and reused by the next ``up`` while it is valid (a new one
+only once it has expired or was revoked). The data and deployment directories are 0700; the
+configuration, token and log files 0600.
 
 A pid file alone does not say a process is ours and alive: the process may have died and be
 a zombie its parent has not reaped yet, or have died long ago and its pid been given to a
@@ -32,9 +35,15 @@ import yaml
 
 from fuzzball_core.cli.contexts import ContextsFile
 from fuzzball_core.config import FuzzballConfig, config_path, load_config
-from fuzzball_core.errors import FailedPrecondition, Unavailable
+from fuzzball_core.errors import AlreadyExists, FailedPrecondition, Unauthenticated, Unavailable
+from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.private_files import open_private, private_directory
+from fuzzball_core.vocabulary import AccountKind
 
 CONTEXT_NAME = "local"
+#: the administrator account ``up`` creates and holds a token of
+ADMIN_ACCOUNT = "admin"
 PROCESSES = ("orchestrate", "substrate")
 
 #: each process's entry module and the arguments after ``--config FILE``
@@ -81,6 +90,11 @@ class Deployment:
 
     def log_file(self, process: str) -> Path:
         return self.directory / f"{process}.log"
+
+    @property
+    def token_file(self) -> Path:
+        """The admin token ``up`` keeps and reuses (0600)."""
+        return self.directory / "admin.token"
 
     def argv(self, process: str) -> list[str]:
         """The command that starts ``process`` of this deployment."""
@@ -141,18 +155,38 @@ def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, 
     return document
 
 
-def _run_cli(module_main: str, config_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    code = f"from {module_main} import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, "--config", str(config_file), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def admin_token(config: FuzzballConfig, deployment: Deployment, known: str = "") -> str:
+    """The deployment's admin token: the one it keeps (or ``known``, the ``local`` context's)
+    while Orchestrate still accepts it as an administrator's, else a new one, kept for the
+    next ``up`` (0600 in the deployment directory). Minting one on every ``up`` left every
+    earlier token valid."""
+    database = connect(config.database_url)
+    try:
+        migrate(database)
+        lifetime = config.accounts.token_lifetime
+        accounts = Accounts(session_factory(database), token_lifetime=lifetime)
+        kept = deployment.token_file.read_text().strip() if deployment.token_file.exists() else ""
+        for candidate in dict.fromkeys(t for t in (kept, known) if t):
+            try:
+                if accounts.authenticate(candidate).is_admin:
+                    token = candidate
+                    break
+            except Unauthenticated:
+                continue  # expired, revoked, or of another deployment's database
+        else:
+            try:
+                _, token = accounts.create(ADMIN_ACCOUNT, kind=AccountKind.ADMIN)
+            except AlreadyExists:
+                token = accounts.issue_token(ADMIN_ACCOUNT)
+    finally:
+        database.dispose()
+    with open_private(deployment.token_file) as out:
+        out.write(f"{token}\n".encode())
+    return token
 
 
 def _start(deployment: Deployment, process: str) -> subprocess.Popen[bytes]:
-    with deployment.log_file(process).open("ab") as log:
+    with open_private(deployment.log_file(process), "ab") as log:
         child = subprocess.Popen(
             deployment.argv(process),
             stdout=log,
@@ -257,37 +291,19 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
     user_file = config_path(user_config)
     base = load_config(user_file)  # validates the user's file before anything starts
     deployment = deployment_for(base)
-    deployment.directory.mkdir(parents=True, exist_ok=True)
-    deployment.config_file.write_text(
-        yaml.safe_dump(_merged_config(user_file, deployment), sort_keys=False)
-    )
-    os.chmod(deployment.config_file, 0o600)
+    private_directory(base.data_dir)
+    private_directory(deployment.directory)
+    merged = yaml.safe_dump(_merged_config(user_file, deployment), sort_keys=False)
+    with open_private(deployment.config_file) as out:  # it holds the node token
+        out.write(merged.encode())
     config = load_config(deployment.config_file)
 
     contexts = ContextsFile.load()
     children: dict[str, subprocess.Popen[bytes]] = {}
-    token = ""
-    if any(c.name == CONTEXT_NAME for c in contexts.contexts):
-        token = contexts.get(CONTEXT_NAME).token
+    has_context = any(c.name == CONTEXT_NAME for c in contexts.contexts)
+    known = contexts.get(CONTEXT_NAME).token if has_context else ""
+    token = admin_token(config, deployment, known)
     if deployment.pid("orchestrate") is None:
-        created = _run_cli(
-            "fuzzball_core.orchestrate.server",
-            deployment.config_file,
-            "create-account",
-            "admin",
-            "--admin",
-        )
-        if created.returncode == 0:
-            token = created.stdout.strip()
-        elif "already exists" in created.stderr:
-            issued = _run_cli(
-                "fuzzball_core.orchestrate.server", deployment.config_file, "issue-token", "admin"
-            )
-            if issued.returncode != 0:
-                raise FailedPrecondition(issued.stderr.strip())
-            token = issued.stdout.strip()
-        else:
-            raise FailedPrecondition(created.stderr.strip() or "cannot create the admin account")
         children["orchestrate"] = _start(deployment, "orchestrate")
     if deployment.pid("substrate") is None:
         children["substrate"] = _start(deployment, "substrate")

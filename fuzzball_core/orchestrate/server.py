@@ -33,6 +33,7 @@ from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
+from fuzzball_core.service.account_commands import add_account_commands
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
@@ -80,7 +81,9 @@ def build(
         health=health,
     )
     engine.context.log_limits = config.orchestrate.logs
-    service = SqlOrchestrateService(sessions, engine, registry=registry)
+    service = SqlOrchestrateService(
+        sessions, engine, registry=registry, token_lifetime=config.accounts.token_lifetime
+    )
     configure_images(engine, service, config, registry)
     return Orchestrate(config, engine, service, hub, health)
 
@@ -149,26 +152,12 @@ def serve_command(config_file: str | None) -> None:
     serve_until_signalled(lambda stop: serve(orchestrate, stop))
 
 
-@cli.command("create-account")
-@click.argument("name")
-@click.option("--admin", is_flag=True, help="Give the account every permission.")
-@click.pass_obj
-def create_account(config_file: str | None, name: str, admin: bool) -> None:
-    """Create an account and print its bearer token (shown only once)."""
+def _service(config_file: str | None) -> SqlOrchestrateService:
     context = prepare_process("orchestrate", config_file)
-    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
-    _, token = orchestrate.service.create_account(name, admin=admin)
-    click.echo(token)
+    return build(context.config, context.drivers["scheduler"], context.registry).service
 
 
-@cli.command("issue-token")
-@click.argument("name")
-@click.pass_obj
-def issue_token(config_file: str | None, name: str) -> None:
-    """Print a new bearer token for an existing account."""
-    context = prepare_process("orchestrate", config_file)
-    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
-    click.echo(orchestrate.service.issue_token(name))
+add_account_commands(cli, _service)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core import __version__
+from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import (
     NotFound,
     PermissionDenied,
@@ -54,12 +55,15 @@ from fuzzball_core.store.models import (
     Workflow,
 )
 from fuzzball_core.store.object_cache import ObjectCache
-from fuzzball_core.vocabulary import Status
+from fuzzball_core.vocabulary import AccountKind, Status
 
 #: Most rows one listing call returns; callers page with ``after_seq``.
 PAGE = 5000
-#: Service accounts whose holds are attributed to a source other than ``admin``.
-SERVICE_HOLD_SOURCES = {"monitoring": "monitoring", "provisioner": "provisioner"}
+#: The kinds of service account whose holds are attributed to them rather than to ``admin``.
+SERVICE_HOLD_SOURCES = {
+    AccountKind.MONITORING: "monitoring",
+    AccountKind.PROVISIONER: "provisioner",
+}
 
 
 class SqlOrchestrateService:
@@ -76,11 +80,12 @@ class SqlOrchestrateService:
         engine: Engine,
         *,
         registry: PluginRegistry | None = None,
+        token_lifetime: float = DEFAULT_TOKEN_LIFETIME,
     ) -> None:
         self.sessions = sessions
         self.engine = engine
         self._registry = registry
-        self.accounts = Accounts(sessions)
+        self.accounts = Accounts(sessions, token_lifetime=token_lifetime)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -88,13 +93,24 @@ class SqlOrchestrateService:
 
     # -- accounts ------------------------------------------------------------------------------
 
-    def create_account(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
-        """Create an account and its first bearer token (shown once, stored hashed)."""
-        return self.accounts.create(name, admin=admin)
+    def create_account(
+        self, name: str, *, admin: bool = False, kind: str = AccountKind.USER
+    ) -> tuple[Principal, str]:
+        """Create an account of ``kind`` (``admin=True``: kind admin) and its first bearer
+        token (shown once, stored hashed)."""
+        return self.accounts.create(name, admin=admin, kind=kind)
 
     def issue_token(self, name: str) -> str:
         """A new bearer token for an existing account."""
         return self.accounts.issue_token(name)
+
+    def revoke_token(self, token: str) -> None:
+        """Revoke one bearer token: it is Unauthenticated from now on."""
+        self.accounts.revoke(token)
+
+    def revoke_tokens(self, name: str) -> int:
+        """Revoke every live bearer token of account ``name``; how many there were."""
+        return self.accounts.revoke_all(name)
 
     def authenticate(self, token: str) -> Principal:
         return self.accounts.authenticate(token)
@@ -312,10 +328,11 @@ class SqlOrchestrateService:
     # -- holds -------------------------------------------------------------------------------
 
     def hold_source(self, who: Principal) -> str:
-        """Who a caller places holds as: the monitoring and provisioner service accounts,
-        or an administrator. ``PermissionDenied`` for anyone else."""
-        if who.name in SERVICE_HOLD_SOURCES:
-            return SERVICE_HOLD_SOURCES[who.name]
+        """Who a caller places holds as, by the kind its account was created with: the
+        monitoring and provisioner service accounts as themselves, an administrator as
+        ``admin``. ``PermissionDenied`` for anyone else, whatever its name."""
+        if who.kind in SERVICE_HOLD_SOURCES:
+            return SERVICE_HOLD_SOURCES[AccountKind(who.kind)]
         if who.is_admin:
             return "admin"
         raise PermissionDenied(f"account {who.name} may not place or release node holds")

@@ -1,6 +1,9 @@
 """Accounts and their bearer tokens, as every API front (Orchestrate, Federate) keeps them.
 
-Tokens are shown once and stored only as their SHA-256 digest.
+Tokens are shown once and stored only as their SHA-256 digest. Each is accepted until it
+expires (``accounts.token-lifetime`` after it was issued) or is revoked; either way it is
+then Unauthenticated, saying which. An account's kind (admin, monitoring, provisioner, user)
+is set when it is created and says what it may do beyond its own workflows.
 """
 
 from __future__ import annotations
@@ -9,14 +12,18 @@ import hashlib
 import secrets
 import time
 import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from fuzzball_core.errors import AlreadyExists, NotFound, Unauthenticated
+from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
+from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Account, ApiToken
+from fuzzball_core.vocabulary import AccountKind
 
 
 def token_digest(token: str) -> str:
@@ -24,8 +31,21 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def account_kind(kind: str) -> AccountKind:
+    """``kind`` as an :class:`AccountKind`; InvalidArgument naming the kinds there are."""
+    try:
+        return AccountKind(kind)
+    except ValueError:
+        kinds = ", ".join(k.value for k in AccountKind)
+        raise InvalidArgument(f"kind: {kind!r} is not an account kind ({kinds})") from None
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class Accounts:
-    """Creates accounts, issues tokens and authenticates them, over one store.
+    """Creates accounts, issues, authenticates and revokes tokens, over one store.
 
     The tables are Orchestrate's ``accounts``/``api_tokens`` unless the caller names its own
     mapped classes with the same columns (Federate keeps its accounts in its own tables).
@@ -36,61 +56,111 @@ class Accounts:
         sessions: sessionmaker[Session],
         account_table: type[Any] = Account,
         token_table: type[Any] = ApiToken,
+        *,
+        token_lifetime: float = DEFAULT_TOKEN_LIFETIME,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.sessions = sessions
         self.account_table = account_table
         self.token_table = token_table
+        self.token_lifetime = token_lifetime
+        self.clock = clock
 
-    def create(self, name: str, *, admin: bool = False) -> tuple[Principal, str]:
-        """Create an account and its first bearer token."""
-        token = secrets.token_urlsafe(32)
+    def create(
+        self, name: str, *, kind: str = AccountKind.USER, admin: bool = False
+    ) -> tuple[Principal, str]:
+        """Create an account of ``kind`` (``admin=True`` is kind admin) and its first token."""
+        chosen = AccountKind.ADMIN if admin else account_kind(kind)
         with self.sessions() as session, session.begin():
             if session.scalars(
                 select(self.account_table).where(self.account_table.name == name)
             ).first():
                 raise AlreadyExists(f"account {name!r} already exists")
             account = self.account_table(
-                id=str(uuid.uuid4()), name=name, is_admin=admin, created_at=time.time()
+                id=str(uuid.uuid4()),
+                name=name,
+                is_admin=chosen == AccountKind.ADMIN,
+                kind=chosen.value,
+                created_at=self.clock(),
             )
             session.add(account)
             session.flush()
-            session.add(
-                self.token_table(
-                    account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
-                )
-            )
-        return Principal(account.id, name, admin), token
+            token = self._add_token(session, account.id)
+        return Principal(account.id, name, account.is_admin, chosen), token
 
     def issue_token(self, name: str) -> str:
         """A new bearer token for an existing account."""
-        token = secrets.token_urlsafe(32)
         with self.sessions() as session, session.begin():
-            account = session.scalars(
-                select(self.account_table).where(self.account_table.name == name)
-            ).first()
-            if account is None:
-                raise NotFound(f"account {name!r} not found")
-            session.add(
-                self.token_table(
-                    account_id=account.id, token_sha256=token_digest(token), created_at=time.time()
-                )
+            return self._add_token(session, self._account(session, name).id)
+
+    def _account(self, session: Session, name: str) -> Any:
+        account = session.scalars(
+            select(self.account_table).where(self.account_table.name == name)
+        ).first()
+        if account is None:
+            raise NotFound(f"account {name!r} not found")
+        return account
+
+    def _add_token(self, session: Session, account_id: str) -> str:
+        token = secrets.token_urlsafe(32)
+        now = self.clock()
+        session.add(
+            self.token_table(
+                account_id=account_id,
+                token_sha256=token_digest(token),
+                created_at=now,
+                expires_at=now + self.token_lifetime,
             )
+        )
         return token
 
     def authenticate(self, token: str) -> Principal:
-        """The owner of ``token``; Unauthenticated when it is missing or unknown."""
+        """The owner of ``token``; Unauthenticated when it is missing, unknown, expired or
+        revoked (the message says which, never the token)."""
         if not token:
             raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
         with self.sessions() as session:
-            row = (
-                session.execute(
-                    select(self.account_table)
-                    .join(self.token_table, self.token_table.account_id == self.account_table.id)
-                    .where(self.token_table.token_sha256 == token_digest(token))
-                )
-                .scalars()
-                .first()
+            found = session.execute(
+                select(self.account_table, self.token_table)
+                .join(self.token_table, self.token_table.account_id == self.account_table.id)
+                .where(self.token_table.token_sha256 == token_digest(token))
+            ).first()
+        if found is None:
+            raise Unauthenticated("the bearer token is not valid")
+        account, issued = found
+        if issued.revoked_at is not None:
+            raise Unauthenticated(
+                f"the bearer token was revoked at {_utc(issued.revoked_at)}; ask for a new one"
             )
-            if row is None:
-                raise Unauthenticated("the bearer token is not valid")
-            return Principal(row.id, row.name, row.is_admin)
+        if issued.expires_at is not None and issued.expires_at <= self.clock():
+            raise Unauthenticated(
+                f"the bearer token expired at {_utc(issued.expires_at)}; ask for a new one"
+            )
+        return Principal(account.id, account.name, account.is_admin, AccountKind(account.kind))
+
+    def revoke(self, token: str) -> None:
+        """Revoke one token (by its value): it is never accepted again. NotFound when no
+        account has it."""
+        with self.sessions() as session, session.begin():
+            issued = session.scalars(
+                select(self.token_table).where(self.token_table.token_sha256 == token_digest(token))
+            ).first()
+            if issued is None:
+                raise NotFound("no account has this bearer token")
+            if issued.revoked_at is None:
+                issued.revoked_at = self.clock()
+
+    def revoke_all(self, name: str) -> int:
+        """Revoke every live token of account ``name``; how many were revoked."""
+        now = self.clock()
+        with self.sessions() as session, session.begin():
+            account_id = self._account(session, name).id
+            revoked = session.execute(
+                update(self.token_table)
+                .where(
+                    self.token_table.account_id == account_id,
+                    self.token_table.revoked_at.is_(None),
+                )
+                .values(revoked_at=now)
+            )
+            return int(getattr(revoked, "rowcount", 0) or 0)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, AccountKind, Status
 
 # The statuses under the names the service layer and its callers have always imported; the
 # vocabulary declares them (the REST API spells them STAGE_STATUS_<NAME>; PENDING is
@@ -33,6 +33,9 @@ class Principal:
     account_id: str
     name: str
     is_admin: bool = False
+    #: what the account is (an AccountKind), set when it was created: an administrator, a
+    #: service that places node holds (monitoring, provisioner), or a user
+    kind: str = AccountKind.USER
 
 
 @dataclass(frozen=True)

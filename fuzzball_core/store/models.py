@@ -24,11 +24,15 @@ class Account(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: an AccountKind (admin, monitoring, provisioner, user), set when it is created: what the
+    #: account may do beyond its own workflows (never derived from its name)
+    kind: Mapped[str] = mapped_column(String(16), default="user", server_default="user")
     created_at: Mapped[float] = mapped_column(Float)
 
 
 class ApiToken(Base):
-    """A bearer token, stored only as its SHA-256 digest."""
+    """A bearer token, stored only as its SHA-256 digest, valid until it expires or is
+    revoked."""
 
     __tablename__ = "api_tokens"
 
@@ -36,6 +40,10 @@ class ApiToken(Base):
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
+    #: when it stops being accepted (None only for a token that never expires)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: when it was revoked; a revoked token is never accepted again
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Workflow(Base):

@@ -91,7 +91,7 @@ def test_a_released_hold_is_gone(nodes, admin):
 
 
 def test_uncordon_keeps_a_monitoring_hold(stack, nodes, admin):
-    _, monitoring = stack.service.create_account("monitoring")
+    _, monitoring = stack.service.create_account("monitoring", kind="monitoring")
     cordon(nodes, admin)
     kept = cordon(nodes, auth(monitoring), "ECC errors")
     reply = nodes.UncordonNode(pb.NodeIdRequest(node_id="node-1"), metadata=admin)

@@ -87,7 +87,7 @@ def test_a_non_admin_releasing_or_removing_is_403(stack, method, path):
 
 
 def test_the_monitoring_account_places_holds_as_monitoring(stack):
-    _, monitoring = stack.service.create_account("monitoring")
+    _, monitoring = stack.service.create_account("monitoring", kind="monitoring")
     assert place(stack, monitoring).json()["source"] == "monitoring"
 
 
@@ -131,7 +131,7 @@ def test_a_non_integer_hold_id_is_400(stack, admin_token):
 
 
 def test_uncordon_releases_admin_cordons_and_lists_what_stays(stack, admin_token):
-    _, monitoring = stack.service.create_account("monitoring")
+    _, monitoring = stack.service.create_account("monitoring", kind="monitoring")
     place(stack, admin_token, "cordon")
     kept = place(stack, monitoring, "cordon", "ECC errors").json()
     response = call(stack, "POST", "/nodes/node-1:uncordon", admin_token)

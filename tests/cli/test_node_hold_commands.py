@@ -125,7 +125,7 @@ def test_uncordon_releases_several_nodes(admin):
 
 
 def test_uncordon_leaves_a_monitoring_hold_and_says_so(admin):
-    monitoring, _ = admin.service.create_account("monitoring")
+    monitoring, _ = admin.service.create_account("monitoring", kind="monitoring")
     admin("node", "cordon", "node-1")
     kept = admin.service.add_hold(monitoring, "node-1", "cordon", "ECC errors")
     result = admin("node", "uncordon", "node-1")
@@ -243,7 +243,7 @@ def test_remove_clears_an_offline_node_and_its_holds(admin):
 
 def test_node_list_has_a_holds_column(admin):
     admin.service.add_node("node-2", 8, 16 * GIB)
-    monitoring, _ = admin.service.create_account("monitoring")
+    monitoring, _ = admin.service.create_account("monitoring", kind="monitoring")
     admin("node", "cordon", "node-1")
     admin.service.add_hold(monitoring, "node-1", "evict", "GPU ECC")
     rows = table(admin("node", "list").output)

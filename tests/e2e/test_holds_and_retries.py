@@ -228,7 +228,9 @@ def test_uncordon_leaves_a_monitoring_hold_in_place(
 ) -> None:
     orchestrate = cluster.orchestrate
     service = orchestrate.service
-    monitoring = orchestrate.call(lambda: service.create_account("monitoring")[0])
+    monitoring = orchestrate.call(
+        lambda: service.create_account("monitoring", kind="monitoring")[0]
+    )
     orchestrate.call(lambda: service.add_hold(monitoring, "node-2", "cordon", "ECC errors"))
     fuzzball.must("node", "cordon", "node-2", "--reason", "maintenance")
 

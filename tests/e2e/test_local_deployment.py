@@ -105,6 +105,33 @@ def test_local_up_twice_is_harmless(local_deployment):
     assert nodes.stdout.count('"local-node"') == 1
 
 
+def context_token(env: dict[str, str]) -> str:
+    contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
+    (local,) = contexts["contexts"]
+    return local["auth"]["credentials"]["token"]
+
+
+def test_local_up_again_reuses_its_admin_token(local_deployment):
+    _, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+    first = context_token(env)
+    assert fuzzball(env, "local", "down").returncode == 0
+    assert fuzzball(env, "local", "up").returncode == 0
+    assert context_token(env) == first
+
+
+def test_local_up_keeps_its_data_readable_by_root_only(local_deployment, tmp_path):
+    _, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+    data = tmp_path / "data"
+    private = [data / "orchestrate.db", data / "orchestrate.db-wal", data / "local/config.yaml"]
+    private += [data / "local/admin.token", data / "local/orchestrate.log"]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in private} == {
+        p.name: "0o600" for p in private
+    }
+    assert [oct(d.stat().st_mode & 0o777) for d in (data, data / "local")] == ["0o700"] * 2
+
+
 #: Runs ``local up``, SIGKILLs Orchestrate and leaves it a zombie, runs ``local up`` again, and
 #: prints what it saw as JSON. It makes itself a child subreaper, so the deployment's processes
 #: (orphaned when the first ``local up`` exits) become its children, and it never waits for

@@ -93,7 +93,7 @@ def test_deprovision_waits_for_the_node_to_empty(harness):
 
 def test_uncordon_releases_admin_cordons_but_not_monitoring_holds(harness):
     harness.node("n1")
-    monitoring, _ = harness.service.create_account("monitoring")
+    monitoring, _ = harness.service.create_account("monitoring", kind="monitoring")
     harness.service.add_hold(monitoring, "n1", "cordon", "FuzzballNodeMemoryErrors")
     harness.service.add_hold(harness.admin, "n1", "cordon", "maintenance")
     assert harness.service.uncordon(harness.admin, "n1") == 1
@@ -103,8 +103,8 @@ def test_uncordon_releases_admin_cordons_but_not_monitoring_holds(harness):
 
 def test_offline_node_keeps_admin_and_monitoring_holds(harness):
     harness.node("n1")
-    monitoring, _ = harness.service.create_account("monitoring")
-    provisioner, _ = harness.service.create_account("provisioner")
+    monitoring, _ = harness.service.create_account("monitoring", kind="monitoring")
+    provisioner, _ = harness.service.create_account("provisioner", kind="provisioner")
     harness.service.add_hold(monitoring, "n1", "cordon", "memory errors")
     harness.service.add_hold(harness.admin, "n1", "cordon", "repair")
     harness.service.add_hold(provisioner, "n1", "cordon", "spot reclaim")
