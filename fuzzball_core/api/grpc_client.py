@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.following import (
@@ -40,10 +41,80 @@ T = TypeVar("T")
 def add_client_servicers(
     server: grpc.aio.Server, service: OrchestrateService, *, poll_interval: float = POLL_INTERVAL
 ) -> None:
-    """Serve the Version, Workflow and Node services of ``fuzzball.v1`` from ``service``."""
-    pb_grpc.add_VersionServiceServicer_to_server(_VersionServicer(service), server)
-    pb_grpc.add_WorkflowServiceServicer_to_server(_WorkflowServicer(service, poll_interval), server)
-    pb_grpc.add_NodeServiceServicer_to_server(_NodeServicer(service), server)
+    """Serve the Version, Workflow and Node services of ``fuzzball.v1`` from ``service``;
+    a request whose bytes are not its message is answered INVALID_ARGUMENT."""
+    tolerant = _TolerantRegistration(server)
+    pb_grpc.add_VersionServiceServicer_to_server(_VersionServicer(service), tolerant)
+    pb_grpc.add_WorkflowServiceServicer_to_server(
+        _WorkflowServicer(service, poll_interval), tolerant
+    )
+    pb_grpc.add_NodeServiceServicer_to_server(_NodeServicer(service), tolerant)
+
+
+class _Malformed:
+    """A request whose bytes did not parse as its message (invalid UTF-8 in a string, a
+    truncated field): what grpc would otherwise answer UNKNOWN, logging a traceback."""
+
+    def __init__(self, error: DecodeError) -> None:
+        self.message = f"request: not a valid message: {error}"
+
+
+def _tolerant_reader(read: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def tolerant(data: bytes) -> Any:
+        try:
+            return read(data)
+        except DecodeError as exc:
+            return _Malformed(exc)
+
+    return tolerant
+
+
+def _refusing_malformed(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler`` reading its request tolerantly and refusing a malformed one."""
+    unary, streaming = handler.unary_unary, handler.unary_stream
+    if unary is not None:
+
+        async def answer(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if isinstance(request, _Malformed):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            return await unary(request, context)
+
+        return handler._replace(
+            request_deserializer=_tolerant_reader(handler.request_deserializer),
+            unary_unary=answer,
+        )
+    if streaming is not None:
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            if isinstance(request, _Malformed):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            async for item in streaming(request, context):
+                yield item
+
+        return handler._replace(
+            request_deserializer=_tolerant_reader(handler.request_deserializer),
+            unary_stream=stream,
+        )
+    return handler  # no client-streaming calls in fuzzball.v1
+
+
+class _TolerantRegistration:
+    """What the generated ``add_*_to_server`` functions register on, passing each method
+    handler on to ``server`` as :func:`_refusing_malformed` makes it."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        """Ignored: the same handlers come by ``add_registered_method_handlers``."""
+
+    def add_registered_method_handlers(
+        self, service_name: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        wrapped = {name: _refusing_malformed(handler) for name, handler in handlers.items()}
+        generic = grpc.method_handlers_generic_handler(service_name, wrapped)
+        self._server.add_generic_rpc_handlers((generic,))
+        self._server.add_registered_method_handlers(service_name, wrapped)
 
 
 def bearer_token(context: grpc.aio.ServicerContext) -> str:
