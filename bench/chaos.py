@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -36,6 +37,10 @@ def keep_logs(directory: Path, destination: Path) -> Path:
         if path.is_file() and path.suffix in (".log", ".yaml"):
             shutil.copy(path, destination / path.name)
     return destination
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main() -> int:
@@ -58,6 +63,10 @@ def main() -> int:
     )
     parser.add_argument("--verbose", action="store_true", help="print each round's timeline")
     args = parser.parse_args()
+    # a stopped run (SIGTERM, or a Ctrl-C where SIGINT is ignored, as in background jobs)
+    # still unwinds, so each round's finally stops its processes and unmounts its data dir
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, _stopped)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"seed {seed}", flush=True)
     missing = have_prerequisites()

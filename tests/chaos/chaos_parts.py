@@ -138,7 +138,7 @@ def status_shape_problem(status: int, body: bytes) -> str | None:
         return "an error without a message"
     if "details" in parsed and not isinstance(parsed["details"], list):
         return "an error whose details are not a list"
-    if status >= 500 and parsed.get("code") == 2 and "Traceback" in parsed.get("message", ""):
+    if "Traceback (most recent call last)" in parsed["message"]:
         return "an error carrying a traceback"
     return None
 
@@ -152,15 +152,17 @@ class RecordingApi:
         self.refusals: list[str] = []
         self._lock = threading.Lock()
         self._http = httpx.Client(
-            base_url=f"{rest_url}/v3",
+            base_url=rest_url,
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,
         )
 
     def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        """(HTTP status, parsed JSON body or None); status 0 when nothing answered."""
+        """(HTTP status, parsed JSON body or None) of a call under ``/v3`` (``/healthz`` and
+        ``/readyz`` at the root); status 0 when nothing answered."""
+        url = path if path in ("/healthz", "/readyz") else f"/v3{path}"
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(method, url, **kwargs)
         except httpx.HTTPError as exc:
             self._keep(Answer(method, path, 0, None, f"{type(exc).__name__}: {exc}"))
             return 0, None
@@ -213,9 +215,8 @@ class RecordingApi:
         """Read the workflow's log once; each line of the stream must be a result or a
         Status-shaped error (kept as an answer of its own when it is not)."""
         path = f"/workflows/{workflow_id}:log"
-        status, _ = 0, None
         try:
-            response = self._http.get(path)
+            response = self._http.get(f"/v3{path}")
         except httpx.HTTPError as exc:
             self._keep(Answer("GET", path, 0, None, f"{type(exc).__name__}: {exc}"))
             return

@@ -17,7 +17,9 @@ and returns the violations it found:
 * every exit code the API reports is one the job's command really exited with (or a signal's,
   for a run that was killed before it ended);
 * a job that really finished is not recorded as failed by its node while no node was lost;
-* every answer of the API was a JSON object, and every error a ``google.rpc.Status``.
+* every answer of the API was a JSON object, and every error a ``google.rpc.Status``;
+* once every fault is undone the cluster works again without a restart: a workflow submitted
+  then finishes and Orchestrate's ``/readyz`` answers 200.
 
 Everything a round starts is stopped, and everything it mounts unmounted, even when it fails.
 """
@@ -305,13 +307,8 @@ def plan_round(
     if not any(p.kind == "pull" for p in plans):
         # the registry fault needs a pull in flight: the last workflow pulls the round's image
         last = plans[-1]
-        plans[-1] = _draw_workflow(random.Random(seed + 1), last.at, len(plans) - 1, image)
-        plans[-1] = WorkflowPlan(
-            last.at,
-            f"chaos-{len(plans) - 1}-pull",
-            "pull",
-            (JobPlan("pulled", image=image, sleep=0.5),),
-        )
+        job = JobPlan("pulled", image=image, sleep=0.5)
+        plans[-1] = WorkflowPlan(last.at, f"chaos-{len(plans) - 1}-pull", "pull", (job,))
     kinds = list(SQLITE_FAULTS if backend == "sqlite" else POSTGRES_FAULTS)
     chosen = kinds if every_fault else [rng.choice(kinds) for _ in range(rng.randint(2, 4))]
     pull_at = next(p.at for p in plans if p.kind == "pull")
@@ -415,9 +412,7 @@ class ChaosCluster:
         while True:
             status, body = self.api.request("GET", "/nodes")
             nodes = body.get("nodes", []) if status == 200 and isinstance(body, dict) else []
-            if sum(1 for n in nodes if n.get("status") == "NODE_STATUS_READY") >= count or (
-                sum(1 for n in nodes if "READY" in str(n.get("status"))) >= count
-            ):
+            if sum(1 for n in nodes if "READY" in str(n.get("status"))) >= count:
                 return
             for agent in self.agents:
                 if agent.process.poll() is not None:
@@ -701,7 +696,9 @@ def run_round(
             _poll_while(api, list(submitted), 0.5, cluster, report)
         if faults.error is not None:
             report.violations.append(f"a fault could not be played: {faults.error}")
+        canary = _submit_canary(api, cluster, submitted, report)
         report.violations += _settle(api, submitted, settle, report, cluster)
+        report.violations += _check_recovered(api, canary)
         report.violations += _check_workflows(
             api, cluster.markers, submitted, faults.substrate_kills
         )
@@ -718,6 +715,51 @@ def run_round(
         report.violations += _leftovers(directory, list(submitted))
         report.seconds = time.monotonic() - began
     return report
+
+
+#: Submitted once every fault is undone: it must finish, whatever the faults did before.
+CANARY = WorkflowPlan(
+    0.0, "chaos-canary", "canary", (JobPlan("canary", sleep=0.2, retry_on=("node",), attempts=2),)
+)
+
+
+def _submit_canary(
+    api: RecordingApi,
+    cluster: ChaosCluster,
+    submitted: dict[str, WorkflowPlan],
+    report: RoundReport,
+) -> str | None:
+    """Submit :data:`CANARY` (waiting for a restarted Orchestrate to answer); its id."""
+    report.notes += cluster.supervise()
+    canary_id = api.submit(CANARY.specification(cluster.markers.url), CANARY.name, patience=30.0)
+    if canary_id is not None:
+        submitted[canary_id] = CANARY
+    return canary_id
+
+
+def _check_recovered(api: RecordingApi, canary_id: str | None, patience: float = 30.0) -> list[str]:
+    """Once the faults are undone the cluster works again without a restart: the canary
+    workflow finished and Orchestrate's ``/readyz`` answers 200."""
+    found = []
+    if canary_id is None:
+        found.append(
+            f"a workflow could not be submitted once every fault was undone: {api.refusals}"
+        )
+    else:
+        view = api.workflow(canary_id)
+        if view is None or view.get("status") != "STAGE_STATUS_FINISHED":
+            found.append(
+                "a workflow submitted once every fault was undone did not finish: "
+                + _stages_text(view)
+            )
+    deadline = time.monotonic() + patience
+    while True:
+        status, body = api.request("GET", "/readyz")
+        if status == 200:
+            return found
+        if time.monotonic() > deadline:
+            return [*found, f"/readyz still answers {status} once every fault was undone: {body}"]
+        time.sleep(0.5)
 
 
 def _poll_while(
