@@ -36,6 +36,7 @@ if str(IMAGES_DIR) not in sys.path:
 from oci_pusher import Pusher, busybox_entries, file, layer  # noqa: E402
 from registry_server import REGISTRY_BINARY, RegistryServer  # noqa: E402
 
+from fuzzball_core.api.following import LogQuery, read_all  # noqa: E402
 from fuzzball_core.config import FuzzballConfig, parse_config  # noqa: E402
 from fuzzball_core.orchestrate.server import Orchestrate, build, serve  # noqa: E402
 from fuzzball_core.plugins import get_registry  # noqa: E402
@@ -194,10 +195,10 @@ class InProcessOrchestrate:
         return self.call(lambda: self.service.list_events(self.admin, workflow_id))
 
     def logs(self, workflow_id: str, stage: str | None = None) -> str:
-        chunks = self.call(
-            lambda: self.service.read_logs(self.admin, workflow_id, stage_name=stage)
-        )
-        return "".join(chunk.data for chunk in chunks)
+        """The whole output of the workflow (or of one stage), every page of it."""
+        query = LogQuery(workflow_id, stage)
+        pages = self.call(lambda: list(read_all(self.service, self.admin, query)))
+        return "".join(chunk.data for page in pages for chunk in page)
 
     def stop_workflow(self, workflow_id: str) -> None:
         self.call(lambda: self.service.stop_workflow(self.admin, workflow_id))
