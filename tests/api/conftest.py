@@ -12,10 +12,9 @@ from sql_stack import SqlStack
 NODE_CORES, NODE_MEMORY = 8, 16 * 1024**3
 
 
-@pytest.fixture
-def stack(tmp_path) -> Iterator[Stack]:
+def _running_stack(database) -> Iterator[Stack]:
     loop = LoopThread()
-    service = SqlStack(loop, tmp_path / "orchestrate.db")
+    service = SqlStack(loop, database)
     _, token = service.create_account("alice")
     _, other = service.create_account("bob")
     service.add_node("node-1", NODE_CORES, NODE_MEMORY)
@@ -26,3 +25,15 @@ def stack(tmp_path) -> Iterator[Stack]:
         loop.run(servers.close())
         service.close()
         loop.stop()
+
+
+@pytest.fixture
+def stack(tmp_path) -> Iterator[Stack]:
+    yield from _running_stack(tmp_path / "orchestrate.db")
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory) -> Iterator[Stack]:
+    """One stack for every test of a module: for fuzzing, which sends thousands of requests
+    and needs no fresh state."""
+    yield from _running_stack(tmp_path_factory.mktemp("stack") / "orchestrate.db")

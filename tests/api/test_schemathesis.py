@@ -1,8 +1,9 @@
 """Schemathesis against a live gateway, from the OpenAPI document it serves: no request it
 generates, valid or not, is answered with a server error (5xx), on any served route.
 
-Each operation gets ``FUZZBALL_SCHEMATHESIS_EXAMPLES`` examples per generation mode (valid and
-invalid data; 25 by default, which fits in CI; ``bench`` runs and local hunts set more), on
+Each operation gets schemathesis' boundary cases (its coverage phase: every parameter and
+field at and past its bounds) and ``FUZZBALL_SCHEMATHESIS_EXAMPLES`` generated examples per
+generation mode (valid and invalid data; 25 by default, which fits in CI; set more to hunt), on
 one stack that has a workflow and a node to find, so that the handlers behind the lookups run
 too.
 """
@@ -10,33 +11,15 @@ too.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import httpx
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_api import HELLO, TASKS, LoopThread, Stack, start_servers
-from sql_stack import SqlStack
+from live_api import HELLO, TASKS
 
 EXAMPLES = int(os.environ.get("FUZZBALL_SCHEMATHESIS_EXAMPLES", "25"))
-
-
-@pytest.fixture(scope="module")
-def module_stack(tmp_path_factory) -> Iterator[Stack]:
-    loop = LoopThread()
-    service = SqlStack(loop, tmp_path_factory.mktemp("fuzz") / "orchestrate.db")
-    _, token = service.create_account("alice")
-    _, other = service.create_account("bob")
-    service.add_node("node-1", 8, 16 * 1024**3)
-    servers = loop.run(start_servers(service.service))
-    try:
-        yield Stack(service, servers, loop, token, other)
-    finally:
-        loop.run(servers.close())
-        service.close()
-        loop.stop()
 
 
 def test_no_served_route_answers_a_generated_request_with_a_server_error(module_stack):
@@ -53,21 +36,50 @@ def test_no_served_route_answers_a_generated_request_with_a_server_error(module_
     } - {"GET /v3/openapi.json"}
     server_errors: list[str] = []
     for operation in operations:
+        send = _sender(stack.servers.rest_url, auth, server_errors)
+        for case in _boundary_cases(schema, operation):
+            send(case)
         for mode in schemathesis.GenerationMode:
-            server_errors += _fuzz(stack.servers.rest_url, operation, mode, auth, known)
+            _fuzz(operation, mode, known, send)
     assert server_errors == []
 
 
+def _sender(
+    base_url: str, auth: dict[str, str], server_errors: list[str]
+) -> Callable[[schemathesis.Case], None]:
+    """Send a case; a 5xx answer is added to ``server_errors`` as ``METHOD PATH -> STATUS
+    BODY``."""
+
+    def send(case: schemathesis.Case) -> None:
+        response = case.call(base_url=base_url, headers=auth, timeout=30)
+        if response.status_code >= 500:
+            server_errors.append(
+                f"{case.method} {case.formatted_path} -> {response.status_code} "
+                f"{response.text[:200]}"
+            )
+
+    return send
+
+
+def _boundary_cases(
+    schema: schemathesis.BaseSchema, operation: schemathesis.APIOperation
+) -> list[schemathesis.Case]:
+    """Schemathesis' coverage phase: each parameter and field at and just past its bounds
+    (an int32 maximum and one more, a wrong type, a missing required value), valid and not."""
+    config = schema.config.generation_for(operation=operation, phase="coverage")
+    modes = list(schemathesis.GenerationMode)
+    return list(
+        schema.iter_coverage_cases(operation, generation_modes=modes, generation_config=config)
+    )
+
+
 def _fuzz(
-    base_url: str,
     operation: schemathesis.APIOperation,
     mode: schemathesis.GenerationMode,
-    auth: dict[str, str],
     known: list[str],
-) -> list[str]:
-    """Send ``EXAMPLES`` generated requests of ``operation``; each one answered 5xx, as
-    ``METHOD PATH -> STATUS BODY``."""
-    found: list[str] = []
+    send: Callable[[schemathesis.Case], None],
+) -> None:
+    """Send ``EXAMPLES`` generated requests of ``operation`` in ``mode``."""
     # a generated id now and then is a real workflow's or node's, so lookups succeed too
     ids = st.one_of(st.sampled_from([*known, "node-1"]), st.text(min_size=1, max_size=40))
 
@@ -79,15 +91,9 @@ def _fuzz(
         suppress_health_check=list(HealthCheck),
     )
     @given(case=operation.as_strategy(mode), real_id=ids)
-    def send(case: schemathesis.Case, real_id: str) -> None:
+    def generated(case: schemathesis.Case, real_id: str) -> None:
         if mode is schemathesis.GenerationMode.POSITIVE and "id" in (case.path_parameters or {}):
             case.path_parameters["id"] = real_id
-        response = case.call(base_url=base_url, headers=auth, timeout=30)
-        if response.status_code >= 500:
-            found.append(
-                f"{case.method} {case.formatted_path} -> {response.status_code} "
-                f"{response.text[:200]}"
-            )
+        send(case)
 
-    send()
-    return found
+    generated()
