@@ -27,7 +27,11 @@ Public API (stable; other packages build on it)::
 
 Input limits (any byte string ends in a result or an InvalidArgument, in bounded time and
 memory): ``loading.MAX_DOCUMENT_BYTES`` (16 MiB), ``loading.MAX_DEPTH`` (64 levels),
-``loading.MAX_NODES`` (1,000,000 nodes with aliases expanded).
+``loading.MAX_NODES`` (1,000,000 nodes with aliases expanded). Every count, id and number of
+seconds in a file is within int32 (``models.INT32_MAX``; the wire schema carries them so),
+the field named when it is not. ``names`` holds the rules for the free text sent beside a
+file (workflow names, hold reasons: bounded, printable) and ``printable`` for showing a
+server's text on a terminal.
 """
 
 from fuzzball_core.spec.models import Job, Service, Workflow
