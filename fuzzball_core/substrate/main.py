@@ -5,7 +5,8 @@
 registers with Orchestrate and runs the jobs it is given. It exits 0 on SIGTERM/SIGINT, and
 when Orchestrate deprovisions the node (a ``Shutdown`` once the node is empty; the log says
 so). A bad configuration, a missing required plugin or a missing node token refuses to start
-with exit code 2.
+with exit code 2. Its health is served beside its metrics on ``substrate.metrics-listen``:
+``/healthz``, and ``/readyz`` (ready once registered and its stream to Orchestrate is up).
 """
 
 from __future__ import annotations
