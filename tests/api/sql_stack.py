@@ -52,7 +52,9 @@ class SqlStack:
         migrate(engine_db)
         sessions = session_factory(engine_db)
         self.hub = NodeHub()
-        self.engine = Engine(sessions, DefaultScheduler(), self.hub)
+        # The scripted nodes send no heartbeats: their leases outlast any test on a loaded
+        # machine unless a test asks for a short one (add_node's lease_seconds).
+        self.engine = Engine(sessions, DefaultScheduler(), self.hub, lease_seconds=600.0)
         self.service = SqlOrchestrateService(sessions, self.engine)
         self._runs: dict[RunKey, int] = {}
         self._node_ids: list[str] = []
