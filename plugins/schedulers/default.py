@@ -82,6 +82,8 @@ _BACKFILL_NO_ROOM = 2  # a reservation was held; too few nodes had room
 _REFUSED = 3  # a reservation was held; the nodes with room were kept for it
 _INFEASIBLE = 4  # no registered node could ever hold it
 _BACKFILL = frozenset({_BACKFILL_NO_ROOM, _REFUSED})
+#: reasons that fair share may put first: a job waits for room others took
+_WAITS_FOR_ROOM = frozenset({ReasonCode.INSUFFICIENT_RESOURCES, ReasonCode.BACKFILL_NO_FIT})
 #: situations whose estimated start is the reservation's
 _STARTS_WITH_RESERVATION = frozenset({_HOLDER, _REFUSED})
 
@@ -536,12 +538,13 @@ class DefaultScheduler(Scheduler):
         now: float,
         queue: Queue,
     ) -> _Diagnoses:
-        """Every waiting job's verdict and estimated start; each distinct (shape, situation,
-        and account for jobs passed over for fair share) is surveyed once."""
+        """Every waiting job's verdict and estimated start; each distinct (shape, situation)
+        is surveyed once, and worded once more per account for jobs passed over for fair
+        share."""
         starts = self._estimated_starts(no_room)
         reserved_start = start_or_none(protection.start) if protection is not None else None
-        verdicts: dict[tuple[JobShape, int, bool, str | None], tuple[_Verdict, float | None]]
-        verdicts = {}
+        verdicts: dict[tuple[JobShape, int, bool], tuple[_Verdict, float | None]] = {}
+        fair_verdicts: dict[tuple[JobShape, int, bool, str], tuple[_Verdict, float | None]] = {}
         per_job: dict[str, tuple[_Verdict, float | None]] = {}
         overtaken = queue.overtaken
         for job, situation in waiting:
@@ -551,20 +554,34 @@ class DefaultScheduler(Scheduler):
                 and situation in _BACKFILL
                 and protection.applies_to(job, now)
             )
-            passed_over = job.account if job.id in overtaken else None
-            memo_key = (shape, situation, guarded, passed_over)
+            memo_key = (shape, situation, guarded)
             answer = verdicts.get(memo_key)
             if answer is None:
-                standing = None if passed_over is None else queue.standing(passed_over)
-                verdict = self._verdict(
-                    job, situation, infeasible, protection if guarded else None, standing
-                )
+                verdict = self._verdict(job, situation, infeasible, protection if guarded else None)
                 start = (
                     reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
                 )
                 answer = verdicts[memo_key] = (verdict, start)
+            if job.id in overtaken:
+                fair_key = (*memo_key, job.account)
+                fair_answer = fair_verdicts.get(fair_key)
+                if fair_answer is None:
+                    standing = queue.standing(job.account)
+                    fair_answer = fair_verdicts[fair_key] = (
+                        self._passed_over(answer[0], standing),
+                        answer[1],
+                    )
+                answer = fair_answer
             per_job[job.id] = answer
         return _Diagnoses(per_job)
+
+    def _passed_over(self, verdict: _Verdict, standing: AccountUse | None) -> _Verdict:
+        """``verdict`` for a job that work of other accounts submitted after it went before
+        for fair share: FAIR_SHARE with its account's use, when the job waits for room."""
+        reason, message, findings = verdict
+        if standing is None or reason not in _WAITS_FOR_ROOM:
+            return verdict
+        return ReasonCode.FAIR_SHARE, f"{self._fair.describe_wait(standing)}; {message}", findings
 
     def _verdict(
         self,
@@ -572,10 +589,7 @@ class DefaultScheduler(Scheduler):
         situation: int,
         infeasible: dict[JobShape, tuple[str, Survey]],
         protection: _Protection | None,
-        standing: AccountUse | None = None,
     ) -> _Verdict:
-        """Why ``job`` waits: ``standing`` is its account's use and share when work of other
-        accounts submitted after it went first for fair share."""
         shape = job.shape
         if situation == _INFEASIBLE:
             message, findings = infeasible[shape]
@@ -593,9 +607,6 @@ class DefaultScheduler(Scheduler):
             reason = ReasonCode.DEVICE_PLUGIN_FAILED
         elif findings.room_without_annotations:
             reason = ReasonCode.NODE_ANNOTATIONS_MISMATCH
-        elif standing is not None:
-            message = self._fair.describe_wait(standing)
-            return ReasonCode.FAIR_SHARE, f"{message}; {findings.message(shape.nodes)}", findings
         elif situation in (_NO_ROOM, _HOLDER):
             reason = ReasonCode.INSUFFICIENT_RESOURCES
         else:

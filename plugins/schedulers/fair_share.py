@@ -407,11 +407,15 @@ class FairQueue(Queue):
         running, recent = self.use_of(account)
         return AccountUse(account, running, recent, self._shares[account])
 
-    def _key(self, account: str, job: JobRequest) -> tuple[int, float, float, str]:
-        """Where ``job``, the best waiting job of ``account``, stands: smaller goes first."""
-        config = self._fair.config
+    def factor(self, account: str) -> float:
+        """``account``'s fair-share factor as it stands now: ``2 ** (-use / share)``."""
         running, recent = self.use_of(account)
-        factor = 2.0 ** (-(running + recent) / self._shares[account])
+        return 2.0 ** (-(running + recent) / self._shares[account])
+
+    def _key(self, job: JobRequest, factor: float) -> tuple[int, float, float, str]:
+        """Where ``job``, the best waiting job of an account with fair-share ``factor``,
+        stands: smaller goes first."""
+        config = self._fair.config
         score = config.fair_share_weight * factor
         if config.age_weight:
             waited = max(self._now - job.submitted_at, 0.0)
@@ -421,7 +425,9 @@ class FairQueue(Queue):
 
     def __iter__(self) -> Iterator[JobRequest]:
         by_account = self._by_account
-        heap = [(self._key(account, jobs[0]), account) for account, jobs in by_account.items()]
+        running = self._fair.running
+        factors = {account: self.factor(account) for account in by_account}
+        heap = [(self._key(jobs[0], factors[a]), a) for a, jobs in by_account.items()]
         heapq.heapify(heap)
         overtaken = self.overtaken
         #: the largest plain queue order key considered so far
@@ -439,11 +445,17 @@ class FairQueue(Queue):
                 latest = key
             else:
                 overtaken.add(job.id)
+            held = running.get(account)
+            holding = held.jobs if held is not None else 0
             yield job
+            held = running.get(account)
+            if (held.jobs if held is not None else 0) != holding:
+                # the job was placed: the account's use grew, and its factor with it
+                factors[account] = self.factor(account)
             at += 1
             position[account] = at
             if at < len(jobs):
-                heapq.heappush(heap, (self._key(account, jobs[at]), account))
+                heapq.heappush(heap, (self._key(jobs[at], factors[account]), account))
 
 
 def _normalized_shares(
