@@ -109,6 +109,8 @@ def make_jobs(
     weights = [shape[0] for shape in JOB_SHAPES]
     # a generator of its own, so the job mix is the same whatever the number of accounts
     owners = random.Random(count)
+    # one string per account, shared by its jobs (100,000 copies would slow the collector)
+    names = [f"account-{k}" for k in range(accounts)]
     account_weights = [1 / (k + 1) for k in range(accounts)]
     jobs = []
     now = 0.0
@@ -133,7 +135,7 @@ def make_jobs(
                 submitted_at=now,
                 priority=10 if rng.random() < 0.05 else 0,
                 expected_runtime=None if rng.random() < 0.03 else rng.choice(RUNTIMES),
-                account=f"account-{owners.choices(range(accounts), account_weights)[0]}",
+                account=owners.choices(names, account_weights)[0],
             )
         )
     return jobs
