@@ -32,6 +32,7 @@ from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.views import Principal
+from fuzzball_core.store.database import unreachable_error
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +131,13 @@ def bearer_token(context: grpc.aio.ServicerContext) -> str:
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
     if not isinstance(exc, FuzzballError):
-        log.error("gRPC call failed", exc_info=exc)
-        exc = Internal("internal error; the server log has the details")
+        unavailable = unreachable_error(exc)
+        if unavailable is not None:  # the database server is away: no bug, no traceback
+            log.warning("gRPC call: %s (%s)", unavailable, exc)
+            exc = unavailable
+        else:
+            log.error("gRPC call failed", exc_info=exc)
+            exc = Internal("internal error; the server log has the details")
     await context.abort(exc.grpc_code, exc.message)
     raise AssertionError("context.abort returned")  # abort always raises
 

@@ -51,6 +51,7 @@ from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.views import LogChunkView, Principal
+from fuzzball_core.store.database import unreachable_error
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,11 @@ async def _error_middleware(request: web.Request, handler: Handler) -> web.Strea
         return status_response(exc)
     except web.HTTPException as exc:  # aiohttp's own: no route, no such method, body too large
         return status_response(status_of_http_exception(exc, request))
-    except Exception:
+    except Exception as exc:
+        unavailable = unreachable_error(exc)
+        if unavailable is not None:  # the database server is away: no bug, no traceback
+            log.warning("REST %s %s: %s (%s)", request.method, request.path, unavailable, exc)
+            return status_response(unavailable)
         log.exception("REST %s %s failed", request.method, request.path)
         return status_response(Internal("internal error; the server log has the details"))
 

@@ -39,6 +39,10 @@ _SQLITE_BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _SQLITE_FULL = 13
 _PG_BUSY = frozenset({"55P03", "40001", "40P01"})
 _PG_FULL = "53100"
+#: PostgreSQL's SQLSTATEs for a server going away: the connection-exception class (08...),
+#: and an administrator's or a crash's shutdown and a server still starting (57P01-57P03).
+_PG_GONE_CLASS = "08"
+_PG_GONE = frozenset({"57P01", "57P02", "57P03"})
 #: How long (ms) SQLite waits for another writer's lock before a write fails as busy.
 BUSY_TIMEOUT_MS = 10_000
 _BUSY_TEXT = ("database is locked", "database table is locked")
@@ -156,6 +160,32 @@ def is_full(error: BaseException) -> bool:
     return any(text in str(cause).lower() for text in _FULL_TEXT)
 
 
+def is_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` is the database server not answering (stopped, restarting, the
+    connection cut), not the work's fault: the same request can succeed once it is back."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    cause = _driver_error(error)
+    state = getattr(cause, "sqlstate", None)
+    if state is not None:
+        return str(state).startswith(_PG_GONE_CLASS) or state in _PG_GONE
+    # psycopg raises its OperationalError without a SQLSTATE when it cannot connect at all
+    return type(cause).__name__ == "OperationalError" and type(cause).__module__.startswith(
+        "psycopg"
+    )
+
+
+def unreachable_error(error: BaseException) -> Unavailable | None:
+    """The answer for a client when the database server could not be reached: UNAVAILABLE
+    (try again), never an internal error; None for any other failure."""
+    if not is_unreachable(error):
+        return None
+    return Unavailable(
+        "the database server cannot be reached (it may be restarting): nothing was changed;"
+        " try again"
+    )
+
+
 def is_store_failure(error: BaseException) -> bool:
     """Whether ``error`` is the store's (busy or full), not the work's: trying the same work
     again later can succeed."""
@@ -173,8 +203,8 @@ def data_location(bind: Engine) -> str:
 
 def storage_error(error: BaseException, bind: Engine) -> FuzzballError | None:
     """The answer for a client when a write failed in the store: RESOURCE_EXHAUSTED naming
-    where the data lives when the disk is full, UNAVAILABLE when the database stayed busy;
-    None for any other failure."""
+    where the data lives when the disk is full, UNAVAILABLE when the database stayed busy or
+    its server cannot be reached; None for any other failure."""
     if is_full(error):
         return ResourceExhausted(
             f"{data_location(bind)} is full ({' '.join(str(_driver_error(error)).split())}):"
@@ -185,7 +215,7 @@ def storage_error(error: BaseException, bind: Engine) -> FuzzballError | None:
             "the database is busy: another writer held it past the busy timeout and "
             f"{BUSY_RETRY.attempts} attempts; nothing was changed, try again"
         )
-    return None
+    return unreachable_error(error)
 
 
 def probe(bind: Engine) -> str:

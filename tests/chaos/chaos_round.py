@@ -696,9 +696,8 @@ def run_round(
             _poll_while(api, list(submitted), 0.5, cluster, report)
         if faults.error is not None:
             report.violations.append(f"a fault could not be played: {faults.error}")
-        canary = _submit_canary(api, cluster, submitted, report)
         report.violations += _settle(api, submitted, settle, report, cluster)
-        report.violations += _check_recovered(api, canary)
+        report.violations += _check_recovered(api, cluster, submitted, report)
         report.violations += _check_workflows(
             api, cluster.markers, submitted, faults.substrate_kills
         )
@@ -717,49 +716,59 @@ def run_round(
     return report
 
 
-#: Submitted once every fault is undone: it must finish, whatever the faults did before.
+#: Submitted once every fault is undone and every workflow ended: it must finish.
 CANARY = WorkflowPlan(
     0.0, "chaos-canary", "canary", (JobPlan("canary", sleep=0.2, retry_on=("node",), attempts=2),)
 )
+#: Canaries tried before the cluster is said not to work again: a canary's image stage is
+#: not retried when the node it was sent to turns out lost (a Substrate just restarted).
+CANARY_TRIES = 3
 
 
-def _submit_canary(
+def _check_recovered(
     api: RecordingApi,
     cluster: ChaosCluster,
     submitted: dict[str, WorkflowPlan],
     report: RoundReport,
-) -> str | None:
-    """Submit :data:`CANARY` (waiting for a restarted Orchestrate to answer); its id."""
-    report.notes += cluster.supervise()
-    canary_id = api.submit(CANARY.specification(cluster.markers.url), CANARY.name, patience=30.0)
-    if canary_id is not None:
+    bound: float = 60.0,
+) -> list[str]:
+    """Once the faults are undone and the round's workflows ended, the cluster works again
+    without a restart: a canary workflow finishes (up to :data:`CANARY_TRIES`, each failure
+    noted) and Orchestrate's ``/readyz`` answers 200."""
+    failures = []
+    for _ in range(CANARY_TRIES):
+        report.notes += cluster.supervise()
+        spec = CANARY.specification(cluster.markers.url)
+        canary_id = api.submit(spec, CANARY.name, patience=30.0)
+        if canary_id is None:
+            failures.append(f"refused: {api.refusals[-1:]}")
+            continue
         submitted[canary_id] = CANARY
-    return canary_id
-
-
-def _check_recovered(api: RecordingApi, canary_id: str | None, patience: float = 30.0) -> list[str]:
-    """Once the faults are undone the cluster works again without a restart: the canary
-    workflow finished and Orchestrate's ``/readyz`` answers 200."""
-    found = []
-    if canary_id is None:
-        found.append(
-            f"a workflow could not be submitted once every fault was undone: {api.refusals}"
-        )
+        view = _wait_for_end(api, canary_id, bound)
+        if view is not None and view.get("status") == "STAGE_STATUS_FINISHED":
+            break
+        failures.append(_stages_text(view))
     else:
-        view = api.workflow(canary_id)
-        if view is None or view.get("status") != "STAGE_STATUS_FINISHED":
-            found.append(
-                "a workflow submitted once every fault was undone did not finish: "
-                + _stages_text(view)
-            )
-    deadline = time.monotonic() + patience
+        return [f"no workflow finished once every fault was undone: {failures}"]
+    report.notes += [f"a canary failed before one finished: {f}" for f in failures]
+    deadline = time.monotonic() + bound
     while True:
         status, body = api.request("GET", "/readyz")
         if status == 200:
-            return found
+            return []
         if time.monotonic() > deadline:
-            return [*found, f"/readyz still answers {status} once every fault was undone: {body}"]
+            return [f"/readyz still answers {status} once every fault was undone: {body}"]
         time.sleep(0.5)
+
+
+def _wait_for_end(api: RecordingApi, workflow_id: str, bound: float) -> dict[str, Any] | None:
+    """The workflow's view once it ended, or its last view after ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while True:
+        view = api.workflow(workflow_id)
+        if (view is not None and view.get("status") in TERMINAL) or time.monotonic() > deadline:
+            return view
+        time.sleep(0.3)
 
 
 def _poll_while(

@@ -1,6 +1,7 @@
 """While the PostgreSQL server is away (stopped, restarting), the API answers UNAVAILABLE as a
 google.rpc.Status, never an internal error: found by the chaos rounds (bench/chaos.py, a
-PostgreSQL restart), reduced here to the one request."""
+PostgreSQL restart: GET and POST /workflows answered 500 INTERNAL), reduced here to one
+request of each transport."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from chaos_parts import PrivatePostgres
 from cluster import InProcessOrchestrate, cluster_config, free_port
+
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -35,11 +40,6 @@ def orchestrate_on_postgres(
         chaos_postgres.drop_database(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the REST gateway answers a database that cannot be reached with 500 INTERNAL"
-    " (api/rest.py _error_middleware; store/database.py storage_error knows busy and full only)",
-)
 def test_listing_workflows_while_the_database_server_is_down_answers_unavailable(
     orchestrate_on_postgres: tuple[InProcessOrchestrate, str], chaos_postgres: PrivatePostgres
 ) -> None:
@@ -51,3 +51,20 @@ def test_listing_workflows_while_the_database_server_is_down_answers_unavailable
     )
 
     assert (answer.status_code, answer.json()["code"]) == (503, 14)
+    assert "database server cannot be reached" in answer.json()["message"]
+
+
+def test_a_grpc_call_while_the_database_server_is_down_answers_unavailable(
+    orchestrate_on_postgres: tuple[InProcessOrchestrate, str], chaos_postgres: PrivatePostgres
+) -> None:
+    orchestrate, token = orchestrate_on_postgres
+    chaos_postgres.stop()
+
+    with grpc.insecure_channel(orchestrate.config.orchestrate.grpc_listen) as channel:
+        stub = pb_grpc.WorkflowServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.ListWorkflows(
+                pb.ListWorkflowsRequest(), metadata=[("authorization", f"Bearer {token}")]
+            )
+
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
