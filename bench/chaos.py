@@ -5,7 +5,7 @@ some rounds, PostgreSQL) and two Substrates with real containers, submits a stre
 workflows (task arrays, dependencies, retries, services, image pulls) and strikes them with
 faults at random times: SIGKILL of Orchestrate or a Substrate, the SQLite database locked by
 another connection, the data disk filled and freed, the registry killed mid-pull, a
-PostgreSQL restart. The invariants of ``tests/chaos/chaos_round.py`` are checked at the end of
+PostgreSQL restart. The invariants of ``tests/support/chaos_round.py`` are checked at the end of
 every round. The seed is printed first; ``--seed S`` replays a run, and each round prints the
 seed of its own, which ``--rounds 1 --seed ROUND_SEED`` replays alone (``--verbose`` shows its
 timeline). Needs root, Debian's docker-registry and busybox-static. Usage:
@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path[:0] = [str(TESTS / "chaos"), str(TESTS / "e2e")]
+sys.path.insert(0, str(TESTS))  # tests/support
 
-from chaos_round import plan_round, private_postgres, run_round  # noqa: E402
-from cluster import LocalRegistry, have_prerequisites  # noqa: E402
+from support.chaos_round import plan_round, private_postgres, run_round  # noqa: E402
+from support.cluster import LocalRegistry, have_prerequisites  # noqa: E402
 
 
 def keep_logs(directory: Path, destination: Path) -> Path:

@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
 
-from cluster import HELLO_WORLD, Cluster, LocalRegistry, have_prerequisites
+from support.cluster import HELLO_WORLD, Cluster, LocalRegistry, have_prerequisites
 
 ARRAY = """
 version: v1

@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "images"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 
-from oci_pusher import Pusher, busybox_entries, file, layer
-from registry_server import RegistryServer
+from support.oci_pusher import Pusher, busybox_entries, file, layer
+from support.registry_server import RegistryServer
 
 from fuzzball_plugins.images.docker_backend import DockerBackend
 from fuzzball_runtime.erofs import DEFAULT_COMPRESSION, mkfs_command

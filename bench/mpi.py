@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
 
-from cluster import Cluster, LocalRegistry, have_prerequisites
-from mpi_image import build_ring, push_ring_image
+from support.cluster import Cluster, LocalRegistry, have_prerequisites
+from support.mpi_image import build_ring, push_ring_image
 
 WORKFLOW = """
 version: v4

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from live_api import LoopThread, Stack, start_servers
-from sql_stack import SqlStack
+from support.live_api import LoopThread, Stack, start_servers
+from support.sql_stack import SqlStack
 
 #: The node every stack starts with, so that workflows are scheduled and run.
 NODE_CORES, NODE_MEMORY = 8, 16 * 1024**3

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from google.protobuf import struct_pb2
-from live_api import HELLO, TASKS, Stack
+from support.live_api import HELLO, TASKS, Stack
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc

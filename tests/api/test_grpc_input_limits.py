@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from live_api import HELLO, Stack
+from support.live_api import HELLO, Stack
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc

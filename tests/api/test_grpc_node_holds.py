@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from live_api import Stack
+from support.live_api import Stack
 from test_grpc_client_api import auth
 from test_rest_node_holds import wait_for_reason
 

@@ -19,7 +19,7 @@ from urllib.parse import quote_from_bytes
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_api import HELLO
+from support.live_api import HELLO
 
 EXAMPLES = int(os.environ.get("FUZZBALL_HOSTILE_EXAMPLES", "40"))
 

@@ -13,8 +13,8 @@ import logging
 import grpc
 import pytest
 from click.testing import CliRunner
-from live_api import HELLO
-from sql_stack import ADMIN
+from support.live_api import HELLO
+from support.sql_stack import ADMIN
 from test_grpc_client_api import auth, channel, workflows  # noqa: F401 (fixture)
 from test_rest_gateway import assert_status_body, call
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import grpc
 import httpx
 import pytest
-from live_api import LoopThread, Stack, start_servers
-from sql_stack import SqlStack
+from support.live_api import LoopThread, Stack, start_servers
+from support.sql_stack import SqlStack
 
 from fuzzball_core.api.following import NEXT_PAGE_TOKEN
 from fuzzball_core.api.v1 import client_pb2 as pb

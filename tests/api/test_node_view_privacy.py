@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from click.testing import CliRunner
-from live_api import Stack
+from support.live_api import Stack
 from test_grpc_client_api import auth
 from test_rest_gateway import get
 

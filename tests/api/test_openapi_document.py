@@ -9,7 +9,7 @@ import re
 import httpx
 import pytest
 import schemathesis
-from live_api import Stack
+from support.live_api import Stack
 
 from fuzzball_core.api import rest
 from fuzzball_core.api.openapi import openapi_document

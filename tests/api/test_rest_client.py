@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from live_api import HELLO
+from support.live_api import HELLO
 
 from fuzzball_core.client import FuzzballClient, address_url, discover_base_url
 from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated, Unavailable

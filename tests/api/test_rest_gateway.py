@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from live_api import HELLO, Stack
+from support.live_api import HELLO, Stack
 
 from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 

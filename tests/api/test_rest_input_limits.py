@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from live_api import HELLO, Stack
+from support.live_api import HELLO, Stack
 
 from fuzzball_core.api.http_errors import MAX_BODY_BYTES, MAX_HEADER_FIELD, MAX_REQUEST_LINE
 from fuzzball_core.api.json_body import MAX_JSON_DEPTH

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from live_api import HELLO, Stack
-from sql_stack import ADMIN
+from support.live_api import HELLO, Stack
+from support.sql_stack import ADMIN
 from test_rest_gateway import assert_status_body, call, get
 
 from fuzzball_core.service.views import FINISHED, STARTED

@@ -17,7 +17,7 @@ import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_api import HELLO, TASKS
+from support.live_api import HELLO, TASKS
 
 EXAMPLES = int(os.environ.get("FUZZBALL_SCHEMATHESIS_EXAMPLES", "25"))
 

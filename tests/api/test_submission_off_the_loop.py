@@ -7,7 +7,7 @@ import socket
 import threading
 
 import httpx
-from live_api import HELLO
+from support.live_api import HELLO
 
 from fuzzball_core.config import parse_config
 from fuzzball_core.orchestrate.image_stages import configure_images

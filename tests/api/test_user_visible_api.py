@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from live_api import TASKS, Stack
+from support.live_api import TASKS, Stack
 from test_rest_gateway import call, get
 
 from fuzzball_core.api.v1 import client_pb2 as pb

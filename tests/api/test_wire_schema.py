@@ -9,7 +9,7 @@ import grpc
 import httpx
 import pytest
 from aiohttp import web
-from live_api import Stack
+from support.live_api import Stack
 from test_rest_gateway import assert_status_body, get
 
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app

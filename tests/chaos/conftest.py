@@ -2,23 +2,18 @@
 the suite's own (it is restarted by the rounds, so it is never the one other tests share).
 
 The round machinery lives in ``chaos_round.py`` and ``chaos_parts.py`` beside this file, and
-uses the whole-system helpers of ``tests/e2e/cluster.py``; ``bench/chaos.py`` runs more rounds
+uses the whole-system helpers of ``tests/support/cluster.py``; ``bench/chaos.py`` runs more rounds
 of the same.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from chaos_parts import PrivatePostgres
-from chaos_round import private_postgres
-from cluster import LocalRegistry, have_prerequisites
+from support.chaos_parts import PrivatePostgres
+from support.chaos_round import private_postgres
+from support.cluster import LocalRegistry, have_prerequisites
 
 missing = have_prerequisites()
 if missing is not None:

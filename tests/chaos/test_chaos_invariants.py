@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from chaos_parts import Marker, MarkerServer, status_shape_problem
-from chaos_round import JobPlan, _check_task, plan_round
+from support.chaos_parts import Marker, MarkerServer, status_shape_problem
+from support.chaos_round import JobPlan, _check_task, plan_round
 
 KEY = "wf-1/work/0"
 ONE_RUN = JobPlan("work")

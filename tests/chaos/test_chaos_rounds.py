@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chaos_parts import PrivatePostgres
-from chaos_round import plan_round, run_round
-from cluster import LocalRegistry
+from support.chaos_parts import PrivatePostgres
+from support.chaos_round import plan_round, run_round
+from support.cluster import LocalRegistry
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from chaos_parts import PrivatePostgres
-from cluster import InProcessOrchestrate, cluster_config, free_port
+from support.chaos_parts import PrivatePostgres
+from support.cluster import InProcessOrchestrate, cluster_config, free_port
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-
-# The live-server harness and the service stand-in live with the API tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-
-from live_api import LoopThread, start_servers
-from sql_stack import SqlStack
+from support.live_api import LoopThread, start_servers
+from support.sql_stack import SqlStack
 
 from fuzzball_core.cli import context_cmd, node_cmd, workflow_remote_cmd
 from fuzzball_core.cli.main import cli

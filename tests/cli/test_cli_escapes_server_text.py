@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 import pytest
-from live_api import HELLO
+from support.live_api import HELLO
 
 from fuzzball_core.cli.output import format_table
 from fuzzball_core.console import run_console_script

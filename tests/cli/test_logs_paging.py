@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from live_api import HELLO
+from support.live_api import HELLO
 
 from fuzzball_core.service.views import FINISHED
 

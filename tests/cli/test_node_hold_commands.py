@@ -9,8 +9,8 @@ import time
 
 import pytest
 import yaml
-from live_api import HELLO
-from sql_stack import ADMIN
+from support.live_api import HELLO
+from support.sql_stack import ADMIN
 
 from fuzzball_core.cli import node_cmd
 from fuzzball_core.errors import FailedPrecondition, NotFound, PermissionDenied

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 from aiohttp import web
-from live_api import LoopThread
+from support.live_api import LoopThread
 
 from fuzzball_core.cli.contexts import ContextsFile
 from fuzzball_core.errors import Unauthenticated

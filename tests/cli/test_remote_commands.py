@@ -8,7 +8,7 @@ import time
 
 import pytest
 import yaml
-from live_api import HELLO, TASKS
+from support.live_api import HELLO, TASKS
 
 from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.views import FAILED, FINISHED, STARTED

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from live_api import TASKS
+from support.live_api import TASKS
 
 from fuzzball_core.cli.workflow_remote_cmd import byte_count
 from fuzzball_core.service.views import FAILED, FINISHED

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 
 import yaml
-from sql_stack import ADMIN
+from support.sql_stack import ADMIN
 
 from fuzzball_core.cli.workflow_remote_cmd import duration_words, estimated_start
 from fuzzball_core.service.views import FINISHED, STARTED

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster import Cluster, LocalRegistry, have_prerequisites
-from mpi_image import build_ring, push_ring_image
+from support.cluster import Cluster, LocalRegistry, have_prerequisites
+from support.mpi_image import build_ring, push_ring_image
 
 missing = have_prerequisites()
 if missing is not None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 
 import pytest
-from cluster import Cluster
+from support.cluster import Cluster
 
 from fuzzball_core.scheduling import format_cpu_list, parse_cpu_list
 from fuzzball_core.vocabulary import EventKind

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster import Cluster, InProcessOrchestrate, LocalRegistry, cluster_config, free_port
+from support.cluster import Cluster, InProcessOrchestrate, LocalRegistry, cluster_config, free_port
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

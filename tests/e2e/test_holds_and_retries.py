@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from cluster import Cluster, InProcessOrchestrate
+from support.cluster import Cluster, InProcessOrchestrate
 
 from fuzzball_core.cli import node_cmd
 from fuzzball_core.cli.main import cli

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from cluster import Cluster, LocalRegistry
-from config_images import push_config_image
+from support.cluster import Cluster, LocalRegistry
+from support.config_images import push_config_image
 
 from fuzzball_core.errors import InvalidArgument
 

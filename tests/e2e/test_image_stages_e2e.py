@@ -4,8 +4,8 @@ and served from the object cache, through Orchestrate, two Substrates and a loca
 from __future__ import annotations
 
 import pytest
-from cluster import Cluster, LocalRegistry
-from oci_pusher import Pusher, file, layer
+from support.cluster import Cluster, LocalRegistry
+from support.oci_pusher import Pusher, file, layer
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 

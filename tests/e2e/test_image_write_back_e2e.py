@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cluster import Cluster
+from support.cluster import Cluster
 
 from fuzzball_core.store.object_cache import CacheAddress
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from cluster import HELLO_WORLD, LocalRegistry, free_port
+from support.cluster import HELLO_WORLD, LocalRegistry, free_port
 
 FUZZBALL = [sys.executable, "-m", "fuzzball_core.cli"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cluster import Cluster
+from support.cluster import Cluster
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster import Cluster, LocalRegistry
-from mpi_image import RING_OUTPUT, mpi_workflow
+from support.cluster import Cluster, LocalRegistry
+from support.mpi_image import RING_OUTPUT, mpi_workflow
 
 pytestmark = pytest.mark.root
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster import LocalRegistry
-from mpi_image import RING_OUTPUT, mpi_workflow
-from netns_cluster import NetnsCluster
-from netns_tools import Listener, entered, read_from
+from support.cluster import LocalRegistry
+from support.mpi_image import RING_OUTPUT, mpi_workflow
+from support.netns_cluster import NetnsCluster
+from support.netns_tools import Listener, entered, read_from
 
 from fuzzball_core.vocabulary import Status
 

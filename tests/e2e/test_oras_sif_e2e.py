@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from cluster import Cluster, LocalRegistry
-from oci_pusher import Pusher
-from sif_writer import ARCH_CODES, write_sif
+from support.cluster import Cluster, LocalRegistry
+from support.oci_pusher import Pusher
+from support.sif_writer import ARCH_CODES, write_sif
 
 from fuzzball_plugins.images.oras_backend import SIF_CONFIG, SIF_LAYER
 from fuzzball_plugins.images.platforms import node_platform

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cluster import (
+from support.cluster import (
     LocalRegistry,
     OrchestrateProcess,
     SubstrateProcess,

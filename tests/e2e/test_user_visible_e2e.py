@@ -15,7 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cluster import Cluster
+from support.cluster import Cluster
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cluster import HELLO_WORLD, Cluster, free_port
+from support.cluster import HELLO_WORLD, Cluster, free_port
 
 from fuzzball_core.errors import InvalidArgument
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from federation_harness import GIB, Federation, MemberCluster, start_federation, start_member
+from support.federation_harness import (
+    GIB,
+    Federation,
+    MemberCluster,
+    start_federation,
+    start_member,
+)
 
 
 @pytest.fixture

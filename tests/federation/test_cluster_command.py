@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from federation_harness import start_federation
+from support.federation_harness import start_federation
 
 from fuzzball_core.cli import cluster_cmd, context_cmd
 from fuzzball_core.cli.main import cli

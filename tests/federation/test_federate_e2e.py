@@ -8,18 +8,13 @@ Federate.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from federation_harness import Federation, start_federation
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from cluster import HELLO_WORLD, Cluster, LocalRegistry, have_prerequisites
+from support.cluster import HELLO_WORLD, Cluster, LocalRegistry, have_prerequisites
+from support.federation_harness import Federation, start_federation
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 

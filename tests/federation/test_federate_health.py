@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from federation_harness import start_member
-from live_api import LoopThread
+from support.federation_harness import start_member
+from support.live_api import LoopThread
 
 from fuzzball_core.config import parse_config
 from fuzzball_federation.main import build, serve

@@ -8,7 +8,7 @@ account's work, seen by everyone.
 from __future__ import annotations
 
 import pytest
-from federated_workflows import GPU
+from support.federated_workflows import GPU
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.service.views import IN_USE, STARTED

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 import yaml
-from federated_workflows import GPU
+from support.federated_workflows import GPU
 
 from fuzzball_core.config import ConfigError, parse_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from federated_workflows import CPU, GPU, workflow
+from support.federated_workflows import CPU, GPU, workflow
 
 from fuzzball_core.api.rest_messages import read_reply
 from fuzzball_core.api.v1 import client_pb2 as pb

@@ -6,7 +6,7 @@ import threading
 
 import httpx
 import pytest
-from federated_workflows import CPU, GPU
+from support.federated_workflows import CPU, GPU
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.client import FuzzballClient

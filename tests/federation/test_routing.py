@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from federated_workflows import CPU, GPU, TOO_BIG
-from federation_harness import start_federation
+from support.federated_workflows import CPU, GPU, TOO_BIG
+from support.federation_harness import start_federation
 
 from fuzzball_core.drivers import Router
 from fuzzball_core.errors import InvalidArgument

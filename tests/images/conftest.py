@@ -7,7 +7,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from oci_pusher import (
+from support.oci_pusher import (
     Pusher,
     busybox_entries,
     directory,
@@ -16,9 +16,9 @@ from oci_pusher import (
     opaque,
     whiteout,
 )
-from registry_images import PRIVATE_PASSWORD, PRIVATE_USER, SharedImages
-from registry_server import REGISTRY_BINARY, RegistryServer, TokenAuth
-from token_server import ISSUER, SERVICE, TokenServer
+from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER, SharedImages
+from support.registry_server import REGISTRY_BINARY, RegistryServer, TokenAuth
+from support.token_server import ISSUER, SERVICE, TokenServer
 
 if not Path(REGISTRY_BINARY).exists() or not Path("/bin/busybox").exists():
     pytest.skip(

@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from oci_pusher import Pusher, busybox_entries, file, layer
-from registry_server import RegistryServer
+from support.oci_pusher import Pusher, busybox_entries, file, layer
+from support.registry_server import RegistryServer
 
 from fuzzball_plugins.images.blob_store import BlobStore
 from fuzzball_plugins.images.docker_backend import DockerBackend

@@ -6,10 +6,10 @@ import os
 import threading
 from pathlib import Path
 
-from erofs_contents import extract_erofs
-from oci_pusher import Pusher, busybox_entries, layer
-from registry_images import SharedImages
-from registry_server import RegistryServer
+from support.erofs_contents import extract_erofs
+from support.oci_pusher import Pusher, busybox_entries, layer
+from support.registry_images import SharedImages
+from support.registry_server import RegistryServer
 
 from fuzzball_plugins.images.docker_backend import DockerBackend
 

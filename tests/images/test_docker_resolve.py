@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from registry_images import SharedImages
-from registry_server import RegistryServer, free_port
+from support.registry_images import SharedImages
+from support.registry_server import RegistryServer, free_port
 
 from fuzzball_core.errors import InvalidArgument, NotFound, Unavailable
 from fuzzball_plugins.images.docker_backend import DockerBackend

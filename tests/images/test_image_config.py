@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from oci_pusher import Pusher, busybox_entries, layer
-from registry_server import RegistryServer
-from sif_writer import write_sif
+from support.oci_pusher import Pusher, busybox_entries, layer
+from support.registry_server import RegistryServer
+from support.sif_writer import write_sif
 
 from fuzzball_core.drivers import ImageConfig, image_config_path
 from fuzzball_core.errors import InvalidArgument

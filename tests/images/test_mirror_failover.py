@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from oci_pusher import Pusher, file, layer
-from registry_server import RegistryServer, free_port
+from support.oci_pusher import Pusher, file, layer
+from support.registry_server import RegistryServer, free_port
 
 from fuzzball_core.errors import Unavailable
 from fuzzball_plugins.images.docker_backend import DockerBackend

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from erofs_contents import extract_erofs
-from oci_pusher import Pusher, layer
-from registry_server import RegistryServer
-from sif_writer import write_sif
+from support.erofs_contents import extract_erofs
+from support.oci_pusher import Pusher, layer
+from support.registry_server import RegistryServer
+from support.sif_writer import write_sif
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_plugins.images.oras_backend import SIF_CONFIG, SIF_LAYER, OrasBackend

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from registry_images import PRIVATE_PASSWORD, PRIVATE_USER
-from registry_server import RegistryServer
+from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER
+from support.registry_server import RegistryServer
 
 from fuzzball_core.errors import Unauthenticated
 from fuzzball_plugins.images.docker_backend import DockerBackend

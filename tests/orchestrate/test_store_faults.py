@@ -13,6 +13,7 @@ import asyncio
 import errno
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -268,9 +269,16 @@ def test_the_engine_loop_shows_a_failing_pass_as_its_health_condition_until_one_
 
 def test_the_engine_loop_survives_a_lease_extension_that_fails(harness, monkeypatch):
     engine = harness.engine
-    engine.lease_seconds = 0.03  # every turn counts as a stall and extends the leases
+    engine.lease_seconds = 0.03  # a pass of 20 ms counts as a stall and extends the leases
     extend = engine.extend_leases
     extensions: list[float] = []
+    step = engine.step
+
+    def slow_step() -> None:
+        time.sleep(0.02)  # longer than lease/3 on any machine, so every next turn extends
+        step()
+
+    monkeypatch.setattr(engine, "step", slow_step)
 
     async def main() -> None:
         extended = asyncio.Event()

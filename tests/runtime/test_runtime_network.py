@@ -19,24 +19,19 @@ from pathlib import Path
 
 import pytest
 from pyroute2 import IPRoute
-
-from fuzzball_core.errors import InvalidArgument
-from fuzzball_runtime import Container, ContainerSpec, sweep
-from fuzzball_runtime.errors import NetworkError, PortInUse
-from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork, resolv_conf_for_isolated
-from fuzzball_runtime.state import StateDir
-
-E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
-if str(E2E_DIR) not in sys.path:
-    sys.path.insert(0, str(E2E_DIR))
-
-from netns_tools import (  # noqa: E402
+from support.netns_tools import (
     Listener,
     create_namespace,
     entered,
     read_from,
     remove_namespace,
 )
+
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_runtime import Container, ContainerSpec, sweep
+from fuzzball_runtime.errors import NetworkError, PortInUse
+from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork, resolv_conf_for_isolated
+from fuzzball_runtime.state import StateDir
 
 pytestmark = pytest.mark.root
 

@@ -1,7 +1,7 @@
 """Queue order, EASY backfill and estimated start times of the default scheduler."""
 
 import pytest
-from scheduler_cluster import cluster, job, node, placed_on
+from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import Hold, ReasonCode

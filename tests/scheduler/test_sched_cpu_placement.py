@@ -1,7 +1,7 @@
 """Which cores a pinned job gets: core ids, socket and NUMA affinity, sockets, threads."""
 
 import pytest
-from scheduler_cluster import cluster, cpus_of, job, node, pinned_node, placed_on, topology
+from support.scheduler_cluster import cluster, cpus_of, job, node, pinned_node, placed_on, topology
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import (

@@ -1,6 +1,6 @@
 """Why a job waits: reason codes, node groups and messages, and feasibility at submission."""
 
-from scheduler_cluster import GPU, GiB, cluster, job, node
+from support.scheduler_cluster import GPU, GiB, cluster, job, node
 
 from fuzzball_core.scheduling import Hold, ReasonCode
 

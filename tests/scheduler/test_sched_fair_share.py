@@ -3,7 +3,7 @@
 from collections import Counter
 
 import pytest
-from scheduler_cluster import cluster, job, node, placed_on
+from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import ReasonCode

@@ -1,7 +1,7 @@
 """Host ports as a scheduler resource: a port is held on a node while the job holding it runs."""
 
 import pytest
-from scheduler_cluster import cluster, job, node, placed_on
+from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.errors import InvalidArgument
 

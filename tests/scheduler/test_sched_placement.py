@@ -1,7 +1,7 @@
 """Where the default scheduler puts a job: resources, exclusivity, annotations, node sets."""
 
 import pytest
-from scheduler_cluster import GPU, GiB, cluster, job, node, placed_on
+from support.scheduler_cluster import GPU, GiB, cluster, job, node, placed_on
 
 from fuzzball_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.scheduling import Hold, Scheduler

@@ -2,7 +2,7 @@
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scheduler_cluster import GPU, GiB, cluster, job, pinned_node, topology
+from support.scheduler_cluster import GPU, GiB, cluster, job, pinned_node, topology
 
 from fuzzball_core.scheduling import CpuAffinity, CpuPinning, Hold, JobRequest, NodeInfo, Resources
 

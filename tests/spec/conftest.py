@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import CodeType
 
 import pytest
-from example_files import EXAMPLE_FILES, MISSING_REASON, V1_EXAMPLE_FILES
+from support.example_files import EXAMPLE_FILES, MISSING_REASON, V1_EXAMPLE_FILES
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec import ParsedWorkflow, field_violations, parse_workflow

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from example_files import EXAMPLE_FILES, V1_EXAMPLE_FILES
+from support.example_files import EXAMPLE_FILES, V1_EXAMPLE_FILES
 
 from fuzzball_core.spec import Plan, parse_workflow, plan_workflow, upgrade_to_v4
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from example_files import REPO_ROOT
+from support.example_files import REPO_ROOT
 
 from fuzzball_core.orchestrate.capabilities import refused_fields
 from fuzzball_core.spec import ParsedWorkflow, Workflow, parse_workflow, plan_workflow

@@ -9,7 +9,7 @@ import click
 import pytest
 import yaml
 from click.testing import CliRunner
-from example_files import EXAMPLE_FILES, EXAMPLES_DIR
+from support.example_files import EXAMPLE_FILES, EXAMPLES_DIR
 
 from fuzzball_core.cli.workflow_cmd import EXTRA_VALIDATORS_KEY, workflow
 

@@ -3,26 +3,19 @@ and the services one execution needs on a node (real image backend, real runtime
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from support.cluster import LocalRegistry, have_prerequisites
 
+from fuzzball_core.plugins import get_registry
+from fuzzball_core.substrate.devices import DevicePool
+from fuzzball_core.substrate.drivers import NodeServices
+from fuzzball_core.substrate.images import NodeImages
+from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
-
-E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
-if str(E2E_DIR) not in sys.path:
-    sys.path.insert(0, str(E2E_DIR))
-
-from cluster import LocalRegistry, have_prerequisites  # noqa: E402
-
-from fuzzball_core.plugins import get_registry  # noqa: E402
-from fuzzball_core.substrate.devices import DevicePool  # noqa: E402
-from fuzzball_core.substrate.drivers import NodeServices  # noqa: E402
-from fuzzball_core.substrate.images import NodeImages  # noqa: E402
-from fuzzball_core.substrate.volumes import WorkflowVolumes  # noqa: E402
 
 
 @pytest.fixture(scope="session")

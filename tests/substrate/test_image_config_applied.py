@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 import pytest
-from config_images import push_config_image
+from support.config_images import push_config_image
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.drivers import ImageConfig, image_config_path

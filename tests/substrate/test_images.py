@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cluster import LocalRegistry
+from support.cluster import LocalRegistry
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 from fuzzball_core.plugins import get_registry

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from mpi_image import build_ring
+from support.mpi_image import build_ring
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.fences import FenceRelay

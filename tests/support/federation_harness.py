@@ -1,7 +1,7 @@
 """The Federate test harness: two real Orchestrate clusters on loopback, a Federate in front.
 
 Each member is the real SQL Orchestrate service (SQLite, engine, scripted nodes: see
-``tests/api/sql_stack.py``) behind its real REST gateway, on its own event loop. ``onprem``
+``tests/support/sql_stack.py``) behind its real REST gateway, on its own event loop. ``onprem``
 has one small node with two GPUs; ``aws`` has two large CPU-only nodes. Federate runs its
 own gateway on a third loop (its calls to members block, as in the real process) and
 reaches the members over HTTP with the tokens of their ``federate`` service accounts.
@@ -9,7 +9,6 @@ reaches the members over HTTP with the tokens of their ``federate`` service acco
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,17 +16,14 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-
-from live_api import LoopThread, start_servers
-from sql_stack import SqlStack
-
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.config import parse_config
 from fuzzball_core.drivers import Router
 from fuzzball_federation.main import build, build_app
 from fuzzball_federation.routers.fit import FitRouter
 from fuzzball_federation.service import FederateService
+from support.live_api import LoopThread, start_servers
+from support.sql_stack import SqlStack
 
 GIB = 1024**3
 

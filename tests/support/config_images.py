@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oci_pusher import Entry, Pusher, busybox_entries, directory, file, layer
+from support.oci_pusher import Entry, Pusher, busybox_entries, directory, file, layer
 
 #: the users and groups of every config image: ``app`` (1000) is in ``staff`` and ``audio``
 PASSWD = "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:the app:/home/app:/bin/sh\n"

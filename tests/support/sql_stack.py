@@ -16,8 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from live_api import LoopThread
-
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
@@ -35,6 +33,7 @@ from fuzzball_core.service.views import (
 )
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_plugins.schedulers.default import DefaultScheduler
+from support.live_api import LoopThread
 
 T = TypeVar("T")
 RunKey = tuple[str, str, "int | None"]

@@ -37,14 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_parts import (
+from fuzzball_core.config import parse_config
+from fuzzball_runtime import sweep
+from support.chaos_parts import (
     MarkerServer,
     PrivatePostgres,
     RecordingApi,
     SmallDataDir,
     SqliteLock,
 )
-from cluster import (
+from support.cluster import (
     LocalRegistry,
     OrchestrateProcess,
     SubstrateProcess,
@@ -53,10 +55,7 @@ from cluster import (
     free_port,
     write_config,
 )
-from oci_pusher import Pusher, busybox_entries, file, layer
-
-from fuzzball_core.config import parse_config
-from fuzzball_runtime import sweep
+from support.oci_pusher import Pusher, busybox_entries, file, layer
 
 #: Fault kinds, each a SIGKILL or a hold followed by the recovery after a drawn pause.
 ORCHESTRATE_KILL = "orchestrate-kill"
@@ -1005,7 +1004,7 @@ def _leftovers(directory: Path, workflow_ids: list[str]) -> list[str]:
 @contextlib.contextmanager
 def private_postgres() -> Iterator[PrivatePostgres | None]:
     """A restartable PostgreSQL server of the suite's own, or None where none is installed."""
-    from chaos_parts import postgres_binaries
+    from support.chaos_parts import postgres_binaries
 
     binaries = postgres_binaries()
     if binaries is None:

@@ -29,19 +29,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-IMAGES_DIR = Path(__file__).resolve().parents[1] / "images"
-if str(IMAGES_DIR) not in sys.path:
-    sys.path.insert(0, str(IMAGES_DIR))
-
-from oci_pusher import Pusher, busybox_entries, file, layer  # noqa: E402
-from registry_server import REGISTRY_BINARY, RegistryServer  # noqa: E402
-
-from fuzzball_core.api.following import LogQuery, read_all  # noqa: E402
-from fuzzball_core.config import FuzzballConfig, parse_config  # noqa: E402
-from fuzzball_core.orchestrate.server import Orchestrate, build, serve  # noqa: E402
-from fuzzball_core.plugins import get_registry  # noqa: E402
-from fuzzball_core.service.views import TERMINAL, WorkflowView  # noqa: E402
-from fuzzball_runtime import sweep  # noqa: E402
+from fuzzball_core.api.following import LogQuery, read_all
+from fuzzball_core.config import FuzzballConfig, parse_config
+from fuzzball_core.orchestrate.server import Orchestrate, build, serve
+from fuzzball_core.plugins import get_registry
+from fuzzball_core.service.views import TERMINAL, WorkflowView
+from fuzzball_runtime import sweep
+from support.oci_pusher import Pusher, busybox_entries, file, layer
+from support.registry_server import REGISTRY_BINARY, RegistryServer
 
 T = TypeVar("T")
 

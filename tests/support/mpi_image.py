@@ -7,11 +7,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images"))
-from oci_pusher import Entry, Pusher, busybox_entries, directory, file, layer, symlink
+from support.oci_pusher import Entry, Pusher, busybox_entries, directory, file, layer, symlink
 
 RING_SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "mpi" / "ring.c"
 #: UCX (MPICH's transport here) loads its transports from this folder at run time

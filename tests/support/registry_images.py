@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oci_pusher import PushedImage
+from support.oci_pusher import PushedImage
 
 PRIVATE_USER = "alice"
 PRIVATE_PASSWORD = "correct-horse-battery-staple"

@@ -33,9 +33,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cluster import Cluster, LocalRegistry
-from netns_tools import create_namespace, entered, remove_namespace
 from pyroute2 import IPRoute
+
+from support.cluster import Cluster, LocalRegistry
+from support.netns_tools import create_namespace, entered, remove_namespace
 
 #: the /16 the clusters' bridges take a /24 of (none of this machine's own, none of the
 #: node runtime's default job subnet)
