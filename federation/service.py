@@ -41,7 +41,7 @@ from fuzzball_core.errors import (
     Unavailable,
 )
 from fuzzball_core.plugins import PluginRegistry
-from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
@@ -56,7 +56,6 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
-from fuzzball_core.vocabulary import AccountKind
 from fuzzball_federation import remote_views as rv
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import FederateAccount, FederateApiToken, FederatedWorkflow
@@ -74,7 +73,7 @@ T = TypeVar("T")
 MAX_PARALLEL_ASKS = 32
 
 
-class FederateService:
+class FederateService(AccountCalls):
     """The ``OrchestrateService`` Protocol over a federation of Orchestrate clusters."""
 
     def __init__(
@@ -98,29 +97,7 @@ class FederateService:
         if registry is not None:
             router.use_hooks(registry.hook)
 
-    # -- accounts -------------------------------------------------------------------------------
-
-    def create_account(
-        self, name: str, *, admin: bool = False, kind: str = AccountKind.USER
-    ) -> tuple[Principal, str]:
-        """Create an account of ``kind`` and its first bearer token (shown once, stored
-        hashed)."""
-        return self.accounts.create(name, admin=admin, kind=kind)
-
-    def issue_token(self, name: str) -> str:
-        """A new bearer token for an existing account."""
-        return self.accounts.issue_token(name)
-
-    def revoke_token(self, token: str) -> None:
-        """Revoke one bearer token: it is Unauthenticated from now on."""
-        self.accounts.revoke(token)
-
-    def revoke_tokens(self, name: str) -> int:
-        """Revoke every live bearer token of account ``name``; how many there were."""
-        return self.accounts.revoke_all(name)
-
-    def authenticate(self, token: str) -> Principal:
-        return self.accounts.authenticate(token)
+    # -- accounts (the calls themselves: AccountCalls) ---------------------------------------
 
     def version(self) -> str:
         return f"v{__version__}"

@@ -27,7 +27,7 @@ from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
-from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
@@ -66,7 +66,7 @@ SERVICE_HOLD_SOURCES = {
 }
 
 
-class SqlOrchestrateService:
+class SqlOrchestrateService(AccountCalls):
     """Orchestrate's service layer on SQLAlchemy."""
 
     #: the cluster's object cache and the node token that reads and writes it, set by
@@ -91,29 +91,7 @@ class SqlOrchestrateService:
     def scheduler(self) -> Scheduler:
         return self.engine.scheduler
 
-    # -- accounts ------------------------------------------------------------------------------
-
-    def create_account(
-        self, name: str, *, admin: bool = False, kind: str = AccountKind.USER
-    ) -> tuple[Principal, str]:
-        """Create an account of ``kind`` (``admin=True``: kind admin) and its first bearer
-        token (shown once, stored hashed)."""
-        return self.accounts.create(name, admin=admin, kind=kind)
-
-    def issue_token(self, name: str) -> str:
-        """A new bearer token for an existing account."""
-        return self.accounts.issue_token(name)
-
-    def revoke_token(self, token: str) -> None:
-        """Revoke one bearer token: it is Unauthenticated from now on."""
-        self.accounts.revoke(token)
-
-    def revoke_tokens(self, name: str) -> int:
-        """Revoke every live bearer token of account ``name``; how many there were."""
-        return self.accounts.revoke_all(name)
-
-    def authenticate(self, token: str) -> Principal:
-        return self.accounts.authenticate(token)
+    # -- accounts (the calls themselves: AccountCalls) ---------------------------------------
 
     def version(self) -> str:
         return f"v{__version__}"

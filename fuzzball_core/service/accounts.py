@@ -164,3 +164,37 @@ class Accounts:
                 .values(revoked_at=now)
             )
             return int(getattr(revoked, "rowcount", 0) or 0)
+
+
+class AccountCalls:
+    """The account calls of the service contract, answered from :attr:`accounts`.
+
+    Orchestrate's and Federate's services both serve them from their own token store, so they
+    inherit them from here instead of each spelling out the same delegation.
+    """
+
+    accounts: Accounts
+
+    def create_account(
+        self, name: str, *, admin: bool = False, kind: str = AccountKind.USER
+    ) -> tuple[Principal, str]:
+        """Create an account of ``kind`` (``admin=True``: kind admin) and its first bearer
+        token (shown once, stored hashed)."""
+        return self.accounts.create(name, admin=admin, kind=kind)
+
+    def issue_token(self, name: str) -> str:
+        """A new bearer token for an existing account."""
+        return self.accounts.issue_token(name)
+
+    def revoke_token(self, token: str) -> None:
+        """Revoke one bearer token: it is Unauthenticated from now on."""
+        self.accounts.revoke(token)
+
+    def revoke_tokens(self, name: str) -> int:
+        """Revoke every live bearer token of account ``name``; how many there were."""
+        return self.accounts.revoke_all(name)
+
+    def authenticate(self, token: str) -> Principal:
+        """The caller owning ``token``; Unauthenticated if it is missing, unknown, expired or
+        revoked."""
+        return self.accounts.authenticate(token)
