@@ -1,5 +1,9 @@
 """Scheduling data types and the :class:`Scheduler` driver contract.
 
+One module although it is long: it is the whole contract a scheduler plugin implements (its
+values, its diagnoses and the driver interface, most of it documentation), and a site writing
+a driver should find all of it in one place.
+
 A scheduler driver (entry-point group ``fuzzball.schedulers``, chosen by ``scheduler.driver``)
 is the placement core of Orchestrate: it keeps an in-memory picture of every registered node
 and of every running allocation, and turns the engine's ready jobs into placements. It does no
