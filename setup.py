@@ -99,6 +99,9 @@ setup(
         "aiohttp>=3.9",
         "prometheus-client>=0.20",  # the node metrics endpoint
         "pyroute2>=0.9",  # isolated jobs' namespaces, veths and bridges (netlink)
+        "cryptography>=42",  # the local CA and TLS certificates, secrets encrypted at rest
+        "argon2-cffi>=23.1",  # password hashes
+        "PyJWT[crypto]>=2.8",  # the OIDC issuer's signed access tokens
     ],
     extras_require={
         "test": [

@@ -63,7 +63,176 @@ class AccountKind(StrEnum):
     ADMIN = "admin"
     MONITORING = "monitoring"
     PROVISIONER = "provisioner"
+    #: a user's personal account (named after the user; the user is its owner)
     USER = "user"
+    #: a group account of an organization: its members share its workflows and secrets
+    GROUP = "group"
+
+
+#: The account kinds that are service accounts: they belong to the cluster, not to an
+#: organization, and act with the permissions of their kind (:data:`SERVICE_PERMISSIONS`).
+SERVICE_ACCOUNT_KINDS = frozenset(
+    {AccountKind.ADMIN, AccountKind.MONITORING, AccountKind.PROVISIONER}
+)
+
+
+class OrganizationRole(StrEnum):
+    """A user's relationship to their organization (the swagger's OrganizationRelationship)."""
+
+    OWNER = "ORGANIZATION_OWNER"
+    MEMBER = "ORGANIZATION_MEMBER"
+
+
+class AccountRelationship(StrEnum):
+    """A user's relationship to an account (the swagger's AccountRelationship): the owner or
+    a member of a personal account or of a group account."""
+
+    ACCOUNT_MEMBER = "ACCOUNT_MEMBER"
+    GROUP_MEMBER = "GROUP_MEMBER"
+    ACCOUNT_OWNER = "ACCOUNT_OWNER"
+    GROUP_OWNER = "GROUP_OWNER"
+
+
+class CredentialKind(StrEnum):
+    """What presented a request's credential, which bounds what the caller may do.
+
+    ``api``: an account-scoped API token (``GET /accounts/{id}/token``, or a service
+    account's token); ``login``: an access token of the OIDC issuer, good for choosing an
+    account and managing one's own user, organization and secrets; ``workflow``: a running
+    workflow's own token, which may submit child workflows and read (never write) secrets.
+    """
+
+    API = "api"
+    LOGIN = "login"
+    WORKFLOW = "workflow"
+
+
+class Permission(StrEnum):
+    """Everything a caller may be allowed beyond its own account's workflows.
+
+    Which role or service-account kind grants which is :data:`ROLE_PERMISSIONS` and
+    :data:`SERVICE_PERMISSIONS`, the only place that says so.
+    """
+
+    #: run, read and stop the workflows of the account in use
+    RUN_WORKFLOWS = "run_workflows"
+    #: read secrets of the caller's scopes (and resolve ``secret://`` references)
+    READ_SECRETS = "read_secrets"
+    #: create, change and delete user, account and group secrets
+    WRITE_SECRETS = "write_secrets"
+    #: manage the organization: members, groups, organization secrets
+    MANAGE_ORGANIZATION = "manage_organization"
+    #: see every organization's workflows (read only) and the cluster's nodes
+    READ_CLUSTER = "read_cluster"
+    #: list and describe nodes, their events and holds
+    READ_NODES = "read_nodes"
+    #: place and release node holds (as the caller's hold source), remove offline nodes
+    HOLD_NODES = "hold_nodes"
+    #: organizations, users, service accounts, cluster secrets, the audit log
+    ADMINISTER_CLUSTER = "administer_cluster"
+    #: provision and tear down nodes (provisioner definitions and instances)
+    PROVISION_NODES = "provision_nodes"
+    #: read a node's metrics through Orchestrate's scrape proxy
+    SCRAPE_NODE_METRICS = "scrape_node_metrics"
+
+
+#: What a member of an organization may do, by role; a cluster administrator (a user with
+#: ``clusterAdmin``) has :data:`CLUSTER_ADMIN_PERMISSIONS` besides.
+ROLE_PERMISSIONS: dict[OrganizationRole, frozenset[Permission]] = {
+    OrganizationRole.MEMBER: frozenset(
+        {Permission.RUN_WORKFLOWS, Permission.READ_SECRETS, Permission.WRITE_SECRETS}
+    ),
+    OrganizationRole.OWNER: frozenset(
+        {
+            Permission.RUN_WORKFLOWS,
+            Permission.READ_SECRETS,
+            Permission.WRITE_SECRETS,
+            Permission.MANAGE_ORGANIZATION,
+        }
+    ),
+}
+
+CLUSTER_ADMIN_PERMISSIONS = frozenset(
+    {
+        Permission.READ_CLUSTER,
+        Permission.READ_NODES,
+        Permission.HOLD_NODES,
+        Permission.ADMINISTER_CLUSTER,
+        Permission.PROVISION_NODES,
+        Permission.SCRAPE_NODE_METRICS,
+    }
+)
+
+#: What each kind of service account may do: exactly what its job needs. Monitoring places
+#: holds from alerts and scrapes node metrics; the provisioner holds (deprovisions) the nodes
+#: it tears down and manages instances; ``admin`` is the cluster operator's own account.
+SERVICE_PERMISSIONS: dict[AccountKind, frozenset[Permission]] = {
+    AccountKind.ADMIN: CLUSTER_ADMIN_PERMISSIONS | {Permission.RUN_WORKFLOWS},
+    AccountKind.MONITORING: frozenset(
+        {Permission.READ_NODES, Permission.HOLD_NODES, Permission.SCRAPE_NODE_METRICS}
+    ),
+    AccountKind.PROVISIONER: frozenset(
+        {Permission.READ_NODES, Permission.HOLD_NODES, Permission.PROVISION_NODES}
+    ),
+}
+
+#: What a workflow's own token may do: submit and follow workflows of its account, read the
+#: secrets its account can (so a controller's children resolve ``secret://``), nothing else.
+WORKFLOW_TOKEN_PERMISSIONS = frozenset({Permission.RUN_WORKFLOWS, Permission.READ_SECRETS})
+
+
+class SecretScope(StrEnum):
+    """Who a secret belongs to and who may use it (the swagger's SecretScope).
+
+    ``secret://user/NAME`` is the calling user's, ``account`` the account in use's,
+    ``group`` the group account in use's, ``organization`` every member's,
+    ``cluster`` every workflow's on the cluster (written by cluster administrators).
+    """
+
+    USER = "SECRET_SCOPE_USER"
+    ACCOUNT = "SECRET_SCOPE_ACCOUNT"
+    GROUP = "SECRET_SCOPE_GROUP"
+    ORGANIZATION = "SECRET_SCOPE_ORGANIZATION"
+    CLUSTER = "SECRET_SCOPE_CLUSTER"
+
+
+class SecretType(StrEnum):
+    """What a secret holds (the swagger's SecretType)."""
+
+    VALUE = "SECRET_TYPE_VALUE"
+    S3 = "SECRET_TYPE_S3"
+    HTTP = "SECRET_TYPE_HTTP"
+    IMAGE = "SECRET_TYPE_IMAGE"
+    MAP = "SECRET_TYPE_MAP"
+    DECRYPTION = "SECRET_TYPE_DECRYPTION_SIF"
+
+
+class AuditAction(StrEnum):
+    """Every kind of entry in the audit log."""
+
+    LOGIN = "login"
+    LOGIN_FAILED = "login_failed"
+    LOCKED_OUT = "locked_out"
+    TOKEN_ISSUED = "token_issued"
+    PASSWORD_CHANGED = "password_changed"
+    ORGANIZATION_CREATED = "organization_created"
+    ORGANIZATION_UPDATED = "organization_updated"
+    MEMBER_ADDED = "member_added"
+    MEMBER_UPDATED = "member_updated"
+    MEMBER_REMOVED = "member_removed"
+    ACCOUNT_CREATED = "account_created"
+    ACCOUNT_UPDATED = "account_updated"
+    ACCOUNT_DELETED = "account_deleted"
+    SERVICE_ACCOUNT_CREATED = "service_account_created"
+    SECRET_CREATED = "secret_created"
+    SECRET_UPDATED = "secret_updated"
+    SECRET_DELETED = "secret_deleted"
+    #: a workflow (or a node starting its job) read a secret's value
+    SECRET_READ = "secret_read"
+    SECRET_KEY_ROTATED = "secret_key_rotated"
+    HOLD_ADDED = "hold_added"
+    HOLD_RELEASED = "hold_released"
+    PERMISSION_DENIED = "permission_denied"
 
 
 class EventKind(StrEnum):

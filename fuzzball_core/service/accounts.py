@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.views import Principal
-from fuzzball_core.store.models import Account, ApiToken
-from fuzzball_core.vocabulary import AccountKind
+from fuzzball_core.store.models import Account, ApiToken, User
+from fuzzball_core.vocabulary import AccountKind, CredentialKind
 
 
 def token_digest(token: str) -> str:
@@ -101,7 +101,16 @@ class Accounts:
             raise NotFound(f"account {name!r} not found")
         return account
 
-    def _add_token(self, session: Session, account_id: str) -> str:
+    def _add_token(
+        self,
+        session: Session,
+        account_id: str,
+        *,
+        user_id: str | None = None,
+        credential: str = CredentialKind.API,
+        workflow_id: str | None = None,
+        lifetime: float | None = None,
+    ) -> str:
         token = secrets.token_urlsafe(32)
         now = self.clock()
         session.add(
@@ -109,14 +118,54 @@ class Accounts:
                 account_id=account_id,
                 token_sha256=token_digest(token),
                 created_at=now,
-                expires_at=now + self.token_lifetime,
+                expires_at=now + (self.token_lifetime if lifetime is None else lifetime),
+                **(
+                    {"user_id": user_id, "credential": credential, "workflow_id": workflow_id}
+                    if hasattr(self.token_table, "credential")
+                    else {}
+                ),
             )
         )
         return token
 
+    def issue_for(
+        self,
+        account_id: str,
+        *,
+        user_id: str | None = None,
+        credential: str = CredentialKind.API,
+        workflow_id: str | None = None,
+        lifetime: float | None = None,
+        session: Session | None = None,
+    ) -> str:
+        """A new bearer token for account ``account_id``, acting as ``user_id`` (None: the
+        account itself, a service account), of ``credential`` kind (an account's API token,
+        or a workflow's own, tied to ``workflow_id``), valid for ``lifetime`` seconds (the
+        configured token lifetime by default). Within ``session`` when one is given (so the
+        token is part of the caller's transaction)."""
+        if session is not None:
+            return self._add_token(
+                session,
+                account_id,
+                user_id=user_id,
+                credential=credential,
+                workflow_id=workflow_id,
+                lifetime=lifetime,
+            )
+        with self.sessions() as own, own.begin():
+            return self._add_token(
+                own,
+                account_id,
+                user_id=user_id,
+                credential=credential,
+                workflow_id=workflow_id,
+                lifetime=lifetime,
+            )
+
     def authenticate(self, token: str) -> Principal:
         """The owner of ``token``; Unauthenticated when it is missing, unknown, expired or
-        revoked (the message says which, never the token)."""
+        revoked (the message says which, never the token). A user's token carries the
+        user's organization, role and cluster-administrator flag."""
         if not token:
             raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
         with self.sessions() as session:
@@ -125,18 +174,44 @@ class Accounts:
                 .join(self.token_table, self.token_table.account_id == self.account_table.id)
                 .where(self.token_table.token_sha256 == token_digest(token))
             ).first()
-        if found is None:
-            raise Unauthenticated("the bearer token is not valid")
-        account, issued = found
-        if issued.revoked_at is not None:
-            raise Unauthenticated(
-                f"the bearer token was revoked at {_utc(issued.revoked_at)}; ask for a new one"
+            if found is None:
+                raise Unauthenticated("the bearer token is not valid")
+            account, issued = found
+            if issued.revoked_at is not None:
+                raise Unauthenticated(
+                    f"the bearer token was revoked at {_utc(issued.revoked_at)}; ask for a new one"
+                )
+            if issued.expires_at is not None and issued.expires_at <= self.clock():
+                raise Unauthenticated(
+                    f"the bearer token expired at {_utc(issued.expires_at)}; ask for a new one"
+                )
+            user_id = getattr(issued, "user_id", None)
+            user = session.get(User, user_id) if user_id else None
+            if user_id and user is None:
+                raise Unauthenticated("the bearer token's user no longer exists")
+        credential = getattr(issued, "credential", CredentialKind.API) or CredentialKind.API
+        if user is None:
+            return Principal(
+                account.id,
+                account.name,
+                account.is_admin,
+                AccountKind(account.kind),
+                organization_id=getattr(account, "organization_id", None),
+                credential=credential,
+                workflow_id=getattr(issued, "workflow_id", None),
             )
-        if issued.expires_at is not None and issued.expires_at <= self.clock():
-            raise Unauthenticated(
-                f"the bearer token expired at {_utc(issued.expires_at)}; ask for a new one"
-            )
-        return Principal(account.id, account.name, account.is_admin, AccountKind(account.kind))
+        return Principal(
+            account.id,
+            account.name,
+            account.is_admin or user.cluster_admin,
+            AccountKind(account.kind),
+            user_id=user.id,
+            email=user.email,
+            organization_id=user.organization_id,
+            role=user.role,
+            credential=credential,
+            workflow_id=getattr(issued, "workflow_id", None),
+        )
 
     def revoke(self, token: str) -> None:
         """Revoke one token (by its value): it is never accepted again. NotFound when no

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from fuzzball_core.vocabulary import TERMINAL_STATUSES, AccountKind, Status
+from fuzzball_core.service.permissions import permissions_for
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, AccountKind, CredentialKind, Status
 
 # The statuses under the names the service layer and its callers have always imported; the
 # vocabulary declares them (the REST API spells them STAGE_STATUS_<NAME>; PENDING is
@@ -28,14 +29,43 @@ IN_USE = "in use"
 
 @dataclass(frozen=True)
 class Principal:
-    """The authenticated caller of an API request."""
+    """The authenticated caller of an API request.
+
+    ``account_id``/``name`` are the account in use (whose workflows the caller runs and
+    sees); ``user_id``/``email`` the user acting in it (None for a service account);
+    ``organization_id`` the organization both belong to (None for the cluster's service
+    accounts). ``permissions`` are what the caller may do beyond the account's own
+    workflows, fixed when the credential was authenticated (:mod:`fuzzball_core.service.
+    permissions` computes them from the role, the account kind and the credential).
+    """
 
     account_id: str
     name: str
+    #: a cluster administrator (a user with clusterAdmin, or the ``admin`` service account)
     is_admin: bool = False
-    #: what the account is (an AccountKind), set when it was created: an administrator, a
-    #: service that places node holds (monitoring, provisioner), or a user
+    #: what the account is (an AccountKind), set when it was created
     kind: str = AccountKind.USER
+    user_id: str | None = None
+    email: str | None = None
+    organization_id: str | None = None
+    #: the user's OrganizationRole (None for a service account)
+    role: str | None = None
+    #: a CredentialKind: an account's API token, a login access token or a workflow's token
+    credential: str = CredentialKind.API
+    #: the workflow whose token this is (credential ``workflow``)
+    workflow_id: str | None = None
+    permissions: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.permissions:  # callers that name no permissions get their kind's own
+            granted = permissions_for(
+                self.kind, role=self.role, cluster_admin=self.is_admin, credential=self.credential
+            )
+            object.__setattr__(self, "permissions", granted)
+
+    def may(self, permission: str) -> bool:
+        """Whether the caller holds ``permission`` (a :class:`Permission`)."""
+        return permission in self.permissions
 
 
 @dataclass(frozen=True)

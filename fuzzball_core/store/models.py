@@ -28,6 +28,70 @@ class Account(Base):
     #: account may do beyond its own workflows (never derived from its name)
     kind: Mapped[str] = mapped_column(String(16), default="user", server_default="user")
     created_at: Mapped[float] = mapped_column(Float)
+    #: the organization it belongs to (None: a cluster service account, or an account made
+    #: before organizations existed)
+    # (no foreign keys on the columns added to accounts and api_tokens: SQLite adds them only
+    # by copying the table, and dropping the old copy would cascade to every token)
+    organization_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    #: the user whose personal account this is (kind ``user``)
+    owner_user_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Organization(Base):
+    """A tenant: its users, accounts, secrets and workflows are invisible to every other."""
+
+    __tablename__ = "organizations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class User(Base):
+    """A person who signs in: a member of one organization, with a password (an argon2 hash)
+    or an external identity, and the state of their failed logins."""
+
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    organization_id: Mapped[str] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), index=True
+    )
+    #: the sign-in name (unique across the cluster)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    #: an OrganizationRole
+    role: Mapped[str] = mapped_column(String(32))
+    cluster_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    password_hash: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the user must choose a new password at the next sign-in
+    require_password_update: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: ``issuer|subject`` of an external identity provider's user, if they sign in there
+    external_identity: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    #: failed sign-ins since the last good one; five lock the user out
+    failed_logins: Mapped[int] = mapped_column(Integer, default=0)
+    locked_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_login_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class AccountMember(Base):
+    """A user's membership of an account: owner or member of a personal or group account."""
+
+    __tablename__ = "account_members"
+
+    account_id: Mapped[str] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    #: an AccountRelationship
+    relationship: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class ApiToken(Base):
@@ -44,6 +108,12 @@ class ApiToken(Base):
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: when it was revoked; a revoked token is never accepted again
     revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the user acting in the account with it (None: a service account's token)
+    user_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    #: a CredentialKind: ``api`` (account-scoped) or ``workflow`` (a running workflow's own)
+    credential: Mapped[str] = mapped_column(String(16), default="api", server_default="api")
+    #: the workflow whose token this is (credential ``workflow``); revoked when it ends
+    workflow_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
 
 
 class Workflow(Base):
@@ -246,3 +316,85 @@ class CachedObject(Base):
     definition_hash: Mapped[str] = mapped_column(String(80), default="")
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class OidcGrant(Base):
+    """What the OIDC issuer keeps between requests: a refresh token (by digest) or a pending
+    device authorization (device code by digest, and the user code a person types)."""
+
+    __tablename__ = "oidc_grants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: ``refresh`` or ``device``
+    grant: Mapped[str] = mapped_column(String(16))
+    #: SHA-256 of the refresh token or of the device code
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    #: the code a person enters on the approval page (device grants)
+    user_code: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
+    #: the user it is for (a device grant has one once approved)
+    user_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), nullable=True
+    )
+    client_id: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(500), default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    approved_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    denied_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: when it was used up (a device code exchanged) or revoked (a refresh token rotated)
+    consumed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: when the device flow's client last polled (for ``slow_down``)
+    last_polled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Secret(Base):
+    """A secret: its public parts in the clear (``info``: usernames, trusted domains,
+    region...) and its value encrypted with the cluster's secret key (``ciphertext``).
+
+    ``owner_id`` is the user (scope user), account (account, group), organization
+    (organization) it belongs to, or ``cluster``.
+    """
+
+    __tablename__ = "secrets"
+    __table_args__ = (
+        Index("ix_secrets_scope_owner_name", "scope", "owner_id", "name", unique=True),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    organization_id: Mapped[str | None] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    #: a SecretScope
+    scope: Mapped[str] = mapped_column(String(32))
+    owner_id: Mapped[str] = mapped_column(String(36))
+    name: Mapped[str] = mapped_column(String(200))
+    #: a SecretType
+    type: Mapped[str] = mapped_column(String(32))
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
+    info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    ciphertext: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditEntry(Base):
+    """One line of the audit log: who did what to what, when, and how it went."""
+
+    __tablename__ = "audit_log"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    #: an AuditAction
+    action: Mapped[str] = mapped_column(String(40), index=True)
+    #: ``ok``, ``denied`` or ``failed``
+    outcome: Mapped[str] = mapped_column(String(16), default="ok")
+    organization_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    #: who acted: a user's email, an account's name, ``workflow <id>``, or the name tried
+    actor: Mapped[str] = mapped_column(String(320), default="")
+    actor_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    #: what it was done to (a user, secret, node, organization: kind and id or name)
+    target: Mapped[str] = mapped_column(String(500), default="")
+    #: where the request came from (the client's address), when known
+    source: Mapped[str] = mapped_column(String(100), default="")
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
