@@ -24,7 +24,7 @@ class Resources(_message.Message):
     def __init__(self, cores: _Optional[int] = ..., memory: _Optional[int] = ..., devices: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version", "address", "cpu_cores")
+    __slots__ = ("name", "capacity", "annotations", "device_plugin_failed", "version", "address", "cpu_cores", "metrics_address", "node_exporter_address", "health_disabled")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,9 @@ class RegisterRequest(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NODE_EXPORTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_DISABLED_FIELD_NUMBER: _ClassVar[int]
     name: str
     capacity: Resources
     annotations: _containers.ScalarMap[str, str]
@@ -46,7 +49,10 @@ class RegisterRequest(_message.Message):
     version: str
     address: str
     cpu_cores: _containers.RepeatedCompositeFieldContainer[CpuCore]
-    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ..., address: _Optional[str] = ..., cpu_cores: _Optional[_Iterable[_Union[CpuCore, _Mapping]]] = ...) -> None: ...
+    metrics_address: str
+    node_exporter_address: str
+    health_disabled: bool
+    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[Resources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., device_plugin_failed: _Optional[bool] = ..., version: _Optional[str] = ..., address: _Optional[str] = ..., cpu_cores: _Optional[_Iterable[_Union[CpuCore, _Mapping]]] = ..., metrics_address: _Optional[str] = ..., node_exporter_address: _Optional[str] = ..., health_disabled: _Optional[bool] = ...) -> None: ...
 
 class CpuCore(_message.Message):
     __slots__ = ("id", "socket", "numa", "threads")
@@ -146,7 +152,7 @@ class RunReady(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
 
 class NodeMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready")
+    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready", "metrics")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +160,7 @@ class NodeMessage(_message.Message):
     LOG_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     started: RunStarted
@@ -161,7 +168,20 @@ class NodeMessage(_message.Message):
     log: LogData
     fence: Fence
     ready: RunReady
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ...) -> None: ...
+    metrics: MetricsScraped
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ..., metrics: _Optional[_Union[MetricsScraped, _Mapping]] = ...) -> None: ...
+
+class MetricsScraped(_message.Message):
+    __slots__ = ("request_id", "text", "error", "content_type")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    text: bytes
+    error: str
+    content_type: str
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[bytes] = ..., error: _Optional[str] = ..., content_type: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json", "hosts", "cpus")
@@ -243,15 +263,25 @@ class FenceDone(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     FENCE_DONE_FIELD_NUMBER: _ClassVar[int]
+    SCRAPE_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
     shutdown: Shutdown
     fence_done: FenceDone
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ...) -> None: ...
+    scrape: ScrapeMetrics
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ...) -> None: ...
+
+class ScrapeMetrics(_message.Message):
+    __slots__ = ("request_id", "target")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    target: str
+    def __init__(self, request_id: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
