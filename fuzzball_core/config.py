@@ -16,6 +16,10 @@ loopback ports. Keys are spelled with hyphens, as in the rest of Fuzzball's YAML
       cache-max-bytes: 20GiB
     plugins:
       require: [mysite]
+    tls:
+      cert-file: /etc/fuzzball/server.crt
+      key-file: /etc/fuzzball/server.key
+      ca-file: /etc/fuzzball/ca.crt
 
 Unknown keys and wrong types are errors that name the key (``scheduler.drivr: unknown key``).
 """
@@ -36,6 +40,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    model_validator,
 )
 
 from fuzzball_core.errors import InvalidArgument
@@ -211,6 +216,34 @@ class FederateConfig(_Section):
     member_timeout: Seconds = 10.0
 
 
+class TlsConfig(_Section):
+    """Transport security (``tls``): the certificate Orchestrate serves REST and gRPC with (and
+    Federate its REST), and the CA Substrate and the clients trust for them.
+
+    A serving process needs ``cert-file`` and ``key-file``, or ``plaintext: true`` said
+    explicitly (tests, a proxy terminating TLS in front); with neither it refuses to start.
+    ``ca-file`` is the CA a client of the services trusts (Substrate dialling Orchestrate and
+    fetching from its object cache); without it the system's roots are trusted.
+    ``plaintext: true`` also makes Substrate dial without TLS.
+    """
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    plaintext: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert-file and key-file go together: set both or neither")
+        if self.plaintext and self.cert_file is not None:
+            raise ValueError(
+                "plaintext: true and cert-file both set: serve either plaintext or with the"
+                " certificate"
+            )
+        return self
+
+
 class FuzzballConfig(_Section):
     """The whole file."""
 
@@ -223,6 +256,7 @@ class FuzzballConfig(_Section):
     images: ImagesConfig = ImagesConfig()
     plugins: PluginsConfig = PluginsConfig()
     federate: FederateConfig = FederateConfig()
+    tls: TlsConfig = TlsConfig()
 
     @property
     def database_url(self) -> str:
