@@ -59,7 +59,7 @@ def through_hydra(program: Path, runs: int, *env: str) -> float:
     for _ in range(runs + 1):
         began = time.perf_counter()
         subprocess.run(
-            ["mpiexec", "-n", "4", "env", *env, str(program)],
+            ["mpiexec.mpich", "-n", "4", "env", *env, str(program)],
             capture_output=True,
             timeout=60,
             check=False,

@@ -1,6 +1,9 @@
-"""An MPI test image: ``tests/fixtures/mpi/ring.c`` built with this machine's MPICH, the
-shared libraries it and UCX's transports load (found with ``ldd``), and busybox for
-``/bin/sh``, pushed to a local registry. Used by the multinode tests and ``bench/mpi.py``."""
+"""MPI test images: ``tests/fixtures/mpi/ring.c`` built with this machine's MPICH or Open MPI,
+the shared libraries it loads (found with ``ldd``), and busybox for ``/bin/sh``, pushed to a
+local registry. The MPICH image adds UCX's transports (MPICH's transport here); the Open MPI
+image adds Open MPI itself (``mpirun``, ``orted``, its components, help texts and settings,
+from Debian's packages) since its ranks are started by its own launcher inside the job's
+containers. Used by the multinode tests and ``bench/mpi.py``."""
 
 from __future__ import annotations
 
@@ -14,11 +17,25 @@ from support.oci_pusher import Entry, Pusher, busybox_entries, directory, file, 
 RING_SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "mpi" / "ring.c"
 #: UCX (MPICH's transport here) loads its transports from this folder at run time
 UCX_MODULES = Path("/usr/lib/x86_64-linux-gnu/ucx")
+#: Debian's packages of Open MPI's launcher, libraries, components and help texts
+OPENMPI_PACKAGES = ("openmpi-bin", "openmpi-common", "libopenmpi3", "libpmix2")
+#: each implementation's compiler driver (Debian's alternatives make plain ``mpicc`` whichever
+#: was installed last, so each is named)
+COMPILERS = {"mpich": "mpicc.mpich", "openmpi": "mpicc.openmpi"}
 
 
-def _library_closure(program: Path) -> list[Path]:
-    """Every shared object ``program`` and the UCX modules load, the dynamic loader too."""
-    modules = sorted(UCX_MODULES.glob("*.so*")) if UCX_MODULES.is_dir() else []
+def _openmpi_files() -> list[Path]:
+    """The files (and links to files) of :data:`OPENMPI_PACKAGES`, without documentation."""
+    listing = subprocess.run(
+        ["dpkg", "-L", *OPENMPI_PACKAGES], capture_output=True, text=True, check=True
+    ).stdout
+    paths = {Path(line) for line in listing.splitlines() if line.startswith("/")}
+    skipped = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/lintian/")
+    return sorted(path for path in paths if path.is_file() and not str(path).startswith(skipped))
+
+
+def _library_closure(program: Path, modules: list[Path]) -> list[Path]:
+    """Every shared object ``program`` and ``modules`` load, the dynamic loader too."""
     found: set[Path] = set(modules)
     for path in [program, *modules]:
         listing = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
@@ -43,29 +60,42 @@ def _merged_usr_entries(paths: list[Path]) -> list[Entry]:
     return list(entries.values())
 
 
-def build_ring(out_dir: Path) -> Path | None:
-    """``ring.c`` compiled with ``mpicc`` into ``out_dir``; None when MPICH is missing."""
-    if shutil.which("mpicc") is None:
+def build_ring(out_dir: Path, implementation: str = "mpich") -> Path | None:
+    """``ring.c`` compiled into ``out_dir`` with ``implementation``'s compiler (``mpich``
+    or ``openmpi``); None when that implementation is not installed."""
+    compiler = COMPILERS[implementation]
+    if shutil.which(compiler) is None:
         return None
-    program = out_dir / "ring"
-    subprocess.run(["mpicc", "-O2", "-o", str(program), str(RING_SOURCE)], check=True)
+    program = out_dir / f"ring-{implementation}"
+    subprocess.run([compiler, "-O2", "-o", str(program), str(RING_SOURCE)], check=True)
     return program
 
 
-def push_ring_image(registry_url: str, program: Path) -> str:
-    """Push ``library/mpi-ring:latest`` holding ``/opt/ring``; its ``docker://`` URI."""
-    libraries = _merged_usr_entries(_library_closure(program))
+def push_ring_image(registry_url: str, program: Path, implementation: str = "mpich") -> str:
+    """Push ``library/mpi-ring:latest`` (``library/ompi-ring:latest`` for Open MPI) holding
+    ``/opt/ring``; its ``docker://`` URI."""
+    if implementation == "openmpi":
+        own = _openmpi_files()
+        modules = [path for path in own if ".so" in path.name]
+        entries = _merged_usr_entries(sorted({*own, *_library_closure(program, modules)}))
+        # Debian reaches mpirun through its alternatives; the image names it directly
+        entries.append(symlink("usr/bin/mpirun", "orterun"))
+        repository = "ompi-ring"
+    else:
+        modules = sorted(UCX_MODULES.glob("*.so*")) if UCX_MODULES.is_dir() else []
+        entries = _merged_usr_entries(_library_closure(program, modules))
+        repository = "mpi-ring"
     ring = [directory("opt"), file("opt/ring", program.read_bytes(), mode=0o755)]
     pusher = Pusher(registry_url)
     try:
         pusher.push_image(
-            "library/mpi-ring",
+            f"library/{repository}",
             "latest",
-            [layer(busybox_entries()), layer(libraries), layer(ring)],
+            [layer(busybox_entries()), layer(entries), layer(ring)],
         )
     finally:
         pusher.close()
-    return "docker://mpi-ring:latest"
+    return f"docker://{repository}:latest"
 
 
 #: what the ring prints on two nodes of two ranks each, sorted
