@@ -14,6 +14,7 @@ APT_PACKAGES=(
   iproute2 procps nftables
   postgresql
   mpich libmpich-dev
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()
