@@ -1,0 +1,952 @@
+"""Who exists and what they may be: organizations, their members, groups, sign-in and the
+cluster's service accounts.
+
+An organization has users (members, one of them at least an owner) with a password (an argon2
+hash, :mod:`~fuzzball_core.service.passwords`); each user has a personal account (kind
+``user``, named after their email) and may belong to group accounts of the organization. A
+user works in one account at a time: :meth:`Identity.account_token` exchanges a sign-in for an
+account-scoped API token. Service accounts (admin, monitoring, provisioner) belong to the
+cluster, not to an organization.
+
+What a caller may do is decided by its permissions (:mod:`~fuzzball_core.vocabulary`); what a
+caller may not see answers NotFound exactly as if it did not exist: another organization's
+users and accounts, and accounts the caller is no member of.
+
+Sign-in (:meth:`Identity.check_password`) locks a user out for :data:`LOCKOUT_SECONDS` after
+:data:`MAX_FAILED_LOGINS` failures in a row; logins, failures and lockouts are audited.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from fuzzball_core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+from fuzzball_core.service.accounts import Accounts, account_kind
+from fuzzball_core.service.audit import AuditLog
+from fuzzball_core.service.identity_views import (
+    AccountView,
+    MemberView,
+    OrganizationView,
+    UserView,
+)
+from fuzzball_core.service.passwords import (
+    check_policy,
+    generate_password,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from fuzzball_core.service.permissions import require
+from fuzzball_core.service.views import Principal
+from fuzzball_core.store.models import (
+    Account,
+    AccountMember,
+    ApiToken,
+    Organization,
+    User,
+    Workflow,
+)
+from fuzzball_core.vocabulary import (
+    SERVICE_ACCOUNT_KINDS,
+    AccountKind,
+    AccountRelationship,
+    AuditAction,
+    CredentialKind,
+    OrganizationRole,
+    Permission,
+)
+
+#: Failed sign-ins in a row that lock a user out, and for how long.
+MAX_FAILED_LOGINS, LOCKOUT_SECONDS = 5, 15 * 60
+#: The one answer to a wrong email or password, so that it tells no one which users exist.
+BAD_CREDENTIALS = "invalid email or password"
+#: Who an action taken on the server's own machine (``fuzzball-orchestrate``) is audited as.
+COMMAND_LINE = "command line"
+#: Longest names an organization or account may have (their columns' width).
+MAX_NAME = 200
+# Verified against when the email is unknown, so that an unknown user takes as long to refuse
+# as a wrong password does.
+_DUMMY_HASH = hash_password("an unknown user's password 1A!")
+_GROUP_RELATIONSHIPS = {
+    AccountRelationship.GROUP_MEMBER: AccountRelationship.GROUP_MEMBER,
+    AccountRelationship.GROUP_OWNER: AccountRelationship.GROUP_OWNER,
+    # the swagger's deprecated spellings of the same two
+    AccountRelationship.ACCOUNT_MEMBER: AccountRelationship.GROUP_MEMBER,
+    AccountRelationship.ACCOUNT_OWNER: AccountRelationship.GROUP_OWNER,
+}
+_OWNERS = (AccountRelationship.GROUP_OWNER, AccountRelationship.ACCOUNT_OWNER)
+
+
+def utc_text(seconds: float) -> str:
+    """``seconds`` since the epoch as an ISO 8601 UTC time, as messages show it."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def organization_role(role: str) -> OrganizationRole:
+    """``role`` as an :class:`OrganizationRole`; InvalidArgument naming the roles there are."""
+    try:
+        return OrganizationRole(role)
+    except ValueError:
+        known = ", ".join(r.value for r in OrganizationRole)
+        raise InvalidArgument(
+            f"relationship: {role!r} is not an organization role ({known})"
+        ) from None
+
+
+def group_relationship(relationship: str) -> AccountRelationship:
+    """``relationship`` of a group's member, the deprecated ACCOUNT_* spellings read as their
+    GROUP_* equals; InvalidArgument naming the ones there are."""
+    try:
+        return _GROUP_RELATIONSHIPS[AccountRelationship(relationship)]
+    except ValueError:
+        known = ", ".join(r.value for r in AccountRelationship)
+        raise InvalidArgument(
+            f"relationship: {relationship!r} is not an account relationship ({known})"
+        ) from None
+
+
+def _checked_name(what: str, name: str) -> str:
+    name = name.strip()
+    if not name:
+        raise InvalidArgument(f"name: the {what} needs a name")
+    if len(name) > MAX_NAME or not name.isprintable():
+        raise InvalidArgument(f"name: a {what}'s name is printable and at most {MAX_NAME} long")
+    return name
+
+
+def _checked_email(email: str) -> str:
+    email = email.strip()
+    local, at, domain = email.partition("@")
+    if not (at and local and domain) or len(email) > 320 or any(c.isspace() for c in email):
+        raise InvalidArgument(f"email: {email[:80]!r} is not an email address")
+    if not email.isprintable():
+        raise InvalidArgument("email: holds characters that are not printable")
+    return email
+
+
+def _actor(who: Principal | None) -> str:
+    if who is None:
+        return COMMAND_LINE
+    return who.email or who.name
+
+
+class Identity:
+    """Organizations, users, groups, sign-in and service accounts over Orchestrate's store."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        accounts: Accounts,
+        audit: AuditLog,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.sessions = sessions
+        self.accounts = accounts
+        self.audit = audit
+        self.clock = clock
+
+    # -- organizations -------------------------------------------------------------------------
+
+    def create_organization(
+        self,
+        name: str,
+        *,
+        owner_email: str,
+        owner_password: str | None = None,
+        by: Principal | None = None,
+    ) -> tuple[OrganizationView, UserView, str | None]:
+        """Create organization ``name`` with its first owner (and the owner's personal
+        account); the owner's password is ``owner_password`` (policy checked) or generated,
+        and then returned (shown once). ``by`` is the cluster administrator asking (None: the
+        server's own command line)."""
+        if by is not None:
+            require(by, Permission.ADMINISTER_CLUSTER, "create organizations")
+        name = _checked_name("organization", name)
+        now = self.clock()
+        with self.sessions() as session, session.begin():
+            if session.scalars(select(Organization).where(Organization.name == name)).first():
+                raise AlreadyExists(f"organization {name!r} already exists")
+            organization = Organization(id=str(uuid.uuid4()), name=name, created_at=now)
+            session.add(organization)
+            session.flush()
+            owner, generated = self._new_user(
+                session,
+                organization.id,
+                owner_email,
+                role=OrganizationRole.OWNER,
+                password=owner_password,
+            )
+            self.audit.record(
+                AuditAction.ORGANIZATION_CREATED,
+                actor=_actor(by),
+                actor_id=by.user_id or by.account_id if by else None,
+                organization_id=organization.id,
+                target=f"organization {name}",
+                detail={"owner": owner.email},
+                session=session,
+            )
+            return OrganizationView.of(organization), UserView.of(owner), generated
+
+    def list_organizations(self, who: Principal) -> list[OrganizationView]:
+        """Every organization of the cluster, by name (cluster administrators)."""
+        require(who, Permission.ADMINISTER_CLUSTER, "list organizations")
+        with self.sessions() as session:
+            rows = session.scalars(select(Organization).order_by(Organization.name)).all()
+            return [OrganizationView.of(row) for row in rows]
+
+    def get_organization(
+        self, who: Principal, organization_id: str | None = None
+    ) -> OrganizationView:
+        """The caller's organization (a cluster administrator may name another)."""
+        with self.sessions() as session:
+            return OrganizationView.of(self._organization(session, who, organization_id))
+
+    def update_organization(
+        self, who: Principal, *, name: str, organization_id: str | None = None
+    ) -> OrganizationView:
+        """Rename the caller's organization (its owners, or a cluster administrator)."""
+        name = _checked_name("organization", name)
+        with self.sessions() as session, session.begin():
+            organization = self._organization(session, who, organization_id)
+            self._require_manager(who, organization.id, "rename the organization")
+            clash = session.scalars(select(Organization).where(Organization.name == name)).first()
+            if clash is not None and clash.id != organization.id:
+                raise AlreadyExists(f"organization {name!r} already exists")
+            old, organization.name, organization.updated_at = organization.name, name, self.clock()
+            self._audit(
+                session, who, AuditAction.ORGANIZATION_UPDATED, organization.id,
+                f"organization {name}", detail={"old_name": old},
+            )  # fmt: skip
+            return OrganizationView.of(organization)
+
+    def _organization(
+        self, session: Session, who: Principal, organization_id: str | None
+    ) -> Organization:
+        """The organization a call is about: the caller's own, or (cluster administrators
+        only) the one named; another organization is NotFound to everyone else."""
+        wanted = organization_id or who.organization_id
+        if wanted is None:
+            raise FailedPrecondition(
+                f"{who.name} belongs to no organization; name one (organizationId)"
+            )
+        organization = session.get(Organization, wanted)
+        visible = wanted == who.organization_id or who.may(Permission.ADMINISTER_CLUSTER)
+        if organization is None or not visible:
+            raise NotFound(f"organization {wanted} not found")
+        return organization
+
+    def _require_manager(self, who: Principal, organization_id: str, doing: str) -> None:
+        """PermissionDenied unless ``who`` owns ``organization_id`` or administers the
+        cluster."""
+        if who.may(Permission.ADMINISTER_CLUSTER):
+            return
+        if who.organization_id != organization_id:  # _organization already hid it
+            raise NotFound(f"organization {organization_id} not found")
+        require(who, Permission.MANAGE_ORGANIZATION, doing)
+
+    # -- members -------------------------------------------------------------------------------
+
+    def add_member(
+        self,
+        who: Principal,
+        email: str,
+        *,
+        role: str = OrganizationRole.MEMBER,
+        password: str | None = None,
+        cluster_admin: bool = False,
+        require_update: bool = False,
+        name: str = "",
+        organization_id: str | None = None,
+    ) -> tuple[UserView, str | None]:
+        """Add a user to the caller's organization (a cluster administrator names one) with
+        ``password`` (policy checked) or a generated one, returned then (shown once); the
+        user gets a personal account. Only the organization's owners or cluster
+        administrators may; only cluster administrators make cluster administrators."""
+        chosen = organization_role(role)
+        if cluster_admin:
+            require(who, Permission.ADMINISTER_CLUSTER, "make cluster administrators")
+        with self.sessions() as session, session.begin():
+            organization = self._organization(session, who, organization_id)
+            self._require_manager(who, organization.id, "add organization members")
+            user, generated = self._new_user(
+                session,
+                organization.id,
+                email,
+                role=chosen,
+                password=password,
+                cluster_admin=cluster_admin,
+                require_update=require_update,
+                name=name,
+            )
+            self._audit(
+                session, who, AuditAction.MEMBER_ADDED, organization.id, f"user {user.email}",
+                detail={"role": chosen.value, "cluster_admin": cluster_admin},
+            )  # fmt: skip
+            return UserView.of(user), generated
+
+    def _new_user(
+        self,
+        session: Session,
+        organization_id: str,
+        email: str,
+        *,
+        role: OrganizationRole,
+        password: str | None,
+        cluster_admin: bool = False,
+        require_update: bool = False,
+        name: str = "",
+    ) -> tuple[User, str | None]:
+        email = _checked_email(email)
+        if len(name) > MAX_NAME or not name.isprintable():
+            raise InvalidArgument(f"name: a user's name is printable and at most {MAX_NAME} long")
+        if session.scalars(select(User).where(func.lower(User.email) == email.lower())).first():
+            raise AlreadyExists(f"user {email!r} already exists")
+        if session.scalars(select(Account).where(Account.name == email)).first():
+            raise AlreadyExists(f"an account named {email!r} already exists")
+        generated = None
+        if password is None or password == "":
+            password = generated = generate_password(username=name, email=email)
+        check_policy(password, username=name, email=email)
+        now = self.clock()
+        user = User(
+            id=str(uuid.uuid4()),
+            organization_id=organization_id,
+            email=email,
+            name=name,
+            role=role.value,
+            cluster_admin=cluster_admin,
+            password_hash=hash_password(password),
+            require_password_update=require_update,
+            failed_logins=0,
+            created_at=now,
+        )
+        session.add(user)
+        session.flush()
+        personal = Account(
+            id=str(uuid.uuid4()),
+            name=email,
+            is_admin=False,
+            kind=AccountKind.USER.value,
+            organization_id=organization_id,
+            owner_user_id=user.id,
+            created_at=now,
+        )
+        session.add(personal)
+        session.flush()
+        session.add(
+            AccountMember(
+                account_id=personal.id,
+                user_id=user.id,
+                relationship=AccountRelationship.ACCOUNT_OWNER.value,
+                created_at=now,
+            )
+        )
+        return user, generated
+
+    def list_members(
+        self, who: Principal, *, role: str | None = None, organization_id: str | None = None
+    ) -> list[UserView]:
+        """The members of the caller's organization (of ``role`` only, when given), by
+        email."""
+        wanted = organization_role(role) if role else None
+        with self.sessions() as session:
+            organization = self._organization(session, who, organization_id)
+            if who.user_id is None and not who.may(Permission.ADMINISTER_CLUSTER):
+                raise PermissionDenied(f"{who.name} is no member of an organization")
+            statement = select(User).where(User.organization_id == organization.id)
+            if wanted is not None:
+                statement = statement.where(User.role == wanted.value)
+            rows = session.scalars(statement.order_by(User.email)).all()
+            return [UserView.of(row) for row in rows]
+
+    def get_member(self, who: Principal, user_id: str) -> UserView:
+        """One user the caller may see: of their own organization (any, to a cluster
+        administrator)."""
+        with self.sessions() as session:
+            return UserView.of(self._visible_user(session, who, user_id))
+
+    def _visible_user(self, session: Session, who: Principal, user_id: str) -> User:
+        user = session.get(User, user_id)
+        if user is None or not (
+            user.organization_id == who.organization_id or who.may(Permission.ADMINISTER_CLUSTER)
+        ):
+            raise NotFound(f"user {user_id} not found")
+        return user
+
+    def _managed_user(self, session: Session, who: Principal, user_id: str, doing: str) -> User:
+        user = self._visible_user(session, who, user_id)
+        self._require_manager(who, user.organization_id, doing)
+        return user
+
+    def update_member(
+        self,
+        who: Principal,
+        user_id: str,
+        *,
+        role: str | None = None,
+        cluster_admin: bool | None = None,
+        email: str | None = None,
+    ) -> UserView:
+        """Change a member's role, cluster-administrator flag or email (the organization's
+        owners; only cluster administrators change the flag). The last owner stays one."""
+        chosen = organization_role(role) if role else None
+        if cluster_admin is not None:
+            require(who, Permission.ADMINISTER_CLUSTER, "make or unmake cluster administrators")
+        with self.sessions() as session, session.begin():
+            user = self._managed_user(session, who, user_id, "change organization members")
+            detail: dict[str, Any] = {}
+            if chosen is not None and chosen.value != user.role:
+                if chosen != OrganizationRole.OWNER:
+                    self._keep_an_owner(session, user)
+                user.role = detail["role"] = chosen.value
+            if cluster_admin is not None and cluster_admin != user.cluster_admin:
+                user.cluster_admin = detail["cluster_admin"] = cluster_admin
+            if email is not None and email != user.email:
+                self._rename_user(session, user, _checked_email(email))
+                detail["email"] = user.email
+            user.updated_at = self.clock()
+            self._audit(
+                session, who, AuditAction.MEMBER_UPDATED, user.organization_id,
+                f"user {user.email}", detail=detail,
+            )  # fmt: skip
+            return UserView.of(user)
+
+    def _rename_user(self, session: Session, user: User, email: str) -> None:
+        clash = session.scalars(select(User).where(func.lower(User.email) == email.lower()))
+        if any(other.id != user.id for other in clash):
+            raise AlreadyExists(f"user {email!r} already exists")
+        personal = self._personal_account(session, user.id)
+        if personal is not None:
+            if session.scalars(select(Account).where(Account.name == email)).first():
+                raise AlreadyExists(f"an account named {email!r} already exists")
+            personal.name = email
+        user.email = email
+
+    def _keep_an_owner(self, session: Session, user: User) -> None:
+        """FailedPrecondition when ``user`` is their organization's last owner."""
+        if user.role != OrganizationRole.OWNER:
+            return
+        owners = session.scalar(
+            select(func.count())
+            .select_from(User)
+            .where(
+                User.organization_id == user.organization_id,
+                User.role == OrganizationRole.OWNER.value,
+            )
+        )
+        if (owners or 0) <= 1:
+            raise FailedPrecondition(
+                f"{user.email} is the organization's last owner; make another member an owner first"
+            )
+
+    def remove_member(self, who: Principal, user_id: str) -> None:
+        """Remove a user from their organization (its owners, or a cluster administrator):
+        their tokens are revoked and their memberships end. Their personal account stays,
+        with its workflows' history, usable by no one."""
+        with self.sessions() as session, session.begin():
+            user = self._managed_user(session, who, user_id, "remove organization members")
+            self._keep_an_owner(session, user)
+            session.execute(
+                update(ApiToken)
+                .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+                .values(revoked_at=self.clock())
+            )
+            self._audit(
+                session, who, AuditAction.MEMBER_REMOVED, user.organization_id,
+                f"user {user.email}",
+            )  # fmt: skip
+            session.delete(user)
+
+    def reset_password(
+        self,
+        who: Principal,
+        user_id: str,
+        *,
+        new_password: str | None = None,
+        require_update: bool = False,
+    ) -> str | None:
+        """Set a member's password to ``new_password`` (policy checked) or a generated one,
+        returned then (shown once); their lockout ends. The organization's owners or a
+        cluster administrator."""
+        with self.sessions() as session, session.begin():
+            user = self._managed_user(session, who, user_id, "reset members' passwords")
+            generated = None
+            if not new_password:
+                new_password = generated = generate_password(username=user.name, email=user.email)
+            self._set_password(user, new_password, require_update=require_update)
+            self._audit(
+                session, who, AuditAction.PASSWORD_CHANGED, user.organization_id,
+                f"user {user.email}", detail={"reset": True},
+            )  # fmt: skip
+            return generated
+
+    def change_password(
+        self, who: Principal, *, current_password: str, new_password: str, source: str = ""
+    ) -> None:
+        """The caller changes their own password: ``current_password`` is checked as a
+        sign-in is (failures count towards the lockout), ``new_password`` against the
+        policy."""
+        if who.user_id is None:
+            raise FailedPrecondition(f"{who.name} is a service account; it has no password")
+        with self.sessions() as session:
+            user = session.get(User, who.user_id)
+            if user is None:
+                raise NotFound(f"user {who.user_id} not found")
+            email = user.email
+        self.check_password(email, current_password, source=source)
+        with self.sessions() as session, session.begin():
+            user = session.get(User, who.user_id)
+            if user is None:
+                raise NotFound(f"user {who.user_id} not found")
+            self._set_password(user, new_password, require_update=False)
+            self._audit(
+                session, who, AuditAction.PASSWORD_CHANGED, user.organization_id,
+                f"user {user.email}", source=source,
+            )  # fmt: skip
+
+    def _set_password(self, user: User, password: str, *, require_update: bool) -> None:
+        check_policy(password, username=user.name, email=user.email)
+        user.password_hash = hash_password(password)
+        user.require_password_update = require_update
+        user.failed_logins, user.locked_until = 0, None
+        user.updated_at = self.clock()
+
+    # -- signing in ----------------------------------------------------------------------------
+
+    def check_password(self, email: str, password: str, *, source: str = "") -> UserView:
+        """The user signing in with ``email`` and ``password``; Unauthenticated otherwise.
+
+        A wrong password and an unknown email get the same answer. After
+        :data:`MAX_FAILED_LOGINS` failures in a row the user is locked out for
+        :data:`LOCKOUT_SECONDS`: every attempt meanwhile, the right password too, is refused
+        saying until when. A good sign-in resets the count and records the time.
+        """
+        now = self.clock()
+        with self.sessions() as session, session.begin():
+            user = session.scalars(
+                select(User)
+                .where(func.lower(User.email) == email.strip().lower())
+                # concurrent attempts count one after the other (PostgreSQL; SQLite writes
+                # one transaction at a time anyway)
+                .with_for_update()
+            ).first()
+            if user is None:
+                verify_password(_DUMMY_HASH, password)  # as slow as a known user's refusal
+                self.audit.record(
+                    AuditAction.LOGIN_FAILED, actor=email[:320], target=f"user {email[:200]}",
+                    outcome="denied", source=source, detail={"reason": "unknown user"},
+                    session=session,
+                )  # fmt: skip
+                refusal: Unauthenticated | None = Unauthenticated(BAD_CREDENTIALS)
+            else:
+                refusal = self._attempt(session, user, password, now, source)
+            view = UserView.of(user) if user is not None else None
+        if refusal is not None:
+            raise refusal
+        assert view is not None
+        return view
+
+    def _attempt(
+        self, session: Session, user: User, password: str, now: float, source: str
+    ) -> Unauthenticated | None:
+        """Check one sign-in of ``user``, recording how it went; the refusal to raise once
+        the record is committed (None: signed in)."""
+
+        def audit(action: AuditAction, outcome: str, **detail: Any) -> None:
+            self.audit.record(
+                action, actor=user.email, actor_id=user.id, organization_id=user.organization_id,
+                target=f"user {user.email}", outcome=outcome, source=source, detail=detail,
+                session=session,
+            )  # fmt: skip
+
+        if user.locked_until is not None and user.locked_until > now:
+            audit(AuditAction.LOGIN_FAILED, "denied", reason="locked out")
+            return Unauthenticated(
+                f"{user.email} is locked out after {MAX_FAILED_LOGINS} failed sign-ins until"
+                f" {utc_text(user.locked_until)}; try again then, or ask an organization owner"
+                " to reset the password"
+            )
+        if user.locked_until is not None:  # the lockout is over: a fresh count
+            user.failed_logins, user.locked_until = 0, None
+        if not verify_password(user.password_hash, password):
+            user.failed_logins = (user.failed_logins or 0) + 1
+            audit(AuditAction.LOGIN_FAILED, "denied", failures=user.failed_logins)
+            if user.failed_logins >= MAX_FAILED_LOGINS:
+                user.locked_until = now + LOCKOUT_SECONDS
+                audit(AuditAction.LOCKED_OUT, "denied", until=utc_text(user.locked_until))
+            return Unauthenticated(BAD_CREDENTIALS)
+        if user.password_hash and needs_rehash(user.password_hash):
+            user.password_hash = hash_password(password)
+        user.failed_logins, user.last_login_at = 0, now
+        audit(AuditAction.LOGIN, "ok")
+        return None
+
+    def login_principal(self, user_id: str) -> Principal:
+        """Who a sign-in (a login access token) of ``user_id`` acts as: the user in their
+        personal account, with a login credential. NotFound when the user is gone."""
+        with self.sessions() as session:
+            user = session.get(User, user_id)
+            if user is None:
+                raise NotFound(f"user {user_id} not found")
+            personal = self._personal_account(session, user.id)
+            if personal is None:
+                raise FailedPrecondition(f"{user.email} has no personal account")
+            return Principal(
+                personal.id,
+                personal.name,
+                user.cluster_admin,
+                AccountKind.USER,
+                user_id=user.id,
+                email=user.email,
+                organization_id=user.organization_id,
+                role=user.role,
+                credential=CredentialKind.LOGIN,
+            )
+
+    @staticmethod
+    def _personal_account(session: Session, user_id: str) -> Account | None:
+        return session.scalars(
+            select(Account).where(
+                Account.owner_user_id == user_id, Account.kind == AccountKind.USER.value
+            )
+        ).first()
+
+    def account_token(self, who: Principal, account_id: str, *, source: str = "") -> str:
+        """An API token for the user ``who`` working in account ``account_id`` (their
+        personal account or a group they belong to); NotFound for any other account. A
+        workflow's own token may not choose accounts."""
+        if who.user_id is None:
+            raise FailedPrecondition(
+                f"{who.name} is a service account; it has its own token and no other account"
+            )
+        if who.credential == CredentialKind.WORKFLOW:
+            raise PermissionDenied("a workflow's token may not choose accounts")
+        with self.sessions() as session, session.begin():
+            account = self._member_account(session, who, account_id)
+            token = self.accounts.issue_for(account.id, user_id=who.user_id, session=session)
+            self._audit(
+                session, who, AuditAction.TOKEN_ISSUED, account.organization_id,
+                f"account {account.name}", source=source,
+            )  # fmt: skip
+            return token
+
+    def _member_account(self, session: Session, who: Principal, account_id: str) -> Account:
+        account = session.get(Account, account_id)
+        member = (
+            session.get(AccountMember, (account_id, who.user_id))
+            if account is not None and account.organization_id == who.organization_id
+            else None
+        )
+        if account is None or member is None:
+            raise NotFound(f"account {account_id} not found")
+        return account
+
+    # -- groups (accounts of an organization) --------------------------------------------------
+
+    def create_account(self, who: Principal, name: str) -> AccountView:
+        """A group account of the caller's organization, the caller its owner."""
+        name = _checked_name("group", name)
+        if who.user_id is None or who.organization_id is None:
+            raise FailedPrecondition(f"{who.name} is no member of an organization")
+        if who.credential == CredentialKind.WORKFLOW:
+            raise PermissionDenied("a workflow's token may not create groups")
+        now = self.clock()
+        with self.sessions() as session, session.begin():
+            if session.scalars(select(Account).where(Account.name == name)).first():
+                raise AlreadyExists(f"an account named {name!r} already exists")
+            account = Account(
+                id=str(uuid.uuid4()),
+                name=name,
+                is_admin=False,
+                kind=AccountKind.GROUP.value,
+                organization_id=who.organization_id,
+                created_at=now,
+            )
+            session.add(account)
+            session.flush()
+            session.add(
+                AccountMember(
+                    account_id=account.id,
+                    user_id=who.user_id,
+                    relationship=AccountRelationship.GROUP_OWNER.value,
+                    created_at=now,
+                )
+            )
+            self._audit(
+                session, who, AuditAction.ACCOUNT_CREATED, who.organization_id, f"group {name}"
+            )
+            return AccountView.of(account)
+
+    def list_accounts(
+        self, who: Principal, *, show_user_accounts: bool = False
+    ) -> list[AccountView]:
+        """The accounts the caller works in (their personal account and their groups), by
+        name. The organization's owners see every group of it, and with
+        ``show_user_accounts`` every member's personal account too."""
+        if who.organization_id is None:
+            raise FailedPrecondition(f"{who.name} belongs to no organization")
+        with self.sessions() as session:
+            mine = select(AccountMember.account_id).where(AccountMember.user_id == who.user_id)
+            statement = select(Account).where(Account.organization_id == who.organization_id)
+            if who.may(Permission.MANAGE_ORGANIZATION):
+                if not show_user_accounts:
+                    statement = statement.where(
+                        (Account.kind == AccountKind.GROUP.value) | Account.id.in_(mine)
+                    )
+            elif show_user_accounts:
+                raise PermissionDenied(
+                    "showUserAccounts: only the organization's owners see members' accounts"
+                )
+            else:
+                statement = statement.where(Account.id.in_(mine))
+            rows = session.scalars(statement.order_by(Account.name)).all()
+            return [AccountView.of(row) for row in rows]
+
+    def get_account(self, who: Principal, account_id: str) -> AccountView:
+        """An account the caller is a member of (any of the organization's, to its owners)."""
+        with self.sessions() as session:
+            return AccountView.of(self._visible_account(session, who, account_id))
+
+    def _visible_account(self, session: Session, who: Principal, account_id: str) -> Account:
+        account = session.get(Account, account_id)
+        if account is not None and account.organization_id is not None:
+            if who.may(Permission.ADMINISTER_CLUSTER):
+                return account
+            if account.organization_id == who.organization_id and (
+                who.may(Permission.MANAGE_ORGANIZATION)
+                or session.get(AccountMember, (account_id, who.user_id)) is not None
+            ):
+                return account
+        raise NotFound(f"account {account_id} not found")
+
+    def _managed_group(
+        self, session: Session, who: Principal, account_id: str, doing: str
+    ) -> Account:
+        """A group the caller may change: they own it, or manage its organization."""
+        account = self._visible_account(session, who, account_id)
+        if account.kind != AccountKind.GROUP:
+            raise FailedPrecondition(
+                f"account {account.name} is a personal account; only groups can be changed"
+            )
+        if who.may(Permission.MANAGE_ORGANIZATION) or who.may(Permission.ADMINISTER_CLUSTER):
+            return account
+        member = session.get(AccountMember, (account_id, who.user_id))
+        if member is None or member.relationship not in _OWNERS:
+            raise PermissionDenied(
+                f"{who.email or who.name} may not {doing} (only the group's owners and the"
+                " organization's owners may)"
+            )
+        return account
+
+    def update_account(self, who: Principal, account_id: str, *, name: str) -> AccountView:
+        """Rename a group (its owners, or the organization's)."""
+        name = _checked_name("group", name)
+        with self.sessions() as session, session.begin():
+            account = self._managed_group(session, who, account_id, "rename the group")
+            clash = session.scalars(select(Account).where(Account.name == name)).first()
+            if clash is not None and clash.id != account.id:
+                raise AlreadyExists(f"an account named {name!r} already exists")
+            old, account.name, account.updated_at = account.name, name, self.clock()
+            self._audit(
+                session, who, AuditAction.ACCOUNT_UPDATED, account.organization_id,
+                f"group {name}", detail={"old_name": old},
+            )  # fmt: skip
+            return AccountView.of(account)
+
+    def delete_account(self, who: Principal, account_id: str) -> None:
+        """Delete a group that has run no workflows (its owners, or the organization's); its
+        tokens go with it."""
+        with self.sessions() as session, session.begin():
+            account = self._managed_group(session, who, account_id, "delete the group")
+            used = session.scalars(
+                select(Workflow.id).where(Workflow.account_id == account.id).limit(1)
+            ).first()
+            if used is not None:
+                raise FailedPrecondition(
+                    f"group {account.name} has workflows; it is kept with their history"
+                )
+            self._audit(
+                session, who, AuditAction.ACCOUNT_DELETED, account.organization_id,
+                f"group {account.name}",
+            )  # fmt: skip
+            session.delete(account)
+
+    def list_account_members(
+        self, who: Principal, account_id: str, *, relationship: str | None = None
+    ) -> list[MemberView]:
+        """The members of an account the caller can see, by email (of ``relationship``
+        only, when given)."""
+        wanted = AccountRelationship(relationship) if relationship else None
+        with self.sessions() as session:
+            account = self._visible_account(session, who, account_id)
+            statement = (
+                select(User, AccountMember.relationship)
+                .join(AccountMember, AccountMember.user_id == User.id)
+                .where(AccountMember.account_id == account.id)
+            )
+            if wanted is not None:
+                statement = statement.where(AccountMember.relationship == wanted.value)
+            rows = session.execute(statement.order_by(User.email)).all()
+            return [MemberView(UserView.of(user), str(kind)) for user, kind in rows]
+
+    def add_account_member(
+        self,
+        who: Principal,
+        account_id: str,
+        user_id: str,
+        *,
+        relationship: str = AccountRelationship.GROUP_MEMBER,
+    ) -> MemberView:
+        """Add a member of the organization to a group (its owners, or the
+        organization's)."""
+        chosen = group_relationship(relationship)
+        with self.sessions() as session, session.begin():
+            account = self._managed_group(session, who, account_id, "add group members")
+            user = session.get(User, user_id)
+            if user is None or user.organization_id != account.organization_id:
+                raise NotFound(f"user {user_id} not found")
+            if session.get(AccountMember, (account.id, user.id)) is not None:
+                raise AlreadyExists(f"{user.email} is already a member of {account.name}")
+            session.add(
+                AccountMember(
+                    account_id=account.id,
+                    user_id=user.id,
+                    relationship=chosen.value,
+                    created_at=self.clock(),
+                )
+            )
+            self._audit(
+                session, who, AuditAction.ACCOUNT_UPDATED, account.organization_id,
+                f"group {account.name}", detail={"added": user.email, "as": chosen.value},
+            )  # fmt: skip
+            return MemberView(UserView.of(user), chosen.value)
+
+    def update_account_member(
+        self, who: Principal, account_id: str, user_id: str, *, relationship: str
+    ) -> MemberView:
+        """Change a group member's relationship (owner or member)."""
+        chosen = group_relationship(relationship)
+        with self.sessions() as session, session.begin():
+            account = self._managed_group(session, who, account_id, "change group members")
+            member, user = self._group_member(session, account, user_id)
+            member.relationship = chosen.value
+            self._audit(
+                session, who, AuditAction.ACCOUNT_UPDATED, account.organization_id,
+                f"group {account.name}", detail={"changed": user.email, "as": chosen.value},
+            )  # fmt: skip
+            return MemberView(UserView.of(user), chosen.value)
+
+    def remove_account_member(
+        self, who: Principal, account_id: str, user_id: str, *, relationship: str | None = None
+    ) -> None:
+        """Remove a member from a group (with ``relationship``, only if that is theirs); the
+        API tokens they hold for the group are revoked."""
+        wanted = group_relationship(relationship) if relationship else None
+        with self.sessions() as session, session.begin():
+            account = self._managed_group(session, who, account_id, "remove group members")
+            member, user = self._group_member(session, account, user_id)
+            if wanted is not None and group_relationship(member.relationship) != wanted:
+                raise NotFound(f"{user.email} is no {wanted.value} of {account.name}")
+            session.execute(
+                update(ApiToken)
+                .where(
+                    ApiToken.account_id == account.id,
+                    ApiToken.user_id == user.id,
+                    ApiToken.revoked_at.is_(None),
+                )
+                .values(revoked_at=self.clock())
+            )
+            session.delete(member)
+            self._audit(
+                session, who, AuditAction.ACCOUNT_UPDATED, account.organization_id,
+                f"group {account.name}", detail={"removed": user.email},
+            )  # fmt: skip
+
+    @staticmethod
+    def _group_member(
+        session: Session, account: Account, user_id: str
+    ) -> tuple[AccountMember, User]:
+        member = session.get(AccountMember, (account.id, user_id))
+        user = session.get(User, user_id)
+        if member is None or user is None:
+            raise NotFound(f"user {user_id} is no member of {account.name}")
+        return member, user
+
+    # -- the cluster's users and service accounts ----------------------------------------------
+
+    def list_users(self, who: Principal) -> list[UserView]:
+        """Every user of the cluster, by email (cluster administrators)."""
+        require(who, Permission.ADMINISTER_CLUSTER, "list the cluster's users")
+        with self.sessions() as session:
+            return [UserView.of(row) for row in session.scalars(select(User).order_by(User.email))]
+
+    def create_service_account(
+        self, name: str, kind: str, *, by: Principal | None = None
+    ) -> tuple[Principal, str]:
+        """A service account of the cluster (admin, monitoring or provisioner) and its first
+        token (shown once). ``by``: the cluster administrator asking (None: the server's own
+        command line)."""
+        if by is not None:
+            require(by, Permission.ADMINISTER_CLUSTER, "create service accounts")
+        chosen = account_kind(kind)
+        if chosen not in SERVICE_ACCOUNT_KINDS:
+            kinds = ", ".join(sorted(k.value for k in SERVICE_ACCOUNT_KINDS))
+            raise InvalidArgument(f"kind: a service account is one of {kinds}, not {kind!r}")
+        created, token = self.accounts.create(_checked_name("service account", name), kind=chosen)
+        self.audit.record(
+            AuditAction.SERVICE_ACCOUNT_CREATED,
+            actor=_actor(by),
+            actor_id=(by.user_id or by.account_id) if by else None,
+            target=f"service account {created.name}",
+            detail={"kind": chosen.value},
+        )
+        return created, token
+
+    def list_service_accounts(self, who: Principal) -> list[AccountView]:
+        """The cluster's service accounts, by name (cluster administrators)."""
+        require(who, Permission.ADMINISTER_CLUSTER, "list service accounts")
+        kinds = [k.value for k in SERVICE_ACCOUNT_KINDS]
+        with self.sessions() as session:
+            rows = session.scalars(
+                select(Account).where(Account.kind.in_(kinds)).order_by(Account.name)
+            )
+            return [AccountView.of(row) for row in rows]
+
+    # -- audit ---------------------------------------------------------------------------------
+
+    def _audit(
+        self,
+        session: Session,
+        who: Principal,
+        action: AuditAction,
+        organization_id: str | None,
+        target: str,
+        *,
+        detail: dict[str, Any] | None = None,
+        source: str = "",
+    ) -> None:
+        """Record ``who``'s ``action`` within ``session`` (it commits with the change)."""
+        self.audit.record(
+            action,
+            actor=_actor(who),
+            actor_id=who.user_id or who.account_id,
+            organization_id=organization_id,
+            target=target,
+            source=source,
+            detail=detail,
+            session=session,
+        )
