@@ -28,7 +28,9 @@ from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import AccountCalls, Accounts
+from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
+from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -86,6 +88,9 @@ class SqlOrchestrateService(AccountCalls):
         self.engine = engine
         self._registry = registry
         self.accounts = Accounts(sessions, token_lifetime=token_lifetime)
+        self.audit = AuditLog(sessions)
+        #: organizations, users, groups, sign-in and service accounts
+        self.identity = Identity(sessions, self.accounts, self.audit)
 
     @property
     def scheduler(self) -> Scheduler:
