@@ -30,13 +30,17 @@ from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
+from fuzzball_core.orchestrate.secret_routes import secret_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.account_commands import add_account_commands
+from fuzzball_core.service.secret_commands import add_secret_commands
+from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
+from fuzzball_core.store.secret_box import SecretBox
 
 log = logging.getLogger("fuzzball.orchestrate")
 
@@ -51,6 +55,8 @@ class Orchestrate:
     hub: NodeHub
     #: the conditions ``/readyz`` serves: the store (probed) and the engine loop
     health: Health
+    #: secrets, encrypted with the key file in the data directory
+    secrets: Secrets
 
 
 def build(
@@ -85,7 +91,8 @@ def build(
         sessions, engine, registry=registry, token_lifetime=config.accounts.token_lifetime
     )
     configure_images(engine, service, config, registry)
-    return Orchestrate(config, engine, service, hub, health)
+    secrets = Secrets(sessions, SecretBox(config.data_dir))
+    return Orchestrate(config, engine, service, hub, health, secrets)
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -108,7 +115,11 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     rest_runner = RestRunner(
         build_rest_app(
             orchestrate.service,
-            extra_routes=[object_cache_routes(orchestrate.service), health],
+            extra_routes=[
+                object_cache_routes(orchestrate.service),
+                health,
+                secret_routes(orchestrate.secrets),
+            ],
         )
     )
     await rest_runner.setup()
@@ -158,6 +169,14 @@ def _service(config_file: str | None) -> SqlOrchestrateService:
 
 
 add_account_commands(cli, _service)
+
+
+def _secrets(config_file: str | None) -> Secrets:
+    context = prepare_process("orchestrate", config_file)
+    return build(context.config, context.drivers["scheduler"], context.registry).secrets
+
+
+add_secret_commands(cli, _secrets)
 
 
 def main(argv: list[str] | None = None) -> None:
