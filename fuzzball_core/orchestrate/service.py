@@ -31,6 +31,7 @@ from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
 from fuzzball_core.service.identity import Identity
+from fuzzball_core.service.permissions import require
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -57,7 +58,7 @@ from fuzzball_core.store.models import (
     Workflow,
 )
 from fuzzball_core.store.object_cache import ObjectCache
-from fuzzball_core.vocabulary import AccountKind, Status
+from fuzzball_core.vocabulary import AccountKind, AuditAction, Permission, Status
 
 #: Most rows one listing call returns; callers page with ``after_seq``.
 PAGE = 5000
@@ -148,15 +149,17 @@ class SqlOrchestrateService(AccountCalls):
         return list(parsed.warnings)
 
     def _owned(self, session: Session, who: Principal, workflow_id: str) -> Workflow:
+        """The workflow if ``who`` may see it; otherwise NotFound, worded exactly as for an
+        id that does not exist, so that nobody learns another account's workflow ids."""
         workflow = session.get(Workflow, workflow_id)
-        if workflow is None or (workflow.account_id != who.account_id and not who.is_admin):
+        if workflow is None or not sees_workflows_of(who, workflow.account_id):
             raise NotFound(f"workflow {workflow_id} not found")
         return workflow
 
     def list_workflows(self, who: Principal) -> list[WorkflowView]:
         with self.sessions() as session:
             query = select(Workflow).order_by(Workflow.created_at.desc()).limit(PAGE)
-            if not who.is_admin:
+            if not who.may(Permission.READ_CLUSTER):
                 query = query.where(Workflow.account_id == who.account_id)
             return [_workflow_view(w, ()) for w in session.scalars(query)]
 
@@ -240,11 +243,13 @@ class SqlOrchestrateService(AccountCalls):
     # -- nodes ---------------------------------------------------------------------------------
 
     def list_nodes(self, who: Principal) -> list[NodeView]:
+        self._require(who, Permission.READ_NODES, "list nodes", "nodes")
         with self.sessions() as session:
             nodes = session.scalars(select(Node).order_by(Node.name))
             return [self._node_view(session, n, who) for n in nodes]
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
+        self._require(who, Permission.READ_NODES, "read nodes", f"node {node_id}")
         with self.sessions() as session:
             node = (
                 session.get(Node, node_id)
@@ -293,6 +298,7 @@ class SqlOrchestrateService(AccountCalls):
     ) -> list[EventView]:
         """The node's event log (registration, holds, allocations, deprovisioning), oldest
         first. Allocations of workflows the caller may not see are left out."""
+        self._require(who, Permission.READ_NODES, "read node events", f"node {node_ref}")
         with self.sessions() as session:
             node = self.engine.find_node(session, node_ref)
             query = (
@@ -305,26 +311,67 @@ class SqlOrchestrateService(AccountCalls):
             return [
                 _event_view(e)
                 for e, owner in session.execute(query)
-                if owner is None or owner == who.account_id or who.is_admin
+                if owner is None or sees_workflows_of(who, owner)
             ]
 
     # -- holds -------------------------------------------------------------------------------
 
+    def _require(self, who: Principal, permission: Permission, doing: str, target: str) -> None:
+        """:func:`require`, auditing a refusal (who tried what on which target)."""
+        try:
+            require(who, permission, doing)
+        except PermissionDenied:
+            self._audit(
+                who,
+                AuditAction.PERMISSION_DENIED,
+                target,
+                outcome="denied",
+                detail={"permission": permission.value, "doing": doing},
+            )
+            raise
+
+    def _audit(
+        self,
+        who: Principal,
+        action: AuditAction,
+        target: str,
+        *,
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """One entry in the audit log, naming the user acting (or the account)."""
+        self.audit.record(
+            action,
+            actor=who.email or who.name,
+            actor_id=who.user_id or who.account_id,
+            organization_id=who.organization_id,
+            target=target,
+            outcome=outcome,
+            detail=dict(detail or {}),
+        )
+
     def hold_source(self, who: Principal) -> str:
-        """Who a caller places holds as, by the kind its account was created with: the
-        monitoring and provisioner service accounts as themselves, an administrator as
-        ``admin``. ``PermissionDenied`` for anyone else, whatever its name."""
+        """Who a caller places holds as: the monitoring and provisioner service accounts as
+        themselves, anyone else holding :attr:`Permission.HOLD_NODES` (cluster
+        administrators) as ``admin``. ``PermissionDenied`` naming the permission for anyone
+        without it, whatever its name or kind."""
+        self._require(who, Permission.HOLD_NODES, "place or release node holds", "nodes")
         if who.kind in SERVICE_HOLD_SOURCES:
             return SERVICE_HOLD_SOURCES[AccountKind(who.kind)]
-        if who.is_admin:
-            return "admin"
-        raise PermissionDenied(f"account {who.name} may not place or release node holds")
+        return "admin"
 
     def add_hold(self, who: Principal, node_ref: str, effect: str, reason: str = "") -> HoldView:
         """Place a hold (cordon, evict or deprovision) on a node as the caller."""
         source = self.hold_source(who)
         hold_id = self.engine.add_hold(node_ref, effect, source, reason, who.name)
-        return next(h for h in self.get_node(who, node_ref).holds if h.id == hold_id)
+        hold = next(h for h in self.get_node(who, node_ref).holds if h.id == hold_id)
+        self._audit(
+            who,
+            AuditAction.HOLD_ADDED,
+            f"node {hold.node_id}",
+            detail={"hold": hold.id, "effect": effect, "source": source, "reason": reason},
+        )
+        return hold
 
     def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
         """Every hold on a node, oldest first."""
@@ -334,13 +381,22 @@ class SqlOrchestrateService(AccountCalls):
         """Release one hold by id (any source; the caller must be allowed to hold nodes)."""
         self.hold_source(who)
         self.engine.release_holds(node_ref, hold_id=hold_id, released_by=who.name)
+        self._audit(who, AuditAction.HOLD_RELEASED, f"node {node_ref}", detail={"hold": hold_id})
 
     def uncordon(self, who: Principal, node_ref: str) -> int:
         """Release the node's admin cordon holds only; return how many were released."""
         self.hold_source(who)
-        return self.engine.release_holds(
+        released = self.engine.release_holds(
             node_ref, effect="cordon", source="admin", released_by=who.name
         )
+        if released:
+            self._audit(
+                who,
+                AuditAction.HOLD_RELEASED,
+                f"node {node_ref}",
+                detail={"effect": "cordon", "source": "admin", "released": released},
+            )
+        return released
 
     def remove_node(self, who: Principal, node_ref: str) -> None:
         """Clear an offline node's record and release its holds."""
@@ -410,6 +466,13 @@ class SqlOrchestrateService(AccountCalls):
         return unmet
 
 
+def sees_workflows_of(who: Principal, account_id: str) -> bool:
+    """Whether ``who`` may see the workflows of account ``account_id``: those of the account
+    it works in, or, with :attr:`Permission.READ_CLUSTER` (cluster administrators, the
+    ``admin`` service account), every account's of every organization."""
+    return account_id == who.account_id or who.may(Permission.READ_CLUSTER)
+
+
 def _running_stages(session: Session, job_ids: Iterable[str], who: Principal) -> tuple[str, ...]:
     """``<workflow id>/<stage name>[/<task>]`` of the runs the scheduler holds on a node,
     for the runs ``who`` may see (its own; an administrator's, every one); each run of
@@ -426,7 +489,7 @@ def _running_stages(session: Session, job_ids: Iterable[str], who: Principal) ->
     )
     return tuple(
         f"{workflow_id}/{name}" + (f"/{task}" if task is not None else "")
-        if owner == who.account_id or who.is_admin
+        if sees_workflows_of(who, owner)
         else IN_USE
         for workflow_id, name, task, owner in rows
     )

@@ -204,14 +204,23 @@ def test_follow_logs_of_an_unknown_job_is_not_found(stack, channel):
 def test_nodes_list_and_get(stack, channel):
     node = stack.service.add_node("n1", 4, 8 * 1024**3, devices={"gpu": 1})
     nodes = pb_grpc.NodeServiceStub(channel)
-    listed = nodes.ListNodes(pb.ListNodesRequest(), metadata=auth(stack.token)).nodes
+    _, admin = stack.service.create_account("root", admin=True)
+    listed = nodes.ListNodes(pb.ListNodesRequest(), metadata=auth(admin)).nodes
     shown = next(n for n in listed if n.id == node.id)
     assert (shown.host_name, shown.cores, dict(shown.resource.total.devices)) == (
         "n1",
         4,
         {"gpu": 1},
     )
-    assert nodes.GetNode(pb.GetNodeRequest(id="n1"), metadata=auth(stack.token)).id == node.id
+    assert nodes.GetNode(pb.GetNodeRequest(id="n1"), metadata=auth(admin)).id == node.id
     with pytest.raises(grpc.RpcError) as error:
-        nodes.GetNode(pb.GetNodeRequest(id="ghost"), metadata=auth(stack.token))
+        nodes.GetNode(pb.GetNodeRequest(id="ghost"), metadata=auth(admin))
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_user_listing_nodes_is_permission_denied(stack, channel):
+    nodes = pb_grpc.NodeServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as error:
+        nodes.ListNodes(pb.ListNodesRequest(), metadata=auth(stack.token))
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "read_nodes" in (error.value.details() or "")

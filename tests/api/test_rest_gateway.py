@@ -334,11 +334,16 @@ def test_followed_log_streams_new_output_until_the_workflow_ends(stack):
 # -- nodes ----------------------------------------------------------------------------------
 
 
+def cluster_admin(stack: Stack) -> str:
+    """A token of an admin service account: nodes are an administrator's to see."""
+    return stack.service.create_account("root", admin=True)[1]
+
+
 def test_nodes_are_listed_with_capacity(stack):
     node = stack.service.add_node(
         "n2", 4, 8 * 1024**3, devices={"nvidia.com/gpu": 2}, annotations={"rack": "a"}
     )
-    listed = {n["hostName"]: n for n in get(stack, "/nodes").json()["nodes"]}
+    listed = {n["hostName"]: n for n in get(stack, "/nodes", cluster_admin(stack)).json()["nodes"]}
     assert sorted(listed) == ["n2", "node-1"]
     assert (listed["n2"]["id"], listed["n2"]["cores"], listed["n2"]["memoryGb"]) == (node.id, 4, 8)
     assert listed["n2"]["devices"] == 2
@@ -348,8 +353,9 @@ def test_nodes_are_listed_with_capacity(stack):
 def test_a_node_is_shown_by_id_or_name_with_its_running_jobs(stack):
     workflow_id = stack.start()
     stack.service.set_stage(workflow_id, "jobs.hello", STARTED)
-    shown = get(stack, "/nodes/node-1").json()
-    assert shown == get(stack, f"/nodes/{shown['id']}").json()
+    admin = cluster_admin(stack)
+    shown = get(stack, "/nodes/node-1", admin).json()
+    assert shown == get(stack, f"/nodes/{shown['id']}", admin).json()
     assert shown["hostName"] == "node-1"
     assert shown["resourceSummary"]["allocatedCores"] == 1
     assert shown["resourceSummary"]["availableCores"] == 7
@@ -357,4 +363,9 @@ def test_a_node_is_shown_by_id_or_name_with_its_running_jobs(stack):
 
 
 def test_unknown_node_is_404(stack):
-    assert_status_body(get(stack, "/nodes/ghost"), 404, 5)
+    assert_status_body(get(stack, "/nodes/ghost", cluster_admin(stack)), 404, 5)
+
+
+def test_a_user_listing_nodes_is_403_naming_the_permission(stack):
+    body = assert_status_body(get(stack, "/nodes"), 403, 7)
+    assert "read_nodes" in body["message"]

@@ -56,15 +56,15 @@ def test_an_admin_places_a_hold_and_gets_it_back_in_camel_case(stack, admin_toke
 def test_holds_are_listed_oldest_first(stack, admin_token):
     first = place(stack, admin_token, "cordon").json()
     second = place(stack, admin_token, "deprovision").json()
-    listed = get(stack, "/nodes/node-1/holds").json()["holds"]
+    listed = get(stack, "/nodes/node-1/holds", admin_token).json()["holds"]
     assert [h["id"] for h in listed] == [first["id"], second["id"]]
 
 
 def test_node_json_carries_its_holds_in_list_and_show(stack, admin_token):
     hold = place(stack, admin_token).json()
-    (listed,) = get(stack, "/nodes").json()["nodes"]
+    (listed,) = get(stack, "/nodes", admin_token).json()["nodes"]
     assert listed["holds"] == [hold]
-    assert get(stack, "/nodes/node-1").json()["holds"] == [hold]
+    assert get(stack, "/nodes/node-1", admin_token).json()["holds"] == [hold]
     assert listed["status"] == "READY"  # a hold sits beside the status, never replaces it
 
 
@@ -118,7 +118,7 @@ def test_releasing_a_hold_by_id_removes_it(stack, admin_token):
     hold = place(stack, admin_token).json()
     response = call(stack, "DELETE", f"/nodes/node-1/holds/{hold['id']}", admin_token)
     assert (response.status_code, response.json()) == (200, {})
-    assert get(stack, "/nodes/node-1/holds").json()["holds"] == []
+    assert get(stack, "/nodes/node-1/holds", admin_token).json()["holds"] == []
 
 
 def test_releasing_an_unknown_hold_is_404(stack, admin_token):
@@ -153,7 +153,7 @@ def test_removing_an_offline_node_forgets_it_and_its_holds(stack, admin_token):
     call(stack, "POST", "/nodes/old/holds", admin_token, json={"effect": "cordon"})
     response = call(stack, "DELETE", "/nodes/old", admin_token)
     assert (response.status_code, response.json()) == (200, {})
-    assert [n["hostName"] for n in get(stack, "/nodes").json()["nodes"]] == ["node-1"]
+    assert [n["hostName"] for n in get(stack, "/nodes", admin_token).json()["nodes"]] == ["node-1"]
 
 
 # -- why ------------------------------------------------------------------------------------

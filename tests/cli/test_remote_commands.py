@@ -10,7 +10,7 @@ import pytest
 import yaml
 from support.live_api import HELLO, TASKS
 
-from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 
 # -- contexts -------------------------------------------------------------------------------
@@ -291,9 +291,9 @@ def test_stop_cancels_the_workflow(logged_in):
 # -- nodes ----------------------------------------------------------------------------------
 
 
-def test_node_list_in_every_format(logged_in):
-    node = logged_in.service.add_node("n1", 4, 2 * 1024**3, devices={"gpu": 2})
-    table = logged_in("node", "list").output.splitlines()
+def test_node_list_in_every_format(admin):
+    node = admin.service.add_node("n1", 4, 2 * 1024**3, devices={"gpu": 2})
+    table = admin("node", "list").output.splitlines()
     assert [h.strip() for h in table[0].split("|")] == [
         "ID",
         "NAME",
@@ -314,31 +314,35 @@ def test_node_list_in_every_format(logged_in):
         "0",
         "-",
     ]
-    as_json = json.loads(logged_in("node", "list", "-o", "json").output)
+    as_json = json.loads(admin("node", "list", "-o", "json").output)
     assert [n["hostName"] for n in as_json] == ["n1", "node-1"]
-    assert yaml.safe_load(logged_in("node", "list", "-o", "yaml").output) == as_json
+    assert yaml.safe_load(admin("node", "list", "-o", "yaml").output) == as_json
 
 
-def test_node_show_by_name(logged_in):
-    logged_in.service.add_node("n1", 4, 2 * 1024**3, annotations={"rack": "a"})
-    lines = logged_in("node", "show", "n1").output.splitlines()
+def test_node_show_by_name(admin):
+    admin.service.add_node("n1", 4, 2 * 1024**3, annotations={"rack": "a"})
+    lines = admin("node", "show", "n1").output.splitlines()
     assert "Name:        n1" in lines
     assert "Cores:       0 of 4 used" in lines
     assert "Annotations: rack=a" in lines
-    as_json = json.loads(logged_in("node", "show", "n1", "-o", "json").output)
+    as_json = json.loads(admin("node", "show", "n1", "-o", "json").output)
     assert as_json["hostName"] == "n1"
 
 
-def test_node_show_lists_the_running_jobs(logged_in):
+def test_node_show_lists_the_running_jobs(logged_in, admin):
     workflow_id = logged_in.service.start_workflow(logged_in.who, raw_specification=HELLO)
     logged_in.service.set_stage(workflow_id, "jobs.hello", STARTED)
-    lines = logged_in("node", "show", "node-1").output.splitlines()
+    lines = admin("node", "show", "node-1").output.splitlines()
     assert "Cores:       1 of 8 used" in lines
     assert [h.strip() for h in lines[-2].split("|")] == ["WORKFLOW", "JOB"]
 
 
-def test_node_show_of_an_unknown_node_is_not_found(logged_in):
-    assert isinstance(logged_in("node", "show", "ghost").exception, NotFound)
+def test_node_show_of_an_unknown_node_is_not_found(admin):
+    assert isinstance(admin("node", "show", "ghost").exception, NotFound)
+
+
+def test_node_list_as_a_user_is_permission_denied(logged_in):
+    assert isinstance(logged_in("node", "list").exception, PermissionDenied)
 
 
 def test_start_names_the_workflow_after_its_file_by_default(logged_in, hello_file):

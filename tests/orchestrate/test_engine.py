@@ -230,7 +230,7 @@ def test_lost_node_fails_its_job_and_frees_capacity(harness):
     (stage,) = harness.service.get_workflow(harness.user, wf).stages
     assert stage.status == "FAILED"
     assert "stopped responding" in stage.message
-    assert harness.service.get_node(harness.user, node).used_cores == 0
+    assert harness.service.get_node(harness.admin, node).used_cores == 0
 
 
 def test_reconnecting_node_gets_assignments_it_never_received(harness):
