@@ -285,3 +285,33 @@ class ScrapeMetrics(_message.Message):
     request_id: str
     target: str
     def __init__(self, request_id: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+
+class RunSecretsRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: int
+    def __init__(self, run_id: _Optional[int] = ...) -> None: ...
+
+class RunSecretsResponse(_message.Message):
+    __slots__ = ("env", "image_credentials", "workflow_token")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ImageCredentialsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    env: _containers.ScalarMap[str, str]
+    image_credentials: _containers.ScalarMap[str, str]
+    workflow_token: str
+    def __init__(self, env: _Optional[_Mapping[str, str]] = ..., image_credentials: _Optional[_Mapping[str, str]] = ..., workflow_token: _Optional[str] = ...) -> None: ...

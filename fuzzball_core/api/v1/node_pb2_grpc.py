@@ -44,6 +44,11 @@ class NodeAgentStub:
                 request_serializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.NodeMessage.SerializeToString,
                 response_deserializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.ControlMessage.FromString,
                 _registered_method=True)
+        self.RunSecrets = channel.unary_unary(
+                '/fuzzball.v1.NodeAgent/RunSecrets',
+                request_serializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.RunSecretsRequest.SerializeToString,
+                response_deserializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.RunSecretsResponse.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -61,6 +66,12 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunSecrets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +84,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.NodeMessage.FromString,
                     response_serializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.ControlMessage.SerializeToString,
+            ),
+            'RunSecrets': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunSecrets,
+                    request_deserializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.RunSecretsRequest.FromString,
+                    response_serializer=fuzzball__core_dot_api_dot_v1_dot_node__pb2.RunSecretsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +145,33 @@ class NodeAgent:
             '/fuzzball.v1.NodeAgent/Connect',
             fuzzball__core_dot_api_dot_v1_dot_node__pb2.NodeMessage.SerializeToString,
             fuzzball__core_dot_api_dot_v1_dot_node__pb2.ControlMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunSecrets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fuzzball.v1.NodeAgent/RunSecrets',
+            fuzzball__core_dot_api_dot_v1_dot_node__pb2.RunSecretsRequest.SerializeToString,
+            fuzzball__core_dot_api_dot_v1_dot_node__pb2.RunSecretsResponse.FromString,
             options,
             channel_credentials,
             insecure,
