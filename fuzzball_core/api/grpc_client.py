@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
+from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.following import (
     POLL_INTERVAL,
@@ -170,7 +171,10 @@ _NO_SOURCE = "source: raw_specification or definition is required"
 class _VersionServicer(_Servicer, pb_grpc.VersionServiceServicer):
     async def GetVersion(self, request: pb.GetVersionRequest, context: Any) -> Any:
         return await self._answer(
-            context, lambda who: pb.GetVersionResponse(version=self.service.version())
+            context,
+            lambda who: pb.GetVersionResponse(
+                version=FUZZBALL_API_RELEASE, server_version=self.service.version()
+            ),
         )
 
 

@@ -5,7 +5,10 @@ camelCase, errors as google.rpc.Status bodies with the matching HTTP status, log
 newline-delimited ``{"result": {...}}`` objects the way grpc-gateway streams. Every body, both
 ways, is a ``fuzzball.v1`` message in its proto3 JSON mapping (``rest_messages``): replies are
 the messages the gRPC API sends, request bodies are parsed into the messages it receives.
-Every request, ``/version`` included, needs ``Authorization: Bearer <token>``. Nothing a client
+Every request but ``/version`` (``/v3/version`` and ``/version``, which clients probe before
+they log in) needs ``Authorization: Bearer <token>``. Every response carries
+``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer`` and
+``X-Frame-Options: DENY``, and over HTTPS ``Strict-Transport-Security``. Nothing a client
 sends can produce a traceback: unexpected failures are logged here and answered with a bare
 INTERNAL.
 
@@ -26,6 +29,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from google.protobuf.message import Message
 
+from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.following import (
     NEXT_PAGE_TOKEN,
@@ -119,9 +123,13 @@ def build_rest_app(
         if extra.check_node_token is not None
         for prefix in extra.node_paths
     }
-    app[_PUBLIC_PATHS] = frozenset(path for extra in extra_routes for path in extra.public_paths)
+    app[_PUBLIC_PATHS] = frozenset(
+        [*VERSION_PATHS, *(path for extra in extra_routes for path in extra.public_paths)]
+    )
+    app.on_response_prepare.append(_security_headers)
     base = BASE_PATH
     app.router.add_get(f"{base}/version", _version)
+    app.router.add_get("/version", _version)
     app.router.add_get(f"{base}/openapi.json", _openapi)
     app.router.add_post(f"{base}/workflows", _start_workflow)
     app.router.add_get(f"{base}/workflows", _list_workflows)
@@ -146,7 +154,26 @@ def build_rest_app(
 
 
 # ---------------------------------------------------------------------------------------------
-# Middleware: errors and authentication
+# Middleware: errors, authentication and security headers
+
+#: answered without a token: clients probe ``/v2/version``, ``/v3/version``... for the API's
+#: base before they log in (the other versions' paths are 404, so the probe goes on to /v3)
+VERSION_PATHS = ("/version", f"{BASE_PATH}/version")
+#: what every response carries (no MIME sniffing, no referrer, not framed)
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+#: what HTTPS responses carry besides: browsers keep to HTTPS for a year
+HSTS = "max-age=31536000; includeSubDomains"
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    # on_response_prepare: also errors, aiohttp's own answers and streamed logs
+    response.headers.update(SECURITY_HEADERS)
+    if request.secure:
+        response.headers["Strict-Transport-Security"] = HSTS
 
 
 def status_response(error: FuzzballError) -> web.Response:
@@ -303,7 +330,11 @@ _AFTER_SEQ = Query("afterSeq", "integer", "only events after this sequence numbe
 
 @documented(Operation("the server's version", pb.GetVersionResponse, tags=_MISC))
 async def _version(request: web.Request) -> web.Response:
-    return _reply(pb.GetVersionResponse(version=_service(request).version()))
+    return _reply(
+        pb.GetVersionResponse(
+            version=FUZZBALL_API_RELEASE, server_version=_service(request).version()
+        )
+    )
 
 
 async def _openapi(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ import pytest
 from google.protobuf import struct_pb2
 from support.live_api import HELLO, TASKS, Stack
 
+from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.service.views import FAILED, FINISHED
@@ -37,7 +38,8 @@ def test_version_needs_a_token(stack, channel):
     assert missing.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "authorization: Bearer" in missing.value.details()
     reply = versions.GetVersion(pb.GetVersionRequest(), metadata=auth(stack.token))
-    assert reply.version == stack.service.version()
+    assert reply.version == FUZZBALL_API_RELEASE
+    assert reply.server_version == stack.service.version()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import socket
 import pytest
 from support.live_api import HELLO
 
+from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.client import FuzzballClient, address_url, discover_base_url
 from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated, Unavailable
 
@@ -34,9 +35,17 @@ def test_discovery_skips_versions_that_do_not_answer(stack):
     assert discover_base_url(stack.servers.rest_url, stack.token) == f"{stack.servers.rest_url}/v3"
 
 
-def test_discovery_with_a_refused_token_is_unauthenticated(stack):
-    with pytest.raises(Unauthenticated):
-        discover_base_url(stack.servers.rest_url, "wrong")
+def test_discovery_needs_no_token(stack):
+    # clients probe /vN/version before they log in
+    assert discover_base_url(stack.servers.rest_url, None) == f"{stack.servers.rest_url}/v3"
+
+
+def test_a_refused_token_is_unauthenticated_at_the_first_call(stack):
+    with (
+        FuzzballClient.connect(stack.servers.rest_url, "wrong") as api,
+        pytest.raises(Unauthenticated),
+    ):
+        api.list_workflows()
 
 
 def test_an_unreachable_server_is_unavailable():
@@ -57,7 +66,7 @@ def test_server_errors_come_back_typed(stack):
 
 def test_a_workflow_round_trips_through_the_client(stack):
     with FuzzballClient.connect(stack.servers.rest_url, stack.token) as api:
-        assert api.version() == stack.service.version()
+        assert api.version() == FUZZBALL_API_RELEASE
         workflow_id = api.start_workflow(HELLO, name="hi")
         assert [w.id for w in api.list_workflows()] == [workflow_id]
         assert api.get_workflow(workflow_id).raw_specification == HELLO

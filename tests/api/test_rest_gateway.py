@@ -11,6 +11,7 @@ import httpx
 import pytest
 from support.live_api import HELLO, Stack
 
+from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 
 
@@ -40,7 +41,6 @@ def assert_status_body(response: httpx.Response, http: int, code: int) -> dict:
 # -- authentication -------------------------------------------------------------------------
 
 ALL_CALLS = [
-    ("GET", "/version"),
     ("POST", "/workflows"),
     ("GET", "/workflows"),
     ("GET", "/workflows/some-id"),
@@ -74,15 +74,18 @@ def test_every_call_with_an_unknown_token_is_401(stack, method, path):
 
 def test_a_non_bearer_authorization_header_is_401(stack):
     response = httpx.get(
-        f"{stack.servers.rest_url}/v3/version", headers={"Authorization": f"Basic {stack.token}"}
+        f"{stack.servers.rest_url}/v3/workflows", headers={"Authorization": f"Basic {stack.token}"}
     )
     assert_status_body(response, 401, 16)
 
 
-def test_version_answers_with_a_token(stack):
-    response = get(stack, "/version")
+def test_version_answers_without_a_token_with_the_api_release_and_the_server_version(stack):
+    response = httpx.get(f"{stack.servers.rest_url}/v3/version")
     assert response.status_code == 200
-    assert response.json() == {"version": stack.service.version()}
+    assert response.json() == {
+        "version": FUZZBALL_API_RELEASE,
+        "serverVersion": stack.service.version(),
+    }
 
 
 def test_unknown_paths_are_404_even_without_a_token(stack):

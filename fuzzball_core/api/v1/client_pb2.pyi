@@ -64,10 +64,12 @@ class GetVersionRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetVersionResponse(_message.Message):
-    __slots__ = ("version",)
+    __slots__ = ("version", "server_version")
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     version: str
-    def __init__(self, version: _Optional[str] = ...) -> None: ...
+    server_version: str
+    def __init__(self, version: _Optional[str] = ..., server_version: _Optional[str] = ...) -> None: ...
 
 class StartWorkflowRequest(_message.Message):
     __slots__ = ("name", "raw_specification", "definition")

@@ -51,7 +51,7 @@ class VersionServiceServicer:
     """
 
     def GetVersion(self, request, context):
-        """The server's version string, e.g. "v0.1.0".
+        """The Fuzzball API release this server implements and the server's own version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
