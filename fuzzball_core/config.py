@@ -87,6 +87,10 @@ class DatabaseConfig(_Section):
 
 #: how long a bearer token stays valid by default (90 days)
 DEFAULT_TOKEN_LIFETIME = 90 * 24 * 3600.0
+#: how long the OIDC issuer's access tokens are accepted by default (5 minutes)
+DEFAULT_ACCESS_TOKEN_LIFETIME = 300.0
+#: how long its refresh tokens may be used by default (30 days)
+DEFAULT_REFRESH_TOKEN_LIFETIME = 30 * 24 * 3600.0
 
 
 class AccountsConfig(_Section):
@@ -95,6 +99,13 @@ class AccountsConfig(_Section):
     #: how long a new token is accepted (a duration such as ``720h``, or seconds); past it it is
     #: refused as expired, and a new one must be issued
     token_lifetime: Seconds = DEFAULT_TOKEN_LIFETIME
+    #: the OIDC issuer's URL as clients reach it (``https://api.example.org/auth/realms/
+    #: fuzzball``); empty: each request's own ``scheme://host`` and ``/auth/realms/fuzzball``
+    oidc_issuer: str = ""
+    #: how long a login access token of the OIDC issuer is accepted
+    access_token_lifetime: Seconds = DEFAULT_ACCESS_TOKEN_LIFETIME
+    #: how long a refresh token (scope ``offline_access``) may be used; each use rotates it
+    refresh_token_lifetime: Seconds = DEFAULT_REFRESH_TOKEN_LIFETIME
 
 
 class LogsConfig(_Section):

@@ -30,11 +30,13 @@ from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
+from fuzzball_core.orchestrate.oidc_routes import oidc_routes
 from fuzzball_core.orchestrate.secret_routes import secret_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.account_commands import add_account_commands
+from fuzzball_core.service.oidc import configured_issuer
 from fuzzball_core.service.secret_commands import add_secret_commands
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.startup import prepare_process
@@ -91,6 +93,7 @@ def build(
         sessions, engine, registry=registry, token_lifetime=config.accounts.token_lifetime
     )
     configure_images(engine, service, config, registry)
+    service.oidc = configured_issuer(config, sessions, service.identity)
     secrets = Secrets(sessions, SecretBox(config.data_dir))
     return Orchestrate(config, engine, service, hub, health, secrets)
 
@@ -119,6 +122,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
                 object_cache_routes(orchestrate.service),
                 health,
                 secret_routes(orchestrate.secrets),
+                oidc_routes(orchestrate.service),
             ],
         )
     )

@@ -31,6 +31,7 @@ from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
 from fuzzball_core.service.identity import Identity
+from fuzzball_core.service.oidc import OidcIssuer, looks_like_jwt
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
@@ -76,6 +77,9 @@ class SqlOrchestrateService(AccountCalls):
     #: ``configure_images`` (None: this Orchestrate serves no object cache)
     object_cache: ObjectCache | None = None
     node_token: str = ""
+    #: the OIDC issuer whose access tokens sign users in, set by ``server.build`` (None:
+    #: only API tokens are accepted)
+    oidc: OidcIssuer | None = None
 
     def __init__(
         self,
@@ -98,6 +102,13 @@ class SqlOrchestrateService(AccountCalls):
         return self.engine.scheduler
 
     # -- accounts (the calls themselves: AccountCalls) ---------------------------------------
+
+    def authenticate(self, token: str) -> Principal:
+        """The caller owning ``token``: a login access token of :attr:`oidc` (a JWT) is its
+        user's login principal, anything else an account's API token (AccountCalls)."""
+        if self.oidc is not None and looks_like_jwt(token):
+            return self.oidc.authenticate(token)
+        return self.accounts.authenticate(token)
 
     def version(self) -> str:
         return f"v{__version__}"
