@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.live_api import LoopThread, Stack, start_servers
+from support.oidc_stack import OidcStack, running_oidc_stack
 from support.sql_stack import SqlStack
 
 #: The node every stack starts with, so that workflows are scheduled and run.
@@ -37,3 +38,10 @@ def module_stack(tmp_path_factory) -> Iterator[Stack]:
     """One stack for every test of a module: for fuzzing, which sends thousands of requests
     and needs no fresh state."""
     yield from _running_stack(tmp_path_factory.mktemp("stack") / "orchestrate.db")
+
+
+@pytest.fixture
+def oidc(tmp_path) -> Iterator[OidcStack]:
+    """The gateway with the OIDC issuer and the account routes (support.oidc_stack)."""
+    with running_oidc_stack(tmp_path) as stack:
+        yield stack
