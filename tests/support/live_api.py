@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -18,7 +18,8 @@ from aiohttp import web
 
 from fuzzball_core.api.grpc_client import add_client_servicers
 from fuzzball_core.api.http_errors import RestRunner
-from fuzzball_core.api.rest import build_rest_app
+from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
+from fuzzball_core.orchestrate.identity_routes import identity_routes
 
 T = TypeVar("T")
 
@@ -58,9 +59,18 @@ class LiveServers:
         await self._runner.cleanup()
 
 
-async def start_servers(service: Any, poll_interval: float = TEST_POLL_INTERVAL) -> LiveServers:
-    """Start both transports over ``service`` on free loopback ports."""
-    runner = RestRunner(build_rest_app(service, poll_interval=poll_interval))
+async def start_servers(
+    service: Any,
+    poll_interval: float = TEST_POLL_INTERVAL,
+    extra_routes: Sequence[ExtraRoutes] = (),
+) -> LiveServers:
+    """Start both transports over ``service`` on free loopback ports. The REST gateway serves
+    the identity routes as Orchestrate's does when ``service`` has an identity, and
+    ``extra_routes`` besides."""
+    own = [identity_routes(service.identity)] if hasattr(service, "identity") else []
+    runner = RestRunner(
+        build_rest_app(service, poll_interval=poll_interval, extra_routes=[*own, *extra_routes])
+    )
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
