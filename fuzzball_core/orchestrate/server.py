@@ -26,6 +26,7 @@ from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.identity_routes import identity_routes
 from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
@@ -120,6 +121,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
             orchestrate.service,
             extra_routes=[
                 object_cache_routes(orchestrate.service),
+                identity_routes(orchestrate.service.identity),
                 health,
                 secret_routes(orchestrate.secrets),
                 oidc_routes(orchestrate.service),
