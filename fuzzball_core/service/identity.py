@@ -36,7 +36,7 @@ from fuzzball_core.errors import (
     Unauthenticated,
 )
 from fuzzball_core.service.accounts import Accounts, account_kind
-from fuzzball_core.service.audit import AuditLog
+from fuzzball_core.service.audit import AuditLog, AuditPage, AuditQuery
 from fuzzball_core.service.identity_views import (
     AccountView,
     MemberView,
@@ -894,6 +894,11 @@ class Identity:
         with self.sessions() as session:
             return [UserView.of(row) for row in session.scalars(select(User).order_by(User.email))]
 
+    def get_user(self, who: Principal, user_id: str) -> UserView:
+        """Any user of the cluster (cluster administrators)."""
+        require(who, Permission.ADMINISTER_CLUSTER, "read the cluster's users")
+        return self.get_member(who, user_id)
+
     def create_service_account(
         self, name: str, kind: str, *, by: Principal | None = None
     ) -> tuple[Principal, str]:
@@ -927,6 +932,11 @@ class Identity:
             return [AccountView.of(row) for row in rows]
 
     # -- audit ---------------------------------------------------------------------------------
+
+    def audit_page(self, who: Principal, query: AuditQuery) -> AuditPage:
+        """A page of the audit log (cluster administrators)."""
+        require(who, Permission.ADMINISTER_CLUSTER, "read the audit log")
+        return self.audit.query(query)
 
     def _audit(
         self,
