@@ -73,7 +73,16 @@ setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
     package_data={
-        "fuzzball_core": ["py.typed", "**/*.proto", "**/*.ini", "**/*.mako"],
+        "fuzzball_core": [
+            "py.typed",
+            "**/*.proto",
+            "**/*.ini",
+            "**/*.mako",
+            # the monitoring rules, Alertmanager routes and Grafana dashboards (issue 15)
+            "monitoring/rules/*.yml",
+            "monitoring/alertmanager/*.yml",
+            "monitoring/dashboards/*.json",
+        ],
         "fuzzball_runtime": ["csrc/*.c", "csrc/*.h"],
         "fuzzball_federation": ["**/*.mako"],
     },
@@ -141,6 +150,7 @@ setup(
         "fuzzball.plugins": [
             "nvidia = fuzzball_plugins.devices.nvidia",
             "procfs-metrics = fuzzball_plugins.metrics.procfs",
+            "node-health-metrics = fuzzball_plugins.metrics.node_health",
         ],
     },
 )

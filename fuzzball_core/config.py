@@ -27,9 +27,10 @@ Unknown keys and wrong types are errors that name the key (``scheduler.drivr: un
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import platformdirs
 import yaml
@@ -155,7 +156,12 @@ class SubstrateConfig(_Section):
     memory: ByteSize | None = None
     devices: dict[str, int] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
-    metrics_listen: str = "127.0.0.1:9100"
+    #: where the node's fuzzball_node_* metrics (and /healthz, /readyz) are served; None:
+    #: ``health.metrics-address`` port 9101 (every interface when that is empty); "": off
+    metrics_listen: str | None = None
+    #: where the bundled node_exporter Substrate starts listens; None: ``health.metrics-address``
+    #: port 9100; "": none is started
+    node_exporter_listen: str | None = None
     #: where device plugins look for device nodes (a containerised agent mounts the host's)
     dev_root: Path = Path("/dev")
     #: count each job's network traffic (eBPF on the job's cgroup; costs a few ms per job)
@@ -166,6 +172,87 @@ class SubstrateConfig(_Section):
     #: the private subnet of this node's isolated jobs (``network.isolated``); None: the
     #: runtime's default. Agents sharing one network namespace need one each.
     job_subnet: Annotated[str | None, AfterValidator(_job_subnet)] = None
+
+
+class HealthConfig(_Section):
+    """A node's health settings (``health``, read by Substrate; issue 15).
+
+    ``metrics-address`` narrows the node's metrics endpoints (fuzzball_node_* on 9101, the
+    bundled node_exporter on 9100) to one address; ``metrics-disabled`` turns both off;
+    ``disabled: true`` means monitoring never places a hold on this node.
+    """
+
+    metrics_address: str = ""
+    metrics_disabled: bool = False
+    disabled: bool = False
+
+
+#: keys of v4.3's in-product node health model (reliability score, DEGRADED state, policy
+#: engine, automated replacement), retired in v4.4: accepted under ``node-health`` with a
+#: warning, so an upgraded configuration still loads
+RETIRED_NODE_HEALTH_KEYS = frozenset(
+    {
+        "reliability-score",
+        "reliability-threshold",
+        "reliability-window",
+        "degraded-threshold",
+        "degraded-after",
+        "policies",
+        "policy-engine",
+        "automated-replacement",
+        "replacement",
+        "replace-after",
+    }
+)
+_config_log = logging.getLogger("fuzzball.config")
+
+
+def _retired_node_health_keys(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    kept = {}
+    for key, setting in value.items():
+        spelled = "".join(f"-{c.lower()}" if c.isupper() else c for c in str(key))
+        if spelled.replace("_", "-") in RETIRED_NODE_HEALTH_KEYS:
+            _config_log.warning(
+                "node-health.%s is retired (v4.4 replaced the node health model with the"
+                " monitoring stack's rules) and has no effect",
+                key,
+            )
+            continue
+        kept[key] = setting
+    return kept
+
+
+class NodeHealthConfig(_Section):
+    """What monitoring may do to nodes (``node-health``, read by Orchestrate).
+
+    ``max-monitoring-held-percent``: monitoring holds cover at most this share of a pool's
+    nodes (a provisioner definition's, or the static nodes'); further holds are refused.
+    """
+
+    max_monitoring_held_percent: float = Field(default=20.0, ge=0, le=100)
+
+
+class MonitoringConfig(_Section):
+    """The monitoring stack (``monitoring``; docs/monitoring.md).
+
+    ``enabled``: ``fuzzball local up`` starts the bundled Prometheus and Alertmanager.
+    ``node-metrics-mode``: how Prometheus reaches nodes: ``direct`` (their own ports, found
+    through ``/v4/nodes/-/sd_config``) or ``proxy`` (through ``/v4/metrics/node``, over the
+    node's stream). ``webhook-listen``: Orchestrate's Alertmanager receiver (mTLS, clients
+    certified by the CA in ``ca-dir``; empty: no receiver). ``ca-dir``: the monitoring CA
+    (``ca.crt``, ``ca.key``), made on first start; default ``data-dir/monitoring-ca``.
+    """
+
+    enabled: bool = True
+    node_metrics_mode: Literal["direct", "proxy"] = "direct"
+    webhook_listen: str = ""
+    ca_dir: Path | None = None
+    prometheus_listen: str = "127.0.0.1:9090"
+    alertmanager_listen: str = "127.0.0.1:9093"
+    scrape_interval: Seconds = 15.0
+    evaluation_interval: Seconds = 15.0
 
 
 class SchedulerConfig(_Section):
@@ -268,11 +355,41 @@ class FuzzballConfig(_Section):
     plugins: PluginsConfig = PluginsConfig()
     federate: FederateConfig = FederateConfig()
     tls: TlsConfig = TlsConfig()
+    health: HealthConfig = HealthConfig()
+    node_health: Annotated[NodeHealthConfig, BeforeValidator(_retired_node_health_keys)] = (
+        NodeHealthConfig()
+    )
+    monitoring: MonitoringConfig = MonitoringConfig()
 
     @property
     def database_url(self) -> str:
         """The SQLAlchemy URL of Orchestrate's store (SQLite in data-dir by default)."""
         return self.database.url or f"sqlite:///{self.data_dir / 'orchestrate.db'}"
+
+    @property
+    def node_metrics_listen(self) -> str:
+        """Where the node serves fuzzball_node_* ("": off): ``substrate.metrics-listen``, else
+        ``health.metrics-address`` port 9101."""
+        return _node_listen(self, self.substrate.metrics_listen, 9101)
+
+    @property
+    def node_exporter_listen(self) -> str:
+        """Where the node's bundled node_exporter listens ("": none is started)."""
+        return _node_listen(self, self.substrate.node_exporter_listen, 9100)
+
+    @property
+    def monitoring_ca_dir(self) -> Path:
+        """The monitoring CA's directory (``monitoring.ca-dir``, else in the data directory)."""
+        return self.monitoring.ca_dir or self.data_dir / "monitoring-ca"
+
+
+def _node_listen(config: FuzzballConfig, explicit: str | None, port: int) -> str:
+    if config.health.metrics_disabled:
+        return ""
+    if explicit is not None:
+        return explicit
+    address = config.health.metrics_address or "0.0.0.0"
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 class ConfigError(InvalidArgument):

@@ -276,6 +276,8 @@ class EventKind(StrEnum):
     NODE_REMOVED = "node_removed"
     NODE_HOLD_ADDED = "node_hold_added"
     NODE_HOLD_RELEASED = "node_hold_released"
+    #: monitoring asked for a hold it may not place (the ceiling, health.disabled)
+    NODE_HOLD_REFUSED = "node_hold_refused"
     NODE_DEPROVISIONED = "node_deprovisioned"
 
 

@@ -207,7 +207,7 @@ def health_url(config: FuzzballConfig, process: str) -> str | None:
     port, Substrate on its metrics port (None when that is switched off)."""
     if process == "orchestrate":
         return f"http://{config.orchestrate.rest_listen}"
-    listen = config.substrate.metrics_listen
+    listen = config.node_metrics_listen
     return f"http://{listen}" if listen else None
 
 

@@ -52,6 +52,7 @@ from fuzzball_core.health import Health, describe, health_routes, keep_running
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import CpuCore
 from fuzzball_core.spec.models import Probe
+from fuzzball_core.spec.resources import job_resources
 from fuzzball_core.substrate.devices import DevicePool, discover_devices
 from fuzzball_core.substrate.drivers import (
     NodeServices,
@@ -62,11 +63,13 @@ from fuzzball_core.substrate.drivers import (
     driver_for,
 )
 from fuzzball_core.substrate.images import NodeImages
-from fuzzball_core.substrate.metrics import MetricsServer, Sample, hook_samples
+from fuzzball_core.substrate.metrics import MetricsServer, Sample, advertised, hook_samples
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.network import NodeNetwork, node_address
+from fuzzball_core.substrate.node_exporter import NodeExporter
 from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.probes import wait_until_ready
+from fuzzball_core.substrate.scrape_relay import answer_scrape
 from fuzzball_core.substrate.topology import pinnable_cores
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import sweep
@@ -170,6 +173,9 @@ class Outbox:
 
 class Agent:
     """One ``fuzzball-substrate``."""
+
+    #: the fuzzball_node_* endpoint while the agent runs (also answers relayed scrapes)
+    metrics_server: MetricsServer | None = None
 
     def __init__(self, config: FuzzballConfig, registry: PluginRegistry) -> None:
         self.config = config
@@ -283,20 +289,53 @@ class Agent:
             )
             for kind, count in identity.devices.items()
         ]
-        return samples
+        return samples + self._allocated_samples()
+
+    def _allocated_samples(self) -> list[Sample]:
+        """What the runs still running here asked for (image work asks for nothing)."""
+        cores = memory = 0
+        devices = dict.fromkeys(self.identity.devices, 0)
+        for known in self.runs.values():
+            if known.outcome is not None or known.request.job is None:
+                continue
+            wanted = job_resources(known.request.job)
+            cores += wanted.cores
+            memory += wanted.memory
+            for kind, count in wanted.devices.items():
+                devices[kind] = devices.get(kind, 0) + count
+        return [
+            Sample("fuzzball_node_allocated_cores", cores, help="Cores held by running jobs."),
+            Sample(
+                "fuzzball_node_allocated_memory_bytes",
+                memory,
+                help="Bytes of memory held by running jobs.",
+            ),
+        ] + [
+            Sample(
+                "fuzzball_node_allocated_devices",
+                count,
+                labels={"device": kind},
+                help="Devices of each kind held by running jobs.",
+            )
+            for kind, count in devices.items()
+        ]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve Orchestrate until ``stop`` is set, reconnecting whenever the stream ends."""
         self.prepare_node()
         metrics = MetricsServer(
-            self.config.substrate.metrics_listen,
+            self.config.node_metrics_listen,
             self.collect_metrics,
             routes=health_routes(self.health),
         )
+        self.metrics_server = metrics if metrics.listen else None
         await metrics.start()
+        exporter = NodeExporter(self.config.node_exporter_listen, self.health)
+        exporter.start()
         try:
             await self._serve(stop)
         finally:
+            await exporter.stop()
             await metrics.stop()
 
     async def _serve(self, stop: asyncio.Event) -> None:
@@ -388,6 +427,11 @@ class Agent:
                     )
                     for core in identity.cpu_topology
                 ],
+                metrics_address=advertised(self.config.node_metrics_listen, self._address),
+                node_exporter_address=advertised(
+                    self.config.node_exporter_listen, self._address
+                ),
+                health_disabled=self.config.health.disabled,
             ),
             metadata=self._metadata,
         )
@@ -508,6 +552,17 @@ class Agent:
             self._begin_wind_down(control.shutdown.reason or "deprovisioned")
         elif kind == "fence_done":
             self._fences.done(control.fence_done)
+        elif kind == "scrape":
+            self._spawn(self._answer_scrape(control.scrape))
+
+    async def _answer_scrape(self, request: node_pb2.ScrapeMetrics) -> None:
+        exporter = advertised(self.config.node_exporter_listen, "127.0.0.1")
+        self._send(await answer_scrape(request, self.metrics_server, exporter))
+
+    @property
+    def _address(self) -> str:
+        """This node's address as others reach it (for the metrics endpoints' targets)."""
+        return self.services.network.address
 
     def _begin_wind_down(self, reason: str) -> None:
         if self.deprovisioned is not None:

@@ -4,7 +4,9 @@ Samples come from the ``fuzzball_node_collect_metrics`` hook (the builtin procfs
 any site plugin) and from the agent itself (its running jobs, its connection to Orchestrate,
 a failed device plugin), so the monitoring stack can place holds on what it sees. They are
 rendered by prometheus-client through :class:`NodeCollector`, which gives every metric its
-HELP and TYPE lines and escapes label values, and served on ``substrate.metrics-listen``.
+HELP and TYPE lines and escapes label values, and served on port 9101 by default
+(``FuzzballConfig.node_metrics_listen``: ``substrate.metrics-listen``, else
+``health.metrics-address``; ``health.metrics-disabled`` turns it off).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 @dataclass(frozen=True)
 class Sample:
-    """One gauge sample: a metric name, its labels and value, and the metric's HELP text."""
+    """One sample: a metric name, its labels and value, and the metric's HELP text.
+
+    A name ending in ``_total`` is a counter's (Prometheus's naming rule); any other is a
+    gauge's."""
 
     name: str
     value: float
@@ -80,9 +85,11 @@ def hook_samples(results: Iterable[Mapping[str, float] | None]) -> list[Sample]:
 class NodeCollector(Collector):
     """A prometheus-client collector over ``samples()``, read afresh on every scrape.
 
-    Samples of one name form one gauge family; its HELP is the first text a sample gives,
-    or says that the node's metrics plugins report it. A series given twice (same name and
-    labels) keeps its last value, as the agent's own samples come after the hooks'.
+    Samples of one name form one family, a counter when the name ends in ``_total`` (the
+    family is named without it, as prometheus-client writes counters) and a gauge otherwise;
+    its HELP is the first text a sample gives, or says that the node's metrics plugins report
+    it. A series given twice (same name and labels) keeps its last value, as the agent's own
+    samples come after the hooks'.
     """
 
     def __init__(self, samples: Callable[[], Iterable[Sample]]) -> None:
@@ -99,7 +106,9 @@ class NodeCollector(Collector):
             series.setdefault(sample.name, {})[labels] = float(sample.value)
         for name in sorted(series):
             help_text = helps.get(name) or f"{name}, as the node's metrics plugins report it."
-            family = Metric(name, help_text, "gauge")
+            counter = name.endswith("_total")
+            family_name = name.removesuffix("_total") if counter else name
+            family = Metric(family_name, help_text, "counter" if counter else "gauge")
             for labels, value in series[name].items():
                 family.add_sample(name, dict(labels), value)
             yield family
@@ -111,6 +120,23 @@ def exposition(samples: Iterable[Sample]) -> str:
     sample_list = list(samples)
     registry.register(NodeCollector(lambda: sample_list))
     return generate_latest(registry).decode()
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) as host and port; no host is loopback."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def advertised(listen: str, node_address: str) -> str:
+    """Where others reach an endpoint listening on ``listen``: a wildcard host (every
+    interface) is replaced by the node's own address; "" when it is not served."""
+    if not listen:
+        return ""
+    host, port = split_listen(listen)
+    if host in ("0.0.0.0", "::") and node_address:
+        host = node_address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class MetricsServer:
@@ -129,17 +155,19 @@ class MetricsServer:
         self._registry.register(NodeCollector(collect))
         self._runner: web.AppRunner | None = None
 
+    def render(self) -> bytes:
+        """The endpoint's text now (also what a scrape relayed over the node's stream gets)."""
+        return generate_latest(self._registry)
+
     async def _metrics(self, _request: web.Request) -> web.Response:
         # rendered on the event loop: the agent's state it reads is the loop's own
-        return web.Response(
-            body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
+        return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def start(self) -> bool:
         """Start serving; False (with a warning naming the address) when it cannot bind."""
         if not self.listen:
             return False
-        host, _, port = self.listen.rpartition(":")
+        host, port = split_listen(self.listen)
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         if self._routes is not None:
@@ -147,7 +175,7 @@ class MetricsServer:
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         try:
-            await web.TCPSite(self._runner, host or "127.0.0.1", int(port)).start()
+            await web.TCPSite(self._runner, host, port).start()
         except OSError as exc:
             log.warning(
                 "node metrics are not served: cannot listen on %s (%s)",
