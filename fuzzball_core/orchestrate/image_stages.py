@@ -98,7 +98,7 @@ class ImageStages:
             raise InvalidArgument(f"{where}: {uri} could not be resolved: {exc}") from exc
 
     def _resolve_cached(self, uri: str, account_id: str) -> ResolvedImage:
-        address = CacheAddress.of(uri, account_id)
+        address = CacheAddress.of(uri, account_id, group=self._group_of(account_id))
         entry = self.object_cache.lookup(address) if self.object_cache is not None else None
         if entry is None:
             raise NotFound(f"the object cache holds no image {uri}")
@@ -110,6 +110,10 @@ class ImageStages:
             "",
             config=ImageConfig.from_oci(config) if config is not None else None,
         )
+
+    def _group_of(self, account_id: str) -> str:
+        """The owner of the account's ``group`` images: its organization (object_cache)."""
+        return self.object_cache.group_of(account_id) if self.object_cache is not None else ""
 
     def _backend(self, uri: str) -> ImageBackend:
         scheme, separator, _ = uri.partition("://")
@@ -132,7 +136,9 @@ class ImageStages:
         if self.object_cache is None:
             return False
         entry = self.object_cache.lookup(
-            CacheAddress.checked(account_id, build.effective_scope, name)
+            CacheAddress.checked(
+                account_id, build.effective_scope, name, group=self._group_of(account_id)
+            )
         )
         return entry is not None and entry.definition_hash == definition_hash
 
@@ -146,7 +152,7 @@ class ImageStages:
         if self.write_back and not is_object_cache_uri(pull.uri):
             private = bool(pull.secret)  # an image behind credentials stays its owner's
             target = {
-                "owner": account_id if private else "",
+                "owner": account_id if private else self._group_of(account_id),
                 "scope": "user" if private else "group",
                 "name": write_back_name(pull.uri),
                 "definition-hash": digest,
@@ -167,8 +173,9 @@ class ImageStages:
         """Whether the object cache already holds this image (same upstream digest) there."""
         if self.object_cache is None:
             return False
+        owner = str(target["owner"])
         address = CacheAddress.checked(
-            str(target["owner"]), str(target["scope"]), str(target["name"])
+            owner, str(target["scope"]), str(target["name"]), group=owner
         )
         entry = self.object_cache.lookup(address)
         return entry is not None and entry.definition_hash == target["definition-hash"]
@@ -191,7 +198,9 @@ class ImageStages:
                 "files": dict(build.files or {}),
                 "post": build.post or "",
                 "target": {
-                    "owner": account_id if build.effective_scope == "user" else "",
+                    "owner": account_id
+                    if build.effective_scope == "user"
+                    else self._group_of(account_id),
                     "scope": build.effective_scope,
                     "name": name,
                     "definition-hash": definition_hash,

@@ -1,7 +1,8 @@
 """The object cache over HTTP: users read their images, nodes read and write content.
 
 * ``GET /v3/objects/{scope}/{name}`` (a user's bearer token): the image at
-  ``fuzzball://SCOPE/NAME`` of that user (or of the group);
+  ``fuzzball://SCOPE/NAME`` of the caller's account (``user``) or organization (``group``);
+  another account's or organization's is 404, as if absent;
 * ``GET /v3/node-objects/blobs/{digest}`` (the node token): content by digest, for
   ``fuzzball://`` images Orchestrate pinned for a job;
 * ``PUT /v3/node-objects/{scope}/{name}?owner=&definitionHash=&ttl=`` (the node token): a
@@ -70,12 +71,15 @@ def add_object_cache_routes(
         return held
 
     async def user_object(request: web.Request) -> web.StreamResponse:
+        held = cache(request)
+        account_id = principal_of(request).account_id
+        # another account's user images, another organization's group images: absent
         address = CacheAddress.checked(
-            principal_of(request).account_id,
+            account_id,
             request.match_info["scope"],
             request.match_info["name"],
+            group=held.group_of(account_id),
         )
-        held = cache(request)
         entry = held.lookup(address)
         if entry is None:
             raise NotFound(
@@ -88,10 +92,9 @@ def add_object_cache_routes(
 
     async def node_store(request: web.Request) -> web.Response:
         held = cache(request)
+        owner = request.query.get("owner", "")  # what Orchestrate told the node: either scope's
         address = CacheAddress.checked(
-            request.query.get("owner", ""),
-            request.match_info["scope"],
-            request.match_info["name"],
+            owner, request.match_info["scope"], request.match_info["name"], group=owner
         )
         ttl_text = request.query.get("ttl", "")
         try:

@@ -104,6 +104,24 @@ def _host_port(listen: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def rest_app(orchestrate: Orchestrate) -> web.Application:
+    """The REST gateway Orchestrate serves: the API's routes and every process route (object
+    cache, identity, health, secrets, OIDC). The route isolation tests serve this same app,
+    so a route added here is one they must cover."""
+    add_health = health_routes(orchestrate.health)
+    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
+    return build_rest_app(
+        orchestrate.service,
+        extra_routes=[
+            object_cache_routes(orchestrate.service),
+            identity_routes(orchestrate.service.identity),
+            health,
+            secret_routes(orchestrate.secrets),
+            oidc_routes(orchestrate.service),
+        ],
+    )
+
+
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     """Serve gRPC (nodes and clients) and REST until ``stop`` is set."""
     config = orchestrate.config.orchestrate
@@ -114,20 +132,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     add_client_servicers(server, orchestrate.service)
     server.add_insecure_port(config.grpc_listen)
     await server.start()
-    add_health = health_routes(orchestrate.health)
-    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
-    rest_runner = RestRunner(
-        build_rest_app(
-            orchestrate.service,
-            extra_routes=[
-                object_cache_routes(orchestrate.service),
-                identity_routes(orchestrate.service.identity),
-                health,
-                secret_routes(orchestrate.secrets),
-                oidc_routes(orchestrate.service),
-            ],
-        )
-    )
+    rest_runner = RestRunner(rest_app(orchestrate))
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)
     await web.TCPSite(rest_runner, host, port).start()

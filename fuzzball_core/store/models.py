@@ -297,9 +297,10 @@ class NodeHold(Base):
 class CachedObject(Base):
     """An image in the cluster's object cache (``fuzzball://SCOPE/NAME``).
 
-    ``owner`` is the account id for the ``user`` scope and empty for ``group`` (the cluster
-    has one group). The content lives under the data directory, named by ``digest``;
-    ``definition_hash`` keys a workflow-built image to the definition it was built from.
+    ``owner`` is the account id for the ``user`` scope and the organization id for ``group``
+    (empty for accounts of no organization). The content lives under the data directory,
+    named by ``digest``; ``definition_hash`` keys a workflow-built image to the definition
+    it was built from.
     """
 
     __tablename__ = "cached_objects"

@@ -2,8 +2,11 @@
 
 Orchestrate holds it. Each entry (a :class:`CachedObject` row) names one EROFS image by its
 content digest; the bytes live once per digest under ``directory/blobs``. ``user`` entries
-belong to one account, ``group`` entries to the cluster's one group. An entry with a ``ttl``
-expires; an expired entry is never served and is replaced by the next write.
+belong to one account, ``group`` entries to one organization (the owner is the
+organization's id; accounts of no organization, the cluster's service accounts and accounts
+older than organizations, share the group ``""``), so no organization reads or overwrites
+another's images. An entry with a ``ttl`` expires; an expired entry is never served and is
+replaced by the next write.
 
 An image's config (the OCI ``config`` object: Env, Entrypoint, Cmd, WorkingDir, User) is kept
 beside its content, by digest (``blobs/<hex>.config.json``): the node that stored the image
@@ -26,7 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.errors import InvalidArgument, NotFound
-from fuzzball_core.store.models import CachedObject
+from fuzzball_core.store.models import Account, CachedObject
 from fuzzball_core.store.private_files import open_private, private_directory
 
 SCOPES = ("user", "group")
@@ -43,23 +46,26 @@ class CacheAddress:
     name: str
 
     @classmethod
-    def of(cls, uri: str, account_id: str) -> CacheAddress:
-        """The address ``uri`` names for the account ``account_id``; InvalidArgument if none."""
+    def of(cls, uri: str, account_id: str, *, group: str = "") -> CacheAddress:
+        """The address ``uri`` names for the account ``account_id`` of the organization
+        ``group`` (its id; "" for none); InvalidArgument if none."""
         scheme, separator, rest = uri.partition("://")
         if not separator or scheme.lower() not in SCHEMES:
             raise InvalidArgument(f"image.uri: {uri!r} is not a fuzzball:// or fb:// URI")
         rest = rest.split("@", 1)[0]
         scope, _, name = rest.partition("/")
-        return cls.checked(account_id, scope.lower(), name)
+        return cls.checked(account_id, scope.lower(), name, group=group)
 
     @classmethod
-    def checked(cls, account_id: str, scope: str, name: str) -> CacheAddress:
-        """The address of ``name`` in ``scope``; InvalidArgument for a bad scope or name."""
+    def checked(cls, account_id: str, scope: str, name: str, *, group: str = "") -> CacheAddress:
+        """The address of ``name`` in ``scope``: the account's (``user``) or the
+        organization's (``group``, whose id ``group`` is); InvalidArgument for a bad scope or
+        name."""
         if scope not in SCOPES:
             raise InvalidArgument(f"image.uri: scope {scope!r} must be one of user, group")
         if not name or name.startswith("/") or ".." in name.split("/") or len(name) > 300:
             raise InvalidArgument(f"image.uri: {name!r} is not a valid object name")
-        return cls(account_id if scope == "user" else "", scope, name)
+        return cls(account_id if scope == "user" else group, scope, name)
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,13 @@ class ObjectCache:
         private_directory(directory)
         private_directory(directory / "blobs")
         private_directory(directory / "incoming")
+
+    def group_of(self, account_id: str) -> str:
+        """The ``group`` owner of account ``account_id``'s images: its organization's id, or
+        "" for an account of no organization (or one that no longer exists)."""
+        with self.sessions() as session:
+            account = session.get(Account, account_id)
+            return (account.organization_id or "") if account is not None else ""
 
     def blob_path(self, digest: str) -> Path:
         """Where the content with ``digest`` (``sha256:<hex>``) is kept."""
