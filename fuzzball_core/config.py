@@ -122,6 +122,32 @@ class LogsConfig(_Section):
     max_bytes_per_workflow: ByteSize = Field(default=1024**3, gt=0)
 
 
+class EndpointsConfig(_Section):
+    """The service endpoint proxy (``orchestrate.endpoints``; docs/endpoints.md).
+
+    It serves path endpoints (``/endpoints/{id}/...``) and subdomain endpoints
+    (``{id}.<domain>``) on its own listener, so a service's own paths never meet the API's.
+    """
+
+    #: where the proxy listens (``host:port``); empty: no proxy is served
+    listen: str = ""
+    #: the proxy's address as users reach it (``https://fuzzball.example.org``), for the URLs
+    #: ``fuzzball endpoint`` shows and jobs read from ``FB_SERVICE_*_ENDPOINT_*``; default
+    #: ``http://<listen>``
+    url: str = ""
+    #: subdomain endpoints are ``{id}.<domain>``; empty: the host of ``url``
+    domain: str = ""
+    #: how long a request waits for a service scaled to zero to wake (then 503)
+    wake_timeout: Seconds = 60.0
+    #: the cookie holding a Fuzzball token, for browsers (the Web UI sets it)
+    cookie: str = "fuzzball_endpoint_token"
+    #: check an https service's certificate (services mostly serve self-signed ones)
+    verify_upstream_tls: bool = False
+    #: how long a service taken over with ``--strategy ready`` keeps serving the requests it
+    #: already holds after the endpoint moved to its successor
+    drain: Seconds = 2.0
+
+
 class OrchestrateConfig(_Section):
     """Where Orchestrate listens (gRPC for clients and nodes, REST gateway)."""
 
@@ -136,6 +162,7 @@ class OrchestrateConfig(_Section):
     default_retry: Retry | None = None
     enable_workflow_image_builds: bool = True
     logs: LogsConfig = LogsConfig()
+    endpoints: EndpointsConfig = EndpointsConfig()
 
 
 def _job_subnet(value: str | None) -> str | None:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core.config import LogsConfig
 from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.events import EventHook
+from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.plans import Plans
@@ -121,6 +122,9 @@ class EngineContext:
         self.told = Told()
         #: how much of the jobs' output is stored (``orchestrate.logs``)
         self.log_limits = LogsConfig()
+        #: where users reach the endpoints (``orchestrate.endpoints``), for the
+        #: ``FB_SERVICE_*_ENDPOINT_*`` variables of the runs
+        self.endpoint_urls = EndpointUrls()
 
     def transaction(self) -> Transaction:
         """A new unit of work at the clock's time."""

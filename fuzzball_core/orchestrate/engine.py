@@ -32,7 +32,15 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FailedPrecondition, FuzzballError, NotFound
 from fuzzball_core.health import Health, keep_running
-from fuzzball_core.orchestrate import node_reports, nodes, placement, progress, recovery, submission
+from fuzzball_core.orchestrate import (
+    endpoints,
+    node_reports,
+    nodes,
+    placement,
+    progress,
+    recovery,
+    submission,
+)
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.image_stages import ImageStages
@@ -183,9 +191,13 @@ class Engine:
         already has it.
         """
         ready = submission.checked(self.context, who, parsed, prepared)
-        workflow_id = self._change(
-            lambda tx: submission.store(tx, who, parsed, ready, raw_specification, name)
-        )
+
+        def store(tx: Transaction) -> str:
+            workflow_id = submission.store(tx, who, parsed, ready, raw_specification, name)
+            endpoints.claim(self.context, tx, who, parsed, workflow_id)
+            return workflow_id
+
+        workflow_id = self._change(store)
         self.context.plans.add(workflow_id, parsed, ready.plan, ready.pins)
         self.context.dirty.add(workflow_id)
         return workflow_id
@@ -409,6 +421,11 @@ class Engine:
             return
         self._stale = False
         self.wake()
+
+    def change(self, work: Callable[[Transaction], T]) -> T:
+        """Run ``work`` as one transaction outside the pass (for the engine's helpers on
+        its loop, such as the endpoint keeper), as the engine's own changes do."""
+        return self._change(work)
 
     def _change(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` as one transaction outside the pass, commit it and send what it

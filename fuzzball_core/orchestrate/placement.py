@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from fuzzball_core.orchestrate import events, multinode, name_resolution
+from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.context import EngineContext, PendingRun
 from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
@@ -17,7 +18,7 @@ from fuzzball_core.orchestrate.states import ASSIGNED, transition
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
 from fuzzball_core.scheduling import Diagnosis, JobRequest, format_cpu_list
 from fuzzball_core.store.models import Run, Stage, Workflow
-from fuzzball_core.vocabulary import EventKind, Status
+from fuzzball_core.vocabulary import EventKind, StageKind, Status
 
 #: Tasks of an array without its own concurrency kept in flight at once: enough to fill
 #: any cluster's free slots between passes without materialising a huge array.
@@ -172,7 +173,7 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
         workflow_id=run.workflow_id,
         stage_name=stage.name,
         task_id=run.task_id,
-        job_json=ctx.plans.payload(tx, workflow, stage.name),
+        job_json=_job_json(ctx, tx, workflow, stage),
         timeout_seconds=timeout_seconds(definition) or 0.0,
         node_ids=tuple(run.node_ids),
         volume_ingress_json=ctx.plans.ingress(workflow, stage.name),
@@ -181,3 +182,12 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
     )
     multinode.assigned(ctx, run)
     tx.send(run.node_ids, assignment)
+
+
+def _job_json(ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage) -> str:
+    """The stage's payload; a job's or service's with its workflow's endpoint URLs."""
+    payload = ctx.plans.payload(tx, workflow, stage.name)
+    if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
+        return payload
+    parsed = ctx.plans.entry(workflow).parsed
+    return with_endpoint_env(tx, ctx.endpoint_urls, parsed, workflow.id, payload)

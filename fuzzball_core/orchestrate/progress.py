@@ -10,7 +10,14 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from fuzzball_core.orchestrate import events, image_stages, placement, runs, services
+from fuzzball_core.orchestrate import (
+    events,
+    image_stages,
+    placement,
+    runs,
+    service_pools,
+    services,
+)
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.spec import Condition, Plan, StageKind
@@ -70,6 +77,8 @@ def _start_stage(
         stage.started_at = tx.now
         runs.end_stage(ctx, tx, stage, Status.FINISHED, "volume ready")
         return
+    if service_pools.hold_idle(ctx, stage, planned):
+        return  # scaled to zero: a request through its endpoint starts it
     if isinstance(planned.definition, ImageBuild) and not _build_needed(
         ctx, tx, workflow, stage, planned
     ):

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.orchestrate import multinode, placement, retries
+from fuzzball_core.orchestrate import multinode, placement, retries, service_pools
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.messages import Cancel
 from fuzzball_core.orchestrate.requests import run_key
@@ -39,6 +39,7 @@ def finish_run(
     """End a live run; a failure whose ``cause`` (``node`` or an exit code) the step's
     ``policy.retry`` lists runs it again instead of failing the stage."""
     was_started = run.status == Status.STARTED
+    idle = service_pools.scaled_down(run)  # its service scaled to zero: the stage goes on
     if run.status in LIVE_RUN:
         with contextlib.suppress(NotFound):  # never placed, or already released
             ctx.scheduler.release(run_key(run.id))
@@ -61,7 +62,7 @@ def finish_run(
         task_id=run.task_id,
         status=status,
     )
-    if stage is None:
+    if stage is None or idle:
         return
     if status == Status.FAILED and cause is not None and stage.status not in TERMINAL_STATUSES:
         explained = retries.retry_or_explain(

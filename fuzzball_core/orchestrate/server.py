@@ -25,6 +25,7 @@ from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
+from fuzzball_core.orchestrate.endpoint_proxy import EndpointServing
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.identity_routes import identity_routes
 from fuzzball_core.orchestrate.image_stages import configure_images
@@ -60,6 +61,8 @@ class Orchestrate:
     health: Health
     #: secrets, encrypted with the key file in the data directory
     secrets: Secrets
+    #: the endpoint proxy, its routes and its keeper (docs/endpoints.md)
+    endpoints: EndpointServing
 
 
 def build(
@@ -96,30 +99,13 @@ def build(
     configure_images(engine, service, config, registry)
     service.oidc = configured_issuer(config, sessions, service.identity)
     secrets = Secrets(sessions, SecretBox(config.data_dir))
-    return Orchestrate(config, engine, service, hub, health, secrets)
+    endpoints = EndpointServing(engine, service.authenticate, config.orchestrate.endpoints, health)
+    return Orchestrate(config, engine, service, hub, health, secrets, endpoints)
 
 
 def _host_port(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     return host or "127.0.0.1", int(port)
-
-
-def rest_app(orchestrate: Orchestrate) -> web.Application:
-    """The REST gateway Orchestrate serves: the API's routes and every process route (object
-    cache, identity, health, secrets, OIDC). The route isolation tests serve this same app,
-    so a route added here is one they must cover."""
-    add_health = health_routes(orchestrate.health)
-    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
-    return build_rest_app(
-        orchestrate.service,
-        extra_routes=[
-            object_cache_routes(orchestrate.service),
-            identity_routes(orchestrate.service.identity),
-            health,
-            secret_routes(orchestrate.secrets),
-            oidc_routes(orchestrate.service),
-        ],
-    )
 
 
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
@@ -132,11 +118,26 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     add_client_servicers(server, orchestrate.service)
     server.add_insecure_port(config.grpc_listen)
     await server.start()
-    rest_runner = RestRunner(rest_app(orchestrate))
+    add_health = health_routes(orchestrate.health)
+    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
+    rest_runner = RestRunner(
+        build_rest_app(
+            orchestrate.service,
+            extra_routes=[
+                object_cache_routes(orchestrate.service),
+                identity_routes(orchestrate.service.identity),
+                health,
+                secret_routes(orchestrate.secrets),
+                oidc_routes(orchestrate.service),
+                orchestrate.endpoints.routes,
+            ],
+        )
+    )
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)
     await web.TCPSite(rest_runner, host, port).start()
     engine_task = asyncio.create_task(orchestrate.engine.run())
+    await orchestrate.endpoints.start()
     log.info(
         "orchestrate serving gRPC on %s and REST on %s", config.grpc_listen, config.rest_listen
     )
@@ -144,6 +145,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         engine_task.cancel()
+        await orchestrate.endpoints.close()
         orchestrate.hub.close_all()
         await server.stop(grace=1)
         await rest_runner.cleanup()

@@ -67,13 +67,15 @@ def stop_after_jobs(
 ) -> None:
     """Once every job of the workflow has ended, stop its services still up."""
     services = service_names(entry)
-    if not services or len(services) == len(stages):
-        return
+    planned = entry.plan.stages
+    jobs = [name for name in stages if planned[name].kind is StageKind.JOB]
+    if not services or not jobs:
+        return  # services alone (and their images) serve until the workflow is stopped
     if any(s.status not in TERMINAL_STATUSES for n, s in stages.items() if n not in services):
         return
     for name in services:
         stage = stages[name]
-        if stage.status in TERMINAL_STATUSES:
-            continue
+        if stage.status in TERMINAL_STATUSES or entry.plan.stages[name].definition.persist:
+            continue  # ``persist: true`` serves on until the workflow is stopped
         runs.cancel_runs(ctx, tx, workflow_id, "the workflow's jobs ended", stage_id=stage.id)
         runs.end_stage(ctx, tx, stage, Status.FINISHED, "stopped: every job of the workflow ended")

@@ -399,3 +399,44 @@ class AuditEntry(Base):
     #: where the request came from (the client's address), when known
     source: Mapped[str] = mapped_column(String(100), default="")
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class ServiceEndpoint(Base):
+    """A service endpoint: the URL ``/endpoints/{id}/`` (or ``{id}.<domain>``) and what it
+    proxies to.
+
+    A workflow's own endpoint lives as long as the workflow; a persistent one
+    (``fuzzball endpoint create NAME``) outlives it and is attached to whichever workflow
+    claimed it last. ``pending_*`` is a workflow that claimed it with the ``ready``
+    strategy and has not become ready yet; ``retiring_workflow_id`` the one it took over,
+    stopped at ``retire_at`` once requests in flight had time to finish.
+    """
+
+    __tablename__ = "service_endpoints"
+    __table_args__ = (Index("ix_service_endpoints_account_name", "account_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63))
+    account_id: Mapped[str] = mapped_column(String(36))
+    organization_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    #: the user who created it (or whose workflow declared it); None for a service account
+    owner_user_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    persistent: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: user, group, organization or public
+    scope: Mapped[str] = mapped_column(String(16), default="group")
+    #: path or subdomain
+    kind: Mapped[str] = mapped_column(String(16), default="path")
+    #: http or https: how the proxy speaks to the service
+    protocol: Mapped[str] = mapped_column(String(8), default="http")
+    #: how a new workflow takes it over: start (at submission) or ready
+    strategy: Mapped[str] = mapped_column(String(8), default="start")
+    workflow_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    service: Mapped[str] = mapped_column(String(300), default="")
+    port: Mapped[int] = mapped_column(Integer, default=0)
+    pending_workflow_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    pending_service: Mapped[str] = mapped_column(String(300), default="")
+    pending_port: Mapped[int] = mapped_column(Integer, default=0)
+    retiring_workflow_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    retire_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
