@@ -1,0 +1,216 @@
+"""Signing in with a password, on SQLite and PostgreSQL, with a clock the test moves: five
+failures in a row lock the user out for 15 minutes (the sixth attempt refused even with the
+right password, saying until when), unknown users and wrong passwords get one answer, and
+every login, failure and lockout is in the audit log, which pages, orders and filters."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fuzzball_core.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.audit import AuditLog, AuditQuery
+from fuzzball_core.service.identity import BAD_CREDENTIALS, LOCKOUT_SECONDS, Identity
+from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.vocabulary import AuditAction, CredentialKind
+
+PASSWORD, WRONG = "Sturdy-Lantern-42x", "Wrong-Lantern-42x"
+EMAIL = "dev@acme.test"
+START = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def identity(database_url, clock) -> Identity:
+    engine = connect(database_url)
+    migrate(engine)
+    sessions = session_factory(engine)
+    built = Identity(sessions, Accounts(sessions, clock=clock), AuditLog(sessions, clock), clock)
+    _, owner, _ = built.create_organization(
+        "acme", owner_email="owner@acme.test", owner_password=PASSWORD
+    )
+    built.add_member(built.login_principal(owner.id), EMAIL, password=PASSWORD)
+    yield built
+    engine.dispose()
+
+
+def fail(identity: Identity, times: int, email: str = EMAIL) -> list[str]:
+    messages = []
+    for _ in range(times):
+        with pytest.raises(Unauthenticated) as refused:
+            identity.check_password(email, WRONG)
+        messages.append(str(refused.value))
+    return messages
+
+
+def actions(identity: Identity, **query) -> list[str]:
+    page = identity.audit.query(AuditQuery(actor=EMAIL, oldest_first=True, **query))
+    return [entry.action for entry in page.entries]
+
+
+def test_the_right_password_signs_in_and_records_when(identity, clock):
+    user = identity.check_password(EMAIL, PASSWORD)
+    assert (user.email, user.last_login_at) == (EMAIL, START)
+
+
+def test_the_email_is_matched_without_regard_to_case(identity):
+    assert identity.check_password("Dev@ACME.test", PASSWORD).email == EMAIL
+
+
+def test_a_wrong_password_and_an_unknown_user_get_the_same_answer(identity):
+    assert fail(identity, 1) == fail(identity, 1, "nobody@acme.test") == [BAD_CREDENTIALS]
+
+
+def test_four_failures_do_not_lock(identity):
+    fail(identity, 4)
+    assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
+
+
+def test_the_sixth_attempt_is_refused_even_with_the_right_password(identity):
+    fail(identity, 5)
+    with pytest.raises(Unauthenticated) as refused:
+        identity.check_password(EMAIL, PASSWORD)
+    message = str(refused.value)
+    assert "locked out" in message
+    assert "until 2027-01-15T08:15:00Z" in message
+
+
+def test_the_lockout_lasts_fifteen_minutes_from_the_fifth_failure(identity, clock):
+    fail(identity, 5)
+    clock.now = START + LOCKOUT_SECONDS - 1
+    with pytest.raises(Unauthenticated, match="locked out"):
+        identity.check_password(EMAIL, PASSWORD)
+
+
+def test_after_fifteen_minutes_the_right_password_signs_in(identity, clock):
+    fail(identity, 5)
+    clock.now = START + LOCKOUT_SECONDS
+    assert identity.check_password(EMAIL, PASSWORD).last_login_at == clock.now
+
+
+def test_after_a_lockout_the_count_starts_again(identity, clock):
+    fail(identity, 5)
+    clock.now = START + LOCKOUT_SECONDS
+    fail(identity, 4)
+    assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
+
+
+def test_a_good_sign_in_resets_the_count(identity):
+    fail(identity, 4)
+    identity.check_password(EMAIL, PASSWORD)
+    fail(identity, 4)
+    assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
+
+
+def test_an_owners_password_reset_ends_the_lockout(identity):
+    fail(identity, 5)
+    owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
+    user = next(u for u in identity.list_members(owner) if u.email == EMAIL)
+    identity.reset_password(owner, user.id, new_password="Fresh-Lantern-43y")
+    assert identity.check_password(EMAIL, "Fresh-Lantern-43y").email == EMAIL
+
+
+def test_failures_the_lockout_and_logins_are_audited(identity, clock):
+    fail(identity, 5)
+    fail(identity, 1)  # while locked
+    clock.now = START + LOCKOUT_SECONDS
+    identity.check_password(EMAIL, PASSWORD, source="127.0.0.1")
+    assert actions(identity) == ["login_failed"] * 5 + ["locked_out", "login_failed", "login"]
+    login = identity.audit.query(AuditQuery(action=AuditAction.LOGIN, actor=EMAIL)).entries[0]
+    assert (login.outcome, login.source, login.at) == ("ok", "127.0.0.1", clock.now)
+    locked = identity.audit.query(AuditQuery(action=AuditAction.LOCKED_OUT)).entries[0]
+    assert (locked.outcome, locked.detail) == ("denied", {"until": "2027-01-15T08:15:00Z"})
+
+
+def test_no_audit_entry_holds_the_password_tried(identity):
+    fail(identity, 2)
+    identity.check_password(EMAIL, PASSWORD)
+    entries = identity.audit.query(AuditQuery(page_size=500)).entries
+    assert all(WRONG not in repr(e) and PASSWORD not in repr(e) for e in entries)
+
+
+def test_a_sign_in_acts_in_the_users_personal_account_with_a_login_credential(identity):
+    user = identity.check_password(EMAIL, PASSWORD)
+    who = identity.login_principal(user.id)
+    assert (who.name, who.user_id, who.credential) == (EMAIL, user.id, CredentialKind.LOGIN)
+    assert who.organization_id == user.organization_id
+
+
+def test_a_workflows_token_may_not_choose_an_account(identity):
+    who = identity.login_principal(identity.check_password(EMAIL, PASSWORD).id)
+    as_workflow = replace(who, credential=CredentialKind.WORKFLOW, permissions=frozenset())
+    with pytest.raises(PermissionDenied):
+        identity.account_token(as_workflow, who.account_id)
+
+
+# -- the audit log's queries ------------------------------------------------------------------
+
+
+def test_the_audit_log_is_newest_first_unless_asked(identity):
+    fail(identity, 1)
+    identity.check_password(EMAIL, PASSWORD)
+    newest = identity.audit.query(AuditQuery(actor=EMAIL)).entries
+    assert [e.action for e in newest] == ["login", "login_failed"]
+    assert newest[0].seq > newest[1].seq
+
+
+def test_the_audit_log_filters_by_time(identity, clock):
+    fail(identity, 1)
+    clock.now = START + 60
+    identity.check_password(EMAIL, PASSWORD)
+    assert actions(identity, since=START + 30) == ["login"]
+    assert actions(identity, until=START + 30) == ["login_failed"]
+
+
+def test_the_audit_log_filters_by_outcome_and_organization(identity):
+    fail(identity, 1)
+    identity.check_password(EMAIL, PASSWORD)
+    assert actions(identity, outcome="denied") == ["login_failed"]
+    organization = identity.check_password(EMAIL, PASSWORD).organization_id
+    assert {e.organization_id for e in identity.audit.query(AuditQuery()).entries} == {organization}
+    assert identity.audit.query(AuditQuery(organization_id="elsewhere")).entries == ()
+
+
+def test_the_audit_log_pages_without_repeating_or_skipping(identity):
+    fail(identity, 4)
+    seen, token = [], ""
+    while True:
+        page = identity.audit.query(AuditQuery(actor=EMAIL, page_size=3, page_token=token))
+        seen += [e.seq for e in page.entries]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == sorted(seen, reverse=True) and len(seen) == len(set(seen)) == 4
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        AuditQuery(action="logged_in"),
+        AuditQuery(outcome="maybe"),
+        AuditQuery(page_size=501),
+        AuditQuery(page_token="abc"),
+    ],
+)
+def test_a_bad_audit_query_is_refused(identity, query):
+    with pytest.raises(InvalidArgument):
+        identity.audit.query(query)
+
+
+def test_an_audit_detail_naming_a_password_is_refused(identity):
+    with pytest.raises(ValueError, match="never logged"):
+        identity.audit.record(AuditAction.LOGIN, detail={"new_password": "x"})
