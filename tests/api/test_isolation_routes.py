@@ -81,6 +81,10 @@ def _group_image(o: Owned, t: Any) -> dict[str, str]:
     return {"scope": "group", "name": o.image}
 
 
+def _endpoint(o: Owned, t: Any) -> dict[str, str]:
+    return {"ref": o.endpoint}
+
+
 def _secret(field: str) -> Callable[[Owned, Any], dict[str, str]]:
     return lambda o, t: {"id": getattr(o, field)}
 
@@ -91,6 +95,7 @@ WORKFLOW = ("owner", "/workflows/{id}")
 NODE = ("admin", "/nodes/{id}/holds")
 GROUP = ("owner", "/accounts/{id}")
 MEMBER_PROOF = ("admin", "/admin/users/{id}")
+ENDPOINT = ("owner", "/endpoints/{ref}")
 
 TABLE = [
     # workflows: the account's
@@ -125,6 +130,9 @@ TABLE = [
         ("owner", "/objects/group/{name}"),
         absent="name",
     ),
+    # endpoints: the account's
+    Route("GET", "/endpoints/{ref}", _endpoint, BOTH_ABSENT, ENDPOINT, absent="ref"),
+    Route("DELETE", "/endpoints/{ref}", _endpoint, BOTH_ABSENT, ENDPOINT, absent="ref"),
     # secrets: a user's their own, the organization's its members', the cluster's its admins'
     Route("GET", "/secrets/{id}", _secret("user_secret"), BOTH_ABSENT, ("owner", "/secrets/{id}")),
     Route(

@@ -41,6 +41,8 @@ class Owned:
     node: str
     hold: str
     image: str
+    #: a persistent endpoint of acme's owner (by id)
+    endpoint: str
 
 
 class IsolationStack:
@@ -139,6 +141,7 @@ class IsolationStack:
             node=node,
             hold=hold,
             image="tools",
+            endpoint=self._created(owner.token, "/endpoints", {"name": "notebook"}),
         )
 
 
