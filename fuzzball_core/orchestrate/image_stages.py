@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,12 +61,18 @@ class ImageStages:
     object_cache: ObjectCache | None = None
     #: upload pulled images to the object cache too (``images.cache-write-back``)
     write_back: bool = False
+    #: a pull's registry credentials, ``(submitter, secret://..., field path)`` -> username,
+    #: password and/or token (the secrets service, for the principal submitting)
+    credentials_for: Callable[[Any, str, str], Mapping[str, str]] | None = None
     _backends: dict[str, ImageBackend] = field(default_factory=dict)
 
     # -- submission ----------------------------------------------------------------------------
 
-    def check_submission(self, plan: Plan, account_id: str) -> dict[str, ResolvedImage]:
-        """Refuse builds when disabled; pin every pull stage's image. Returns pins by stage id.
+    def check_submission(
+        self, plan: Plan, account_id: str, who: Any = None
+    ) -> dict[str, ResolvedImage]:
+        """Refuse builds when disabled; pin every pull stage's image (with its ``secret``'s
+        credentials, read for ``who``). Returns pins by stage id.
 
         Raises InvalidArgument, NotFound or Unauthenticated naming the stage's image.
         """
@@ -83,15 +89,31 @@ class ImageStages:
         pins: dict[str, ResolvedImage] = {}
         for stage in plan:
             if isinstance(stage.definition, ImagePull):
-                pins[stage.id] = self.resolve(stage.definition.uri, account_id, stage.id)
+                pull = stage.definition
+                credentials = self._credentials(who, pull.secret, f"{stage.id}.secret")
+                pins[stage.id] = self.resolve(pull.uri, account_id, stage.id, credentials)
         return pins
 
-    def resolve(self, uri: str, account_id: str, where: str = "image.uri") -> ResolvedImage:
-        """Pin ``uri`` for the account: object-cache images by lookup, others by backend."""
+    def _credentials(self, who: Any, secret: str | None, where: str) -> Mapping[str, str] | None:
+        if not secret:
+            return None
+        if self.credentials_for is None or who is None:
+            raise InvalidArgument(f"{where}: this cluster keeps no secrets to read it from")
+        return self.credentials_for(who, secret, where)
+
+    def resolve(
+        self,
+        uri: str,
+        account_id: str,
+        where: str = "image.uri",
+        credentials: Mapping[str, str] | None = None,
+    ) -> ResolvedImage:
+        """Pin ``uri`` for the account: object-cache images by lookup, others by backend
+        (with ``credentials`` for a private registry)."""
         try:
             if is_object_cache_uri(uri):
                 return self._resolve_cached(uri, account_id)
-            return self._backend(uri).resolve(uri)
+            return self._backend(uri).resolve(uri, credentials=credentials)
         except FuzzballError as exc:
             raise type(exc)(f"{where}: {exc.message}") from exc
         except Exception as exc:  # a backend's unexpected failure is still the image's

@@ -17,16 +17,24 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.scheduling import CpuCore, Resources
 
 
 class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
     """Serves Substrate agents."""
 
-    def __init__(self, engine: Engine, hub: NodeHub, node_token: str) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        hub: NodeHub,
+        node_token: str,
+        run_secrets: RunSecretsService | None = None,
+    ) -> None:
         self.engine = engine
         self.hub = hub
         self._token = node_token
+        self.run_secrets = run_secrets
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
         if not self._token:
@@ -61,6 +69,19 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         except FuzzballError as exc:
             await context.abort(exc.grpc_code, exc.message)
         return node_pb2.RegisterResponse(node_id=node_id, lease_seconds=self.engine.lease_seconds)
+
+    async def RunSecrets(
+        self, request: node_pb2.RunSecretsRequest, context: grpc.aio.ServicerContext
+    ) -> node_pb2.RunSecretsResponse:
+        """The secrets and workflow token a run needs, as its node starts it."""
+        await self._authenticate(context)
+        if self.run_secrets is None:
+            return node_pb2.RunSecretsResponse()  # no secrets kept here: nothing to resolve
+        try:  # on the loop: the engine's plans are read there only
+            return self.run_secrets.for_run(request.run_id)
+        except FuzzballError as exc:  # its message names the field, never a value
+            await context.abort(exc.grpc_code, exc.message)
+            raise  # abort raises; for the type checker
 
     async def Connect(
         self,

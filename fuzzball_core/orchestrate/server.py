@@ -33,6 +33,7 @@ from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
 from fuzzball_core.orchestrate.oidc_routes import oidc_routes
+from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.orchestrate.secret_routes import secret_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
@@ -113,7 +114,15 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     config = orchestrate.config.orchestrate
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     node_pb2_grpc.add_NodeAgentServicer_to_server(
-        NodeAgentServicer(orchestrate.engine, orchestrate.hub, config.node_token), server
+        NodeAgentServicer(
+            orchestrate.engine,
+            orchestrate.hub,
+            config.node_token,
+            run_secrets=RunSecretsService.attach(
+                orchestrate.engine, orchestrate.service.accounts, orchestrate.secrets
+            ),
+        ),
+        server,
     )
     add_client_servicers(server, orchestrate.service)
     server.add_insecure_port(config.grpc_listen)

@@ -39,7 +39,7 @@ def prepare(ctx: EngineContext, who: Principal, parsed: ParsedWorkflow) -> Prepa
     """Plan a workflow and pin its images."""
     plan = ctx.plans.plan(parsed)
     return check_commands(
-        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id, who))
     )
 
 
@@ -56,7 +56,7 @@ def checked(
     plan = ctx.plans.plan(parsed)
     check_feasible(ctx, plan)  # before any registry round trip: fail fast
     return check_commands(
-        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id))
+        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id, who))
     )
 
 
@@ -114,6 +114,7 @@ def store(
         Workflow(
             id=workflow_id,
             account_id=who.account_id,
+            user_id=who.user_id,
             name=name,
             status=Status.STARTED,
             raw_specification=raw_specification,

@@ -123,6 +123,9 @@ class Workflow(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    #: the user who submitted it (None: an account's own token, or before revision 0013);
+    #: whose ``secret://user/...`` references it resolves
+    user_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     name: Mapped[str] = mapped_column(String(300))
     status: Mapped[str] = mapped_column(String(16), index=True)
     raw_specification: Mapped[str] = mapped_column(Text)

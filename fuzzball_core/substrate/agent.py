@@ -69,6 +69,7 @@ from fuzzball_core.substrate.network import NodeNetwork, node_address
 from fuzzball_core.substrate.node_exporter import NodeExporter
 from fuzzball_core.substrate.pmi import FenceClient
 from fuzzball_core.substrate.probes import wait_until_ready
+from fuzzball_core.substrate.run_secrets import RunSecretsClient
 from fuzzball_core.substrate.scrape_relay import answer_scrape
 from fuzzball_core.substrate.topology import pinnable_cores
 from fuzzball_core.substrate.volumes import WorkflowVolumes
@@ -343,6 +344,7 @@ class Agent:
         delays = RECONNECT_BACKOFF.delays()
         async with grpc.aio.insecure_channel(self.address, options=options) as channel:
             stub = node_pb2_grpc.NodeAgentStub(channel)
+            self.services.run_secrets = RunSecretsClient(stub, self._metadata).fetch
             while not stop.is_set():
                 began = time.monotonic()
                 session = asyncio.ensure_future(self._session(stub))

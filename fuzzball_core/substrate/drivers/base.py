@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -30,7 +31,10 @@ from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.network import NodeNetwork
+from fuzzball_core.substrate.run_secrets import FetchRunSecrets, RunSecrets
 from fuzzball_core.substrate.volumes import WorkflowVolumes
+
+log = logging.getLogger(__name__)
 
 #: Payload kinds of image stages' runs (the ``kind`` of their ``job_json``), as Orchestrate's
 #: image stages send them.
@@ -149,6 +153,8 @@ class NodeServices:
     mount_holds: ImageMountHolds | None = None
     #: the node's address and its isolated jobs' subnet
     network: NodeNetwork = field(default_factory=NodeNetwork)
+    #: asks Orchestrate for a run's secrets as it starts (None: nothing to ask, no secrets)
+    run_secrets: FetchRunSecrets | None = None
 
 
 class TaskDriver(ABC):
@@ -171,6 +177,24 @@ class TaskDriver(ABC):
     @abstractmethod
     async def start(self) -> RunOutcome | None:
         """Prepare and start the work; the outcome instead when it could not start."""
+
+    async def secrets(self, needed: bool) -> RunSecrets | RunOutcome:
+        """The run's secrets and its workflow's token, asked for now; the outcome of a run
+        that ``needed`` them (a ``secret://`` env value, an ``image.secret``) and could not
+        get them, naming why (never a value). A run that needs none starts without its token
+        when Orchestrate cannot be asked."""
+        fetch = self.node.run_secrets
+        if fetch is None:
+            if needed:
+                return RunOutcome(message="this node cannot ask Orchestrate for secrets")
+            return RunSecrets()
+        try:
+            return await fetch(self.request.run_id)
+        except FuzzballError as exc:
+            if needed:
+                return RunOutcome(message=f"the run's secrets could not be read: {exc.message}")
+            log.warning("run %d: no workflow token (%s)", self.request.run_id, exc.message)
+            return RunSecrets()
 
     @abstractmethod
     async def wait(self) -> RunOutcome:

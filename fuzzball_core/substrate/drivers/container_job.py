@@ -43,6 +43,7 @@ from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.pmi import Fence, PmiService
 from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
+from fuzzball_core.substrate.run_secrets import references_secrets
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
 from fuzzball_runtime.users import Identity, image_identity
 
@@ -68,10 +69,17 @@ class ContainerJobDriver(ContainerDriver):
         """Pull the image, fetch the volume ingress, start the container; an outcome
         instead when any of it failed or the run was stopped meanwhile."""
         request, image_spec = self.request, self.job.image
+        secrets = await self.secrets(references_secrets(self.job.env, image_spec.secret))
+        if isinstance(secrets, RunOutcome):
+            return secrets
         try:
             image = await self.loop.run_in_executor(
                 self.node.pull_pool,
-                lambda: self.node.images.ensure(image_spec.uri, ttl=image_spec.cache_ttl),
+                lambda: self.node.images.ensure(
+                    image_spec.uri,
+                    ttl=image_spec.cache_ttl,
+                    credentials=secrets.image_credentials or None,
+                ),
             )
         except Exception as exc:
             return RunOutcome(message=describe_pull_failure(image_spec.uri, exc))
@@ -97,7 +105,8 @@ class ContainerJobDriver(ContainerDriver):
             user = await self.loop.run_in_executor(
                 self.node.start_pool, self.identity, image, config
             )
-            spec = self.container_spec(image, await self.rank_environment(), config, user)
+            extra_env = {**await self.rank_environment(), **secrets.environment()}
+            spec = self.container_spec(image, extra_env, config, user)
         except Exception as exc:
             return RunOutcome(
                 message=f"the job's container could not be prepared: {error_text(exc)}"

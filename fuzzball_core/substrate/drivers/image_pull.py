@@ -9,6 +9,7 @@ container, so a stop only keeps the write-back from starting or retrying.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,13 @@ class ImagePullDriver(TaskDriver):
         self._work: asyncio.Future[RunOutcome] | None = None
 
     async def start(self) -> RunOutcome | None:
-        """Begin the pull in the background (its outcome comes from :meth:`wait`)."""
-        self._work = self.loop.run_in_executor(self.node.pull_pool, self._pull)
+        """Begin the pull in the background (its outcome comes from :meth:`wait`), with the
+        registry credentials of the image's ``secret`` when it names one."""
+        secrets = await self.secrets(bool(self.request.definition.get("secret")))
+        if isinstance(secrets, RunOutcome):
+            return secrets
+        credentials = secrets.image_credentials or None
+        self._work = self.loop.run_in_executor(self.node.pull_pool, self._pull, credentials)
         return None
 
     async def wait(self) -> RunOutcome:
@@ -60,12 +66,15 @@ class ImagePullDriver(TaskDriver):
     def destroy(self) -> None:
         """A pull holds nothing of its own on the node (the image stays in the cache)."""
 
-    def _pull(self) -> RunOutcome:
+    def _pull(self, credentials: Mapping[str, str] | None) -> RunOutcome:
         work = self.request.definition
         uri = str(work["uri"])
         try:
             image = self.node.images.ensure(
-                uri, digest=str(work.get("digest") or ""), progress=self.progress.step
+                uri,
+                digest=str(work.get("digest") or ""),
+                progress=self.progress.step,
+                credentials=credentials,
             )
         except Exception as exc:
             return RunOutcome(message=describe_pull_failure(uri, exc))

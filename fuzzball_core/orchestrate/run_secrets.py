@@ -1,0 +1,188 @@
+"""What a run needs that is never stored with it: its secrets and its workflow's token.
+
+A job's ``env`` may give ``NAME=secret://SCOPE/NAME[/KEY]``, and an image ``secret:
+secret://...`` (a private registry's credentials). The workflow's stored definition, its
+events and the Assignment a node receives keep the reference only; the node asks for the
+values when it starts the run (``NodeAgent.RunSecrets``, with the node token), and they are
+resolved then, for the user who submitted the workflow in its account and organization
+(:meth:`Secrets.owner_of_workflow`), each read audited as ``secret_read``. Only a live run
+(assigned or started) is answered; any other is NotFound.
+
+Each running workflow has one token of its own (credential ``workflow``: it may submit
+child workflows and read secrets, never write them), minted when its first run asks, handed
+to every job as ``FB_WORKFLOW_TOKEN`` and revoked when the workflow ends
+(:meth:`RunSecretsService.workflow_event`; tokens a crash left behind are revoked when
+Orchestrate starts again, :meth:`RunSecretsService.revoke_ended`). The token's value is
+kept only in memory: after a restart a workflow gets a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.errors import InvalidArgument, NotFound
+from fuzzball_core.orchestrate.states import LIVE_RUN
+from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference
+from fuzzball_core.spec import ImagePull
+from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
+from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
+
+if TYPE_CHECKING:
+    from fuzzball_core.orchestrate.engine import Engine
+
+#: the job's environment variable carrying its workflow's token
+WORKFLOW_TOKEN_ENV = "FB_WORKFLOW_TOKEN"
+#: the events after which a workflow's token is revoked
+_ENDINGS = frozenset(
+    {EventKind.WORKFLOW_FINISHED, EventKind.WORKFLOW_FAILED, EventKind.WORKFLOW_CANCELED}
+)
+_ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELED)
+
+#: a stage's definition in its workflow's plan (the engine's plans: a Job, Service or
+#: ImagePull)
+DefinitionOf = Callable[[Workflow, str], Any]
+
+
+def secret_env(env: list[str] | None) -> dict[str, str]:
+    """The entries of a job's ``env`` (``NAME=VALUE``) whose value is a secret reference."""
+    found = {}
+    for entry in env or ():
+        name, _, value = str(entry).partition("=")
+        if is_reference(value):
+            found[name] = value
+    return found
+
+
+class RunSecretsService:
+    """Answers ``RunSecrets`` for the runs of one Orchestrate."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        secrets: Secrets,
+        accounts: Accounts,
+        definition_of: DefinitionOf,
+    ) -> None:
+        self.sessions = sessions
+        self.secrets = secrets
+        self.accounts = accounts
+        self.definition_of = definition_of
+        self._tokens: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def attach(cls, engine: Engine, accounts: Accounts, secrets: Secrets) -> RunSecretsService:
+        """The service for ``engine``'s runs, wired in: workflows' tokens revoked as they end
+        (and those a crash left, now), and image pins reading ``image.secret`` for the
+        submitter."""
+        run_secrets = cls(
+            engine.sessions,
+            secrets,
+            accounts,
+            lambda workflow, stage: (
+                engine.context.plans.entry(workflow).plan.stages[stage].definition
+            ),
+        )
+        previous = engine.context.event_hook
+
+        def hook(event: dict[str, Any]) -> None:
+            run_secrets.workflow_event(event)
+            if previous is not None:
+                previous(event)
+
+        engine.context.event_hook = hook
+        engine.images.credentials_for = lambda who, reference, where: secrets.credentials(
+            Secrets.owner_of(who), reference, where=where
+        )
+        run_secrets.revoke_ended()
+        return run_secrets
+
+    def for_run(self, run_id: int) -> node_pb2.RunSecretsResponse:
+        """The secrets run ``run_id`` needs now. NotFound when it is not live; NotFound or
+        InvalidArgument naming the field and reference when a secret cannot be read."""
+        with self.sessions() as session:
+            run = session.get(Run, run_id)
+            if run is None or run.status not in LIVE_RUN:
+                raise NotFound(f"run {run_id} is not running")
+            workflow = session.get(Workflow, run.workflow_id)
+            stage = session.get(Stage, run.stage_id)
+            if workflow is None or stage is None:
+                raise NotFound(f"run {run_id} is not running")
+            definition = self.definition_of(workflow, stage.name)
+        owner = self.secrets.owner_of_workflow(workflow.id)
+        reply = node_pb2.RunSecretsResponse()
+        if isinstance(definition, ImagePull):
+            if definition.secret:
+                reply.image_credentials.update(
+                    self._credentials(owner, definition.secret, f"{stage.name}.secret")
+                )
+            return reply
+        for name, reference in secret_env(getattr(definition, "env", None)).items():
+            reply.env[name] = self.secrets.resolve(
+                owner, reference, where=f"{stage.name}.env.{name}"
+            )
+        image = getattr(definition, "image", None)
+        if image is not None and getattr(image, "secret", None):
+            reply.image_credentials.update(
+                self._credentials(owner, str(image.secret), f"{stage.name}.image.secret")
+            )
+        reply.workflow_token = self._token(workflow, owner)
+        return reply
+
+    def _credentials(self, owner: SecretOwner, reference: str, where: str) -> Mapping[str, str]:
+        if not is_reference(reference):
+            raise InvalidArgument(f"{where}: expected a secret://SCOPE/NAME reference")
+        return self.secrets.credentials(owner, reference, where=where)
+
+    def _token(self, workflow: Workflow, owner: SecretOwner) -> str:
+        with self._lock:
+            token = self._tokens.get(workflow.id)
+            if token is None:
+                token = self.accounts.issue_for(
+                    workflow.account_id,
+                    user_id=owner.user_id,
+                    credential=CredentialKind.WORKFLOW,
+                    workflow_id=workflow.id,
+                )
+                self._tokens[workflow.id] = token
+            return token
+
+    # -- revocation ----------------------------------------------------------------------------
+
+    def workflow_event(self, event: Mapping[str, Any]) -> None:
+        """Revoke a workflow's token once it ended (an engine event, after it committed)."""
+        if event.get("kind") in _ENDINGS and event.get("workflow_id"):
+            self.revoke(str(event["workflow_id"]))
+
+    def revoke(self, workflow_id: str) -> None:
+        """Revoke every token of workflow ``workflow_id``."""
+        with self._lock:
+            self._tokens.pop(workflow_id, None)
+        with self.sessions() as session, session.begin():
+            session.execute(
+                update(ApiToken)
+                .where(ApiToken.workflow_id == workflow_id, ApiToken.revoked_at.is_(None))
+                .values(revoked_at=self.accounts.clock())
+            )
+
+    def revoke_ended(self) -> int:
+        """Revoke the live tokens of workflows that ended (a crash kept their end's event
+        from revoking them); how many workflows had some."""
+        with self.sessions() as session:
+            ended = session.scalars(
+                select(ApiToken.workflow_id)
+                .join(Workflow, Workflow.id == ApiToken.workflow_id)
+                .where(ApiToken.revoked_at.is_(None), Workflow.status.in_(_ENDED))
+                .distinct()
+            ).all()
+        for workflow_id in ended:
+            if workflow_id is not None:
+                self.revoke(workflow_id)
+        return len(ended)

@@ -1,0 +1,75 @@
+"""Asking Orchestrate for a run's secrets as the run starts (``NodeAgent.RunSecrets``).
+
+The Assignment carries only ``secret://`` references; their values (the job's env, the
+image's registry credentials) and the workflow's own token come from this call, made when
+the run starts, and live only in the starting driver's memory and the container's
+environment: never in the node's state, logs or reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
+from fuzzball_core.errors import FuzzballError, Unavailable
+
+#: the job's environment variable carrying its workflow's token
+WORKFLOW_TOKEN_ENV = "FB_WORKFLOW_TOKEN"
+
+
+@dataclass(frozen=True)
+class RunSecrets:
+    """A run's resolved secrets."""
+
+    #: env NAME -> value, for each entry of the job's env that is a secret reference
+    env: dict[str, str] = field(default_factory=dict)
+    #: the image.secret's credentials: username, password and/or token
+    image_credentials: dict[str, str] = field(default_factory=dict)
+    workflow_token: str = ""
+
+    def environment(self) -> dict[str, str]:
+        """What the container's environment gets: the resolved entries and the token."""
+        env = dict(self.env)
+        if self.workflow_token:
+            env[WORKFLOW_TOKEN_ENV] = self.workflow_token
+        return env
+
+
+#: fetches run ``run_id``'s secrets (raising a FuzzballError that names the field)
+FetchRunSecrets = Callable[[int], Awaitable[RunSecrets]]
+
+
+class RunSecretsClient:
+    """Calls ``RunSecrets`` on Orchestrate's node API with the node token."""
+
+    def __init__(
+        self, stub: node_pb2_grpc.NodeAgentStub, metadata: Sequence[tuple[str, str]]
+    ) -> None:
+        self.stub = stub
+        self.metadata = tuple(metadata)
+
+    async def fetch(self, run_id: int) -> RunSecrets:
+        """Run ``run_id``'s secrets; Orchestrate's refusal as its FuzzballError."""
+        try:
+            reply = await self.stub.RunSecrets(
+                node_pb2.RunSecretsRequest(run_id=run_id), metadata=self.metadata, timeout=60.0
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise Unavailable(
+                    f"Orchestrate could not be asked for the run's secrets: {exc.details()}"
+                ) from None
+            status = {"code": exc.code().value[0], "message": exc.details() or ""}
+            raise FuzzballError.from_status(status) from None
+        return RunSecrets(dict(reply.env), dict(reply.image_credentials), reply.workflow_token)
+
+
+def references_secrets(env: Sequence[str] | None, image_secret: str | None) -> bool:
+    """Whether a job needs its secrets to start: an env value or its image's secret is a
+    ``secret://`` reference."""
+    if image_secret:
+        return True
+    return any(str(entry).partition("=")[2].startswith("secret://") for entry in env or ())
