@@ -3,8 +3,13 @@ aiohttp through the proxy (docs/endpoints.md)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+import aiohttp
 import httpx
 import pytest
+import sqlalchemy
 from support.cluster import free_port
 from support.endpoint_stack import DOMAIN, EndpointCluster, bearer, wait_until
 
@@ -110,4 +115,139 @@ def test_the_service_gets_its_own_authorization_and_never_the_fuzzball_token(
     assert "fb=\n" in answer.text
     assert people.alice.token not in answer.text
     assert "cookie=theme=dark\n" in answer.text
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+#: the aiohttp service of tests/fixtures/endpoints (websocket echo, SSE, headers)
+AIOHTTP = """
+version: v1
+services:
+  app:
+    image: {{uri: "{image}"}}
+    args: ["{port}", "{name}"]
+    network:
+      ports: [{{name: http, port: {port}}}]
+      endpoints: [{{name: app, port-name: http}}]
+    readiness-probe: {{http-get: {{port: {port}, path: /}}, period-seconds: 1}}
+"""
+
+
+def aiohttp_service(image: str, name: str = "app") -> str:
+    return AIOHTTP.format(image=image, port=free_port(), name=name)
+
+
+def test_a_websocket_round_trips_messages_through_the_proxy(
+    stack: EndpointCluster, people: People, aiohttp_image: str
+) -> None:
+    workflow_id, endpoint_id = serving(stack, people.alice, aiohttp_service(aiohttp_image), "app")
+    url = f"{stack.proxy_url}/endpoints/{endpoint_id}/ws"
+
+    async def talk() -> list[object]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url, headers=bearer(people.alice.token)) as socket,
+        ):
+            await socket.send_str("hello")
+            text = await socket.receive_str(timeout=30)
+            await socket.send_bytes(b"\x00\x01binary")
+            data = await socket.receive_bytes(timeout=30)
+            return [text, data]
+
+    assert asyncio.run(talk()) == ["hello", b"\x00\x01binary"]
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+def test_server_sent_events_arrive_one_by_one(
+    stack: EndpointCluster, people: People, aiohttp_image: str
+) -> None:
+    workflow_id, endpoint_id = serving(stack, people.alice, aiohttp_service(aiohttp_image), "app")
+    base = f"{stack.proxy_url}/endpoints/{endpoint_id}"
+    received = []
+
+    # each event is sent only after the one before was acknowledged: a proxy that held the
+    # stream back would never let the first one through
+    with (
+        httpx.Client(headers=bearer(people.alice.token), timeout=30) as client,
+        client.stream("GET", f"{base}/sse?events=3") as stream,
+    ):
+        lines = stream.iter_lines()
+        for _ in range(3):
+            event = next(line for line in lines if line)
+            received.append(event)
+            if len(received) < 3:
+                assert client.get(f"{base}/next").status_code == 200
+
+    assert received == ["data: event 0", "data: event 1", "data: event 2"]
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+# -- answers of the proxy's own -------------------------------------------------------------
+
+
+def test_an_unknown_endpoint_is_404(stack: EndpointCluster, people: People) -> None:
+    answer = httpx.get(
+        f"{stack.proxy_url}/endpoints/no-such-endpoint/", headers=bearer(people.alice.token)
+    )
+
+    assert answer.status_code == 404
+    assert answer.json()["code"] == 5
+
+
+def test_a_request_without_a_token_is_401(stack: EndpointCluster) -> None:
+    answer = httpx.get(f"{stack.proxy_url}/endpoints/no-such-endpoint/")
+
+    assert answer.status_code == 401
+    assert "FB-Authorization" in answer.json()["message"]
+
+
+NEVER_READY = """
+version: v1
+services:
+  slow:
+    image: {{uri: docker://alpine:latest}}
+    command: [busybox, sleep, "3600"]
+    network:
+      ports: [{{name: http, port: {port}}}]
+      endpoints: [{{name: slow, port-name: http}}]
+    readiness-probe: {{tcp-socket: {{port: {port}}}, period-seconds: 1}}
+"""
+
+
+def test_an_endpoint_whose_service_is_not_ready_is_503_with_retry_after(
+    stack: EndpointCluster, people: People
+) -> None:
+    workflow_id = stack.start_workflow(people.alice.principal, NEVER_READY.format(port=free_port()))
+    endpoint_id = stack.endpoint_id(people.alice.principal, workflow_id, "slow")
+
+    answer = httpx.get(
+        f"{stack.proxy_url}/endpoints/{endpoint_id}/", headers=bearer(people.alice.token)
+    )
+
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "5"
+    assert "not ready" in answer.json()["message"]
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+def test_a_failed_lookup_is_503_not_404(stack: EndpointCluster, people: People) -> None:
+    workflow_id, endpoint_id = serving(stack, people.alice, httpd())
+    engine = stack.engine()
+
+    def rename(old: str, new: str) -> None:
+        with engine.sessions() as session, session.begin():
+            session.execute(sqlalchemy.text(f"ALTER TABLE {old} RENAME TO {new}"))
+
+    # the endpoints' table missing, as during an upgrade before the database was migrated
+    stack.orchestrate.call(lambda: rename("service_endpoints", "service_endpoints_away"))
+    try:
+        time.sleep(1.1)  # past the proxy's kept answer for this endpoint
+        answer = httpx.get(
+            f"{stack.proxy_url}/endpoints/{endpoint_id}/", headers=bearer(people.alice.token)
+        )
+    finally:
+        stack.orchestrate.call(lambda: rename("service_endpoints_away", "service_endpoints"))
+
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "5"
+    assert "could not be looked up" in answer.json()["message"]
     stack.orchestrate.stop_workflow(workflow_id)
