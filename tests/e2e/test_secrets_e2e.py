@@ -24,6 +24,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 from support.cluster import Cluster
+from support.private_registry import PRIVATE_IMAGE, start_private_registry
+from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER
+from support.registry_server import RegistryServer
 
 from fuzzball_core.service.oidc import REALM_PATH
 from fuzzball_core.store.models import ApiToken
@@ -205,3 +208,58 @@ def test_the_workflow_token_is_revoked_when_the_workflow_ends(
     issued = cluster.orchestrate.call(tokens)
     assert [credential for credential, _ in issued] == ["workflow"]
     assert all(revoked is not None for _, revoked in issued)
+
+
+@pytest.fixture(scope="module")
+def private_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    """Debian's docker-registry requiring basic authentication (htpasswd)."""
+    server = start_private_registry(tmp_path_factory.mktemp("private-registry"))
+    yield server
+    server.kill()
+
+
+def _private_job(registry: RegistryServer, secret: str | None) -> dict[str, Any]:
+    job = _job("echo pulled from the private registry", [])
+    image = job["jobs"]["show"]["image"]
+    image["uri"] = f"docker://{registry.host}/{PRIVATE_IMAGE}"
+    if secret is not None:
+        image["secret"] = secret
+    return job
+
+
+def test_a_private_registry_image_is_pulled_with_an_image_secret(
+    cluster: Cluster, person: str, private_registry: RegistryServer
+) -> None:
+    client = _sign_in(cluster.orchestrate.rest_url, person)
+    created = client.call(
+        "PUT",
+        "/secrets",
+        json={
+            "name": "registry",
+            "scope": "SECRET_SCOPE_USER",
+            "image": {"username": PRIVATE_USER, "password": PRIVATE_PASSWORD},
+        },
+    )
+    assert created.status_code == 200, created.text
+    definition = _private_job(private_registry, "secret://user/registry")
+    started = client.call("POST", "/workflows", json={"name": "private", "definition": definition})
+    assert started.status_code == 200, started.text
+    workflow_id = started.json()["id"]
+    workflow = _wait(client, workflow_id)
+    output = _output(client.call("GET", f"/workflows/{workflow_id}:log"))
+    events = client.call("GET", f"/workflows/{workflow_id}:events").text
+
+    assert workflow["status"].endswith("FINISHED"), events
+    assert output == "pulled from the private registry\n"
+    assert PRIVATE_PASSWORD not in events + str(workflow)
+
+
+def test_a_private_registry_image_without_its_secret_is_refused_at_submission(
+    cluster: Cluster, person: str, private_registry: RegistryServer
+) -> None:
+    client = _sign_in(cluster.orchestrate.rest_url, person)
+    definition = _private_job(private_registry, None)
+    started = client.call("POST", "/workflows", json={"name": "anon", "definition": definition})
+
+    assert started.status_code == 401, started.text
+    assert "requires credentials" in started.json()["message"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import bcrypt
 import pytest
 from support.oci_pusher import (
     Pusher,
@@ -16,6 +15,7 @@ from support.oci_pusher import (
     opaque,
     whiteout,
 )
+from support.private_registry import start_private_registry
 from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER, SharedImages
 from support.registry_server import REGISTRY_BINARY, RegistryServer, TokenAuth
 from support.token_server import ISSUER, SERVICE, TokenServer
@@ -130,16 +130,7 @@ def own_registry(tmp_path: Path) -> Iterator[RegistryServer]:
 @pytest.fixture(scope="session")
 def private_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
     """A second registry that requires basic authentication (htpasswd with a bcrypt entry)."""
-    workdir = tmp_path_factory.mktemp("private-registry")
-    htpasswd = workdir / "htpasswd"
-    hashed = bcrypt.hashpw(PRIVATE_PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-    htpasswd.write_text(f"{PRIVATE_USER}:{hashed}\n")
-    server = start_registry(workdir, htpasswd=htpasswd)
-    pusher = Pusher(server.url, auth=(PRIVATE_USER, PRIVATE_PASSWORD))
-    try:
-        pusher.push_image("private/app", "1", [layer(busybox_entries())])
-    finally:
-        pusher.close()
+    server = start_private_registry(tmp_path_factory.mktemp("private-registry"))
     yield server
     server.kill()
 
