@@ -130,6 +130,18 @@ class FuzzballClient:
             raise _error_of(response)
         return response.json()
 
+    def call_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> Any:
+        """A request to a route whose reply is plain JSON, not a ``fuzzball.v1`` message (the
+        identity and administration routes): the decoded reply."""
+        return self._request(method, path, params=params, json=body)
+
     def _call(self, method: str, path: str, reply: type[M], **kwargs: Any) -> M:
         """A request whose reply is a ``reply`` message."""
         return read_reply(self._request(method, path, **kwargs), reply)
