@@ -15,9 +15,11 @@ import click
 
 from fuzzball_core import __version__
 from fuzzball_core.cli import cluster_cmd, context_cmd, local_cmd, node_cmd, workflow_remote_cmd
+from fuzzball_core.cli.admin_cmd import admin
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.plugin_cmd import plugin
+from fuzzball_core.cli.secret_cmd import secret
 from fuzzball_core.cli.workflow_cmd import EXTRA_VALIDATORS_KEY, workflow
 from fuzzball_core.console import run_console_script
 
@@ -80,7 +82,9 @@ def local() -> None:
     """Run the embedded single-machine deployment (Orchestrate + one Substrate)."""
 
 
+cli.add_command(admin)
 cli.add_command(plugin)
+cli.add_command(secret)
 cli.add_command(workflow)
 cluster_cmd.register(cluster)
 context_cmd.register(context)
