@@ -19,6 +19,7 @@ from fuzzball_core.cli.admin_cmd import admin
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.plugin_cmd import plugin
+from fuzzball_core.cli.secret_cmd import secret
 from fuzzball_core.cli.workflow_cmd import EXTRA_VALIDATORS_KEY, workflow
 from fuzzball_core.console import run_console_script
 
@@ -83,6 +84,7 @@ def local() -> None:
 
 cli.add_command(admin)
 cli.add_command(plugin)
+cli.add_command(secret)
 cli.add_command(workflow)
 cluster_cmd.register(cluster)
 context_cmd.register(context)
