@@ -1,6 +1,8 @@
 """The account commands of both API processes (``fuzzball-orchestrate``, ``fuzzball-federate``):
 ``create-account``, ``issue-token`` and ``revoke-token``, run on the server's own machine
-against its store.
+against its store; and Orchestrate's ``create-organization``, which makes an organization and
+its first owner before any user can sign in (``fuzzball local up`` and a cluster's first
+setup).
 
 Tokens are printed once and never taken on the command line (where other users see it in
 the process list): ``revoke-token`` reads the token to revoke from stdin.
@@ -13,6 +15,7 @@ from typing import Protocol
 
 import click
 
+from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import AccountKind
 
@@ -76,3 +79,38 @@ def add_account_commands(
             raise click.UsageError("give the token to revoke on stdin, or --account NAME")
         service.revoke_token(token)
         click.echo("Revoked the token.")
+
+
+def add_organization_commands(
+    group: click.Group, identity_for: Callable[[str | None], Identity]
+) -> None:
+    """Add ``create-organization`` to ``group``; ``identity_for(config file)`` builds the
+    service's :class:`Identity` (migrating its store) when the command runs."""
+
+    @group.command("create-organization")
+    @click.argument("name")
+    @click.option("--owner-email", required=True, help="The email its first owner signs in with.")
+    @click.option(
+        "--owner-password-stdin",
+        is_flag=True,
+        help="Read the owner's password from stdin (it must meet the password policy)"
+        " instead of generating one.",
+    )
+    @click.pass_obj
+    def create_organization(
+        config_file: str | None, name: str, owner_email: str, owner_password_stdin: bool
+    ) -> None:
+        """Create an organization and its first owner; a generated password is printed
+        once."""
+        password = None
+        if owner_password_stdin:
+            password = click.get_text_stream("stdin").read().rstrip("\n")
+            if not password:
+                raise click.UsageError("--owner-password-stdin: stdin held no password")
+        organization, owner, generated = identity_for(config_file).create_organization(
+            name, owner_email=owner_email, owner_password=password
+        )
+        click.echo(f"Organization {organization.name} ({organization.id})")
+        click.echo(f"Owner {owner.email} ({owner.id})")
+        if generated is not None:
+            click.echo(f"Generated password (shown only once): {generated}")
