@@ -38,7 +38,10 @@ from fuzzball_core.orchestrate.secret_routes import secret_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
-from fuzzball_core.service.account_commands import add_account_commands
+from fuzzball_core.service.account_commands import (
+    add_account_commands,
+    add_organization_commands,
+)
 from fuzzball_core.service.oidc import configured_issuer
 from fuzzball_core.service.secret_commands import add_secret_commands
 from fuzzball_core.service.secrets import Secrets
@@ -191,6 +194,7 @@ def _service(config_file: str | None) -> SqlOrchestrateService:
 
 
 add_account_commands(cli, _service)
+add_organization_commands(cli, lambda config_file: _service(config_file).identity)
 
 
 def _secrets(config_file: str | None) -> Secrets:
