@@ -15,19 +15,21 @@ from fuzzball_core.spec import Job, Service, Stage, StageKind
 from fuzzball_core.spec.models import ImageBuild, URIRef, Volume
 
 #: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
-#: the PMI-1 service each node runs; ``generic`` (and no implementation) gets the same
-#: environment and is left to use it or not.
-LAUNCHABLE_IMPLEMENTATIONS = frozenset({"mpich", "generic"})
+#: the PMI-1 service each node runs; Open MPI (``openmpi``, ``ompi``) through its own launcher,
+#: ``mpirun``, with Substrate as its remote agent; ``generic`` (and no implementation) gets
+#: PMI's environment and torchrun's (``MASTER_ADDR``...) and is left to use them or not.
+LAUNCHABLE_IMPLEMENTATIONS = frozenset({"mpich", "openmpi", "ompi", "generic"})
 
 
 def unlaunchable_ranks(job: Job) -> str | None:
-    """Why this cluster cannot start ``job``'s ranks, or None when it can."""
+    """Why this cluster cannot start ``job``'s ranks, or None when it can (only GASNet's
+    are refused: its conduits' spawners are not implemented)."""
     multinode = job.multinode
     if multinode is None or multinode.implementation in (None, *LAUNCHABLE_IMPLEMENTATIONS):
         return None
     return (
         f"{multinode.implementation} ranks cannot be started on this cluster yet (it starts"
-        f" {' and '.join(sorted(LAUNCHABLE_IMPLEMENTATIONS))} ranks through PMI-1)"
+        f" {', '.join(sorted(LAUNCHABLE_IMPLEMENTATIONS))} ranks)"
     )
 
 

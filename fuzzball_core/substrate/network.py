@@ -18,10 +18,13 @@ resolves, and the address this node is reached at.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from pyroute2 import IPRoute
 
 from fuzzball_core.spec.models import Job, Service
 from fuzzball_core.spec.resources import host_ports
@@ -47,6 +50,18 @@ def node_address(configured: str, orchestrate_address: str) -> str:
             return str(probe.getsockname()[0])
     except (OSError, IndexError, ValueError):
         return ""
+
+
+def node_subnet(address: str) -> str | None:
+    """The network (``10.0.0.0/24``) of this node's interface holding ``address``: where a
+    multinode job's parts reach each other. None when no interface holds it."""
+    if not address:
+        return None
+    with IPRoute() as ipr:
+        for entry in ipr.get_addr():
+            if entry.get_attr("IFA_ADDRESS") == address:
+                return str(ipaddress.ip_interface(f"{address}/{entry['prefixlen']}").network)
+    return None
 
 
 def host_names(name: str) -> list[str]:

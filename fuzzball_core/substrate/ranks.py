@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from fuzzball_core.spec import Job, Service
 
 #: Starts the node's ranks of a command, run as ``/bin/sh LAUNCHER FIRST COUNT COMMAND...``
-#: (only when a node runs several ranks). The first rank to fail takes the others down, as
+#: (only when a node runs several ranks). Each gets its rank (``FB_RANK``, and PMI's
+#: ``PMI_ID``/``PMI_RANK``) and its index on the node (``FB_LOCAL_RANK``), plus torchrun's
+#: ``RANK`` and ``LOCAL_RANK`` in a generic job. The first rank to fail takes the others down, as
 #: Hydra and ``srun --kill-on-bad-exit`` do (the rest would wait for it forever), by
 #: signalling the container's process group itself rather than asking the launcher (a
 #: signal arriving as a shell enters ``wait`` can go unnoticed until a child exits), and the
@@ -30,7 +32,10 @@ while [ "$i" -lt "$count" ]; do
   rank=$((first + i))
   (
     trap - TERM
-    PMI_ID=$rank PMI_RANK=$rank FB_RANK=$rank "$@"
+    if [ "$FB_MULTINODE_IMPLEMENTATION" = generic ]; then
+      export RANK=$rank LOCAL_RANK=$i
+    fi
+    PMI_ID=$rank PMI_RANK=$rank FB_RANK=$rank FB_LOCAL_RANK=$i "$@"
     code=$?
     if [ "$code" -ne 0 ] && [ ! -e "$failed" ]; then
       echo "$code" > "$failed"
@@ -96,5 +101,5 @@ class RankLayout:
         }
         if self.procs_per_node == 1:
             rank = str(self.first_rank)
-            env.update(PMI_ID=rank, PMI_RANK=rank, FB_RANK=rank)
+            env.update(PMI_ID=rank, PMI_RANK=rank, FB_RANK=rank, FB_LOCAL_RANK="0")
         return env

@@ -122,6 +122,6 @@ def test_a_fence_from_a_node_outside_the_run_is_ignored(harness, placed) -> None
 def test_implementations_whose_ranks_cannot_be_started_are_refused(harness) -> None:
     harness.node()
     with pytest.raises(InvalidArgument) as refused:
-        harness.submit(MPI_JOB.replace("mpich", "openmpi"))
+        harness.submit(MPI_JOB.replace("mpich", "gasnet"))
     assert "jobs.ring.multinode.implementation" in refused.value.message
-    assert "openmpi ranks cannot be started" in refused.value.message
+    assert "gasnet ranks cannot be started" in refused.value.message

@@ -15,6 +15,10 @@ from pathlib import Path
 from support.oci_pusher import Entry, Pusher, busybox_entries, directory, file, layer, symlink
 
 RING_SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "mpi" / "ring.c"
+#: a rendezvous with torchrun's variables, for generic multinode jobs
+RENDEZVOUS_SOURCE = RING_SOURCE.with_name("rendezvous.c")
+#: where the rendezvous image holds it
+RENDEZVOUS_PROGRAM = "/opt/rendezvous"
 #: UCX (MPICH's transport here) loads its transports from this folder at run time
 UCX_MODULES = Path("/usr/lib/x86_64-linux-gnu/ucx")
 #: Debian's packages of Open MPI's launcher, libraries, components and help texts
@@ -80,6 +84,12 @@ def push_ring_image(registry_url: str, program: Path, implementation: str = "mpi
         entries = _merged_usr_entries(sorted({*own, *_library_closure(program, modules)}))
         # Debian reaches mpirun through its alternatives; the image names it directly
         entries.append(symlink("usr/bin/mpirun", "orterun"))
+        # PMIx looks up the user's home directory and crashes without one (as every real
+        # image has)
+        entries += [
+            file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"),
+            directory("root", mode=0o700),
+        ]
         repository = "ompi-ring"
     else:
         modules = sorted(UCX_MODULES.glob("*.so*")) if UCX_MODULES.is_dir() else []
@@ -96,6 +106,25 @@ def push_ring_image(registry_url: str, program: Path, implementation: str = "mpi
     finally:
         pusher.close()
     return f"docker://{repository}:latest"
+
+
+def push_rendezvous_image(registry_url: str, out_dir: Path) -> str:
+    """Push ``library/rendezvous:latest`` holding ``rendezvous.c`` built with ``cc`` at
+    :data:`RENDEZVOUS_PROGRAM`; its ``docker://`` URI."""
+    program = out_dir / "rendezvous"
+    subprocess.run(["cc", "-O2", "-o", str(program), str(RENDEZVOUS_SOURCE)], check=True)
+    libraries = _merged_usr_entries(_library_closure(program, []))
+    opt = [directory("opt"), file(RENDEZVOUS_PROGRAM[1:], program.read_bytes(), mode=0o755)]
+    pusher = Pusher(registry_url)
+    try:
+        pusher.push_image(
+            "library/rendezvous",
+            "latest",
+            [layer(busybox_entries()), layer(libraries), layer(opt)],
+        )
+    finally:
+        pusher.close()
+    return "docker://rendezvous:latest"
 
 
 #: what the ring prints on two nodes of two ranks each, sorted

@@ -10,13 +10,16 @@ ranks and starts them through the rank launcher.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.spec.models import Job, Probe, Service
 from fuzzball_core.spec.resources import job_resources
+from fuzzball_core.substrate import openmpi, rendezvous
 from fuzzball_core.substrate.drivers.base import (
     LogSink,
     NodeServices,
@@ -41,6 +44,7 @@ from fuzzball_core.substrate.drivers.steps import (
 )
 from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
+from fuzzball_core.substrate.network import node_subnet
 from fuzzball_core.substrate.pmi import Fence, PmiService
 from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
 from fuzzball_core.substrate.run_secrets import references_secrets
@@ -53,6 +57,13 @@ ROOT = Identity(0, 0)
 
 #: where the launcher of a node's several ranks is bound in a multinode job's container
 RANKS_DIR = "/.fuzzball-ranks"
+#: ``multinode.implementation`` values whose ranks Open MPI's launcher starts
+OPEN_MPI = frozenset({"openmpi", "ompi"})
+#: The fences of a multinode run outside PMI: the parts' addresses (and a generic job's
+#: meeting point) before the containers start, ahead of PMI's barriers, which count from 1;
+#: Open MPI's daemon commands once ``mpirun`` asked for them (its ranks use no PMI barrier).
+ADDRESS_EXCHANGE = 0
+DAEMON_EXCHANGE = 1
 
 
 class ContainerJobDriver(ContainerDriver):
@@ -108,6 +119,8 @@ class ContainerJobDriver(ContainerDriver):
             extra_env = {**await self.rank_environment(), **secrets.environment()}
             spec = self.container_spec(image, extra_env, config, user)
         except Exception as exc:
+            if self.stopping is not None:  # stopped while it waited for other nodes
+                return self.outcome_without_start()
             return RunOutcome(
                 message=f"the job's container could not be prepared: {error_text(exc)}"
             )
@@ -198,9 +211,13 @@ class ContainerJobDriver(ContainerDriver):
             metering=self.node.metering,
             state_dir=self.node.state_dir,
             isolated=self.node.network.isolation(job),
-            extra_hosts=self.node.network.hosts(request.hosts),
+            extra_hosts=self.extra_hosts(),
             node_ports=self.node.network.node_ports(job),
         )
+
+    def extra_hosts(self) -> dict[str, str]:
+        """The container's extra /etc/hosts entries: the workflow's services'."""
+        return self.node.network.hosts(self.request.hosts)
 
     def identity(self, image: Path, config: ImageConfig) -> Identity:
         """Who the command runs as: the image's ``User`` resolved in the image itself (root
@@ -220,7 +237,13 @@ class ServiceDriver(ContainerJobDriver):
 
 class MultinodePartDriver(ContainerJobDriver):
     """This node's part of a multinode job or service: its share of the ranks, in one
-    container, finding each other through the PMI service this driver runs."""
+    container.
+
+    MPICH ranks (and generic ones) find each other through the PMI service this driver
+    runs; a generic part also gets torchrun's variables from the run's launch exchange
+    (:mod:`fuzzball_core.substrate.rendezvous`). Open MPI's ranks are started by its own
+    launcher, ``mpirun`` in part 0, which reaches the other parts through this driver
+    (:mod:`fuzzball_core.substrate.openmpi`)."""
 
     def __init__(
         self,
@@ -235,25 +258,109 @@ class MultinodePartDriver(ContainerJobDriver):
         self.ranks = ranks
         self._fence = fence
         self._pmi: PmiService | None = None
+        multinode = self.job.multinode
+        self.implementation = (multinode.implementation if multinode else None) or "mpich"
+        #: every part's node address, once the parts exchanged them (Open MPI, generic)
+        self._part_addresses: list[str] = []
+        #: the Open MPI daemon's command line a part other than the first runs
+        self._daemon_line: str | None = None
+        self._launch_exchange: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
         # a service may span nodes too; each part is then probed as a service is
         self.readiness_probe = readiness_of(self.job)
 
+    @property
+    def open_mpi(self) -> bool:
+        """Whether Open MPI's launcher starts this job's ranks."""
+        return self.implementation in OPEN_MPI
+
     async def rank_environment(self) -> dict[str, str]:
-        """Serve PMI to this node's ranks; the variables they find it by."""
+        """What this node's ranks need to find each other: Open MPI's settings (and, for a
+        part other than the first, the daemon ``mpirun`` gave it), else the PMI service's
+        variables, plus torchrun's for a generic job."""
+        env: dict[str, str] = {}
+        if self.open_mpi or self.implementation == "generic":
+            mine = rendezvous.offer(
+                self.ranks, self.node.network.address, meeting_point=not self.open_mpi
+            )
+            exchanged = await self._exchange(ADDRESS_EXCHANGE, mine)
+            self._part_addresses = rendezvous.part_addresses(self.ranks, exchanged)
+            if not self.open_mpi:
+                env.update(rendezvous.environment(self.ranks, exchanged))
+        if self.open_mpi:
+            env.update(await self._open_mpi_environment())
+            return env
         self._pmi = PmiService(
             self.ranks,
             f"fuzzball-run-{self.request.run_id}",
             self._fence,
             lambda why: self.stop(StopReason.FAILED, why),
         )
-        return self.ranks.environment(await self._pmi.start())
+        env.update(self.ranks.environment(await self._pmi.start()))
+        return env
+
+    async def _open_mpi_environment(self) -> dict[str, str]:
+        address = self.node.network.address
+        # pyroute2's calls run an event loop of their own: not on this one
+        subnet = await self.loop.run_in_executor(self.node.start_pool, node_subnet, address)
+        if subnet is None:
+            log.warning(
+                "run %s: no interface holds this node's address %r; Open MPI chooses its"
+                " own interfaces",
+                self.request.run_id,
+                address,
+            )
+        env = openmpi.environment(subnet)
+        env.update(
+            FB_NODE_INDEX=str(self.ranks.part),
+            FB_NODE_COUNT=str(self.ranks.nodes),
+            FB_PROCS_PER_NODE=str(self.ranks.procs_per_node),
+            FB_NODE_ADDRESSES=",".join(self._part_addresses),
+            FB_MULTINODE_IMPLEMENTATION="openmpi",
+        )
+        if self.ranks.part > 0:
+            commands = await self._exchange(DAEMON_EXCHANGE, {})
+            self._daemon_line = commands[openmpi.daemon_key(self.ranks.part)]
+        return env
+
+    async def _exchange(self, seq: int, mine: dict[str, str]) -> dict[str, str]:
+        """Fence ``seq`` of the run outside PMI: what every part offered. A stop meanwhile
+        ends the wait (the run then never starts here)."""
+        exchange = asyncio.ensure_future(self._fence(seq, mine))
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        await asyncio.wait((exchange, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not exchange.done():
+            exchange.cancel()
+            raise FuzzballError("stopped while waiting for the job's other nodes")
+        return exchange.result()
 
     def hostname(self) -> str:
         """The job's hostname with this part's index (MPI tells the nodes apart by it)."""
         return container_hostname(self.request, self.ranks)
 
+    def part_hostnames(self) -> list[str]:
+        """Every part's container hostname, in part order."""
+        return [
+            container_hostname(self.request, replace(self.ranks, part=part))
+            for part in range(self.ranks.nodes)
+        ]
+
+    def extra_hosts(self) -> dict[str, str]:
+        """The services' entries, and every part's hostname at its node's address when the
+        parts exchanged them (Open MPI's daemons and ``mpirun`` find each other by name)."""
+        hosts = super().extra_hosts()
+        for host, address in zip(self.part_hostnames(), self._part_addresses, strict=False):
+            if address:
+                hosts[host] = address
+        return hosts
+
     def launch_command(self, command: list[str], binds: list[Bind]) -> list[str]:
-        """Several ranks on this node start through the rank launcher (bound read-only)."""
+        """Open MPI: ``mpirun`` around the command in part 0, the daemon it asked for in the
+        others, with the remote agent bound in. Otherwise several ranks on this node start
+        through the rank launcher (bound read-only)."""
+        if self.open_mpi:
+            return self._open_mpi_command(command, binds)
         if self.ranks.procs_per_node <= 1:
             return command
         launcher = readable_file(self.claims.directory("ranks") / "launch", LAUNCHER_SCRIPT)
@@ -261,12 +368,51 @@ class MultinodePartDriver(ContainerJobDriver):
         first, count = self.ranks.first_rank, self.ranks.procs_per_node
         return ["/bin/sh", f"{RANKS_DIR}/launch", str(first), str(count), *command]
 
+    def _open_mpi_command(self, command: list[str], binds: list[Bind]) -> list[str]:
+        agent = readable_file(self.claims.directory("openmpi") / "agent", openmpi.AGENT_SCRIPT)
+        agent.chmod(0o755)
+        launch_dir = self.claims.directory("openmpi-launch")
+        # written by the job's user, whoever its image says that is
+        launch_dir.chmod(0o1777)
+        binds.append(Bind(str(agent.parent), openmpi.OPENMPI_DIR, readonly=True))
+        binds.append(Bind(str(launch_dir), openmpi.LAUNCH_DIR))
+        if self._daemon_line is not None:
+            return openmpi.daemon_command(self._daemon_line)
+        return openmpi.mpirun_command(self.ranks, self.part_hostnames(), command)
+
+    async def launch(self, spec: ContainerSpec, *, hold_image: bool, timeout: float | None) -> None:
+        """Start the container; in Open MPI's part 0, then hand the daemons ``mpirun``
+        asks for to the other parts."""
+        await super().launch(spec, hold_image=hold_image, timeout=timeout)
+        if self.open_mpi and self.ranks.part == 0 and self.ranks.nodes > 1:
+            self._launch_exchange = asyncio.ensure_future(self._send_daemons())
+
+    async def _send_daemons(self) -> None:
+        process = self.process
+        commands = await openmpi.collect_daemon_commands(
+            self.claims.directory("openmpi-launch"),
+            self.part_hostnames(),
+            lambda: process is not None and not process.exited and self.stopping is None,
+        )
+        if commands is not None:
+            log.info(
+                "run %s: starting Open MPI's daemons on the job's other nodes", self.request.run_id
+            )
+            await self._fence(DAEMON_EXCHANGE, commands)
+
+    def _on_stop(self) -> None:
+        self._stopped.set()
+        super()._on_stop()
+
     def _container_ended(self) -> None:
         self._close_pmi()
 
     def destroy(self) -> None:
-        """Stop serving PMI, then free what the run held."""
+        """Stop serving PMI and launching daemons, then free what the run held."""
         self._close_pmi()
+        if self._launch_exchange is not None:
+            self._launch_exchange.cancel()
+            self._launch_exchange = None
         super().destroy()
 
     def _close_pmi(self) -> None:
