@@ -293,7 +293,7 @@ class RunSecretsRequest(_message.Message):
     def __init__(self, run_id: _Optional[int] = ...) -> None: ...
 
 class RunSecretsResponse(_message.Message):
-    __slots__ = ("env", "image_credentials", "workflow_token")
+    __slots__ = ("env", "image_credentials", "workflow_token", "ingress_authorization")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -308,10 +308,19 @@ class RunSecretsResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class IngressAuthorizationEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ENV_FIELD_NUMBER: _ClassVar[int]
     IMAGE_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INGRESS_AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     env: _containers.ScalarMap[str, str]
     image_credentials: _containers.ScalarMap[str, str]
     workflow_token: str
-    def __init__(self, env: _Optional[_Mapping[str, str]] = ..., image_credentials: _Optional[_Mapping[str, str]] = ..., workflow_token: _Optional[str] = ...) -> None: ...
+    ingress_authorization: _containers.ScalarMap[str, str]
+    def __init__(self, env: _Optional[_Mapping[str, str]] = ..., image_credentials: _Optional[_Mapping[str, str]] = ..., workflow_token: _Optional[str] = ..., ingress_authorization: _Optional[_Mapping[str, str]] = ...) -> None: ...
