@@ -17,6 +17,7 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.node_metrics import NodeMonitoring
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.scheduling import CpuCore, Resources
 
@@ -30,10 +31,13 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         hub: NodeHub,
         node_token: str,
         run_secrets: RunSecretsService | None = None,
+        monitoring: NodeMonitoring | None = None,
     ) -> None:
         self.engine = engine
         self.hub = hub
         self._token = node_token
+        #: told of registrations and of answers to relayed scrapes
+        self.monitoring = monitoring
         self.run_secrets = run_secrets
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
@@ -68,6 +72,8 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
             )
         except FuzzballError as exc:
             await context.abort(exc.grpc_code, exc.message)
+        if self.monitoring is not None:
+            self.monitoring.registered(node_id, request)
         return node_pb2.RegisterResponse(node_id=node_id, lease_seconds=self.engine.lease_seconds)
 
     async def RunSecrets(
@@ -123,6 +129,10 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
     ) -> None:
         try:
             async for message in request_iterator:
+                if message.WhichOneof("kind") == "metrics":
+                    if self.monitoring is not None:  # a relayed scrape's answer
+                        self.monitoring.answered(node_id, message.metrics)
+                    continue
                 self.engine.node_message(node_id, message)
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
             pass

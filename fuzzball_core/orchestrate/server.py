@@ -29,6 +29,7 @@ from fuzzball_core.orchestrate.endpoint_proxy import EndpointServing
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.identity_routes import identity_routes
 from fuzzball_core.orchestrate.image_stages import configure_images
+from fuzzball_core.orchestrate.monitoring_routes import Monitoring
 from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
@@ -67,6 +68,8 @@ class Orchestrate:
     secrets: Secrets
     #: the endpoint proxy, its routes and its keeper (docs/endpoints.md)
     endpoints: EndpointServing
+    #: node metrics targets, the scrape relay, the Alertmanager receiver (issue 15)
+    monitoring: Monitoring | None = None
 
 
 def build(
@@ -104,7 +107,9 @@ def build(
     service.oidc = configured_issuer(config, sessions, service.identity)
     secrets = Secrets(sessions, SecretBox(config.data_dir))
     endpoints = EndpointServing(engine, service.authenticate, config.orchestrate.endpoints, health)
-    return Orchestrate(config, engine, service, hub, health, secrets, endpoints)
+    built = Orchestrate(config, engine, service, hub, health, secrets, endpoints)
+    built.monitoring = Monitoring(config, engine, hub)
+    return built
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -121,6 +126,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
             orchestrate.engine,
             orchestrate.hub,
             config.node_token,
+            monitoring=orchestrate.monitoring,
             run_secrets=RunSecretsService.attach(
                 orchestrate.engine, orchestrate.service.accounts, orchestrate.secrets
             ),
@@ -142,6 +148,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
                 secret_routes(orchestrate.secrets),
                 oidc_routes(orchestrate.service),
                 orchestrate.endpoints.routes,
+                *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
             ],
         )
     )
@@ -149,6 +156,8 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     host, port = _host_port(config.rest_listen)
     await web.TCPSite(rest_runner, host, port).start()
     engine_task = asyncio.create_task(orchestrate.engine.run())
+    if orchestrate.monitoring is not None:
+        await orchestrate.monitoring.start()
     await orchestrate.endpoints.start()
     log.info(
         "orchestrate serving gRPC on %s and REST on %s", config.grpc_listen, config.rest_listen
@@ -157,6 +166,8 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         engine_task.cancel()
+        if orchestrate.monitoring is not None:
+            await orchestrate.monitoring.stop()
         await orchestrate.endpoints.close()
         orchestrate.hub.close_all()
         await server.stop(grace=1)
