@@ -59,6 +59,12 @@ _IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled i
 _BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
 _INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source every time"
 _DESTINATION_SECRET = "has no effect here; the destination is a file inside the volume"
+_ONE_INSTANCE = "above 1 has no effect here; a service runs one instance (or none, with min 0)"
+
+
+def _above_one(value: Any, _where: Where) -> bool:
+    return isinstance(value, int) and value > 1
+
 
 #: Every field accepted with a warning that it has no effect here.
 NO_EFFECT: tuple[NoEffect, ...] = (
@@ -88,17 +94,8 @@ NO_EFFECT: tuple[NoEffect, ...] = (
         "volumes.*.ingress[].policy",
         "has no effect here; an ingress file is fetched once, without a timeout or retries",
     ),
-    NoEffect(
-        "services.*.persist",
-        "has no effect here; a service stops once every job of its workflow has ended",
-        _true,
-    ),
-    NoEffect("services.*.scale", "has no effect here; a service runs as one instance"),
-    NoEffect(
-        "services.*.network.endpoints",
-        "have no effect here yet (no endpoint proxy); reach the service at its node's"
-        " address and port",
-    ),
+    NoEffect("services.*.scale.min", _ONE_INSTANCE, _above_one),
+    NoEffect("services.*.scale.max", _ONE_INSTANCE, _above_one),
     NoEffect(
         "services.*.readiness-probe.failure-threshold",
         "has no effect here; a readiness probe is tried until it passes",

@@ -327,24 +327,21 @@ TABLE: dict[str, Row] = {
     "services.*.network.ports[].port": Used(f"{RESOURCES}:host_ports", "port"),
     "services.*.network.ports[].protocol": Used(f"{RESOURCES}:host_ports", "protocol"),
     **{
-        f"services.*.network.endpoints[].{field}": Warned(
-            "have no effect here yet (no endpoint proxy); reach the service at its node's"
-            " address and port",
-            at="services.*.network.endpoints",
+        f"services.*.network.endpoints[].{field}": Used(
+            "fuzzball_core.orchestrate.endpoints:_of_service", field.replace("-", "_")
         )
         for field in ("name", "port-name", "protocol", "type", "scope", "persistent")
     },
-    "services.*.persist": Warned(
-        "has no effect here; a service stops once every job of its workflow has ended"
-    ),
+    "services.*.persist": Used("fuzzball_core.orchestrate.services:stop_after_jobs", "persist"),
     **_probe_rows("services.*.readiness-probe", liveness=False),
     **_probe_rows("services.*.liveness-probe", liveness=True),
-    **{
-        f"services.*.scale.{field}": Warned(
-            "has no effect here; a service runs as one instance", at="services.*.scale"
-        )
-        for field in ("min", "max", "idle-timeout")
-    },
+    "services.*.scale.min": Used("fuzzball_core.orchestrate.service_pools:scales_to_zero", "min"),
+    "services.*.scale.max": Warned(
+        "above 1 has no effect here; a service runs one instance (or none, with min 0)"
+    ),
+    "services.*.scale.idle-timeout": Used(
+        "fuzzball_core.orchestrate.service_pools:idle_timeout", "idle_timeout"
+    ),
     "services.*.autoscaler.**": Refused(
         "autoscaling is not supported here yet (one instance)", at="services.*.autoscaler"
     ),
