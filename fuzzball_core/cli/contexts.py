@@ -48,24 +48,55 @@ class Context:
     def current_account_id(self) -> str:
         return str(self.entry.get("currentaccountid") or "")
 
+    @current_account_id.setter
+    def current_account_id(self, value: str) -> None:
+        self.entry["currentaccountid"] = value
+
     @property
     def accounts(self) -> list[dict[str, Any]]:
         return list(self.entry.get("accounts") or [])
 
+    @accounts.setter
+    def accounts(self, value: list[dict[str, Any]]) -> None:
+        """The user's accounts, each ``{accountid, accountalias}`` as the real CLI keeps
+        them."""
+        self.entry["accounts"] = value
+
     @property
     def token(self) -> str:
-        credentials = (self.entry.get("auth") or {}).get("credentials") or {}
-        return str(credentials.get("token") or "")
+        return self._credential("token")
 
     @token.setter
     def token(self, value: str) -> None:
+        self._credentials()["token"] = value
+
+    @property
+    def refresh_token(self) -> str:
+        """The OIDC refresh token ``context login`` keeps (``auth.credentials.refreshToken``),
+        which renews the API token once it expired."""
+        return self._credential("refreshToken")
+
+    @refresh_token.setter
+    def refresh_token(self, value: str) -> None:
+        if value:
+            self._credentials()["refreshToken"] = value
+        else:
+            self._credentials().pop("refreshToken", None)
+
+    def _credential(self, key: str) -> str:
+        auth = self.entry.get("auth")
+        credentials = auth.get("credentials") if isinstance(auth, dict) else None
+        return str(credentials.get(key) or "") if isinstance(credentials, dict) else ""
+
+    def _credentials(self) -> dict[str, Any]:
+        """``auth.credentials``, made a mapping if it is missing or is not one."""
         auth = self.entry.setdefault("auth", {})
         if not isinstance(auth, dict):
             auth = self.entry["auth"] = {}
         credentials = auth.setdefault("credentials", {})
         if not isinstance(credentials, dict):
             credentials = auth["credentials"] = {}
-        credentials["token"] = value
+        return credentials
 
     def summary(self, *, active: bool) -> dict[str, Any]:
         """What ``context list`` shows: everything but the token (only whether there is one)."""

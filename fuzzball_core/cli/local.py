@@ -3,10 +3,11 @@
 ``up`` writes one configuration for both processes (the user's ``--config`` merged with a
 generated node token), creates the first admin account and its token, starts Orchestrate
 (SQLite) and one Substrate in the background with their logs in the deployment directory,
-waits until the node is ready, and points the CLI's ``local`` context at it. The admin token
-is kept in the deployment directory and reused by the next ``up`` while it is valid (a new one
-only once it has expired or was revoked). The data and deployment directories are 0700; the
-configuration, token and log files 0600.
+waits until the node is ready, and points the CLI's ``local`` context at it, signed in as the
+owner of the first organization (created by the first ``up``: :mod:`~fuzzball_core.cli.
+local_owner`). The admin token, the operator's, is kept in the deployment directory and reused
+by the next ``up`` while it is valid (a new one only once it has expired or was revoked).
+The data and deployment directories are 0700; the configuration, token and log files 0600.
 
 A pid file alone does not say a process is ours and alive: the process may have died and be
 a zombie its parent has not reaped yet, or have died long ago and its pid been given to a
@@ -34,6 +35,7 @@ import httpx
 import yaml
 
 from fuzzball_core.cli.contexts import ContextsFile
+from fuzzball_core.cli.local_owner import DEFAULT_ORGANIZATION, DEFAULT_OWNER, sign_in_owner
 from fuzzball_core.config import FuzzballConfig, config_path, load_config
 from fuzzball_core.errors import AlreadyExists, FailedPrecondition, Unauthenticated, Unavailable
 from fuzzball_core.service.accounts import Accounts
@@ -281,8 +283,18 @@ def _wait_until_ready(
     )
 
 
-def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> dict[str, Any]:
-    """Start the local deployment; return where things are. Idempotent when already up."""
+def up(
+    user_config: str | os.PathLike[str] | None,
+    *,
+    timeout: float = 60.0,
+    organization: str = DEFAULT_ORGANIZATION,
+    owner_email: str = DEFAULT_OWNER,
+) -> dict[str, Any]:
+    """Start the local deployment; return where things are. Idempotent when already up.
+
+    The first ``up`` creates ``organization`` and its owner ``owner_email``; every ``up``
+    leaves the ``local`` context signed in as that owner (:mod:`~fuzzball_core.cli.
+    local_owner`)."""
     if os.geteuid() != 0:
         raise FailedPrecondition(
             "fuzzball local up must run as root: Substrate starts"
@@ -314,7 +326,16 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
         context.entry["address"] = address
     else:
         context = contexts.create(CONTEXT_NAME, address)
-    context.token = token
+    # the CLI works as the first organization's owner; the admin token stays the operator's
+    owner = sign_in_owner(
+        config,
+        deployment.directory,
+        context,
+        address,
+        token,
+        organization=organization,
+        owner_email=owner_email,
+    )
     contexts.use(CONTEXT_NAME)
     contexts.save()
 
@@ -326,6 +347,7 @@ def up(user_config: str | os.PathLike[str] | None, *, timeout: float = 60.0) -> 
         "config": str(deployment.config_file),
         "logs": {p: str(deployment.log_file(p)) for p in PROCESSES},
         "nodes": [str(n.get("hostName") or n.get("id")) for n in nodes],
+        "owner": owner,
     }
 
 

@@ -6,6 +6,7 @@ import click
 
 from fuzzball_core.cli import local as deployment
 from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.local_owner import DEFAULT_ORGANIZATION, DEFAULT_OWNER, OwnerSignIn
 from fuzzball_core.cli.output import emit, output_option
 
 
@@ -24,10 +25,27 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="Seconds to wait for the node to become ready.",
 )
+@click.option(
+    "--organization",
+    default=DEFAULT_ORGANIZATION,
+    show_default=True,
+    help="Name of the organization the first 'up' creates.",
+)
+@click.option(
+    "--owner-email",
+    default=DEFAULT_OWNER,
+    show_default=True,
+    help="Email of that organization's owner, whom the CLI is signed in as.",
+)
 @click.pass_obj
-def up(state: CliState, timeout: float) -> None:
-    """Start Orchestrate (SQLite) and one Substrate here, and wait until the node is ready."""
-    where = deployment.up(state.config_file, timeout=timeout)
+def up(state: CliState, timeout: float, organization: str, owner_email: str) -> None:
+    """Start Orchestrate (SQLite) and one Substrate here, and wait until the node is ready.
+
+    The first 'up' creates an organization and its owner (with a generated password, shown
+    once); every 'up' leaves the 'local' context signed in as that owner."""
+    where = deployment.up(
+        state.config_file, timeout=timeout, organization=organization, owner_email=owner_email
+    )
     click.echo(
         f"Fuzzball is up: API {where['api']} (context {where['context']!r},"
         f" node {', '.join(where['nodes'])})"
@@ -36,6 +54,29 @@ def up(state: CliState, timeout: float) -> None:
     click.echo(f"  config: {where['config']}")
     for process, log in where["logs"].items():
         click.echo(f"  {process} log: {log}")
+    _tell_about_owner(where["owner"])
+
+
+def _tell_about_owner(owner: OwnerSignIn) -> None:
+    """Whom the CLI works as, the owner's password the one time it is generated, and how
+    other people get in."""
+    if owner.problem:
+        click.echo(f"note: {owner.problem}", err=True)
+    else:
+        click.echo(f"Signed in as {owner.email}, owner of organization {owner.organization!r}.")
+    if owner.generated_password is not None:
+        click.echo(
+            f"  {owner.email}'s password (shown once; kept in {owner.password_file}):"
+            f" {owner.generated_password}"
+        )
+    click.echo(
+        "Others log in once the owner adds them:\n"
+        "  fuzzball admin member add EMAIL        (prints their password)\n"
+        "then, on their side:\n"
+        f"  fuzzball context create NAME --address {owner.issuer_url.split('/auth/')[0]}"
+        f" --oidc-server-url {owner.issuer_url}\n"
+        "  fuzzball context login"
+    )
 
 
 @click.command()

@@ -47,7 +47,7 @@ from fuzzball_core.config import (
 )
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.views import Principal
-from fuzzball_core.store.models import OidcGrant
+from fuzzball_core.store.models import OidcGrant, User
 from fuzzball_core.store.private_files import open_private, private_directory
 
 #: the realm's path under the REST gateway's root (Keycloak's shape, which clients expect)
@@ -61,6 +61,8 @@ ALGORITHM = "RS256"
 #: the scopes a client may ask for; ``offline_access`` gets a refresh token
 SCOPES = frozenset({"openid", "profile", "email", "offline_access"})
 OFFLINE_ACCESS = "offline_access"
+#: the claims of an access token
+CLAIMS = ("iss", "sub", "aud", "azp", "exp", "iat", "jti", "scope", "email", "preferred_username")
 #: the required action of a user whose password an owner reset (Keycloak's name for it)
 UPDATE_PASSWORD = "UPDATE_PASSWORD"
 
@@ -290,7 +292,7 @@ class OidcIssuer:
             "id_token_signing_alg_values_supported": [ALGORITHM],
             "token_endpoint_auth_methods_supported": ["none"],
             "scopes_supported": sorted(SCOPES),
-            "claims_supported": ["iss", "sub", "aud", "exp", "iat", "jti", "azp", "scope"],
+            "claims_supported": list(CLAIMS),
         }
 
     def jwks(self) -> dict[str, Any]:
@@ -514,6 +516,9 @@ class OidcIssuer:
         self, session: Session, user_id: str, client_id: str, scopes: list[str], issuer: str
     ) -> TokenSet:
         now = self.clock()
+        user = session.get(User, user_id)
+        if user is None:  # removed between the check and the issue
+            raise OAuthError("invalid_grant", "the user no longer exists")
         claims = {
             "iss": issuer,
             "sub": user_id,
@@ -524,6 +529,10 @@ class OidcIssuer:
             "jti": str(uuid.uuid4()),
             "typ": "Bearer",
             "scope": " ".join(scopes),
+            # for the client's display and its choice of the personal account; the API
+            # goes by ``sub`` alone
+            "email": user.email,
+            "preferred_username": user.email,
         }
         access = jwt.encode(claims, self.key.private_key, ALGORITHM, headers={"kid": self.key.kid})
         if OFFLINE_ACCESS not in scopes:
