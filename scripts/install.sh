@@ -15,6 +15,7 @@ APT_PACKAGES=(
   postgresql
   mpich libmpich-dev
   openmpi-bin libopenmpi-dev
+  prometheus prometheus-alertmanager prometheus-node-exporter
 )
 
 missing=()
@@ -27,9 +28,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# docker-registry's package starts a system instance on :5000; the tests start their own.
+# docker-registry's package starts a system instance on :5000, and the prometheus packages
+# theirs on 9090, 9093 and 9100; the tests and `fuzzball local up` start their own.
 if command -v systemctl >/dev/null 2>&1; then
   systemctl disable --now docker-registry >/dev/null 2>&1 || true
+  for unit in prometheus prometheus-alertmanager prometheus-node-exporter; do
+    systemctl disable --now "$unit" >/dev/null 2>&1 || true
+  done
 fi
 
 PY=${PYTHON:-python3}
