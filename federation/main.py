@@ -31,6 +31,7 @@ from fuzzball_core.service.account_commands import add_account_commands
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
+from fuzzball_core.tls import ServingSecurity, serving_security
 from fuzzball_federation.clusters_route import add_clusters_route
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import MIGRATIONS
@@ -147,10 +148,16 @@ def _host_port(listen: str) -> tuple[str, int]:
 
 
 async def serve(
-    service: FederateService, listen: str, stop: asyncio.Event, *, poll: float = MEMBER_POLL
+    service: FederateService,
+    listen: str,
+    stop: asyncio.Event,
+    *,
+    poll: float = MEMBER_POLL,
+    security: ServingSecurity | None = None,
 ) -> None:
     """Serve the REST API on ``listen`` until ``stop`` is set, polling the members every
-    ``poll`` seconds for ``/readyz``."""
+    ``poll`` seconds for ``/readyz``; over TLS with ``security``'s certificate (``tls``),
+    in plaintext when it is None or says so."""
     health = federate_health(service)
     runner = RestRunner(build_app(service, health))
     await runner.setup()
@@ -165,7 +172,8 @@ async def serve(
         )
     )
     try:
-        await web.TCPSite(runner, host, port).start()
+        ssl_context = security.ssl_context if security is not None else None
+        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
         log.info("federate serving REST on %s for %d member(s)", listen, len(service.members))
         await stop.wait()
     finally:
@@ -198,9 +206,13 @@ def _service(config_file: str | None) -> tuple[FuzzballConfig, FederateService]:
 def serve_command(config_file: str | None) -> None:
     """Migrate the database and serve until SIGTERM/SIGINT."""
     config, service = _service(config_file)
+    # TLS unless the configuration says plaintext; neither refuses to start (exit 2)
+    security = serving_security(config.tls)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    serve_until_signalled(lambda stop: serve(service, config.federate.listen, stop))
+    serve_until_signalled(
+        lambda stop: serve(service, config.federate.listen, stop, security=security)
+    )
 
 
 add_account_commands(cli, lambda config_file: _service(config_file)[1])

@@ -2,15 +2,18 @@
 
 The API's versioned base is found the way the real CLI finds it (``reference/cli-config.md``):
 probe ``{address}/v2/version``, ``/v3/version``, ... and take the first that answers below 400.
-Error replies (google.rpc.Status bodies) come back as the typed ``FuzzballError`` they stand
-for; a server that cannot be reached is ``Unavailable``. Replies are returned as the
-``fuzzball.v1`` messages their JSON maps to (``fuzzball_core.api.rest_messages``), so callers
-read typed fields; what this client does not know of a newer server's reply is dropped.
+Over https the server's certificate is verified (``verify``: the CA a context names in
+``cafile``, else the system's roots). Error replies (google.rpc.Status bodies) come back as
+the typed ``FuzzballError`` they stand for; a server that cannot be reached is
+``Unavailable``. Replies are returned as the ``fuzzball.v1`` messages their JSON maps to
+(``fuzzball_core.api.rest_messages``), so callers read typed fields; what this client does
+not know of a newer server's reply is dropped.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -65,6 +68,7 @@ def discover_base_url(
     *,
     transport: httpx.BaseTransport | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    verify: ssl.SSLContext | bool = True,
 ) -> str:
     """The API's versioned base URL at ``address`` (``https://host/v3``).
 
@@ -73,7 +77,7 @@ def discover_base_url(
     """
     root = address_url(address)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(headers=headers, transport=transport, timeout=timeout) as http:
+    with httpx.Client(headers=headers, transport=transport, timeout=timeout, verify=verify) as http:
         for version in PROBED_VERSIONS:
             url = f"{root}/{version}/version"
             try:
@@ -99,11 +103,16 @@ class FuzzballClient:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(
-            base_url=self.base_url, headers=headers, transport=transport, timeout=timeout
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=timeout,
+            verify=verify,
         )
 
     @classmethod

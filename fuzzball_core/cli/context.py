@@ -40,4 +40,6 @@ class CliState:
         from fuzzball_core.client import FuzzballClient
 
         context = self.contexts.active()
-        return FuzzballClient.connect(context.address, context.token or None)
+        return FuzzballClient.connect(
+            context.address, context.token or None, verify=context.verify()
+        )

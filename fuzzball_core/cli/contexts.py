@@ -2,14 +2,16 @@
 
 ``${XDG_CONFIG_HOME:-~/.config}/fuzzball/config.yaml`` holds ``activeContext`` and a list of
 ``contexts`` (name, address, oidcServerURL, auth.credentials.token, currentaccountid,
-accounts). Other tools read and write this file too, so the document is edited in place:
-fields this module does not know survive every rewrite. The file holds bearer tokens, so it
-is written atomically and readable by its owner only.
+accounts; and ``cafile``, ours: the CA a context's https server is verified with, as
+``fuzzball local up`` writes it for its own CA). Other tools read and write this file too, so
+the document is edited in place: fields this module does not know survive every rewrite. The
+file holds bearer tokens, so it is written atomically and readable by its owner only.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 
 from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound
+from fuzzball_core.tls import client_ssl_context
 
 
 def contexts_path() -> Path:
@@ -61,6 +64,23 @@ class Context:
         """The user's accounts, each ``{accountid, accountalias}`` as the real CLI keeps
         them."""
         self.entry["accounts"] = value
+
+    @property
+    def ca_file(self) -> str:
+        """The CA file this context's server certificate is checked against; empty: the
+        system's roots."""
+        return str(self.entry.get("cafile") or "")
+
+    @ca_file.setter
+    def ca_file(self, value: str) -> None:
+        if value:
+            self.entry["cafile"] = value
+        else:
+            self.entry.pop("cafile", None)
+
+    def verify(self) -> ssl.SSLContext:
+        """What clients of this context verify its server's certificate with."""
+        return client_ssl_context(self.ca_file or None)
 
     @property
     def token(self) -> str:

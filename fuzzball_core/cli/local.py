@@ -8,6 +8,9 @@ owner of the first organization (created by the first ``up``: :mod:`~fuzzball_co
 local_owner`). The admin token, the operator's, is kept in the deployment directory and reused
 by the next ``up`` while it is valid (a new one only once it has expired or was revoked).
 The data and deployment directories are 0700; the configuration, token and log files 0600.
+REST and gRPC are served over TLS with a CA of the deployment's own, which the ``local``
+context names in ``cafile`` (:mod:`~fuzzball_core.cli.local_tls`), unless the user's
+configuration has a ``tls`` section of its own.
 
 A pid file alone does not say a process is ours and alive: the process may have died and be
 a zombie its parent has not reaped yet, or have died long ago and its pid been given to a
@@ -36,6 +39,7 @@ import yaml
 
 from fuzzball_core.cli.contexts import ContextsFile
 from fuzzball_core.cli.local_owner import DEFAULT_ORGANIZATION, DEFAULT_OWNER, sign_in_owner
+from fuzzball_core.cli.local_tls import rest_url, secure_deployment, trust
 from fuzzball_core.config import FuzzballConfig, config_path, load_config
 from fuzzball_core.errors import AlreadyExists, FailedPrecondition, Unauthenticated, Unavailable
 from fuzzball_core.service.accounts import Accounts
@@ -149,10 +153,11 @@ def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, 
         document["orchestrate"].get("grpc-listen", FuzzballConfig().orchestrate.grpc_listen),
     )
     substrate.setdefault("work-dir", str(deployment.directory / "node"))
+    scheme = secure_deployment(document, deployment.directory)  # the local CA, unless said
     # the node reads fuzzball:// images from (and uploads builds to) Orchestrate's object cache
     images = document.setdefault("images", {})
     rest = document["orchestrate"].get("rest-listen", FuzzballConfig().orchestrate.rest_listen)
-    images.setdefault("object-cache-url", f"http://{rest}")
+    images.setdefault("object-cache-url", f"{scheme}://{rest}")
     images.setdefault("object-cache-token", token)
     return document
 
@@ -201,14 +206,14 @@ def _start(deployment: Deployment, process: str) -> subprocess.Popen[bytes]:
 
 
 def _api_base(config: FuzzballConfig) -> str:
-    return f"http://{config.orchestrate.rest_listen}/v3"
+    return f"{rest_url(config)}/v3"
 
 
 def health_url(config: FuzzballConfig, process: str) -> str | None:
     """Where ``process`` serves its health (``/readyz`` beside it): Orchestrate on its REST
     port, Substrate on its metrics port (None when that is switched off)."""
     if process == "orchestrate":
-        return f"http://{config.orchestrate.rest_listen}"
+        return rest_url(config)
     listen = config.node_metrics_listen
     return f"http://{listen}" if listen else None
 
@@ -220,7 +225,7 @@ def readiness(config: FuzzballConfig, process: str) -> dict[str, Any]:
     if base is None:
         return {"ready": None, "conditions": [], "problem": "substrate.metrics-listen is off"}
     try:
-        reply = httpx.get(f"{base}/readyz", timeout=2)
+        reply = httpx.get(f"{base}/readyz", timeout=2, verify=trust(config))
         body = reply.json()
     except (httpx.HTTPError, ValueError) as exc:
         return {"ready": False, "conditions": [], "problem": str(exc) or type(exc).__name__}
@@ -264,7 +269,9 @@ def _wait_until_ready(
             if (seen := readiness(config, process))["ready"] is False
         ]
         try:
-            reply = httpx.get(f"{_api_base(config)}/nodes", headers=headers, timeout=2)
+            reply = httpx.get(
+                f"{_api_base(config)}/nodes", headers=headers, timeout=2, verify=trust(config)
+            )
             if unready:
                 last_error = "; ".join(unready)
             elif reply.status_code == 200:
@@ -320,12 +327,13 @@ def up(
     if deployment.pid("substrate") is None:
         children["substrate"] = _start(deployment, "substrate")
 
-    address = f"http://{config.orchestrate.rest_listen}"
+    address = rest_url(config)
     if any(c.name == CONTEXT_NAME for c in contexts.contexts):
         context = contexts.get(CONTEXT_NAME)
         context.entry["address"] = address
     else:
         context = contexts.create(CONTEXT_NAME, address)
+    context.ca_file = str(config.tls.ca_file) if config.tls.ca_file else ""
     # the CLI works as the first organization's owner; the admin token stays the operator's
     owner = sign_in_owner(
         config,
@@ -378,6 +386,8 @@ def status(user_config: str | os.PathLike[str] | None) -> dict[str, Any]:
     their ``/readyz``), and where their logs are."""
     config = load_config(config_path(user_config))
     deployment = deployment_for(config)
+    if deployment.config_file.exists():  # what up served with: its TLS, its node token
+        config = load_config(deployment.config_file)
     report: dict[str, Any] = {}
     for process in PROCESSES:
         pid = deployment.pid(process)

@@ -50,6 +50,7 @@ from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.store.secret_box import SecretBox
+from fuzzball_core.tls import serving_security
 
 log = logging.getLogger("fuzzball.orchestrate")
 
@@ -120,6 +121,8 @@ def _host_port(listen: str) -> tuple[str, int]:
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     """Serve gRPC (nodes and clients) and REST until ``stop`` is set."""
     config = orchestrate.config.orchestrate
+    # TLS unless the configuration says plaintext; neither refuses before anything listens
+    security = serving_security(orchestrate.config.tls)
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     node_pb2_grpc.add_NodeAgentServicer_to_server(
         NodeAgentServicer(
@@ -134,7 +137,10 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         server,
     )
     add_client_servicers(server, orchestrate.service)
-    server.add_insecure_port(config.grpc_listen)
+    if security.grpc_credentials is None:
+        server.add_insecure_port(config.grpc_listen)
+    else:
+        server.add_secure_port(config.grpc_listen, security.grpc_credentials)
     await server.start()
     add_health = health_routes(orchestrate.health)
     health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
@@ -154,13 +160,16 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     )
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)
-    await web.TCPSite(rest_runner, host, port).start()
+    await web.TCPSite(rest_runner, host, port, ssl_context=security.ssl_context).start()
     engine_task = asyncio.create_task(orchestrate.engine.run())
     if orchestrate.monitoring is not None:
         await orchestrate.monitoring.start()
     await orchestrate.endpoints.start()
     log.info(
-        "orchestrate serving gRPC on %s and REST on %s", config.grpc_listen, config.rest_listen
+        "orchestrate serving gRPC on %s and REST on %s (%s)",
+        config.grpc_listen,
+        config.rest_listen,
+        "TLS" if security.ssl_context is not None else "plaintext, as tls.plaintext says",
     )
     try:
         await stop.wait()
@@ -193,6 +202,7 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
 def serve_command(config_file: str | None) -> None:
     """Migrate the database and serve until SIGTERM/SIGINT."""
     context = prepare_process("orchestrate", config_file)
+    serving_security(context.config.tls)  # refuse to start before migrating, exit 2
     orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 

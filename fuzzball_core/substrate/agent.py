@@ -73,6 +73,7 @@ from fuzzball_core.substrate.run_secrets import RunSecretsClient
 from fuzzball_core.substrate.scrape_relay import answer_scrape
 from fuzzball_core.substrate.topology import pinnable_cores
 from fuzzball_core.substrate.volumes import WorkflowVolumes
+from fuzzball_core.tls import grpc_channel_credentials
 from fuzzball_runtime import sweep
 from fuzzball_runtime.network import DEFAULT_SUBNET
 
@@ -199,11 +200,7 @@ class Agent:
         )
         threads = max(4, min(16, 4 * (os.cpu_count() or 1)))
         self.services = NodeServices(
-            images=NodeImages(
-                registry,
-                config.images.model_dump(mode="json", by_alias=True),
-                self.work_dir / "cache",
-            ),
+            images=NodeImages(registry, _images_config(config), self.work_dir / "cache"),
             volumes=WorkflowVolumes(self.work_dir),
             devices=self.devices,
             hooks=registry.hook,
@@ -342,7 +339,14 @@ class Agent:
     async def _serve(self, stop: asyncio.Event) -> None:
         options = [("grpc.max_receive_message_length", 64 << 20)]
         delays = RECONNECT_BACKOFF.delays()
-        async with grpc.aio.insecure_channel(self.address, options=options) as channel:
+        # TLS verifying Orchestrate's certificate against tls.ca-file, unless tls.plaintext
+        credentials = grpc_channel_credentials(self.config.tls)
+        channel = (
+            grpc.aio.insecure_channel(self.address, options=options)
+            if credentials is None
+            else grpc.aio.secure_channel(self.address, credentials, options=options)
+        )
+        async with channel:
             stub = node_pb2_grpc.NodeAgentStub(channel)
             self.services.run_secrets = RunSecretsClient(stub, self._metadata).fetch
             while not stop.is_set():
@@ -430,9 +434,7 @@ class Agent:
                     for core in identity.cpu_topology
                 ],
                 metrics_address=advertised(self.config.node_metrics_listen, self._address),
-                node_exporter_address=advertised(
-                    self.config.node_exporter_listen, self._address
-                ),
+                node_exporter_address=advertised(self.config.node_exporter_listen, self._address),
                 health_disabled=self.config.health.disabled,
             ),
             metadata=self._metadata,
@@ -675,6 +677,15 @@ class Agent:
             )
 
 
+def _images_config(config: FuzzballConfig) -> dict[str, Any]:
+    """The image backends' settings: ``images``, plus the CA the object cache's https
+    certificate is checked against (``tls.ca-file``, as ``tls-ca-file``)."""
+    settings = config.images.model_dump(mode="json", by_alias=True)
+    if config.tls.ca_file is not None and not config.tls.plaintext:
+        settings["tls-ca-file"] = str(config.tls.ca_file)
+    return settings
+
+
 def check_settings(config: FuzzballConfig) -> None:
     """Refuse settings the agent cannot run with (raises FailedPrecondition)."""
     if not config.substrate.node_token:
@@ -683,3 +694,4 @@ def check_settings(config: FuzzballConfig) -> None:
         )
     if not config.substrate.orchestrate_address:
         raise FailedPrecondition("substrate.orchestrate-address: must be set")
+    grpc_channel_credentials(config.tls)  # an unreadable tls.ca-file refuses to start

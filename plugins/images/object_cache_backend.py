@@ -4,7 +4,8 @@ An object-cache URI names an image per account (``fuzzball://user/tools.sif``) o
 group (``fuzzball://group/base``); only Orchestrate knows whose, so it hands nodes the URI
 pinned to the content digest (``fuzzball://user/tools.sif@sha256:...``). A node fetches the
 content by digest over HTTP from ``images.object-cache-url`` with the node token
-(``images.object-cache-token``) and verifies it; the content already is an EROFS file, so
+(``images.object-cache-token``) and verifies it (over https the node trusts ``tls.ca-file``,
+which Substrate passes here as ``tls-ca-file``); the content already is an EROFS file, so
 it goes into the node's EROFS cache as is, where a second use costs a lookup.
 
 The image's config travels beside the content: :meth:`ObjectCacheBackend.store` sends the
@@ -26,6 +27,7 @@ import httpx
 
 from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from fuzzball_core.tls import client_ssl_context
 from fuzzball_plugins.images.blob_store import BlobStore, digest_lock
 from fuzzball_plugins.images.settings import ImageSettings
 
@@ -49,6 +51,8 @@ class ObjectCacheBackend(ImageBackend):
         self.retry = self.settings.retry
         self.url = str(self.config.get("object-cache-url") or "").rstrip("/")
         self.token = str(self.config.get("object-cache-token") or "")
+        # an https object cache is Orchestrate's REST: its certificate is from the cluster's CA
+        self.verify = client_ssl_context(self.config.get("tls-ca-file") or None)
 
     def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
         """The digest pinned in ``uri``; a bare object-cache URI cannot be resolved on a node."""
@@ -99,7 +103,11 @@ class ObjectCacheBackend(ImageBackend):
             config = self._config_of(digest)
             with (
                 httpx.stream(
-                    "GET", f"{self.url}{BLOB_PATH}{digest}", headers=headers, timeout=60.0
+                    "GET",
+                    f"{self.url}{BLOB_PATH}{digest}",
+                    headers=headers,
+                    timeout=60.0,
+                    verify=self.verify,
                 ) as response,
                 partial.open("wb") as out,
             ):
@@ -130,7 +138,10 @@ class ObjectCacheBackend(ImageBackend):
     def _config_of(self, digest: str) -> ImageConfig | None:
         """The config the object cache keeps for ``digest``; None when it keeps none."""
         response = httpx.get(
-            f"{self.url}{CONFIG_PATH}{digest}", headers=self._authorization(), timeout=60.0
+            f"{self.url}{CONFIG_PATH}{digest}",
+            headers=self._authorization(),
+            timeout=60.0,
+            verify=self.verify,
         )
         if response.status_code == 404:
             return None
@@ -150,6 +161,7 @@ class ObjectCacheBackend(ImageBackend):
             json=config.as_oci(),
             headers=self._authorization(),
             timeout=timeout,
+            verify=self.verify,
         )
         if response.status_code == 404:
             # an Orchestrate from before configs were kept: the image is stored all the same
@@ -210,6 +222,7 @@ class ObjectCacheBackend(ImageBackend):
                 content=chunks(),
                 timeout=timeout,
                 headers={**self._authorization(), "Content-Length": str(total)},
+                verify=self.verify,
             )
             if response.status_code != 200:
                 raise Unavailable(

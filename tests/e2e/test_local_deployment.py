@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -92,8 +93,38 @@ def test_local_up_writes_a_context_in_the_real_cli_format(local_deployment):
     contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
     assert contexts["activeContext"] == "local"
     (local,) = contexts["contexts"]
-    assert local["address"].startswith("http://127.0.0.1:")
+    assert local["address"].startswith("https://127.0.0.1:")
     assert local["auth"]["credentials"]["token"]
+
+
+def test_local_up_serves_the_api_over_tls_with_the_ca_it_names_in_the_context(
+    local_deployment, tmp_path
+):
+    _, env = local_deployment
+    assert fuzzball(env, "local", "up").returncode == 0
+    contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
+    (local,) = contexts["contexts"]
+    assert local["cafile"] == str(tmp_path / "data/local/tls/ca.crt")
+    trust = ssl.create_default_context(cafile=local["cafile"])
+    trusting = httpx.get(f"{local['address']}/v3/version", verify=trust, timeout=10)
+    assert trusting.status_code == 200
+    assert trusting.headers["Strict-Transport-Security"].startswith("max-age=")
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(f"{local['address']}/v3/version", timeout=10)
+
+
+def test_local_up_serves_plaintext_when_the_configuration_says_so(local_deployment):
+    config, env = local_deployment
+    document = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**document, "tls": {"plaintext": True}}))
+    up = fuzzball(env, "local", "up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
+    (local,) = contexts["contexts"]
+    assert local["address"].startswith("http://127.0.0.1:")
+    assert "cafile" not in local
+    listed = fuzzball(env, "workflow", "list")
+    assert listed.returncode == 0, listed.stderr
 
 
 def test_local_up_twice_is_harmless(local_deployment):
@@ -126,6 +157,7 @@ def test_local_up_keeps_its_data_readable_by_root_only(local_deployment, tmp_pat
     data = tmp_path / "data"
     private = [data / "orchestrate.db", data / "orchestrate.db-wal", data / "local/config.yaml"]
     private += [data / "local/admin.token", data / "local/orchestrate.log"]
+    private += [data / "local/tls/ca.key", data / "local/tls/server.key"]
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in private} == {
         p.name: "0o600" for p in private
     }

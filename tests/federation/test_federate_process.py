@@ -27,6 +27,7 @@ def config_file(tmp_path, members):
     port = _free_port()
     data = {
         "data-dir": str(tmp_path / "federate"),
+        "tls": {"plaintext": True},
         "federate": {
             "listen": f"127.0.0.1:{port}",
             "clusters": [

@@ -88,6 +88,7 @@ def _agent(tmp_path: Path, port: int, images: dict[str, object] | None = None) -
     config = parse_config(
         {
             "data-dir": str(tmp_path / "data"),
+            "tls": {"plaintext": True},
             "substrate": {
                 "orchestrate-address": f"127.0.0.1:{port}",
                 "node-token": "token",

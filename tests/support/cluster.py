@@ -100,9 +100,13 @@ def cluster_config(
     orchestrate: dict[str, Any] | None = None,
     images: dict[str, Any] | None = None,
     host: str = "127.0.0.1",
+    tls: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The configuration mapping every process of one test cluster reads; Orchestrate
-    listens on ``host`` (loopback unless the nodes are in network namespaces of their own)."""
+    listens on ``host`` (loopback unless the nodes are in network namespaces of their own).
+    Plaintext (said so, as ``tls.plaintext``) unless ``tls`` names certificates."""
+    tls = tls or {"plaintext": True}
+    scheme = "http" if tls.get("plaintext") else "https"
     rest = f"{host}:{rest_port or free_port()}"
     return {
         "data-dir": str(directory / "data"),
@@ -121,10 +125,11 @@ def cluster_config(
         },
         "images": {
             "registries": {"docker.io": {"mirrors": [registry_url]}},
-            "object-cache-url": f"http://{rest}",
+            "object-cache-url": f"{scheme}://{rest}",
             "object-cache-token": NODE_TOKEN,
             **(images or {}),
         },
+        "tls": tls,
     }
 
 
@@ -174,7 +179,8 @@ class InProcessOrchestrate:
     @property
     def rest_url(self) -> str:
         """The REST gateway's root URL, for the ``fuzzball`` CLI."""
-        return f"http://{self.config.orchestrate.rest_listen}"
+        scheme = "http" if self.config.tls.plaintext else "https"
+        return f"{scheme}://{self.config.orchestrate.rest_listen}"
 
     def start_workflow(self, specification: str, name: str = "e2e") -> str:
         return self.call(
