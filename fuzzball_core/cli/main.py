@@ -14,7 +14,14 @@ from typing import Any
 import click
 
 from fuzzball_core import __version__
-from fuzzball_core.cli import cluster_cmd, context_cmd, local_cmd, node_cmd, workflow_remote_cmd
+from fuzzball_core.cli import (
+    cluster_cmd,
+    context_cmd,
+    endpoint_cmd,
+    local_cmd,
+    node_cmd,
+    workflow_remote_cmd,
+)
 from fuzzball_core.cli.admin_cmd import admin
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
@@ -74,7 +81,7 @@ def cluster() -> None:
 
 @cli.group()
 def endpoint() -> None:
-    """Inspect service endpoints exposed by running workflows."""
+    """Service endpoints: persistent URLs for workflow services, and running workflows'."""
 
 
 @cli.group()
@@ -89,6 +96,8 @@ cli.add_command(workflow)
 cluster_cmd.register(cluster)
 context_cmd.register(context)
 node_cmd.register(node)
+endpoint_cmd.register(endpoint)
+endpoint_cmd.register_workflow_alias(workflow)
 local_cmd.register(local)
 workflow_remote_cmd.register(workflow)
 

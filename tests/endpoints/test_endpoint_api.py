@@ -1,0 +1,235 @@
+"""``/v3/endpoints`` and ``fuzzball endpoint`` against a served Orchestrate (no nodes): what
+a persistent endpoint is, what is refused and how the refusal reads, and the endpoints of a
+workflow at submission."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+from support.cluster import InProcessOrchestrate, LocalRegistry, free_port
+from support.tenants import Tenants, make_tenants
+
+from fuzzball_core.cli.main import cli
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument
+
+PUBLIC_URL = "https://fb.example"
+Fuzzball = Callable[..., Result]
+
+
+class ApiStack:
+    """Orchestrate serving REST (images mirrored from the local registry), two organizations."""
+
+    def __init__(self, directory: Path, registry_url: str) -> None:
+        rest = f"127.0.0.1:{free_port()}"
+        self.orchestrate = InProcessOrchestrate(
+            {
+                "data-dir": str(directory / "data"),
+                "database": {"url": f"sqlite:///{directory / 'orchestrate.db'}"},
+                "orchestrate": {
+                    "grpc-listen": f"127.0.0.1:{free_port()}",
+                    "rest-listen": rest,
+                    "node-token": "api-node-token",
+                    "endpoints": {"url": PUBLIC_URL},
+                },
+                "images": {"registries": {"docker.io": {"mirrors": [registry_url]}}},
+                "tls": {"plaintext": True},
+            }
+        )
+        self.url = f"http://{rest}"
+        service = self.orchestrate.service
+        self.tenants: Tenants = self.orchestrate.call(lambda: make_tenants(service))
+
+    def call(self, token: str, method: str, path: str, body: Any = None) -> httpx.Response:
+        return httpx.request(
+            method,
+            f"{self.url}/v3{path}",
+            headers={"Authorization": f"Bearer {token}"},
+            json=body,
+            timeout=30,
+        )
+
+    def start(self, token: str, specification: str) -> str:
+        service = self.orchestrate.service
+
+        def start() -> str:
+            return service.start_workflow(
+                service.authenticate(token), raw_specification=specification, name="api"
+            )
+
+        return self.orchestrate.call(start)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry
+) -> Iterator[ApiStack]:
+    running = ApiStack(tmp_path_factory.mktemp("endpoint-api"), local_registry.url)
+    yield running
+    running.orchestrate.close()
+
+
+@pytest.fixture
+def owner(stack: ApiStack) -> str:
+    return stack.tenants.acme_owner.token
+
+
+@pytest.fixture
+def fuzzball(stack: ApiStack, owner: str, tmp_path: Path) -> Fuzzball:
+    """``fuzzball ARGS`` with a context holding acme's owner's token."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "home")}
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), env=env)
+
+    created = run("context", "create", "acme", "--address", stack.url, "--token", owner)
+    assert created.exit_code == 0, created.output
+    return run
+
+
+SERVED = """
+version: v1
+services:
+  web:
+    image: {{uri: docker://alpine:latest}}
+    command: [busybox, httpd, -f, -p, "8080"]
+    network:
+      ports: [{{name: http, port: 8080}}]
+      endpoints: [{{name: {name}, port-name: http, {extra}}}]
+"""
+
+
+def served(name: str, extra: str = "persistent: true") -> str:
+    return SERVED.format(name=name, extra=extra)
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+
+def test_create_reserves_a_persistent_endpoint_and_prints_its_url(fuzzball: Fuzzball) -> None:
+    created = fuzzball("endpoint", "create", "notebook", "--strategy", "ready")
+    described = fuzzball("endpoint", "describe", "notebook", "-o", "json")
+
+    endpoint = json.loads(described.output)
+    assert created.exit_code == 0, created.output
+    assert created.output == (
+        f"Created endpoint notebook ({endpoint['id']}): {PUBLIC_URL}/endpoints/{endpoint['id']}/\n"
+    )
+    assert (endpoint["persistent"], endpoint["strategy"], endpoint["workflowId"]) == (
+        True,
+        "ready",
+        "",
+    )
+
+
+def test_a_subdomain_endpoint_is_addressed_by_its_id_under_the_domain(fuzzball: Fuzzball) -> None:
+    created = fuzzball("endpoint", "create", "desk", "--type", "subdomain", "-o", "json")
+
+    endpoint = json.loads(created.output)
+    assert endpoint["url"] == f"https://{endpoint['id']}.fb.example/"
+
+
+def test_list_shows_the_accounts_endpoints_and_delete_removes_one(fuzzball: Fuzzball) -> None:
+    assert fuzzball("endpoint", "create", "scratch").exit_code == 0
+    listed = fuzzball("endpoint", "list")
+    deleted = fuzzball("endpoint", "delete", "scratch")
+    again = fuzzball("endpoint", "describe", "scratch")
+
+    assert "scratch" in listed.output
+    assert deleted.exit_code == 0
+    assert again.exit_code != 0
+    assert str(again.exception) == "endpoint scratch not found"
+
+
+def test_a_name_is_reserved_once_per_account(fuzzball: Fuzzball) -> None:
+    assert fuzzball("endpoint", "create", "twice").exit_code == 0
+
+    again = fuzzball("endpoint", "create", "twice")
+
+    assert again.exit_code != 0
+    assert str(again.exception) == "endpoint twice already exists"
+
+
+def test_workflow_endpoints_says_it_is_deprecated_and_lists_them(
+    fuzzball: Fuzzball, stack: ApiStack, owner: str
+) -> None:
+    workflow_id = stack.start(owner, served("own", extra="scope: user"))
+
+    listed = fuzzball("workflow", "endpoints", workflow_id, "-o", "json")
+
+    assert "deprecated" in listed.stderr
+    assert "fuzzball endpoint list --workflow ID" in listed.stderr
+    assert [e["name"] for e in json.loads(listed.stdout)] == ["own"]
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"name": "Has Spaces"}, "name: endpoint names use lowercase letters, digits"),
+        ({"name": "ok", "scope": "everyone"}, "scope: must be one of user, group"),
+        ({"name": "ok", "strategy": "later"}, "strategy: must be one of start, ready"),
+        ({"name": "ok", "colour": "red"}, "colour: unknown field"),
+        ({"scope": "user"}, "name: required"),
+    ],
+)
+def test_a_bad_endpoint_is_refused_naming_the_field(
+    stack: ApiStack, owner: str, body: dict, message: str
+) -> None:
+    answer = stack.call(owner, "POST", "/endpoints", body)
+
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith(message)
+
+
+def test_a_workflow_claiming_an_endpoint_nobody_reserved_is_refused(
+    stack: ApiStack, owner: str
+) -> None:
+    with pytest.raises(FailedPrecondition) as refused:
+        stack.start(owner, served("never-made"))
+
+    assert str(refused.value).startswith(
+        "services.web.network.endpoints[0].persistent: no persistent endpoint never-made"
+    )
+
+
+def test_an_endpoint_of_another_protocol_than_http_is_refused(stack: ApiStack, owner: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        stack.start(owner, served("grpc-one", extra="protocol: grpc"))
+
+    assert str(refused.value) == (
+        "services.web.network.endpoints[0].protocol: endpoints speak http or https here, not grpc"
+    )
+
+
+def test_an_endpoint_a_running_workflow_serves_is_not_deleted(stack: ApiStack, owner: str) -> None:
+    assert stack.call(owner, "POST", "/endpoints", {"name": "busy"}).status_code == 200
+    workflow_id = stack.start(owner, served("busy"))
+
+    answer = stack.call(owner, "DELETE", "/endpoints/busy")
+
+    assert answer.status_code == 400
+    assert answer.json()["message"] == (
+        f"endpoint busy is served by workflow {workflow_id}; stop it first"
+    )
+    stack.orchestrate.stop_workflow(workflow_id)
+    assert stack.call(owner, "DELETE", "/endpoints/busy").status_code == 200
+
+
+def test_another_account_neither_sees_nor_claims_the_endpoint(stack: ApiStack, owner: str) -> None:
+    created = stack.call(owner, "POST", "/endpoints", {"name": "mine-only"}).json()
+    member = stack.tenants.acme_member.token
+
+    listed = stack.call(member, "GET", "/endpoints").json()["endpoints"]
+    with pytest.raises(FailedPrecondition):
+        stack.start(member, served("mine-only"))
+
+    assert created["id"] not in [e["id"] for e in listed]
