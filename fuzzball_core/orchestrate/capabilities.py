@@ -42,7 +42,8 @@ INGRESS_SCHEMES = ("http://", "https://")
 def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
     """(field, why) for each part of ``volume``'s transfers (at ``path``) this cluster
     cannot carry out: ingress is fetched over HTTP(S) by each node that mounts the volume
-    (volumes live on each node), without secrets; egress needs shared storage."""
+    (volumes live on each node), with the source's ``secret`` (an http or value secret) as
+    its credentials; egress needs shared storage."""
     problems = []
     for index, transfer in enumerate(volume.ingress or ()):
         at = f"{path}.ingress[{index}]"
@@ -54,6 +55,7 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
         problems.extend(
             (f"{at}.source.{field}", "secrets are not supported here yet")
             for field in _secret_fields(source)
+            if field != "secret"  # an http(s) source's credentials: read on the node
         )
         if not transfer.destination.uri.removeprefix(VOLUME_FILE_SCHEME).strip("/") or (
             not transfer.destination.uri.startswith(VOLUME_FILE_SCHEME)

@@ -61,9 +61,9 @@ class ImageStages:
     object_cache: ObjectCache | None = None
     #: upload pulled images to the object cache too (``images.cache-write-back``)
     write_back: bool = False
-    #: a pull's registry credentials, ``(submitter, secret://..., field path)`` -> username,
-    #: password and/or token (the secrets service, for the principal submitting)
-    credentials_for: Callable[[Any, str, str], Mapping[str, str]] | None = None
+    #: a pull's registry credentials, ``(submitter, secret://..., field path, image URI)`` ->
+    #: username, password and/or token (the secrets service, for the principal submitting)
+    credentials_for: Callable[[Any, str, str, str], Mapping[str, str]] | None = None
     _backends: dict[str, ImageBackend] = field(default_factory=dict)
 
     # -- submission ----------------------------------------------------------------------------
@@ -90,16 +90,16 @@ class ImageStages:
         for stage in plan:
             if isinstance(stage.definition, ImagePull):
                 pull = stage.definition
-                credentials = self._credentials(who, pull.secret, f"{stage.id}.secret")
+                credentials = self._credentials(who, pull, f"{stage.id}.secret")
                 pins[stage.id] = self.resolve(pull.uri, account_id, stage.id, credentials)
         return pins
 
-    def _credentials(self, who: Any, secret: str | None, where: str) -> Mapping[str, str] | None:
-        if not secret:
+    def _credentials(self, who: Any, pull: ImagePull, where: str) -> Mapping[str, str] | None:
+        if not pull.secret:
             return None
         if self.credentials_for is None or who is None:
             raise InvalidArgument(f"{where}: this cluster keeps no secrets to read it from")
-        return self.credentials_for(who, secret, where)
+        return self.credentials_for(who, pull.secret, where, pull.uri)
 
     def resolve(
         self,

@@ -56,6 +56,8 @@ def volume_ingress_json(job: Job | Service, volumes: Mapping[str, Volume] | None
                 {
                     "source": transfer.source.uri,
                     "destination": transfer.destination.uri.removeprefix(VOLUME_FILE_SCHEME),
+                    # the reference only: its credentials reach the node when the run starts
+                    **({"secret": transfer.source.secret} if transfer.source.secret else {}),
                 }
                 for transfer in volume.ingress
             ]

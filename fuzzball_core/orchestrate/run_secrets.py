@@ -18,9 +18,11 @@ kept only in memory: after a restart a workflow gets a new one.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -48,6 +50,17 @@ _ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELED)
 #: a stage's definition in its workflow's plan (the engine's plans: a Job, Service or
 #: ImagePull)
 DefinitionOf = Callable[[Workflow, str], Any]
+#: a job stage's ``volume_ingress_json`` (the engine's plans)
+IngressOf = Callable[[Workflow, str], str]
+
+
+def registry_host(uri: str) -> str:
+    """The registry an image URI is pulled from (``docker://alpine`` is docker.io's)."""
+    reference = uri.partition("://")[2] if "://" in uri else uri
+    first, _, rest = reference.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
 
 
 def secret_env(env: list[str] | None) -> dict[str, str]:
@@ -69,11 +82,13 @@ class RunSecretsService:
         secrets: Secrets,
         accounts: Accounts,
         definition_of: DefinitionOf,
+        ingress_of: IngressOf | None = None,
     ) -> None:
         self.sessions = sessions
         self.secrets = secrets
         self.accounts = accounts
         self.definition_of = definition_of
+        self.ingress_of = ingress_of
         self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -89,6 +104,7 @@ class RunSecretsService:
             lambda workflow, stage: (
                 engine.context.plans.entry(workflow).plan.stages[stage].definition
             ),
+            engine.context.plans.ingress,
         )
         previous = engine.context.event_hook
 
@@ -98,8 +114,8 @@ class RunSecretsService:
                 previous(event)
 
         engine.context.event_hook = hook
-        engine.images.credentials_for = lambda who, reference, where: secrets.credentials(
-            Secrets.owner_of(who), reference, where=where
+        engine.images.credentials_for = lambda who, reference, where, uri: secrets.credentials(
+            Secrets.owner_of(who), reference, where=where, host=registry_host(uri)
         )
         run_secrets.revoke_ended()
         return run_secrets
@@ -116,12 +132,14 @@ class RunSecretsService:
             if workflow is None or stage is None:
                 raise NotFound(f"run {run_id} is not running")
             definition = self.definition_of(workflow, stage.name)
+            ingress = self.ingress_of(workflow, stage.name) if self.ingress_of else ""
         owner = self.secrets.owner_of_workflow(workflow.id)
         reply = node_pb2.RunSecretsResponse()
         if isinstance(definition, ImagePull):
             if definition.secret:
+                where = f"{stage.name}.secret"
                 reply.image_credentials.update(
-                    self._credentials(owner, definition.secret, f"{stage.name}.secret")
+                    self._credentials(owner, definition.secret, where, definition.uri)
                 )
             return reply
         for name, reference in secret_env(getattr(definition, "env", None)).items():
@@ -130,16 +148,28 @@ class RunSecretsService:
             )
         image = getattr(definition, "image", None)
         if image is not None and getattr(image, "secret", None):
+            where = f"{stage.name}.image.secret"
             reply.image_credentials.update(
-                self._credentials(owner, str(image.secret), f"{stage.name}.image.secret")
+                self._credentials(owner, str(image.secret), where, str(image.uri))
             )
+        for volume, transfers in (json.loads(ingress) if ingress else {}).items():
+            for index, transfer in enumerate(transfers):
+                if transfer.get("secret"):
+                    reply.ingress_authorization[f"{volume}/{index}"] = self.secrets.authorization(
+                        owner,
+                        str(transfer["secret"]),
+                        host=urlsplit(str(transfer["source"])).netloc.rpartition("@")[2],
+                        where=f"volumes.{volume}.ingress[{index}].source.secret",
+                    )
         reply.workflow_token = self._token(workflow, owner)
         return reply
 
-    def _credentials(self, owner: SecretOwner, reference: str, where: str) -> Mapping[str, str]:
+    def _credentials(
+        self, owner: SecretOwner, reference: str, where: str, uri: str
+    ) -> Mapping[str, str]:
         if not is_reference(reference):
             raise InvalidArgument(f"{where}: expected a secret://SCOPE/NAME reference")
-        return self.secrets.credentials(owner, reference, where=where)
+        return self.secrets.credentials(owner, reference, where=where, host=registry_host(uri))
 
     def _token(self, workflow: Workflow, owner: SecretOwner) -> str:
         with self._lock:

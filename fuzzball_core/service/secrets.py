@@ -23,6 +23,7 @@ recording ``secret_read`` in the audit log.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -40,6 +41,7 @@ from fuzzball_core.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
 )
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.permissions import require
@@ -360,14 +362,22 @@ class Secrets:
             raise NotFound(f"{prefix}{reference}: the secret has no key {key!r}")
         return str(source[key])
 
-    def credentials(self, owner: SecretOwner, reference: str, *, where: str = "") -> dict[str, str]:
+    def credentials(
+        self, owner: SecretOwner, reference: str, *, where: str = "", host: str | None = None
+    ) -> dict[str, str]:
         """A registry's or web server's credentials (an image or http secret, or a value
-        secret as a bearer token) for ``owner``: ``username``/``password`` and/or ``token``."""
+        secret as a bearer token) for ``owner``: ``username``/``password`` and/or ``token``.
+        With ``host``, a secret listing ``trustedDomains`` is refused for any other host."""
         scope, name, key = parse_reference(reference)
         prefix = f"{where}: " if where else ""
         if key is not None:
             raise InvalidArgument(f"{prefix}{reference}: name the secret without a key here")
         kind_name, payload = self._read(owner, scope, name, reference, where)
+        domains = payload.get("trustedDomains") or []
+        if host is not None and domains and not _trusted(host, domains):
+            raise PermissionDenied(
+                f"{prefix}{reference}: {host} is not one of the secret's trusted domains"
+            )
         if kind_name == "value":
             return {"token": str(payload.get("value", ""))}
         if kind_name not in ("image", "http"):
@@ -376,6 +386,21 @@ class Secrets:
                 " (use an image, http or value secret)"
             )
         return {k: str(payload[k]) for k in ("username", "password", "token") if payload.get(k)}
+
+    def authorization(
+        self, owner: SecretOwner, reference: str, *, host: str, where: str = ""
+    ) -> str:
+        """The ``Authorization`` header ``reference``'s credentials make for ``host``:
+        ``Bearer`` a token (a value secret's value, an http secret's token), else ``Basic``
+        username and password."""
+        found = self.credentials(owner, reference, where=where, host=host)
+        if found.get("token"):
+            return f"Bearer {found['token']}"
+        if "username" in found or "password" in found:
+            pair = f"{found.get('username', '')}:{found.get('password', '')}"
+            return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        prefix = f"{where}: " if where else ""
+        raise InvalidArgument(f"{prefix}{reference}: the secret holds no token or password")
 
     def _read(
         self, owner: SecretOwner, scope: SecretScope, name: str, reference: str, where: str
@@ -493,6 +518,17 @@ class Secrets:
 
 
 # -- bodies -------------------------------------------------------------------------------------
+
+
+def _trusted(host: str, domains: list[str]) -> bool:
+    """Whether ``host`` is one of ``domains`` or below one (``r.example.org`` is below
+    ``example.org``); a domain may carry a port (``127.0.0.1:5000``)."""
+    host = host.lower()
+    bare = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    for domain in (d.lower().lstrip(".") for d in domains):
+        if host == domain or bare == domain or bare.endswith(f".{domain}"):
+            return True
+    return False
 
 
 def _name(sent: Any) -> str:

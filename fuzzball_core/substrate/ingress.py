@@ -33,9 +33,12 @@ def fetch_ingress(
     volumes: WorkflowVolumes,
     workflow_id: str,
     ingress: Mapping[str, Sequence[Mapping[str, str]]],
+    authorization: Mapping[str, str] | None = None,
 ) -> None:
-    """Fill each volume in ``ingress`` (volume -> [{source, destination}]) unless this node
-    already did; raises :class:`Unavailable` naming the transfer that failed."""
+    """Fill each volume in ``ingress`` (volume -> [{source, destination, secret?}]) unless
+    this node already did; a source with a secret is fetched with its ``Authorization``
+    header from ``authorization`` (by ``VOLUME/INDEX``, resolved by Orchestrate as the run
+    started). Raises :class:`Unavailable` naming the transfer that failed."""
     for volume, transfers in ingress.items():
         directory = volumes.volume_dir(workflow_id, volume)
         marker = directory.parent / f".{directory.name}.ingress-done"
@@ -43,7 +46,8 @@ def fetch_ingress(
             if marker.exists():
                 continue
             for index, transfer in enumerate(transfers):
-                _fetch(directory, transfer, f"volumes.{volume}.ingress[{index}]")
+                header = (authorization or {}).get(f"{volume}/{index}")
+                _fetch(directory, transfer, f"volumes.{volume}.ingress[{index}]", header)
             marker.touch()
 
 
@@ -52,14 +56,21 @@ def _lock_for(marker: Path) -> threading.Lock:
         return _locks.setdefault(marker, threading.Lock())
 
 
-def _fetch(directory: Path, transfer: Mapping[str, str], field: str) -> None:
+def _fetch(
+    directory: Path, transfer: Mapping[str, str], field: str, authorization: str | None = None
+) -> None:
     source = transfer["source"]
     target = resolve_in_root(directory, "/" + transfer["destination"].lstrip("/"))
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     timeout = httpx.Timeout(READ_TIMEOUT, connect=15.0)
     try:
-        with httpx.stream("GET", source, follow_redirects=True, timeout=timeout) as response:
+        # httpx drops Authorization on a redirect to another origin: the credentials go to
+        # the source's host only
+        headers = {"Authorization": authorization} if authorization else {}
+        with httpx.stream(
+            "GET", source, headers=headers, follow_redirects=True, timeout=timeout
+        ) as response:
             if response.status_code != 200:
                 raise Unavailable(
                     f"{field}: could not fetch {_shown(source)}: HTTP {response.status_code}"

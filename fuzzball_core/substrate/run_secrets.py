@@ -8,7 +8,7 @@ environment: never in the node's state, logs or reports.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -29,6 +29,9 @@ class RunSecrets:
     #: the image.secret's credentials: username, password and/or token
     image_credentials: dict[str, str] = field(default_factory=dict)
     workflow_token: str = ""
+    #: the Authorization header of each volume ingress source with a secret, by
+    #: ``VOLUME/INDEX``
+    ingress_authorization: dict[str, str] = field(default_factory=dict)
 
     def environment(self) -> dict[str, str]:
         """What the container's environment gets: the resolved entries and the token."""
@@ -64,12 +67,23 @@ class RunSecretsClient:
                 ) from None
             status = {"code": exc.code().value[0], "message": exc.details() or ""}
             raise FuzzballError.from_status(status) from None
-        return RunSecrets(dict(reply.env), dict(reply.image_credentials), reply.workflow_token)
+        return RunSecrets(
+            dict(reply.env),
+            dict(reply.image_credentials),
+            reply.workflow_token,
+            dict(reply.ingress_authorization),
+        )
 
 
-def references_secrets(env: Sequence[str] | None, image_secret: str | None) -> bool:
-    """Whether a job needs its secrets to start: an env value or its image's secret is a
-    ``secret://`` reference."""
+def references_secrets(
+    env: Sequence[str] | None,
+    image_secret: str | None,
+    ingress: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+) -> bool:
+    """Whether a job needs its secrets to start: an env value, its image's secret or a
+    volume ingress source's secret is a ``secret://`` reference."""
     if image_secret:
+        return True
+    if any(t.get("secret") for transfers in (ingress or {}).values() for t in transfers):
         return True
     return any(str(entry).partition("=")[2].startswith("secret://") for entry in env or ())

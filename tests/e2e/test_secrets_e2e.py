@@ -15,9 +15,11 @@ import base64
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -263,3 +265,88 @@ def test_a_private_registry_image_without_its_secret_is_refused_at_submission(
 
     assert started.status_code == 401, started.text
     assert "requires credentials" in started.json()["message"]
+
+
+class _BasicAuthFile(BaseHTTPRequestHandler):
+    """Serves ``/data.txt`` to requests carrying the expected Basic credentials, 401 to
+    others."""
+
+    expected = "Basic " + base64.b64encode(b"fetcher:" + PASSWORD.encode()).decode()
+
+    def do_GET(self) -> None:
+        allowed = self.headers.get("Authorization") == self.expected
+        body = b"behind basic auth\n" if allowed else b""
+        self.send_response(200 if allowed else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def protected_file() -> Iterator[str]:
+    """The URL of a file a web server gives only with Basic credentials."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BasicAuthFile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/data.txt"
+    server.shutdown()
+
+
+def _ingress_job(url: str, secret: str) -> dict[str, Any]:
+    definition = _job("cat /data/in.txt", [])
+    definition["version"] = "v4"
+    definition["volumes"] = {
+        "data": {
+            "reference": "volume://user/ephemeral",
+            "ingress": [
+                {"source": {"uri": url, "secret": secret}, "destination": {"uri": "file://in.txt"}}
+            ],
+        }
+    }
+    definition["jobs"]["show"]["mounts"] = {"/data": {"volume": "data"}}
+    return definition
+
+
+def _http_secret(client: Client, name: str, trusted: list[str]) -> None:
+    body = {
+        "name": name,
+        "scope": "SECRET_SCOPE_USER",
+        "http": {"username": "fetcher", "password": PASSWORD, "trustedDomains": trusted},
+    }
+    created = client.call("PUT", "/secrets", json=body)
+    assert created.status_code == 200, created.text
+
+
+def test_volume_ingress_is_fetched_with_an_http_secret(
+    cluster: Cluster, person: str, protected_file: str
+) -> None:
+    client = _sign_in(cluster.orchestrate.rest_url, person)
+    _http_secret(client, "files", ["127.0.0.1"])
+    definition = _ingress_job(protected_file, "secret://user/files")
+    started = client.call("POST", "/workflows", json={"name": "ingress", "definition": definition})
+    assert started.status_code == 200, started.text
+    workflow_id = started.json()["id"]
+    workflow = _wait(client, workflow_id)
+    events = client.call("GET", f"/workflows/{workflow_id}:events").text
+
+    assert workflow["status"].endswith("FINISHED"), events
+    assert _output(client.call("GET", f"/workflows/{workflow_id}:log")) == "behind basic auth\n"
+    assert PASSWORD not in events + str(workflow)
+
+
+def test_an_http_secret_is_never_sent_outside_its_trusted_domains(
+    cluster: Cluster, person: str, protected_file: str
+) -> None:
+    client = _sign_in(cluster.orchestrate.rest_url, person)
+    _http_secret(client, "elsewhere", ["files.example.org"])
+    definition = _ingress_job(protected_file, "secret://user/elsewhere")
+    started = client.call(
+        "POST", "/workflows", json={"name": "untrusted", "definition": definition}
+    )
+    workflow = _wait(client, started.json()["id"])
+    events = client.call("GET", f"/workflows/{started.json()['id']}:events").text
+
+    assert workflow["status"].endswith("FAILED"), events
+    assert "127.0.0.1" in events and "is not one of the secret's trusted domains" in events

@@ -64,13 +64,25 @@ def test_sources_other_than_http_are_refused(harness) -> None:
     ]
 
 
-def test_sources_needing_a_secret_are_refused(harness) -> None:
+def test_a_source_with_a_secret_is_assigned_with_the_reference_only(harness) -> None:
     with_secret = INGRESS.replace(
         'uri: "https://example.org/in.lj.txt"}',
         'uri: "https://example.org/in.lj.txt", secret: "secret://user/s"}',
     )
+    harness.node()
+    harness.submit(workflow(with_secret))
+    (assignment,) = harness.assignments()
+    (transfer,) = json.loads(assignment.volume_ingress_json)["data"]
+    assert transfer["secret"] == "secret://user/s"
+
+
+def test_sources_needing_a_decryption_secret_are_refused(harness) -> None:
+    with_secret = INGRESS.replace(
+        'uri: "https://example.org/in.lj.txt"}',
+        'uri: "https://example.org/in.lj.txt", decryption-secret: "secret://user/s"}',
+    )
     found = _refusal(harness, workflow(with_secret))
-    assert [field for field, _ in found] == ["volumes.data.ingress[0].source.secret"]
+    assert [field for field, _ in found] == ["volumes.data.ingress[0].source.decryption-secret"]
 
 
 def test_destinations_must_be_files_in_the_volume(harness) -> None:

@@ -246,12 +246,15 @@ def _transfer_rows(prefix: str, *, egress: bool) -> dict[str, Row]:
     rows: dict[str, Row] = {
         f"{prefix}.source.uri": Used(f"{REQUESTS}:volume_ingress_json", "source"),
         f"{prefix}.destination.uri": Used(f"{REQUESTS}:volume_ingress_json", "destination"),
+        # the reference; the node gets its Authorization header as the run starts
+        f"{prefix}.source.secret": Used(f"{REQUESTS}:volume_ingress_json", "secret"),
     }
     for field in ("secret", "secrets", "decryption-secret"):
         star = ".*" if field == "secrets" else ""
-        rows[f"{prefix}.source.{field}{star}"] = Refused(
-            SECRETS_REFUSED, at=f"{prefix}.source.{field}"
-        )
+        if field != "secret":
+            rows[f"{prefix}.source.{field}{star}"] = Refused(
+                SECRETS_REFUSED, at=f"{prefix}.source.{field}"
+            )
         rows[f"{prefix}.destination.{field}{star}"] = Warned(
             DESTINATION, at=f"{prefix}.destination.{field}"
         )

@@ -80,7 +80,8 @@ class ContainerJobDriver(ContainerDriver):
         """Pull the image, fetch the volume ingress, start the container; an outcome
         instead when any of it failed or the run was stopped meanwhile."""
         request, image_spec = self.request, self.job.image
-        secrets = await self.secrets(references_secrets(self.job.env, image_spec.secret))
+        needed = references_secrets(self.job.env, image_spec.secret, request.volume_ingress)
+        secrets = await self.secrets(needed)
         if isinstance(secrets, RunOutcome):
             return secrets
         try:
@@ -105,6 +106,7 @@ class ContainerJobDriver(ContainerDriver):
                     self.node.volumes,
                     request.workflow_id,
                     request.volume_ingress,
+                    secrets.ingress_authorization,
                 )
             except Exception as exc:
                 return RunOutcome(message=error_text(exc))
