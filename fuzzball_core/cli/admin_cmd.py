@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.monitoring_cmd import monitoring
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.spec.names import printable
@@ -39,6 +40,9 @@ _ORGANIZATION_OPTION = click.option(
 @click.group()
 def admin() -> None:
     """Administer organizations, members, service accounts and the audit log."""
+
+
+admin.add_command(monitoring)  # issue-cert (issue 15)
 
 
 @admin.group()

@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import yaml
 
+from fuzzball_core.cli import monitoring_stack
 from fuzzball_core.cli.contexts import ContextsFile
 from fuzzball_core.cli.local_owner import DEFAULT_ORGANIZATION, DEFAULT_OWNER, sign_in_owner
 from fuzzball_core.cli.local_tls import rest_url, secure_deployment, trust
@@ -132,7 +133,9 @@ def deployment_for(config: FuzzballConfig) -> Deployment:
     return Deployment(config.data_dir / "local")
 
 
-def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, Any]:
+def _merged_config(
+    user_file: Path | None, deployment: Deployment, *, monitoring: bool = True
+) -> dict[str, Any]:
     """The user's configuration with what the local deployment needs filled in."""
     document: dict[str, Any] = {}
     if user_file is not None:
@@ -159,6 +162,7 @@ def _merged_config(user_file: Path | None, deployment: Deployment) -> dict[str, 
     rest = document["orchestrate"].get("rest-listen", FuzzballConfig().orchestrate.rest_listen)
     images.setdefault("object-cache-url", f"{scheme}://{rest}")
     images.setdefault("object-cache-token", token)
+    monitoring_stack.prepare(document, deployment.directory, enabled=monitoring)
     return document
 
 
@@ -296,6 +300,7 @@ def up(
     timeout: float = 60.0,
     organization: str = DEFAULT_ORGANIZATION,
     owner_email: str = DEFAULT_OWNER,
+    monitoring: bool = True,
 ) -> dict[str, Any]:
     """Start the local deployment; return where things are. Idempotent when already up.
 
@@ -312,7 +317,8 @@ def up(
     deployment = deployment_for(base)
     private_directory(base.data_dir)
     private_directory(deployment.directory)
-    merged = yaml.safe_dump(_merged_config(user_file, deployment), sort_keys=False)
+    document = _merged_config(user_file, deployment, monitoring=monitoring)
+    merged = yaml.safe_dump(document, sort_keys=False)
     with open_private(deployment.config_file) as out:  # it holds the node token
         out.write(merged.encode())
     config = load_config(deployment.config_file)
@@ -356,6 +362,8 @@ def up(
         "logs": {p: str(deployment.log_file(p)) for p in PROCESSES},
         "nodes": [str(n.get("hostName") or n.get("id")) for n in nodes],
         "owner": owner,
+        # Prometheus and Alertmanager (issue 15), unless monitoring.enabled is false
+        "monitoring": monitoring_stack.start(config, deployment.directory, address),
     }
 
 
@@ -363,6 +371,9 @@ def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -
     """Stop Substrate, then Orchestrate; return what was stopped."""
     deployment = deployment_for(load_config(config_path(user_config)))
     stopped = []
+    if deployment.config_file.exists():  # the stack first: it watches the other two
+        served = load_config(deployment.config_file)
+        stopped += monitoring_stack.stop(served, deployment.directory, timeout=timeout)
     for process in reversed(PROCESSES):
         pid = deployment.pid(process)
         if pid is None:
@@ -400,4 +411,5 @@ def status(user_config: str | os.PathLike[str] | None) -> dict[str, Any]:
             "conditions": seen.get("conditions", []),
             **({"problem": seen["problem"]} if "problem" in seen else {}),
         }
+    report.update(monitoring_stack.status(config, deployment.directory))
     return report

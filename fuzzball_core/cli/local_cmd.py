@@ -37,14 +37,25 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="Email of that organization's owner, whom the CLI is signed in as.",
 )
+@click.option(
+    "--no-monitoring",
+    is_flag=True,
+    help="Leave the bundled Prometheus and Alertmanager off (monitoring.enabled: false).",
+)
 @click.pass_obj
-def up(state: CliState, timeout: float, organization: str, owner_email: str) -> None:
+def up(
+    state: CliState, timeout: float, organization: str, owner_email: str, no_monitoring: bool
+) -> None:
     """Start Orchestrate (SQLite) and one Substrate here, and wait until the node is ready.
 
     The first 'up' creates an organization and its owner (with a generated password, shown
     once); every 'up' leaves the 'local' context signed in as that owner."""
     where = deployment.up(
-        state.config_file, timeout=timeout, organization=organization, owner_email=owner_email
+        state.config_file,
+        timeout=timeout,
+        organization=organization,
+        owner_email=owner_email,
+        monitoring=not no_monitoring,
     )
     click.echo(
         f"Fuzzball is up: API {where['api']} (context {where['context']!r},"
@@ -54,6 +65,12 @@ def up(state: CliState, timeout: float, organization: str, owner_email: str) -> 
     click.echo(f"  config: {where['config']}")
     for process, log in where["logs"].items():
         click.echo(f"  {process} log: {log}")
+    stack = where["monitoring"]
+    if stack.get("problem"):
+        click.echo(f"note: the monitoring stack is off: {stack['problem']}", err=True)
+    elif stack.get("enabled"):
+        urls = f"Prometheus {stack['prometheus']}, Alertmanager {stack['alertmanager']}"
+        click.echo(f"  monitoring: {urls}")
     _tell_about_owner(where["owner"])
 
 

@@ -85,7 +85,17 @@ class AlertWebhook:
         context = webhook_ssl_context(ca, self.ca_dir, host)
         self._runner = RestRunner(webhook_app(self.holds))
         await self._runner.setup()
-        await web.TCPSite(self._runner, host, port, ssl_context=context).start()
+        try:
+            await web.TCPSite(self._runner, host, port, ssl_context=context).start()
+        except OSError as exc:  # Orchestrate serves on; only alerts cannot place holds
+            log.warning(
+                "the monitoring webhook is not served: cannot listen on %s (%s)",
+                self.listen,
+                exc.strerror or exc,
+            )
+            await self._runner.cleanup()
+            self._runner = None
+            return
         log.info(
             "monitoring webhook on https://%s%s (mTLS, CA %s)",
             self.listen,

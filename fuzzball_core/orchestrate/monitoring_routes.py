@@ -13,7 +13,7 @@ port) and these REST routes beside the API's:
   the node's metrics, read over its Connect stream;
 * ``GET /v4/metrics`` (``scrape_node_metrics``): Orchestrate's own metrics
   (:mod:`orchestrate_metrics`);
-* ``POST /v4/monitoring/client-certificates`` ``{"name"}`` (``administer_cluster``): a client
+* ``POST /v3/monitoring/client-certificates`` ``{"name"}`` (``administer_cluster``): a client
   certificate from the monitoring CA for an external Alertmanager (``fuzzball admin
   monitoring issue-cert``), with its key and the CA certificate, in PEM.
 """
@@ -51,7 +51,8 @@ from fuzzball_core.vocabulary import Permission
 SD_CONFIG_PATH = "/v4/nodes/-/sd_config"
 NODE_METRICS_PATH = "/v4/metrics/node"
 METRICS_PATH = "/v4/metrics"
-CLIENT_CERTIFICATES_PATH = "/v4/monitoring/client-certificates"
+#: under the API's base (``/v3``), where the CLI's client calls
+CLIENT_CERTIFICATES = "/monitoring/client-certificates"
 TARGETS = ("fuzzball", "node_exporter")
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -96,9 +97,14 @@ class Monitoring:
 
     def routes(self) -> ExtraRoutes:
         """The REST routes above, for the gateway."""
-        return ExtraRoutes(add=lambda app, _base, principal_of: self._add(app, principal_of))
+        return ExtraRoutes(add=lambda app, base, principal_of: self._add(app, base, principal_of))
 
-    def _add(self, app: web.Application, principal_of: Callable[[web.Request], Principal]) -> None:
+    def _add(
+        self,
+        app: web.Application,
+        base: str,
+        principal_of: Callable[[web.Request], Principal],
+    ) -> None:
         async def sd_config(request: web.Request) -> web.Response:
             require(principal_of(request), Permission.READ_NODES, "list node metrics targets")
             mode = request.query.get("mode", self.config.monitoring.node_metrics_mode)
@@ -143,7 +149,7 @@ class Monitoring:
         app.router.add_get(SD_CONFIG_PATH, sd_config)
         app.router.add_get(NODE_METRICS_PATH, node_metrics)
         app.router.add_get(METRICS_PATH, own_metrics)
-        app.router.add_post(CLIENT_CERTIFICATES_PATH, client_certificate)
+        app.router.add_post(f"{base}{CLIENT_CERTIFICATES}", client_certificate)
 
     # -- what the routes answer ----------------------------------------------------------------
 

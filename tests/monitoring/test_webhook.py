@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner, Result
 from support.monitoring import (
     Receiver,
     alert,
@@ -18,6 +19,7 @@ from support.monitoring import (
 )
 
 from fuzzball_core.certificates import CertificateAuthority
+from fuzzball_core.cli.main import cli
 
 
 def _post(receiver: Receiver, tmp_path: Path, *alerts: dict) -> list[dict]:
@@ -169,3 +171,46 @@ def test_a_body_that_is_not_a_notification_is_a_400_naming_alerts(
     with webhook_client(receiver.ca_dir / "ca.crt", cert) as client:
         reply = client.post(receiver.url, json={"alerts": "nope"})
     assert reply.status_code == 400 and "alerts" in reply.json()["message"]
+
+
+def _cli(receiver: Receiver, tmp_path: Path, token: str) -> Callable[..., Result]:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config-home")}
+    runner = CliRunner()
+    address = receiver.orchestrate.rest_url
+    created = runner.invoke(
+        cli, ["context", "create", "t", "--address", address, "--token", token], env=env
+    )
+    assert created.exit_code == 0, created.output
+    return lambda *args: runner.invoke(cli, list(args), env=env)
+
+
+def test_issue_cert_gives_an_external_alertmanager_a_certificate_the_receiver_accepts(
+    make_receiver: Callable[..., Receiver], tmp_path: Path
+) -> None:
+    receiver = make_receiver(**{"node-health": {"max-monitoring-held-percent": 100}})
+    receiver.register("node-1")
+    service = receiver.orchestrate.service
+    _, admin_token = receiver.orchestrate.call(
+        lambda: service.create_account("operator", admin=True)
+    )
+    fuzzball = _cli(receiver, tmp_path, admin_token)
+    result = fuzzball("admin", "monitoring", "issue-cert", "site-am", "--out", str(tmp_path / "am"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "am" / "site-am.key").stat().st_mode & 0o777 == 0o600
+    cert = (tmp_path / "am" / "site-am.crt", tmp_path / "am" / "site-am.key")
+    with webhook_client(tmp_path / "am" / "ca.crt", cert) as client:
+        reply = client.post(
+            receiver.url, json=notification(alert("FuzzballNodeMemoryErrors", "node-1"))
+        )
+    assert reply.status_code == 200 and reply.json()["alerts"][0]["result"] == "placed"
+
+
+def test_issue_cert_is_refused_to_a_caller_who_does_not_administer_the_cluster(
+    make_receiver: Callable[..., Receiver], tmp_path: Path
+) -> None:
+    receiver = make_receiver()
+    fuzzball = _cli(receiver, tmp_path, receiver.token)  # the monitoring account's
+    result = fuzzball("admin", "monitoring", "issue-cert", "x", "--out", str(tmp_path / "x"))
+    assert result.exit_code != 0
+    assert "administer_cluster" in f"{result.output}{result.exception}"
+    assert not (tmp_path / "x" / "x.key").exists()
