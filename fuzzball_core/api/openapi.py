@@ -4,8 +4,10 @@ Each handler declares what it takes and answers with :func:`documented` (an
 :class:`Operation`: its request and reply messages, query parameters, path fields);
 :func:`openapi_document` walks the application's route table and writes one operation per
 route, with the JSON Schema of every message as the proto3 JSON mapping writes it
-(``rest_messages``). A route added without a declaration is still listed, marked as not
-described, so the document cannot leave a served path out; the gateway serves it at
+(``rest_messages``). Routes whose bodies are plain JSON rather than a ``fuzzball.v1``
+message (the identity routes, shaped as Fuzzball's swagger defines them) declare JSON Schemas
+instead (:class:`JsonOperation`). A route added without a declaration is still listed, marked
+as not described, so the document cannot leave a served path out; the gateway serves it at
 ``GET /v3/openapi.json``.
 """
 
@@ -93,11 +95,24 @@ class Operation:
     tags: tuple[str, ...] = field(default=())
 
 
-_OPERATIONS: dict[Callable[..., Any], Operation] = {}
+@dataclass(frozen=True)
+class JsonOperation:
+    """What a REST handler answering plain JSON takes and answers: the JSON Schemas of its
+    body (``request``; ``None``: no body) and of its reply."""
+
+    summary: str
+    response: dict[str, Any]
+    request: dict[str, Any] | None = None
+    query: tuple[Query, ...] = ()
+    tags: tuple[str, ...] = field(default=())
 
 
-def documented(operation: Operation) -> Callable[[H], H]:
-    """Declare what the decorated handler takes and answers, for the OpenAPI document."""
+_OPERATIONS: dict[Callable[..., Any], Operation | JsonOperation] = {}
+
+
+def documented(operation: Operation | JsonOperation) -> Callable[[H], H]:
+    """Declare what the decorated handler (a function, or a method of the object whose bound
+    method is the route's handler) takes and answers, for the OpenAPI document."""
 
     def declare(handler: H) -> H:
         _OPERATIONS[handler] = operation
@@ -114,7 +129,8 @@ def openapi_document(app: web.Application, *, title: str, version: str) -> dict[
         if route.method == "HEAD" or route.resource is None:
             continue
         path = route.resource.canonical
-        operation = _OPERATIONS.get(route.handler)
+        # a bound method's declaration is its function's
+        operation = _OPERATIONS.get(getattr(route.handler, "__func__", route.handler))
         entry = _operation(route.method, path, operation, schemas)
         paths.setdefault(path, {})[route.method.lower()] = entry
     return {
@@ -138,7 +154,7 @@ def openapi_document(app: web.Application, *, title: str, version: str) -> dict[
 
 
 def _operation(
-    method: str, path: str, operation: Operation | None, schemas: dict[str, Any]
+    method: str, path: str, operation: Operation | JsonOperation | None, schemas: dict[str, Any]
 ) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -157,6 +173,8 @@ def _operation(
         | {"schema": q.schema()}
         for q in operation.query
     ]
+    if isinstance(operation, JsonOperation):
+        return _json_operation(method, path, operation, parameters, errors)
     reply: dict[str, Any] = {"$ref": _ref(_message(operation.response.DESCRIPTOR, schemas))}
     if operation.stream:
         reply = {
@@ -177,6 +195,30 @@ def _operation(
         entry["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": {"$ref": _ref(body)}}},
+        }
+    return entry
+
+
+def _json_operation(
+    method: str,
+    path: str,
+    operation: JsonOperation,
+    parameters: list[dict[str, Any]],
+    errors: dict[str, Any],
+) -> dict[str, Any]:
+    """The entry of a route declared with JSON Schemas (written in place)."""
+    entry: dict[str, Any] = {
+        "summary": operation.summary,
+        "operationId": _operation_id(method, path),
+        "parameters": parameters,
+        "responses": {"200": _json_content(operation.summary, operation.response), **errors},
+    }
+    if operation.tags:
+        entry["tags"] = list(operation.tags)
+    if operation.request is not None:
+        entry["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": operation.request}},
         }
     return entry
 

@@ -18,7 +18,8 @@ Under ``/v3`` (bodies and replies are the swagger's definitions, field for field
 
 Lists page with ``pageSize`` and ``pageToken``; ``orderBy`` and ``filter`` are refused (each
 list has one order, said in its route's description). A body field the route does not know
-is refused, naming it, rather than ignored.
+is refused, naming it, rather than ignored. Each handler declares its body and reply for the
+OpenAPI document (:mod:`~fuzzball_core.orchestrate.identity_schemas`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.orchestrate import identity_schemas as schema
 from fuzzball_core.service.audit import MAX_PAGE_SIZE, AuditEntryView, AuditQuery
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.identity_views import (
@@ -308,6 +311,7 @@ class IdentityRoutes:
 
     # -- the organization ----------------------------------------------------------------------
 
+    @documented(schema.GET_ORGANIZATION)
     async def get_organization(self, request: web.Request) -> web.Response:
         organization_id = request.query.get("organizationId") or None
         found = await self._call(
@@ -315,6 +319,7 @@ class IdentityRoutes:
         )
         return web.json_response(organization_json(found))
 
+    @documented(schema.UPDATE_ORGANIZATION)
     async def update_organization(self, request: web.Request) -> web.Response:
         fields = await body_fields(request, {"name": str})
         organization_id = request.query.get("organizationId") or None
@@ -326,6 +331,7 @@ class IdentityRoutes:
         )
         return web.json_response(organization_json(updated))
 
+    @documented(schema.LIST_MEMBERS)
     async def list_members(self, request: web.Request) -> web.Response:
         organization_id = request.query.get("organizationId") or None
         role = relationship_query(request)
@@ -361,16 +367,19 @@ class IdentityRoutes:
             ),
         )
 
+    @documented(schema.ADD_MEMBER)
     async def add_member(self, request: web.Request) -> web.Response:
         user, _ = await self._add_member(request, password_required=True)
         return web.json_response(user_json(user))
 
+    @documented(schema.ADD_MEMBER_V2)
     async def add_member_v2(self, request: web.Request) -> web.Response:
         user, generated = await self._add_member(request, password_required=False)
         return web.json_response(
             {"user": user_json(user)} | _present({"generatedPassword": generated})
         )
 
+    @documented(schema.UPDATE_MEMBER)
     async def update_member(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
         change_role = query_bool(request, "updateRelationship")
@@ -390,11 +399,13 @@ class IdentityRoutes:
         )
         return web.json_response(user_json(updated))
 
+    @documented(schema.REMOVE_MEMBER)
     async def remove_member(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
         await self._call(request, lambda who: self.identity.remove_member(who, user_id))
         return web.json_response({})
 
+    @documented(schema.RESET_PASSWORD)
     async def reset_password(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
         fields = await body_fields(request, {"newPassword": str, "requireUpdatePassword": bool})
@@ -409,6 +420,7 @@ class IdentityRoutes:
         )
         return web.json_response(_present({"generatedPassword": generated}))
 
+    @documented(schema.CHANGE_PASSWORD)
     async def change_password(self, request: web.Request) -> web.Response:
         fields = await body_fields(request, {"currentPassword": str, "newPassword": str})
         for name in ("currentPassword", "newPassword"):
@@ -427,6 +439,7 @@ class IdentityRoutes:
 
     # -- accounts (groups) ---------------------------------------------------------------------
 
+    @documented(schema.LIST_ACCOUNTS)
     async def list_accounts(self, request: web.Request) -> web.Response:
         show = bool(query_bool(request, "showUserAccounts"))
         accounts = await self._call(
@@ -437,6 +450,7 @@ class IdentityRoutes:
             _present({"pageToken": token}) | {"accounts": [account_json(a) for a in page]}
         )
 
+    @documented(schema.CREATE_ACCOUNT)
     async def create_account(self, request: web.Request) -> web.Response:
         fields = await body_fields(request, {"name": str})
         created = await self._call(
@@ -444,11 +458,13 @@ class IdentityRoutes:
         )
         return web.json_response(account_json(created))
 
+    @documented(schema.GET_ACCOUNT)
     async def get_account(self, request: web.Request) -> web.Response:
         account_id = request.match_info["id"]
         found = await self._call(request, lambda who: self.identity.get_account(who, account_id))
         return web.json_response(account_json(found))
 
+    @documented(schema.UPDATE_ACCOUNT)
     async def update_account(self, request: web.Request) -> web.Response:
         account_id = request.match_info["id"]
         fields = await body_fields(request, {"name": str})
@@ -458,11 +474,13 @@ class IdentityRoutes:
         )
         return web.json_response(account_json(updated))
 
+    @documented(schema.DELETE_ACCOUNT)
     async def delete_account(self, request: web.Request) -> web.Response:
         account_id = request.match_info["id"]
         await self._call(request, lambda who: self.identity.delete_account(who, account_id))
         return web.json_response({})
 
+    @documented(schema.LIST_ACCOUNT_MEMBERS)
     async def list_account_members(self, request: web.Request) -> web.Response:
         account_id = request.match_info["id"]
         relationship = relationship_query(request)
@@ -487,6 +505,7 @@ class IdentityRoutes:
         relationship = fields.get("relationship") or AccountRelationship.GROUP_MEMBER.value
         return request.match_info["id"], fields["userId"], relationship
 
+    @documented(schema.ADD_ACCOUNT_MEMBER)
     async def add_account_member(self, request: web.Request) -> web.Response:
         account_id, user_id, relationship = await self._member_change(request)
         added = await self._call(
@@ -497,6 +516,7 @@ class IdentityRoutes:
         )
         return web.json_response(_member_json(added))
 
+    @documented(schema.UPDATE_ACCOUNT_MEMBER)
     async def update_account_member(self, request: web.Request) -> web.Response:
         account_id, user_id, relationship = await self._member_change(request)
         changed = await self._call(
@@ -507,6 +527,7 @@ class IdentityRoutes:
         )
         return web.json_response(_member_json(changed))
 
+    @documented(schema.REMOVE_ACCOUNT_MEMBER)
     async def remove_account_member(self, request: web.Request) -> web.Response:
         account_id, user_id = request.match_info["id"], request.match_info["userId"]
         relationship = relationship_query(request)
@@ -518,6 +539,7 @@ class IdentityRoutes:
         )
         return web.json_response({})
 
+    @documented(schema.ACCOUNT_TOKEN)
     async def account_token(self, request: web.Request) -> web.Response:
         account_id = request.match_info["id"]
         token = await self._call(
@@ -528,6 +550,7 @@ class IdentityRoutes:
 
     # -- the cluster's users -------------------------------------------------------------------
 
+    @documented(schema.LIST_USERS)
     async def list_users(self, request: web.Request) -> web.Response:
         users = await self._call(request, self.identity.list_users)
         page, token = paged(request, users)
@@ -535,6 +558,7 @@ class IdentityRoutes:
             _present({"pageToken": token}) | {"users": [admin_user_json(u) for u in page]}
         )
 
+    @documented(schema.CREATE_USER)
     async def create_user(self, request: web.Request) -> web.Response:
         fields = await body_fields(request, {"username": str, "password": str})
         if not fields.get("password"):
@@ -551,11 +575,13 @@ class IdentityRoutes:
         )
         return web.json_response({"id": created.id})
 
+    @documented(schema.GET_USER)
     async def get_user(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
         found = await self._call(request, lambda who: self.identity.get_user(who, user_id))
         return web.json_response(admin_user_json(found))
 
+    @documented(schema.UPDATE_USER)
     async def update_user(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
         fields = await body_fields(request, {"username": str, "password": str})
@@ -568,6 +594,7 @@ class IdentityRoutes:
 
         return web.json_response(admin_user_json(await self._call(request, change)))
 
+    @documented(schema.DELETE_USER)
     async def delete_user(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
 
@@ -580,6 +607,7 @@ class IdentityRoutes:
 
     # -- this project's administration routes --------------------------------------------------
 
+    @documented(schema.LIST_ORGANIZATIONS)
     async def list_organizations(self, request: web.Request) -> web.Response:
         organizations = await self._call(request, self.identity.list_organizations)
         page, token = paged(request, organizations)
@@ -587,6 +615,7 @@ class IdentityRoutes:
             _present({"pageToken": token}) | {"organizations": [organization_json(o) for o in page]}
         )
 
+    @documented(schema.CREATE_ORGANIZATION)
     async def create_organization(self, request: web.Request) -> web.Response:
         fields = await body_fields(request, {"name": str, "ownerEmail": str, "ownerPassword": str})
         organization, owner, generated = await self._call(
@@ -603,6 +632,7 @@ class IdentityRoutes:
             | _present({"generatedPassword": generated})
         )
 
+    @documented(schema.LIST_SERVICE_ACCOUNTS)
     async def list_service_accounts(self, request: web.Request) -> web.Response:
         accounts = await self._call(request, self.identity.list_service_accounts)
         page, token = paged(request, accounts)
@@ -610,6 +640,7 @@ class IdentityRoutes:
             _present({"pageToken": token}) | {"accounts": [service_account_json(a) for a in page]}
         )
 
+    @documented(schema.CREATE_SERVICE_ACCOUNT)
     async def create_service_account(self, request: web.Request) -> web.Response:
         fields = await body_fields(request, {"name": str, "kind": str})
         created, token = await self._call(
@@ -623,6 +654,7 @@ class IdentityRoutes:
             | {"token": token}
         )
 
+    @documented(schema.LIST_AUDIT)
     async def list_audit(self, request: web.Request) -> web.Response:
         order = request.query.get("orderBy", "")
         if order not in ("", "seq desc", "seq asc", "time desc", "time asc"):

@@ -9,6 +9,7 @@ import uuid
 
 import httpx
 import pytest
+import schemathesis
 from support.live_api import Stack
 from support.tenants import PASSWORD, Person, Tenants, make_tenants, person
 
@@ -508,3 +509,28 @@ def test_the_audit_log_never_holds_a_password(stack, tenants):
     add_member(stack, tenants.acme_owner.token, "a1@acme.test", password=PASSWORD)
     entries = call(stack, "GET", "/admin/audit?pageSize=500", tenants.admin_token).text
     assert PASSWORD not in entries
+
+
+# -- the OpenAPI document -----------------------------------------------------------------------
+
+
+def test_identity_replies_conform_to_the_served_document(stack, tenants):
+    auth = {"Authorization": f"Bearer {tenants.admin_token}"}
+    document = f"{stack.servers.rest_url}/v3/openapi.json"
+    schema = schemathesis.openapi.from_url(document, headers=auth)
+    group = new_group(stack, tenants.acme_owner.token)
+    owner, admin = tenants.acme_owner.token, tenants.admin_token
+    for method, path, template, token in [
+        ("GET", "/organization", "/v3/organization", owner),
+        ("GET", "/organization/members", "/v3/organization/members", owner),
+        ("GET", "/accounts", "/v3/accounts", owner),
+        ("GET", f"/accounts/{group['id']}/members", "/v3/accounts/{id}/members", owner),
+        ("GET", f"/accounts/{group['id']}/token", "/v3/accounts/{id}/token", owner),
+        ("GET", "/admin/users", "/v3/admin/users", admin),
+        ("GET", "/admin/organizations", "/v3/admin/organizations", admin),
+        ("GET", "/admin/service-accounts", "/v3/admin/service-accounts", admin),
+        ("GET", "/admin/audit", "/v3/admin/audit", admin),
+        ("GET", f"/accounts/{uuid.uuid4()}", "/v3/accounts/{id}", owner),  # the 404's Status
+    ]:
+        reply = call(stack, method, path, token)
+        assert schema[template][method].validate_response(reply) is not False, path

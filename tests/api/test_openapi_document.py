@@ -15,6 +15,7 @@ from fuzzball_core.api import rest
 from fuzzball_core.api.openapi import openapi_document
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.orchestrate.identity_routes import identity_routes
 
 DOCUMENT = "/v3/openapi.json"
 
@@ -33,7 +34,9 @@ def document(stack) -> dict:
 
 
 def served_routes() -> set[tuple[str, str]]:
-    app = build_rest_app(object())  # type: ignore[arg-type]  # routes only; never called
+    # the routes the test stacks serve (live_api): the gateway's and the identity routes
+    identity = identity_routes(object())  # type: ignore[arg-type]  # routes only; never called
+    app = build_rest_app(object(), extra_routes=[identity])  # type: ignore[arg-type]
     return {
         (route.method.lower(), route.resource.canonical)
         for route in app.router.routes()
