@@ -24,7 +24,8 @@ from google.protobuf.message import Message
 
 from fuzzball_core.api.http_errors import MAX_BODY_BYTES
 
-H = TypeVar("H", bound=Callable[[web.Request], Awaitable[web.StreamResponse]])
+# a handler: a function of the request, or a method of the routes object serving it
+H = TypeVar("H", bound=Callable[..., Awaitable[web.StreamResponse]])
 
 OPENAPI_VERSION = "3.0.3"
 _STATUS = "google.rpc.Status"
