@@ -69,15 +69,19 @@ def discover_base_url(
     transport: httpx.BaseTransport | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     verify: ssl.SSLContext | bool = True,
+    auth: httpx.Auth | None = None,
 ) -> str:
     """The API's versioned base URL at ``address`` (``https://host/v3``).
 
     A probe answered with 401 means the API is there but refuses the token: that
-    ``Unauthenticated`` is raised rather than looking further.
+    ``Unauthenticated`` is raised rather than looking further. ``auth`` sends (and renews)
+    the token instead of ``token``.
     """
     root = address_url(address)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(headers=headers, transport=transport, timeout=timeout, verify=verify) as http:
+    with httpx.Client(
+        headers=headers, transport=transport, timeout=timeout, verify=verify, auth=auth
+    ) as http:
         for version in PROBED_VERSIONS:
             url = f"{root}/{version}/version"
             try:
@@ -104,6 +108,7 @@ class FuzzballClient:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
+        auth: httpx.Auth | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
@@ -113,6 +118,7 @@ class FuzzballClient:
             transport=transport,
             timeout=timeout,
             verify=verify,
+            auth=auth,
         )
 
     @classmethod

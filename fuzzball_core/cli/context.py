@@ -37,9 +37,14 @@ class CliState:
     @cached_property
     def api(self) -> FuzzballClient:
         """A REST client for the active context's API (its version base probed once)."""
+        from fuzzball_core.cli.sign_in import renewing_auth
         from fuzzball_core.client import FuzzballClient
 
         context = self.contexts.active()
+        # a context with a refresh token renews its API token when the API says it expired
         return FuzzballClient.connect(
-            context.address, context.token or None, verify=context.verify()
+            context.address,
+            context.token or None,
+            verify=context.verify(),
+            auth=renewing_auth(self.contexts, context),
         )

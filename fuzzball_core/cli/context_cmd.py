@@ -1,19 +1,20 @@
-"""``fuzzball context create|use|list|login``: API addresses and credentials."""
+"""``fuzzball context create|use|list|login|token|update-user``: API addresses and
+credentials."""
 
 from __future__ import annotations
 
 import click
 
 from fuzzball_core.cli.context import CliState
-from fuzzball_core.cli.oidc_login import password_grant
+from fuzzball_core.cli.oidc_login import finish_device_login, password_grant, start_device_login
 from fuzzball_core.cli.output import emit, output_option
-from fuzzball_core.client import FuzzballClient
+from fuzzball_core.cli.sign_in import complete_login
 from fuzzball_core.errors import FailedPrecondition
 
 
 def register(group: click.Group) -> None:
     """Add the context commands to the ``context`` group."""
-    for command in (create_context, use_context, list_contexts, login):
+    for command in (create_context, use_context, list_contexts, login, show_token, update_user):
         group.add_command(command)
 
 
@@ -72,29 +73,83 @@ def list_contexts(state: CliState, output: str) -> None:
 
 @click.command("login")
 @click.option("--token", default=None, help="Store this API token instead of logging in.")
-@click.option("--username", default=None, help="User name for password login.")
-@click.option("--password", default=None, help="Password (prompted for, hidden, if omitted).")
+@click.option("--username", default=None, help="Log in with a password (no browser) as this user.")
+@click.option(
+    "--password", default=None, help="Password for --username (prompted for, hidden, if omitted)."
+)
 @click.pass_obj
 def login(state: CliState, token: str | None, username: str | None, password: str | None) -> None:
-    """Store credentials in the active context.
+    """Log in to the active context's API and keep its token.
 
-    With --token, the token is stored as given. Otherwise the context's oidcServerURL is asked
-    for an access token with your user name and password; when the context has a
-    currentaccountid, that token is exchanged for the account's API token.
+    By default a code is shown to approve in a browser (the device login); with --username
+    the password is asked for instead. The login is exchanged for the API token of the
+    context's currentaccountid (your personal account when it has none), which is renewed
+    with the login's refresh token when it expires. With --token, that token is stored as
+    given (and never renewed).
     """
     contexts = state.contexts
     context = contexts.active()
-    if token is None:
-        if not context.oidc_server_url:
-            raise FailedPrecondition(
-                f"context {context.name!r} has no oidcServerURL: pass --token TOKEN"
-            )
+    if token is not None:
+        context.token = token
+        context.refresh_token = ""  # a token given by hand is not renewed with an old login
+        contexts.save()
+        click.echo(f'Logged in to context "{context.name}".')
+        return
+    if not context.oidc_server_url:
+        raise FailedPrecondition(
+            f"context {context.name!r} has no oidcServerURL: pass --token TOKEN"
+        )
+    verify = context.verify()
+    if username is not None or password is not None:
         username = username or click.prompt("Username")
         password = password or click.prompt("Password", hide_input=True)
-        token = password_grant(context.oidc_server_url, username, password)
-        if context.current_account_id:
-            with FuzzballClient.connect(context.address, token) as api:
-                token = api.account_token(context.current_account_id)
-    context.token = token
+        tokens = password_grant(context.oidc_server_url, username, password, verify=verify)
+    else:
+        device = start_device_login(context.oidc_server_url, verify=verify)
+        click.echo(
+            f"To log in, open {device.verification_uri_complete}\n"
+            f"(or {device.verification_uri} and enter the code {device.user_code})."
+        )
+        tokens = finish_device_login(context.oidc_server_url, device, verify=verify)
+    signed_in = complete_login(context, tokens)
     contexts.save()
-    click.echo(f'Logged in to context "{context.name}".')
+    for note in signed_in.notes:
+        click.echo(f"note: {note}", err=True)
+    who = f" as {signed_in.email}" if signed_in.email else ""
+    click.echo(
+        f'Logged in to context "{context.name}"{who}, account {signed_in.account_name}'
+        f" ({signed_in.account_id})."
+    )
+
+
+@click.command("token")
+@click.pass_obj
+def show_token(state: CliState) -> None:
+    """Print the active context's API token (for curl and other clients)."""
+    context = state.contexts.active()
+    if not context.token:
+        raise FailedPrecondition(
+            f"context {context.name!r} holds no token: run 'fuzzball context login'"
+        )
+    click.echo(context.token)
+
+
+@click.command("update-user")
+@click.option(
+    "--new-password",
+    "new_password",
+    is_flag=True,
+    help="Change your password (the current and the new one are asked for, hidden).",
+)
+@click.pass_obj
+def update_user(state: CliState, new_password: bool) -> None:
+    """Change your own password. The new one must have at least 12 characters, upper and
+    lower case letters, a digit and a special character, and not contain "fuzzball", your
+    name or your email."""
+    if not new_password:
+        raise click.UsageError("say what to update: --new-password")
+    current = click.prompt("Current password", hide_input=True)
+    chosen = click.prompt("New password", hide_input=True, confirmation_prompt=True)
+    body = {"currentPassword": current, "newPassword": chosen}
+    state.api.call_json("POST", "/profile/password", body=body)
+    click.echo("Password changed.")

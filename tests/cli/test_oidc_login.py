@@ -1,122 +1,224 @@
-"""``fuzzball context login`` with a password, against a small OIDC server on loopback.
-
-The server implements the two requests the real CLI makes: the OAuth2 password grant at
-``{realm}/protocol/openid-connect/token``, and the API's exchange of that access token for
-an account's token (``GET /v3/accounts/{id}/token``).
+"""``fuzzball context login`` (the device login by default, or a password), ``context
+token``, ``context update-user --new-password``, and the API token renewed when it expires,
+against Orchestrate's own OIDC issuer and account routes on loopback (support.oidc_stack).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 import yaml
-from aiohttp import web
-from support.live_api import LoopThread
+from click.testing import CliRunner, Result
+from sqlalchemy import select
+from support.oidc_stack import PASSWORD, OidcStack, running_oidc_stack
 
-from fuzzball_core.cli.contexts import ContextsFile
-from fuzzball_core.errors import Unauthenticated
+from fuzzball_core.cli.main import cli
+from fuzzball_core.errors import PermissionDenied, Unauthenticated
+from fuzzball_core.store.models import OidcGrant
 
-REALM = "/auth/realms/lab"
+EMAIL = "ada@example.org"
+NEW_PASSWORD = "Another-Horse-7-Staple"
 
 
-def oidc_app(seen_forms: list[dict[str, str]]) -> web.Application:
-    async def token(request: web.Request) -> web.Response:
-        form = dict(await request.post())
-        seen_forms.append(form)
-        if form.get("username") == "ada" and form.get("password") == "correct horse":
-            return web.json_response({"access_token": "idp-token", "refresh_token": "r"})
-        return web.json_response(
-            {"error": "invalid_grant", "error_description": "Invalid user credentials"}, status=401
+class Fuzzball:
+    """``fuzzball ARGS`` in-process, with its own config home."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def __call__(self, *args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(
+            cli, list(args), input=input, env={"XDG_CONFIG_HOME": str(self.home)}
         )
 
-    async def version(request: web.Request) -> web.Response:
-        return web.json_response({"version": "v3.3.0"})
-
-    async def account_token(request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != "Bearer idp-token":
-            return web.json_response(
-                {"code": 16, "message": "bad token", "details": []}, status=401
-            )
-        return web.json_response({"token": f"api-token-{request.match_info['id']}"})
-
-    app = web.Application()
-    app.router.add_post(f"{REALM}/protocol/openid-connect/token", token)
-    app.router.add_get("/v3/version", version)
-    app.router.add_get("/v3/accounts/{id}/token", account_token)
-    return app
+    @property
+    def context(self) -> dict:
+        document = yaml.safe_load((self.home / "fuzzball" / "config.yaml").read_text())
+        return document["contexts"][0]
 
 
 @pytest.fixture
-def oidc_server() -> Iterator[tuple[str, list[dict[str, str]]]]:
-    loop = LoopThread()
-    seen: list[dict[str, str]] = []
-
-    async def start() -> web.AppRunner:
-        runner = web.AppRunner(oidc_app(seen))
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        return runner
-
-    runner = loop.run(start())
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}", seen
-    finally:
-        loop.run(runner.cleanup())
-        loop.stop()
+def oidc(tmp_path) -> Iterator[OidcStack]:
+    # a one-second polling interval, so that the device login's polls come quickly
+    with running_oidc_stack(tmp_path, poll_interval=1) as stack:
+        yield stack
 
 
 @pytest.fixture
-def oidc_context(fuzzball, oidc_server):
-    url, _ = oidc_server
-    result = fuzzball(
-        "context", "create", "lab", "--address", url, "--oidc-server-url", url + REALM
+def ada(oidc):
+    return oidc.organization("lab", EMAIL)
+
+
+@pytest.fixture
+def fuzzball(oidc, tmp_path) -> Fuzzball:
+    run = Fuzzball(tmp_path / "home")
+    result = run(
+        "context", "create", "lab", "--address", oidc.url, "--oidc-server-url", oidc.issuer_url
     )
+    assert result.exit_code == 0, result.output
+    return run
+
+
+@pytest.fixture
+def logged_in(fuzzball, ada) -> Fuzzball:
+    result = fuzzball("context", "login", "--username", EMAIL, "--password", PASSWORD)
     assert result.exit_code == 0, result.output
     return fuzzball
 
 
-def stored_token(fuzzball) -> str:
-    document = yaml.safe_load(fuzzball.config_file.read_text())
-    return document["contexts"][0]["auth"]["credentials"]["token"]
+def approve_when_asked(oidc: OidcStack, action: str = "approve") -> threading.Thread:
+    """A person who, once a device login waits, approves (or denies) its code on the page."""
+
+    def person() -> None:
+        for _ in range(600):
+            with oidc.stack.engine.sessions() as session:
+                code = session.scalars(
+                    select(OidcGrant.user_code).where(OidcGrant.grant == "device")
+                ).first()
+            if code:
+                form = {
+                    "user_code": code,
+                    "username": EMAIL,
+                    "password": PASSWORD,
+                    "action": action,
+                }
+                httpx.post(oidc.approval_url, data=form)
+                return
+            threading.Event().wait(0.05)
+
+    thread = threading.Thread(target=person, daemon=True)
+    thread.start()
+    return thread
 
 
-def test_password_login_sends_the_real_clis_form_and_stores_the_token(oidc_context, oidc_server):
-    _, seen = oidc_server
-    result = oidc_context("context", "login", "--username", "ada", "--password", "correct horse")
+def test_password_login_keeps_the_personal_accounts_token_and_the_refresh_token(
+    oidc, ada, logged_in
+):
+    context = logged_in.context
+    personal = oidc.service.identity.login_principal(ada.id).account_id
+    token = context["auth"]["credentials"]["token"]
+    who = oidc.service.authenticate(token)
+    assert (who.account_id, who.user_id, who.credential) == (personal, ada.id, "api")
+    assert context["auth"]["credentials"]["refreshToken"]
+    assert context["currentaccountid"] == personal
+    assert context["accounts"] == [{"accountid": personal, "accountalias": EMAIL}]
+
+
+def test_password_login_prompts_for_the_password_hidden(fuzzball, ada):
+    result = fuzzball("context", "login", "--username", EMAIL, input=f"{PASSWORD}\n")
     assert result.exit_code == 0, result.output
-    assert seen == [
-        {
-            "client_id": "fuzzball-cli",
-            "grant_type": "password",
-            "username": "ada",
-            "password": "correct horse",
-            "scope": "offline_access",
-        }
-    ]
-    assert stored_token(oidc_context) == "idp-token"
+    assert PASSWORD not in result.output
+    assert f"as {EMAIL}" in result.output
 
 
-def test_password_login_prompts_and_hides_the_password(oidc_context):
-    result = oidc_context("context", "login", input="ada\ncorrect horse\n")
-    assert result.exit_code == 0, result.output
-    assert "correct horse" not in result.output
-    assert stored_token(oidc_context) == "idp-token"
-
-
-def test_a_refused_login_names_the_reason_but_not_the_password(oidc_context):
-    result = oidc_context("context", "login", "--username", "ada", "--password", "wrong pw")
+def test_a_refused_login_names_the_reason_but_not_the_password(fuzzball, ada):
+    result = fuzzball("context", "login", "--username", EMAIL, "--password", "Wrong-pass-99!")
     assert isinstance(result.exception, Unauthenticated)
-    assert "Invalid user credentials" in str(result.exception)
-    assert "wrong pw" not in str(result.exception)
-    assert stored_token(oidc_context) == ""
+    assert "invalid email or password" in str(result.exception)
+    assert "Wrong-pass-99!" not in str(result.exception)
+    assert fuzzball.context["auth"]["credentials"]["token"] == ""
 
 
-def test_login_exchanges_the_access_token_for_the_current_accounts_token(oidc_context):
-    contexts = ContextsFile.load(oidc_context.config_file)
-    contexts.active().entry["currentaccountid"] = "5f0c"
-    contexts.save()
-    result = oidc_context("context", "login", "--username", "ada", "--password", "correct horse")
+def test_login_works_in_the_contexts_current_account(oidc, ada, fuzzball):
+    owner = oidc.service.identity.login_principal(ada.id)
+    group = oidc.service.identity.create_account(owner, "team")
+    contexts_file = fuzzball.home / "fuzzball" / "config.yaml"
+    document = yaml.safe_load(contexts_file.read_text())
+    document["contexts"][0]["currentaccountid"] = group.id
+    contexts_file.write_text(yaml.safe_dump(document))
+    result = fuzzball("context", "login", "--username", EMAIL, "--password", PASSWORD)
     assert result.exit_code == 0, result.output
-    assert stored_token(oidc_context) == "api-token-5f0c"
+    token = fuzzball.context["auth"]["credentials"]["token"]
+    assert oidc.service.authenticate(token).account_id == group.id
+
+
+def test_device_login_shows_the_code_and_keeps_the_token_once_approved(oidc, ada, fuzzball):
+    person = approve_when_asked(oidc)
+    result = fuzzball("context", "login")
+    person.join()
+    assert result.exit_code == 0, result.output
+    assert f"open {oidc.approval_url}?user_code=" in result.output
+    assert "enter the code" in result.output
+    token = fuzzball.context["auth"]["credentials"]["token"]
+    assert oidc.service.authenticate(token).user_id == ada.id
+    assert fuzzball.context["auth"]["credentials"]["refreshToken"]
+
+
+def test_a_denied_device_login_keeps_nothing(oidc, ada, fuzzball):
+    person = approve_when_asked(oidc, "deny")
+    result = fuzzball("context", "login")
+    person.join()
+    assert isinstance(result.exception, PermissionDenied)
+    assert "denied" in str(result.exception)
+    assert fuzzball.context["auth"]["credentials"]["token"] == ""
+
+
+def test_context_token_prints_the_api_token(logged_in):
+    result = logged_in("context", "token")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == logged_in.context["auth"]["credentials"]["token"]
+
+
+def test_context_token_without_a_login_says_how_to_log_in(fuzzball):
+    result = fuzzball("context", "token")
+    assert result.exit_code != 0
+    assert "fuzzball context login" in str(result.exception)
+
+
+def test_an_expired_api_token_is_renewed_once_and_kept(oidc, ada, fuzzball):
+    oidc.service.accounts.token_lifetime = 3600.0
+    result = fuzzball("context", "login", "--username", EMAIL, "--password", PASSWORD)
+    assert result.exit_code == 0, result.output
+    before = fuzzball.context["auth"]["credentials"]
+    oidc.clock.advance(3601)
+    result = fuzzball("workflow", "list")
+    assert result.exit_code == 0, result.output
+    after = fuzzball.context["auth"]["credentials"]
+    assert after["token"] != before["token"]
+    assert after["refreshToken"] != before["refreshToken"]
+    assert oidc.service.authenticate(after["token"]).user_id == ada.id
+
+
+def test_an_expired_token_that_cannot_be_renewed_says_to_log_in(oidc, ada, fuzzball):
+    oidc.service.accounts.token_lifetime = 3600.0
+    fuzzball("context", "login", "--username", EMAIL, "--password", PASSWORD)
+    oidc.clock.advance(31 * 24 * 3600)  # past the refresh token's 30 days too
+    result = fuzzball("workflow", "list")
+    assert isinstance(result.exception, Unauthenticated)
+    assert "fuzzball context login" in str(result.exception)
+
+
+def test_a_token_given_by_hand_is_not_renewed_with_an_old_login(logged_in):
+    result = logged_in("context", "login", "--token", "by-hand")
+    assert result.exit_code == 0, result.output
+    assert logged_in.context["auth"]["credentials"] == {"token": "by-hand"}
+
+
+def test_update_user_changes_the_password(oidc, logged_in):
+    answers = f"{PASSWORD}\n{NEW_PASSWORD}\n{NEW_PASSWORD}\n"
+    result = logged_in("context", "update-user", "--new-password", input=answers)
+    assert result.exit_code == 0, result.output
+    assert NEW_PASSWORD not in result.output
+    refused = httpx.post(oidc.token_url, data=oidc.password_form(EMAIL, PASSWORD))
+    assert refused.status_code == 400
+    accepted = httpx.post(oidc.token_url, data=oidc.password_form(EMAIL, NEW_PASSWORD))
+    assert accepted.status_code == 200
+
+
+def test_update_user_shows_the_policy_rules_a_new_password_breaks(logged_in):
+    answers = f"{PASSWORD}\nshort\nshort\n"
+    result = logged_in("context", "update-user", "--new-password", input=answers)
+    assert result.exit_code != 0
+    message = str(result.exception)
+    assert "at least 12 characters" in message
+    assert "it must contain a digit" in message
+
+
+def test_update_user_needs_to_be_told_what_to_update(logged_in):
+    result = logged_in("context", "update-user")
+    assert result.exit_code == 2
+    assert "--new-password" in result.output
