@@ -45,6 +45,7 @@ from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.pass_timings import PassTimings
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import (
@@ -122,6 +123,8 @@ class Engine:
         self._stale = False
         #: passes (and loop turns) that raised since the engine was made
         self.failed_passes = 0
+        #: how long passes and the scheduler's decisions take (Orchestrate's metrics)
+        self.timings = PassTimings()
         #: where the loop's condition (:data:`LOOP`) is shown: Orchestrate's ``/readyz``
         self.health = health or Health("orchestrate")
         self.health.declare(LOOP, "no pass yet")
@@ -361,6 +364,7 @@ class Engine:
         When it raises, nothing of it happened: the reports it took are back in the inbox
         and the scheduler's view matches the database again.
         """
+        started = time.perf_counter()
         if self._stale:
             recovery.rebuild(self.context)
             self._stale = False
@@ -380,7 +384,8 @@ class Engine:
                     dirty, ctx.dirty = ctx.dirty, set()
                     for workflow_id in dirty:
                         progress.advance(ctx, tx, workflow_id)
-                placement.schedule(ctx, tx)
+                with self.timings.deciding():
+                    placement.schedule(ctx, tx)
                 tx.session.commit()
         except Exception as exc:
             # a busy or full store is nobody's report's fault: only a report whose own
@@ -393,6 +398,7 @@ class Engine:
             raise
         ctx.told.settle()
         ctx.publish(tx)
+        self.timings.passes.add(time.perf_counter() - started)
 
     def _put_back(self, reports: list[_Report]) -> None:
         """Return a failed pass's reports to the front of the inbox, dropping any whose

@@ -72,7 +72,7 @@ class Monitoring:
             config.monitoring.webhook_listen, self.holds, config.monitoring_ca_dir
         )
         self.collector = OrchestrateCollector(
-            engine.sessions, self.holds, lambda: engine.failed_passes
+            engine.sessions, self.holds, lambda: engine.failed_passes, engine.timings
         )
 
     # -- the node API's calls ------------------------------------------------------------------

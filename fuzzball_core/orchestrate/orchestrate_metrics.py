@@ -7,7 +7,9 @@
   on (``increase()`` sees the first failure). The same values are published as the
   deprecated ``fuzzball_scheduler_node_attributed_job_failures_total``.
 * ``fuzzball_scheduler_queue_depth`` (runs waiting to be placed), ``fuzzball_scheduler_
-  placements_total`` (runs ever placed), ``fuzzball_engine_failed_passes_total``;
+  placements_total`` (runs ever placed), ``fuzzball_scheduler_decision_seconds`` and
+  ``fuzzball_engine_pass_seconds`` (summaries: count and sum since Orchestrate started),
+  ``fuzzball_engine_failed_passes_total``;
 * ``fuzzball_monitoring_hold_ceiling_reached{pool}`` (see
   :mod:`~fuzzball_core.orchestrate.alert_holds`) and ``fuzzball_monitoring_held_nodes{pool}``.
 """
@@ -18,13 +20,18 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    SummaryMetricFamily,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.orchestrate.alert_holds import AlertHolds, pool_of
+from fuzzball_core.orchestrate.pass_timings import PassTimings
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
 from fuzzball_core.orchestrate.states import DEPROVISIONED
 from fuzzball_core.store.models import Node, NodeHold, Run
@@ -53,10 +60,12 @@ class OrchestrateCollector(Collector):
         sessions: sessionmaker[Session],
         holds: AlertHolds | None = None,
         failed_passes: Callable[[], int] = lambda: 0,
+        timings: PassTimings | None = None,
     ) -> None:
         self.sessions = sessions
         self.holds = holds
         self.failed_passes = failed_passes
+        self.timings = timings or PassTimings()
 
     def collect(self) -> Iterator[Metric]:
         """Every family above."""
@@ -95,6 +104,19 @@ class OrchestrateCollector(Collector):
         )
         yield CounterMetricFamily(
             "fuzzball_scheduler_placements", "Runs placed on nodes.", value=placed or 0
+        )
+        decisions, passes = self.timings.decisions, self.timings.passes
+        yield SummaryMetricFamily(
+            "fuzzball_scheduler_decision_seconds",
+            "Time the scheduler took to place waiting runs, per engine pass.",
+            count_value=decisions.count,
+            sum_value=decisions.seconds,
+        )
+        yield SummaryMetricFamily(
+            "fuzzball_engine_pass_seconds",
+            "Time engine passes that committed took.",
+            count_value=passes.count,
+            sum_value=passes.seconds,
         )
         yield CounterMetricFamily(
             "fuzzball_engine_failed_passes",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzball_core.hookspecs import ContainerPreparation, Device, hookimpl
+from fuzzball_plugins.devices.nvidia_ecc import EccCounters
 
 GPU = "nvidia.com/gpu"
 IMEX_CHANNEL = "nvidia.com/imex-channel"
@@ -57,6 +58,16 @@ def discover(dev_root: Path, proc_root: Path = Path("/proc")) -> list[Device]:
     for index, path in _numbered(dev_root / "nvidia-caps-imex-channels", _CHANNEL_NODE):
         devices.append(Device(IMEX_CHANNEL, str(index), (str(path),)))
     return devices
+
+
+#: the driver's ECC counters, read in the background (nvidia_ecc)
+_ECC = EccCounters()
+
+
+@hookimpl
+def fuzzball_node_collect_metrics() -> Mapping[str, float]:
+    """GPU ECC error counters, on nodes whose driver reports them."""
+    return _ECC.samples()
 
 
 @hookimpl
