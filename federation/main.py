@@ -18,6 +18,7 @@ import logging
 
 import click
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
@@ -28,6 +29,11 @@ from fuzzball_core.drivers import Router
 from fuzzball_core.health import HEALTH_PATHS, Health, describe, health_routes, keep_running
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.account_commands import add_account_commands
+from fuzzball_core.service.forwarded_identity import (
+    IdentitySigner,
+    load_or_create_key,
+    public_key_pem,
+)
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
@@ -41,6 +47,8 @@ log = logging.getLogger("fuzzball.federate")
 
 #: Seconds between two polls of the members' reachability.
 MEMBER_POLL = 10.0
+#: Federate's signing key in its data dir (owner-only)
+IDENTITY_KEY_FILE = "federate-identity.key"
 #: The poll loop's retry after a turn that raised.
 POLL_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
 #: Federate's health conditions besides one per member (``cluster NAME``).
@@ -73,7 +81,15 @@ def build(
         router,
         registry=registry,
         token_lifetime=config.accounts.token_lifetime,
+        signer=IdentitySigner(identity_key(config), config.federate.name),
     )
+
+
+def identity_key(config: FuzzballConfig) -> Ed25519PrivateKey:
+    """The key Federate signs forwarded identities with, kept owner-only in its data dir
+    (made on first start)."""
+    private_directory(config.data_dir)
+    return load_or_create_key(config.data_dir / IDENTITY_KEY_FILE)
 
 
 def build_app(service: FederateService, health: Health | None = None) -> web.Application:
@@ -216,6 +232,15 @@ def serve_command(config_file: str | None) -> None:
 
 
 add_account_commands(cli, lambda config_file: _service(config_file)[1])
+
+
+@cli.command("identity-key")
+@click.pass_obj
+def identity_key_command(config_file: str | None) -> None:
+    """Print the public key members trust this Federate's forwarded identities by (put it
+    in a file named in their orchestrate.trusted-federates, under federate.name)."""
+    config = prepare_process("federate", config_file).config
+    click.echo(public_key_pem(identity_key(config)), nl=False)
 
 
 def main(argv: list[str] | None = None) -> None:

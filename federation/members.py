@@ -2,7 +2,9 @@
 
 The client reads each reply into its ``fuzzball.v1`` message, which ``remote_views`` turns
 into service views. A member that cannot be reached is not an error of Federate: its calls
-raise ``Unavailable`` naming the member, and the next call tries to reach it again.
+raise ``Unavailable`` naming the member, and the next call tries to reach it again. Each
+client signs the identity of the caller Federate acts for into its requests
+(``forwarding``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from fuzzball_core.client import FuzzballClient, discover_base_url
 from fuzzball_core.config import FederateMemberConfig
 from fuzzball_core.errors import NotFound, Unavailable
+from fuzzball_federation.forwarding import ForwardedIdentityAuth
 
 
 class Member:
@@ -38,7 +41,9 @@ class Member:
                     base = discover_base_url(self.config.address, token, timeout=self.timeout)
                 except Unavailable as exc:
                     raise Unavailable(f"cluster {self.name}: unreachable ({exc.message})") from None
-                self._client = FuzzballClient(base, token, timeout=self.timeout)
+                self._client = FuzzballClient(
+                    base, token, timeout=self.timeout, auth=ForwardedIdentityAuth(self.name)
+                )
             return self._client
 
     def close(self) -> None:

@@ -9,7 +9,10 @@ the answers come back as views with the federated id. Nodes are every member's n
 annotated with its cluster's name (``fuzzball.io/cluster``).
 
 Accounts and tokens are Federate's own: the shared token store over Federate's tables
-(``fuzzball_federation.models``), in its database.
+(``fuzzball_federation.models``), in its database. Federate checks its callers' permissions
+itself (nodes and holds are its administrators'; a refusal is logged) and tells members who
+each call is for: the caller's identity, signed with Federate's key (``forwarding``), which a
+member trusting Federate verifies and enforces as well.
 """
 
 from __future__ import annotations
@@ -37,12 +40,15 @@ from fuzzball_core.errors import (
     FuzzballError,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
     Unauthenticated,
     Unavailable,
 )
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.contract import LOG_PAGE
+from fuzzball_core.service.forwarded_identity import IdentitySigner
+from fuzzball_core.service.permissions import require
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -56,7 +62,9 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
+from fuzzball_core.vocabulary import Permission
 from fuzzball_federation import remote_views as rv
+from fuzzball_federation.forwarding import Sign, acting_for, current
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import FederateAccount, FederateApiToken, FederatedWorkflow
 from fuzzball_federation.needs import workflow_needs
@@ -84,11 +92,15 @@ class FederateService(AccountCalls):
         *,
         registry: PluginRegistry | None = None,
         token_lifetime: float = DEFAULT_TOKEN_LIFETIME,
+        signer: IdentitySigner | None = None,
     ) -> None:
         self.sessions = sessions
         self.members = members
         self.router = router
         self._registry = registry
+        #: signs the identity of each caller into the member calls made for them (None:
+        #: members see only the Federate account, as before identities were forwarded)
+        self.signer = signer
         self.accounts = Accounts(
             sessions, FederateAccount, FederateApiToken, token_lifetime=token_lifetime
         )
@@ -99,8 +111,30 @@ class FederateService(AccountCalls):
 
     # -- accounts (the calls themselves: AccountCalls) ---------------------------------------
 
+    def forwarded_principal(self, who: Principal, assertion: str) -> Principal:
+        """Federate takes no forwarded identity: it is the one that forwards them."""
+        raise Unauthenticated("Federate accepts no forwarded identity; call it as yourself")
+
     def version(self) -> str:
         return f"v{__version__}"
+
+    # -- who calls are for --------------------------------------------------------------------
+
+    def _sign(self, who: Principal) -> Sign | None:
+        """Signs ``who``'s identity for a member (by its name); None without a signer."""
+        signer = self.signer
+        if signer is None:
+            return None
+        return lambda audience: signer.assertion(who, audience)
+
+    def _require(self, who: Principal, permission: Permission, doing: str) -> None:
+        """:func:`require`, logging a refusal: Federate's own check, before any member is
+        asked (members check again, on the identity forwarded to them)."""
+        try:
+            require(who, permission, doing)
+        except PermissionDenied as exc:
+            log.warning("refused %s: %s", who.email or who.name, exc.message)
+            raise
 
     # -- members --------------------------------------------------------------------------------
 
@@ -109,9 +143,12 @@ class FederateService(AccountCalls):
     ) -> list[tuple[Member, T | FuzzballError]]:
         """``call(client)`` for each member at once; each answer or the error it raised."""
 
+        sign = current()  # the worker threads act for the same caller as this one
+
         def ask(member: Member) -> tuple[Member, T | FuzzballError]:
             try:
-                return member, call(member.client())
+                with acting_for(sign):
+                    return member, call(member.client())
             except FuzzballError as exc:
                 return member, exc
 
@@ -175,7 +212,8 @@ class FederateService(AccountCalls):
         for cluster in self._choose(parsed):
             member = self.members.get(cluster)
             try:
-                remote_id = member.client().start_workflow(raw, name=name)
+                with acting_for(self._sign(who)):
+                    remote_id = member.client().start_workflow(raw, name=name)
             except Unavailable as exc:
                 # the chosen member went away between the offer and the submission
                 failures.append(f"cluster {cluster}: {_problem(exc)}")
@@ -210,7 +248,9 @@ class FederateService(AccountCalls):
     def _record(self, who: Principal, workflow_id: str) -> FederatedWorkflow:
         with self.sessions() as session:
             row = session.get(FederatedWorkflow, workflow_id)
-        if row is None or (row.account_id != who.account_id and not who.is_admin):
+        if row is None or (
+            row.account_id != who.account_id and not who.may(Permission.READ_CLUSTER)
+        ):
             raise NotFound(f"workflow {workflow_id!r} not found")
         return row
 
@@ -219,7 +259,8 @@ class FederateService(AccountCalls):
         row = self._record(who, workflow_id)
         member = self.members.get(row.cluster)
         try:
-            return call(member.client(), row.remote_id)
+            with acting_for(self._sign(who)):
+                return call(member.client(), row.remote_id)
         except NotFound:
             raise NotFound(
                 f"workflow {workflow_id!r}: cluster {row.cluster} no longer has it"
@@ -232,7 +273,7 @@ class FederateService(AccountCalls):
     def list_workflows(self, who: Principal) -> list[WorkflowView]:
         with self.sessions() as session:
             query = select(FederatedWorkflow)
-            if not who.is_admin:
+            if not who.may(Permission.READ_CLUSTER):
                 query = query.where(FederatedWorkflow.account_id == who.account_id)
             rows = list(session.scalars(query))
         by_cluster: dict[str, dict[str, FederatedWorkflow]] = {}
@@ -245,7 +286,9 @@ class FederateService(AccountCalls):
                 clusters.append(self.members.get(cluster))
             except NotFound as exc:
                 log.warning("listing workflows of cluster %s failed: %s", cluster, exc)
-        for member, listed in self._ask_each(clusters, lambda api: api.list_workflows()):
+        with acting_for(self._sign(who)):
+            answers = self._ask_each(clusters, lambda api: api.list_workflows())
+        for member, listed in answers:
             if isinstance(listed, FuzzballError):
                 log.warning("listing workflows of cluster %s failed: %s", member.name, listed)
                 continue
@@ -316,8 +359,11 @@ class FederateService(AccountCalls):
     # -- nodes ----------------------------------------------------------------------------------
 
     def list_nodes(self, who: Principal) -> list[NodeView]:
+        self._require(who, Permission.READ_NODES, "list nodes")
         nodes = []
-        for member, listed in self._ask_each(self.members, lambda api: api.list_nodes()):
+        with acting_for(self._sign(who)):
+            answers = self._ask_each(self.members, lambda api: api.list_nodes())
+        for member, listed in answers:
             if isinstance(listed, FuzzballError):
                 log.warning("listing nodes of cluster %s failed: %s", member.name, listed)
                 continue
@@ -325,8 +371,12 @@ class FederateService(AccountCalls):
             nodes += [rv.node_view(n, extra_annotations=extra) for n in listed]
         return nodes
 
-    def _node_member(self, node_ref: str) -> tuple[Member, pb.GetNodeInfo]:
-        """The member that has node ``node_ref`` (id or name) and its ``GetNodeInfo``."""
+    def _node_member(
+        self, who: Principal, node_ref: str, permission: Permission, doing: str
+    ) -> tuple[Member, pb.GetNodeInfo]:
+        """The member that has node ``node_ref`` (id or name) and its ``GetNodeInfo``, once
+        ``who`` is found to hold ``permission`` (to do ``doing``)."""
+        self._require(who, permission, doing)
         for member, node in self._ask_each(self.members, lambda api: api.get_node(node_ref)):
             if not isinstance(node, FuzzballError):
                 return member, node
@@ -335,7 +385,8 @@ class FederateService(AccountCalls):
         raise NotFound(f"node {node_ref!r} not found in any member cluster")
 
     def get_node(self, who: Principal, node_id: str) -> NodeView:
-        member, node = self._node_member(node_id)
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(who, node_id, Permission.READ_NODES, "read nodes")
         view = rv.node_view(node, extra_annotations={CLUSTER_ANNOTATION: member.name})
         return dataclasses.replace(view, stages=self._visible_work(who, member.name, view.stages))
 
@@ -349,7 +400,7 @@ class FederateService(AccountCalls):
             query = select(FederatedWorkflow).where(
                 FederatedWorkflow.cluster == cluster, FederatedWorkflow.remote_id.in_(remote_ids)
             )
-            if not who.is_admin:
+            if not who.may(Permission.READ_CLUSTER):
                 query = query.where(FederatedWorkflow.account_id == who.account_id)
             federated = {row.remote_id: row.id for row in session.scalars(query)}
         return tuple(
@@ -360,31 +411,44 @@ class FederateService(AccountCalls):
     def list_node_events(
         self, who: Principal, node_ref: str, *, after_seq: int = 0
     ) -> list[EventView]:
-        member, node = self._node_member(node_ref)
-        events = member.client().list_node_events(node.id, after_seq=after_seq)
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(
+                who, node_ref, Permission.READ_NODES, "read node events"
+            )
+            events = member.client().list_node_events(node.id, after_seq=after_seq)
         return [rv.event_view(e) for e in events]
 
     def remove_node(self, who: Principal, node_ref: str) -> None:
-        member, node = self._node_member(node_ref)
-        member.client().remove_node(node.id)
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(who, node_ref, Permission.HOLD_NODES, "remove nodes")
+            member.client().remove_node(node.id)
 
     def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
-        member, node = self._node_member(node_ref)
-        node_id = node.id
-        return [rv.hold_view(h, node_id=node_id) for h in member.client().list_holds(node_id)]
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(who, node_ref, Permission.READ_NODES, "read holds")
+            holds = member.client().list_holds(node.id)
+        return [rv.hold_view(h, node_id=node.id) for h in holds]
 
     def add_hold(self, who: Principal, node_ref: str, effect: str, reason: str = "") -> HoldView:
-        member, node = self._node_member(node_ref)
-        node_id = node.id
-        return rv.hold_view(member.client().add_hold(node_id, effect, reason), node_id=node_id)
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(
+                who, node_ref, Permission.HOLD_NODES, "place node holds"
+            )
+            hold = member.client().add_hold(node.id, effect, reason)
+        log.info("hold %s on %s/%s placed for %s", effect, member.name, node.id, who.name)
+        return rv.hold_view(hold, node_id=node.id)
 
     def release_hold(self, who: Principal, node_ref: str, hold_id: int) -> None:
-        member, node = self._node_member(node_ref)
-        member.client().release_hold(node.id, hold_id)
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(
+                who, node_ref, Permission.HOLD_NODES, "release node holds"
+            )
+            member.client().release_hold(node.id, hold_id)
 
     def uncordon(self, who: Principal, node_ref: str) -> int:
-        member, node = self._node_member(node_ref)
-        return member.client().uncordon(node.id).released
+        with acting_for(self._sign(who)):
+            member, node = self._node_member(who, node_ref, Permission.HOLD_NODES, "uncordon nodes")
+            return member.client().uncordon(node.id).released
 
 
 def _problem(error: FuzzballError) -> str:

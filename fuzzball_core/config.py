@@ -163,6 +163,9 @@ class OrchestrateConfig(_Section):
     enable_workflow_image_builds: bool = True
     logs: LogsConfig = LogsConfig()
     endpoints: EndpointsConfig = EndpointsConfig()
+    #: the Federates whose forwarded identities this cluster accepts: name (the Federate's
+    #: ``federate.name``) to the file of its public key (``fuzzball-federate identity-key``)
+    trusted_federates: dict[str, Path] = Field(default_factory=dict)
 
 
 def _job_subnet(value: str | None) -> str | None:
@@ -339,6 +342,9 @@ class FederateConfig(_Section):
     listen: str = "127.0.0.1:8090"
     #: seconds Federate waits for a member's API before calling it unreachable
     member_timeout: Seconds = 10.0
+    #: the name Federate signs the identities it forwards to members with (the name members
+    #: trust it by, in their ``orchestrate.trusted-federates``)
+    name: str = Field(default="federate", min_length=1)
 
 
 class TlsConfig(_Section):

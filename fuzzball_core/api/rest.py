@@ -54,6 +54,7 @@ from fuzzball_core.api.rest_messages import parse_request, to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
+from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
 from fuzzball_core.service.views import LogChunkView, Principal
 from fuzzball_core.store.database import unreachable_error
 
@@ -209,7 +210,12 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
         if node_check is not None:
             node_check(_bearer_token(request))
             return await handler(request)
-        request[_PRINCIPAL] = _service(request).authenticate(_bearer_token(request))
+        service = _service(request)
+        who = service.authenticate(_bearer_token(request))
+        forwarded = request.headers.get(FORWARDED_IDENTITY)
+        if forwarded is not None:  # a Federate calling for one of its users: act as them
+            who = service.forwarded_principal(who, forwarded)
+        request[_PRINCIPAL] = who
     return await handler(request)
 
 

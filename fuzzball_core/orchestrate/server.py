@@ -43,6 +43,7 @@ from fuzzball_core.service.account_commands import (
     add_account_commands,
     add_organization_commands,
 )
+from fuzzball_core.service.forwarded_identity import TrustedFederates
 from fuzzball_core.service.oidc import configured_issuer
 from fuzzball_core.service.secret_commands import add_secret_commands
 from fuzzball_core.service.secrets import Secrets
@@ -106,6 +107,7 @@ def build(
     )
     configure_images(engine, service, config, registry)
     service.oidc = configured_issuer(config, sessions, service.identity)
+    service.trusted_federates = TrustedFederates.from_files(config.orchestrate.trusted_federates)
     secrets = Secrets(sessions, SecretBox(config.data_dir))
     endpoints = EndpointServing(engine, service.authenticate, config.orchestrate.endpoints, health)
     built = Orchestrate(config, engine, service, hub, health, secrets, endpoints)
@@ -116,6 +118,26 @@ def build(
 def _host_port(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     return host or "127.0.0.1", int(port)
+
+
+def rest_app(orchestrate: Orchestrate) -> web.Application:
+    """The REST gateway Orchestrate serves: the API's routes and every process route (object
+    cache, identity, health, secrets, OIDC). The route isolation tests serve this same app,
+    so a route added here is one they must cover."""
+    add_health = health_routes(orchestrate.health)
+    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
+    return build_rest_app(
+        orchestrate.service,
+        extra_routes=[
+            object_cache_routes(orchestrate.service),
+            identity_routes(orchestrate.service.identity),
+            health,
+            secret_routes(orchestrate.secrets),
+            oidc_routes(orchestrate.service),
+            orchestrate.endpoints.routes,
+            *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
+        ],
+    )
 
 
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
@@ -142,22 +164,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     else:
         server.add_secure_port(config.grpc_listen, security.grpc_credentials)
     await server.start()
-    add_health = health_routes(orchestrate.health)
-    health = ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS)
-    rest_runner = RestRunner(
-        build_rest_app(
-            orchestrate.service,
-            extra_routes=[
-                object_cache_routes(orchestrate.service),
-                identity_routes(orchestrate.service.identity),
-                health,
-                secret_routes(orchestrate.secrets),
-                oidc_routes(orchestrate.service),
-                orchestrate.endpoints.routes,
-                *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
-            ],
-        )
-    )
+    rest_runner = RestRunner(rest_app(orchestrate))
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)
     await web.TCPSite(rest_runner, host, port, ssl_context=security.ssl_context).start()

@@ -30,6 +30,7 @@ from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
+from fuzzball_core.service.forwarded_identity import TrustedFederates
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import OidcIssuer, looks_like_jwt
 from fuzzball_core.service.permissions import require
@@ -77,6 +78,9 @@ class SqlOrchestrateService(AccountCalls):
     #: ``configure_images`` (None: this Orchestrate serves no object cache)
     object_cache: ObjectCache | None = None
     node_token: str = ""
+    #: the Federates whose forwarded identities are accepted, set by ``server.build`` from
+    #: ``orchestrate.trusted-federates`` (none: a forwarded identity is refused)
+    trusted_federates: TrustedFederates = TrustedFederates(())
     #: the OIDC issuer whose access tokens sign users in, set by ``server.build`` (None:
     #: only API tokens are accepted)
     oidc: OidcIssuer | None = None
@@ -109,6 +113,12 @@ class SqlOrchestrateService(AccountCalls):
         if self.oidc is not None and looks_like_jwt(token):
             return self.oidc.authenticate(token)
         return self.accounts.authenticate(token)
+
+    def forwarded_principal(self, who: Principal, assertion: str) -> Principal:
+        """Who ``who`` (a Federate's account) acts for, by the identity a trusted Federate
+        signed (:mod:`~fuzzball_core.service.forwarded_identity`): that caller, with only the
+        permissions both hold. Unauthenticated when no trusted Federate signed it."""
+        return self.trusted_federates.principal(who, assertion)
 
     def version(self) -> str:
         return f"v{__version__}"

@@ -41,6 +41,10 @@ class OrchestrateService(Protocol):
     def authenticate(self, token: str) -> Principal:
         """The caller owning ``token``; ``Unauthenticated`` if it is missing or unknown."""
 
+    def forwarded_principal(self, who: Principal, assertion: str) -> Principal:
+        """Who ``who`` acts for by a Federate's signed ``assertion`` (the forwarded-identity
+        header); ``Unauthenticated`` unless a trusted Federate signed it."""
+
     def version(self) -> str:
         """The server's version string (``v0.1.0``)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from support.cluster import HELLO_WORLD, Cluster, LocalRegistry, have_prerequisites
@@ -30,6 +31,8 @@ class RealMember:
     name: str
     rest_url: str
     token: str
+    #: the member's service, which start_federation makes trust the Federate's identities
+    service: Any
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,10 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
         members = []
         for name, running in zip(("lab", "cloud"), clusters, strict=True):
             orchestrate = running.orchestrate
-            _, token = orchestrate.call(lambda o=orchestrate: o.service.create_account("federate"))
-            members.append(RealMember(name, orchestrate.rest_url, token))
+            _, token = orchestrate.call(
+                lambda o=orchestrate: o.service.create_account("federate", admin=True)
+            )
+            members.append(RealMember(name, orchestrate.rest_url, token, orchestrate.service))
         federated = start_federation(directory, members)
         try:
             yield federated

@@ -1,5 +1,6 @@
 """Federate's node views, like Orchestrate's, show another account's running work only as
-"in use"; the owner sees its own under the federated id.
+"in use"; administrators see it under the federated id. Nodes are administrators' and the
+node service accounts' to see: a user's node call is refused at the Federate.
 
 Before, Federate passed on the member's view: the member-local workflow ids of every
 account's work, seen by everyone.
@@ -11,6 +12,7 @@ import pytest
 from support.federated_workflows import GPU
 
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.errors import PermissionDenied
 from fuzzball_core.service.views import IN_USE, STARTED
 from fuzzball_federation.models import FederatedWorkflow
 
@@ -25,13 +27,19 @@ def running(federation) -> tuple[str, str]:
     return workflow_id, remote_id
 
 
-def test_the_owner_sees_its_running_job_under_the_federated_id(federation, running):
-    node = federation.client().get_node("gpu-1")
+def test_an_administrator_sees_the_running_job_under_the_federated_id(federation, running):
+    _, admin = federation.service.create_account("root", admin=True)
+    node = federation.client(admin).get_node("gpu-1")
     assert list(node.running_jobs) == [pb.RunningJob(job_name="jobs.main", workflow_id=running[0])]
 
 
-def test_another_account_sees_the_job_only_as_in_use(federation, running):
-    _, bob = federation.service.create_account("bob")
-    node = federation.client(bob).get_node("gpu-1")
+def test_an_account_reading_nodes_sees_anothers_job_only_as_in_use(federation, running):
+    _, monitoring = federation.service.create_account("monitoring", kind="monitoring")
+    node = federation.client(monitoring).get_node("gpu-1")
     assert list(node.running_jobs) == [pb.RunningJob(job_name=IN_USE)]
     assert not {running[0], running[1]} & {job.workflow_id for job in node.running_jobs}
+
+
+def test_a_users_node_view_is_refused_at_the_federate(federation, running):
+    with pytest.raises(PermissionDenied, match="read_nodes"):
+        federation.client().get_node("gpu-1")

@@ -10,8 +10,12 @@ import httpx
 import pytest
 import yaml
 from support.federated_workflows import GPU
+from support.federation_harness import trust_federate
 
 from fuzzball_core.config import ConfigError, parse_config
+from fuzzball_core.service.forwarded_identity import load_or_create_key
+from fuzzball_core.store.private_files import private_directory
+from fuzzball_federation.main import IDENTITY_KEY_FILE
 
 FEDERATE_MAIN = "from fuzzball_federation.main import main; main()"
 
@@ -25,6 +29,9 @@ def _free_port() -> int:
 @pytest.fixture
 def config_file(tmp_path, members):
     port = _free_port()
+    # the key the served Federate will sign with, made first so the members can trust it
+    private_directory(tmp_path / "federate")
+    trust_federate(members, load_or_create_key(tmp_path / "federate" / IDENTITY_KEY_FILE))
     data = {
         "data-dir": str(tmp_path / "federate"),
         "tls": {"plaintext": True},

@@ -4,7 +4,10 @@ Each member is the real SQL Orchestrate service (SQLite, engine, scripted nodes:
 ``tests/support/sql_stack.py``) behind its real REST gateway, on its own event loop. ``onprem``
 has one small node with two GPUs; ``aws`` has two large CPU-only nodes. Federate runs its
 own gateway on a third loop (its calls to members block, as in the real process) and
-reaches the members over HTTP with the tokens of their ``federate`` service accounts.
+reaches the members over HTTP with the tokens of their ``federate`` accounts (administrators
+there, so that Federate can ask for nodes to route by). Each member trusts the Federate's key
+(``trust_federate``): Federate's calls for a user carry that user's identity, and the member
+acts with only the permissions both hold.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.config import parse_config
 from fuzzball_core.drivers import Router
+from fuzzball_core.service.forwarded_identity import TrustedFederate, TrustedFederates
 from fuzzball_federation.main import build, build_app
 from fuzzball_federation.routers.fit import FitRouter
 from fuzzball_federation.service import FederateService
@@ -49,7 +54,7 @@ def start_member(directory: Path, name: str, nodes: list[dict[str, Any]]) -> Mem
     """A real Orchestrate on loopback with scripted ``nodes`` and a ``federate`` account."""
     loop = LoopThread()
     stack = SqlStack(loop, directory / f"{name}.db")
-    _, token = stack.create_account("federate")
+    _, token = stack.create_account("federate", admin=True)
     for node in nodes:
         stack.add_node(**node)
     servers = loop.run(start_servers(stack.service))
@@ -94,6 +99,18 @@ class Reachable(Protocol):
     token: str
 
 
+def trust_federate(members: Sequence[Any], key: Ed25519PrivateKey, name: str = "federate") -> None:
+    """Make every member served in this process (a ``stack``'s or a ``service``'s) trust
+    the identities the Federate ``name`` signs with ``key`` (as its
+    ``orchestrate.trusted-federates`` would)."""
+    trusted = TrustedFederates([TrustedFederate(name, key.public_key())])
+    for member in members:
+        stack = getattr(member, "stack", None)
+        service = stack.service if stack is not None else getattr(member, "service", None)
+        if service is not None:
+            service.trusted_federates = trusted
+
+
 def start_federation(
     directory: Path,
     members: Sequence[Reachable],
@@ -114,6 +131,8 @@ def start_federation(
         }
     )
     service = build(config, router or FitRouter({}), registry)
+    assert service.signer is not None
+    trust_federate(members, service.signer.key)
     _, token = service.create_account("alice")
     loop = LoopThread()
 

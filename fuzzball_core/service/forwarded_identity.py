@@ -1,0 +1,191 @@
+"""Who a Federate acts for, told to its member clusters and checked there.
+
+A Federate calls its members with the token of its account on each; without more, every
+Federate user would act on a member with that account's rights (any Federate user could
+cordon member nodes). So the Federate signs, for every call it makes on a caller's behalf,
+a short-lived JWT naming that caller (subject, name, email, organization, kind and
+permissions) with its own Ed25519 key, and sends it in :data:`HEADER`. A member that trusts
+the Federate (its public key in ``orchestrate.trusted-federates``) verifies it and acts as the
+caller: with the permissions both the caller and the Federate's account hold, audited under
+the caller's name. A member that trusts no Federate refuses a forwarded identity instead of
+ignoring it.
+
+The key is the Federate's own: made on first start in its data directory (owner-only, 0600),
+its public half printed by ``fuzzball-federate identity-key`` for the members' configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from fuzzball_core.errors import Unauthenticated
+from fuzzball_core.service.views import Principal
+from fuzzball_core.store.private_files import open_private
+from fuzzball_core.vocabulary import AccountKind, Permission
+
+#: the request header carrying the signed identity
+HEADER = "X-Fuzzball-Forwarded-Identity"
+#: how long an assertion is good for: one call, with room for clocks a little apart
+LIFETIME = 60.0
+_ALGORITHM = "EdDSA"
+_LEEWAY = 10.0
+_KNOWN_PERMISSIONS = frozenset(p.value for p in Permission)
+_KINDS = frozenset(k.value for k in AccountKind)
+#: what a forwarded caller holding none of the Federate account's permissions holds: a
+#: placeholder no check asks for, since an empty set would read as "the kind's own"
+NO_PERMISSIONS = frozenset({"none"})
+
+
+def load_or_create_key(path: Path) -> Ed25519PrivateKey:
+    """The Ed25519 key kept at ``path`` (PEM), made there (0600) when there is none."""
+    if path.exists():
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{path}: not an Ed25519 private key")
+        return key
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    with open_private(path) as out:
+        out.write(pem)
+    return key
+
+
+def public_key_pem(key: Ed25519PrivateKey) -> str:
+    """The public half of ``key`` as PEM, for a member's ``trusted-federates``."""
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+class IdentitySigner:
+    """Signs assertions naming a caller, as the Federate ``issuer``."""
+
+    def __init__(
+        self,
+        key: Ed25519PrivateKey,
+        issuer: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.key = key
+        self.issuer = issuer
+        self.clock = clock
+
+    def assertion(self, who: Principal, audience: str) -> str:
+        """A JWT naming ``who`` for the member ``audience``, good for :data:`LIFETIME`."""
+        now = self.clock()
+        claims: dict[str, Any] = {
+            "iss": self.issuer,
+            "aud": audience,
+            "sub": who.user_id or who.account_id,
+            "name": who.name,
+            "kind": str(who.kind),
+            "permissions": sorted(who.permissions),
+            "iat": int(now),
+            "exp": int(now + LIFETIME),
+        }
+        if who.email:
+            claims["email"] = who.email
+        if who.organization_id:
+            claims["org"] = who.organization_id
+        return jwt.encode(claims, self.key, algorithm=_ALGORITHM)
+
+
+@dataclass(frozen=True)
+class TrustedFederate:
+    """A Federate a member accepts forwarded identities from."""
+
+    name: str
+    public_key: Ed25519PublicKey
+
+    @classmethod
+    def from_pem(cls, name: str, pem: bytes) -> TrustedFederate:
+        key = serialization.load_pem_public_key(pem)
+        if not isinstance(key, Ed25519PublicKey):
+            raise ValueError(f"trusted federate {name}: not an Ed25519 public key")
+        return cls(name, key)
+
+
+class TrustedFederates:
+    """The Federates a member trusts, and what a forwarded identity makes of a caller."""
+
+    def __init__(
+        self,
+        federates: Iterable[TrustedFederate],
+        *,
+        audience: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._by_name = {federate.name: federate for federate in federates}
+        self.audience = audience
+        self.clock = clock
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, Path]) -> TrustedFederates:
+        """Trust each Federate by name with the public key (PEM) in its file."""
+        return cls(
+            TrustedFederate.from_pem(name, path.read_bytes()) for name, path in files.items()
+        )
+
+    def principal(self, bearer: Principal, assertion: str) -> Principal:
+        """Who ``bearer`` (the Federate's account here) acts for: the caller ``assertion``
+        names, with only the permissions both hold; Unauthenticated when no trusted Federate
+        signed it, or it expired, or it is malformed."""
+        if not self._by_name:
+            raise Unauthenticated(
+                f"{HEADER}: this cluster trusts no Federate (orchestrate.trusted-federates)"
+            )
+        claims = self._verified(assertion)
+        kind = claims.get("kind", AccountKind.USER)
+        permissions = frozenset(claims.get("permissions") or ()) & _KNOWN_PERMISSIONS
+        granted = frozenset(bearer.permissions) & permissions
+        return Principal(
+            bearer.account_id,
+            f"{claims.get('email') or claims.get('name') or claims['sub']} via {claims['iss']}",
+            Permission.READ_CLUSTER in granted,
+            AccountKind(kind) if kind in _KINDS else AccountKind.USER,
+            email=claims.get("email"),
+            organization_id=bearer.organization_id,
+            credential=bearer.credential,
+            permissions=granted or NO_PERMISSIONS,
+        )
+
+    def _verified(self, assertion: str) -> dict[str, Any]:
+        try:
+            issuer = jwt.decode(assertion, options={"verify_signature": False}).get("iss")
+        except jwt.PyJWTError:
+            raise Unauthenticated(f"{HEADER}: not a signed identity") from None
+        federate = self._by_name.get(str(issuer))
+        if federate is None:
+            raise Unauthenticated(f"{HEADER}: signed by {issuer!r}, a Federate not trusted here")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                assertion,
+                federate.public_key,
+                algorithms=[_ALGORITHM],
+                issuer=federate.name,
+                options={"verify_aud": self.audience is not None, "require": ["exp", "sub"]},
+                audience=self.audience,
+                leeway=_LEEWAY,
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated(f"{HEADER}: the forwarded identity expired") from None
+        except jwt.PyJWTError as exc:
+            raise Unauthenticated(
+                f"{HEADER}: the forwarded identity is not valid ({exc})"
+            ) from None
+        return claims
