@@ -131,7 +131,8 @@ def _checked_name(what: str, name: str) -> str:
 def _checked_email(email: str) -> str:
     email = email.strip()
     local, at, domain = email.partition("@")
-    if not (at and local and domain) or len(email) > 320 or any(c.isspace() for c in email):
+    # at most MAX_NAME: the user's personal account is named after it
+    if not (at and local and domain) or len(email) > MAX_NAME or any(c.isspace() for c in email):
         raise InvalidArgument(f"email: {email[:80]!r} is not an email address")
     if not email.isprintable():
         raise InvalidArgument("email: holds characters that are not printable")
@@ -456,7 +457,8 @@ class Identity:
     def remove_member(self, who: Principal, user_id: str) -> None:
         """Remove a user from their organization (its owners, or a cluster administrator):
         their tokens are revoked and their memberships end. Their personal account stays,
-        with its workflows' history, usable by no one."""
+        with its workflows' history, usable by no one, renamed so that the email can be
+        added again."""
         with self.sessions() as session, session.begin():
             user = self._managed_user(session, who, user_id, "remove organization members")
             self._keep_an_owner(session, user)
@@ -465,6 +467,10 @@ class Identity:
                 .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
                 .values(revoked_at=self.clock())
             )
+            personal = self._personal_account(session, user.id)
+            if personal is not None:  # its name is free for the email to be added again
+                personal.name = f"removed {user.id} {user.email}"[:MAX_NAME]
+                personal.updated_at = self.clock()
             self._audit(
                 session, who, AuditAction.MEMBER_REMOVED, user.organization_id,
                 f"user {user.email}",
@@ -628,7 +634,8 @@ class Identity:
     def account_token(self, who: Principal, account_id: str, *, source: str = "") -> str:
         """An API token for the user ``who`` working in account ``account_id`` (their
         personal account or a group they belong to); NotFound for any other account. A
-        workflow's own token may not choose accounts."""
+        workflow's own token may not choose accounts, nor may a user who must choose a new
+        password first (``requireUpdatePassword``) until they have."""
         if who.user_id is None:
             raise FailedPrecondition(
                 f"{who.name} is a service account; it has its own token and no other account"
@@ -637,6 +644,13 @@ class Identity:
             raise PermissionDenied("a workflow's token may not choose accounts")
         with self.sessions() as session, session.begin():
             account = self._member_account(session, who, account_id)
+            user = session.get(User, who.user_id)
+            if user is not None and user.require_password_update:
+                raise FailedPrecondition(
+                    f"{user.email} must choose a new password before working in an account"
+                    " (POST /v3/profile/password, or fuzzball context update-user"
+                    " --new-password)"
+                )
             token = self.accounts.issue_for(account.id, user_id=who.user_id, session=session)
             self._audit(
                 session, who, AuditAction.TOKEN_ISSUED, account.organization_id,

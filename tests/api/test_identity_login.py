@@ -9,7 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from fuzzball_core.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from fuzzball_core.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+    Unauthenticated,
+)
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.audit import AuditLog, AuditQuery
 from fuzzball_core.service.identity import BAD_CREDENTIALS, LOCKOUT_SECONDS, Identity
@@ -214,3 +219,13 @@ def test_a_bad_audit_query_is_refused(identity, query):
 def test_an_audit_detail_naming_a_password_is_refused(identity):
     with pytest.raises(ValueError, match="never logged"):
         identity.audit.record(AuditAction.LOGIN, detail={"new_password": "x"})
+
+
+def test_a_user_who_must_choose_a_new_password_gets_no_account_token_until_they_do(identity):
+    owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
+    user, _ = identity.add_member(owner, "temp@acme.test", password=PASSWORD, require_update=True)
+    who = identity.login_principal(user.id)
+    with pytest.raises(FailedPrecondition, match="must choose a new password"):
+        identity.account_token(who, who.account_id)
+    identity.change_password(who, current_password=PASSWORD, new_password="Chosen-Lantern-44z")
+    assert identity.accounts.authenticate(identity.account_token(who, who.account_id)).user_id

@@ -207,6 +207,20 @@ def test_a_removed_member_can_no_longer_use_their_token(stack, tenants):
     assert tenants.acme_member.email not in [u["email"] for u in listed["users"]]
 
 
+def test_a_removed_member_can_be_added_again(stack, tenants):
+    owner = tenants.acme_owner.token
+    call(stack, "DELETE", f"/organization/members/{tenants.acme_member.id}", owner)
+    again = add_member(stack, owner, tenants.acme_member.email, password=PASSWORD)
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] != tenants.acme_member.id
+
+
+def test_an_email_longer_than_an_account_name_is_refused(stack, tenants):
+    email = "x" * 191 + "@acme.test"  # 201 characters
+    response = add_member(stack, tenants.acme_owner.token, email, password=PASSWORD)
+    assert refused(response, 400, INVALID_ARGUMENT).startswith("email:")
+
+
 def test_an_owner_resets_a_members_password_to_a_generated_one(stack, tenants):
     response = call(
         stack, "POST", f"/organization/members/{tenants.acme_member.id}/password",
