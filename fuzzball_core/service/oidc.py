@@ -359,6 +359,14 @@ class OidcIssuer:
             raise OAuthError(
                 "invalid_grant", f"the refresh token expired at {_utc(grant.expires_at)}"
             )
+        user = session.get(User, grant.user_id) if grant.user_id else None
+        # a new password (or email, or role) ends the logins made before it: a refresh token
+        # copied before a password change must not outlive it
+        if user is not None and user.updated_at is not None and user.updated_at > grant.created_at:
+            raise OAuthError(
+                "invalid_grant",
+                "the user's password, email or role changed since this login: log in again",
+            )
         held = grant.scope.split()
         granted = _scopes(scope) if scope else held
         beyond = sorted(set(granted) - set(held))

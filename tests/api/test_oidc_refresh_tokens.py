@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from support.oidc_stack import PASSWORD
 
 from fuzzball_core.service.oidc import CLIENT_ID
 
@@ -103,3 +104,14 @@ def test_a_removed_users_tokens_end_with_them(oidc, ada):
     reply = httpx.get(f"{oidc.url}/v3/workflows", headers=bearer)
     assert reply.status_code == 401
     assert "no longer exists" in reply.json()["message"]
+
+
+def test_a_password_change_ends_the_logins_made_before_it(oidc, ada):
+    first = sign_in(oidc)
+    who = oidc.service.identity.login_principal(ada.id)
+    oidc.service.identity.change_password(
+        who, current_password=PASSWORD, new_password="Another-Horse-7-Staple"
+    )
+    reply = refresh(oidc, first["refresh_token"])
+    assert reply.json()["error"] == "invalid_grant"
+    assert "log in again" in reply.json()["error_description"]
