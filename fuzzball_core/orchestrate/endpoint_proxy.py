@@ -56,6 +56,11 @@ log = logging.getLogger("fuzzball.orchestrate.endpoints")
 FB_AUTHORIZATION = istr("FB-Authorization")
 #: seconds a client is told to wait before asking again for a service not ready
 RETRY_AFTER = "5"
+#: bytes read from a service at most at once (a large download moves in large writes; a
+#: streamed answer is passed on as soon as any of it arrives)
+READ_BUFFER = 1 << 20
+#: an answer at most this long, of announced length, is read whole and sent in one write
+SMALL_ANSWER = 64 * 1024
 #: how often a request waiting for a pool to wake looks again, and asks it to wake again
 WAKE_POLL = 0.1
 WAKE_AGAIN = 1.0
@@ -129,6 +134,7 @@ class EndpointProxy:
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+            read_bufsize=READ_BUFFER,
         )
 
     async def _close_client(self, _app: web.Application) -> None:
@@ -312,10 +318,20 @@ class EndpointProxy:
                 allow_redirects=False,
                 skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
             ) as answer:
-                response = web.StreamResponse(status=answer.status, reason=answer.reason)
-                for name, value in answer.headers.items():
-                    if name not in _NOT_FORWARDED:
-                        response.headers.add(name, value)
+                headers = CIMultiDict(
+                    (name, value)
+                    for name, value in answer.headers.items()
+                    if name not in _NOT_FORWARDED
+                )
+                if answer.content_length is not None and answer.content_length <= SMALL_ANSWER:
+                    body = await answer.read()
+                    headers.popall("Content-Length", None)
+                    return web.Response(
+                        status=answer.status, reason=answer.reason, headers=headers, body=body
+                    )
+                response = web.StreamResponse(
+                    status=answer.status, reason=answer.reason, headers=headers
+                )
                 await response.prepare(request)
                 async for chunk in answer.content.iter_any():
                     await response.write(chunk)

@@ -1,0 +1,189 @@
+"""The endpoint proxy's cost: requests per second and added latency through the proxy
+against the same service reached directly, in one run.
+
+A one-node test cluster (tests/support/endpoint_stack.py) runs the aiohttp service of
+tests/fixtures/endpoints as a workflow service with a path endpoint. Then, for each target
+(direct: the service's own port; proxy: ``/endpoints/{id}/``, with ``FB-Authorization``):
+
+* latency: ``--requests`` small GETs (``/``, 15 bytes) one after another on one keep-alive
+  connection: p50 and p99;
+* throughput: ``--concurrency`` clients asking small GETs for ``--seconds``: requests/s;
+* download: ``--downloads`` GETs of ``--size`` MiB (100 by default): MiB/s, the best run.
+
+The clients run in a child process, ``--rounds`` rounds alternating direct and proxy; each
+figure is the median of the rounds.
+
+Run as root (it starts containers): ``python bench/proxy.py``. The targets of issue 16 are
+at most 1 ms added at p50 and at least 80 % of direct throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
+
+from support.cluster import LocalRegistry, free_port, have_prerequisites
+from support.endpoint_stack import EndpointCluster, bearer
+from support.python_image import push_python_image
+
+SERVICE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "endpoints"
+WORKFLOW = """
+version: v1
+services:
+  app:
+    image: {{uri: "{image}"}}
+    args: ["{port}", "bench"]
+    network:
+      ports: [{{name: http, port: {port}}}]
+      endpoints: [{{name: app, port-name: http}}]
+    readiness-probe: {{http-get: {{port: {port}, path: /}}, period-seconds: 1}}
+"""
+
+
+async def latencies(base: str, headers: dict[str, str], count: int) -> list[float]:
+    """Seconds each of ``count`` sequential small GETs took (after 50 to warm up)."""
+    taken = []
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for index in range(count + 50):
+            started = time.perf_counter()
+            async with session.get(base) as answer:
+                await answer.read()
+                assert answer.status == 200, answer.status
+            if index >= 50:
+                taken.append(time.perf_counter() - started)
+    return taken
+
+
+async def throughput(base: str, headers: dict[str, str], clients: int, seconds: float) -> float:
+    """Small GETs per second with ``clients`` asking at once."""
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            async with session.get(base) as answer:
+                await answer.read()
+            done += 1
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+        return done / (time.perf_counter() - started)
+
+
+async def download(url: str, headers: dict[str, str], runs: int) -> float:
+    """The best MiB/s of ``runs`` downloads of ``url``."""
+    best = 0.0
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for _ in range(runs):
+            received = 0
+            started = time.perf_counter()
+            async with session.get(url) as answer:
+                async for chunk in answer.content.iter_any():
+                    received += len(chunk)
+            best = max(best, received / 2**20 / (time.perf_counter() - started))
+    return best
+
+
+def measure(base: str, headers: dict[str, str], args: argparse.Namespace) -> dict[str, float]:
+    """Every figure for one target (run in a child process: the proxy serves from this
+    process's Orchestrate, and a client sharing its interpreter would slow it down)."""
+    taken = sorted(asyncio.run(latencies(base, headers, args.requests)))
+    return {
+        "p50": statistics.median(taken) * 1000,
+        "p99": taken[int(len(taken) * 0.99) - 1] * 1000,
+        "rps": asyncio.run(throughput(base, headers, args.concurrency, args.seconds)),
+        "mib_s": asyncio.run(download(f"{base}bytes/{args.size << 20}", headers, args.downloads)),
+    }
+
+
+def compare(direct: str, proxied: str, token: str, args: argparse.Namespace) -> None:
+    """``--rounds`` rounds of both targets, alternating; each figure the rounds' median."""
+    rounds: dict[str, list[dict[str, float]]] = {"direct": [], "proxy": []}
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+        for _ in range(args.rounds):
+            rounds["direct"].append(child.submit(measure, direct, {}, args).result())
+            rounds["proxy"].append(child.submit(measure, proxied, bearer(token), args).result())
+    figures = {
+        name: {key: statistics.median(r[key] for r in found) for key in found[0]}
+        for name, found in rounds.items()
+    }
+    for name, got in figures.items():
+        print(
+            f"{name:>6}: p50 {got['p50']:.3f} ms  p99 {got['p99']:.3f} ms  "
+            f"{got['rps']:,.0f} requests/s ({args.concurrency} clients)  "
+            f"{args.size} MiB download {got['mib_s']:,.0f} MiB/s"
+        )
+    plain, through = figures["direct"], figures["proxy"]
+    print(
+        f"added latency: p50 {through['p50'] - plain['p50']:+.3f} ms, "
+        f"p99 {through['p99'] - plain['p99']:+.3f} ms; "
+        f"throughput {through['rps'] / plain['rps']:.0%} of direct; "
+        f"download {through['mib_s'] / plain['mib_s']:.0%} of direct "
+        f"(medians of {args.rounds} rounds)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--size", type=int, default=100, help="MiB per download")
+    parser.add_argument("--downloads", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    missing = have_prerequisites()
+    if missing:
+        sys.exit(missing)
+    with tempfile.TemporaryDirectory(prefix="bench-proxy-") as scratch:
+        directory = Path(scratch)
+        registry = LocalRegistry(directory / "registry")
+        stack = None
+        try:
+            image = push_python_image(
+                registry.url, SERVICE / "aiohttp_service.py", "library/endpoint-service"
+            )
+            stack = EndpointCluster(directory / "cluster", registry.url)
+            who, token = stack.orchestrate.call(lambda: stack.service().create_account("bench"))
+            port = free_port()
+            workflow_id = stack.start_workflow(who, WORKFLOW.format(image=image, port=port))
+            endpoint = stack.endpoint_id(who, workflow_id, "app")
+            direct = f"http://127.0.0.1:{port}/"
+            proxied = f"{stack.proxy_url}/endpoints/{endpoint}/"
+            _wait_ready(proxied, bearer(token))
+            print(f"service: aiohttp in a container; proxy: {stack.proxy_url}", flush=True)
+            compare(direct, proxied, token, args)
+        finally:
+            if stack is not None:
+                stack.close()
+            registry.stop()
+
+
+def _wait_ready(url: str, headers: dict[str, str]) -> None:
+    async def ask() -> int:
+        async with aiohttp.ClientSession(headers=headers) as session, session.get(url) as answer:
+            return answer.status
+
+    deadline = time.monotonic() + 120
+    while asyncio.run(ask()) != 200:
+        if time.monotonic() > deadline:
+            sys.exit("the service never became ready through the proxy")
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()
