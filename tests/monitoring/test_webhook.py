@@ -18,6 +18,7 @@ from support.monitoring import (
     webhook_client,
 )
 
+from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.certificates import CertificateAuthority
 from fuzzball_core.cli.main import cli
 
@@ -214,3 +215,16 @@ def test_issue_cert_is_refused_to_a_caller_who_does_not_administer_the_cluster(
     assert result.exit_code != 0
     assert "administer_cluster" in f"{result.output}{result.exception}"
     assert not (tmp_path / "x" / "x.key").exists()
+
+
+def test_a_node_with_health_disabled_is_never_held(
+    make_receiver: Callable[..., Receiver], tmp_path: Path
+) -> None:
+    receiver = make_receiver(**{"node-health": {"max-monitoring-held-percent": 100}})
+    node_id = receiver.register("node-1")
+    monitoring = receiver.orchestrate.orchestrate.monitoring
+    assert monitoring is not None
+    monitoring.registered(node_id, node_pb2.RegisterRequest(name="node-1", health_disabled=True))
+    [outcome] = _post(receiver, tmp_path, alert("FuzzballNodeMemoryErrors", "node-1"))
+    assert outcome["result"] == "refused" and "health.disabled" in outcome["detail"]
+    assert receiver.holds("node-1") == []
