@@ -324,10 +324,10 @@ class EndpointProxy:
                     if name not in _NOT_FORWARDED
                 )
                 if answer.content_length is not None and answer.content_length <= SMALL_ANSWER:
-                    body = await answer.read()
+                    whole = await answer.read()
                     headers.popall("Content-Length", None)
                     return web.Response(
-                        status=answer.status, reason=answer.reason, headers=headers, body=body
+                        status=answer.status, reason=answer.reason, headers=headers, body=whole
                     )
                 response = web.StreamResponse(
                     status=answer.status, reason=answer.reason, headers=headers
