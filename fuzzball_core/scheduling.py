@@ -51,10 +51,12 @@ from typing import Any, NamedTuple
 from fuzzball_core.errors import InvalidArgument
 
 __all__ = [
+    "NVLINK_DOMAIN",
     "CpuAffinity",
     "CpuCore",
     "CpuPinning",
     "Diagnosis",
+    "DomainPolicy",
     "Hold",
     "HoldEffect",
     "HoldSource",
@@ -295,6 +297,24 @@ class CpuPinning:
         return ", ".join(parts)
 
 
+#: The node annotation naming a node's NVLink domain: the fabric cluster and clique its GPUs
+#: share (``<cluster uuid>.<clique id>``), as the NVIDIA device plugin reports it. Nodes of one
+#: domain reach each other's GPU memory over NVLink (and, with IMEX channels, share it).
+NVLINK_DOMAIN = "nvidia.com/nvlink-domain"
+
+
+class DomainPolicy(StrEnum):
+    """How a multinode job is kept inside one NVLink domain (:data:`NVLINK_DOMAIN`):
+    ``multinode.nvlink-domain``."""
+
+    #: inside the domain that fits it most tightly when one has enough free nodes; otherwise
+    #: across domains (fewest first), and the placement's :attr:`Placement.note` says why
+    PREFER = "prefer"
+    #: only inside one domain: the job waits until one has enough free nodes (its diagnosis
+    #: says so), and is infeasible when no domain has that many nodes at all
+    REQUIRE = "require"
+
+
 class HoldEffect(StrEnum):
     """What a hold does to its node. Every effect stops new work from being placed there."""
 
@@ -419,6 +439,7 @@ class JobShape(NamedTuple):
     annotations: tuple[tuple[str, str], ...]
     cpu: CpuPinning | None
     host_ports: tuple[str, ...]
+    domain: DomainPolicy | None = None
 
 
 def _host_ports(value: Any, where: str) -> frozenset[str]:
@@ -443,6 +464,8 @@ class JobRequest:
     ``cpu`` asks for particular cores laid out as it says (None: any cores, unpinned);
     ``host_ports`` (``tcp/8080``) must be free on each of its nodes, and are held there
     while it runs.
+    ``domain`` keeps a multinode job's nodes inside one NVLink domain (see
+    :class:`DomainPolicy`; None: any nodes, wherever they are).
     ``account`` is the id of the account that submitted the job and ``organization`` the
     organization that account belongs to (empty until accounts have organizations: the
     identity issue); fair share orders accounts, and organizations above them, by use.
@@ -461,6 +484,7 @@ class JobRequest:
     host_ports: frozenset[str] = frozenset()
     account: str = ""
     organization: str = ""
+    domain: DomainPolicy | None = None
     #: Placement-relevant fields as one hashable value.
     shape: JobShape = field(init=False, repr=False, compare=False)
     #: Queue order within an account: higher priority first, then earlier submission, then id.
@@ -497,6 +521,14 @@ class JobRequest:
                 raise InvalidArgument(f"{where}: {name} must be a string")
         host_ports = _host_ports(self.host_ports, where)
         object.__setattr__(self, "host_ports", host_ports)
+        if self.domain is not None:
+            try:
+                object.__setattr__(self, "domain", DomainPolicy(self.domain))
+            except ValueError:
+                choices = ", ".join(p.value for p in DomainPolicy)
+                raise InvalidArgument(
+                    f"{where}: domain must be one of {choices} or None, got {self.domain!r}"
+                ) from None
         resources = self.resources
         shape = JobShape(
             resources.cores,
@@ -507,6 +539,7 @@ class JobRequest:
             tuple(annotations.items()),
             self.cpu,
             tuple(sorted(host_ports)),
+            self.domain if self.nodes > 1 else None,
         )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "order_key", (-self.priority, float(self.submitted_at), self.id))
@@ -526,6 +559,8 @@ class JobRequest:
             )
         if self.host_ports:
             text += ", host ports " + ", ".join(sorted(self.host_ports))
+        if self.domain is DomainPolicy.REQUIRE and self.nodes > 1:
+            text += ", in one NVLink domain"
         return text
 
 
@@ -539,12 +574,16 @@ class Placement:
     """A job placed on nodes; its capacity is already deducted when the engine sees it.
 
     ``cpus`` maps each node of a pinned job to the logical CPUs its cpuset gets there
-    (empty for a job that asked for no CPU layout).
+    (empty for a job that asked for no CPU layout). ``note`` says, in people's words, why
+    the job was placed other than it asked when it still could be (a multinode job that
+    prefers one NVLink domain spread over several), else it is empty; the engine records it
+    with the placement, and ``workflow why`` shows it.
     """
 
     job_id: str
     node_ids: tuple[str, ...]
     cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    note: str = ""
 
 
 @dataclass(frozen=True)

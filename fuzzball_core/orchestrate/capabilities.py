@@ -13,6 +13,7 @@ from __future__ import annotations
 from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.spec import Job, Service, Stage, StageKind
 from fuzzball_core.spec.models import ImageBuild, URIRef, Volume
+from fuzzball_core.spec.resources import IMEX_ENV, imex_channel_ids
 
 #: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
 #: the PMI-1 service each node runs; Open MPI (``openmpi``, ``ompi``) through its own launcher,
@@ -211,6 +212,7 @@ def refused_fields(stage: Stage) -> list[tuple[str, str]]:
     problems = unsupported_step_fields(stage.id, definition)
     if isinstance(definition, Service):
         problems.extend(unsupported_probes(stage.id, definition))
+    problems.extend(unreadable_imex_channels(stage.id, definition))
     unlaunchable = unlaunchable_ranks(definition)
     if unlaunchable is not None:
         problems.append((f"{stage.id}.multinode.implementation", unlaunchable))
@@ -223,6 +225,21 @@ def refused_fields(stage: Stage) -> list[tuple[str, str]]:
             )
         )
     return problems
+
+
+def unreadable_imex_channels(path: str, step: Job | Service) -> list[tuple[str, str]]:
+    """(field, why) when ``step``'s ``NVIDIA_IMEX_CHANNELS`` is not a list of channel ids
+    (``all`` included: a job is given channels by count, the node's free ones)."""
+    channels = imex_channel_ids(step)
+    if channels is None or (channels and all(part.isdigit() for part in channels)):
+        return []
+    return [
+        (
+            f"{path}.env",
+            f"{IMEX_ENV} must list IMEX channel ids (0 or 0,1), one channel requested per id;"
+            f" got {','.join(channels) or 'nothing'}",
+        )
+    ]
 
 
 def isolated(job: Job) -> bool:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from fuzzball_core.orchestrate import events, multinode, name_resolution
-from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.context import EngineContext, PendingRun
+from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, transition
@@ -113,7 +113,9 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
             run,
             ASSIGNED,
             f"{stage.name if stage else '?'}{task_label(run)} scheduled on"
-            f" {ctx.node_names_of(placement.node_ids)}",
+            f" {ctx.node_names_of(placement.node_ids)}"
+            # why it was placed other than it asked (a job spread over NVLink domains)
+            + (f"; {placement.note}" if placement.note else ""),
             stage_name=stage.name if stage else None,
             node_id=placement.node_ids[0],
             task_id=run.task_id,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fuzzball_core.orchestrate.capabilities import VOLUME_FILE_SCHEME
-from fuzzball_core.scheduling import JobRequest
+from fuzzball_core.scheduling import DomainPolicy, JobRequest
 from fuzzball_core.spec import Job, Service
 from fuzzball_core.spec.models import Volume
 from fuzzball_core.spec.references import step_file_contents
@@ -29,8 +29,10 @@ def job_request(
 ) -> JobRequest:
     """The scheduler's view of one run of ``job`` (a job's or a service's), submitted by
     ``account`` (its id: what fair share orders by). Accounts have no organization yet (the
-    identity issue), so the request's organization is empty."""
+    identity issue), so the request's organization is empty. A multinode job is kept inside
+    one NVLink domain as ``multinode.nvlink-domain`` says (by default it prefers one)."""
     resource = job.resource
+    multinode = job.multinode
     return JobRequest(
         id=run_key(run_id),
         resources=job_resources(job),
@@ -42,6 +44,7 @@ def job_request(
         cpu=cpu_pinning(job),
         host_ports=host_ports(job),
         account=account,
+        domain=DomainPolicy(multinode.nvlink_domain or DomainPolicy.PREFER) if multinode else None,
     )
 
 

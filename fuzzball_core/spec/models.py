@@ -164,6 +164,9 @@ DependencyStatus = Annotated[Literal["FINISHED", "FAILED", "RUNNING"], BeforeVal
 MultinodeImplementation = Annotated[
     Literal["openmpi", "ompi", "mpich", "gasnet", "generic"], BeforeValidator(_lower)
 ]
+#: ``multinode.nvlink-domain``: keep the job's nodes inside one NVLink domain when one has
+#: enough free (``prefer``: else spread, saying why) or always (``require``: else wait)
+NvlinkDomainPolicy = Annotated[Literal["prefer", "require"], BeforeValidator(_lower)]
 EndpointProtocol = Annotated[
     Literal["http", "https", "grpc", "grpcs", "tcp", "tls"], BeforeValidator(_lower)
 ]
@@ -370,6 +373,8 @@ class Multinode(SpecModel):
     nodes: PositiveInt
     procs_per_node: PositiveInt | None = None
     implementation: MultinodeImplementation | None = None
+    #: Fuzzball here: NVLink domain placement (default ``prefer``)
+    nvlink_domain: NvlinkDomainPolicy | None = None
 
 
 class TaskArray(SpecModel):

@@ -11,10 +11,29 @@ from fuzzball_core.spec.models import Job, JobNetwork, Service
 
 #: Cores a job gets when its definition names none (Fuzzball's default is one core).
 DEFAULT_CORES = 1
+#: A job asks for IMEX channels (which let the GPUs of a multi-node NVLink domain share
+#: memory) by naming them in this variable of its ``env``, as NVIDIA's container toolkit
+#: reads it: one channel of the resource below per comma-separated id.
+IMEX_ENV = "NVIDIA_IMEX_CHANNELS"
+IMEX_CHANNEL = "nvidia.com/imex-channel"
+
+
+def imex_channel_ids(job: Job | Service) -> list[str] | None:
+    """The channel ids ``NVIDIA_IMEX_CHANNELS`` in ``job``'s env names (its last setting
+    wins, as in the container), or None when it is not set."""
+    value = None
+    for entry in job.env or ():
+        name, _, text = str(entry).partition("=")
+        if name == IMEX_ENV:
+            value = text
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def job_resources(job: Job | Service) -> Resources:
-    """The per-node resources a job asks for."""
+    """The per-node resources a job asks for: its ``resource``, and the IMEX channels its
+    ``NVIDIA_IMEX_CHANNELS`` names unless ``resource.devices`` counts them itself."""
     resource = job.resource
     cores = DEFAULT_CORES
     memory = 0
@@ -27,6 +46,9 @@ def job_resources(job: Job | Service) -> Resources:
             if resource.memory.by_core:
                 memory *= cores
         devices = dict(resource.devices or {})
+    channels = imex_channel_ids(job)
+    if channels and IMEX_CHANNEL not in devices:
+        devices[IMEX_CHANNEL] = len(channels)
     return Resources(cores=cores, memory=memory, devices=devices)
 
 

@@ -53,7 +53,7 @@ from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import CpuCore
 from fuzzball_core.spec.models import Probe
 from fuzzball_core.spec.resources import job_resources
-from fuzzball_core.substrate.devices import DevicePool, discover_devices
+from fuzzball_core.substrate.devices import DevicePool, device_annotations, discover_devices
 from fuzzball_core.substrate.drivers import (
     NodeServices,
     RunOutcome,
@@ -194,7 +194,8 @@ class Agent:
             cores=settings.cores or os.cpu_count() or 1,
             memory=settings.memory or machine_memory(),
             devices=self.devices.capacity(),
-            annotations=dict(settings.annotations),
+            # the devices' (an NVLink domain), then the configured ones, which win
+            annotations={**device_annotations(devices), **settings.annotations},
             device_plugin_failed=plugin_failed,
             cpu_topology=pinnable_cores(settings.cores),
         )

@@ -29,6 +29,25 @@ def discover_devices(hooks: Any, node_config: Mapping[str, Any]) -> tuple[list[D
     return [device for result in found for device in (result or ())], False
 
 
+def device_annotations(devices: Sequence[Device]) -> dict[str, str]:
+    """The node annotations its devices' attributes make: every attribute with a qualified
+    name (``nvidia.com/nvlink-domain``: a ``/`` in it) on which all the devices carrying it
+    agree. Devices that disagree (GPUs of two NVLink domains in one node) make none, said
+    in the log."""
+    values: dict[str, set[str]] = {}
+    for device in devices:
+        for key, value in device.attributes.items():
+            if "/" in key:
+                values.setdefault(key, set()).add(value)
+    annotations = {}
+    for key, found in sorted(values.items()):
+        if len(found) == 1:
+            annotations[key] = found.pop()
+        else:
+            log.warning("devices disagree on %s (%s): no such node annotation", key, sorted(found))
+    return annotations
+
+
 class DevicePool:
     """Free and allocated devices of each kind on this node. Thread-safe."""
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzball_core.hookspecs import ContainerPreparation, Device, hookimpl
+from fuzzball_plugins.devices import nvidia_fabric
 from fuzzball_plugins.devices.nvidia_ecc import EccCounters
 
 GPU = "nvidia.com/gpu"
@@ -49,12 +50,18 @@ def _gpu_model(proc_root: Path, index: int) -> str | None:
     return None
 
 
-def discover(dev_root: Path, proc_root: Path = Path("/proc")) -> list[Device]:
-    """The GPUs and IMEX channels under ``dev_root``."""
+def discover(
+    dev_root: Path, proc_root: Path = Path("/proc"), nvml: Any | None = None
+) -> list[Device]:
+    """The GPUs and IMEX channels under ``dev_root``; each GPU's NVLink fabric (cluster,
+    clique, domain) from ``nvml`` (nvidia-ml-py's ``pynvml``, initialised) when given."""
+    fabric = nvidia_fabric.fabric_attributes(nvml) if nvml is not None else {}
     devices: list[Device] = []
     for index, path in _numbered(dev_root, _GPU_NODE):
         model = _gpu_model(proc_root, index)
-        devices.append(Device(GPU, str(index), (str(path),), {"model": model} if model else {}))
+        attributes = {"model": model} if model else {}
+        attributes.update(fabric.get(index, {}))
+        devices.append(Device(GPU, str(index), (str(path),), attributes))
     for index, path in _numbered(dev_root / "nvidia-caps-imex-channels", _CHANNEL_NODE):
         devices.append(Device(IMEX_CHANNEL, str(index), (str(path),)))
     return devices
@@ -72,8 +79,11 @@ def fuzzball_node_collect_metrics() -> Mapping[str, float]:
 
 @hookimpl
 def fuzzball_node_discover_devices(node_config: Mapping[str, Any]) -> Sequence[Device]:
-    """Report the node's NVIDIA GPUs and IMEX channels."""
-    return discover(Path(node_config.get("dev_root") or "/dev"))
+    """Report the node's NVIDIA GPUs (with their NVLink fabric when NVML is there) and IMEX
+    channels."""
+    dev_root = Path(node_config.get("dev_root") or "/dev")
+    gpus_here = bool(_numbered(dev_root, _GPU_NODE))
+    return discover(dev_root, nvml=nvidia_fabric.load_nvml() if gpus_here else None)
 
 
 @hookimpl

@@ -21,6 +21,11 @@ count is also asked whether its free cores allow the layout and its host ports a
 pinned job. Reservations and estimated starts count capacity only, so for those jobs they are
 a lower bound; placement itself is exact.
 
+A multinode job with a domain policy (``multinode.nvlink-domain``) is kept inside one NVLink
+domain when one has enough nodes with room (:mod:`.domains`); one that prefers it spreads
+otherwise, its placement noting why; one that requires it waits, never holding the
+reservation (its nodes must all come from one domain, which the replay does not model).
+
 Configuration (the driver's mapping, ``scheduler.options`` in the configuration file):
 
 ``estimate_starts`` (bool, default true)
@@ -50,6 +55,7 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.scheduling import (
     Diagnosis,
+    DomainPolicy,
     JobRequest,
     JobShape,
     NodeInfo,
@@ -60,6 +66,7 @@ from fuzzball_core.scheduling import (
     Scheduler,
     ScheduleResult,
 )
+from fuzzball_plugins.schedulers import domains
 from fuzzball_plugins.schedulers.cpu_layout import cores_of, logical_cpus
 from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
 from fuzzball_plugins.schedulers.fair_share import (
@@ -81,6 +88,7 @@ _HOLDER = 1  # it failed first and now holds the reservation
 _BACKFILL_NO_ROOM = 2  # a reservation was held; too few nodes had room
 _REFUSED = 3  # a reservation was held; the nodes with room were kept for it
 _INFEASIBLE = 4  # no registered node could ever hold it
+_NO_DOMAIN = 5  # enough nodes have room, but no NVLink domain has enough (and it requires one)
 _BACKFILL = frozenset({_BACKFILL_NO_ROOM, _REFUSED})
 #: reasons that fair share may put first: a job waits for room others took
 _WAITS_FOR_ROOM = frozenset({ReasonCode.INSUFFICIENT_RESOURCES, ReasonCode.BACKFILL_NO_FIT})
@@ -204,6 +212,8 @@ class DefaultScheduler(Scheduler):
         self._ends: list[tuple[float, str]] = []
         self._plans: dict[JobShape, _Plan] = {}
         self._plans_epoch = -1
+        #: this pass's words for the shapes that wait for room in one NVLink domain
+        self._domain_shortfalls: dict[JobShape, str] = {}
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -347,11 +357,22 @@ class DefaultScheduler(Scheduler):
     def check_feasible(self, job: JobRequest) -> Diagnosis | None:
         """Could enough registered nodes hold ``job`` when idle? See
         :meth:`Scheduler.check_feasible`."""
-        verdict = self._diagnostics.infeasibility(job)
+        verdict = self._infeasibility(job)
         if verdict is None:
             return None
         message, findings = verdict
         return _diagnosis(job.id, ReasonCode.INFEASIBLE, message, findings, None)
+
+    def _infeasibility(self, job: JobRequest) -> tuple[str, Survey] | None:
+        """Why no registered nodes could ever hold ``job``: too few could, or (for a job
+        that requires one NVLink domain) no domain has enough that could."""
+        verdict = self._diagnostics.infeasibility(job)
+        if verdict is not None:
+            return verdict
+        message = domains.infeasible(self._index, job.shape)
+        if message is None:
+            return None
+        return message, self._diagnostics.survey(job.shape)
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -364,6 +385,7 @@ class DefaultScheduler(Scheduler):
         refused: set[JobShape] = set()
         infeasible: dict[JobShape, tuple[str, Survey]] = {}
         self._check_pending(pending)
+        self._domain_shortfalls.clear()
         protection: _Protection | None = None
         queue = self._fair.queue(pending, now, self._index)
         for job in queue:
@@ -380,22 +402,26 @@ class DefaultScheduler(Scheduler):
                 waiting.append((job, _REFUSED))
                 continue
             plan = plans.get(shape) or self._plan(shape)
-            chosen = self._find(shape, plan, protection if guarded else None)
+            chosen, note = self._locate(shape, plan, protection if guarded else None)
             if chosen is not None:
                 cpus = self._place(job, chosen, plan, now, protection if guarded else None)
-                placements.append(Placement(job_id, tuple(node.id for node in chosen), cpus))
+                placements.append(
+                    Placement(job_id, tuple(node.id for node in chosen), cpus, note=note)
+                )
                 continue
-            if guarded and self._find(shape, plan, None) is not None:
+            if guarded and self._locate(shape, plan, None)[0] is not None:
                 refused.add(shape)
                 waiting.append((job, _REFUSED))
                 continue
-            verdict = self._diagnostics.infeasibility(job)
+            verdict = self._infeasibility(job)
             if verdict is not None:
                 infeasible[shape] = verdict
                 waiting.append((job, _INFEASIBLE))
                 continue
             no_room.add(shape)
-            if protection is None:
+            if shape.domain is DomainPolicy.REQUIRE:
+                waiting.append((job, self._domain_wait(shape, plan)))
+            elif protection is None:
                 protection = self._reserve(job, plan)
                 waiting.append((job, _NO_ROOM if protection is None else _HOLDER))
             else:
@@ -470,16 +496,46 @@ class DefaultScheduler(Scheduler):
             return None
         chosen: list[IndexedNode] = []
         need = shape.nodes
+        for node in self._fitting(shape, plan, protection):
+            chosen.append(node)
+            if len(chosen) == need:
+                return chosen
+        return None
+
+    def _fitting(
+        self, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> Iterator[IndexedNode]:
+        """Every node with room for ``shape`` that ``protection`` admits, best fit first."""
+        index = self._index
+        memory = shape.memory
+        # only pinned and port-holding jobs need each node with room asked more
+        particular = shape.cpu is not None or bool(shape.host_ports)
         for cls, request_key in plan.classes:
             for node in index.iter_fitting(cls, request_key, memory, shape.exclusive):
                 if protection is not None and not protection.admits(node, request_key, memory):
                     continue
                 if particular and node.refusal(shape) is not None:
                     continue
-                chosen.append(node)
-                if len(chosen) == need:
-                    return chosen
-        return None
+                yield node
+
+    def _locate(
+        self, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> tuple[list[IndexedNode] | None, str]:
+        """The nodes for ``shape`` (None: none now) and the note of its placement: one
+        NVLink domain's for a job with a domain policy (:mod:`.domains`), else best fit."""
+        if shape.domain is None:
+            return self._find(shape, plan, protection), ""
+        return domains.choose(shape, list(self._fitting(shape, plan, protection)))
+
+    def _domain_wait(self, shape: JobShape, plan: _Plan) -> int:
+        """Why a job that requires one NVLink domain waits: ``_NO_DOMAIN`` (with the words
+        kept for its diagnosis) when enough nodes have room across domains, else
+        ``_NO_ROOM``."""
+        candidates = list(self._fitting(shape, plan, None))
+        if len(candidates) < shape.nodes:
+            return _NO_ROOM
+        self._domain_shortfalls[shape] = domains.shortfall(shape, candidates)
+        return _NO_DOMAIN
 
     def _place(
         self,
@@ -594,6 +650,10 @@ class DefaultScheduler(Scheduler):
         if situation == _INFEASIBLE:
             message, findings = infeasible[shape]
             return ReasonCode.INFEASIBLE, message, findings
+        if situation == _NO_DOMAIN:
+            findings = self._diagnostics.survey(shape)
+            message = f"{findings.message(shape.nodes)}; {self._domain_shortfalls[shape]}"
+            return ReasonCode.INSUFFICIENT_RESOURCES, message, findings
         if protection is not None:
             guard = protection
 

@@ -182,6 +182,7 @@ def _step_rows(section: str) -> dict[str, Row]:
             f"{CAPABILITIES}:unlaunchable_ranks", "implementation"
         ),
         f"{step}.multinode.procs-per-node": Used(RANKS, "procs_per_node"),
+        f"{step}.multinode.nvlink-domain": Used(f"{REQUESTS}:job_request", "nvlink_domain"),
         f"{step}.depends-on[].name": Used(PLAN, "name"),
         f"{step}.depends-on[].status": Used(PLAN, "status"),
         f"{step}.depends-on[].description": KEPT,
