@@ -121,10 +121,10 @@ class AuditLog:
             action=AuditAction(action).value,
             outcome=outcome,
             organization_id=organization_id,
-            actor=actor[:320],
+            actor=_storable(actor)[:320],
             actor_id=actor_id,
-            target=target[:500],
-            source=source[:100],
+            target=_storable(target)[:500],
+            source=_storable(source)[:100],
             detail=kept,
         )
         if session is not None:
@@ -140,6 +140,9 @@ class AuditLog:
             raise InvalidArgument(f"pageSize: expected 1 to {MAX_PAGE_SIZE}, got {size}")
         if query.outcome is not None and query.outcome not in OUTCOMES:
             raise InvalidArgument(f"outcome: {query.outcome!r} is not one of {', '.join(OUTCOMES)}")
+        for name, text in (("actor", query.actor), ("organizationId", query.organization_id)):
+            if text is not None and (len(text) > 320 or not text.isprintable()):
+                raise InvalidArgument(f"{name}: at most 320 printable characters")
         statement = select(AuditEntry)
         if query.action is not None:
             statement = statement.where(AuditEntry.action == audit_action(query.action).value)
@@ -164,6 +167,12 @@ class AuditLog:
             entries = tuple(_view(row) for row in rows[:size])
         more = len(rows) > size
         return AuditPage(entries, str(entries[-1].seq) if more else "")
+
+
+def _storable(text: str) -> str:
+    """``text`` with its NULs escaped: what a client typed (the email of a failed sign-in)
+    may hold them, and PostgreSQL's text refuses them."""
+    return text.replace("\x00", "\\x00")
 
 
 def _page_token(token: str) -> int:

@@ -18,11 +18,12 @@ Sign-in (:meth:`Identity.check_password`) locks a user out for :data:`LOCKOUT_SE
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -69,6 +70,8 @@ from fuzzball_core.vocabulary import (
     OrganizationRole,
     Permission,
 )
+
+T = TypeVar("T")
 
 #: Failed sign-ins in a row that lock a user out, and for how long.
 MAX_FAILED_LOGINS, LOCKOUT_SECONDS = 5, 15 * 60
@@ -137,6 +140,15 @@ def _checked_email(email: str) -> str:
     if not email.isprintable():
         raise InvalidArgument("email: holds characters that are not printable")
     return email
+
+
+_STORED_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _lookup(session: Session, table: type[T], key: str) -> T | None:
+    """The row of ``table`` with id ``key``; None for any key that is no id this store makes
+    (a client's text goes no further than this: PostgreSQL refuses a NUL in it outright)."""
+    return session.get(table, key) if _STORED_ID.fullmatch(key) else None
 
 
 def _actor(who: Principal | None) -> str:
@@ -244,7 +256,7 @@ class Identity:
             raise FailedPrecondition(
                 f"{who.name} belongs to no organization; name one (organizationId)"
             )
-        organization = session.get(Organization, wanted)
+        organization = _lookup(session, Organization, wanted)
         visible = wanted == who.organization_id or who.may(Permission.ADMINISTER_CLUSTER)
         if organization is None or not visible:
             raise NotFound(f"organization {wanted} not found")
@@ -381,7 +393,7 @@ class Identity:
             return UserView.of(self._visible_user(session, who, user_id))
 
     def _visible_user(self, session: Session, who: Principal, user_id: str) -> User:
-        user = session.get(User, user_id)
+        user = _lookup(session, User, user_id)
         if user is None or not (
             user.organization_id == who.organization_id or who.may(Permission.ADMINISTER_CLUSTER)
         ):
@@ -542,10 +554,13 @@ class Identity:
         saying until when. A good sign-in resets the count and records the time.
         """
         now = self.clock()
+        # no stored email is longer or unprintable: such a name is an unknown user's, and is
+        # not sent to the store (PostgreSQL refuses a NUL in text outright)
+        wanted = email.strip().lower() if len(email) <= 320 and email.isprintable() else ""
         with self.sessions() as session, session.begin():
             user = session.scalars(
                 select(User)
-                .where(func.lower(User.email) == email.strip().lower())
+                .where(func.lower(User.email) == wanted)
                 # concurrent attempts count one after the other (PostgreSQL; SQLite writes
                 # one transaction at a time anyway)
                 .with_for_update()
@@ -605,7 +620,7 @@ class Identity:
         """Who a sign-in (a login access token) of ``user_id`` acts as: the user in their
         personal account, with a login credential. NotFound when the user is gone."""
         with self.sessions() as session:
-            user = session.get(User, user_id)
+            user = _lookup(session, User, user_id)
             if user is None:
                 raise NotFound(f"user {user_id} not found")
             personal = self._personal_account(session, user.id)
@@ -659,7 +674,7 @@ class Identity:
             return token
 
     def _member_account(self, session: Session, who: Principal, account_id: str) -> Account:
-        account = session.get(Account, account_id)
+        account = _lookup(session, Account, account_id)
         member = (
             session.get(AccountMember, (account_id, who.user_id))
             if account is not None and account.organization_id == who.organization_id
@@ -736,7 +751,7 @@ class Identity:
             return AccountView.of(self._visible_account(session, who, account_id))
 
     def _visible_account(self, session: Session, who: Principal, account_id: str) -> Account:
-        account = session.get(Account, account_id)
+        account = _lookup(session, Account, account_id)
         if account is not None and account.organization_id is not None:
             if who.may(Permission.ADMINISTER_CLUSTER):
                 return account
@@ -830,7 +845,7 @@ class Identity:
         chosen = group_relationship(relationship)
         with self.sessions() as session, session.begin():
             account = self._managed_group(session, who, account_id, "add group members")
-            user = session.get(User, user_id)
+            user = _lookup(session, User, user_id)
             if user is None or user.organization_id != account.organization_id:
                 raise NotFound(f"user {user_id} not found")
             if session.get(AccountMember, (account.id, user.id)) is not None:
@@ -894,8 +909,8 @@ class Identity:
     def _group_member(
         session: Session, account: Account, user_id: str
     ) -> tuple[AccountMember, User]:
-        member = session.get(AccountMember, (account.id, user_id))
-        user = session.get(User, user_id)
+        user = _lookup(session, User, user_id)
+        member = session.get(AccountMember, (account.id, user.id)) if user else None
         if member is None or user is None:
             raise NotFound(f"user {user_id} is no member of {account.name}")
         return member, user

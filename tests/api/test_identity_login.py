@@ -12,6 +12,7 @@ import pytest
 from fuzzball_core.errors import (
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     PermissionDenied,
     Unauthenticated,
 )
@@ -229,3 +230,17 @@ def test_a_user_who_must_choose_a_new_password_gets_no_account_token_until_they_
         identity.account_token(who, who.account_id)
     identity.change_password(who, current_password=PASSWORD, new_password="Chosen-Lantern-44z")
     assert identity.accounts.authenticate(identity.account_token(who, who.account_id)).user_id
+
+
+def test_an_email_holding_a_nul_is_an_unknown_users_refusal(identity):
+    assert fail(identity, 1, "dev\x00@acme.test") == [BAD_CREDENTIALS]
+    failed = identity.audit.query(AuditQuery(action=AuditAction.LOGIN_FAILED)).entries[0]
+    assert failed.actor == "dev\\x00@acme.test"
+
+
+def test_an_id_holding_a_nul_is_not_found(identity):
+    owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
+    with pytest.raises(NotFound):
+        identity.get_member(owner, "\x00")
+    with pytest.raises(NotFound):
+        identity.get_account(owner, "1\x00")
