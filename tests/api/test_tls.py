@@ -212,6 +212,11 @@ def test_plaintext_and_a_certificate_together_are_refused(pki: Pki):
         parse_config({"tls": {"plaintext": True, **pki.tls}})
 
 
+def test_a_certificate_without_its_key_is_refused_naming_both_keys(pki: Pki):
+    with pytest.raises(ConfigError, match="cert-file and key-file go together"):
+        parse_config({"tls": {"cert-file": str(pki.cert_file)}})
+
+
 def test_a_key_that_is_not_the_certificates_is_refused_naming_both_files(pki: Pki, tmp_path):
     other = pki.ca.issue_server_certificate(tmp_path / "o.crt", tmp_path / "o.key", ["x"])
     config = parse_config(
