@@ -243,3 +243,34 @@ def test_the_ceiling_alert_fires_once_a_second_hold_of_five_nodes_is_refused(
         assert firing["labels"]["pool"] == "static"
     finally:
         stack.close()
+
+
+def test_prometheus_in_proxy_mode_scrapes_nodes_through_orchestrates_relay(
+    monitored: MonitoredCluster, tmp_path: Path
+) -> None:
+    stack = MonitoringStack(
+        stack_settings(
+            tmp_path / "proxy-stack",
+            monitored.orchestrate.rest_url,
+            monitored.token,
+            monitored.webhook,
+            monitored.ca_dir,
+            mode="proxy",
+        )
+    )
+    try:
+
+        def relayed() -> list:
+            return [
+                t
+                for t in stack.targets()
+                if t["labels"].get("node") == "node-1"
+                and t["health"] == "up"
+                and t["scrapeUrl"].startswith(monitored.orchestrate.rest_url + "/v4/metrics/node")
+            ]
+
+        wait_until("Prometheus to scrape node-1 through the relay", relayed, timeout=60)
+        series = stack.query('fuzzball_node_connected{node="node-1"}')
+        assert series and series[0]["value"][1] == "1"
+    finally:
+        stack.close()
