@@ -15,8 +15,9 @@ never passed on, while the service's own ``Authorization`` header is passed on u
 Answers of its own are google.rpc.Status bodies: 401 when a token is needed and missing or
 not valid, 404 when the endpoint does not exist (or the caller may not see it), 503 with
 ``Retry-After`` when it exists but its service is not ready or the lookup failed, 502 when
-the service does not answer. A pool scaled to zero is woken by an identified caller's
-request, which waits up to ``wake-timeout`` for it.
+the service does not answer. A pool scaled to zero is woken by the request of a caller its
+scope lets in (for a public endpoint: a member of its organization presenting a token),
+which waits up to ``wake-timeout`` for it.
 """
 
 from __future__ import annotations
@@ -238,6 +239,19 @@ class EndpointProxy:
             and who.organization_id == destination.organization_id
         )
 
+    def _may_wake(self, caller: Caller, destination: Destination) -> bool:
+        """Whether the caller may wake the endpoint's idle pool: anyone its scope lets in,
+        and for a public endpoint the members of its organization who presented a token."""
+        who = caller.principal
+        if who is None:
+            return False
+        if destination.scope != "public":
+            return True
+        return self._in_group(who, destination.account_id) or (
+            destination.organization_id is not None
+            and who.organization_id == destination.organization_id
+        )
+
     def _in_group(self, who: Principal, account_id: str) -> bool:
         if who.account_id == account_id:
             return True
@@ -259,7 +273,7 @@ class EndpointProxy:
             raise Unavailable(f"endpoint {destination.name}: no workflow serves it now")
         if upstream.ready:
             return upstream
-        if not upstream.pool or caller.principal is None:
+        if not upstream.pool or not self._may_wake(caller, destination):
             raise Unavailable(f"endpoint {destination.name}: its service is not ready yet")
         deadline = time.monotonic() + self.config.wake_timeout
         next_wake = 0.0

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import aiohttp
 import httpx
 import pytest
 import sqlalchemy
+import yaml
 from support.cluster import free_port
 from support.endpoint_stack import DOMAIN, EndpointCluster, bearer, wait_until
 
+from fuzzball_core.certificates import CertificateAuthority
 from tests.endpoints.conftest import People
 
 pytestmark = pytest.mark.slow
@@ -250,4 +253,59 @@ def test_a_failed_lookup_is_503_not_404(stack: EndpointCluster, people: People) 
     assert answer.status_code == 503
     assert answer.headers["Retry-After"] == "5"
     assert "could not be looked up" in answer.json()["message"]
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+def test_an_https_service_is_reached_over_tls(
+    stack: EndpointCluster, people: People, aiohttp_image: str, tmp_path: Path
+) -> None:
+    authority = CertificateAuthority.create(tmp_path / "ca")
+    issued = authority.issue_server_certificate(
+        tmp_path / "cert.pem", tmp_path / "key.pem", ["127.0.0.1"]
+    )
+    port = free_port()
+    service = {
+        "image": {"uri": aiohttp_image},
+        "args": [str(port), "tls", "/opt/tls"],
+        "files": {
+            "/opt/tls/cert.pem": issued.cert_file.read_text(),
+            "/opt/tls/key.pem": issued.key_file.read_text(),
+        },
+        "network": {
+            "ports": [{"name": "https", "port": port}],
+            "endpoints": [{"name": "secure", "port-name": "https", "protocol": "https"}],
+        },
+        "readiness-probe": {
+            "http-get": {"port": port, "path": "/", "scheme": "HTTPS"},
+            "period-seconds": 1,
+        },
+    }
+    specification = yaml.safe_dump({"version": "v1", "services": {"secure": service}})
+    workflow_id, endpoint_id = serving(stack, people.alice, specification, "secure")
+
+    answer = httpx.get(
+        f"{stack.proxy_url}/endpoints/{endpoint_id}/", headers=bearer(people.alice.token)
+    )
+
+    assert answer.status_code == 200
+    assert answer.text == "hello from tls"
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+def test_the_token_may_come_in_the_cookie_which_the_service_never_sees(
+    stack: EndpointCluster, people: People
+) -> None:
+    workflow_id, endpoint_id = serving(stack, people.alice, httpd())
+
+    answer = httpx.get(
+        f"{stack.proxy_url}/endpoints/{endpoint_id}/cgi-bin/seen",
+        headers={
+            "Authorization": BASIC_ALICE,
+            "Cookie": f"theme=dark; fuzzball_endpoint_token={people.alice.token}; lang=en",
+        },
+    )
+
+    assert answer.status_code == 200
+    assert "cookie=theme=dark; lang=en\n" in answer.text
+    assert people.alice.token not in answer.text
     stack.orchestrate.stop_workflow(workflow_id)

@@ -4,6 +4,7 @@ endpoint wakes it, and none again once it was idle for its ``idle-timeout``."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -27,7 +28,7 @@ services:
     scale: {{min: 0, max: 1, idle-timeout: 2s}}
     network:
       ports: [{{name: http, port: {port}}}]
-      endpoints: [{{name: pool, port-name: http}}]
+      endpoints: [{{name: pool, port-name: http, scope: {scope}}}]
     readiness-probe: {{http-get: {{port: {port}, path: /index.html}}, period-seconds: 1}}
 """
 
@@ -57,10 +58,13 @@ def wait_for_runs(stack: EndpointCluster, workflow_id: str, wanted: list[str]) -
 
 
 @pytest.fixture
-def pool(stack: EndpointCluster, people: People) -> tuple[str, str]:
+def pool(
+    request: pytest.FixtureRequest, stack: EndpointCluster, people: People
+) -> Iterator[tuple[str, str]]:
     """(workflow id, endpoint URL) of alice's pool, its images in place and no run yet."""
     who = people.alice.principal
-    workflow_id = stack.start_workflow(who, POOL.format(port=free_port()))
+    scope = getattr(request, "param", "group")
+    workflow_id = stack.start_workflow(who, POOL.format(port=free_port(), scope=scope))
     stack.orchestrate.wait_for(
         workflow_id,
         lambda view: all(s.status == "FINISHED" for s in view.stages if s.kind == "image"),
@@ -106,3 +110,20 @@ def test_an_idle_pool_scales_back_to_zero_and_wakes_again(
     assert stage[0].status == "STARTED"  # the stage goes on without an instance
     assert again.status_code == 200
     assert runs_of(stack, workflow_id) == ["CANCELED", "STARTED"]
+
+
+@pytest.mark.parametrize("pool", ["public"], indirect=True)
+def test_a_public_pool_is_woken_by_a_member_of_its_organization_only(
+    stack: EndpointCluster, people: People, pool: tuple[str, str]
+) -> None:
+    workflow_id, url = pool
+
+    anonymous = httpx.get(url)
+    stranger = httpx.get(url, headers=bearer(people.carol.token))
+    runs_before = runs_of(stack, workflow_id)
+    member = httpx.get(url, headers=bearer(people.bob.token), timeout=90)
+
+    assert (anonymous.status_code, stranger.status_code) == (503, 503)
+    assert runs_before == []
+    assert member.status_code == 200  # bob: alice's organization, another account
+    assert runs_of(stack, workflow_id) == ["STARTED"]
