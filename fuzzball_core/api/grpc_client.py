@@ -32,6 +32,7 @@ from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
+from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import unreachable_error
 
@@ -130,6 +131,18 @@ def bearer_token(context: grpc.aio.ServicerContext) -> str:
     raise Unauthenticated("missing credentials: send the metadata 'authorization: Bearer <token>'")
 
 
+def caller(service: OrchestrateService, context: grpc.aio.ServicerContext) -> Principal:
+    """Who calls: the bearer token's owner, or, with a Federate's forwarded identity in the
+    metadata (the REST header's name, lower case), the caller it names (``forwarded_
+    principal``, Unauthenticated unless a trusted Federate signed it)."""
+    who = service.authenticate(bearer_token(context))
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == FORWARDED_IDENTITY.lower():
+            text = value.decode() if isinstance(value, bytes) else value
+            return service.forwarded_principal(who, text)
+    return who
+
+
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
     if not isinstance(exc, FuzzballError):
         unavailable = unreachable_error(exc)
@@ -152,7 +165,7 @@ class _Servicer:
     ) -> T:
         """Authenticate, then ``respond(principal)``; errors become the call's status."""
         try:
-            answer = respond(self.service.authenticate(bearer_token(context)))
+            answer = respond(caller(self.service, context))
             return await answer if inspect.isawaitable(answer) else answer
         except Exception as exc:
             await _abort(context, exc)
@@ -261,7 +274,7 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
         self, request: pb.ReadLogsRequest, context: Any
     ) -> AsyncIterator[pb.WorkflowLogChunk]:
         try:
-            who = self.service.authenticate(bearer_token(context))
+            who = caller(self.service, context)
             chunks = follow_logs(
                 self.service,
                 who,

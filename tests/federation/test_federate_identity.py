@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import stat
 
+import grpc
 import httpx
 import pytest
 import yaml
@@ -19,6 +20,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.federated_workflows import GPU
 from support.sql_stack import ADMIN
 
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.config import parse_config
 from fuzzball_core.errors import PermissionDenied
 from fuzzball_core.service.audit import AuditQuery
@@ -83,6 +86,17 @@ def test_a_member_refuses_a_forwarded_hold_for_a_caller_without_hold_nodes(feder
     )
     assert reply.status_code == 403
     assert "hold_nodes" in reply.json()["message"]
+    assert _member_holds(federation) == []
+
+
+def test_a_member_refuses_a_forwarded_hold_over_grpc_too(federation):
+    onprem = federation.members["onprem"]
+    identity = federation.service.signer.assertion(federation.who, "onprem")
+    metadata = (("authorization", f"Bearer {onprem.token}"), (HEADER.lower(), identity))
+    request = pb.AddNodeHoldRequest(node_id="gpu-1", effect="cordon")
+    with grpc.insecure_channel(onprem.grpc_target) as channel, pytest.raises(grpc.RpcError) as no:
+        pb_grpc.NodeServiceStub(channel).AddNodeHold(request, metadata=metadata)
+    assert no.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert _member_holds(federation) == []
 
 

@@ -44,6 +44,11 @@ class MemberCluster:
     loop: LoopThread
     _servers: Any
 
+    @property
+    def grpc_target(self) -> str:
+        """The member's gRPC client API."""
+        return str(self._servers.grpc_target)
+
     def close(self) -> None:
         self.loop.run(self._servers.close())
         self.stack.close()
