@@ -199,5 +199,6 @@ def fuzzball_event(event: Mapping[str, Any]) -> None:
       ``image_written_back``, ``image_write_back_retrying``, ``image_write_back_abandoned``;
     - nodes (``node_id`` set, ``workflow_id`` None): ``node_registered``, ``node_online``,
       ``node_offline``, ``node_removed``, ``node_hold_added``, ``node_hold_released``,
-      ``node_deprovisioned``.
+      ``node_hold_refused`` (monitoring's, past the ceiling or for a node with
+      ``health.disabled``), ``node_deprovisioned``.
     """
