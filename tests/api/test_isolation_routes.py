@@ -485,3 +485,33 @@ def test_a_workflow_of_another_organization_cannot_use_a_group_image(stack):
 def test_a_workflow_of_the_organizations_other_account_uses_its_group_image(stack):
     reply = _submit_using(stack, stack.tenants.acme_member.token, "fuzzball://group/tools")
     assert reply.status_code == 200, reply.text
+
+
+def test_a_cluster_administrator_reads_every_organizations_workflow(stack):
+    reply = stack.call(stack.tenants.admin_token, "GET", f"/workflows/{stack.owned.workflow}")
+    assert reply.status_code == 200, reply.text
+
+
+def test_a_group_accounts_workflows_are_its_members_and_nobody_elses(stack):
+    owner, member = stack.tenants.acme_owner, stack.tenants.acme_member
+    # a group of its own: the table's group must stay one the member is not in
+    group = stack.call(owner.token, "POST", "/accounts", {"name": "shared-lab"}).json()["id"]
+    added = stack.call(
+        owner.token,
+        "POST",
+        f"/accounts/{group}/members",
+        {"userId": member.id, "relationship": "GROUP_MEMBER"},
+    )
+    assert added.status_code == 200, added.text
+    in_group = {
+        person: stack.call(person.token, "GET", f"/accounts/{group}/token").json()["token"]
+        for person in (owner, member)
+    }
+    spec = HELLO.replace("docker://alpine:latest", "fuzzball://group/tools")
+    started = stack.call(in_group[owner], "POST", "/workflows", {"rawSpecification": spec})
+    workflow = started.json()["id"]
+    seen_by_member = stack.call(in_group[member], "GET", f"/workflows/{workflow}")
+    seen_personally = stack.call(member.token, "GET", f"/workflows/{workflow}")
+    seen_by_globex = stack.call(stack.tenants.globex_owner.token, "GET", f"/workflows/{workflow}")
+    assert seen_by_member.status_code == 200, seen_by_member.text
+    assert (seen_personally.status_code, seen_by_globex.status_code) == (404, 404)
