@@ -8,7 +8,12 @@ import click
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.oidc_login import finish_device_login, password_grant, start_device_login
 from fuzzball_core.cli.output import emit, output_option
-from fuzzball_core.cli.sign_in import complete_login
+from fuzzball_core.cli.sign_in import (
+    choose_password,
+    complete_login,
+    must_choose_password,
+    token_email,
+)
 from fuzzball_core.errors import FailedPrecondition
 
 
@@ -111,6 +116,14 @@ def login(state: CliState, token: str | None, username: str | None, password: st
             f"(or {device.verification_uri} and enter the code {device.user_code})."
         )
         tokens = finish_device_login(context.oidc_server_url, device, verify=verify)
+    if must_choose_password(tokens):
+        click.echo("Your password was reset: choose a new one now.")
+        current = password or click.prompt("Current password", hide_input=True)
+        chosen = click.prompt("New password", hide_input=True, confirmation_prompt=True)
+        choose_password(context, tokens, current, chosen)
+        # a new password ends the logins made before it: sign in again with the new one
+        email = token_email(tokens.access_token) or username or ""
+        tokens = password_grant(context.oidc_server_url, email, chosen, verify=verify)
     signed_in = complete_login(context, tokens)
     contexts.save()
     for note in signed_in.notes:
@@ -153,3 +166,12 @@ def update_user(state: CliState, new_password: bool) -> None:
     body = {"currentPassword": current, "newPassword": chosen}
     state.api.call_json("POST", "/profile/password", body=body)
     click.echo("Password changed.")
+    context = state.contexts.active()
+    if context.refresh_token:
+        # the issuer ends the logins made with the old password: this one cannot renew now
+        context.refresh_token = ""
+        state.contexts.save()
+        click.echo(
+            "Logins made with the old password can no longer renew their tokens: run"
+            " 'fuzzball context login' to renew this context's before it expires."
+        )

@@ -28,6 +28,8 @@ SCOPE = "offline_access"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 #: what RFC 8628 3.5 says a client adds to its interval on ``slow_down``
 SLOW_DOWN_STEP = 5
+#: the required action of a user whose password an owner reset
+UPDATE_PASSWORD = "UPDATE_PASSWORD"
 DEFAULT_TIMEOUT = 30.0
 
 Verify = ssl.SSLContext | bool

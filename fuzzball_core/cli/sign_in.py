@@ -21,7 +21,7 @@ import httpx
 import jwt
 
 from fuzzball_core.cli.contexts import Context, ContextsFile
-from fuzzball_core.cli.oidc_login import OidcTokens, refresh_grant
+from fuzzball_core.cli.oidc_login import UPDATE_PASSWORD, OidcTokens, refresh_grant
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import FailedPrecondition, NotFound, Unauthenticated
 
@@ -80,13 +80,24 @@ def complete_login(context: Context, tokens: OidcTokens) -> SignedIn:
         {"accountid": str(a.get("id", "")), "accountalias": str(a.get("name", ""))}
         for a in accounts
     ]
-    notes = [note] if note else []
-    if "UPDATE_PASSWORD" in tokens.required_actions:
-        notes.append(
-            "your password was reset: choose a new one with"
-            " 'fuzzball context update-user --new-password'"
+    return SignedIn(account_id, str(account.get("name", "")), email, (note,) if note else ())
+
+
+def must_choose_password(tokens: OidcTokens) -> bool:
+    """Whether the server asks the user to choose a new password before anything else (an
+    owner reset it): until then no account's token is given."""
+    return UPDATE_PASSWORD in tokens.required_actions
+
+
+def choose_password(context: Context, tokens: OidcTokens, current: str, new: str) -> None:
+    """Change the user's password with the login's access token (``POST /profile/password``),
+    as a login whose password was reset must before :func:`complete_login`."""
+    with FuzzballClient.connect(
+        context.address, tokens.access_token, verify=context.verify()
+    ) as api:
+        api.call_json(
+            "POST", "/profile/password", body={"currentPassword": current, "newPassword": new}
         )
-    return SignedIn(account_id, str(account.get("name", "")), email, tuple(notes))
 
 
 def renew(contexts: ContextsFile, context: Context) -> str:

@@ -29,7 +29,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -315,10 +315,7 @@ class OidcIssuer:
         except Unauthenticated as exc:
             raise OAuthError("invalid_grant", str(exc)) from None
         with self.sessions() as session, session.begin():
-            tokens = self._issue(session, str(user.id), client_id, granted, issuer)
-        if getattr(user, "require_password_update", False):
-            return replace(tokens, required_actions=(UPDATE_PASSWORD,))
-        return tokens
+            return self._issue(session, str(user.id), client_id, granted, issuer)
 
     def refresh_grant(
         self, client_id: str, refresh_token: str, scope: str, *, issuer: str
@@ -543,8 +540,13 @@ class OidcIssuer:
             "preferred_username": user.email,
         }
         access = jwt.encode(claims, self.key.private_key, ALGORITHM, headers={"kid": self.key.kid})
+        # an owner reset the password: the user may sign in, but must choose a new one before
+        # working in an account (GET /accounts/{id}/token refuses until then)
+        actions = (UPDATE_PASSWORD,) if user.require_password_update else ()
         if OFFLINE_ACCESS not in scopes:
-            return TokenSet(access, int(self.access_token_lifetime), " ".join(scopes))
+            return TokenSet(
+                access, int(self.access_token_lifetime), " ".join(scopes), required_actions=actions
+            )
         refresh = secrets.token_urlsafe(32)
         session.add(
             OidcGrant(
@@ -563,6 +565,7 @@ class OidcIssuer:
             " ".join(scopes),
             refresh,
             int(self.refresh_token_lifetime),
+            actions,
         )
 
     def _pending(self, session: Session, code: str) -> OidcGrant | None:

@@ -207,6 +207,8 @@ def test_update_user_changes_the_password(oidc, logged_in):
     assert refused.status_code == 400
     accepted = httpx.post(oidc.token_url, data=oidc.password_form(EMAIL, NEW_PASSWORD))
     assert accepted.status_code == 200
+    assert "refreshToken" not in logged_in.context["auth"]["credentials"]
+    assert "fuzzball context login" in result.output
 
 
 def test_update_user_shows_the_policy_rules_a_new_password_breaks(logged_in):
@@ -222,3 +224,28 @@ def test_update_user_needs_to_be_told_what_to_update(logged_in):
     result = logged_in("context", "update-user")
     assert result.exit_code == 2
     assert "--new-password" in result.output
+
+
+def test_a_user_whose_password_was_reset_chooses_one_while_logging_in(oidc, ada, fuzzball):
+    owner = oidc.service.identity.login_principal(ada.id)
+    bob, _ = oidc.service.identity.add_member(
+        owner, "bob@example.org", password=PASSWORD, require_update=True
+    )
+    result = fuzzball(
+        "context",
+        "login",
+        "--username",
+        bob.email,
+        "--password",
+        PASSWORD,
+        input=f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n",
+    )
+    assert result.exit_code == 0, repr(result.exception)
+    assert "choose a new one" in result.output
+    assert NEW_PASSWORD not in result.output
+    token = fuzzball.context["auth"]["credentials"]["token"]
+    assert oidc.service.authenticate(token).user_id == bob.id
+    refresh = fuzzball.context["auth"]["credentials"]["refreshToken"]
+    form = {"client_id": "fuzzball-cli", "grant_type": "refresh_token", "refresh_token": refresh}
+    renewed = httpx.post(oidc.token_url, data=form)
+    assert renewed.status_code == 200, renewed.text  # the login after the change, not before
