@@ -23,6 +23,12 @@ logical CPUs its cpuset gets (:attr:`Placement.cpus`); no two pinned jobs share 
 or service that listens on host ports (:attr:`JobRequest.host_ports`, ``tcp/8080``) is never
 placed on a node where a running job holds one of them.
 
+A multinode job may ask to be kept inside one NVLink domain (:attr:`JobRequest.domain`, a
+:class:`DomainPolicy`): nodes report their domain as the annotation :data:`NVLINK_DOMAIN`, and
+a driver that honours it places the job inside one domain when one has enough free nodes,
+else spreads it (``prefer``, saying why in :attr:`Placement.note`) or leaves it waiting
+(``require``, its diagnosis saying why). A driver that ignores it must still accept it.
+
 A pass, as every driver must behave:
 
 1. ``schedule(pending, now)`` considers ``pending`` in the driver's queue order. Within one
