@@ -233,3 +233,26 @@ def test_another_account_neither_sees_nor_claims_the_endpoint(stack: ApiStack, o
         stack.start(member, served("mine-only"))
 
     assert created["id"] not in [e["id"] for e in listed]
+
+
+def test_a_pool_is_accepted_while_no_node_says_what_capacity_there_is(
+    stack: ApiStack, owner: str
+) -> None:
+    specification = """
+version: v1
+services:
+  big:
+    image: {uri: docker://alpine:latest}
+    command: [busybox, sleep, "60"]
+    resource: {cpu: {cores: 512}, memory: {size: 4TiB}}
+    scale: {min: 0, max: 4}
+"""
+
+    answer = stack.call(owner, "POST", "/workflows", {"rawSpecification": specification})
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["warnings"] == [
+        "services.big.scale.max: above 1 has no effect here; a service runs one instance"
+        " (or none, with min 0)"
+    ]
+    stack.orchestrate.stop_workflow(answer.json()["id"])
