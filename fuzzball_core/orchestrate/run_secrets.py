@@ -28,11 +28,12 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.errors import InvalidArgument, NotFound
+from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.service.accounts import Accounts
-from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference
+from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
 from fuzzball_core.spec import ImagePull
+from fuzzball_core.spec import Stage as PlannedStage
 from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
 from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
 
@@ -71,6 +72,29 @@ def secret_env(env: list[str] | None) -> dict[str, str]:
         if is_reference(value):
             found[name] = value
     return found
+
+
+def reference_problems(stage: PlannedStage) -> list[tuple[str, str]]:
+    """(field, why) for each secret reference of a job or service that is not one
+    (``secret://SCOPE/NAME[/KEY]``), refused at submission rather than when it starts."""
+    definition = stage.definition
+    problems = []
+    for index, entry in enumerate(getattr(definition, "env", None) or ()):
+        value = str(entry).partition("=")[2]
+        if is_reference(value):
+            problems.extend(_unreadable(f"{stage.id}.env[{index}]", value))
+    image = getattr(definition, "image", None)
+    if image is not None and image.secret:
+        problems.extend(_unreadable(f"{stage.id}.image.secret", str(image.secret)))
+    return problems
+
+
+def _unreadable(field: str, reference: str) -> list[tuple[str, str]]:
+    try:
+        parse_reference(reference)
+    except FuzzballError as exc:
+        return [(field, exc.message)]
+    return []
 
 
 class RunSecretsService:

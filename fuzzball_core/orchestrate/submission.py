@@ -20,6 +20,7 @@ from fuzzball_core.orchestrate.capabilities import (
 )
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.requests import job_request
+from fuzzball_core.orchestrate.run_secrets import reference_problems
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec import ParsedWorkflow, Plan, StageKind
@@ -84,6 +85,7 @@ def check_feasible(ctx: EngineContext, plan: Plan) -> None:
     problems = []
     for stage in plan:
         problems.extend(refused_fields(stage))
+        problems.extend(reference_problems(stage))
         if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
             continue
         if not ctx.node_names:

@@ -181,8 +181,10 @@ def parse_reference(reference: str) -> tuple[SecretScope, str, str | None]:
     found = _REFERENCE.match(reference)
     if found is None or found.group(1) not in _SCOPE_WORDS:
         words = ", ".join(_SCOPE_WORDS)
+        # what is not a reference may be a value given by mistake: never repeat it
+        shown = repr(reference) if is_reference(reference) else "the value"
         raise InvalidArgument(
-            f"{reference!r} is not a secret reference: secret://SCOPE/NAME[/KEY], SCOPE one of"
+            f"{shown} is not a secret reference: secret://SCOPE/NAME[/KEY], SCOPE one of"
             f" {words}"
         )
     return _SCOPE_WORDS[found.group(1)], found.group(2), found.group(3)

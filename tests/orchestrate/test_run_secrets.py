@@ -161,3 +161,25 @@ def test_a_map_secret_without_a_key_says_which_keys_there_are(secrets, alice):
 )
 def test_the_registry_host_of_an_image_uri(uri, host):
     assert registry_host(uri) == host
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (JOB.replace("secret://user/db", "secret://nowhere/db"), "jobs.show.env[1]"),
+        (
+            JOB.replace("{uri: docker://alpine:latest}", "{uri: docker://x/y, secret: hunter2}"),
+            "jobs.show.image.secret",
+        ),
+    ],
+)
+def test_a_malformed_reference_is_refused_at_submission_naming_its_field(
+    secrets, alice, spec, field
+):
+    who = secrets.service.authenticate(alice.token)
+
+    with pytest.raises(InvalidArgument) as refused:
+        secrets.stack.start_workflow(who, raw_specification=spec, name="w")
+
+    assert field in [detail["field"] for detail in refused.value.details]
+    assert "hunter2" not in str(refused.value)
