@@ -184,8 +184,7 @@ def parse_reference(reference: str) -> tuple[SecretScope, str, str | None]:
         # what is not a reference may be a value given by mistake: never repeat it
         shown = repr(reference) if is_reference(reference) else "the value"
         raise InvalidArgument(
-            f"{shown} is not a secret reference: secret://SCOPE/NAME[/KEY], SCOPE one of"
-            f" {words}"
+            f"{shown} is not a secret reference: secret://SCOPE/NAME[/KEY], SCOPE one of {words}"
         )
     return _SCOPE_WORDS[found.group(1)], found.group(2), found.group(3)
 
