@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import shutil
+import signal
 
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.health import Health, keep_running
@@ -26,6 +28,16 @@ BINARIES = ("prometheus-node-exporter", "node_exporter")
 CONDITION = "node_exporter"
 #: delays between restarts of an exporter that keeps exiting
 RESTART = Backoff(initial=1.0, factor=2.0, maximum=60.0)
+
+
+#: prctl's option: the signal a child gets when the thread that started it dies
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: end with Substrate, even when Substrate is SIGKILLed, so no
+    exporter outlives its agent (and keeps its port)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def find_binary() -> str | None:
@@ -79,6 +91,7 @@ class NodeExporter:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_die_with_parent,
         )
         self.health.passed(CONDITION, f"node_exporter (pid {self.process.pid}) on {self.listen}")
         _, errors = await self.process.communicate()

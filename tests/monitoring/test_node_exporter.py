@@ -4,6 +4,10 @@ Substrate (a real one, on a loopback port)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -83,3 +87,44 @@ def test_a_node_without_the_binary_runs_none_and_says_so(caplog: pytest.LogCaptu
 
     assert asyncio.run(scenario()) is False
     assert "prometheus-node-exporter" in caplog.text
+
+
+def test_the_node_exporter_ends_with_a_substrate_that_is_killed(tmp_path: Path) -> None:
+    listen = f"127.0.0.1:{free_port()}"
+    pid_file = tmp_path / "exporter.pid"
+    # a stand-in for Substrate: starts the exporter, writes its pid, then waits to be killed
+    script = (
+        "import asyncio, sys\n"
+        "from fuzzball_core.health import Health\n"
+        "from fuzzball_core.substrate.node_exporter import NodeExporter\n"
+        "async def main():\n"
+        f"    e = NodeExporter({listen!r}, Health('substrate'))\n"
+        "    e.start()\n"
+        "    while e.process is None:\n"
+        "        await asyncio.sleep(0.05)\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(e.process.pid))\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n"
+    )
+    agent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        for _ in range(100):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        exporter_pid = int(pid_file.read_text())
+    finally:
+        agent.kill()
+        agent.wait()
+    for _ in range(100):
+        if not Path(f"/proc/{exporter_pid}").exists() or _zombie(exporter_pid):
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{exporter_pid}").exists() or _zombie(exporter_pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
