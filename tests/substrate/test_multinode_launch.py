@@ -1,0 +1,129 @@
+"""How Substrate launches Open MPI and generic multinode parts, without containers: the
+mpirun and daemon command lines, the agent's hand-over, and torchrun's variables."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.substrate import openmpi, rendezvous
+from fuzzball_core.substrate.ranks import RankLayout
+
+#: what Open MPI 4.1's mpirun gives its remote agent for a host (abridged)
+DAEMON_LINE = (
+    '( test ! -r ./.profile || . ./.profile; orted --daemonize -mca ess "env"'
+    ' -mca ess_base_vpid 1 -mca orte_hnp_uri "1.0;tcp://10.0.0.2:5000" )'
+)
+
+
+def test_part_0_runs_mpirun_with_every_part_as_a_host_of_its_slots() -> None:
+    command = openmpi.mpirun_command(RankLayout(0, 2, 3), ["ring-0", "ring-1"], ["/opt/ring"])
+
+    assert command == [
+        "mpirun",
+        "-np",
+        "6",
+        "--host",
+        "ring-0:3,ring-1:3",
+        "--map-by",
+        "slot",
+        "--bind-to",
+        "core:overload-allowed",
+        "/opt/ring",
+    ]
+
+
+def test_other_parts_run_the_daemon_in_the_foreground_through_a_shell() -> None:
+    command = openmpi.daemon_command(DAEMON_LINE)
+
+    assert command[:2] == ["/bin/sh", "-c"]
+    assert "--daemonize" not in command[2]
+    assert command[2] == DAEMON_LINE.replace(" --daemonize", "")
+
+
+def test_open_mpi_uses_the_node_subnet_and_fuzzballs_agent() -> None:
+    env = openmpi.environment("10.211.4.0/24")
+
+    assert env["OMPI_MCA_plm_rsh_agent"] == "/.fuzzball-openmpi/agent"
+    assert env["OMPI_MCA_btl_tcp_if_include"] == "10.211.4.0/24"
+    assert env["OMPI_MCA_oob_tcp_if_include"] == "10.211.4.0/24"
+    assert env["OMPI_MCA_plm_rsh_no_tree_spawn"] == "1"
+
+
+def test_without_a_known_subnet_open_mpi_chooses_its_interfaces() -> None:
+    assert "OMPI_MCA_btl_tcp_if_include" not in openmpi.environment(None)
+
+
+def test_the_agent_script_writes_the_daemon_line_under_the_hosts_name(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.write_text(openmpi.AGENT_SCRIPT.replace(openmpi.LAUNCH_DIR, str(tmp_path)))
+
+    subprocess.run(["/bin/sh", str(agent), "ring-1", *DAEMON_LINE.split(" ")], check=True)
+
+    assert (tmp_path / "ring-1").read_text() == DAEMON_LINE + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent", "ring-1"]
+
+
+def test_part_0_collects_a_daemon_line_for_every_other_part(tmp_path: Path) -> None:
+    (tmp_path / "ring-1").write_text("orted one\n")
+    (tmp_path / "ring-2").write_text("orted two\n")
+
+    commands = asyncio.run(
+        openmpi.collect_daemon_commands(tmp_path, ["ring-0", "ring-1", "ring-2"], lambda: True)
+    )
+
+    assert commands == {"orted.1": "orted one", "orted.2": "orted two"}
+
+
+def test_collecting_stops_when_the_part_stops(tmp_path: Path) -> None:
+    commands = asyncio.run(
+        openmpi.collect_daemon_commands(tmp_path, ["ring-0", "ring-1"], lambda: False)
+    )
+
+    assert commands is None
+
+
+def test_part_0_offers_its_address_and_a_meeting_point() -> None:
+    offered = rendezvous.offer(RankLayout(0, 2, 2), "127.0.0.1")
+
+    assert offered["address.0"] == "127.0.0.1"
+    host, _, port = offered["master"].rpartition(":")
+    assert host == "127.0.0.1" and 0 < int(port) < 65536
+
+
+def test_other_parts_offer_only_their_address() -> None:
+    assert rendezvous.offer(RankLayout(1, 2, 2), "10.0.0.3") == {"address.1": "10.0.0.3"}
+
+
+def test_a_node_without_an_address_cannot_take_part() -> None:
+    with pytest.raises(FailedPrecondition, match=r"set substrate\.address"):
+        rendezvous.offer(RankLayout(1, 2, 2), "")
+
+
+def test_each_part_gets_torchruns_variables() -> None:
+    exchanged = {"master": "10.0.0.2:29400", "address.0": "10.0.0.2", "address.1": "10.0.0.3"}
+
+    env = rendezvous.environment(RankLayout(1, 2, 4), exchanged)
+
+    assert env == {
+        "MASTER_ADDR": "10.0.0.2",
+        "MASTER_PORT": "29400",
+        "WORLD_SIZE": "8",
+        "NODE_RANK": "1",
+        "GROUP_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",
+        "FB_NODE_ADDRESSES": "10.0.0.2,10.0.0.3",
+        "FB_MULTINODE_IMPLEMENTATION": "generic",
+    }
+
+
+def test_a_part_of_one_process_gets_its_rank_directly() -> None:
+    exchanged = {"master": "10.0.0.2:29400", "address.0": "10.0.0.2", "address.1": "10.0.0.3"}
+
+    env = rendezvous.environment(RankLayout(1, 2, 1), exchanged)
+
+    assert (env["RANK"], env["LOCAL_RANK"]) == ("1", "0")
