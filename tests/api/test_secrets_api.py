@@ -251,3 +251,28 @@ def test_values_are_encrypted_at_rest(secrets):
     stored = database + (wal.read_bytes() if wal.exists() else b"")
     assert VALUE.encode() not in stored
     assert (secrets.data_dir / "secret-keys").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content", "params"),
+    [
+        ("PUT", "/v3/secrets", b"\xff\xfe not json", None),
+        ("PUT", "/v3/secrets", b"[1, 2, 3]", None),
+        ("PUT", "/v3/secrets", b'{"name": "x", "value": ' * 100 + b"1" + b"}" * 100, None),
+        ("PUT", "/v3/secrets", b'{"name": "\\ud800", "value": {"value": "v"}}', None),
+        ("PUT", "/v3/organization/secrets", b'{"name": "x", "map": {"map": {"k": 1}}}', None),
+        ("PATCH", "/v3/secrets/nope", b'{"value": {"value": "v"}}', None),
+        ("PATCH", "/v3/secrets/nope", b"null", None),
+        ("GET", "/v3/secrets", None, {"pageSize": "9" * 5000}),
+        ("GET", "/v3/secrets", None, {"pageToken": "-1"}),
+        ("DELETE", "/v3/admin/cluster/secrets/nope", None, None),
+    ],
+)
+def test_hostile_requests_are_answered_4xx_with_a_status_body(
+    secrets, method, path, content, params
+):
+    alice = secrets.tenant("acme", "alice@acme.example")
+    with secrets.client(alice.token) as api:
+        reply = api.request(method, path, content=content, params=params)
+    assert 400 <= reply.status_code < 500, reply.text
+    assert set(reply.json()) >= {"code", "message"}
