@@ -95,6 +95,9 @@ def test_local_up_writes_a_context_in_the_real_cli_format(local_deployment):
     (local,) = contexts["contexts"]
     assert local["address"].startswith("https://127.0.0.1:")
     assert local["auth"]["credentials"]["token"]
+    assert local["auth"]["credentials"]["refreshToken"]
+    assert local["oidcServerURL"] == f"{local['address']}/auth/realms/fuzzball"
+    assert local["currentaccountid"] == local["accounts"][0]["accountid"]
 
 
 def test_local_up_serves_the_api_over_tls_with_the_ca_it_names_in_the_context(
@@ -136,6 +139,23 @@ def test_local_up_twice_is_harmless(local_deployment):
     assert nodes.stdout.count('"local-node"') == 1
 
 
+def test_local_up_signs_the_cli_in_as_the_owner_who_can_log_in_again(local_deployment, tmp_path):
+    _, env = local_deployment
+    up = fuzzball(env, "local", "up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    password = (tmp_path / "data/local/owner.password").read_text().strip()
+    assert "Signed in as admin@local, owner of organization 'local'" in up.stdout
+    assert password in up.stdout  # shown once
+    assert "fuzzball admin member add" in up.stdout
+    again = fuzzball(env, "local", "up")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert password not in again.stdout
+    login = fuzzball(env, "context", "login", "--username", "admin@local", "--password", password)
+    assert login.returncode == 0, login.stdout + login.stderr
+    shown = fuzzball(env, "context", "token")
+    assert shown.stdout.strip() == context_token(env)
+
+
 def context_token(env: dict[str, str]) -> str:
     contexts = yaml.safe_load((Path(env["HOME"]) / ".config/fuzzball/config.yaml").read_text())
     (local,) = contexts["contexts"]
@@ -157,6 +177,7 @@ def test_local_up_keeps_its_data_readable_by_root_only(local_deployment, tmp_pat
     data = tmp_path / "data"
     private = [data / "orchestrate.db", data / "orchestrate.db-wal", data / "local/config.yaml"]
     private += [data / "local/admin.token", data / "local/orchestrate.log"]
+    private += [data / "local/owner.password", data / "oidc/signing-key.pem"]
     private += [data / "local/tls/ca.key", data / "local/tls/server.key"]
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in private} == {
         p.name: "0o600" for p in private
