@@ -1,10 +1,12 @@
-"""Signing in with a password, on SQLite and PostgreSQL, with a clock the test moves: five
-failures in a row lock the user out for 15 minutes (the sixth attempt refused even with the
-right password, saying until when), unknown users and wrong passwords get one answer, and
-every login, failure and lockout is in the audit log, which pages, orders and filters."""
+"""Signing in with a password, with a clock the test moves (on SQLite, and on PostgreSQL as
+well where the stores could differ): five failures in a row lock the user out for 15 minutes
+(the sixth attempt refused even with the right password, saying until when), unknown users
+and wrong passwords get one answer, and every login, failure and lockout is in the audit log,
+which pages, orders and filters."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -40,18 +42,32 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def identity(database_url, clock) -> Identity:
-    engine = connect(database_url)
+def built(url: str, clock: Clock) -> Iterator[Identity]:
+    """Identity over a migrated store at ``url``, with organization acme, its owner and
+    the member signing in here."""
+    engine = connect(url)
     migrate(engine)
     sessions = session_factory(engine)
-    built = Identity(sessions, Accounts(sessions, clock=clock), AuditLog(sessions, clock), clock)
-    _, owner, _ = built.create_organization(
+    made = Identity(sessions, Accounts(sessions, clock=clock), AuditLog(sessions, clock), clock)
+    _, owner, _ = made.create_organization(
         "acme", owner_email="owner@acme.test", owner_password=PASSWORD
     )
-    built.add_member(built.login_principal(owner.id), EMAIL, password=PASSWORD)
-    yield built
+    made.add_member(made.login_principal(owner.id), EMAIL, password=PASSWORD)
+    yield made
     engine.dispose()
+
+
+@pytest.fixture
+def identity(tmp_path, clock) -> Iterator[Identity]:
+    """On SQLite."""
+    yield from built(f"sqlite:///{tmp_path / 'store.db'}", clock)
+
+
+@pytest.fixture
+def identity_on_both(database_url, clock) -> Iterator[Identity]:
+    """On SQLite, then on PostgreSQL: what the stores could do differently (counting
+    concurrent failures, refusing NULs, filtering)."""
+    yield from built(database_url, clock)
 
 
 def fail(identity: Identity, times: int, email: str = EMAIL) -> list[str]:
@@ -86,10 +102,10 @@ def test_four_failures_do_not_lock(identity):
     assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
 
 
-def test_the_sixth_attempt_is_refused_even_with_the_right_password(identity):
-    fail(identity, 5)
+def test_the_sixth_attempt_is_refused_even_with_the_right_password(identity_on_both):
+    fail(identity_on_both, 5)
     with pytest.raises(Unauthenticated) as refused:
-        identity.check_password(EMAIL, PASSWORD)
+        identity_on_both.check_password(EMAIL, PASSWORD)
     message = str(refused.value)
     assert "locked out" in message
     assert "until 2027-01-15T08:15:00Z" in message
@@ -102,10 +118,10 @@ def test_the_lockout_lasts_fifteen_minutes_from_the_fifth_failure(identity, cloc
         identity.check_password(EMAIL, PASSWORD)
 
 
-def test_after_fifteen_minutes_the_right_password_signs_in(identity, clock):
-    fail(identity, 5)
+def test_after_fifteen_minutes_the_right_password_signs_in(identity_on_both, clock):
+    fail(identity_on_both, 5)
     clock.now = START + LOCKOUT_SECONDS
-    assert identity.check_password(EMAIL, PASSWORD).last_login_at == clock.now
+    assert identity_on_both.check_password(EMAIL, PASSWORD).last_login_at == clock.now
 
 
 def test_after_a_lockout_the_count_starts_again(identity, clock):
@@ -130,15 +146,21 @@ def test_an_owners_password_reset_ends_the_lockout(identity):
     assert identity.check_password(EMAIL, "Fresh-Lantern-43y").email == EMAIL
 
 
-def test_failures_the_lockout_and_logins_are_audited(identity, clock):
-    fail(identity, 5)
-    fail(identity, 1)  # while locked
+def test_failures_the_lockout_and_logins_are_audited(identity_on_both, clock):
+    fail(identity_on_both, 5)
+    fail(identity_on_both, 1)  # while locked
     clock.now = START + LOCKOUT_SECONDS
-    identity.check_password(EMAIL, PASSWORD, source="127.0.0.1")
-    assert actions(identity) == ["login_failed"] * 5 + ["locked_out", "login_failed", "login"]
-    login = identity.audit.query(AuditQuery(action=AuditAction.LOGIN, actor=EMAIL)).entries[0]
+    identity_on_both.check_password(EMAIL, PASSWORD, source="127.0.0.1")
+    assert actions(identity_on_both) == ["login_failed"] * 5 + [
+        "locked_out",
+        "login_failed",
+        "login",
+    ]
+    login = identity_on_both.audit.query(AuditQuery(action=AuditAction.LOGIN, actor=EMAIL)).entries[
+        0
+    ]
     assert (login.outcome, login.source, login.at) == ("ok", "127.0.0.1", clock.now)
-    locked = identity.audit.query(AuditQuery(action=AuditAction.LOCKED_OUT)).entries[0]
+    locked = identity_on_both.audit.query(AuditQuery(action=AuditAction.LOCKED_OUT)).entries[0]
     assert (locked.outcome, locked.detail) == ("denied", {"until": "2027-01-15T08:15:00Z"})
 
 
@@ -174,28 +196,30 @@ def test_the_audit_log_is_newest_first_unless_asked(identity):
     assert newest[0].seq > newest[1].seq
 
 
-def test_the_audit_log_filters_by_time(identity, clock):
-    fail(identity, 1)
+def test_the_audit_log_filters_by_time(identity_on_both, clock):
+    fail(identity_on_both, 1)
     clock.now = START + 60
-    identity.check_password(EMAIL, PASSWORD)
-    assert actions(identity, since=START + 30) == ["login"]
-    assert actions(identity, until=START + 30) == ["login_failed"]
+    identity_on_both.check_password(EMAIL, PASSWORD)
+    assert actions(identity_on_both, since=START + 30) == ["login"]
+    assert actions(identity_on_both, until=START + 30) == ["login_failed"]
 
 
-def test_the_audit_log_filters_by_outcome_and_organization(identity):
-    fail(identity, 1)
-    identity.check_password(EMAIL, PASSWORD)
-    assert actions(identity, outcome="denied") == ["login_failed"]
-    organization = identity.check_password(EMAIL, PASSWORD).organization_id
-    assert {e.organization_id for e in identity.audit.query(AuditQuery()).entries} == {organization}
-    assert identity.audit.query(AuditQuery(organization_id="elsewhere")).entries == ()
+def test_the_audit_log_filters_by_outcome_and_organization(identity_on_both):
+    fail(identity_on_both, 1)
+    identity_on_both.check_password(EMAIL, PASSWORD)
+    assert actions(identity_on_both, outcome="denied") == ["login_failed"]
+    organization = identity_on_both.check_password(EMAIL, PASSWORD).organization_id
+    assert {e.organization_id for e in identity_on_both.audit.query(AuditQuery()).entries} == {
+        organization
+    }
+    assert identity_on_both.audit.query(AuditQuery(organization_id="elsewhere")).entries == ()
 
 
-def test_the_audit_log_pages_without_repeating_or_skipping(identity):
-    fail(identity, 4)
+def test_the_audit_log_pages_without_repeating_or_skipping(identity_on_both):
+    fail(identity_on_both, 4)
     seen, token = [], ""
     while True:
-        page = identity.audit.query(AuditQuery(actor=EMAIL, page_size=3, page_token=token))
+        page = identity_on_both.audit.query(AuditQuery(actor=EMAIL, page_size=3, page_token=token))
         seen += [e.seq for e in page.entries]
         token = page.next_page_token
         if not token:
@@ -232,15 +256,17 @@ def test_a_user_who_must_choose_a_new_password_gets_no_account_token_until_they_
     assert identity.accounts.authenticate(identity.account_token(who, who.account_id)).user_id
 
 
-def test_an_email_holding_a_nul_is_an_unknown_users_refusal(identity):
-    assert fail(identity, 1, "dev\x00@acme.test") == [BAD_CREDENTIALS]
-    failed = identity.audit.query(AuditQuery(action=AuditAction.LOGIN_FAILED)).entries[0]
+def test_an_email_holding_a_nul_is_an_unknown_users_refusal(identity_on_both):
+    assert fail(identity_on_both, 1, "dev\x00@acme.test") == [BAD_CREDENTIALS]
+    failed = identity_on_both.audit.query(AuditQuery(action=AuditAction.LOGIN_FAILED)).entries[0]
     assert failed.actor == "dev\\x00@acme.test"
 
 
-def test_an_id_holding_a_nul_is_not_found(identity):
-    owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
+def test_an_id_holding_a_nul_is_not_found(identity_on_both):
+    owner = identity_on_both.login_principal(
+        identity_on_both.check_password("owner@acme.test", PASSWORD).id
+    )
     with pytest.raises(NotFound):
-        identity.get_member(owner, "\x00")
+        identity_on_both.get_member(owner, "\x00")
     with pytest.raises(NotFound):
-        identity.get_account(owner, "1\x00")
+        identity_on_both.get_account(owner, "1\x00")
