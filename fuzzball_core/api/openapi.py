@@ -14,7 +14,7 @@ as not described, so the document cannot leave a served path out; the gateway se
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -122,8 +122,11 @@ def documented(operation: Operation | JsonOperation) -> Callable[[H], H]:
     return declare
 
 
-def openapi_document(app: web.Application, *, title: str, version: str) -> dict[str, Any]:
-    """The OpenAPI document of every route ``app`` serves (HEAD routes aside)."""
+def openapi_document(
+    app: web.Application, *, title: str, version: str, public_paths: Collection[str] = ()
+) -> dict[str, Any]:
+    """The OpenAPI document of every route ``app`` serves (HEAD routes aside); those of
+    ``public_paths`` are declared to need no token (``security: []``)."""
     schemas: dict[str, Any] = {_STATUS: _status_schema()}
     paths: dict[str, dict[str, Any]] = {}
     for route in app.router.routes():
@@ -133,6 +136,8 @@ def openapi_document(app: web.Application, *, title: str, version: str) -> dict[
         # a bound method's declaration is its function's
         operation = _OPERATIONS.get(getattr(route.handler, "__func__", route.handler))
         entry = _operation(route.method, path, operation, schemas)
+        if path in public_paths:
+            entry["security"] = []
         paths.setdefault(path, {})[route.method.lower()] = entry
     return {
         "openapi": OPENAPI_VERSION,

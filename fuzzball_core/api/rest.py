@@ -346,7 +346,10 @@ async def _version(request: web.Request) -> web.Response:
 async def _openapi(request: web.Request) -> web.Response:
     """This gateway's OpenAPI document (``openapi``), every route it serves."""
     version = _service(request).version()
-    return web.json_response(openapi_document(request.app, title="Fuzzball", version=version))
+    document = openapi_document(
+        request.app, title="Fuzzball", version=version, public_paths=request.app[_PUBLIC_PATHS]
+    )
+    return web.json_response(document)
 
 
 @documented(

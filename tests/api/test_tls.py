@@ -5,8 +5,10 @@ tokenless ``/version`` that clients probe."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,9 +86,25 @@ class Served:
         return self.orchestrate.config.orchestrate.grpc_listen
 
 
+def _listening(listen: str) -> None:
+    """Return once ``listen`` (host:port) accepts connections: serve() starts in the
+    background (a hang guard bounds the wait)."""
+    host, _, port = listen.rpartition(":")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on {listen}"
+            time.sleep(0.02)
+
+
 def _serve(config: dict[str, object]) -> Iterator[Served]:
     orchestrate = InProcessOrchestrate(config)
     try:
+        _listening(orchestrate.config.orchestrate.grpc_listen)
+        _listening(orchestrate.config.orchestrate.rest_listen)
         token = orchestrate.call(lambda: orchestrate.service.create_account("alice")[1])
         yield Served(orchestrate, token)
     finally:
@@ -260,6 +278,15 @@ def test_other_api_versions_answer_404_not_401_so_a_probe_goes_on(plaintext: Ser
     reply = httpx.get(f"{plaintext.rest}/{version}/version")
     assert reply.status_code == 404
     assert reply.json()["code"] == 5
+
+
+def test_the_openapi_document_says_version_needs_no_token(plaintext: Served):
+    document = httpx.get(
+        f"{plaintext.rest}/v3/openapi.json",
+        headers={"Authorization": f"Bearer {plaintext.token}"},
+    ).json()
+    assert document["paths"]["/v3/version"]["get"]["security"] == []
+    assert "security" not in document["paths"]["/v3/workflows"]["get"]
 
 
 def test_a_client_probing_without_a_token_finds_v3(plaintext: Served):
