@@ -585,14 +585,13 @@ class IdentityRoutes:
     async def update_user(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
         fields = await body_fields(request, {"username": str, "password": str})
-
-        def change(who: Principal) -> UserView:
-            self.identity.get_user(who, user_id)  # cluster administrators only, before any change
-            if fields.get("password"):
-                self.identity.reset_password(who, user_id, new_password=fields["password"])
-            return self.identity.update_member(who, user_id, email=fields.get("username"))
-
-        return web.json_response(admin_user_json(await self._call(request, change)))
+        changed = await self._call(
+            request,
+            lambda who: self.identity.update_user(
+                who, user_id, email=fields.get("username"), password=fields.get("password")
+            ),
+        )
+        return web.json_response(admin_user_json(changed))
 
     @documented(schema.DELETE_USER)
     async def delete_user(self, request: web.Request) -> web.Response:

@@ -928,6 +928,33 @@ class Identity:
         require(who, Permission.ADMINISTER_CLUSTER, "read the cluster's users")
         return self.get_member(who, user_id)
 
+    def update_user(
+        self,
+        who: Principal,
+        user_id: str,
+        *,
+        email: str | None = None,
+        password: str | None = None,
+    ) -> UserView:
+        """Change any user's email and password together, or neither (cluster
+        administrators); a new password is policy checked and ends a lockout."""
+        require(who, Permission.ADMINISTER_CLUSTER, "change the cluster's users")
+        with self.sessions() as session, session.begin():
+            user = self._visible_user(session, who, user_id)
+            detail: dict[str, Any] = {}
+            if email is not None and email != user.email:
+                self._rename_user(session, user, _checked_email(email))
+                detail["email"] = user.email
+            if password:
+                self._set_password(user, password, require_update=False)
+                detail["new_credentials"] = True
+            user.updated_at = self.clock()
+            self._audit(
+                session, who, AuditAction.MEMBER_UPDATED, user.organization_id,
+                f"user {user.email}", detail=detail,
+            )  # fmt: skip
+            return UserView.of(user)
+
     def create_service_account(
         self, name: str, kind: str, *, by: Principal | None = None
     ) -> tuple[Principal, str]:

@@ -448,6 +448,17 @@ def test_a_cluster_administrator_creates_changes_and_deletes_a_user(stack, tenan
     refused(call(stack, "GET", path, tenants.admin_token), 404, NOT_FOUND)
 
 
+def test_an_administrators_user_change_with_a_weak_password_changes_nothing(stack, tenants):
+    path = f"/admin/users/{tenants.acme_member.id}"
+    response = call(
+        stack, "PATCH", path, tenants.admin_token,
+        json={"username": "renamed@acme.test", "password": "weak"},
+    )  # fmt: skip
+    refused(response, 400, INVALID_ARGUMENT)
+    assert call(stack, "GET", path, tenants.admin_token).json()["username"] == "dev@acme.test"
+    assert signs_in(stack, "dev@acme.test", PASSWORD)
+
+
 def test_a_cluster_administrator_creates_an_organization_with_a_generated_owner_password(
     stack, tenants
 ):
