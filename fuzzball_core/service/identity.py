@@ -520,6 +520,8 @@ class Identity:
         policy."""
         if who.user_id is None:
             raise FailedPrecondition(f"{who.name} is a service account; it has no password")
+        if who.credential == CredentialKind.WORKFLOW:
+            raise PermissionDenied("a workflow's token may not change its user's password")
         with self.sessions() as session:
             user = session.get(User, who.user_id)
             if user is None:

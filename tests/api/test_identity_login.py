@@ -270,3 +270,13 @@ def test_an_id_holding_a_nul_is_not_found(identity_on_both):
         identity_on_both.get_member(owner, "\x00")
     with pytest.raises(NotFound):
         identity_on_both.get_account(owner, "1\x00")
+
+
+def test_a_workflows_token_may_not_change_its_users_password(identity):
+    who = identity.login_principal(identity.check_password(EMAIL, PASSWORD).id)
+    as_workflow = replace(who, credential=CredentialKind.WORKFLOW, permissions=frozenset())
+    with pytest.raises(PermissionDenied):
+        identity.change_password(
+            as_workflow, current_password=PASSWORD, new_password="Chosen-Lantern-44z"
+        )
+    assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
