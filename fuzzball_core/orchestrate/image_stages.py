@@ -216,7 +216,12 @@ class ImageStages:
             {
                 "kind": BUILD,
                 "name": name,
-                "from": {"uri": str(build.from_.uri), "digest": from_digest},
+                "from": {
+                    "uri": str(build.from_.uri),
+                    "digest": from_digest,
+                    # the reference only: the node asks for its credentials as the build starts
+                    **({"secret": build.from_.secret} if build.from_.secret else {}),
+                },
                 "files": dict(build.files or {}),
                 "post": build.post or "",
                 "target": {

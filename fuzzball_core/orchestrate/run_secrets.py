@@ -34,6 +34,7 @@ from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
 from fuzzball_core.spec import ImagePull
 from fuzzball_core.spec import Stage as PlannedStage
+from fuzzball_core.spec.models import ImageBuild
 from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
 from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
 
@@ -159,6 +160,14 @@ class RunSecretsService:
             ingress = self.ingress_of(workflow, stage.name) if self.ingress_of else ""
         owner = self.secrets.owner_of_workflow(workflow.id)
         reply = node_pb2.RunSecretsResponse()
+        if isinstance(definition, ImageBuild):
+            base = definition.from_
+            if base.secret:
+                where = f"{stage.name}.from.secret"
+                reply.image_credentials.update(
+                    self._credentials(owner, str(base.secret), where, str(base.uri))
+                )
+            return reply
         if isinstance(definition, ImagePull):
             if definition.secret:
                 where = f"{stage.name}.secret"

@@ -31,7 +31,7 @@ from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER
 from support.registry_server import RegistryServer
 
 from fuzzball_core.service.oidc import REALM_PATH
-from fuzzball_core.store.models import ApiToken
+from fuzzball_core.store.models import ApiToken, AuditEntry
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -350,3 +350,54 @@ def test_an_http_secret_is_never_sent_outside_its_trusted_domains(
 
     assert workflow["status"].endswith("FAILED"), events
     assert "127.0.0.1" in events and "is not one of the secret's trusted domains" in events
+
+
+def test_an_image_built_from_a_private_base_pulls_it_with_the_from_secret(
+    cluster: Cluster, person: str, private_registry: RegistryServer
+) -> None:
+    client = _sign_in(cluster.orchestrate.rest_url, person)
+    body = {
+        "name": "base-registry",
+        "scope": "SECRET_SCOPE_USER",
+        "image": {"username": PRIVATE_USER, "password": PRIVATE_PASSWORD},
+    }
+    assert client.call("PUT", "/secrets", json=body).status_code == 200
+    base = f"docker://{private_registry.host}/{PRIVATE_IMAGE}"
+    definition = {
+        "version": "v1",
+        "images": {
+            "private-tools": {
+                "from": {"uri": base, "secret": "secret://user/base-registry"},
+                "post": "echo built > /opt-built",
+            }
+        },
+        "jobs": {
+            "use": {
+                "image": {"uri": "fuzzball://user/private-tools"},
+                "command": ["/bin/cat", "/opt-built"],
+            }
+        },
+    }
+    started = client.call("POST", "/workflows", json={"name": "build", "definition": definition})
+    assert started.status_code == 200, started.text
+    workflow_id = started.json()["id"]
+    workflow = _wait(client, workflow_id, timeout=180.0)
+    events = client.call("GET", f"/workflows/{workflow_id}:events").text
+
+    assert workflow["status"].endswith("FINISHED"), events
+    assert _output(client.call("GET", f"/workflows/{workflow_id}:log")) == "built\n"
+    assert PRIVATE_PASSWORD not in events
+    # the build's node asked for the base's credentials itself (audited as a read)
+    assert "images.private-tools.from.secret" in _secret_reads(cluster)
+
+
+def _secret_reads(cluster: Cluster) -> list[str]:
+    """The fields of every secret read in the audit log."""
+    sessions = cluster.orchestrate.orchestrate.engine.sessions
+
+    def read() -> list[str]:
+        with sessions() as session:
+            rows = session.scalars(select(AuditEntry).where(AuditEntry.action == "secret_read"))
+            return [str((row.detail or {}).get("field", "")) for row in rows]
+
+    return cluster.orchestrate.call(read)

@@ -43,11 +43,17 @@ class ImageBuildDriver(ContainerDriver):
         work = self.request.definition
         base_uri = str(work["from"]["uri"])
         digest = str(work["from"].get("digest") or "")
+        secrets = await self.secrets(bool(work["from"].get("secret")))
+        if isinstance(secrets, RunOutcome):
+            return secrets
         try:
             base = await self.loop.run_in_executor(
                 self.node.pull_pool,
                 lambda: self.node.images.ensure(
-                    base_uri, digest=digest, progress=self.progress.step
+                    base_uri,
+                    digest=digest,
+                    progress=self.progress.step,
+                    credentials=secrets.image_credentials or None,
                 ),
             )
         except Exception as exc:
