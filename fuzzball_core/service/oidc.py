@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.config import (
@@ -77,6 +77,8 @@ _DEVICE = "device"
 
 DEFAULT_DEVICE_CODE_LIFETIME = 600.0
 DEFAULT_POLL_INTERVAL = 5
+#: how long past its expiry a grant is kept before it is forgotten
+PRUNE_AFTER = 3600.0
 #: letters of user codes: consonants only (no words, no 0/O or 1/I to confuse), RFC 8628 6.1
 USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 USER_CODE_LENGTH = 8
@@ -383,6 +385,7 @@ class OidcIssuer:
         device_code = secrets.token_urlsafe(32)
         now = self.clock()
         with self.sessions() as session, session.begin():
+            _prune(session, now)
             user_code = self._unused_user_code(session, now)
             session.add(
                 OidcGrant(
@@ -548,6 +551,7 @@ class OidcIssuer:
                 access, int(self.access_token_lifetime), " ".join(scopes), required_actions=actions
             )
         refresh = secrets.token_urlsafe(32)
+        _prune(session, now)
         session.add(
             OidcGrant(
                 grant=_REFRESH,
@@ -651,6 +655,13 @@ def _scopes(scope: str) -> list[str]:
             f"unknown scope {' '.join(unknown)!r} (known: {', '.join(sorted(SCOPES))})",
         )
     return requested
+
+
+def _prune(session: Session, now: float) -> None:
+    """Forget grants an hour past their expiry: nothing can use them any more (a used refresh
+    token is kept until then, so that its replay is still recognised; an expired device code
+    a while, so that its client is told ``expired_token``)."""
+    session.execute(delete(OidcGrant).where(OidcGrant.expires_at < now - PRUNE_AFTER))
 
 
 def _grant(session: Session, kind: str, value: str) -> OidcGrant | None:

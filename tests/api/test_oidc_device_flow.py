@@ -158,3 +158,9 @@ def test_an_unknown_client_gets_no_device_code(oidc):
     reply = httpx.post(oidc.device_url, data={"client_id": "other"})
     assert reply.status_code == 401
     assert reply.json()["error"] == "invalid_client"
+
+
+def test_grants_are_forgotten_an_hour_after_they_expire(oidc, device):
+    oidc.clock.advance(device["expires_in"] + 3601)
+    httpx.post(oidc.device_url, data={"client_id": CLIENT_ID})  # any new grant prunes
+    assert poll(oidc, device).json()["error"] == "invalid_grant"
