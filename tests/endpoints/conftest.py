@@ -5,13 +5,11 @@ and callers: an admin and users of two organizations."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.cluster import LocalRegistry, have_prerequisites
-from support.endpoint_stack import EndpointCluster
+from support.endpoint_stack import EndpointCluster, People, Person
 from support.python_image import push_python_image
 
 missing = have_prerequisites()
@@ -43,23 +41,6 @@ def stack(
     running = EndpointCluster(tmp_path_factory.mktemp("endpoint-cluster"), local_registry.url)
     yield running
     running.close()
-
-
-@dataclass(frozen=True)
-class Person:
-    """A caller: its principal (for the service layer) and a token (for the proxy)."""
-
-    principal: Any
-    token: str
-
-
-@dataclass(frozen=True)
-class People:
-    """Two users of organization A (alice, bob), one of organization B (carol)."""
-
-    alice: Person
-    bob: Person
-    carol: Person
 
 
 def _person(stack: EndpointCluster, user_id: str) -> Person:

@@ -9,9 +9,7 @@ import threading
 import httpx
 import pytest
 from support.cluster import free_port
-from support.endpoint_stack import EndpointCluster, bearer, wait_until
-
-from tests.endpoints.conftest import People, Person
+from support.endpoint_stack import EndpointCluster, People, Person, bearer, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,9 @@ import pytest
 import sqlalchemy
 import yaml
 from support.cluster import free_port
-from support.endpoint_stack import DOMAIN, EndpointCluster, bearer, wait_until
+from support.endpoint_stack import DOMAIN, EndpointCluster, People, bearer, wait_until
 
 from fuzzball_core.certificates import CertificateAuthority
-from tests.endpoints.conftest import People
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 from support.cluster import free_port
-from support.endpoint_stack import EndpointCluster, bearer
+from support.endpoint_stack import EndpointCluster, People, bearer
 
 from fuzzball_core.store.models import Run, Stage
-from tests.endpoints.conftest import People
 
 pytestmark = pytest.mark.slow
 

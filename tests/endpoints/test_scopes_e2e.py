@@ -6,9 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from support.cluster import free_port
-from support.endpoint_stack import EndpointCluster, bearer, wait_until
-
-from tests.endpoints.conftest import People, Person
+from support.endpoint_stack import EndpointCluster, People, Person, bearer, wait_until
 
 pytestmark = pytest.mark.slow
 

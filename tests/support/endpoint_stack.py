@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,23 @@ from support.cluster import Cluster, free_port
 
 #: subdomain endpoints are ``{id}.<DOMAIN>``; the tests send the Host header themselves
 DOMAIN = "endpoints.test"
+
+
+@dataclass(frozen=True)
+class Person:
+    """A caller: its principal (for the service layer) and a token (for the proxy)."""
+
+    principal: Any
+    token: str
+
+
+@dataclass(frozen=True)
+class People:
+    """Two users of organization A (alice, bob), one of organization B (carol)."""
+
+    alice: Person
+    bob: Person
+    carol: Person
 
 
 class EndpointCluster:
