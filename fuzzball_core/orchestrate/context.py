@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.config import LogsConfig
 from fuzzball_core.orchestrate import events
-from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
+from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.plans import Plans
@@ -119,6 +119,9 @@ class EngineContext:
         self.node_addresses: dict[str, str] = {}
         #: why each waiting run was not placed in the last pass, by run key
         self.diagnoses: Mapping[str, Diagnosis] = {}
+        #: why a live multinode run was placed other than it asked (spread over NVLink
+        #: domains), by run id: ``workflow why`` adds it (the placement's event keeps it)
+        self.placement_notes: dict[int, str] = {}
         self.told = Told()
         #: how much of the jobs' output is stored (``orchestrate.logs``)
         self.log_limits = LogsConfig()

@@ -228,6 +228,11 @@ class Engine:
         """Why a stage's first waiting run was not placed in the last pass, if one waits."""
         return placement.waiting_diagnosis(self.context, stage_id)
 
+    def placement_note(self, run_id: int) -> str:
+        """Why a live run was placed other than it asked (spread over NVLink domains), or
+        empty."""
+        return self.context.placement_notes.get(run_id, "")
+
     # -- nodes ---------------------------------------------------------------------------------
 
     def register_node(

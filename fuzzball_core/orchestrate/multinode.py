@@ -42,6 +42,7 @@ def stop_other_parts(ctx: EngineContext, tx: Transaction, run: Run, reason: str)
     """A multinode run ended: its parts still running elsewhere are told to stop (the node
     whose report ended it has stopped already and ignores the cancel)."""
     ctx.fences.forget(run.id)
+    ctx.placement_notes.pop(run.id, None)
     tx.send(
         (node_id for node_id in run.node_ids if node_id not in (run.parts_done or ())),
         Cancel(run.id, reason),

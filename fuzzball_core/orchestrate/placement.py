@@ -106,6 +106,8 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
             ctx.scheduler.release(placement.job_id)
             continue
         run.node_ids = list(placement.node_ids)
+        if placement.note:
+            ctx.placement_notes[run.id] = placement.note
         run.cpus = {node: list(cpus) for node, cpus in placement.cpus.items()} or None
         stage = tx.session.get(Stage, run.stage_id)
         transition(

@@ -465,9 +465,12 @@ class SqlOrchestrateService(AccountCalls):
             names = sorted(
                 session.scalars(select(Node.name).where(Node.id.in_(node_ids)))
             ) or sorted(node_ids)
+            notes = "".join(
+                f"; {note}" for run in live if (note := self.engine.placement_note(run.id))
+            )
             if any(run.status == Status.STARTED for run in live):
-                return explained("RUNNING", f"running on {', '.join(names)}")
-            return explained("STARTING", f"placed on {', '.join(names)}; starting")
+                return explained("RUNNING", f"running on {', '.join(names)}{notes}")
+            return explained("STARTING", f"placed on {', '.join(names)}; starting{notes}")
         waiting = self._unmet_dependencies(stage, by_name)
         if waiting:
             return explained("WAITING_ON_DEPENDENCY", "waiting for " + ", ".join(waiting))

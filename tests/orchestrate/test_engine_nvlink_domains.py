@@ -43,3 +43,17 @@ def test_a_job_requiring_one_domain_waits_and_workflow_why_says_why(harness) -> 
     assert stage.message.endswith(
         "no NVLink domain has 2 nodes with room (the most: 1 in b; 2 in all)"
     )
+
+
+def test_workflow_why_says_why_a_placed_job_spread(harness) -> None:
+    for name, domain in (("a1", "a"), ("b1", "b")):
+        harness.engine.register_node(name, Resources(4, 8 << 30, {}), {NVLINK_DOMAIN: domain})
+
+    workflow_id = harness.submit(JOB.format(policy=""))
+
+    (stage,) = harness.service.explain_workflow(harness.user, workflow_id)
+    assert stage.reason == "STARTING"
+    assert stage.message.endswith(
+        "starting; spread over 2 NVLink domains (nvidia.com/nvlink-domain): no NVLink domain"
+        " has 2 nodes with room (the most: 1 in b; 2 in all)"
+    )
