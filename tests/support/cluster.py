@@ -326,10 +326,12 @@ class Cluster:
         per_node: Sequence[dict[str, Any]] = (),
         host: str = "127.0.0.1",
         wrappers: Sequence[Sequence[str]] = (),
+        tls: dict[str, Any] | None = None,
     ) -> None:
         """``per_node[i]`` adds to (and overrides) agent ``i``'s ``substrate`` settings;
         ``wrappers[i]`` starts agent ``i`` (e.g. in its own network namespace), and
-        Orchestrate listens on ``host``."""
+        Orchestrate listens on ``host``; ``tls`` is every process's ``tls`` section
+        (plaintext without it)."""
         self.directory = directory
         port = free_port()
         rest_port = free_port()
@@ -338,6 +340,7 @@ class Cluster:
             "orchestrate": orchestrate,
             "images": images,
             "host": host,
+            "tls": tls,
         }
         base = cluster_config(directory, registry_url, grpc_port=port, lease=lease, **shared)
         self.orchestrate = InProcessOrchestrate(base)
