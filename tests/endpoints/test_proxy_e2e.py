@@ -183,6 +183,25 @@ def test_server_sent_events_arrive_one_by_one(
     stack.orchestrate.stop_workflow(workflow_id)
 
 
+def test_a_request_body_reaches_the_service_whole(
+    stack: EndpointCluster, people: People, aiohttp_image: str
+) -> None:
+    workflow_id, endpoint_id = serving(stack, people.alice, aiohttp_service(aiohttp_image), "app")
+    body = bytes(range(256)) * 4096  # 1 MiB
+
+    answer = httpx.post(
+        f"{stack.proxy_url}/endpoints/{endpoint_id}/echo?check=1",
+        content=body,
+        headers=bearer(people.alice.token),
+        timeout=60,
+    )
+
+    assert answer.status_code == 200
+    assert answer.headers["X-Received"] == str(len(body))
+    assert answer.content == body
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
 # -- answers of the proxy's own -------------------------------------------------------------
 
 
