@@ -20,16 +20,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import select
 from support.cluster import Cluster
 from support.private_registry import PRIVATE_IMAGE, start_private_registry
 from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER
 from support.registry_server import RegistryServer
 
+from fuzzball_core.cli.main import cli
 from fuzzball_core.service.oidc import REALM_PATH
 from fuzzball_core.store.models import ApiToken, AuditEntry
 
@@ -106,6 +109,27 @@ def _output(log: httpx.Response) -> str:
     return "".join(base64.b64decode(data).decode() for data in lines)
 
 
+def _cli(home: Path, address: str, token: str, workflow_id: str) -> list[str]:
+    """What ``fuzzball workflow describe`` and ``events`` print of the workflow (the
+    project's CLI, as its users read the workflow)."""
+    env = {"XDG_CONFIG_HOME": str(home / "cli-home")}
+    runner = CliRunner()
+    made = runner.invoke(
+        cli, ["context", "create", "e2e", "--address", address, "--token", token], env=env
+    )
+    assert made.exit_code == 0, made.output
+    printed = []
+    for args in (
+        ["describe", workflow_id],
+        ["describe", workflow_id, "-o", "json"],
+        ["events", workflow_id],
+    ):
+        result = runner.invoke(cli, ["workflow", *args], env=env)
+        assert result.exit_code == 0, result.output
+        printed.append(result.output)
+    return printed
+
+
 @pytest.fixture(scope="module")
 def person(cluster: Cluster) -> Iterator[str]:
     """An organization's owner who signs in with a password."""
@@ -127,7 +151,7 @@ def server_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 
 def test_a_job_reads_a_user_secret_set_through_the_api_and_the_value_is_shown_nowhere(
-    cluster: Cluster, person: str, server_log: pytest.LogCaptureFixture
+    cluster: Cluster, person: str, server_log: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     client = _sign_in(cluster.orchestrate.rest_url, person)
     texts: list[str] = []  # everything a caller or operator sees, searched for the value
@@ -173,6 +197,7 @@ def test_a_job_reads_a_user_secret_set_through_the_api_and_the_value_is_shown_no
         lambda: cluster.orchestrate.service.get_workflow(cluster.orchestrate.admin, workflow_id)
     )
     texts.append(repr(stored))
+    texts += _cli(tmp_path, cluster.orchestrate.rest_url, client.token, workflow_id)
     for text in texts:
         assert VALUE not in text and FIRST_VALUE not in text
 
