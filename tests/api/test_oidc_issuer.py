@@ -5,11 +5,18 @@ Everything goes over real HTTP to the gateway (support.oidc_stack), as a client 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import grpc
 import httpx
 import jwt
 import pytest
+from support.live_api import start_servers
 from support.oidc_stack import PASSWORD
 
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.service.audit import AuditQuery
 from fuzzball_core.service.oidc import AUDIENCE, CLIENT_ID, SigningKey
 from fuzzball_core.vocabulary import AuditAction, CredentialKind
@@ -206,3 +213,30 @@ def test_a_user_whose_password_was_reset_is_told_to_update_it(oidc, ada):
         owner, "bob@example.org", password=PASSWORD, require_update=True
     )
     assert token_of(oidc, member.email)["required_actions"] == ["UPDATE_PASSWORD"]
+
+
+@contextmanager
+def grpc_workflows(oidc) -> Iterator[pb_grpc.WorkflowServiceStub]:
+    """The gRPC client API over the stack's service, as Orchestrate serves it."""
+    servers = oidc.loop.run(start_servers(oidc.service))
+    try:
+        with grpc.insecure_channel(servers.grpc_target) as channel:
+            yield pb_grpc.WorkflowServiceStub(channel)
+    finally:
+        oidc.loop.run(servers.close())
+
+
+def test_an_access_token_calls_the_grpc_api_too(oidc, ada):
+    bearer = [("authorization", f"Bearer {token_of(oidc)['access_token']}")]
+    with grpc_workflows(oidc) as workflows:
+        listed = workflows.ListWorkflows(pb.ListWorkflowsRequest(), metadata=bearer)
+    assert list(listed.workflows) == []
+
+
+def test_an_expired_access_token_is_refused_over_grpc(oidc, ada):
+    bearer = [("authorization", f"Bearer {token_of(oidc)['access_token']}")]
+    oidc.clock.advance(301)
+    with grpc_workflows(oidc) as workflows, pytest.raises(grpc.RpcError) as refused:
+        workflows.ListWorkflows(pb.ListWorkflowsRequest(), metadata=bearer)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "access token expired" in refused.value.details()
