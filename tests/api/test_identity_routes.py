@@ -261,6 +261,13 @@ def test_a_member_creates_a_group_and_lists_it_with_their_personal_account(stack
     assert {a["id"] for a in listed} == {group["id"], tenants.acme_member.account_id}
 
 
+def test_an_owner_sees_members_personal_accounts_when_asking_for_them(stack, tenants):
+    path = "/accounts?showUserAccounts=true"
+    listed = call(stack, "GET", path, tenants.acme_owner.token).json()["accounts"]
+    assert {a["name"] for a in listed} == {"owner@acme.test", "dev@acme.test"}
+    refused(call(stack, "GET", path, tenants.acme_member.token), 403, PERMISSION_DENIED)
+
+
 def test_a_group_member_exchanges_their_sign_in_for_the_groups_token(stack, tenants):
     group = new_group(stack, tenants.acme_owner.token)
     added = call(
@@ -528,6 +535,21 @@ def test_the_audit_log_pages_newest_first_and_filters_by_action(stack, tenants):
         tenants.admin_token,
     ).json()  # fmt: skip
     assert [e["target"] for e in older["entries"]] == ["user dev@acme.test"]
+
+
+def test_the_audit_log_is_read_from_a_time_on(stack, tenants):
+    add_member(stack, tenants.acme_owner.token, "a1@acme.test", password=PASSWORD)
+    entries = call(stack, "GET", "/admin/audit", tenants.admin_token).json()["entries"]
+    newest = entries[0]["time"]
+    since = call(stack, "GET", f"/admin/audit?since={newest}", tenants.admin_token).json()
+    assert [e["seq"] for e in since["entries"]] == [entries[0]["seq"]]
+    later = call(stack, "GET", "/admin/audit?since=2999-01-01T00:00:00Z", tenants.admin_token)
+    assert later.json()["entries"] == []
+
+
+def test_a_time_the_audit_log_cannot_read_is_refused(stack, tenants):
+    response = call(stack, "GET", "/admin/audit?since=yesterday", tenants.admin_token)
+    assert refused(response, 400, INVALID_ARGUMENT).startswith("since:")
 
 
 def test_the_audit_log_never_holds_a_password(stack, tenants):
