@@ -34,7 +34,7 @@ from aiohttp import web
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import InvalidArgument, PermissionDenied
 from fuzzball_core.orchestrate import identity_schemas as schema
 from fuzzball_core.service.audit import MAX_PAGE_SIZE, AuditEntryView, AuditQuery
 from fuzzball_core.service.identity import Identity
@@ -45,7 +45,7 @@ from fuzzball_core.service.identity_views import (
     UserView,
 )
 from fuzzball_core.service.views import Principal
-from fuzzball_core.vocabulary import AccountRelationship, OrganizationRole
+from fuzzball_core.vocabulary import AccountRelationship, AuditAction, OrganizationRole
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Any]
@@ -305,9 +305,23 @@ class IdentityRoutes:
 
     async def _call(self, request: web.Request, call: Callable[[Principal], T]) -> T:
         """``call(caller)`` in a worker thread: password hashing and the store's round trips
-        do not hold up the event loop."""
+        do not hold up the event loop. A refusal for want of a permission is audited."""
         who = self.principal_of(request)
-        return await asyncio.to_thread(call, who)
+        try:
+            return await asyncio.to_thread(call, who)
+        except PermissionDenied as refused:
+            await asyncio.to_thread(
+                self.identity.audit.record,
+                AuditAction.PERMISSION_DENIED,
+                actor=who.email or who.name,
+                actor_id=who.user_id or who.account_id,
+                organization_id=who.organization_id,
+                target=f"{request.method} {request.path}",
+                outcome="denied",
+                source=_source(request),
+                detail={"reason": refused.message},
+            )
+            raise
 
     # -- the organization ----------------------------------------------------------------------
 

@@ -430,6 +430,18 @@ def test_an_organization_owner_is_no_cluster_administrator(stack, tenants, metho
     assert "administer_cluster" in refused(response, 403, PERMISSION_DENIED)
 
 
+def test_a_refusal_for_want_of_a_permission_is_audited(stack, tenants):
+    call(stack, "GET", "/admin/users", tenants.acme_owner.token)
+    page = call(stack, "GET", "/admin/audit?action=permission_denied", tenants.admin_token)
+    entry = page.json()["entries"][0]
+    assert (entry["actor"], entry["target"], entry["outcome"]) == (
+        "owner@acme.test",
+        "GET /v3/admin/users",
+        "denied",
+    )
+    assert "administer_cluster" in entry["detail"]["reason"]
+
+
 def test_a_cluster_administrator_lists_every_organizations_users(stack, tenants):
     users = call(stack, "GET", "/admin/users", tenants.admin_token).json()["users"]
     assert {u["username"] for u in users} == {
