@@ -90,7 +90,7 @@ def _tell_about_owner(owner: OwnerSignIn) -> None:
         "Others log in once the owner adds them:\n"
         "  fuzzball admin member add EMAIL        (prints their password)\n"
         "then, on their side:\n"
-        f"  fuzzball context create NAME --address {owner.issuer_url.split('/auth/')[0]}"
+        f"  fuzzball context create NAME --address {owner.address}"
         f" --oidc-server-url {owner.issuer_url}\n"
         "  fuzzball context login"
     )

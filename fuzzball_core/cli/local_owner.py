@@ -46,6 +46,8 @@ class OwnerSignIn:
     organization: str
     email: str
     password_file: Path
+    #: the API's address and the issuer's URL, which others put in their own context
+    address: str
     issuer_url: str
     generated_password: str | None = None
     problem: str = ""
@@ -111,7 +113,7 @@ def sign_in_owner(
         issuer_url = config.accounts.oidc_issuer or f"{address.rstrip('/')}{REALM_PATH}"
         context.entry["address"] = address
         context.entry["oidcServerURL"] = issuer_url
-        result = OwnerSignIn(organization, email, kept, issuer_url, generated)
+        result = OwnerSignIn(organization, email, kept, address, issuer_url, generated)
         if _signed_in_as(accounts, context, email):
             return result
         try:
