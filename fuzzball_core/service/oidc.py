@@ -498,7 +498,8 @@ class OidcIssuer:
         except jwt.InvalidTokenError as exc:
             raise Unauthenticated(f"the access token is not valid: {exc}") from None
         issuer = str(claims.get("iss") or "")
-        if (self.issuer and issuer != self.issuer) or not issuer.endswith(REALM_PATH):
+        ours = issuer == self.issuer if self.issuer else issuer.endswith(REALM_PATH)
+        if not ours:
             raise Unauthenticated("the access token is not valid: it is of another issuer")
         expires = claims.get("exp")
         subject = claims.get("sub")

@@ -82,3 +82,9 @@ def test_a_token_for_another_audience_is_refused(tmp_path):
     claims = {"iss": PINNED, "sub": "u", "aud": "someone-else", "exp": int(time.time()) + 60}
     with pytest.raises(Unauthenticated, match="not valid"):
         issuer.verify(jwt.encode(claims, issuer.key.private_key, "RS256"))
+
+
+def test_a_pinned_issuer_may_be_any_url(tmp_path):
+    proxied = "https://sso.example.org/fuzzball"
+    issuer = issuer_of(tmp_path, {"oidc-issuer": proxied})
+    assert issuer.verify(signed(issuer, proxied)) == "user-1"
