@@ -1,10 +1,11 @@
 """A live REST gateway serving the OIDC issuer and the account routes, over the real service.
 
-``OidcStack`` runs Orchestrate's service layer (``SqlStack``) with an issuer whose clock the
-test moves (:class:`Clock`: access tokens, refresh tokens and device codes expire by it; the
-lockout of sign-ins keeps Identity's own clock), and serves the gateway on loopback with the
-issuer's routes and the identity routes (``GET /v3/accounts``, ``/v3/accounts/{id}/token``,
-``/v3/profile/password``...), as ``fuzzball-orchestrate`` serves them.
+``OidcStack`` runs Orchestrate's service layer (``SqlStack``) with an issuer and token store
+whose clock the test moves (:class:`Clock`: API tokens, access tokens, refresh tokens and
+device codes expire by it; the lockout of sign-ins keeps Identity's own clock), and serves
+the gateway on loopback with the issuer's routes and the identity routes (``GET
+/v3/accounts``, ``/v3/accounts/{id}/token``, ``/v3/profile/password``...), as
+``fuzzball-orchestrate`` serves them.
 """
 
 from __future__ import annotations
@@ -32,17 +33,17 @@ POLL_INTERVAL = 5
 
 
 class Clock:
-    """A clock that moves only when told (starting at the real time, so that what Identity
-    stamps with the real clock sorts with it)."""
+    """The real time moved forward by :meth:`advance` (real time passes too, so that a
+    device login's polls are paced as in life; expiries are reached by advancing)."""
 
     def __init__(self) -> None:
-        self.now = time.time()
+        self.offset = 0.0
 
     def __call__(self) -> float:
-        return self.now
+        return time.time() + self.offset
 
     def advance(self, seconds: float) -> None:
-        self.now += seconds
+        self.offset += seconds
 
 
 class OidcStack:
@@ -62,6 +63,7 @@ class OidcStack:
             poll_interval=poll_interval,
         )
         self.service.oidc = self.issuer
+        self.service.accounts.clock = self.clock
         self._runner = RestRunner(
             build_rest_app(
                 self.service,
