@@ -24,8 +24,10 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.orchestrate import secret_schemas as schema
 from fuzzball_core.service.secrets import Family, Secrets, SecretView
 from fuzzball_core.service.views import Principal
 
@@ -92,12 +94,14 @@ class _Handlers:
         self.family = family
         self.principal_of = principal_of
 
+    @documented(schema.CREATE)
     async def create(self, request: web.Request) -> web.Response:
         body = await _object_body(request)
         who = self.principal_of(request)
         new_id = await asyncio.to_thread(self.secrets.create, who, self.family, body)
         return web.json_response({"id": new_id})
 
+    @documented(schema.LIST)
     async def list(self, request: web.Request) -> web.Response:
         for refused in ("filter", "orderBy"):
             if request.query.get(refused):
@@ -117,17 +121,20 @@ class _Handlers:
             }
         )
 
+    @documented(schema.GET)
     async def get(self, request: web.Request) -> web.Response:
         who, secret_id = self.principal_of(request), request.match_info["id"]
         view = await asyncio.to_thread(self.secrets.get, who, self.family, secret_id)
         return web.json_response(secret_json(view))
 
+    @documented(schema.UPDATE)
     async def update(self, request: web.Request) -> web.Response:
         body = await _object_body(request)
         who, secret_id = self.principal_of(request), request.match_info["id"]
         await asyncio.to_thread(self.secrets.update, who, self.family, secret_id, body)
         return web.json_response({"id": secret_id})
 
+    @documented(schema.DELETE)
     async def delete(self, request: web.Request) -> web.Response:
         who, secret_id = self.principal_of(request), request.match_info["id"]
         await asyncio.to_thread(self.secrets.delete, who, self.family, secret_id)

@@ -276,3 +276,15 @@ def test_hostile_requests_are_answered_4xx_with_a_status_body(
         reply = api.request(method, path, content=content, params=params)
     assert 400 <= reply.status_code < 500, reply.text
     assert set(reply.json()) >= {"code", "message"}
+
+
+def test_the_openapi_document_describes_the_secret_routes(secrets):
+    alice = secrets.tenant("acme", "alice@acme.example")
+    with secrets.client(alice.token) as api:
+        document = api.get("/v3/openapi.json").json()
+    for path in ("/v3/secrets", "/v3/organization/secrets", "/v3/admin/cluster/secrets"):
+        create = document["paths"][path]["put"]
+        by_id = document["paths"][f"{path}/{{id}}"]
+        assert "requestBody" in create, create
+        assert set(by_id) == {"get", "patch", "delete"}
+        assert "not described" not in str(document["paths"][path]).lower()
