@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.cluster import LocalRegistry
+from support.cluster import Cluster, LocalRegistry
 from support.mpi_image import (
     RENDEZVOUS_PROGRAM,
     RING_OUTPUT,
@@ -158,3 +158,17 @@ jobs:
         f"rank 2 of 4 (node 1, local 0 of 2) met 0,1,2,3 at {master}",
         f"rank 3 of 4 (node 1, local 1 of 2) met 0,1,2,3 at {master}",
     ]
+
+
+def test_open_mpi_on_nodes_that_share_an_address_fails_saying_so(
+    cluster: Cluster, ompi_image: str
+) -> None:
+    # the session's plain cluster: both agents in this machine's network, one address
+    orchestrate = cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(openmpi_workflow(ompi_image, "[/opt/ring]"))
+
+    view = orchestrate.wait_for(workflow_id, timeout=180)
+
+    assert view.status == Status.FAILED
+    (stage,) = [s for s in view.stages if s.name == "jobs.ring"]
+    assert "the job's nodes share an address" in stage.message

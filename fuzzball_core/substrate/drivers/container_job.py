@@ -302,6 +302,13 @@ class MultinodePartDriver(ContainerJobDriver):
         return env
 
     async def _open_mpi_environment(self) -> dict[str, str]:
+        if len(set(self._part_addresses)) < len(self._part_addresses):
+            # mpirun would take another node for itself and wait for it forever
+            raise FuzzballError(
+                f"the job's nodes share an address ({', '.join(self._part_addresses)}):"
+                " Open MPI tells its nodes apart by address; give each node its own"
+                " (substrate.address)"
+            )
         address = self.node.network.address
         # pyroute2's calls run an event loop of their own: not on this one
         subnet = await self.loop.run_in_executor(self.node.start_pool, node_subnet, address)
