@@ -368,12 +368,10 @@ def up(
 
 
 def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -> list[str]:
-    """Stop Substrate, then Orchestrate; return what was stopped."""
+    """Stop Substrate, then Orchestrate, then the monitoring stack; return what was
+    stopped."""
     deployment = deployment_for(load_config(config_path(user_config)))
     stopped = []
-    if deployment.config_file.exists():  # the stack first: it watches the other two
-        served = load_config(deployment.config_file)
-        stopped += monitoring_stack.stop(served, deployment.directory, timeout=timeout)
     for process in reversed(PROCESSES):
         pid = deployment.pid(process)
         if pid is None:
@@ -389,6 +387,9 @@ def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -
             os.killpg(pid, signal.SIGKILL)
         deployment.pid_file(process).unlink(missing_ok=True)
         stopped.append(process)
+    if deployment.config_file.exists():  # Prometheus and Alertmanager, as up served them
+        served = load_config(deployment.config_file)
+        stopped += monitoring_stack.stop(served, deployment.directory, timeout=timeout)
     return stopped
 
 
