@@ -29,9 +29,11 @@ START_POSTGRES = TESTS.parent / "scripts" / "start-postgres.sh"
 SLOW_PATHS = (
     "e2e",
     "api/test_rest_gateway.py",
+    "api/test_secrets_api.py",
     "api/test_submission_off_the_loop.py",
     "cli/test_node_hold_commands.py",
     "cli/test_remote_commands.py",
+    "cli/test_secret_commands.py",
     "images/test_blob_download.py",
     "orchestrate/test_engine.py",
     "orchestrate/test_engine_holds.py",
@@ -40,6 +42,7 @@ SLOW_PATHS = (
     "orchestrate/test_engine_services.py",
     "orchestrate/test_engine_why.py",
     "orchestrate/test_image_pull_stages.py",
+    "orchestrate/test_run_secrets.py",
     "substrate/test_main.py",
 )
 
