@@ -74,9 +74,29 @@ class SecretBox:
                             " nothing was rotated"
                         ) from None
                 count = len(rows)
+            # a secret another process wrote with an old key while the rows moved over (it
+            # read the key file before the new key was in it) moves over now, before the old
+            # keys are dropped
+            self._move_stragglers(sessions, Fernet(new), both)
             self._write_keys([new])
             self._loaded = None
             return count
+
+    def _move_stragglers(
+        self, sessions: sessionmaker[Session], new: Fernet, both: MultiFernet
+    ) -> None:
+        with sessions() as session, session.begin():
+            for row in session.scalars(select(Secret)).all():
+                try:
+                    new.decrypt(row.ciphertext.encode("ascii"))
+                except InvalidToken:
+                    try:
+                        row.ciphertext = both.rotate(row.ciphertext.encode("ascii")).decode()
+                    except InvalidToken:
+                        raise Internal(
+                            f"secret {row.id} cannot be decrypted with the keys in {self.path};"
+                            " the old key was kept"
+                        ) from None
 
     # -- the key file ------------------------------------------------------------------------
 
