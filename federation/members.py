@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from fuzzball_core.client import FuzzballClient, discover_base_url
 from fuzzball_core.config import FederateMemberConfig
 from fuzzball_core.errors import NotFound, Unavailable
+from fuzzball_core.tls import client_ssl_context
 from fuzzball_federation.forwarding import ForwardedIdentityAuth
 
 
@@ -37,12 +38,20 @@ class Member:
         with self._lock:
             if self._client is None:
                 token = self.config.token or None
+                # an https member is verified against its ca-file (the system's roots without)
+                verify = client_ssl_context(self.config.ca_file)
                 try:
-                    base = discover_base_url(self.config.address, token, timeout=self.timeout)
+                    base = discover_base_url(
+                        self.config.address, token, timeout=self.timeout, verify=verify
+                    )
                 except Unavailable as exc:
                     raise Unavailable(f"cluster {self.name}: unreachable ({exc.message})") from None
                 self._client = FuzzballClient(
-                    base, token, timeout=self.timeout, auth=ForwardedIdentityAuth(self.name)
+                    base,
+                    token,
+                    timeout=self.timeout,
+                    verify=verify,
+                    auth=ForwardedIdentityAuth(self.name),
                 )
             return self._client
 

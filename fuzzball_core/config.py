@@ -330,6 +330,8 @@ class FederateMemberConfig(_Section):
     token: str = ""
     #: free-form labels the router may prefer or price (``cost: "3"``, ``site: onprem``)
     labels: dict[str, str] = Field(default_factory=dict)
+    #: the CA an https member's certificate is verified with; empty: the system's roots
+    ca_file: Path | None = None
 
 
 class FederateConfig(_Section):

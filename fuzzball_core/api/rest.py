@@ -346,9 +346,8 @@ async def _version(request: web.Request) -> web.Response:
 async def _openapi(request: web.Request) -> web.Response:
     """This gateway's OpenAPI document (``openapi``), every route it serves."""
     version = _service(request).version()
-    document = openapi_document(
-        request.app, title="Fuzzball", version=version, public_paths=request.app[_PUBLIC_PATHS]
-    )
+    public: frozenset[str] = request.app[_PUBLIC_PATHS]
+    document = openapi_document(request.app, title="Fuzzball", version=version, public_paths=public)
     return web.json_response(document)
 
 

@@ -1,6 +1,7 @@
 """Federate's REST over TLS (``tls`` as Orchestrate reads it): served with the configured
 certificate to clients trusting its CA, with Strict-Transport-Security; without a certificate
-or ``tls.plaintext: true`` ``fuzzball-federate serve`` refuses to start."""
+or ``tls.plaintext: true`` ``fuzzball-federate serve`` refuses to start. An https member is
+verified against its ``ca-file``."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from support.cluster import InProcessOrchestrate
 from support.live_api import LoopThread
 
 from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.api.rest import HSTS
 from fuzzball_core.certificates import CertificateAuthority
-from fuzzball_core.config import parse_config
+from fuzzball_core.config import FederateMemberConfig, parse_config
+from fuzzball_core.errors import Unavailable
 from fuzzball_core.tls import client_ssl_context, serving_security
 from fuzzball_federation.main import build, serve
+from fuzzball_federation.members import Member
 from fuzzball_federation.routers.fit import FitRouter
 
 
@@ -117,3 +121,41 @@ def test_federate_without_tls_settings_refuses_to_start_with_exit_2(tmp_path: Pa
     assert result.returncode == 2
     assert "cannot start: tls: no certificate to serve with" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def https_member(tmp_path: Path, ca: CertificateAuthority) -> Iterator[str]:
+    """An Orchestrate serving its REST over TLS with a certificate from ``ca``; its URL."""
+    server = ca.issue_server_certificate(tmp_path / "m.crt", tmp_path / "m.key", ["127.0.0.1"])
+    member = InProcessOrchestrate(
+        {
+            "data-dir": str(tmp_path / "member"),
+            "orchestrate": {
+                "grpc-listen": f"127.0.0.1:{_free_port()}",
+                "rest-listen": f"127.0.0.1:{_free_port()}",
+            },
+            "tls": {"cert-file": str(server.cert_file), "key-file": str(server.key_file)},
+        }
+    )
+    try:
+        _version(member.rest_url, client_ssl_context(ca.cert_file))  # once it listens
+        yield member.rest_url
+    finally:
+        member.close()
+
+
+def test_federate_reaches_an_https_member_trusting_the_members_ca_file(
+    https_member: str, ca: CertificateAuthority
+) -> None:
+    config = FederateMemberConfig(name="onprem", address=https_member, ca_file=ca.cert_file)
+    member = Member(config, timeout=10)
+    try:
+        assert member.client().version() == FUZZBALL_API_RELEASE
+    finally:
+        member.close()
+
+
+def test_federate_calls_an_https_member_without_its_ca_unreachable(https_member: str) -> None:
+    member = Member(FederateMemberConfig(name="onprem", address=https_member), timeout=10)
+    with pytest.raises(Unavailable, match=r"cluster onprem: unreachable.*CERTIFICATE_VERIFY"):
+        member.client()
