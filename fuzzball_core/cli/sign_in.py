@@ -139,9 +139,10 @@ def _expired(response: httpx.Response) -> bool:
 
 class RenewingBearer(httpx.Auth):
     """Sends the context's API token; on a 401 saying it expired, renews it (``renew``)
-    and sends the request once more."""
+    and sends the request once more.
 
-    requires_response_body = True
+    Only a 401's (short) body is read here: any other answer reaches the caller unread, so
+    that a followed log streams as it comes."""
 
     def __init__(self, token: str, renew: Callable[[], str]) -> None:
         self.token = token
@@ -150,7 +151,10 @@ class RenewingBearer(httpx.Auth):
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers["Authorization"] = f"Bearer {self.token}"
         response = yield request
-        if response.status_code == 401 and _expired(response):
+        if response.status_code != 401:
+            return
+        response.read()
+        if _expired(response):
             self.token = self._renew()
             request.headers["Authorization"] = f"Bearer {self.token}"
             yield request
