@@ -14,12 +14,13 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from fuzzball_core import __version__
 from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import (
+    InvalidArgument,
     NotFound,
     PermissionDenied,
 )
@@ -64,6 +65,12 @@ from fuzzball_core.vocabulary import AccountKind, AuditAction, Permission, Statu
 
 #: Most rows one listing call returns; callers page with ``after_seq``.
 PAGE = 5000
+#: The orders a workflow listing may take, and the column expression each sorts by: a
+#: workflow never started sorts as 0 by its start, so paging by it needs no NULL cases.
+WORKFLOW_ORDERS = {
+    "submitted": Workflow.created_at,
+    "started": func.coalesce(Workflow.started_at, 0.0),
+}
 #: The kinds of service account whose holds are attributed to them rather than to ``admin``.
 SERVICE_HOLD_SOURCES = {
     AccountKind.MONITORING: "monitoring",
@@ -183,6 +190,59 @@ class SqlOrchestrateService(AccountCalls):
             if not who.may(Permission.READ_CLUSTER):
                 query = query.where(Workflow.account_id == who.account_id)
             return [_workflow_view(w, ()) for w in session.scalars(query)]
+
+    def list_workflows_page(
+        self,
+        who: Principal,
+        *,
+        order: str = "submitted",
+        ascending: bool = False,
+        status: str | None = None,
+        name: str | None = None,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> tuple[list[WorkflowView], tuple[float, str] | None]:
+        """One page of the caller's workflows (views without stages or file), keyset-paged
+        so that any page costs what the first does, and the key of the next page's start.
+
+        ``order`` is ``submitted`` (created_at) or ``started`` (started_at; one never started
+        sorts as 0), ties broken by id; ``after`` is the (key, id) a previous page returned.
+        ``status`` keeps one status, ``name`` the names containing it (any case). The key
+        returned is None when this page is the last.
+        """
+        if order not in WORKFLOW_ORDERS:
+            raise InvalidArgument(f"order: must be one of {', '.join(WORKFLOW_ORDERS)}")
+        key = WORKFLOW_ORDERS[order]
+        query = select(Workflow).options(
+            defer(Workflow.raw_specification), defer(Workflow.definition_v4)
+        )
+        if not who.may(Permission.READ_CLUSTER):
+            query = query.where(Workflow.account_id == who.account_id)
+        if status:
+            query = query.where(Workflow.status == status)
+        if name:
+            pattern = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            query = query.where(Workflow.name.ilike(f"%{pattern}%", escape="\\"))
+        if after is not None:
+            # (key, id) past the previous page's last row, in the listing's direction
+            past = (
+                or_(key > after[0], and_(key == after[0], Workflow.id > after[1]))
+                if ascending
+                else or_(key < after[0], and_(key == after[0], Workflow.id < after[1]))
+            )
+            query = query.where(past)
+        direction = (
+            (key.asc(), Workflow.id.asc()) if ascending else (key.desc(), Workflow.id.desc())
+        )
+        limit = max(1, min(limit, PAGE))
+        with self.sessions() as session:
+            page = query.add_columns(key).order_by(*direction).limit(limit + 1)
+            rows = list(session.execute(page))
+        views = [_listed_workflow_view(w) for w, _ in rows[:limit]]
+        if len(rows) <= limit:
+            return views, None
+        last, last_key = rows[limit - 1]
+        return views, (float(last_key), last.id)
 
     def get_workflow(self, who: Principal, workflow_id: str) -> WorkflowView:
         with self.sessions() as session:
@@ -546,6 +606,21 @@ def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> Workflo
         error=workflow.error or "",
         raw_specification=workflow.raw_specification,
         stages=stages,
+        annotations=dict(workflow.annotations or {}),
+    )
+
+
+def _listed_workflow_view(workflow: Workflow) -> WorkflowView:
+    """A listing's view: the row's own columns, without the (deferred) file."""
+    return WorkflowView(
+        id=workflow.id,
+        name=workflow.name,
+        status=workflow.status,
+        account_id=workflow.account_id,
+        created_at=workflow.created_at,
+        started_at=workflow.started_at,
+        finished_at=workflow.finished_at,
+        error=workflow.error or "",
         annotations=dict(workflow.annotations or {}),
     )
 
