@@ -72,9 +72,9 @@ _ECC = EccCounters()
 
 
 @hookimpl
-def fuzzball_node_collect_metrics() -> Mapping[str, float]:
-    """GPU ECC error counters, on nodes whose driver reports them."""
-    return _ECC.samples()
+def fuzzball_node_collect_metrics() -> Mapping[str, float] | None:
+    """GPU ECC error counters, on nodes whose driver reports them (None: nothing to add)."""
+    return _ECC.samples() or None
 
 
 @hookimpl

@@ -24,4 +24,6 @@ def test_disabled_hook_plugin_is_listed_but_not_called():
     (record,) = registry.find(HOOK_GROUP, "procfs-metrics")
     assert record.status == "broken"
     assert "disabled" in record.error
-    assert registry.hook.fuzzball_node_collect_metrics(node_id="n1") == []
+    # other metrics plugins (node health, GPU ECC) may answer; procfs's samples are absent
+    answers = registry.hook.fuzzball_node_collect_metrics(node_id="n1")
+    assert not any("fuzzball_node_load1" in answer for answer in answers)
