@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate import service_pools
+from fuzzball_core.orchestrate.endpoints import plausible_reference
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.spec.models import Service
@@ -72,6 +73,8 @@ class EndpointDirectory:
         """Where ``endpoint_id`` leads; None when no such endpoint exists (or it was a
         workflow's own and the workflow ended). Store errors propagate (the proxy answers
         them 503, never 404)."""
+        if not plausible_reference(endpoint_id):
+            return None
         kept = self._ready.get(endpoint_id)
         now = time.monotonic()
         if kept is not None and kept[0] > now:

@@ -118,6 +118,8 @@ def add_endpoint_routes(
     async def listing(request: web.Request) -> web.Response:
         who = principal_of(request)
         workflow_id = request.query.get("workflowId") or None
+        if workflow_id is not None and not endpoints.plausible_reference(workflow_id):
+            raise InvalidArgument("workflowId: not a workflow id")
         with engine.sessions() as session:
             views = endpoints.listed(session, who, workflow_id)
         return web.json_response({"endpoints": [endpoint_json(v, _url(urls, v)) for v in views]})

@@ -170,9 +170,17 @@ def listed(session: Session, who: Principal, workflow_id: str | None = None) -> 
     return [view(row) for row in sorted(rows, key=lambda r: (r.name, r.created_at))]
 
 
+def plausible_reference(reference: str) -> bool:
+    """Whether ``reference`` could name an endpoint (an id or a name: printable, at most 64
+    characters); anything else is looked up nowhere (a database refuses a NUL in a query)."""
+    return 0 < len(reference) <= 64 and reference.isprintable()
+
+
 def find(session: Session, who: Principal, reference: str) -> ServiceEndpoint:
     """The caller's endpoint by id, or its persistent endpoint by name; NotFound otherwise
     (another account's endpoint too, as if it did not exist)."""
+    if not plausible_reference(reference):
+        raise NotFound(f"endpoint {reference[:64]!r} not found")
     row = session.get(ServiceEndpoint, reference)
     if row is None or row.account_id != who.account_id:
         row = _persistent(session, who.account_id, reference)

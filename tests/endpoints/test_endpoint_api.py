@@ -256,3 +256,23 @@ services:
         " (or none, with min 0)"
     ]
     stack.orchestrate.stop_workflow(answer.json()["id"])
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/endpoints/%00nul", 404),
+        ("/endpoints/" + "x" * 300, 404),
+        ("/endpoints/%E2%80%AEbidi", 404),
+        ("/endpoints?workflowId=%00", 400),
+    ],
+)
+def test_a_hostile_reference_is_answered_with_a_status_not_looked_up(
+    stack: ApiStack, owner: str, path: str, status: int
+) -> None:
+    answer = httpx.get(
+        f"{stack.url}/v3{path}", headers={"Authorization": f"Bearer {owner}"}, timeout=30
+    )
+
+    assert answer.status_code == status
+    assert set(answer.json()) == {"code", "message", "details"}
