@@ -82,6 +82,9 @@ setup(
             "monitoring/rules/*.yml",
             "monitoring/alertmanager/*.yml",
             "monitoring/dashboards/*.json",
+            # the Web UI's templates and static files (htmx vendored: no CDN at run time)
+            "webui/templates/*.html",
+            "webui/static/*",
         ],
         "fuzzball_runtime": ["csrc/*.c", "csrc/*.h"],
         "fuzzball_federation": ["**/*.mako"],
@@ -103,6 +106,7 @@ setup(
         "protobuf>=7.35.1",  # what the committed stubs were generated for
         "httpx>=0.27",
         "SQLAlchemy>=2.0",
+        "Jinja2>=3.1",  # the Web UI's server-rendered pages
         "alembic>=1.13",
         "psycopg[binary]>=3.1",
         "aiohttp>=3.9",
@@ -124,6 +128,7 @@ setup(
             "import-linter>=2.1",  # lint-imports: the layering contracts in pyproject.toml
             "mypy>=1.10",
             "schemathesis>=4",  # fuzzes the REST gateway against its served OpenAPI document
+            "selenium>=4.20",  # drives Debian's headless chromium in the Web UI tests
         ],
     },
     entry_points={

@@ -66,6 +66,7 @@ _POLL_INTERVAL = web.AppKey("poll_interval", float)
 _OFFLOAD = web.AppKey("offload_calls", bool)
 _NODE_PATHS = web.AppKey("node_paths", dict)
 _PUBLIC_PATHS = web.AppKey("public_paths", frozenset)
+_PUBLIC_PREFIXES = web.AppKey("public_prefixes", tuple)
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
 _NODE_ID = "{id:[^/:]+}"
@@ -89,13 +90,15 @@ class ExtraRoutes:
     its authenticated caller with ``principal_of(request)``. Requests whose path starts with
     one of ``node_paths`` are not an account's: ``check_node_token(token)`` accepts or refuses
     their bearer token instead (raising ``Unauthenticated``). ``public_paths`` need no token
-    at all (the process's ``/healthz`` and ``/readyz``).
+    at all (the process's ``/healthz`` and ``/readyz``), nor do paths starting with one of
+    ``public_prefixes`` (the Web UI's pages, which sign their visitors in with a cookie).
     """
 
     add: Callable[[web.Application, str, Callable[[web.Request], Principal]], None]
     node_paths: tuple[str, ...] = ()
     check_node_token: Callable[[str], None] | None = None
     public_paths: tuple[str, ...] = ()
+    public_prefixes: tuple[str, ...] = ()
 
 
 def build_rest_app(
@@ -126,6 +129,9 @@ def build_rest_app(
     }
     app[_PUBLIC_PATHS] = frozenset(
         [*VERSION_PATHS, *(path for extra in extra_routes for path in extra.public_paths)]
+    )
+    app[_PUBLIC_PREFIXES] = tuple(
+        prefix for extra in extra_routes for prefix in extra.public_prefixes
     )
     app.on_response_prepare.append(_security_headers)
     base = BASE_PATH
@@ -203,7 +209,8 @@ async def _error_middleware(request: web.Request, handler: Handler) -> web.Strea
 async def _auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     # Unknown paths answer 404 before credentials are looked at, so that clients can probe
     # for the API's version prefix.
-    if request.path in request.app[_PUBLIC_PATHS]:
+    public = request.app[_PUBLIC_PATHS]
+    if request.path in public or request.path.startswith(request.app[_PUBLIC_PREFIXES]):
         return await handler(request)
     if request.match_info.http_exception is None:
         node_check = _node_token_check(request)

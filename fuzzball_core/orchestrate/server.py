@@ -52,6 +52,8 @@ from fuzzball_core.store.database import connect, migrate, probe, session_factor
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.tls import serving_security
+from fuzzball_core.webui.app import webui_routes
+from fuzzball_core.webui.context import WebUi
 
 log = logging.getLogger("fuzzball.orchestrate")
 
@@ -136,8 +138,15 @@ def rest_app(orchestrate: Orchestrate) -> web.Application:
             oidc_routes(orchestrate.service),
             orchestrate.endpoints.routes,
             *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
+            webui_routes(web_ui(orchestrate)),
         ],
     )
+
+
+def web_ui(orchestrate: Orchestrate) -> WebUi:
+    """What the Web UI's pages (served at ``/``) read and act through."""
+    service = orchestrate.service
+    return WebUi(service, service.identity, service.accounts, service.sessions, orchestrate.secrets)
 
 
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:

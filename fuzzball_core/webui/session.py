@@ -1,0 +1,119 @@
+"""Signed-in visitors: the session cookie, CSRF tokens, and the wrapper every page uses.
+
+The session cookie holds an API token of the visitor's personal account (issued at sign-in,
+revoked at sign-out, expiring with ``accounts.token-lifetime``). It is HttpOnly (no script
+reads it), SameSite=Strict, Path=/, and Secure when the page came over HTTPS. A session's
+CSRF token is derived from the session token (an HMAC keyed with it), so only a page served
+to that session can know it; every request that is not a GET must carry it, as the form
+field ``csrf`` or the header ``X-CSRF-Token`` (htmx sends the header).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from aiohttp import web
+
+from fuzzball_core.errors import FuzzballError, Unauthenticated
+from fuzzball_core.service.views import Principal
+from fuzzball_core.webui.context import UI
+from fuzzball_core.webui.render import html
+
+SESSION_COOKIE = "fuzzball_session"
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "X-CSRF-Token"
+SIGN_IN_PATH = "/signin"
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """A signed-in visitor: who they act as, and their session's CSRF token."""
+
+    who: Principal
+    csrf: str
+
+
+PageHandler = Callable[[web.Request, Visitor], Awaitable[web.StreamResponse]]
+
+
+def csrf_token(session_token: str) -> str:
+    """The CSRF token of the session whose cookie holds ``session_token``."""
+    return hmac.new(session_token.encode(), b"fuzzball-webui-csrf", hashlib.sha256).hexdigest()
+
+
+def set_session(request: web.Request, response: web.StreamResponse, token: str) -> None:
+    """Put ``token`` in the session cookie of ``response``."""
+    response.set_cookie(
+        SESSION_COOKIE, token, path="/", httponly=True, samesite="Strict", secure=request.secure
+    )
+
+
+def clear_session(response: web.StreamResponse) -> None:
+    """Tell the browser to forget its session cookie."""
+    response.del_cookie(SESSION_COOKIE, path="/")
+
+
+def sign_in_redirect(request: web.Request, *, expired: bool) -> web.StreamResponse:
+    """Send the visitor to the sign-in page, to come back to this page afterwards.
+
+    htmx requests get ``HX-Redirect`` instead of a 303, so that the whole page goes to the
+    sign-in form rather than a fragment of it being swapped into the page."""
+    back = request.path_qs if request.method in _SAFE_METHODS else "/"
+    target = f"{SIGN_IN_PATH}?next={quote(back, safe='')}" + ("&expired=1" if expired else "")
+    response: web.StreamResponse
+    if request.headers.get("HX-Request") == "true":
+        response = web.Response(status=200, headers={"HX-Redirect": target})
+    else:
+        response = web.Response(status=303, headers={"Location": target})
+    if expired:
+        clear_session(response)
+    return response
+
+
+async def _csrf_ok(request: web.Request, expected: str) -> bool:
+    sent = request.headers.get(CSRF_HEADER)
+    if sent is None and request.content_type in (
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
+        sent = str((await request.post()).get(CSRF_FIELD, ""))
+    return sent is not None and hmac.compare_digest(sent.encode(), expected.encode())
+
+
+def error_page(visitor: Visitor | None, error: FuzzballError) -> web.Response:
+    """The page saying what went wrong, with the error's HTTP status."""
+    return html("error.html", status=error.http_status, visitor=visitor, message=error.message)
+
+
+def page(handler: PageHandler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A page for signed-in visitors only.
+
+    No session: the sign-in page. An expired or revoked one: the sign-in page saying so. A
+    request that changes something without the session's CSRF token: 403. A refusal or bad
+    input from the services: an error page with its status and message."""
+
+    @functools.wraps(handler)
+    async def serve(request: web.Request) -> web.StreamResponse:
+        token = request.cookies.get(SESSION_COOKIE)
+        if not token:
+            return sign_in_redirect(request, expired=False)
+        try:
+            who = request.app[UI].service.authenticate(token)
+        except Unauthenticated:
+            return sign_in_redirect(request, expired=True)
+        visitor = Visitor(who, csrf_token(token))
+        if request.method not in _SAFE_METHODS and not await _csrf_ok(request, visitor.csrf):
+            message = "this form is stale or came from another site (no valid CSRF token)"
+            return html("error.html", status=403, visitor=visitor, message=message)
+        try:
+            return await handler(request, visitor)
+        except FuzzballError as exc:
+            return error_page(visitor, exc)
+
+    return serve
