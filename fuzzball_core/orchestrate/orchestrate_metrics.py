@@ -27,7 +27,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.orchestrate.alert_holds import AlertHolds, pool_of
@@ -73,7 +73,16 @@ class OrchestrateCollector(Collector):
             node_list = list(session.scalars(select(Node).where(Node.status != DEPROVISIONED)))
             names = {node.id: node.name for node in node_list}
             failures: Counter[tuple[str, str]] = Counter()
-            failed = session.scalars(select(Run).where(Run.status == Status.FAILED))
+            # only runs that may be the node's fault: a command's own failure has its exit code
+            failed = session.scalars(
+                select(Run).where(
+                    Run.status == Status.FAILED,
+                    or_(
+                        Run.failure_cause == NODE_CAUSE,
+                        and_(Run.failure_cause.is_(None), Run.exit_code.is_(None)),
+                    ),
+                )
+            )
             for run in failed:
                 reason = failure_reason(run)
                 if reason is None:

@@ -11,6 +11,7 @@ import pytest
 from support.monitoring import Receiver
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.store.models import Run, Stage, Workflow
 
 
 def _get(receiver: Receiver, path: str, token: str, **params: str) -> httpx.Response:
@@ -133,3 +134,55 @@ def test_the_proxy_answers_503_for_a_node_that_is_not_connected(
     receiver.register("node-1")  # scripted: no stream behind it
     reply = _get(receiver, "/v4/metrics/node", receiver.token, node="node-1")
     assert reply.status_code == 503 and "not connected" in reply.json()["message"]
+
+
+def test_failures_are_attributed_to_nodes_by_reason_and_a_commands_own_exit_is_not(
+    make_receiver: Callable[..., Receiver],
+) -> None:
+    receiver = make_receiver()
+    node_id = receiver.register("node-1")
+    sessions = receiver.orchestrate.orchestrate.engine.sessions
+    admin = receiver.orchestrate.admin
+    with sessions() as session:  # a finished workflow's records, as the engine leaves them
+        session.add(
+            Workflow(
+                id="wf-1",
+                account_id=admin.account_id,
+                name="history",
+                status="FAILED",
+                raw_specification="",
+                definition_v4="",
+                created_at=0.0,
+            )
+        )
+        session.flush()  # the workflow row before the stage that points to it
+        stage = Stage(
+            workflow_id="wf-1", name="jobs.work", kind="job", status="FAILED", created_at=0.0
+        )
+        session.add(stage)
+        session.flush()
+        for failure_cause, exit_code, message in (
+            ("node", None, "node node-1 stopped responding"),
+            ("node", None, "evicted from node node-1: bad DIMM"),
+            (None, None, "the image could not be mounted"),
+            (None, 1, "exited with 1"),
+        ):
+            session.add(
+                Run(
+                    workflow_id="wf-1",
+                    stage_id=stage.id,
+                    status="FAILED",
+                    node_ids=[node_id],
+                    failure_cause=failure_cause,
+                    exit_code=exit_code,
+                    message=message,
+                    created_at=0.0,
+                )
+            )
+        session.commit()
+    text = _get(receiver, "/v4/metrics", receiver.token).text
+    for reason in ("node_lost", "evicted", "start_failed"):
+        assert (
+            f'fuzzball_node_attributed_job_failures_total{{node="node-1",reason="{reason}"}} 1.0'
+            in text
+        )
