@@ -29,8 +29,11 @@ from typing import Any
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument
 from fuzzball_core.scheduling import Scheduler
+from fuzzball_core.vocabulary import InstanceState
 
 __all__ = [
+    "BOOTSTRAP_CA_PATH",
+    "BOOTSTRAP_CONFIG_PATH",
     "DEFAULT_IMAGE_RETRY",
     "DRIVER_INTERFACES",
     "IMAGE_CONFIG_SUFFIX",
@@ -38,6 +41,8 @@ __all__ = [
     "ImageBackend",
     "ImageConfig",
     "InstanceSpec",
+    "Launch",
+    "NodeBootstrap",
     "ProvisionedInstance",
     "Provisioner",
     "ResolvedImage",
@@ -240,7 +245,11 @@ class ImageBackend(ABC):
 
 @dataclass(frozen=True)
 class InstanceSpec:
-    """What a provisioner definition offers: one shape of node it can create."""
+    """What a provisioner definition offers: one shape of node its driver can create.
+
+    ``definition`` is the definition's id; ``driver_config`` its driver-specific settings
+    (an AWS instance type and AMI, an on-prem inventory, ...), exactly as configured.
+    """
 
     definition: str
     cores: int
@@ -248,39 +257,204 @@ class InstanceSpec:
     devices: Mapping[str, int] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     cost_per_hour: float = 0.0
+    driver_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One instance Orchestrate asks a driver to create.
+
+    ``name`` is chosen by Orchestrate and never reused (the node registers under it; a driver
+    names or tags the instance with it). ``user_data`` is what the instance boots with (see
+    :class:`NodeBootstrap`): it carries the instance's one-time registration token and no
+    other secret. A driver must not log it.
+    """
+
+    name: str
+    user_data: str
 
 
 @dataclass(frozen=True)
 class ProvisionedInstance:
-    """A node a provisioner created (or adopted) and can later tear down."""
+    """An instance as its driver sees it.
+
+    ``instance_id`` is the driver's own id (an EC2 instance id, an inventory host, a pid);
+    ``name`` the :attr:`Launch.name` it was created for; ``state`` one of
+    :class:`~fuzzball_core.vocabulary.InstanceState`'s values; ``detail`` why, for ERROR.
+    """
 
     instance_id: str
+    name: str
     definition: str
+    state: InstanceState = InstanceState.CREATING
     address: str | None = None
-    state: str = "pending"
+    detail: str = ""
 
 
 class Provisioner(ABC):
-    """Creates and tears down compute nodes for one infrastructure (AWS, GCP, OCI, on-prem)."""
+    """Creates and deletes compute nodes on one infrastructure (AWS, GCP, OCI, on-prem, ...).
+
+    A driver is a thin layer over its infrastructure's own API. Orchestrate's provisioning
+    loop decides *when* (waiting work no node can hold, idle nodes, deadlines) and keeps the
+    records; the driver only does what it is told and reports what exists. Calls come from a
+    worker thread, never from the engine's pass, so a driver may block on its API.
+
+    Rules every driver keeps:
+
+    - :meth:`create` returns as soon as the infrastructure accepted the request; the node
+      registers with Orchestrate by itself, from its user data.
+    - :meth:`delete` is idempotent and deletes only the instance named: an id the driver
+      does not know, or one already gone, is not an error.
+    - Nothing secret in logs or errors: the user data holds the registration token.
+    - ``directives`` (the API's ``backendDirectives``) a driver does not understand are refused
+      by :meth:`check_directives` (InvalidArgument naming them), never ignored.
+    """
+
+    #: the backend directives this driver understands: name -> what it does
+    directives: Mapping[str, str] = {}
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}
 
-    @abstractmethod
-    def offers(self) -> Sequence[InstanceSpec]:
-        """The node shapes this provisioner can create."""
+    def check_definition(self, definition: InstanceSpec) -> None:  # noqa: B027  (optional)
+        """Refuse a definition this driver could never create (``InvalidArgument`` naming the
+        setting), when the configuration is loaded; the default accepts any."""
+
+    def check_directives(self, directives: Mapping[str, str]) -> None:
+        """Refuse directives this driver does not understand, naming them."""
+        unknown = sorted(set(directives) - set(self.directives))
+        if unknown:
+            known = ", ".join(sorted(self.directives)) or "none"
+            raise InvalidArgument(
+                f"backendDirectives: {', '.join(unknown)} not understood by this provisioner"
+                f" (it understands: {known})"
+            )
 
     @abstractmethod
-    def provision(self, spec: InstanceSpec, *, count: int = 1) -> Sequence[ProvisionedInstance]:
-        """Start ``count`` nodes of shape ``spec``; return them as soon as they are requested."""
+    def create(
+        self,
+        definition: InstanceSpec,
+        launches: Sequence[Launch],
+        *,
+        annotations: Mapping[str, str],
+        ttl: float | None = None,
+        directives: Mapping[str, str] | None = None,
+    ) -> Sequence[ProvisionedInstance]:
+        """Create one instance per launch of shape ``definition``; return them in order.
+
+        ``annotations`` are the instance's (tags or labels where the infrastructure has them);
+        ``ttl`` the seconds it may live (Orchestrate deletes it then; a driver may also tell
+        its infrastructure). Raises a ``FuzzballError`` when nothing was created; an instance
+        that failed on its own comes back with state ERROR and a ``detail``.
+        """
 
     @abstractmethod
-    def deprovision(self, instance_id: str) -> None:
-        """Tear down one node. Idempotent: an instance already gone is not an error."""
+    def delete(self, instance_id: str) -> None:
+        """Delete one instance. Idempotent: an instance already gone is not an error."""
+
+    @abstractmethod
+    def describe(self, instance_id: str) -> ProvisionedInstance | None:
+        """One instance as the infrastructure sees it now; None when it does not exist."""
 
     @abstractmethod
     def list_instances(self) -> Sequence[ProvisionedInstance]:
-        """Every instance this provisioner currently manages, with its state."""
+        """Every instance this driver created and that is not yet deleted."""
+
+
+#: where :class:`NodeBootstrap`'s user data writes the node's configuration
+BOOTSTRAP_CONFIG_PATH = "/etc/fuzzball/config.yaml"
+#: where it writes the cluster's CA certificate (when the cluster has one)
+BOOTSTRAP_CA_PATH = "/etc/fuzzball/ca.pem"
+_CLOUD_CONFIG = "#cloud-config\n"
+
+
+@dataclass(frozen=True)
+class NodeBootstrap:
+    """What a provisioned node boots with: the user data every driver hands its instance.
+
+    The user data is a cloud-config document that writes a Fuzzball configuration file
+    (mode 0600, so neither cloud-init's console output nor other users see the token) and
+    starts ``fuzzball-substrate`` on it. Its only secret is ``registration_token``: the
+    instance's own one-time token, good for registering this instance's name until its
+    deadline and nothing else; the cluster's node token never leaves Orchestrate.
+
+    A driver that does not boot cloud images (``local``, ``onprem``) reads it back with
+    :meth:`parse` and starts the Substrate itself from :meth:`config_document`.
+    """
+
+    orchestrate_address: str
+    node_name: str
+    registration_token: str
+    #: the PEM of the cluster's CA, so the node trusts Orchestrate's certificate; "" for none
+    ca_pem: str = ""
+    #: the node dials Orchestrate without TLS (the cluster's ``tls.plaintext``)
+    plaintext: bool = False
+    #: further ``substrate`` settings (work-dir, cores, ...) for drivers that need them
+    substrate: Mapping[str, Any] = field(default_factory=dict)
+
+    def config_document(self, ca_file: str = BOOTSTRAP_CA_PATH) -> dict[str, Any]:
+        """The Fuzzball configuration file's content for this node, its CA (when it has one)
+        read from ``ca_file``."""
+        substrate: dict[str, Any] = {
+            **dict(self.substrate),
+            "orchestrate-address": self.orchestrate_address,
+            "node-name": self.node_name,
+            "node-token": self.registration_token,
+        }
+        document: dict[str, Any] = {"substrate": substrate}
+        tls: dict[str, Any] = {}
+        if self.ca_pem:
+            tls["ca-file"] = ca_file
+        if self.plaintext:
+            tls["plaintext"] = True
+        if tls:
+            document["tls"] = tls
+        return document
+
+    def render(self) -> str:
+        """The cloud-config user data."""
+        files = [
+            {
+                "path": BOOTSTRAP_CONFIG_PATH,
+                "permissions": "0600",
+                "owner": "root:root",
+                "content": json.dumps(self.config_document(), indent=1, sort_keys=True),
+            }
+        ]
+        if self.ca_pem:
+            files.append({"path": BOOTSTRAP_CA_PATH, "permissions": "0644", "content": self.ca_pem})
+        document = {
+            "write_files": files,
+            "runcmd": [["fuzzball-substrate", "--config", BOOTSTRAP_CONFIG_PATH, "serve"]],
+        }
+        # JSON is YAML: cloud-init reads this, and parse() needs no YAML library here
+        return _CLOUD_CONFIG + json.dumps(document, indent=1)
+
+    @classmethod
+    def parse(cls, user_data: str) -> NodeBootstrap:
+        """Read back what :meth:`render` wrote (``InvalidArgument`` for anything else)."""
+        if not user_data.startswith(_CLOUD_CONFIG):
+            raise InvalidArgument("user data: not a Fuzzball node's cloud-config")
+        try:
+            document = json.loads(user_data[len(_CLOUD_CONFIG) :])
+            files = {item["path"]: item["content"] for item in document["write_files"]}
+            config = json.loads(files[BOOTSTRAP_CONFIG_PATH])
+            substrate = dict(config["substrate"])
+            address = substrate.pop("orchestrate-address")
+            name = substrate.pop("node-name")
+            token = substrate.pop("node-token")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgument(
+                f"user data: not a Fuzzball node's cloud-config ({exc})"
+            ) from None
+        return cls(
+            orchestrate_address=str(address),
+            node_name=str(name),
+            registration_token=str(token),
+            ca_pem=str(files.get(BOOTSTRAP_CA_PATH, "")),
+            plaintext=bool((config.get("tls") or {}).get("plaintext", False)),
+            substrate=substrate,
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,6 +52,22 @@ class NodeStatus(StrEnum):
     DEPROVISIONED = "DEPROVISIONED"
 
 
+class InstanceState(StrEnum):
+    """Where a provisioned instance is in its life (the swagger's
+    ``AdminProvisionerInstanceState`` without the prefix).
+
+    CREATING: asked of the driver, not yet registered as a node; CREATED: its node registered;
+    DELETING: the driver was asked to delete it (exactly once); DELETED: gone; ERROR: the
+    driver failed to create it (the instance's ``detail`` says why).
+    """
+
+    CREATING = "CREATING"
+    CREATED = "CREATED"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+    ERROR = "ERROR"
+
+
 class AccountKind(StrEnum):
     """What an account is, set when it is created: what it may do beyond its own workflows.
 
@@ -279,6 +295,16 @@ class EventKind(StrEnum):
     #: monitoring asked for a hold it may not place (the ceiling, health.disabled)
     NODE_HOLD_REFUSED = "node_hold_refused"
     NODE_DEPROVISIONED = "node_deprovisioned"
+
+    # Provisioning (a node asked of a provisioner definition, from request to teardown).
+    INSTANCE_REQUESTED = "instance_requested"
+    INSTANCE_CREATE_FAILED = "instance_create_failed"
+    INSTANCE_REGISTERED = "instance_registered"
+    INSTANCE_IDLE = "instance_idle"
+    INSTANCE_DELETING = "instance_deleting"
+    INSTANCE_DELETED = "instance_deleted"
+    #: an instance that never registered, deleted after its registration deadline
+    INSTANCE_NEVER_REGISTERED = "instance_never_registered"
 
 
 #: The events of image stages, which ``fuzzball workflow status --watch`` shows as progress.
