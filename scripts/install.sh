@@ -16,6 +16,7 @@ APT_PACKAGES=(
   mpich libmpich-dev
   openmpi-bin libopenmpi-dev
   prometheus prometheus-alertmanager prometheus-node-exporter
+  chromium chromium-driver
 )
 
 missing=()

@@ -46,7 +46,7 @@ def workflow_counts(ui: WebUi, who: Principal) -> dict[str, int]:
         .group_by(Workflow.status)
     )
     with ui.sessions() as session:
-        counts = dict(session.execute(_visible(who, query)).tuples().all())
+        counts = {status: count for status, count in session.execute(_visible(who, query))}
     return {
         "running": int(counts.get(Status.STARTED.value, 0)),
         "pending": int(counts.get(Status.PENDING.value, 0)),
@@ -62,7 +62,7 @@ def recent_failures(ui: WebUi, who: Principal, limit: int = RECENT_FAILURES) -> 
         .limit(limit)
     )
     with ui.sessions() as session:
-        return [Failure(*row) for row in session.execute(_visible(who, query)).tuples()]
+        return [Failure(*row) for row in session.execute(_visible(who, query))]
 
 
 def node_counts(ui: WebUi, who: Principal) -> dict[str, int] | None:

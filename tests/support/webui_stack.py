@@ -20,6 +20,7 @@ from aiohttp import web
 from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.orchestrate.identity_routes import identity_routes
+from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import User
 from fuzzball_core.webui.app import webui_routes
 from fuzzball_core.webui.context import WebUi
@@ -78,6 +79,10 @@ class WebUiStack:
             return f"http://{host}:{port}"
 
         self.url = loop.run(start())
+
+    def admin_principal(self) -> Principal:
+        """Who the administrator acts as when signed in."""
+        return self.stack.service.identity.login_principal(self.admin.user_id)
 
     def close(self) -> None:
         self.loop.run(self._runner.cleanup())

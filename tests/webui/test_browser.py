@@ -1,0 +1,160 @@
+"""The Web UI in headless Chromium: signing in, the session cookie, the security policy,
+node holds from the nodes page, and what a member without node permissions sees.
+
+Screenshots of the dashboard and the nodes page are written to docs/screenshots/ (the
+README shows them), so they follow the pages as they change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+from support.browser import console_errors
+from support.webui_stack import PASSWORD, Person, WebUiStack
+
+pytestmark = pytest.mark.slow
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def sign_in(browser: Any, ui: WebUiStack, person: Person, page: str = "/") -> None:
+    """Sign ``person`` in through the form, starting from ``page``."""
+    browser.get(f"{ui.url}{page}")
+    browser.find_element(By.ID, "email").send_keys(person.email)
+    browser.find_element(By.ID, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    WebDriverWait(browser, 10).until(
+        expected_conditions.presence_of_element_located((By.ID, "main"))
+    )
+    WebDriverWait(browser, 10).until(lambda driver: "/signin" not in driver.current_url)
+
+
+def hold_state_of(browser: Any, node_id: str) -> str:
+    return browser.find_element(By.CSS_SELECTOR, f"#node-{node_id} .hold-state").text
+
+
+def wait_for_hold_state(browser: Any, node_id: str, state: str) -> None:
+    """Wait until the reloaded nodes page shows ``node_id`` in ``state``."""
+    WebDriverWait(
+        browser, 10, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)
+    ).until(lambda driver: hold_state_of(driver, node_id) == state)
+
+
+def test_signing_in_opens_the_page_asked_for(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    browser.get(f"{ui.url}/nodes")
+    assert "/signin" in browser.current_url  # not signed in yet
+    sign_in(browser, ui, ui.admin, page="/nodes")
+    assert browser.current_url == f"{ui.url}/nodes"
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Nodes"
+    assert ui.admin.email in browser.find_element(By.CSS_SELECTOR, ".who").text
+
+
+def test_a_wrong_password_is_refused_on_the_form(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    browser.get(f"{ui.url}/signin")
+    browser.find_element(By.ID, "email").send_keys(ui.member.email)
+    browser.find_element(By.ID, "password").send_keys("not-the-password")
+    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    error = WebDriverWait(browser, 10).until(
+        expected_conditions.presence_of_element_located((By.ID, "signin-error"))
+    )
+    assert "invalid" in error.text.lower() or "password" in error.text.lower()
+    assert browser.get_cookie("fuzzball_session") is None
+
+
+def test_the_session_cookie_is_not_readable_from_script(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    sign_in(browser, ui, ui.member)
+    cookie = browser.get_cookie("fuzzball_session")
+    assert cookie is not None and cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert "fuzzball_session" not in browser.execute_script("return document.cookie")
+
+
+def test_pages_log_no_console_errors(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    sign_in(browser, ui, ui.admin)
+    for page in ("/", "/nodes", f"/nodes/{ui.nodes[0].id}", "/nodes?sort=cores&order=desc"):
+        browser.get(f"{ui.url}{page}")
+        # the script ran (dates localized, htmx loaded): the CSP let this origin's files in
+        assert browser.execute_script("return typeof htmx") == "object"
+        assert console_errors(browser) == [], page
+
+
+def test_pages_carry_the_content_security_policy(ui: WebUiStack) -> None:
+    for page in ("/signin", "/static/fuzzball.js"):
+        headers = httpx.get(f"{ui.url}{page}").headers
+        policy = headers["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+        assert "unsafe-inline" not in policy
+        assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_cordon_and_uncordon_change_the_hold_column(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    node = ui.nodes[0]
+    sign_in(browser, ui, ui.admin, page="/nodes")
+    assert hold_state_of(browser, node.id) == "ready"
+    browser.find_element(By.ID, f"reason-{node.id}").send_keys("disk check")
+    browser.find_element(By.CSS_SELECTOR, f"button[aria-label='Cordon {node.name}']").click()
+    wait_for_hold_state(browser, node.id, "cordoned")
+    holds = browser.find_element(By.CSS_SELECTOR, f"#node-{node.id} .holds").text
+    assert holds == "cordon (admin)"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "nodes.png"))
+    browser.find_element(By.CSS_SELECTOR, f"button[aria-label='Uncordon {node.name}']").click()
+    wait_for_hold_state(browser, node.id, "ready")
+    assert console_errors(browser) == []
+
+
+def test_the_dashboard_counts_nodes_by_hold_state(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    held = ui.nodes[1]
+    hold = ui.stack.add_hold(ui.admin_principal(), held.id, "cordon", "screenshot")
+    try:
+        sign_in(browser, ui, ui.admin)
+        assert browser.find_element(By.ID, "nodes-ready").text == "1"
+        assert browser.find_element(By.ID, "nodes-cordoned").text == "1"
+        assert browser.find_element(By.ID, "nodes-offline").text == "0"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SCREENSHOTS / "dashboard.png"))
+    finally:
+        ui.stack.release_hold(ui.admin_principal(), held.id, hold.id)
+
+
+def test_a_member_sees_no_node_actions(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    sign_in(browser, ui, ui.member)
+    assert "does not show the cluster's nodes" in browser.find_element(By.ID, "main").text
+    assert browser.find_elements(By.CSS_SELECTOR, "button[aria-label^='Cordon']") == []
+    browser.get(f"{ui.url}/nodes")
+    assert browser.find_elements(By.CSS_SELECTOR, "button[aria-label^='Cordon']") == []
+    assert "read_nodes" in browser.find_element(By.CSS_SELECTOR, "[role=alert]").text
+
+
+def test_an_expired_session_returns_to_sign_in_saying_so(
+    fresh_browser: Any, ui: WebUiStack
+) -> None:
+    browser = fresh_browser
+    sign_in(browser, ui, ui.member)
+    ui.stack.service.accounts.revoke(browser.get_cookie("fuzzball_session")["value"])
+    browser.get(f"{ui.url}/")
+    assert "/signin" in browser.current_url
+    assert "session has expired" in browser.find_element(By.CSS_SELECTOR, "[role=status]").text
+
+
+def test_signing_out_revokes_the_session(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    sign_in(browser, ui, ui.member)
+    token = browser.get_cookie("fuzzball_session")["value"]
+    browser.find_element(By.CSS_SELECTOR, ".signout button").click()
+    WebDriverWait(browser, 10).until(lambda driver: "signed_out" in driver.current_url)
+    answer = httpx.get(f"{ui.url}/v3/workflows", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 401

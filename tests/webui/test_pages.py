@@ -1,0 +1,108 @@
+"""The Web UI's pages over HTTP without a browser: CSRF, refusals, the dashboard's counts."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import httpx
+import pytest
+from support.webui_stack import PASSWORD, Person, WebUiStack
+
+from fuzzball_core.orchestrate.service import PAGE
+from fuzzball_core.store.models import Workflow
+
+pytestmark = pytest.mark.slow
+
+
+def signed_in(ui: WebUiStack, person: Person) -> tuple[httpx.Client, str]:
+    """A client signed in as ``person``, and its session's CSRF token."""
+    client = httpx.Client(base_url=ui.url)
+    form = client.get("/signin")
+    guard = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert guard is not None
+    answer = client.post(
+        "/signin", data={"csrf": guard[1], "email": person.email, "password": PASSWORD}
+    )
+    assert answer.status_code == 303, answer.text
+    page = client.get("/")
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token is not None
+    return client, token[1]
+
+
+def test_a_hold_without_the_csrf_token_is_refused(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.admin)
+    node = ui.nodes[0]
+    answer = client.post(f"/nodes/{node.id}/cordon", data={"reason": "forged"})
+    assert answer.status_code == 403
+    assert "CSRF" in answer.text
+    assert ui.stack.get_node(ui.admin_principal(), node.id).holds == ()
+
+
+def test_the_server_refuses_a_members_hold(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    answer = client.post(f"/nodes/{ui.nodes[0].id}/cordon", data={"csrf": csrf})
+    assert answer.status_code == 403
+    assert "hold_nodes" in answer.text or "read_nodes" in answer.text
+    assert ui.stack.get_node(ui.admin_principal(), ui.nodes[0].id).holds == ()
+
+
+def test_the_sign_in_form_refuses_a_post_from_elsewhere(ui: WebUiStack) -> None:
+    answer = httpx.post(f"{ui.url}/signin", data={"email": ui.admin.email, "password": PASSWORD})
+    assert answer.status_code == 403
+    assert "fuzzball_session" not in answer.cookies
+
+
+def test_a_bad_sort_column_is_a_400_naming_it(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.admin)
+    answer = client.get("/nodes?sort=bogus")
+    assert answer.status_code == 400
+    assert "sort: must be one of" in answer.text
+
+
+def test_the_next_page_stays_on_this_site(ui: WebUiStack) -> None:
+    client = httpx.Client(base_url=ui.url)
+    guard = re.search(r'name="csrf" value="([^"]+)"', client.get("/signin").text)
+    assert guard is not None
+    answer = client.post(
+        "/signin",
+        data={
+            "csrf": guard[1],
+            "email": ui.member.email,
+            "password": PASSWORD,
+            "next": "//evil.example/",
+        },
+    )
+    assert answer.headers["Location"] == "/"
+
+
+def add_workflows(ui: WebUiStack, account_id: str, status: str, count: int) -> None:
+    """``count`` workflow rows of ``status`` in ``account_id``, written to the store."""
+    now = time.time()
+    with ui.stack.service.sessions() as session, session.begin():
+        for number in range(count):
+            session.add(
+                Workflow(
+                    id=str(uuid.uuid4()), account_id=account_id, name=f"{status.lower()}-{number}",
+                    status=status, raw_specification="", definition_v4="", created_at=now,
+                    finished_at=now if status == "FAILED" else None,
+                    error="exit code 1" if status == "FAILED" else "",
+                )
+            )  # fmt: skip
+
+
+def test_the_dashboard_counts_every_running_and_pending_workflow(ui: WebUiStack) -> None:
+    # more than a listing's page (PAGE), so a count that is a page's length would be short;
+    # another organization's workflows are not the member's to count
+    who = ui.stack.service.identity.login_principal(ui.member.user_id)
+    add_workflows(ui, who.account_id, "PENDING", PAGE + 3)
+    add_workflows(ui, who.account_id, "STARTED", 2)
+    add_workflows(ui, ui.admin_principal().account_id, "STARTED", 4)
+    add_workflows(ui, who.account_id, "FAILED", 1)
+    client, _ = signed_in(ui, ui.member)
+    page = client.get("/").text
+    assert re.search(r'id="count-pending"><a [^>]*>(\d+)<', page)[1] == str(PAGE + 3)  # type: ignore[index]
+    assert re.search(r'id="count-running"><a [^>]*>(\d+)<', page)[1] == "2"  # type: ignore[index]
+    assert "failed-0" in page and "exit code 1" in page
