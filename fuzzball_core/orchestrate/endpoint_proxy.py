@@ -322,7 +322,6 @@ class EndpointProxy:
     ) -> web.StreamResponse:
         assert self._client is not None
         body = request.content if request.body_exists else None
-        response: web.StreamResponse | None = None
         try:
             async with self._client.request(
                 request.method,
@@ -347,13 +346,8 @@ class EndpointProxy:
                     status=answer.status, reason=answer.reason, headers=headers
                 )
                 await response.prepare(request)
-                async for chunk in answer.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
+                return await _stream(request, response, answer, upstream)
         except (TimeoutError, aiohttp.ClientConnectionError) as exc:
-            if response is not None and response.prepared:
-                raise  # the answer has begun: the client sees the connection cut
             log.info("endpoint service at %s did not answer: %s", upstream.url, exc)
             return _status_response(
                 _BadGateway("the endpoint's service did not answer; try again shortly")
@@ -423,6 +417,30 @@ async def _pump_both(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _stream(
+    request: web.Request,
+    response: web.StreamResponse,
+    answer: aiohttp.ClientResponse,
+    upstream: Upstream,
+) -> web.StreamResponse:
+    """Pass the service's answer on as it arrives. A client that left ends it quietly; a
+    service that cut its answer cuts the client's connection too, so the client never takes
+    a part for the whole."""
+    try:
+        async for chunk in answer.content.iter_any():
+            try:
+                await response.write(chunk)
+            except ConnectionError:
+                return response  # the client left: nobody to answer
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        log.warning("endpoint service at %s cut its answer: %s", upstream.url, exc)
+        if request.transport is not None:
+            request.transport.abort()
+        return response
+    await response.write_eof()
+    return response
 
 
 def _is_websocket(request: web.Request) -> bool:

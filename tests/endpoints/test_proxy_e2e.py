@@ -4,6 +4,7 @@ aiohttp through the proxy (docs/endpoints.md)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -199,6 +200,31 @@ def test_a_request_body_reaches_the_service_whole(
     assert answer.status_code == 200
     assert answer.headers["X-Received"] == str(len(body))
     assert answer.content == body
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+def test_a_client_leaving_mid_stream_leaves_no_error_behind(
+    stack: EndpointCluster, people: People, aiohttp_image: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    workflow_id, endpoint_id = serving(stack, people.alice, aiohttp_service(aiohttp_image), "app")
+    base = f"{stack.proxy_url}/endpoints/{endpoint_id}"
+
+    with caplog.at_level(logging.WARNING):
+        with (
+            httpx.Client(headers=bearer(people.alice.token), timeout=30) as client,
+            client.stream("GET", f"{base}/sse?events=3") as stream,
+        ):
+            first = next(line for line in stream.iter_lines() if line)
+        # the service sends the next event once acknowledged: into a connection now gone
+        acknowledged = httpx.get(f"{base}/next", headers=bearer(people.alice.token))
+        after = wait_until(
+            lambda: httpx.get(f"{base}/", headers=bearer(people.alice.token)),
+            lambda answer: answer.status_code == 200,
+        )
+
+    assert first == "data: event 0"
+    assert acknowledged.status_code == after.status_code == 200
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     stack.orchestrate.stop_workflow(workflow_id)
 
 
