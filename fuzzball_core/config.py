@@ -377,6 +377,54 @@ class TlsConfig(_Section):
         return self
 
 
+class ProvisionerDefinitionConfig(_Section):
+    """One provisioner definition (``provisioner.definitions[]``): a shape of node a driver
+    can create on demand, and the bounds the provisioning loop keeps for it."""
+
+    id: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    #: the ``fuzzball.provisioners`` driver (aws, gcp, oci, onprem, local, a site's own)
+    driver: str = Field(min_length=1)
+    cores: int = Field(ge=1)
+    memory: ByteSize
+    devices: dict[str, int] = Field(default_factory=dict)
+    #: carried by every node of this definition (jobs select them as node annotations)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    cost_per_hour_estimate: float = Field(default=0.0, ge=0)
+    #: how many of its instances may exist at once (CREATING or CREATED)
+    max_nodes: int = Field(default=1, ge=1)
+    #: an empty node is deprovisioned after this long
+    idle_timeout: Seconds = 300.0
+    #: an instance is deprovisioned this long after it was created, busy or not (None: never)
+    ttl: Seconds | None = None
+    #: a job whose timeout would run past the node's ttl less this is not placed on it
+    ttl_buffer: Seconds | None = None
+    #: one job per node
+    exclusive: bool = False
+    #: the driver's own settings (instance type, image, inventory, commands, ...)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProvisionerConfig(_Section):
+    """Nodes created on demand (``provisioner``): the definitions, and the deadlines of the
+    provisioning loop."""
+
+    definitions: list[ProvisionerDefinitionConfig] = Field(default_factory=list)
+    #: an instance must register this long after it was requested ...
+    registration_deadline: Seconds = 600.0
+    #: ... and is deleted this long after that deadline if it never did (release notes 4.4)
+    unregistered_grace: Seconds = 900.0
+    #: the address nodes dial (their user data names it); empty: ``orchestrate.grpc-listen``
+    node_address: str = ""
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ProvisionerConfig:
+        ids = [definition.id for definition in self.definitions]
+        repeated = sorted({d for d in ids if ids.count(d) > 1})
+        if repeated:
+            raise ValueError(f"definition ids must be unique: {', '.join(repeated)} repeated")
+        return self
+
+
 class FuzzballConfig(_Section):
     """The whole file."""
 
@@ -395,6 +443,7 @@ class FuzzballConfig(_Section):
         NodeHealthConfig()
     )
     monitoring: MonitoringConfig = MonitoringConfig()
+    provisioner: ProvisionerConfig = ProvisionerConfig()
 
     @property
     def database_url(self) -> str:

@@ -1,0 +1,420 @@
+"""The provisioning loop's decisions: which definition gets a node for waiting work, how a
+provisioned node proves it is the instance it claims, and when an instance is deleted.
+
+Everything the loop decides is here, over :class:`InstanceRecord` values and the drivers
+(:class:`~fuzzball_core.drivers.Provisioner`); it calls no engine code, so the engine (or a
+test) drives it: :meth:`Provisioning.scale_up` with the runs no current node can hold,
+:meth:`Provisioning.register` when a node presents a registration token,
+:meth:`Provisioning.sweep` with each provisioned node's idle time, and
+:meth:`Provisioning.torn_down` once a deprovision hold emptied a node.
+
+The release notes' failures are the rules kept:
+
+- bursts never exceed ``max-nodes``: every CREATING and CREATED instance counts, and one call
+  requests at most the room left;
+- an instance's name is new (definition id and a random suffix), never an earlier one's;
+- a registration token is the instance's own, stored hashed, good for its name only and only
+  until the instance is deleted; the cluster's node token is never in user data;
+- an instance is deleted exactly once: DELETING is recorded before the driver is called and
+  no DELETING or DELETED instance is ever deleted again (so an address reused by a new
+  instance is never torn down by an old record);
+- an instance that never registered is deleted ``unregistered-grace`` after its deadline;
+- the definition's and the instance's annotations are merged into every registration, so a
+  restarted Substrate keeps them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fuzzball_core.config import ProvisionerConfig, ProvisionerDefinitionConfig
+from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap, Provisioner
+from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.scheduling import JobRequest, format_bytes
+from fuzzball_core.vocabulary import EventKind, InstanceState
+
+#: (event kind, message, instance name) -> recorded as a node event by the engine
+EventSink = Callable[[EventKind, str, str], None]
+#: (node name, reason) -> place a deprovision hold on the node
+HoldPlacer = Callable[[str, str], None]
+
+_LIVE = frozenset({InstanceState.CREATING, InstanceState.CREATED})
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass
+class InstanceRecord:
+    """One instance the loop asked for, from request to deletion."""
+
+    id: str
+    name: str
+    definition_id: str
+    requested_at: float
+    token_digest: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    ttl: float | None = None
+    state: InstanceState = InstanceState.CREATING
+    #: the driver's own id ("" until the driver answered)
+    driver_id: str = ""
+    detail: str = ""
+    registered_at: float | None = None
+    deprovision_requested_at: float | None = None
+    deleted_at: float | None = None
+    #: the runs it was requested for (``workflow why`` names the definition and the time)
+    requested_for: list[str] = field(default_factory=list)
+    #: (time, event kind, message): the instance's whole history
+    history: list[tuple[float, str, str]] = field(default_factory=list)
+
+
+def spec_of(definition: ProvisionerDefinitionConfig) -> InstanceSpec:
+    """The driver's view of a definition."""
+    return InstanceSpec(
+        definition=definition.id,
+        cores=definition.cores,
+        memory=definition.memory,
+        devices=dict(definition.devices),
+        annotations=dict(definition.annotations),
+        cost_per_hour=definition.cost_per_hour_estimate,
+        driver_config=dict(definition.config),
+    )
+
+
+def rejection(definition: ProvisionerDefinitionConfig, job: JobRequest) -> str | None:
+    """Why a node of ``definition`` could never hold ``job`` even when idle; None if it could."""
+    need = job.resources
+    if need.cores > definition.cores:
+        return f"{need.cores} cores asked, its nodes have {definition.cores}"
+    if need.memory > definition.memory:
+        return (
+            f"{format_bytes(need.memory)} memory asked, its nodes have"
+            f" {format_bytes(definition.memory)}"
+        )
+    for kind, count in need.devices.items():
+        have = definition.devices.get(kind, 0)
+        if count > have:
+            return f"{count} {kind} asked, its nodes have {have}"
+    for key, value in job.annotations.items():
+        if definition.annotations.get(key) != value:
+            return f"annotation {key}={value} asked, its nodes do not carry it"
+    return None
+
+
+class Provisioning:
+    """The loop's state and decisions over the configured definitions and their drivers."""
+
+    def __init__(
+        self,
+        config: ProvisionerConfig,
+        drivers: Mapping[str, Provisioner],
+        *,
+        node_address: str,
+        ca_pem: str = "",
+        plaintext: bool = False,
+        clock: Callable[[], float] = time.time,
+        on_event: EventSink | None = None,
+        place_hold: HoldPlacer | None = None,
+    ) -> None:
+        missing = sorted({d.driver for d in config.definitions} - set(drivers))
+        if missing:
+            raise InvalidArgument(
+                f"provisioner.definitions: no provisioner driver named {', '.join(missing)}"
+            )
+        self.config = config
+        self.definitions = {d.id: d for d in config.definitions}
+        self.drivers = dict(drivers)
+        for definition in config.definitions:
+            self.drivers[definition.driver].check_definition(spec_of(definition))
+        self.node_address = node_address
+        self.ca_pem = ca_pem
+        self.plaintext = plaintext
+        self.clock = clock
+        self.on_event = on_event
+        self.place_hold = place_hold
+        self.instances: dict[str, InstanceRecord] = {}
+        self._by_name: dict[str, InstanceRecord] = {}
+
+    # -- what could hold a job -------------------------------------------------------------
+
+    def rejections(self, job: JobRequest) -> dict[str, str]:
+        """Why each definition could never hold ``job``, by definition id (only those that
+        could not)."""
+        reasons = {}
+        for definition in self.definitions.values():
+            reason = rejection(definition, job)
+            if reason is not None:
+                reasons[definition.id] = reason
+        return reasons
+
+    def refusal(self, job: JobRequest) -> str | None:
+        """The submission's refusal when no definition could hold ``job``: each definition
+        and why; None when one could (or there are none: nothing to explain)."""
+        if not self.definitions:
+            return None
+        reasons = self.rejections(job)
+        if len(reasons) < len(self.definitions):
+            return None
+        listed = "; ".join(f"{name}: {why}" for name, why in sorted(reasons.items()))
+        return f"no provisioner definition could hold {job.describe()} ({listed})"
+
+    def live(self, definition_id: str) -> int:
+        """The definition's instances that exist or are being created."""
+        return sum(
+            1
+            for record in self.instances.values()
+            if record.definition_id == definition_id and record.state in _LIVE
+        )
+
+    # -- scale up --------------------------------------------------------------------------
+
+    def scale_up(self, waiting: Sequence[JobRequest]) -> list[InstanceRecord]:
+        """Request nodes for runs no current node can hold: oldest first, each on the
+        cheapest definition that could hold it and has room under its ``max-nodes``. A run
+        already waiting for an instance asks for no other. Return the new instances."""
+        covered = {
+            run
+            for record in self.instances.values()
+            if record.state in _LIVE
+            for run in record.requested_for
+        }
+        planned: dict[str, list[list[str]]] = {}
+        for job in sorted(waiting, key=lambda job: (job.submitted_at, job.id)):
+            if job.id in covered:
+                continue
+            for definition in sorted(
+                self.definitions.values(), key=lambda d: (d.cost_per_hour_estimate, d.id)
+            ):
+                if rejection(definition, job) is not None:
+                    continue
+                batch = planned.setdefault(definition.id, [])
+                if len(batch) + job.nodes + self.live(definition.id) > definition.max_nodes:
+                    continue
+                batch.extend([job.id] for _ in range(job.nodes))  # a node per rank
+                break
+        created = []
+        for definition_id, jobs in planned.items():
+            if not jobs:  # a definition tried, but full
+                continue
+            created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
+        return created
+
+    def create(
+        self,
+        definition_id: str,
+        count: int,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+        directives: Mapping[str, str] | None = None,
+        requested_for: Sequence[Sequence[str]] = (),
+    ) -> list[InstanceRecord]:
+        """Ask the definition's driver for ``count`` instances (the admin API's create, and
+        scale up's), never past ``max-nodes``."""
+        definition = self.definitions.get(definition_id)
+        if definition is None:
+            raise NotFound(f"provisioner definition {definition_id} does not exist")
+        if count < 1:
+            raise InvalidArgument(f"count: must be at least 1, got {count}")
+        room = definition.max_nodes - self.live(definition_id)
+        if count > room:
+            raise InvalidArgument(
+                f"count: {count} would exceed max-nodes {definition.max_nodes} of"
+                f" {definition_id} ({room} more may be created now)"
+            )
+        driver = self.drivers[definition.driver]
+        driver.check_directives(directives or {})
+        now = self.clock()
+        records: list[InstanceRecord] = []
+        launches: list[Launch] = []
+        for index in range(count):
+            token = secrets.token_urlsafe(32)
+            record = InstanceRecord(
+                id=str(uuid.uuid4()),
+                name=f"{definition_id}-{uuid.uuid4().hex[:12]}",
+                definition_id=definition_id,
+                requested_at=now,
+                token_digest=_digest(token),
+                annotations=dict(annotations or {}),
+                ttl=ttl if ttl is not None else definition.ttl,
+                requested_for=list(requested_for[index]) if index < len(requested_for) else [],
+            )
+            bootstrap = NodeBootstrap(
+                orchestrate_address=self.node_address,
+                node_name=record.name,
+                registration_token=token,
+                ca_pem=self.ca_pem,
+                plaintext=self.plaintext,
+            )
+            launches.append(Launch(record.name, bootstrap.render()))
+            records.append(record)
+            self.instances[record.id] = record
+            self._by_name[record.name] = record
+            self._event(
+                record,
+                EventKind.INSTANCE_REQUESTED,
+                f"requested from {definition_id}"
+                f" (estimated {definition.cost_per_hour_estimate:g} per hour)",
+            )
+        try:
+            answers = driver.create(
+                spec_of(definition),
+                launches,
+                annotations=dict(annotations or {}),
+                ttl=records[0].ttl,
+                directives=dict(directives or {}),
+            )
+        except FuzzballError as exc:
+            for record in records:
+                self._fail(record, exc.message)
+            return records
+        by_name = {answer.name: answer for answer in answers}
+        for record in records:
+            answer = by_name.get(record.name)
+            if answer is None:
+                self._fail(record, "the driver did not create it")
+            elif answer.state is InstanceState.ERROR:
+                record.driver_id = answer.instance_id
+                self._fail(record, answer.detail or "the driver failed to create it")
+            else:
+                record.driver_id = answer.instance_id
+        return records
+
+    def _fail(self, record: InstanceRecord, why: str) -> None:
+        record.state = InstanceState.ERROR
+        record.detail = why
+        self._event(record, EventKind.INSTANCE_CREATE_FAILED, f"not created: {why}")
+
+    # -- registration ----------------------------------------------------------------------
+
+    def authenticate(self, name: str, token: str) -> InstanceRecord:
+        """The instance a node registering as ``name`` with ``token`` is; ``Unauthenticated``
+        for any other token, another instance's name, or a deleted instance."""
+        record = self._by_name.get(name)
+        if (
+            record is None
+            or record.state not in _LIVE
+            or not hmac.compare_digest(record.token_digest, _digest(token))
+        ):
+            raise Unauthenticated("the registration token is not valid for this node")
+        return record
+
+    def register(self, name: str, token: str, annotations: Mapping[str, str]) -> dict[str, str]:
+        """A node registers (first time, or again after a restart): return the annotations it
+        carries: its own, then the definition's, then the instance's."""
+        record = self.authenticate(name, token)
+        definition = self.definitions[record.definition_id]
+        if record.state is InstanceState.CREATING:
+            record.state = InstanceState.CREATED
+            record.registered_at = self.clock()
+            waited = record.registered_at - record.requested_at
+            self._event(record, EventKind.INSTANCE_REGISTERED, f"registered after {waited:.0f}s")
+        return {
+            **dict(annotations),
+            **dict(definition.annotations),
+            **record.annotations,
+            "fuzzball.provisioner/definition": record.definition_id,
+            "fuzzball.provisioner/instance": record.id,
+        }
+
+    # -- scale down ------------------------------------------------------------------------
+
+    def sweep(self, idle_since: Mapping[str, float | None]) -> None:
+        """Delete what should go: instances that never registered, past their deadline and
+        grace; registered ones idle past the definition's timeout or past their ttl (through
+        a deprovision hold when a hold placer is set). ``idle_since`` maps each provisioned
+        node's name to when it became empty (None: busy)."""
+        now = self.clock()
+        deadline = self.config.registration_deadline + self.config.unregistered_grace
+        for record in list(self.instances.values()):
+            if record.state is InstanceState.CREATING and now - record.requested_at > deadline:
+                self._event(
+                    record,
+                    EventKind.INSTANCE_NEVER_REGISTERED,
+                    f"never registered; deleted {self.config.unregistered_grace:.0f}s after its"
+                    " registration deadline",
+                )
+                self._delete(record)
+            elif record.state is InstanceState.CREATED and record.deprovision_requested_at is None:
+                why = self._why_down(record, idle_since.get(record.name), now)
+                if why is not None:
+                    self._deprovision(record, why)
+
+    def _why_down(self, record: InstanceRecord, idle: float | None, now: float) -> str | None:
+        definition = self.definitions[record.definition_id]
+        if record.ttl is not None and now - record.requested_at >= record.ttl:
+            return f"its ttl of {record.ttl:.0f}s passed"
+        if idle is not None and now - idle >= definition.idle_timeout:
+            return f"idle for {now - idle:.0f}s (idle timeout {definition.idle_timeout:.0f}s)"
+        return None
+
+    def _deprovision(self, record: InstanceRecord, why: str) -> None:
+        record.deprovision_requested_at = self.clock()
+        self._event(record, EventKind.INSTANCE_IDLE, f"deprovisioning: {why}")
+        if self.place_hold is None:
+            self._delete(record)
+        else:
+            self.place_hold(record.name, f"provisioner: {why}")
+
+    def torn_down(self, name: str) -> None:
+        """A deprovision hold emptied the node ``name``: delete its instance (once)."""
+        record = self._by_name.get(name)
+        if record is not None and record.state in _LIVE:
+            self._delete(record)
+
+    def delete(self, instance_id: str) -> InstanceRecord:
+        """The admin API's delete: the instance goes now (once; a deleted one stays so)."""
+        record = self.instances.get(instance_id)
+        if record is None:
+            raise NotFound(f"provisioner instance {instance_id} does not exist")
+        if record.state in _LIVE or record.state is InstanceState.ERROR:
+            self._delete(record)
+        return record
+
+    def _delete(self, record: InstanceRecord) -> None:
+        # DELETING first: whatever happens in the driver, no sweep picks this record again
+        record.state = InstanceState.DELETING
+        self._event(record, EventKind.INSTANCE_DELETING, "deleting")
+        if record.driver_id:
+            driver = self.drivers[self.definitions[record.definition_id].driver]
+            try:
+                driver.delete(record.driver_id)
+            except FuzzballError as exc:
+                record.detail = exc.message
+                self._event(record, EventKind.INSTANCE_DELETING, f"delete failed: {exc.message}")
+                return
+        record.state = InstanceState.DELETED
+        record.deleted_at = self.clock()
+        self._event(record, EventKind.INSTANCE_DELETED, "deleted")
+
+    # -- explaining ------------------------------------------------------------------------
+
+    def waiting_reason(self, run_key: str) -> str | None:
+        """``workflow why``'s line for a run waiting on a requested instance; None if none."""
+        for record in self.instances.values():
+            if record.state is InstanceState.CREATING and run_key in record.requested_for:
+                at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.requested_at))
+                return (
+                    f"waiting for a node from definition {record.definition_id}, requested at {at}"
+                )
+        return None
+
+    def records(self, states: Iterable[InstanceState] | None = None) -> list[InstanceRecord]:
+        """The instances, oldest first, optionally only those in ``states``."""
+        wanted = set(states) if states is not None else None
+        return sorted(
+            (r for r in self.instances.values() if wanted is None or r.state in wanted),
+            key=lambda r: (r.requested_at, r.name),
+        )
+
+    def _event(self, record: InstanceRecord, kind: EventKind, message: str) -> None:
+        record.history.append((self.clock(), kind.value, message))
+        if self.on_event is not None:
+            self.on_event(kind, f"instance {record.name}: {message}", record.name)
