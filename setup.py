@@ -142,7 +142,10 @@ setup(
         "fuzzball.schedulers": [
             "default = fuzzball_plugins.schedulers.default:DefaultScheduler",
         ],
-        "fuzzball.provisioners": [],
+        "fuzzball.provisioners": [
+            "local = fuzzball_provisioners.local:LocalProvisioner",
+            "onprem = fuzzball_provisioners.onprem:OnPremProvisioner",
+        ],
         "fuzzball.image_backends": [
             "docker = fuzzball_plugins.images.docker_backend:DockerBackend",
             "oras = fuzzball_plugins.images.oras_backend:OrasBackend",
@@ -151,6 +154,11 @@ setup(
         ],
         "fuzzball.routers": [
             "fit = fuzzball_federation.routers.fit:FitRouter",
+        ],
+        "fuzzball.storage_drivers": [
+            "hostpath = fuzzball_plugins.storage.hostpath:HostPathDriver",
+            "local = fuzzball_plugins.storage.local:LocalDriver",
+            "ephemeral = fuzzball_plugins.storage.ephemeral:EphemeralDriver",
         ],
         "fuzzball.plugins": [
             "nvidia = fuzzball_plugins.devices.nvidia",

@@ -10,6 +10,7 @@ group                       interface               chosen by
 ``fuzzball.provisioners``   :class:`Provisioner`    each provisioner definition's ``driver``
 ``fuzzball.image_backends`` :class:`ImageBackend`   the image URI's scheme (docker, oras, ...)
 ``fuzzball.routers``        :class:`Router`         ``federate.router`` in the configuration
+``fuzzball.storage_drivers`` :class:`StorageDriver` a storage class's ``driver``
 ==========================  ======================  =========================================
 
 An entry point names a class; the loader instantiates it with the driver's own configuration
@@ -48,6 +49,8 @@ __all__ = [
     "ResolvedImage",
     "Router",
     "Scheduler",
+    "StorageDriver",
+    "VolumeLocation",
     "image_config_path",
 ]
 
@@ -507,10 +510,129 @@ class Router(ABC):
         return {}
 
 
+# ---------------------------------------------------------------------------------------------
+# Storage drivers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VolumeLocation:
+    """Where a job's volume lives: the node-side mount contract.
+
+    Orchestrate resolves each ``volume://SCOPE/CLASS[/NAME]`` reference of a job to one of
+    these (per the workflow's owner) and sends it with the assignment; the node hands it to
+    the :class:`StorageDriver` named by ``driver``, which answers the host directory to bind.
+    Nothing in it comes from the user unchecked: ``volume_id`` is Orchestrate's id (or, for a
+    per-workflow volume, empty with ``workflow_id`` and ``name`` set), ``organization_id`` the
+    owner's organization, ``parameters`` the storage class's.
+
+    ``workflow_id`` is set for per-workflow (non-persistent) volumes; ``node_id`` names the
+    node holding a node-local persistent volume (None until a job first used it).
+    """
+
+    driver: str
+    storage_class: str
+    organization_id: str
+    volume_id: str = ""
+    name: str = ""
+    workflow_id: str | None = None
+    node_id: str | None = None
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the volume outlives its workflow (it has an id of its own)."""
+        return bool(self.volume_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object sent in the assignment."""
+        return {
+            "driver": self.driver,
+            "storageClass": self.storage_class,
+            "organizationId": self.organization_id,
+            "volumeId": self.volume_id,
+            "name": self.name,
+            "workflowId": self.workflow_id,
+            "nodeId": self.node_id,
+            "parameters": dict(self.parameters),
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> VolumeLocation:
+        """Read :meth:`to_json`'s object back; InvalidArgument naming a malformed field."""
+        if not isinstance(document, Mapping):
+            raise InvalidArgument("volume location: expected an object")
+        text = {}
+        for key in ("driver", "storageClass", "organizationId", "volumeId", "name"):
+            value = document.get(key, "")
+            if not isinstance(value, str):
+                raise InvalidArgument(f"volume location: {key} must be a string")
+            text[key] = value
+        optional = {}
+        for key in ("workflowId", "nodeId"):
+            value = document.get(key)
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgument(f"volume location: {key} must be a string or null")
+            optional[key] = value
+        parameters = document.get("parameters") or {}
+        if not isinstance(parameters, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in parameters.items()
+        ):
+            raise InvalidArgument("volume location: parameters must map strings to strings")
+        if not text["driver"]:
+            raise InvalidArgument("volume location: driver is required")
+        return cls(
+            driver=text["driver"],
+            storage_class=text["storageClass"],
+            organization_id=text["organizationId"],
+            volume_id=text["volumeId"],
+            name=text["name"],
+            workflow_id=optional["workflowId"],
+            node_id=optional["nodeId"],
+            parameters=dict(parameters),
+        )
+
+
+class StorageDriver(ABC):
+    """A kind of storage volumes live on (entry-point group ``fuzzball.storage_drivers``,
+    chosen by a storage class's ``driver``).
+
+    Orchestrate reads only the class attributes and :meth:`check_parameters` (to accept a
+    storage class and to place jobs); each node calls :meth:`directory` before a job that
+    mounts a volume starts, and :meth:`remove` when a volume's data is to go. ``work_dir``
+    is the node's Substrate work directory (node-local data lives beneath it).
+    """
+
+    #: every node sees the same bytes of a volume (an NFS or Lustre tree): jobs of one
+    #: workflow sharing a per-workflow volume may run on different nodes
+    shared: bool = False
+    #: a persistent volume lives on one node, and the jobs using it are placed there
+    node_local: bool = False
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: Mapping[str, Any] = config or {}
+
+    def check_parameters(self, parameters: Mapping[str, str]) -> list[tuple[str, str]]:
+        """``(parameter, why)`` for each of a storage class's ``parameters`` this driver
+        cannot use (unknown ones included); empty when all are fine. The default takes none."""
+        return [(name, "this driver takes no parameters") for name in sorted(parameters)]
+
+    @abstractmethod
+    def directory(self, location: VolumeLocation, *, work_dir: Path) -> Path:
+        """The host directory holding ``location``'s data on this node, created if it is not
+        there yet, and never outside the driver's own root (the names in ``location`` are
+        Orchestrate's ids, checked again here)."""
+
+    @abstractmethod
+    def remove(self, location: VolumeLocation, *, work_dir: Path) -> None:
+        """Delete ``location``'s data on this node (nothing when it is not here)."""
+
+
 #: entry-point group -> the interface every driver in it implements
 DRIVER_INTERFACES: dict[str, type] = {
     "fuzzball.schedulers": Scheduler,
     "fuzzball.provisioners": Provisioner,
     "fuzzball.image_backends": ImageBackend,
     "fuzzball.routers": Router,
+    "fuzzball.storage_drivers": StorageDriver,
 }

@@ -40,6 +40,7 @@ KIND_OF_GROUP: dict[str, str] = {
     "fuzzball.provisioners": "provisioner",
     "fuzzball.image_backends": "image_backend",
     "fuzzball.routers": "router",
+    "fuzzball.storage_drivers": "storage_driver",
     HOOK_GROUP: "hooks",
 }
 

@@ -443,3 +443,70 @@ class ServiceEndpoint(Base):
     retire_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class StorageDriverRow(Base):
+    """A storage driver installed for the cluster (``/admin/drivers``): a builtin plugin of
+    the ``fuzzball.storage_drivers`` group by name, or a site driver's ``DriverDefinition``
+    (image, mounts, files) kept as the admin gave it."""
+
+    __tablename__ = "storage_drivers"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    #: the swagger's DriverDefinition, as given
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class StorageClass(Base):
+    """A storage class (``/admin/storage-classes``): a driver and what volumes of it are
+    (persistent or per workflow, kept on delete, shared between nodes, name format, how many
+    per group). ``definition`` is the swagger's StorageClassDefinition as accepted."""
+
+    __tablename__ = "storage_classes"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    driver_id: Mapped[str] = mapped_column(ForeignKey("storage_drivers.id"), index=True)
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: a StorageClassStatus (STORAGE_CLASS_STATUS_READY or _DISABLED)
+    status: Mapped[str] = mapped_column(String(40))
+    persistent: Mapped[bool] = mapped_column(Boolean, default=False)
+    retain_on_delete: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class Volume(Base):
+    """A persistent volume: ``volume://SCOPE/CLASS/NAME`` of one owner (a user, or a group
+    account) in one organization. Per-workflow volumes have no row: they live and die with
+    their workflow. ``node_id`` is the node holding a node-local volume (set when a job
+    first used it); ``deleted_at`` marks a volume deleted whose data its class retains."""
+
+    __tablename__ = "volumes"
+    __table_args__ = (
+        Index("ix_volumes_owner_name", "organization_id", "scope", "owner_id", "class_id", "name"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    organization_id: Mapped[str] = mapped_column(String(36), index=True)
+    class_id: Mapped[str] = mapped_column(ForeignKey("storage_classes.id"), index=True)
+    #: ``user`` or ``group``
+    scope: Mapped[str] = mapped_column(String(8))
+    #: the user's id (scope user) or the group account's id (scope group)
+    owner_id: Mapped[str] = mapped_column(String(36))
+    #: the account it was created in (charged against the class's per-group limit)
+    account_id: Mapped[str] = mapped_column(String(36), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    display_name: Mapped[str] = mapped_column(String(255), default="")
+    description: Mapped[str] = mapped_column(Text, default="")
+    #: a VolumeStatus (VOLUME_STATUS_ENABLED or _DISABLED)
+    status: Mapped[str] = mapped_column(String(40))
+    node_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    access_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+    deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
