@@ -121,6 +121,10 @@ def cluster_config(
         "substrate": {
             "orchestrate-address": f"{host}:{grpc_port}",
             "node-token": NODE_TOKEN,
+            # several agents share this machine: each its own metrics port on loopback and no
+            # bundled node_exporter (they would all want :9100); tests of either say so
+            "metrics-listen": f"127.0.0.1:{free_port()}",
+            "node-exporter-listen": "",
             **(substrate or {}),
         },
         "images": {
