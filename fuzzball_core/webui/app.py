@@ -14,17 +14,24 @@ from aiohttp import web
 
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.service.views import Principal
-from fuzzball_core.webui import dashboard, nodes, signin
+from fuzzball_core.webui import (
+    dashboard,
+    listings,
+    nodes,
+    signin,
+    workflow_editor,
+    workflow_pages,
+)
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import ui_headers
 
 STATIC_DIR = Path(__file__).parent / "static"
 #: the pages' exact paths, and the prefixes of the paths beneath them (a workflow's page,
 #: a node's, the static files); every one must be a page of this package
-UI_PATHS = ("/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints")
-UI_PREFIXES = ("/static/", "/nodes/")
+UI_PATHS = ("/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints", "/workflows", "/editor")
+UI_PREFIXES = ("/static/", "/nodes/", "/workflows/", "/editor/")
 #: the modules whose ``add_routes(router)`` registers their pages
-PAGES = (signin, dashboard, nodes)
+PAGES = (signin, dashboard, nodes, listings, workflow_pages, workflow_editor)
 
 
 def is_ui_path(path: str) -> bool:

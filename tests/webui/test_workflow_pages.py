@@ -1,0 +1,364 @@
+"""The workflows pages and the editor over HTTP (no browser): the list's order, filters and
+pages; a workflow's stages, graph, log, stop and rerun; the editor's server calls."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from support.webui_client import signed_in
+from support.webui_stack import WebUiStack
+from support.workflow_rows import add_workflows
+
+from fuzzball_core.vocabulary import Status
+
+pytestmark = pytest.mark.slow
+
+HELLO = """version: v4
+jobs:
+  hello:
+    image:
+      uri: docker://alpine:3.19
+    command: [echo, hello world]
+    resource:
+      cpu:
+        cores: 1
+      memory:
+        size: 64MiB
+"""
+#: what the editor must carry through untouched: preemptible, retry, restart, images
+KEEPS = """version: v4
+preemptible: true
+images:
+  base:
+    from:
+      uri: docker://alpine:3.19
+    post: echo built
+jobs:
+  first:
+    image:
+      uri: fuzzball://user/base
+    command: [echo, one]
+    preemptible: false
+    policy:
+      retry:
+        attempts: 2
+    resource: {cpu: {cores: 1}, memory: {size: 64MiB}}
+  second:
+    image:
+      uri: docker://alpine:3.19
+    command: [echo, two]
+    depends-on:
+      - name: first
+    policy:
+      restart: on-node-fault
+    resource: {cpu: {cores: 1}, memory: {size: 64MiB}}
+"""
+UNDECLARED_VOLUME = """version: v4
+jobs:
+  hello:
+    image:
+      uri: docker://alpine:3.19
+    command: [ls, /data]
+    mounts:
+      /data:
+        volume: scratch
+"""
+V1 = """version: v1
+jobs:
+  hello:
+    image:
+      uri: docker://alpine:3.19
+    command: [echo, hi]
+    mounts:
+      data:
+        location: /data
+volumes:
+  data:
+    reference: volume://user/ephemeral
+"""
+
+
+def start(client, csrf: str, text: str, name: str) -> str:
+    """Start ``text`` from the editor's form; the new workflow's id."""
+    answer = client.post("/editor/start", data={"csrf": csrf, "name": name, "specification": text})
+    assert answer.status_code == 303, answer.text
+    return answer.headers["location"].removeprefix("/workflows/")
+
+
+def names_listed(html: str) -> list[str]:
+    return re.findall(r'<th scope="row"><a href="/workflows/[^"]+">([^<]+)</a>', html)
+
+
+def next_link(html: str) -> str | None:
+    found = re.search(r'<a href="([^"]+)" rel="next">', html)
+    return found[1].replace("&amp;", "&") if found else None
+
+
+# -- the editor -----------------------------------------------------------------------------
+
+
+def test_start_submits_the_text_exactly_as_typed(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, KEEPS, "keeps-everything")
+    stored = ui.stack.get_workflow(ui.admin_principal(), workflow_id)
+    assert stored.raw_specification == KEEPS
+    assert stored.name == "keeps-everything"
+
+
+def test_start_without_the_csrf_token_is_refused(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.member)
+    before = len(ui.stack.list_workflows(ui.admin_principal()))
+    answer = client.post("/editor/start", data={"name": "forged", "specification": HELLO})
+    assert answer.status_code == 403
+    assert len(ui.stack.list_workflows(ui.admin_principal())) == before
+
+
+def test_a_refused_start_shows_the_problem_at_its_line_and_keeps_the_text(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    answer = client.post(
+        "/editor/start", data={"csrf": csrf, "name": "bad", "specification": UNDECLARED_VOLUME}
+    )
+    assert answer.status_code == 400
+    assert "Line 9: jobs.hello.mounts./data.volume" in answer.text
+    assert "volume scratch is not declared in volumes" in answer.text
+    assert 'data-line="9" class="has-error"' in answer.text
+    assert "command: [ls, /data]" in answer.text
+
+
+def test_check_places_a_mount_of_an_undeclared_volume_at_its_line(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    answer = client.post(
+        "/editor/check", json={"specification": UNDECLARED_VOLUME}, headers={"X-CSRF-Token": csrf}
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["valid"] is False
+    assert body["problems"] == [
+        {
+            "severity": "error",
+            "field": "jobs.hello.mounts./data.volume",
+            "message": "volume scratch is not declared in volumes",
+            "line": 9,
+        }
+    ]
+
+
+def test_check_places_a_yaml_syntax_error_at_the_parsers_line(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    text = "version: v4\njobs:\n  hello: [\n"
+    answer = client.post(
+        "/editor/check", json={"specification": text}, headers={"X-CSRF-Token": csrf}
+    )
+    (problem,) = answer.json()["problems"]
+    assert problem["severity"] == "error" and problem["line"] == 4
+
+
+def test_check_says_a_v1_file_can_be_converted(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    body = client.post(
+        "/editor/check", json={"specification": V1}, headers={"X-CSRF-Token": csrf}
+    ).json()
+    assert body["upgradable"] is True and body["valid"] is True
+
+
+def test_check_without_the_csrf_token_is_refused(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.member)
+    assert client.post("/editor/check", json={"specification": HELLO}).status_code == 403
+
+
+def test_check_of_a_body_without_a_file_is_a_400_naming_the_field(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    answer = client.post("/editor/check", json={"text": HELLO}, headers={"X-CSRF-Token": csrf})
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("specification:")
+
+
+def test_upgrade_converts_a_v1_file_to_v4_through_the_server(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    answer = client.post(
+        "/editor/upgrade", json={"specification": V1}, headers={"X-CSRF-Token": csrf}
+    )
+    text = answer.json()["specification"]
+    assert text.startswith("version: v4\n")
+    assert "/data:\n        volume: data" in text
+
+
+def test_opening_a_v1_workflow_in_the_editor_converts_it(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, V1, "from-v1")
+    page = client.get(f"/editor?from={workflow_id}")
+    assert "version: v4" in page.text and "version: v1" not in page.text
+    assert "converted it to v4" in page.text
+    assert 'value="from-v1"' in page.text
+
+
+# -- a workflow's page ----------------------------------------------------------------------
+
+
+def test_the_detail_page_shows_the_graph_with_image_and_dependency_edges(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, KEEPS, "graph")
+    page = client.get(f"/workflows/{workflow_id}").text
+    assert 'class="edge edge-image edge-on-success"' in page
+    assert 'data-source="images.base" data-target="jobs.first"' in page
+    assert 'data-source="jobs.first" data-target="jobs.second"' in page
+    # this stack holds no object cache: the build fails, and the jobs after it are skipped
+    assert 'class="stage-box status-failed kind-image" data-stage="images.base"' in page
+    assert 'class="stage-box status-canceled kind-job" data-stage="jobs.second"' in page
+
+
+def test_the_stage_table_names_the_node_a_job_ran_on(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, HELLO, "where")
+    ui.stack.set_stage(workflow_id, "jobs.hello", Status.FINISHED)
+    page = client.get(f"/workflows/{workflow_id}").text
+    assert re.search(r'<td class="stage-nodes">node-[ab]</td>', page)
+    assert re.search(r'<dd id="nodes-used">node-[ab]</dd>', page)
+
+
+def wait_for_status(ui: WebUiStack, workflow_id: str, *statuses: str) -> None:
+    deadline = time.monotonic() + 10
+    while ui.stack.get_workflow(ui.admin_principal(), workflow_id).status not in statuses:
+        assert time.monotonic() < deadline, f"workflow {workflow_id} never became {statuses}"
+        time.sleep(0.05)
+
+
+def stop_everything(ui: WebUiStack) -> None:
+    """Stop every workflow still running, so that the nodes are empty."""
+    for workflow in ui.stack.list_workflows(ui.admin_principal()):
+        if workflow.status in (Status.PENDING, Status.STARTED):
+            ui.stack.stop_workflow(ui.admin_principal(), workflow.id)
+            wait_for_status(ui, workflow.id, Status.CANCELED, Status.FINISHED, Status.FAILED)
+
+
+def test_a_pending_job_shows_why_it_waits_and_its_estimated_start(ui: WebUiStack) -> None:
+    stop_everything(ui)
+    client, csrf = signed_in(ui, ui.member)
+    whole_node = HELLO.replace("cores: 1", "cores: 8").replace(
+        "    resource:", "    policy:\n      timeout:\n        execute: 1h\n    resource:"
+    )
+    running = start(client, csrf, whole_node, "whole-node")
+    ui.stack.set_stage(running, "jobs.hello", Status.STARTED)
+    waiting = start(client, csrf, whole_node, "waits")
+    deadline = time.monotonic() + 10
+    while "Estimated start (backfill)" not in (page := client.get(f"/workflows/{waiting}").text):
+        assert time.monotonic() < deadline, page
+        time.sleep(0.1)
+    assert re.search(r'<span class="why">[A-Z_]+: ', page)
+
+
+def test_the_log_route_pages_the_output_and_ends_with_the_workflow(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, HELLO, "logged")
+    ui.stack.emit_logs(workflow_id, "jobs.hello", ["one\n", "two\n"])
+    first = client.get(f"/workflows/{workflow_id}/log").json()
+    assert [c["data"] for c in first["chunks"]] == ["one\n", "two\n"] and first["more"]
+    ui.stack.set_stage(workflow_id, "jobs.hello", Status.FINISHED)
+    after = first["chunks"][-1]["seq"]
+    last = client.get(f"/workflows/{workflow_id}/log?after={after}").json()
+    assert last == {"chunks": [], "more": False}
+
+
+def test_a_bad_log_position_is_a_400_naming_it(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, HELLO, "bad-after")
+    answer = client.get(f"/workflows/{workflow_id}/log?after=-1")
+    assert answer.status_code == 400 and "after:" in answer.text
+
+
+def test_stop_cancels_the_workflow(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, HELLO, "stopped")
+    answer = client.post(f"/workflows/{workflow_id}/stop", data={"csrf": csrf})
+    assert answer.status_code == 303
+    wait_for_status(ui, workflow_id, Status.CANCELED)
+
+
+def test_rerun_starts_the_same_file_under_the_same_name(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, KEEPS, "nightly")
+    answer = client.post(f"/workflows/{workflow_id}/rerun", data={"csrf": csrf})
+    assert answer.status_code == 303
+    rerun_id = answer.headers["location"].removeprefix("/workflows/")
+    assert rerun_id != workflow_id
+    rerun = ui.stack.get_workflow(ui.admin_principal(), rerun_id)
+    assert rerun.name == "nightly"
+    assert rerun.raw_specification == KEEPS
+
+
+def test_another_users_workflow_is_not_found(ui: WebUiStack) -> None:
+    admin, admin_csrf = signed_in(ui, ui.admin)
+    workflow_id = start(admin, admin_csrf, HELLO, "the-admins")
+    member, member_csrf = signed_in(ui, ui.member)
+    assert member.get(f"/workflows/{workflow_id}").status_code == 404
+    assert member.get(f"/workflows/{workflow_id}/log").status_code == 404
+    assert member.get(f"/editor?from={workflow_id}").status_code == 404
+    rerun = member.post(f"/workflows/{workflow_id}/rerun", data={"csrf": member_csrf})
+    assert rerun.status_code == 404
+
+
+# -- the list -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many(ui: WebUiStack) -> list:
+    """120 workflows of the member's account, named ``paged-N``."""
+    account = ui.stack.service.identity.login_principal(ui.member.user_id).account_id
+    return add_workflows(ui.stack.service.sessions, account, 120, prefix="paged", start=1e9)
+
+
+def test_the_list_starts_with_the_newest_submitted(ui: WebUiStack, many: list) -> None:
+    client, _ = signed_in(ui, ui.member)
+    page = client.get("/workflows?name=paged-").text
+    assert names_listed(page)[:3] == ["paged-119", "paged-118", "paged-117"]
+    assert 'aria-sort="descending"' in page
+
+
+def test_the_list_pages_through_every_workflow_with_page_tokens(ui: WebUiStack, many: list) -> None:
+    client, _ = signed_in(ui, ui.member)
+    seen: list[str] = []
+    url: str | None = "/workflows?name=paged-"
+    while url is not None:
+        page = client.get(url).text
+        seen += names_listed(page)
+        url = next_link(page)
+    assert seen == [f"paged-{i}" for i in reversed(range(120))]
+
+
+def test_the_started_column_sorts(ui: WebUiStack, many: list) -> None:
+    client, _ = signed_in(ui, ui.member)
+    page = client.get("/workflows?order=started&dir=asc&name=paged-").text
+    never = {r.name for r in many if r.started_at is None}
+    ordered = sorted(many, key=lambda r: (r.started_at or 0.0, r.id))
+    assert names_listed(page) == [r.name for r in ordered[:50]]
+    assert set(names_listed(page)[: len(never)]) == never
+
+
+def test_the_status_filter_shows_one_status(ui: WebUiStack, many: list) -> None:
+    client, _ = signed_in(ui, ui.member)
+    page = client.get("/workflows?status=FAILED&name=paged-").text
+    failed = [r.name for r in reversed(many) if r.status == Status.FAILED]
+    assert names_listed(page) == failed
+
+
+def test_a_page_token_of_another_order_is_refused(ui: WebUiStack, many: list) -> None:
+    client, _ = signed_in(ui, ui.member)
+    token = next_link(client.get("/workflows?name=paged-").text)
+    assert token is not None
+    answer = client.get(token.replace("name=paged-", "name=paged-1"))
+    assert answer.status_code == 400
+    assert "page: the token is for another order or filter" in answer.text
+
+
+def test_a_forged_page_token_is_a_400(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.member)
+    answer = client.get("/workflows?page=%%%not-base64")
+    assert answer.status_code == 400 and "page:" in answer.text
+
+
+def test_an_unknown_status_filter_is_a_400_naming_it(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.member)
+    answer = client.get("/workflows?status=DONE")
+    assert answer.status_code == 400 and "status: must be one of" in answer.text
