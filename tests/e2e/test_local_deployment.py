@@ -266,7 +266,11 @@ def test_local_status_shows_each_process_conditions(local_deployment):
     report = json.loads(fuzzball(env, "local", "status", "-o", "json").stdout)
     table = fuzzball(env, "local", "status").stdout
 
-    assert {c["name"] for c in report["orchestrate"]["conditions"]} == {"store", "engine"}
+    assert {c["name"] for c in report["orchestrate"]["conditions"]} == {
+        "store",
+        "engine",
+        "endpoints",
+    }
     substrate = {c["name"]: c["ok"] for c in report["substrate"]["conditions"]}
     assert substrate["registered"] and substrate["stream"] and report["substrate"]["ready"]
     assert "READY" in table.splitlines()[0] and "registered" in table
