@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import click
 import grpc
 from aiohttp import web
+from sqlalchemy.orm import Session
 
 from fuzzball_core.api.grpc_client import add_client_servicers
 from fuzzball_core.api.http_errors import RestRunner
@@ -25,7 +27,9 @@ from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
+from fuzzball_core.orchestrate import endpoints
 from fuzzball_core.orchestrate.endpoint_proxy import EndpointServing
+from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.identity_routes import identity_routes
 from fuzzball_core.orchestrate.image_stages import configure_images
@@ -47,13 +51,15 @@ from fuzzball_core.service.forwarded_identity import TrustedFederates
 from fuzzball_core.service.oidc import configured_issuer
 from fuzzball_core.service.secret_commands import add_secret_commands
 from fuzzball_core.service.secrets import Secrets
+from fuzzball_core.service.views import Principal
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
+from fuzzball_core.store.models import ServiceEndpoint
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.tls import serving_security
 from fuzzball_core.webui.app import webui_routes
-from fuzzball_core.webui.context import WebUi
+from fuzzball_core.webui.context import EndpointLink, WebUi
 
 log = logging.getLogger("fuzzball.orchestrate")
 
@@ -146,7 +152,38 @@ def rest_app(orchestrate: Orchestrate) -> web.Application:
 def web_ui(orchestrate: Orchestrate) -> WebUi:
     """What the Web UI's pages (served at ``/``) read and act through."""
     service = orchestrate.service
-    return WebUi(service, service.identity, service.accounts, service.sessions, orchestrate.secrets)
+    return WebUi(
+        service,
+        service.identity,
+        service.accounts,
+        service.sessions,
+        orchestrate.secrets,
+        endpoint_links(orchestrate.engine.sessions, orchestrate.endpoints.urls),
+    )
+
+
+def endpoint_links(
+    sessions: Callable[[], Session], urls: EndpointUrls
+) -> Callable[[Principal], list[EndpointLink]]:
+    """The endpoints page's listing: the endpoint routes' own (the caller's account's
+    persistent endpoints and its live workflows'), each with its URL at the proxy."""
+
+    def links(who: Principal) -> list[EndpointLink]:
+        with sessions() as session:
+            views = endpoints.listed(session, who)
+        return [
+            EndpointLink(
+                v.id,
+                v.name,
+                urls.url(ServiceEndpoint(id=v.id, kind=v.type)),
+                v.type,
+                v.workflow_id,
+                v.persistent,
+            )
+            for v in views
+        ]
+
+    return links
 
 
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:

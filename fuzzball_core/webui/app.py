@@ -14,7 +14,14 @@ from aiohttp import web
 
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.service.views import Principal
-from fuzzball_core.webui import dashboard, nodes, signin, workflow_editor, workflow_pages
+from fuzzball_core.webui import (
+    dashboard,
+    listings,
+    nodes,
+    signin,
+    workflow_editor,
+    workflow_pages,
+)
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import ui_headers
 
@@ -24,7 +31,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 UI_PATHS = ("/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints", "/workflows", "/editor")
 UI_PREFIXES = ("/static/", "/nodes/", "/workflows/", "/editor/")
 #: the modules whose ``add_routes(router)`` registers their pages
-PAGES = (signin, dashboard, nodes, workflow_pages, workflow_editor)
+PAGES = (signin, dashboard, nodes, listings, workflow_pages, workflow_editor)
 
 
 def is_ui_path(path: str) -> bool:

@@ -19,6 +19,7 @@ from fuzzball_core.service.views import Principal
 class EndpointLink:
     """One endpoint the visitor may connect to, as the endpoints page lists it."""
 
+    id: str
     name: str
     url: str
     type: str

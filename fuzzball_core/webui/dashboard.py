@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, func, select, true
 
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Workflow
@@ -30,11 +29,11 @@ class Failure:
     error: str
 
 
-def _visible(who: Principal, query: Select[Any]) -> Select[Any]:
+def _visible(who: Principal) -> ColumnElement[bool]:
     # the service's own rule (list_workflows): READ_CLUSTER sees every account's workflows
     if who.may(Permission.READ_CLUSTER):
-        return query
-    return query.where(Workflow.account_id == who.account_id)
+        return true()
+    return Workflow.account_id == who.account_id
 
 
 def workflow_counts(ui: WebUi, who: Principal) -> dict[str, int]:
@@ -42,11 +41,11 @@ def workflow_counts(ui: WebUi, who: Principal) -> dict[str, int]:
     page's length)."""
     query = (
         select(Workflow.status, func.count())
-        .where(Workflow.status.in_([Status.STARTED.value, Status.PENDING.value]))
+        .where(Workflow.status.in_([Status.STARTED.value, Status.PENDING.value]), _visible(who))
         .group_by(Workflow.status)
     )
     with ui.sessions() as session:
-        counts = {status: count for status, count in session.execute(_visible(who, query))}
+        counts = {status: count for status, count in session.execute(query)}
     return {
         "running": int(counts.get(Status.STARTED.value, 0)),
         "pending": int(counts.get(Status.PENDING.value, 0)),
@@ -57,12 +56,15 @@ def recent_failures(ui: WebUi, who: Principal, limit: int = RECENT_FAILURES) -> 
     """The latest failed workflows ``who`` sees, newest first."""
     query = (
         select(Workflow.id, Workflow.name, Workflow.finished_at, Workflow.error)
-        .where(Workflow.status == Status.FAILED.value)
+        .where(Workflow.status == Status.FAILED.value, _visible(who))
         .order_by(Workflow.finished_at.desc(), Workflow.id)
         .limit(limit)
     )
     with ui.sessions() as session:
-        return [Failure(*row) for row in session.execute(_visible(who, query))]
+        return [
+            Failure(id_, name, finished_at, error)
+            for id_, name, finished_at, error in session.execute(query)
+        ]
 
 
 def node_counts(ui: WebUi, who: Principal) -> dict[str, int] | None:

@@ -5,7 +5,7 @@ only not shown to them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -101,7 +101,7 @@ async def _back(request: web.Request, node_id: str) -> web.StreamResponse:
     return web.Response(status=303, headers={"Location": back})
 
 
-def _placing(effect: str) -> Callable[[web.Request, Visitor], Any]:
+def _placing(effect: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def place(request: web.Request, visitor: Visitor) -> web.StreamResponse:
         node_id = request.match_info["node"]
         service = request.app[UI].service

@@ -1,11 +1,11 @@
 """Orchestrate's REST gateway with the Web UI, over the real service, for browser tests.
 
 ``WebUiStack`` serves on loopback what ``fuzzball-orchestrate`` serves at its REST listener
-for the UI: the gateway with the Web UI's routes, the identity routes, over
-Orchestrate's SQL service and engine (``SqlStack``, whose scripted nodes register through
-the real node hub). It has one organization, ``acme``, with an owner who is also a cluster
-administrator (``admin``: may place holds) and a plain member (``member``), both signing
-in with :data:`PASSWORD`, and two nodes.
+for the UI: the gateway with the Web UI's routes and the identity routes, over Orchestrate's
+SQL service and engine (``SqlStack``, whose scripted nodes register through the real node
+hub), its secrets and its endpoint listing. It has one organization, ``acme``, with an
+owner who is also a cluster administrator (``admin``: may place holds) and a plain member
+(``member``), both signing in with :data:`PASSWORD`, and two nodes.
 """
 
 from __future__ import annotations
@@ -19,14 +19,20 @@ from aiohttp import web
 
 from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import build_rest_app
+from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.identity_routes import identity_routes
+from fuzzball_core.orchestrate.server import endpoint_links
+from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import User
+from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.webui.app import webui_routes
 from fuzzball_core.webui.context import WebUi
 from support.live_api import LoopThread
 from support.sql_stack import SqlStack
 
+#: where the endpoint proxy would be (the pages link there; no test connects)
+PROXY_URL = "http://127.0.0.1:8443"
 #: what everyone in the stack signs in with (the password policy accepts it)
 PASSWORD = "Sturdy-Lantern-42x"
 GIB = 1024**3
@@ -64,7 +70,15 @@ class WebUiStack:
             self.stack.add_node("node-a", 8, 16 * GIB),
             self.stack.add_node("node-b", 4, 8 * GIB, devices={"nvidia.com/gpu": 1}),
         ]
-        ui = WebUi(service, identity, service.accounts, service.sessions)
+        self.secrets = Secrets(service.sessions, SecretBox(data_dir))
+        ui = WebUi(
+            service,
+            identity,
+            service.accounts,
+            service.sessions,
+            self.secrets,
+            endpoint_links(service.sessions, EndpointUrls.of(PROXY_URL, "", "")),
+        )
         self._runner = RestRunner(
             build_rest_app(
                 service,

@@ -7,6 +7,8 @@ README shows them), so they follow the pages as they change.
 
 from __future__ import annotations
 
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from support.browser import console_errors
-from support.webui_stack import PASSWORD, Person, WebUiStack
+from support.webui_stack import PASSWORD, PROXY_URL, Person, WebUiStack
+
+from fuzzball_core.store.models import ServiceEndpoint, Workflow
 
 pytestmark = pytest.mark.slow
 
@@ -158,3 +162,41 @@ def test_signing_out_revokes_the_session(fresh_browser: Any, ui: WebUiStack) -> 
     WebDriverWait(browser, 10).until(lambda driver: "signed_out" in driver.current_url)
     answer = httpx.get(f"{ui.url}/v3/workflows", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 401
+
+
+def serve_endpoints(ui: WebUiStack, account_id: str, names: list[str]) -> str:
+    """A running workflow of ``account_id`` serving endpoints ``names``; its id."""
+    now, workflow_id = time.time(), str(uuid.uuid4())
+    with ui.stack.service.sessions() as session, session.begin():
+        session.add(
+            Workflow(
+                id=workflow_id, account_id=account_id, name="serving", status="STARTED",
+                raw_specification="", definition_v4="", created_at=now, started_at=now,
+            )
+        )  # fmt: skip
+        for name in names:
+            session.add(
+                ServiceEndpoint(
+                    id=str(uuid.uuid4()), name=name, account_id=account_id, kind="path",
+                    workflow_id=workflow_id, service=name, port=8080, created_at=now,
+                    updated_at=now,
+                )
+            )  # fmt: skip
+    return workflow_id
+
+
+def test_connect_becomes_a_menu_for_several_endpoints(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    account = ui.admin_principal().account_id
+    single = serve_endpoints(ui, account, ["notebook"])
+    several = serve_endpoints(ui, account, ["api", "dashboard"])
+    sign_in(browser, ui, ui.admin, page="/endpoints")
+    link = browser.find_element(By.CSS_SELECTOR, f"#endpoints-{single} .connect a")
+    assert link.text == "Connect" and link.get_attribute("href").startswith(PROXY_URL)
+    menu = browser.find_element(By.CSS_SELECTOR, f"#endpoints-{several} details.menu")
+    entries = menu.find_elements(By.CSS_SELECTOR, "li a")
+    assert not any(entry.is_displayed() for entry in entries)  # closed until asked
+    menu.find_element(By.TAG_NAME, "summary").click()
+    assert [entry.text for entry in entries] == ["api", "dashboard"]
+    assert all(entry.is_displayed() for entry in entries)
+    assert console_errors(browser) == []

@@ -11,6 +11,7 @@ import pytest
 from support.webui_stack import PASSWORD, Person, WebUiStack
 
 from fuzzball_core.orchestrate.service import PAGE
+from fuzzball_core.service.secrets import Family
 from fuzzball_core.store.models import Workflow
 
 pytestmark = pytest.mark.slow
@@ -106,3 +107,16 @@ def test_the_dashboard_counts_every_running_and_pending_workflow(ui: WebUiStack)
     assert re.search(r'id="count-pending"><a [^>]*>(\d+)<', page)[1] == str(PAGE + 3)  # type: ignore[index]
     assert re.search(r'id="count-running"><a [^>]*>(\d+)<', page)[1] == "2"  # type: ignore[index]
     assert "failed-0" in page and "exit code 1" in page
+
+
+def test_the_secrets_page_lists_names_never_values(ui: WebUiStack) -> None:
+    who = ui.stack.service.identity.login_principal(ui.member.user_id)
+    value = "hunter2-do-not-show"
+    body = {"name": "db-password", "scope": "SECRET_SCOPE_USER", "value": {"value": value}}
+    ui.secrets.create(who, Family.SECRETS, body)
+    client, _ = signed_in(ui, ui.member)
+    page = client.get("/secrets")
+    assert page.status_code == 200
+    assert "db-password" in page.text and "secret://user/db-password" in page.text
+    assert value not in page.text
+    assert "Cluster secrets" not in page.text  # a member may not read the cluster's
