@@ -25,13 +25,16 @@ The release notes' failures are the rules kept:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, cast
 
 from fuzzball_core.config import ProvisionerConfig, ProvisionerDefinitionConfig
 from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap, Provisioner
@@ -44,7 +47,32 @@ EventSink = Callable[[EventKind, str, str], None]
 #: (node name, reason) -> place a deprovision hold on the node
 HoldPlacer = Callable[[str, str], None]
 
+
+class InstanceStore(Protocol):
+    """Where instance records are kept (``provisioning_store.SqlInstanceStore``)."""
+
+    def load(self) -> list[InstanceRecord]:
+        """Every record kept."""
+
+    def save(self, record: InstanceRecord) -> None:
+        """Keep the record as it is now."""
+
+
 _LIVE = frozenset({InstanceState.CREATING, InstanceState.CREATED})
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """Run the method under the loop's lock: the engine's thread, the sweeper's and the node
+    API's registrations all reach the same records."""
+
+    @functools.wraps(method)
+    def locked(self: Provisioning, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_Method, locked)
 
 
 def _digest(token: str) -> str:
@@ -122,6 +150,7 @@ class Provisioning:
         clock: Callable[[], float] = time.time,
         on_event: EventSink | None = None,
         place_hold: HoldPlacer | None = None,
+        store: InstanceStore | None = None,
     ) -> None:
         missing = sorted({d.driver for d in config.definitions} - set(drivers))
         if missing:
@@ -139,8 +168,13 @@ class Provisioning:
         self.clock = clock
         self.on_event = on_event
         self.place_hold = place_hold
+        self.store = store
+        self.lock = threading.RLock()
         self.instances: dict[str, InstanceRecord] = {}
         self._by_name: dict[str, InstanceRecord] = {}
+        for record in store.load() if store is not None else ():
+            self.instances[record.id] = record
+            self._by_name[record.name] = record
 
     # -- what could hold a job -------------------------------------------------------------
 
@@ -175,6 +209,7 @@ class Provisioning:
 
     # -- scale up --------------------------------------------------------------------------
 
+    @_locked
     def scale_up(self, waiting: Sequence[JobRequest]) -> list[InstanceRecord]:
         """Request nodes for runs no current node can hold: oldest first, each on the
         cheapest definition that could hold it and has room under its ``max-nodes``. A run
@@ -206,6 +241,7 @@ class Provisioning:
             created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
         return created
 
+    @_locked
     def create(
         self,
         definition_id: str,
@@ -285,6 +321,7 @@ class Provisioning:
                 self._fail(record, answer.detail or "the driver failed to create it")
             else:
                 record.driver_id = answer.instance_id
+                self._save(record)
         return records
 
     def _fail(self, record: InstanceRecord, why: str) -> None:
@@ -294,6 +331,7 @@ class Provisioning:
 
     # -- registration ----------------------------------------------------------------------
 
+    @_locked
     def authenticate(self, name: str, token: str) -> InstanceRecord:
         """The instance a node registering as ``name`` with ``token`` is; ``Unauthenticated``
         for any other token, another instance's name, or a deleted instance."""
@@ -306,6 +344,7 @@ class Provisioning:
             raise Unauthenticated("the registration token is not valid for this node")
         return record
 
+    @_locked
     def register(self, name: str, token: str, annotations: Mapping[str, str]) -> dict[str, str]:
         """A node registers (first time, or again after a restart): return the annotations it
         carries: its own, then the definition's, then the instance's."""
@@ -326,6 +365,7 @@ class Provisioning:
 
     # -- scale down ------------------------------------------------------------------------
 
+    @_locked
     def sweep(self, idle_since: Mapping[str, float | None]) -> None:
         """Delete what should go: instances that never registered, past their deadline and
         grace; registered ones idle past the definition's timeout or past their ttl (through
@@ -363,12 +403,14 @@ class Provisioning:
         else:
             self.place_hold(record.name, f"provisioner: {why}")
 
+    @_locked
     def torn_down(self, name: str) -> None:
         """A deprovision hold emptied the node ``name``: delete its instance (once)."""
         record = self._by_name.get(name)
         if record is not None and record.state in _LIVE:
             self._delete(record)
 
+    @_locked
     def delete(self, instance_id: str) -> InstanceRecord:
         """The admin API's delete: the instance goes now (once; a deleted one stays so)."""
         record = self.instances.get(instance_id)
@@ -414,7 +456,12 @@ class Provisioning:
             key=lambda r: (r.requested_at, r.name),
         )
 
+    def _save(self, record: InstanceRecord) -> None:
+        if self.store is not None:
+            self.store.save(record)
+
     def _event(self, record: InstanceRecord, kind: EventKind, message: str) -> None:
         record.history.append((self.clock(), kind.value, message))
+        self._save(record)
         if self.on_event is not None:
             self.on_event(kind, f"instance {record.name}: {message}", record.name)

@@ -510,3 +510,32 @@ class Volume(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     access_time: Mapped[float | None] = mapped_column(Float, nullable=True)
     deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ProvisionerInstance(Base):
+    """An instance the provisioning loop asked a driver for, from request to deletion.
+
+    ``name`` is the node name it registers under: new for every instance (never an earlier
+    one's). ``token_digest`` is the SHA-256 of its one-time registration token (the token
+    itself is kept nowhere). ``history`` holds ``[time, event kind, message]`` entries.
+    """
+
+    __tablename__ = "provisioner_instances"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    definition_id: Mapped[str] = mapped_column(String(63), index=True)
+    #: an InstanceState
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    driver_id: Mapped[str] = mapped_column(String(255), default="")
+    token_digest: Mapped[str] = mapped_column(String(64))
+    annotations: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    ttl: Mapped[float | None] = mapped_column(Float, nullable=True)
+    detail: Mapped[str] = mapped_column(Text, default="")
+    requested_at: Mapped[float] = mapped_column(Float)
+    registered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    deprovision_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    deleted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the runs it was requested for
+    requested_for: Mapped[list[str]] = mapped_column(JSON, default=list)
+    history: Mapped[list[Any]] = mapped_column(JSON, default=list)
