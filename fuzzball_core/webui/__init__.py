@@ -5,6 +5,6 @@ no CDN) for the parts that refresh in place. Visitors sign in with their email a
 (:mod:`.signin`); the session is an API token of their personal account kept in an HttpOnly,
 SameSite=Strict cookie, and every state-changing form carries the session's CSRF token
 (:mod:`.session`). Every page is served with a Content-Security-Policy that allows scripts
-from this origin's files only (no inline script). ``docs/architecture.md`` ("Web UI") says
-how the pieces fit.
+from this origin's files only (no inline script). The README's "Web UI" section describes
+the pages; ``tests/webui/`` drives them in headless Chromium.
 """

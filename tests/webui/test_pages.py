@@ -120,3 +120,47 @@ def test_the_secrets_page_lists_names_never_values(ui: WebUiStack) -> None:
     assert "db-password" in page.text and "secret://user/db-password" in page.text
     assert value not in page.text
     assert "Cluster secrets" not in page.text  # a member may not read the cluster's
+
+
+def test_a_node_page_shows_its_holds_and_event_log(ui: WebUiStack) -> None:
+    node = ui.nodes[1]
+    hold = ui.stack.add_hold(ui.admin_principal(), node.id, "cordon", "fan replacement")
+    try:
+        client, _ = signed_in(ui, ui.admin)
+        page = client.get(f"/nodes/{node.id}").text
+        holds = page[page.index('id="holds-heading"') : page.index('id="events-heading"')]
+        for shown in ("cordon", "admin", "fan replacement", ui.admin.email, "<time datetime="):
+            assert shown in holds, shown
+        events = page[page.index('id="events-heading"') :]
+        assert "fan replacement" in events  # the hold's event, beside the registration
+    finally:
+        ui.stack.release_hold(ui.admin_principal(), node.id, hold.id)
+
+
+def test_the_nodes_list_filters_by_hold_state_and_sorts(ui: WebUiStack) -> None:
+    held = ui.nodes[0]
+    hold = ui.stack.add_hold(ui.admin_principal(), held.id, "evict", "draining")
+    try:
+        client, _ = signed_in(ui, ui.admin)
+        evicting = client.get("/nodes?state=evicting").text
+        assert f'id="node-{held.id}"' in evicting and f'id="node-{ui.nodes[1].id}"' not in evicting
+        by_cores = client.get("/nodes?sort=cores&order=desc").text
+        assert by_cores.index(f'id="node-{held.id}"') < by_cores.index(
+            f'id="node-{ui.nodes[1].id}"'
+        )
+        by_cores = client.get("/nodes?sort=cores&order=asc").text
+        assert by_cores.index(f'id="node-{held.id}"') > by_cores.index(
+            f'id="node-{ui.nodes[1].id}"'
+        )
+    finally:
+        ui.stack.release_hold(ui.admin_principal(), held.id, hold.id)
+
+
+def test_an_expired_session_sends_htmx_to_sign_in_with_hx_redirect(ui: WebUiStack) -> None:
+    answer = httpx.get(
+        f"{ui.url}/nodes",
+        cookies={"fuzzball_session": "revoked-or-expired"},
+        headers={"HX-Request": "true"},
+    )
+    assert answer.status_code == 200
+    assert answer.headers["HX-Redirect"] == "/signin?next=%2Fnodes&expired=1"
