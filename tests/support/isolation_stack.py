@@ -21,6 +21,7 @@ import httpx
 from fuzzball_core.scheduling import Resources
 from fuzzball_core.store.object_cache import CacheAddress
 from fuzzball_core.vocabulary import AccountKind
+from fuzzball_core.webui.session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 from support.cluster import InProcessOrchestrate, free_port
 from support.live_api import HELLO
 from support.tenants import Tenants, make_tenants
@@ -98,6 +99,18 @@ class IsolationStack:
             headers={"Authorization": f"Bearer {token}"},
             json=body,
             timeout=30,
+        )
+
+    def page(self, token: str, method: str, path: str, body: Any = None) -> httpx.Response:
+        """``METHOD PATH`` of the Web UI, signed in with ``token`` as the session cookie (and
+        its CSRF token, so that a refusal is the page's, not the form's)."""
+        return httpx.request(
+            method,
+            self.rest_url.removesuffix("/v3") + path,
+            cookies={SESSION_COOKIE: token},
+            headers={CSRF_HEADER: csrf_token(token)},
+            timeout=30,
+            follow_redirects=False,
         )
 
     def _created(self, token: str, path: str, body: dict[str, Any]) -> str:
