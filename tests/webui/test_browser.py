@@ -200,3 +200,21 @@ def test_connect_becomes_a_menu_for_several_endpoints(fresh_browser: Any, ui: We
     assert [entry.text for entry in entries] == ["api", "dashboard"]
     assert all(entry.is_displayed() for entry in entries)
     assert console_errors(browser) == []
+
+
+def test_the_dashboard_counts_refresh_in_place(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    node = ui.nodes[1]
+    sign_in(browser, ui, ui.admin)
+    assert browser.find_element(By.ID, "nodes-evicting").text == "0"
+    browser.execute_script("document.body.dataset.marker = 'same page'")
+    hold = ui.stack.add_hold(ui.admin_principal(), node.id, "evict", "refresh")
+    try:
+        WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda driver: driver.find_element(By.ID, "nodes-evicting").text == "1"
+        )
+        # no reload: the marker set on this page's body is still there
+        assert browser.execute_script("return document.body.dataset.marker") == "same page"
+        assert console_errors(browser) == []
+    finally:
+        ui.stack.release_hold(ui.admin_principal(), node.id, hold.id)
