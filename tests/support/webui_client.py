@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from selenium.webdriver.common.by import By
@@ -15,7 +15,13 @@ from support.webui_stack import PASSWORD, Person, WebUiStack
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-def signed_in(ui: WebUiStack, person: Person) -> tuple[httpx.Client, str]:
+class Served(Protocol):
+    """Anything serving the UI at ``url`` (a :class:`WebUiStack`, the benchmark's server)."""
+
+    url: str
+
+
+def signed_in(ui: Served, person: Person) -> tuple[httpx.Client, str]:
     """A client signed in as ``person``, and its session's CSRF token."""
     client = httpx.Client(base_url=ui.url)
     guard = _CSRF.search(client.get("/signin").text)
