@@ -11,6 +11,7 @@ import pytest
 from support.webui_stack import PASSWORD, Person, WebUiStack
 
 from fuzzball_core.orchestrate.service import PAGE
+from fuzzball_core.service.identity import MAX_FAILED_LOGINS
 from fuzzball_core.service.secrets import Family
 from fuzzball_core.store.models import Workflow
 
@@ -164,3 +165,23 @@ def test_an_expired_session_sends_htmx_to_sign_in_with_hx_redirect(ui: WebUiStac
     )
     assert answer.status_code == 200
     assert answer.headers["HX-Redirect"] == "/signin?next=%2Fnodes&expired=1"
+
+
+def test_the_sign_in_form_applies_the_lockout(ui: WebUiStack) -> None:
+    identity = ui.stack.service.identity
+    owner = identity.login_principal(ui.admin.user_id)
+    user, _ = identity.add_member(owner, "locked@acme.test", password=PASSWORD)
+    client = httpx.Client(base_url=ui.url)
+
+    def attempt(password: str) -> httpx.Response:
+        guard = re.search(r'name="csrf" value="([^"]+)"', client.get("/signin").text)
+        assert guard is not None
+        form = {"csrf": guard[1], "email": user.email, "password": password}
+        return client.post("/signin", data=form)
+
+    for _ in range(MAX_FAILED_LOGINS):
+        assert attempt("wrong-password").status_code == 401
+    refused = attempt(PASSWORD)  # the right password, during the lockout
+    assert refused.status_code == 401
+    assert "locked out" in refused.text
+    assert "fuzzball_session" not in client.cookies
