@@ -11,6 +11,7 @@ the text exactly as it stands, so nothing the editor does not understand (``pree
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
-from fuzzball_core.errors import FuzzballError, InvalidArgument
+from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec import field_violations, upgrade_to_v4
@@ -28,6 +29,7 @@ from fuzzball_core.webui.context import UI
 from fuzzball_core.webui.render import html
 from fuzzball_core.webui.session import Visitor, page
 from fuzzball_core.webui.spec_lines import line_of
+from fuzzball_core.webui.workflow_pages import WORKFLOW_ID
 
 #: the file a new workflow starts from
 HELLO_WORLD = """version: v4
@@ -105,6 +107,8 @@ async def editor(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     text, name, notice = HELLO_WORLD, "hello-world", ""
     source = request.query.get("from")
     if source:
+        if not re.fullmatch(WORKFLOW_ID, source):  # never looked up: as if absent
+            raise NotFound("workflow not found")
         workflow = request.app[UI].service.get_workflow(visitor.who, source)
         text, name = workflow.raw_specification, workflow.name
         if declared_version(text) == "v1":

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_core.service.views import TERMINAL, StageExplanation, WorkflowView
+from fuzzball_core.spec.names import check_printable
 from fuzzball_core.store.models import Node
 from fuzzball_core.vocabulary import Status
 from fuzzball_core.webui.context import UI, WebUi
@@ -31,6 +32,8 @@ REFRESH_SECONDS = 2
 #: what a workflow id may look like (a UUID here, a member-prefixed one at a Federate);
 #: anything else is not looked up (a database refuses a NUL in a query)
 WORKFLOW_ID = r"[0-9A-Za-z._:-]{1,64}"
+#: the longest stage name the log pane asks for (``jobs.`` and a name of at most 256)
+MAX_STAGE_NAME = 300
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ async def workflow_log(request: web.Request, visitor: Visitor) -> web.StreamResp
     ``?after=SEQ`` (of ``?stage=NAME`` only, if given), and whether more may come."""
     ui = request.app[UI]
     workflow_id = request.match_info["workflow"]
-    stage = request.query.get("stage") or None
+    stage = check_printable("stage", request.query.get("stage", ""), limit=MAX_STAGE_NAME) or None
     # read the status first: output stored before a workflow ended is all on its pages
     ended = ui.service.get_workflow(visitor.who, workflow_id).status in TERMINAL
     chunks = ui.service.read_logs(

@@ -362,3 +362,22 @@ def test_an_unknown_status_filter_is_a_400_naming_it(ui: WebUiStack) -> None:
     client, _ = signed_in(ui, ui.member)
     answer = client.get("/workflows?status=DONE")
     assert answer.status_code == 400 and "status: must be one of" in answer.text
+
+
+def test_a_stage_name_that_is_not_printable_is_a_400(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, HELLO, "nul-stage")
+    answer = client.get(f"/workflows/{workflow_id}/log", params={"stage": "jobs.\x00"})
+    assert answer.status_code == 400 and "stage: character 6 (U+0000)" in answer.text
+
+
+def test_opening_an_id_that_cannot_be_one_is_not_found(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.member)
+    assert client.get("/editor", params={"from": "x\x00y"}).status_code == 404
+    assert client.get("/workflows/x%00y").status_code == 404
+
+
+def test_a_name_filter_that_is_not_printable_is_a_400(ui: WebUiStack) -> None:
+    client, _ = signed_in(ui, ui.member)
+    answer = client.get("/workflows", params={"name": "a\x1b[2J"})
+    assert answer.status_code == 400 and "name: character 2 (U+001B)" in answer.text
