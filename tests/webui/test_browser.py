@@ -16,6 +16,7 @@ import httpx
 import pytest
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from support.browser import console_errors
@@ -218,3 +219,29 @@ def test_the_dashboard_counts_refresh_in_place(fresh_browser: Any, ui: WebUiStac
         assert console_errors(browser) == []
     finally:
         ui.stack.release_hold(ui.admin_principal(), node.id, hold.id)
+
+
+def test_signing_in_works_from_the_keyboard_alone(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    browser.get(f"{ui.url}/signin")
+    focused = browser.switch_to.active_element
+    assert focused.get_attribute("id") == "email"  # the form starts focused
+    focused.send_keys(ui.member.email, Keys.TAB)
+    browser.switch_to.active_element.send_keys(PASSWORD, Keys.ENTER)
+    WebDriverWait(browser, 10).until(lambda driver: "/signin" not in driver.current_url)
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Dashboard"
+    # the first Tab reaches the skip link, which takes focus past the navigation
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+    skip = browser.switch_to.active_element
+    assert skip.text == "Skip to content"
+    skip.send_keys(Keys.ENTER)
+    assert browser.switch_to.active_element.get_attribute("id") == "main"
+
+
+def test_the_nodes_page_fits_a_laptop_screen(fresh_browser: Any, ui: WebUiStack) -> None:
+    browser = fresh_browser
+    sign_in(browser, ui, ui.admin, page="/nodes")
+    overflow = browser.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0  # no sideways scrolling at 1366 pixels wide
