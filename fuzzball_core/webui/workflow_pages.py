@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.contract import LOG_PAGE
-from fuzzball_core.service.views import TERMINAL, StageExplanation, WorkflowView
+from fuzzball_core.service.views import TERMINAL, StageExplanation, StageView, WorkflowView
 from fuzzball_core.spec.names import check_printable
 from fuzzball_core.store.models import Node
 from fuzzball_core.vocabulary import Status
@@ -51,6 +51,8 @@ class StageRow:
     message: str
     #: why it waits and when it may start (pending stages only)
     why: StageExplanation | None
+    #: a task array's progress ("3 finished, 1 failed, 2 running of 10"); empty otherwise
+    tasks: str = ""
 
 
 @page
@@ -100,6 +102,7 @@ def _detail(ui: WebUi, visitor: Visitor, workflow_id: str) -> dict[str, Any]:
             s.finished_at,
             s.message,
             waiting.get(s.name),
+            _task_progress(s),
         )
         for s in workflow.stages
     ]
@@ -113,6 +116,15 @@ def _detail(ui: WebUi, visitor: Visitor, workflow_id: str) -> dict[str, Any]:
         "events": ui.service.list_events(visitor.who, workflow_id),
         "refresh": REFRESH_SECONDS,
     }
+
+
+def _task_progress(stage: StageView) -> str:
+    if stage.task_count is None:
+        return ""
+    return (
+        f"{stage.tasks_finished} finished, {stage.tasks_failed} failed, "
+        f"{stage.tasks_running} running of {stage.task_count} tasks"
+    )
 
 
 def _log_stages(workflow: WorkflowView) -> list[str]:

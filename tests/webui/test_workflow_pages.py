@@ -381,3 +381,16 @@ def test_a_name_filter_that_is_not_printable_is_a_400(ui: WebUiStack) -> None:
     client, _ = signed_in(ui, ui.member)
     answer = client.get("/workflows", params={"name": "a\x1b[2J"})
     assert answer.status_code == 400 and "name: character 2 (U+001B)" in answer.text
+
+
+def test_a_task_arrays_progress_is_shown_with_its_stage(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    array = HELLO.replace(
+        "    resource:", "    task-array:\n      start: 1\n      end: 4\n    resource:"
+    )
+    workflow_id = start(client, csrf, array, "array")
+    ui.stack.set_stage(workflow_id, "jobs.hello", Status.FINISHED, task_id=1)
+    page = client.get(f"/workflows/{workflow_id}").text
+    assert re.search(
+        r'<span class="tasks">1 finished, 0 failed, \d running of 4 tasks</span>', page
+    )
