@@ -200,7 +200,7 @@ def raw_request(stack: Stack, head: bytes) -> tuple[int, dict, bytes]:
 def test_a_non_ascii_authorization_header_is_401_naming_the_header(stack):
     status, _headers, body = raw_request(
         stack,
-        b"GET /v3/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        b"GET /v3/workflows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
         b"Authorization: Bearer caf\xe9\r\n",
     )
     assert status == 401
