@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +28,9 @@ from fuzzball_core.orchestrate.plans import Plans
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import Diagnosis, JobRequest, Scheduler
 from fuzzball_core.spec.models import Retry
+
+if TYPE_CHECKING:  # provisioning imports nothing of the engine; this is for the type only
+    from fuzzball_core.orchestrate.provisioning import Provisioning
 
 
 @dataclass
@@ -128,6 +132,10 @@ class EngineContext:
         #: where users reach the endpoints (``orchestrate.endpoints``), for the
         #: ``FB_SERVICE_*_ENDPOINT_*`` variables of the runs
         self.endpoint_urls = EndpointUrls()
+        #: the provisioning loop's decisions (``provisioner.definitions``); None without
+        #: definitions. Submission asks it before refusing a job no node could hold, and
+        #: ``workflow why`` for the node a waiting run was requested.
+        self.provisioning: Provisioning | None = None
 
     def transaction(self) -> Transaction:
         """A new unit of work at the clock's time."""

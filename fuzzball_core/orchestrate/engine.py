@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -225,8 +226,16 @@ class Engine:
         return self.context.plans.plan_of(workflow_id)
 
     def waiting_diagnosis(self, stage_id: int) -> Diagnosis | None:
-        """Why a stage's first waiting run was not placed in the last pass, if one waits."""
-        return placement.waiting_diagnosis(self.context, stage_id)
+        """Why a stage's first waiting run was not placed in the last pass, if one waits;
+        a run the provisioning loop requested a node for says which and when."""
+        diagnosis = placement.waiting_diagnosis(self.context, stage_id)
+        provisioning = self.context.provisioning
+        if diagnosis is None or provisioning is None:
+            return diagnosis
+        requested = provisioning.waiting_reason(diagnosis.job_id)
+        if requested is None:
+            return diagnosis
+        return dataclasses.replace(diagnosis, message=f"{requested}; {diagnosis.message}")
 
     def placement_note(self, run_id: int) -> str:
         """Why a live run was placed other than it asked (spread over NVLink domains), or

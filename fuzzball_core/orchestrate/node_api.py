@@ -1,6 +1,8 @@
 """The node API's gRPC servicer: Register, and the Connect stream of each Substrate.
 
-A node authenticates with the shared node token (``orchestrate.node-token``). On Connect,
+A node authenticates with the shared node token (``orchestrate.node-token``), or, when it was
+provisioned, with its instance's own registration token (good for that node's name only, while
+the instance lives; docs/provisioners.md). On Connect,
 its first message is a Hello listing the runs it knows; the engine reconciles those, then the
 stream carries assignments and cancellations down and reports up until either side ends it.
 """
@@ -18,6 +20,7 @@ from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.node_metrics import NodeMonitoring
+from fuzzball_core.orchestrate.provisioning import Provisioning
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.scheduling import CpuCore, Resources
 
@@ -32,37 +35,57 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         node_token: str,
         run_secrets: RunSecretsService | None = None,
         monitoring: NodeMonitoring | None = None,
+        provisioning: Provisioning | None = None,
     ) -> None:
         self.engine = engine
+        #: the provisioning loop: whose registration tokens provisioned nodes present
+        self.provisioning = provisioning
         self.hub = hub
         self._token = node_token
         #: told of registrations and of answers to relayed scrapes
         self.monitoring = monitoring
         self.run_secrets = run_secrets
 
-    async def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
-        if not self._token:
+    async def _authenticate(
+        self, context: grpc.aio.ServicerContext, node_name: str | None = None
+    ) -> str | None:
+        """Check the caller's token. Return None for the shared node token, or the token
+        itself when it is a provisioned instance's (valid for ``node_name`` when given)."""
+        presented = dict(context.invocation_metadata() or ()).get("authorization", "")
+        if self._token and hmac.compare_digest(
+            presented.encode(), f"Bearer {self._token}".encode()
+        ):
+            return None
+        token = presented.removeprefix("Bearer ")
+        instance = self.provisioning.holder(token) if self.provisioning and token else None
+        if instance is not None and node_name in (None, instance.name):
+            return token
+        if not self._token and self.provisioning is None:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "orchestrate.node-token is not set: no node may connect",
             )
-        presented = dict(context.invocation_metadata() or ()).get("authorization", "")
-        expected = f"Bearer {self._token}"
-        if not hmac.compare_digest(presented.encode(), expected.encode()):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the node token is not valid")
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the node token is not valid")
+        raise AssertionError  # abort raises; for the type checker
 
     async def Register(
         self, request: node_pb2.RegisterRequest, context: grpc.aio.ServicerContext
     ) -> node_pb2.RegisterResponse:
-        await self._authenticate(context)
+        instance_token = await self._authenticate(context, request.name)
+        annotations = dict(request.annotations)
         try:
+            if instance_token is not None and self.provisioning is not None:
+                # its definition's and instance's annotations, whatever the node says
+                annotations = await asyncio.to_thread(
+                    self.provisioning.register, request.name, instance_token, annotations
+                )
             capacity = Resources(
                 request.capacity.cores, request.capacity.memory, dict(request.capacity.devices)
             )
             node_id = self.engine.register_node(
                 request.name,
                 capacity,
-                dict(request.annotations),
+                annotations,
                 device_plugin_failed=request.device_plugin_failed,
                 address=request.address,
                 cpu_topology=[
@@ -94,7 +117,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         request_iterator: AsyncIterator[node_pb2.NodeMessage],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[node_pb2.ControlMessage]:
-        await self._authenticate(context)
+        instance_token = await self._authenticate(context)
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("kind") != "hello":
             await context.abort(
@@ -102,6 +125,13 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
             )
             return  # abort raises; this tells the type checker ``first`` is a Hello below
         node_id = first.hello.node_id
+        if instance_token is not None and self.provisioning is not None:
+            instance = self.provisioning.holder(instance_token)
+            if instance is None or self.engine.context.node_names.get(node_id) != instance.name:
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "a provisioned node's token connects that node only",
+                )
         queue = self.hub.attach(node_id)
         try:
             unwanted = self.engine.node_hello(node_id, first.hello.running_run_ids)

@@ -172,9 +172,14 @@ class Provisioning:
         self.lock = threading.RLock()
         self.instances: dict[str, InstanceRecord] = {}
         self._by_name: dict[str, InstanceRecord] = {}
+        self._by_digest: dict[str, InstanceRecord] = {}
         for record in store.load() if store is not None else ():
-            self.instances[record.id] = record
-            self._by_name[record.name] = record
+            self._remember(record)
+
+    def _remember(self, record: InstanceRecord) -> None:
+        self.instances[record.id] = record
+        self._by_name[record.name] = record
+        self._by_digest[record.token_digest] = record
 
     # -- what could hold a job -------------------------------------------------------------
 
@@ -291,8 +296,7 @@ class Provisioning:
             )
             launches.append(Launch(record.name, bootstrap.render()))
             records.append(record)
-            self.instances[record.id] = record
-            self._by_name[record.name] = record
+            self._remember(record)
             self._event(
                 record,
                 EventKind.INSTANCE_REQUESTED,
@@ -343,6 +347,12 @@ class Provisioning:
         ):
             raise Unauthenticated("the registration token is not valid for this node")
         return record
+
+    @_locked
+    def holder(self, token: str) -> InstanceRecord | None:
+        """The live instance whose registration token ``token`` is; None for any other."""
+        record = self._by_digest.get(_digest(token))
+        return record if record is not None and record.state in _LIVE else None
 
     @_locked
     def register(self, name: str, token: str, annotations: Mapping[str, str]) -> dict[str, str]:

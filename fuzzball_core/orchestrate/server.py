@@ -38,6 +38,7 @@ from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
 from fuzzball_core.orchestrate.oidc_routes import oidc_routes
+from fuzzball_core.orchestrate.provisioner_runner import ProvisionerRunner, build_provisioning
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.orchestrate.secret_routes import secret_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
@@ -80,6 +81,9 @@ class Orchestrate:
     endpoints: EndpointServing
     #: node metrics targets, the scrape relay, the Alertmanager receiver (issue 15)
     monitoring: Monitoring | None = None
+    #: the provisioning loop beside the engine (docs/provisioners.md); None without
+    #: ``provisioner.definitions``
+    provisioner: ProvisionerRunner | None = None
 
 
 def build(
@@ -120,6 +124,9 @@ def build(
     endpoints = EndpointServing(engine, service.authenticate, config.orchestrate.endpoints, health)
     built = Orchestrate(config, engine, service, hub, health, secrets, endpoints)
     built.monitoring = Monitoring(config, engine, hub)
+    provisioning = build_provisioning(config, engine, registry)
+    if provisioning is not None:
+        built.provisioner = ProvisionerRunner(engine, provisioning)
     return built
 
 
@@ -198,6 +205,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
             orchestrate.hub,
             config.node_token,
             monitoring=orchestrate.monitoring,
+            provisioning=orchestrate.engine.context.provisioning,
             run_secrets=RunSecretsService.attach(
                 orchestrate.engine, orchestrate.service.accounts, orchestrate.secrets
             ),
@@ -218,6 +226,12 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     if orchestrate.monitoring is not None:
         await orchestrate.monitoring.start()
     await orchestrate.endpoints.start()
+    provisioner_stop = asyncio.Event()
+    provisioner_task = (
+        asyncio.create_task(orchestrate.provisioner.run(provisioner_stop))
+        if orchestrate.provisioner is not None
+        else None
+    )
     log.info(
         "orchestrate serving gRPC on %s and REST on %s (%s)",
         config.grpc_listen,
@@ -227,6 +241,9 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     try:
         await stop.wait()
     finally:
+        provisioner_stop.set()
+        if provisioner_task is not None:
+            await provisioner_task
         engine_task.cancel()
         if orchestrate.monitoring is not None:
             await orchestrate.monitoring.stop()

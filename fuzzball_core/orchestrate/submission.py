@@ -22,6 +22,7 @@ from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.requests import job_request
 from fuzzball_core.orchestrate.run_secrets import reference_problems
 from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.scheduling import JobRequest
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec import ParsedWorkflow, Plan, StageKind
 from fuzzball_core.store.models import Stage, Workflow
@@ -78,6 +79,23 @@ def check_commands(prepared: PreparedSubmission) -> PreparedSubmission:
     return prepared
 
 
+def infeasible(ctx: EngineContext, request: JobRequest) -> tuple[str, str] | None:
+    """Why no node could ever hold ``request`` (the ``resource`` subfield, the message), or
+    None. With provisioner definitions, a job one of them could hold is feasible, and a
+    refusal lists why each definition was rejected."""
+    diagnosis = ctx.scheduler.check_feasible(request) if ctx.node_names else None
+    if ctx.node_names and diagnosis is None:
+        return None
+    field = f".{diagnosis.resource_field}" if diagnosis and diagnosis.resource_field else ""
+    if ctx.provisioning is None:
+        # no node has ever registered and none can be provisioned: nothing to judge against
+        return None if diagnosis is None else (field, diagnosis.message)
+    refusal = ctx.provisioning.refusal(request)
+    if refusal is None:
+        return None  # a provisioned node could hold it
+    return field, refusal if diagnosis is None else f"{diagnosis.message}; {refusal}"
+
+
 def check_feasible(ctx: EngineContext, plan: Plan) -> None:
     """Refuse, naming the fields, what this cluster cannot carry out: what it lacks
     (``capabilities.refused_fields``: storage, transfers, probes, rank launchers...), and
@@ -88,12 +106,10 @@ def check_feasible(ctx: EngineContext, plan: Plan) -> None:
         problems.extend(reference_problems(stage))
         if stage.kind not in (StageKind.JOB, StageKind.SERVICE):
             continue
-        if not ctx.node_names:
-            continue  # no node has ever registered: nothing to judge sizes against yet
-        diagnosis = ctx.scheduler.check_feasible(job_request(0, stage.definition, submitted_at=0.0))
-        if diagnosis is not None:
-            field = f".{diagnosis.resource_field}" if diagnosis.resource_field else ""
-            problems.append((f"{stage.id}.resource{field}", diagnosis.message))
+        problem = infeasible(ctx, job_request(0, stage.definition, submitted_at=0.0))
+        if problem is not None:
+            field, message = problem
+            problems.append((f"{stage.id}.resource{field}", message))
     if problems:
         raise InvalidArgument(
             "; ".join(f"{path}: {message}" for path, message in problems),
