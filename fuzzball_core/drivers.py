@@ -562,6 +562,8 @@ class VolumeLocation:
         """Read :meth:`to_json`'s object back; InvalidArgument naming a malformed field."""
         if not isinstance(document, Mapping):
             raise InvalidArgument("volume location: expected an object")
+        if document.get("error"):  # Orchestrate could not resolve it any more
+            raise InvalidArgument(str(document["error"]))
         text = {}
         for key in ("driver", "storageClass", "organizationId", "volumeId", "name"):
             value = document.get(key, "")

@@ -24,6 +24,7 @@ import click
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.monitoring_cmd import monitoring
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.cli.storage_cmd import storage
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.spec.names import printable
 from fuzzball_core.vocabulary import SERVICE_ACCOUNT_KINDS, AuditAction, OrganizationRole
@@ -43,6 +44,7 @@ def admin() -> None:
 
 
 admin.add_command(monitoring)  # issue-cert (issue 15)
+admin.add_command(storage)  # drivers and storage classes (issue 13)
 
 
 @admin.group()

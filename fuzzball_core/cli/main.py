@@ -20,6 +20,7 @@ from fuzzball_core.cli import (
     endpoint_cmd,
     local_cmd,
     node_cmd,
+    volume_cmd,
     workflow_remote_cmd,
 )
 from fuzzball_core.cli.admin_cmd import admin
@@ -85,6 +86,11 @@ def endpoint() -> None:
 
 
 @cli.group()
+def volume() -> None:
+    """Volumes: persistent storage workflows refer to as volume://SCOPE/CLASS/NAME."""
+
+
+@cli.group()
 def local() -> None:
     """Run the embedded single-machine deployment (Orchestrate + one Substrate)."""
 
@@ -97,6 +103,7 @@ cluster_cmd.register(cluster)
 context_cmd.register(context)
 node_cmd.register(node)
 endpoint_cmd.register(endpoint)
+volume_cmd.register(volume)
 endpoint_cmd.register_workflow_alias(workflow)
 local_cmd.register(local)
 workflow_remote_cmd.register(workflow)

@@ -124,38 +124,28 @@ def _secret_fields(uri: URIRef) -> list[str]:
 #: what the ``use`` of a volume this cluster can create says
 EPHEMERAL_USE = "ephemeral"
 PERSISTENT_USE = "persistent"
-_NOT_KEPT = (
-    "persistent volumes are not kept here yet (a volume lasts as long as its workflow);"
-    " use an ephemeral volume"
-)
 
 
 def unsupported_volume(path: str, volume: Volume) -> list[tuple[str, str]]:
     """(field, why) for what ``volume`` (at ``path``) asks of storage that this cluster
-    lacks: every volume here is a directory each node makes for the workflow (ephemeral),
-    so persistent volumes, host directories and storage provisioners are refused."""
+    lacks: host directories (a site shares a tree through a ``hostpath`` storage class
+    instead) and storage provisioners. References (``volume://SCOPE/CLASS[/NAME]``) are
+    resolved against the storage classes when the workflow is stored
+    (:mod:`~fuzzball_core.orchestrate.workflow_volumes`)."""
     problems = []
-    reference = volume.reference or ""
-    # volume://SCOPE/KIND[/NAME]
-    kind = [part for part in reference.removeprefix("volume://").split("/") if part][1:2]
-    if volume.reference is not None and kind == [PERSISTENT_USE]:
-        problems.append((f"{path}.reference", _NOT_KEPT))
-    elif volume.reference is not None and kind != [EPHEMERAL_USE]:
-        problems.append(
-            (f"{path}.reference", "only ephemeral volumes (volume://SCOPE/ephemeral) are made here")
-        )
     if volume.type == "HOST" or volume.path is not None:
         field = "path" if volume.path is not None else "type"
-        problems.append((f"{path}.{field}", "host volumes are not supported here"))
-    if volume.use == PERSISTENT_USE:
-        problems.append((f"{path}.use", _NOT_KEPT))
-    elif volume.use is not None and volume.use != EPHEMERAL_USE:
+        problems.append(
+            (
+                f"{path}.{field}",
+                "host volumes are not supported here; use a storage class of the hostpath"
+                " driver (volume://user/CLASS/NAME)",
+            )
+        )
+    if volume.use is not None and volume.use not in (EPHEMERAL_USE, PERSISTENT_USE):
         problems.append(
             (f"{path}.use", "storage provisioners are not supported here; use: ephemeral")
         )
-    if volume.name is not None and (volume.reference, volume.type, volume.use) == (None,) * 3:
-        # Fuzzball v4: a volume given only by name is an existing persistent volume
-        problems.append((f"{path}.name", _NOT_KEPT))
     return problems
 
 

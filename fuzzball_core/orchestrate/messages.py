@@ -26,6 +26,8 @@ class Assign:
     hosts: tuple[tuple[str, str], ...] = ()
     #: a pinned run's logical CPUs on each of its nodes: (node id, CPU list such as "0-3")
     cpus: tuple[tuple[str, str], ...] = ()
+    #: where each mounted volume lives: {volume: VolumeLocation JSON} as JSON text ("" none)
+    volumes_json: str = ""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
                 volume_ingress_json=message.volume_ingress_json,
                 hosts=dict(message.hosts),
                 cpus=dict(message.cpus),
+                volumes_json=message.volumes_json,
             )
         )
     if isinstance(message, Cancel):

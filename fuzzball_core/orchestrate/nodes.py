@@ -20,6 +20,7 @@ from fuzzball_core.orchestrate.messages import Cancel, Shutdown
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
 from fuzzball_core.orchestrate.states import ASSIGNED, DEPROVISIONED, LIVE_RUN, OFFLINE, READY
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
+from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
 from fuzzball_core.scheduling import CpuCore, Hold, HoldEffect, HoldSource, NodeInfo, Resources
 from fuzzball_core.store.models import Node, NodeHold, Run, Stage
 from fuzzball_core.vocabulary import EventKind, Status
@@ -341,7 +342,8 @@ def node_info(
     return NodeInfo(
         id=node.id,
         capacity=Resources(node.cores, node.memory, dict(node.devices or {})),
-        annotations=dict(node.annotations or {}),
+        # every node carries its own id, so a job can be pinned to one (its volumes')
+        annotations={**dict(node.annotations or {}), NODE_ANNOTATION: node.id},
         holds=tuple(hold_of(h) for h in holds),
         ready=ready,
         device_plugin_failed=device_plugin_failed,

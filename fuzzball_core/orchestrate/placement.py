@@ -7,15 +7,22 @@ and are rebuilt from them (:mod:`fuzzball_core.orchestrate.recovery`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
-from fuzzball_core.orchestrate import events, multinode, name_resolution
+from sqlalchemy.orm import object_session
+
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.orchestrate import events, multinode, name_resolution, workflow_volumes
 from fuzzball_core.orchestrate.context import EngineContext, PendingRun
 from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, transition
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
+from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
 from fuzzball_core.scheduling import Diagnosis, JobRequest, format_cpu_list
 from fuzzball_core.store.models import Run, Stage, Workflow
 from fuzzball_core.vocabulary import EventKind, StageKind, Status
@@ -28,9 +35,39 @@ DEFAULT_TASK_WINDOW = 512
 def request_for(
     ctx: EngineContext, workflow: Workflow, stage: Stage, run: Run, submitted_at: float
 ) -> JobRequest:
-    """The scheduler's view of a run of the stage, charged to the workflow's account."""
+    """The scheduler's view of a run of the stage, charged to the workflow's account, pinned
+    to a node when its volumes say so (:func:`~fuzzball_core.orchestrate.workflow_volumes.
+    placement_pin`)."""
     definition = ctx.plans.run_definition(workflow, stage.name)
-    return job_request(run.id, definition, submitted_at=submitted_at, account=workflow.account_id)
+    request = job_request(
+        run.id, definition, submitted_at=submitted_at, account=workflow.account_id
+    )
+    pin = _volume_pin(ctx, workflow, definition)
+    if pin is None:
+        return request
+    return replace(request, annotations={**request.annotations, NODE_ANNOTATION: pin.node_id})
+
+
+def _volume_pin(
+    ctx: EngineContext, workflow: Workflow, definition: Any
+) -> workflow_volumes.Pin | None:
+    """The node the job's volumes pin it to, if any (none for a job mounting nothing)."""
+    session = object_session(workflow)
+    if session is None or not workflow_volumes.mounted(definition):
+        return None
+    declared = ctx.plans.entry(workflow).parsed.model.volumes
+    try:
+        resolved = workflow_volumes.resolved_for(
+            session, workflow, definition, declared, time.time()
+        )
+    except FuzzballError:
+        return None  # the assignment says why the volume cannot be used (_volumes_json)
+    return workflow_volumes.placement_pin(
+        session,
+        workflow,
+        resolved,
+        lambda name: workflow_volumes.mounted(ctx.plans.run_definition(workflow, name)),
+    )
 
 
 def wait_for_placement(
@@ -183,9 +220,29 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
         volume_ingress_json=ctx.plans.ingress(workflow, stage.name),
         hosts=name_resolution.service_hosts(ctx, tx, run.workflow_id),
         cpus=tuple((node, format_cpu_list(cpus)) for node, cpus in (run.cpus or {}).items()),
+        volumes_json=_volumes_json(ctx, tx, workflow, definition, run),
     )
     multinode.assigned(ctx, run)
     tx.send(run.node_ids, assignment)
+
+
+def _volumes_json(
+    ctx: EngineContext, tx: Transaction, workflow: Workflow, definition: Any, run: Run
+) -> str:
+    """Where the job's mounted volumes live (the assignment's ``volumes_json``); a node-local
+    persistent volume used for the first time lives on the run's node from now on."""
+    if not workflow_volumes.mounted(definition):
+        return ""
+    declared = ctx.plans.entry(workflow).parsed.model.volumes
+    try:
+        resolved = workflow_volumes.resolved_for(tx.session, workflow, definition, declared, tx.now)
+    except FuzzballError as exc:
+        # disabled since submission (its class or itself): the run fails saying so
+        return workflow_volumes.refusal_json(definition, exc.message)
+    if run.node_ids:
+        workflow_volumes.record_placement(tx.session, resolved, run.node_ids[0], tx.now)
+        resolved = workflow_volumes.resolved_for(tx.session, workflow, definition, declared, tx.now)
+    return workflow_volumes.locations_json(resolved)
 
 
 def _job_json(ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage) -> str:

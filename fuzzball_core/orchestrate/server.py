@@ -42,6 +42,7 @@ from fuzzball_core.orchestrate.provisioner_runner import ProvisionerRunner, buil
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.orchestrate.secret_routes import secret_routes
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
+from fuzzball_core.orchestrate.storage_routes import storage_routes
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.account_commands import (
@@ -150,6 +151,7 @@ def rest_app(orchestrate: Orchestrate) -> web.Application:
             secret_routes(orchestrate.secrets),
             oidc_routes(orchestrate.service),
             orchestrate.endpoints.routes,
+            storage_routes(orchestrate.engine),
             *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
             webui_routes(web_ui(orchestrate)),
         ],

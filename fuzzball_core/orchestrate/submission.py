@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.orchestrate import events
+from fuzzball_core.orchestrate import events, workflow_volumes
 from fuzzball_core.orchestrate.capabilities import (
     commandless,
     refused_fields,
@@ -155,6 +155,10 @@ def store(
                 created_at=tx.now,
             )
         )
+    # persistent volumes are made on first use (or the submission refused naming them)
+    stored = tx.session.get(Workflow, workflow_id)
+    assert stored is not None, "added above in this transaction"
+    workflow_volumes.resolve_at_submission(tx.session, stored, parsed.model.volumes, tx.now)
     events.record(
         tx, EventKind.WORKFLOW_STARTED, f"workflow {name} started", workflow_id=workflow_id
     )

@@ -1,10 +1,16 @@
-"""Ephemeral volumes: one host directory per (workflow, volume) on this node.
+"""A job's volumes on this node: per-workflow directories, and the storage drivers' volumes.
 
-Every job of a workflow that mounts volume ``data`` on this node sees the same directory,
-``<work-dir>/workflows/<workflow id>/volumes/data``, bind-mounted at its mount path. The
-workflow's directory is removed ``retention`` seconds after its last run on this node ended
-(a later run of the same workflow, e.g. a dependent stage placed here, cancels the removal).
-Volumes are node-local: jobs of one workflow placed on different nodes do not share files.
+A volume Orchestrate resolved to a :class:`~fuzzball_core.drivers.VolumeLocation` (the
+assignment's ``volumes_json``) is the directory its storage driver answers (``hostpath``: the
+shared tree; ``local``: beneath the work directory; a site's plugin: wherever it keeps them),
+found with :meth:`WorkflowVolumes.locate`.
+
+A volume with no location (an assignment from before storage classes) is a per-workflow
+directory: every job of a workflow that mounts volume ``data`` on this node sees the same
+directory, ``<work-dir>/workflows/<workflow id>/volumes/data``, bind-mounted at its mount
+path, as the ``ephemeral`` driver lays them out. The workflow's directory is removed
+``retention`` seconds after its last run on this node ended (a later run of the same
+workflow, e.g. a dependent stage placed here, cancels the removal).
 """
 
 from __future__ import annotations
@@ -12,15 +18,29 @@ from __future__ import annotations
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from fuzzball_core.drivers import StorageDriver, VolumeLocation
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.plugins import get_registry
 
 #: Seconds a workflow's volumes outlive its last run on this node (its dependents usually
 #: start within a scheduler pass or two; this leaves room for stragglers).
 DEFAULT_RETENTION = 300.0
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
+#: the plugin group of storage drivers
+STORAGE_DRIVERS = "fuzzball.storage_drivers"
+
+
+def installed_driver(name: str) -> StorageDriver:
+    """The installed storage driver plugin ``name`` (FailedPrecondition naming it when the
+    node lacks it)."""
+    driver: StorageDriver = get_registry().driver(STORAGE_DRIVERS, name)
+    return driver
 
 
 def _checked(kind: str, name: str) -> str:
@@ -36,7 +56,15 @@ class WorkflowVolumes:
     the directories of workflows idle for longer than ``retention``. Thread-safe.
     """
 
-    def __init__(self, work_dir: Path, *, retention: float = DEFAULT_RETENTION) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        retention: float = DEFAULT_RETENTION,
+        drivers: Callable[[str], StorageDriver] = installed_driver,
+    ) -> None:
+        self.work_dir = work_dir
+        self.drivers = drivers
         self.root = work_dir / "workflows"
         self.retention = retention
         self._active: dict[str, int] = {}
@@ -51,6 +79,22 @@ class WorkflowVolumes:
         """The directory of ``volume`` of ``workflow_id``, created if needed."""
         path = self.workflow_dir(workflow_id) / "volumes" / _checked("volume", volume)
         path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def locate(self, workflow_id: str, volume: str, location: VolumeLocation | None) -> Path:
+        """The host directory of the job's ``volume``: its storage driver's for a resolved
+        ``location`` (created if new, with the class's ``permissions`` mode when it gives
+        one), else the workflow's own directory here."""
+        if location is None:
+            return self.volume_dir(workflow_id, volume)
+        if not location.volume_id and location.workflow_id != workflow_id:
+            raise InvalidArgument(
+                f"volume {volume}: its location belongs to workflow {location.workflow_id}"
+            )
+        path = self.drivers(location.driver).directory(location, work_dir=self.work_dir)
+        mode = location.parameters.get("permissions")
+        if mode:
+            path.chmod(int(mode, 8))
         return path
 
     def acquire(self, workflow_id: str) -> None:

@@ -87,6 +87,18 @@ def _endpoint(o: Owned, t: Any) -> dict[str, str]:
     return {"ref": o.endpoint}
 
 
+def _volume(o: Owned, t: Any) -> dict[str, str]:
+    return {"id": o.volume}
+
+
+def _storage_class(o: Owned, t: Any) -> dict[str, str]:
+    return {"id": o.storage_class}
+
+
+def _storage_driver(o: Owned, t: Any) -> dict[str, str]:
+    return {"id": o.storage_driver}
+
+
 def _secret(field: str) -> Callable[[Owned, Any], dict[str, str]]:
     return lambda o, t: {"id": getattr(o, field)}
 
@@ -98,6 +110,10 @@ NODE = ("admin", "/nodes/{id}/holds")
 GROUP = ("owner", "/accounts/{id}")
 MEMBER_PROOF = ("admin", "/admin/users/{id}")
 ENDPOINT = ("owner", "/endpoints/{ref}")
+VOLUME = ("owner", "/volumes/{id}")
+STORAGE_CLASS = ("admin", "/admin/storage-classes/{id}")
+STORAGE_DRIVER = ("admin", "/admin/drivers/{id}")
+_CLASS_BODY = {"class": {"name": "kept", "driver": "local", "properties": {"persistent": True}}}
 
 TABLE = [
     # workflows: the account's
@@ -135,6 +151,59 @@ TABLE = [
     # endpoints: the account's
     Route("GET", "/endpoints/{ref}", _endpoint, BOTH_ABSENT, ENDPOINT, absent="ref"),
     Route("DELETE", "/endpoints/{ref}", _endpoint, BOTH_ABSENT, ENDPOINT, absent="ref"),
+    # volumes: their user's (a group volume: the account's)
+    Route("GET", "/volumes/{id}", _volume, BOTH_ABSENT, VOLUME),
+    Route("PUT", "/volumes/{id}", _volume, BOTH_ABSENT, VOLUME, body={"volume": {}}),
+    Route("PATCH", "/volumes/{id}", _volume, BOTH_ABSENT, VOLUME, body={"volume": {}}),
+    Route("DELETE", "/volumes/{id}", _volume, BOTH_ABSENT, VOLUME),
+    Route(
+        "PATCH",
+        "/volumes/{id}:set-status",
+        _volume,
+        BOTH_ABSENT,
+        VOLUME,
+        body={"status": "VOLUME_STATUS_DISABLED"},
+    ),
+    # storage drivers and classes: the cluster administrators'
+    Route("GET", "/admin/drivers/{id}", _storage_driver, BOTH_DENIED, STORAGE_DRIVER),
+    Route(
+        "PUT",
+        "/admin/drivers/{id}",
+        _storage_driver,
+        BOTH_DENIED,
+        STORAGE_DRIVER,
+        body={"driver": {"name": "local"}},
+    ),
+    Route("DELETE", "/admin/drivers/{id}", _storage_driver, BOTH_DENIED, STORAGE_DRIVER),
+    Route("GET", "/admin/storage-classes/{id}", _storage_class, BOTH_DENIED, STORAGE_CLASS),
+    Route(
+        "PUT",
+        "/admin/storage-classes/{id}",
+        _storage_class,
+        BOTH_DENIED,
+        STORAGE_CLASS,
+        body=_CLASS_BODY,
+    ),
+    Route("DELETE", "/admin/storage-classes/{id}", _storage_class, BOTH_DENIED, STORAGE_CLASS),
+    Route(
+        "GET", "/admin/storage-classes/{id}:describe", _storage_class, BOTH_DENIED, STORAGE_CLASS
+    ),
+    Route(
+        "PATCH",
+        "/admin/storage-classes/{id}:enable",
+        _storage_class,
+        BOTH_DENIED,
+        STORAGE_CLASS,
+        body={},
+    ),
+    Route(
+        "PATCH",
+        "/admin/storage-classes/{id}:disable",
+        _storage_class,
+        BOTH_DENIED,
+        STORAGE_CLASS,
+        body={},
+    ),
     # secrets: a user's their own, the organization's its members', the cluster's its admins'
     Route("GET", "/secrets/{id}", _secret("user_secret"), BOTH_ABSENT, ("owner", "/secrets/{id}")),
     Route(
@@ -297,6 +366,7 @@ NOT_BY_ID = {
     "GET /node-objects/configs/{digest}": "nodes' own route, the node token only",
     "PUT /node-objects/configs/{digest}": "nodes' own route, the node token only",
     "PUT /node-objects/{scope}/{name}": "nodes' own route, the node token only",
+    "GET /storage-classes/{id}": "the cluster's storage classes, which every member may use",
 }
 
 

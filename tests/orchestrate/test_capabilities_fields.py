@@ -39,33 +39,30 @@ def test_a_v4_job_reaches_its_node_with_short_mounts_and_inline_files(harness) -
     assert job["files"] == {"/etc/named.conf": "x=1", "/etc/inline.conf": "y=2"}
 
 
-NOT_KEPT = (
-    "persistent volumes are not kept here yet (a volume lasts as long as its workflow);"
-    " use an ephemeral volume"
-)
-
-
 @pytest.mark.parametrize(
-    ("volume", "field"),
+    ("volume", "reference"),
     [
-        ("{reference: volume://user/persistent/results}", "volumes.data.reference"),
-        ("{reference: volume://group/persistent}", "volumes.data.reference"),
-        ("{use: persistent, name: results}", "volumes.data.use"),
-        ("{name: results}", "volumes.data.name"),
+        ("{reference: volume://user/persistent/results}", ("persistent", "results")),
+        ("{reference: volume://group/persistent}", ("persistent", "default")),
+        ("{use: persistent, name: results}", ("persistent", "results")),
+        ("{name: results}", ("persistent", "results")),
     ],
 )
-def test_persistent_volumes_are_refused_naming_the_field(harness, volume, field) -> None:
-    assert refusal(harness, workflow(volume)) == [(field, NOT_KEPT)]
+def test_persistent_volumes_in_every_syntax_reach_the_node_as_their_volume(
+    harness, volume, reference
+) -> None:
+    harness.node()
+    harness.submit(workflow(volume))
+    (assignment,) = harness.assignments()
+    location = json.loads(assignment.volumes_json)["data"]
+    assert (location["storageClass"], location["name"]) == reference
+    assert location["volumeId"]
 
 
-def test_a_volume_reference_of_another_kind_is_refused_naming_it(harness) -> None:
-    found = refusal(harness, workflow("{reference: volume://user/scratch-cache}"))
-    assert found == [
-        (
-            "volumes.data.reference",
-            "only ephemeral volumes (volume://SCOPE/ephemeral) are made here",
-        )
-    ]
+def test_a_volume_reference_to_an_unknown_storage_class_is_refused_naming_it(harness) -> None:
+    harness.node()
+    with pytest.raises(InvalidArgument, match=r"volumes\.data: no storage class 'scratch-cache'"):
+        harness.submit(workflow("{reference: volume://user/scratch-cache}"))
 
 
 def test_a_storage_provisioner_is_refused_naming_use(harness) -> None:
@@ -77,7 +74,13 @@ def test_a_storage_provisioner_is_refused_naming_use(harness) -> None:
 
 def test_a_host_volume_is_refused_naming_its_type(harness) -> None:
     found = refusal(harness, workflow("{type: HOST}"))
-    assert found == [("volumes.data.type", "host volumes are not supported here")]
+    assert found == [
+        (
+            "volumes.data.type",
+            "host volumes are not supported here; use a storage class of the hostpath driver"
+            " (volume://user/CLASS/NAME)",
+        )
+    ]
 
 
 def test_ephemeral_volumes_in_either_syntax_are_accepted(harness) -> None:

@@ -82,6 +82,7 @@ Row = Used | Warned | Refused
 # --- consumers ------------------------------------------------------------------------------
 
 UPGRADE = "fuzzball_core.spec.upgrade"
+WORKFLOW_VOLUMES = "fuzzball_core.orchestrate.workflow_volumes"
 PLAN = "fuzzball_core.spec.plan:plan_workflow"
 DEFAULTS = "fuzzball_core.spec.defaults:combine_defaults"
 RESOURCES = "fuzzball_core.spec.resources"
@@ -295,10 +296,10 @@ TABLE: dict[str, Row] = {
     **_mount_rows("defaults.service.mounts", DEFAULTS, "mounts"),
     **_resource_rows("defaults.service.resource", defaults=True),
     # volumes: every volume here is a directory each node makes for its workflow
-    "volumes.*.name": Used(f"{CAPABILITIES}:unsupported_volume", "name"),
-    "volumes.*.type": Used(f"{CAPABILITIES}:unsupported_volume", "type"),
-    "volumes.*.reference": Used(f"{CAPABILITIES}:unsupported_volume", "reference"),
-    "volumes.*.use": Used(f"{CAPABILITIES}:unsupported_volume", "use"),
+    "volumes.*.name": Used(f"{WORKFLOW_VOLUMES}:reference_text", "name"),
+    "volumes.*.type": Used(f"{WORKFLOW_VOLUMES}:reference_text", "type"),
+    "volumes.*.reference": Used(f"{WORKFLOW_VOLUMES}:reference_text", "reference"),
+    "volumes.*.use": Used(f"{WORKFLOW_VOLUMES}:reference_text", "use"),
     "volumes.*.path": Refused("host volumes are not supported here"),
     "volumes.*.size": Warned("has no effect here; volumes are directories on a node's disk"),
     "volumes.*.annotations.*": Warned(

@@ -44,6 +44,10 @@ class Owned:
     image: str
     #: a persistent endpoint of acme's owner (by id)
     endpoint: str
+    #: acme owner's persistent volume, a storage class and a storage driver (by id)
+    volume: str = ""
+    storage_class: str = ""
+    storage_driver: str = ""
 
 
 class IsolationStack:
@@ -155,7 +159,20 @@ class IsolationStack:
             hold=hold,
             image="tools",
             endpoint=self._created(owner.token, "/endpoints", {"name": "notebook"}),
+            volume=self._created(owner.token, "/volumes", {"volume": {"name": "results"}}),
+            storage_class=self._created(
+                admin,
+                "/admin/storage-classes",
+                {"class": {"name": "kept", "driver": "local", "properties": {"persistent": True}}},
+            ),
+            storage_driver=self._storage_driver(admin),
         )
+
+    def _storage_driver(self, admin: str) -> str:
+        """The builtin ``local`` driver's id."""
+        reply = self.call(admin, "GET", "/admin/drivers")
+        assert reply.status_code == 200, reply.text
+        return next(d["id"] for d in reply.json()["drivers"] if d["driver"]["name"] == "local")
 
 
 def absent_id() -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.drivers import VolumeLocation
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.spec.models import Job, Probe, Service
 from fuzzball_core.substrate.devices import DevicePool
@@ -74,6 +75,8 @@ class RunRequest:
     hosts: dict[str, str] = field(default_factory=dict)
     #: the logical CPUs this node's part is pinned to ("0-3"), or None when it is not pinned
     cpuset: str | None = None
+    #: where each volume the job mounts lives (absent: a per-workflow directory on this node)
+    volume_locations: dict[str, VolumeLocation] = field(default_factory=dict)
 
     @classmethod
     def from_assignment(cls, assignment: node_pb2.Assignment, node_id: str = "") -> RunRequest:
@@ -95,6 +98,10 @@ class RunRequest:
             volume_ingress=json.loads(assignment.volume_ingress_json or "{}"),
             hosts=dict(assignment.hosts),
             cpuset=assignment.cpus.get(node_id) or None,
+            volume_locations={
+                name: VolumeLocation.from_json(location)
+                for name, location in json.loads(assignment.volumes_json or "{}").items()
+            },
         )
 
     @property

@@ -102,7 +102,9 @@ def volume_binds(
     claims.claim_volumes()
     binds = []
     for path, mount in job.mounts.items():
-        directory = node.volumes.volume_dir(request.workflow_id, mount.volume)
+        directory = node.volumes.locate(
+            request.workflow_id, mount.volume, request.volume_locations.get(mount.volume)
+        )
         if user is not None and user.uid != 0:
             os.chmod(directory, 0o1777)
         binds.append(Bind(str(directory), str(path)))

@@ -1,0 +1,147 @@
+"""``fuzzball volume create|list|describe|delete``, through the active context's
+``/v3/volumes`` routes (docs/storage.md).
+
+A volume is named the way workflows refer to it: ``volume://user/persistent/results`` is the
+volume ``results`` of class ``persistent`` (scope ``user``: yours; ``group``: the account in
+use). ``describe`` and ``delete`` take its id or that reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.spec.names import printable
+
+_HEADERS = ["NAME", "ID", "REFERENCE", "STATUS", "NODE", "SIZE", "ACCESSED"]
+_DESCRIBED = (
+    ("Name", "name"),
+    ("ID", "id"),
+    ("Reference", "reference"),
+    ("Class", "storageClass"),
+    ("Scope", "scope"),
+    ("Status", "status"),
+    ("Node", "node"),
+    ("Size (bytes)", "sizeBytes"),
+    ("Display name", "displayName"),
+    ("Description", "description"),
+    ("Created", "createTime"),
+    ("Accessed", "accessTime"),
+)
+
+
+def _rows(found: list[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [
+            v.get("name", ""),
+            v.get("id", ""),
+            v.get("reference", ""),
+            str(v.get("status", "")).removeprefix("VOLUME_STATUS_"),
+            v.get("node") or "-",
+            v.get("sizeBytes") or "0",
+            v.get("accessTime") or "-",
+        ]
+        for v in found
+    ]
+
+
+def _find(state: CliState, volume: str) -> dict[str, Any]:
+    """A volume by id, or by its reference among the caller's volumes."""
+    if not volume.startswith("volume://"):
+        found: dict[str, Any] = state.api.call_json("GET", f"/volumes/{volume}")
+        return found
+    for candidate in state.api.call_json("GET", "/volumes").get("volumes") or []:
+        if candidate.get("reference") == volume:
+            return dict(candidate)
+    raise click.ClickException(f"no volume {volume}")
+
+
+def register(group: click.Group) -> None:
+    """Add the volume commands to the ``fuzzball volume`` group."""
+
+    @group.command("create")
+    @click.argument("name")
+    @click.option(
+        "--class",
+        "storage_class",
+        default="persistent",
+        show_default=True,
+        help="Its storage class (fuzzball volume classes lists them).",
+    )
+    @click.option(
+        "--scope",
+        type=click.Choice(["user", "group"]),
+        default="user",
+        show_default=True,
+        help="Yours, or the account in use's (shared by its members).",
+    )
+    @click.option("--display-name", default="", help="A longer name shown in listings.")
+    @click.option("--description", default="", help="What it holds.")
+    @click.pass_obj
+    def create(
+        state: CliState,
+        name: str,
+        storage_class: str,
+        scope: str,
+        display_name: str,
+        description: str,
+    ) -> None:
+        """Create the persistent volume NAME (volume://SCOPE/CLASS/NAME)."""
+        body = {
+            "volume": {
+                "name": name,
+                "storageClassName": storage_class,
+                "scope": scope,
+                "displayName": display_name,
+                "description": description,
+            }
+        }
+        created = state.api.call_json("POST", "/volumes", body=body)
+        reference = f"volume://{scope}/{storage_class}/{name}"
+        click.echo(printable(f"Created volume {reference} ({created['id']})"))
+
+    @group.command("list")
+    @output_option
+    @click.pass_obj
+    def list_volumes(state: CliState, output: str) -> None:
+        """List your volumes and the account's, with the node holding node-local ones."""
+        found = state.api.call_json("GET", "/volumes").get("volumes") or []
+        emit(found, output, headers=_HEADERS, rows=_rows(found))
+
+    @group.command("describe")
+    @click.argument("volume")
+    @output_option
+    @click.pass_obj
+    def describe(state: CliState, volume: str, output: str) -> None:
+        """Show one volume, by id or reference."""
+        found = _find(state, volume)
+        if output != "table":
+            emit(found, output)
+            return
+        for label, key in _DESCRIBED:
+            click.echo(printable(f"{label + ':':<14} {found.get(key) or '-'}"))
+
+    @group.command("delete")
+    @click.argument("volume")
+    @click.pass_obj
+    def delete(state: CliState, volume: str) -> None:
+        """Delete a volume, by id or reference (its data is kept when its class retains)."""
+        found = _find(state, volume)
+        answer = state.api.call_json("DELETE", f"/volumes/{found['id']}")
+        kept = " (its data is retained by its storage class)" if answer.get("retained") else ""
+        click.echo(printable(f"Deleted volume {found.get('reference', volume)}{kept}"))
+
+    @group.command("classes")
+    @output_option
+    @click.pass_obj
+    def classes(state: CliState, output: str) -> None:
+        """List the storage classes volumes may use."""
+        found = state.api.call_json("GET", "/storage-classes").get("classes") or []
+        rows = [
+            [c.get("name"), "yes" if c.get("persistent") else "no", c.get("status", "")]
+            for c in found
+        ]
+        emit(found, output, headers=["CLASS", "PERSISTENT", "STATUS"], rows=rows)

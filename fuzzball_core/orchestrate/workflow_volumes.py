@@ -1,0 +1,188 @@
+"""A workflow's volumes in the engine: resolved at submission, sent with each assignment,
+and kept in mind when jobs are placed.
+
+* At submission (:func:`resolve_at_submission`) every ``volumes.NAME`` is resolved for the
+  submitting owner, so a persistent volume is created on first use (or the submission is
+  refused naming the volume and its class) before anything runs.
+* Each assignment carries where the job's mounted volumes live (:func:`locations_json`, the
+  node-side contract :class:`~fuzzball_core.drivers.VolumeLocation`).
+* Placement (:func:`placement_pin`): a job mounting a node-local persistent volume goes to the
+  node holding it; a job mounting a per-workflow volume that nodes do not share goes to the
+  node where the workflow's jobs already use it. The pin is an annotation every node carries
+  (:data:`NODE_ANNOTATION`), so the scheduler sees it as a constraint and ``workflow why``
+  reports the nodes passed over and why the pinned one could not take the job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from fuzzball_core.drivers import StorageDriver
+from fuzzball_core.orchestrate import volumes
+from fuzzball_core.orchestrate.volumes import ResolvedVolume, VolumeOwner
+from fuzzball_core.plugins import get_registry
+from fuzzball_core.spec.models import Job, Service, Volume
+from fuzzball_core.store.models import Run, Stage, Workflow
+
+#: the annotation Orchestrate gives every node: its own id (placement pins jobs with it)
+NODE_ANNOTATION = "fuzzball.io/node"
+
+STORAGE_DRIVERS = "fuzzball.storage_drivers"
+
+
+def installed_driver(name: str) -> StorageDriver:
+    """The installed storage driver plugin ``name`` (FailedPrecondition naming it if none)."""
+    driver: StorageDriver = get_registry().driver(STORAGE_DRIVERS, name)
+    return driver
+
+
+def reference_text(volume: Volume) -> str | None:
+    """The ``volume://`` reference a workflow's volume stands for: its ``reference``, v4's
+    ``use: persistent`` (+ ``name``) or a volume given by ``name`` alone (a persistent
+    volume), else the workflow's ephemeral volume (``type: EPHEMERAL``, ``use: ephemeral``,
+    a ``size`` alone); None for what is not a storage class's volume (host directories and
+    storage provisioners, refused by the capabilities)."""
+    if volume.reference is not None:
+        return str(volume.reference)
+    if volume.type == "HOST" or volume.path is not None:
+        return None
+    if volume.use == "persistent" or (volume.use is None and volume.name is not None):
+        return "volume://user/persistent" + (f"/{volume.name}" if volume.name else "")
+    if volume.use in (None, "ephemeral"):
+        # EPHEMERAL, use: ephemeral, or only a size: the workflow's own scratch volume
+        return "volume://user/ephemeral"
+    return None
+
+
+def _resolve_all(
+    session: Session,
+    owner: VolumeOwner,
+    declared: Mapping[str, Volume] | None,
+    names: set[str] | None,
+    workflow_id: str,
+    now: float,
+) -> dict[str, ResolvedVolume]:
+    resolved = {}
+    for name, volume in (declared or {}).items():
+        if names is not None and name not in names:
+            continue
+        text = reference_text(volume)
+        if text is None:
+            continue
+        resolved[name] = volumes.resolve(
+            session,
+            installed_driver,
+            owner,
+            text,
+            workflow_id=workflow_id,
+            volume_key=name,
+            now=now,
+            where=f"volumes.{name}",
+        )
+    return resolved
+
+
+def resolve_at_submission(
+    session: Session, workflow: Workflow, declared: Mapping[str, Volume] | None, now: float
+) -> None:
+    """Resolve every volume of a workflow being stored (creating persistent ones on first
+    use); raises what :func:`~fuzzball_core.orchestrate.volumes.resolve` refuses."""
+    owner = VolumeOwner.of_workflow(session, workflow)
+    _resolve_all(session, owner, declared, None, workflow.id, now)
+
+
+def mounted(job: Job | Service | object) -> set[str]:
+    """The volumes a job or service mounts (none for any other stage's definition)."""
+    if not isinstance(job, Job | Service):
+        return set()
+    return {mount.volume for mount in (job.mounts or {}).values()}
+
+
+def _mounted(job: Job | Service) -> set[str]:
+    return {mount.volume for mount in (job.mounts or {}).values()}
+
+
+def resolved_for(
+    session: Session,
+    workflow: Workflow,
+    job: Job | Service,
+    declared: Mapping[str, Volume] | None,
+    now: float,
+) -> dict[str, ResolvedVolume]:
+    """The job's mounted volumes, resolved for its workflow's owner."""
+    owner = VolumeOwner.of_workflow(session, workflow)
+    return _resolve_all(session, owner, declared, _mounted(job), workflow.id, now)
+
+
+def locations_json(resolved: Mapping[str, ResolvedVolume]) -> str:
+    """The assignment's ``volumes_json``: {volume: VolumeLocation JSON}; empty for none."""
+    if not resolved:
+        return ""
+    return json.dumps({name: r.location.to_json() for name, r in sorted(resolved.items())})
+
+
+def refusal_json(job: Job | Service, why: str) -> str:
+    """A ``volumes_json`` that makes the node refuse the run saying ``why`` (a volume that
+    could be resolved at submission and no longer can)."""
+    return json.dumps({name: {"error": why} for name in sorted(mounted(job))})
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The node a job must run on, and why (for events and ``workflow why``)."""
+
+    node_id: str
+    why: str
+
+
+def placement_pin(
+    session: Session,
+    workflow: Workflow,
+    resolved: Mapping[str, ResolvedVolume],
+    mounts_of: Callable[[str], set[str]],
+) -> Pin | None:
+    """Where a job must run because of its (``resolved``) volumes, if anywhere: the node
+    holding a node-local persistent volume, else the node where the workflow's other jobs
+    (``mounts_of`` a stage: the volumes it mounts) use a per-workflow volume nodes do not
+    share."""
+    for name, volume in sorted(resolved.items()):
+        if volume.node_local and volume.node_id:
+            return Pin(
+                volume.node_id, f"volume {name} ({volume.reference}) lives on {volume.node_id}"
+            )
+    unshared = {
+        name for name, volume in resolved.items() if not volume.shared and not volume.volume_id
+    }
+    if not unshared:
+        return None
+    rows = session.execute(
+        select(Run.node_ids, Stage.name)
+        .join(Stage, Stage.id == Run.stage_id)
+        .where(Run.workflow_id == workflow.id)
+        .order_by(Run.id)
+    ).all()
+    for node_ids, stage_name in rows:
+        if not node_ids:
+            continue
+        for name in sorted(unshared & mounts_of(stage_name)):
+            return Pin(
+                node_ids[0],
+                f"volume {name} is not shared between nodes and {stage_name} uses it on "
+                f"{node_ids[0]}",
+            )
+    return None
+
+
+def record_placement(
+    session: Session, resolved: Mapping[str, ResolvedVolume], node_id: str, now: float
+) -> None:
+    """A job was placed on ``node_id``: node-local persistent volumes it mounts that no node
+    held yet live there from now on."""
+    for volume in resolved.values():
+        if volume.node_local and volume.volume_id and volume.node_id is None:
+            volumes.record_node(session, volume.volume_id, node_id, now)
