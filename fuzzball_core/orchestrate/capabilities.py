@@ -36,23 +36,28 @@ def unlaunchable_ranks(job: Job) -> str | None:
 
 #: where a volume transfer's file lives inside the volume
 VOLUME_FILE_SCHEME = "file://"
-#: sources a node can fetch into a volume
-INGRESS_SCHEMES = ("http://", "https://")
+#: sources a node can fetch into a volume (s3://BUCKET/KEY with an s3 secret, or unsigned)
+INGRESS_SCHEMES = ("http://", "https://", "s3://")
 
 
 def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
     """(field, why) for each part of ``volume``'s transfers (at ``path``) this cluster
-    cannot carry out: ingress is fetched over HTTP(S) by each node that mounts the volume
-    (volumes live on each node), with the source's ``secret`` (an http or value secret) as
-    its credentials; egress needs shared storage."""
+    cannot carry out: ingress is fetched over HTTP(S) or from S3 by each node that mounts
+    the volume (volumes live on each node), with the source's ``secret`` (an http or value
+    secret; an s3 secret for ``s3://``) as its credentials; egress needs shared storage."""
     problems = []
     for index, transfer in enumerate(volume.ingress or ()):
         at = f"{path}.ingress[{index}]"
         source = transfer.source
         if not source.uri.startswith(INGRESS_SCHEMES):
             problems.append(
-                (f"{at}.source.uri", "only http:// and https:// sources can be fetched here yet")
+                (
+                    f"{at}.source.uri",
+                    "only http://, https:// and s3:// sources can be fetched here yet",
+                )
             )
+        elif source.uri.startswith("s3://") and not _names_object(source.uri):
+            problems.append((f"{at}.source.uri", "must be s3://BUCKET/KEY, naming one object"))
         problems.extend(
             (f"{at}.source.{field}", "secrets are not supported here yet")
             for field in _secret_fields(source)
@@ -109,6 +114,12 @@ def commandless(path: str, step: Job | Service, image: ImageConfig | None) -> li
             " Entrypoint or Cmd: there is nothing to run",
         )
     ]
+
+
+def _names_object(uri: str) -> bool:
+    """Whether an ``s3://`` URI names a bucket and a key."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bool(bucket and key.strip("/"))
 
 
 def _secret_fields(uri: URIRef) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 from fuzzball_core.orchestrate.capabilities import VOLUME_FILE_SCHEME
 from fuzzball_core.scheduling import DomainPolicy, JobRequest
 from fuzzball_core.spec import Job, Service
-from fuzzball_core.spec.models import Volume
+from fuzzball_core.spec.models import Policy, Volume
 from fuzzball_core.spec.references import step_file_contents
 from fuzzball_core.spec.resources import cpu_pinning, host_ports, job_resources, timeout_seconds
 
@@ -51,7 +51,7 @@ def job_request(
 def volume_ingress_json(job: Job | Service, volumes: Mapping[str, Volume] | None) -> str:
     """What the node fetches into the job's mounted volumes before it starts (the
     assignment's ``volume_ingress_json``); empty when none of them has an ingress."""
-    wanted: dict[str, list[dict[str, str]]] = {}
+    wanted: dict[str, list[dict[str, str | int]]] = {}
     for mount in (job.mounts or {}).values():
         volume = (volumes or {}).get(mount.volume)
         if volume is not None and volume.ingress:
@@ -61,10 +61,20 @@ def volume_ingress_json(job: Job | Service, volumes: Mapping[str, Volume] | None
                     "destination": transfer.destination.uri.removeprefix(VOLUME_FILE_SCHEME),
                     # the reference only: its credentials reach the node when the run starts
                     **({"secret": transfer.source.secret} if transfer.source.secret else {}),
+                    **_retries(transfer.policy),
                 }
                 for transfer in volume.ingress
             ]
     return json.dumps(wanted, separators=(",", ":")) if wanted else ""
+
+
+def _retries(policy: Policy | None) -> dict[str, int]:
+    """A transfer's ``retries`` (policy.retry.attempts: reruns after the first try, as for
+    a job) when it has some."""
+    retry = policy.retry if policy is not None else None
+    if retry is None or not retry.attempts:
+        return {}
+    return {"retries": retry.attempts}
 
 
 def job_payload(job: Job, workflow_files: Mapping[str, str] | None = None) -> str:

@@ -41,6 +41,8 @@ from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
 if TYPE_CHECKING:
     from fuzzball_core.orchestrate.engine import Engine
 
+#: a volume transfer end in S3 (its secret is an s3 secret)
+S3_SCHEME = "s3://"
 #: the job's environment variable carrying its workflow's token
 WORKFLOW_TOKEN_ENV = "FB_WORKFLOW_TOKEN"
 #: the events after which a workflow's token is revoked
@@ -187,15 +189,42 @@ class RunSecretsService:
             )
         for volume, transfers in (json.loads(ingress) if ingress else {}).items():
             for index, transfer in enumerate(transfers):
-                if transfer.get("secret"):
-                    reply.ingress_authorization[f"{volume}/{index}"] = self.secrets.authorization(
-                        owner,
-                        str(transfer["secret"]),
-                        host=urlsplit(str(transfer["source"])).netloc.rpartition("@")[2],
-                        where=f"volumes.{volume}.ingress[{index}].source.secret",
-                    )
+                if not transfer.get("secret"):
+                    continue
+                where = f"volumes.{volume}.ingress[{index}].source.secret"
+                if str(transfer["source"]).startswith(S3_SCHEME):
+                    self._s3(reply, f"{volume}/{index}", owner, str(transfer["secret"]), where)
+                    continue
+                reply.ingress_authorization[f"{volume}/{index}"] = self.secrets.authorization(
+                    owner,
+                    str(transfer["secret"]),
+                    host=urlsplit(str(transfer["source"])).netloc.rpartition("@")[2],
+                    where=where,
+                )
         reply.workflow_token = self._token(workflow, owner)
         return reply
+
+    def _s3(
+        self,
+        reply: node_pb2.RunSecretsResponse,
+        key: str,
+        owner: SecretOwner,
+        reference: str,
+        where: str,
+    ) -> None:
+        """Put ``reference``'s s3 secret in ``reply.transfer_s3[key]``."""
+        if not is_reference(reference):
+            raise InvalidArgument(f"{where}: expected a secret://SCOPE/NAME reference")
+        found = self.secrets.s3_credentials(owner, reference, where=where)
+        reply.transfer_s3[key].CopyFrom(
+            node_pb2.S3Credentials(
+                access_key_id=found.get("accessKeyId", ""),
+                secret_access_key=found.get("secretAccessKey", ""),
+                region=found.get("region", ""),
+                endpoint=found.get("endpoint", ""),
+                session_token=found.get("sessionToken", ""),
+            )
+        )
 
     def _credentials(
         self, owner: SecretOwner, reference: str, where: str, uri: str

@@ -403,6 +403,24 @@ class Secrets:
         prefix = f"{where}: " if where else ""
         raise InvalidArgument(f"{prefix}{reference}: the secret holds no token or password")
 
+    def s3_credentials(
+        self, owner: SecretOwner, reference: str, *, where: str = ""
+    ) -> dict[str, str]:
+        """An s3 secret's fields for ``owner`` (``accessKeyId``, ``secretAccessKey``,
+        ``region``, ``endpoint``, ``sessionToken``; the ones it sets). InvalidArgument naming
+        ``where`` when ``reference`` names a key or a secret of another type."""
+        scope, name, key = parse_reference(reference)
+        prefix = f"{where}: " if where else ""
+        if key is not None:
+            raise InvalidArgument(f"{prefix}{reference}: name the secret without a key here")
+        kind_name, payload = self._read(owner, scope, name, reference, where)
+        if kind_name != "s3":
+            raise InvalidArgument(
+                f"{prefix}{reference}: a {kind_name} secret holds no S3 credentials"
+                " (use an s3 secret)"
+            )
+        return {k: str(payload[k]) for k in KINDS["s3"].fields if payload.get(k)}
+
     def _read(
         self, owner: SecretOwner, scope: SecretScope, name: str, reference: str, where: str
     ) -> tuple[str, dict[str, Any]]:

@@ -91,8 +91,16 @@ NO_EFFECT: tuple[NoEffect, ...] = (
     NoEffect("volumes.*.ingress[].destination.cache", _DESTINATION_SECRET),
     NoEffect("volumes.*.ingress[].destination.cache-ttl", _DESTINATION_SECRET),
     NoEffect(
-        "volumes.*.ingress[].policy",
-        "has no effect here; an ingress file is fetched once, without a timeout or retries",
+        "volumes.*.ingress[].policy.timeout",
+        "has no effect here; a transfer runs until it ends or stalls for 60 seconds",
+    ),
+    NoEffect(
+        "volumes.*.ingress[].policy.retry.on",
+        "has no effect here; any failure of a transfer is retried (retry.attempts more tries)",
+    ),
+    NoEffect(
+        "volumes.*.ingress[].policy.restart",
+        "has no effect here; a transfer is retried up to policy.retry.attempts more times",
     ),
     NoEffect("services.*.scale.min", _ONE_INSTANCE, _above_one),
     NoEffect("services.*.scale.max", _ONE_INSTANCE, _above_one),

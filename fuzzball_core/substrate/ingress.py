@@ -3,23 +3,34 @@
 Volumes live on each node (``substrate.volumes``), so every node that runs a job mounting a
 volume with an ``ingress`` fetches it into its own copy before the first such job starts;
 later jobs of the workflow on that node find a marker next to the volume and start at once,
-and jobs starting together wait for one fetch. Sources are HTTP(S) URLs (Orchestrate
-refuses others at submission). Each download streams into a temporary file beside its
-destination and is renamed into place, so a job never sees half a file.
+and jobs starting together wait for one fetch. Sources are HTTP(S) URLs and
+``s3://BUCKET/KEY`` objects (:mod:`.s3_transfer`; Orchestrate refuses others at submission).
+Each download streams into a temporary file beside its destination and is renamed into
+place, so a job never sees half a file. A transfer whose ``policy.retry.attempts`` is N is
+tried again up to N times (``retries`` in the transfer) before the run fails naming it.
+Destinations are resolved inside the volume's directory, symlinks included, so no
+destination writes outside it.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from fuzzball_core.errors import Unavailable
+from fuzzball_core.substrate import s3_transfer
+from fuzzball_core.substrate.s3_transfer import S3Credentials
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime.layers import resolve_in_root
+
+log = logging.getLogger(__name__)
 
 #: seconds without progress before a download is given up
 READ_TIMEOUT = 60.0
@@ -32,13 +43,19 @@ _locks_guard = threading.Lock()
 def fetch_ingress(
     volumes: WorkflowVolumes,
     workflow_id: str,
-    ingress: Mapping[str, Sequence[Mapping[str, str]]],
+    ingress: Mapping[str, Sequence[Mapping[str, Any]]],
     authorization: Mapping[str, str] | None = None,
+    s3: Mapping[str, S3Credentials] | None = None,
+    *,
+    owner: tuple[int, int] | None = None,
 ) -> None:
-    """Fill each volume in ``ingress`` (volume -> [{source, destination, secret?}]) unless
-    this node already did; a source with a secret is fetched with its ``Authorization``
-    header from ``authorization`` (by ``VOLUME/INDEX``, resolved by Orchestrate as the run
-    started). Raises :class:`Unavailable` naming the transfer that failed."""
+    """Fill each volume in ``ingress`` (volume -> [{source, destination, secret?,
+    retries?}]) unless this node already did; an http(s) source with a secret is fetched
+    with its ``Authorization`` header from ``authorization``, an s3 one with its credentials
+    from ``s3`` (both by ``VOLUME/INDEX``, resolved by Orchestrate as the run started).
+    With ``owner`` (uid, gid: whom the job runs as), each fetched file and the directories
+    made for it belong to them. Raises :class:`Unavailable` naming the transfer that
+    failed."""
     for volume, transfers in ingress.items():
         directory = volumes.volume_dir(workflow_id, volume)
         marker = directory.parent / f".{directory.name}.ingress-done"
@@ -46,9 +63,43 @@ def fetch_ingress(
             if marker.exists():
                 continue
             for index, transfer in enumerate(transfers):
-                header = (authorization or {}).get(f"{volume}/{index}")
-                _fetch(directory, transfer, f"volumes.{volume}.ingress[{index}]", header)
+                key = f"{volume}/{index}"
+                field = f"{volume_field(volume)}.ingress[{index}]"
+                attempts = 1 + max(0, int(transfer.get("retries", 0)))
+                for attempt in range(1, attempts + 1):
+                    try:
+                        target = destination_in(directory, transfer["destination"])
+                        made = _missing_parents(directory, target)
+                        if transfer["source"].startswith(s3_transfer.SCHEME):
+                            s3_transfer.download(
+                                transfer["source"],
+                                target,
+                                (s3 or {}).get(key, S3Credentials()),
+                                field=field,
+                            )
+                        else:
+                            _fetch(target, transfer, field, (authorization or {}).get(key))
+                        if owner is not None:
+                            for path in (*made, target):
+                                os.chown(path, *owner, follow_symlinks=False)
+                        break
+                    except Unavailable as exc:
+                        if attempt == attempts:
+                            raise
+                        log.warning("%s (attempt %d of %d)", exc.message, attempt, attempts)
             marker.touch()
+
+
+def volume_field(volume: str) -> str:
+    """The spec path of volume ``volume`` (``volumes.NAME``), as errors name it."""
+    return f"volumes.{volume}"
+
+
+def destination_in(directory: Path, destination: str) -> Path:
+    """Where ``destination`` (a path inside the volume) is, resolved inside ``directory``
+    with symlinks followed as if ``directory`` were ``/``: ``../`` and a link pointing out
+    both end inside it."""
+    return resolve_in_root(directory, "/" + destination.lstrip("/"))
 
 
 def _lock_for(marker: Path) -> threading.Lock:
@@ -56,11 +107,21 @@ def _lock_for(marker: Path) -> threading.Lock:
         return _locks.setdefault(marker, threading.Lock())
 
 
+def _missing_parents(directory: Path, target: Path) -> list[Path]:
+    """The directories between ``directory`` and ``target`` that do not exist yet."""
+    missing = []
+    for parent in target.parents:
+        if parent == directory or not parent.is_relative_to(directory):
+            break
+        if not parent.exists():
+            missing.append(parent)
+    return missing
+
+
 def _fetch(
-    directory: Path, transfer: Mapping[str, str], field: str, authorization: str | None = None
+    target: Path, transfer: Mapping[str, Any], field: str, authorization: str | None = None
 ) -> None:
     source = transfer["source"]
-    target = resolve_in_root(directory, "/" + transfer["destination"].lstrip("/"))
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     timeout = httpx.Timeout(READ_TIMEOUT, connect=15.0)

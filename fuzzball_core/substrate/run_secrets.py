@@ -15,6 +15,7 @@ import grpc
 
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError, Unavailable
+from fuzzball_core.substrate.s3_transfer import S3Credentials
 
 #: the job's environment variable carrying its workflow's token
 WORKFLOW_TOKEN_ENV = "FB_WORKFLOW_TOKEN"
@@ -32,6 +33,9 @@ class RunSecrets:
     #: the Authorization header of each volume ingress source with a secret, by
     #: ``VOLUME/INDEX``
     ingress_authorization: dict[str, str] = field(default_factory=dict)
+    #: the s3 secret of each volume transfer from or to ``s3://``, by ``VOLUME/INDEX``
+    #: (ingress) or ``VOLUME/egress/INDEX``
+    transfer_s3: dict[str, S3Credentials] = field(default_factory=dict, repr=False)
 
     def environment(self) -> dict[str, str]:
         """What the container's environment gets: the resolved entries and the token."""
@@ -72,6 +76,16 @@ class RunSecretsClient:
             dict(reply.image_credentials),
             reply.workflow_token,
             dict(reply.ingress_authorization),
+            {
+                key: S3Credentials(
+                    access_key_id=found.access_key_id,
+                    secret_access_key=found.secret_access_key,
+                    region=found.region,
+                    endpoint=found.endpoint,
+                    session_token=found.session_token,
+                )
+                for key, found in reply.transfer_s3.items()
+            },
         )
 
 

@@ -54,13 +54,45 @@ def test_egress_is_refused_naming_the_field(harness) -> None:
     assert "not supported" in found[0][1]
 
 
-def test_sources_other_than_http_are_refused(harness) -> None:
-    found = _refusal(harness, workflow(INGRESS.replace("https://example.org", "s3://bucket")))
+def test_sources_other_than_http_and_s3_are_refused(harness) -> None:
+    found = _refusal(harness, workflow(INGRESS.replace("https://example.org", "ftp://host")))
     assert found == [
         (
             "volumes.data.ingress[0].source.uri",
-            "only http:// and https:// sources can be fetched here yet",
+            "only http://, https:// and s3:// sources can be fetched here yet",
         )
+    ]
+
+
+def test_an_s3_source_with_its_secret_and_retries_is_assigned_with_the_reference_only(
+    harness,
+) -> None:
+    s3 = INGRESS.replace(
+        'uri: "https://example.org/in.lj.txt"}',
+        'uri: "s3://inputs/runs/in.lj.txt", secret: "secret://user/s3"}\n'
+        "        policy: {retry: {attempts: 2}}",
+    )
+    harness.node()
+    harness.submit(workflow(s3))
+    (assignment,) = harness.assignments()
+    assert json.loads(assignment.volume_ingress_json) == {
+        "data": [
+            {
+                "source": "s3://inputs/runs/in.lj.txt",
+                "destination": "inputs/in.lj.txt",
+                "secret": "secret://user/s3",
+                "retries": 2,
+            }
+        ]
+    }
+
+
+def test_an_s3_source_naming_no_object_is_refused(harness) -> None:
+    found = _refusal(
+        harness, workflow(INGRESS.replace("https://example.org/in.lj.txt", "s3://inputs"))
+    )
+    assert found == [
+        ("volumes.data.ingress[0].source.uri", "must be s3://BUCKET/KEY, naming one object")
     ]
 
 

@@ -295,7 +295,7 @@ class RunSecretsRequest(_message.Message):
     def __init__(self, run_id: _Optional[int] = ...) -> None: ...
 
 class RunSecretsResponse(_message.Message):
-    __slots__ = ("env", "image_credentials", "workflow_token", "ingress_authorization")
+    __slots__ = ("env", "image_credentials", "workflow_token", "ingress_authorization", "transfer_s3")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -317,12 +317,35 @@ class RunSecretsResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TransferS3Entry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: S3Credentials
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[S3Credentials, _Mapping]] = ...) -> None: ...
     ENV_FIELD_NUMBER: _ClassVar[int]
     IMAGE_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TOKEN_FIELD_NUMBER: _ClassVar[int]
     INGRESS_AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    TRANSFER_S3_FIELD_NUMBER: _ClassVar[int]
     env: _containers.ScalarMap[str, str]
     image_credentials: _containers.ScalarMap[str, str]
     workflow_token: str
     ingress_authorization: _containers.ScalarMap[str, str]
-    def __init__(self, env: _Optional[_Mapping[str, str]] = ..., image_credentials: _Optional[_Mapping[str, str]] = ..., workflow_token: _Optional[str] = ..., ingress_authorization: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    transfer_s3: _containers.MessageMap[str, S3Credentials]
+    def __init__(self, env: _Optional[_Mapping[str, str]] = ..., image_credentials: _Optional[_Mapping[str, str]] = ..., workflow_token: _Optional[str] = ..., ingress_authorization: _Optional[_Mapping[str, str]] = ..., transfer_s3: _Optional[_Mapping[str, S3Credentials]] = ...) -> None: ...
+
+class S3Credentials(_message.Message):
+    __slots__ = ("access_key_id", "secret_access_key", "region", "endpoint", "session_token")
+    ACCESS_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SECRET_ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    access_key_id: str
+    secret_access_key: str
+    region: str
+    endpoint: str
+    session_token: str
+    def __init__(self, access_key_id: _Optional[str] = ..., secret_access_key: _Optional[str] = ..., region: _Optional[str] = ..., endpoint: _Optional[str] = ..., session_token: _Optional[str] = ...) -> None: ...

@@ -97,27 +97,36 @@ class ContainerJobDriver(ContainerDriver):
             return RunOutcome(message=describe_pull_failure(image_spec.uri, exc))
         if self.stopping is not None:
             return self.outcome_without_start()
-        if request.volume_ingress:
-            self.claims.claim_volumes()
-            try:
-                await self.loop.run_in_executor(
-                    self.node.pull_pool,
-                    fetch_ingress,
-                    self.node.volumes,
-                    request.workflow_id,
-                    request.volume_ingress,
-                    secrets.ingress_authorization,
-                )
-            except Exception as exc:
-                return RunOutcome(message=error_text(exc))
-            if self.stopping is not None:
-                return self.outcome_without_start()
         try:
             config = self.image_config(image)
             # resolving the user mounts the image: off the event loop
             user = await self.loop.run_in_executor(
                 self.node.start_pool, self.identity, image, config
             )
+        except Exception as exc:
+            return RunOutcome(
+                message=f"the job's container could not be prepared: {error_text(exc)}"
+            )
+        if request.volume_ingress:
+            self.claims.claim_volumes()
+            try:
+                await self.loop.run_in_executor(
+                    self.node.pull_pool,
+                    lambda: fetch_ingress(
+                        self.node.volumes,
+                        request.workflow_id,
+                        request.volume_ingress,
+                        secrets.ingress_authorization,
+                        secrets.transfer_s3,
+                        # the fetched files belong to whom the job runs as
+                        owner=(user.uid, user.gid),
+                    ),
+                )
+            except Exception as exc:
+                return RunOutcome(message=error_text(exc))
+            if self.stopping is not None:
+                return self.outcome_without_start()
+        try:
             extra_env = {**await self.rank_environment(), **secrets.environment()}
             spec = self.container_spec(image, extra_env, config, user)
         except Exception as exc:
