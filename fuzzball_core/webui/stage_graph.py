@@ -133,8 +133,16 @@ def _label(stage: StageView) -> str:
 
 
 def _path(source: Box, target: Box) -> str:
-    """A curve from the right edge of ``source`` to the left edge of ``target``."""
+    """A curve from the right edge of ``source`` to the left edge of ``target``; one that
+    passes over a column runs in the gap above the boxes, so that it crosses none of them."""
     x1, y1 = source.x + BOX_WIDTH, source.y + BOX_HEIGHT // 2
     x2, y2 = target.x, target.y + BOX_HEIGHT // 2
-    bend = (x2 - x1) // 2
-    return f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}"
+    if x2 - x1 <= COLUMN_GAP:
+        bend = (x2 - x1) // 2
+        return f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}"
+    lane = min(source.y, target.y) - ROW_GAP // 2
+    turn, half = COLUMN_GAP // 2, COLUMN_GAP // 4
+    return (
+        f"M{x1},{y1} C{x1 + half},{y1} {x1 + half},{lane} {x1 + turn},{lane} "
+        f"L{x2 - turn},{lane} C{x2 - half},{lane} {x2 - half},{y2} {x2},{y2}"
+    )
