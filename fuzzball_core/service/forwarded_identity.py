@@ -39,9 +39,6 @@ _ALGORITHM = "EdDSA"
 _LEEWAY = 10.0
 _KNOWN_PERMISSIONS = frozenset(p.value for p in Permission)
 _KINDS = frozenset(k.value for k in AccountKind)
-#: what a forwarded caller holding none of the Federate account's permissions holds: a
-#: placeholder no check asks for, since an empty set would read as "the kind's own"
-NO_PERMISSIONS = frozenset({"none"})
 
 
 def load_or_create_key(path: Path) -> Ed25519PrivateKey:
@@ -94,7 +91,7 @@ class IdentitySigner:
             "sub": who.user_id or who.account_id,
             "name": who.name,
             "kind": str(who.kind),
-            "permissions": sorted(who.permissions),
+            "permissions": sorted(who.permissions or ()),
             "iat": int(now),
             "exp": int(now + LIFETIME),
         }
@@ -152,7 +149,7 @@ class TrustedFederates:
         claims = self._verified(assertion)
         kind = claims.get("kind", AccountKind.USER)
         permissions = frozenset(claims.get("permissions") or ()) & _KNOWN_PERMISSIONS
-        granted = frozenset(bearer.permissions) & permissions
+        granted = frozenset(bearer.permissions or ()) & permissions
         return Principal(
             bearer.account_id,
             f"{claims.get('email') or claims.get('name') or claims['sub']} via {claims['iss']}",
@@ -161,7 +158,7 @@ class TrustedFederates:
             email=claims.get("email"),
             organization_id=bearer.organization_id,
             credential=bearer.credential,
-            permissions=granted or NO_PERMISSIONS,
+            permissions=granted,
         )
 
     def _verified(self, assertion: str) -> dict[str, Any]:

@@ -54,10 +54,11 @@ class Principal:
     credential: str = CredentialKind.API
     #: the workflow whose token this is (credential ``workflow``)
     workflow_id: str | None = None
-    permissions: frozenset[str] = frozenset()
+    #: None (the default) means the permissions of the kind, role and credential
+    permissions: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
-        if not self.permissions:  # callers that name no permissions get their kind's own
+        if self.permissions is None:  # callers that name no permissions get their kind's own
             granted = permissions_for(
                 self.kind, role=self.role, cluster_admin=self.is_admin, credential=self.credential
             )
@@ -65,7 +66,7 @@ class Principal:
 
     def may(self, permission: str) -> bool:
         """Whether the caller holds ``permission`` (a :class:`Permission`)."""
-        return permission in self.permissions
+        return self.permissions is not None and permission in self.permissions
 
 
 @dataclass(frozen=True)
