@@ -55,6 +55,7 @@ def make_directory(root: Path, location: VolumeLocation, mode: int = 0o700) -> P
     root.mkdir(parents=True, exist_ok=True)
     organization_dir = root / relative.parts[0]
     organization_dir.mkdir(exist_ok=True)
+    contained(root, organization_dir)  # before its mode is set: a symlink is followed
     organization_dir.chmod(ORGANIZATION_MODE)
     path = root / relative
     contained(root, path)
