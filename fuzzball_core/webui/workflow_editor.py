@@ -112,7 +112,11 @@ async def editor(request: web.Request, visitor: Visitor) -> web.StreamResponse:
         workflow = request.app[UI].service.get_workflow(visitor.who, source)
         text, name = workflow.raw_specification, workflow.name
         if declared_version(text) == "v1":
-            text = upgrade_to_v4(text)
+            try:
+                text = upgrade_to_v4(text)
+            except InvalidArgument as error:  # no longer valid (a rule added since): as it is
+                problems = _errors(text, error)
+                return _editor_page(visitor, text, name, problems=problems)
             notice = "This workflow was written for v1; the server converted it to v4."
     return _editor_page(visitor, text, name, notice=notice)
 

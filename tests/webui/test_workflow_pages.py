@@ -11,6 +11,7 @@ from support.webui_client import signed_in
 from support.webui_stack import WebUiStack
 from support.workflow_rows import add_workflows
 
+from fuzzball_core.store.models import Workflow
 from fuzzball_core.vocabulary import Status
 
 pytestmark = pytest.mark.slow
@@ -394,3 +395,18 @@ def test_a_task_arrays_progress_is_shown_with_its_stage(ui: WebUiStack) -> None:
     assert re.search(
         r'<span class="tasks">1 finished, 0 failed, \d running of 4 tasks</span>', page
     )
+
+
+def test_a_stored_v1_file_that_no_longer_reads_opens_as_it_is_with_its_problems(
+    ui: WebUiStack,
+) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, V1, "old-v1")
+    with ui.stack.service.sessions.begin() as session:  # as if a rule came in since
+        stored = session.get(Workflow, workflow_id)
+        assert stored is not None
+        stored.raw_specification = "version: v1\njobs:\n  hello: 3\n"
+    page = client.get(f"/editor?from={workflow_id}")
+    assert page.status_code == 200
+    assert "version: v1\njobs:\n  hello: 3\n" in page.text
+    assert "Line 3: jobs.hello: must be a mapping" in page.text
