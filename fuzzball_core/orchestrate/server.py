@@ -38,6 +38,7 @@ from fuzzball_core.orchestrate.node_api import NodeAgentServicer
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
 from fuzzball_core.orchestrate.oidc_routes import oidc_routes
+from fuzzball_core.orchestrate.provisioner_routes import provisioner_routes
 from fuzzball_core.orchestrate.provisioner_runner import ProvisionerRunner, build_provisioning
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.orchestrate.secret_routes import secret_routes
@@ -153,6 +154,7 @@ def rest_app(orchestrate: Orchestrate) -> web.Application:
             orchestrate.endpoints.routes,
             storage_routes(orchestrate.engine),
             *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
+            provisioner_routes(orchestrate.engine.context.provisioning),
             webui_routes(web_ui(orchestrate)),
         ],
     )

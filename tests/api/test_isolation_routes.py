@@ -99,6 +99,14 @@ def _storage_driver(o: Owned, t: Any) -> dict[str, str]:
     return {"id": o.storage_driver}
 
 
+def _provisioner_definition(o: Owned, t: Any) -> dict[str, str]:
+    return {"id": o.provisioner_definition}
+
+
+def _provisioner_instance(o: Owned, t: Any) -> dict[str, str]:
+    return {"id": o.provisioner_instance}
+
+
 def _secret(field: str) -> Callable[[Owned, Any], dict[str, str]]:
     return lambda o, t: {"id": getattr(o, field)}
 
@@ -113,6 +121,8 @@ ENDPOINT = ("owner", "/endpoints/{ref}")
 VOLUME = ("owner", "/volumes/{id}")
 STORAGE_CLASS = ("admin", "/admin/storage-classes/{id}")
 STORAGE_DRIVER = ("admin", "/admin/drivers/{id}")
+PROVISIONER_DEFINITION = ("admin", "/admin/provisioner/definitions/{id}")
+PROVISIONER_INSTANCE = ("admin", "/admin/provisioner/instances/{id}")
 _CLASS_BODY = {"class": {"name": "kept", "driver": "local", "properties": {"persistent": True}}}
 
 TABLE = [
@@ -165,6 +175,34 @@ TABLE = [
         body={"status": "VOLUME_STATUS_DISABLED"},
     ),
     # storage drivers and classes: the cluster administrators'
+    Route(
+        "GET",
+        "/admin/provisioner/definitions/{id}",
+        _provisioner_definition,
+        BOTH_DENIED,
+        PROVISIONER_DEFINITION,
+    ),
+    Route(
+        "POST",
+        "/admin/provisioner/definitions/{id}/reset-resource",
+        _provisioner_definition,
+        BOTH_DENIED,
+        PROVISIONER_DEFINITION,
+    ),
+    Route(
+        "GET",
+        "/admin/provisioner/instances/{id}",
+        _provisioner_instance,
+        BOTH_DENIED,
+        PROVISIONER_INSTANCE,
+    ),
+    Route(
+        "DELETE",
+        "/admin/provisioner/instances/{id}",
+        _provisioner_instance,
+        BOTH_DENIED,
+        PROVISIONER_INSTANCE,
+    ),
     Route("GET", "/admin/drivers/{id}", _storage_driver, BOTH_DENIED, STORAGE_DRIVER),
     Route(
         "PUT",
@@ -367,6 +405,7 @@ NOT_BY_ID = {
     "PUT /node-objects/configs/{digest}": "nodes' own route, the node token only",
     "PUT /node-objects/{scope}/{name}": "nodes' own route, the node token only",
     "GET /storage-classes/{id}": "the cluster's storage classes, which every member may use",
+    "GET /provisioner/definitions/{id}": "the cluster's node shapes, which every member may read",
 }
 
 

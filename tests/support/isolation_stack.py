@@ -48,6 +48,9 @@ class Owned:
     volume: str = ""
     storage_class: str = ""
     storage_driver: str = ""
+    #: a provisioner definition (from the configuration) and an instance of it (by id)
+    provisioner_definition: str = ""
+    provisioner_instance: str = ""
 
 
 class IsolationStack:
@@ -65,6 +68,23 @@ class IsolationStack:
                     "node-token": NODE_TOKEN,
                 },
                 "tls": {"plaintext": True},
+                # an on-prem machine whose power commands do nothing: instances to isolate
+                "provisioner": {
+                    "definitions": [
+                        {
+                            "id": "rack",
+                            "driver": "onprem",
+                            "cores": 4,
+                            "memory": "8GiB",
+                            "config": {
+                                "state-dir": str(directory / "onprem"),
+                                "inventory": [
+                                    {"host": "rack-1", "power-on": "true", "power-off": "true"}
+                                ],
+                            },
+                        }
+                    ]
+                },
             }
         )
         self.rest_url = f"http://{rest}/v3"
@@ -166,6 +186,10 @@ class IsolationStack:
                 {"class": {"name": "kept", "driver": "local", "properties": {"persistent": True}}},
             ),
             storage_driver=self._storage_driver(admin),
+            provisioner_definition="rack",
+            provisioner_instance=self.call(
+                admin, "POST", "/admin/provisioner/instances", {"definitionId": "rack"}
+            ).json()["ids"][0],
         )
 
     def _storage_driver(self, admin: str) -> str:
