@@ -1,0 +1,161 @@
+"""The storage routes through Orchestrate's REST gateway: administrators manage drivers and
+classes (each field used, warned about or refused by name); members manage their volumes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from support.isolation_stack import IsolationStack
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[IsolationStack]:
+    served = IsolationStack(tmp_path_factory.mktemp("storage-routes"))
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def admin(stack: IsolationStack, method: str, path: str, body=None):
+    return stack.call(stack.tenants.admin_token, method, path, body)
+
+
+def owner(stack: IsolationStack, method: str, path: str, body=None):
+    return stack.call(stack.tenants.acme_owner.token, method, path, body)
+
+
+def test_a_hostpath_class_is_created_with_warnings_for_fields_without_effect(stack) -> None:
+    reply = admin(
+        stack,
+        "POST",
+        "/admin/storage-classes",
+        {
+            "class": {
+                "name": "shared-scratch",
+                "driver": "hostpath",
+                "parameters": {"root": "/srv/fuzzball"},
+                "access": {"type": "FILESYSTEM", "mode": "MULTI_NODE_MULTI_WRITER"},
+                "capacity": {"size": "10", "unit": "GIB"},
+                "mount": {"options": ["noatime"]},
+            }
+        },
+    )
+    assert reply.status_code == 200, reply.text
+    warnings = reply.json()["warnings"]
+    assert any(w.startswith("class.capacity:") for w in warnings)
+    assert any(w.startswith("class.mount.options:") for w in warnings)
+    listed = admin(stack, "GET", "/admin/storage-classes").json()["classes"]
+    assert "shared-scratch" in [c["name"] for c in listed]
+
+
+@pytest.mark.parametrize(
+    ("definition", "field"),
+    [
+        ({"name": "b", "driver": "local", "access": {"type": "BLOCK"}}, "class.access.type"),
+        (
+            {"name": "m", "driver": "local", "access": {"mode": "MULTI_NODE_MULTI_WRITER"}},
+            "class.access.mode",
+        ),
+        ({"name": "h", "driver": "hostpath"}, "class.parameters.root"),
+        ({"name": "s", "driver": "local", "capabilities": ["SELINUX"]}, "class.capabilities"),
+        ({"name": "u", "driver": "local", "colour": "blue"}, "class.colour"),
+        (
+            {"name": "e", "driver": "ephemeral", "properties": {"persistent": True}},
+            "class.properties.persistent",
+        ),
+        ({"name": "Bad Name", "driver": "local"}, "class.name"),
+    ],
+)
+def test_a_class_field_that_cannot_be_honoured_is_refused_naming_it(
+    stack, definition, field
+) -> None:
+    reply = admin(stack, "POST", "/admin/storage-classes", {"class": definition})
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith(field), reply.text
+
+
+def test_a_class_naming_an_unknown_driver_is_not_found(stack) -> None:
+    reply = admin(
+        stack, "POST", "/admin/storage-classes", {"class": {"name": "x", "driver": "csi"}}
+    )
+    assert reply.status_code == 404, reply.text
+    assert "storage driver 'csi'" in reply.json()["message"]
+
+
+def test_a_driver_image_is_accepted_for_an_installed_plugin_with_a_warning(stack) -> None:
+    # a site driver registered under a second name: the builtin plugin of that name must exist
+    reply = admin(
+        stack,
+        "PUT",
+        f"/admin/drivers/{stack.owned.storage_driver}",
+        {"driver": {"name": "local", "image": {"uri": "docker://site/driver:1"}}},
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["warnings"][0].startswith("driver.image: has no effect")
+
+
+def test_a_driver_no_plugin_implements_is_refused_naming_it(stack) -> None:
+    reply = admin(
+        stack,
+        "POST",
+        "/admin/drivers",
+        {"driver": {"name": "lustre-csi", "image": {"uri": "docker://site/csi:1"}}},
+    )
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("driver.name: no storage driver plugin")
+
+
+def test_members_may_not_manage_storage_classes(stack) -> None:
+    reply = owner(stack, "POST", "/admin/storage-classes", {"class": {"name": "mine"}})
+    assert reply.status_code == 403, reply.text
+
+
+def test_members_list_the_storage_classes(stack) -> None:
+    reply = owner(stack, "GET", "/storage-classes")
+    assert {"ephemeral", "persistent"} <= {c["name"] for c in reply.json()["classes"]}
+
+
+def test_a_volume_is_created_listed_described_and_deleted(stack) -> None:
+    created = owner(
+        stack, "POST", "/volumes", {"volume": {"name": "inputs", "description": "raw data"}}
+    )
+    assert created.status_code == 200, created.text
+    volume_id = created.json()["id"]
+    described = owner(stack, "GET", f"/volumes/{volume_id}").json()
+    assert described["reference"] == "volume://user/persistent/inputs"
+    assert described["status"] == "VOLUME_STATUS_ENABLED"
+    assert described["description"] == "raw data"
+    listed = owner(stack, "GET", "/volumes").json()["volumes"]
+    assert volume_id in [v["id"] for v in listed]
+    assert owner(stack, "DELETE", f"/volumes/{volume_id}").json() == {"retained": False}
+    assert owner(stack, "GET", f"/volumes/{volume_id}").status_code == 404
+
+
+def test_a_second_volume_of_the_same_name_is_refused(stack) -> None:
+    body = {"volume": {"name": "twice"}}
+    assert owner(stack, "POST", "/volumes", body).status_code == 200
+    reply = owner(stack, "POST", "/volumes", body)
+    assert reply.status_code == 409, reply.text
+
+
+def test_a_volume_of_a_per_workflow_class_is_refused_naming_the_class(stack) -> None:
+    reply = owner(
+        stack, "POST", "/volumes", {"volume": {"name": "x", "storageClassName": "ephemeral"}}
+    )
+    assert reply.status_code == 400, reply.text
+    assert "storage class 'ephemeral' is not persistent" in reply.json()["message"]
+
+
+def test_a_disabled_volume_says_so(stack) -> None:
+    volume_id = owner(stack, "POST", "/volumes", {"volume": {"name": "paused"}}).json()["id"]
+    reply = owner(
+        stack, "PATCH", f"/volumes/{volume_id}:set-status", {"status": "VOLUME_STATUS_DISABLED"}
+    )
+    assert reply.json() == {"id": volume_id, "status": "VOLUME_STATUS_DISABLED"}
+
+
+def test_another_organizations_volumes_are_not_listed(stack) -> None:
+    stranger = stack.call(stack.tenants.globex_owner.token, "GET", "/volumes").json()
+    assert stranger["volumes"] == []
