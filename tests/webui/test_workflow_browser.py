@@ -227,3 +227,22 @@ def test_a_workflow_page_shows_its_stage_graph(fresh_browser: Any, ui: WebUiStac
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "workflow.png"))
     assert console_errors(browser) == []
+
+
+def test_a_typed_v1_file_offers_conversion_and_converts_on_request(
+    fresh_browser: Any, ui: WebUiStack
+) -> None:
+    browser = fresh_browser
+    browser_sign_in(browser, ui, ui.member, page="/editor")
+    wait(browser, lambda b: text_of(b, "check-state") == "Valid")
+    convert = browser.find_element(By.ID, "upgrade")
+    assert not convert.is_displayed()  # a v4 file: nothing to convert
+    text = browser.find_element(By.ID, "specification")
+    text.clear()
+    text.send_keys(V1_FILE)
+    wait(browser, lambda b: convert.is_displayed())
+    assert text.get_attribute("value").startswith("version: v1")  # typing converts nothing
+    convert.click()
+    wait(browser, lambda b: text.get_attribute("value").startswith("version: v4\n"))
+    wait(browser, lambda b: not convert.is_displayed())
+    assert console_errors(browser) == []
