@@ -24,6 +24,7 @@ import click
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.monitoring_cmd import monitoring
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.cli.provisioner_cmd import provisioner
 from fuzzball_core.cli.storage_cmd import storage
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.spec.names import printable
@@ -45,6 +46,7 @@ def admin() -> None:
 
 admin.add_command(monitoring)  # issue-cert (issue 15)
 admin.add_command(storage)  # drivers and storage classes (issue 13)
+admin.add_command(provisioner)  # definitions and instances (issue 14)
 
 
 @admin.group()

@@ -9,7 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from support.cluster import InProcessOrchestrate, free_port
+
+from fuzzball_core.cli.main import cli
 
 
 class Served:
@@ -162,3 +165,39 @@ def test_reset_resource_is_refused_saying_the_shape_is_configured(served):
     reply = served.call(served.admin, "POST", "/admin/provisioner/definitions/rack/reset-resource")
     assert reply.status_code == 400
     assert "configured in provisioner.definitions" in reply.json()["message"]
+
+
+# -- fuzzball admin provisioner ----------------------------------------------------------------
+
+
+def fuzzball(served: Served, home: Path, *args: str) -> str:
+    """``fuzzball ARGS`` as the admin; the output of a command that has to succeed."""
+    env = {"XDG_CONFIG_HOME": str(home)}
+    runner = CliRunner()
+    if not (home / "fuzzball").exists():
+        address = served.url.removesuffix("/v3")
+        created = runner.invoke(
+            cli, ["context", "create", "t", "--address", address, "--token", served.admin], env=env
+        )
+        assert created.exit_code == 0, created.output
+    result = runner.invoke(cli, list(args), env=env)
+    assert result.exit_code == 0, (args, result.output, result.exception)
+    return result.output
+
+
+def test_the_cli_lists_definitions(served, tmp_path):
+    listed = fuzzball(served, tmp_path / "home", "admin", "provisioner", "definition", "list")
+    assert "rack" in listed
+    assert "onprem" in listed
+
+
+def test_the_cli_creates_lists_and_deletes_instances(served, tmp_path):
+    home = tmp_path / "home"
+    created = fuzzball(
+        served, home, "admin", "provisioner", "instance", "create", "rack", "--annotation", "a=b"
+    )
+    instance_id = created.split()[-1]
+    assert "CREATING" in fuzzball(served, home, "admin", "provisioner", "instance", "list")
+    fuzzball(served, home, "admin", "provisioner", "instance", "delete", instance_id)
+    shown = fuzzball(served, home, "admin", "provisioner", "instance", "show", instance_id)
+    assert "DELETED" in shown
