@@ -136,11 +136,22 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
     ctx.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
     _report_blocked(ctx, tx, result.diagnoses)
     preload_runs(tx, [ctx.pending[p.job_id].run_id for p in result.placements])
+    volume_nodes: dict[tuple[str, str], str] = {}
     for placement in result.placements:
         waiting = ctx.pending.pop(placement.job_id)
         run = tx.session.get(Run, waiting.run_id)
         if run is None or run.status != Status.PENDING:
             ctx.scheduler.release(placement.job_id)
+            continue
+        elsewhere = _volume_node_elsewhere(ctx, tx, run, placement.node_ids[0], volume_nodes)
+        if elsewhere is not None:
+            # placed in this same pass away from a job it shares an unshared volume with:
+            # it waits for that node instead of splitting the volume
+            ctx.scheduler.release(placement.job_id)
+            pinned = {**waiting.request.annotations, NODE_ANNOTATION: elsewhere}
+            ctx.pending[placement.job_id] = replace(
+                waiting, request=replace(waiting.request, annotations=pinned)
+            )
             continue
         run.node_ids = list(placement.node_ids)
         if placement.note:
@@ -224,6 +235,37 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
     )
     multinode.assigned(ctx, run)
     tx.send(run.node_ids, assignment)
+
+
+def _volume_node_elsewhere(
+    ctx: EngineContext,
+    tx: Transaction,
+    run: Run,
+    node_id: str,
+    volume_nodes: dict[tuple[str, str], str],
+) -> str | None:
+    """The node another run placed in this pass holds a volume ``run`` needs on one node
+    (a per-workflow volume nodes do not share, a node-local volume used for the first
+    time), when that is not ``node_id``; else None, noting ``run``'s volumes as on
+    ``node_id`` in ``volume_nodes``."""
+    workflow = tx.session.get(Workflow, run.workflow_id)
+    stage = tx.session.get(Stage, run.stage_id)
+    if workflow is None or stage is None:
+        return None
+    definition = ctx.plans.run_definition(workflow, stage.name)
+    if not workflow_volumes.mounted(definition):
+        return None
+    declared = ctx.plans.entry(workflow).parsed.model.volumes
+    try:
+        resolved = workflow_volumes.resolved_for(tx.session, workflow, definition, declared, tx.now)
+    except FuzzballError:
+        return None
+    keys = workflow_volumes.single_node_keys(workflow.id, resolved)
+    for key in keys:
+        if volume_nodes.get(key, node_id) != node_id:
+            return volume_nodes[key]
+    volume_nodes.update(dict.fromkeys(keys, node_id))
+    return None
 
 
 def _volumes_json(

@@ -178,6 +178,21 @@ def placement_pin(
     return None
 
 
+def single_node_keys(
+    workflow_id: str, resolved: Mapping[str, ResolvedVolume]
+) -> list[tuple[str, str]]:
+    """What must stay on one node among ``resolved`` (a workflow's volumes): each per-workflow
+    volume nodes do not share, as (workflow id, volume name), and each node-local volume no
+    node holds yet, as ("volume", its id)."""
+    keys = []
+    for name, volume in sorted(resolved.items()):
+        if volume.volume_id is None and not volume.shared:
+            keys.append((workflow_id, name))
+        elif volume.node_local and volume.volume_id and volume.node_id is None:
+            keys.append(("volume", volume.volume_id))
+    return keys
+
+
 def record_placement(
     session: Session, resolved: Mapping[str, ResolvedVolume], node_id: str, now: float
 ) -> None:

@@ -110,3 +110,16 @@ def test_a_disabled_storage_class_refuses_the_submission_naming_it(harness) -> N
         session.commit()
     with pytest.raises(FailedPrecondition, match="storage class 'persistent' is disabled"):
         harness.submit(PERSISTENT)
+
+
+def test_jobs_placed_in_one_pass_never_split_an_unshared_volume(harness) -> None:
+    harness.node("n1", cores=1)
+    harness.node("n2", cores=1)
+    side_by_side = TWO_JOBS.replace("REFERENCE", "volume://user/ephemeral").replace(
+        "    depends-on: [{name: first}]\n", ""
+    )
+    harness.submit(side_by_side.replace("mounts:", "resource: {cpu: {cores: 1}}\n    mounts:"))
+    ((node, first),) = assigned(harness)  # room for both, but not on one node at once
+    harness.run_to_end(node, first)
+    ((other, _second),) = assigned(harness)
+    assert other == node
