@@ -285,6 +285,10 @@ class EventKind(StrEnum):
     IMAGE_WRITE_BACK_RETRYING = "image_write_back_retrying"
     IMAGE_WRITE_BACK_ABANDONED = "image_write_back_abandoned"
 
+    # Volumes.
+    #: a volume transfer's progress, or its size and time once it ended
+    VOLUME_TRANSFER = "volume_transfer"
+
     # Nodes.
     NODE_REGISTERED = "node_registered"
     NODE_ONLINE = "node_online"

@@ -23,6 +23,7 @@ from fuzzball_core.orchestrate import (
     placement,
     runs,
     services,
+    transfer_events,
 )
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.requests import timeout_seconds
@@ -77,7 +78,10 @@ def _log(ctx: EngineContext, tx: Transaction, data: node_pb2.LogData) -> None:
         return
     stage = tx.session.get(Stage, run.stage_id)
     if data.stream == image_stages.PROGRESS_STREAM:
-        progress = image_stages.progress_event(stage.name if stage else "?", data.data)
+        name = stage.name if stage else "?"
+        progress = transfer_events.transfer_event(name, data.data) or image_stages.progress_event(
+            name, data.data
+        )
         if progress is not None and stage is not None:
             kind, message, details = progress
             events.record(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ import httpx
 
 from fuzzball_core.errors import Unavailable
 from fuzzball_core.substrate import s3_transfer
-from fuzzball_core.substrate.s3_transfer import S3Credentials
+from fuzzball_core.substrate.s3_transfer import S3Credentials, TransferReport
+from fuzzball_core.substrate.transfer_progress import TransferReporter
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime.layers import resolve_in_root
 
@@ -48,14 +50,16 @@ def fetch_ingress(
     s3: Mapping[str, S3Credentials] | None = None,
     *,
     owner: tuple[int, int] | None = None,
+    progress: TransferReporter | None = None,
 ) -> None:
     """Fill each volume in ``ingress`` (volume -> [{source, destination, secret?,
     retries?}]) unless this node already did; an http(s) source with a secret is fetched
     with its ``Authorization`` header from ``authorization``, an s3 one with its credentials
     from ``s3`` (both by ``VOLUME/INDEX``, resolved by Orchestrate as the run started).
     With ``owner`` (uid, gid: whom the job runs as), each fetched file and the directories
-    made for it belong to them. Raises :class:`Unavailable` naming the transfer that
-    failed."""
+    made for it belong to them. Each transfer reports its bytes to ``progress`` as they
+    move, and its size and time once done. Raises :class:`Unavailable` naming the transfer
+    that failed."""
     for volume, transfers in ingress.items():
         directory = volumes.volume_dir(workflow_id, volume)
         marker = directory.parent / f".{directory.name}.ingress-done"
@@ -70,15 +74,21 @@ def fetch_ingress(
                     try:
                         target = destination_in(directory, transfer["destination"])
                         made = _missing_parents(directory, target)
+                        url = shown_url(transfer["source"])
+                        moving = _moving(progress, field, url)
                         if transfer["source"].startswith(s3_transfer.SCHEME):
-                            s3_transfer.download(
+                            report = s3_transfer.download(
                                 transfer["source"],
                                 target,
                                 (s3 or {}).get(key, S3Credentials()),
                                 field=field,
+                                progress=moving,
                             )
                         else:
-                            _fetch(target, transfer, field, (authorization or {}).get(key))
+                            header = (authorization or {}).get(key)
+                            report = _fetch(target, transfer, field, header, moving)
+                        if progress is not None:
+                            progress.ended(field, url, report.bytes, report.seconds)
                         if owner is not None:
                             for path in (*made, target):
                                 os.chown(path, *owner, follow_symlinks=False)
@@ -107,6 +117,13 @@ def _lock_for(marker: Path) -> threading.Lock:
         return _locks.setdefault(marker, threading.Lock())
 
 
+def _moving(progress: TransferReporter | None, field: str, url: str) -> s3_transfer.Progress | None:
+    """The per-chunk callback reporting ``field``'s bytes to ``progress``."""
+    if progress is None:
+        return None
+    return lambda done, total: progress.moving(field, url, done, total)
+
+
 def _missing_parents(directory: Path, target: Path) -> list[Path]:
     """The directories between ``directory`` and ``target`` that do not exist yet."""
     missing = []
@@ -119,9 +136,15 @@ def _missing_parents(directory: Path, target: Path) -> list[Path]:
 
 
 def _fetch(
-    target: Path, transfer: Mapping[str, Any], field: str, authorization: str | None = None
-) -> None:
+    target: Path,
+    transfer: Mapping[str, Any],
+    field: str,
+    authorization: str | None = None,
+    progress: s3_transfer.Progress | None = None,
+) -> TransferReport:
     source = transfer["source"]
+    started = time.monotonic()
+    done = 0
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     timeout = httpx.Timeout(READ_TIMEOUT, connect=15.0)
@@ -134,22 +157,28 @@ def _fetch(
         ) as response:
             if response.status_code != 200:
                 raise Unavailable(
-                    f"{field}: could not fetch {_shown(source)}: HTTP {response.status_code}"
+                    f"{field}: could not fetch {shown_url(source)}: HTTP {response.status_code}"
                 )
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
             with partial.open("wb") as out:
                 for chunk in response.iter_bytes(CHUNK):
                     out.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
     except httpx.HTTPError as exc:
         partial.unlink(missing_ok=True)
         reason = type(exc).__name__ if not str(exc) else str(exc)
-        raise Unavailable(f"{field}: could not fetch {_shown(source)}: {reason}") from None
+        raise Unavailable(f"{field}: could not fetch {shown_url(source)}: {reason}") from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     partial.replace(target)
+    return TransferReport(done, time.monotonic() - started)
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """``url`` as errors may show it: no credentials, no query (signed URLs carry tokens)."""
     parts = urlsplit(url)
     host = parts.hostname or ""

@@ -48,6 +48,7 @@ from fuzzball_core.substrate.network import node_subnet
 from fuzzball_core.substrate.pmi import Fence, PmiService
 from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
 from fuzzball_core.substrate.run_secrets import references_secrets
+from fuzzball_core.substrate.transfer_progress import SinkProgress
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
 from fuzzball_runtime.users import Identity, image_identity
 
@@ -120,6 +121,7 @@ class ContainerJobDriver(ContainerDriver):
                         secrets.transfer_s3,
                         # the fetched files belong to whom the job runs as
                         owner=(user.uid, user.gid),
+                        progress=SinkProgress(request.run_id, self.sink, self.loop),
                     ),
                 )
             except Exception as exc:
