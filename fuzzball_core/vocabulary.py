@@ -83,12 +83,15 @@ class AccountKind(StrEnum):
     USER = "user"
     #: a group account of an organization: its members share its workflows and secrets
     GROUP = "group"
+    #: a Federate's account on a member cluster: it reads nodes to route and acts for the
+    #: callers whose identity it forwards (never with more than they hold)
+    FEDERATE = "federate"
 
 
 #: The account kinds that are service accounts: they belong to the cluster, not to an
 #: organization, and act with the permissions of their kind (:data:`SERVICE_PERMISSIONS`).
 SERVICE_ACCOUNT_KINDS = frozenset(
-    {AccountKind.ADMIN, AccountKind.MONITORING, AccountKind.PROVISIONER}
+    {AccountKind.ADMIN, AccountKind.MONITORING, AccountKind.PROVISIONER, AccountKind.FEDERATE}
 )
 
 
@@ -189,6 +192,14 @@ SERVICE_PERMISSIONS: dict[AccountKind, frozenset[Permission]] = {
     ),
     AccountKind.PROVISIONER: frozenset(
         {Permission.READ_NODES, Permission.HOLD_NODES, Permission.PROVISION_NODES}
+    ),
+    AccountKind.FEDERATE: frozenset(
+        {
+            Permission.RUN_WORKFLOWS,
+            Permission.READ_SECRETS,
+            Permission.READ_NODES,
+            Permission.HOLD_NODES,
+        }
     ),
 }
 

@@ -57,7 +57,7 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
         for name, running in zip(("lab", "cloud"), clusters, strict=True):
             orchestrate = running.orchestrate
             _, token = orchestrate.call(
-                lambda o=orchestrate: o.service.create_account("federate", admin=True)
+                lambda o=orchestrate: o.service.create_account("federate", kind="federate")
             )
             members.append(RealMember(name, orchestrate.rest_url, token, orchestrate.service))
         federated = start_federation(directory, members)

@@ -59,7 +59,7 @@ def start_member(directory: Path, name: str, nodes: list[dict[str, Any]]) -> Mem
     """A real Orchestrate on loopback with scripted ``nodes`` and a ``federate`` account."""
     loop = LoopThread()
     stack = SqlStack(loop, directory / f"{name}.db")
-    _, token = stack.create_account("federate", admin=True)
+    _, token = stack.create_account("federate", kind="federate")
     for node in nodes:
         stack.add_node(**node)
     servers = loop.run(start_servers(stack.service))
