@@ -20,50 +20,15 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from support.cluster import HELLO_WORLD, LocalRegistry, free_port
-
-FUZZBALL = [sys.executable, "-m", "fuzzball_core.cli"]
+from support.cluster import HELLO_WORLD
+from support.local_deployment import fuzzball
+from support.local_deployment import local_deployment as deployment
 
 
 @pytest.fixture
 def local_deployment(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    registry = LocalRegistry(tmp_path / "registry")
-    config = tmp_path / "fuzzball.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "data-dir": str(tmp_path / "data"),
-                "orchestrate": {
-                    "grpc-listen": f"127.0.0.1:{free_port()}",
-                    "rest-listen": f"127.0.0.1:{free_port()}",
-                },
-                "substrate": {
-                    "node-name": "local-node",
-                    "cores": 2,
-                    "memory": "2GiB",
-                    # its own port: another agent on this machine may hold the default 9100
-                    "metrics-listen": f"127.0.0.1:{free_port()}",
-                },
-                "images": {"registries": {"docker.io": {"mirrors": [registry.url]}}},
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path / "home"),
-        "XDG_CONFIG_HOME": "",
-        "FUZZBALL_CONFIG": str(config),
-    }
-    env.pop("XDG_CONFIG_HOME")
-    try:
-        yield config, env
-    finally:
-        subprocess.run([*FUZZBALL, "local", "down"], env=env, capture_output=True, timeout=60)
-        registry.stop()
-
-
-def fuzzball(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FUZZBALL, *args], env=env, capture_output=True, text=True, timeout=120)
+    with deployment(tmp_path) as deployed:
+        yield deployed
 
 
 def test_local_up_runs_hello_world_and_local_down_stops_it(local_deployment):
