@@ -118,6 +118,10 @@ setup(
         "boto3>=1.34",  # s3:// volume ingress and egress on nodes
     ],
     extras_require={
+        # the cloud provisioners' SDKs (issue 14), for an Orchestrate that provisions there
+        "aws": ["boto3>=1.34"],
+        "gcp": ["google-cloud-compute>=1.20"],
+        "oci": ["oci>=2.120"],
         "test": [
             "pytest>=8",
             "hypothesis>=6.100",
@@ -130,6 +134,9 @@ setup(
             "mypy>=1.10",
             "schemathesis>=4",  # fuzzes the REST gateway against its served OpenAPI document
             "selenium>=4.20",  # drives Debian's headless chromium in the Web UI tests
+            # the gcp and oci provisioners' SDKs, tested against stand-ins (tests/support)
+            "google-cloud-compute>=1.20",
+            "oci>=2.120",
             # moto's server mode: the stand-in for S3, speaking its wire protocol over HTTP
             "moto[server]>=5",
         ],
@@ -148,6 +155,9 @@ setup(
         "fuzzball.provisioners": [
             "local = fuzzball_provisioners.local:LocalProvisioner",
             "onprem = fuzzball_provisioners.onprem:OnPremProvisioner",
+            "aws = fuzzball_provisioners.aws:AwsProvisioner",
+            "gcp = fuzzball_provisioners.gcp:GcpProvisioner",
+            "oci = fuzzball_provisioners.oci:OciProvisioner",
         ],
         "fuzzball.image_backends": [
             "docker = fuzzball_plugins.images.docker_backend:DockerBackend",
