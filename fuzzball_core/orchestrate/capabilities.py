@@ -44,7 +44,7 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
     """(field, why) for each part of ``volume``'s transfers (at ``path``) this cluster
     cannot carry out: ingress is fetched over HTTP(S) or from S3 by each node that mounts
     the volume (volumes live on each node), with the source's ``secret`` (an http or value
-    secret; an s3 secret for ``s3://``) as its credentials; egress needs shared storage."""
+    secret; an s3 secret for ``s3://``) as its credentials; egress is not scheduled yet."""
     problems = []
     for index, transfer in enumerate(volume.ingress or ()):
         at = f"{path}.ingress[{index}]"
@@ -73,8 +73,8 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
         problems.append(
             (
                 f"{path}.egress",
-                "egress is not supported here yet (volumes live on each node, so there is"
-                " no one copy to send)",
+                "egress is not supported here yet: Orchestrate does not yet schedule the"
+                " sending of a volume's files once every job and service using it has ended",
             )
         )
     return problems

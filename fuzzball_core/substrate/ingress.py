@@ -75,7 +75,7 @@ def fetch_ingress(
                         target = destination_in(directory, transfer["destination"])
                         made = _missing_parents(directory, target)
                         url = shown_url(transfer["source"])
-                        moving = _moving(progress, field, url)
+                        moving = progress_callback(progress, field, url)
                         if transfer["source"].startswith(s3_transfer.SCHEME):
                             report = s3_transfer.download(
                                 transfer["source"],
@@ -117,7 +117,9 @@ def _lock_for(marker: Path) -> threading.Lock:
         return _locks.setdefault(marker, threading.Lock())
 
 
-def _moving(progress: TransferReporter | None, field: str, url: str) -> s3_transfer.Progress | None:
+def progress_callback(
+    progress: TransferReporter | None, field: str, url: str
+) -> s3_transfer.Progress | None:
     """The per-chunk callback reporting ``field``'s bytes to ``progress``."""
     if progress is None:
         return None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from boto3.exceptions import S3UploadFailedError
 from boto3.s3.transfer import TransferConfig
 from botocore import UNSIGNED
 from botocore.config import Config
@@ -186,6 +187,11 @@ def upload(
         )
     except (BotoCoreError, ClientError) as exc:
         raise Unavailable(f"{field}: could not send {location}: {_reason(exc)}") from None
+    except S3UploadFailedError as exc:
+        # boto3 wraps S3's answer, and its text names the local path: only S3's part shown
+        cause = exc.__context__ if isinstance(exc.__context__, ClientError) else exc
+        reason = _reason(cause) if cause is not exc else "the upload failed"
+        raise Unavailable(f"{field}: could not send {location}: {reason}") from None
     report = TransferReport(size, time.monotonic() - started)
     log.info("%s: sent %s, %d bytes in %.1fs", field, location, report.bytes, report.seconds)
     return report
