@@ -133,6 +133,10 @@ def deployment_for(config: FuzzballConfig) -> Deployment:
     return Deployment(config.data_dir / "local")
 
 
+#: where ``local up``'s endpoint proxy listens unless the configuration says otherwise
+LOCAL_ENDPOINTS = "127.0.0.1:8081"
+
+
 def _merged_config(
     user_file: Path | None, deployment: Deployment, *, monitoring: bool = True
 ) -> dict[str, Any]:
@@ -162,6 +166,8 @@ def _merged_config(
     rest = document["orchestrate"].get("rest-listen", FuzzballConfig().orchestrate.rest_listen)
     images.setdefault("object-cache-url", f"{scheme}://{rest}")
     images.setdefault("object-cache-token", token)
+    # services' endpoints are reached through the proxy (over TLS with the local CA)
+    document["orchestrate"].setdefault("endpoints", {}).setdefault("listen", LOCAL_ENDPOINTS)
     monitoring_stack.prepare(document, deployment.directory, enabled=monitoring)
     return document
 

@@ -479,10 +479,12 @@ class EndpointServing:
         authenticate: Callable[[str], Principal],
         config: EndpointsConfig,
         health: Health,
+        *,
+        secure: bool = False,
     ) -> None:
         self.config = config
         self.health = health
-        self.urls = EndpointUrls.of(config.url, config.listen, config.domain)
+        self.urls = EndpointUrls.of(config.url, config.listen, config.domain, secure=secure)
         engine.context.endpoint_urls = self.urls
         self.directory = EndpointDirectory(engine)
         self.keeper = EndpointKeeper(engine, self.directory, drain=config.drain)
@@ -491,15 +493,19 @@ class EndpointServing:
         self._runner: web.AppRunner | None = None
         self._keeper: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Start the keeper, and the proxy when it has a listener."""
+    async def start(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Start the keeper, and the proxy when it has a listener: over TLS with
+        ``ssl_context`` (Orchestrate's own, when it serves TLS), so a token a user presents
+        never crosses the network in the clear."""
         self._keeper = asyncio.create_task(self.keeper.run(self.health))
         if not self.config.listen:
             return
         self._runner = web.AppRunner(self.proxy.app(), access_log=None)
         await self._runner.setup()
         host, _, port = self.config.listen.rpartition(":")
-        await web.TCPSite(self._runner, host or "127.0.0.1", int(port)).start()
+        await web.TCPSite(
+            self._runner, host or "127.0.0.1", int(port), ssl_context=ssl_context
+        ).start()
         log.info("endpoint proxy serving on %s", self.config.listen)
 
     async def close(self) -> None:

@@ -23,9 +23,11 @@ class EndpointUrls:
     domain: str = ""
 
     @classmethod
-    def of(cls, url: str, listen: str, domain: str) -> EndpointUrls:
-        """From the configuration's ``url``, ``listen`` and ``domain``."""
-        base = (url or (f"http://{listen}" if listen else "")).rstrip("/")
+    def of(cls, url: str, listen: str, domain: str, *, secure: bool = False) -> EndpointUrls:
+        """From the configuration's ``url``, ``listen`` and ``domain``; without a ``url`` the
+        proxy is reached at its listener, over https when it serves TLS (``secure``)."""
+        scheme = "https" if secure else "http"
+        base = (url or (f"{scheme}://{listen}" if listen else "")).rstrip("/")
         return cls(base, domain or urlsplit(base).hostname or "")
 
     def url(self, row: ServiceEndpoint) -> str:

@@ -123,7 +123,13 @@ def build(
     service.oidc = configured_issuer(config, sessions, service.identity)
     service.trusted_federates = TrustedFederates.from_files(config.orchestrate.trusted_federates)
     secrets = Secrets(sessions, SecretBox(config.data_dir))
-    endpoints = EndpointServing(engine, service.authenticate, config.orchestrate.endpoints, health)
+    endpoints = EndpointServing(
+        engine,
+        service.authenticate,
+        config.orchestrate.endpoints,
+        health,
+        secure=config.tls.cert_file is not None,
+    )
     built = Orchestrate(config, engine, service, hub, health, secrets, endpoints)
     built.monitoring = Monitoring(config, engine, hub)
     provisioning = build_provisioning(config, engine, registry)
@@ -229,7 +235,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     engine_task = asyncio.create_task(orchestrate.engine.run())
     if orchestrate.monitoring is not None:
         await orchestrate.monitoring.start()
-    await orchestrate.endpoints.start()
+    await orchestrate.endpoints.start(security.ssl_context)
     provisioner_stop = asyncio.Event()
     provisioner_task = (
         asyncio.create_task(orchestrate.provisioner.run(provisioner_stop))
