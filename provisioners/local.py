@@ -11,8 +11,8 @@ Driver settings (a definition's ``config``):
 ``state-dir``
     where instances live (required).
 ``base-config``
-    a Fuzzball configuration file whose sections other than ``substrate`` each node also
-    gets (``images`` mirrors, say); optional.
+    a Fuzzball configuration file whose ``images``, ``tls``, ``health`` and ``plugins``
+    sections each node also gets (image mirrors, the cluster CA); optional.
 ``substrate``
     further ``substrate`` settings for every node (``job-subnet``, ``annotations``, ...).
 """
@@ -40,6 +40,9 @@ from fuzzball_core.drivers import (
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.vocabulary import InstanceState
 
+#: the sections of ``base-config`` a node gets (not Orchestrate's own: its database, its
+#: node token, its provisioner definitions)
+NODE_SECTIONS = ("images", "tls", "health", "plugins")
 #: how the node process is started: the Substrate's entry point under this Python
 SUBSTRATE_MAIN = "from fuzzball_core.substrate.main import main; main()"
 
@@ -98,7 +101,7 @@ class LocalProvisioner(Provisioner):
         base: dict[str, Any] = {}
         if definition.driver_config.get("base-config"):
             loaded = yaml.safe_load(Path(str(definition.driver_config["base-config"])).read_text())
-            base = {k: v for k, v in (loaded or {}).items() if k != "substrate"}
+            base = {k: v for k, v in (loaded or {}).items() if k in NODE_SECTIONS}
         made = []
         for launch in launches:
             bootstrap = NodeBootstrap.parse(launch.user_data)

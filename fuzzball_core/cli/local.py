@@ -40,6 +40,7 @@ import yaml
 from fuzzball_core.cli import monitoring_stack
 from fuzzball_core.cli.contexts import ContextsFile
 from fuzzball_core.cli.local_owner import DEFAULT_ORGANIZATION, DEFAULT_OWNER, sign_in_owner
+from fuzzball_core.cli.local_provisioning import add_local_definition, delete_local_instances
 from fuzzball_core.cli.local_tls import rest_url, secure_deployment, trust
 from fuzzball_core.config import FuzzballConfig, config_path, load_config
 from fuzzball_core.errors import AlreadyExists, FailedPrecondition, Unauthenticated, Unavailable
@@ -256,8 +257,11 @@ def _wait_until_ready(
     deployment: Deployment,
     children: dict[str, subprocess.Popen[bytes]],
     timeout: float,
+    *,
+    want_node: bool = True,
 ) -> list[dict[str, Any]]:
-    """Wait until Orchestrate and the node are ready; return the nodes.
+    """Wait until Orchestrate and the node are ready (Orchestrate alone without
+    ``want_node``: nodes are provisioned on demand); return the nodes.
 
     A node's READY record alone does not do: after a crash of Substrate it stays READY
     until its lease runs out, while the restarted agent has not registered yet. So the
@@ -275,7 +279,7 @@ def _wait_until_ready(
                 )
         unready = [
             f"{process} {_unready(seen['conditions']) if seen['conditions'] else seen['problem']}"
-            for process in PROCESSES
+            for process in (PROCESSES if want_node else ("orchestrate",))
             if (seen := readiness(config, process))["ready"] is False
         ]
         try:
@@ -286,6 +290,8 @@ def _wait_until_ready(
                 last_error = "; ".join(unready)
             elif reply.status_code == 200:
                 nodes = reply.json().get("nodes", [])
+                if not want_node and not unready:
+                    return nodes
                 if any(str(n.get("status", "")).upper().endswith("READY") for n in nodes):
                     return nodes
                 last_error = "no node is ready yet"
@@ -307,8 +313,12 @@ def up(
     organization: str = DEFAULT_ORGANIZATION,
     owner_email: str = DEFAULT_OWNER,
     monitoring: bool = True,
+    provisioner: str | None = None,
 ) -> dict[str, Any]:
     """Start the local deployment; return where things are. Idempotent when already up.
+
+    With ``provisioner`` (``local``) no node is started: nodes are provisioned when work
+    needs them (:mod:`~fuzzball_core.cli.local_provisioning`).
 
     The first ``up`` creates ``organization`` and its owner ``owner_email``; every ``up``
     leaves the ``local`` context signed in as that owner (:mod:`~fuzzball_core.cli.
@@ -324,6 +334,8 @@ def up(
     private_directory(base.data_dir)
     private_directory(deployment.directory)
     document = _merged_config(user_file, deployment, monitoring=monitoring)
+    if provisioner is not None:
+        add_local_definition(document, deployment.directory, deployment.config_file, provisioner)
     merged = yaml.safe_dump(document, sort_keys=False)
     with open_private(deployment.config_file) as out:  # it holds the node token
         out.write(merged.encode())
@@ -336,7 +348,7 @@ def up(
     token = admin_token(config, deployment, known)
     if deployment.pid("orchestrate") is None:
         children["orchestrate"] = _start(deployment, "orchestrate")
-    if deployment.pid("substrate") is None:
+    if provisioner is None and deployment.pid("substrate") is None:
         children["substrate"] = _start(deployment, "substrate")
 
     address = rest_url(config)
@@ -359,7 +371,9 @@ def up(
     contexts.use(CONTEXT_NAME)
     contexts.save()
 
-    nodes = _wait_until_ready(config, token, deployment, children, timeout)
+    nodes = _wait_until_ready(
+        config, token, deployment, children, timeout, want_node=provisioner is None
+    )
     return {
         "api": address,
         "context": CONTEXT_NAME,
@@ -378,6 +392,9 @@ def down(user_config: str | os.PathLike[str] | None, *, timeout: float = 20.0) -
     stopped."""
     deployment = deployment_for(load_config(config_path(user_config)))
     stopped = []
+    if deployment.config_file.exists():  # nodes provisioned on demand go first
+        deleted = delete_local_instances(load_config(deployment.config_file))
+        stopped += [f"provisioned node {name}" for name in deleted]
     for process in reversed(PROCESSES):
         pid = deployment.pid(process)
         if pid is None:

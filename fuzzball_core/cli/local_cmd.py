@@ -42,9 +42,21 @@ def register(group: click.Group) -> None:
     is_flag=True,
     help="Leave the bundled Prometheus and Alertmanager off (monitoring.enabled: false).",
 )
+@click.option(
+    "--provisioner",
+    type=click.Choice(["local"]),
+    default=None,
+    help="Start no node: provision nodes when work needs them (local: Substrate processes"
+    " here), and tear them down when idle.",
+)
 @click.pass_obj
 def up(
-    state: CliState, timeout: float, organization: str, owner_email: str, no_monitoring: bool
+    state: CliState,
+    timeout: float,
+    organization: str,
+    owner_email: str,
+    no_monitoring: bool,
+    provisioner: str | None,
 ) -> None:
     """Start Orchestrate (SQLite) and one Substrate here, and wait until the node is ready.
 
@@ -56,10 +68,11 @@ def up(
         organization=organization,
         owner_email=owner_email,
         monitoring=not no_monitoring,
+        provisioner=provisioner,
     )
     click.echo(
         f"Fuzzball is up: API {where['api']} (context {where['context']!r},"
-        f" node {', '.join(where['nodes'])})"
+        f" node {', '.join(where['nodes']) or 'provisioned on demand'})"
     )
     click.echo(f"  data:   {where['data']}")
     click.echo(f"  config: {where['config']}")

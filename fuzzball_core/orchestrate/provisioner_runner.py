@@ -112,6 +112,7 @@ class ProvisionerRunner:
         if waiting:
             await asyncio.to_thread(self.provisioning.scale_up, waiting)
         await asyncio.to_thread(self.provisioning.sweep, idle)
+        await asyncio.to_thread(self.provisioning.reconcile)
         for name in torn_down:
             await asyncio.to_thread(self.provisioning.torn_down, name)
         self.flush_events()

@@ -413,6 +413,29 @@ class Provisioning:
         else:
             self.place_hold(record.name, f"provisioner: {why}")
 
+    def reconcile(self) -> None:
+        """Mark DELETED the live instances their drivers no longer have (deleted outside
+        Fuzzball, or by ``local down``), so they free their room under ``max-nodes`` and are
+        never deleted again. A driver that cannot answer now leaves them as they are."""
+        with self.lock:
+            live = [r for r in self.instances.values() if r.state in _LIVE and r.driver_id]
+        for record in live:
+            driver = self.drivers[self.definitions[record.definition_id].driver]
+            try:
+                seen = driver.describe(record.driver_id)
+            except FuzzballError:
+                continue
+            if seen is None or seen.state is InstanceState.DELETED:
+                with self.lock:
+                    if record.state in _LIVE:
+                        record.state = InstanceState.DELETED
+                        record.deleted_at = self.clock()
+                        self._event(
+                            record,
+                            EventKind.INSTANCE_DELETED,
+                            "gone (its driver has no such instance)",
+                        )
+
     @_locked
     def torn_down(self, name: str) -> None:
         """A deprovision hold emptied the node ``name``: delete its instance (once)."""

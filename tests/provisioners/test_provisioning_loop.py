@@ -229,3 +229,15 @@ def test_a_failed_create_leaves_error_instances_that_free_their_room() -> None:
     driver.fail_creates = False
     provisioning.scale_up([job(1)])
     assert len(driver.launches) == 1
+
+
+def test_an_instance_gone_outside_fuzzball_is_marked_deleted_and_frees_its_room() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    provisioning = loop(clock, driver)
+    (record,) = provisioning.create("small", 1)
+    driver.existing.clear()  # deleted behind Fuzzball's back
+    provisioning.reconcile()
+    assert record.state is InstanceState.DELETED
+    assert driver.deleted == []
+    provisioning.scale_up([job(1)])
+    assert len(driver.launches) == 2
