@@ -17,7 +17,7 @@ from fuzzball_core.errors import InvalidArgument
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 #: the organization directory of volumes that belong to none (cluster service accounts)
-NO_ORGANIZATION = "_cluster"
+NO_ORGANIZATION = "no-organization"
 
 #: organization directories: traversable, not listable, by others (the volume directories
 #: below carry their own permissions)

@@ -125,3 +125,9 @@ def test_a_location_orchestrate_could_not_resolve_fails_saying_why() -> None:
 def test_a_location_survives_its_json_round_trip(tmp_path: Path) -> None:
     location = persistent("hostpath", root="/srv")
     assert VolumeLocation.from_json(location.to_json()) == location
+
+
+def test_a_volume_of_no_organization_lives_in_its_own_directory(tmp_path) -> None:
+    location = VolumeLocation(**{**persistent("local").__dict__, "organization_id": ""})
+    path = plugin_driver("local").directory(location, work_dir=tmp_path)
+    assert path.parent == tmp_path / "volumes" / "no-organization"
