@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
+from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import ConfigError, FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
@@ -38,7 +39,9 @@ from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.tls import ServingSecurity, serving_security
-from fuzzball_federation.clusters_route import add_clusters_route
+from fuzzball_core.webui.app import webui_routes
+from fuzzball_core.webui.context import WebUi
+from fuzzball_federation.clusters_route import add_clusters_route, cluster_message
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import MIGRATIONS
 from fuzzball_federation.service import FederateService
@@ -93,16 +96,28 @@ def identity_key(config: FuzzballConfig) -> Ed25519PrivateKey:
 
 
 def build_app(service: FederateService, health: Health | None = None) -> web.Application:
-    """Orchestrate's REST gateway over ``service``, plus ``GET /v3/clusters``, and
-    ``/healthz`` and ``/readyz`` over ``health`` when given."""
+    """Orchestrate's REST gateway over ``service``, plus ``GET /v3/clusters``, the Web UI
+    at ``/`` (:func:`web_ui`), and ``/healthz`` and ``/readyz`` over ``health`` when given."""
     extra = []
     if health is not None:
         add_health = health_routes(health)
         extra.append(ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS))
+    extra.append(webui_routes(web_ui(service)))
     # members answer at their own pace: offloaded calls hold up only the requests needing them
     app = build_rest_app(service, offload_calls=True, extra_routes=extra)
     add_clusters_route(app, service)
     return app
+
+
+def web_ui(service: FederateService) -> WebUi:
+    """The Web UI's Federate flavour: sign-in with a Federate API token (no passwords here),
+    the members on its Clusters page, the workflows through ``service``."""
+    addresses = {member.name: member.config.address for member in service.members}
+
+    def members() -> list[pb.Cluster]:
+        return [cluster_message(o, addresses.get(o.name, "")) for o in service.offers()]
+
+    return WebUi(service, None, service.accounts, None, clusters=members)
 
 
 def member_condition(member: Member) -> str:

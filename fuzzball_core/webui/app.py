@@ -15,6 +15,7 @@ from aiohttp import web
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.service.views import Principal
 from fuzzball_core.webui import (
+    clusters,
     dashboard,
     listings,
     nodes,
@@ -28,10 +29,16 @@ from fuzzball_core.webui.render import ui_headers
 STATIC_DIR = Path(__file__).parent / "static"
 #: the pages' exact paths, and the prefixes of the paths beneath them (a workflow's page,
 #: a node's, the static files); every one must be a page of this package
-UI_PATHS = ("/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints", "/workflows", "/editor")
+UI_PATHS = (
+    "/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints", "/workflows", "/editor",
+    "/clusters",
+)  # fmt: skip
 UI_PREFIXES = ("/static/", "/nodes/", "/workflows/", "/editor/")
 #: the modules whose ``add_routes(router)`` registers their pages
 PAGES = (signin, dashboard, nodes, listings, workflow_pages, workflow_editor)
+#: Federate's pages: those that work through the service contract alone, and its members
+#: instead of the dashboard and nodes (its store holds neither nodes nor their workflows)
+FEDERATE_PAGES = (signin, clusters, workflow_pages, workflow_editor)
 
 
 def is_ui_path(path: str) -> bool:
@@ -46,7 +53,7 @@ async def _ui_response_headers(request: web.Request, response: web.StreamRespons
 
 def _add(app: web.Application, ui: WebUi) -> None:
     app[UI] = ui
-    for module in PAGES:
+    for module in FEDERATE_PAGES if ui.federate else PAGES:
         module.add_routes(app.router)
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
     app.on_response_prepare.append(_ui_response_headers)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from sqlalchemy.orm import Session
 
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.identity import Identity
@@ -31,17 +33,49 @@ class EndpointLink:
 class WebUi:
     """The services behind the pages.
 
-    ``sessions`` opens store sessions for the counts the dashboard reads with one query;
-    ``endpoints(who)`` lists the endpoints ``who`` may reach (None: this process serves
-    none, and the endpoints page says so).
+    ``sessions`` opens Orchestrate's store sessions for the counts the dashboard reads with
+    one query; ``endpoints(who)`` lists the endpoints ``who`` may reach (None: this process
+    serves none, and the endpoints page says so).
+
+    Federate's flavour (:attr:`federate`): no ``identity`` (Federate has no passwords: its
+    visitors sign in with an API token), no ``sessions`` (its store holds no nodes or
+    Orchestrate workflows), and ``clusters()`` listing its members as ``GET /v3/clusters``
+    does; its pages are the clusters, workflows and editor ones.
     """
 
     service: OrchestrateService
-    identity: Identity
+    identity: Identity | None
     accounts: Accounts
-    sessions: Callable[[], Session]
+    sessions: Callable[[], Session] | None
     secrets: Secrets | None = None
     endpoints: Callable[[Principal], list[EndpointLink]] | None = None
+    clusters: Callable[[], list[pb.Cluster]] | None = None
+
+    @property
+    def federate(self) -> bool:
+        """Whether these are Federate's pages (its members instead of nodes)."""
+        return self.clusters is not None
+
+    def store(self) -> Session:
+        """A session of Orchestrate's store, for the pages only Orchestrate serves."""
+        if self.sessions is None:
+            raise FailedPrecondition("this page reads Orchestrate's store; Federate has none")
+        return self.sessions()
+
+    @property
+    def nav(self) -> tuple[tuple[str, str], ...]:
+        """The main navigation: (path, label) of each page this process serves."""
+        return FEDERATE_NAV if self.federate else ORCHESTRATE_NAV
+
+
+ORCHESTRATE_NAV = (
+    ("/", "Dashboard"),
+    ("/workflows", "Workflows"),
+    ("/nodes", "Nodes"),
+    ("/endpoints", "Endpoints"),
+    ("/secrets", "Secrets"),
+)
+FEDERATE_NAV = (("/clusters", "Clusters"), ("/workflows", "Workflows"))
 
 
 #: where a page handler finds the :class:`WebUi` (``request.app[UI]``)

@@ -44,7 +44,7 @@ def workflow_counts(ui: WebUi, who: Principal) -> dict[str, int]:
         .where(Workflow.status.in_([Status.STARTED.value, Status.PENDING.value]), _visible(who))
         .group_by(Workflow.status)
     )
-    with ui.sessions() as session:
+    with ui.store() as session:
         counts = {status: count for status, count in session.execute(query)}
     return {
         "running": int(counts.get(Status.STARTED.value, 0)),
@@ -60,7 +60,7 @@ def recent_failures(ui: WebUi, who: Principal, limit: int = RECENT_FAILURES) -> 
         .order_by(Workflow.finished_at.desc(), Workflow.id)
         .limit(limit)
     )
-    with ui.sessions() as session:
+    with ui.store() as session:
         return [
             Failure(id_, name, finished_at, error)
             for id_, name, finished_at, error in session.execute(query)

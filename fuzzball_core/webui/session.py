@@ -21,7 +21,7 @@ from aiohttp import web
 
 from fuzzball_core.errors import FuzzballError, Unauthenticated
 from fuzzball_core.service.views import Principal
-from fuzzball_core.webui.context import UI
+from fuzzball_core.webui.context import ORCHESTRATE_NAV, UI
 from fuzzball_core.webui.render import html
 
 SESSION_COOKIE = "fuzzball_session"
@@ -33,10 +33,12 @@ _SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 @dataclass(frozen=True)
 class Visitor:
-    """A signed-in visitor: who they act as, and their session's CSRF token."""
+    """A signed-in visitor: who they act as, their session's CSRF token, and the pages the
+    serving process has for them (the main navigation)."""
 
     who: Principal
     csrf: str
+    nav: tuple[tuple[str, str], ...] = ORCHESTRATE_NAV
 
 
 PageHandler = Callable[[web.Request, Visitor], Awaitable[web.StreamResponse]]
@@ -103,11 +105,12 @@ def page(handler: PageHandler) -> Callable[[web.Request], Awaitable[web.StreamRe
         token = request.cookies.get(SESSION_COOKIE)
         if not token:
             return sign_in_redirect(request, expired=False)
+        ui = request.app[UI]
         try:
-            who = request.app[UI].service.authenticate(token)
+            who = ui.service.authenticate(token)
         except Unauthenticated:
             return sign_in_redirect(request, expired=True)
-        visitor = Visitor(who, csrf_token(token))
+        visitor = Visitor(who, csrf_token(token), ui.nav)
         if request.method not in _SAFE_METHODS and not await _csrf_ok(request, visitor.csrf):
             message = "this form is stale or came from another site (no valid CSRF token)"
             return html("error.html", status=403, visitor=visitor, message=message)

@@ -1,5 +1,9 @@
 """Signing in and out: email and password through the identity service (so failed attempts
-count towards its lockout and are audited), a session token for the personal account."""
+count towards its lockout and are audited), a session token for the personal account.
+
+Federate has no identity service (no users, no passwords): its visitors paste an API token
+of their Federate account instead, and the session gets a token of its own for that account
+(so signing out revokes the session's token, never the pasted one)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ import secrets
 
 from aiohttp import web
 
-from fuzzball_core.errors import FailedPrecondition, NotFound, Unauthenticated
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import REALM_PATH
-from fuzzball_core.webui.context import UI
+from fuzzball_core.vocabulary import CredentialKind
+from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import html
 from fuzzball_core.webui.session import (
     CSRF_FIELD,
@@ -45,6 +51,7 @@ def _next_page(target: str) -> str:
 def _form(
     request: web.Request, *, status: int = 200, error: str = "", email: str = ""
 ) -> web.Response:
+    """The sign-in form (with a token field instead of email and password on Federate)."""
     guard = request.cookies.get(_FORM_COOKIE) or secrets.token_urlsafe(24)
     notice = next((text for key, text in _NOTICES.items() if request.query.get(key)), "")
     response = html(
@@ -57,6 +64,7 @@ def _form(
         email=email,
         next_page=_next_page(request.query.get("next", "/")),
         device_path=DEVICE_APPROVAL_PATH,
+        token_sign_in=request.app[UI].identity is None,
     )
     response.set_cookie(
         _FORM_COOKIE, guard, path=SIGN_IN_PATH, httponly=True, samesite="Strict",
@@ -73,17 +81,18 @@ async def show_sign_in(request: web.Request) -> web.StreamResponse:
 async def sign_in(request: web.Request) -> web.StreamResponse:
     """Check the email and password; on success, a session cookie and on to the next page."""
     form = await request.post()
-    email, password = str(form.get("email", "")), str(form.get("password", ""))
     guard = request.cookies.get(_FORM_COOKIE, "")
     if not guard or not hmac.compare_digest(guard, str(form.get(CSRF_FIELD, ""))):
         return _form(request, status=403, error="The form expired; please sign in again.")
-    if not email.strip() or not password:
-        return _form(request, status=400, error="Enter your email and password.", email=email)
     ui = request.app[UI]
+    email = str(form.get("email", ""))
     try:
-        user = ui.identity.check_password(email, password, source=request.remote or "")
-        who = ui.identity.login_principal(user.id)
-        token = ui.identity.account_token(who, who.account_id, source=request.remote or "")
+        if ui.identity is None:
+            token = _token_session(ui, str(form.get("token", "")).strip())
+        else:
+            token = _password_session(ui.identity, email, str(form.get("password", "")), request)
+    except InvalidArgument as exc:
+        return _form(request, status=400, error=exc.message, email=email)
     except (Unauthenticated, FailedPrecondition, NotFound) as exc:
         status = 401 if isinstance(exc, Unauthenticated) else 400
         return _form(request, status=status, error=exc.message, email=email)
@@ -93,6 +102,25 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     set_session(request, response, token)
     response.del_cookie(_FORM_COOKIE, path=SIGN_IN_PATH)
     return response
+
+
+def _password_session(identity: Identity, email: str, password: str, request: web.Request) -> str:
+    """A session token for the user whose email and password these are."""
+    if not email.strip() or not password:
+        raise InvalidArgument("Enter your email and password.")
+    user = identity.check_password(email, password, source=request.remote or "")
+    who = identity.login_principal(user.id)
+    return identity.account_token(who, who.account_id, source=request.remote or "")
+
+
+def _token_session(ui: WebUi, token: str) -> str:
+    """A session token for the account whose API token ``token`` is (Federate's sign-in)."""
+    if not token:
+        raise InvalidArgument("Paste an API token of your Federate account.")
+    who = ui.service.authenticate(token)  # Unauthenticated: unknown, expired or revoked
+    if who.credential == CredentialKind.WORKFLOW:
+        raise Unauthenticated("a workflow's token cannot sign in; use your account's API token")
+    return ui.accounts.issue_for(who.account_id, user_id=who.user_id, credential=who.credential)
 
 
 @page

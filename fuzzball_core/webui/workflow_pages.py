@@ -74,7 +74,7 @@ def _node_names(ui: WebUi, node_ids: Iterable[str]) -> dict[str, str]:
     """The names of the nodes a visitor's own workflow ran on (``workflow why`` names them
     to the workflow's owner too; reading every node is not needed for that)."""
     wanted = set(node_ids)
-    if not wanted:
+    if not wanted or ui.sessions is None:  # Federate's store has no nodes: ids shown
         return {}
     with ui.sessions() as session:
         rows = session.execute(select(Node.id, Node.name).where(Node.id.in_(wanted)))
