@@ -1,10 +1,11 @@
 """Volume ingress on a node: the files a job's mounted volumes start with, fetched once.
 
-Volumes live on each node (``substrate.volumes``), so every node that runs a job mounting a
-volume with an ``ingress`` fetches it into its own copy before the first such job starts;
-later jobs of the workflow on that node find a marker next to the volume and start at once,
-and jobs starting together wait for one fetch. Sources are HTTP(S) URLs and
-``s3://BUCKET/KEY`` objects (:mod:`.s3_transfer`; Orchestrate refuses others at submission).
+Every node that runs a job mounting a volume with an ``ingress`` fetches it into the
+volume (where its storage driver keeps it, ``WorkflowVolumes.locate``) before the first such
+job of the workflow starts there; later jobs of the workflow on that node find the
+workflow's marker and start at once, and jobs starting together wait for one fetch.
+Sources are HTTP(S) URLs and ``s3://BUCKET/KEY`` objects (:mod:`.s3_transfer`; Orchestrate
+refuses others at submission).
 Each download streams into a temporary file beside its destination and is renamed into
 place, so a job never sees half a file. A transfer whose ``policy.retry.attempts`` is N is
 tried again up to N times (``retries`` in the transfer) before the run fails naming it.
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from fuzzball_core.drivers import VolumeLocation
 from fuzzball_core.errors import Unavailable
 from fuzzball_core.substrate import s3_transfer
 from fuzzball_core.substrate.s3_transfer import S3Credentials, TransferReport
@@ -51,6 +53,7 @@ def fetch_ingress(
     *,
     owner: tuple[int, int] | None = None,
     progress: TransferReporter | None = None,
+    locations: Mapping[str, VolumeLocation] | None = None,
 ) -> None:
     """Fill each volume in ``ingress`` (volume -> [{source, destination, secret?,
     retries?}]) unless this node already did; an http(s) source with a secret is fetched
@@ -59,10 +62,14 @@ def fetch_ingress(
     With ``owner`` (uid, gid: whom the job runs as), each fetched file and the directories
     made for it belong to them. Each transfer reports its bytes to ``progress`` as they
     move, and its size and time once done. Raises :class:`Unavailable` naming the transfer
-    that failed."""
+    that failed. A volume with a location (``locations``: its storage class's driver) is
+    filled where the driver keeps it; the marker saying it was filled is the workflow's, so
+    a persistent volume gets each workflow's ingress."""
     for volume, transfers in ingress.items():
-        directory = volumes.volume_dir(workflow_id, volume)
-        marker = directory.parent / f".{directory.name}.ingress-done"
+        directory = volumes.locate(workflow_id, volume, (locations or {}).get(volume))
+        markers = volumes.workflow_dir(workflow_id) / "ingress-done"
+        markers.mkdir(parents=True, exist_ok=True)
+        marker = markers / volume
         with _lock_for(marker):
             if marker.exists():
                 continue

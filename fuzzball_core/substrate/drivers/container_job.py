@@ -122,6 +122,7 @@ class ContainerJobDriver(ContainerDriver):
                         # the fetched files belong to whom the job runs as
                         owner=(user.uid, user.gid),
                         progress=SinkProgress(request.run_id, self.sink, self.loop),
+                        locations=request.volume_locations,
                     ),
                 )
             except Exception as exc:
