@@ -206,10 +206,16 @@ def _report_blocked(
 
 
 def waiting_diagnosis(ctx: EngineContext, stage_id: int) -> Diagnosis | None:
-    """Why a stage's first waiting run was not placed in the last pass, if one waits."""
+    """Why a stage's first waiting run was not placed in the last pass, if one waits (and,
+    for a run its volumes pin to a node, that they do)."""
     for waiting in ctx.pending.values():
         if waiting.stage_id == stage_id and waiting.request.id in ctx.diagnoses:
-            return ctx.diagnoses[waiting.request.id]
+            diagnosis = ctx.diagnoses[waiting.request.id]
+            pinned = waiting.request.annotations.get(NODE_ANNOTATION)
+            if pinned is None:
+                return diagnosis
+            why = f"; its volumes keep it on {ctx.node_names_of([pinned])}"
+            return replace(diagnosis, message=diagnosis.message + why)
     return None
 
 

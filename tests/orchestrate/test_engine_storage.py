@@ -66,6 +66,7 @@ def test_a_node_local_volume_pins_later_jobs_to_its_node_and_why_says_so(harness
     (why,) = harness.service.explain_workflow(harness.user, second)
     assert "held (cordon by admin)" in why.message
     assert "annotations mismatch" in why.message
+    assert why.message.endswith("; its volumes keep it on n1")
 
 
 def test_jobs_sharing_an_unshared_ephemeral_volume_stay_on_one_node(harness) -> None:
