@@ -384,7 +384,11 @@ class Provisioning:
         now = self.clock()
         deadline = self.config.registration_deadline + self.config.unregistered_grace
         for record in list(self.instances.values()):
-            if record.state is InstanceState.CREATING and now - record.requested_at > deadline:
+            if record.state is InstanceState.DELETING:
+                # a delete that failed (or was cut short by a restart): the same instance
+                # again, which the driver's idempotent delete allows
+                self._delete(record)
+            elif record.state is InstanceState.CREATING and now - record.requested_at > deadline:
                 self._event(
                     record,
                     EventKind.INSTANCE_NEVER_REGISTERED,

@@ -10,7 +10,7 @@ from support.scripted_provisioner import ScriptedProvisioner
 
 from fuzzball_core.config import ProvisionerConfig
 from fuzzball_core.drivers import NodeBootstrap
-from fuzzball_core.errors import InvalidArgument, Unauthenticated
+from fuzzball_core.errors import InvalidArgument, Unauthenticated, Unavailable
 from fuzzball_core.orchestrate.provisioning import Provisioning
 from fuzzball_core.scheduling import JobRequest, Resources
 from fuzzball_core.vocabulary import InstanceState
@@ -241,3 +241,18 @@ def test_an_instance_gone_outside_fuzzball_is_marked_deleted_and_frees_its_room(
     assert driver.deleted == []
     provisioning.scale_up([job(1)])
     assert len(driver.launches) == 2
+
+
+def test_a_failed_delete_is_tried_again_on_the_same_instance() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    provisioning = loop(clock, driver)
+    (record,) = provisioning.create("small", 1)
+    original = driver.delete
+    driver.delete = lambda instance_id: (_ for _ in ()).throw(Unavailable("api down"))
+    provisioning.delete(record.id)
+    assert record.state is InstanceState.DELETING
+    driver.delete = original
+    provisioning.sweep({})
+    provisioning.sweep({})
+    assert record.state is InstanceState.DELETED
+    assert driver.deleted == ["i-1"]

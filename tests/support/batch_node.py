@@ -2,8 +2,10 @@
 a job" starts a Substrate on this machine from the node's user data, detached, and prints its
 process id as the job id (as ``sbatch --parsable`` prints one).
 
-``python batch_node.py USER_DATA_FILE BASE_CONFIG WORK_DIR`` — BASE_CONFIG is a Fuzzball
-configuration whose sections other than ``substrate`` the node also gets (image mirrors).
+``python batch_node.py USER_DATA_FILE BASE_CONFIG WORK_DIR [PID_FILE]`` — BASE_CONFIG is a
+Fuzzball configuration whose sections other than ``substrate`` the node also gets (image
+mirrors); PID_FILE, when given, receives the Substrate's process id (what a power-off command
+of the on-prem tests kills).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from fuzzball_core.drivers import NodeBootstrap
 SUBSTRATE_MAIN = "from fuzzball_core.substrate.main import main; main()"
 
 
-def main(user_data: str, base_config: str, work_dir: str) -> None:
+def main(user_data: str, base_config: str, work_dir: str, pid_file: str = "") -> None:
     bootstrap = NodeBootstrap.parse(Path(user_data).read_text())
     home = Path(work_dir) / bootstrap.node_name
     home.mkdir(parents=True)
@@ -44,8 +46,10 @@ def main(user_data: str, base_config: str, work_dir: str) -> None:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+    if pid_file:
+        Path(pid_file).write_text(str(process.pid))
     print(process.pid)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])
