@@ -300,7 +300,10 @@ TABLE: dict[str, Row] = {
     "volumes.*.type": Used(f"{WORKFLOW_VOLUMES}:reference_text", "type"),
     "volumes.*.reference": Used(f"{WORKFLOW_VOLUMES}:reference_text", "reference"),
     "volumes.*.use": Used(f"{WORKFLOW_VOLUMES}:reference_text", "use"),
-    "volumes.*.path": Refused("host volumes are not supported here"),
+    "volumes.*.path": Refused(
+        "host volumes are not supported here; use a storage class of the hostpath driver"
+        " (volume://user/CLASS/NAME)"
+    ),
     "volumes.*.size": Warned("has no effect here; volumes are directories on a node's disk"),
     "volumes.*.annotations.*": Warned(
         "has no effect here; this cluster has no storage provisioners to choose from",
