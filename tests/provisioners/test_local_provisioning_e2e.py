@@ -9,7 +9,7 @@ after ``./scripts/install.sh``), docker-registry and the node runtime's prerequi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,31 +51,43 @@ def registry(tmp_path: Path) -> Iterator[LocalRegistry]:
 
 
 @pytest.fixture
-def orchestrate(tmp_path: Path, registry: LocalRegistry) -> Iterator[InProcessOrchestrate]:
-    """Orchestrate with no node and one ``local`` definition of 4 cores, idle after 2 s."""
-    config: dict[str, Any] = cluster_config(tmp_path, registry.url, grpc_port=free_port())
-    base = tmp_path / "node-base.yaml"
-    base.write_text(yaml.safe_dump({"images": config["images"], "tls": config["tls"]}))
-    config["provisioner"] = {
-        "definitions": [
-            {
-                "id": "small",
-                "driver": "local",
-                "cores": 4,
-                "memory": "2GiB",
-                "max-nodes": 2,
-                "idle-timeout": 2,
-                "annotations": {"pool": "small"},
-                "config": {"state-dir": str(tmp_path / "instances"), "base-config": str(base)},
-            }
-        ]
-    }
-    running = InProcessOrchestrate(config)
-    yield running
-    provisioning = loop_of(running)
-    for record in provisioning.records([InstanceState.CREATING, InstanceState.CREATED]):
-        running.call(lambda record=record: provisioning.delete(record.id))
-    running.close()
+def make_orchestrate(
+    tmp_path: Path, registry: LocalRegistry
+) -> Iterator[Callable[..., InProcessOrchestrate]]:
+    """Orchestrate with no node and one ``local`` definition of 4 cores (max 2 nodes, idle
+    after 2 s unless ``definition`` says otherwise); its instances are deleted afterwards."""
+    made: list[InProcessOrchestrate] = []
+
+    def make(**definition: Any) -> InProcessOrchestrate:
+        config: dict[str, Any] = cluster_config(tmp_path, registry.url, grpc_port=free_port())
+        base = tmp_path / "node-base.yaml"
+        base.write_text(yaml.safe_dump({"images": config["images"], "tls": config["tls"]}))
+        settings = {
+            "id": "small",
+            "driver": "local",
+            "cores": 4,
+            "memory": "2GiB",
+            "max-nodes": 2,
+            "idle-timeout": 2,
+            "annotations": {"pool": "small"},
+            "config": {"state-dir": str(tmp_path / "instances"), "base-config": str(base)},
+            **definition,
+        }
+        config["provisioner"] = {"definitions": [settings]}
+        made.append(InProcessOrchestrate(config))
+        return made[-1]
+
+    yield make
+    for running in made:
+        provisioning = loop_of(running)
+        for record in provisioning.records([InstanceState.CREATING, InstanceState.CREATED]):
+            running.call(lambda r=record, p=provisioning: p.delete(r.id))
+        running.close()
+
+
+@pytest.fixture
+def orchestrate(make_orchestrate: Callable[..., InProcessOrchestrate]) -> InProcessOrchestrate:
+    return make_orchestrate()
 
 
 def loop_of(orchestrate: InProcessOrchestrate) -> Provisioning:
@@ -128,3 +140,13 @@ def test_a_job_no_definition_could_hold_is_refused_naming_the_definition(orchest
     too_big = JOB.replace("cores: 3", "cores: 64")
     with pytest.raises(Exception, match="small: 64 cores asked, its nodes have 4"):
         orchestrate.start_workflow(too_big)
+
+
+def test_a_burst_of_20_workflows_never_gets_more_than_max_nodes(make_orchestrate):
+    orchestrate = make_orchestrate(**{"max-nodes": 3, "idle-timeout": 120})
+    workflows = [orchestrate.start_workflow(JOB, name=f"burst-{n}") for n in range(20)]
+    for workflow in workflows:
+        assert orchestrate.wait_for(workflow, timeout=240).status == "FINISHED"
+    records = loop_of(orchestrate).records()
+    assert 1 <= len(records) <= 3
+    assert len({node.name for node in orchestrate.nodes()}) == len(records)
