@@ -21,6 +21,9 @@ from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.vocabulary import InstanceState
 from fuzzball_provisioners.aws import NVLINK_FAMILIES, AwsProvisioner
 
+#: more than 6 s for the file on the 2-core CI machine (tests/conftest.py's rule)
+pytestmark = pytest.mark.slow
+
 TOKEN = "one-time-registration-token-for-this-test-0123456789"
 CA_PEM = "-----BEGIN CERTIFICATE-----\nTUlJQ0xFU1RDQQ==\n-----END CERTIFICATE-----\n"
 FABRIC_MANAGER_AMI = "ami-0fabric0manager0"

@@ -22,6 +22,9 @@ from fuzzball_core.errors import InvalidArgument, PermissionDenied
 from fuzzball_core.vocabulary import InstanceState
 from fuzzball_provisioners.gcp import GcpProvisioner, instance_name
 
+#: more than 6 s for the file on the 2-core CI machine (tests/conftest.py's rule)
+pytestmark = pytest.mark.slow
+
 TOKEN = "one-time-registration-token-for-the-gcp-test-0123456789"
 ZONE = "us-central1-a"
 

@@ -25,6 +25,9 @@ from fuzzball_core.errors import FailedPrecondition, InvalidArgument
 from fuzzball_core.vocabulary import InstanceState
 from fuzzball_provisioners.oci import OciProvisioner
 
+#: more than 6 s for the file on the 2-core CI machine (tests/conftest.py's rule)
+pytestmark = pytest.mark.slow
+
 TOKEN = "one-time-registration-token-for-the-oci-test-0123456789"
 
 
