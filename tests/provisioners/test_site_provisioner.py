@@ -25,6 +25,8 @@ from support.cluster import (
 from fuzzball_core import plugins
 from fuzzball_core.vocabulary import InstanceState
 
+pytestmark = pytest.mark.slow  # pip builds the package; the workflow boots a node
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "examples" / "site-provisioner"
 BATCH_NODE = REPO / "tests" / "support" / "batch_node.py"
