@@ -50,12 +50,11 @@ def sign_in_form(client: httpx.Client) -> str:
     return guard[1]
 
 
-def signed_in(federation: Federation) -> httpx.Client:
-    """A client signed in with the user's Federate API token."""
+def signed_in(federation: Federation, token: str | None = None) -> httpx.Client:
+    """A client signed in with a Federate API token (the user's unless another is given)."""
     client = httpx.Client(base_url=federation.rest_url)
-    answer = client.post(
-        "/signin", data={"csrf": sign_in_form(client), "token": federation.token, "next": "/"}
-    )
+    pasted = token or federation.token
+    answer = client.post("/signin", data={"csrf": sign_in_form(client), "token": pasted})
     assert answer.status_code == 303, answer.text
     return client
 
@@ -169,6 +168,30 @@ def test_a_federated_workflow_shows_in_the_list_and_its_detail_page(
     detail = client.get(f"/workflows/{workflow_id}")
     assert detail.status_code == 200, detail.text
     assert "federated-ui" in detail.text
+
+
+def test_a_workflow_started_from_the_editor_is_sent_to_the_member(
+    federation: Federation,
+) -> None:
+    client = signed_in(federation)
+    editor = client.get("/editor")
+    assert editor.status_code == 200
+    csrf = re.search(r'name="csrf" value="([^"]+)"', editor.text)
+    assert csrf is not None
+    answer = client.post(
+        "/editor/start", data={"csrf": csrf[1], "name": "from-editor", "specification": CPU}
+    )
+    assert answer.status_code == 303, answer.text
+    workflow_id = answer.headers["Location"].removeprefix("/workflows/")
+    assert federation.service.cluster_of(federation.who, workflow_id) == "onprem"
+
+
+def test_another_accounts_workflow_is_absent_from_its_pages(federation: Federation) -> None:
+    workflow_id = federation.client().start_workflow(CPU, name="alice-only")
+    _, bob = federation.service.create_account("bob-ui")
+    client = signed_in(federation, bob)
+    assert client.get(f"/workflows/{workflow_id}").status_code == 404
+    assert workflow_id not in client.get("/workflows").text
 
 
 def test_signing_in_with_a_token_in_chromium_shows_the_members(
