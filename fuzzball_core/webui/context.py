@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from aiohttp import web
 from sqlalchemy.orm import Session
@@ -15,6 +17,8 @@ from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.service.views import Principal
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,15 @@ class WebUi:
     def federate(self) -> bool:
         """Whether these are Federate's pages (its members instead of nodes)."""
         return self.clusters is not None
+
+    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``function(*args, **kwargs)`` for a page: in a worker thread on Federate, whose
+        service calls wait on its members (a slow member then holds up only this page, not
+        the listener and its ``/readyz``), inline on Orchestrate, whose service is called
+        from its event loop's thread (short database work)."""
+        if self.federate:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        return function(*args, **kwargs)
 
     def store(self) -> Session:
         """A session of Orchestrate's store, for the pages only Orchestrate serves."""

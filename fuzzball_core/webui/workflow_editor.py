@@ -109,7 +109,8 @@ async def editor(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     if source:
         if not re.fullmatch(WORKFLOW_ID, source):  # never looked up: as if absent
             raise NotFound("workflow not found")
-        workflow = request.app[UI].service.get_workflow(visitor.who, source)
+        ui = request.app[UI]
+        workflow = await ui.call(ui.service.get_workflow, visitor.who, source)
         text, name = workflow.raw_specification, workflow.name
         if declared_version(text) == "v1":
             try:
@@ -152,7 +153,8 @@ async def check_route(request: web.Request, visitor: Visitor) -> web.StreamRespo
         text = _text_of(parse_json_body(await request.read()))
     except InvalidArgument as error:
         return _json_error(error)
-    problems = check(visitor.who, request.app[UI].service, text)
+    ui = request.app[UI]
+    problems = await ui.call(check, visitor.who, ui.service, text)
     return web.json_response(
         {
             "valid": not any(p.severity == "error" for p in problems),

@@ -59,7 +59,8 @@ class StageRow:
 async def workflow_list(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The workflows list: Submitted newest first unless the query says otherwise."""
     listing = Listing.from_query(request.query)
-    shown = workflow_page(request.app[UI].service, visitor.who, listing)
+    ui = request.app[UI]
+    shown = await ui.call(workflow_page, ui.service, visitor.who, listing)
     return html(
         "workflows.html",
         visitor=visitor,
@@ -135,7 +136,8 @@ def _log_stages(workflow: WorkflowView) -> list[str]:
 @page
 async def workflow_detail(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """A workflow's page."""
-    detail = _detail(request.app[UI], visitor, request.match_info["workflow"])
+    ui = request.app[UI]
+    detail = await ui.call(_detail, ui, visitor, request.match_info["workflow"])
     return html(
         "workflow.html",
         active="/workflows",
@@ -147,7 +149,8 @@ async def workflow_detail(request: web.Request, visitor: Visitor) -> web.StreamR
 @page
 async def workflow_live(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The refreshing part of a workflow's page (htmx swaps it in)."""
-    detail = _detail(request.app[UI], visitor, request.match_info["workflow"])
+    ui = request.app[UI]
+    detail = await ui.call(_detail, ui, visitor, request.match_info["workflow"])
     return html("workflow_live.html", **detail)
 
 
@@ -168,8 +171,10 @@ async def workflow_log(request: web.Request, visitor: Visitor) -> web.StreamResp
     workflow_id = request.match_info["workflow"]
     stage = check_printable("stage", request.query.get("stage", ""), limit=MAX_STAGE_NAME) or None
     # read the status first: output stored before a workflow ended is all on its pages
-    ended = ui.service.get_workflow(visitor.who, workflow_id).status in TERMINAL
-    chunks = ui.service.read_logs(
+    workflow = await ui.call(ui.service.get_workflow, visitor.who, workflow_id)
+    ended = workflow.status in TERMINAL
+    chunks = await ui.call(
+        ui.service.read_logs,
         visitor.who,
         workflow_id,
         stage_name=stage,
@@ -192,15 +197,17 @@ async def workflow_log(request: web.Request, visitor: Visitor) -> web.StreamResp
 async def stop(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Stop the workflow, then show its page."""
     workflow_id = request.match_info["workflow"]
-    request.app[UI].service.stop_workflow(visitor.who, workflow_id)
+    ui = request.app[UI]
+    await ui.call(ui.service.stop_workflow, visitor.who, workflow_id)
     return web.Response(status=303, headers={"Location": f"/workflows/{workflow_id}"})
 
 
 @page
 async def rerun(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Start the workflow's file again under the very same name, then show the new run."""
-    service = request.app[UI].service
-    workflow = service.get_workflow(visitor.who, request.match_info["workflow"])
+    ui = request.app[UI]
+    service = ui.service
+    workflow = await ui.call(service.get_workflow, visitor.who, request.match_info["workflow"])
     if not workflow.raw_specification:
         raise InvalidArgument(f"workflow {workflow.id}: its file is not kept, so it cannot rerun")
     started = await service.start_workflow_async(
