@@ -118,12 +118,14 @@ class ProvisionerRunner:
         self.flush_events()
 
     def waiting(self) -> list[JobRequest]:
-        """The waiting runs no registered node could hold even when idle."""
-        scheduler = self.engine.scheduler
+        """The waiting runs no current node could take in the last pass (the scheduler's
+        diagnosis says why): busy, too small, held or absent nodes alike. ``max-nodes``
+        bounds what they get; idle nodes go after ``idle-timeout``."""
+        unplaced = self.engine.context.diagnoses
         return [
             pending.request
             for pending in list(self.engine.context.pending.values())
-            if scheduler.check_feasible(pending.request) is not None
+            if pending.request.id in unplaced
         ]
 
     def node_states(self) -> tuple[dict[str, float | None], list[str]]:
