@@ -95,7 +95,14 @@ class RunStarted(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
 
 class RunExited(_message.Message):
-    __slots__ = ("run_id", "exit_code", "signal", "oom_killed", "timed_out", "canceled", "message", "time", "metering_json")
+    __slots__ = ("run_id", "exit_code", "signal", "oom_killed", "timed_out", "canceled", "message", "time", "metering_json", "volume_sizes")
+    class VolumeSizesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +112,7 @@ class RunExited(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     METERING_JSON_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_SIZES_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     exit_code: int
     signal: int
@@ -114,7 +122,8 @@ class RunExited(_message.Message):
     message: str
     time: float
     metering_json: str
-    def __init__(self, run_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., canceled: _Optional[bool] = ..., message: _Optional[str] = ..., time: _Optional[float] = ..., metering_json: _Optional[str] = ...) -> None: ...
+    volume_sizes: _containers.ScalarMap[str, int]
+    def __init__(self, run_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., canceled: _Optional[bool] = ..., message: _Optional[str] = ..., time: _Optional[float] = ..., metering_json: _Optional[str] = ..., volume_sizes: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class LogData(_message.Message):
     __slots__ = ("run_id", "stream", "data")
@@ -152,7 +161,7 @@ class RunReady(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
 
 class NodeMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready", "metrics")
+    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready", "metrics", "volume_removed")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +170,7 @@ class NodeMessage(_message.Message):
     FENCE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_REMOVED_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     started: RunStarted
@@ -169,7 +179,16 @@ class NodeMessage(_message.Message):
     fence: Fence
     ready: RunReady
     metrics: MetricsScraped
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ..., metrics: _Optional[_Union[MetricsScraped, _Mapping]] = ...) -> None: ...
+    volume_removed: VolumeRemoved
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ..., metrics: _Optional[_Union[MetricsScraped, _Mapping]] = ..., volume_removed: _Optional[_Union[VolumeRemoved, _Mapping]] = ...) -> None: ...
+
+class VolumeRemoved(_message.Message):
+    __slots__ = ("volume_id", "error")
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    error: str
+    def __init__(self, volume_id: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
 
 class MetricsScraped(_message.Message):
     __slots__ = ("request_id", "text", "error", "content_type")
@@ -265,20 +284,30 @@ class FenceDone(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     FENCE_DONE_FIELD_NUMBER: _ClassVar[int]
     SCRAPE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_VOLUME_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
     shutdown: Shutdown
     fence_done: FenceDone
     scrape: ScrapeMetrics
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ...) -> None: ...
+    remove_volume: RemoveVolume
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ...) -> None: ...
+
+class RemoveVolume(_message.Message):
+    __slots__ = ("volume_id", "location_json")
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_JSON_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    location_json: str
+    def __init__(self, volume_id: _Optional[str] = ..., location_json: _Optional[str] = ...) -> None: ...
 
 class ScrapeMetrics(_message.Message):
     __slots__ = ("request_id", "target")
