@@ -109,7 +109,8 @@ INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source 
 IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled image is reused"
 BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
 EGRESS = (
-    "egress is not supported here yet (volumes live on each node, so there is no one copy to send)"
+    "egress is not supported here yet: Orchestrate does not yet schedule the sending of a"
+    " volume's files once every job and service using it has ended"
 )
 LIVENESS = "liveness probes are not checked here yet"
 PROBE_ACTION = "only tcp-socket and http-get readiness probes are checked here yet"
@@ -263,12 +264,17 @@ def _transfer_rows(prefix: str, *, egress: bool) -> dict[str, Row]:
     for field in ("cache", "cache-ttl"):
         rows[f"{prefix}.source.{field}"] = Warned(INGRESS_CACHE)
         rows[f"{prefix}.destination.{field}"] = Warned(DESTINATION)
-    for field in fields:
-        if field.startswith("policy."):
-            rows[f"{prefix}.{field}"] = Warned(
-                "has no effect here; an ingress file is fetched once, without a timeout or retries",
-                at=f"{prefix}.policy",
-            )
+    rows[f"{prefix}.policy.retry.attempts"] = Used(f"{REQUESTS}:_retries", "attempts")
+    rows[f"{prefix}.policy.timeout.execute"] = Warned(
+        "has no effect here; a transfer runs until it ends or stalls for 60 seconds",
+        at=f"{prefix}.policy.timeout",
+    )
+    rows[f"{prefix}.policy.retry.on"] = Warned(
+        "has no effect here; any failure of a transfer is retried (retry.attempts more tries)"
+    )
+    rows[f"{prefix}.policy.restart"] = Warned(
+        "has no effect here; a transfer is retried up to policy.retry.attempts more times"
+    )
     return rows
 
 
