@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from stevedore.extension import ExtensionManager
 from support.cluster import (
     InProcessOrchestrate,
     LocalRegistry,
@@ -91,6 +92,8 @@ def orchestrate(
         pytest.skip(missing)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(plugins, "_REGISTRY", None)  # discover the newly installed package
+    # stevedore keeps the entry points it read per group for the process: read them afresh
+    monkeypatch.setattr(ExtensionManager, "ENTRY_POINT_CACHE", {})
     registry = LocalRegistry(tmp_path / "registry")
     config: dict[str, Any] = cluster_config(tmp_path, registry.url, grpc_port=free_port())
     base = tmp_path / "node-base.yaml"
