@@ -37,6 +37,9 @@ PROGRESS_EVERY = 5.0
 #: boto3's transfer manager settings: the ones ``aws s3 cp`` uses by default
 TRANSFER = TransferConfig(multipart_chunksize=8 << 20, max_concurrency=10)
 
+_SESSION = boto3.session.Session()
+_SESSION_LOCK = threading.Lock()
+
 #: called with (bytes so far, total bytes or None) as a transfer advances
 Progress = Callable[[int, int | None], None]
 
@@ -79,16 +82,18 @@ class S3Credentials:
             signature_version=None if signed else UNSIGNED,
             max_pool_connections=TRANSFER.max_request_concurrency,
         )
-        session = boto3.session.Session()
-        return session.client(
-            "s3",
-            aws_access_key_id=self.access_key_id or None,
-            aws_secret_access_key=self.secret_access_key or None,
-            aws_session_token=self.session_token or None,
-            region_name=self.region or "us-east-1",
-            endpoint_url=self.endpoint or None,
-            config=config,
-        )
+        # one session for every client: a new one would load botocore's service models again
+        # (a tenth of a second each time); client creation from it is not thread-safe
+        with _SESSION_LOCK:
+            return _SESSION.client(
+                "s3",
+                aws_access_key_id=self.access_key_id or None,
+                aws_secret_access_key=self.secret_access_key or None,
+                aws_session_token=self.session_token or None,
+                region_name=self.region or "us-east-1",
+                endpoint_url=self.endpoint or None,
+                config=config,
+            )
 
 
 @dataclass(frozen=True)
