@@ -131,8 +131,13 @@ def register(group: click.Group) -> None:
         """Delete a volume, by id or reference (its data is kept when its class retains)."""
         found = _find(state, volume)
         answer = state.api.call_json("DELETE", f"/volumes/{found['id']}")
-        kept = " (its data is retained by its storage class)" if answer.get("retained") else ""
-        click.echo(printable(f"Deleted volume {found.get('reference', volume)}{kept}"))
+        if answer.get("retained"):
+            data = " (its data is retained by its storage class)"
+        elif answer.get("status") == "VOLUME_STATUS_DELETED":
+            data = " (its data is removed)"
+        else:  # a node removes it, now or when it next connects
+            data = " (its data is being removed from its node)"
+        click.echo(printable(f"Deleted volume {found.get('reference', volume)}{data}"))
 
     @group.command("classes")
     @output_option

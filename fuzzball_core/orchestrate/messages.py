@@ -45,5 +45,14 @@ class Shutdown:
     reason: str
 
 
+@dataclass(frozen=True)
+class RemoveVolume:
+    """Delete volume ``volume_id``'s data on the node (``location_json``: its
+    VolumeLocation as JSON text) and answer whether it is gone."""
+
+    volume_id: str
+    location_json: str
+
+
 #: Anything the engine sends to a node.
-ToNode = Assign | Cancel | Shutdown
+ToNode = Assign | Cancel | Shutdown | RemoveVolume

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.orchestrate.messages import Assign, Cancel, Shutdown, ToNode
+from fuzzball_core.orchestrate.messages import Assign, Cancel, RemoveVolume, Shutdown, ToNode
 
 
 def control_message(message: ToNode) -> node_pb2.ControlMessage:
@@ -40,6 +40,12 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
         )
     if isinstance(message, Shutdown):
         return node_pb2.ControlMessage(shutdown=node_pb2.Shutdown(reason=message.reason))
+    if isinstance(message, RemoveVolume):
+        return node_pb2.ControlMessage(
+            remove_volume=node_pb2.RemoveVolume(
+                volume_id=message.volume_id, location_json=message.location_json
+            )
+        )
     raise TypeError(f"not a message for nodes: {message!r}")
 
 

@@ -24,6 +24,8 @@ from fuzzball_core.orchestrate import (
     runs,
     services,
     transfer_events,
+    volume_removal,
+    volumes,
 )
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.requests import timeout_seconds
@@ -70,6 +72,9 @@ def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.N
         services.ready(ctx, tx, message.ready.run_id)
     elif kind == "fence":
         multinode.relay_fence(ctx, tx, node_id, message.fence)
+    elif kind == "volume_removed":
+        removed = message.volume_removed
+        volume_removal.removed(tx, node_id, removed.volume_id, removed.error)
 
 
 def _log(ctx: EngineContext, tx: Transaction, data: node_pb2.LogData) -> None:
@@ -129,6 +134,8 @@ def _run_exited(
         # kept even for a run already over: a multinode run's other parts report their
         # traffic after the first failing part ended it
         _keep_metering(run, node_id, exited.metering_json)
+    for volume_id, size in exited.volume_sizes.items():
+        volumes.record_size(tx.session, volume_id, size, reported_time(exited.time, tx.now))
     if run is None or run.status not in LIVE_RUN:
         return  # over already, or never placed: nothing of it runs on a node
     if exited.canceled:

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.errors import FailedPrecondition, NotFound
-from fuzzball_core.orchestrate import events, placement, runs
+from fuzzball_core.orchestrate import events, placement, runs, volume_removal
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.messages import Cancel, Shutdown
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
@@ -92,6 +92,7 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
                 None,
                 cause=NODE_CAUSE,
             )
+    volume_removal.resend(tx, node_id)
     unwanted = []
     for run_id in known:
         row = tx.session.get(Run, run_id)

@@ -29,7 +29,7 @@ from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import storage_catalog as catalog
-from fuzzball_core.orchestrate import volumes
+from fuzzball_core.orchestrate import volume_removal, volumes
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.volumes import VolumeOwner
 from fuzzball_core.orchestrate.workflow_volumes import installed_driver
@@ -342,10 +342,10 @@ def add_storage_routes(
 
     async def delete_volume(request: web.Request) -> web.Response:
         owner = member(request, "delete volumes")
-        retained = engine.change(
-            lambda tx: volumes.delete(tx.session, owner, request.match_info["id"], tx.now)
+        answer = engine.change(
+            lambda tx: volume_removal.delete(engine.context, tx, owner, request.match_info["id"])
         )
-        return web.json_response({"retained": retained})
+        return web.json_response(answer)
 
     async def set_volume_status(request: web.Request) -> web.Response:
         owner = member(request, "change volumes")

@@ -308,6 +308,21 @@ def resolve(
     )
 
 
+def location_of(
+    session: Session, row: Volume, driver_name: str, storage_class: StorageClass | None
+) -> VolumeLocation:
+    """Where persistent volume ``row`` lives (as an assignment says, for its removal)."""
+    return VolumeLocation(
+        driver=driver_name,
+        storage_class=storage_class.name if storage_class is not None else "",
+        organization_id=row.organization_id,
+        volume_id=row.id,
+        name=row.name,
+        node_id=row.node_id,
+        parameters=_parameters(storage_class) if storage_class is not None else {},
+    )
+
+
 def record_node(session: Session, volume_id: str, node_id: str, now: float) -> None:
     """A job using a node-local volume was placed on ``node_id``: the volume lives there
     from now on (its first placement decides)."""
@@ -322,6 +337,7 @@ def record_size(session: Session, volume_id: str, size_bytes: int, now: float) -
     row = session.get(Volume, volume_id)
     if row is not None:
         row.size_bytes = max(0, int(size_bytes))
+        row.access_time = now
         row.updated_at = now
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -47,7 +48,8 @@ from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.config import FuzzballConfig
-from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.drivers import VolumeLocation
+from fuzzball_core.errors import FailedPrecondition, FuzzballError
 from fuzzball_core.health import Health, describe, health_routes, keep_running
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import CpuCore
@@ -72,6 +74,7 @@ from fuzzball_core.substrate.probes import wait_until_ready
 from fuzzball_core.substrate.run_secrets import RunSecretsClient
 from fuzzball_core.substrate.scrape_relay import answer_scrape
 from fuzzball_core.substrate.topology import pinnable_cores
+from fuzzball_core.substrate.volume_sizes import measured
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_core.tls import grpc_channel_credentials
 from fuzzball_runtime import sweep
@@ -559,6 +562,23 @@ class Agent:
             self._fences.done(control.fence_done)
         elif kind == "scrape":
             self._spawn(self._answer_scrape(control.scrape))
+        elif kind == "remove_volume":
+            self._spawn(self._remove_volume(control.remove_volume))
+
+    async def _remove_volume(self, request: node_pb2.RemoveVolume) -> None:
+        """Delete a deleted volume's data here and tell Orchestrate how that went."""
+        error = ""
+        try:
+            location = VolumeLocation.from_json(json.loads(request.location_json))
+            await asyncio.to_thread(self.services.volumes.remove, location)
+        except (FuzzballError, OSError, ValueError, KeyError) as exc:
+            error = str(exc)
+            log.warning("volume %s: its data could not be removed: %s", request.volume_id, error)
+        self._send(
+            node_pb2.NodeMessage(
+                volume_removed=node_pb2.VolumeRemoved(volume_id=request.volume_id, error=error)
+            )
+        )
 
     async def _answer_scrape(self, request: node_pb2.ScrapeMetrics) -> None:
         exporter = advertised(self.config.node_exporter_listen, "127.0.0.1")
@@ -652,6 +672,10 @@ class Agent:
             outcome = RunOutcome(message=f"the node agent failed running the job: {exc!r}")
         finally:
             execution.destroy()
+        outcome.volume_sizes = await asyncio.to_thread(
+            measured,
+            self.services.volumes.persistent_directories(known.request.volume_locations),
+        )
         known.outcome = outcome
         if not known.forgotten:
             self._send(node_pb2.NodeMessage(exited=outcome.to_message(run_id)))

@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fuzzball_core.drivers import StorageDriver, VolumeLocation
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import FuzzballError, InvalidArgument
 from fuzzball_core.plugins import get_registry
 
 #: Seconds a workflow's volumes outlive its last run on this node (its dependents usually
@@ -96,6 +96,24 @@ class WorkflowVolumes:
         if mode:
             path.chmod(int(mode, 8))
         return path
+
+    def persistent_directories(self, locations: Mapping[str, VolumeLocation]) -> dict[str, Path]:
+        """``{volume id: directory}`` of the persistent volumes among ``locations`` (a run's:
+        their directories exist, the run mounted them)."""
+        found = {}
+        for location in locations.values():
+            if not location.persistent:
+                continue
+            try:
+                path = self.drivers(location.driver).directory(location, work_dir=self.work_dir)
+            except (FuzzballError, OSError):  # a driver this node lacks: not measured
+                continue
+            found[location.volume_id] = path
+        return found
+
+    def remove(self, location: VolumeLocation) -> None:
+        """Delete a deleted volume's data on this node with its storage driver."""
+        self.drivers(location.driver).remove(location, work_dir=self.work_dir)
 
     def acquire(self, workflow_id: str) -> None:
         """A run of ``workflow_id`` starts here: keep its directories."""

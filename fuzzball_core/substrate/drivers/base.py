@@ -127,6 +127,8 @@ class RunOutcome:
     message: str = ""
     time: float = field(default_factory=time.time)
     metering: dict[str, Any] | None = None
+    #: bytes used by each persistent volume the run mounted, measured as it ended
+    volume_sizes: dict[str, int] = field(default_factory=dict)
 
     def to_message(self, run_id: int) -> node_pb2.RunExited:
         """The ``RunExited`` report of this outcome."""
@@ -140,6 +142,7 @@ class RunOutcome:
             message=self.message,
             time=self.time,
             metering_json=json.dumps(self.metering) if self.metering else "",
+            volume_sizes=self.volume_sizes,
         )
 
 

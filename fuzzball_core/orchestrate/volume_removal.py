@@ -1,0 +1,145 @@
+"""Deleting a persistent volume's data from the nodes that hold it.
+
+``DELETE /volumes/{id}`` takes the volume out of the API at once. A class that retains on
+delete keeps the data (the row keeps its status and says ``retained``). Otherwise the row
+becomes :data:`DELETING` and a ``RemoveVolume`` goes to the node that holds the data: the
+holding node of a node-local volume, any READY node for a driver whose tree every node
+sees. The node calls its storage driver's ``remove`` and answers ``VolumeRemoved``; the row
+is then :data:`DELETED`. A node that is offline is told again when it reconnects (its Hello),
+until it answers. A volume that a live run mounts is never deleted: the delete is refused
+naming the workflow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from sqlalchemy import select
+
+from fuzzball_core.errors import FailedPrecondition, FuzzballError
+from fuzzball_core.orchestrate import volumes, workflow_volumes
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.messages import RemoveVolume
+from fuzzball_core.orchestrate.states import LIVE_RUN, READY
+from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.store.models import (
+    Node,
+    Run,
+    Stage,
+    StorageClass,
+    StorageDriverRow,
+    Volume,
+    Workflow,
+)
+
+log = logging.getLogger(__name__)
+
+#: a deleted volume whose data a node has yet to remove
+DELETING = "VOLUME_STATUS_DELETING"
+#: a deleted volume whose data is gone
+DELETED = "VOLUME_STATUS_DELETED"
+
+
+def mounted_by(ctx: EngineContext, tx: Transaction, volume_id: str) -> list[str]:
+    """The names of the workflows whose live runs mount volume ``volume_id``."""
+    live = tx.session.execute(
+        select(Workflow, Stage.name)
+        .join(Run, Run.workflow_id == Workflow.id)
+        .join(Stage, Stage.id == Run.stage_id)
+        .where(Run.status.in_(LIVE_RUN))
+    ).all()
+    found: list[str] = []
+    for workflow, stage_name in live:
+        if workflow.name in found:
+            continue
+        definition = ctx.plans.run_definition(workflow, stage_name)
+        if not workflow_volumes.mounted(definition):
+            continue
+        declared = ctx.plans.entry(workflow).parsed.model.volumes
+        try:
+            resolved = workflow_volumes.resolved_for(
+                tx.session, workflow, definition, declared, tx.now
+            )
+        except FuzzballError:
+            continue  # its volumes cannot be resolved any more: this one is not among them
+        if any(r.volume_id == volume_id for r in resolved.values()):
+            found.append(workflow.name)
+    return found
+
+
+def delete(
+    ctx: EngineContext, tx: Transaction, owner: volumes.VolumeOwner, volume_id: str
+) -> dict[str, object]:
+    """Delete the owner's volume (FailedPrecondition naming the workflows that mount it
+    now); its data is kept when its class retains on delete, else removed from its node.
+    Answers ``{"retained": bool, "status": ...}``."""
+    row = volumes.find(tx.session, owner, volume_id)
+    users = mounted_by(ctx, tx, row.id)
+    if users:
+        raise FailedPrecondition(
+            f"volume {volumes.reference_of(tx.session, row)} is mounted by running workflow "
+            f"{', '.join(repr(name) for name in users)}: delete it when they end"
+        )
+    retained = volumes.delete(tx.session, owner, volume_id, tx.now)
+    if retained:
+        return {"retained": True, "status": row.status}
+    row.status = DELETING
+    targets = _targets(tx, row)
+    if targets is None:
+        row.status = DELETED  # a node-local volume no job ever used: no node holds data
+    else:
+        _send(tx, row, targets)
+    return {"retained": False, "status": row.status}
+
+
+def _driver_name(tx: Transaction, row: Volume) -> tuple[str, StorageClass | None]:
+    storage_class = tx.session.get(StorageClass, row.class_id)
+    driver = tx.session.get(StorageDriverRow, storage_class.driver_id) if storage_class else None
+    return (driver.name if driver is not None else ""), storage_class
+
+
+def _node_local(tx: Transaction, row: Volume) -> bool:
+    name, _ = _driver_name(tx, row)
+    try:
+        return bool(workflow_volumes.installed_driver(name).node_local)
+    except FuzzballError:
+        return False
+
+
+def _targets(tx: Transaction, row: Volume) -> list[str] | None:
+    """The node(s) to tell now: the holder of a node-local volume (None when it has none),
+    else the first READY node (none ready: told when one connects)."""
+    if _node_local(tx, row):
+        return [row.node_id] if row.node_id else None
+    ready = tx.session.scalars(select(Node.id).where(Node.status == READY).order_by(Node.id))
+    first = ready.first()
+    return [first] if first is not None else []
+
+
+def _send(tx: Transaction, row: Volume, node_ids: list[str]) -> None:
+    driver_name, storage_class = _driver_name(tx, row)
+    location = volumes.location_of(tx.session, row, driver_name, storage_class)
+    tx.send(node_ids, RemoveVolume(row.id, json.dumps(location.to_json())))
+
+
+def resend(tx: Transaction, node_id: str) -> None:
+    """A node (re)connected: tell it again of the removals it (or, for a shared tree, any
+    node) has yet to answer."""
+    pending = tx.session.scalars(select(Volume).where(Volume.status == DELETING)).all()
+    for row in pending:
+        if not _node_local(tx, row) or row.node_id == node_id:
+            _send(tx, row, [node_id])
+
+
+def removed(tx: Transaction, node_id: str, volume_id: str, error: str) -> None:
+    """A node answered a RemoveVolume: the volume is DELETED, or stays DELETING (told again
+    at the node's next connection) with the node's error logged."""
+    row = tx.session.get(Volume, volume_id)
+    if row is None or row.status != DELETING:
+        return  # answered twice (a reconnect re-sent it): the first answer counted
+    if error:
+        log.warning("volume %s: node %s could not remove its data: %s", volume_id, node_id, error)
+        return
+    row.status = DELETED
+    row.updated_at = tx.now
