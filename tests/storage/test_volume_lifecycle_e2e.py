@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cluster import Cluster, LocalRegistry
+from support.cluster import Cluster, LocalRegistry, SubstrateProcess
 
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.orchestrate import storage_catalog as catalog
@@ -173,3 +173,18 @@ def test_a_volume_a_running_job_mounts_cannot_be_deleted(cluster, tmp_path) -> N
     (started.parent / "stop").touch()
     assert cluster.orchestrate.wait_for(workflow_id, timeout=120).status == FINISHED
     assert started.exists()  # the refused delete removed nothing
+
+
+def test_a_node_local_volume_is_removed_when_its_offline_node_returns(cluster) -> None:
+    workflow_id = _run(cluster, WRITE, catalog.PERSISTENT_CLASS)  # the local driver's class
+    (blob,) = (cluster.directory / "node-1" / "volumes").glob("*/*/blob")
+    agent = cluster.agent("node-1")
+    agent.stop()
+
+    answer = _delete(cluster, workflow_id, _volume(cluster)["id"])
+
+    assert answer == {"retained": False, "status": volume_removal.DELETING}
+    assert blob.exists()  # its node is away: nothing removed it yet
+    cluster.agents[0] = SubstrateProcess(agent.config_path, agent.log_path)
+    _wait_for_status(cluster, volume_removal.DELETED)
+    assert not blob.parent.exists()
