@@ -109,7 +109,9 @@ def test_a_job_no_node_could_hold_runs_on_a_provisioned_node_deleted_once_idle(o
     assert view.status == "FINISHED", view
     assert "provisioned" in orchestrate.logs(workflow)
     provisioning = loop_of(orchestrate)
-    (record,) = provisioning.records()
+    records = provisioning.records()
+    assert len(records) == 1, [(r.state, r.history) for r in records]
+    (record,) = records
     until(lambda: record.state is InstanceState.DELETED, 60, "deleted after idling")
     kinds = [kind for _, kind, _ in record.history]
     assert kinds == [
