@@ -136,7 +136,17 @@ class LocalProvisioner(Provisioner):
                     start_new_session=True,  # its own group: delete ends its children too
                 )
             (home / "pid").write_text(str(process.pid))
-            made.append(self._describe(home, definition.definition))
+            # CREATING, not what /proc says: until the child has exec'd, its cmdline is still
+            # this process's, and the instance would look dead
+            made.append(
+                ProvisionedInstance(
+                    home.name,
+                    home.name,
+                    definition.definition,
+                    InstanceState.CREATING,
+                    address="127.0.0.1",
+                )
+            )
         return made
 
     def _describe(self, home: Path, definition: str = "") -> ProvisionedInstance:
