@@ -200,5 +200,10 @@ def fuzzball_event(event: Mapping[str, Any]) -> None:
     - nodes (``node_id`` set, ``workflow_id`` None): ``node_registered``, ``node_online``,
       ``node_offline``, ``node_removed``, ``node_hold_added``, ``node_hold_released``,
       ``node_hold_refused`` (monitoring's, past the ceiling or for a node with
-      ``health.disabled``), ``node_deprovisioned``.
+      ``health.disabled``), ``node_deprovisioned``;
+    - volume stages: ``volume_transfer`` (an ingress or egress transfer's progress, size and
+      time);
+    - provisioned instances (``node_id`` set once the node exists): ``instance_requested``,
+      ``instance_create_failed``, ``instance_registered``, ``instance_idle``,
+      ``instance_deleting``, ``instance_deleted``, ``instance_never_registered``.
     """

@@ -64,7 +64,13 @@ def test_unknown_output_format_is_refused():
 
 def test_plugin_list_groups_drivers_by_kind():
     data = json.loads(invoke("plugin", "list", "-o", "json").output)
-    assert set(data["drivers"]) == {"scheduler", "provisioner", "image_backend", "router"}
+    assert set(data["drivers"]) == {
+        "scheduler",
+        "provisioner",
+        "image_backend",
+        "router",
+        "storage_driver",
+    }
     assert all(h["distribution"] for h in data["hooks"])
 
 
