@@ -71,6 +71,7 @@ from fuzzball_provisioners.cloud import (
     DriverSettings,
     hush_wire_logs,
     read_settings,
+    with_directives,
 )
 
 __all__ = ["NVLINK_FAMILIES", "AwsDefinition", "AwsProvisioner", "AwsSettings", "image_for"]
@@ -255,7 +256,7 @@ class AwsProvisioner(Provisioner):
         directives = dict(directives or {})
         self.check_directives(directives)
         account, shape = self.shape(definition)
-        shape = _directed(definition.definition, shape, directives)
+        shape = with_directives(AwsDefinition, definition.definition, shape, directives)
         image = image_for(definition.definition, account, shape)
         tags = _tags(definition.definition, account, shape, annotations)
         ec2 = self.accounts.of(definition)[1]
@@ -384,16 +385,6 @@ def image_for(definition: str, account: AwsSettings, shape: AwsDefinition) -> st
             " fabric-manager-image in the definition's config (or the aws driver's)"
         )
     return image
-
-
-def _directed(
-    definition: str, shape: AwsDefinition, directives: Mapping[str, str]
-) -> AwsDefinition:
-    if not directives:
-        return shape
-    merged = {**shape.model_dump(by_alias=True, exclude_none=True), **directives}
-    # validated again, so a directive is held to the same rules as the configuration
-    return read_settings(AwsDefinition, merged, f"definition {definition}: backendDirectives")
 
 
 def _tags(

@@ -112,6 +112,18 @@ _WIRE_LOGGERS = (
 )
 
 
+def with_directives(
+    model: type[_M], definition: str, shape: _M, directives: Mapping[str, str]
+) -> _M:
+    """``shape`` (a definition's instance settings) with one request's ``backendDirectives``
+    laid over it, read again as ``model`` so a directive is held to the same rules as the
+    configuration (and refused naming it)."""
+    if not directives:
+        return shape
+    merged = {**shape.model_dump(by_alias=True, exclude_none=True), **directives}
+    return read_settings(model, merged, f"definition {definition}: backendDirectives")
+
+
 def hush_wire_logs() -> None:
     """Keep the SDKs' body-logging loggers at INFO or above, whatever the root level.
 

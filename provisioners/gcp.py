@@ -79,6 +79,7 @@ from fuzzball_provisioners.cloud import (
     DriverSettings,
     hush_wire_logs,
     read_settings,
+    with_directives,
 )
 
 __all__ = ["GcpDefinition", "GcpProvisioner", "GcpSettings", "instance_name"]
@@ -225,11 +226,7 @@ class GcpProvisioner(Provisioner):
         directives = dict(directives or {})
         self.check_directives(directives)
         account, shape = self.shape(definition)
-        if directives:
-            merged = {**shape.model_dump(by_alias=True, exclude_none=True), **directives}
-            shape = read_settings(
-                GcpDefinition, merged, f"definition {definition.definition}: backendDirectives"
-            )
+        shape = with_directives(GcpDefinition, definition.definition, shape, directives)
         client = self.accounts.of(definition)[1]
         created: list[ProvisionedInstance] = []
         first_error: FuzzballError | None = None

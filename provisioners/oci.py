@@ -75,6 +75,7 @@ from fuzzball_provisioners.cloud import (
     DriverSettings,
     hush_wire_logs,
     read_settings,
+    with_directives,
 )
 
 __all__ = ["OciDefinition", "OciProvisioner", "OciSettings"]
@@ -198,11 +199,7 @@ class OciProvisioner(Provisioner):
         directives = dict(directives or {})
         self.check_directives(directives)
         account, shape = self.shape(definition)
-        if directives:
-            merged = {**shape.model_dump(by_alias=True, exclude_none=True), **directives}
-            shape = read_settings(
-                OciDefinition, merged, f"definition {definition.definition}: backendDirectives"
-            )
+        shape = with_directives(OciDefinition, definition.definition, shape, directives)
         compute = self.accounts.of(definition)[1]
         created: list[ProvisionedInstance] = []
         first_error: FuzzballError | None = None
