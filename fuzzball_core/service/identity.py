@@ -349,24 +349,8 @@ class Identity:
         )
         session.add(user)
         session.flush()
-        personal = Account(
-            id=str(uuid.uuid4()),
-            name=email,
-            is_admin=False,
-            kind=AccountKind.USER.value,
-            organization_id=organization_id,
-            owner_user_id=user.id,
-            created_at=now,
-        )
-        session.add(personal)
-        session.flush()
-        session.add(
-            AccountMember(
-                account_id=personal.id,
-                user_id=user.id,
-                relationship=AccountRelationship.ACCOUNT_OWNER.value,
-                created_at=now,
-            )
+        _add_owned_account(
+            session, email, AccountKind.USER, organization_id, user.id, now, personal=True
         )
         return user, generated
 
@@ -699,23 +683,8 @@ class Identity:
         with self.sessions() as session, session.begin():
             if session.scalars(select(Account).where(Account.name == name)).first():
                 raise AlreadyExists(f"an account named {name!r} already exists")
-            account = Account(
-                id=str(uuid.uuid4()),
-                name=name,
-                is_admin=False,
-                kind=AccountKind.GROUP.value,
-                organization_id=who.organization_id,
-                created_at=now,
-            )
-            session.add(account)
-            session.flush()
-            session.add(
-                AccountMember(
-                    account_id=account.id,
-                    user_id=who.user_id,
-                    relationship=AccountRelationship.GROUP_OWNER.value,
-                    created_at=now,
-                )
+            account = _add_owned_account(
+                session, name, AccountKind.GROUP, who.organization_id, who.user_id, now
             )
             self._audit(
                 session, who, AuditAction.ACCOUNT_CREATED, who.organization_id, f"group {name}"
@@ -1018,3 +987,41 @@ class Identity:
             detail=detail,
             session=session,
         )
+
+
+def _add_owned_account(
+    session: Session,
+    name: str,
+    kind: AccountKind,
+    organization_id: str,
+    owner_id: str,
+    now: float,
+    *,
+    personal: bool = False,
+) -> Account:
+    """Add an account of ``kind`` to the organization with ``owner_id`` as its owner: a
+    user's personal account (``personal``: the user is its ACCOUNT_OWNER and it records
+    whose it is) or a group account (its creator the GROUP_OWNER)."""
+    account = Account(
+        id=str(uuid.uuid4()),
+        name=name,
+        is_admin=False,
+        kind=kind.value,
+        organization_id=organization_id,
+        owner_user_id=owner_id if personal else None,
+        created_at=now,
+    )
+    session.add(account)
+    session.flush()
+    relationship = (
+        AccountRelationship.ACCOUNT_OWNER if personal else AccountRelationship.GROUP_OWNER
+    )
+    session.add(
+        AccountMember(
+            account_id=account.id,
+            user_id=owner_id,
+            relationship=relationship.value,
+            created_at=now,
+        )
+    )
+    return account
