@@ -403,6 +403,24 @@ class ProvisionerDefinitionConfig(_Section):
     #: the driver's own settings (instance type, image, inventory, commands, ...)
     config: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _warn_unapplied(self) -> ProvisionerDefinitionConfig:
+        # shown by the definition routes, not yet acted on by the provisioning loop: said,
+        # never silently ignored
+        if self.ttl_buffer is not None:
+            _config_log.warning(
+                "provisioner definition %s: ttl-buffer is not applied yet (jobs are placed on"
+                " its nodes whatever their timeout); it has no effect",
+                self.id,
+            )
+        if self.exclusive:
+            _config_log.warning(
+                "provisioner definition %s: exclusive is not applied yet (its nodes may run"
+                " several jobs at once); it has no effect",
+                self.id,
+            )
+        return self
+
 
 class ProvisionerConfig(_Section):
     """Nodes created on demand (``provisioner``): the definitions, and the deadlines of the
