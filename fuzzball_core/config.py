@@ -398,7 +398,7 @@ class ProvisionerDefinitionConfig(_Section):
     ttl: Seconds | None = None
     #: a job whose timeout would run past the node's ttl less this is not placed on it
     ttl_buffer: Seconds | None = None
-    #: one job per node
+    #: one job per node at a time (its nodes carry ``fuzzball.io/exclusive: "true"``)
     exclusive: bool = False
     #: the driver's own settings (instance type, image, inventory, commands, ...)
     config: dict[str, Any] = Field(default_factory=dict)
@@ -411,12 +411,6 @@ class ProvisionerDefinitionConfig(_Section):
             _config_log.warning(
                 "provisioner definition %s: ttl-buffer is not applied yet (jobs are placed on"
                 " its nodes whatever their timeout); it has no effect",
-                self.id,
-            )
-        if self.exclusive:
-            _config_log.warning(
-                "provisioner definition %s: exclusive is not applied yet (its nodes may run"
-                " several jobs at once); it has no effect",
                 self.id,
             )
         return self

@@ -308,6 +308,11 @@ class CpuPinning:
 #: domain reach each other's GPU memory over NVLink (and, with IMEX channels, share it).
 NVLINK_DOMAIN = "nvidia.com/nvlink-domain"
 
+#: The node annotation (value ``"true"``) of a node that runs one job at a time: whatever a
+#: job placed there asks for, nothing else is placed on the node until it ends (a provisioner
+#: definition's ``exclusive``).
+EXCLUSIVE_NODE = "fuzzball.io/exclusive"
+
 
 class DomainPolicy(StrEnum):
     """How a multinode job is kept inside one NVLink domain (:data:`NVLINK_DOMAIN`):

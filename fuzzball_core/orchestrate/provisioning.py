@@ -39,7 +39,7 @@ from typing import Any, Protocol, TypeVar, cast
 from fuzzball_core.config import ProvisionerConfig, ProvisionerDefinitionConfig
 from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap, Provisioner
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound, Unauthenticated
-from fuzzball_core.scheduling import JobRequest, format_bytes
+from fuzzball_core.scheduling import EXCLUSIVE_NODE, JobRequest, format_bytes
 from fuzzball_core.vocabulary import EventKind, InstanceState
 
 #: (event kind, message, instance name) -> recorded as a node event by the engine
@@ -365,13 +365,17 @@ class Provisioning:
             record.registered_at = self.clock()
             waited = record.registered_at - record.requested_at
             self._event(record, EventKind.INSTANCE_REGISTERED, f"registered after {waited:.0f}s")
-        return {
+        merged = {
             **dict(annotations),
             **dict(definition.annotations),
             **record.annotations,
             "fuzzball.provisioner/definition": record.definition_id,
             "fuzzball.provisioner/instance": record.id,
         }
+        if definition.exclusive:
+            # the default scheduler places one job at a time on such a node
+            merged[EXCLUSIVE_NODE] = "true"
+        return merged
 
     # -- scale down ------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.scheduling import CpuPinning, JobShape, NodeInfo, Resources
+from fuzzball_core.scheduling import EXCLUSIVE_NODE, CpuPinning, JobShape, NodeInfo, Resources
 from fuzzball_plugins.schedulers.cpu_layout import choose_cores
 
 #: What a job uses on one node: (cores, memory, ((device kind, count), ...)).
@@ -60,6 +60,7 @@ class NodeClass:
         "indexed",
         "keys",
         "members",
+        "one_job_at_a_time",
         "pinning_fits",
         "profile",
         "topology",
@@ -76,6 +77,8 @@ class NodeClass:
         self.cap_devices: tuple[int, ...] = tuple(count for _, count in capacity.device_items)
         self.cap_key: tuple[int, ...] = (*self.cap_devices, self.cap_cores)
         self.device_plugin_failed = info.device_plugin_failed
+        #: nodes annotated EXCLUSIVE_NODE: any job placed there holds the node alone
+        self.one_job_at_a_time = self.annotations.get(EXCLUSIVE_NODE) == "true"
         self.topology = info.cpu_topology
         self.all_cores = frozenset(core.id for core in self.topology)
         #: (layout, cores) -> whether an idle node of the class can lay that many cores out so
@@ -384,7 +387,9 @@ class NodeIndex:
             self._detach_counter(node)
         node.jobs[job_id] = usage
         self._subtract(node, usage)
-        if exclusive:
+        if exclusive or node.cls.one_job_at_a_time:
+            # on a one-job-at-a-time node every job keeps the node to itself, as an
+            # exclusive one would (its usage stays what it asked for)
             node.exclusive_job = job_id
         if core_ids:
             node.pinned[job_id] = tuple(core_ids)
