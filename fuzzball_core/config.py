@@ -396,24 +396,13 @@ class ProvisionerDefinitionConfig(_Section):
     idle_timeout: Seconds = 300.0
     #: an instance is deprovisioned this long after it was created, busy or not (None: never)
     ttl: Seconds | None = None
-    #: a job whose timeout would run past the node's ttl less this is not placed on it
+    #: a job whose timeout would run past the node's ttl less this is not placed on it (its
+    #: nodes carry ``fuzzball.io/place-until``)
     ttl_buffer: Seconds | None = None
     #: one job per node at a time (its nodes carry ``fuzzball.io/exclusive: "true"``)
     exclusive: bool = False
     #: the driver's own settings (instance type, image, inventory, commands, ...)
     config: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _warn_unapplied(self) -> ProvisionerDefinitionConfig:
-        # shown by the definition routes, not yet acted on by the provisioning loop: said,
-        # never silently ignored
-        if self.ttl_buffer is not None:
-            _config_log.warning(
-                "provisioner definition %s: ttl-buffer is not applied yet (jobs are placed on"
-                " its nodes whatever their timeout); it has no effect",
-                self.id,
-            )
-        return self
 
 
 class ProvisionerConfig(_Section):

@@ -313,6 +313,11 @@ NVLINK_DOMAIN = "nvidia.com/nvlink-domain"
 #: definition's ``exclusive``).
 EXCLUSIVE_NODE = "fuzzball.io/exclusive"
 
+#: The node annotation (seconds since the epoch) of a node that must be free by then (a
+#: provisioned node's ttl less its definition's ttl-buffer): a job is placed there only when
+#: its ``expected_runtime`` ends by that time, never one whose end is unknown.
+PLACE_UNTIL = "fuzzball.io/place-until"
+
 
 class DomainPolicy(StrEnum):
     """How a multinode job is kept inside one NVLink domain (:data:`NVLINK_DOMAIN`):
@@ -451,6 +456,8 @@ class JobShape(NamedTuple):
     cpu: CpuPinning | None
     host_ports: tuple[str, ...]
     domain: DomainPolicy | None = None
+    #: the job's expected runtime (None: unknown): nodes annotated PLACE_UNTIL weigh it
+    runtime: float | None = None
 
 
 def _host_ports(value: Any, where: str) -> frozenset[str]:
@@ -471,7 +478,8 @@ class JobRequest:
     once or none). ``exclusive`` asks for whole nodes: each must be idle and nothing else is
     placed on it while the job runs. ``annotations`` must all be present on a node, key=value.
     ``expected_runtime`` (seconds, normally the job's timeout) lets the scheduler predict when
-    the job's capacity comes back; None means unknown (never predicted to end).
+    the job's capacity comes back; None means unknown (never predicted to end). It also keeps
+    the job off nodes annotated :data:`PLACE_UNTIL` that must be free before it would end.
     ``cpu`` asks for particular cores laid out as it says (None: any cores, unpinned);
     ``host_ports`` (``tcp/8080``) must be free on each of its nodes, and are held there
     while it runs.
@@ -551,6 +559,7 @@ class JobRequest:
             self.cpu,
             tuple(sorted(host_ports)),
             self.domain if self.nodes > 1 else None,
+            None if runtime is None else float(runtime),
         )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "order_key", (-self.priority, float(self.submitted_at), self.id))

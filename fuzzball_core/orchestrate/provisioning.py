@@ -39,7 +39,7 @@ from typing import Any, Protocol, TypeVar, cast
 from fuzzball_core.config import ProvisionerConfig, ProvisionerDefinitionConfig
 from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap, Provisioner
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound, Unauthenticated
-from fuzzball_core.scheduling import EXCLUSIVE_NODE, JobRequest, format_bytes
+from fuzzball_core.scheduling import EXCLUSIVE_NODE, PLACE_UNTIL, JobRequest, format_bytes
 from fuzzball_core.vocabulary import EventKind, InstanceState
 
 #: (event kind, message, instance name) -> recorded as a node event by the engine
@@ -375,6 +375,10 @@ class Provisioning:
         if definition.exclusive:
             # the default scheduler places one job at a time on such a node
             merged[EXCLUSIVE_NODE] = "true"
+        if record.ttl is not None and definition.ttl_buffer is not None:
+            # jobs that would still run when the ttl less the buffer comes go elsewhere
+            until = record.requested_at + record.ttl - definition.ttl_buffer
+            merged[PLACE_UNTIL] = f"{until:.0f}"
         return merged
 
     # -- scale down ------------------------------------------------------------------------

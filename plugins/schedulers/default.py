@@ -212,6 +212,8 @@ class DefaultScheduler(Scheduler):
         self._ends: list[tuple[float, str]] = []
         self._plans: dict[JobShape, _Plan] = {}
         self._plans_epoch = -1
+        #: the current pass's time: nodes annotated PLACE_UNTIL take only jobs ending by then
+        self._now = 0.0
         #: this pass's words for the shapes that wait for room in one NVLink domain
         self._domain_shortfalls: dict[JobShape, str] = {}
 
@@ -379,6 +381,7 @@ class DefaultScheduler(Scheduler):
     def schedule(self, pending: Sequence[JobRequest], now: float) -> ScheduleResult:
         """One scheduling pass; see :meth:`Scheduler.schedule` and the module docstring."""
         plans = self._current_plans()
+        self._now = self._diagnostics.now = now
         placements: list[Placement] = []
         waiting: list[tuple[JobRequest, int]] = []
         no_room: set[JobShape] = set()
@@ -490,6 +493,8 @@ class DefaultScheduler(Scheduler):
         if shape.nodes == 1 and not shape.exclusive and protection is None and not particular:
             first_fit = index.first_fit
             for cls, request_key in plan.classes:
+                if cls.outlasted_by(shape, self._now):
+                    continue
                 node = first_fit(cls, request_key, memory)
                 if node is not None:
                     return [node]
@@ -511,6 +516,8 @@ class DefaultScheduler(Scheduler):
         # only pinned and port-holding jobs need each node with room asked more
         particular = shape.cpu is not None or bool(shape.host_ports)
         for cls, request_key in plan.classes:
+            if cls.outlasted_by(shape, self._now):
+                continue
             for node in index.iter_fitting(cls, request_key, memory, shape.exclusive):
                 if protection is not None and not protection.admits(node, request_key, memory):
                     continue
@@ -577,6 +584,8 @@ class DefaultScheduler(Scheduler):
         """A replay question for ``shape``, seeded with the nodes that have room now."""
         query = StartQuery(shape, dict(plan.classes))
         for cls, request_key in plan.classes:
+            if cls.outlasted_by(shape, self._now):
+                continue  # its nodes must be free before this job would end
             for node in self._index.iter_fitting(cls, request_key, shape.memory, shape.exclusive):
                 query.fitting[node.id] = None
                 if query.answered:

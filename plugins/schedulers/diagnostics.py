@@ -26,7 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
-from fuzzball_plugins.schedulers.node_index import EXCLUSIVE_BUSY, NodeClass, NodeIndex
+from fuzzball_plugins.schedulers.node_index import (
+    EXCLUSIVE_BUSY,
+    OUTLASTS_NODE,
+    NodeClass,
+    NodeIndex,
+)
 
 ANNOTATIONS_MISMATCH = "annotations mismatch"
 DEVICE_PLUGIN_FAILED = "device plugin failed"
@@ -113,6 +118,8 @@ class Diagnostics:
         self._static_epoch = -1
         self._feasibility: dict[JobShape, tuple[str, Survey] | None] = {}
         self._feasibility_version = -1
+        #: the scheduling pass's time, for nodes annotated PLACE_UNTIL
+        self.now = 0.0
 
     def static_verdicts(
         self, shape: JobShape
@@ -178,6 +185,9 @@ class Diagnostics:
                     room_without_plugin = self._has_room(cls, shape, request_key)
                 continue
             assert request_key is not None
+            if cls.outlasted_by(shape, self.now):
+                groups[OUTLASTS_NODE] += busy + indexed
+                continue
             if busy:
                 groups[EXCLUSIVE_BUSY] += busy
             if shape.exclusive:

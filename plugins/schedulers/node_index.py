@@ -25,12 +25,20 @@ jobs hold there.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.scheduling import EXCLUSIVE_NODE, CpuPinning, JobShape, NodeInfo, Resources
+from fuzzball_core.scheduling import (
+    EXCLUSIVE_NODE,
+    PLACE_UNTIL,
+    CpuPinning,
+    JobShape,
+    NodeInfo,
+    Resources,
+)
 from fuzzball_plugins.schedulers.cpu_layout import choose_cores
 
 #: What a job uses on one node: (cores, memory, ((device kind, count), ...)).
@@ -38,6 +46,8 @@ Usage = tuple[int, int, tuple[tuple[str, int], ...]]
 
 #: The label of nodes skipped because an exclusive job runs on them.
 EXCLUSIVE_BUSY = "running an exclusive job"
+#: The label of nodes a job is kept off because it would outlast them (PLACE_UNTIL).
+OUTLASTS_NODE = "job's timeout runs past the node's ttl less its buffer"
 #: The label of nodes that reported no CPU topology, for jobs asking for a CPU layout.
 NO_CPU_TOPOLOGY = "no CPU topology"
 
@@ -62,6 +72,7 @@ class NodeClass:
         "members",
         "one_job_at_a_time",
         "pinning_fits",
+        "place_until",
         "profile",
         "topology",
         "unavailable",
@@ -79,6 +90,8 @@ class NodeClass:
         self.device_plugin_failed = info.device_plugin_failed
         #: nodes annotated EXCLUSIVE_NODE: any job placed there holds the node alone
         self.one_job_at_a_time = self.annotations.get(EXCLUSIVE_NODE) == "true"
+        #: nodes annotated PLACE_UNTIL take only jobs that end by then (None: any job)
+        self.place_until = _seconds(self.annotations.get(PLACE_UNTIL))
         self.topology = info.cpu_topology
         self.all_cores = frozenset(core.id for core in self.topology)
         #: (layout, cores) -> whether an idle node of the class can lay that many cores out so
@@ -109,6 +122,14 @@ class NodeClass:
         """True when every annotation the job requires is on these nodes with that value."""
         annotations = self.annotations
         return all(annotations.get(key) == value for key, value in shape.annotations)
+
+    def outlasted_by(self, shape: JobShape, now: float) -> bool:
+        """True when ``shape``, started ``now``, could run past the time these nodes must be
+        free by (its runtime unknown, or too long)."""
+        until = self.place_until
+        if until is None:
+            return False
+        return shape.runtime is None or now + shape.runtime > until
 
     def holds_when_idle(self, request_key: tuple[int, ...], memory: int) -> bool:
         """True when one idle node of the class has room for the request."""
@@ -495,6 +516,17 @@ class NodeIndex:
                 if at < len(entries):
                     return self.nodes[entries[at][1]]
         return None
+
+
+def _seconds(value: str | None) -> float | None:
+    """A PLACE_UNTIL annotation's time, or None when absent or not a number (no bound)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def _dominates(have: tuple[int, ...], need: tuple[int, ...]) -> bool:

@@ -100,25 +100,3 @@ def test_durations_read_like_workflow_durations():
 def test_bad_duration_names_the_key():
     with pytest.raises(ConfigError, match=r"orchestrate\.node-lease"):
         parse_config({"orchestrate": {"node-lease": "10x"}})
-
-
-def test_a_provisioner_definitions_unapplied_ttl_buffer_is_warned_not_ignored(caplog):
-    document = {
-        "provisioner": {
-            "definitions": [
-                {
-                    "id": "big",
-                    "driver": "local",
-                    "cores": 2,
-                    "memory": "1GiB",
-                    "ttl-buffer": "5m",
-                    "exclusive": True,
-                }
-            ]
-        }
-    }
-    with caplog.at_level("WARNING", logger="fuzzball.config"):
-        parse_config(document)
-    warned = caplog.text
-    assert "big: ttl-buffer is not applied yet" in warned
-    assert "exclusive" not in warned  # applied: its nodes run one job at a time
