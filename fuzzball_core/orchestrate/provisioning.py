@@ -38,7 +38,13 @@ from typing import Any, Protocol, TypeVar, cast
 
 from fuzzball_core.config import ProvisionerConfig, ProvisionerDefinitionConfig
 from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap, Provisioner
-from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.errors import (
+    FailedPrecondition,
+    FuzzballError,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+)
 from fuzzball_core.scheduling import EXCLUSIVE_NODE, PLACE_UNTIL, JobRequest, format_bytes
 from fuzzball_core.vocabulary import EventKind, InstanceState
 
@@ -159,6 +165,8 @@ class Provisioning:
             )
         self.config = config
         self.definitions = {d.id: d for d in config.definitions}
+        #: the ids of the definitions the central configuration added (the rest: the file's)
+        self.central_ids: frozenset[str] = frozenset()
         self.drivers = dict(drivers)
         for definition in config.definitions:
             self.drivers[definition.driver].check_definition(spec_of(definition))
@@ -380,6 +388,48 @@ class Provisioning:
             until = record.requested_at + record.ttl - definition.ttl_buffer
             merged[PLACE_UNTIL] = f"{until:.0f}"
         return merged
+
+    @_locked
+    def set_central_definitions(
+        self,
+        definitions: Sequence[ProvisionerDefinitionConfig],
+        drivers: Mapping[str, Provisioner],
+    ) -> None:
+        """Put the central configuration's ``definitions`` in force beside the file's,
+        replacing what it held before; their ``drivers`` (by name) are loaded by the caller.
+
+        ``InvalidArgument`` naming a definition whose id the file (or the document twice)
+        has, or whose driver refuses it; ``FailedPrecondition`` naming one dropped while it
+        still has instances. Nothing changes unless all of them are accepted."""
+        seen: set[str] = set()
+        for definition in definitions:
+            if definition.id in seen:
+                raise InvalidArgument(f"provisioner definition {definition.id}: defined twice")
+            if definition.id in self.definitions and definition.id not in self.central_ids:
+                raise InvalidArgument(
+                    f"provisioner definition {definition.id}: already defined in the"
+                    " configuration file"
+                )
+            seen.add(definition.id)
+            driver = drivers.get(definition.driver) or self.drivers.get(definition.driver)
+            if driver is None:
+                raise InvalidArgument(
+                    f"provisioner definition {definition.id}: no provisioner driver named"
+                    f" {definition.driver}"
+                )
+            driver.check_definition(spec_of(definition))
+        for dropped in sorted(self.central_ids - seen):
+            if self.live(dropped):
+                raise FailedPrecondition(
+                    f"provisioner definition {dropped}: still has instances; delete them"
+                    " before removing it"
+                )
+        for name, driver in drivers.items():
+            self.drivers.setdefault(name, driver)
+        for dropped in self.central_ids - seen:
+            del self.definitions[dropped]
+        self.definitions.update({d.id: d for d in definitions})
+        self.central_ids = frozenset(seen)
 
     # -- scale down ------------------------------------------------------------------------
 

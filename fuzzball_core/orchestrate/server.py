@@ -10,6 +10,7 @@ Its health is served on the REST port without a token: ``/healthz`` (alive) and 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +27,11 @@ from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
+from fuzzball_core.drivers import Provisioner
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
 from fuzzball_core.orchestrate import endpoints
+from fuzzball_core.orchestrate.central_config import CentralConfig
+from fuzzball_core.orchestrate.central_config_routes import central_config_routes
 from fuzzball_core.orchestrate.endpoint_proxy import EndpointServing
 from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.engine import Engine
@@ -86,6 +90,8 @@ class Orchestrate:
     #: the provisioning loop beside the engine (docs/provisioners.md); None without
     #: ``provisioner.definitions``
     provisioner: ProvisionerRunner | None = None
+    #: the central configuration (``/admin/centralconfig``), feeding the loop's definitions
+    central_config: CentralConfig | None = None
 
 
 def build(
@@ -135,7 +141,17 @@ def build(
     provisioning = build_provisioning(config, engine, registry)
     if provisioning is not None:
         built.provisioner = ProvisionerRunner(engine, provisioning)
+    load_driver = None if registry is None else functools.partial(_provisioner, registry)
+    built.central_config = CentralConfig(engine.sessions, provisioning, load_driver)
+    built.central_config.apply_latest()
     return built
+
+
+def _provisioner(registry: PluginRegistry, name: str) -> Provisioner:
+    """The ``fuzzball.provisioners`` driver ``name`` (for central configuration
+    definitions)."""
+    driver: Provisioner = registry.driver("fuzzball.provisioners", name)
+    return driver
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -161,6 +177,11 @@ def rest_app(orchestrate: Orchestrate) -> web.Application:
             storage_routes(orchestrate.engine),
             *([orchestrate.monitoring.routes()] if orchestrate.monitoring else []),
             provisioner_routes(orchestrate.engine.context.provisioning),
+            *(
+                [central_config_routes(orchestrate.central_config)]
+                if orchestrate.central_config
+                else []
+            ),
             webui_routes(web_ui(orchestrate)),
         ],
     )

@@ -539,3 +539,14 @@ class ProvisionerInstance(Base):
     #: the runs it was requested for
     requested_for: Mapped[list[str]] = mapped_column(JSON, default=list)
     history: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+class CentralConfigRevision(Base):
+    """One revision of the central configuration (``/admin/centralconfig``): the YAML
+    document as it was set; the newest revision is in force."""
+
+    __tablename__ = "central_config_revisions"
+
+    revision: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    document: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
