@@ -15,9 +15,10 @@ import yaml
 from support.cluster import InProcessOrchestrate, free_port
 
 from fuzzball_core.config import ProvisionerConfig
+from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.orchestrate.central_config import CentralConfig
 from fuzzball_core.orchestrate.provisioning import Provisioning
-from fuzzball_core.store.database import connect, session_factory
+from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_provisioners.onprem import OnPremProvisioner
 
 
@@ -186,3 +187,22 @@ def test_central_definitions_are_in_force_again_after_a_restart(tmp_path):
     sessions = session_factory(connect(f"sqlite:///{tmp_path / 'orchestrate.db'}"))
     CentralConfig(sessions, provisioning, lambda name: OnPremProvisioner()).apply_latest()
     assert sorted(provisioning.definitions) == ["extra", "rack"]
+
+
+def test_dropping_a_central_definition_that_has_instances_is_refused_naming_it(served):
+    served.set_config(served.definitions("extra"))
+    served.call(served.admin, "POST", "/admin/provisioner/instances", {"definitionId": "extra"})
+    answer = served.set_config(served.definitions())
+    assert answer.status_code == 400
+    assert "extra: still has instances" in answer.json()["message"]
+    assert definition_ids(served) == ["extra", "rack"]
+
+
+def test_without_a_provisioning_loop_central_definitions_are_refused_saying_why(tmp_path):
+    database = connect(f"sqlite:///{tmp_path / 'orchestrate.db'}")
+    migrate(database)
+    central = CentralConfig(session_factory(database), None, None)
+    document = yaml.safe_dump({"provisioner": {"definitions": [onprem(tmp_path, "x", "x-1")]}})
+    with pytest.raises(FailedPrecondition, match="runs no provisioning loop"):
+        central.set(document)
+    assert central.revisions() == []
