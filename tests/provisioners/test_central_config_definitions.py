@@ -18,6 +18,7 @@ from fuzzball_core.config import ProvisionerConfig
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.orchestrate.central_config import CentralConfig
 from fuzzball_core.orchestrate.provisioning import Provisioning
+from fuzzball_core.scheduling import JobRequest, Resources
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_provisioners.onprem import OnPremProvisioner
 
@@ -206,3 +207,16 @@ def test_without_a_provisioning_loop_central_definitions_are_refused_saying_why(
     with pytest.raises(FailedPrecondition, match="runs no provisioning loop"):
         central.set(document)
     assert central.revisions() == []
+
+
+def test_scale_up_uses_a_central_definition_for_a_job_only_it_can_hold(tmp_path):
+    file_only = ProvisionerConfig.model_validate(
+        {"definitions": [onprem(tmp_path, "rack", "rack-1")]}
+    )
+    provisioning = Provisioning(file_only, {"onprem": OnPremProvisioner()}, node_address="x:1")
+    big = {**onprem(tmp_path, "big", "big-1"), "cores": 64}
+    provisioning.set_central_definitions(
+        ProvisionerConfig.model_validate({"definitions": [big]}).definitions, {}
+    )
+    created = provisioning.scale_up([JobRequest("run-1", Resources(32, 1024**3))])
+    assert [record.definition_id for record in created] == ["big"]
