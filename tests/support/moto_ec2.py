@@ -82,8 +82,9 @@ class MotoEc2:
 
     def reset(self) -> None:
         """Forget every instance and recorded call (moto's backends live in this process's
-        memory, shared by every server it starts)."""
-        httpx.post(f"{self.url}/moto-api/reset").raise_for_status()
+        memory, shared by every server it starts). Resetting walks every backend moto has
+        loaded, which takes seconds on a loaded CI machine: hence the long timeout."""
+        httpx.post(f"{self.url}/moto-api/reset", timeout=120).raise_for_status()
         with self._recorder.lock:
             self._recorder.calls.clear()
 
