@@ -16,6 +16,8 @@ its public half printed by ``fuzzball-federate identity-key`` for the members' c
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -66,6 +68,33 @@ def public_key_pem(key: Ed25519PrivateKey) -> str:
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
     )
+
+
+def public_jwk(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
+    """The public half of ``key`` as a JWK (RFC 8037: ``kty`` OKP, ``crv`` Ed25519), JSON:
+    how a Federate's key travels in a cluster registration."""
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    x = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    return json.dumps({"kty": "OKP", "crv": "Ed25519", "x": x, "use": "sig", "alg": _ALGORITHM})
+
+
+def key_from_jwk(text: str) -> Ed25519PublicKey:
+    """The Ed25519 public key of a JWK (JSON text); ValueError saying what is wrong."""
+    try:
+        jwk = json.loads(text)
+    except ValueError:
+        raise ValueError("not JSON") from None
+    if not isinstance(jwk, dict) or jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
+        raise ValueError('not an Ed25519 JWK (expected "kty": "OKP", "crv": "Ed25519")')
+    x = jwk.get("x")
+    if not isinstance(x, str):
+        raise ValueError('the JWK has no "x"')
+    try:
+        raw = base64.urlsafe_b64decode(x + "=" * (-len(x) % 4))
+        return Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError:
+        raise ValueError('the JWK\'s "x" is not an Ed25519 public key') from None
 
 
 class IdentitySigner:
@@ -137,6 +166,15 @@ class TrustedFederates:
         return cls(
             TrustedFederate.from_pem(name, path.read_bytes()) for name, path in files.items()
         )
+
+    def trusts(self, name: str) -> TrustedFederate | None:
+        """The Federate trusted as ``name``, if any."""
+        return self._by_name.get(name)
+
+    def trust(self, federate: TrustedFederate) -> None:
+        """Trust ``federate`` from now on (a registration recorded in the store), replacing
+        a key trusted under the same name before."""
+        self._by_name = {**self._by_name, federate.name: federate}
 
     def principal(self, bearer: Principal, assertion: str) -> Principal:
         """Who ``bearer`` (the Federate's account here) acts for: the caller ``assertion``
