@@ -42,6 +42,7 @@ from fuzzball_core.tls import ServingSecurity, serving_security
 from fuzzball_core.webui.app import webui_routes
 from fuzzball_core.webui.context import WebUi
 from fuzzball_federation.clusters_route import add_clusters_route, cluster_message
+from fuzzball_federation.failover import Failover
 from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import MIGRATIONS
 from fuzzball_federation.service import FederateService
@@ -56,6 +57,8 @@ IDENTITY_KEY_FILE = "federate-identity.key"
 POLL_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
 #: Federate's health conditions besides one per member (``cluster NAME``).
 MEMBERS, POLLING = "members", "member polling"
+#: the failover loop's condition
+FAILOVER = "failover"
 
 
 def database_url(config: FuzzballConfig) -> str:
@@ -170,6 +173,19 @@ async def poll_members(service: FederateService, health: Health, interval: float
     await asyncio.sleep(interval)
 
 
+async def run_failover(failover: Failover, health: Health) -> None:
+    """Failover's loop (``federation/failover.py``): a turn every half grace period (at
+    least every :data:`MEMBER_POLL` seconds, at most twice a second)."""
+    interval = min(MEMBER_POLL, max(failover.grace / 2, 0.5))
+
+    async def turn() -> None:
+        await asyncio.to_thread(failover.turn)
+        await asyncio.sleep(interval)
+
+    health.declare(FAILOVER, "no turn yet", required=False)
+    await keep_running(FAILOVER, turn, health=health, retry=POLL_RETRY, logger=log)
+
+
 def _host_port(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     try:
@@ -185,6 +201,7 @@ async def serve(
     *,
     poll: float = MEMBER_POLL,
     security: ServingSecurity | None = None,
+    failover: Failover | None = None,
 ) -> None:
     """Serve the REST API on ``listen`` until ``stop`` is set, polling the members every
     ``poll`` seconds for ``/readyz``; over TLS with ``security``'s certificate (``tls``),
@@ -202,13 +219,17 @@ async def serve(
             logger=log,
         )
     )
+    tasks = [poller]
+    if failover is not None:
+        tasks.append(asyncio.create_task(run_failover(failover, health)))
     try:
         ssl_context = security.ssl_context if security is not None else None
         await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
         log.info("federate serving REST on %s for %d member(s)", listen, len(service.members))
         await stop.wait()
     finally:
-        poller.cancel()
+        for task in tasks:
+            task.cancel()
         await runner.cleanup()
         service.members.close()
 
@@ -242,7 +263,13 @@ def serve_command(config_file: str | None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
     serve_until_signalled(
-        lambda stop: serve(service, config.federate.listen, stop, security=security)
+        lambda stop: serve(
+            service,
+            config.federate.listen,
+            stop,
+            security=security,
+            failover=Failover(service, config.federate.failover_grace, registry=service.registry),
+        )
     )
 
 

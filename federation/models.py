@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: Federate's Alembic history (``fuzzball_core.store.database.migrate(engine, migrations=...)``)
@@ -69,3 +69,20 @@ class FederatedWorkflow(FederateBase):
     remote_id: Mapped[str] = mapped_column(String(200))
     name: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[float] = mapped_column(Float)
+    #: the file as submitted, kept so the workflow can be submitted again elsewhere when its
+    #: member stops answering before any job started (failover, revision f0003)
+    specification: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the user who started it and their email, shown even while its member is unreachable
+    user_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    #: the member's last answer: its status, and whether a job or service had started there
+    #: (then it is never re-routed: it may have run, and running it twice is not failover)
+    last_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    job_started: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    #: the re-route, at most one per workflow: the member it left, when, and why
+    rerouted_from: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    rerouted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reroute_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the id the member it left gave it, until that member answers again and is told to
+    #: stop it there (so it never runs twice)
+    stale_remote_id: Mapped[str | None] = mapped_column(String(200), nullable=True)

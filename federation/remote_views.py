@@ -63,8 +63,11 @@ def stage_view(stage: pb.WorkflowStage, workflow_id: str) -> StageView:
     )
 
 
-def workflow_view(workflow: pb.Workflow, *, workflow_id: str, account_id: str) -> WorkflowView:
-    """A ``Workflow`` as a :class:`WorkflowView` under Federate's id and owner."""
+def workflow_view(
+    workflow: pb.Workflow, *, workflow_id: str, account_id: str, cluster: str = ""
+) -> WorkflowView:
+    """A ``Workflow`` as a :class:`WorkflowView` under Federate's id and owner, on the
+    member Federate calls ``cluster`` (the member's own name for itself otherwise)."""
     return WorkflowView(
         id=workflow_id,
         name=workflow.name,
@@ -77,6 +80,11 @@ def workflow_view(workflow: pb.Workflow, *, workflow_id: str, account_id: str) -
         raw_specification=workflow.raw_specification,
         stages=tuple(stage_view(s, workflow_id) for s in workflow.jobs),
         annotations=dict(workflow.annotations),
+        user_id=workflow.user_id,
+        email=workflow.email,
+        cluster_id=workflow.cluster_id,
+        cluster_name=cluster or workflow.cluster_name,
+        status_reason=workflow.status_reason,
     )
 
 

@@ -62,7 +62,7 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
-from fuzzball_core.vocabulary import Permission
+from fuzzball_core.vocabulary import EventKind, Permission, Status
 from fuzzball_federation import remote_views as rv
 from fuzzball_federation.forwarding import Sign, acting_for, current
 from fuzzball_federation.members import Member, Members
@@ -108,6 +108,11 @@ class FederateService(AccountCalls):
         self._askers = ThreadPoolExecutor(MAX_PARALLEL_ASKS, thread_name_prefix="federate-ask")
         if registry is not None:
             router.use_hooks(registry.hook)
+
+    @property
+    def registry(self) -> PluginRegistry | None:
+        """The plugins whose hooks Federate calls (None in tests built without them)."""
+        return self._registry
 
     # -- accounts (the calls themselves: AccountCalls) ---------------------------------------
 
@@ -208,30 +213,50 @@ class FederateService(AccountCalls):
         """Route the workflow and submit it to the chosen member; its id here, and the
         file's warnings (read here, with the same rules as the member's)."""
         parsed, raw = self._parse(raw_specification, definition, name or "<api>")
+        cluster, remote_id = self.submit(who, parsed, raw, name)
+        workflow_id = str(uuid.uuid4())
+        with self.sessions() as session, session.begin():
+            session.add(
+                FederatedWorkflow(
+                    id=workflow_id,
+                    account_id=who.account_id,
+                    cluster=cluster,
+                    remote_id=remote_id,
+                    name=name or "workflow",
+                    created_at=time.time(),
+                    # kept for failover: submitted again elsewhere if its member goes away
+                    specification=raw,
+                    user_id=who.user_id,
+                    email=who.email,
+                )
+            )
+        log.info("workflow %s -> cluster %s as %s", workflow_id, cluster, remote_id)
+        return StartedWorkflow(workflow_id, tuple(parsed.warnings))
+
+    def submit(
+        self,
+        who: Principal,
+        parsed: ParsedWorkflow,
+        raw: str,
+        name: str | None,
+        *,
+        avoid: str | None = None,
+    ) -> tuple[str, str]:
+        """Submit ``raw`` for ``who`` to the best member that accepts it (never ``avoid``):
+        that member's name and the id it gave the workflow."""
         failures = []
         for cluster in self._choose(parsed):
+            if cluster == avoid:
+                continue
             member = self.members.get(cluster)
             try:
                 with acting_for(self._sign(who)):
-                    remote_id = member.client().start_workflow(raw, name=name)
+                    return cluster, member.client().start_workflow(raw, name=name)
             except Unavailable as exc:
                 # the chosen member went away between the offer and the submission
                 failures.append(f"cluster {cluster}: {_problem(exc)}")
-                continue
-            workflow_id = str(uuid.uuid4())
-            with self.sessions() as session, session.begin():
-                session.add(
-                    FederatedWorkflow(
-                        id=workflow_id,
-                        account_id=who.account_id,
-                        cluster=cluster,
-                        remote_id=remote_id,
-                        name=name or "workflow",
-                        created_at=time.time(),
-                    )
-                )
-            log.info("workflow %s -> cluster %s as %s", workflow_id, cluster, remote_id)
-            return StartedWorkflow(workflow_id, tuple(parsed.warnings))
+        if avoid is not None and not failures:
+            failures.append(f"no member but {avoid} can run it")
         raise Unavailable("no chosen member cluster accepted the workflow: " + "; ".join(failures))
 
     def validate_workflow(
@@ -270,6 +295,15 @@ class FederateService(AccountCalls):
         """The name of the member cluster running a federated workflow."""
         return self._record(who, workflow_id).cluster
 
+    def _view(self, row: FederatedWorkflow, workflow: pb.Workflow) -> WorkflowView:
+        """The member's ``workflow`` under Federate's id, owner, starter and member name."""
+        view = rv.workflow_view(
+            workflow, workflow_id=row.id, account_id=row.account_id, cluster=row.cluster
+        )
+        return dataclasses.replace(
+            view, user_id=row.user_id or view.user_id, email=row.email or view.email
+        )
+
     def list_workflows(self, who: Principal) -> list[WorkflowView]:
         with self.sessions() as session:
             query = select(FederatedWorkflow)
@@ -281,33 +315,34 @@ class FederateService(AccountCalls):
             by_cluster.setdefault(row.cluster, {})[row.remote_id] = row
         views = []
         clusters = []
-        for cluster in by_cluster:
+        for cluster, remote in by_cluster.items():
             try:
                 clusters.append(self.members.get(cluster))
             except NotFound as exc:
-                log.warning("listing workflows of cluster %s failed: %s", cluster, exc)
+                views += [unknown_view(row, exc.message) for row in remote.values()]
         with acting_for(self._sign(who)):
             answers = self._ask_each(clusters, lambda api: api.list_workflows())
         for member, listed in answers:
-            if isinstance(listed, FuzzballError):
-                log.warning("listing workflows of cluster %s failed: %s", member.name, listed)
-                continue
             remote = by_cluster[member.name]
+            if isinstance(listed, FuzzballError):
+                # not lost: listed from Federate's record, its status unknown while it is away
+                log.warning("listing workflows of cluster %s failed: %s", member.name, listed)
+                views += [unknown_view(row, _problem(listed)) for row in remote.values()]
+                continue
             for workflow in listed:
                 record = remote.get(workflow.id)
                 if record is not None:
-                    views.append(
-                        rv.workflow_view(
-                            workflow, workflow_id=record.id, account_id=record.account_id
-                        )
-                    )
+                    views.append(self._view(record, workflow))
         views.sort(key=lambda view: view.created_at, reverse=True)
         return views
 
     def get_workflow(self, who: Principal, workflow_id: str) -> WorkflowView:
         row = self._record(who, workflow_id)
-        workflow = self._proxy(who, workflow_id, lambda api, rid: api.get_workflow(rid))
-        return rv.workflow_view(workflow, workflow_id=row.id, account_id=row.account_id)
+        try:
+            workflow = self._proxy(who, workflow_id, lambda api, rid: api.get_workflow(rid))
+        except Unavailable as exc:
+            return unknown_view(row, _problem(exc))
+        return self._view(row, workflow)
 
     def stop_workflow(self, who: Principal, workflow_id: str) -> None:
         self._proxy(who, workflow_id, lambda api, rid: api.stop_workflow(rid))
@@ -315,10 +350,16 @@ class FederateService(AccountCalls):
     def list_events(
         self, who: Principal, workflow_id: str, *, after_seq: int = 0
     ) -> list[EventView]:
+        """The member's events of the workflow; a re-routed one's list starts with its
+        ``workflow_rerouted`` event (seq 0: the member's own seqs are unchanged)."""
+        row = self._record(who, workflow_id)
         events = self._proxy(
             who, workflow_id, lambda api, rid: api.list_events(rid, after_seq=after_seq)
         )
-        return [rv.event_view(e, workflow_id=workflow_id) for e in events]
+        views = [rv.event_view(e, workflow_id=workflow_id) for e in events]
+        if row.rerouted_at is not None and after_seq <= 0:
+            views.insert(0, reroute_event(row))
+        return views
 
     def read_logs(
         self,
@@ -449,6 +490,48 @@ class FederateService(AccountCalls):
         with acting_for(self._sign(who)):
             member, node = self._node_member(who, node_ref, Permission.HOLD_NODES, "uncordon nodes")
             return member.client().uncordon(node.id).released
+
+
+def unknown_view(row: FederatedWorkflow, problem: str) -> WorkflowView:
+    """A workflow whose member does not answer, from Federate's record: its last known
+    status once it had ended there, else UNKNOWN; ``status_reason`` says why and what
+    happens next."""
+    last = Status(row.last_status) if row.last_status else None
+    if last is not None and last.terminal:
+        status, next_step = last, "it had ended there"
+    elif row.job_started or not row.specification or row.rerouted_at is not None:
+        status = Status.UNKNOWN
+        next_step = "its status shows again once the cluster answers"
+    else:
+        status = Status.UNKNOWN
+        next_step = (
+            "no job had started there, so it is re-routed to another member if the cluster"
+            " stays unreachable past federate.failover-grace"
+        )
+    return WorkflowView(
+        id=row.id,
+        name=row.name,
+        status=status,
+        account_id=row.account_id,
+        created_at=row.created_at,
+        user_id=row.user_id or "",
+        email=row.email or "",
+        cluster_name=row.cluster,
+        status_reason=f"cluster {row.cluster} does not answer: {problem}; {next_step}",
+    )
+
+
+def reroute_event(row: FederatedWorkflow) -> EventView:
+    """The ``workflow_rerouted`` event of a re-routed workflow, from its record."""
+    return EventView(
+        seq=0,
+        time=row.rerouted_at or 0.0,
+        kind=EventKind.WORKFLOW_REROUTED,
+        message=f"re-routed from cluster {row.rerouted_from} to {row.cluster}: "
+        f"{row.reroute_reason}",
+        workflow_id=row.id,
+        data={"from": row.rerouted_from, "to": row.cluster, "reason": row.reroute_reason},
+    )
 
 
 def _problem(error: FuzzballError) -> str:

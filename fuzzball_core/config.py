@@ -88,6 +88,8 @@ class DatabaseConfig(_Section):
 
 #: how long a bearer token stays valid by default (90 days)
 DEFAULT_TOKEN_LIFETIME = 90 * 24 * 3600.0
+#: an Orchestrate cluster's name while ``orchestrate.cluster-name`` names none
+DEFAULT_CLUSTER_NAME = "fuzzball"
 #: how long the OIDC issuer's access tokens are accepted by default (5 minutes)
 DEFAULT_ACCESS_TOKEN_LIFETIME = 300.0
 #: how long its refresh tokens may be used by default (30 days)
@@ -166,6 +168,8 @@ class OrchestrateConfig(_Section):
     #: the Federates whose forwarded identities this cluster accepts: name (the Federate's
     #: ``federate.name``) to the file of its public key (``fuzzball-federate identity-key``)
     trusted_federates: dict[str, Path] = Field(default_factory=dict)
+    #: this cluster's name, shown as a workflow's Cluster (``fuzzball workflow list``)
+    cluster_name: str = Field(default=DEFAULT_CLUSTER_NAME, min_length=1)
 
 
 def _job_subnet(value: str | None) -> str | None:
@@ -336,6 +340,10 @@ class FederateMemberConfig(_Section):
 
 class FederateConfig(_Section):
     """Federate's routing policy (a ``fuzzball.routers`` driver) and its member clusters."""
+
+    #: how long a member may stay unreachable before the workflows it holds that have not
+    #: started any job are submitted to another member (once each; ``federation/failover.py``)
+    failover_grace: Seconds = Field(default=60.0, ge=0)
 
     router: str = "fit"
     router_options: dict[str, Any] = Field(default_factory=dict)

@@ -22,6 +22,9 @@ class Status(StrEnum):
     FINISHED = "FINISHED"
     FAILED = "FAILED"
     CANCELED = "CANCELED"
+    #: Federate only: the member cluster running the workflow does not answer, so its status
+    #: there cannot be known (a workflow's ``status_reason`` says why); never stored
+    UNKNOWN = "UNKNOWN"
 
     @property
     def terminal(self) -> bool:
@@ -274,6 +277,9 @@ class EventKind(StrEnum):
     WORKFLOW_FINISHED = "workflow_finished"
     WORKFLOW_FAILED = "workflow_failed"
     WORKFLOW_CANCELED = "workflow_canceled"
+    #: Federate only: its member stopped answering before any job started, so it was
+    #: submitted to another member (at most once; ``data``: ``from``, ``to``, ``reason``)
+    WORKFLOW_REROUTED = "workflow_rerouted"
 
     # A stage's life (jobs, services, images, volumes).
     STAGE_STARTED = "stage_started"

@@ -152,6 +152,11 @@ def workflow_message(workflow: WorkflowView) -> pb.Workflow:
         jobs=[stage_message(s) for s in workflow.stages],
         total_jobs=jobs or None,
         annotations=dict(workflow.annotations),
+        user_id=workflow.user_id,
+        email=workflow.email,
+        cluster_id=workflow.cluster_id,
+        cluster_name=workflow.cluster_name,
+        status_reason=workflow.status_reason,
     )
 
 

@@ -128,6 +128,7 @@ def build(
     configure_images(engine, service, config, registry)
     service.oidc = configured_issuer(config, sessions, service.identity)
     service.trusted_federates = TrustedFederates.from_files(config.orchestrate.trusted_federates)
+    service.cluster_name = config.orchestrate.cluster_name
     secrets = Secrets(sessions, SecretBox(config.data_dir))
     endpoints = EndpointServing(
         engine,

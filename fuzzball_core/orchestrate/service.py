@@ -11,6 +11,7 @@ Queries read the database directly and return views; changes go through the engi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from fuzzball_core import __version__
-from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
+from fuzzball_core.config import DEFAULT_CLUSTER_NAME, DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import (
     InvalidArgument,
     NotFound,
@@ -58,6 +59,7 @@ from fuzzball_core.store.models import (
     NodeHold,
     Run,
     Stage,
+    User,
     Workflow,
 )
 from fuzzball_core.store.object_cache import ObjectCache
@@ -91,6 +93,9 @@ class SqlOrchestrateService(AccountCalls):
     #: the OIDC issuer whose access tokens sign users in, set by ``server.build`` (None:
     #: only API tokens are accepted)
     oidc: OidcIssuer | None = None
+    #: this cluster's name on its workflows, set by ``server.build`` from
+    #: ``orchestrate.cluster-name``
+    cluster_name: str = DEFAULT_CLUSTER_NAME
 
     def __init__(
         self,
@@ -189,7 +194,9 @@ class SqlOrchestrateService(AccountCalls):
             query = select(Workflow).order_by(Workflow.created_at.desc()).limit(PAGE)
             if not who.may(Permission.READ_CLUSTER):
                 query = query.where(Workflow.account_id == who.account_id)
-            return [_workflow_view(w, ()) for w in session.scalars(query)]
+            workflows = list(session.scalars(query))
+            emails = _emails(session, workflows)
+            return [self._owned_view(_workflow_view(w, ()), emails) for w in workflows]
 
     def list_workflows_page(
         self,
@@ -238,7 +245,8 @@ class SqlOrchestrateService(AccountCalls):
         with self.sessions() as session:
             page = query.add_columns(key).order_by(*direction).limit(limit + 1)
             rows = list(session.execute(page))
-        views = [_listed_workflow_view(w) for w, _ in rows[:limit]]
+            emails = _emails(session, [w for w, _ in rows[:limit]])
+        views = [self._owned_view(_listed_workflow_view(w), emails) for w, _ in rows[:limit]]
         if len(rows) <= limit:
             return views, None
         last, last_key = rows[limit - 1]
@@ -251,9 +259,16 @@ class SqlOrchestrateService(AccountCalls):
                 select(Stage).where(Stage.workflow_id == workflow_id).order_by(Stage.id)
             )
             metering = _stage_metering(session, workflow_id)
-            return _workflow_view(
+            view = _workflow_view(
                 workflow, tuple(_stage_view(s, metering.get(s.id)) for s in stages)
             )
+            return self._owned_view(view, _emails(session, [workflow]))
+
+    def _owned_view(self, view: WorkflowView, emails: Mapping[str, str]) -> WorkflowView:
+        """``view`` with its starter's email and this cluster's name."""
+        return dataclasses.replace(
+            view, email=emails.get(view.user_id, ""), cluster_name=self.cluster_name
+        )
 
     def stop_workflow(self, who: Principal, workflow_id: str) -> None:
         with self.sessions() as session:
@@ -594,6 +609,15 @@ def _stage_metering(session: Session, workflow_id: str) -> dict[int, MeteringVie
     return {stage_id: total for stage_id, total in totals.items() if total is not None}
 
 
+def _emails(session: Session, workflows: Iterable[Workflow]) -> dict[str, str]:
+    """The email of each user who started one of ``workflows``, by user id."""
+    user_ids = {w.user_id for w in workflows if w.user_id}
+    if not user_ids:
+        return {}
+    rows = session.execute(select(User.id, User.email).where(User.id.in_(user_ids)))
+    return {user_id: email for user_id, email in rows}
+
+
 def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> WorkflowView:
     return WorkflowView(
         id=workflow.id,
@@ -607,6 +631,7 @@ def _workflow_view(workflow: Workflow, stages: tuple[StageView, ...]) -> Workflo
         raw_specification=workflow.raw_specification,
         stages=stages,
         annotations=dict(workflow.annotations or {}),
+        user_id=workflow.user_id or "",
     )
 
 
@@ -622,6 +647,7 @@ def _listed_workflow_view(workflow: Workflow) -> WorkflowView:
         finished_at=workflow.finished_at,
         error=workflow.error or "",
         annotations=dict(workflow.annotations or {}),
+        user_id=workflow.user_id or "",
     )
 
 

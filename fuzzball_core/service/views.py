@@ -130,6 +130,16 @@ class WorkflowView:
     stages: tuple[StageView, ...] = ()
     #: the definition's own top-level ``annotations``
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: the user who started it and their email (empty: started with an account's own token)
+    user_id: str = ""
+    email: str = ""
+    #: the cluster it runs on: its id and its name (``orchestrate.cluster-name``; on Federate
+    #: the member's)
+    cluster_id: str = ""
+    cluster_name: str = ""
+    #: why its status is not the cluster's own (Federate: the member is unreachable, so the
+    #: status is UNKNOWN until it answers again); empty when the status is the cluster's
+    status_reason: str = ""
 
 
 @dataclass(frozen=True)

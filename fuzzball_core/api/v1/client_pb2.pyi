@@ -18,6 +18,7 @@ class WorkflowStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STAGE_STATUS_FINISHED: _ClassVar[WorkflowStatus]
     STAGE_STATUS_FAILED: _ClassVar[WorkflowStatus]
     STAGE_STATUS_CANCELED: _ClassVar[WorkflowStatus]
+    STAGE_STATUS_UNKNOWN: _ClassVar[WorkflowStatus]
 
 class StageKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -45,6 +46,7 @@ STAGE_STATUS_STARTED: WorkflowStatus
 STAGE_STATUS_FINISHED: WorkflowStatus
 STAGE_STATUS_FAILED: WorkflowStatus
 STAGE_STATUS_CANCELED: WorkflowStatus
+STAGE_STATUS_UNKNOWN: WorkflowStatus
 STAGE_KIND_UNSPECIFIED: StageKind
 STAGE_KIND_WORKFLOW: StageKind
 STAGE_KIND_JOB: StageKind
@@ -182,7 +184,7 @@ class WorkflowStage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., kind: _Optional[_Union[StageKind, str]] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., details: _Optional[_Union[StageDetails, _Mapping]] = ...) -> None: ...
 
 class Workflow(_message.Message):
-    __slots__ = ("id", "name", "status", "account_id", "create_time", "start_time", "end_time", "error", "raw_specification", "jobs", "total_jobs", "annotations")
+    __slots__ = ("id", "name", "status", "account_id", "create_time", "start_time", "end_time", "error", "raw_specification", "jobs", "total_jobs", "annotations", "user_id", "email", "cluster_id", "cluster_name", "status_reason")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +204,11 @@ class Workflow(_message.Message):
     JOBS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_JOBS_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    EMAIL_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: WorkflowStatus
@@ -214,7 +221,12 @@ class Workflow(_message.Message):
     jobs: _containers.RepeatedCompositeFieldContainer[WorkflowStage]
     total_jobs: int
     annotations: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., account_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., raw_specification: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ..., total_jobs: _Optional[int] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    user_id: str
+    email: str
+    cluster_id: str
+    cluster_name: str
+    status_reason: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., account_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., raw_specification: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[WorkflowStage, _Mapping]]] = ..., total_jobs: _Optional[int] = ..., annotations: _Optional[_Mapping[str, str]] = ..., user_id: _Optional[str] = ..., email: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., status_reason: _Optional[str] = ...) -> None: ...
 
 class WorkflowPlan(_message.Message):
     __slots__ = ("stages",)

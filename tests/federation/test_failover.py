@@ -1,0 +1,257 @@
+"""Failover: a member that stops answering loses the work that had not started there.
+
+The members are the harness's real Orchestrates; "stops answering" is its REST listener
+closed (connections refused, as for a dead host), "comes back" the listener opened again on
+the same port. Failover's turns are called directly with a clock the test moves, so the
+grace period passes without waiting for it.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+from aiohttp import web
+from support.federated_workflows import CPU
+
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.service.views import FINISHED, STARTED
+from fuzzball_core.vocabulary import EventKind, Status
+from fuzzball_federation.failover import Failover
+from fuzzball_federation.models import FederatedWorkflow
+
+GRACE = 30.0
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _row(federation, workflow_id) -> FederatedWorkflow:
+    with federation.service.sessions() as session:
+        row = session.get(FederatedWorkflow, workflow_id)
+        assert row is not None
+        return row
+
+
+def take_down(member) -> None:
+    """Close ``member``'s REST listener: every call to it is refused."""
+
+    async def down() -> None:
+        runner = member._servers._runner
+        for site in list(runner.sites):
+            await site.stop()
+        # connections kept alive end too, as a dead host's would
+        runner.server.pre_shutdown()
+        await runner.server.shutdown(1.0)
+
+    member.loop.run(down())
+
+
+def bring_back(member) -> None:
+    """Open ``member``'s REST listener again on its port."""
+    port = urlsplit(member.rest_url).port
+
+    async def up() -> None:
+        await web.TCPSite(member._servers._runner, "127.0.0.1", port).start()
+
+    member.loop.run(up())
+
+
+@pytest.fixture
+def failover(federation):
+    clock = Clock()
+    return Failover(federation.service, GRACE, clock=clock), clock
+
+
+def test_unstarted_work_on_an_unreachable_member_is_rerouted_after_the_grace_period(
+    federation, failover
+):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    assert _row(federation, workflow_id).cluster == "aws"
+    watcher.turn()  # aws answers: the workflow is pending there
+    take_down(federation.members["aws"])
+    try:
+        assert watcher.turn() == []  # unreachable from now on, within the grace period
+        clock.now += GRACE
+        moved = watcher.turn()
+    finally:
+        bring_back(federation.members["aws"])
+    assert [(m.workflow_id, m.from_cluster, m.to_cluster) for m in moved] == [
+        (workflow_id, "aws", "onprem")
+    ]
+    row = _row(federation, workflow_id)
+    assert (row.cluster, row.rerouted_from) == ("onprem", "aws")
+    assert "cluster aws unreachable for over 30s" in row.reroute_reason
+
+
+def test_a_rerouted_workflow_keeps_its_id_and_finishes_on_the_new_member(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    take_down(federation.members["aws"])
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        watcher.turn()
+    finally:
+        bring_back(federation.members["aws"])
+    onprem = federation.members["onprem"].stack
+    onprem.set_stage(_row(federation, workflow_id).remote_id, "jobs.main", FINISHED)
+    shown = client.get_workflow(workflow_id)
+    assert (shown.id, shown.status, shown.cluster_name) == (
+        workflow_id,
+        pb.STAGE_STATUS_FINISHED,
+        "onprem",
+    )
+
+
+def test_a_reroute_is_an_event_listed_first_among_the_workflows_events(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    take_down(federation.members["aws"])
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        watcher.turn()
+    finally:
+        bring_back(federation.members["aws"])
+    first = client.list_events(workflow_id)[0]
+    assert first.kind == EventKind.WORKFLOW_REROUTED
+    assert first.message.startswith("re-routed from cluster aws to onprem")
+
+
+def test_the_copy_left_on_the_old_member_is_stopped_when_it_answers_again(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    old_remote = _row(federation, workflow_id).remote_id
+    watcher.turn()
+    aws = federation.members["aws"]
+    take_down(aws)
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        watcher.turn()
+    finally:
+        bring_back(aws)
+    watcher.turn()
+    assert aws.stack.get_workflow(aws.stack.authenticate(aws.token), old_remote).status == (
+        Status.CANCELED
+    )
+    assert _row(federation, workflow_id).stale_remote_id is None
+
+
+def test_a_workflow_is_rerouted_at_most_once(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    take_down(federation.members["aws"])
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        watcher.turn()
+    finally:
+        bring_back(federation.members["aws"])
+    assert _row(federation, workflow_id).cluster == "onprem"
+    take_down(federation.members["onprem"])
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        assert watcher.turn() == []
+    finally:
+        bring_back(federation.members["onprem"])
+    assert _row(federation, workflow_id).cluster == "onprem"
+
+
+def test_started_work_on_an_unreachable_member_is_not_rerouted(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    aws = federation.members["aws"]
+    aws.stack.set_stage(_row(federation, workflow_id).remote_id, "jobs.main", STARTED)
+    watcher.turn()  # aws says the job started
+    take_down(aws)
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        assert watcher.turn() == []
+    finally:
+        bring_back(aws)
+    assert _row(federation, workflow_id).cluster == "aws"
+
+
+def test_running_work_on_an_unreachable_member_shows_unknown_with_the_reason(federation, failover):
+    watcher, _ = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    aws = federation.members["aws"]
+    aws.stack.set_stage(_row(federation, workflow_id).remote_id, "jobs.main", STARTED)
+    watcher.turn()
+    take_down(aws)
+    try:
+        shown = client.get_workflow(workflow_id)
+        listed = {w.id: w for w in client.list_workflows()}[workflow_id]
+    finally:
+        bring_back(aws)
+    assert shown.status == pb.STAGE_STATUS_UNKNOWN
+    assert shown.status_reason.startswith("cluster aws does not answer")
+    assert "its status shows again once the cluster answers" in shown.status_reason
+    assert listed.status == pb.STAGE_STATUS_UNKNOWN
+
+
+def test_the_real_status_shows_again_when_the_member_answers_again(federation, failover):
+    watcher, _ = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    aws = federation.members["aws"]
+    aws.stack.set_stage(_row(federation, workflow_id).remote_id, "jobs.main", STARTED)
+    watcher.turn()
+    take_down(aws)
+    bring_back(aws)
+    shown = client.get_workflow(workflow_id)
+    assert (shown.status, shown.status_reason) == (pb.STAGE_STATUS_STARTED, "")
+
+
+def test_unstarted_work_on_an_unreachable_member_says_it_will_be_rerouted(federation, failover):
+    watcher, _ = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    take_down(federation.members["aws"])
+    try:
+        shown = client.get_workflow(workflow_id)
+    finally:
+        bring_back(federation.members["aws"])
+    assert shown.status == pb.STAGE_STATUS_UNKNOWN
+    assert "re-routed to another member if the cluster stays unreachable" in (shown.status_reason)
+
+
+def test_work_with_no_other_member_able_to_run_it_stays_and_is_tried_again(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    take_down(federation.members["aws"])
+    take_down(federation.members["onprem"])
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        assert watcher.turn() == []
+        bring_back(federation.members["onprem"])
+        assert [m.to_cluster for m in watcher.turn()] == ["onprem"]
+    finally:
+        bring_back(federation.members["aws"])
+    assert _row(federation, workflow_id).cluster == "onprem"
