@@ -2,8 +2,9 @@
 
 Federate keeps no copy of a workflow's state; the owning cluster has it. What it keeps is its
 accounts and their tokens (the shared token store, :mod:`fuzzball_core.service.accounts`, over
-these tables) and, per workflow it dispatched, the member cluster and the id that cluster gave
-it.
+these tables), per workflow it dispatched, the member cluster and the id that cluster gave
+it, and the members that joined by registration (``federate_clusters``; those of
+``federate.clusters`` in the configuration are not stored).
 
 Every table name starts with ``federate_`` and the history keeps its revision in
 ``federate_alembic_version``, so Federate can have a database of its own or share Orchestrate's:
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: Federate's Alembic history (``fuzzball_core.store.database.migrate(engine, migrations=...)``)
@@ -86,3 +87,39 @@ class FederatedWorkflow(FederateBase):
     #: the id the member it left gave it, until that member answers again and is told to
     #: stop it there (so it never runs twice)
     stale_remote_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class RegisteredCluster(FederateBase):
+    """A member that joined by registration (``POST /v3/admin/cluster/registration``).
+
+    ``token_sealed`` is the member's API token for Federate's account there, encrypted with
+    the data directory's secret keys (:class:`~fuzzball_core.store.secret_box.SecretBox`), so
+    a copy of the database alone does not reveal it.
+    """
+
+    __tablename__ = "federate_clusters"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    #: a ClusterKind name (``CLUSTER_KIND_ORCHESTRATE``, ``CLUSTER_KIND_FEDERATE``)
+    kind: Mapped[str] = mapped_column(String(32))
+    api_endpoint: Mapped[str] = mapped_column(String(1000))
+    openapi_endpoint: Mapped[str] = mapped_column(String(1000), default="")
+    token_sealed: Mapped[str] = mapped_column(Text)
+    jwk_public_key: Mapped[str] = mapped_column(Text, default="")
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    #: leaving: it gets no new work until its federated workflows have ended
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class FederateTrust(FederateBase):
+    """A Federate this Federate accepts forwarded identities from, recorded when it generated
+    a registration for it (this Federate a member of that one): its name and public key."""
+
+    __tablename__ = "federate_trusted_federates"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    public_jwk: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)

@@ -35,12 +35,14 @@ class ClusterKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CLUSTER_KIND_UNSPECIFIED: _ClassVar[ClusterKind]
     CLUSTER_KIND_ORCHESTRATE: _ClassVar[ClusterKind]
+    CLUSTER_KIND_FEDERATE: _ClassVar[ClusterKind]
 
 class ClusterStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CLUSTER_STATUS_UNSPECIFIED: _ClassVar[ClusterStatus]
     CLUSTER_STATUS_READY: _ClassVar[ClusterStatus]
     CLUSTER_STATUS_UNREACHABLE: _ClassVar[ClusterStatus]
+    CLUSTER_STATUS_DISABLED: _ClassVar[ClusterStatus]
 STAGE_STATUS_UNSPECIFIED: WorkflowStatus
 STAGE_STATUS_STARTED: WorkflowStatus
 STAGE_STATUS_FINISHED: WorkflowStatus
@@ -57,9 +59,11 @@ STAGE_KIND_COMPLETED: StageKind
 STAGE_KIND_SERVICE: StageKind
 CLUSTER_KIND_UNSPECIFIED: ClusterKind
 CLUSTER_KIND_ORCHESTRATE: ClusterKind
+CLUSTER_KIND_FEDERATE: ClusterKind
 CLUSTER_STATUS_UNSPECIFIED: ClusterStatus
 CLUSTER_STATUS_READY: ClusterStatus
 CLUSTER_STATUS_UNREACHABLE: ClusterStatus
+CLUSTER_STATUS_DISABLED: ClusterStatus
 
 class GetVersionRequest(_message.Message):
     __slots__ = ()
@@ -567,7 +571,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[ListNodeInfo, _Mapping]]] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("name", "kind", "status", "address", "labels", "nodes", "free_cores", "free_memory_gb", "free_devices", "problem")
+    __slots__ = ("name", "kind", "status", "address", "labels", "nodes", "free_cores", "free_memory_gb", "free_devices", "problem", "id", "api_endpoint", "openapi_endpoint", "create_time", "update_time", "status_reason", "jwk_public_key", "local")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -592,6 +596,14 @@ class Cluster(_message.Message):
     FREE_MEMORY_GB_FIELD_NUMBER: _ClassVar[int]
     FREE_DEVICES_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    API_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    OPENAPI_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    JWK_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ClusterKind
     status: ClusterStatus
@@ -602,10 +614,62 @@ class Cluster(_message.Message):
     free_memory_gb: float
     free_devices: _containers.ScalarMap[str, int]
     problem: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ClusterKind, str]] = ..., status: _Optional[_Union[ClusterStatus, str]] = ..., address: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., nodes: _Optional[int] = ..., free_cores: _Optional[int] = ..., free_memory_gb: _Optional[float] = ..., free_devices: _Optional[_Mapping[str, int]] = ..., problem: _Optional[str] = ...) -> None: ...
+    id: str
+    api_endpoint: str
+    openapi_endpoint: str
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    status_reason: str
+    jwk_public_key: str
+    local: bool
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ClusterKind, str]] = ..., status: _Optional[_Union[ClusterStatus, str]] = ..., address: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., nodes: _Optional[int] = ..., free_cores: _Optional[int] = ..., free_memory_gb: _Optional[float] = ..., free_devices: _Optional[_Mapping[str, int]] = ..., problem: _Optional[str] = ..., id: _Optional[str] = ..., api_endpoint: _Optional[str] = ..., openapi_endpoint: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status_reason: _Optional[str] = ..., jwk_public_key: _Optional[str] = ..., local: _Optional[bool] = ...) -> None: ...
 
 class ListClustersResponse(_message.Message):
-    __slots__ = ("clusters",)
+    __slots__ = ("clusters", "page_token")
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     clusters: _containers.RepeatedCompositeFieldContainer[Cluster]
-    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ...) -> None: ...
+    page_token: str
+    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ClusterRegistrationConfiguration(_message.Message):
+    __slots__ = ("id", "kind", "api_token", "jwk_public_key", "api_endpoint", "openapi_endpoint", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    API_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    JWK_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    API_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    OPENAPI_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: ClusterKind
+    api_token: str
+    jwk_public_key: str
+    api_endpoint: str
+    openapi_endpoint: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[_Union[ClusterKind, str]] = ..., api_token: _Optional[str] = ..., jwk_public_key: _Optional[str] = ..., api_endpoint: _Optional[str] = ..., openapi_endpoint: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GenerateClusterRegistrationConfigurationResponse(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: ClusterRegistrationConfiguration
+    def __init__(self, config: _Optional[_Union[ClusterRegistrationConfiguration, _Mapping]] = ...) -> None: ...
+
+class RegisterClusterRequest(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: ClusterRegistrationConfiguration
+    def __init__(self, config: _Optional[_Union[ClusterRegistrationConfiguration, _Mapping]] = ...) -> None: ...
+
+class RegisterClusterResponse(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ClusterIDResponse(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
