@@ -528,6 +528,9 @@ class VolumeLocation:
 
     ``workflow_id`` is set for per-workflow (non-persistent) volumes; ``node_id`` names the
     node holding a node-local persistent volume (None until a job first used it).
+    ``capacity_bytes`` is the storage class's ``capacity`` (0: none): the most a volume may
+    hold, enforced by a driver that can (:attr:`StorageDriver.enforces_capacity`) and checked
+    by the node before every ingress transfer whatever the driver.
     """
 
     driver: str
@@ -538,6 +541,7 @@ class VolumeLocation:
     workflow_id: str | None = None
     node_id: str | None = None
     parameters: Mapping[str, str] = field(default_factory=dict)
+    capacity_bytes: int = 0
 
     @property
     def persistent(self) -> bool:
@@ -555,6 +559,7 @@ class VolumeLocation:
             "workflowId": self.workflow_id,
             "nodeId": self.node_id,
             "parameters": dict(self.parameters),
+            "capacityBytes": self.capacity_bytes,
         }
 
     @classmethod
@@ -583,6 +588,9 @@ class VolumeLocation:
             raise InvalidArgument("volume location: parameters must map strings to strings")
         if not text["driver"]:
             raise InvalidArgument("volume location: driver is required")
+        capacity = document.get("capacityBytes", 0)
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise InvalidArgument("volume location: capacityBytes must be a whole number >= 0")
         return cls(
             driver=text["driver"],
             storage_class=text["storageClass"],
@@ -592,6 +600,7 @@ class VolumeLocation:
             workflow_id=optional["workflowId"],
             node_id=optional["nodeId"],
             parameters=dict(parameters),
+            capacity_bytes=capacity,
         )
 
 
@@ -610,6 +619,9 @@ class StorageDriver(ABC):
     shared: bool = False
     #: a persistent volume lives on one node, and the jobs using it are placed there
     node_local: bool = False
+    #: the driver keeps a volume within its class's ``capacity`` while jobs write to it (a
+    #: quota); without, the capacity is only checked before ingress transfers
+    enforces_capacity: bool = False
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}

@@ -302,9 +302,14 @@ def check_class(document: Any, drivers: DriverLookup, driver_name: str | None = 
     scope = _string(definition.get("scope"), "class.scope") or "SCOPE_UNSPECIFIED"
     if scope not in _SCOPES:
         raise InvalidArgument(f"class.scope: unknown scope {scope!r}")
-    capacity = _object(definition.get("capacity"), "class.capacity")
-    if capacity.get("size") not in (None, "", "0", 0):
-        warnings.append("class.capacity: not enforced by this driver (no quota is set)")
+    if _capacity_bytes(definition) and not (
+        driver.enforces_capacity and properties.get("persistent")
+    ):
+        whose = f"the {plugin} driver" if not driver.enforces_capacity else "a per-workflow volume"
+        warnings.append(
+            f"class.capacity: {whose} has no quota here, so a volume is held to it only "
+            "before each ingress transfer (jobs may write past it)"
+        )
     for index, affinity in enumerate(definition.get("affinities") or []):
         _object(affinity, f"class.affinities[{index}]")
         warnings.append(
@@ -331,6 +336,40 @@ def class_scope(row: StorageClass) -> str:
     """Which references may use the class: ``ALL``, ``USER`` or ``GROUP``."""
     scope = str(row.definition.get("scope") or "ALL")
     return {"SCOPE_UNSPECIFIED": "ALL", "ACCOUNT": "GROUP"}.get(scope, scope)
+
+
+#: StorageClassDefinition.Capacity.Unit -> bytes
+_CAPACITY_UNITS = {"MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "PIB": 1 << 50, "EIB": 1 << 60}
+_UINT64_MAX = (1 << 64) - 1
+
+
+def _capacity_bytes(definition: Mapping[str, Any]) -> int:
+    """The class's ``capacity`` in bytes (0: none), refusing a malformed one by field."""
+    capacity = _object(definition.get("capacity"), "class.capacity")
+    _unknown(capacity, frozenset({"size", "unit"}), "class.capacity")
+    size = capacity.get("size")
+    if size in (None, ""):
+        return 0
+    if isinstance(size, str) and size.isdigit():
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= _UINT64_MAX:
+        raise InvalidArgument("class.capacity.size: must be a whole number (uint64)")
+    if size == 0:
+        return 0
+    unit = _string(capacity.get("unit"), "class.capacity.unit")
+    if unit not in _CAPACITY_UNITS:
+        raise InvalidArgument(
+            f"class.capacity.unit: must be one of {', '.join(_CAPACITY_UNITS)} (got {unit!r})"
+        )
+    total = size * _CAPACITY_UNITS[unit]
+    if total > _UINT64_MAX:
+        raise InvalidArgument("class.capacity: larger than 2^64 bytes")
+    return total
+
+
+def capacity_bytes(row: StorageClass) -> int:
+    """The most one volume of the class may hold, in bytes; 0: no limit."""
+    return _capacity_bytes(row.definition)
 
 
 def group_limit(row: StorageClass) -> int:

@@ -264,6 +264,7 @@ def resolve(
                 name=volume_key,
                 workflow_id=workflow_id,
                 parameters=_parameters(storage_class),
+                capacity_bytes=catalog.capacity_bytes(storage_class),
             ),
             volume_id=None,
             shared=shared,
@@ -299,6 +300,7 @@ def resolve(
             name=name,
             node_id=row.node_id,
             parameters=_parameters(storage_class),
+            capacity_bytes=catalog.capacity_bytes(storage_class),
         ),
         volume_id=row.id,
         shared=shared,
@@ -320,6 +322,7 @@ def location_of(
         name=row.name,
         node_id=row.node_id,
         parameters=_parameters(storage_class) if storage_class is not None else {},
+        capacity_bytes=catalog.capacity_bytes(storage_class) if storage_class is not None else 0,
     )
 
 

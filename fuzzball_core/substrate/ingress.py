@@ -66,13 +66,15 @@ def fetch_ingress(
     filled where the driver keeps it; the marker saying it was filled is the workflow's, so
     a persistent volume gets each workflow's ingress."""
     for volume, transfers in ingress.items():
-        directory = volumes.locate(workflow_id, volume, (locations or {}).get(volume))
+        location = (locations or {}).get(volume)
+        directory = volumes.locate(workflow_id, volume, location)
         markers = volumes.workflow_dir(workflow_id) / "ingress-done"
         markers.mkdir(parents=True, exist_ok=True)
         marker = markers / volume
         with _lock_for(marker):
             if marker.exists():
                 continue
+            room = VolumeRoom.of(directory, location, volume_field(volume))
             for index, transfer in enumerate(transfers):
                 key = f"{volume}/{index}"
                 field = f"{volume_field(volume)}.ingress[{index}]"
@@ -90,10 +92,14 @@ def fetch_ingress(
                                 (s3 or {}).get(key, S3Credentials()),
                                 field=field,
                                 progress=moving,
+                                room=room.left(target),
                             )
                         else:
                             header = (authorization or {}).get(key)
-                            report = _fetch(target, transfer, field, header, moving)
+                            report = _fetch(
+                                target, transfer, field, header, moving, room.left(target)
+                            )
+                        room.took(report.bytes)
                         if progress is not None:
                             progress.ended(field, url, report.bytes, report.seconds)
                         if owner is not None:
@@ -105,6 +111,46 @@ def fetch_ingress(
                             raise
                         log.warning("%s (attempt %d of %d)", exc.message, attempt, attempts)
             marker.touch()
+
+
+class VolumeRoom:
+    """How many more bytes ingress may put in a volume: its storage class's capacity less
+    what it holds (counted once, before its first transfer), or unlimited."""
+
+    def __init__(self, capacity: int, held: int, field: str) -> None:
+        self.capacity = capacity
+        self.held = held
+        self.field = field
+
+    @classmethod
+    def of(cls, directory: Path, location: VolumeLocation | None, field: str) -> VolumeRoom:
+        """The room in ``directory`` for ``location``'s capacity (none: unlimited)."""
+        capacity = location.capacity_bytes if location is not None else 0
+        return cls(capacity, bytes_held(directory) if capacity else 0, field)
+
+    def left(self, replacing: Path) -> int | None:
+        """Bytes a transfer to ``replacing`` may bring (what it replaces is given back);
+        None: no limit."""
+        if not self.capacity:
+            return None
+        replaced = replacing.stat().st_size if replacing.is_file() else 0
+        return max(0, self.capacity - self.held + replaced)
+
+    def took(self, size: int) -> None:
+        """A transfer brought ``size`` bytes."""
+        self.held += size
+
+
+def bytes_held(directory: Path) -> int:
+    """The bytes of the files under ``directory`` (links not followed)."""
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while counted
+                continue
+    return total
 
 
 def volume_field(volume: str) -> str:
@@ -150,6 +196,7 @@ def _fetch(
     field: str,
     authorization: str | None = None,
     progress: s3_transfer.Progress | None = None,
+    room: int | None = None,
 ) -> TransferReport:
     source = transfer["source"]
     started = time.monotonic()
@@ -170,10 +217,14 @@ def _fetch(
                 )
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
+            if room is not None and total is not None and total > room:
+                raise s3_transfer.over_capacity(field, shown_url(source), total, room)
             with partial.open("wb") as out:
                 for chunk in response.iter_bytes(CHUNK):
                     out.write(chunk)
                     done += len(chunk)
+                    if room is not None and done > room:  # no (or a false) Content-Length
+                        raise s3_transfer.over_capacity(field, shown_url(source), done, room)
                     if progress is not None:
                         progress(done, total)
     except httpx.HTTPError as exc:

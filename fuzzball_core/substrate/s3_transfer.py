@@ -27,7 +27,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fuzzball_core.errors import InvalidArgument, Unavailable
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,15 @@ class _Meter:
             log.info("%s: %d%s bytes", self.what, self.done, of)
 
 
+def over_capacity(field: str, shown: str, size: int, room: int) -> FailedPrecondition:
+    """The error of a transfer of ``size`` bytes into a volume with ``room`` bytes left by
+    its storage class's capacity."""
+    return FailedPrecondition(
+        f"{field}: {shown} is {size} bytes but the volume's storage class capacity leaves "
+        f"{room} bytes"
+    )
+
+
 def download(
     source: str,
     target: Path,
@@ -135,9 +144,12 @@ def download(
     *,
     field: str,
     progress: Progress | None = None,
+    room: int | None = None,
 ) -> TransferReport:
     """Fetch ``source`` (``s3://BUCKET/KEY``) into ``target``; Unavailable naming ``field``
-    and the object when it cannot be read or does not fit on ``target``'s filesystem."""
+    and the object when it cannot be read or does not fit on ``target``'s filesystem,
+    FailedPrecondition when it is larger than ``room`` (the bytes the volume's capacity
+    leaves; None: no capacity)."""
     location = S3Location.parse(source)
     client = credentials.client()
     started = time.monotonic()
@@ -145,6 +157,8 @@ def download(
         size = int(client.head_object(Bucket=location.bucket, Key=location.key)["ContentLength"])
     except (BotoCoreError, ClientError) as exc:
         raise Unavailable(f"{field}: could not fetch {location}: {_reason(exc)}") from None
+    if room is not None and size > room:
+        raise over_capacity(field, str(location), size, room)
     target.parent.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(target.parent).free
     if size > free:

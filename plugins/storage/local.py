@@ -1,6 +1,7 @@
 """The ``local`` storage driver: a persistent volume kept on one node's disk, beneath the
 node's Substrate work directory (``WORK_DIR/volumes/ORG/VOLUME``). Orchestrate places every
-job using it on the node that holds it."""
+job using it on the node that holds it. A persistent volume whose class has a ``capacity``
+is its own filesystem of that size (:mod:`.quota`), so jobs cannot write past it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from fuzzball_core.drivers import StorageDriver, VolumeLocation
+from fuzzball_plugins.storage import quota
 from fuzzball_plugins.storage.layout import contained, make_directory, relative_path
 
 #: the node-local volumes' tree under the work directory
@@ -15,15 +17,24 @@ LOCAL_ROOT = "volumes"
 
 
 class LocalDriver(StorageDriver):
-    """Node-local volumes: not shared; persistent ones pin their jobs to their node."""
+    """Node-local volumes: not shared; persistent ones pin their jobs to their node and are
+    held to their class's capacity."""
 
     node_local = True
+    enforces_capacity = True
 
     def directory(self, location: VolumeLocation, *, work_dir: Path) -> Path:
-        """``WORK_DIR/volumes/ORG/VOLUME``, created if new."""
-        return make_directory(work_dir / LOCAL_ROOT, location)
+        """``WORK_DIR/volumes/ORG/VOLUME``, created if new; with a capacity, the mount point
+        of the volume's own filesystem of that size (a per-workflow volume is checked only
+        before its ingress)."""
+        path = make_directory(work_dir / LOCAL_ROOT, location)
+        if location.capacity_bytes and location.persistent:
+            quota.hold_within(path, location.capacity_bytes)
+        return path
 
     def remove(self, location: VolumeLocation, *, work_dir: Path) -> None:
-        """Delete the volume's directory on this node."""
+        """Delete the volume's directory on this node (and its filesystem image, unmounted)."""
         root = work_dir / LOCAL_ROOT
-        shutil.rmtree(contained(root, root / relative_path(location)), ignore_errors=True)
+        path = contained(root, root / relative_path(location))
+        quota.release(path)
+        shutil.rmtree(path, ignore_errors=True)

@@ -59,7 +59,7 @@ def test_a_storage_class_file_is_created_with_its_warnings_on_stderr(stack, tmp_
     )
     created = fuzzball("admin", "storage", "class", "create", str(definition))
     assert created.exit_code == 0, created.output
-    assert "warning: class.capacity: not enforced" in created.output
+    assert "warning: class.capacity: the hostpath driver has no quota here" in created.output
     listed = fuzzball("admin", "storage", "class", "list")
     assert "nfs-scratch" in listed.output and "hostpath" in listed.output
 

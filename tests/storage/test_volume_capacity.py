@@ -1,0 +1,254 @@
+"""A storage class's capacity on a node: the ``local`` driver makes each persistent volume
+its own ext4 filesystem of that size (loop-mounted, real ENOSPC past it), and every driver's
+ingress is refused before it would bring more than the capacity leaves. Needs root (mount,
+loop devices), as Substrate has."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from support.storage import plugin_driver, unmount_under
+
+from fuzzball_core.drivers import VolumeLocation
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument
+from fuzzball_core.orchestrate.storage_catalog import check_class
+from fuzzball_core.substrate.ingress import fetch_ingress
+from fuzzball_core.substrate.volumes import WorkflowVolumes
+
+MIB = 1 << 20
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounting a volume's filesystem needs root"
+)
+
+
+def kept(
+    capacity: int, *, volume_id: str = "3f0c2f6e-1111-4222-8333-444455556666"
+) -> VolumeLocation:
+    return VolumeLocation(
+        driver="local",
+        storage_class="quota",
+        organization_id="org-acme",
+        volume_id=volume_id,
+        name="results",
+        capacity_bytes=capacity,
+    )
+
+
+@pytest.fixture
+def work_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    unmount_under(tmp_path)
+
+
+def write(path: Path, size: int) -> None:
+    with path.open("wb") as out:
+        out.write(b"\0" * size)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def test_a_local_volume_with_a_capacity_is_its_own_filesystem_of_that_size(work_dir) -> None:
+    path = plugin_driver("local").directory(kept(32 * MIB), work_dir=work_dir)
+    assert os.path.ismount(path)
+    filesystem = os.statvfs(path)
+    assert 28 * MIB <= filesystem.f_blocks * filesystem.f_frsize <= 32 * MIB
+    assert sorted(os.listdir(path)) == []  # no lost+found left in the user's volume
+
+
+def test_a_job_writing_past_the_capacity_gets_no_space_left(work_dir) -> None:
+    path = plugin_driver("local").directory(kept(16 * MIB), work_dir=work_dir)
+    with pytest.raises(OSError) as failure:
+        write(path / "big", 24 * MIB)
+    assert failure.value.errno == errno.ENOSPC
+
+
+def test_the_node_disk_holds_what_the_volume_holds_not_its_capacity(work_dir) -> None:
+    path = plugin_driver("local").directory(kept(512 * MIB), work_dir=work_dir)
+    write(path / "small", MIB)
+    image = path.with_name(path.name + ".ext4")
+    assert image.stat().st_blocks * 512 < 64 * MIB
+
+
+def test_the_volume_keeps_its_bytes_when_the_node_mounts_it_again(work_dir) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(16 * MIB), work_dir=work_dir)
+    (path / "energy.txt").write_text("-4.2\n")
+    subprocess.run(["umount", str(path)], check=True)  # as after a reboot
+    assert driver.directory(kept(16 * MIB), work_dir=work_dir) == path
+    assert os.path.ismount(path)
+    assert (path / "energy.txt").read_text() == "-4.2\n"
+
+
+def test_the_volume_root_keeps_the_directory_mode(work_dir) -> None:
+    path = plugin_driver("local").directory(kept(16 * MIB), work_dir=work_dir)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+
+
+def test_files_already_in_a_volume_move_into_its_new_filesystem(work_dir) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(0), work_dir=work_dir)
+    (path / "runs").mkdir()
+    (path / "runs" / "1.out").write_text("done\n")
+    os.symlink("runs/1.out", path / "latest")
+    driver.directory(kept(16 * MIB), work_dir=work_dir)
+    assert os.path.ismount(path)
+    assert (path / "runs" / "1.out").read_text() == "done\n"
+    assert os.readlink(path / "latest") == "runs/1.out"
+
+
+def test_files_larger_than_a_new_capacity_refuse_the_quota_and_stay(work_dir) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(0), work_dir=work_dir)
+    write(path / "big", 12 * MIB)
+    with pytest.raises(FailedPrecondition, match="capacity of 8388608 bytes"):
+        driver.directory(kept(8 * MIB), work_dir=work_dir)
+    assert not os.path.ismount(path)
+    assert (path / "big").stat().st_size == 12 * MIB
+    assert not path.with_name(path.name + ".ext4").exists()
+
+
+def test_a_raised_capacity_grows_the_mounted_filesystem(work_dir) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(16 * MIB), work_dir=work_dir)
+    driver.directory(kept(64 * MIB), work_dir=work_dir)
+    filesystem = os.statvfs(path)
+    assert filesystem.f_blocks * filesystem.f_frsize > 48 * MIB
+
+
+def test_removing_the_volume_unmounts_it_and_deletes_its_image(work_dir) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(16 * MIB), work_dir=work_dir)
+    driver.remove(kept(16 * MIB), work_dir=work_dir)
+    assert not os.path.ismount(path)
+    assert not path.exists()
+    assert not path.with_name(path.name + ".ext4").exists()
+
+
+class _Serve(BaseHTTPRequestHandler):
+    body = b""
+    send_length = True
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        if self.send_length:
+            self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+@pytest.fixture
+def file_server() -> Iterator[tuple[str, type[_Serve]]]:
+    handler = type("Handler", (_Serve,), {})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/data.bin", handler
+    server.shutdown()
+
+
+def hostpath_volume(root: Path, capacity: int) -> VolumeLocation:
+    return VolumeLocation(
+        driver="hostpath",
+        storage_class="shared",
+        organization_id="org-acme",
+        volume_id="9a9a9a9a-1111-4222-8333-444455556666",
+        name="shared",
+        parameters={"root": str(root)},
+        capacity_bytes=capacity,
+    )
+
+
+def ingress(work_dir: Path, location: VolumeLocation, url: str) -> None:
+    volumes = WorkflowVolumes(work_dir / "work", drivers=plugin_driver)
+    fetch_ingress(
+        volumes,
+        "wf-1",
+        {"inputs": [{"source": url, "destination": "data.bin"}]},
+        locations={"inputs": location},
+    )
+
+
+def test_ingress_larger_than_the_capacity_is_refused_naming_the_transfer(
+    work_dir, file_server
+) -> None:
+    url, handler = file_server
+    handler.body = b"x" * (2 * MIB)
+    location = hostpath_volume(work_dir / "shared", MIB)
+    with pytest.raises(
+        FailedPrecondition, match=r"volumes\.inputs\.ingress\[0\]: .* 2097152 bytes"
+    ):
+        ingress(work_dir, location, url)
+    assert not list((work_dir / "shared").rglob("data.bin"))
+
+
+def test_ingress_without_a_length_stops_at_the_capacity(work_dir, file_server) -> None:
+    url, handler = file_server
+    handler.body = b"x" * (3 * MIB)
+    handler.send_length = False
+    with pytest.raises(FailedPrecondition, match="capacity leaves 1048576 bytes"):
+        ingress(work_dir, hostpath_volume(work_dir / "shared", MIB), url)
+
+
+def test_ingress_counts_what_the_volume_already_holds(work_dir, file_server) -> None:
+    url, handler = file_server
+    handler.body = b"x" * (600 * 1024)
+    location = hostpath_volume(work_dir / "shared", MIB)
+    root = plugin_driver("hostpath").directory(location, work_dir=work_dir / "work")
+    (root / "earlier.bin").write_bytes(b"y" * (600 * 1024))
+    with pytest.raises(FailedPrecondition, match="leaves 434176 bytes"):
+        ingress(work_dir, location, url)
+
+
+def test_ingress_within_the_capacity_arrives(work_dir, file_server) -> None:
+    url, handler = file_server
+    handler.body = b"x" * (512 * 1024)
+    location = hostpath_volume(work_dir / "shared", MIB)
+    ingress(work_dir, location, url)
+    assert (
+        work_dir / "shared" / "org-acme" / location.volume_id / "data.bin"
+    ).stat().st_size == 512 * 1024
+
+
+def class_definition(driver: str, **more) -> dict:
+    return {"name": "quota", "driver": driver, "capacity": {"size": "10", "unit": "GIB"}, **more}
+
+
+def test_a_persistent_local_class_with_a_capacity_has_no_warning(work_dir) -> None:
+    accepted = check_class(
+        class_definition("local", properties={"persistent": True}), plugin_driver
+    )
+    assert not [w for w in accepted.warnings if w.startswith("class.capacity")]
+
+
+def test_a_hostpath_class_with_a_capacity_is_warned_it_is_checked_only_at_ingress() -> None:
+    accepted = check_class(
+        class_definition("hostpath", parameters={"root": "/srv/x"}), plugin_driver
+    )
+    assert any("only before each ingress transfer" in w for w in accepted.warnings)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "named"),
+    [
+        ({"size": "10"}, "class.capacity.unit"),
+        ({"size": "10", "unit": "KIB"}, "class.capacity.unit"),
+        ({"size": "-1", "unit": "GIB"}, "class.capacity.size"),
+        ({"size": "ten", "unit": "GIB"}, "class.capacity.size"),
+        ({"size": "10", "unit": "GIB", "hard": True}, "class.capacity"),
+    ],
+)
+def test_a_malformed_capacity_is_refused_naming_the_field(capacity, named) -> None:
+    with pytest.raises(InvalidArgument, match=rf"^{named}"):
+        check_class({"name": "quota", "driver": "local", "capacity": capacity}, plugin_driver)
