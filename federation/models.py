@@ -123,3 +123,20 @@ class FederateTrust(FederateBase):
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     public_jwk: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class RoutingDecision(FederateBase):
+    """Where the router sent a federated workflow and why (``routers/fit.py``): the chosen
+    member, a one-line summary (the ``workflow_routed`` event's message and ``workflow why``'s
+    first row) and, as JSON, each eligible member's estimate and each rejected one's reason."""
+
+    __tablename__ = "federate_routing_decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    workflow_id: Mapped[str] = mapped_column(
+        ForeignKey("federate_workflows.id", ondelete="CASCADE"), index=True
+    )
+    decided_at: Mapped[float] = mapped_column(Float)
+    cluster: Mapped[str] = mapped_column(String(200))
+    summary: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)

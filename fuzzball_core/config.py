@@ -398,6 +398,9 @@ class ProvisionerDefinitionConfig(_Section):
     #: carried by every node of this definition (jobs select them as node annotations)
     annotations: dict[str, str] = Field(default_factory=dict)
     cost_per_hour_estimate: float = Field(default=0.0, ge=0)
+    #: how long from the request until one of its nodes takes work (Federate's routing
+    #: weighs it against free capacity elsewhere; listed as ``startupTimeEstimate``)
+    startup_time_estimate: Annotated[float, BeforeValidator(_seconds), Field(ge=0)] = 300.0
     #: how many of its instances may exist at once (CREATING or CREATED)
     max_nodes: int = Field(default=1, ge=1)
     #: an empty node is deprovisioned after this long

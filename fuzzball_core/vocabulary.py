@@ -280,6 +280,9 @@ class EventKind(StrEnum):
     #: Federate only: its member stopped answering before any job started, so it was
     #: submitted to another member (at most once; ``data``: ``from``, ``to``, ``reason``)
     WORKFLOW_REROUTED = "workflow_rerouted"
+    #: Federate only: the member it was sent to and why (``data``: ``cluster``,
+    #: ``costEstimate``, ``candidates`` with each one's estimate, ``rejected`` with reasons)
+    WORKFLOW_ROUTED = "workflow_routed"
 
     # A stage's life (jobs, services, images, volumes).
     STAGE_STARTED = "stage_started"

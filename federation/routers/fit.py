@@ -1,35 +1,66 @@
-"""``fit``: send a workflow to a healthy member where every job fits, the roomiest first.
+"""``fit``: send a workflow to a healthy member where every job fits, the cheapest and
+soonest first, and say why about every member.
 
-A member is eligible when it answered (is healthy) and, for every job and service of the
-workflow, enough of its ready nodes can each hold the per-node request: cores, memory, each
-device kind (``nvidia.com/gpu``) and every required annotation (key=value). Eligible members
-are ordered by:
+For each job and service of the workflow a member offers, in this order:
 
-1. ``prefer`` (router option, ``{label: value}``): members whose labels match more of these
-   come first;
-2. the score: free cores plus free memory in GiB, minus ``cost-weight`` times the member's
-   ``cost`` label, plus what each ``fuzzball_federate_score_cluster`` hook returns (a hook
-   returning ``-inf`` excludes the member);
-3. the ``cost`` label (lower first), then the name.
+1. **free capacity**: enough of its ready, unheld nodes have each the free cores, memory,
+   devices (by kind; by model through the ``<kind>.model`` annotation) and annotations the
+   job asks for per node. It starts now and costs the member's ``price-per-hour`` label per
+   node-hour (0 without one);
+2. **provisionable capacity**: one of its provisioner definitions holds the job. It starts
+   after the definition's ``startupTimeEstimate`` and costs its ``costPerHourEstimate`` per
+   node-hour (the cheapest such definition, then the quickest);
+3. **queued**: enough of its nodes could hold it, but are busy now. It costs the member's
+   price; when it starts is unknown.
 
-Router options: ``prefer`` (mapping), ``cost-label`` (default ``cost``), ``cost-weight``
-(default 0: cost only breaks ties).
+A member none of these holds a job in is rejected with the first shortfall
+(``largest node has 4 cores, jobs.main needs 64``). A job's hours are its
+``policy.timeout.execute``; one that declares none is priced for ``default-hours`` (router
+option, 1) and the decision says so.
+
+A workflow mounting a named persistent volume that lives on members (found by the caller:
+:meth:`FitRouter.decide`'s ``volume_locations``) goes to a member holding it; any other member
+is ranked with the data movement it would need: the volume's bytes times the holder's
+``egress-price-per-gib`` label added to its cost, and bytes over the holder's
+``egress-gib-per-second`` added to its start. Federate copies no volume data itself.
+
+Eligible members are ordered by, first to last: ``prefer`` (router option,
+``{label: value}``: members matching more come first); what the
+``fuzzball_federate_score_cluster`` hooks return (higher first; ``-inf`` excludes); holding the
+workflow's persistent volumes; starting without waiting for busy nodes; the estimated cost
+(compute plus data movement); the estimated start delay; free room (cores plus GiB); the name.
+
+Router options: ``prefer`` (mapping), ``default-hours`` (positive number). The former
+``cost-label`` and ``cost-weight`` are refused naming their replacement (the member's
+``price-per-hour`` label and a cost estimated per workflow).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzball_core.drivers import ClusterOffer, Router
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_federation.needs import GIB, StepNeed, workflow_needs
-from fuzzball_federation.offers import NodeShape
+from fuzzball_federation.needs import GIB, StepNeed, VolumeNeed, workflow_needs, workflow_volumes
+from fuzzball_federation.offers import NodeShape, Provisionable
+
+#: how a job would run on a member
+FREE, PROVISION, QUEUED = "free", "provision", "queued"
+
+#: where each persistent volume lives: reference -> {member name: size in bytes}
+VolumeLocations = Mapping[str, Mapping[str, int]]
+
+_RETIRED_OPTIONS = {
+    "cost-label": "a member's price is its price-per-hour label",
+    "cost-weight": "the cost is estimated per workflow and ranks members after capacity",
+}
 
 
 def _nodes_of(offer: ClusterOffer) -> tuple[NodeShape, ...]:
-    """The offer's node shapes; a plain ClusterOffer is one node of its largest size."""
+    """The offer's node shapes; a plain ClusterOffer is one free node of its largest size."""
     nodes = getattr(offer, "nodes", None)
     if nodes is not None:
         return tuple(nodes)
@@ -39,49 +70,225 @@ def _nodes_of(offer: ClusterOffer) -> tuple[NodeShape, ...]:
             cores=offer.largest_node_cores,
             memory=offer.largest_node_memory,
             devices=dict(offer.free_devices),
+            free_cores=offer.largest_node_cores,
+            free_memory=offer.largest_node_memory,
+            free_devices=dict(offer.free_devices),
         ),
     )
 
 
-def _missing(need: StepNeed, nodes: Sequence[NodeShape]) -> str:
-    """Why no node (or too few) of a member holds ``need``, naming the first shortfall."""
-    if not nodes:
+def _annotation_missing(key: str, value: str) -> str:
+    kind, dot, attribute = key.rpartition(".")
+    if dot and attribute == "model" and "/" in kind:
+        return f"no node has a {kind} of model {value}"
+    return f"no node has annotation {key}={value}"
+
+
+def _missing(
+    need: StepNeed, nodes: Sequence[NodeShape], definitions: Sequence[Provisionable] = ()
+) -> str:
+    """Why no node (or too few) of a member, and none of its definitions, holds ``need``,
+    naming the first shortfall."""
+    shapes: list[NodeShape | Provisionable] = [*nodes, *definitions]
+    if not shapes:
         return "has no ready node"
     for kind, count in sorted(need.devices.items()):
-        if not any(n.devices.get(kind, 0) >= count for n in nodes):
-            have = max(n.devices.get(kind, 0) for n in nodes)
+        if not any(n.devices.get(kind, 0) >= count for n in shapes):
+            have = max(n.devices.get(kind, 0) for n in shapes)
             return f"no node has {kind}" if have == 0 else f"no node has {count} {kind}"
     for key, value in sorted(need.annotations.items()):
-        if not any(n.annotations.get(key) == value for n in nodes):
-            return f"no node has annotation {key}={value}"
-    if not any(n.cores >= need.cores for n in nodes):
-        biggest_cores = max(n.cores for n in nodes)
+        if not any(n.annotations.get(key) == value for n in shapes):
+            return _annotation_missing(key, value)
+    if not any(n.cores >= need.cores for n in shapes):
+        biggest_cores = max(n.cores for n in shapes)
         return f"largest node has {biggest_cores} cores, {need.name} needs {need.cores}"
-    if not any(n.memory >= need.memory for n in nodes):
-        biggest = max(n.memory for n in nodes) / GIB
+    if not any(n.memory >= need.memory for n in shapes):
+        biggest = max(n.memory for n in shapes) / GIB
         return f"largest node has {biggest:.4g} GiB, {need.name} needs {need.memory / GIB:.4g} GiB"
-    fitting = sum(1 for n in nodes if need.fits(n))
+    fitting = sum(n.count for n in nodes if need.fits(n))
     if fitting < need.nodes:
         return f"{fitting} node(s) can hold {need.name}, it needs {need.nodes}"
     return f"no single node holds everything {need.name} asks for"
 
 
+@dataclass(frozen=True)
+class JobPlan:
+    """How one job would run on a member: on free nodes, a definition's new nodes, or
+    queued; its cost and when it could start (None: when busy nodes free up)."""
+
+    need: StepNeed
+    how: str
+    cost: float
+    hours: float
+    start: float | None = 0.0
+    definition: str = ""
+
+    def describe(self) -> str:
+        """``jobs.main: definition gpu (+300 s), 1 h at $3/h``."""
+        if self.how == PROVISION:
+            where = f"new node(s) of definition {self.definition} (+{self.start:.0f} s)"
+        elif self.how == QUEUED:
+            where = "busy nodes (queued)"
+        else:
+            where = "free nodes"
+        return f"{self.need.name} on {where}, {self.hours:.3g} h, ${self.cost:.2f}"
+
+
+@dataclass(frozen=True)
+class MemberEstimate:
+    """What running a workflow on one member would cost and when it would start."""
+
+    name: str
+    jobs: tuple[JobPlan, ...]
+    compute_cost: float
+    data_cost: float = 0.0
+    data_seconds: float = 0.0
+    moves_data: bool = False
+    preferred: int = 0
+    hooks: float = 0.0
+    room: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def cost(self) -> float:
+        """Compute plus data movement, in the members' price unit."""
+        return self.compute_cost + self.data_cost
+
+    @property
+    def queued(self) -> bool:
+        """Whether a job waits for busy nodes (its start is unknown)."""
+        return any(job.start is None for job in self.jobs)
+
+    @property
+    def start_delay(self) -> float | None:
+        """Seconds until every job could start (data moved, nodes provisioned); None when
+        a job waits for busy nodes."""
+        if self.queued:
+            return None
+        return self.data_seconds + max((job.start or 0.0 for job in self.jobs), default=0.0)
+
+    def rank(self) -> tuple[Any, ...]:
+        """The sort key: see the module's order."""
+        delay = self.start_delay
+        return (
+            -self.preferred,
+            -self.hooks,
+            self.moves_data,
+            self.queued,
+            round(self.cost, 6),
+            math.inf if delay is None else delay,
+            -self.room,
+            self.name,
+        )
+
+    def describe(self) -> str:
+        """One line: cost, start, and each job's plan."""
+        delay = self.start_delay
+        start = "waits for busy nodes" if delay is None else f"starts in ~{delay:.0f} s"
+        data = f", data movement ${self.data_cost:.2f}" if self.moves_data else ""
+        return (
+            f"est. ${self.cost:.2f}{data}, {start} ({'; '.join(j.describe() for j in self.jobs)})"
+        )
+
+    def as_data(self) -> dict[str, Any]:
+        """The estimate as an event's data."""
+        delay = self.start_delay
+        return {
+            "cluster": self.name,
+            "costEstimate": round(self.cost, 4),
+            "computeCost": round(self.compute_cost, 4),
+            "dataMovementCost": round(self.data_cost, 4),
+            "dataMovementSeconds": round(self.data_seconds, 1),
+            "startDelaySeconds": None if delay is None else round(delay, 1),
+            "jobs": {
+                job.need.name: {
+                    "capacity": job.how,
+                    **({"definition": job.definition} if job.definition else {}),
+                    "hours": round(job.hours, 4),
+                    "cost": round(job.cost, 4),
+                }
+                for job in self.jobs
+            },
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A routing decision: the eligible members best first, with their estimates, and why
+    every other member was rejected."""
+
+    chosen: tuple[str, ...]
+    estimates: Mapping[str, MemberEstimate] = field(default_factory=dict)
+    rejected: Mapping[str, str] = field(default_factory=dict)
+    #: narrowed to one member by the start request's ``clusterId``
+    pinned: bool = False
+
+    def summary(self, cluster: str | None = None) -> str:
+        """``routed to cluster X: est. $…; also eligible: …; rejected: Y (why)``."""
+        cluster = cluster or (self.chosen[0] if self.chosen else None)
+        parts = []
+        how = " (pinned by clusterId)" if self.pinned else ""
+        if cluster is not None and cluster in self.estimates:
+            parts.append(f"routed to cluster {cluster}{how}: {self.estimates[cluster].describe()}")
+        elif cluster is not None:
+            parts.append(f"routed to cluster {cluster}{how}")
+        others = [
+            f"{name} (est. ${self.estimates[name].cost:.2f})"
+            for name in self.chosen
+            if name != cluster and name in self.estimates
+        ]
+        if others:
+            parts.append("also eligible: " + ", ".join(others))
+        if self.rejected:
+            parts.append(
+                "rejected: " + "; ".join(f"{n} ({why})" for n, why in self.rejected.items())
+            )
+        return "; ".join(parts)
+
+    def as_data(self, cluster: str | None = None) -> dict[str, Any]:
+        """The decision as an event's data."""
+        cluster = cluster or (self.chosen[0] if self.chosen else None)
+        chosen = self.estimates.get(cluster) if cluster else None
+        return {
+            "cluster": cluster,
+            "pinned": self.pinned,
+            "costEstimate": round(chosen.cost, 4) if chosen else None,
+            "candidates": [self.estimates[n].as_data() for n in self.chosen if n in self.estimates],
+            "rejected": dict(self.rejected),
+        }
+
+
 class FitRouter(Router):
-    """Eligible members (healthy, every step fits a node) ordered by preference and room."""
+    """Eligible members (healthy, every step fits free, provisionable or busy nodes) ordered
+    by preference, data, cost and start."""
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__(config)
+        for retired, instead in _RETIRED_OPTIONS.items():
+            if retired in self.config:
+                raise InvalidArgument(
+                    f"federate.router-options.{retired}: no longer read ({instead})"
+                )
         prefer = self.config.get("prefer", {})
         if not isinstance(prefer, Mapping):
             raise InvalidArgument("federate.router-options.prefer: expected a mapping")
         self.prefer = {str(k): str(v) for k, v in prefer.items()}
-        self.cost_label = str(self.config.get("cost-label", "cost"))
+        hours = self.config.get("default-hours", 1.0)
         try:
-            self.cost_weight = float(self.config.get("cost-weight", 0.0))
+            self.default_hours = float(hours)
         except (TypeError, ValueError):
+            self.default_hours = math.nan
+        if not (math.isfinite(self.default_hours) and self.default_hours > 0):
             raise InvalidArgument(
-                "federate.router-options.cost-weight: expected a number"
-            ) from None
+                f"federate.router-options.default-hours: expected a positive number, got {hours!r}"
+            )
+        unknown = sorted(set(self.config) - {"prefer", "default-hours"})
+        if unknown:
+            raise InvalidArgument(
+                f"federate.router-options.{unknown[0]}: unknown option (known: prefer,"
+                " default-hours)"
+            )
         #: the pluggy hook relay whose ``fuzzball_federate_score_cluster`` adds to the score
         self.hook: Any = None
 
@@ -89,39 +296,25 @@ class FitRouter(Router):
         """Add the scores of ``hook.fuzzball_federate_score_cluster`` (a pluggy relay)."""
         self.hook = hook
 
-    # -- eligibility ----------------------------------------------------------------------------
+    # -- one member -----------------------------------------------------------------------------
 
-    def rejection(self, needs: Sequence[StepNeed], offer: ClusterOffer) -> str | None:
-        """Why ``offer`` cannot run a workflow with ``needs``; None when it can."""
-        if not offer.healthy:
-            return getattr(offer, "problem", "") or "unhealthy"
-        nodes = _nodes_of(offer)
-        for need in needs:
-            if sum(1 for n in nodes if need.fits(n)) < need.nodes:
-                return _missing(need, nodes)
-        return None
-
-    def rejections(
-        self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]
-    ) -> dict[str, str]:
-        """Each member that cannot run ``workflow`` with the reason (hook exclusions too)."""
-        needs = workflow_needs(workflow)
-        reasons = {}
-        for offer in clusters:
-            reason = self.rejection(needs, offer)
-            if reason is None and math.isinf(self._hook_score(workflow, offer)):
-                reason = "excluded by a fuzzball_federate_score_cluster plugin"
-            if reason is not None:
-                reasons[offer.name] = reason
-        return reasons
-
-    # -- ranking --------------------------------------------------------------------------------
-
-    def _cost(self, offer: ClusterOffer) -> float:
-        try:
-            return float(offer.labels.get(self.cost_label, 0) or 0)
-        except ValueError:
-            return 0.0
+    def _plan(
+        self, need: StepNeed, offer: ClusterOffer, nodes: Sequence[NodeShape]
+    ) -> JobPlan | str:
+        """How ``need`` would run on ``offer``; the reason it cannot, as a string."""
+        hours = need.hours if need.hours is not None else self.default_hours
+        price = float(getattr(offer, "price_per_hour", 0.0))
+        if sum(n.count for n in nodes if need.fits_free(n)) >= need.nodes:
+            return JobPlan(need, FREE, price * need.nodes * hours, hours)
+        definitions: Sequence[Provisionable] = getattr(offer, "provisionable", ())
+        fitting = [d for d in definitions if need.fits(d)]
+        if fitting:
+            best = min(fitting, key=lambda d: (d.cost_per_hour, d.startup, d.id))
+            cost = best.cost_per_hour * need.nodes * hours
+            return JobPlan(need, PROVISION, cost, hours, best.startup, best.id)
+        if sum(n.count for n in nodes if need.fits(n)) >= need.nodes:
+            return JobPlan(need, QUEUED, price * need.nodes * hours, hours, None)
+        return _missing(need, nodes, definitions)
 
     def _hook_score(self, workflow: Mapping[str, Any], offer: ClusterOffer) -> float:
         if self.hook is None:
@@ -129,21 +322,118 @@ class FitRouter(Router):
         results = self.hook.fuzzball_federate_score_cluster(workflow=workflow, cluster=offer)
         return float(sum(float(r) for r in results if r is not None))
 
-    def score(self, workflow: Mapping[str, Any], offer: ClusterOffer) -> float:
-        """Free room, less weighted cost, plus the hooks' scores (``-inf``: excluded)."""
+    def estimate(
+        self,
+        workflow: Mapping[str, Any],
+        offer: ClusterOffer,
+        *,
+        needs: Sequence[StepNeed] | None = None,
+        volumes: Sequence[VolumeNeed] = (),
+        volume_locations: VolumeLocations | None = None,
+        offers: Mapping[str, ClusterOffer] | None = None,
+    ) -> MemberEstimate | str:
+        """What running ``workflow`` on ``offer`` would cost and when it would start; the
+        reason it cannot run there, as a string."""
+        if not offer.healthy:
+            return getattr(offer, "problem", "") or "unhealthy"
+        needs = workflow_needs(workflow) if needs is None else needs
+        nodes = _nodes_of(offer)
+        plans = []
+        for need in needs:
+            plan = self._plan(need, offer, nodes)
+            if isinstance(plan, str):
+                return plan
+            plans.append(plan)
         hooks = self._hook_score(workflow, offer)
-        room = offer.free_cores + offer.free_memory / GIB
-        return room - self.cost_weight * self._cost(offer) + hooks
+        if hooks == -math.inf:
+            return "excluded by a fuzzball_federate_score_cluster plugin"
+        notes = [
+            f"{n.name} declares no policy.timeout.execute: priced for {self.default_hours:g} h"
+            for n in needs
+            if n.hours is None
+        ]
+        notes += getattr(offer, "notes", ())
+        data_cost = data_seconds = 0.0
+        moves = False
+        for volume in volumes:
+            holders = (volume_locations or {}).get(volume.reference) or {}
+            if not holders or offer.name in holders:
+                continue
+            moves = True
+            # the cheapest holder to move it from, then the quickest
+            size, holder = min(
+                ((size, (offers or {}).get(name)) for name, size in holders.items()),
+                key=lambda pair: (
+                    float(getattr(pair[1], "egress_price_per_gib", 0.0)) * pair[0],
+                    pair[0] / float(getattr(pair[1], "egress_rate", 0.125) or 0.125),
+                ),
+            )
+            gib = size / GIB
+            data_cost += gib * float(getattr(holder, "egress_price_per_gib", 0.0))
+            data_seconds += gib / float(getattr(holder, "egress_rate", 0.125) or 0.125)
+            where = ", ".join(sorted(holders))
+            notes.append(f"volume {volume.name} lives on {where} ({gib:.3g} GiB to move)")
+        preferred = sum(1 for k, v in self.prefer.items() if offer.labels.get(k) == v)
+        return MemberEstimate(
+            name=offer.name,
+            jobs=tuple(plans),
+            compute_cost=sum(p.cost for p in plans),
+            data_cost=data_cost,
+            data_seconds=data_seconds,
+            moves_data=moves,
+            preferred=preferred,
+            hooks=hooks,
+            room=offer.free_cores + offer.free_memory / GIB,
+            notes=tuple(notes),
+        )
+
+    # -- the decision ---------------------------------------------------------------------------
+
+    def decide(
+        self,
+        workflow: Mapping[str, Any],
+        clusters: Sequence[ClusterOffer],
+        *,
+        volume_locations: VolumeLocations | None = None,
+    ) -> Decision:
+        """Every member's estimate or rejection, and the eligible ones best first."""
+        needs = workflow_needs(workflow)
+        volumes = workflow_volumes(workflow)
+        by_name = {offer.name: offer for offer in clusters}
+        estimates: dict[str, MemberEstimate] = {}
+        rejected: dict[str, str] = {}
+        for offer in clusters:
+            found = self.estimate(
+                workflow,
+                offer,
+                needs=needs,
+                volumes=volumes,
+                volume_locations=volume_locations,
+                offers=by_name,
+            )
+            if isinstance(found, str):
+                rejected[offer.name] = found
+            else:
+                estimates[offer.name] = found
+        chosen = tuple(e.name for e in sorted(estimates.values(), key=MemberEstimate.rank))
+        return Decision(chosen, estimates, rejected)
 
     def route(self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]) -> Sequence[str]:
-        needs = workflow_needs(workflow)
-        ranked = []
-        for offer in clusters:
-            if self.rejection(needs, offer) is not None:
-                continue
-            score = self.score(workflow, offer)
-            if score == -math.inf:
-                continue
-            preferred = sum(1 for k, v in self.prefer.items() if offer.labels.get(k) == v)
-            ranked.append((-preferred, -score, self._cost(offer), offer.name))
-        return [name for *_, name in sorted(ranked)]
+        return list(self.decide(workflow, clusters).chosen)
+
+    def rejections(
+        self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]
+    ) -> dict[str, str]:
+        """Each member that cannot run ``workflow`` with the reason (hook exclusions too)."""
+        return dict(self.decide(workflow, clusters).rejected)
+
+    def rejection(self, needs: Sequence[StepNeed], offer: ClusterOffer) -> str | None:
+        """Why ``offer`` cannot hold jobs with ``needs`` (hooks not asked); None when it can."""
+        if not offer.healthy:
+            return getattr(offer, "problem", "") or "unhealthy"
+        nodes = _nodes_of(offer)
+        for need in needs:
+            plan = self._plan(need, offer, nodes)
+            if isinstance(plan, str):
+                return plan
+        return None

@@ -71,7 +71,8 @@ _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
 _NODE_ID = "{id:[^/:]+}"
 
-#: StartWorkflowRequest fields of the swagger this server accepts but does not act on.
+#: StartWorkflowRequest fields of the swagger this server accepts but does not act on
+#: (``clusterId`` is acted on by a service that routes to clusters: Federate pins the member).
 _IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
 
 #: The ranges of the wire schema's integer fields.
@@ -370,7 +371,13 @@ async def _start_workflow(request: web.Request) -> web.Response:
     sent = await _json_body(request)
     body = parse_request(sent, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
     source, name = _source(body, sent), workflow_name(body)
-    started = await _service(request).start_workflow_async(_principal(request), name=name, **source)
+    service = _service(request)
+    cluster_id = sent.get("clusterId")
+    if cluster_id is not None and not isinstance(cluster_id, str):
+        raise InvalidArgument("clusterId: expected a string")
+    if cluster_id and getattr(service, "PINS_CLUSTERS", False):
+        source["cluster_id"] = cluster_id
+    started = await service.start_workflow_async(_principal(request), name=name, **source)
     return _reply(msg.started_message(started))
 
 

@@ -66,6 +66,8 @@ def definition_json(definition: ProvisionerDefinitionConfig) -> dict[str, Any]:
             "annotations": dict(definition.annotations),
         },
         "costPerHourEstimate": definition.cost_per_hour_estimate,
+        # an extension of the swagger's ProvisionerDefinition (int64 seconds, as ttl)
+        "startupTimeEstimate": str(int(definition.startup_time_estimate)),
         "exclusive": "EXCLUSIVITY_JOB" if definition.exclusive else "EXCLUSIVITY_NONE",
     }
     if definition.ttl is not None:
