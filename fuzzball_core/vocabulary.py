@@ -44,6 +44,8 @@ class StageKind(StrEnum):
     VOLUME = "volume"
     JOB = "job"
     SERVICE = "service"
+    #: a volume's egress (``volumes.NAME.egress``), sent once the steps using it ended
+    FILE = "file"
 
 
 class NodeStatus(StrEnum):

@@ -44,7 +44,9 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
     """(field, why) for each part of ``volume``'s transfers (at ``path``) this cluster
     cannot carry out: ingress is fetched over HTTP(S) or from S3 by each node that mounts
     the volume (volumes live on each node), with the source's ``secret`` (an http or value
-    secret; an s3 secret for ``s3://``) as its credentials; egress is not scheduled yet."""
+    secret; an s3 secret for ``s3://``) as its credentials; egress sends ``file://PATH``
+    files of the volume to ``s3://BUCKET/KEY`` objects with the destination's s3 secret
+    (:func:`unsupported_egress`)."""
     problems = []
     for index, transfer in enumerate(volume.ingress or ()):
         at = f"{path}.ingress[{index}]"
@@ -69,15 +71,64 @@ def unsupported_transfers(path: str, volume: Volume) -> list[tuple[str, str]]:
             problems.append(
                 (f"{at}.destination.uri", "must be file://PATH, a file inside the volume")
             )
-    if volume.egress:
-        problems.append(
-            (
-                f"{path}.egress",
-                "egress is not supported here yet: Orchestrate does not yet schedule the"
-                " sending of a volume's files once every job and service using it has ended",
-            )
-        )
+    problems.extend(unsupported_egress(path, volume))
     return problems
+
+
+#: the egress destinations a node can send to (s3://BUCKET/KEY with an s3 secret)
+EGRESS_SCHEMES = ("s3://",)
+#: the fields of a transfer's ``policy`` that egress carries out (``retry.attempts``)
+_EGRESS_POLICY_WHY = {
+    "timeout": "a transfer runs until it ends or stalls for 60 seconds; no timeout applies",
+    "restart": "a transfer is tried again only per policy.retry.attempts",
+}
+
+
+def unsupported_egress(path: str, volume: Volume) -> list[tuple[str, str]]:
+    """(field, why) for each part of ``volume``'s egress (at ``path``) this cluster cannot
+    carry out: a source must be ``file://PATH`` inside the volume and a destination
+    ``s3://BUCKET/KEY`` (with an s3 secret in ``secret``, or unsigned); of the policy only
+    ``retry.attempts`` is carried out (any failure is tried again)."""
+    problems = []
+    for index, transfer in enumerate(volume.egress or ()):
+        at = f"{path}.egress[{index}]"
+        source, destination = transfer.source, transfer.destination
+        if not source.uri.startswith(VOLUME_FILE_SCHEME) or not source.uri.removeprefix(
+            VOLUME_FILE_SCHEME
+        ).strip("/"):
+            problems.append((f"{at}.source.uri", "must be file://PATH, a file inside the volume"))
+        problems.extend(
+            (f"{at}.source.{field}", "has no meaning here: the source is a file of the volume")
+            for field in _set_fields(source, ("secret", "secrets", "decryption-secret"))
+            + _set_fields(source, ("cache", "cache-ttl"))
+        )
+        if not destination.uri.startswith(EGRESS_SCHEMES) or not _names_object(destination.uri):
+            problems.append(
+                (f"{at}.destination.uri", "must be s3://BUCKET/KEY: only S3 objects are sent to")
+            )
+        problems.extend(
+            (f"{at}.destination.{field}", "is not read here; give the s3 secret in secret")
+            for field in _set_fields(destination, ("secrets", "decryption-secret"))
+        )
+        problems.extend(
+            (f"{at}.destination.{field}", "has no meaning here: every egress sends the file")
+            for field in _set_fields(destination, ("cache", "cache-ttl"))
+        )
+        policy = transfer.policy
+        if policy is not None:
+            for field, why in _EGRESS_POLICY_WHY.items():
+                if getattr(policy, field) is not None:
+                    problems.append((f"{at}.policy.{field}", why))
+            if policy.retry is not None and policy.retry.on:
+                problems.append(
+                    (f"{at}.policy.retry.on", "any failure of a transfer is tried again here")
+                )
+    return problems
+
+
+def _set_fields(uri: URIRef, names: tuple[str, ...]) -> list[str]:
+    """The file's names among ``names`` that ``uri`` sets."""
+    return [name for name in names if getattr(uri, name.replace("-", "_")) not in (None, {})]
 
 
 def unsupported_probes(path: str, service: Service) -> list[tuple[str, str]]:
@@ -206,6 +257,8 @@ def refused_fields(stage: Stage) -> list[tuple[str, str]]:
         return unsupported_volume(stage.id, definition) + unsupported_transfers(
             stage.id, definition
         )
+    if stage.kind is StageKind.FILE:
+        return []  # a volume's egress: checked with its volume's stage
     if stage.kind is StageKind.IMAGE:
         if isinstance(definition, ImageBuild):
             return _unsupported_image(f"{stage.id}.from", definition.from_)

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import InvalidArgument, NotFound
-from fuzzball_core.orchestrate import image_stages
+from fuzzball_core.orchestrate import egress_stage, image_stages
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.requests import job_payload, volume_ingress_json
 from fuzzball_core.orchestrate.transaction import Transaction
@@ -96,6 +96,8 @@ class Plans:
         planned = self.entry(workflow).plan.stages[stage_name]
         if planned.kind is StageKind.IMAGE:
             return image_stages.image_run_definition()
+        if planned.kind is StageKind.FILE:
+            return egress_stage.run_definition(planned.name)
         return planned.definition
 
     # -- payloads ------------------------------------------------------------------------------
@@ -113,6 +115,8 @@ class Plans:
         self, tx: Transaction, workflow: Workflow, entry: PlanEntry, planned: PlanStage
     ) -> str:
         definition = planned.definition
+        if planned.kind is StageKind.FILE:
+            return egress_stage.payload(planned.name, definition)
         if isinstance(definition, ImagePull):
             return self.images.pull_payload(
                 definition, self._pins(tx, workflow, entry).get(planned.id), workflow.account_id

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate import (
+    egress_stage,
     events,
     image_stages,
     placement,
@@ -58,6 +59,10 @@ def advance(ctx: EngineContext, tx: Transaction, workflow_id: str) -> None:
         reason = _skip_reason(entry.plan, name, stages)
         runs.end_stage(ctx, tx, stages[name], Status.CANCELED, reason)
     for name in ready:
+        if entry.plan.stages[name].kind is StageKind.FILE and egress_stage.still_writing(
+            tx, workflow_id, entry.plan, name, stages
+        ):
+            continue  # a service's container still stopping: its run's end advances us again
         _start_stage(ctx, tx, workflow, stages[name], entry.plan.stages[name])
     services.stop_after_jobs(ctx, tx, workflow_id, stages, entry)
     if all(stage.status in TERMINAL_STATUSES for stage in stages.values()):

@@ -32,9 +32,9 @@ from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
-from fuzzball_core.spec import ImagePull
+from fuzzball_core.spec import ImagePull, StageKind
 from fuzzball_core.spec import Stage as PlannedStage
-from fuzzball_core.spec.models import ImageBuild
+from fuzzball_core.spec.models import ImageBuild, Volume
 from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
 from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
 
@@ -78,10 +78,17 @@ def secret_env(env: list[str] | None) -> dict[str, str]:
 
 
 def reference_problems(stage: PlannedStage) -> list[tuple[str, str]]:
-    """(field, why) for each secret reference of a job or service that is not one
-    (``secret://SCOPE/NAME[/KEY]``), refused at submission rather than when it starts."""
+    """(field, why) for each secret reference of a job, service or volume egress that is
+    not one (``secret://SCOPE/NAME[/KEY]``), refused at submission rather than when it
+    starts."""
     definition = stage.definition
     problems = []
+    if stage.kind is StageKind.FILE:  # a volume's egress: its destinations' s3 secrets
+        for index, transfer in enumerate(definition.egress or ()):
+            if transfer.destination.secret:
+                where = f"{stage.id}[{index}].destination.secret"
+                problems.extend(_unreadable(where, str(transfer.destination.secret)))
+        return problems
     for index, entry in enumerate(getattr(definition, "env", None) or ()):
         value = str(entry).partition("=")[2]
         if is_reference(value):
@@ -170,6 +177,9 @@ class RunSecretsService:
                     self._credentials(owner, str(base.secret), where, str(base.uri))
                 )
             return reply
+        if isinstance(definition, Volume):  # a volume's egress stage (volumes.NAME.egress)
+            self._egress(reply, stage.name, definition, owner)
+            return reply
         if isinstance(definition, ImagePull):
             if definition.secret:
                 where = f"{stage.name}.secret"
@@ -203,6 +213,22 @@ class RunSecretsService:
                 )
         reply.workflow_token = self._token(workflow, owner)
         return reply
+
+    def _egress(
+        self,
+        reply: node_pb2.RunSecretsResponse,
+        stage_name: str,
+        volume: Volume,
+        owner: SecretOwner,
+    ) -> None:
+        """Put the s3 secret of each of ``volume``'s egress destinations with one in
+        ``reply.transfer_s3`` by ``VOLUME/egress/INDEX``."""
+        name = stage_name.removeprefix("volumes.").removesuffix(".egress")
+        for index, transfer in enumerate(volume.egress or ()):
+            secret = transfer.destination.secret
+            if secret:
+                where = f"volumes.{name}.egress[{index}].destination.secret"
+                self._s3(reply, f"{name}/egress/{index}", owner, str(secret), where)
 
     def _s3(
         self,

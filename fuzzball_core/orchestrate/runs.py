@@ -64,6 +64,9 @@ def finish_run(
     )
     if stage is None or idle:
         return
+    if stage.status in TERMINAL_STATUSES:
+        # a stopped service's container is gone only now: a volume's egress waits for it
+        ctx.dirty.add(stage.workflow_id)
     if status == Status.FAILED and cause is not None and stage.status not in TERMINAL_STATUSES:
         explained = retries.retry_or_explain(
             ctx, tx, run, stage, cause=cause, message=message, was_started=was_started

@@ -71,7 +71,9 @@ def stop_after_jobs(
     jobs = [name for name in stages if planned[name].kind is StageKind.JOB]
     if not services or not jobs:
         return  # services alone (and their images) serve until the workflow is stopped
-    if any(s.status not in TERMINAL_STATUSES for n, s in stages.items() if n not in services):
+    # a volume's egress waits for the services instead (they may write to its volume)
+    waited = (n for n in stages if n not in services and planned[n].kind is not StageKind.FILE)
+    if any(stages[n].status not in TERMINAL_STATUSES for n in waited):
         return
     for name in services:
         stage = stages[name]

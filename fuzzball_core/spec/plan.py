@@ -6,15 +6,18 @@ Stages, with ids that are the paths of their definitions:
 * ``images.URI``: pulling a registry or object-cache image a job, service or build uses
   (``images.docker://alpine:latest``; a URI always holds ``://``, a built image's name never
   does, so the two cannot collide);
-* ``volumes.NAME``: creating a volume and running its ingress;
+* ``volumes.NAME``: creating a volume (its ingress is fetched by the jobs mounting it);
+* ``volumes.NAME.egress``: sending a volume's ``egress`` files out, once every job and
+  service mounting the volume has ended (kind ``file``, Fuzzball's ``STAGE_KIND_FILE``);
 * ``jobs.NAME``: a job (a task array stays one stage carrying its ``TaskRange``; tasks are
   never materialised here);
 * ``services.NAME``: a service.
 
 Edges point from the stage that must come first (``source``) to the one that waits
 (``target``) and carry a condition: ``on-success`` (``depends-on`` with ``FINISHED``, and
-every edge from an image or volume), ``on-failure`` (``FAILED``) or ``on-running``
-(``RUNNING``, services only).
+every edge from an image or volume), ``on-failure`` (``FAILED``), ``on-running``
+(``RUNNING``, services only) or ``on-end`` (ended in any way, skipped included: what an
+egress waits for from each step mounting its volume, so a failed job's results still leave).
 
 ``Plan.advance`` answers which stages can start and which can never run. A stage never runs
 (it is *skipped*, shown as Canceled) when a dependency was canceled or skipped, when an
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec.defaults import effective_jobs, effective_services
 from fuzzball_core.spec.models import Job, Service, Workflow
 from fuzzball_core.spec.references import built_image_name
@@ -40,12 +44,16 @@ class StageKind(StrEnum):
     VOLUME = "volume"
     JOB = "job"
     SERVICE = "service"
+    #: a volume's egress (Fuzzball's ``STAGE_KIND_FILE``)
+    FILE = "file"
 
 
 class Condition(StrEnum):
     ON_SUCCESS = "on-success"
     ON_FAILURE = "on-failure"
     ON_RUNNING = "on-running"
+    #: the source ended, whatever its outcome (a volume's egress after the steps using it)
+    ON_END = "on-end"
 
 
 _CONDITION_OF_STATUS = {
@@ -234,6 +242,10 @@ class Plan:
         waiting = False
         for edge in self._incoming[stage_id]:
             source = edge.source
+            if edge.condition is Condition.ON_END:
+                ended = source in finished or source in failed or source in canceled
+                waiting = waiting or not (ended or source in skipped)
+                continue
             if source in canceled or source in skipped:
                 return False
             condition = edge.condition
@@ -284,6 +296,7 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
         image_source(str(image.from_.uri), image.from_.secret, f"images.{name}")
     for name, volume in (model.volumes or {}).items():
         stages.append(Stage(f"volumes.{name}", StageKind.VOLUME, name, definition=volume))
+    egress = {name for name, volume in (model.volumes or {}).items() if volume.egress}
     kinds_by_name = {n: "jobs" for n in model.jobs or {}}
     kinds_by_name.update({n: "services" for n in model.services or {}})
     for section, kind, steps in (
@@ -296,6 +309,8 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
             image_source(str(step.image.uri), step.image.secret, stage_id)
             for volume_name in dict.fromkeys(m.volume for m in (step.mounts or {}).values()):
                 edges.append(Edge(f"volumes.{volume_name}", stage_id, Condition.ON_SUCCESS))
+                if volume_name in egress:
+                    edges.append(Edge(stage_id, egress_stage_id(volume_name), Condition.ON_END))
             for dependency in step.depends_on or ():
                 source = f"{kinds_by_name[dependency.name]}.{dependency.name}"
                 edges.append(Edge(source, stage_id, _CONDITION_OF_STATUS[dependency.status]))
@@ -303,7 +318,25 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
     pulled = [
         Stage(f"images.{uri}", StageKind.IMAGE, uri, definition=pull) for uri, pull in pulls.items()
     ]
-    return Plan([*pulled, *stages], edges)
+    # egress stages come last: they wait for every step mounting their volume
+    sending = []
+    for name in sorted(egress):
+        if f"{name}.egress" in (model.volumes or {}):
+            raise InvalidArgument(
+                f"volumes.{name}.egress: the volume {name}.egress takes the name of volume"
+                f" {name}'s egress stage; rename one of them",
+                details=[{"field": f"volumes.{name}.egress", "description": "name taken"}],
+            )
+        volume = model.volumes[name]  # type: ignore[index]  # egress names only its volumes
+        sending.append(Stage(egress_stage_id(name), StageKind.FILE, name, definition=volume))
+        edges.append(Edge(f"volumes.{name}", egress_stage_id(name), Condition.ON_SUCCESS))
+    return Plan([*pulled, *stages, *sending], edges)
+
+
+def egress_stage_id(volume: str) -> str:
+    """The id of volume ``volume``'s egress stage (``volumes.NAME.egress``: the field path of
+    its transfers; a workflow with a volume named ``NAME.egress`` too is refused)."""
+    return f"volumes.{volume}.egress"
 
 
 def _step_stage(stage_id: str, kind: StageKind, name: str, step: Job | Service) -> Stage:

@@ -6,15 +6,15 @@ host file (``/etc/shadow``) in its volume gets the file at that path inside the 
 or a failure naming the transfer, never the host's file. Transfers are tried again per
 ``retries`` (``policy.retry.attempts``) and report progress as ingress does.
 
-What this module does not decide is *when*: egress must run once the last job and service
-using the volume has ended (Orchestrate's part, not scheduled yet: submission refuses
-``egress`` with that reason).
+What this module does not decide is *when*: Orchestrate schedules a volume's egress stage
+(``volumes.NAME.egress``) once every job and service mounting the volume has ended, on the
+node holding its data, and Substrate's ``VolumeEgressDriver`` calls :func:`send_egress`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +42,17 @@ def send_egress(
     s3: Mapping[str, S3Credentials] | None = None,
     *,
     progress: TransferReporter | None = None,
+    stopped: Callable[[], bool] | None = None,
 ) -> list[TransferReport]:
     """Send each of ``transfers`` ({source: PATH in the volume, destination: s3://...,
     retries?}) of ``volume`` (whose files are in ``directory``), with the credentials in
     ``s3`` by ``VOLUME/egress/INDEX``; what each moved. Raises :class:`Unavailable` naming
-    the transfer that failed."""
+    the transfer that failed. Once ``stopped()`` answers true no further transfer or
+    attempt starts (one under way cannot be interrupted)."""
     reports = []
     for index, transfer in enumerate(transfers):
+        if stopped is not None and stopped():
+            break
         field = f"{volume_field(volume)}.egress[{index}]"
         destination = str(transfer["destination"])
         if not destination.startswith(s3_transfer.SCHEME):
@@ -68,7 +72,7 @@ def send_egress(
                 )
                 break
             except Unavailable as exc:
-                if attempt == attempts:
+                if attempt == attempts or (stopped is not None and stopped()):
                     raise
                 log.warning("%s (attempt %d of %d)", exc.message, attempt, attempts)
         if progress is not None:

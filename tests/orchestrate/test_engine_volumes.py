@@ -47,11 +47,18 @@ def test_a_job_not_mounting_the_volume_carries_no_ingress(harness) -> None:
     assert assignment.volume_ingress_json == ""
 
 
-def test_egress_is_refused_naming_the_field(harness) -> None:
-    egress = INGRESS.replace("ingress", "egress")
+def test_egress_to_anything_but_an_s3_object_is_refused_naming_the_destination(harness) -> None:
+    egress = """    egress:
+      - source: {uri: "file://out/result.txt"}
+        destination: {uri: "https://example.org/result.txt"}
+"""
     found = _refusal(harness, workflow(egress))
-    assert [field for field, _ in found] == ["volumes.data.egress"]
-    assert "not supported" in found[0][1]
+    assert found == [
+        (
+            "volumes.data.egress[0].destination.uri",
+            "must be s3://BUCKET/KEY: only S3 objects are sent to",
+        )
+    ]
 
 
 def test_sources_other_than_http_and_s3_are_refused(harness) -> None:

@@ -108,10 +108,8 @@ DESTINATION = "has no effect here; the destination is a file inside the volume"
 INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source every time"
 IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled image is reused"
 BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
-EGRESS = (
-    "egress is not supported here yet: Orchestrate does not yet schedule the sending of a"
-    " volume's files once every job and service using it has ended"
-)
+EGRESS_STAGE = "fuzzball_core.orchestrate.egress_stage:payload"
+EGRESS_SOURCE = "has no meaning here: the source is a file of the volume"
 LIVENESS = "liveness probes are not checked here yet"
 PROBE_ACTION = "only tcp-socket and http-get readiness probes are checked here yet"
 
@@ -234,6 +232,39 @@ def _probe_rows(prefix: str, *, liveness: bool) -> dict[str, Row]:
     return rows
 
 
+def _egress_rows(prefix: str) -> dict[str, Row]:
+    rows: dict[str, Row] = {
+        f"{prefix}.source.uri": Used(EGRESS_STAGE, "source"),
+        f"{prefix}.destination.uri": Used(EGRESS_STAGE, "destination"),
+        # the reference; the node gets the s3 secret's credentials as the run starts
+        f"{prefix}.destination.secret": Used(EGRESS_STAGE, "secret"),
+        f"{prefix}.policy.retry.attempts": Used(EGRESS_STAGE, "attempts"),
+    }
+    for field in ("secret", "secrets", "decryption-secret", "cache", "cache-ttl"):
+        star = ".*" if field == "secrets" else ""
+        rows[f"{prefix}.source.{field}{star}"] = Refused(
+            EGRESS_SOURCE, at=f"{prefix}.source.{field}"
+        )
+    for field in ("secrets", "decryption-secret"):
+        star = ".*" if field == "secrets" else ""
+        rows[f"{prefix}.destination.{field}{star}"] = Refused(
+            "is not read here; give the s3 secret in secret", at=f"{prefix}.destination.{field}"
+        )
+    for field in ("cache", "cache-ttl"):
+        rows[f"{prefix}.destination.{field}"] = Refused(
+            "has no meaning here: every egress sends the file"
+        )
+    rows[f"{prefix}.policy.timeout.execute"] = Refused(
+        "a transfer runs until it ends or stalls for 60 seconds; no timeout applies",
+        at=f"{prefix}.policy.timeout",
+    )
+    rows[f"{prefix}.policy.retry.on"] = Refused("any failure of a transfer is tried again here")
+    rows[f"{prefix}.policy.restart"] = Refused(
+        "a transfer is tried again only per policy.retry.attempts"
+    )
+    return rows
+
+
 def _transfer_rows(prefix: str, *, egress: bool) -> dict[str, Row]:
     fields = [
         f"{end}.{field}"
@@ -243,9 +274,7 @@ def _transfer_rows(prefix: str, *, egress: bool) -> dict[str, Row]:
     fields += ["policy.timeout.execute", "policy.retry.attempts", "policy.retry.on"]
     fields += ["policy.restart"]
     if egress:
-        return {
-            f"{prefix}.{field}": Refused(EGRESS, at=prefix.removesuffix("[]")) for field in fields
-        }
+        return _egress_rows(prefix)
     rows: dict[str, Row] = {
         f"{prefix}.source.uri": Used(f"{REQUESTS}:volume_ingress_json", "source"),
         f"{prefix}.destination.uri": Used(f"{REQUESTS}:volume_ingress_json", "destination"),

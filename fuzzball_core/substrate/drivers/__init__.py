@@ -8,6 +8,7 @@ driver                        runs
 :class:`MultinodePartDriver`  this node's ranks of a multinode job or service
 :class:`ImagePullDriver`      an image stage's pull (and its write-back)
 :class:`ImageBuildDriver`     an image stage's build (``post`` script, seal, store)
+:class:`VolumeEgressDriver`   a volume's egress (``volumes.NAME.egress``)
 ============================  =====================================================
 
 Every driver implements :class:`TaskDriver` (start, wait, stop, signal, destroy, stats);
@@ -19,6 +20,7 @@ from __future__ import annotations
 from fuzzball_core.spec.models import Service
 from fuzzball_core.substrate.drivers.base import (
     BUILD,
+    EGRESS,
     PULL,
     LogSink,
     NodeServices,
@@ -39,11 +41,13 @@ from fuzzball_core.substrate.drivers.steps import (
     job_command,
     job_environment,
 )
+from fuzzball_core.substrate.drivers.volume_egress import VolumeEgressDriver
 from fuzzball_core.substrate.pmi import Fence
 from fuzzball_core.substrate.ranks import RankLayout
 
 __all__ = [
     "BUILD",
+    "EGRESS",
     "PULL",
     "ContainerJobDriver",
     "ImageBuildDriver",
@@ -56,6 +60,7 @@ __all__ = [
     "ServiceDriver",
     "StopReason",
     "TaskDriver",
+    "VolumeEgressDriver",
     "container_hostname",
     "driver_for",
     "job_command",
@@ -81,6 +86,8 @@ def driver_for(
         return ImagePullDriver(request, node, sink)
     if request.image_work == BUILD:
         return ImageBuildDriver(request, node, sink)
+    if request.image_work == EGRESS:
+        return VolumeEgressDriver(request, node, sink)
     job = request.job
     assert job is not None, f"unknown image payload kind {request.image_work!r}"
     ranks = RankLayout.of(job, request.node_ids, node_id)

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 #: image stages send them.
 PULL = "image-pull"
 BUILD = "image-build"
+#: The payload kind of a volume egress stage's run (Orchestrate's ``egress_stage.EGRESS``).
+EGRESS = "volume-egress"
 
 #: Where a run's output goes: ``sink(run_id, stream, data)`` (stdout, stderr or progress).
 LogSink = Callable[[int, str, bytes], None]
@@ -63,7 +65,7 @@ class RunRequest:
     workflow_id: str
     stage_name: str
     task_id: int | None
-    #: None for an image stage's run, whose definition is an image payload
+    #: None for an image stage's or a volume egress's run, whose definition is its payload
     job: Job | Service | None
     definition: dict[str, Any]
     timeout_seconds: float | None
@@ -83,7 +85,7 @@ class RunRequest:
         """Parse an assignment as node ``node_id`` (whose cpuset it takes); raises
         InvalidArgument when its job definition is unusable."""
         definition = json.loads(assignment.job_json)
-        image_work = definition.get("kind") in (PULL, BUILD)
+        image_work = definition.get("kind") in (PULL, BUILD, EGRESS)
         return cls(
             run_id=assignment.run_id,
             workflow_id=assignment.workflow_id,
@@ -111,7 +113,8 @@ class RunRequest:
 
     @property
     def image_work(self) -> str | None:
-        """The payload kind of an image stage's run (:data:`PULL`, :data:`BUILD`), else None."""
+        """The payload kind of a run without a container job (:data:`PULL`, :data:`BUILD`,
+        :data:`EGRESS`), else None."""
         return None if self.job is not None else str(self.definition.get("kind"))
 
 
