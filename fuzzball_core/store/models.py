@@ -550,3 +550,24 @@ class CentralConfigRevision(Base):
     revision: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     document: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class ClusterIdentity(Base):
+    """This cluster's id as a federation knows it (one row, made by the first
+    ``/admin/cluster/registration/configuration:generate``)."""
+
+    __tablename__ = "cluster_identity"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class TrustedFederateKey(Base):
+    """A Federate whose forwarded identities this cluster accepts, recorded by a registration
+    generated for it (beside ``orchestrate.trusted-federates`` of the configuration)."""
+
+    __tablename__ = "trusted_federate_keys"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    public_jwk: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
