@@ -75,7 +75,8 @@ def parse_document(text: str) -> list[ProvisionerDefinitionConfig]:
 
 class CentralConfig:
     """The central configuration's revisions in the database, and the provisioning loop
-    they feed (None: Orchestrate runs no loop, so a document with definitions is refused)."""
+    they feed (Orchestrate always runs one; None here only where a caller builds none, and
+    a document with definitions is then refused)."""
 
     def __init__(
         self,
@@ -134,16 +135,19 @@ class CentralConfig:
         return number
 
     def _apply(self, definitions: list[ProvisionerDefinitionConfig]) -> None:
-        if self.provisioning is None or self.load_driver is None:
+        if self.provisioning is None:
             if definitions:
                 raise FailedPrecondition(
                     "provisioner definitions: this Orchestrate runs no provisioning loop"
-                    " (start it with at least one provisioner.definitions entry in its"
-                    " configuration file)"
                 )
             return
         drivers: dict[str, Provisioner] = {}
         for name in sorted({d.driver for d in definitions} - set(self.provisioning.drivers)):
+            if self.load_driver is None:
+                raise FailedPrecondition(
+                    f"provisioner definitions: driver {name} cannot be loaded: this"
+                    " Orchestrate was built without its plugin registry"
+                )
             try:
                 drivers[name] = self.load_driver(name)
             except FuzzballError as exc:  # not installed, or failing to load: say which

@@ -60,7 +60,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         instance = self.provisioning.holder(token) if self.provisioning and token else None
         if instance is not None and node_name in (None, instance.name):
             return token
-        if not self._token and self.provisioning is None:
+        if not self._token and (self.provisioning is None or not self.provisioning.definitions):
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "orchestrate.node-token is not set: no node may connect",

@@ -39,16 +39,16 @@ INTERVAL = 2.0
 
 def build_provisioning(
     config: FuzzballConfig, engine: Engine, registry: PluginRegistry | None
-) -> Provisioning | None:
-    """The loop over the configured definitions (None without any), their drivers loaded
-    from ``fuzzball.provisioners``."""
+) -> Provisioning:
+    """The loop over the configured definitions, their drivers loaded from
+    ``fuzzball.provisioners``. It exists with no definitions too, idle until the central
+    configuration gives it some (``/admin/centralconfig``)."""
     settings = config.provisioner
-    if not settings.definitions:
-        return None
-    if registry is None:
+    if settings.definitions and registry is None:
         raise FuzzballError("provisioner.definitions need the plugin registry to load drivers")
     drivers: dict[str, Provisioner] = {}
     for name in sorted({d.driver for d in settings.definitions}):
+        assert registry is not None  # refused above
         drivers[name] = registry.driver("fuzzball.provisioners", name)
     ca_pem = config.tls.ca_file.read_text() if config.tls.ca_file else ""
     return Provisioning(
@@ -107,6 +107,8 @@ class ProvisionerRunner:
     async def round(self) -> None:
         """One round: scale up for waiting work, sweep idle and overdue instances, delete
         the instances whose nodes a deprovision hold emptied, write the events."""
+        if not self.provisioning.definitions and not self.provisioning.instances:
+            return  # idle: nothing to scale, nothing to sweep (until central definitions)
         waiting = self.waiting()
         idle, torn_down = self.node_states()
         if waiting:

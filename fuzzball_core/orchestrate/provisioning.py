@@ -139,7 +139,30 @@ def rejection(definition: ProvisionerDefinitionConfig, job: JobRequest) -> str |
     for key, value in job.annotations.items():
         if definition.annotations.get(key) != value:
             return f"annotation {key}={value} asked, its nodes do not carry it"
+    window = placement_window(definition)
+    if window is not None:
+        # its nodes carry fuzzball.io/place-until: even a fresh one takes only jobs that end
+        # within the ttl less the buffer
+        runtime = job.expected_runtime
+        if runtime is None:
+            return (
+                f"no timeout asked, its nodes take only jobs that end within their ttl less"
+                f" ttl-buffer ({window:.0f}s)"
+            )
+        if runtime > window:
+            return (
+                f"{runtime:.0f}s timeout asked, its nodes take only jobs that end within their"
+                f" ttl less ttl-buffer ({window:.0f}s)"
+            )
     return None
+
+
+def placement_window(definition: ProvisionerDefinitionConfig) -> float | None:
+    """How long after its request a node of ``definition`` takes work that must have ended
+    (its ttl less its ttl-buffer); None when its nodes carry no such bound."""
+    if definition.ttl is None or definition.ttl_buffer is None:
+        return None
+    return definition.ttl - definition.ttl_buffer
 
 
 class Provisioning:
@@ -226,21 +249,24 @@ class Provisioning:
     def scale_up(self, waiting: Sequence[JobRequest]) -> list[InstanceRecord]:
         """Request nodes for runs no current node can hold: oldest first, each on the
         cheapest definition that could hold it and has room under its ``max-nodes``. A run
-        already waiting for an instance asks for no other. Return the new instances."""
-        covered = {
-            run
-            for record in self.instances.values()
-            if record.state in _LIVE
-            for run in record.requested_for
-        }
+        already waiting for an instance that may still take it asks for no other; one whose
+        instance registered with too little of its ttl left for the run's timeout asks
+        another definition. Return the new instances."""
+        now = self.clock()
+        requested: dict[str, list[InstanceRecord]] = {}
+        for record in self.instances.values():
+            if record.state in _LIVE:
+                for run in set(record.requested_for):
+                    requested.setdefault(run, []).append(record)
         planned: dict[str, list[list[str]]] = {}
         for job in sorted(waiting, key=lambda job: (job.submitted_at, job.id)):
-            if job.id in covered:
+            covered, spent = self._requested_for(job, requested.get(job.id, ()), now)
+            if covered:
                 continue
             for definition in sorted(
                 self.definitions.values(), key=lambda d: (d.cost_per_hour_estimate, d.id)
             ):
-                if rejection(definition, job) is not None:
+                if definition.id in spent or rejection(definition, job) is not None:
                     continue
                 batch = planned.setdefault(definition.id, [])
                 if len(batch) + job.nodes + self.live(definition.id) > definition.max_nodes:
@@ -253,6 +279,35 @@ class Provisioning:
                 continue
             created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
         return created
+
+    def _requested_for(
+        self, job: JobRequest, records: Iterable[InstanceRecord], now: float
+    ) -> tuple[bool, set[str]]:
+        """Whether an instance requested for ``job`` (``records``, the live ones) may still
+        take it (one being created,
+        or a registered one whose ttl leaves room for the job's timeout), and the
+        definitions whose registered instance for it came up too late to take it before its
+        ttl less buffer: their nodes are not asked again for this job, since each fresh one
+        would come up just as late."""
+        covered = False
+        spent: set[str] = set()
+        for record in records:
+            until = self.place_until(record)
+            runtime = job.expected_runtime
+            ends_in_time = until is None or (runtime is not None and now + runtime <= until)
+            if record.state is InstanceState.CREATING or ends_in_time:
+                covered = True
+            else:
+                spent.add(record.definition_id)
+        return covered, spent
+
+    def place_until(self, record: InstanceRecord) -> float | None:
+        """When the instance's node stops taking jobs that would still run then (its
+        ``fuzzball.io/place-until``); None when it has no such bound."""
+        definition = self.definitions.get(record.definition_id)
+        if record.ttl is None or definition is None or definition.ttl_buffer is None:
+            return None
+        return record.requested_at + record.ttl - definition.ttl_buffer
 
     @_locked
     def create(
@@ -383,9 +438,9 @@ class Provisioning:
         if definition.exclusive:
             # the default scheduler places one job at a time on such a node
             merged[EXCLUSIVE_NODE] = "true"
-        if record.ttl is not None and definition.ttl_buffer is not None:
+        until = self.place_until(record)
+        if until is not None:
             # jobs that would still run when the ttl less the buffer comes go elsewhere
-            until = record.requested_at + record.ttl - definition.ttl_buffer
             merged[PLACE_UNTIL] = f"{until:.0f}"
         return merged
 

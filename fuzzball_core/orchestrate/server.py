@@ -87,8 +87,8 @@ class Orchestrate:
     endpoints: EndpointServing
     #: node metrics targets, the scrape relay, the Alertmanager receiver (issue 15)
     monitoring: Monitoring | None = None
-    #: the provisioning loop beside the engine (docs/provisioners.md); None without
-    #: ``provisioner.definitions``
+    #: the provisioning loop beside the engine (docs/provisioners.md); always built, idle
+    #: while neither the file nor the central configuration defines anything
     provisioner: ProvisionerRunner | None = None
     #: the central configuration (``/admin/centralconfig``), feeding the loop's definitions
     central_config: CentralConfig | None = None
@@ -140,8 +140,7 @@ def build(
     built = Orchestrate(config, engine, service, hub, health, secrets, endpoints)
     built.monitoring = Monitoring(config, engine, hub)
     provisioning = build_provisioning(config, engine, registry)
-    if provisioning is not None:
-        built.provisioner = ProvisionerRunner(engine, provisioning)
+    built.provisioner = ProvisionerRunner(engine, provisioning)
     load_driver = None if registry is None else functools.partial(_provisioner, registry)
     built.central_config = CentralConfig(engine.sessions, provisioning, load_driver)
     built.central_config.apply_latest()

@@ -87,7 +87,7 @@ def infeasible(ctx: EngineContext, request: JobRequest) -> tuple[str, str] | Non
     if ctx.node_names and diagnosis is None:
         return None
     field = f".{diagnosis.resource_field}" if diagnosis and diagnosis.resource_field else ""
-    if ctx.provisioning is None:
+    if ctx.provisioning is None or not ctx.provisioning.definitions:
         # no node has ever registered and none can be provisioned: nothing to judge against
         return None if diagnosis is None else (field, diagnosis.message)
     refusal = ctx.provisioning.refusal(request)

@@ -28,7 +28,7 @@ def registered_annotations(**definition: Any) -> dict[str, str]:
     provisioning = Provisioning(
         config, {"scripted": driver}, node_address="127.0.0.1:1", clock=lambda: REQUESTED_AT
     )
-    provisioning.scale_up([JobRequest("run-1", Resources(1, GIB))])
+    provisioning.scale_up([JobRequest("run-1", Resources(1, GIB), expected_runtime=60)])
     bootstrap = NodeBootstrap.parse(driver.launches[0].user_data)
     return provisioning.register(bootstrap.node_name, bootstrap.registration_token, {})
 
