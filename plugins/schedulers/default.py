@@ -94,6 +94,9 @@ _BACKFILL = frozenset({_BACKFILL_NO_ROOM, _REFUSED})
 _WAITS_FOR_ROOM = frozenset({ReasonCode.INSUFFICIENT_RESOURCES, ReasonCode.BACKFILL_NO_FIT})
 #: situations whose estimated start is the reservation's
 _STARTS_WITH_RESERVATION = frozenset({_HOLDER, _REFUSED})
+#: how many shapes the pass keys remember before starting over (equal shapes of distinct
+#: objects each take an entry, so this bounds memory, not the number of distinct shapes)
+_KEYS_BOUND = 50_000
 
 
 class _Allocation:
@@ -216,6 +219,14 @@ class DefaultScheduler(Scheduler):
         self._now = 0.0
         #: this pass's words for the shapes that wait for room in one NVLink domain
         self._domain_shortfalls: dict[JobShape, str] = {}
+        #: id(a job's shape) -> (that shape, the shape the pass answers for it): the shape
+        #: without its runtime while no class is annotated PLACE_UNTIL (then equal requests
+        #: with different timeouts share plans, surveys and start estimates), else itself.
+        #: Holding the shape keeps its id from being reused while the entry lives.
+        self._keys: dict[int, tuple[JobShape, JobShape]] = {}
+        #: shapes without runtime, by value, so that equal ones are one object
+        self._bare: dict[JobShape, JobShape] = {}
+        self._keys_timed = False
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -390,10 +401,12 @@ class DefaultScheduler(Scheduler):
         self._check_pending(pending)
         self._domain_shortfalls.clear()
         protection: _Protection | None = None
+        keys = self._pass_keys()
         queue = self._fair.queue(pending, now, self._index)
         for job in queue:
             job_id = job.id
-            shape = job.shape
+            entry = keys.get(id(job.shape))
+            shape = (entry or self._key_entry(job.shape))[1]
             if shape in no_room:
                 waiting.append((job, _NO_ROOM if protection is None else _BACKFILL_NO_ROOM))
                 continue
@@ -452,6 +465,31 @@ class DefaultScheduler(Scheduler):
         if any(map(allocations.__contains__, ids)):
             running = sorted(job_id for job_id in ids if job_id in allocations)[0]
             raise InvalidArgument(f"pending job {running} is already allocated")
+
+    def _pass_keys(self) -> dict[int, tuple[JobShape, JobShape]]:
+        """The shape keys for this pass (see ``_keys``), started over when a class annotated
+        PLACE_UNTIL appeared or the last one left, or when they grew past a bound."""
+        timed = bool(self._index.timed_classes)
+        keys = self._keys
+        if timed != self._keys_timed or len(keys) > _KEYS_BOUND:
+            keys.clear()
+            self._bare.clear()
+            self._keys_timed = timed
+        return keys
+
+    def _key_entry(self, shape: JobShape) -> tuple[JobShape, JobShape]:
+        """Remember which shape the pass answers for ``shape`` (see ``_keys``)."""
+        key = shape
+        if not self._keys_timed and shape.runtime is not None:
+            bare = shape._replace(runtime=None)
+            key = self._bare.setdefault(bare, bare)
+        entry = self._keys[id(shape)] = (shape, key)
+        return entry
+
+    def _key_of(self, shape: JobShape) -> JobShape:
+        """The shape this pass answers for ``shape``."""
+        entry = self._keys.get(id(shape))
+        return (entry or self._key_entry(shape))[1]
 
     def _current_plans(self) -> dict[JobShape, _Plan]:
         if self._plans_epoch != self._index.epoch:
@@ -612,8 +650,9 @@ class DefaultScheduler(Scheduler):
         fair_verdicts: dict[tuple[JobShape, int, bool, str], tuple[_Verdict, float | None]] = {}
         per_job: dict[str, tuple[_Verdict, float | None]] = {}
         overtaken = queue.overtaken
+        key_of = self._key_of
         for job, situation in waiting:
-            shape = job.shape
+            shape = key_of(job.shape)
             guarded = (
                 protection is not None
                 and situation in _BACKFILL
@@ -622,7 +661,7 @@ class DefaultScheduler(Scheduler):
             memo_key = (shape, situation, guarded)
             answer = verdicts.get(memo_key)
             if answer is None:
-                verdict = self._verdict(job, situation, infeasible, protection if guarded else None)
+                verdict = self._verdict(shape, situation, infeasible, protection if guarded else None)
                 start = (
                     reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
                 )
@@ -650,12 +689,12 @@ class DefaultScheduler(Scheduler):
 
     def _verdict(
         self,
-        job: JobRequest,
+        shape: JobShape,
         situation: int,
         infeasible: dict[JobShape, tuple[str, Survey]],
         protection: _Protection | None,
     ) -> _Verdict:
-        shape = job.shape
+        """The reason, message and survey of a job of ``shape`` left waiting so."""
         if situation == _INFEASIBLE:
             message, findings = infeasible[shape]
             return ReasonCode.INFEASIBLE, message, findings

@@ -262,6 +262,9 @@ class NodeIndex:
         self.epoch = 0
         #: bumped whenever a node is registered, updated or removed
         self.version = 0
+        #: how many classes are annotated PLACE_UNTIL: while none is, a job's expected
+        #: runtime has no say in where it can go, and shapes that differ only by it are one
+        self.timed_classes = 0
 
     # -- registration ---------------------------------------------------------------------
 
@@ -324,6 +327,8 @@ class NodeIndex:
         if cls is None:
             cls = self.classes[profile] = NodeClass(profile, info)
             self.epoch += 1
+            if cls.place_until is not None:
+                self.timed_classes += 1
         return cls
 
     def _detach(self, node: IndexedNode) -> None:
@@ -339,6 +344,8 @@ class NodeIndex:
         if not cls.members:
             del self.classes[cls.profile]
             self.epoch += 1
+            if cls.place_until is not None:
+                self.timed_classes -= 1
 
     def _attach(self, node: IndexedNode) -> None:
         """Put a member of its class into the index or the matching counter."""
