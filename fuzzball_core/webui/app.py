@@ -30,8 +30,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 #: the pages' exact paths, and the prefixes of the paths beneath them (a workflow's page,
 #: a node's, the static files); every one must be a page of this package
 UI_PATHS = (
-    "/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints", "/workflows", "/editor",
-    "/clusters",
+    "/", "/signin", "/signout", "/nodes", "/secrets", "/endpoints", "/volumes", "/workflows",
+    "/editor", "/clusters",
 )  # fmt: skip
 UI_PREFIXES = ("/static/", "/nodes/", "/workflows/", "/editor/")
 #: the modules whose ``add_routes(router)`` registers their pages

@@ -34,12 +34,27 @@ class EndpointLink:
 
 
 @dataclass(frozen=True)
+class VolumeEntry:
+    """One persistent volume the visitor may use, as the volumes page lists it."""
+
+    reference: str
+    storage_class: str
+    scope: str
+    #: the node holding a node-local volume's data (its name), empty for a shared one
+    node: str
+    size_bytes: int
+    access_time: float | None
+    status: str
+
+
+@dataclass(frozen=True)
 class WebUi:
     """The services behind the pages.
 
     ``sessions`` opens Orchestrate's store sessions for the counts the dashboard reads with
-    one query; ``endpoints(who)`` lists the endpoints ``who`` may reach (None: this process
-    serves none, and the endpoints page says so).
+    one query; ``endpoints(who)`` lists the endpoints ``who`` may reach and ``volumes(who)``
+    the persistent volumes ``who`` may use (None: this process serves none, and the page
+    says so).
 
     Federate's flavour (:attr:`federate`): no ``identity`` (Federate has no passwords: its
     visitors sign in with an API token), no ``sessions`` (its store holds no nodes or
@@ -54,6 +69,7 @@ class WebUi:
     secrets: Secrets | None = None
     endpoints: Callable[[Principal], list[EndpointLink]] | None = None
     clusters: Callable[[], list[pb.Cluster]] | None = None
+    volumes: Callable[[Principal], list[VolumeEntry]] | None = None
 
     @property
     def federate(self) -> bool:
@@ -86,6 +102,7 @@ ORCHESTRATE_NAV = (
     ("/workflows", "Workflows"),
     ("/nodes", "Nodes"),
     ("/endpoints", "Endpoints"),
+    ("/volumes", "Volumes"),
     ("/secrets", "Secrets"),
 )
 FEDERATE_NAV = (("/clusters", "Clusters"), ("/workflows", "Workflows"))

@@ -1,5 +1,6 @@
-"""The secrets page (names, scopes and types; never a value) and the endpoints page (a
-Connect button per workflow, a menu of its endpoints when it has several)."""
+"""The secrets page (names, scopes and types; never a value), the endpoints page (a
+Connect button per workflow, a menu of its endpoints when it has several) and the volumes
+page (persistent volumes with their holding node, size and last use)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,16 @@ async def endpoints_page(request: web.Request, visitor: Visitor) -> web.StreamRe
     )
 
 
+@page
+async def volumes_page(request: web.Request, visitor: Visitor) -> web.StreamResponse:
+    """The persistent volumes the visitor may use: theirs and their group's."""
+    listing = request.app[UI].volumes
+    entries = [] if listing is None else listing(visitor.who)
+    return html("volumes.html", visitor=visitor, volumes=entries, served=listing is not None)
+
+
 def add_routes(router: web.UrlDispatcher) -> None:
-    """Register the secrets and endpoints pages."""
+    """Register the secrets, endpoints and volumes pages."""
     router.add_get("/secrets", secrets_page)
     router.add_get("/endpoints", endpoints_page)
+    router.add_get("/volumes", volumes_page)

@@ -3,9 +3,9 @@
 ``WebUiStack`` serves on loopback what ``fuzzball-orchestrate`` serves at its REST listener
 for the UI: the gateway with the Web UI's routes and the identity routes, over Orchestrate's
 SQL service and engine (``SqlStack``, whose scripted nodes register through the real node
-hub), its secrets and its endpoint listing. It has one organization, ``acme``, with an
-owner who is also a cluster administrator (``admin``: may place holds) and a plain member
-(``member``), both signing in with :data:`PASSWORD`, and two nodes.
+hub), its secrets, its endpoint listing and its volume listing. It has one organization,
+``acme``, with an owner who is also a cluster administrator (``admin``: may place holds)
+and a plain member (``member``), both signing in with :data:`PASSWORD`, and two nodes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.identity_routes import identity_routes
-from fuzzball_core.orchestrate.server import endpoint_links
+from fuzzball_core.orchestrate.server import endpoint_links, volume_entries
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import User
@@ -78,6 +78,7 @@ class WebUiStack:
             service.sessions,
             self.secrets,
             endpoint_links(service.sessions, EndpointUrls.of(PROXY_URL, "", "")),
+            volumes=volume_entries(service.sessions),
         )
         self._runner = RestRunner(
             build_rest_app(

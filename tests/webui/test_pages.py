@@ -10,6 +10,7 @@ import httpx
 import pytest
 from support.webui_stack import PASSWORD, Person, WebUiStack
 
+from fuzzball_core.orchestrate import volumes
 from fuzzball_core.orchestrate.service import PAGE
 from fuzzball_core.service.identity import MAX_FAILED_LOGINS
 from fuzzball_core.service.secrets import Family
@@ -121,6 +122,40 @@ def test_the_secrets_page_lists_names_never_values(ui: WebUiStack) -> None:
     assert "db-password" in page.text and "secret://user/db-password" in page.text
     assert value not in page.text
     assert "Cluster secrets" not in page.text  # a member may not read the cluster's
+
+
+def member_volume(ui: WebUiStack, name: str, node_id: str | None, size: int) -> None:
+    """A persistent volume of the member's, held on ``node_id``, measured at ``size``."""
+    who = ui.stack.service.identity.login_principal(ui.member.user_id)
+    with ui.stack.service.sessions() as session, session.begin():
+        row = volumes.create(
+            session, volumes.VolumeOwner.of(who), name=name, storage_class="persistent",
+            scope="user", display_name="", description="", now=time.time(),
+        )  # fmt: skip
+        if node_id is not None:
+            volumes.record_node(session, row.id, node_id, time.time())
+        volumes.record_size(session, row.id, size, time.time())
+
+
+def test_the_volumes_page_shows_each_volume_with_its_holding_node(ui: WebUiStack) -> None:
+    member_volume(ui, "results", ui.nodes[1].id, 3 * 1048576)
+    client, _ = signed_in(ui, ui.member)
+    page = client.get("/volumes")
+    assert page.status_code == 200
+    row = re.search(
+        r"<tr><th scope=\"row\"><code>volume://user/persistent/results</code>.*?</tr>", page.text
+    )
+    assert row is not None, page.text
+    assert '<td class="node">node-b</td>' in row[0]
+    assert "3.0 MiB" in row[0]
+
+
+def test_the_volumes_page_shows_no_one_elses_volumes(ui: WebUiStack) -> None:
+    member_volume(ui, "private-notes", None, 0)
+    client, _ = signed_in(ui, ui.admin)
+    page = client.get("/volumes")
+    assert page.status_code == 200
+    assert "private-notes" not in page.text
 
 
 def test_a_node_page_shows_its_holds_and_event_log(ui: WebUiStack) -> None:

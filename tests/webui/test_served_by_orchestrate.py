@@ -53,7 +53,7 @@ def test_orchestrate_serves_the_pages_to_a_signed_in_owner(
     assert guard is not None
     form = {"csrf": guard[1], "email": "owner@acme.test", "password": PASSWORD}
     assert client.post("/signin", data=form).status_code == 303
-    for page in ("/", "/secrets", "/endpoints", "/static/htmx.min.js"):
+    for page in ("/", "/secrets", "/endpoints", "/volumes", "/static/htmx.min.js"):
         answer = client.get(page)
         assert answer.status_code == 200, f"{page}: {answer.text}"
         assert "script-src 'self'" in answer.headers["Content-Security-Policy"]
