@@ -36,6 +36,7 @@ from fuzzball_core.health import Health, keep_running
 from fuzzball_core.orchestrate import (
     endpoints,
     node_reports,
+    node_versions,
     nodes,
     placement,
     progress,
@@ -253,10 +254,15 @@ class Engine:
         device_plugin_failed: bool = False,
         address: str = "",
         cpu_topology: Sequence[CpuCore] = (),
+        version: str | None = None,
+        health_disabled: bool = False,
     ) -> str:
-        """Record a node (new, or returning under the same name); return its id."""
-        return self._change(
-            lambda tx: nodes.register(
+        """Record a node (new, or returning under the same name); return its id. A node
+        reporting its Substrate ``version`` is cordoned while that is too old
+        (:mod:`~fuzzball_core.orchestrate.node_versions`)."""
+
+        def register(tx: Transaction) -> str:
+            node_id = nodes.register(
                 self.context,
                 tx,
                 name,
@@ -266,7 +272,13 @@ class Engine:
                 address=address,
                 cpu_topology=cpu_topology,
             )
-        )
+            if version is not None:
+                node_versions.check(
+                    self.context, tx, node_id, version, health_disabled=health_disabled
+                )
+            return node_id
+
+        return self._change(register)
 
     def node_hello(self, node_id: str, known_run_ids: Iterable[int]) -> list[int]:
         """A node (re)connected knowing these runs: reconcile, and return the ones to drop

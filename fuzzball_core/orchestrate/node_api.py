@@ -92,6 +92,8 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                     CpuCore(core.id, core.socket, core.numa, tuple(core.threads))
                     for core in request.cpu_cores
                 ],
+                version=request.version,
+                health_disabled=request.health_disabled,
             )
         except FuzzballError as exc:
             await context.abort(exc.grpc_code, exc.message)
