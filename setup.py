@@ -110,6 +110,7 @@ setup(
         "alembic>=1.13",
         "psycopg[binary]>=3.1",
         "aiohttp>=3.9",
+        "httptools>=0.6",  # the endpoint proxy's HTTP/1.1 parser (llhttp)
         "prometheus-client>=0.20",  # the node metrics endpoint
         "pyroute2>=0.9",  # isolated jobs' namespaces, veths and bridges (netlink)
         "cryptography>=42",  # the local CA and TLS certificates, secrets encrypted at rest
