@@ -296,7 +296,7 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
         image_source(str(image.from_.uri), image.from_.secret, f"images.{name}")
     for name, volume in (model.volumes or {}).items():
         stages.append(Stage(f"volumes.{name}", StageKind.VOLUME, name, definition=volume))
-    egress = {name for name, volume in (model.volumes or {}).items() if volume.egress}
+    egress = {name: volume for name, volume in (model.volumes or {}).items() if volume.egress}
     kinds_by_name = {n: "jobs" for n in model.jobs or {}}
     kinds_by_name.update({n: "services" for n in model.services or {}})
     for section, kind, steps in (
@@ -327,7 +327,7 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
                 f" {name}'s egress stage; rename one of them",
                 details=[{"field": f"volumes.{name}.egress", "description": "name taken"}],
             )
-        volume = model.volumes[name]  # type: ignore[index]  # egress names only its volumes
+        volume = egress[name]
         sending.append(Stage(egress_stage_id(name), StageKind.FILE, name, definition=volume))
         edges.append(Edge(f"volumes.{name}", egress_stage_id(name), Condition.ON_SUCCESS))
     return Plan([*pulled, *stages, *sending], edges)
