@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from fuzzball_core.cli.central_config_cmd import central_config
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.monitoring_cmd import monitoring
 from fuzzball_core.cli.output import emit, output_option
@@ -47,6 +48,7 @@ def admin() -> None:
 admin.add_command(monitoring)  # issue-cert (issue 15)
 admin.add_command(storage)  # drivers and storage classes (issue 13)
 admin.add_command(provisioner)  # definitions and instances (issue 14)
+admin.add_command(central_config)  # config get|set|history (issue 14)
 
 
 @admin.group()
