@@ -8,7 +8,13 @@ own, so the database may be Orchestrate's too), then the REST gateway on ``feder
 Its health is served on the same port without a token: ``/healthz`` (alive) and ``/readyz``
 (ready: its store answers and at least one member was reachable at the last poll). A loop
 (:func:`~fuzzball_core.health.keep_running`) asks every member for its version every
-:data:`MEMBER_POLL` seconds; each member is a condition of its own, listed but not needed.
+:data:`MEMBER_POLL` seconds; each member is a condition of its own, listed but not needed,
+declared when it joins (at start, or by registration) and removed when it leaves. The same
+turn records each member's reachability (its UNREACHABLE status and reason) and lets a
+draining member that no longer runs federated workflows leave.
+
+Members are the configured ones (``federate.clusters``) and the registered ones, loaded from
+Federate's store at start (``registration.py``); registration adds more while it runs.
 """
 
 from __future__ import annotations
@@ -32,19 +38,22 @@ from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.account_commands import add_account_commands
 from fuzzball_core.service.forwarded_identity import (
     IdentitySigner,
+    TrustedFederates,
     load_or_create_key,
     public_key_pem,
 )
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
 from fuzzball_core.store.private_files import private_directory
+from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.tls import ServingSecurity, serving_security
 from fuzzball_core.webui.app import webui_routes
 from fuzzball_core.webui.context import WebUi
-from fuzzball_federation.clusters_route import add_clusters_route, cluster_message
+from fuzzball_federation.clusters_route import ClusterRoutes
 from fuzzball_federation.failover import Failover
-from fuzzball_federation.members import Member, Members
+from fuzzball_federation.members import Member, MemberChange, Members
 from fuzzball_federation.models import MIGRATIONS
+from fuzzball_federation.registration import Registrations
 from fuzzball_federation.service import FederateService
 
 log = logging.getLogger("fuzzball.federate")
@@ -81,14 +90,36 @@ def build(
     database = connect(database_url(config))
     migrate(database, migrations=MIGRATIONS)
     members = Members.from_config(config.federate.clusters, timeout=config.federate.member_timeout)
-    return FederateService(
+    key = identity_key(config)
+    service = FederateService(
         session_factory(database),
         members,
         router,
         registry=registry,
         token_lifetime=config.accounts.token_lifetime,
-        signer=IdentitySigner(identity_key(config), config.federate.name),
+        signer=IdentitySigner(key, config.federate.name),
     )
+    service.trusted_federates = TrustedFederates(())
+    service.registrations = Registrations(
+        service.sessions,
+        members,
+        SecretBox(config.data_dir),
+        timeout=config.federate.member_timeout,
+        name=config.federate.name,
+        key=key,
+        accounts=service.accounts,
+        trusted=service.trusted_federates,
+    )
+    service.registrations.load()
+    return service
+
+
+def registrations_of(service: FederateService) -> Registrations:
+    """The registrations :func:`build` gave ``service``."""
+    registrations = service.registrations
+    if registrations is None:
+        raise ConfigError("Federate's service was not built with registrations (main.build)")
+    return registrations
 
 
 def identity_key(config: FuzzballConfig) -> Ed25519PrivateKey:
@@ -105,20 +136,19 @@ def build_app(service: FederateService, health: Health | None = None) -> web.App
     if health is not None:
         add_health = health_routes(health)
         extra.append(ExtraRoutes(add=lambda app, *_: add_health(app), public_paths=HEALTH_PATHS))
-    extra.append(webui_routes(web_ui(service)))
+    clusters = ClusterRoutes(service, registrations_of(service))
+    extra.append(ExtraRoutes(add=lambda app, _base, principal_of: clusters.add(app, principal_of)))
+    extra.append(webui_routes(web_ui(service, clusters)))
     # members answer at their own pace: offloaded calls hold up only the requests needing them
-    app = build_rest_app(service, offload_calls=True, extra_routes=extra)
-    add_clusters_route(app, service)
-    return app
+    return build_rest_app(service, offload_calls=True, extra_routes=extra)
 
 
-def web_ui(service: FederateService) -> WebUi:
+def web_ui(service: FederateService, clusters: ClusterRoutes) -> WebUi:
     """The Web UI's Federate flavour: sign-in with a Federate API token (no passwords here),
     the members on its Clusters page, the workflows through ``service``."""
-    addresses = {member.name: member.config.address for member in service.members}
 
     def members() -> list[pb.Cluster]:
-        return [cluster_message(o, addresses.get(o.name, "")) for o in service.offers()]
+        return [c for c in clusters.clusters("") if not c.local]
 
     return WebUi(service, None, service.accounts, None, clusters=members)
 
@@ -138,6 +168,14 @@ def federate_health(service: FederateService) -> Health:
     for member in service.members:
         health.declare(member_condition(member), "not polled yet", required=False)
     health.declare(POLLING, "no poll yet", required=False)
+
+    def follow(change: MemberChange) -> None:
+        if change.what == "joined":
+            health.declare(member_condition(change.member), "not polled yet", required=False)
+        else:
+            health.remove(member_condition(change.member))
+
+    service.members.subscribe(follow)
     return health
 
 
@@ -150,8 +188,10 @@ def reach_members(members: Members) -> list[tuple[Member, str | None]]:
             member.client().version()
         except Exception as exc:  # any failure of one member says only that it is unreachable
             member.close()  # the next poll or call reaches it anew
-            answers.append((member, describe(exc)))
+            member.unreachable_reason = describe(exc)
+            answers.append((member, member.unreachable_reason))
         else:
+            member.unreachable_reason = ""
             answers.append((member, None))
     return answers
 
@@ -159,6 +199,9 @@ def reach_members(members: Members) -> list[tuple[Member, str | None]]:
 async def poll_members(service: FederateService, health: Health, interval: float) -> None:
     """One poll of the members, then a wait of ``interval``: the turn of the poll loop."""
     answers = await asyncio.to_thread(reach_members, service.members)
+    if service.registrations is not None:
+        for name in await asyncio.to_thread(service.registrations.finish_draining):
+            log.info("cluster %s left the federation: it has drained", name)
     for member, problem in answers:
         if problem is None:
             health.passed(member_condition(member), f"reachable at {member.config.address}")

@@ -47,7 +47,7 @@ from fuzzball_core.errors import (
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.contract import LOG_PAGE
-from fuzzball_core.service.forwarded_identity import IdentitySigner
+from fuzzball_core.service.forwarded_identity import IdentitySigner, TrustedFederates
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
@@ -69,6 +69,7 @@ from fuzzball_federation.members import Member, Members
 from fuzzball_federation.models import FederateAccount, FederateApiToken, FederatedWorkflow
 from fuzzball_federation.needs import workflow_needs
 from fuzzball_federation.offers import MemberOffer, member_offer, unreachable_offer
+from fuzzball_federation.registration import Registrations
 
 log = logging.getLogger("fuzzball.federate")
 
@@ -83,6 +84,12 @@ MAX_PARALLEL_ASKS = 32
 
 class FederateService(AccountCalls):
     """The ``OrchestrateService`` Protocol over a federation of Orchestrate clusters."""
+
+    #: members joining and leaving while it runs (``registration.py``; set by ``main.build``)
+    registrations: Registrations | None = None
+    #: the Federates this one takes forwarded identities from, as their member (recorded
+    #: when it generated their registration); none: a forwarded identity is refused
+    trusted_federates: TrustedFederates = TrustedFederates(())
 
     def __init__(
         self,
@@ -117,8 +124,9 @@ class FederateService(AccountCalls):
     # -- accounts (the calls themselves: AccountCalls) ---------------------------------------
 
     def forwarded_principal(self, who: Principal, assertion: str) -> Principal:
-        """Federate takes no forwarded identity: it is the one that forwards them."""
-        raise Unauthenticated("Federate accepts no forwarded identity; call it as yourself")
+        """Who a Federate this one is a member of acts for (trusted when this one generated
+        its registration); Unauthenticated from any other."""
+        return self.trusted_federates.principal(who, assertion)
 
     def version(self) -> str:
         return f"v{__version__}"
@@ -160,9 +168,10 @@ class FederateService(AccountCalls):
         return list(self._askers.map(ask, members))
 
     def offers(self) -> list[MemberOffer]:
-        """Every member as the router sees it; one that does not answer is unhealthy."""
+        """Every member new work may go to (not draining) as the router sees it; one that
+        does not answer is unhealthy."""
         offers = []
-        for member, nodes in self._ask_each(self.members, lambda api: api.list_nodes()):
+        for member, nodes in self._ask_each(self.members.routable(), lambda api: api.list_nodes()):
             labels = member.config.labels
             if isinstance(nodes, FuzzballError):
                 offers.append(unreachable_offer(member.name, labels, _problem(nodes)))

@@ -23,6 +23,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.config import parse_config
 from fuzzball_core.drivers import Router
+from fuzzball_core.orchestrate.cluster_registration_routes import (
+    ClusterRegistration,
+    cluster_registration_routes,
+)
 from fuzzball_core.service.forwarded_identity import TrustedFederate, TrustedFederates
 from fuzzball_federation.main import build, build_app
 from fuzzball_federation.routers.fit import FitRouter
@@ -56,13 +60,22 @@ class MemberCluster:
 
 
 def start_member(directory: Path, name: str, nodes: list[dict[str, Any]]) -> MemberCluster:
-    """A real Orchestrate on loopback with scripted ``nodes`` and a ``federate`` account."""
+    """A real Orchestrate on loopback with scripted ``nodes`` and a ``federate`` account; it
+    serves ``/admin/cluster/registration/configuration:generate`` as Orchestrate does."""
     loop = LoopThread()
     stack = SqlStack(loop, directory / f"{name}.db")
     _, token = stack.create_account("federate", kind="federate")
     for node in nodes:
         stack.add_node(**node)
-    servers = loop.run(start_servers(stack.service))
+    service = stack.service
+    # its own trust: registration adds to it, and no other service shares it
+    service.trusted_federates = TrustedFederates(())
+    registration = ClusterRegistration(
+        service.sessions, service.accounts, lambda: service.trusted_federates, name=name
+    )
+    servers = loop.run(
+        start_servers(service, extra_routes=[cluster_registration_routes(registration)])
+    )
     return MemberCluster(name, stack, servers.rest_url, token, loop, servers)
 
 
@@ -123,8 +136,10 @@ def start_federation(
     extra_clusters: list[dict[str, Any]] = (),
     router: Router | None = None,
     registry: Any = None,
+    admin: bool = False,
 ) -> Federation:
-    """Federate over ``members`` (plus ``extra_clusters`` configs) with its gateway up."""
+    """Federate over ``members`` (plus ``extra_clusters`` configs) with its gateway up; the
+    user's account (``token``) is an administrator's with ``admin``."""
     clusters = [
         {"name": m.name, "address": m.rest_url, "token": m.token, "labels": {"site": m.name}}
         for m in members
@@ -138,7 +153,7 @@ def start_federation(
     service = build(config, router or FitRouter({}), registry)
     assert service.signer is not None
     trust_federate(members, service.signer.key)
-    _, token = service.create_account("alice")
+    _, token = service.create_account("alice", admin=admin)
     loop = LoopThread()
 
     async def start() -> tuple[web.AppRunner, str]:

@@ -1,0 +1,396 @@
+"""Members joining and leaving a running Federate, and this Federate joining another.
+
+``register`` takes a ``ClusterRegistrationConfiguration`` (made by the member's
+``GET /v3/admin/cluster/registration/configuration:generate``), checks every field, reaches
+the member with its token (asking for its nodes, which the member's ``federate`` account may
+do), stores it in ``federate_clusters`` (the token sealed with the data directory's secret
+keys) and adds it to the live :class:`~fuzzball_federation.members.Members`: the next routing
+decision sees it, no restart. ``leave`` takes it out again, unless federated workflows still
+run there: then the member is put to draining (no new work) and the refusal says so; it leaves
+by itself once they have ended (:meth:`Registrations.finish_draining`, from the poll loop).
+
+``generate`` is the member side when this Federate joins another (kind
+``CLUSTER_KIND_FEDERATE``): a fresh ``federate`` account here and its token (shown once), this
+Federate's public key as the JWK, and, given the other Federate's name and JWK, that Federate
+recorded as trusted (``federate_trusted_federates``), so its forwarded identities are accepted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.client import address_url
+from fuzzball_core.config import FederateMemberConfig
+from fuzzball_core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    FuzzballError,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+)
+from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.forwarded_identity import (
+    TrustedFederate,
+    TrustedFederates,
+    key_from_jwk,
+    public_jwk,
+)
+from fuzzball_core.spec.names import printable
+from fuzzball_core.store.secret_box import SecretBox
+from fuzzball_core.vocabulary import AccountKind
+from fuzzball_federation.members import (
+    FEDERATE,
+    ORCHESTRATE,
+    REGISTERED,
+    Member,
+    Members,
+)
+from fuzzball_federation.models import FederatedWorkflow, FederateTrust, RegisteredCluster
+
+log = logging.getLogger("fuzzball.federate")
+
+#: the fields of a ClusterRegistrationConfiguration (JSON spelling) a registration reads
+CONFIG_FIELDS = (
+    "id",
+    "kind",
+    "apiToken",
+    "jwkPublicKey",
+    "apiEndpoint",
+    "openapiEndpoint",
+    "name",
+)
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_NAME_LIMIT = 200
+_ENDPOINT_LIMIT = 1000
+#: a member's workflow statuses that mean it has ended
+ENDED = frozenset({"STAGE_STATUS_FINISHED", "STAGE_STATUS_FAILED", "STAGE_STATUS_CANCELED"})
+
+
+def key_id(key: Ed25519PrivateKey) -> str:
+    """This Federate's cluster id: a UUID from its signing key's public half, so it is the
+    same on every start and changes only with the key (``federate-identity.key``)."""
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return str(uuid.UUID(bytes=hashlib.sha256(raw).digest()[:16], version=4))
+
+
+def read_registration(body: Any) -> dict[str, str]:
+    """A ``RegisterClusterRequest`` body, each field checked: the configuration's fields by
+    their JSON names, kind as its enum name. InvalidArgument names the first field wrong."""
+    if not isinstance(body, dict):
+        raise InvalidArgument("request body: expected a JSON object")
+    unknown = sorted(set(body) - {"config"})
+    if unknown:
+        raise InvalidArgument(f"{unknown[0]}: not a field of RegisterClusterRequest")
+    config = body.get("config")
+    if not isinstance(config, dict):
+        raise InvalidArgument("config: expected the ClusterRegistrationConfiguration object")
+    return read_configuration(config, prefix="config.")
+
+
+def read_configuration(config: dict[str, Any], *, prefix: str = "") -> dict[str, str]:
+    """A ``ClusterRegistrationConfiguration`` (JSON mapping) checked field by field."""
+    spelled = {
+        **{name: name for name in CONFIG_FIELDS},
+        "api_token": "apiToken",
+        "jwk_public_key": "jwkPublicKey",
+        "api_endpoint": "apiEndpoint",
+        "openapi_endpoint": "openapiEndpoint",
+    }
+    fields: dict[str, str] = {}
+    for key, value in config.items():
+        name = spelled.get(key)
+        if name is None:
+            raise InvalidArgument(f"{prefix}{key}: not a field of ClusterRegistrationConfiguration")
+        if not isinstance(value, str):
+            raise InvalidArgument(f"{prefix}{name}: expected a string")
+        fields[name] = value
+    for required in ("id", "name", "apiEndpoint", "apiToken"):
+        if not fields.get(required):
+            raise InvalidArgument(f"{prefix}{required}: required")
+    if not _ID.fullmatch(fields["id"]):
+        raise InvalidArgument(
+            f"{prefix}id: at most 64 letters, digits, '.', '_' or '-', starting with a letter"
+            " or digit"
+        )
+    name = fields["name"]
+    if len(name) > _NAME_LIMIT or not name.isprintable() or name != name.strip():
+        raise InvalidArgument(
+            f"{prefix}name: at most {_NAME_LIMIT} printable characters, no surrounding spaces"
+        )
+    kind = fields.get("kind") or ORCHESTRATE
+    if kind not in (ORCHESTRATE, FEDERATE):
+        raise InvalidArgument(
+            f"{prefix}kind: {printable(kind)!r} is not {ORCHESTRATE} or {FEDERATE}"
+        )
+    fields["kind"] = kind
+    for endpoint in ("apiEndpoint", "openapiEndpoint"):
+        value = fields.get(endpoint, "")
+        if value and (
+            len(value) > _ENDPOINT_LIMIT
+            or not value.isprintable()
+            or not address_url(value).startswith(("http://", "https://"))
+        ):
+            raise InvalidArgument(f"{prefix}{endpoint}: expected an http(s) address")
+    jwk = fields.get("jwkPublicKey", "")
+    if jwk:
+        try:
+            parsed = json.loads(jwk)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("kty"), str):
+            raise InvalidArgument(f"{prefix}jwkPublicKey: expected a JWK (a JSON object with kty)")
+    if len(fields["apiToken"]) > 4096 or not fields["apiToken"].isprintable():
+        raise InvalidArgument(f"{prefix}apiToken: not a token")
+    return fields
+
+
+class Registrations:
+    """Members that join and leave by registration, kept in Federate's store."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        members: Members,
+        box: SecretBox,
+        *,
+        timeout: float,
+        name: str,
+        key: Ed25519PrivateKey,
+        accounts: Accounts,
+        trusted: TrustedFederates,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.sessions = sessions
+        self.members = members
+        self.box = box
+        self.timeout = timeout
+        #: this Federate's own name and key (what it lists itself as)
+        self.name = name
+        self.key = key
+        self.id = key_id(key)
+        self.accounts = accounts
+        self.trusted = trusted
+        self.clock = clock
+
+    # -- at start -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Add the stored members and trust the stored Federates (at start, after the
+        configured members, whose names and ids they may not take)."""
+        with self.sessions() as session:
+            rows = list(session.scalars(select(RegisteredCluster)))
+            trusts = list(session.scalars(select(FederateTrust)))
+        for row in rows:
+            try:
+                self.members.add(self._member(row, self.box.decrypt(row.token_sealed).decode()))
+            except (AlreadyExists, FuzzballError) as exc:
+                log.warning("registered cluster %s not loaded: %s", row.name, exc.message)
+        for trust in trusts:
+            self.trusted.trust(TrustedFederate(trust.name, key_from_jwk(trust.public_jwk)))
+
+    def _member(self, row: RegisteredCluster, token: str) -> Member:
+        config = FederateMemberConfig(
+            name=row.name, address=row.api_endpoint, token=token, labels=dict(row.labels or {})
+        )
+        return Member(
+            config,
+            timeout=self.timeout,
+            id=row.id,
+            kind=row.kind,
+            source=REGISTERED,
+            draining=row.draining,
+            jwk_public_key=row.jwk_public_key,
+            openapi_endpoint=row.openapi_endpoint,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    # -- joining --------------------------------------------------------------------------------
+
+    def register(self, fields: dict[str, str]) -> Member:
+        """Register the member ``fields`` (from :func:`read_registration`) describes: reach
+        it, store it, route to it from now on."""
+        name, cluster_id = fields["name"], fields["id"]
+        if name == self.name or cluster_id == self.id:
+            raise AlreadyExists(f"config: {name!r} ({cluster_id}) is this Federate itself")
+        for member in self.members.snapshot():
+            if member.name == name:
+                raise AlreadyExists(f"config.name: a member named {name!r} already exists")
+            if member.id == cluster_id:
+                raise AlreadyExists(f"config.id: a member with id {cluster_id!r} already exists")
+        now = self.clock()
+        row = RegisteredCluster(
+            id=cluster_id,
+            name=name,
+            kind=fields["kind"],
+            api_endpoint=fields["apiEndpoint"],
+            openapi_endpoint=fields.get("openapiEndpoint", ""),
+            token_sealed="",
+            jwk_public_key=fields.get("jwkPublicKey", ""),
+            labels={},
+            draining=False,
+            created_at=now,
+            updated_at=now,
+        )
+        member = self._member(row, fields["apiToken"])
+        self._reach(member)
+        row.token_sealed = self.box.encrypt(fields["apiToken"].encode())
+        with self.sessions() as session, session.begin():
+            session.add(row)
+        self.members.add(member)
+        log.info("cluster %s (%s) joined at %s", name, cluster_id, member.config.address)
+        return member
+
+    @staticmethod
+    def _reach(member: Member) -> None:
+        """Ask the member for its nodes with its token: it must answer and take the token."""
+        try:
+            member.client().list_nodes()
+        except Unauthenticated:
+            raise InvalidArgument(
+                f"config.apiToken: cluster {member.name} refused it (expired, revoked, or"
+                " not one of its tokens)"
+            ) from None
+        except FuzzballError as exc:
+            raise FailedPrecondition(
+                f"config.apiEndpoint: cluster {member.name} cannot be reached there"
+                f" ({printable(exc.message)})"
+            ) from None
+        finally:
+            member.close()
+
+    # -- leaving --------------------------------------------------------------------------------
+
+    def running(self, member: Member) -> list[str]:
+        """The federated workflows still running on ``member`` (federated ids); none when
+        it cannot be asked (its work then shows as unknown, not as running)."""
+        with self.sessions() as session:
+            rows = list(
+                session.scalars(
+                    select(FederatedWorkflow).where(FederatedWorkflow.cluster == member.name)
+                )
+            )
+        if not rows:
+            return []
+        try:
+            listed = member.client().list_workflows()
+        except FuzzballError as exc:
+            log.warning("cluster %s: its workflows cannot be listed: %s", member.name, exc)
+            return []
+        status = {w.id: pb.WorkflowStatus.Name(w.status) for w in listed}
+        return [row.id for row in rows if status.get(row.remote_id, "") not in (*ENDED, "")]
+
+    def leave(self, cluster_id: str) -> str:
+        """Take the member ``cluster_id`` out of the federation; its id. FailedPrecondition
+        when it comes from the configuration, or when federated workflows still run there
+        (then it is draining: no new work, and it leaves once they end)."""
+        if cluster_id == self.id:
+            raise FailedPrecondition(f"cluster {cluster_id!r} is this Federate itself")
+        member = self.members.by_id(cluster_id)
+        if member.source != REGISTERED:
+            raise FailedPrecondition(
+                f"cluster {member.name} is in federate.clusters of the configuration: remove"
+                " it there and restart Federate"
+            )
+        running = self.running(member)
+        if running:
+            self._set_draining(member)
+            shown = ", ".join(running[:5]) + (", ..." if len(running) > 5 else "")
+            raise FailedPrecondition(
+                f"cluster {member.name} still runs {len(running)} federated workflow(s)"
+                f" ({shown}): it is now draining (no new work) and leaves by itself once they"
+                " have ended"
+            )
+        self._forget(member)
+        return member.id
+
+    def _set_draining(self, member: Member) -> None:
+        if member.draining:
+            return
+        member.draining = True
+        member.updated_at = self.clock()
+        with self.sessions() as session, session.begin():
+            row = session.get(RegisteredCluster, member.id)
+            if row is not None:
+                row.draining, row.updated_at = True, member.updated_at
+        log.info("cluster %s is draining", member.name)
+
+    def _forget(self, member: Member) -> None:
+        with self.sessions() as session, session.begin():
+            row = session.get(RegisteredCluster, member.id)
+            if row is not None:
+                session.delete(row)
+        # two leaves at once: the other took it out
+        with contextlib.suppress(NotFound):
+            self.members.remove(member.name)
+        log.info("cluster %s (%s) left", member.name, member.id)
+
+    def finish_draining(self) -> list[str]:
+        """Let every draining member whose federated workflows have ended leave (a turn of
+        the poll loop); the names of those that left. Blocking: run it in a thread."""
+        left = []
+        for member in self.members.snapshot():
+            if member.draining and member.source == REGISTERED and not self.running(member):
+                self._forget(member)
+                left.append(member.name)
+        return left
+
+    # -- this Federate joining another ------------------------------------------------------
+
+    def generate(
+        self,
+        api_endpoint: str,
+        *,
+        federate_name: str = "",
+        federate_jwk: str = "",
+    ) -> pb.ClusterRegistrationConfiguration:
+        """What another Federate needs to register this one as its member: a fresh
+        ``federate`` account here and its token (shown once), and this Federate's public key;
+        given that Federate's name and JWK, that Federate is trusted from now on."""
+        if bool(federate_name) != bool(federate_jwk):
+            raise InvalidArgument("federateName and federateJwk: give both or neither")
+        if federate_jwk:
+            try:
+                key = key_from_jwk(federate_jwk)
+            except ValueError as exc:
+                raise InvalidArgument(f"federateJwk: {exc}") from None
+            self._record_trust(federate_name, federate_jwk, key)
+        account = f"federate-{federate_name or 'registration'}-{secrets.token_hex(4)}"
+        _, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
+        log.info("registration generated: account %s for a Federate", account)
+        return pb.ClusterRegistrationConfiguration(
+            id=self.id,
+            kind=pb.CLUSTER_KIND_FEDERATE,
+            api_token=token,
+            jwk_public_key=public_jwk(self.key),
+            api_endpoint=api_endpoint,
+            openapi_endpoint=f"{api_endpoint}/v3/openapi.json",
+            name=self.name,
+        )
+
+    def _record_trust(self, name: str, jwk: str, key: Any) -> None:
+        if len(name) > _NAME_LIMIT or not name.isprintable():
+            raise InvalidArgument(f"federateName: at most {_NAME_LIMIT} printable characters")
+        with self.sessions() as session, session.begin():
+            row = session.get(FederateTrust, name)
+            if row is None:
+                session.add(FederateTrust(name=name, public_jwk=jwk, created_at=self.clock()))
+            else:
+                row.public_jwk = jwk
+        self.trusted.trust(TrustedFederate(name, key))

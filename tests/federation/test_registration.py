@@ -1,0 +1,250 @@
+"""Members join a running Federate by registration, are listed, health checked, and leave."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from support.federation_harness import GIB, start_federation, start_member
+from support.live_api import HELLO
+
+from fuzzball_core.client import FuzzballClient
+from fuzzball_core.config import parse_config
+from fuzzball_core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from fuzzball_core.service.forwarded_identity import public_jwk
+from fuzzball_federation.main import build, reach_members
+from fuzzball_federation.members import configured_id
+from fuzzball_federation.routers.fit import FitRouter
+
+GENERATE = "/admin/cluster/registration/configuration:generate"
+CPU = HELLO
+
+
+@pytest.fixture
+def late(tmp_path):
+    """An Orchestrate that is no member yet (64 cores: the roomiest), with an admin token."""
+    member = start_member(tmp_path, "late", [{"name": "big", "cores": 64, "memory": 256 * GIB}])
+    _, member.admin_token = member.stack.create_account("root", kind="admin")
+    member.closed = False
+    try:
+        yield member
+    finally:
+        if not member.closed:
+            member.close()
+
+
+@pytest.fixture
+def fed(tmp_path, members):
+    """A Federate over the static ``onprem`` and ``aws``; its user is an administrator."""
+    federation = start_federation(tmp_path, members, admin=True)
+    try:
+        yield federation
+    finally:
+        federation.close()
+
+
+def _generate(member, fed, token=None):
+    with FuzzballClient(f"{member.rest_url}/v3", token or member.admin_token) as api:
+        reply = api.call_json(
+            "GET",
+            GENERATE,
+            params={"federateName": "federate", "federateJwk": public_jwk(fed.service.signer.key)},
+        )
+    return reply["config"]
+
+
+def _join(fed, member):
+    config = _generate(member, fed)
+    fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+    return config
+
+
+def _clusters(fed, token=None):
+    listed = fed.client(token).call_json("GET", "/clusters")["clusters"]
+    return {c["name"]: c for c in listed}
+
+
+def test_a_member_registered_while_federate_runs_receives_work_without_a_restart(fed, late):
+    before = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, before) == "aws"
+    config = _join(fed, late)
+    workflow_id = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, workflow_id) == "late"
+    shown = _clusters(fed)["late"]
+    assert (shown["id"], shown["kind"], shown["status"]) == (
+        config["id"],
+        "CLUSTER_KIND_ORCHESTRATE",
+        "CLUSTER_STATUS_READY",
+    )
+
+
+def test_generate_gives_a_stable_id_a_fresh_federate_token_and_the_clusters_name(fed, late):
+    first, second = _generate(late, fed), _generate(late, fed)
+    assert first["id"] == second["id"]
+    assert first["apiToken"] != second["apiToken"]
+    assert first["name"] == "late" and first["kind"] == "CLUSTER_KIND_ORCHESTRATE"
+    assert late.stack.service.authenticate(first["apiToken"]).kind == "federate"
+
+
+def test_generate_on_a_member_is_refused_to_a_non_admin(fed, late):
+    with pytest.raises(PermissionDenied):
+        _generate(late, fed, token=late.token)
+
+
+def test_the_federate_lists_itself_as_a_federate_cluster(fed):
+    listed = fed.client().call_json("GET", "/clusters")["clusters"]
+    local = [c for c in listed if c.get("local")]
+    assert [(c["name"], c["kind"]) for c in local] == [("federate", "CLUSTER_KIND_FEDERATE")]
+    shown = fed.client().call_json("GET", f"/cluster/{local[0]['id']}")
+    assert shown["name"] == "federate"
+
+
+def test_a_configured_member_has_the_id_derived_from_its_name(fed):
+    assert _clusters(fed)["aws"]["id"] == configured_id("aws")
+    shown = fed.client().call_json("GET", f"/admin/cluster/{configured_id('aws')}")
+    assert shown["name"] == "aws"
+
+
+def test_a_member_that_leaves_gets_no_more_work(fed, late):
+    config = _join(fed, late)
+    reply = fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert reply == {"id": config["id"]}
+    assert "late" not in _clusters(fed)
+    workflow_id = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, workflow_id) == "aws"
+
+
+def test_leaving_with_a_running_federated_workflow_is_refused_and_the_member_drains(fed, late):
+    config = _join(fed, late)
+    running = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, running) == "late"
+    with pytest.raises(FailedPrecondition, match="now draining") as refused:
+        fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert running in refused.value.message
+    shown = _clusters(fed)["late"]
+    assert (shown["status"], shown["statusReason"]) == ("CLUSTER_STATUS_DISABLED", "draining")
+    again = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, again) == "aws"
+
+
+def test_a_configured_member_cannot_leave_through_the_api(fed):
+    with pytest.raises(FailedPrecondition, match=r"federate\.clusters"):
+        fed.client().call_json("DELETE", f"/admin/cluster/{configured_id('aws')}")
+
+
+def test_an_unreachable_member_is_listed_with_the_reason(fed, late):
+    _join(fed, late)
+    late.close()
+    late.closed = True
+    reach_members(fed.service.members)
+    shown = _clusters(fed)["late"]
+    assert shown["status"] == "CLUSTER_STATUS_UNREACHABLE"
+    assert shown["statusReason"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/admin/clusters", None),
+        ("GET", f"/admin/cluster/{configured_id('aws')}", None),
+        ("DELETE", f"/admin/cluster/{configured_id('aws')}", None),
+        ("POST", "/admin/cluster/registration", {"config": {}}),
+        ("GET", GENERATE, None),
+    ],
+)
+def test_admin_routes_are_refused_to_a_non_admin(fed, method, path, body):
+    _, token = fed.service.create_account("bob")
+    with pytest.raises(PermissionDenied):
+        fed.client(token).call_json(method, path, body=body)
+
+
+@pytest.mark.parametrize(
+    "path", ["/cluster/no-such-id", "/admin/cluster/no-such-id"], ids=["show", "admin-show"]
+)
+def test_an_unknown_cluster_id_is_not_found(fed, path):
+    with pytest.raises(NotFound, match="no-such-id"):
+        fed.client().call_json("GET", path)
+
+
+def test_leaving_an_unknown_cluster_id_is_not_found(fed):
+    with pytest.raises(NotFound, match="no-such-id"):
+        fed.client().call_json("DELETE", "/admin/cluster/no-such-id")
+
+
+GOOD = {
+    "id": "c-1",
+    "name": "x",
+    "kind": "CLUSTER_KIND_ORCHESTRATE",
+    "apiEndpoint": "http://127.0.0.1:9",
+    "apiToken": "t",
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "config"),
+        ({"config": "x"}, "config"),
+        ({"config": GOOD, "extra": 1}, "extra"),
+        ({"config": {**GOOD, "name": ""}}, "config.name"),
+        ({"config": {**GOOD, "id": "a b"}}, "config.id"),
+        ({"config": {**GOOD, "kind": "CLUSTER_KIND_X"}}, "config.kind"),
+        ({"config": {**GOOD, "apiEndpoint": "ftp://x"}}, "config.apiEndpoint"),
+        ({"config": {**GOOD, "apiToken": ""}}, "config.apiToken"),
+        ({"config": {**GOOD, "jwkPublicKey": "nope"}}, "config.jwkPublicKey"),
+        ({"config": {**GOOD, "colour": "red"}}, "config.colour"),
+        ({"config": {**GOOD, "name": 3}}, "config.name"),
+    ],
+)
+def test_a_bad_registration_is_refused_naming_the_field(fed, body, field):
+    with pytest.raises(InvalidArgument) as refused:
+        fed.client().call_json("POST", "/admin/cluster/registration", body=body)
+    assert refused.value.message.startswith(f"{field}:")
+
+
+def test_a_registration_whose_token_the_member_refuses_is_not_stored(fed, late):
+    config = {**_generate(late, fed), "apiToken": "not-a-token"}
+    with pytest.raises(InvalidArgument, match=r"config\.apiToken"):
+        fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+    assert "late" not in _clusters(fed)
+
+
+def test_registering_a_taken_name_is_refused(fed, late):
+    config = {**_generate(late, fed), "name": "aws"}
+    with pytest.raises(AlreadyExists, match=r"config\.name"):
+        fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+
+
+def test_the_registration_token_is_in_no_log_read_or_store_row(fed, late, caplog):
+    caplog.set_level(logging.DEBUG)
+    config = _join(fed, late)
+    token = config["apiToken"]
+    reads = [
+        fed.client().call_json("GET", "/clusters"),
+        fed.client().call_json("GET", "/admin/clusters"),
+        fed.client().call_json("GET", f"/admin/cluster/{config['id']}"),
+    ]
+    assert token not in json.dumps(reads)
+    assert token not in caplog.text
+    with fed.service.sessions() as session:
+        rows = session.connection().exec_driver_sql("SELECT * FROM federate_clusters").all()
+    assert token not in repr(rows)
+
+
+def test_a_registered_member_is_a_member_again_after_a_restart(tmp_path, fed, late):
+    config = _join(fed, late)
+    again = build(
+        parse_config({"data-dir": str(tmp_path / "federate"), "federate": {"member-timeout": 5}}),
+        FitRouter({}),
+    )
+    try:
+        assert again.members.by_id(config["id"]).name == "late"
+    finally:
+        again.members.close()
