@@ -79,16 +79,16 @@ def check(
     assert node is not None, "check runs after the node's registration"
     reason = too_old(version)
     held = [
-        hold
-        for hold in nodes.holds(tx.session, node_id)
-        if hold.source == HoldSource.PROVISIONER.value
-        and hold.effect == HoldEffect.CORDON.value
-        and hold.reason.startswith(REASON_PREFIX)
+        row
+        for row in nodes.holds(tx.session, node_id)
+        if row.source == HoldSource.PROVISIONER.value
+        and row.effect == HoldEffect.CORDON.value
+        and row.reason.startswith(REASON_PREFIX)
     ]
-    stale = [hold for hold in held if hold.reason != reason]
-    for hold in stale:  # upgraded (or another old version): this hold's reason is not true now
+    stale = [row for row in held if row.reason != reason]
+    for row in stale:  # upgraded (or another old version): this hold's reason is not true now
         nodes.release_holds(
-            ctx, tx, node_id, hold_id=hold.id, released_by=f"{PLACED_BY} ({version or 'none'})"
+            ctx, tx, node_id, hold_id=row.id, released_by=f"{PLACED_BY} ({version or 'none'})"
         )
     if reason is None or len(stale) < len(held):
         return  # new enough, or already held for this very reason
