@@ -460,6 +460,22 @@ class JobShape(NamedTuple):
     runtime: float | None = None
 
 
+#: One object per distinct shape, so that the jobs of an array share theirs: a scheduler can
+#: then tell equal shapes by identity (cheaper than hashing the tuple for every job in every
+#: pass), and a million queued jobs hold a few hundred shapes, not a million.
+_SHAPES: dict[JobShape, JobShape] = {}
+#: How many shapes are kept before starting over (equal shapes made after that are new objects:
+#: still equal, just not identical).
+_SHAPES_BOUND = 100_000
+
+
+def _interned(shape: JobShape) -> JobShape:
+    """The one object for ``shape`` (see ``_SHAPES``)."""
+    if len(_SHAPES) >= _SHAPES_BOUND:
+        _SHAPES.clear()
+    return _SHAPES.setdefault(shape, shape)
+
+
 def _host_ports(value: Any, where: str) -> frozenset[str]:
     """``value`` as a set of ``tcp/PORT`` / ``udp/PORT`` strings, or InvalidArgument."""
     ports = frozenset(value or ())
@@ -561,7 +577,7 @@ class JobRequest:
             self.domain if self.nodes > 1 else None,
             None if runtime is None else float(runtime),
         )
-        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "shape", _interned(shape))
         object.__setattr__(self, "order_key", (-self.priority, float(self.submitted_at), self.id))
 
     def describe(self) -> str:

@@ -44,6 +44,8 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -394,7 +396,7 @@ class DefaultScheduler(Scheduler):
         plans = self._current_plans()
         self._now = self._diagnostics.now = now
         placements: list[Placement] = []
-        waiting: list[tuple[JobRequest, int]] = []
+        waiting = _Waiting()
         no_room: set[JobShape] = set()
         refused: set[JobShape] = set()
         infeasible: dict[JobShape, tuple[str, Survey]] = {}
@@ -402,20 +404,30 @@ class DefaultScheduler(Scheduler):
         self._domain_shortfalls.clear()
         protection: _Protection | None = None
         keys = self._pass_keys()
+        #: id(a job's shape) -> the list later jobs of that very shape join without a look:
+        #: once a shape has failed, every later job of it in the pass fails the same way
+        #: (capacity only shrinks during a pass), so a long array costs one append per job
+        settled: dict[int, list[JobRequest]] = {}
         queue = self._fair.queue(pending, now, self._index)
         for job in queue:
+            same = settled.get(id(job.shape))
+            if same is not None:
+                same.append(job)
+                continue
             job_id = job.id
             entry = keys.get(id(job.shape))
             shape = (entry or self._key_entry(job.shape))[1]
-            if shape in no_room:
-                waiting.append((job, _NO_ROOM if protection is None else _BACKFILL_NO_ROOM))
-                continue
-            if shape in infeasible:
-                waiting.append((job, _INFEASIBLE))
-                continue
             guarded = protection is not None and protection.applies_to(job, now)
-            if guarded and shape in refused:
-                waiting.append((job, _REFUSED))
+            known: int | None = None
+            if shape in no_room:
+                known = _NO_ROOM if protection is None else _BACKFILL_NO_ROOM
+            elif shape in infeasible:
+                known = _INFEASIBLE
+            elif guarded and shape in refused:
+                known = _REFUSED
+            if known is not None:
+                same = settled[id(job.shape)] = waiting.bucket(shape, known, guarded)
+                same.append(job)
                 continue
             plan = plans.get(shape) or self._plan(shape)
             chosen, note = self._locate(shape, plan, protection if guarded else None)
@@ -427,21 +439,24 @@ class DefaultScheduler(Scheduler):
                 continue
             if guarded and self._locate(shape, plan, None)[0] is not None:
                 refused.add(shape)
-                waiting.append((job, _REFUSED))
+                waiting.add(job, shape, _REFUSED, guarded)
                 continue
             verdict = self._infeasibility(job)
             if verdict is not None:
                 infeasible[shape] = verdict
-                waiting.append((job, _INFEASIBLE))
+                waiting.add(job, shape, _INFEASIBLE, guarded)
                 continue
             no_room.add(shape)
             if shape.domain is DomainPolicy.REQUIRE:
-                waiting.append((job, self._domain_wait(shape, plan)))
+                waiting.add(job, shape, self._domain_wait(shape, plan), guarded)
             elif protection is None:
                 protection = self._reserve(job, plan)
-                waiting.append((job, _NO_ROOM if protection is None else _HOLDER))
+                waiting.add(job, shape, _NO_ROOM if protection is None else _HOLDER, guarded)
+                if protection is not None:
+                    # later jobs of the shapes settled so far now wait behind a reservation
+                    settled.clear()
             else:
-                waiting.append((job, _BACKFILL_NO_ROOM))
+                waiting.add(job, shape, _BACKFILL_NO_ROOM, guarded)
         diagnoses = self._diagnose(waiting, no_room, infeasible, protection, now, queue)
         self._fair.finish(now, self._index)
         reservation = None
@@ -634,7 +649,7 @@ class DefaultScheduler(Scheduler):
 
     def _diagnose(
         self,
-        waiting: list[tuple[JobRequest, int]],
+        waiting: _Waiting,
         no_room: set[JobShape],
         infeasible: dict[JobShape, tuple[str, Survey]],
         protection: _Protection | None,
@@ -646,37 +661,30 @@ class DefaultScheduler(Scheduler):
         share."""
         starts = self._estimated_starts(no_room)
         reserved_start = start_or_none(protection.start) if protection is not None else None
-        verdicts: dict[tuple[JobShape, int, bool], tuple[_Verdict, float | None]] = {}
         fair_verdicts: dict[tuple[JobShape, int, bool, str], tuple[_Verdict, float | None]] = {}
         per_job: dict[str, tuple[_Verdict, float | None]] = {}
         overtaken = queue.overtaken
-        key_of = self._key_of
-        for job, situation in waiting:
-            shape = key_of(job.shape)
-            guarded = (
-                protection is not None
-                and situation in _BACKFILL
-                and protection.applies_to(job, now)
-            )
-            memo_key = (shape, situation, guarded)
-            answer = verdicts.get(memo_key)
-            if answer is None:
-                verdict = self._verdict(shape, situation, infeasible, protection if guarded else None)
-                start = (
-                    reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
-                )
-                answer = verdicts[memo_key] = (verdict, start)
-            if job.id in overtaken:
-                fair_key = (*memo_key, job.account)
+        for (shape, situation, guarded), jobs in waiting.buckets.items():
+            verdict = self._verdict(shape, situation, infeasible, protection if guarded else None)
+            start = reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
+            answer = (verdict, start)
+            if not overtaken:
+                # one verdict for the whole group, without a Python step per job
+                per_job.update(zip(map(_JOB_ID, jobs), repeat(answer)))
+                continue
+            for job in jobs:
+                if job.id not in overtaken:
+                    per_job[job.id] = answer
+                    continue
+                fair_key = (shape, situation, guarded, job.account)
                 fair_answer = fair_verdicts.get(fair_key)
                 if fair_answer is None:
                     standing = queue.standing(job.account)
                     fair_answer = fair_verdicts[fair_key] = (
-                        self._passed_over(answer[0], standing),
-                        answer[1],
+                        self._passed_over(verdict, standing),
+                        start,
                     )
-                answer = fair_answer
-            per_job[job.id] = answer
+                per_job[job.id] = fair_answer
         return _Diagnoses(per_job)
 
     def _passed_over(self, verdict: _Verdict, standing: AccountUse | None) -> _Verdict:
@@ -735,6 +743,30 @@ class DefaultScheduler(Scheduler):
 
 #: A verdict shared by every job of one shape and situation: (reason, message, survey).
 _Verdict = tuple[ReasonCode, str, Survey]
+
+_JOB_ID = attrgetter("id")
+
+
+class _Waiting:
+    """The jobs a pass leaves waiting, grouped by what decides their diagnosis: the shape
+    answered for them, their situation, and whether the reservation guards them."""
+
+    __slots__ = ("buckets",)
+
+    def __init__(self) -> None:
+        self.buckets: dict[tuple[JobShape, int, bool], list[JobRequest]] = {}
+
+    def bucket(self, shape: JobShape, situation: int, guarded: bool) -> list[JobRequest]:
+        """The list of the jobs waiting so (the reservation guards only backfill)."""
+        key = (shape, situation, guarded and situation in _BACKFILL)
+        jobs = self.buckets.get(key)
+        if jobs is None:
+            jobs = self.buckets[key] = []
+        return jobs
+
+    def add(self, job: JobRequest, shape: JobShape, situation: int, guarded: bool) -> None:
+        """``job`` waits so."""
+        self.bucket(shape, situation, guarded).append(job)
 
 
 class _Diagnoses(Mapping[str, Diagnosis]):
