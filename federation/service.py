@@ -359,8 +359,9 @@ class FederateService(AccountCalls):
     def list_events(
         self, who: Principal, workflow_id: str, *, after_seq: int = 0
     ) -> list[EventView]:
-        """The member's events of the workflow; a re-routed one's list starts with its
-        ``workflow_rerouted`` event (seq 0: the member's own seqs are unchanged)."""
+        """The member's events of the workflow, after Federate's own (seq 0: the member's
+        seqs are unchanged): its routing decisions, then a re-routed one's
+        ``workflow_rerouted``."""
         row = self._record(who, workflow_id)
         events = self._proxy(
             who, workflow_id, lambda api, rid: api.list_events(rid, after_seq=after_seq)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from google.protobuf.message import Message
 
 from fuzzball_core.api.proto_messages import status_of
 from fuzzball_core.api.v1 import client_pb2 as pb
@@ -94,9 +95,11 @@ def _traffic_cells(stage: pb.WorkflowStage) -> list[str]:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", default=None, help="Name of the workflow (the server picks one if unset).")
 @click.option(
+    "-w",
     "--wait",
     is_flag=True,
-    help="Follow stage changes until the workflow ends; exit 1 unless it finished.",
+    help="Wait until the workflow ends (stage changes on stderr), then show it: who, where,"
+    " when, and its stages; exit 1 unless it finished.",
 )
 @click.option(
     "--logs",
@@ -133,6 +136,7 @@ def start(
     click.echo(f'Workflow "{workflow_id}" started.')
     if wait:
         final = _wait_for_end(state, workflow_id)
+        click.echo(ended_workflow(state.api.get_workflow(workflow_id)))
         if show_logs:
             _print_job_logs(state, workflow_id)
         if final != Status.FINISHED:
@@ -160,7 +164,8 @@ def _wait_for_end(state: CliState, workflow_id: str) -> Status:
     return its final status."""
     seen: dict[str, str] = {}
     events = _EventCursor(state, workflow_id)
-    with ImageProgress() as progress:
+    # stdout keeps the article's lines (started, then the ended workflow); progress is stderr's
+    with ImageProgress(err=True) as progress:
         while True:
             reply = state.api.workflow_status(workflow_id)
             changes = []
@@ -200,29 +205,84 @@ class _EventCursor:
         return events
 
 
-@click.command("list")
-@output_option
-@click.pass_obj
-def list_workflows(state: CliState, output: str) -> None:
-    """List your workflows, newest first."""
-    workflows = state.api.list_workflows()
+def stage_status_word(value: int) -> str:
+    """``STAGE_STATUS_FINISHED`` -> ``Finished``, as the real CLI's tables show statuses."""
+    return status_name(value).capitalize()
+
+
+def article_time(message: Message, field: str) -> str:
+    """A ``Timestamp`` field as the real CLI shows it (``2024-11-14 04:05:03AM``, UTC);
+    empty when unset."""
+    when = moment(message, field)
+    return "" if when is None else when.strftime("%Y-%m-%d %I:%M:%S%p")
+
+
+#: the prefixes of stage names that the ended workflow's Stages table leaves out
+_STAGE_PREFIXES = ("jobs.", "images.", "volumes.", "services.")
+
+
+def ended_workflow(workflow: pb.Workflow) -> str:
+    """The lines ``workflow start --wait`` prints once the workflow ends, as the real CLI
+    does: who started it, its status, its cluster, its times and error, then its stages
+    (the workflow itself first, then each image, volume and job by name)."""
+    header = [
+        ("Name", workflow.name),
+        ("Email", workflow.email),
+        ("UserId", workflow.user_id),
+        ("Status", pb.WorkflowStatus.Name(workflow.status)),
+        ("Cluster", workflow.cluster_name),
+        ("Created", article_time(workflow, "create_time")),
+        ("Started", article_time(workflow, "start_time")),
+        ("Finished", article_time(workflow, "end_time")),
+        ("Error", workflow.error),
+    ]
+    if workflow.status_reason:
+        header.insert(4, ("Reason", workflow.status_reason))
+    lines = [f"{label}: {printable(value)}".rstrip() for label, value in header]
     rows = [
         [
-            w.id,
-            w.name,
-            status_name(w.status),
-            short_time(w, "create_time"),
-            short_time(w, "start_time"),
-            short_time(w, "end_time"),
+            "Workflow",
+            stage_status_word(workflow.status),
+            workflow.id,
+            article_time(workflow, "create_time"),
+            article_time(workflow, "end_time"),
         ]
-        for w in workflows
     ]
-    emit(
-        workflows,
-        output,
-        headers=["ID", "NAME", "STATUS", "CREATED", "STARTED", "FINISHED"],
-        rows=rows,
-    )
+    for stage in workflow.jobs:
+        name = stage.name
+        for prefix in _STAGE_PREFIXES:
+            name = name.removeprefix(prefix)
+        rows.append(
+            [
+                kind_name(stage.kind),
+                stage_status_word(stage.status),
+                name,
+                article_time(stage, "start_time"),
+                article_time(stage, "end_time"),
+            ]
+        )
+    lines += ["Stages:", format_table(_STAGE_HEADERS, rows)]
+    return "\n".join(lines)
+
+
+@click.command("list")
+@click.option(
+    "-t",
+    "--tail",
+    "tail",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the newest N workflows.",
+)
+@output_option
+@click.pass_obj
+def list_workflows(state: CliState, tail: int | None, output: str) -> None:
+    """List your workflows, newest first: who started each, its status and its cluster."""
+    workflows = state.api.list_workflows()
+    if tail is not None:
+        workflows = workflows[:tail]
+    rows = [[w.id, w.name, w.email, stage_status_word(w.status), w.cluster_name] for w in workflows]
+    emit(workflows, output, headers=["ID", "NAME", "EMAIL", "STATUS", "CLUSTER"], rows=rows)
 
 
 @click.command("describe")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -129,10 +130,42 @@ def test_start_wait_follows_stages_and_exits_zero_on_success(logged_in, hello_fi
     result = logged_in("workflow", "start", str(hello_file), "--wait")
     finisher.join()
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert "jobs.hello: STARTED" in lines
-    assert "jobs.hello: FINISHED (exited with code 0)" in lines
-    assert lines[-1].endswith('" finished.')
+    progress = result.stderr.splitlines()
+    assert "jobs.hello: STARTED" in progress
+    assert "jobs.hello: FINISHED (exited with code 0)" in progress
+    assert progress[-1].endswith('" finished.')
+
+
+def test_start_wait_prints_the_ended_workflow_as_the_real_cli_does(logged_in, hello_file):
+    finisher = _finish_first_workflow_later(logged_in, FINISHED)
+    result = logged_in("workflow", "start", "-w", str(hello_file))
+    finisher.join()
+    (workflow,) = logged_in.service.list_workflows(logged_in.who)
+    lines = result.stdout.splitlines()
+    assert lines[0] == f'Workflow "{workflow.id}" started.'
+    assert [line.split(":")[0] for line in lines[1:11]] == [
+        "Name",
+        "Email",
+        "UserId",
+        "Status",
+        "Cluster",
+        "Created",
+        "Started",
+        "Finished",
+        "Error",
+        "Stages",
+    ]
+    assert lines[1] == "Name: hello.yaml"
+    assert lines[4] == "Status: STAGE_STATUS_FINISHED"
+    assert lines[5] == "Cluster: fuzzball"
+    assert re.fullmatch(r"Created: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d[AP]M", lines[6])
+    assert lines[9] == "Error:"
+    table = [[cell.strip() for cell in line.split("|")] for line in lines[11:]]
+    assert table[0] == ["KIND", "STATUS", "NAME", "STARTED", "FINISHED"]
+    assert [row[:3] for row in table[1:]] == [
+        ["Workflow", "Finished", workflow.id],
+        ["Job", "Finished", "hello"],
+    ]
 
 
 def test_start_wait_logs_prints_each_jobs_output_at_the_end(logged_in, hello_file):
@@ -167,7 +200,7 @@ def test_start_wait_exits_non_zero_when_the_workflow_fails(logged_in, hello_file
     finisher.join()
     assert result.exit_code == 1
     assert "jobs.hello: FAILED (exited with code 2)" in result.output
-    last = result.output.splitlines()[-1]
+    last = result.stderr.splitlines()[-1]
     assert last.endswith('" failed: jobs.hello failed: exited with code 2.')
 
 
@@ -176,18 +209,24 @@ def test_workflow_list_in_every_format(logged_in):
         logged_in.who, raw_specification=HELLO, name="hello"
     )
     table = logged_in("workflow", "list").output.splitlines()
-    assert [h.strip() for h in table[0].split("|")] == [
-        "ID",
-        "NAME",
-        "STATUS",
-        "CREATED",
-        "STARTED",
-        "FINISHED",
+    assert [h.strip() for h in table[0].split("|")] == ["ID", "NAME", "EMAIL", "STATUS", "CLUSTER"]
+    assert [c.strip() for c in table[1].split("|")] == [
+        workflow_id,
+        "hello",
+        "",
+        "Started",
+        "fuzzball",
     ]
-    assert [c.strip() for c in table[1].split("|")][:3] == [workflow_id, "hello", "STARTED"]
     as_json = json.loads(logged_in("workflow", "list", "-o", "json").output)
     assert [(w["id"], w["status"]) for w in as_json] == [(workflow_id, "STAGE_STATUS_STARTED")]
     assert yaml.safe_load(logged_in("workflow", "list", "-o", "yaml").output) == as_json
+
+
+def test_workflow_list_tail_shows_only_the_newest(logged_in):
+    for name in ("first", "second", "third"):
+        logged_in.service.start_workflow(logged_in.who, raw_specification=HELLO, name=name)
+    table = logged_in("workflow", "list", "-t", "2").output.splitlines()
+    assert [line.split("|")[1].strip() for line in table[1:]] == ["third", "second"]
 
 
 def test_describe_shows_a_header_and_a_stage_table(logged_in):
