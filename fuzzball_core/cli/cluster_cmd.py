@@ -1,32 +1,42 @@
-"""``fuzzball cluster ...``: the member clusters of the Federate the active context points at.
+"""``fuzzball cluster ...``: the clusters of the Federate the active context points at.
 
-``list`` shows each member with its health, ready nodes and free cores, memory and GPUs, as
-Federate's ``GET /v3/clusters`` reports them. Against an Orchestrate (which has no members)
-it says so rather than failing with a bare 404.
+``list`` prints ``ID | NAME | KIND | STATUS`` as the Fuzzball article shows them (the Federate
+itself included; a draining member's status is ``DRAINING``, an unreachable one's reason in
+parentheses); ``show ID`` one cluster; ``-o json|yaml`` the API's reply, capacity included.
+``registration-config`` (on a member's context) prints a registration for a Federate,
+``join FILE`` (on the Federate's context) registers it, or, with ``--from-context NAME``,
+generates it on that member context and registers it at once, the Federate trusted there;
+``leave ID`` removes a member. Against an Orchestrate (which has no members) ``list`` says so
+rather than failing with a bare 404.
 """
 
 from __future__ import annotations
 
-import click
+import json
+from typing import Any
 
+import click
+import yaml
+
+from fuzzball_core.api.rest_messages import read_reply
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.client import FuzzballClient
-from fuzzball_core.errors import FailedPrecondition, NotFound
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 
-#: The device kind the GPUS column counts.
-GPU_DEVICE = "nvidia.com/gpu"
-_HEADERS = ["NAME", "KIND", "STATUS", "NODES", "FREE CORES", "FREE MEMORY", "FREE GPUS", "LABELS"]
+_HEADERS = ["ID", "NAME", "KIND", "STATUS"]
+GENERATE = "/admin/cluster/registration/configuration:generate"
 
 
 def register(group: click.Group) -> None:
     """Add the cluster commands to the ``cluster`` group."""
-    group.add_command(list_clusters)
+    for command in (list_clusters, show_cluster, join_cluster, leave_cluster, registration):
+        group.add_command(command)
 
 
 def fetch_clusters(api: FuzzballClient) -> list[pb.Cluster]:
-    """Federate's member clusters; FailedPrecondition when the API is not a Federate's."""
+    """Federate's clusters; FailedPrecondition when the API is not a Federate's."""
     try:
         return api.list_clusters()
     except NotFound:
@@ -36,28 +46,95 @@ def fetch_clusters(api: FuzzballClient) -> list[pb.Cluster]:
         ) from None
 
 
-def _status(cluster: pb.Cluster) -> str:
-    status = pb.ClusterStatus.Name(cluster.status).removeprefix("CLUSTER_STATUS_")
-    return f"{status} ({cluster.problem})" if cluster.problem else status
+def status_text(cluster: pb.Cluster) -> str:
+    """The STATUS cell: the enum's name, DRAINING for a draining member, and why."""
+    if cluster.status == pb.CLUSTER_STATUS_DISABLED and cluster.status_reason == "draining":
+        return "DRAINING"
+    status = pb.ClusterStatus.Name(cluster.status)
+    reason = cluster.status_reason or cluster.problem
+    return f"{status} ({reason})" if reason else status
+
+
+def _row(c: pb.Cluster) -> list[Any]:
+    return [c.id, c.name, pb.ClusterKind.Name(c.kind), status_text(c)]
 
 
 @click.command("list")
 @output_option
 @click.pass_obj
 def list_clusters(state: CliState, output: str) -> None:
-    """List the member clusters with their health, nodes and free capacity."""
+    """List the federation's clusters: ID | NAME | KIND | STATUS."""
     clusters = fetch_clusters(state.api)
-    rows = [
-        [
-            c.name,
-            pb.ClusterKind.Name(c.kind).removeprefix("CLUSTER_KIND_"),
-            _status(c),
-            c.nodes,
-            c.free_cores,
-            f"{c.free_memory_gb:g} GiB",
-            c.free_devices.get(GPU_DEVICE, 0),
-            ", ".join(f"{k}={v}" for k, v in sorted(c.labels.items())) or "-",
-        ]
-        for c in clusters
-    ]
-    emit(pb.ListClustersResponse(clusters=clusters), output, headers=_HEADERS, rows=rows)
+    emit(
+        pb.ListClustersResponse(clusters=clusters),
+        output,
+        headers=_HEADERS,
+        rows=[_row(c) for c in clusters],
+    )
+
+
+@click.command("show")
+@click.argument("cluster_id")
+@output_option
+@click.pass_obj
+def show_cluster(state: CliState, cluster_id: str, output: str) -> None:
+    """Show one cluster by id."""
+    cluster = read_reply(state.api.call_json("GET", f"/cluster/{cluster_id}"), pb.Cluster)
+    emit(cluster, output, headers=_HEADERS, rows=[_row(cluster)])
+
+
+@click.command("leave")
+@click.argument("cluster_id")
+@click.pass_obj
+def leave_cluster(state: CliState, cluster_id: str) -> None:
+    """Remove member CLUSTER_ID from the federation (refused, the member draining, while
+    federated workflows run there)."""
+    state.api.call_json("DELETE", f"/admin/cluster/{cluster_id}")
+    click.echo(f'Cluster "{cluster_id}" left the federation.')
+
+
+@click.command("registration-config")
+@click.option("--federate-name", default="", help="The Federate's name (federate.name).")
+@click.option(
+    "--federate-jwk", default="", help="The Federate's public key as a JWK (JSON), to trust."
+)
+@click.pass_obj
+def registration(state: CliState, federate_name: str, federate_jwk: str) -> None:
+    """Print a registration of this context's cluster for a Federate (JSON; it holds an API
+    token: keep it secret, hand it to `fuzzball cluster join` on the Federate)."""
+    params = {"federateName": federate_name, "federateJwk": federate_jwk}
+    reply = state.api.call_json("GET", GENERATE, params={k: v for k, v in params.items() if v})
+    click.echo(json.dumps(reply.get("config", {}), indent=2))
+
+
+@click.command("join")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--from-context",
+    "member_context",
+    default=None,
+    help="Generate the registration on this member context instead of reading FILE.",
+)
+@click.pass_obj
+def join_cluster(state: CliState, file: str | None, member_context: str | None) -> None:
+    """Register a member with the Federate of this context, from FILE (what
+    `fuzzball cluster registration-config` printed) or from the context --from-context."""
+    if (file is None) == (member_context is None):
+        raise InvalidArgument("give either FILE or --from-context, not both or neither")
+    if file is not None:
+        with open(file, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+        config = loaded.get("config", loaded) if isinstance(loaded, dict) else loaded
+    else:
+        local = next((c for c in fetch_clusters(state.api) if c.local), None)
+        if local is None:
+            raise FailedPrecondition("this context's Federate does not list itself")
+        chosen = state.contexts.get(member_context)
+        with FuzzballClient.connect(
+            chosen.address, chosen.token or None, verify=chosen.verify()
+        ) as member:
+            params = {"federateName": local.name, "federateJwk": local.jwk_public_key}
+            config = member.call_json("GET", GENERATE, params=params).get("config", {})
+    reply = state.api.call_json("POST", "/admin/cluster/registration", body={"config": config})
+    name = config.get("name", "") if isinstance(config, dict) else ""
+    click.echo(f'Cluster "{name}" joined as "{reply.get("id", "")}".')

@@ -6,11 +6,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from support.federation_harness import start_federation
+from support.federation_harness import GIB, start_federation, start_member
 
 from fuzzball_core.cli import cluster_cmd, context_cmd
 from fuzzball_core.cli.main import cli
 from fuzzball_core.errors import FailedPrecondition
+from fuzzball_federation.members import configured_id
 
 # main.py wires these in; until it does (and harmlessly after), the tests add them.
 context_cmd.register(cli.commands["context"])
@@ -56,21 +57,57 @@ def test_cluster_list_as_json_shows_each_member_with_health_and_free_capacity(lo
     assert "unreachable" in clusters["gone"]["problem"]
 
 
-def test_cluster_list_as_table_has_a_row_per_member(logged_in):
+def test_cluster_list_as_table_is_id_name_kind_status_as_in_the_article(logged_in):
     result = _fuzzball(logged_in, "cluster", "list")
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert [cell.strip() for cell in lines[0].split("|")][:4] == ["NAME", "KIND", "STATUS", "NODES"]
-    onprem = next(line for line in lines if line.startswith("onprem"))
-    assert [cell.strip() for cell in onprem.split("|")][:7] == [
+    rows = [[cell.strip() for cell in line.split("|")] for line in result.output.splitlines()]
+    assert rows[0] == ["ID", "NAME", "KIND", "STATUS"]
+    by_name = {row[1]: row for row in rows[1:] if len(row) == 4}
+    assert by_name["onprem"] == [
+        configured_id("onprem"),
         "onprem",
-        "ORCHESTRATE",
-        "READY",
-        "1",
-        "4",
-        "16 GiB",
-        "2",
+        "CLUSTER_KIND_ORCHESTRATE",
+        "CLUSTER_STATUS_READY",
     ]
+    assert by_name["federate"][2:] == ["CLUSTER_KIND_FEDERATE", "CLUSTER_STATUS_READY"]
+    assert by_name["gone"][3].startswith("CLUSTER_STATUS_UNREACHABLE (")
+
+
+def test_cluster_show_prints_the_one_cluster(logged_in):
+    result = _fuzzball(logged_in, "cluster", "show", configured_id("aws"), "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["name"] == "aws"
+
+
+def test_cluster_join_from_a_member_context_then_leave(tmp_path, members):
+    late = start_member(tmp_path, "late", [{"name": "n", "cores": 2, "memory": 4 * GIB}])
+    _, admin = late.stack.create_account("root", kind="admin")
+    federation = start_federation(tmp_path, members, admin=True)
+    home = tmp_path / "home"
+    try:
+        _fuzzball(home, "context", "create", "m", "--address", late.rest_url, "--token", admin)
+        _fuzzball(
+            home,
+            "context",
+            "create",
+            "f",
+            "--address",
+            federation.rest_url,
+            "--token",
+            federation.token,
+        )
+        _fuzzball(home, "context", "use", "f")
+        joined = _fuzzball(home, "cluster", "join", "--from-context", "m")
+        assert joined.exit_code == 0, joined.output
+        listed = json.loads(_fuzzball(home, "cluster", "list", "-o", "json").output)
+        cluster_id = next(c["id"] for c in listed["clusters"] if c["name"] == "late")
+        left = _fuzzball(home, "cluster", "leave", cluster_id)
+        assert left.exit_code == 0, left.output
+        listed = json.loads(_fuzzball(home, "cluster", "list", "-o", "json").output)
+        assert "late" not in {c["name"] for c in listed["clusters"]}
+    finally:
+        federation.close()
+        late.close()
 
 
 def test_cluster_list_against_an_orchestrate_says_it_is_not_a_federate(tmp_path, members):
