@@ -119,22 +119,37 @@ def registration(state: CliState, federate_name: str, federate_jwk: str) -> None
 def join_cluster(state: CliState, file: str | None, member_context: str | None) -> None:
     """Register a member with the Federate of this context, from FILE (what
     `fuzzball cluster registration-config` printed) or from the context --from-context."""
-    if (file is None) == (member_context is None):
-        raise InvalidArgument("give either FILE or --from-context, not both or neither")
-    if file is not None:
-        with open(file, encoding="utf-8") as handle:
-            loaded = yaml.safe_load(handle)
-        config = loaded.get("config", loaded) if isinstance(loaded, dict) else loaded
+    if file is not None and member_context is None:
+        config = _read_registration(file)
+    elif member_context is not None and file is None:
+        config = _generate_on(state, member_context)
     else:
-        local = next((c for c in fetch_clusters(state.api) if c.local), None)
-        if local is None:
-            raise FailedPrecondition("this context's Federate does not list itself")
-        chosen = state.contexts.get(member_context)
-        with FuzzballClient.connect(
-            chosen.address, chosen.token or None, verify=chosen.verify()
-        ) as member:
-            params = {"federateName": local.name, "federateJwk": local.jwk_public_key}
-            config = member.call_json("GET", GENERATE, params=params).get("config", {})
+        raise InvalidArgument("give either FILE or --from-context, not both or neither")
     reply = state.api.call_json("POST", "/admin/cluster/registration", body={"config": config})
     name = config.get("name", "") if isinstance(config, dict) else ""
     click.echo(f'Cluster "{name}" joined as "{reply.get("id", "")}".')
+
+
+def _read_registration(file: str) -> Any:
+    """The registration in ``file`` (JSON or YAML; the configuration or the whole reply)."""
+    try:
+        with open(file, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InvalidArgument(f"{file}: not a registration file ({exc})") from None
+    return loaded.get("config", loaded) if isinstance(loaded, dict) else loaded
+
+
+def _generate_on(state: CliState, member_context: str) -> Any:
+    """A registration generated on the member context ``member_context`` for the Federate of
+    the active one, which the member trusts from then on (its name and key as it lists
+    itself)."""
+    local = next((c for c in fetch_clusters(state.api) if c.local), None)
+    if local is None:
+        raise FailedPrecondition("this context's Federate does not list itself")
+    chosen = state.contexts.get(member_context)
+    with FuzzballClient.connect(
+        chosen.address, chosen.token or None, verify=chosen.verify()
+    ) as member:
+        params = {"federateName": local.name, "federateJwk": local.jwk_public_key}
+        return member.call_json("GET", GENERATE, params=params).get("config", {})

@@ -118,3 +118,38 @@ def test_cluster_list_against_an_orchestrate_says_it_is_not_a_federate(tmp_path,
     # the console script turns this error into "Error: ..." and exit code 1
     assert isinstance(result.exception, FailedPrecondition)
     assert "is not a Federate" in result.exception.message
+
+
+def test_cluster_join_takes_the_file_registration_config_printed(tmp_path, members):
+    late = start_member(tmp_path, "late", [{"name": "n", "cores": 2, "memory": 4 * GIB}])
+    _, admin = late.stack.create_account("root", kind="admin")
+    federation = start_federation(tmp_path, members, admin=True)
+    home = tmp_path / "home"
+    try:
+        _fuzzball(home, "context", "create", "m", "--address", late.rest_url, "--token", admin)
+        printed = _fuzzball(home, "cluster", "registration-config")
+        assert printed.exit_code == 0, printed.output
+        registration = tmp_path / "late.json"
+        registration.write_text(printed.output)
+        _fuzzball(
+            home,
+            "context",
+            "create",
+            "f",
+            "--address",
+            federation.rest_url,
+            "--token",
+            federation.token,
+        )
+        _fuzzball(home, "context", "use", "f")
+        joined = _fuzzball(home, "cluster", "join", str(registration))
+        assert joined.exit_code == 0, joined.output
+        assert json.loads(printed.output)["id"] in joined.output
+    finally:
+        federation.close()
+        late.close()
+
+
+def test_cluster_join_without_file_or_context_is_refused(logged_in):
+    result = _fuzzball(logged_in, "cluster", "join")
+    assert "either FILE or --from-context" in result.exception.message
