@@ -53,7 +53,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance, Provisioner
+from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance
 from fuzzball_core.errors import (
     FailedPrecondition,
     FuzzballError,
@@ -67,12 +67,9 @@ from fuzzball_provisioners.cloud import (
     CLUSTER_LABEL,
     DEFINITION_LABEL,
     INSTANCE_LABEL,
-    Accounts,
     DriverSettings,
-    hush_wire_logs,
-    read_settings,
-    with_directives,
 )
+from fuzzball_provisioners.cloud_base import CloudProvisioner
 
 __all__ = ["NVLINK_FAMILIES", "AwsDefinition", "AwsProvisioner", "AwsSettings", "image_for"]
 
@@ -212,26 +209,22 @@ _DIRECTIVES = {
 }
 
 
-class AwsProvisioner(Provisioner):
+class AwsProvisioner(CloudProvisioner[AwsSettings, AwsDefinition, Any]):
     """EC2 instances for provisioner definitions whose driver is ``aws``."""
 
     directives = _DIRECTIVES
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        super().__init__(config)
-        hush_wire_logs()
-        self.accounts: Accounts[AwsSettings, Any] = Accounts(
-            "aws", AwsSettings, self.config, _connect
+        super().__init__(
+            config,
+            cloud="aws",
+            account_model=AwsSettings,
+            shape_model=AwsDefinition,
+            connect=_connect,
+            create_call="RunInstances",
         )
 
     # -- definitions -------------------------------------------------------------------------
-
-    def shape(self, definition: InstanceSpec) -> tuple[AwsSettings, AwsDefinition]:
-        """The definition's account and instance settings (InvalidArgument naming what is
-        wrong)."""
-        account, rest = self.accounts.split(definition)
-        where = f"definition {definition.definition}: config"
-        return account, read_settings(AwsDefinition, rest, where)
 
     def check_definition(self, definition: InstanceSpec) -> None:
         """Refuse a definition EC2 could not start: bad settings, or an NVLink instance type
@@ -243,54 +236,31 @@ class AwsProvisioner(Provisioner):
 
     # -- the contract ------------------------------------------------------------------------
 
-    def create(
+    def launch(
         self,
-        definition: InstanceSpec,
-        launches: Sequence[Launch],
-        *,
+        definition: str,
+        account: AwsSettings,
+        shape: AwsDefinition,
+        client: Any,
+        launch: Launch,
         annotations: Mapping[str, str],
-        ttl: float | None = None,
-        directives: Mapping[str, str] | None = None,
-    ) -> Sequence[ProvisionedInstance]:
-        """One RunInstances per launch (each has its own user data and token)."""
-        directives = dict(directives or {})
-        self.check_directives(directives)
-        account, shape = self.shape(definition)
-        shape = with_directives(AwsDefinition, definition.definition, shape, directives)
-        image = image_for(definition.definition, account, shape)
-        tags = _tags(definition.definition, account, shape, annotations)
-        ec2 = self.accounts.of(definition)[1]
-        created: list[ProvisionedInstance] = []
-        first_error: FuzzballError | None = None
-        for launch in launches:
-            try:
-                answer = ec2.run_instances(**_run_request(shape, image, launch, tags))
-            except (ClientError, BotoCoreError) as exc:
-                error = _translate(exc, "RunInstances")
-                log.warning("aws: RunInstances for instance %s: %s", launch.name, error)
-                first_error = first_error or error
-                created.append(
-                    ProvisionedInstance(
-                        instance_id="",
-                        name=launch.name,
-                        definition=definition.definition,
-                        state=InstanceState.ERROR,
-                        detail=str(error),
-                    )
-                )
-                continue
-            instance = answer["Instances"][0]
-            log.info(
-                "aws: started %s (%s, %s) for instance %s",
-                instance["InstanceId"],
-                shape.instance_type,
-                shape.market,
-                launch.name,
-            )
-            created.append(_provisioned(instance))
-        if first_error is not None and all(i.state == InstanceState.ERROR for i in created):
-            raise first_error
-        return created
+    ) -> ProvisionedInstance:
+        """One RunInstances (each launch has its own user data and token)."""
+        image = image_for(definition, account, shape)
+        tags = _tags(definition, account, shape, annotations)
+        try:
+            answer = client.run_instances(**_run_request(shape, image, launch, tags))
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate(exc, "RunInstances") from None
+        instance = answer["Instances"][0]
+        log.info(
+            "aws: started %s (%s, %s) for instance %s",
+            instance["InstanceId"],
+            shape.instance_type,
+            shape.market,
+            launch.name,
+        )
+        return _provisioned(instance)
 
     def delete(self, instance_id: str) -> None:
         """TerminateInstances, once: an instance already shutting down, gone, unknown or not

@@ -59,7 +59,7 @@ from google.cloud import compute_v1
 from google.oauth2 import service_account
 from pydantic import Field, field_validator
 
-from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance, Provisioner
+from fuzzball_core.drivers import Launch, ProvisionedInstance
 from fuzzball_core.errors import (
     FailedPrecondition,
     FuzzballError,
@@ -75,12 +75,9 @@ from fuzzball_provisioners.cloud import (
     CLUSTER_LABEL,
     DEFINITION_LABEL,
     INSTANCE_LABEL,
-    Accounts,
     DriverSettings,
-    hush_wire_logs,
-    read_settings,
-    with_directives,
 )
+from fuzzball_provisioners.cloud_base import CloudProvisioner
 
 __all__ = ["GcpDefinition", "GcpProvisioner", "GcpSettings", "instance_name"]
 
@@ -188,88 +185,53 @@ _DIRECTIVES = {
 }
 
 
-class GcpProvisioner(Provisioner):
+class GcpProvisioner(CloudProvisioner[GcpSettings, GcpDefinition, compute_v1.InstancesClient]):
     """Compute Engine instances for provisioner definitions whose driver is ``gcp``."""
 
     directives = _DIRECTIVES
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        super().__init__(config)
-        hush_wire_logs()
-        self.accounts: Accounts[GcpSettings, compute_v1.InstancesClient] = Accounts(
-            "gcp", GcpSettings, self.config, _connect
+        super().__init__(
+            config,
+            cloud="gcp",
+            account_model=GcpSettings,
+            shape_model=GcpDefinition,
+            connect=_connect,
+            create_call="instances.insert",
         )
 
-    def shape(self, definition: InstanceSpec) -> tuple[GcpSettings, GcpDefinition]:
-        """The definition's account and instance settings (InvalidArgument naming what is
-        wrong)."""
-        account, rest = self.accounts.split(definition)
-        where = f"definition {definition.definition}: config"
-        return account, read_settings(GcpDefinition, rest, where)
-
-    def check_definition(self, definition: InstanceSpec) -> None:
-        """Refuse a definition Compute Engine could not take; remember its account (and
-        make its client: a key file that cannot be read is refused now)."""
-        self.shape(definition)
-        self.accounts.of(definition)
-
-    def create(
+    def launch(
         self,
-        definition: InstanceSpec,
-        launches: Sequence[Launch],
-        *,
+        definition: str,
+        account: GcpSettings,
+        shape: GcpDefinition,
+        client: compute_v1.InstancesClient,
+        launch: Launch,
         annotations: Mapping[str, str],
-        ttl: float | None = None,
-        directives: Mapping[str, str] | None = None,
-    ) -> Sequence[ProvisionedInstance]:
-        """One ``instances.insert`` per launch, waiting for each operation's outcome."""
-        directives = dict(directives or {})
-        self.check_directives(directives)
-        account, shape = self.shape(definition)
-        shape = with_directives(GcpDefinition, definition.definition, shape, directives)
-        client = self.accounts.of(definition)[1]
-        created: list[ProvisionedInstance] = []
-        first_error: FuzzballError | None = None
-        for launch in launches:
-            body = _instance_body(definition.definition, account, shape, launch, annotations)
-            try:
-                operation = client.insert(
-                    project=account.project, zone=shape.zone, instance_resource=body
-                )
-                operation.result(timeout=300)
-            except Exception as exc:
-                error = _translate(exc, "instances.insert")
-                log.warning("gcp: instances.insert for instance %s: %s", launch.name, error)
-                first_error = first_error or error
-                created.append(
-                    ProvisionedInstance(
-                        instance_id="",
-                        name=launch.name,
-                        definition=definition.definition,
-                        state=InstanceState.ERROR,
-                        detail=str(error),
-                    )
-                )
-                continue
-            log.info(
-                "gcp: started %s/%s (%s, %s) for instance %s",
-                shape.zone,
-                body.name,
-                shape.machine_type,
-                shape.market,
-                launch.name,
+    ) -> ProvisionedInstance:
+        """One ``instances.insert``, waiting for its operation's outcome."""
+        body = _instance_body(definition, account, shape, launch, annotations)
+        try:
+            operation = client.insert(
+                project=account.project, zone=shape.zone, instance_resource=body
             )
-            created.append(
-                ProvisionedInstance(
-                    instance_id=f"{shape.zone}/{body.name}",
-                    name=launch.name,
-                    definition=definition.definition,
-                    state=InstanceState.CREATING,
-                )
-            )
-        if first_error is not None and all(i.state == InstanceState.ERROR for i in created):
-            raise first_error
-        return created
+            operation.result(timeout=300)
+        except Exception as exc:
+            raise _translate(exc, "instances.insert") from None
+        log.info(
+            "gcp: started %s/%s (%s, %s) for instance %s",
+            shape.zone,
+            body.name,
+            shape.machine_type,
+            shape.market,
+            launch.name,
+        )
+        return ProvisionedInstance(
+            instance_id=f"{shape.zone}/{body.name}",
+            name=launch.name,
+            definition=definition,
+            state=InstanceState.CREATING,
+        )
 
     def delete(self, instance_id: str) -> None:
         """``instances.delete``; an instance gone, stopping or not this cluster's is left."""

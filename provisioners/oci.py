@@ -55,7 +55,7 @@ from typing import Any, Literal
 import oci
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance, Provisioner
+from fuzzball_core.drivers import Launch, ProvisionedInstance
 from fuzzball_core.errors import (
     FailedPrecondition,
     FuzzballError,
@@ -71,12 +71,9 @@ from fuzzball_provisioners.cloud import (
     CLUSTER_LABEL,
     DEFINITION_LABEL,
     INSTANCE_LABEL,
-    Accounts,
     DriverSettings,
-    hush_wire_logs,
-    read_settings,
-    with_directives,
 )
+from fuzzball_provisioners.cloud_base import CloudProvisioner
 
 __all__ = ["OciDefinition", "OciProvisioner", "OciSettings"]
 
@@ -161,77 +158,44 @@ _DIRECTIVES = {
 }
 
 
-class OciProvisioner(Provisioner):
+class OciProvisioner(CloudProvisioner[OciSettings, OciDefinition, Any]):
     """OCI compute instances for provisioner definitions whose driver is ``oci``."""
 
     directives = _DIRECTIVES
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        super().__init__(config)
-        hush_wire_logs()
-        self.accounts: Accounts[OciSettings, Any] = Accounts(
-            "oci", OciSettings, self.config, _connect
+        super().__init__(
+            config,
+            cloud="oci",
+            account_model=OciSettings,
+            shape_model=OciDefinition,
+            connect=_connect,
+            create_call="LaunchInstance",
         )
 
-    def shape(self, definition: InstanceSpec) -> tuple[OciSettings, OciDefinition]:
-        """The definition's account and instance settings (InvalidArgument naming what is
-        wrong)."""
-        account, rest = self.accounts.split(definition)
-        where = f"definition {definition.definition}: config"
-        return account, read_settings(OciDefinition, rest, where)
-
-    def check_definition(self, definition: InstanceSpec) -> None:
-        """Refuse a definition OCI could not take; remember its account (and make its
-        client: a key that cannot be read is refused now)."""
-        self.shape(definition)
-        self.accounts.of(definition)
-
-    def create(
+    def launch(
         self,
-        definition: InstanceSpec,
-        launches: Sequence[Launch],
-        *,
+        definition: str,
+        account: OciSettings,
+        shape: OciDefinition,
+        client: Any,
+        launch: Launch,
         annotations: Mapping[str, str],
-        ttl: float | None = None,
-        directives: Mapping[str, str] | None = None,
-    ) -> Sequence[ProvisionedInstance]:
-        """One LaunchInstance per launch (each has its own user data and token)."""
-        directives = dict(directives or {})
-        self.check_directives(directives)
-        account, shape = self.shape(definition)
-        shape = with_directives(OciDefinition, definition.definition, shape, directives)
-        compute = self.accounts.of(definition)[1]
-        created: list[ProvisionedInstance] = []
-        first_error: FuzzballError | None = None
-        for launch in launches:
-            details = _launch_details(definition.definition, account, shape, launch, annotations)
-            try:
-                answer = compute.launch_instance(details, opc_retry_token=_retry_token(launch.name))
-            except Exception as exc:
-                error = _translate(exc, "LaunchInstance")
-                log.warning("oci: LaunchInstance for instance %s: %s", launch.name, error)
-                first_error = first_error or error
-                created.append(
-                    ProvisionedInstance(
-                        instance_id="",
-                        name=launch.name,
-                        definition=definition.definition,
-                        state=InstanceState.ERROR,
-                        detail=str(error),
-                    )
-                )
-                continue
-            log.info(
-                "oci: started %s (%s, %s) for instance %s",
-                answer.data.id,
-                shape.shape,
-                shape.market,
-                launch.name,
-            )
-            created.append(_provisioned(answer.data))
-        if first_error is not None and all(i.state == InstanceState.ERROR for i in created):
-            raise first_error
-        return created
+    ) -> ProvisionedInstance:
+        """One LaunchInstance (each launch has its own user data and token)."""
+        details = _launch_details(definition, account, shape, launch, annotations)
+        try:
+            answer = client.launch_instance(details, opc_retry_token=_retry_token(launch.name))
+        except Exception as exc:
+            raise _translate(exc, "LaunchInstance") from None
+        log.info(
+            "oci: started %s (%s, %s) for instance %s",
+            answer.data.id,
+            shape.shape,
+            shape.market,
+            launch.name,
+        )
+        return _provisioned(answer.data)
 
     def delete(self, instance_id: str) -> None:
         """TerminateInstance (with its boot volume), once: an instance terminating, gone,
