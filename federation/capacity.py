@@ -37,7 +37,8 @@ DEFINITIONS_PAGE = 100
 
 
 class _Member(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     @property
     def config(self) -> Any: ...
@@ -177,17 +178,21 @@ class CapacityCache:
             self._thread.start()
 
     def _run(self) -> None:
+        # it waits first: the decision that started it asks the members it lacks itself
         while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
             with self._lock:
-                if self.clock() - self._last_used > self.idle_stop:
+                if self._stop.is_set() or self.clock() - self._last_used > self.idle_stop:
                     self._thread = None
                     return
             try:
                 self.refresh()
+            except RuntimeError:
+                # the service's askers were shut down: Federate is stopping
+                break
             except Exception:  # a failed turn must not end the refresher: logged, retried
                 log.exception("refreshing member capacity failed")
-            self._wake.wait(self.interval)
-            self._wake.clear()
         with self._lock:
             self._thread = None
 

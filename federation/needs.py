@@ -147,6 +147,13 @@ def _read(workflow: Mapping[str, Any]) -> tuple[list[StepNeed], list[VolumeNeed]
     return _recent.needs
 
 
+def remember(workflow: Mapping[str, Any], parsed: ParsedWorkflow) -> None:
+    """Read ``workflow``'s needs from ``parsed`` (the same workflow, already parsed) for the
+    router's reads in this thread, instead of parsing the mapping again."""
+    _recent.needs = (parsed_needs(parsed), parsed_volumes(parsed))
+    _recent.workflow = workflow
+
+
 def workflow_needs(workflow: Mapping[str, Any]) -> list[StepNeed]:
     """Every job's and service's per-node request, from a v4 (or v1) definition mapping."""
     return list(_read(workflow)[0])

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +38,7 @@ from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.drivers import Router
 from fuzzball_core.errors import (
+    FailedPrecondition,
     FuzzballError,
     InvalidArgument,
     NotFound,
@@ -64,12 +66,19 @@ from fuzzball_core.service.views import (
 from fuzzball_core.spec import ParsedWorkflow
 from fuzzball_core.vocabulary import EventKind, Permission, Status
 from fuzzball_federation import remote_views as rv
+from fuzzball_federation.capacity import CapacityCache
 from fuzzball_federation.forwarding import Sign, acting_for, current
 from fuzzball_federation.members import Member, Members
-from fuzzball_federation.models import FederateAccount, FederateApiToken, FederatedWorkflow
-from fuzzball_federation.needs import workflow_needs
-from fuzzball_federation.offers import MemberOffer, member_offer, unreachable_offer
+from fuzzball_federation.models import (
+    FederateAccount,
+    FederateApiToken,
+    FederatedWorkflow,
+    RoutingDecision,
+)
+from fuzzball_federation.needs import VolumeNeed, remember, workflow_needs, workflow_volumes
+from fuzzball_federation.offers import MemberOffer
 from fuzzball_federation.registration import Registrations
+from fuzzball_federation.routers.fit import Decision
 
 log = logging.getLogger("fuzzball.federate")
 
@@ -90,6 +99,9 @@ class FederateService(AccountCalls):
     #: the Federates this one takes forwarded identities from, as their member (recorded
     #: when it generated their registration); none: a forwarded identity is refused
     trusted_federates: TrustedFederates = TrustedFederates(())
+
+    #: the REST gateway passes a start request's ``clusterId`` on (``cluster_id``)
+    PINS_CLUSTERS = True
 
     def __init__(
         self,
@@ -113,6 +125,12 @@ class FederateService(AccountCalls):
         )
         # members are asked together: a listing waits for the slowest, not for the sum
         self._askers = ThreadPoolExecutor(MAX_PARALLEL_ASKS, thread_name_prefix="federate-ask")
+        #: the members' offers, refreshed in the background: a decision asks no member
+        self.capacity = CapacityCache(
+            lambda: list(self.members.routable()), self._ask_each, _problem
+        )
+        # the decision _choose made in this thread, recorded by _start once it is stored
+        self._routed = threading.local()
         if registry is not None:
             router.use_hooks(registry.hook)
 
@@ -168,16 +186,9 @@ class FederateService(AccountCalls):
         return list(self._askers.map(ask, members))
 
     def offers(self) -> list[MemberOffer]:
-        """Every member new work may go to (not draining) as the router sees it; one that
-        does not answer is unhealthy."""
-        offers = []
-        for member, nodes in self._ask_each(self.members.routable(), lambda api: api.list_nodes()):
-            labels = member.config.labels
-            if isinstance(nodes, FuzzballError):
-                offers.append(unreachable_offer(member.name, labels, _problem(nodes)))
-            else:
-                offers.append(member_offer(member.name, labels, nodes))
-        return offers
+        """Every member as the router sees it, from the capacity cache (``capacity.py``:
+        asked in the background, not per decision); one that does not answer is unhealthy."""
+        return self.capacity.offers()
 
     # -- workflows ------------------------------------------------------------------------------
 
@@ -186,22 +197,142 @@ class FederateService(AccountCalls):
     ) -> tuple[ParsedWorkflow, str]:
         return read_submission(raw_specification, definition, source, self._registry)
 
-    def _choose(self, parsed: ParsedWorkflow) -> list[str]:
-        """The members that can run ``parsed``, best first; InvalidArgument naming why not."""
+    def _choose(
+        self,
+        parsed: ParsedWorkflow,
+        who: Principal | None = None,
+        *,
+        cluster_id: str | None = None,
+    ) -> list[str]:
+        """The members that can run ``parsed``, best first (only the ``cluster_id`` member
+        when one is given); InvalidArgument naming why not. The decision, with every
+        member's estimate or rejection, is kept for :meth:`_start` to record."""
         if not len(self.members):
             raise InvalidArgument("this federation has no member clusters (federate.clusters)")
         definition = yaml.safe_load(parsed.to_yaml())
-        offers = self.offers()
-        chosen = list(self.router.route(definition, offers))
-        if chosen:
-            return chosen
-        reasons = self.router.rejections(definition, offers)
+        remember(definition, parsed)  # the router reads the needs without parsing it again
+        offers = [
+            dataclasses.replace(o, healthy=False, problem="draining: it receives no new work")
+            if o.healthy and self._draining(o.name)
+            else o
+            for o in self.offers()
+        ]
+        decide = getattr(self.router, "decide", None)
+        if decide is not None:
+            locations = self._volume_locations(who, workflow_volumes(definition), offers)
+            decision: Decision = decide(definition, offers, volume_locations=locations)
+        else:  # a router with only route (and rejections): its order, its reasons
+            chosen = tuple(self.router.route(definition, offers))
+            rejected = {} if chosen else dict(self.router.rejections(definition, offers))
+            decision = Decision(chosen, {}, rejected)
+        if cluster_id:
+            decision = self._pin(decision, cluster_id)
+        self._routed.decision = decision
+        if decision.chosen:
+            return list(decision.chosen)
         needs = _largest_request(definition)
         because = "; ".join(
-            f"cluster {offer.name}: {reasons.get(offer.name, 'not chosen by the router')}"
+            f"cluster {offer.name}: {decision.rejected.get(offer.name, 'not chosen by the router')}"
             for offer in offers
         )
         raise InvalidArgument(f"no member cluster can run this workflow{needs}: {because}")
+
+    def _draining(self, name: str) -> bool:
+        try:
+            return bool(getattr(self.members.get(name), "draining", False))
+        except NotFound:
+            return True
+
+    def _pin(self, decision: Decision, cluster_id: str) -> Decision:
+        """``decision`` narrowed to the member ``cluster_id`` (its id or name) names;
+        InvalidArgument when no member has it, FailedPrecondition naming why it cannot run
+        the workflow (unreachable, draining, does not fit)."""
+        names = [m.name for m in self.members if cluster_id in (getattr(m, "id", None), m.name)]
+        if not names:
+            known = ", ".join(sorted(m.name for m in self.members))
+            raise InvalidArgument(
+                f"clusterId: {cluster_id!r} is not a member cluster of this federation"
+                f" (members: {known})"
+            )
+        name = names[0]
+        if name not in decision.chosen:
+            why = decision.rejected.get(name, "not chosen by the router")
+            if self._draining(name):
+                why = "draining: it receives no new work"
+            raise FailedPrecondition(
+                f"clusterId {cluster_id}: cluster {name} cannot run this workflow: {why}"
+            )
+        return dataclasses.replace(decision, chosen=(name,), pinned=True)
+
+    def _volume_locations(
+        self, who: Principal | None, volumes: list[VolumeNeed], offers: list[MemberOffer]
+    ) -> dict[str, dict[str, int]]:
+        """Where each of the workflow's named persistent volumes lives: reference to
+        {member: size in bytes}, asked of each healthy member as ``who`` (the volumes are
+        the caller's own there). Only a workflow mounting one asks."""
+        if not volumes or who is None:
+            return {}
+        members = []
+        for offer in offers:
+            if offer.healthy:
+                try:
+                    members.append(self.members.get(offer.name))
+                except NotFound:
+                    continue
+        wanted = {volume.reference for volume in volumes}
+        found: dict[str, dict[str, int]] = {}
+        with acting_for(self._sign(who)):
+            answers = self._ask_each(members, lambda api: api.call_json("GET", "/volumes"))
+        for member, answer in answers:
+            if isinstance(answer, FuzzballError):
+                log.warning("volumes of cluster %s unreadable: %s", member.name, answer)
+                continue
+            for volume in answer.get("volumes") or []:
+                reference = volume.get("reference")
+                if reference in wanted and volume.get("status") not in _GONE_VOLUMES:
+                    size = int(volume.get("sizeBytes") or 0)
+                    found.setdefault(reference, {})[member.name] = size
+        return found
+
+    def _decision_row(self, workflow_id: str, cluster: str) -> RoutingDecision | None:
+        """The row recording this thread's last decision for ``workflow_id``, sent to
+        ``cluster``; the ``fuzzball_event`` hooks are told of it (a hook's failure is
+        logged)."""
+        decision: Decision | None = getattr(self._routed, "decision", None)
+        self._routed.decision = None
+        if decision is None:
+            return None
+        row = RoutingDecision(
+            workflow_id=workflow_id,
+            decided_at=time.time(),
+            cluster=cluster,
+            summary=decision.summary(cluster),
+            data=decision.as_data(cluster),
+        )
+        if self._registry is not None:
+            try:
+                event = {
+                    "kind": str(EventKind.WORKFLOW_ROUTED),
+                    "time": row.decided_at,
+                    "workflow_id": workflow_id,
+                    "stage": None,
+                    "node_id": None,
+                    "message": row.summary,
+                    "data": row.data,
+                }
+                self._registry.hook.fuzzball_event(event=event)
+            except Exception:  # a site's hook must not stop a submission
+                log.exception("a fuzzball_event hook failed on workflow %s's routing", workflow_id)
+        return row
+
+    def _decisions(self, workflow_id: str) -> list[RoutingDecision]:
+        with self.sessions() as session:
+            query = (
+                select(RoutingDecision)
+                .where(RoutingDecision.workflow_id == workflow_id)
+                .order_by(RoutingDecision.id)
+            )
+            return list(session.scalars(query))
 
     async def start_workflow_async(self, who: Principal, **source: Any) -> StartedWorkflow:
         """:meth:`start_workflow` for the transports: asking members for their capacity and
@@ -218,11 +349,13 @@ class FederateService(AccountCalls):
         raw_specification: str | None = None,
         definition: Mapping[str, Any] | None = None,
         name: str | None = None,
+        cluster_id: str | None = None,
     ) -> StartedWorkflow:
-        """Route the workflow and submit it to the chosen member; its id here, and the
-        file's warnings (read here, with the same rules as the member's)."""
+        """Route the workflow (to the ``cluster_id`` member only, when given) and submit it
+        to the chosen member; its id here, and the file's warnings (read here, with the same
+        rules as the member's)."""
         parsed, raw = self._parse(raw_specification, definition, name or "<api>")
-        cluster, remote_id = self.submit(who, parsed, raw, name)
+        cluster, remote_id = self.submit(who, parsed, raw, name, cluster_id=cluster_id)
         workflow_id = str(uuid.uuid4())
         with self.sessions() as session, session.begin():
             session.add(
@@ -239,6 +372,11 @@ class FederateService(AccountCalls):
                     email=who.email,
                 )
             )
+            decided = self._decision_row(workflow_id, cluster)
+            if decided is not None:
+                session.flush()  # the workflow's row first: the decision refers to it
+                session.add(decided)
+        self.capacity.refresh_soon()  # its free capacity just shrank
         log.info("workflow %s -> cluster %s as %s", workflow_id, cluster, remote_id)
         return StartedWorkflow(workflow_id, tuple(parsed.warnings))
 
@@ -250,11 +388,12 @@ class FederateService(AccountCalls):
         name: str | None,
         *,
         avoid: str | None = None,
+        cluster_id: str | None = None,
     ) -> tuple[str, str]:
         """Submit ``raw`` for ``who`` to the best member that accepts it (never ``avoid``):
         that member's name and the id it gave the workflow."""
         failures = []
-        for cluster in self._choose(parsed):
+        for cluster in self._choose(parsed, who, cluster_id=cluster_id):
             if cluster == avoid:
                 continue
             member = self.members.get(cluster)
@@ -276,7 +415,8 @@ class FederateService(AccountCalls):
         definition: Mapping[str, Any] | None = None,
     ) -> list[str]:
         parsed, _ = self._parse(raw_specification, definition, "<api>")
-        self._choose(parsed)
+        self._choose(parsed, who)
+        self._routed.decision = None
         return list(parsed.warnings)
 
     def _record(self, who: Principal, workflow_id: str) -> FederatedWorkflow:
@@ -369,6 +509,8 @@ class FederateService(AccountCalls):
         views = [rv.event_view(e, workflow_id=workflow_id) for e in events]
         if row.rerouted_at is not None and after_seq <= 0:
             views.insert(0, reroute_event(row))
+        if after_seq <= 0:  # the routing decisions (seq 0) come before the member's events
+            views[:0] = [_routed_event(d) for d in self._decisions(workflow_id)]
         return views
 
     def read_logs(
@@ -400,12 +542,24 @@ class FederateService(AccountCalls):
     def explain_workflow(
         self, who: Principal, workflow_id: str, *, include_finished: bool = False
     ) -> list[StageExplanation]:
+        """The member's explanation of each stage, after Federate's own: where the workflow
+        was routed and why (one ``ROUTED`` row per decision, stage ``federate``)."""
         stages = self._proxy(
             who,
             workflow_id,
             lambda api, rid: api.explain_workflow(rid, include_finished=include_finished),
         )
-        return [rv.explanation_view(s) for s in stages]
+        routed = [
+            StageExplanation(
+                stage_name="federate",
+                kind="workflow",
+                status=Status.FINISHED,
+                reason="ROUTED",
+                message=decision.summary,
+            )
+            for decision in self._decisions(workflow_id)
+        ]
+        return routed + [rv.explanation_view(s) for s in stages]
 
     # -- nodes ----------------------------------------------------------------------------------
 
@@ -541,6 +695,23 @@ def reroute_event(row: FederatedWorkflow) -> EventView:
         f"{row.reroute_reason}",
         workflow_id=row.id,
         data={"from": row.rerouted_from, "to": row.cluster, "reason": row.reroute_reason},
+    )
+
+
+#: volume statuses of data that is going or gone (not where the workflow's data lives)
+_GONE_VOLUMES = ("DELETING", "DELETED")
+
+
+def _routed_event(decision: RoutingDecision) -> EventView:
+    """The ``workflow_routed`` event of a recorded decision (seq 0: Federate's own, before
+    the member's)."""
+    return EventView(
+        seq=0,
+        time=decision.decided_at,
+        kind=EventKind.WORKFLOW_ROUTED,
+        message=decision.summary,
+        workflow_id=decision.workflow_id,
+        data=dict(decision.data or {}),
     )
 
 

@@ -38,14 +38,14 @@ Router options: ``prefer`` (mapping), ``default-hours`` (positive number). The f
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzball_core.drivers import ClusterOffer, Router
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_federation.needs import GIB, StepNeed, VolumeNeed, workflow_needs, workflow_volumes
-from fuzzball_federation.offers import NodeShape, Provisionable
+from fuzzball_federation.offers import DEFAULT_EGRESS_RATE, NodeShape, Provisionable
 
 #: how a job would run on a member
 FREE, PROVISION, QUEUED = "free", "provision", "queued"
@@ -175,7 +175,7 @@ class MemberEstimate:
             -self.hooks,
             self.moves_data,
             self.queued,
-            round(self.cost, 6),
+            self.cost,
             math.inf if delay is None else delay,
             -self.room,
             self.name,
@@ -259,6 +259,132 @@ class Decision:
         }
 
 
+def _egress_price(offer: ClusterOffer | None) -> float:
+    return float(getattr(offer, "egress_price_per_gib", 0.0))
+
+
+def _egress_rate(offer: ClusterOffer | None) -> float:
+    return float(getattr(offer, "egress_rate", 0.0)) or DEFAULT_EGRESS_RATE
+
+
+def _cheapest_source(
+    holders: Mapping[str, int], offers: Mapping[str, ClusterOffer]
+) -> tuple[int, ClusterOffer | None]:
+    """The holder to move a volume from: the cheapest, then the quickest (size, offer)."""
+    return min(
+        ((size, offers.get(name)) for name, size in holders.items()),
+        key=lambda pair: (_egress_price(pair[1]) * pair[0], pair[0] / _egress_rate(pair[1])),
+    )
+
+
+def _frozen(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(mapping.items()))
+
+
+class _Index:
+    """The distinct node shapes and provisioner definitions of a set of offers, each with
+    the members that have it: a job is fitted once per distinct shape, and the counts are
+    spread to the members (members of one federation share few shapes: instance types)."""
+
+    def __init__(self, clusters: Sequence[ClusterOffer]) -> None:
+        self.offers = tuple(clusters)
+        self.prices = [float(getattr(o, "price_per_hour", 0.0)) for o in self.offers]
+        self.rooms = [o.free_cores + o.free_memory / GIB for o in self.offers]
+        self._preferred: tuple[Mapping[str, str], list[int]] | None = None
+        shapes: dict[tuple[Any, ...], tuple[NodeShape, list[tuple[int, int]]]] = {}
+        definitions: dict[tuple[Any, ...], tuple[Provisionable, list[int]]] = {}
+        for i, offer in enumerate(self.offers):
+            if not offer.healthy:
+                continue
+            for shape in _nodes_of(offer):
+                key = (
+                    shape.cores,
+                    shape.memory,
+                    _frozen(shape.devices),
+                    shape.free_cores,
+                    shape.free_memory,
+                    _frozen(shape.free_devices),
+                    _frozen(shape.annotations),
+                )
+                shapes.setdefault(key, (shape, []))[1].append((i, shape.count))
+            for definition in getattr(offer, "provisionable", ()):
+                kind = (
+                    definition.cores,
+                    definition.memory,
+                    _frozen(definition.devices),
+                    _frozen(definition.annotations),
+                    definition.cost_per_hour,
+                    definition.startup,
+                    definition.id,
+                )
+                definitions.setdefault(kind, (definition, []))[1].append(i)
+        self.shapes = list(shapes.values())
+        # cheapest first, then quickest: the first fitting one a member has is its best
+        self.definitions = sorted(
+            definitions.values(), key=lambda d: (d[0].cost_per_hour, d[0].startup, d[0].id)
+        )
+
+    def same(self, clusters: Sequence[ClusterOffer]) -> bool:
+        """Whether ``clusters`` are the very offers indexed (a refresh makes new ones)."""
+        return len(clusters) == len(self.offers) and all(
+            a is b for a, b in zip(clusters, self.offers, strict=True)
+        )
+
+    def preferred(self, prefer: Mapping[str, str]) -> list[int]:
+        """Per member, how many of the ``prefer`` labels it matches."""
+        if self._preferred is None or self._preferred[0] is not prefer:
+            matches = [
+                sum(1 for k, v in prefer.items() if o.labels.get(k) == v) for o in self.offers
+            ]
+            self._preferred = (prefer, matches)
+        return self._preferred[1]
+
+    def counts(self, need: StepNeed, *, free: bool) -> list[int]:
+        """Per member, how many of its nodes hold ``need`` (free now, or at all)."""
+        found = [0] * len(self.offers)
+        fits = need.fits_free if free else need.fits
+        for shape, where in self.shapes:
+            if fits(shape):
+                for i, count in where:
+                    found[i] += count
+        return found
+
+    def cheapest_definition(self, need: StepNeed) -> list[Provisionable | None]:
+        """Per member, its cheapest (then quickest) definition holding ``need``."""
+        best: list[Provisionable | None] = [None] * len(self.offers)
+        for definition, where in self.definitions:
+            if need.fits(definition):
+                for i in where:
+                    if best[i] is None:
+                        best[i] = definition
+        return best
+
+
+class _Estimates(Mapping[str, "MemberEstimate"]):
+    """The eligible members' estimates, each built the first time it is read."""
+
+    def __init__(self, build: Any, names: Sequence[str]) -> None:
+        self._build = build
+        self._names = tuple(names)
+        self._built: dict[str, MemberEstimate] = {}
+
+    def __getitem__(self, name: str) -> MemberEstimate:
+        if name not in self._built:
+            if name not in self._names:
+                raise KeyError(name)
+            found = self._build(name)
+            if isinstance(found, str):  # cannot happen: the name was found eligible
+                raise KeyError(name)
+            self._built[name] = found
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class FitRouter(Router):
     """Eligible members (healthy, every step fits free, provisionable or busy nodes) ordered
     by preference, data, cost and start."""
@@ -291,6 +417,7 @@ class FitRouter(Router):
             )
         #: the pluggy hook relay whose ``fuzzball_federate_score_cluster`` adds to the score
         self.hook: Any = None
+        self._last_index: _Index | None = None
 
     def use_hooks(self, hook: Any) -> None:
         """Add the scores of ``hook.fuzzball_federate_score_cluster`` (a pluggy relay)."""
@@ -331,6 +458,7 @@ class FitRouter(Router):
         volumes: Sequence[VolumeNeed] = (),
         volume_locations: VolumeLocations | None = None,
         offers: Mapping[str, ClusterOffer] | None = None,
+        hooks: float | None = None,
     ) -> MemberEstimate | str:
         """What running ``workflow`` on ``offer`` would cost and when it would start; the
         reason it cannot run there, as a string."""
@@ -344,7 +472,7 @@ class FitRouter(Router):
             if isinstance(plan, str):
                 return plan
             plans.append(plan)
-        hooks = self._hook_score(workflow, offer)
+        hooks = self._hook_score(workflow, offer) if hooks is None else hooks
         if hooks == -math.inf:
             return "excluded by a fuzzball_federate_score_cluster plugin"
         notes = [
@@ -360,17 +488,10 @@ class FitRouter(Router):
             if not holders or offer.name in holders:
                 continue
             moves = True
-            # the cheapest holder to move it from, then the quickest
-            size, holder = min(
-                ((size, (offers or {}).get(name)) for name, size in holders.items()),
-                key=lambda pair: (
-                    float(getattr(pair[1], "egress_price_per_gib", 0.0)) * pair[0],
-                    pair[0] / float(getattr(pair[1], "egress_rate", 0.125) or 0.125),
-                ),
-            )
+            size, holder = _cheapest_source(holders, offers or {})
             gib = size / GIB
-            data_cost += gib * float(getattr(holder, "egress_price_per_gib", 0.0))
-            data_seconds += gib / float(getattr(holder, "egress_rate", 0.125) or 0.125)
+            data_cost += gib * _egress_price(holder)
+            data_seconds += gib / _egress_rate(holder)
             where = ", ".join(sorted(holders))
             notes.append(f"volume {volume.name} lives on {where} ({gib:.3g} GiB to move)")
         preferred = sum(1 for k, v in self.prefer.items() if offer.labels.get(k) == v)
@@ -396,27 +517,117 @@ class FitRouter(Router):
         *,
         volume_locations: VolumeLocations | None = None,
     ) -> Decision:
-        """Every member's estimate or rejection, and the eligible ones best first."""
+        """Every member's estimate or rejection, and the eligible ones best first.
+
+        Each job is fitted once per distinct node shape and definition of the federation
+        (:class:`_Index`, built once per set of offers), not once per member; a member's
+        full :class:`MemberEstimate` is built when the decision is read for it."""
         needs = workflow_needs(workflow)
         volumes = workflow_volumes(workflow)
-        by_name = {offer.name: offer for offer in clusters}
-        estimates: dict[str, MemberEstimate] = {}
+        index = self._index_of(clusters)
+        offers, prices = index.offers, index.prices
+        by_name = {offer.name: offer for offer in offers}
+        count = len(offers)
+        # per member: the summed cost, the latest start (inf: a job waits for busy nodes)
+        costs = [0.0] * count
+        starts = [0.0] * count
+        failed = [not offer.healthy for offer in offers]
+        inf = math.inf
+        for need in needs:
+            hours = need.hours if need.hours is not None else self.default_hours
+            node_hours = need.nodes * hours
+            free = index.counts(need, free=True)
+            definition = index.cheapest_definition(need)
+            total: list[int] | None = None
+            wanted = need.nodes
+            for i in range(count):
+                if failed[i]:
+                    continue
+                if free[i] >= wanted:
+                    costs[i] += prices[i] * node_hours
+                    continue
+                best = definition[i]
+                if best is not None:
+                    costs[i] += best.cost_per_hour * node_hours
+                    if best.startup > starts[i]:
+                        starts[i] = best.startup
+                    continue
+                total = index.counts(need, free=False) if total is None else total
+                if total[i] >= wanted:
+                    costs[i] += prices[i] * node_hours
+                    starts[i] = inf
+                else:
+                    failed[i] = True
         rejected: dict[str, str] = {}
-        for offer in clusters:
-            found = self.estimate(
+        ranks = []
+        hooks: dict[str, float] = {}
+        preferred = index.preferred(self.prefer)
+        for i, offer in enumerate(offers):
+            if failed[i]:
+                # the reason, from the member's own estimate (only members that fail)
+                reason = self.estimate(workflow, offer, needs=needs)
+                rejected[offer.name] = reason if isinstance(reason, str) else "does not fit"
+                continue
+            score = 0.0
+            if self.hook is not None:
+                score = self._hook_score(workflow, offer)
+                if score == -inf:
+                    rejected[offer.name] = "excluded by a fuzzball_federate_score_cluster plugin"
+                    continue
+                hooks[offer.name] = score
+            cost, delay, moves = costs[i], starts[i], False
+            if volumes and volume_locations:
+                moves, data_cost, seconds = self._data_movement(
+                    offer, volumes, volume_locations, by_name
+                )
+                cost, delay = cost + data_cost, delay + seconds
+            queued = delay == inf
+            ranks.append(
+                (-preferred[i], -score, moves, queued, cost, delay, -index.rooms[i], offer.name)
+            )
+        ranks.sort()
+        chosen = tuple(rank[-1] for rank in ranks)
+        estimates = _Estimates(
+            lambda name: self.estimate(
                 workflow,
-                offer,
+                by_name[name],
                 needs=needs,
                 volumes=volumes,
                 volume_locations=volume_locations,
                 offers=by_name,
-            )
-            if isinstance(found, str):
-                rejected[offer.name] = found
-            else:
-                estimates[offer.name] = found
-        chosen = tuple(e.name for e in sorted(estimates.values(), key=MemberEstimate.rank))
+                hooks=hooks.get(name),
+            ),
+            chosen,
+        )
         return Decision(chosen, estimates, rejected)
+
+    def _index_of(self, clusters: Sequence[ClusterOffer]) -> _Index:
+        """The index of ``clusters``, built again only when an offer changed."""
+        last = self._last_index
+        if last is not None and last.same(clusters):
+            return last
+        self._last_index = _Index(clusters)
+        return self._last_index
+
+    def _data_movement(
+        self,
+        offer: ClusterOffer,
+        volumes: Sequence[VolumeNeed],
+        locations: VolumeLocations,
+        offers: Mapping[str, ClusterOffer],
+    ) -> tuple[bool, float, float]:
+        """Whether running on ``offer`` moves volume data, its cost and its seconds."""
+        moves, cost, seconds = False, 0.0, 0.0
+        for volume in volumes:
+            holders = locations.get(volume.reference) or {}
+            if not holders or offer.name in holders:
+                continue
+            moves = True
+            size, holder = _cheapest_source(holders, offers)
+            gib = size / GIB
+            cost += gib * _egress_price(holder)
+            seconds += gib / _egress_rate(holder)
+        return moves, cost, seconds
 
     def route(self, workflow: Mapping[str, Any], clusters: Sequence[ClusterOffer]) -> Sequence[str]:
         return list(self.decide(workflow, clusters).chosen)
