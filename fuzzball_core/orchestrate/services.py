@@ -2,8 +2,9 @@
 
 A job depending on a service starts once the service runs, or once its readiness probe
 passed when it has one (the node reports ``RunReady``). Services serve the workflow's jobs:
-once every other stage has ended, the services still up are stopped and count as finished
-(a workflow of services alone runs until it is stopped).
+once every other stage has ended (but a volume's egress, which waits for them), the services
+still up are stopped and count as finished (a workflow of services alone runs until it is
+stopped).
 """
 
 from __future__ import annotations
