@@ -137,9 +137,10 @@ def start_federation(
     router: Router | None = None,
     registry: Any = None,
     admin: bool = False,
+    name: str = "federate",
 ) -> Federation:
-    """Federate over ``members`` (plus ``extra_clusters`` configs) with its gateway up; the
-    user's account (``token``) is an administrator's with ``admin``."""
+    """Federate ``name`` over ``members`` (plus ``extra_clusters`` configs) with its gateway
+    up; the user's account (``token``) is an administrator's with ``admin``."""
     clusters = [
         {"name": m.name, "address": m.rest_url, "token": m.token, "labels": {"site": m.name}}
         for m in members
@@ -147,12 +148,16 @@ def start_federation(
     config = parse_config(
         {
             "data-dir": str(directory / "federate"),
-            "federate": {"clusters": [*clusters, *extra_clusters], "member-timeout": 5},
+            "federate": {
+                "clusters": [*clusters, *extra_clusters],
+                "member-timeout": 5,
+                "name": name,
+            },
         }
     )
     service = build(config, router or FitRouter({}), registry)
     assert service.signer is not None
-    trust_federate(members, service.signer.key)
+    trust_federate(members, service.signer.key, name)
     _, token = service.create_account("alice", admin=admin)
     loop = LoopThread()
 

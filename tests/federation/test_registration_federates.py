@@ -1,0 +1,115 @@
+"""A Federate joins another as its member (kind FEDERATE), and a member keeps the Federates it
+trusts by registration in its store."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from support.federation_harness import start_federation
+from support.live_api import HELLO
+
+from fuzzball_core.client import FuzzballClient
+from fuzzball_core.errors import FailedPrecondition, Unauthenticated
+from fuzzball_core.orchestrate.cluster_registration_routes import ClusterRegistration
+from fuzzball_core.service.forwarded_identity import (
+    TrustedFederate,
+    TrustedFederates,
+    public_jwk,
+)
+from fuzzball_federation.forwarding import acting_for
+
+GENERATE = "/admin/cluster/registration/configuration:generate"
+
+
+@pytest.fixture
+def lower(tmp_path, members):
+    """Federate ``lower`` over the static ``onprem`` and ``aws``."""
+    federation = start_federation(tmp_path / "lower", members, admin=True, name="lower")
+    try:
+        yield federation
+    finally:
+        federation.close()
+
+
+@pytest.fixture
+def upper(tmp_path):
+    """Federate ``upper`` with no member yet."""
+    federation = start_federation(tmp_path / "upper", [], admin=True, name="upper")
+    try:
+        yield federation
+    finally:
+        federation.close()
+
+
+def _join(upper, lower):
+    jwk = public_jwk(upper.service.signer.key)
+    params = {"federateName": "upper", "federateJwk": jwk}
+    config = lower.client().call_json("GET", GENERATE, params=params)["config"]
+    upper.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+    return config
+
+
+def test_a_federate_joins_another_as_a_federate_kind_member(upper, lower):
+    config = _join(upper, lower)
+    listed = {c["name"]: c for c in upper.client().call_json("GET", "/clusters")["clusters"]}
+    assert listed["lower"]["kind"] == "CLUSTER_KIND_FEDERATE"
+    assert listed["lower"]["id"] == config["id"]
+    assert listed["upper"]["local"] is True
+
+
+def test_work_sent_to_a_federate_member_runs_on_its_own_member_for_the_caller(upper, lower):
+    _join(upper, lower)
+    workflow_id = upper.client().start_workflow(HELLO)
+    assert upper.service.cluster_of(upper.who, workflow_id) == "lower"
+    shown = upper.client().get_workflow(workflow_id)
+    assert shown.id == workflow_id
+
+
+def test_a_federate_refuses_identities_from_a_federate_it_did_not_register_with(upper, lower):
+    member = lower.service
+    _, token = member.create_account("fed-account", kind="federate")
+    who = member.authenticate(token)
+    assertion = upper.service.signer.assertion(upper.who, "lower")
+    with pytest.raises(Unauthenticated, match="trusts no Federate"):
+        member.forwarded_principal(who, assertion)
+
+
+def test_a_member_trusts_the_federate_it_generated_a_registration_for_after_a_restart(members):
+    member = members[0]
+    service = member.stack.service
+    _, admin = member.stack.create_account("root", kind="admin")
+    key_holder = TrustedFederates(())
+    key = Ed25519PrivateKey.generate()
+    with FuzzballClient(f"{member.rest_url}/v3", admin) as api:
+        api.call_json(
+            "GET", GENERATE, params={"federateName": "elsewhere", "federateJwk": public_jwk(key)}
+        )
+    # a restarted Orchestrate reads its trust from the store
+    again = ClusterRegistration(service.sessions, service.accounts, lambda: key_holder, name="x")
+    again.load()
+    trusted = key_holder.trusts("elsewhere")
+    assert trusted is not None and public_jwk(trusted.public_key) == public_jwk(key)
+
+
+def test_a_name_the_configuration_trusts_with_another_key_is_refused(members):
+    member = members[0]
+    service = member.stack.service
+    configured = TrustedFederates(
+        [TrustedFederate("pinned", Ed25519PrivateKey.generate().public_key())]
+    )
+    registration = ClusterRegistration(
+        service.sessions, service.accounts, lambda: configured, name="x"
+    )
+    with pytest.raises(FailedPrecondition, match="trusted-federates"):
+        registration.generate(
+            "http://127.0.0.1:1",
+            federate_name="pinned",
+            federate_jwk=public_jwk(Ed25519PrivateKey.generate()),
+        )
+
+
+def test_identities_are_signed_for_the_member_by_its_registered_name(upper, lower):
+    _join(upper, lower)
+    member = upper.service.members.get("lower")
+    with acting_for(lambda audience: upper.service.signer.assertion(upper.who, audience)):
+        assert member.client().list_workflows() == []
