@@ -11,7 +11,10 @@ tests/fixtures/endpoints as a workflow service with a path endpoint. Then, for e
 * download: ``--downloads`` GETs of ``--size`` MiB (100 by default): MiB/s, the best run.
 
 The clients run in a child process, ``--rounds`` rounds alternating direct and proxy; each
-figure is the median of the rounds.
+figure is the median of the rounds, and the range of the rounds is printed beside it (the
+machine may be shared: compare both sides of one run, never figures of different runs).
+Processes on each side: the service is one aiohttp process; the proxy is Orchestrate's one
+event loop (this process, beside the control plane); the clients are one process.
 
 Run as root (it starts containers): ``python bench/proxy.py``. The targets of issue 16 are
 at most 1 ms added at p50 and at least 80 % of direct throughput.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
@@ -121,12 +125,26 @@ def compare(direct: str, proxied: str, token: str, args: argparse.Namespace) -> 
         name: {key: statistics.median(r[key] for r in found) for key in found[0]}
         for name, found in rounds.items()
     }
+
+    def spread(name: str, key: str) -> str:
+        values = [r[key] for r in rounds[name]]
+        return f"{min(values):,.0f}-{max(values):,.0f}"
+
     for name, got in figures.items():
         print(
             f"{name:>6}: p50 {got['p50']:.3f} ms  p99 {got['p99']:.3f} ms  "
-            f"{got['rps']:,.0f} requests/s ({args.concurrency} clients)  "
-            f"{args.size} MiB download {got['mib_s']:,.0f} MiB/s"
+            f"{got['rps']:,.0f} requests/s ({spread(name, 'rps')}, {args.concurrency} clients)  "
+            f"{args.size} MiB download {got['mib_s']:,.0f} MiB/s ({spread(name, 'mib_s')})"
         )
+    ratios = [p["rps"] / d["rps"] for d, p in zip(rounds["direct"], rounds["proxy"], strict=True)]
+    downloads = [
+        p["mib_s"] / d["mib_s"] for d, p in zip(rounds["direct"], rounds["proxy"], strict=True)
+    ]
+    print(
+        f"per round, proxy/direct: throughput {min(ratios):.0%}-{max(ratios):.0%}, "
+        f"download {min(downloads):.0%}-{max(downloads):.0%}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     plain, through = figures["direct"], figures["proxy"]
     print(
         f"added latency: p50 {through['p50'] - plain['p50']:+.3f} ms, "
@@ -165,7 +183,11 @@ def main() -> None:
             direct = f"http://127.0.0.1:{port}/"
             proxied = f"{stack.proxy_url}/endpoints/{endpoint}/"
             _wait_ready(proxied, bearer(token))
-            print(f"service: aiohttp in a container; proxy: {stack.proxy_url}", flush=True)
+            print(
+                f"service: aiohttp in a container (1 process); proxy: {stack.proxy_url}"
+                " (Orchestrate's event loop, 1 process); clients: 1 process",
+                flush=True,
+            )
             compare(direct, proxied, token, args)
         finally:
             if stack is not None:

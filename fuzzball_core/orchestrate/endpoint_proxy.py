@@ -1,10 +1,11 @@
 """The endpoint proxy: users reach workflow services at ``/endpoints/{id}/...`` or at
 ``{id}.<endpoints domain>``, on Orchestrate's endpoint listener (``orchestrate.endpoints``).
 
-aiohttp on both sides: the request is passed on as it came (method, path below the
-endpoint, query, headers, a streamed body) and the answer streamed back chunk by chunk as
-the service writes it, so Server-Sent Events and long downloads flow; a websocket upgrade
-becomes a websocket to the service, each message relayed as it arrives.
+This module decides where each request goes (:meth:`EndpointProxy.gate`); the bytes move
+in :mod:`endpoint_forwarder`: the request passed on as it came (method, path below the
+endpoint, query, headers, its body), the answer passed back as the service writes it, so
+Server-Sent Events and long downloads flow, over kept-alive connections to each service; a
+websocket upgrade the service accepts becomes a tunnel between the two connections.
 
 Who may use an endpoint is its scope: ``user`` (the user who declared it), ``group`` (the
 account in use is the endpoint's, or the user is a member of it), ``organization`` (the
@@ -30,9 +31,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import aiohttp
-from aiohttp import WSMsgType, web
-from multidict import CIMultiDict, istr
 from sqlalchemy import select
 
 from fuzzball_core.config import EndpointsConfig
@@ -45,6 +43,12 @@ from fuzzball_core.errors import (
 from fuzzball_core.health import Health
 from fuzzball_core.orchestrate import service_pools
 from fuzzball_core.orchestrate.endpoint_directory import Destination, EndpointDirectory, Upstream
+from fuzzball_core.orchestrate.endpoint_forwarder import (
+    Forward,
+    RequestHead,
+    ServicePool,
+    serve,
+)
 from fuzzball_core.orchestrate.endpoint_keeper import EndpointKeeper
 from fuzzball_core.orchestrate.endpoint_routes import endpoint_routes
 from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
@@ -54,39 +58,11 @@ from fuzzball_core.store.models import AccountMember
 
 log = logging.getLogger("fuzzball.orchestrate.endpoints")
 
-FB_AUTHORIZATION = istr("FB-Authorization")
-#: seconds a client is told to wait before asking again for a service not ready
-RETRY_AFTER = "5"
-#: bytes read from a service at most at once (a large download moves in large writes; a
-#: streamed answer is passed on as soon as any of it arrives)
-READ_BUFFER = 1 << 20
-#: an answer at most this long, of announced length, is read whole and sent in one write
-SMALL_ANSWER = 64 * 1024
 #: how often a request waiting for a pool to wake looks again, and asks it to wake again
 WAKE_POLL = 0.1
 WAKE_AGAIN = 1.0
 #: seconds an authenticated token's caller is reused (a revoked token is refused within it)
 TOKEN_TTL = 2.0
-#: hop-by-hop headers (RFC 9110 7.6.1) and the ones the proxy sets itself
-_NOT_FORWARDED = frozenset(
-    istr(h)
-    for h in (
-        "Connection",
-        "Keep-Alive",
-        "Proxy-Authenticate",
-        "Proxy-Authorization",
-        "TE",
-        "Trailer",
-        "Transfer-Encoding",
-        "Upgrade",
-        "Host",
-        "FB-Authorization",
-        "Sec-WebSocket-Key",
-        "Sec-WebSocket-Version",
-        "Sec-WebSocket-Extensions",
-        "Sec-WebSocket-Accept",
-    )
-)
 _PATH_PREFIX = "/endpoints/"
 
 
@@ -98,7 +74,7 @@ class Caller:
 
 
 class EndpointProxy:
-    """The proxy's aiohttp application and what it needs to answer."""
+    """What the proxy decides for each request, and the connections it keeps to services."""
 
     def __init__(
         self,
@@ -114,56 +90,35 @@ class EndpointProxy:
         self.directory = directory
         self.keeper = keeper
         self._tokens: dict[str, tuple[float, Principal | FuzzballError]] = {}
-        self._client: aiohttp.ClientSession | None = None
-        self._ssl: ssl.SSLContext | bool = (
+        self._members: dict[tuple[str, str], tuple[float, bool]] = {}
+        self.pool = ServicePool(
             ssl.create_default_context() if config.verify_upstream_tls else False
         )
 
-    # -- the application -------------------------------------------------------------------
-
-    def app(self) -> web.Application:
-        """The proxy as an aiohttp application (every path is an endpoint's)."""
-        app = web.Application(handler_args={"max_field_size": 16 * 1024})
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        app.on_startup.append(self._start_client)
-        app.on_cleanup.append(self._close_client)
-        return app
-
-    async def _start_client(self, _app: web.Application) -> None:
-        self._client = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ssl=self._ssl),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-            read_bufsize=READ_BUFFER,
-        )
-
-    async def _close_client(self, _app: web.Application) -> None:
-        if self._client is not None:
-            await self._client.close()
-
     # -- one request -----------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        """Find the endpoint, check the caller, and relay the request to its service."""
-        try:
-            endpoint_id, path = self._route(request)
-            caller = self._caller(request)
-            destination = self._destination(endpoint_id, caller)
+    async def gate(self, head: RequestHead) -> Forward:
+        """Find the endpoint, check the caller, and say where the request goes (a
+        FuzzballError is the client's answer)."""
+        endpoint_id, path = self._route(head.header(b"host"), head.target)
+        caller = self._caller(head)
+        destination = self._destination(endpoint_id, caller)
+        upstream = destination.upstream
+        if upstream is None or not upstream.ready:
             upstream = await self._ready_upstream(destination, caller)
-        except FuzzballError as error:
-            return _status_response(error)
         if upstream.pool:
             self.keeper.touch(upstream.workflow_id, upstream.stage_name, upstream.idle_timeout)
-        if _is_websocket(request):
-            return await self._relay_websocket(request, upstream, path)
-        return await self._relay(request, upstream, path)
+        cookie: str | None = None
+        if self.config.cookie:
+            sent = "; ".join(v.decode("latin-1") for k, v in head.headers if k.lower() == b"cookie")
+            if sent:
+                cookie = _without_cookie(sent, self.config.cookie)
+        return Forward(url=upstream.url, path=path, cookie=cookie)
 
-    def _route(self, request: web.Request) -> tuple[str, str]:
+    def _route(self, host_header: str, raw: str) -> tuple[str, str]:
         """(endpoint id, the path to ask the service for, with its query)."""
-        host = (request.host or "").rsplit(":", 1)[0].lower() if request.host else ""
+        host = host_header.rsplit(":", 1)[0].lower() if host_header else ""
         domain = self.config.domain.lower()
-        raw = request.raw_path
         if domain and host.endswith("." + domain):
             label = host[: -len(domain) - 1]
             if label and "." not in label:
@@ -176,12 +131,12 @@ class EndpointProxy:
                 if query_mark:
                     return endpoint_id, "/?" + query
                 return endpoint_id, "/" + tail if slash else "/"
-        raise NotFound(f"no endpoint at {request.path[:200]}")
+        raise NotFound(f"no endpoint at {raw.partition('?')[0][:200]}")
 
-    def _caller(self, request: web.Request) -> Caller:
+    def _caller(self, head: RequestHead) -> Caller:
         """The principal of the token in FB-Authorization or the cookie (None without one);
         Unauthenticated when one is given and is not valid."""
-        header = request.headers.get(FB_AUTHORIZATION, "")
+        header = head.header(b"fb-authorization")
         token = ""
         if header:
             scheme, _, token = header.partition(" ")
@@ -189,7 +144,7 @@ class EndpointProxy:
                 raise Unauthenticated("FB-Authorization: expected 'Bearer <token>'")
             token = token.strip()
         elif self.config.cookie:
-            token = request.cookies.get(self.config.cookie, "")
+            token = _cookie(head.header(b"cookie"), self.config.cookie)
         if not token:
             return Caller(None)
         now = time.monotonic()
@@ -257,10 +212,24 @@ class EndpointProxy:
             return True
         if who.user_id is None:
             return False
+        # kept as long as a token's caller is (TOKEN_TTL): a busy group endpoint costs no
+        # query per request, and a member removed is refused within it
+        key = (who.user_id, account_id)
+        now = time.monotonic()
+        kept = self._members.get(key)
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        member = self._is_member(who.user_id, account_id)
+        if len(self._members) > 10_000:
+            self._members.clear()  # bounded: only recent callers are worth keeping
+        self._members[key] = (now + TOKEN_TTL, member)
+        return member
+
+    def _is_member(self, user_id: str, account_id: str) -> bool:
         with self.engine.sessions() as session:
             member = session.scalars(
                 select(AccountMember.user_id).where(
-                    AccountMember.account_id == account_id, AccountMember.user_id == who.user_id
+                    AccountMember.account_id == account_id, AccountMember.user_id == user_id
                 )
             ).first()
         return member is not None
@@ -297,158 +266,6 @@ class EndpointProxy:
             f" {self.config.wake_timeout:g}s"
         )
 
-    # -- relaying --------------------------------------------------------------------------
-
-    def _headers(self, request: web.Request, upstream: Upstream) -> CIMultiDict[str]:
-        """The request's headers as the service gets them: without hop-by-hop headers, the
-        Fuzzball token (header and cookie), with X-Forwarded-* saying where it came from."""
-        headers: CIMultiDict[str] = CIMultiDict()
-        for name, value in request.headers.items():
-            if name in _NOT_FORWARDED:
-                continue
-            if name == istr("Cookie") and self.config.cookie:
-                value = _without_cookie(value, self.config.cookie)
-                if not value:
-                    continue
-            headers.add(name, value)
-        headers["X-Forwarded-Host"] = request.host or ""
-        headers["X-Forwarded-Proto"] = request.scheme
-        if request.remote:
-            headers["X-Forwarded-For"] = request.remote
-        return headers
-
-    async def _relay(
-        self, request: web.Request, upstream: Upstream, path: str
-    ) -> web.StreamResponse:
-        assert self._client is not None
-        body = request.content if request.body_exists else None
-        try:
-            async with self._client.request(
-                request.method,
-                upstream.url + path,
-                headers=self._headers(request, upstream),
-                data=body,
-                allow_redirects=False,
-                skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
-            ) as answer:
-                headers = CIMultiDict(
-                    (name, value)
-                    for name, value in answer.headers.items()
-                    if name not in _NOT_FORWARDED
-                )
-                if answer.content_length is not None and answer.content_length <= SMALL_ANSWER:
-                    whole = await answer.read()
-                    headers.popall("Content-Length", None)
-                    return web.Response(
-                        status=answer.status, reason=answer.reason, headers=headers, body=whole
-                    )
-                response = web.StreamResponse(
-                    status=answer.status, reason=answer.reason, headers=headers
-                )
-                await response.prepare(request)
-                return await _stream(request, response, answer, upstream)
-        except (TimeoutError, aiohttp.ClientConnectionError) as exc:
-            log.info("endpoint service at %s did not answer: %s", upstream.url, exc)
-            return _status_response(
-                _BadGateway("the endpoint's service did not answer; try again shortly")
-            )
-
-    async def _relay_websocket(
-        self, request: web.Request, upstream: Upstream, path: str
-    ) -> web.StreamResponse:
-        assert self._client is not None
-        protocols = [
-            p.strip()
-            for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")
-            if p.strip()
-        ]
-        headers = self._headers(request, upstream)
-        headers.popall("Sec-WebSocket-Protocol", None)
-        url = "ws" + upstream.url.removeprefix("http") + path
-        try:
-            service = await self._client.ws_connect(
-                url, headers=headers, protocols=protocols, autoping=False
-            )
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            log.info("endpoint service at %s refused the websocket: %s", upstream.url, exc)
-            return _status_response(_BadGateway("the endpoint's service refused the websocket"))
-        client = web.WebSocketResponse(
-            protocols=[service.protocol] if service.protocol else (), autoping=False
-        )
-        await client.prepare(request)
-        async with service:
-            await _pump_both(client, service)
-        return client
-
-
-class _BadGateway(Unavailable):
-    """The service behind a ready endpoint did not answer (HTTP 502)."""
-
-    http_status = 502
-
-
-async def _pump_both(
-    client: web.WebSocketResponse, service: aiohttp.ClientWebSocketResponse
-) -> None:
-    """Relay messages both ways until either side closes."""
-
-    async def pump(source: object, sink: object) -> None:
-        async for message in source:  # type: ignore[attr-defined]
-            if message.type == WSMsgType.TEXT:
-                await sink.send_str(message.data)  # type: ignore[attr-defined]
-            elif message.type == WSMsgType.BINARY:
-                await sink.send_bytes(message.data)  # type: ignore[attr-defined]
-            elif message.type == WSMsgType.PING:
-                await sink.ping(message.data)  # type: ignore[attr-defined]
-            elif message.type == WSMsgType.PONG:
-                await sink.pong(message.data)  # type: ignore[attr-defined]
-            else:
-                break
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await sink.close()  # type: ignore[attr-defined]
-
-    tasks = [
-        asyncio.ensure_future(pump(client, service)),
-        asyncio.ensure_future(pump(service, client)),
-    ]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def _stream(
-    request: web.Request,
-    response: web.StreamResponse,
-    answer: aiohttp.ClientResponse,
-    upstream: Upstream,
-) -> web.StreamResponse:
-    """Pass the service's answer on as it arrives. A client that left ends it quietly; a
-    service that cut its answer cuts the client's connection too, so the client never takes
-    a part for the whole."""
-    try:
-        async for chunk in answer.content.iter_any():
-            try:
-                await response.write(chunk)
-            except ConnectionError:
-                return response  # the client left: nobody to answer
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        log.warning("endpoint service at %s cut its answer: %s", upstream.url, exc)
-        if request.transport is not None:
-            request.transport.abort()
-        return response
-    await response.write_eof()
-    return response
-
-
-def _is_websocket(request: web.Request) -> bool:
-    return (
-        request.headers.get("Upgrade", "").lower() == "websocket"
-        and "upgrade" in request.headers.get("Connection", "").lower()
-    )
-
 
 def _without_cookie(header: str, name: str) -> str:
     """A Cookie header without the cookie ``name``."""
@@ -460,13 +277,13 @@ def _without_cookie(header: str, name: str) -> str:
     return "; ".join(kept)
 
 
-def _status_response(error: FuzzballError) -> web.Response:
-    response = web.json_response(error.to_status(), status=error.http_status)
-    if isinstance(error, Unavailable) and error.http_status == 503:
-        response.headers["Retry-After"] = RETRY_AFTER
-    if isinstance(error, Unauthenticated):
-        response.headers["WWW-Authenticate"] = 'Bearer realm="fuzzball endpoints"'
-    return response
+def _cookie(header: str, name: str) -> str:
+    """The value of cookie ``name`` in a Cookie header ('' without it)."""
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.strip() == name:
+            return value.strip().strip('"')
+    return ""
 
 
 class EndpointServing:
@@ -490,7 +307,7 @@ class EndpointServing:
         self.keeper = EndpointKeeper(engine, self.directory, drain=config.drain)
         self.proxy = EndpointProxy(engine, authenticate, config, self.directory, self.keeper)
         self.routes = endpoint_routes(engine, self.urls)
-        self._runner: web.AppRunner | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._keeper: asyncio.Task[None] | None = None
 
     async def start(self, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -500,12 +317,10 @@ class EndpointServing:
         self._keeper = asyncio.create_task(self.keeper.run(self.health))
         if not self.config.listen:
             return
-        self._runner = web.AppRunner(self.proxy.app(), access_log=None)
-        await self._runner.setup()
         host, _, port = self.config.listen.rpartition(":")
-        await web.TCPSite(
-            self._runner, host or "127.0.0.1", int(port), ssl_context=ssl_context
-        ).start()
+        self._server = await serve(
+            self.proxy.gate, self.proxy.pool, host or "127.0.0.1", int(port), ssl_context
+        )
         log.info("endpoint proxy serving on %s", self.config.listen)
 
     async def close(self) -> None:
@@ -514,5 +329,7 @@ class EndpointServing:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeper
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        self.proxy.pool.close()

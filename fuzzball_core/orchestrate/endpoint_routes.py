@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import JsonOperation, Query, documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import endpoints
@@ -32,6 +33,69 @@ from fuzzball_core.store.models import ServiceEndpoint
 from fuzzball_core.vocabulary import Permission
 
 _CREATE_FIELDS = ("name", "scope", "type", "strategy")
+
+# -- the JSON Schemas of the bodies and replies, for /v3/openapi.json ----------------------
+
+_STRING: dict[str, Any] = {"type": "string"}
+_TIME: dict[str, Any] = {"type": "string", "format": "date-time"}
+_TAGS = ("endpoints",)
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _enum(values: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
+
+
+ENDPOINT_SCHEMA = _object(
+    {
+        "id": _STRING,
+        "name": _STRING,
+        "url": _STRING,
+        "scope": _enum(endpoints.SCOPES),
+        "type": _enum(endpoints.KINDS),
+        "protocol": _enum(endpoints.PROTOCOLS),
+        "persistent": {"type": "boolean"},
+        "strategy": _enum(endpoints.STRATEGIES),
+        "workflowId": {"type": "string", "nullable": True},
+        "service": {"type": "string", "nullable": True},
+        "pendingWorkflowId": {"type": "string", "nullable": True},
+        "createTime": _TIME,
+        "updateTime": _TIME,
+    }
+)
+CREATE_SCHEMA = _object(
+    {
+        "name": {"type": "string", "pattern": "^[a-z0-9_-]+$"},
+        "scope": _enum(endpoints.SCOPES),
+        "type": _enum(endpoints.KINDS),
+        "strategy": _enum(endpoints.STRATEGIES),
+    },
+    required=("name",),
+)
+CREATE = JsonOperation(
+    "reserve a persistent endpoint (a URL a workflow attaches to)",
+    ENDPOINT_SCHEMA,
+    CREATE_SCHEMA,
+    tags=_TAGS,
+)
+LIST = JsonOperation(
+    "the endpoints of the caller's account",
+    _object({"endpoints": {"type": "array", "items": ENDPOINT_SCHEMA}}),
+    query=(Query("workflowId", "string", "only this workflow's endpoints"),),
+    tags=_TAGS,
+)
+DESCRIBE = JsonOperation(
+    "one endpoint, by id or (a persistent one) by name", ENDPOINT_SCHEMA, tags=_TAGS
+)
+DELETE = JsonOperation(
+    "delete an endpoint, by id or (a persistent one) by name", _object({}), tags=_TAGS
+)
 
 
 def endpoint_routes(engine: Engine, urls: EndpointUrls) -> ExtraRoutes:
@@ -96,6 +160,7 @@ def add_endpoint_routes(
     def answer(view: endpoints.EndpointView) -> web.Response:
         return web.json_response(endpoint_json(view, _url(urls, view)))
 
+    @documented(CREATE)
     async def create(request: web.Request) -> web.Response:
         who = principal_of(request)
         require(who, Permission.RUN_WORKFLOWS, "create endpoints")
@@ -115,6 +180,7 @@ def add_endpoint_routes(
 
         return answer(engine.change(add))
 
+    @documented(LIST)
     async def listing(request: web.Request) -> web.Response:
         who = principal_of(request)
         workflow_id = request.query.get("workflowId") or None
@@ -124,12 +190,14 @@ def add_endpoint_routes(
             views = endpoints.listed(session, who, workflow_id)
         return web.json_response({"endpoints": [endpoint_json(v, _url(urls, v)) for v in views]})
 
+    @documented(DESCRIBE)
     async def describe(request: web.Request) -> web.Response:
         who = principal_of(request)
         with engine.sessions() as session:
             view = endpoints.view(endpoints.find(session, who, request.match_info["ref"]))
         return answer(view)
 
+    @documented(DELETE)
     async def delete(request: web.Request) -> web.Response:
         who = principal_of(request)
         require(who, Permission.RUN_WORKFLOWS, "delete endpoints")

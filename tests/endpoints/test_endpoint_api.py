@@ -276,3 +276,17 @@ def test_a_hostile_reference_is_answered_with_a_status_not_looked_up(
 
     assert answer.status_code == status
     assert set(answer.json()) == {"code", "message", "details"}
+
+
+def test_the_openapi_document_describes_the_endpoint_routes(stack: ApiStack, owner: str) -> None:
+    document = httpx.get(
+        f"{stack.url}/v3/openapi.json", headers={"Authorization": f"Bearer {owner}"}, timeout=30
+    ).json()
+
+    listing = document["paths"]["/v3/endpoints"]
+    by_reference = document["paths"]["/v3/endpoints/{ref}"]
+    assert set(listing) == {"get", "post"}
+    assert set(by_reference) == {"get", "delete"}
+    assert "requestBody" in listing["post"]
+    for path in ("/v3/endpoints", "/v3/endpoints/{ref}"):
+        assert "not described" not in str(document["paths"][path]).lower()

@@ -1,0 +1,304 @@
+"""The endpoint proxy's forwarding (fuzzball_core/orchestrate/endpoint_forwarder.py) between
+real clients and a real aiohttp service on loopback, with a gate that sends every request
+to that service: connections kept to the service, large answers moved by splice(2), HEAD,
+chunked bodies, pipelining, and services that end answers by closing or write bare LFs."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from fuzzball_core.orchestrate import endpoint_forwarder
+from fuzzball_core.orchestrate.endpoint_forwarder import (
+    MAX_HEAD,
+    SPLICE_MIN,
+    Forward,
+    RequestHead,
+    ServicePool,
+    serve,
+)
+
+Scenario = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _service_app(seen: dict[str, Any]) -> web.Application:
+    """Small answers, large ones, bodies echoed; which connections asked (``peers``)."""
+
+    async def hello(request: web.Request) -> web.Response:
+        seen.setdefault("peers", set()).add(request.transport.get_extra_info("peername"))
+        return web.Response(text="hello")
+
+    async def large(request: web.Request) -> web.StreamResponse:
+        size = int(request.match_info["size"])
+        response = web.StreamResponse()
+        response.content_length = size
+        await response.prepare(request)
+        pattern = bytes(range(256)) * 4096  # 1 MiB that is not all zeros
+        sent = 0
+        while sent < size:
+            piece = pattern[: min(len(pattern), size - sent)]
+            await response.write(piece)
+            sent += len(piece)
+            if seen.get("cut_at") is not None and sent >= seen["cut_at"]:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+        return response
+
+    async def echo(request: web.Request) -> web.Response:
+        body = await request.read()
+        return web.Response(body=body, headers={"X-Received": str(len(body))})
+
+    async def headers(request: web.Request) -> web.Response:
+        return web.json_response(dict(request.headers))
+
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_get("/", hello)
+    app.router.add_route("HEAD", "/head", hello)
+    app.router.add_get("/large/{size}", large)
+    app.router.add_post("/echo", echo)
+    app.router.add_get("/headers", headers)
+    return app
+
+
+def _run(scenario: Scenario, *, keepalive_timeout: float = 75.0) -> Any:
+    """Start the service and the forwarder (path ``/x`` leads to the service) and run
+    ``scenario(proxy base URL, seen)``."""
+
+    async def main() -> Any:
+        seen: dict[str, Any] = {}
+        service_port, proxy_port = _free_port(), _free_port()
+        runner = web.AppRunner(_service_app(seen), keepalive_timeout=keepalive_timeout)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", service_port).start()
+
+        async def gate(head: RequestHead) -> Forward:
+            return Forward(
+                url=f"http://127.0.0.1:{service_port}",
+                path=head.target.removeprefix("/x") or "/",
+                cookie=None,
+            )
+
+        pool = ServicePool(False)
+        server = await serve(gate, pool, "127.0.0.1", proxy_port)
+        try:
+            return await scenario(f"http://127.0.0.1:{proxy_port}/x", seen)
+        finally:
+            server.close()
+            pool.close()
+            await runner.cleanup()
+
+    return asyncio.run(main())
+
+
+def _pattern(size: int) -> bytes:
+    whole = bytes(range(256)) * 4096
+    return (whole * (size // len(whole) + 1))[:size]
+
+
+def test_small_requests_share_one_kept_connection_to_the_service() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> list[str]:
+        async with aiohttp.ClientSession() as session:
+            texts = []
+            for _ in range(5):
+                async with session.get(base + "/") as answer:
+                    texts.append(await answer.text())
+        assert len(seen["peers"]) == 1
+        return texts
+
+    assert _run(scenario) == ["hello"] * 5
+
+
+def test_a_kept_connection_the_service_closed_is_replaced_without_an_error() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> list[int]:
+        statuses = []
+        async with aiohttp.ClientSession() as session:
+            for _ in range(2):
+                async with session.get(base + "/") as answer:
+                    statuses.append(answer.status)
+                await asyncio.sleep(0.5)  # past the service's keep-alive timeout
+        return statuses
+
+    assert _run(scenario, keepalive_timeout=0.1) == [200, 200]
+
+
+def test_a_large_answer_arrives_whole_and_the_connection_serves_again() -> None:
+    size = 3 * SPLICE_MIN + 12345
+
+    async def scenario(base: str, seen: dict[str, Any]) -> tuple[bytes, str]:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/large/{size}") as answer:
+                body = await answer.read()
+            async with session.get(base + "/") as answer:
+                after = await answer.text()
+        return body, after
+
+    body, after = _run(scenario)
+    assert body == _pattern(size)
+    assert after == "hello"
+
+
+def test_a_large_answer_moves_by_splice_between_plain_connections(monkeypatch: Any) -> None:
+    spliced: list[int] = []
+    real = endpoint_forwarder.os.splice
+
+    def counting(*args: Any, **kwargs: Any) -> int:
+        moved = real(*args, **kwargs)
+        spliced.append(moved)
+        return moved
+
+    monkeypatch.setattr(endpoint_forwarder.os, "splice", counting)
+    size = 4 * SPLICE_MIN
+
+    async def scenario(base: str, seen: dict[str, Any]) -> int:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{base}/large/{size}") as answer,
+        ):
+            return len(await answer.read())
+
+    assert _run(scenario) == size
+    assert sum(spliced) >= 2 * (size - SPLICE_MIN)  # into the pipe and out of it
+
+
+def test_a_service_cutting_a_large_answer_cuts_the_clients_too() -> None:
+    size = 8 * SPLICE_MIN
+
+    async def scenario(base: str, seen: dict[str, Any]) -> str:
+        seen["cut_at"] = 3 * SPLICE_MIN
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{base}/large/{size}") as answer,
+        ):
+            try:
+                await answer.read()
+            except aiohttp.ClientPayloadError:
+                return "cut"
+            return "whole"
+
+    assert _run(scenario) == "cut"
+
+
+def test_a_head_answer_is_followed_by_the_next_answer_on_the_same_connection() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> tuple[int, str | None, str]:
+        async with aiohttp.ClientSession() as session:
+            async with session.head(base + "/head") as answer:
+                status, length = answer.status, answer.headers.get("Content-Length")
+            async with session.get(base + "/") as answer:
+                return status, length, await answer.text()
+
+    assert _run(scenario) == (200, "5", "hello")
+
+
+def test_a_chunked_request_body_reaches_the_service_whole() -> None:
+    parts = [bytes([n]) * 70_000 for n in range(10)]
+
+    async def scenario(base: str, seen: dict[str, Any]) -> tuple[str, bytes]:
+        async def body() -> Any:
+            for part in parts:
+                yield part
+
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(base + "/echo", data=body()) as answer,
+        ):
+            return answer.headers["X-Received"], await answer.read()
+
+    assert _run(scenario) == (str(sum(map(len, parts))), b"".join(parts))
+
+
+def test_pipelined_requests_are_answered_in_order() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> bytes:
+        port = int(base.rsplit(":", 1)[1].split("/")[0])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        ask = b"GET /x/ HTTP/1.1\r\nHost: a\r\n\r\nGET /x/head HTTP/1.1\r\nHost: a\r\n\r\n"
+        writer.write(ask + b"GET /x/ HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        received = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        return received
+
+    received = _run(scenario)
+    assert received.count(b"HTTP/1.1 200 OK") == 2  # /x/head is not a GET route: 405
+    assert received.index(b"405") > received.index(b"hello")
+    assert received.endswith(b"hello")
+
+
+def test_the_service_gets_the_path_below_the_endpoint_without_the_token_or_hop_headers() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> dict[str, str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                base + "/headers",
+                headers={
+                    "FB-Authorization": "Bearer secret-token",
+                    "Connection": "keep-alive, X-Hop",
+                    "X-Hop": "this hop only",
+                    "X-Forwarded-For": "spoofed",
+                    "Authorization": "Basic c2VydmljZQ==",
+                },
+            ) as answer,
+        ):
+            return dict(await answer.json())
+
+    sent = _run(scenario)
+    assert "FB-Authorization" not in sent
+    assert "X-Hop" not in sent
+    assert sent["Authorization"] == "Basic c2VydmljZQ=="
+    assert sent["X-Forwarded-For"] == "127.0.0.1"
+    assert sent["X-Forwarded-Proto"] == "http"
+
+
+def test_a_request_head_over_the_limit_is_431() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> int:
+        headers = {f"X-Filler-{n}": "f" * 8000 for n in range(MAX_HEAD // 8000 + 2)}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(base + "/", headers=headers) as answer,
+        ):
+            return answer.status
+
+    assert _run(scenario) == 431
+
+
+def test_an_answer_with_bare_lf_lines_ending_by_close_reaches_the_client_whole() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> tuple[int, str]:
+        # a busybox-httpd-like service: bare LFs, no length, the end of the answer is the
+        # end of its connection
+        async def answer_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\n\nuser=alice\n")
+            await writer.drain()
+            writer.close()
+
+        bare = await asyncio.start_server(answer_once, "127.0.0.1", 0)
+        port = bare.sockets[0].getsockname()[1]
+        pool = ServicePool(False)
+
+        async def gate(head: RequestHead) -> Forward:
+            return Forward(url=f"http://127.0.0.1:{port}", path="/", cookie=None)
+
+        proxy = await serve(gate, pool, "127.0.0.1", 0)
+        proxy_port = proxy.sockets[0].getsockname()[1]
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"http://127.0.0.1:{proxy_port}/") as answer,
+            ):
+                return answer.status, await asyncio.wait_for(answer.text(), 30)
+        finally:
+            proxy.close()
+            bare.close()
+            pool.close()
+
+    assert _run(scenario) == (200, "user=alice\n")
