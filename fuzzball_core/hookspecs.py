@@ -191,7 +191,8 @@ def fuzzball_event(event: Mapping[str, Any]) -> None:
 
     - a workflow's life: ``workflow_started``, ``workflow_finished``, ``workflow_failed``,
       ``workflow_canceled``; on Federate, ``workflow_rerouted`` (``data``: ``from``, ``to``,
-      ``reason``);
+      ``reason``) and ``workflow_routed`` (``data``: ``cluster``, ``costEstimate``,
+      ``candidates``, ``rejected``);
     - a stage's life: ``stage_started``, ``stage_finished``, ``stage_failed``,
       ``stage_canceled``, ``scheduled``, ``scheduling_blocked`` (``data.reason`` says why),
       ``container_exited``, ``service_ready``, ``retried``, ``retries_exhausted``,

@@ -50,6 +50,9 @@ from fuzzball_federation.offers import DEFAULT_EGRESS_RATE, NodeShape, Provision
 #: how a job would run on a member
 FREE, PROVISION, QUEUED = "free", "provision", "queued"
 
+#: eligible members a decision's summary and data detail (the rest are counted)
+SHOWN = 5
+
 #: where each persistent volume lives: reference -> {member name: size in bytes}
 VolumeLocations = Mapping[str, Mapping[str, int]]
 
@@ -233,11 +236,10 @@ class Decision:
             parts.append(f"routed to cluster {cluster}{how}: {self.estimates[cluster].describe()}")
         elif cluster is not None:
             parts.append(f"routed to cluster {cluster}{how}")
-        others = [
-            f"{name} (est. ${self.estimates[name].cost:.2f})"
-            for name in self.chosen
-            if name != cluster and name in self.estimates
-        ]
+        rest = [name for name in self.chosen if name != cluster and name in self.estimates]
+        others = [f"{name} (est. ${self.estimates[name].cost:.2f})" for name in rest[:SHOWN]]
+        if len(rest) > SHOWN:
+            others.append(f"{len(rest) - SHOWN} more")
         if others:
             parts.append("also eligible: " + ", ".join(others))
         if self.rejected:
@@ -254,7 +256,11 @@ class Decision:
             "cluster": cluster,
             "pinned": self.pinned,
             "costEstimate": round(chosen.cost, 4) if chosen else None,
-            "candidates": [self.estimates[n].as_data() for n in self.chosen if n in self.estimates],
+            # the best few: a large federation's every member would swell each event
+            "candidates": [
+                self.estimates[n].as_data() for n in self.chosen[:SHOWN] if n in self.estimates
+            ],
+            "eligible": len(self.chosen),
             "rejected": dict(self.rejected),
         }
 
