@@ -117,6 +117,13 @@ class EngineContext:
         #: workflows to advance in this pass
         self.dirty: set[str] = set()
         self.node_names: dict[str, str] = {}
+        #: node id -> when its lease ends, for every READY node. A heartbeat renews it here
+        #: without the database (:func:`~fuzzball_core.orchestrate.nodes.heartbeat`); the
+        #: rows' ``lease_expires_at`` and ``last_seen`` follow at most once a lease, in one
+        #: statement per pass (:func:`~fuzzball_core.orchestrate.nodes.persist_leases`)
+        self.leases: dict[str, float] = {}
+        #: node id -> the ``lease_expires_at`` its row holds
+        self.stored_leases: dict[str, float] = {}
         self.device_plugin_failed: dict[str, bool] = {}
         #: where each node is reached (as it registered it): the workflows' services resolve
         #: to their node's address (:mod:`fuzzball_core.orchestrate.name_resolution`)

@@ -288,8 +288,12 @@ class Engine:
 
     def node_message(self, node_id: str, message: node_pb2.NodeMessage) -> None:
         """Queue a node's message for the next pass; PMI fences of a running multinode run
-        are relayed at once (an MPI job's start-up waits on several of them)."""
-        if message.WhichOneof("kind") == "fence":
+        are relayed at once (an MPI job's start-up waits on several of them), and a READY
+        node's heartbeat renews its lease in memory without waking the engine."""
+        kind = message.WhichOneof("kind")
+        if kind == "heartbeat" and nodes.heartbeat(self.context, node_id):
+            return  # renewed in memory; the pass writes it to the row within a lease
+        if kind == "fence":
             relayed = self.context.fences.relay(node_id, message.fence)
             if relayed is not None:
                 for target, control in relayed:
@@ -301,7 +305,7 @@ class Engine:
     def extend_leases(self, seconds: float) -> None:
         """Push every live node's lease ``seconds`` further (Orchestrate was stalled)."""
         with self.sessions() as session:
-            nodes.extend_leases(session, seconds)
+            nodes.extend_leases(self.context, session, seconds)
             session.commit()
 
     def find_node(self, session: Session, reference: str) -> Node:
@@ -404,6 +408,7 @@ class Engine:
                 for applying in reports:
                     node_reports.apply(ctx, tx, applying.node_id, applying.message)
                 applying = None
+                nodes.persist_leases(ctx, tx)
                 nodes.expire_leases(ctx, tx)
                 nodes.deprovision_empty_nodes(ctx, tx)
                 while ctx.dirty:

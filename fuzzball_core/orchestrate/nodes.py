@@ -10,7 +10,7 @@ import contextlib
 import uuid
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from fuzzball_core.errors import FailedPrecondition, NotFound
@@ -51,6 +51,7 @@ def register(
     node.cpu_topology = [core.to_dict() for core in cpu_topology] or None
     node.last_seen = tx.now
     node.lease_expires_at = tx.now + ctx.lease_seconds
+    _track_lease(ctx, node)
     ctx.node_names[node.id] = name
     ctx.device_plugin_failed[node.id] = device_plugin_failed
     ctx.node_addresses[node.id] = address
@@ -101,10 +102,13 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
     return unwanted
 
 
-def extend_leases(session: Session, seconds: float) -> None:
+def extend_leases(ctx: EngineContext, session: Session, seconds: float) -> None:
     """Push every live node's lease ``seconds`` further."""
     for node in session.scalars(select(Node).where(Node.status == READY)):
         node.lease_expires_at += seconds
+        ctx.stored_leases[node.id] = node.lease_expires_at
+    for node_id in ctx.leases:
+        ctx.leases[node_id] += seconds
 
 
 def renew(ctx: EngineContext, tx: Transaction, node: Node) -> None:
@@ -115,6 +119,50 @@ def renew(ctx: EngineContext, tx: Transaction, node: Node) -> None:
         node.status = READY
         refresh(ctx, tx, node)
         events.record(tx, EventKind.NODE_ONLINE, f"node {node.name} is back", node_id=node.id)
+    _track_lease(ctx, node)
+
+
+def heartbeat(ctx: EngineContext, node_id: str) -> bool:
+    """Renew a READY node's lease in memory (no query: 5,000 nodes send a thousand
+    heartbeats a second); False when the node is not READY here, and the heartbeat must go
+    through the pass (:func:`renew`: an offline node comes back)."""
+    if node_id not in ctx.leases:
+        return False
+    ctx.leases[node_id] = ctx.clock() + ctx.lease_seconds
+    return True
+
+
+def _track_lease(ctx: EngineContext, node: Node) -> None:
+    """Keep :attr:`EngineContext.leases` to the READY nodes, as the row now says."""
+    if node.status == READY:
+        ctx.leases[node.id] = max(node.lease_expires_at, ctx.leases.get(node.id, 0.0))
+        ctx.stored_leases[node.id] = node.lease_expires_at
+    else:
+        ctx.leases.pop(node.id, None)
+        ctx.stored_leases.pop(node.id, None)
+
+
+def persist_leases(ctx: EngineContext, tx: Transaction) -> None:
+    """Write the leases renewed in memory to their rows, once a row is a whole lease behind:
+    one statement for all of them. The rows matter only after a restart (which grants every
+    READY node a full lease anyway) and for ``last_seen``, which the node views read from
+    memory (:func:`last_seen`)."""
+    behind = [
+        {"id": node_id, "lease_expires_at": until, "last_seen": until - ctx.lease_seconds}
+        for node_id, until in ctx.leases.items()
+        if until - ctx.stored_leases.get(node_id, 0.0) >= ctx.lease_seconds
+    ]
+    if not behind:
+        return
+    tx.session.execute(update(Node), behind)
+    for row in behind:
+        ctx.stored_leases[row["id"]] = row["lease_expires_at"]
+
+
+def last_seen(ctx: EngineContext, node: Node) -> float:
+    """When the node was last heard from: its row, or a heartbeat not written there yet."""
+    until = ctx.leases.get(node.id)
+    return max(node.last_seen, until - ctx.lease_seconds) if until else node.last_seen
 
 
 def live_runs_on(session: Session, node_id: str) -> list[Run]:
@@ -130,11 +178,20 @@ def running_parts_on(session: Session, node_id: str) -> list[Run]:
 
 def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
     """Nodes whose lease ran out go offline, and the work running on them fails."""
-    expired = tx.session.scalars(
-        select(Node).where(Node.status == READY, Node.lease_expires_at < tx.now)
-    )
+    lapsed = [node_id for node_id, until in ctx.leases.items() if until < tx.now]
+    if not lapsed:
+        return  # the common pass: no query
+    expired = list(tx.session.scalars(select(Node).where(Node.id.in_(lapsed))))
+    for node_id in set(lapsed) - {node.id for node in expired}:
+        ctx.leases.pop(node_id, None)  # gone from the database
+    # the live runs once for every node that lapsed, not once per node
+    live = list(tx.session.scalars(select(Run).where(Run.status.in_(LIVE_RUN))))
     for node in expired:
+        if node.status != READY:
+            _track_lease(ctx, node)
+            continue
         node.status = OFFLINE
+        _track_lease(ctx, node)
         # the provisioner's holds end with the machine; a site's own holds (admin,
         # monitoring) stay, so a node held for repair comes back still held
         for hold in holds(tx.session, node.id):
@@ -144,7 +201,11 @@ def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
         events.record(
             tx, EventKind.NODE_OFFLINE, f"node {node.name} stopped responding", node_id=node.id
         )
-        for run in running_parts_on(tx.session, node.id):
+        for run in live:
+            if node.id not in run.node_ids or node.id in (run.parts_done or ()):
+                continue
+            if run.status not in LIVE_RUN:
+                continue  # ended by another node's expiry in this pass
             runs.finish_run(
                 ctx,
                 tx,
@@ -294,6 +355,7 @@ def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> None:
         if live_runs_on(tx.session, node.id):
             continue
         node.status = DEPROVISIONED
+        _track_lease(ctx, node)
         refresh(ctx, tx, node)
         tx.send([node.id], Shutdown("deprovisioned: the node is empty"))
         events.record(

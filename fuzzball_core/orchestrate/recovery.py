@@ -31,10 +31,17 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         rows = list(session.scalars(select(Node)))
         _forget_allocations(ctx, known={node.id for node in rows})
         ctx.node_names.clear()
+        # leases renewed in memory since their rows were written stay renewed
+        renewed = {node.id: ctx.leases[node.id] for node in rows if node.id in ctx.leases}
+        ctx.leases.clear()
+        ctx.stored_leases.clear()
         for node in rows:
             ctx.node_names[node.id] = node.name
             if restarted and node.status == READY:
                 node.lease_expires_at = max(node.lease_expires_at, now + ctx.lease_seconds)
+            if node.status == READY:
+                ctx.stored_leases[node.id] = node.lease_expires_at
+                ctx.leases[node.id] = max(node.lease_expires_at, renewed.get(node.id, 0.0))
             ctx.scheduler.upsert_node(
                 nodes.node_info(
                     node,

@@ -27,6 +27,7 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.nodes import last_seen as node_last_seen
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import NodeUsage, Scheduler
@@ -423,7 +424,7 @@ class SqlOrchestrateService(AccountCalls):
             used_memory=used[1],
             used_devices=used[2],
             registered_at=node.registered_at,
-            last_seen=node.last_seen,
+            last_seen=node_last_seen(self.engine.context, node),
             stages=used[3],
         )
 
