@@ -1,0 +1,162 @@
+"""Hollow nodes (like kubemark): Orchestrate on PostgreSQL with 500 to 5,000 simulated nodes.
+
+The nodes (tests/support/hollow.py) speak the real node API over gRPC from a few child
+processes: register, hold a Connect stream, heartbeat every lease/3, and report every run
+they are given as started, one log line and exit 0 at once (zero-length jobs; no
+containers). At each size the benchmark prints:
+
+* lease traffic: Orchestrate's CPU (/proc/PID/stat) over one lease period with every node
+  connected and idle, as a share of one core, next to the same process with no nodes
+  (target at 5,000 nodes: <= 10 %);
+* zero-length jobs: a ``--tasks`` task array from submission to FINISHED, in jobs per
+  second (target >= 1,000), and Orchestrate's CPU per job;
+* ``workflow list`` and ``node list`` (GET /v3/workflows, /v3/nodes) p99 and median while the
+  array runs, a request every 50 ms each (target < 100 ms p99).
+
+The peer: kubemark's published 5,000-node run is the scale target; no peer runs here, so
+the idle process is the baseline printed beside each figure. Needs root, Debian's
+postgresql and docker-registry. Usage:
+    python bench/hollow.py [--sizes 500,1000,2000,5000] [--tasks 5000] [--lease 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from hollow_cluster import HollowCluster, median, p99, rss_bytes
+
+
+def spy(cluster: HollowCluster, directory: str | None, name: str) -> subprocess.Popen[bytes] | None:
+    """py-spy recording Orchestrate into DIRECTORY/NAME.txt (collapsed stacks) until
+    stopped, or None when not profiling."""
+    if directory is None:
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(cluster.pid),
+            "--format",
+            "raw",
+            "--rate",
+            "50",
+            "--output",
+            f"{directory}/{name}.txt",
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def unspy(recorder: subprocess.Popen[bytes] | None) -> None:
+    if recorder is not None:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(30)
+
+
+def lease_cpu(cluster: HollowCluster, window: float) -> float:
+    """Orchestrate's CPU over ``window`` seconds, as a fraction of one core."""
+    before = cluster.cpu()
+    time.sleep(window)
+    return (cluster.cpu() - before) / window
+
+
+def zero_length_jobs(
+    cluster: HollowCluster, tasks: int
+) -> tuple[float, float, list[float], list[float]]:
+    """(jobs/s, Orchestrate CPU ms per job, workflow-list latencies, node-list latencies)
+    of one ``tasks``-task array of zero-length jobs."""
+    from hollow_cluster import ARRAY
+
+    latencies: dict[str, list[float]] = {"/workflows": [], "/nodes": []}
+    done = threading.Event()
+
+    def probe(path: str) -> None:
+        while not done.is_set():
+            latencies[path].append(cluster.timed_get(path))
+            time.sleep(0.05)
+
+    probes = [threading.Thread(target=probe, args=(path,)) for path in latencies]
+    cpu_before = cluster.cpu()
+    began = time.perf_counter()
+    workflow_id = cluster.submit(ARRAY.format(tasks=tasks))
+    for thread in probes:
+        thread.start()
+    try:
+        status = cluster.wait(workflow_id, poll=0.1)
+    finally:
+        done.set()
+        for thread in probes:
+            thread.join()
+    elapsed = time.perf_counter() - began
+    cpu = cluster.cpu() - cpu_before
+    if not status.endswith("FINISHED"):
+        print(f"    the array ended {status}: nodes lost their leases (Orchestrate's loop held)")
+    return tasks / elapsed, cpu / tasks * 1000, latencies["/workflows"], latencies["/nodes"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="500,1000,2000,5000")
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--lease", type=float, default=15.0)
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy Orchestrate (lease window, array) into DIR"
+    )
+    options = parser.parse_args()
+    sizes = [int(size) for size in options.sizes.split(",")]
+
+    cluster = HollowCluster(lease=options.lease)
+    try:
+        ready = cluster.start()
+        print(f"Orchestrate on PostgreSQL serving in {ready:.2f} s; lease {options.lease:g} s")
+        time.sleep(2)
+        idle = lease_cpu(cluster, options.lease)
+        print(f"no nodes: Orchestrate idle at {idle * 100:.1f} % of one core")
+        rows = []
+        for size in sizes:
+            cluster.add_nodes(size - cluster.nodes)
+            joined = cluster.wait_welcomed(size)
+            time.sleep(options.lease / 3)  # every node past its first heartbeat
+            recorder = spy(cluster, options.profile, f"lease-{size}")
+            cpu = lease_cpu(cluster, options.lease)
+            unspy(recorder)
+            print(f"{size:>5} nodes: lease traffic {cpu * 100:.1f} % of a core", flush=True)
+            recorder = spy(cluster, options.profile, f"array-{size}")
+            rate, per_job, workflows, nodes = zero_length_jobs(cluster, options.tasks)
+            unspy(recorder)
+            rss = rss_bytes(cluster.pid) / (1 << 20)
+            rows.append((size, joined, cpu, rate, per_job, workflows, nodes, rss))
+            print(
+                f"{size:>5} nodes: joined in {joined:5.1f} s; lease traffic {cpu * 100:5.1f} % of a"
+                f" core (idle {idle * 100:.1f} %); {rate:6.0f} zero-length jobs/s"
+                f" ({per_job:.2f} ms Orchestrate CPU/job); workflow list p99"
+                f" {p99(workflows) * 1000:.0f} ms (median {median(workflows) * 1000:.0f}),"
+                f" node list p99 {p99(nodes) * 1000:.0f} ms (median {median(nodes) * 1000:.0f});"
+                f" RSS {rss:.0f} MiB",
+                flush=True,
+            )
+        print()
+        print(
+            "nodes | lease CPU (% core) | jobs/s | ms CPU/job | workflow list p99 | node list p99"
+        )
+        for size, _, cpu, rate, per_job, workflows, nodes, _ in rows:
+            print(
+                f"{size:>5} | {cpu * 100:18.1f} | {rate:6.0f} | {per_job:10.2f} |"
+                f" {p99(workflows) * 1000:14.0f} ms | {p99(nodes) * 1000:10.0f} ms"
+            )
+        print("targets at 5,000: lease <= 10 %, >= 1,000 jobs/s, lists < 100 ms p99")
+    finally:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The harness of the hollow-node benchmarks (bench/hollow.py, bench/restart.py).
+
+One ``fuzzball-orchestrate serve`` process on a fresh PostgreSQL database of its own, a local
+``docker-registry`` holding the image the jobs name, an admin token for the REST gateway, and
+fleets of hollow nodes (tests/support/hollow.py) in a few child processes. Needs root (to
+make the database with ``su postgres``) and Debian's postgresql and docker-registry.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
+
+from support.cluster import (
+    NODE_TOKEN,
+    ORCHESTRATE_MAIN,
+    REPO_ROOT,
+    LocalRegistry,
+    OrchestrateProcess,
+    cluster_config,
+    free_port,
+    write_config,
+)
+from support.hollow import FleetCounters, HollowStats, fleet_process
+
+#: the hollow nodes' jobs: zero-length (the node reports exit 0 on assignment)
+ARRAY = """
+version: v1
+jobs:
+  zero:
+    image: {{uri: docker://alpine:latest}}
+    command: [/bin/true]
+    resource: {{cpu: {{cores: 1}}, memory: {{size: 64MB}}}}
+    task-array: {{start: 1, end: {tasks}}}
+"""
+
+
+def fresh_database(name: str) -> str:
+    """An empty PostgreSQL database ``name`` (dropped first if it exists); its URL."""
+    subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts/start-postgres.sh")], check=True, capture_output=True
+    )
+    for command in (f"dropdb --if-exists --force {name}", f"createdb -O fuzzball {name}"):
+        subprocess.run(["su", "postgres", "-c", command], check=True, capture_output=True)
+    return f"postgresql://fuzzball:fuzzball@127.0.0.1:5432/{name}"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process, from /proc/PID/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def p99(samples: list[float]) -> float:
+    """The 99th percentile (nearest rank) of ``samples``."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else float("nan")
+
+
+@dataclass
+class Fleet:
+    """One child process running hollow nodes."""
+
+    process: multiprocessing.process.BaseProcess
+    counters: FleetCounters
+    size: int
+
+
+class HollowCluster:
+    """Orchestrate on PostgreSQL plus fleets of hollow nodes; stop with :meth:`close`."""
+
+    def __init__(self, database: str = "fuzzball_hollow", lease: float = 15.0) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="fuzzball-hollow-"))
+        self.registry = LocalRegistry(self.directory / "registry")
+        self.grpc_port = free_port()
+        config = cluster_config(
+            self.directory, self.registry.url, grpc_port=self.grpc_port, lease=lease
+        )
+        config["database"]["url"] = fresh_database(database)
+        self.lease = lease
+        self.config = config
+        self.config_path = write_config(self.directory / "orchestrate.yaml", config)
+        self.rest_url = f"http://{config['orchestrate']['rest-listen']}"
+        self.token = self._orchestrate_command("create-account", "bench", "--admin").strip()
+        self.orchestrate = OrchestrateProcess(self.config_path, self.directory / "orchestrate.log")
+        self.http = httpx.Client(
+            base_url=f"{self.rest_url}/v3",
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=120,
+        )
+        self.fleets: list[Fleet] = []
+        self._context = multiprocessing.get_context("spawn")
+        self._stop = self._context.Event()
+
+    def _orchestrate_command(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", ORCHESTRATE_MAIN, "--config", str(self.config_path), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO_ROOT,
+        )
+        return done.stdout
+
+    # -- Orchestrate ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start Orchestrate; seconds until its REST gateway answers ``/readyz`` and a
+        ``node list``."""
+        began = time.monotonic()
+        self.orchestrate.start()
+        deadline = began + timeout
+        while time.monotonic() < deadline:
+            assert self.orchestrate.process is not None
+            if self.orchestrate.process.poll() is not None:
+                raise RuntimeError(f"Orchestrate exited; see {self.orchestrate.log_path}")
+            try:
+                if httpx.get(f"{self.rest_url}/readyz", timeout=1).status_code == 200:
+                    self.http.get("/nodes").raise_for_status()
+                    return time.monotonic() - began
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"Orchestrate not ready in {timeout}s; see {self.orchestrate.log_path}")
+
+    @property
+    def pid(self) -> int:
+        assert self.orchestrate.process is not None
+        return self.orchestrate.process.pid
+
+    def cpu(self) -> float:
+        """Orchestrate's CPU seconds so far."""
+        return cpu_seconds(self.pid)
+
+    def submit(self, specification: str, name: str = "hollow") -> str:
+        reply = self.http.post("/workflows", json={"rawSpecification": specification, "name": name})
+        reply.raise_for_status()
+        return str(reply.json()["id"])
+
+    def status(self, workflow_id: str) -> str:
+        reply = self.http.get(f"/workflows/{workflow_id}:status")
+        reply.raise_for_status()
+        return str(reply.json().get("workflowStatus", "STAGE_STATUS_UNSPECIFIED"))
+
+    def wait(self, workflow_id: str, timeout: float = 600.0, poll: float = 0.05) -> str:
+        """Poll until the workflow ended; its status."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(workflow_id)
+            if status.endswith(("FINISHED", "FAILED", "CANCELED")):
+                return status
+            time.sleep(poll)
+        raise TimeoutError(f"workflow {workflow_id} did not end in {timeout}s")
+
+    def timed_get(self, path: str) -> float:
+        """Seconds one GET of ``path`` took (it must succeed)."""
+        began = time.perf_counter()
+        self.http.get(path).raise_for_status()
+        return time.perf_counter() - began
+
+    # -- hollow nodes --------------------------------------------------------------------------
+
+    def add_nodes(self, count: int, *, per_process: int = 1250, **node_options: Any) -> None:
+        """Start ``count`` more hollow nodes, ``per_process`` to a child process."""
+        first = sum(f.size for f in self.fleets)
+        for start in range(first, first + count, per_process):
+            names = [
+                f"hollow-{i:05d}" for i in range(start, min(start + per_process, first + count))
+            ]
+            counters = FleetCounters()
+            process = self._context.Process(
+                target=fleet_process,
+                args=(
+                    f"127.0.0.1:{self.grpc_port}",
+                    NODE_TOKEN,
+                    names,
+                    counters,
+                    self._stop,
+                    node_options,
+                ),
+                daemon=True,
+            )
+            process.start()
+            self.fleets.append(Fleet(process, counters, len(names)))
+
+    def stats(self) -> HollowStats:
+        """The fleets' counters, summed."""
+        total = HollowStats()
+        for fleet in self.fleets:
+            stats = fleet.counters.read()
+            for name in FleetCounters.FIELDS:
+                setattr(total, name, getattr(total, name) + getattr(stats, name))
+            total.last_welcome = max(total.last_welcome, stats.last_welcome)
+        return total
+
+    def wait_welcomed(self, count: int, timeout: float = 300.0) -> float:
+        """Wait until ``count`` streams in all were welcomed; the seconds it took."""
+        began = time.monotonic()
+        while self.stats().welcomed < count:
+            if time.monotonic() - began > timeout:
+                raise TimeoutError(f"{self.stats().welcomed}/{count} nodes welcomed in {timeout}s")
+            time.sleep(0.1)
+        return time.monotonic() - began
+
+    @property
+    def nodes(self) -> int:
+        return sum(f.size for f in self.fleets)
+
+    def close(self) -> None:
+        self._stop.set()
+        for fleet in self.fleets:
+            fleet.process.join(15)
+            if fleet.process.is_alive():
+                fleet.process.kill()
+        self.orchestrate.stop()
+        self.registry.stop()
+        self.http.close()
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples) if samples else float("nan")
