@@ -78,7 +78,8 @@ def test_served_federate_routes_a_workflow_with_a_created_accounts_token(config_
                 assert server.poll() is None, server.stderr.read().decode()
                 assert time.monotonic() < deadline, "fuzzball-federate never listened"
                 time.sleep(0.1)
-        assert [c["name"] for c in reply.json()["clusters"]] == ["onprem", "aws"]
+        # the Federate lists itself first (kind FEDERATE, local), then its members
+        assert [c["name"] for c in reply.json()["clusters"]] == ["federate", "onprem", "aws"]
         started = httpx.post(
             f"{url}/v3/workflows", headers=headers, json={"rawSpecification": GPU, "name": "gpu"}
         )
