@@ -3,6 +3,8 @@ the decision as an event and in ``workflow why``, and capacity read from the cac
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from google.protobuf import json_format
 from support.federated_workflows import CPU, GPU
@@ -97,3 +99,20 @@ def test_decisions_read_cached_capacity_instead_of_asking_members(federation):
     for _ in range(5):
         federation.client().validate_workflow(CPU)
     assert asked == {"onprem": 1, "aws": 1}
+
+
+def test_the_background_refresher_brings_a_new_hold_into_later_decisions(federation):
+    federation.client().validate_workflow(GPU)  # cached: onprem's GPU node is free
+    capacity = federation.service.capacity
+    capacity.interval, capacity.max_age = 0.05, 3600  # decisions never ask themselves
+    onprem = federation.members["onprem"]
+    gpu_node = onprem.stack.list_nodes(ADMIN)[0]
+    onprem.stack.add_hold(ADMIN, gpu_node.id, "cordon", "maintenance")
+    capacity.refresh_soon()
+    deadline = time.monotonic() + 30
+    while next(o for o in capacity.offers() if o.name == "onprem").ready_nodes:
+        assert time.monotonic() < deadline, "the refresher never asked onprem again"
+        time.sleep(0.05)
+    with pytest.raises(FuzzballError) as refused:
+        federation.client().start_workflow(GPU)
+    assert "cluster onprem: has no ready node" in refused.value.message
