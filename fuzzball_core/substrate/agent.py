@@ -535,6 +535,9 @@ class Agent:
             and known.reported_at <= settled
         ]:
             del self.runs[run_id]
+        self.services.workflow_tokens.keep_only(
+            {known.request.workflow_id for known in self.runs.values() if known.outcome is None}
+        )
         self.services.volumes.expire(time.time())
 
     def _send(self, message: node_pb2.NodeMessage) -> None:
@@ -672,10 +675,9 @@ class Agent:
             outcome = RunOutcome(message=f"the node agent failed running the job: {exc!r}")
         finally:
             execution.destroy()
-        outcome.volume_sizes = await asyncio.to_thread(
-            measured,
-            self.services.volumes.persistent_directories(known.request.volume_locations),
-        )
+        persistent = self.services.volumes.persistent_directories(known.request.volume_locations)
+        if persistent:  # walking them blocks; most runs mount none and skip the thread hop
+            outcome.volume_sizes = await asyncio.to_thread(measured, persistent)
         known.outcome = outcome
         if not known.forgotten:
             self._send(node_pb2.NodeMessage(exited=outcome.to_message(run_id)))

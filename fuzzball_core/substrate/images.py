@@ -131,6 +131,11 @@ class NodeImages:
                 self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)
             return Path(path)
 
+    def pinned(self, uri: str) -> Path | None:
+        """The EROFS file of ``uri`` when its tag is pinned here and still fresh (what
+        :meth:`ensure` would return without asking anyone), else None. Never blocks."""
+        return self._fresh(uri)
+
     def _fresh(self, uri: str) -> Path | None:
         with self._lock:
             pinned = self._pinned.get(uri)

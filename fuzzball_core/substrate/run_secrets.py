@@ -8,7 +8,8 @@ environment: never in the node's state, logs or reports.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -37,6 +38,13 @@ class RunSecrets:
     #: (ingress) or ``VOLUME/egress/INDEX``
     transfer_s3: dict[str, S3Credentials] = field(default_factory=dict, repr=False)
 
+    @property
+    def token_only(self) -> bool:
+        """Whether the workflow's token is all these carry (the same for all its runs)."""
+        return not (self.env or self.image_credentials or self.ingress_authorization) and not (
+            self.transfer_s3
+        )
+
     def environment(self) -> dict[str, str]:
         """What the container's environment gets: the resolved entries and the token."""
         env = dict(self.env)
@@ -47,6 +55,40 @@ class RunSecrets:
 
 #: fetches run ``run_id``'s secrets (raising a FuzzballError that names the field)
 FetchRunSecrets = Callable[[int], Awaitable[RunSecrets]]
+
+
+class WorkflowTokens:
+    """The token of each workflow with runs on this node, asked for once per workflow.
+
+    A run that references no secret gets nothing from ``RunSecrets`` but its workflow's
+    token, which Orchestrate keeps one of per workflow: the runs of a task array share one
+    answer instead of one round trip each (runs that start together wait on the same call).
+    A failed call is not kept, and a workflow's token is dropped once the node knows no run
+    of it (:meth:`keep_only`), so it lives no longer than the runs it was fetched for.
+    """
+
+    def __init__(self) -> None:
+        self._asked: dict[str, asyncio.Future[RunSecrets]] = {}
+
+    async def get(self, workflow_id: str, fetch: Callable[[], Awaitable[RunSecrets]]) -> RunSecrets:
+        """The workflow's token (as :class:`RunSecrets`), ``fetch()`` called by its first run."""
+        asked = self._asked.get(workflow_id)
+        if asked is None:
+            asked = self._asked[workflow_id] = asyncio.ensure_future(fetch())
+            asked.add_done_callback(lambda done: self._settle(workflow_id, done))
+        return RunSecrets(workflow_token=(await asyncio.shield(asked)).workflow_token)
+
+    def _settle(self, workflow_id: str, done: asyncio.Future[RunSecrets]) -> None:
+        # an error, or an answer carrying more than the token, is never handed to another run
+        if done.cancelled() or done.exception() is not None or not done.result().token_only:
+            if self._asked.get(workflow_id) is done:
+                del self._asked[workflow_id]
+
+    def keep_only(self, workflow_ids: Collection[str]) -> None:
+        """Forget the tokens of workflows not in ``workflow_ids`` (none of their runs is
+        known here any more)."""
+        for workflow_id in [w for w in self._asked if w not in workflow_ids]:
+            del self._asked[workflow_id]
 
 
 class RunSecretsClient:

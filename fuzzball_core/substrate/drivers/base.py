@@ -32,7 +32,7 @@ from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.network import NodeNetwork
-from fuzzball_core.substrate.run_secrets import FetchRunSecrets, RunSecrets
+from fuzzball_core.substrate.run_secrets import FetchRunSecrets, RunSecrets, WorkflowTokens
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 
 log = logging.getLogger(__name__)
@@ -168,6 +168,8 @@ class NodeServices:
     network: NodeNetwork = field(default_factory=NodeNetwork)
     #: asks Orchestrate for a run's secrets as it starts (None: nothing to ask, no secrets)
     run_secrets: FetchRunSecrets | None = None
+    #: the workflows' tokens, asked for once per workflow by runs that need no secret
+    workflow_tokens: WorkflowTokens = field(default_factory=WorkflowTokens)
 
 
 class TaskDriver(ABC):
@@ -201,8 +203,14 @@ class TaskDriver(ABC):
             if needed:
                 return RunOutcome(message="this node cannot ask Orchestrate for secrets")
             return RunSecrets()
+        run_id = self.request.run_id
         try:
-            return await fetch(self.request.run_id)
+            if needed:
+                return await fetch(run_id)
+            # nothing but the workflow's token comes back: one call per workflow suffices
+            return await self.node.workflow_tokens.get(
+                self.request.workflow_id, lambda: fetch(run_id)
+            )
         except FuzzballError as exc:
             if needed:
                 return RunOutcome(message=f"the run's secrets could not be read: {exc.message}")

@@ -86,7 +86,8 @@ class ContainerJobDriver(ContainerDriver):
         if isinstance(secrets, RunOutcome):
             return secrets
         try:
-            image = await self.loop.run_in_executor(
+            # an image pinned here and still fresh needs no thread (most runs of an array)
+            image = self.node.images.pinned(image_spec.uri) or await self.loop.run_in_executor(
                 self.node.pull_pool,
                 lambda: self.node.images.ensure(
                     image_spec.uri,
@@ -100,10 +101,12 @@ class ContainerJobDriver(ContainerDriver):
             return self.outcome_without_start()
         try:
             config = self.image_config(image)
-            # resolving the user mounts the image: off the event loop
-            user = await self.loop.run_in_executor(
-                self.node.start_pool, self.identity, image, config
-            )
+            # resolving a named user mounts the image: off the event loop; root needs nothing
+            user = ROOT
+            if config.user:
+                user = await self.loop.run_in_executor(
+                    self.node.start_pool, self.identity, image, config
+                )
         except Exception as exc:
             return RunOutcome(
                 message=f"the job's container could not be prepared: {error_text(exc)}"
