@@ -30,6 +30,7 @@ from aiohttp import web
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import Operation, Query, documented
 from fuzzball_core.api.rest import BASE_PATH
 from fuzzball_core.api.rest_messages import to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
@@ -42,6 +43,25 @@ from fuzzball_federation.needs import GIB
 from fuzzball_federation.offers import MemberOffer, unreachable_offer
 from fuzzball_federation.registration import Registrations, read_registration
 from fuzzball_federation.service import FederateService
+
+_LIST = Operation("The Federate and its member clusters", pb.ListClustersResponse)
+_GET = Operation("One cluster by id", pb.Cluster, tags=("ClusterService",))
+_DELETE = Operation("A member leaves the federation", pb.ClusterIDResponse)
+_REGISTER = Operation(
+    "A member joins the federation",
+    pb.RegisterClusterResponse,
+    request=pb.RegisterClusterRequest,
+    tags=("AdminClusterRegistrationService",),
+)
+_GENERATE = Operation(
+    "This Federate's registration for another Federate (the token in it is shown once)",
+    pb.GenerateClusterRegistrationConfigurationResponse,
+    query=(
+        Query("federateName", "string", "the Federate to trust (its federate.name)"),
+        Query("federateJwk", "string", "that Federate's forwarding public key, a JWK"),
+    ),
+    tags=("AdminClusterRegistrationService",),
+)
 
 
 def _timestamp(seconds: float) -> Timestamp:
@@ -166,32 +186,38 @@ class ClusterRoutes:
         message = self._message(member, {offer.name: offer for offer in offers})
         return web.json_response(to_json(message))
 
+    @documented(_LIST)
     async def list_clusters(self, request: web.Request) -> web.Response:
         """``GET /v3/clusters``."""
         self.principal_of(request)
         return await self._list(request)
 
+    @documented(_GET)
     async def get_cluster(self, request: web.Request) -> web.Response:
         """``GET /v3/cluster/{id}``."""
         self.principal_of(request)
         return await self._get(request)
 
+    @documented(_LIST)
     async def admin_list_clusters(self, request: web.Request) -> web.Response:
         """``GET /v3/admin/clusters``."""
         self._admin(request, "list the federation's clusters as an administrator")
         return await self._list(request)
 
+    @documented(_GET)
     async def admin_get_cluster(self, request: web.Request) -> web.Response:
         """``GET /v3/admin/cluster/{id}``."""
         self._admin(request, "read a cluster as an administrator")
         return await self._get(request)
 
+    @documented(_DELETE)
     async def delete_cluster(self, request: web.Request) -> web.Response:
         """``DELETE /v3/admin/cluster/{id}``: the member leaves."""
         self._admin(request, "remove a member cluster")
         left = await asyncio.to_thread(self.registrations.leave, request.match_info["id"])
         return web.json_response(to_json(pb.ClusterIDResponse(id=left)))
 
+    @documented(_REGISTER)
     async def register(self, request: web.Request) -> web.Response:
         """``POST /v3/admin/cluster/registration``: a member joins."""
         self._admin(request, "register a member cluster")
@@ -199,6 +225,7 @@ class ClusterRoutes:
         member = await asyncio.to_thread(self.registrations.register, fields)
         return web.json_response(to_json(pb.RegisterClusterResponse(id=member.id)))
 
+    @documented(_GENERATE)
     async def generate(self, request: web.Request) -> web.Response:
         """``GET /v3/admin/cluster/registration/configuration:generate``."""
         self._admin(request, "generate a cluster registration")

@@ -34,6 +34,7 @@ from aiohttp import web
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from fuzzball_core.api.openapi import Operation, Query, documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.api.rest_messages import to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
@@ -55,6 +56,18 @@ log = logging.getLogger("fuzzball.orchestrate")
 
 #: the path, under the API's base
 GENERATE_PATH = "/admin/cluster/registration/configuration:generate"
+#: the generate route, for the OpenAPI document
+GENERATE = Operation(
+    "Generate this cluster's registration for a Federate (the token in it is shown once)",
+    pb.GenerateClusterRegistrationConfigurationResponse,
+    query=(
+        Query("name", "string", "the name to register as (default: the cluster's name)"),
+        Query("apiEndpoint", "string", "where the Federate reaches this cluster"),
+        Query("federateName", "string", "the Federate to trust (its federate.name)"),
+        Query("federateJwk", "string", "that Federate's forwarding public key, a JWK"),
+    ),
+    tags=("AdminClusterRegistrationService",),
+)
 _NAME_LIMIT = 200
 
 
@@ -164,6 +177,7 @@ def cluster_registration_routes(registration: ClusterRegistration) -> ExtraRoute
     def add(
         app: web.Application, base: str, principal_of: Callable[[web.Request], Principal]
     ) -> None:
+        @documented(GENERATE)
         async def generate(request: web.Request) -> web.Response:
             require(principal_of(request), Permission.ADMINISTER_CLUSTER, "register clusters")
             query = request.query

@@ -248,3 +248,11 @@ def test_a_registered_member_is_a_member_again_after_a_restart(tmp_path, fed, la
         assert again.members.by_id(config["id"]).name == "late"
     finally:
         again.members.close()
+
+
+def test_the_cluster_routes_are_described_in_federates_openapi_document(fed):
+    paths = fed.client().call_json("GET", "/openapi.json")["paths"]
+    assert paths["/v3/admin/cluster/registration"]["post"]["summary"] == (
+        "A member joins the federation"
+    )
+    assert "summary" in paths["/v3/cluster/{id}"]["get"]
