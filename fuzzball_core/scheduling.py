@@ -82,6 +82,9 @@ __all__ = [
 ]
 
 
+_NO_DEVICES: Mapping[str, int] = MappingProxyType({})
+
+
 def format_bytes(size: int) -> str:
     """``size`` bytes in the largest readable binary unit: ``512 GiB``, ``1.5 TiB``."""
     value = float(size)
@@ -136,10 +139,16 @@ def _require_count(value: Any, path: str) -> int:
 def _frozen_str_mapping(value: Mapping[str, str] | None, path: str) -> Mapping[str, str]:
     """A read-only copy of a str -> str mapping, or InvalidArgument naming ``path``."""
     items = dict(value or {})
+    if not items:
+        # one shared empty mapping: most jobs and nodes carry no annotations
+        return _NO_STRINGS
     for key, item in items.items():
         if not isinstance(key, str) or not isinstance(item, str):
             raise InvalidArgument(f"{path} must map strings to strings, got {key!r}: {item!r}")
     return MappingProxyType(dict(sorted(items.items())))
+
+
+_NO_STRINGS: Mapping[str, str] = MappingProxyType({})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,7 +156,7 @@ def _frozen_str_mapping(value: Mapping[str, str] | None, path: str) -> Mapping[s
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Resources:
     """An amount of node capacity: whole ``cores``, ``memory`` in bytes, and ``devices``.
 
@@ -172,7 +181,8 @@ class Resources:
                 items.append((kind, count))
         items.sort()
         object.__setattr__(self, "device_items", tuple(items))
-        object.__setattr__(self, "devices", MappingProxyType(dict(items)))
+        # one shared empty mapping for the many amounts without devices
+        object.__setattr__(self, "devices", MappingProxyType(dict(items)) if items else _NO_DEVICES)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Resources):
@@ -486,7 +496,7 @@ def _host_ports(value: Any, where: str) -> frozenset[str]:
     return ports
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobRequest:
     """A ready job (one stage's job, or one task of an array) asking to be placed.
 

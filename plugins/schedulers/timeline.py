@@ -94,7 +94,12 @@ def replay_ends(
     """
     shadow = shadow or Shadow(index)
     open_queries = [query for query in queries if not query.answered]
+    # each class's open questions with the request as a free key of that class: a node
+    # coming free is asked about only by the questions that could run there, and a node of
+    # a class no question wants is not even copied into the shadow
+    by_class = _questions_by_class(open_queries)
     nodes = index.nodes
+    give_back = shadow.give_back
     for end, job_id in ends:
         if not open_queries:
             break
@@ -103,27 +108,49 @@ def replay_ends(
             node = nodes[node_id]
             if node.unavailable_label is not None:
                 continue
-            state = shadow.give_back(node, job_id)
-            cls = node.cls
-            for query in open_queries:
-                request_key = query.request_keys.get(cls)
-                if request_key is None or node_id in query.fitting:
+            asking = by_class.get(node.cls)
+            if asking is None:
+                continue
+            state = give_back(node, job_id)
+            free_key, free_memory, running = state
+            for query, request_key in asking:
+                fitting = query.fitting
+                if node_id in fitting:
                     continue
                 shape = query.shape
                 if shape.exclusive:
-                    has_room = state[2] == 0
-                else:
-                    has_room = state[1] >= shape.memory and all(
-                        have >= need for have, need in zip(state[0], request_key, strict=True)
-                    )
-                if has_room:
-                    query.fitting[node_id] = None
-                    if query.answered:
-                        query.start = end
-                        answered_any = True
+                    if running:
+                        continue
+                elif free_memory < shape.memory or not _covers(free_key, request_key):
+                    continue
+                fitting[node_id] = None
+                if len(fitting) >= shape.nodes and query.start is None:
+                    query.start = end
+                    answered_any = True
         if answered_any:
-            open_queries = [query for query in open_queries if not query.answered]
+            open_queries = [query for query in open_queries if query.start is None]
+            by_class = _questions_by_class(open_queries)
     return shadow
+
+
+def _questions_by_class(
+    queries: Sequence[StartQuery],
+) -> dict[NodeClass, list[tuple[StartQuery, tuple[int, ...]]]]:
+    """Each class's questions, with the request as a free key of that class."""
+    by_class: dict[NodeClass, list[tuple[StartQuery, tuple[int, ...]]]] = {}
+    for query in queries:
+        for cls, request_key in query.request_keys.items():
+            by_class.setdefault(cls, []).append((query, request_key))
+    return by_class
+
+
+def _covers(have: list[int], need: tuple[int, ...]) -> bool:
+    """True when every component of ``have`` is at least the one of ``need``."""
+    # a plain loop: it runs for every question a freed node is asked about
+    for available, wanted in zip(have, need, strict=True):  # noqa: SIM110
+        if available < wanted:
+            return False
+    return True
 
 
 def start_or_none(start: float | None) -> float | None:
