@@ -253,15 +253,25 @@ class Provisioning:
         instance registered with too little of its ttl left for the run's timeout asks
         another definition. Return the new instances."""
         now = self.clock()
-        requested: dict[str, list[InstanceRecord]] = {}
+        # runs an instance may still take whatever their timeout (most: one set lookup each),
+        # and the registered ttl-bound instances, which take a run only if it ends in time
+        covered: set[str] = set()
+        bounded: dict[str, list[tuple[InstanceRecord, float]]] = {}
         for record in self.instances.values():
-            if record.state in _LIVE:
+            if record.state not in _LIVE:
+                continue
+            until = self.place_until(record)
+            if record.state is InstanceState.CREATING or until is None:
+                covered.update(record.requested_for)
+            else:
                 for run in set(record.requested_for):
-                    requested.setdefault(run, []).append(record)
+                    bounded.setdefault(run, []).append((record, until))
         planned: dict[str, list[list[str]]] = {}
         for job in sorted(waiting, key=lambda job: (job.submitted_at, job.id)):
-            covered, spent = self._requested_for(job, requested.get(job.id, ()), now)
-            if covered:
+            if job.id in covered:
+                continue
+            spent = self._too_late(job, bounded.get(job.id, ()), now)
+            if spent is None:
                 continue
             for definition in sorted(
                 self.definitions.values(), key=lambda d: (d.cost_per_hour_estimate, d.id)
@@ -280,26 +290,21 @@ class Provisioning:
             created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
         return created
 
-    def _requested_for(
-        self, job: JobRequest, records: Iterable[InstanceRecord], now: float
-    ) -> tuple[bool, set[str]]:
-        """Whether an instance requested for ``job`` (``records``, the live ones) may still
-        take it (one being created,
-        or a registered one whose ttl leaves room for the job's timeout), and the
-        definitions whose registered instance for it came up too late to take it before its
-        ttl less buffer: their nodes are not asked again for this job, since each fresh one
-        would come up just as late."""
-        covered = False
+    @staticmethod
+    def _too_late(
+        job: JobRequest, bounded: Iterable[tuple[InstanceRecord, float]], now: float
+    ) -> set[str] | None:
+        """For ``job``'s registered ttl-bound instances (each with its place-until time):
+        None when one of them may still take it before that time; otherwise the definitions
+        of those that came up too late for its timeout. Their nodes are not asked again for
+        this job, since each fresh one would come up just as late."""
         spent: set[str] = set()
-        for record in records:
-            until = self.place_until(record)
-            runtime = job.expected_runtime
-            ends_in_time = until is None or (runtime is not None and now + runtime <= until)
-            if record.state is InstanceState.CREATING or ends_in_time:
-                covered = True
-            else:
-                spent.add(record.definition_id)
-        return covered, spent
+        runtime = job.expected_runtime
+        for record, until in bounded:
+            if runtime is not None and now + runtime <= until:
+                return None
+            spent.add(record.definition_id)
+        return spent
 
     def place_until(self, record: InstanceRecord) -> float | None:
         """When the instance's node stops taking jobs that would still run then (its
