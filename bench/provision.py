@@ -8,7 +8,9 @@
 2. **The loop's decision cost**: ``Provisioning.scale_up`` over ``--definitions`` definitions
    (varied shapes and costs, room for every job) and ``--jobs`` waiting jobs, with a driver
    that records its launches and starts nothing; then a round in which every job is already
-   covered (the steady state of a long queue). Median of ``--repeat`` rounds.
+   covered (the steady state of a long queue). Median of ``--repeat`` rounds. The peer, in
+   the same run: the default scheduler's pass placing the same jobs on one node of each
+   definition's shape, the decision the engine makes for them every pass.
 
 Usage: python bench/provision.py [--runs 3] [--definitions 50] [--jobs 1000] [--repeat 5]
        [--skip-e2e]
@@ -40,8 +42,9 @@ from support.scripted_provisioner import ScriptedProvisioner  # noqa: E402
 
 from fuzzball_core.config import ProvisionerConfig  # noqa: E402
 from fuzzball_core.orchestrate.provisioning import Provisioning  # noqa: E402
-from fuzzball_core.scheduling import JobRequest, Resources  # noqa: E402
+from fuzzball_core.scheduling import JobRequest, NodeInfo, Resources  # noqa: E402
 from fuzzball_core.vocabulary import InstanceState  # noqa: E402
+from fuzzball_plugins.schedulers.default import DefaultScheduler  # noqa: E402
 
 GIB = 1024**3
 JOB = """\
@@ -90,9 +93,10 @@ def fresh_node_run(directory: Path, registry: LocalRegistry) -> tuple[float, flo
         orchestrate.close()
 
 
-def decision_cost(definitions: int, jobs: int, repeat: int) -> tuple[float, float]:
-    """Median seconds of a scale-up over ``jobs`` new waiting jobs, and of one where every
-    job is already covered by a requested instance."""
+def decision_cost(definitions: int, jobs: int, repeat: int) -> tuple[float, float, float]:
+    """Median seconds of a scale-up over ``jobs`` new waiting jobs, of one where every job
+    is already covered by a requested instance, and of the default scheduler's pass over
+    the same jobs on one node of each definition's shape (the peer)."""
     config = ProvisionerConfig.model_validate(
         {
             "definitions": [
@@ -112,8 +116,16 @@ def decision_cost(definitions: int, jobs: int, repeat: int) -> tuple[float, floa
         JobRequest(f"run-{i}", Resources(1 + i % 12, (1 + i % 6) * GIB), submitted_at=float(i))
         for i in range(jobs)
     ]
-    first, steady = [], []
+    first, steady, scheduled = [], [], []
     for _ in range(repeat):
+        scheduler = DefaultScheduler()
+        for definition in config.definitions:
+            scheduler.upsert_node(
+                NodeInfo(definition.id, Resources(definition.cores, definition.memory))
+            )
+        started = time.perf_counter()
+        scheduler.schedule(waiting, now=0.0)
+        scheduled.append(time.perf_counter() - started)
         provisioning = Provisioning(
             config, {"scripted": ScriptedProvisioner()}, node_address="127.0.0.1:1"
         )
@@ -123,7 +135,7 @@ def decision_cost(definitions: int, jobs: int, repeat: int) -> tuple[float, floa
         started = time.perf_counter()
         provisioning.scale_up(waiting)
         steady.append(time.perf_counter() - started)
-    return statistics.median(first), statistics.median(steady)
+    return statistics.median(first), statistics.median(steady), statistics.median(scheduled)
 
 
 def main() -> None:
@@ -135,11 +147,13 @@ def main() -> None:
     parser.add_argument("--skip-e2e", action="store_true")
     options = parser.parse_args()
 
-    first, steady = decision_cost(options.definitions, options.jobs, options.repeat)
+    first, steady, scheduled = decision_cost(options.definitions, options.jobs, options.repeat)
     print(
         f"scale-up decision, {options.definitions} definitions x {options.jobs} waiting jobs:"
         f" {first * 1000:.1f} ms requesting (incl. user data for each instance),"
-        f" {steady * 1000:.1f} ms when all are already requested"
+        f" {steady * 1000:.1f} ms when all are already requested; peer: the default"
+        f" scheduler's pass over the same jobs on {options.definitions} nodes of those"
+        f" shapes, {scheduled * 1000:.1f} ms"
     )
     if options.skip_e2e:
         return
