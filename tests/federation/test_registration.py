@@ -19,7 +19,7 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.service.forwarded_identity import public_jwk
-from fuzzball_federation.main import build, reach_members
+from fuzzball_federation.main import build, federate_health, reach_members
 from fuzzball_federation.members import configured_id
 from fuzzball_federation.routers.fit import FitRouter
 
@@ -256,3 +256,21 @@ def test_the_cluster_routes_are_described_in_federates_openapi_document(fed):
         "A member joins the federation"
     )
     assert "summary" in paths["/v3/cluster/{id}"]["get"]
+
+
+def test_a_draining_member_leaves_by_itself_once_its_federated_workflows_ended(fed, late):
+    config = _join(fed, late)
+    running = fed.client().start_workflow(CPU)
+    with pytest.raises(FailedPrecondition):
+        fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    fed.client().stop_workflow(running)
+    assert fed.service.registrations.finish_draining() == ["late"]
+    assert "late" not in _clusters(fed)
+
+
+def test_a_joining_member_gets_a_health_condition_and_loses_it_when_it_leaves(fed, late):
+    health = federate_health(fed.service)
+    config = _join(fed, late)
+    assert "cluster late" in [c.name for c in health.conditions()]
+    fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert "cluster late" not in [c.name for c in health.conditions()]
