@@ -543,14 +543,21 @@ class DefaultScheduler(Scheduler):
         memory = shape.memory
         # only pinned and port-holding jobs need each node with room asked more
         particular = shape.cpu is not None or bool(shape.host_ports)
-        if shape.nodes == 1 and not shape.exclusive and protection is None and not particular:
+        if shape.nodes == 1 and not shape.exclusive and not particular:
             first_fit = index.first_fit
             for cls, request_key in plan.classes:
                 if cls.outlasted_by(shape, self._now):
                     continue
                 node = first_fit(cls, request_key, memory)
-                if node is not None:
+                if node is None:
+                    continue
+                if protection is None or protection.admits(node, request_key, memory):
                     return [node]
+                # the best fit is kept for the reservation (a handful of nodes are): the
+                # next best ones of the class, in the order the general search takes them
+                for node in index.iter_fitting(cls, request_key, memory, False):
+                    if protection.admits(node, request_key, memory):
+                        return [node]
             return None
         chosen: list[IndexedNode] = []
         need = shape.nodes
