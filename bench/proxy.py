@@ -14,7 +14,11 @@ The clients run in a child process, ``--rounds`` rounds alternating direct and p
 figure is the median of the rounds, and the range of the rounds is printed beside it (the
 machine may be shared: compare both sides of one run, never figures of different runs).
 Processes on each side: the service is one aiohttp process; the proxy is Orchestrate's one
-event loop (this process, beside the control plane); the clients are one process.
+event loop (this process, beside the control plane); the clients are one process. The CPU
+each small request costs the proxy (this process's CPU while it proxies, less its CPU while
+it does not) and the service (its process's, found by its listening port) is printed too:
+on a busy machine it says what the proxy costs when the ratios say mostly how long each
+process waits for a core (a request through the proxy wakes three processes, not two).
 
 Run as root (it starts containers): ``python bench/proxy.py``. The targets of issue 16 are
 at most 1 ms added at p50 and at least 80 % of direct throughput.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -102,25 +107,73 @@ async def download(url: str, headers: dict[str, str], runs: int) -> float:
     return best
 
 
-def measure(base: str, headers: dict[str, str], args: argparse.Namespace) -> dict[str, float]:
-    """Every figure for one target (run in a child process: the proxy serves from this
-    process's Orchestrate, and a client sharing its interpreter would slow it down)."""
-    taken = sorted(asyncio.run(latencies(base, headers, args.requests)))
-    return {
-        "p50": statistics.median(taken) * 1000,
-        "p99": taken[int(len(taken) * 0.99) - 1] * 1000,
-        "rps": asyncio.run(throughput(base, headers, args.concurrency, args.seconds)),
-        "mib_s": asyncio.run(download(f"{base}bytes/{args.size << 20}", headers, args.downloads)),
-    }
+def measure(
+    base: str, headers: dict[str, str], args: argparse.Namespace, phase: str
+) -> dict[str, float]:
+    """The figures of one phase for one target (run in a child process: the proxy serves
+    from this process's Orchestrate, and a client sharing its interpreter would slow it)."""
+    if phase == "latency":
+        taken = sorted(asyncio.run(latencies(base, headers, args.requests)))
+        return {
+            "p50": statistics.median(taken) * 1000,
+            "p99": taken[int(len(taken) * 0.99) - 1] * 1000,
+        }
+    if phase == "throughput":
+        return {"rps": asyncio.run(throughput(base, headers, args.concurrency, args.seconds))}
+    url = f"{base}bytes/{args.size << 20}"
+    return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
 
 
-def compare(direct: str, proxied: str, token: str, args: argparse.Namespace) -> None:
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def listener_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` in this network namespace (None: not found)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                parts = line.split()
+                if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{parts[9]}]")
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            for fd in fd_dir.iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(fd_dir.parent.name)
+    return None
+
+
+def compare(
+    direct: str, proxied: str, token: str, args: argparse.Namespace, service_pid: int | None
+) -> None:
     """``--rounds`` rounds of both targets, alternating; each figure the rounds' median."""
     rounds: dict[str, list[dict[str, float]]] = {"direct": [], "proxy": []}
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
         for _ in range(args.rounds):
-            rounds["direct"].append(child.submit(measure, direct, {}, args).result())
-            rounds["proxy"].append(child.submit(measure, proxied, bearer(token), args).result())
+            for name, url, headers in (
+                ("direct", direct, {}),
+                ("proxy", proxied, bearer(token)),
+            ):
+                got = child.submit(measure, url, headers, args, "latency").result()
+                # CPU per small request: the service's (in the direct phase) and this
+                # process's, which serves the proxy (in the proxy phase, less what it
+                # spent in the direct phase's time, when it proxies nothing)
+                service_cpu = _cpu_seconds(service_pid) if service_pid else 0.0
+                own_cpu, started = time.process_time(), time.perf_counter()
+                got |= child.submit(measure, url, headers, args, "throughput").result()
+                taken = time.perf_counter() - started
+                done = got["rps"] * args.seconds
+                got["own_share"] = (time.process_time() - own_cpu) / taken
+                if service_pid:
+                    got["service_us"] = (_cpu_seconds(service_pid) - service_cpu) / done * 1e6
+                got["requests"] = done
+                got |= child.submit(measure, url, headers, args, "download").result()
+                rounds[name].append(got)
     figures = {
         name: {key: statistics.median(r[key] for r in found) for key in found[0]}
         for name, found in rounds.items()
@@ -144,6 +197,20 @@ def compare(direct: str, proxied: str, token: str, args: argparse.Namespace) -> 
         f"per round, proxy/direct: throughput {min(ratios):.0%}-{max(ratios):.0%}, "
         f"download {min(downloads):.0%}-{max(downloads):.0%}; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    # this process's CPU per second while it proxied, less that while it did not
+    proxy_us = [
+        (p["own_share"] - d["own_share"]) * args.seconds / p["requests"] * 1e6
+        for d, p in zip(rounds["direct"], rounds["proxy"], strict=True)
+    ]
+    service = (
+        f"the service {spread('direct', 'service_us')} µs (1 aiohttp process)"
+        if service_pid
+        else "the service's process not found"
+    )
+    print(
+        f"CPU per small request: the proxy {min(proxy_us):,.0f}-{max(proxy_us):,.0f} µs"
+        f" (Orchestrate's process, over its idle use), {service}"
     )
     plain, through = figures["direct"], figures["proxy"]
     print(
@@ -188,7 +255,7 @@ def main() -> None:
                 " (Orchestrate's event loop, 1 process); clients: 1 process",
                 flush=True,
             )
-            compare(direct, proxied, token, args)
+            compare(direct, proxied, token, args, listener_pid(port))
         finally:
             if stack is not None:
                 stack.close()

@@ -3,10 +3,14 @@ organization, a group account and its member, another organization and nobody.""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 from support.cluster import free_port
 from support.endpoint_stack import EndpointCluster, People, Person, bearer, wait_until
+
+from fuzzball_core.orchestrate.endpoint_proxy import TOKEN_TTL
 
 pytestmark = pytest.mark.slow
 
@@ -110,4 +114,35 @@ def test_a_group_endpoint_lets_in_the_groups_members(
 
     assert answer.status_code == 200  # bob, in his personal account, is a member of lab
     assert httpx.get(url, headers=bearer(people.carol.token)).status_code == 404
+    stack.orchestrate.stop_workflow(workflow_id)
+
+
+def test_a_member_removed_from_the_group_is_refused_once_the_kept_answer_expires(
+    stack: EndpointCluster, people: People
+) -> None:
+    identity = stack.service().identity
+    owner = people.alice.principal
+    bob = people.bob.principal.user_id
+
+    def group() -> tuple[object, str, object]:
+        login = identity.login_principal(owner.user_id)
+        lab = identity.create_account(login, "lab-leaving")
+        identity.add_account_member(login, lab.id, bob)
+        return stack.service().authenticate(identity.account_token(login, lab.id)), lab.id, login
+
+    lab, lab_id, login = stack.orchestrate.call(group)
+    workflow_id = stack.start_workflow(lab, SCOPED.format(port=free_port()))
+    url = f"{stack.proxy_url}/endpoints/{stack.endpoint_id(lab, workflow_id, 'ours')}/index.html"
+    member = wait_until(
+        lambda: httpx.get(url, headers=bearer(people.bob.token)),
+        lambda answer: answer.status_code != 503,
+        timeout=90,
+    )
+
+    stack.orchestrate.call(lambda: identity.remove_account_member(login, lab_id, bob))
+    time.sleep(TOKEN_TTL + 0.5)  # past the proxy's kept membership
+    removed = httpx.get(url, headers=bearer(people.bob.token))
+
+    assert member.status_code == 200
+    assert removed.status_code == 404
     stack.orchestrate.stop_workflow(workflow_id)
