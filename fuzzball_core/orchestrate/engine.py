@@ -378,6 +378,9 @@ class Engine:
             self._last_pass = time.monotonic()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=tick)
+        # One turn of the loop first: node messages already read off the streams join this
+        # pass (one transaction for all of them) instead of waking one pass each.
+        await asyncio.sleep(0)
         self._wake.clear()
         stalled = time.monotonic() - self._last_pass - tick
         if stalled > self.lease_seconds / 3:
