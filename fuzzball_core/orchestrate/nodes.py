@@ -147,16 +147,21 @@ def persist_leases(ctx: EngineContext, tx: Transaction) -> None:
     one statement for all of them. The rows matter only after a restart (which grants every
     READY node a full lease anyway) and for ``last_seen``, which the node views read from
     memory (:func:`last_seen`)."""
-    behind = [
-        {"id": node_id, "lease_expires_at": until, "last_seen": until - ctx.lease_seconds}
+    behind = {
+        node_id: until
         for node_id, until in ctx.leases.items()
         if until - ctx.stored_leases.get(node_id, 0.0) >= ctx.lease_seconds
-    ]
+    }
     if not behind:
         return
-    tx.session.execute(update(Node), behind)
-    for row in behind:
-        ctx.stored_leases[row["id"]] = row["lease_expires_at"]
+    tx.session.execute(
+        update(Node),
+        [
+            {"id": node_id, "lease_expires_at": until, "last_seen": until - ctx.lease_seconds}
+            for node_id, until in behind.items()
+        ],
+    )
+    ctx.stored_leases.update(behind)
 
 
 def last_seen(ctx: EngineContext, node: Node) -> float:

@@ -395,7 +395,7 @@ class SqlOrchestrateService(AccountCalls):
             with contextlib.suppress(NotFound):
                 usage = self.scheduler.node_usage(node.id)
             labels = _run_labels(session, usage.job_ids if usage else (), who)
-        used = (0, 0, {}, ())
+        used: tuple[int, int, dict[str, int], tuple[str, ...]] = (0, 0, {}, ())
         if usage is not None:
             run_ids = sorted(_run_ids(usage.job_ids))
             used = (
