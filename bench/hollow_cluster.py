@@ -162,6 +162,13 @@ class HollowCluster:
         reply.raise_for_status()
         return str(reply.json().get("workflowStatus", "STAGE_STATUS_UNSPECIFIED"))
 
+    def tasks_finished(self, workflow_id: str) -> int:
+        """Tasks of the workflow's arrays that finished."""
+        reply = self.http.get(f"/workflows/{workflow_id}:status")
+        reply.raise_for_status()
+        stages = reply.json().get("status", {}).get("stages", [])
+        return sum(int(s.get("details", {}).get("tasksFinished", 0)) for s in stages)
+
     def wait(self, workflow_id: str, timeout: float = 600.0, poll: float = 0.05) -> str:
         """Poll until the workflow ended; its status."""
         deadline = time.monotonic() + timeout

@@ -4,7 +4,7 @@ finished workflows in PostgreSQL.
 Steps, from one run: Orchestrate on a fresh PostgreSQL database; ``--nodes`` hollow nodes
 (tests/support/hollow.py) that keep every run they are given running; one small workflow run
 to its end and then copied ``--finished`` times in SQL (its workflow, stage, run and event
-rows: finished workflows as the store holds them); a ``--running``-task array placed and
+rows: finished workflows as the store holds them); ``--running`` jobs (arrays of 500) placed and
 started on the nodes. Then Orchestrate is SIGKILLed and started again, and the benchmark
 prints:
 
@@ -25,7 +25,18 @@ import argparse
 import time
 
 import sqlalchemy as sa
-from hollow_cluster import ARRAY, HollowCluster, rss_bytes
+from hollow_cluster import HollowCluster, rss_bytes
+
+#: the running jobs: arrays of 500 tasks, each within the default window (512) in flight
+RUNNING = """
+version: v1
+jobs:
+  zero:
+    image: {uri: docker://alpine:latest}
+    command: [/bin/true]
+    resource: {cpu: {cores: 1}, memory: {size: 64MB}}
+    task-array: {start: 1, end: 500}
+"""
 
 SMALL = """
 version: v1
@@ -122,7 +133,9 @@ def main() -> None:
         print(
             f"{options.finished} finished workflows copied in {time.perf_counter() - began:.1f} s"
         )
-        running = cluster.submit(ARRAY.format(tasks=options.running), name="running")
+        arrays = [
+            cluster.submit(RUNNING, name=f"running-{i}") for i in range(options.running // 500)
+        ]
         deadline = time.monotonic() + 600
         while cluster.stats().holding < options.running:
             if time.monotonic() > deadline:
@@ -143,14 +156,14 @@ def main() -> None:
         time.sleep(options.lease + 2)  # past one lease: nodes that did not make it are offline
         listed = cluster.http.get("/nodes").json().get("nodes", [])
         ready = sum(1 for node in listed if node.get("status") == "READY")
-        status = cluster.status(running)
+        statuses = sorted({cluster.status(array) for array in arrays})
         per_10k = (rss - empty_rss) / (options.finished / 10_000) / (1 << 20)
         print(
             f"restarted with {options.running} running jobs and {options.finished} finished"
             f" workflows: serving in {serving:.2f} s (target <= 5 s; empty database"
             f" {fresh:.2f} s); every node reconnected {reconciled:.2f} s after the kill"
             f" (lease {options.lease:g} s); {ready}/{options.nodes} nodes READY a lease later;"
-            f" {cluster.stats().holding} runs still held by the nodes, the array {status}"
+            f" {cluster.stats().holding} runs still held by the nodes, the arrays {statuses}"
         )
         print(
             f"RSS after the restart {rss / (1 << 20):.0f} MiB against {empty_rss / (1 << 20):.0f}"
