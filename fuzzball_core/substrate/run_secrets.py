@@ -80,9 +80,9 @@ class WorkflowTokens:
 
     def _settle(self, workflow_id: str, done: asyncio.Future[RunSecrets]) -> None:
         # an error, or an answer carrying more than the token, is never handed to another run
-        if done.cancelled() or done.exception() is not None or not done.result().token_only:
-            if self._asked.get(workflow_id) is done:
-                del self._asked[workflow_id]
+        kept = not done.cancelled() and done.exception() is None and done.result().token_only
+        if not kept and self._asked.get(workflow_id) is done:
+            del self._asked[workflow_id]
 
     def keep_only(self, workflow_ids: Collection[str]) -> None:
         """Forget the tokens of workflows not in ``workflow_ids`` (none of their runs is

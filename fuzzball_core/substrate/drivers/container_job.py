@@ -87,14 +87,16 @@ class ContainerJobDriver(ContainerDriver):
             return secrets
         try:
             # an image pinned here and still fresh needs no thread (most runs of an array)
-            image = self.node.images.pinned(image_spec.uri) or await self.loop.run_in_executor(
-                self.node.pull_pool,
-                lambda: self.node.images.ensure(
-                    image_spec.uri,
-                    ttl=image_spec.cache_ttl,
-                    credentials=secrets.image_credentials or None,
-                ),
-            )
+            image = self.node.images.pinned(image_spec.uri)
+            if image is None:
+                image = await self.loop.run_in_executor(
+                    self.node.pull_pool,
+                    lambda: self.node.images.ensure(
+                        image_spec.uri,
+                        ttl=image_spec.cache_ttl,
+                        credentials=secrets.image_credentials or None,
+                    ),
+                )
         except Exception as exc:
             return RunOutcome(message=describe_pull_failure(image_spec.uri, exc))
         if self.stopping is not None:
