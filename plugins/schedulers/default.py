@@ -13,7 +13,11 @@ nodes could hold once running work ends becomes the *reservation*: the replay in
 are. Every later job may still start now (backfill) provided it cannot delay that
 reservation: it either ends before the reservation starts, or it fits in the room the reserved
 nodes keep beyond what the reserved job needs. Jobs that were not placed are diagnosed by
-:mod:`.diagnostics`, once per distinct :class:`~fuzzball_core.scheduling.JobShape`.
+:mod:`.diagnostics`, once per distinct :class:`~fuzzball_core.scheduling.JobShape` and
+situation; while no node class is annotated ``PLACE_UNTIL`` a shape's runtime has no say in
+where it can go, so shapes that differ only by it are answered (planned, surveyed, given an
+estimated start) as one. Once a shape has failed in a pass, the later jobs of that very shape
+join its group without another look (capacity only shrinks during a pass).
 
 Jobs that ask for a CPU layout or host ports take the general search: each node with room by
 count is also asked whether its free cores allow the layout and its host ports are free
