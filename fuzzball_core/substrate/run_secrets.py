@@ -40,10 +40,10 @@ class RunSecrets:
 
     @property
     def token_only(self) -> bool:
-        """Whether the workflow's token is all these carry (the same for all its runs)."""
-        return not (self.env or self.image_credentials or self.ingress_authorization) and not (
-            self.transfer_s3
-        )
+        """Whether these carry the workflow's token (the same for all its runs) and nothing
+        else."""
+        extra = self.env or self.image_credentials or self.ingress_authorization
+        return bool(self.workflow_token) and not extra and not self.transfer_s3
 
     def environment(self) -> dict[str, str]:
         """What the container's environment gets: the resolved entries and the token."""
@@ -63,8 +63,10 @@ class WorkflowTokens:
     A run that references no secret gets nothing from ``RunSecrets`` but its workflow's
     token, which Orchestrate keeps one of per workflow: the runs of a task array share one
     answer instead of one round trip each (runs that start together wait on the same call).
-    A failed call is not kept, and a workflow's token is dropped once the node knows no run
-    of it (:meth:`keep_only`), so it lives no longer than the runs it was fetched for.
+    A failed call, or an answer without a token, is not kept; a workflow's token is dropped
+    once the node knows no run of it (:meth:`keep_only`), so it lives no longer than the
+    runs it was fetched for. Only job and service runs share it (an image or egress stage's
+    run is answered without a token).
     """
 
     def __init__(self) -> None:

@@ -104,3 +104,15 @@ def test_a_workflow_with_no_run_left_on_the_node_is_forgotten() -> None:
         return (await tokens.get("wf-a", fetch)).workflow_token
 
     assert asyncio.run(forget_between()) == "tok-2"
+
+
+def test_an_answer_without_a_token_is_not_kept_for_the_next_run() -> None:
+    # an image stage's run of the workflow is answered without a token
+    fetch = CountingFetch(RunSecrets(), RunSecrets(workflow_token="tok-a"))
+    tokens = WorkflowTokens()
+
+    async def two_runs() -> str:
+        await tokens.get("wf-a", fetch)
+        return (await tokens.get("wf-a", fetch)).workflow_token
+
+    assert asyncio.run(two_runs()) == "tok-a"

@@ -205,9 +205,10 @@ class TaskDriver(ABC):
             return RunSecrets()
         run_id = self.request.run_id
         try:
-            if needed:
+            if needed or self.request.job is None:
                 return await fetch(run_id)
-            # nothing but the workflow's token comes back: one call per workflow suffices
+            # a job's or service's run needing no secret gets nothing but its workflow's
+            # token: one call per workflow suffices (an image or egress stage gets no token)
             return await self.node.workflow_tokens.get(
                 self.request.workflow_id, lambda: fetch(run_id)
             )
