@@ -1,0 +1,70 @@
+"""A pass answers equal requests once: what must still tell them apart.
+
+The default scheduler answers shapes that differ only by their runtime as one while no node
+must be free by a deadline (``fuzzball.io/place-until``), and lets later jobs of a shape that
+has failed in a pass join its verdict without another look. These are the cases where that
+sharing must not blur a difference.
+"""
+
+from support.scheduler_cluster import cluster, job, node, placed_on
+
+from fuzzball_core.scheduling import PLACE_UNTIL, Hold, JobRequest, ReasonCode, Resources
+
+
+def test_a_deadline_node_takes_the_short_job_after_refusing_a_long_one_of_the_same_request():
+    scheduler = cluster(node("ttl", cores=16, annotations={PLACE_UNTIL: "1000"}))
+    long = job("long", cores=16, submitted_at=1, runtime=5000)
+    short = job("short", cores=16, submitted_at=2, runtime=100)
+    result = scheduler.schedule([long, short], now=0)
+    assert placed_on(result, "short") == ("ttl",)
+    assert placed_on(result, "long") is None
+
+
+def test_jobs_differing_only_by_runtime_share_one_diagnosis_message():
+    scheduler = cluster(node("n", cores=4))
+    first = job("first", cores=8, submitted_at=1, runtime=300)
+    second = job("second", cores=8, submitted_at=2, runtime=600)
+    result = scheduler.schedule([first, second], now=0)
+    assert result.diagnoses["first"].message == result.diagnoses["second"].message
+
+
+def test_later_jobs_of_the_reservations_shape_wait_as_backfill_not_as_the_holder():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    twin = job("twin", cores=16, submitted_at=2)
+    result = scheduler.schedule([head, twin], now=10)
+    assert result.reservation is not None and result.reservation.job_id == "head"
+    assert result.diagnoses["head"].reason == ReasonCode.INSUFFICIENT_RESOURCES
+    assert result.diagnoses["twin"].reason == ReasonCode.BACKFILL_NO_FIT
+
+
+def test_a_job_that_ends_before_the_reservation_is_backfilled_though_a_twin_was_refused():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    long = job("long", cores=4, submitted_at=2, runtime=500)
+    short = job("short", cores=4, submitted_at=3, runtime=50)
+    result = scheduler.schedule([head, long, short], now=10)
+    assert placed_on(result, "long") is None
+    assert placed_on(result, "short") == ("n",)
+
+
+def test_jobs_of_equal_requests_share_one_shape_object():
+    first = JobRequest("a", Resources(2, 1 << 30), annotations={"zone": "a"})
+    second = JobRequest("b", Resources(2, 1 << 30), annotations={"zone": "a"})
+    assert first.shape is second.shape
+
+
+def test_a_shape_that_waited_before_the_reservation_waits_as_backfill_after_it():
+    cordon = Hold("cordon", "admin", "maintenance", "root", 0.0)
+    scheduler = cluster(node("big", cores=32, holds=(cordon,)), node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    first = job("first", cores=32, submitted_at=1)
+    second = job("second", cores=32, submitted_at=2)
+    holder = job("holder", cores=16, submitted_at=3)
+    after = job("after", cores=32, submitted_at=4)
+    result = scheduler.schedule([first, second, holder, after], now=10)
+    assert result.reservation is not None and result.reservation.job_id == "holder"
+    assert result.diagnoses["second"].reason == ReasonCode.INSUFFICIENT_RESOURCES
+    assert result.diagnoses["after"].reason == ReasonCode.BACKFILL_NO_FIT
