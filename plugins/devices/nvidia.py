@@ -19,6 +19,10 @@ from fuzzball_plugins.devices import nvidia_fabric
 from fuzzball_plugins.devices.nvidia_ecc import EccCounters
 
 GPU = "nvidia.com/gpu"
+#: the GPU model's attribute: qualified, so that it becomes the node annotation the Federate's
+#: router matches a job's ``resource.annotations`` against (``substrate/devices.py`` makes
+#: annotations of qualified attributes only)
+GPU_MODEL = f"{GPU}.model"
 IMEX_CHANNEL = "nvidia.com/imex-channel"
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
@@ -50,16 +54,29 @@ def _gpu_model(proc_root: Path, index: int) -> str | None:
     return None
 
 
+def driver_proc_root(dev_root: Path) -> Path:
+    """Where the driver's ``driver/nvidia`` tree is read for the GPUs under ``dev_root``: a
+    containerised agent given the host's ``/dev`` as ``/host/dev`` is given its ``/proc`` as
+    ``/host/proc`` beside it, used when it has the driver's tree; otherwise ``/proc``."""
+    beside = dev_root.parent / "proc"
+    if dev_root != Path("/dev") and (beside / "driver" / "nvidia").is_dir():
+        return beside
+    return Path("/proc")
+
+
 def discover(
-    dev_root: Path, proc_root: Path = Path("/proc"), nvml: Any | None = None
+    dev_root: Path, proc_root: Path | None = None, nvml: Any | None = None
 ) -> list[Device]:
-    """The GPUs and IMEX channels under ``dev_root``; each GPU's NVLink fabric (cluster,
-    clique, domain) from ``nvml`` (nvidia-ml-py's ``pynvml``, initialised) when given."""
+    """The GPUs and IMEX channels under ``dev_root``, each GPU with its model (from
+    ``proc_root``, by default :func:`driver_proc_root`) as :data:`GPU_MODEL` and its NVLink
+    fabric (cluster, clique, domain) from ``nvml`` (nvidia-ml-py's ``pynvml``,
+    initialised) when given."""
+    proc_root = driver_proc_root(dev_root) if proc_root is None else proc_root
     fabric = nvidia_fabric.fabric_attributes(nvml) if nvml is not None else {}
     devices: list[Device] = []
     for index, path in _numbered(dev_root, _GPU_NODE):
         model = _gpu_model(proc_root, index)
-        attributes = {"model": model} if model else {}
+        attributes = {GPU_MODEL: model} if model else {}
         attributes.update(fabric.get(index, {}))
         devices.append(Device(GPU, str(index), (str(path),), attributes))
     for index, path in _numbered(dev_root / "nvidia-caps-imex-channels", _CHANNEL_NODE):

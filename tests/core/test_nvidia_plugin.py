@@ -4,6 +4,7 @@ from pathlib import Path
 
 from fuzzball_core.hookspecs import ContainerPreparation
 from fuzzball_core.plugins import PluginRegistry
+from fuzzball_core.substrate.devices import device_annotations
 from fuzzball_plugins.devices import nvidia
 
 
@@ -65,3 +66,28 @@ def test_job_without_gpus_is_left_alone():
     container = ContainerPreparation()
     PluginRegistry().hook.fuzzball_job_prepare_container(job={}, devices=[], container=container)
     assert container == ContainerPreparation()
+
+
+def fake_driver_proc(root: Path, models: dict[int, str]) -> None:
+    """The driver's ``driver/nvidia/gpus/<pci>/information`` files under ``root``."""
+    for minor, model in models.items():
+        info = root / "driver" / "nvidia" / "gpus" / f"0000:0{minor}:00.0" / "information"
+        info.parent.mkdir(parents=True)
+        info.write_text(f"Model: \t\t {model}\nIRQ: 42\nDevice Minor: \t {minor}\n")
+
+
+def test_a_gpus_model_is_reported_as_the_qualified_nvidia_gpu_model_attribute(tmp_path):
+    dev = fake_dev(tmp_path, gpus=2)
+    fake_driver_proc(tmp_path / "proc", {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H100 80GB HBM3"})
+    gpus = nvidia.discover(dev)
+    assert [g.attributes for g in gpus] == [{"nvidia.com/gpu.model": "NVIDIA H100 80GB HBM3"}] * 2
+
+
+def test_the_gpu_model_becomes_the_nodes_annotation(tmp_path):
+    dev = fake_dev(tmp_path, gpus=1)
+    fake_driver_proc(tmp_path / "proc", {0: "H100"})
+    assert device_annotations(nvidia.discover(dev)) == {"nvidia.com/gpu.model": "H100"}
+
+
+def test_a_dev_root_without_the_drivers_proc_tree_beside_it_reads_proc(tmp_path):
+    assert nvidia.driver_proc_root(fake_dev(tmp_path, gpus=1)) == Path("/proc")
