@@ -7,6 +7,7 @@ traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -14,15 +15,7 @@ from typing import Any
 import click
 
 from fuzzball_core import __version__
-from fuzzball_core.cli import (
-    cluster_cmd,
-    context_cmd,
-    endpoint_cmd,
-    local_cmd,
-    node_cmd,
-    volume_cmd,
-    workflow_remote_cmd,
-)
+from fuzzball_core.cli import endpoint_cmd, workflow_remote_cmd
 from fuzzball_core.cli.admin_cmd import admin
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
@@ -47,6 +40,36 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
     ctx.meta[EXTRA_VALIDATORS_KEY] = _PluginValidators(ctx.obj)
 
 
+class DeferredGroup(click.Group):
+    """A noun whose commands a module registers only once the noun is used: ``fuzzball
+    --help`` or ``fuzzball workflow ...`` does not import what ``fuzzball local`` needs (the
+    store, Alembic, the monitoring stack), so every command starts quickly."""
+
+    def __init__(self, *args: Any, registrar: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: ``module:function`` called with this group to add its commands
+        self.registrar = registrar
+        self._registered = False
+
+    def _register(self) -> None:
+        if not self._registered:
+            self._registered = True
+            module, function = self.registrar.split(":")
+            getattr(importlib.import_module(module), function)(self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._register()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._register()
+        return super().get_command(ctx, cmd_name)
+
+
+def _deferred(registrar: str) -> dict[str, Any]:
+    return {"cls": DeferredGroup, "registrar": registrar}
+
+
 class _PluginValidators:
     """The plugins' workflow validators, loaded only when a command iterates over them."""
 
@@ -65,17 +88,17 @@ def version(output: str) -> None:
     emit(data, output, headers=["CLIENT VERSION", "PYTHON"], rows=[[__version__, data["python"]]])
 
 
-@cli.group()
+@cli.group(**_deferred("fuzzball_core.cli.context_cmd:register"))
 def context() -> None:
     """Manage API contexts (address and credentials) in ~/.config/fuzzball/config.yaml."""
 
 
-@cli.group()
+@cli.group(**_deferred("fuzzball_core.cli.node_cmd:register"))
 def node() -> None:
     """Inspect and manage compute nodes."""
 
 
-@cli.group()
+@cli.group(**_deferred("fuzzball_core.cli.cluster_cmd:register"))
 def cluster() -> None:
     """Inspect the member clusters of a Federate deployment."""
 
@@ -85,12 +108,12 @@ def endpoint() -> None:
     """Service endpoints: persistent URLs for workflow services, and running workflows'."""
 
 
-@cli.group()
+@cli.group(**_deferred("fuzzball_core.cli.volume_cmd:register"))
 def volume() -> None:
     """Volumes: persistent storage workflows refer to as volume://SCOPE/CLASS/NAME."""
 
 
-@cli.group()
+@cli.group(**_deferred("fuzzball_core.cli.local_cmd:register"))
 def local() -> None:
     """Run the embedded single-machine deployment (Orchestrate + one Substrate)."""
 
@@ -99,13 +122,8 @@ cli.add_command(admin)
 cli.add_command(plugin)
 cli.add_command(secret)
 cli.add_command(workflow)
-cluster_cmd.register(cluster)
-context_cmd.register(context)
-node_cmd.register(node)
 endpoint_cmd.register(endpoint)
-volume_cmd.register(volume)
 endpoint_cmd.register_workflow_alias(workflow)
-local_cmd.register(local)
 workflow_remote_cmd.register(workflow)
 
 
