@@ -214,6 +214,11 @@ class Failover:
             stored.remote_id = remote_id
             stored.last_status = None
             stored.job_started = False
+            # the router's second decision for this workflow, with the first in its events
+            # and in ``workflow why``
+            decided = self.service._decision_row(row.id, cluster)
+            if decided is not None:
+                session.add(decided)
         log.info("workflow %s re-routed from %s to %s: %s", row.id, row.cluster, cluster, reason)
         self._announce(row, cluster, now, reason)
         return Reroute(row.id, row.cluster, cluster, reason)

@@ -274,7 +274,7 @@ async def serve(
         for task in tasks:
             task.cancel()
         await runner.cleanup()
-        service.members.close()
+        service.close()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -134,6 +134,13 @@ class FederateService(AccountCalls):
         if registry is not None:
             router.use_hooks(registry.hook)
 
+    def close(self) -> None:
+        """Stop asking members: the capacity refresher first (waited for, so no turn of it
+        meets the askers shut), then the askers' threads, then the members' connections."""
+        self.capacity.close()
+        self._askers.shutdown(wait=True, cancel_futures=True)
+        self.members.close()
+
     @property
     def registry(self) -> PluginRegistry | None:
         """The plugins whose hooks Federate calls (None in tests built without them)."""

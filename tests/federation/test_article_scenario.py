@@ -94,3 +94,21 @@ def test_a_workflow_waiting_on_a_killed_member_is_rerouted_and_finishes(tmp_path
     (row,) = [[c.strip() for c in line.split("|")] for line in table[1:]]
     assert row[0] == workflow_id
     assert (row[3], row[4]) == ("Finished", "onprem")
+
+
+def test_a_rerouted_workflow_records_a_second_routing_decision_shown_by_why(
+    tmp_path, federation, user
+):
+    clock = Clock()
+    failover = Failover(federation.service, 30.0, clock=clock)
+    workflow_id = _start(user, tmp_path, "hello-world.fz", CPU)
+    failover.turn()
+    take_down(federation.members["aws"])
+    failover.turn()
+    clock.now += 30.0
+    failover.turn()
+    client = federation.client()
+    routed = [e for e in client.list_events(workflow_id) if e.kind == "workflow_routed"]
+    assert [e.data["cluster"] for e in routed] == ["aws", "onprem"]
+    why = _fuzzball(user, "workflow", "why", workflow_id).output
+    assert why.count("ROUTED") == 2, why

@@ -106,7 +106,7 @@ class Federation:
             client.close()
         self._loop.run(self._runner.cleanup())
         self._loop.stop()
-        self.service.members.close()
+        self.service.close()
 
 
 class Reachable(Protocol):
