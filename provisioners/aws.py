@@ -46,11 +46,8 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance
@@ -70,6 +67,16 @@ from fuzzball_provisioners.cloud import (
     DriverSettings,
 )
 from fuzzball_provisioners.cloud_base import CloudProvisioner
+from fuzzball_provisioners.sdk_modules import sdk_module
+
+if TYPE_CHECKING:
+    import boto3.session
+    from botocore import config as botocore_config
+    from botocore import exceptions as botocore_exceptions
+else:  # loaded when the driver first uses them (sdk_modules says why)
+    boto3 = sdk_module("boto3")
+    botocore_config = sdk_module("botocore.config")
+    botocore_exceptions = sdk_module("botocore.exceptions")
 
 __all__ = ["NVLINK_FAMILIES", "AwsDefinition", "AwsProvisioner", "AwsSettings", "image_for"]
 
@@ -250,7 +257,7 @@ class AwsProvisioner(CloudProvisioner[AwsSettings, AwsDefinition, Any]):
         tags = _tags(definition, account, shape, annotations)
         try:
             answer = client.run_instances(**_run_request(shape, image, launch, tags))
-        except (ClientError, BotoCoreError) as exc:
+        except (botocore_exceptions.ClientError, botocore_exceptions.BotoCoreError) as exc:
             raise _translate(exc, "RunInstances") from None
         instance = answer["Instances"][0]
         log.info(
@@ -274,11 +281,11 @@ class AwsProvisioner(CloudProvisioner[AwsSettings, AwsDefinition, Any]):
             return
         try:
             ec2.terminate_instances(InstanceIds=[instance_id])
-        except ClientError as exc:
+        except botocore_exceptions.ClientError as exc:
             if _code(exc) in _GONE:
                 return
             raise _translate(exc, "TerminateInstances") from None
-        except BotoCoreError as exc:
+        except botocore_exceptions.BotoCoreError as exc:
             raise _translate(exc, "TerminateInstances") from None
         log.info("aws: terminating %s (instance %s)", instance_id, _tag(current, INSTANCE_LABEL))
 
@@ -299,7 +306,7 @@ class AwsProvisioner(CloudProvisioner[AwsSettings, AwsDefinition, Any]):
                 for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
                     for reservation in page["Reservations"]:
                         found.extend(_provisioned(i) for i in reservation["Instances"])
-            except (ClientError, BotoCoreError) as exc:
+            except (botocore_exceptions.ClientError, botocore_exceptions.BotoCoreError) as exc:
                 raise _translate(exc, "DescribeInstances") from None
         return found
 
@@ -311,11 +318,11 @@ class AwsProvisioner(CloudProvisioner[AwsSettings, AwsDefinition, Any]):
         for account, ec2 in self.accounts.known():
             try:
                 answer = ec2.describe_instances(InstanceIds=[instance_id])
-            except ClientError as exc:
+            except botocore_exceptions.ClientError as exc:
                 if _code(exc) in _GONE:
                     continue
                 raise _translate(exc, "DescribeInstances") from None
-            except BotoCoreError as exc:
+            except botocore_exceptions.BotoCoreError as exc:
                 raise _translate(exc, "DescribeInstances") from None
             for reservation in answer.get("Reservations", []):
                 for instance in reservation.get("Instances", []):
@@ -336,7 +343,7 @@ def _connect(account: AwsSettings) -> Any:
     return session.client(
         "ec2",
         endpoint_url=account.endpoint_url,
-        config=Config(
+        config=botocore_config.Config(
             retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60
         ),
     )
@@ -453,19 +460,21 @@ def _client_token(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:_CLIENT_TOKEN_MAX]
 
 
-def _code(exc: ClientError) -> str:
+def _code(exc: botocore_exceptions.ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _translate(exc: ClientError | BotoCoreError, action: str) -> FuzzballError:
+def _translate(
+    exc: botocore_exceptions.ClientError | botocore_exceptions.BotoCoreError, action: str
+) -> FuzzballError:
     """EC2's answer as the Fuzzball error it amounts to; the message names the call and
     EC2's code and message (which never echo the request's user data)."""
-    if isinstance(exc, NoCredentialsError):
+    if isinstance(exc, botocore_exceptions.NoCredentialsError):
         return FailedPrecondition(
             f"aws: {action}: no AWS credentials: set access-key-id and secret-access-key or"
             " profile in the aws provisioner's configuration, or give this process a role"
         )
-    if isinstance(exc, BotoCoreError):
+    if isinstance(exc, botocore_exceptions.BotoCoreError):
         return Unavailable(f"aws: {action}: {exc}")
     code = _code(exc)
     message = str(exc.response.get("Error", {}).get("Message", "")).strip()

@@ -49,14 +49,9 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import requests
-from google.api_core import exceptions as api_exceptions
-from google.api_core.client_options import ClientOptions
-from google.auth import exceptions as auth_exceptions
-from google.cloud import compute_v1
-from google.oauth2 import service_account
 from pydantic import Field, field_validator
 
 from fuzzball_core.drivers import Launch, ProvisionedInstance
@@ -78,6 +73,20 @@ from fuzzball_provisioners.cloud import (
     DriverSettings,
 )
 from fuzzball_provisioners.cloud_base import CloudProvisioner
+from fuzzball_provisioners.sdk_modules import sdk_module
+
+if TYPE_CHECKING:
+    from google.api_core import client_options
+    from google.api_core import exceptions as api_exceptions
+    from google.auth import exceptions as auth_exceptions
+    from google.cloud import compute_v1
+    from google.oauth2 import service_account
+else:  # loaded when the driver first uses them (sdk_modules says why)
+    client_options = sdk_module("google.api_core.client_options")
+    api_exceptions = sdk_module("google.api_core.exceptions")
+    auth_exceptions = sdk_module("google.auth.exceptions")
+    compute_v1 = sdk_module("google.cloud.compute_v1")
+    service_account = sdk_module("google.oauth2.service_account")
 
 __all__ = ["GcpDefinition", "GcpProvisioner", "GcpSettings", "instance_name"]
 
@@ -185,7 +194,7 @@ _DIRECTIVES = {
 }
 
 
-class GcpProvisioner(CloudProvisioner[GcpSettings, GcpDefinition, compute_v1.InstancesClient]):
+class GcpProvisioner(CloudProvisioner[GcpSettings, GcpDefinition, "compute_v1.InstancesClient"]):
     """Compute Engine instances for provisioner definitions whose driver is ``gcp``."""
 
     directives = _DIRECTIVES
@@ -304,7 +313,7 @@ def _connect(account: GcpSettings) -> compute_v1.InstancesClient:
                 f"provisioner gcp: credentials-file {account.credentials_file}:"
                 f" not a readable service-account key ({reason})"
             ) from None
-    options = ClientOptions(api_endpoint=account.endpoint_url)
+    options = client_options.ClientOptions(api_endpoint=account.endpoint_url)
     return compute_v1.InstancesClient(
         credentials=credentials, transport="rest", client_options=options
     )

@@ -50,9 +50,8 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import oci
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fuzzball_core.drivers import Launch, ProvisionedInstance
@@ -74,6 +73,12 @@ from fuzzball_provisioners.cloud import (
     DriverSettings,
 )
 from fuzzball_provisioners.cloud_base import CloudProvisioner
+from fuzzball_provisioners.sdk_modules import sdk_module
+
+if TYPE_CHECKING:
+    import oci
+else:  # loaded when the driver first uses it (sdk_modules says why)
+    oci = sdk_module("oci")
 
 __all__ = ["OciDefinition", "OciProvisioner", "OciSettings"]
 
