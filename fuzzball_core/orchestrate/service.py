@@ -54,6 +54,7 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
+from fuzzball_core.spec.plan import Condition
 from fuzzball_core.store.models import (
     Event,
     LogChunk,
@@ -585,12 +586,14 @@ class SqlOrchestrateService(AccountCalls):
             if any(run.status == Status.STARTED for run in live):
                 return explained("RUNNING", f"running on {', '.join(names)}{notes}")
             return explained("STARTING", f"placed on {', '.join(names)}; starting{notes}")
-        waiting = self._unmet_dependencies(stage, by_name)
+        waiting = self._unmet_dependencies(session, stage, by_name)
         if waiting:
             return explained("WAITING_ON_DEPENDENCY", "waiting for " + ", ".join(waiting))
         return explained("WAITING", "ready; waiting for the next scheduling pass")
 
-    def _unmet_dependencies(self, stage: Stage, by_name: dict[str, Stage]) -> list[str]:
+    def _unmet_dependencies(
+        self, session: Session, stage: Stage, by_name: dict[str, Stage]
+    ) -> list[str]:
         plan = self.engine.plan_of(stage.workflow_id)
         if plan is None:
             return []
@@ -598,9 +601,20 @@ class SqlOrchestrateService(AccountCalls):
         for edge in plan.dependencies_of(stage.name):
             source = by_name.get(edge.source)
             status = source.status if source is not None else "?"
-            wanted = "fail" if edge.condition.value == "on-failure" else "finish"
+            wanted = {"on-failure": "fail", "on-end": "end"}.get(edge.condition.value, "finish")
             if status not in TERMINAL:
                 unmet.append(f"{edge.source} to {wanted} (now {status})")
+            elif (
+                edge.condition is Condition.ON_END
+                and source is not None
+                and session.scalar(
+                    select(Run.id)
+                    .where(Run.stage_id == source.id, Run.status.in_(LIVE_RUN))
+                    .limit(1)
+                )
+            ):
+                # a service's stage ends before its container has stopped: egress waits for it
+                unmet.append(f"{edge.source}'s container to stop")
         return unmet
 
 

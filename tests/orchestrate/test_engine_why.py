@@ -80,3 +80,29 @@ def test_why_all_includes_finished_stages(harness):
     everything = harness.service.explain_workflow(harness.user, wf, include_finished=True)
     assert [e.stage_name for e in everything] == ["jobs.first", "jobs.second"]
     assert everything[0].reason == "FINISHED"
+
+
+EGRESS = """
+version: v4
+volumes:
+  data:
+    reference: volume://user/ephemeral
+    egress:
+      - source: {uri: "file://out.txt"}
+        destination: {uri: "s3://results/out.txt"}
+jobs:
+  write:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    mounts: {/data: data}
+"""
+
+
+def test_why_says_a_volumes_egress_waits_for_its_jobs_to_end(harness):
+    harness.node("n1")
+    harness.service.add_hold(harness.admin, "n1", "cordon", "maintenance")
+    wf = harness.submit(EGRESS)
+    explained = {e.stage_name: e for e in harness.service.explain_workflow(harness.user, wf)}
+    egress = explained["volumes.data.egress"]
+    assert egress.reason == "WAITING_ON_DEPENDENCY"
+    assert "jobs.write to end" in egress.message
