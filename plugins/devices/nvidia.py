@@ -98,7 +98,8 @@ def fuzzball_node_collect_metrics() -> Mapping[str, float] | None:
 def fuzzball_node_discover_devices(node_config: Mapping[str, Any]) -> Sequence[Device]:
     """Report the node's NVIDIA GPUs (with their NVLink fabric when NVML is there) and IMEX
     channels."""
-    dev_root = Path(node_config.get("dev_root") or "/dev")
+    # the agent hands its ``substrate`` section as the file spells it (``dev-root``)
+    dev_root = Path(node_config.get("dev-root") or node_config.get("dev_root") or "/dev")
     gpus_here = bool(_numbered(dev_root, _GPU_NODE))
     return discover(dev_root, nvml=nvidia_fabric.load_nvml() if gpus_here else None)
 

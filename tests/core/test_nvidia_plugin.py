@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from fuzzball_core.config import parse_config
 from fuzzball_core.hookspecs import ContainerPreparation
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.substrate.devices import device_annotations
@@ -91,3 +92,11 @@ def test_the_gpu_model_becomes_the_nodes_annotation(tmp_path):
 
 def test_a_dev_root_without_the_drivers_proc_tree_beside_it_reads_proc(tmp_path):
     assert nvidia.driver_proc_root(fake_dev(tmp_path, gpus=1)) == Path("/proc")
+
+
+def test_discovery_reads_the_dev_root_of_the_substrate_section_as_the_agent_hands_it(tmp_path):
+    dev = fake_dev(tmp_path, gpus=1)
+    settings = parse_config({"substrate": {"dev-root": str(dev)}}).substrate
+    node_config = settings.model_dump(mode="json", by_alias=True)  # as agent.py hands it
+    results = PluginRegistry().hook.fuzzball_node_discover_devices(node_config=node_config)
+    assert [d.id for result in results for d in result if d.kind == "nvidia.com/gpu"] == ["0"]
