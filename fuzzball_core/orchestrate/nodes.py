@@ -78,7 +78,7 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
         raise NotFound(f"node {node_id} is not registered")
     renew(ctx, tx, node)
     refresh(ctx, tx, node)
-    for run in running_parts_on(tx.session, node_id):
+    for run in _running_parts_placed(ctx, tx.session, node_id):
         if run.id in known:
             continue
         if run.status == ASSIGNED:
@@ -179,6 +179,24 @@ def live_runs_on(session: Session, node_id: str) -> list[Run]:
     named = cast(Run.node_ids, String).contains(f'"{node_id}"', autoescape=True)
     live = session.scalars(select(Run).where(Run.status.in_(LIVE_RUN), named))
     return [run for run in live if node_id in run.node_ids]
+
+
+def _running_parts_placed(ctx: EngineContext, session: Session, node_id: str) -> list[Run]:
+    """:func:`running_parts_on`, looked up by the runs the scheduler holds on the node (every
+    live run is allocated there, from placement or from the rebuild at start-up): a few
+    primary-key reads instead of a scan of every live run, which made 500 nodes returning
+    to a restarted Orchestrate with 10,000 running jobs take longer than their lease."""
+    try:
+        job_ids = ctx.scheduler.node_usage(node_id).job_ids
+    except NotFound:
+        return []
+    run_ids = [int(key.removeprefix("run-")) for key in job_ids if key.startswith("run-")]
+    if not run_ids:
+        return []
+    placed = session.scalars(select(Run).where(Run.id.in_(run_ids), Run.status.in_(LIVE_RUN)))
+    return [
+        run for run in placed if node_id in run.node_ids and node_id not in (run.parts_done or ())
+    ]
 
 
 def running_parts_on(session: Session, node_id: str) -> list[Run]:
