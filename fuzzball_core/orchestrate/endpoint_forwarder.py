@@ -25,8 +25,11 @@ import fcntl
 import json
 import logging
 import os
+import select
 import ssl
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import urlsplit
@@ -369,32 +372,23 @@ class _Service(asyncio.Protocol):
             # what went to the client before must leave first
             while client.transport.get_write_buffer_size() and not client.transport.is_closing():
                 await asyncio.sleep(0.001)
-            # own copies of the sockets: a transport that closes its socket meanwhile must
-            # not leave this task writing to whatever reuses the number
+            # own copies of the sockets, the splicing thread's to close: a transport that
+            # closes its socket meanwhile must not leave it writing to whatever reuses the
+            # number
             source = os.dup(self.transport.get_extra_info("socket").fileno())
             fds.append(source)
             sink = os.dup(client.transport.get_extra_info("socket").fileno())
             fds.append(sink)
-            pipe_out, pipe_in = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-            fds += [pipe_out, pipe_in]
-            with contextlib.suppress(OSError, AttributeError):
-                fcntl.fcntl(pipe_in, fcntl.F_SETPIPE_SZ, SPLICE_PIPE)
-            while remaining:
-                try:
-                    moved = os.splice(
-                        source, pipe_in, min(remaining, SPLICE_PIPE), flags=_SPLICE_FLAGS
-                    )
-                except BlockingIOError:
-                    await _ready(loop, source, write=False)
-                    continue
-                if moved == 0:
-                    raise ConnectionError("the service ended its answer short")
-                remaining -= moved
-                while moved:
-                    try:
-                        moved -= os.splice(pipe_out, sink, moved, flags=_SPLICE_FLAGS)
-                    except BlockingIOError:
-                        await _ready(loop, sink, write=True)
+            stop = threading.Event()
+            moving = loop.run_in_executor(_splicers(), _splice_all, source, sink, remaining, stop)
+            fds.clear()
+            try:
+                await asyncio.shield(moving)
+            except asyncio.CancelledError:
+                # the service's connection closed under it: the client's answer is cut
+                stop.set()
+                client.close_after_answer()
+                raise
             whole = True
         except OSError as exc:
             log.info("endpoint service at %s: an answer was cut: %s", self.url, exc)
@@ -861,25 +855,61 @@ def _spliceable(service: asyncio.Transport | None, client: ProxyConnection) -> b
     )
 
 
-async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, write: bool) -> None:
-    """Until ``fd`` can be written (or read)."""
-    ready = loop.create_future()
+#: seconds a splice may see no progress on either side before the answer is cut
+SPLICE_IDLE_LIMIT = 120.0
+_splicer_pool: ThreadPoolExecutor | None = None
 
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
 
-    if write:
-        loop.add_writer(fd, wake)
-    else:
-        loop.add_reader(fd, wake)
+def _splicers() -> ThreadPoolExecutor:
+    """The threads that splice large answers. Its own pool: a splice holds its thread for
+    the whole download, which must not starve the loop's default executor."""
+    global _splicer_pool
+    if _splicer_pool is None:
+        _splicer_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="endpoint-splice")
+    return _splicer_pool
+
+
+def _splice_all(source: int, sink: int, remaining: int, stop: threading.Event) -> None:
+    """Move ``remaining`` bytes from socket ``source`` to socket ``sink`` through a pipe, in a
+    worker thread, closing both when done. The loop is left out of it: waking the event loop
+    for each readiness change cost more than the copy it saved (38 % of direct throughput on
+    a 100 MiB answer against 80 % or more here). OSError when either side fails, goes idle
+    for :data:`SPLICE_IDLE_LIMIT` or ``stop`` is set."""
+    pipe_out, pipe_in = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        await ready
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(pipe_in, fcntl.F_SETPIPE_SZ, SPLICE_PIPE)
+        while remaining:
+            if stop.is_set():
+                raise ConnectionAbortedError("the proxy closed the connection")
+            try:
+                moved = os.splice(source, pipe_in, min(remaining, SPLICE_PIPE), flags=_SPLICE_FLAGS)
+            except BlockingIOError:
+                _wait(source, select.POLLIN, stop)
+                continue
+            if moved == 0:
+                raise ConnectionError("the service ended its answer short")
+            remaining -= moved
+            while moved:
+                try:
+                    moved -= os.splice(pipe_out, sink, moved, flags=_SPLICE_FLAGS)
+                except BlockingIOError:
+                    _wait(sink, select.POLLOUT, stop)
     finally:
-        if write:
-            loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
+        for fd in (pipe_out, pipe_in, source, sink):
+            os.close(fd)
+
+
+def _wait(fd: int, event: int, stop: threading.Event) -> None:
+    poller = select.poll()
+    poller.register(fd, event)
+    waited = 0.0
+    while not poller.poll(500):
+        waited += 0.5
+        if stop.is_set():
+            raise ConnectionAbortedError("the proxy closed the connection")
+        if waited >= SPLICE_IDLE_LIMIT:
+            raise TimeoutError(f"no progress for {SPLICE_IDLE_LIMIT:g} s")
 
 
 def _tune(transport: asyncio.Transport) -> None:
