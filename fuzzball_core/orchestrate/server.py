@@ -19,6 +19,7 @@ from typing import Any
 import click
 import grpc
 from aiohttp import web
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.api.grpc_client import add_client_servicers
@@ -29,7 +30,7 @@ from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.drivers import Provisioner
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
-from fuzzball_core.orchestrate import endpoints
+from fuzzball_core.orchestrate import endpoints, volumes
 from fuzzball_core.orchestrate.central_config import CentralConfig
 from fuzzball_core.orchestrate.central_config_routes import central_config_routes
 from fuzzball_core.orchestrate.cluster_registration_routes import (
@@ -65,12 +66,12 @@ from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.service.views import Principal
 from fuzzball_core.startup import prepare_process
 from fuzzball_core.store.database import connect, migrate, probe, session_factory
-from fuzzball_core.store.models import ServiceEndpoint
+from fuzzball_core.store.models import Node, ServiceEndpoint, StorageClass
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.tls import serving_security
 from fuzzball_core.webui.app import webui_routes
-from fuzzball_core.webui.context import EndpointLink, WebUi
+from fuzzball_core.webui.context import EndpointLink, VolumeEntry, WebUi
 
 log = logging.getLogger("fuzzball.orchestrate")
 
@@ -91,8 +92,8 @@ class Orchestrate:
     endpoints: EndpointServing
     #: node metrics targets, the scrape relay, the Alertmanager receiver (issue 15)
     monitoring: Monitoring | None = None
-    #: the provisioning loop beside the engine (docs/provisioners.md); None without
-    #: ``provisioner.definitions``
+    #: the provisioning loop beside the engine (docs/provisioners.md); always built, idle
+    #: while neither the file nor the central configuration defines anything
     provisioner: ProvisionerRunner | None = None
     #: the central configuration (``/admin/centralconfig``), feeding the loop's definitions
     central_config: CentralConfig | None = None
@@ -154,8 +155,7 @@ def build(
     )
     built.cluster_registration.load()
     provisioning = build_provisioning(config, engine, registry)
-    if provisioning is not None:
-        built.provisioner = ProvisionerRunner(engine, provisioning)
+    built.provisioner = ProvisionerRunner(engine, provisioning)
     load_driver = None if registry is None else functools.partial(_provisioner, registry)
     built.central_config = CentralConfig(engine.sessions, provisioning, load_driver)
     built.central_config.apply_latest()
@@ -217,6 +217,7 @@ def web_ui(orchestrate: Orchestrate) -> WebUi:
         service.sessions,
         orchestrate.secrets,
         endpoint_links(orchestrate.engine.sessions, orchestrate.endpoints.urls),
+        volumes=volume_entries(orchestrate.engine.sessions),
     )
 
 
@@ -242,6 +243,36 @@ def endpoint_links(
         ]
 
     return links
+
+
+def volume_entries(sessions: Callable[[], Session]) -> Callable[[Principal], list[VolumeEntry]]:
+    """The volumes page's listing: the volume routes' own (``GET /v3/volumes``), with the
+    holding node's name."""
+
+    def entries(who: Principal) -> list[VolumeEntry]:
+        with sessions() as session:
+            rows = volumes.listed(session, volumes.VolumeOwner.of(who))
+            classes = {c.id: c.name for c in session.scalars(select(StorageClass))}
+            node_ids = {row.node_id for row in rows if row.node_id}
+            names = dict(
+                session.execute(select(Node.id, Node.name).where(Node.id.in_(node_ids)))
+                .tuples()
+                .all()
+            )
+            return [
+                VolumeEntry(
+                    reference=volumes.reference_of(session, row),
+                    storage_class=classes.get(row.class_id, ""),
+                    scope=row.scope,
+                    node=names.get(row.node_id, row.node_id) if row.node_id else "",
+                    size_bytes=row.size_bytes,
+                    access_time=row.access_time,
+                    status=row.status.removeprefix("VOLUME_STATUS_").lower(),
+                )
+                for row in rows
+            ]
+
+    return entries
 
 
 async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
