@@ -12,11 +12,16 @@ acts with only the permissions both hold.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -27,8 +32,10 @@ from fuzzball_core.orchestrate.cluster_registration_routes import (
     ClusterRegistration,
     cluster_registration_routes,
 )
+from fuzzball_core.plugins import get_registry
 from fuzzball_core.service.forwarded_identity import TrustedFederate, TrustedFederates
-from fuzzball_federation.main import build, build_app
+from fuzzball_federation.failover import Failover
+from fuzzball_federation.main import build, build_app, serve
 from fuzzball_federation.routers.fit import FitRouter
 from fuzzball_federation.service import FederateService
 from support.live_api import LoopThread, start_servers
@@ -170,3 +177,75 @@ def start_federation(
 
     runner, url = loop.run(start())
     return Federation(service, url, token, {m.name: m for m in members}, loop, runner)
+
+
+@dataclass
+class ServedFederation:
+    """``fuzzball-federate serve``'s own coroutine (:func:`fuzzball_federation.main.serve`:
+    the gateway, the member poll and failover loops) on a loop of this process, with no
+    configured member: members join by registration. ``admin_token`` is an administrator's,
+    ``user_token`` a plain user's."""
+
+    service: FederateService
+    rest_url: str
+    admin_token: str
+    user_token: str
+    _loop: LoopThread
+    _stop: asyncio.Event
+    _serving: concurrent.futures.Future[None]
+
+    def close(self) -> None:
+        self._loop.loop.call_soon_threadsafe(self._stop.set)
+        try:
+            self._serving.result(30)
+        finally:
+            self._loop.stop()
+
+
+def serve_federation(
+    directory: Path, *, name: str = "federate", failover_grace: float = 3.0, poll: float = 1.0
+) -> ServedFederation:
+    """A Federate named ``name`` serving on a free loopback port, its failover loop re-routing
+    after ``failover_grace`` seconds and its members polled every ``poll`` seconds."""
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        port = probe_socket.getsockname()[1]
+    config = parse_config(
+        {
+            "data-dir": str(directory / name),
+            "tls": {"plaintext": True},
+            "federate": {
+                "listen": f"127.0.0.1:{port}",
+                "name": name,
+                "member-timeout": 5,
+                "failover-grace": failover_grace,
+            },
+        }
+    )
+    registry = get_registry()
+    service = build(config, FitRouter({}), registry)
+    _, admin_token = service.create_account("root", admin=True)
+    _, user_token = service.create_account("alice")
+    loop = LoopThread()
+
+    async def event() -> asyncio.Event:
+        return asyncio.Event()
+
+    stop = loop.run(event())
+    failover = Failover(service, failover_grace, registry=registry)
+    serving = asyncio.run_coroutine_threadsafe(
+        serve(service, config.federate.listen, stop, poll=poll, failover=failover), loop.loop
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if serving.done() or time.monotonic() > deadline:
+            serving.result(0)  # raises what stopped it
+            raise AssertionError("the Federate never answered /healthz")
+        time.sleep(0.05)
+    return ServedFederation(service, url, admin_token, user_token, loop, stop, serving)
