@@ -5,7 +5,8 @@ Two real Orchestrate members ("onprem" with a GPU node, "aws" with two large CPU
 the article shows: ``workflow start`` names the cluster it landed on, a GPU workflow lands
 on-prem, ``workflow list -t 10`` has the CLUSTER column, and a workflow waiting on a member
 that is killed is re-routed and finishes. The members' nodes are scripted (the harness's);
-the aws member's nodes from the ``aws`` provisioner against moto are not part of this file.
+the whole scenario with real processes (an aws member provisioning through moto, a simulated
+GPU) is ``test_article_scenario_e2e.py``.
 """
 
 from __future__ import annotations
