@@ -41,7 +41,7 @@ from fuzzball_core.vocabulary import Permission
 from fuzzball_federation.members import DRAINING, Member
 from fuzzball_federation.needs import GIB
 from fuzzball_federation.offers import MemberOffer, unreachable_offer
-from fuzzball_federation.registration import Registrations, read_registration
+from fuzzball_federation.registration import Registrations, read_labels, read_registration
 from fuzzball_federation.service import FederateService
 
 _LIST = Operation("The Federate and its member clusters", pb.ListClustersResponse)
@@ -221,8 +221,10 @@ class ClusterRoutes:
     async def register(self, request: web.Request) -> web.Response:
         """``POST /v3/admin/cluster/registration``: a member joins."""
         self._admin(request, "register a member cluster")
-        fields = read_registration(parse_json_body(await request.read()))
-        member = await asyncio.to_thread(self.registrations.register, fields)
+        body = parse_json_body(await request.read())
+        fields = read_registration(body)
+        labels = read_labels(body)
+        member = await asyncio.to_thread(self.registrations.register, fields, labels)
         return web.json_response(to_json(pb.RegisterClusterResponse(id=member.id)))
 
     @documented(_GENERATE)

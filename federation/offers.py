@@ -173,7 +173,7 @@ def provisionable(definition: Mapping[str, Any]) -> Provisionable:
     )
 
 
-def _price(labels: Mapping[str, str], label: str, default: float) -> float:
+def price_label(labels: Mapping[str, str], label: str, default: float) -> float:
     """A member's price label as a number; ValueError naming the label when it is not one."""
     text = labels.get(label)
     if text is None or text == "":
@@ -199,9 +199,9 @@ def member_offer(
     """The offer of a member that answered, from its ``GET /v3/nodes`` listing and its
     provisioner definitions (JSON, as ``GET /v3/provisioner/definitions`` lists them)."""
     try:
-        price = _price(labels, PRICE_LABEL, 0.0)
-        egress_price = _price(labels, EGRESS_PRICE_LABEL, 0.0)
-        egress_rate = _price(labels, EGRESS_RATE_LABEL, DEFAULT_EGRESS_RATE)
+        price = price_label(labels, PRICE_LABEL, 0.0)
+        egress_price = price_label(labels, EGRESS_PRICE_LABEL, 0.0)
+        egress_rate = price_label(labels, EGRESS_RATE_LABEL, DEFAULT_EGRESS_RATE)
     except ValueError as exc:
         return unreachable_offer(name, labels, str(exc))
     shapes = node_shapes(nodes)

@@ -62,6 +62,12 @@ from fuzzball_federation.members import (
     Members,
 )
 from fuzzball_federation.models import FederatedWorkflow, FederateTrust, RegisteredCluster
+from fuzzball_federation.offers import (
+    EGRESS_PRICE_LABEL,
+    EGRESS_RATE_LABEL,
+    PRICE_LABEL,
+    price_label,
+)
 
 log = logging.getLogger("fuzzball.federate")
 
@@ -77,6 +83,8 @@ CONFIG_FIELDS = (
 )
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _NAME_LIMIT = 200
+#: a label's name, as configured members' labels are spelled
+_LABEL = re.compile(r"[a-z0-9][a-z0-9._/-]{0,62}")
 _ENDPOINT_LIMIT = 1000
 #: a member's workflow statuses that mean it has ended
 ENDED = frozenset({"STAGE_STATUS_FINISHED", "STAGE_STATUS_FAILED", "STAGE_STATUS_CANCELED"})
@@ -94,13 +102,33 @@ def read_registration(body: Any) -> dict[str, str]:
     their JSON names, kind as its enum name. InvalidArgument names the first field wrong."""
     if not isinstance(body, dict):
         raise InvalidArgument("request body: expected a JSON object")
-    unknown = sorted(set(body) - {"config"})
+    unknown = sorted(set(body) - {"config", "labels"})
     if unknown:
         raise InvalidArgument(f"{unknown[0]}: not a field of RegisterClusterRequest")
     config = body.get("config")
     if not isinstance(config, dict):
         raise InvalidArgument("config: expected the ClusterRegistrationConfiguration object")
     return read_configuration(config, prefix="config.")
+
+
+def read_labels(body: dict[str, Any]) -> dict[str, str]:
+    """The member's ``labels`` of a registration body (an extension of
+    RegisterClusterRequest: what ``federate.clusters[].labels`` says of a configured member,
+    such as its ``price-per-hour`` for the router), each checked; none when it has none."""
+    labels = body.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise InvalidArgument("labels: expected an object of names to strings")
+    for key, value in labels.items():
+        if not _LABEL.fullmatch(key):
+            raise InvalidArgument(f"labels: {printable(key)!r} is not a label name")
+        if not isinstance(value, str) or len(value) > _NAME_LIMIT or not value.isprintable():
+            raise InvalidArgument(f"labels.{key}: expected a printable string")
+    for label in (PRICE_LABEL, EGRESS_PRICE_LABEL, EGRESS_RATE_LABEL):
+        try:
+            price_label(labels, label, 0.0)
+        except ValueError as exc:
+            raise InvalidArgument(f"labels.{label}: {exc}") from None
+    return dict(labels)
 
 
 def read_configuration(config: dict[str, Any], *, prefix: str = "") -> dict[str, str]:
@@ -223,9 +251,9 @@ class Registrations:
 
     # -- joining --------------------------------------------------------------------------------
 
-    def register(self, fields: dict[str, str]) -> Member:
-        """Register the member ``fields`` (from :func:`read_registration`) describes: reach
-        it, store it, route to it from now on."""
+    def register(self, fields: dict[str, str], labels: dict[str, str] | None = None) -> Member:
+        """Register the member ``fields`` (from :func:`read_registration`) describes, with
+        its ``labels`` (:func:`read_labels`): reach it, store it, route to it from now on."""
         name, cluster_id = fields["name"], fields["id"]
         if name == self.name or cluster_id == self.id:
             raise AlreadyExists(f"config: {name!r} ({cluster_id}) is this Federate itself")
@@ -243,7 +271,7 @@ class Registrations:
             openapi_endpoint=fields.get("openapiEndpoint", ""),
             token_sealed="",
             jwk_public_key=fields.get("jwkPublicKey", ""),
-            labels={},
+            labels=dict(labels or {}),
             draining=False,
             created_at=now,
             updated_at=now,

@@ -115,17 +115,34 @@ def registration(state: CliState, federate_name: str, federate_jwk: str) -> None
     default=None,
     help="Generate the registration on this member context instead of reading FILE.",
 )
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A label of the member for the router (price-per-hour, egress-price-per-gib, "
+    "egress-gib-per-second, or a scoring plugin's); repeatable.",
+)
 @click.pass_obj
-def join_cluster(state: CliState, file: str | None, member_context: str | None) -> None:
+def join_cluster(
+    state: CliState, file: str | None, member_context: str | None, labels: tuple[str, ...]
+) -> None:
     """Register a member with the Federate of this context, from FILE (what
     `fuzzball cluster registration-config` printed) or from the context --from-context."""
+    named = {}
+    for label in labels:
+        name, equals, value = label.partition("=")
+        if not equals or not name:
+            raise InvalidArgument(f"--label {label!r}: expected NAME=VALUE")
+        named[name] = value
     if file is not None and member_context is None:
         config = _read_registration(file)
     elif member_context is not None and file is None:
         config = _generate_on(state, member_context)
     else:
         raise InvalidArgument("give either FILE or --from-context, not both or neither")
-    reply = state.api.call_json("POST", "/admin/cluster/registration", body={"config": config})
+    body = {"config": config, **({"labels": named} if named else {})}
+    reply = state.api.call_json("POST", "/admin/cluster/registration", body=body)
     name = config.get("name", "") if isinstance(config, dict) else ""
     click.echo(f'Cluster "{name}" joined as "{reply.get("id", "")}".')
 

@@ -85,6 +85,17 @@ def test_a_member_registered_while_federate_runs_receives_work_without_a_restart
     )
 
 
+def test_a_members_registered_price_is_what_the_router_weighs(fed, late):
+    config = _generate(late, fed)
+    body = {"config": config, "labels": {"price-per-hour": "50"}}
+    fed.client().call_json("POST", "/admin/cluster/registration", body=body)
+    # the roomiest member, but now the dearest: free capacity elsewhere costs less
+    workflow_id = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, workflow_id) != "late"
+    (member,) = [m for m in fed.service.members.snapshot() if m.name == "late"]
+    assert member.config.labels == {"price-per-hour": "50"}
+
+
 def test_generate_gives_a_stable_id_a_fresh_federate_token_and_the_clusters_name(fed, late):
     first, second = _generate(late, fed), _generate(late, fed)
     assert first["id"] == second["id"]
@@ -201,6 +212,11 @@ GOOD = {
         ({"config": {**GOOD, "jwkPublicKey": "nope"}}, "config.jwkPublicKey"),
         ({"config": {**GOOD, "colour": "red"}}, "config.colour"),
         ({"config": {**GOOD, "name": 3}}, "config.name"),
+        ({"config": GOOD, "labels": ["price-per-hour"]}, "labels"),
+        ({"config": GOOD, "labels": {"Price Per Hour": "1"}}, "labels"),
+        ({"config": GOOD, "labels": {"price-per-hour": "cheap"}}, "labels.price-per-hour"),
+        ({"config": GOOD, "labels": {"egress-price-per-gib": "-1"}}, "labels.egress-price-per-gib"),
+        ({"config": GOOD, "labels": {"zone": 3}}, "labels.zone"),
     ],
 )
 def test_a_bad_registration_is_refused_naming_the_field(fed, body, field):
