@@ -255,6 +255,32 @@ class TaskDriver(ABC):
         )
 
 
+class PoolTaskDriver(TaskDriver):
+    """A run whose work is one call on the node's transfer pool (an image pull, a volume's
+    egress): no processes to signal, and a stop the call notices between its own steps
+    (checking :attr:`stopping`), since a transfer in a thread cannot be interrupted."""
+
+    def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
+        super().__init__(request, node, sink)
+        self._work: asyncio.Future[RunOutcome] | None = None
+
+    def begin(self, work: Callable[..., RunOutcome], *args: Any) -> None:
+        """Start ``work(*args)`` on the node's transfer pool; :meth:`wait` has its outcome."""
+        self._work = self.loop.run_in_executor(self.node.pull_pool, work, *args)
+
+    async def wait(self) -> RunOutcome:
+        """The work's outcome, or a stopped run's."""
+        assert self._work is not None, "wait() before start()"
+        outcome = await self._work
+        return self.outcome_without_start() if self.stopping is not None else outcome
+
+    def _on_stop(self) -> None:
+        pass  # the work checks `stopping` between its steps; wait() reports the stop
+
+    def signal(self, sig: int) -> None:
+        """The work runs no processes: nothing to signal."""
+
+
 def _step_model(stage_name: str) -> type[Job] | type[Service]:
     """The model of a stage's definition: services carry fields jobs do not."""
     return Service if stage_name.startswith("services.") else Job

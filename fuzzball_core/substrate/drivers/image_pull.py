@@ -8,7 +8,6 @@ container, so a stop only keeps the write-back from starting or retrying.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,9 @@ from fuzzball_core.errors import FuzzballError
 from fuzzball_core.substrate.drivers.base import (
     LogSink,
     NodeServices,
+    PoolTaskDriver,
     RunOutcome,
     RunRequest,
-    TaskDriver,
 )
 from fuzzball_core.substrate.drivers.image_progress import ImageProgress
 from fuzzball_core.substrate.image_write_back import (
@@ -31,13 +30,12 @@ from fuzzball_core.substrate.image_write_back import (
 from fuzzball_core.substrate.images import describe_pull_failure
 
 
-class ImagePullDriver(TaskDriver):
+class ImagePullDriver(PoolTaskDriver):
     """Pulls an image stage's image into the node cache, then writes it back if asked."""
 
     def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
         super().__init__(request, node, sink)
         self.progress = ImageProgress(request.run_id, sink, self.loop)
-        self._work: asyncio.Future[RunOutcome] | None = None
 
     async def start(self) -> RunOutcome | None:
         """Begin the pull in the background (its outcome comes from :meth:`wait`), with the
@@ -46,22 +44,9 @@ class ImagePullDriver(TaskDriver):
         if isinstance(secrets, RunOutcome):
             return secrets
         credentials = secrets.image_credentials or None
-        self._work = self.loop.run_in_executor(self.node.pull_pool, self._pull, credentials)
+        # the pull checks `stopping` before each write-back attempt
+        self.begin(self._pull, credentials)
         return None
-
-    async def wait(self) -> RunOutcome:
-        """The pull's outcome, or a stopped run's."""
-        assert self._work is not None, "wait() before start()"
-        outcome = await self._work
-        return self.outcome_without_start() if self.stopping is not None else outcome
-
-    def _on_stop(self) -> None:
-        # the pull thread cannot be interrupted; it checks `stopping` before each write-back
-        # attempt, and wait() reports the stop
-        pass
-
-    def signal(self, sig: int) -> None:
-        """A pull runs no processes: nothing to signal."""
 
     def destroy(self) -> None:
         """A pull holds nothing of its own on the node (the image stays in the cache)."""

@@ -11,7 +11,6 @@ no later one starts, and the run reports the stop.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,9 +18,9 @@ from typing import Any
 from fuzzball_core.substrate.drivers.base import (
     LogSink,
     NodeServices,
+    PoolTaskDriver,
     RunOutcome,
     RunRequest,
-    TaskDriver,
     error_text,
 )
 from fuzzball_core.substrate.egress import send_egress
@@ -29,12 +28,11 @@ from fuzzball_core.substrate.s3_transfer import S3Credentials
 from fuzzball_core.substrate.transfer_progress import SinkProgress
 
 
-class VolumeEgressDriver(TaskDriver):
+class VolumeEgressDriver(PoolTaskDriver):
     """Sends a volume's egress files to their destinations."""
 
     def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
         super().__init__(request, node, sink)
-        self._work: asyncio.Future[RunOutcome] | None = None
         self._claimed = False
 
     @property
@@ -60,23 +58,9 @@ class VolumeEgressDriver(TaskDriver):
         self.node.volumes.acquire(self.request.workflow_id)
         self._claimed = True
         self.started_at = time.time()
-        self._work = self.loop.run_in_executor(
-            self.node.pull_pool, self._send, dict(secrets.transfer_s3)
-        )
-        return None
-
-    async def wait(self) -> RunOutcome:
-        """The transfers' outcome, or a stopped run's."""
-        assert self._work is not None, "wait() before start()"
-        outcome = await self._work
-        return self.outcome_without_start() if self.stopping is not None else outcome
-
-    def _on_stop(self) -> None:
         # boto3's transfer cannot be interrupted; _send checks `stopping` between transfers
-        pass
-
-    def signal(self, sig: int) -> None:
-        """An egress runs no processes: nothing to signal."""
+        self.begin(self._send, dict(secrets.transfer_s3))
+        return None
 
     def destroy(self) -> None:
         """Let the workflow's volumes expire on this node again."""
