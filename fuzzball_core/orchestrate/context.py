@@ -139,9 +139,11 @@ class EngineContext:
         #: where users reach the endpoints (``orchestrate.endpoints``), for the
         #: ``FB_SERVICE_*_ENDPOINT_*`` variables of the runs
         self.endpoint_urls = EndpointUrls()
-        #: the provisioning loop's decisions (``provisioner.definitions``); None without
-        #: definitions. Submission asks it before refusing a job no node could hold, and
-        #: ``workflow why`` for the node a waiting run was requested.
+        #: the provisioning loop's decisions (the file's ``provisioner.definitions`` and the
+        #: central configuration's; Orchestrate always builds it, idle without definitions;
+        #: None in engines built without it, as tests do). Submission asks it before refusing
+        #: a job no node could hold, and ``workflow why`` for the node a waiting run was
+        #: requested.
         self.provisioning: Provisioning | None = None
 
     def transaction(self) -> Transaction:
