@@ -254,11 +254,12 @@ def volume_entries(sessions: Callable[[], Session]) -> Callable[[Principal], lis
             rows = volumes.listed(session, volumes.VolumeOwner.of(who))
             classes = {c.id: c.name for c in session.scalars(select(StorageClass))}
             node_ids = {row.node_id for row in rows if row.node_id}
-            names = dict(
-                session.execute(select(Node.id, Node.name).where(Node.id.in_(node_ids)))
-                .tuples()
-                .all()
-            )
+            names = {
+                node_id: name
+                for node_id, name in session.execute(
+                    select(Node.id, Node.name).where(Node.id.in_(node_ids))
+                )
+            }
             return [
                 VolumeEntry(
                     reference=volumes.reference_of(session, row),

@@ -6,6 +6,7 @@ import json
 import logging
 
 import pytest
+from sqlalchemy import select
 from support.federation_harness import GIB, start_federation, start_member
 from support.live_api import HELLO
 
@@ -21,6 +22,7 @@ from fuzzball_core.errors import (
 from fuzzball_core.service.forwarded_identity import public_jwk
 from fuzzball_federation.main import build, federate_health, reach_members
 from fuzzball_federation.members import configured_id
+from fuzzball_federation.models import RegisteredCluster
 from fuzzball_federation.routers.fit import FitRouter
 
 GENERATE = "/admin/cluster/registration/configuration:generate"
@@ -85,15 +87,16 @@ def test_a_member_registered_while_federate_runs_receives_work_without_a_restart
     )
 
 
-def test_a_members_registered_price_is_what_the_router_weighs(fed, late):
+def test_a_member_joins_with_the_labels_the_router_prices_it_by(fed, late):
     config = _generate(late, fed)
     body = {"config": config, "labels": {"price-per-hour": "50"}}
     fed.client().call_json("POST", "/admin/cluster/registration", body=body)
-    # the roomiest member, but now the dearest: free capacity elsewhere costs less
-    workflow_id = fed.client().start_workflow(CPU)
-    assert fed.service.cluster_of(fed.who, workflow_id) != "late"
     (member,) = [m for m in fed.service.members.snapshot() if m.name == "late"]
+    # the router reads a member's prices from these (tests/federation/test_fit_router.py)
     assert member.config.labels == {"price-per-hour": "50"}
+    with fed.service.sessions() as session:
+        (row,) = session.scalars(select(RegisteredCluster).where(RegisteredCluster.name == "late"))
+        assert row.labels == {"price-per-hour": "50"}
 
 
 def test_generate_gives_a_stable_id_a_fresh_federate_token_and_the_clusters_name(fed, late):
