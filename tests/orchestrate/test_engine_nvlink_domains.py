@@ -30,11 +30,11 @@ def test_a_job_spread_over_domains_says_why_when_it_is_placed(harness) -> None:
 
 
 def test_a_job_requiring_one_domain_waits_and_workflow_why_says_why(harness) -> None:
-    for name, domain in (("a1", "a"), ("b1", "b")):
-        harness.engine.register_node(name, Resources(4, 8 << 30, {}), {NVLINK_DOMAIN: domain})
-    harness.engine.register_node("a2", Resources(4, 8 << 30, {}), {NVLINK_DOMAIN: "a"})
-    # a one-node job takes a node of domain a (best fit tries domain a's nodes first)
+    # a one-node job takes a1 (the only node yet: equal nodes are equally good fits)
+    harness.engine.register_node("a1", Resources(4, 8 << 30, {}), {NVLINK_DOMAIN: "a"})
     harness.submit(JOB.format(policy="").replace("train", "first").replace("nodes: 2", "nodes: 1"))
+    harness.engine.register_node("b1", Resources(4, 8 << 30, {}), {NVLINK_DOMAIN: "b"})
+    harness.engine.register_node("a2", Resources(4, 8 << 30, {}), {NVLINK_DOMAIN: "a"})
 
     workflow_id = harness.submit(JOB.format(policy=", nvlink-domain: require"))
 
