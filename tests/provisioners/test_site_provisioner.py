@@ -110,7 +110,10 @@ def orchestrate(
                 "config": {
                     "state-dir": str(tmp_path / "batch"),
                     "submit": submit,
-                    "cancel": "kill -TERM -- -{job_id}",
+                    # a batch node whose processes already ended is deleted, as scancel
+                    # of an ended job is not an error
+                    "cancel": 'sh -c "kill -TERM -- -{job_id} 2>/dev/null'
+                    ' || ! kill -0 -- -{job_id} 2>/dev/null"',
                 },
             }
         ]
