@@ -51,7 +51,13 @@ def orchestrate(tmp_path: Path) -> Iterator[tuple[InProcessOrchestrate, Path]]:
     nodes = tmp_path / "nodes"
     nodes.mkdir()
     power_on = f"{sys.executable} {BATCH_NODE} {{user_data}} {base} {nodes} {nodes}/{{host}}.pid"
-    power_off = f"sh -c 'kill -TERM -$(cat {nodes}/{{host}}.pid) && rm {nodes}/{{host}}.pid'"
+    # Substrate exits by itself once Orchestrate deprovisions its node, so the machine may be
+    # "off" already; powering off an off machine succeeds, as ipmitool's does
+    pid_file = f"{nodes}/{{host}}.pid"
+    power_off = (
+        f"sh -c '(kill -TERM -$(cat {pid_file}) 2>/dev/null"
+        f" || ! kill -0 -$(cat {pid_file}) 2>/dev/null) && rm {pid_file}'"
+    )
     config["provisioner"] = {
         "definitions": [
             {
