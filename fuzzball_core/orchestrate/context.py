@@ -85,6 +85,17 @@ class Told:
             self._journal.pop()()
 
 
+@dataclass
+class Returning:
+    """The nodes expected back after a restart: READY when the engine rebuilt its view, not
+    reconnected (Hello) since. While they keep coming back, those still waiting their turn
+    on the loop keep their leases (:func:`~fuzzball_core.orchestrate.nodes.expire_leases`)."""
+
+    nodes: set[str] = field(default_factory=set)
+    #: when the latest of them registered or said Hello (or the restart, before any did)
+    progress: float = 0.0
+
+
 class EngineContext:
     """The engine's settings, collaborators and in-memory state, passed to every part."""
 
@@ -124,6 +135,8 @@ class EngineContext:
         self.leases: dict[str, float] = {}
         #: node id -> the ``lease_expires_at`` its row holds
         self.stored_leases: dict[str, float] = {}
+        #: the reconnect wave after a restart (set by the rebuild at start-up)
+        self.returning = Returning()
         self.device_plugin_failed: dict[str, bool] = {}
         #: where each node is reached (as it registered it): the workflows' services resolve
         #: to their node's address (:mod:`fuzzball_core.orchestrate.name_resolution`)

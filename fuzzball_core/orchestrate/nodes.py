@@ -55,6 +55,7 @@ def register(
     ctx.node_names[node.id] = name
     ctx.device_plugin_failed[node.id] = device_plugin_failed
     ctx.node_addresses[node.id] = address
+    _came_back(ctx, node.id, tx.now)
     tx.session.flush()
     refresh(ctx, tx, node)
     events.record(
@@ -99,7 +100,40 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
         row = tx.session.get(Run, run_id)
         if row is None or row.status not in LIVE_RUN or node_id not in row.node_ids:
             unwanted.append(run_id)
+    _came_back(ctx, node_id, tx.now, reconnected=True)
     return unwanted
+
+
+def _came_back(ctx: EngineContext, node_id: str, now: float, *, reconnected: bool = False) -> None:
+    """A node expected back after a restart registered (or, ``reconnected``, said Hello and
+    is back for good): the reconnect wave is still moving."""
+    returning = ctx.returning
+    if node_id not in returning.nodes:
+        return
+    returning.progress = max(returning.progress, now)
+    if reconnected:
+        returning.nodes.discard(node_id)
+
+
+def _spared(ctx: EngineContext, now: float, lapsed: list[str]) -> list[str]:
+    """The lapsed nodes whose lease really ran out: after a restart, a node still expected
+    back is spared while others keep coming back (the last of them within a lease).
+
+    500 nodes returning at once queue their Register and Hello on Orchestrate's one loop, a
+    few dozen milliseconds each: the last ones' turn comes long after the lease the restart
+    granted, and failing their jobs for Orchestrate's own queue would lose a cluster's
+    running work to every restart. Like Kubernetes' node controller, which measures a
+    node's silence from when it started watching, the wait is measured against the wave:
+    each returning node extends it once at most (it leaves the set on its Hello), and a
+    lease after the last one came back, whoever did not lapses as usual.
+    """
+    returning = ctx.returning
+    if not returning.nodes:
+        return lapsed
+    if now >= returning.progress + ctx.lease_seconds:
+        returning.nodes.clear()  # the wave is over
+        return lapsed
+    return [node_id for node_id in lapsed if node_id not in returning.nodes]
 
 
 def extend_leases(ctx: EngineContext, session: Session, seconds: float) -> None:
@@ -207,6 +241,8 @@ def running_parts_on(session: Session, node_id: str) -> list[Run]:
 def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
     """Nodes whose lease ran out go offline, and the work running on them fails."""
     lapsed = [node_id for node_id, until in ctx.leases.items() if until < tx.now]
+    if lapsed:
+        lapsed = _spared(ctx, tx.now, lapsed)
     if not lapsed:
         return  # the common pass: no query
     expired = list(tx.session.scalars(select(Node).where(Node.id.in_(lapsed))))

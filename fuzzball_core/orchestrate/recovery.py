@@ -24,7 +24,8 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
     """Make the scheduler, the waiting runs and the workflows to advance match the database.
 
     ``restarted``: Orchestrate itself was away, not the nodes, so each READY node gets a
-    full lease to reconnect before its work is declared lost.
+    full lease to reconnect before its work is declared lost, and more while the other
+    nodes' reconnects are still being worked through (:attr:`EngineContext.returning`).
     """
     now = ctx.clock()
     with ctx.sessions() as session:
@@ -51,6 +52,9 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 )
             )
         session.commit()
+        if restarted:
+            ctx.returning.nodes = set(ctx.leases)
+            ctx.returning.progress = now
         ctx.pending.clear()
         ctx.dispatched.clear()
         ctx.diagnoses = {}

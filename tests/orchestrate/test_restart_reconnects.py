@@ -1,0 +1,116 @@
+"""Orchestrate restarted with work running on many nodes: the nodes come back one after
+another (their Register and Hello queue on Orchestrate's one loop), and none loses its
+lease, or its jobs, while it waits its turn; a node that never comes back still lapses."""
+
+from __future__ import annotations
+
+from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.scheduling import Resources
+from fuzzball_plugins.schedulers.default import DefaultScheduler
+
+ONE_CORE = """
+version: v1
+jobs:
+  held:
+    image: {uri: docker://alpine:latest}
+    command: [sleep, "600"]
+    resource: {cpu: {cores: 4}, memory: {size: 64MB}}
+"""
+
+
+def running_on_nodes(harness, names):
+    """One workflow running on each node; {node name: (node id, workflow id, run id)}."""
+    placed = {}
+    ids = {name: harness.node(name) for name in names}
+    for _ in names:
+        workflow_id = harness.submit(ONE_CORE)
+        (sent,) = harness.sent("assign")
+        node_id, message = sent
+        harness.start(node_id, message.assign.run_id)
+        harness.engine.step()
+        (name,) = [n for n, i in ids.items() if i == node_id]
+        placed[name] = (node_id, workflow_id, message.assign.run_id)
+    return placed
+
+
+def restarted(harness):
+    """A new engine over the same database, as after Orchestrate was SIGKILLed."""
+    engine = Engine(
+        harness.engine.sessions,
+        DefaultScheduler(),
+        harness.hub,
+        lease_seconds=15,
+        clock=harness.clock,
+    )
+    engine.recover()
+    return engine
+
+
+def come_back(engine, name, run_id):
+    """The node's Register and Hello, as a returning Substrate sends them."""
+    node_id = engine.register_node(name, Resources(4, 8 << 30, {}), {})
+    assert engine.node_hello(node_id, [run_id]) == []
+    return node_id
+
+
+def test_nodes_returning_after_a_restart_keep_their_jobs_while_the_others_return(harness):
+    names = [f"n{i}" for i in range(4)]
+    placed = running_on_nodes(harness, names)
+    engine = restarted(harness)
+    # each node's turn comes 10 s after the previous one's: the last returns 40 s after the
+    # restart, far past the one lease (15 s) the restart granted
+    back = []
+    for name in names:
+        harness.clock.now += 10
+        for node_id in back:  # those back heartbeat as usual
+            engine.node_message(node_id, node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+        engine.step()
+        back.append(come_back(engine, name, placed[name][2]))
+    engine.step()
+    for name in names:
+        assert harness.stages(placed[name][1]) == {"jobs.held": "STARTED"}, name
+    assert all(node.status == "READY" for node in harness.service.list_nodes(harness.admin))
+
+
+def test_a_node_that_never_returns_lapses_a_lease_after_the_last_one_came_back(harness):
+    placed = running_on_nodes(harness, ["back", "gone"])
+    engine = restarted(harness)
+    harness.clock.now += 12
+    engine.step()
+    come_back(engine, "back", placed["back"][2])
+    harness.clock.now += 12  # past the restart's lease, within a lease of the last return
+    engine.step()
+    assert harness.stages(placed["gone"][1]) == {"jobs.held": "STARTED"}
+    harness.clock.now += 4  # a lease after the last return
+    engine.node_message(placed["back"][0], node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+    engine.step()
+    assert harness.stages(placed["gone"][1]) == {"jobs.held": "FAILED"}
+    assert harness.stages(placed["back"][1]) == {"jobs.held": "STARTED"}
+
+
+def test_after_a_restart_that_nobody_returns_to_nodes_lapse_after_one_lease(harness):
+    placed = running_on_nodes(harness, ["n1"])
+    engine = restarted(harness)
+    harness.clock.now += 14
+    engine.step()
+    assert harness.stages(placed["n1"][1]) == {"jobs.held": "STARTED"}
+    harness.clock.now += 2
+    engine.step()
+    assert harness.stages(placed["n1"][1]) == {"jobs.held": "FAILED"}
+
+
+def test_a_node_that_registered_keeps_its_jobs_while_its_hello_waits_behind_others(harness):
+    names = ["early", "late"]
+    placed = running_on_nodes(harness, names)
+    engine = restarted(harness)
+    harness.clock.now += 10
+    late = engine.register_node("late", Resources(4, 8 << 30, {}), {})
+    harness.clock.now += 10
+    come_back(engine, "early", placed["early"][2])
+    harness.clock.now += 10  # "late" registered 20 s ago: its Hello is still to come
+    engine.step()
+    assert harness.stages(placed["late"][1]) == {"jobs.held": "STARTED"}
+    assert engine.node_hello(late, [placed["late"][2]]) == []
+    engine.step()
+    assert harness.stages(placed["late"][1]) == {"jobs.held": "STARTED"}
