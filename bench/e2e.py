@@ -22,6 +22,7 @@ processes, the image comes from a local ``docker-registry`` (Debian's docker-reg
 busybox-static). Needs root. Usage:
     python bench/e2e.py [--tasks 2000] [--separate 2000] [--hello-runs 100]
                         [--slurm-separate 500] [--cores-per-node 32] [--profile]
+                        [--parts abcd]
 """
 
 from __future__ import annotations
@@ -281,6 +282,9 @@ def main() -> None:
     parser.add_argument("--cores-per-node", type=int, default=32)
     parser.add_argument("--metering", choices=["on", "off"], default="on")
     parser.add_argument("--profile", action="store_true", help="profile Orchestrate's loop")
+    parser.add_argument(
+        "--parts", default="abcd", help="which of (a)-(d) to run, e.g. 'a' or 'bc' (default all)"
+    )
     args = parser.parse_args()
     missing = have_prerequisites()
     if missing is not None:
@@ -302,46 +306,64 @@ def main() -> None:
                 for _ in range(4):  # warm both nodes' caches and pinned tags
                     warm = cluster.orchestrate.start_workflow(HELLO_WORLD.read_text())
                     assert watch.wait(warm) == "workflow_finished"
-                samples: list[float] = []
-                _, line = measured(
-                    cluster,
-                    args.hello_runs,
-                    False,
-                    lambda: samples.extend(hello_world_latencies(cluster, watch, args.hello_runs)),
-                )
-                print(
-                    f"(a) hello-world, image cached: p50 {percentile(samples, 0.5) * 1000:.1f} ms, "
-                    f"p99 {percentile(samples, 0.99) * 1000:.1f} ms of {args.hello_runs} runs "
-                    f"(targets 30 ms and 60 ms)\n{line.replace('(target <= 4 ms)', '')}",
-                    flush=True,
-                )
-                array, line = array_throughput(cluster, watch, args.tasks, args.profile)
-                print(
-                    f"(b) array: {array:.1f} jobs/s ({args.tasks}-task array of /bin/true, one "
-                    f"workflow, two agents of {args.cores_per_node} cores, metering "
-                    f"{args.metering}; target >= 500 jobs/s)\n{line}",
-                    flush=True,
-                )
-                separate, line = separate_throughput(cluster, watch, args.separate, args.profile)
-                print(
-                    f"(c) separate: {separate:.1f} jobs/s ({args.separate} single-job workflows "
-                    f"of /bin/true submitted at once)\n{line}",
-                    flush=True,
-                )
+                array = separate = None
+                if "a" in args.parts:
+                    samples: list[float] = []
+                    _, line = measured(
+                        cluster,
+                        args.hello_runs,
+                        args.profile,
+                        lambda: samples.extend(
+                            hello_world_latencies(cluster, watch, args.hello_runs)
+                        ),
+                    )
+                    print(
+                        f"(a) hello-world, image cached: p50 {percentile(samples, 0.5) * 1000:.1f}"
+                        f" ms, p99 {percentile(samples, 0.99) * 1000:.1f} ms of {args.hello_runs}"
+                        f" runs (targets 30 ms and 60 ms)\n{line.replace('(target <= 4 ms)', '')}",
+                        flush=True,
+                    )
+                if "b" in args.parts:
+                    array, line = array_throughput(cluster, watch, args.tasks, args.profile)
+                    print(
+                        f"(b) array: {array:.1f} jobs/s ({args.tasks}-task array of /bin/true, one "
+                        f"workflow, two agents of {args.cores_per_node} cores, metering "
+                        f"{args.metering}; target >= 500 jobs/s)\n{line}",
+                        flush=True,
+                    )
+                if "c" in args.parts:
+                    separate, line = separate_throughput(
+                        cluster, watch, args.separate, args.profile
+                    )
+                    print(
+                        f"(c) separate: {separate:.1f} jobs/s ({args.separate} single-job "
+                        f"workflows of /bin/true submitted at once)\n{line}",
+                        flush=True,
+                    )
             finally:
                 cluster.close()
         finally:
             registry.stop()
+    if "d" in args.parts:
+        print(slurm_line(args.tasks, args.slurm_separate, array, separate))
+
+
+def slurm_line(tasks: int, count: int, array: float | None, separate: float | None) -> str:
+    """Slurm's array and separate ``sbatch`` throughput in this run, with the ratios of
+    Fuzzball's (b) and (c) to them where those ran."""
     unavailable = slurm_unavailable()
     if unavailable is not None:
-        print(f"(d) Slurm: not available: {unavailable}")
-        return
-    slurm_a = slurm_array(args.tasks)
-    slurm_s = slurm_separate(args.slurm_separate)
-    print(
+        return f"(d) Slurm: not available: {unavailable}"
+    slurm_a = slurm_array(tasks)
+    slurm_s = slurm_separate(count)
+
+    def ratio(ours: float | None, theirs: float) -> str:
+        return "not run" if ours is None else f"{ours / theirs:.1f}x"
+
+    return (
         f"(d) Slurm in this run: array {slurm_a:.1f} jobs/s (Fuzzball/Slurm = "
-        f"{array / slurm_a:.1f}x), {args.slurm_separate} separate sbatch {slurm_s:.1f} jobs/s "
-        f"(Fuzzball/Slurm = {separate / slurm_s:.1f}x; target >= 15x)"
+        f"{ratio(array, slurm_a)}), {count} separate sbatch {slurm_s:.1f} jobs/s "
+        f"(Fuzzball/Slurm = {ratio(separate, slurm_s)}; target >= 15x)"
     )
 
 

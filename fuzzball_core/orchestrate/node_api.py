@@ -18,7 +18,7 @@ import grpc
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.engine import Engine
-from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.node_hub import NodeHub, NodeQueue
 from fuzzball_core.orchestrate.node_metrics import NodeMonitoring
 from fuzzball_core.orchestrate.provisioning import Provisioning
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
@@ -134,7 +134,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                     grpc.StatusCode.PERMISSION_DENIED,
                     "a provisioned node's token connects that node only",
                 )
-        queue = self.hub.attach(node_id)
+        queue = self.hub.attach(node_id, batches=first.hello.accepts_batches)
         try:
             unwanted = self.engine.node_hello(node_id, first.hello.running_run_ids)
         except FuzzballError as exc:
@@ -147,7 +147,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                     lease_seconds=self.engine.lease_seconds, unknown_run_ids=unwanted
                 )
             )
-            while (message := await queue.get()) is not None:
+            while (message := await queue.next_write()) is not None:
                 yield message
         finally:
             reader.cancel()
@@ -157,15 +157,18 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         self,
         node_id: str,
         request_iterator: AsyncIterator[node_pb2.NodeMessage],
-        queue: asyncio.Queue[node_pb2.ControlMessage | None],
+        queue: NodeQueue,
     ) -> None:
         try:
-            async for message in request_iterator:
-                if message.WhichOneof("kind") == "metrics":
-                    if self.monitoring is not None:  # a relayed scrape's answer
-                        self.monitoring.answered(node_id, message.metrics)
-                    continue
-                self.engine.node_message(node_id, message)
+            async for written in request_iterator:
+                # a batch is its messages, in order (one write carries what the agent had)
+                batch = written.WhichOneof("kind") == "batch"
+                for message in written.batch.messages if batch else (written,):
+                    if message.WhichOneof("kind") == "metrics":
+                        if self.monitoring is not None:  # a relayed scrape's answer
+                            self.monitoring.answered(node_id, message.metrics)
+                        continue
+                    self.engine.node_message(node_id, message)
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
             pass
         finally:

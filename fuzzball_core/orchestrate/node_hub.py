@@ -49,22 +49,60 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
     raise TypeError(f"not a message for nodes: {message!r}")
 
 
+#: The most control messages one stream write carries (a pass's assignments for a node are
+#: usually far fewer; an assignment is a few KiB at most).
+BATCH_MESSAGES = 256
+
+
+class NodeQueue(asyncio.Queue[node_pb2.ControlMessage | None]):
+    """What waits to go down one node's stream; None ends the stream."""
+
+    def __init__(self, *, batches: bool = False) -> None:
+        super().__init__()
+        #: the node reads ``ControlBatch`` (its Hello said so)
+        self.batches = batches
+        #: a None was taken while batching: the stream ends after the batch it cut short
+        self._ending = False
+
+    async def next_write(self) -> node_pb2.ControlMessage | None:
+        """What the stream writes next: the oldest queued message, or, for a node that
+        reads batches, every message queued by now in one ``ControlBatch`` (a pass's
+        assignments leave in one write instead of one each); None once the stream is to
+        end."""
+        if self._ending:
+            return None
+        first = await self.get()
+        if first is None or not self.batches or self.empty():
+            return first
+        messages = [first]
+        while not self.empty() and len(messages) < BATCH_MESSAGES:
+            message = self.get_nowait()
+            if message is None:
+                self._ending = True  # what was queued before the end still goes
+                break
+            messages.append(message)
+        if len(messages) == 1:
+            return first
+        return node_pb2.ControlMessage(batch=node_pb2.ControlBatch(messages=messages))
+
+
 class NodeHub:
     """Node id -> the queue feeding its Connect stream."""
 
     def __init__(self) -> None:
-        self._queues: dict[str, asyncio.Queue[node_pb2.ControlMessage | None]] = {}
+        self._queues: dict[str, NodeQueue] = {}
 
-    def attach(self, node_id: str) -> asyncio.Queue[node_pb2.ControlMessage | None]:
-        """Open (or replace) the node's queue; a replaced stream is told to end."""
+    def attach(self, node_id: str, *, batches: bool = False) -> NodeQueue:
+        """Open (or replace) the node's queue; a replaced stream is told to end. With
+        ``batches`` the node reads ``ControlBatch``."""
         previous = self._queues.get(node_id)
         if previous is not None:
             previous.put_nowait(None)
-        queue: asyncio.Queue[node_pb2.ControlMessage | None] = asyncio.Queue()
+        queue = NodeQueue(batches=batches)
         self._queues[node_id] = queue
         return queue
 
-    def detach(self, node_id: str, queue: asyncio.Queue[node_pb2.ControlMessage | None]) -> None:
+    def detach(self, node_id: str, queue: NodeQueue) -> None:
         """Forget the node's queue if it is still ``queue``."""
         if self._queues.get(node_id) is queue:
             del self._queues[node_id]

@@ -34,7 +34,7 @@ import grpc
 
 from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
-from fuzzball_core.substrate.agent import RECONNECT_BACKOFF, Outbox
+from fuzzball_core.substrate.agent import RECONNECT_BACKOFF, Outbox, batch_of
 from fuzzball_core.substrate.drivers import RunOutcome
 
 log = logging.getLogger("fuzzball.hollow")
@@ -141,7 +141,9 @@ class HollowNode:
         self, generation: int, welcomed: asyncio.Event
     ) -> AsyncIterator[node_pb2.NodeMessage]:
         yield node_pb2.NodeMessage(
-            hello=node_pb2.Hello(node_id=self.node_id, running_run_ids=sorted(self.runs))
+            hello=node_pb2.Hello(
+                node_id=self.node_id, running_run_ids=sorted(self.runs), accepts_batches=True
+            )
         )
         await welcomed.wait()
         for run_id, report in list(self.runs.items()):  # what may not have arrived
@@ -150,10 +152,10 @@ class HollowNode:
             else:
                 yield node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id))
         while True:
-            message = await self._outbox.take(lambda: generation == self._live)
-            if message is None:
+            messages = await self._outbox.take(lambda: generation == self._live)
+            if messages is None:
                 return
-            yield message
+            yield batch_of(messages)  # what is queued goes in one write, as the agent does
 
     async def _heartbeats(self, welcomed: asyncio.Event) -> None:
         await welcomed.wait()
@@ -167,7 +169,10 @@ class HollowNode:
 
     def _on_control(self, control: node_pb2.ControlMessage, welcomed: asyncio.Event) -> None:
         kind = control.WhichOneof("kind")
-        if kind == "welcome":
+        if kind == "batch":
+            for each in control.batch.messages:
+                self._on_control(each, welcomed)
+        elif kind == "welcome":
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
             for run_id in control.welcome.unknown_run_ids:
                 if self.runs.pop(run_id, 1) is None:

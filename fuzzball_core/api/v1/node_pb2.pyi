@@ -75,12 +75,14 @@ class RegisterResponse(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("node_id", "running_run_ids")
+    __slots__ = ("node_id", "running_run_ids", "accepts_batches")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNING_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     running_run_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, node_id: _Optional[str] = ..., running_run_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    accepts_batches: bool
+    def __init__(self, node_id: _Optional[str] = ..., running_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ()
@@ -161,7 +163,7 @@ class RunReady(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
 
 class NodeMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready", "metrics", "volume_removed")
+    __slots__ = ("hello", "heartbeat", "started", "exited", "log", "fence", "ready", "metrics", "volume_removed", "batch")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +173,7 @@ class NodeMessage(_message.Message):
     READY_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     VOLUME_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     started: RunStarted
@@ -180,7 +183,14 @@ class NodeMessage(_message.Message):
     ready: RunReady
     metrics: MetricsScraped
     volume_removed: VolumeRemoved
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ..., metrics: _Optional[_Union[MetricsScraped, _Mapping]] = ..., volume_removed: _Optional[_Union[VolumeRemoved, _Mapping]] = ...) -> None: ...
+    batch: NodeBatch
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[RunStarted, _Mapping]] = ..., exited: _Optional[_Union[RunExited, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., fence: _Optional[_Union[Fence, _Mapping]] = ..., ready: _Optional[_Union[RunReady, _Mapping]] = ..., metrics: _Optional[_Union[MetricsScraped, _Mapping]] = ..., volume_removed: _Optional[_Union[VolumeRemoved, _Mapping]] = ..., batch: _Optional[_Union[NodeBatch, _Mapping]] = ...) -> None: ...
+
+class NodeBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[NodeMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[NodeMessage, _Mapping]]] = ...) -> None: ...
 
 class VolumeRemoved(_message.Message):
     __slots__ = ("volume_id", "error")
@@ -284,7 +294,7 @@ class FenceDone(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume", "batch")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +302,7 @@ class ControlMessage(_message.Message):
     FENCE_DONE_FIELD_NUMBER: _ClassVar[int]
     SCRAPE_FIELD_NUMBER: _ClassVar[int]
     REMOVE_VOLUME_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
@@ -299,7 +310,14 @@ class ControlMessage(_message.Message):
     fence_done: FenceDone
     scrape: ScrapeMetrics
     remove_volume: RemoveVolume
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ...) -> None: ...
+    batch: ControlBatch
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ..., batch: _Optional[_Union[ControlBatch, _Mapping]] = ...) -> None: ...
+
+class ControlBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ControlMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[ControlMessage, _Mapping]]] = ...) -> None: ...
 
 class RemoveVolume(_message.Message):
     __slots__ = ("volume_id", "location_json")
