@@ -45,7 +45,6 @@ Configuration (the driver's mapping, ``scheduler.options`` in the configuration 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -83,7 +82,12 @@ from fuzzball_plugins.schedulers.fair_share import (
     Queue,
 )
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
-from fuzzball_plugins.schedulers.timeline import StartQuery, replay_ends, start_or_none
+from fuzzball_plugins.schedulers.timeline import (
+    EndTimes,
+    StartQuery,
+    replay_ends,
+    start_or_none,
+)
 
 #: the driver's options (``scheduler.options``)
 _OPTIONS = ("estimate_starts", "fair_share")
@@ -218,7 +222,7 @@ class DefaultScheduler(Scheduler):
         #: job id -> its nodes, for every running job (the replay reads this)
         self._nodes_of: dict[str, tuple[str, ...]] = {}
         #: (expected end, job id) of every running job, ascending; unknown ends are inf
-        self._ends: list[tuple[float, str]] = []
+        self._ends = EndTimes()
         self._plans: dict[JobShape, _Plan] = {}
         self._plans_epoch = -1
         #: the current pass's time: nodes annotated PLACE_UNTIL take only jobs ending by then
@@ -318,8 +322,7 @@ class DefaultScheduler(Scheduler):
             raise NotFound(f"job {job_id} holds no allocation")
         del self._nodes_of[job_id]
         self._fair.refund(allocation.job.account, allocation.charge)
-        ends = self._ends
-        del ends[bisect_left(ends, (allocation.end, job_id))]
+        self._ends.remove(allocation.end, job_id)
         index = self._index
         for node_id in allocation.node_ids:
             node = index.nodes.get(node_id)
@@ -368,7 +371,7 @@ class DefaultScheduler(Scheduler):
         self._allocations[job_id] = _Allocation(job, node_ids, end, charge)
         self._fair.charge(job, charge)
         self._nodes_of[job_id] = node_ids
-        insort(self._ends, (end, job_id))
+        self._ends.add(end, job_id)
         return cpus
 
     # -- feasibility ----------------------------------------------------------------------

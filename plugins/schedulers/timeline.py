@@ -15,7 +15,8 @@ bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fuzzball_core.scheduling import JobShape
@@ -42,6 +43,54 @@ class StartQuery:
     def answered(self) -> bool:
         """True once enough nodes have room."""
         return len(self.fitting) >= self.shape.nodes
+
+
+class EndTimes:
+    """Running jobs' expected ends, iterated as ``(end, job id)`` ascending.
+
+    Jobs placed in one pass with one timeout share their end, so the jobs are kept in one
+    bucket per distinct end (job ids sorted within it) and only the distinct ends in a sorted
+    list: adding or removing a job bisects and shifts a list of a few hundred ends and one
+    bucket, where one sorted list of every running job's ``(end, job id)`` shifted tens of
+    thousands of entries at each placement and each release.
+    """
+
+    __slots__ = ("_buckets", "_times")
+
+    def __init__(self) -> None:
+        #: the distinct ends, ascending (``math.inf`` for jobs with no expected end)
+        self._times: list[float] = []
+        #: end -> ids of the jobs expected to end then, sorted
+        self._buckets: dict[float, list[str]] = {}
+
+    def add(self, end: float, job_id: str) -> None:
+        """``job_id`` runs until ``end``."""
+        bucket = self._buckets.get(end)
+        if bucket is None:
+            self._buckets[end] = [job_id]
+            insort(self._times, end)
+        elif job_id > bucket[-1]:
+            bucket.append(job_id)  # the usual case: a pass places jobs in queue order
+        else:
+            insort(bucket, job_id)
+
+    def remove(self, end: float, job_id: str) -> None:
+        """``job_id``, added with ``end``, no longer runs."""
+        bucket = self._buckets[end]
+        del bucket[bisect_left(bucket, job_id)]
+        if not bucket:
+            del self._buckets[end]
+            times = self._times
+            del times[bisect_left(times, end)]
+
+    def __iter__(self) -> Iterator[tuple[float, str]]:
+        buckets = self._buckets
+        for end in self._times:
+            for job_id in buckets[end]:
+                yield end, job_id
+
+    def __len__(self) -> int:
+        return sum(map(len, self._buckets.values()))
 
 
 class Shadow:
@@ -81,16 +130,17 @@ class Shadow:
 
 def replay_ends(
     index: NodeIndex,
-    ends: Sequence[tuple[float, str]],
+    ends: Iterable[tuple[float, str]],
     job_nodes: Mapping[str, Sequence[str]],
     queries: Iterable[StartQuery],
     shadow: Shadow | None = None,
 ) -> Shadow:
     """Answer ``queries`` by giving back running jobs' capacity in order of expected end.
 
-    ``ends`` is ``(expected end, job id)`` sorted ascending; ``job_nodes`` maps a running job to
-    its nodes. Returns the shadow as it stood when the last query was answered (or when the
-    running jobs ran out), so a caller can read the reserved nodes' room at that moment.
+    ``ends`` yields ``(expected end, job id)`` ascending (an :class:`EndTimes`); ``job_nodes``
+    maps a running job to its nodes. Returns the shadow as it stood when the last query was
+    answered (or when the running jobs ran out), so a caller can read the reserved nodes' room
+    at that moment.
     """
     shadow = shadow or Shadow(index)
     open_queries = [query for query in queries if not query.answered]
