@@ -168,9 +168,11 @@ class Engine:
         self._wake.set()
 
     def recover(self) -> None:
-        """Rebuild the in-memory state from the database (at start-up)."""
+        """Rebuild the in-memory state from the database (at start-up; the loop does it
+        first unless Orchestrate already did, before its node API served)."""
         recovery.rebuild(self.context, restarted=True)
         self._stale = False
+        self._recovered = True
         self.wake()
 
     # -- submission ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The ``fuzzball-orchestrate`` process: store, engine, node API, client API, REST gateway.
 
 Start-up order: configuration and plugins (refuse to start, exit 2, if they are wrong), then
-database migrations, then the servers, then the engine's first pass.
+database migrations, then the engine's view rebuilt from the database, then the servers, then
+the engine's first pass.
 
 Its health is served on the REST port without a token: ``/healthz`` (alive) and ``/readyz``
 (ready: the store answers and the engine's loop passes), each listing the conditions.
@@ -296,6 +297,13 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         server,
     )
     add_client_servicers(server, orchestrate.service)
+    # the engine's view is rebuilt before the first node is heard: a returning node's
+    # Register and Hello are reconciled against the runs the database holds on it, and the
+    # restart's grace for the nodes' leases starts as the node API serves
+    try:
+        orchestrate.engine.recover()
+    except Exception:  # a store not answering yet: the engine's loop rebuilds, and retries
+        log.exception("rebuilding the engine's view failed; its loop will try again")
     if security.grpc_credentials is None:
         server.add_insecure_port(config.grpc_listen)
     else:
