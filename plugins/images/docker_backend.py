@@ -16,7 +16,7 @@ from fuzzball_core.drivers import ImageConfig, ResolvedImage
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_plugins.images.platforms import platform_matches, platform_of
 from fuzzball_plugins.images.reference import ImageReference
-from fuzzball_plugins.images.registry_backend import RegistryImageBackend
+from fuzzball_plugins.images.registry_backend import Conversion, RegistryImageBackend
 from fuzzball_plugins.images.registry_client import INDEX_TYPES, Manifest, RegistryClient
 
 #: Layer media types the runtime's layer applier understands (tar, optionally gzip-compressed).
@@ -91,10 +91,33 @@ class DockerBackend(RegistryImageBackend):
         return ImageConfig.from_oci(_config_document(client, manifest.get("config") or {}))
 
     def _convert(self, blobs: Sequence[Path], scratch: Path, out_path: Path) -> None:
-        from fuzzball_runtime.erofs import build_from_layers
+        conversion = self._conversion(scratch)
+        for blob in blobs:
+            conversion.add(blob)
+        conversion.finish(out_path)
 
-        scratch.mkdir(parents=True, exist_ok=True)
-        build_from_layers(blobs, out_path, workdir=scratch)
+    def _conversion(self, scratch: Path) -> Conversion:
+        return _LayerConversion(scratch)
+
+
+class _LayerConversion(Conversion):
+    """Layers applied as they arrive (the lower ones while the upper ones download); the
+    compression chosen from their content (none for data lz4 cannot shrink)."""
+
+    def __init__(self, scratch: Path) -> None:
+        from fuzzball_runtime.erofs import AUTO_COMPRESSION, LayerBuild
+
+        super().__init__(lambda blobs, scratch, out: None, scratch)
+        self.build = LayerBuild(scratch, compression=AUTO_COMPRESSION)
+
+    def add(self, blob: Path) -> None:
+        """Apply the next layer onto the tree."""
+        super().add(blob)
+        self.build.apply(blob)
+
+    def finish(self, out_path: Path) -> None:
+        """Convert the tree."""
+        self.build.build(out_path)
 
 
 def _config_document(client: RegistryClient, descriptor: Mapping[str, Any]) -> dict[str, Any]:

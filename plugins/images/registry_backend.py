@@ -6,6 +6,11 @@ up first (a second use of an image costs a lookup, not a pull), serialises concu
 of one image with a lock per manifest digest, downloads and verifies blobs, keeps the config
 beside the EROFS file (written before the file appears, so a cached file without one was
 converted before configs were kept), and reports progress.
+
+Blobs download in parallel (:data:`PARALLEL_DOWNLOADS` at a time, over one client's
+connection pool), and conversion overlaps them: each blob goes to the subclass's
+:class:`Conversion` as soon as it and every blob before it are verified, in manifest order,
+while later blobs are still downloading (a docker image applies its lower layers meanwhile).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import os
 import shutil
 import sys
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,10 +37,34 @@ if TYPE_CHECKING:
     from fuzzball_runtime.erofs import ImageCache
 
 Progress = Callable[[str, int, int], None]
+#: blobs of one image downloaded at once: enough to keep a fast link busy while one blob's
+#: server is slow, few enough not to crowd a registry
+PARALLEL_DOWNLOADS = 4
 
 
 def _no_progress(step: str, done: int, total: int) -> None:
     """Progress sink used when the caller passes none."""
+
+
+class Conversion:
+    """One image's conversion: blobs handed over in manifest order as they are verified, then
+    the EROFS file built. This default keeps the blobs and calls the backend's
+    ``_convert`` at the end; a backend that can start on a blob early returns its own."""
+
+    def __init__(
+        self, convert: Callable[[Sequence[Path], Path, Path], None], scratch: Path
+    ) -> None:
+        self._convert = convert
+        self.scratch = scratch
+        self.blobs: list[Path] = []
+
+    def add(self, blob: Path) -> None:
+        """Take the next verified blob (called while later blobs may still download)."""
+        self.blobs.append(blob)
+
+    def finish(self, out_path: Path) -> None:
+        """Build the EROFS file ``out_path`` (atomically) from every blob added."""
+        self._convert(self.blobs, self.scratch, out_path)
 
 
 @dataclass(frozen=True)
@@ -75,6 +106,11 @@ class RegistryImageBackend(ImageBackend):
         ``scratch`` is a directory path on the cache's file system for intermediate files;
         it is removed afterwards.
         """
+
+    def _conversion(self, scratch: Path) -> Conversion:
+        """A conversion into ``scratch`` (a directory path on the cache's file system, which
+        the caller removes afterwards); by default one that runs ``_convert`` at the end."""
+        return Conversion(self._convert, scratch)
 
     # -- ImageBackend ----------------------------------------------------------------------
 
@@ -128,22 +164,40 @@ class RegistryImageBackend(ImageBackend):
         with digest_lock(BlobStore(cache_dir).lock_dir, image.digest):
             cached = cache.get(image.digest)  # another thread or process built it meanwhile
             if cached is None:
-                pulled = self.download(image, cache_dir, credentials=credentials, progress=report)
-                report("convert", 0, 1)
                 cached = cache.path_for(image.digest)
                 scratch = cache_dir / "scratch" / f"{digest_file_name(image.digest)}.{os.getpid()}"
-                pulled.config.write_beside(cached)
+                scratch.mkdir(parents=True, exist_ok=True)
                 try:
-                    self._convert(pulled.blobs, scratch, cached)
+                    self._pull_and_convert(image, cache_dir, scratch, cached, credentials, report)
                 except BaseException:
                     image_config_path(cached).unlink(missing_ok=True)
                     raise
                 finally:
                     shutil.rmtree(scratch, ignore_errors=True)
-                report("convert", 1, 1)
         cache.evict(keep=cached)
         report("done", 1, 1)
         return cached
+
+    def _pull_and_convert(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        scratch: Path,
+        out_path: Path,
+        credentials: Mapping[str, str] | None,
+        report: Progress,
+    ) -> None:
+        """Download ``image``'s blobs in parallel, converting them as they arrive, and build
+        ``out_path`` with the image's config beside it."""
+        conversion = self._conversion(scratch)
+        with self._downloads(image, cache_dir, credentials, report) as (client, document, blobs):
+            for future in blobs:
+                conversion.add(future.result())
+            config = self._image_config(client, document, conversion.blobs)
+        report("convert", 0, 1)
+        config.write_beside(out_path)
+        conversion.finish(out_path)
+        report("convert", 1, 1)
 
     def download(
         self,
@@ -160,6 +214,24 @@ class RegistryImageBackend(ImageBackend):
         downloading is waited for rather than downloaded twice.
         """
         report = progress or _no_progress
+        with self._downloads(image, cache_dir, credentials, report) as (client, document, blobs):
+            paths = _results(blobs)
+            return Downloaded(paths, self._image_config(client, document, paths))
+
+    @contextmanager
+    def _downloads(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        credentials: Mapping[str, str] | None,
+        report: Progress,
+    ) -> Iterator[tuple[RegistryClient, dict[str, Any], list[Future[Path]]]]:
+        """Fetch ``image``'s manifest and start downloading its blobs in parallel; yields the
+        client, the manifest and one future per blob, in manifest order.
+
+        Leaving the block waits for the downloads still running (a blob left half-way is
+        resumed by the next pull) after cancelling those not started.
+        """
         store = BlobStore(cache_dir)
         reference = self.parse(image.uri).with_digest(image.digest)
         with self.client(reference, credentials) as client:
@@ -167,11 +239,22 @@ class RegistryImageBackend(ImageBackend):
             manifest = client.get_manifest(image.digest)
             report("resolve", 1, 1)
             document = self._checked(manifest)
-            blobs = [
-                self._ensure_blob(client, store, descriptor, report)
-                for descriptor in self._blobs_to_fetch(document)
-            ]
-            return Downloaded(blobs, self._image_config(client, document, blobs))
+            descriptors = self._blobs_to_fetch(document)
+            pool = ThreadPoolExecutor(
+                max_workers=max(1, min(PARALLEL_DOWNLOADS, len(descriptors))),
+                thread_name_prefix="blob-download",
+            )
+            try:
+                yield (
+                    client,
+                    document,
+                    [
+                        pool.submit(self._ensure_blob, client, store, descriptor, report)
+                        for descriptor in descriptors
+                    ],
+                )
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -202,3 +285,8 @@ class RegistryImageBackend(ImageBackend):
                 )
         report(step, size, size)
         return store.path(digest)
+
+
+def _results(blobs: Sequence[Future[Path]]) -> list[Path]:
+    """The downloaded blobs' paths in order (raising the first failure, in that order)."""
+    return [future.result() for future in blobs]
