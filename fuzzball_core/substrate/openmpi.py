@@ -12,11 +12,14 @@ Kubernetes MPI Operator makes ``kubectl exec`` the agent: no ssh daemon in any c
   to cores.
 * For each other part, ``mpirun`` runs the agent, which writes the daemon's command line into
   the launch folder (bound writable) under the part's hostname and exits 0. Part 0's
-  Substrate collects the lines (:func:`collect_daemon_commands`) and sends them to the other
-  parts through Orchestrate (the run's fence 1; Open MPI's ranks use no PMI barrier of
-  Fuzzball's).
-* Each other part waits for them before starting its container, whose command is the
-  daemon's line run by ``/bin/sh -c`` (what ssh would have done with it), in the foreground.
+  Substrate notices each line as it is written (inotify, :func:`collect_daemon_commands`) and
+  sends them to the other parts through Orchestrate (the run's fence 1; Open MPI's ranks use
+  no PMI barrier of Fuzzball's).
+* Each other part starts its container at the same time as part 0 does, its command a shell
+  waiting for one line on its standard input (:data:`WAITER_COMMAND`); once the daemon's
+  line arrives, Substrate writes it there (:func:`daemon_input`) and the shell runs it as
+  ssh would have, in the foreground. The daemon then starts as soon as ``mpirun`` asked for
+  it, without a container start between the two.
 
 Before any of it, the parts exchange their nodes' addresses (fence 0, as generic jobs do;
 :mod:`fuzzball_core.substrate.rendezvous`), and every container resolves every part's
@@ -32,6 +35,9 @@ code, which ends part 0 and, through Orchestrate, every other part.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import os
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,9 +52,19 @@ LAUNCH_DIR = f"{OPENMPI_DIR}-launch"
 DAEMONIZE = "--daemonize"
 #: The key of a part's daemon command in the launch exchange: ``orted.<part>``.
 DAEMON_KEY = "orted.{part}"
-#: How often part 0's Substrate looks for the agent's files (mpirun calls the agent for every
-#: other node at once when it starts).
-POLL_SECONDS = 0.05
+#: How often part 0's Substrate checks that its container still runs while it waits for the
+#: agent's files (their arrival itself wakes it at once, through inotify).
+RECHECK_SECONDS = 0.5
+#: inotify's flags (linux/inotify.h): a file moved into, or written and closed in, the folder
+IN_MOVED_TO = 0x00000080
+IN_CLOSE_WRITE = 0x00000008
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+
+#: The container command of every part but the first: a shell that reads the daemon's command
+#: line from its standard input and runs it as ssh would have (``/bin/sh -c LINE``), in the
+#: foreground. Its input closing without a line (the run stopped first) ends it.
+WAITER_COMMAND = ["/bin/sh", "-c", 'IFS= read -r line || exit 1; exec /bin/sh -c "$line"']
 
 #: mpirun's remote agent: ``agent HOST COMMAND...``. The command is written as one line, as
 #: ssh would pass it to the remote shell, to a temporary name first so that Substrate never
@@ -96,13 +112,13 @@ def mpirun_command(layout: RankLayout, hostnames: Sequence[str], command: list[s
     ]
 
 
-def daemon_command(line: str) -> list[str]:
-    """Another part's argv: the daemon's command line from the agent, run as ssh would,
-    but in the foreground: the daemon is the container's command, which would end with it
-    if it went to the background (``--daemonize``, which ``mpirun`` asks of every daemon
-    it starts through ssh)."""
-    words = line.split(" ")
-    return ["/bin/sh", "-c", " ".join(word for word in words if word != DAEMONIZE)]
+def daemon_input(line: str) -> bytes:
+    """What another part's waiting shell (:data:`WAITER_COMMAND`) reads: the daemon's command
+    line from the agent, run in the foreground: the daemon is the container's command, which
+    would end with it if it went to the background (``--daemonize``, which ``mpirun`` asks
+    of every daemon it starts through ssh)."""
+    words = line.strip().split(" ")
+    return " ".join(word for word in words if word != DAEMONIZE).encode() + b"\n"
 
 
 def daemon_key(part: int) -> str:
@@ -114,20 +130,75 @@ async def collect_daemon_commands(
     launch_dir: Path, hostnames: Sequence[str], running: Callable[[], bool]
 ) -> dict[str, str] | None:
     """The daemon command ``mpirun`` gave the agent for every part but the first (the
-    exchange's keys), once all are written; None when ``running()`` turns false first."""
+    exchange's keys), once all are written; None when ``running()`` turns false first.
+
+    The folder is watched with inotify, so a line is read the moment the agent moves it into
+    place (``mpirun`` calls the agent for every other node at once when it starts); without
+    inotify it is looked at every few milliseconds instead."""
     wanted = {host: part for part, host in enumerate(hostnames) if part > 0}
     commands: dict[str, str] = {}
-    while len(commands) < len(wanted):
-        if not running():
-            return None
-        for host, part in wanted.items():
-            key = daemon_key(part)
-            path = launch_dir / host
-            if key not in commands and path.exists():
-                commands[key] = path.read_text(errors="replace").strip()
-        if len(commands) < len(wanted):
-            await asyncio.sleep(POLL_SECONDS)
-    return commands
+    with _FolderWatch(launch_dir) as watch:
+        while True:
+            for host, part in wanted.items():
+                key = daemon_key(part)
+                path = launch_dir / host
+                if key not in commands and path.exists():
+                    commands[key] = path.read_text(errors="replace").strip()
+            if len(commands) == len(wanted):
+                return commands
+            if not running():
+                return None
+            await watch.changed(RECHECK_SECONDS)
+
+
+class _FolderWatch:
+    """Wakes a waiter when a file is written or moved into a folder (inotify on the event
+    loop); where inotify is unavailable, :meth:`changed` just waits a short while."""
+
+    #: the wait between looks when there is no inotify
+    FALLBACK_SECONDS = 0.01
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._fd = -1
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def __enter__(self) -> _FolderWatch:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        except (OSError, AttributeError):
+            return self
+        if fd < 0:
+            return self
+        if libc.inotify_add_watch(fd, os.fsencode(self._folder), IN_MOVED_TO | IN_CLOSE_WRITE) < 0:
+            os.close(fd)
+            return self
+        self._fd = fd
+        self._loop.add_reader(fd, self._readable)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    def _readable(self) -> None:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while os.read(self._fd, 4096):  # the events themselves are not needed: look again
+                pass
+        self._event.set()
+
+    async def changed(self, timeout: float) -> None:
+        """Return once the folder changed since the last call, or after ``timeout``."""
+        if self._fd < 0:
+            await asyncio.sleep(min(timeout, self.FALLBACK_SECONDS))
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+        self._event.clear()
 
 
 def describe(command: list[str]) -> str:

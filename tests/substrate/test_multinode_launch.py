@@ -37,12 +37,26 @@ def test_part_0_runs_mpirun_with_every_part_as_a_host_of_its_slots() -> None:
     ]
 
 
-def test_other_parts_run_the_daemon_in_the_foreground_through_a_shell() -> None:
-    command = openmpi.daemon_command(DAEMON_LINE)
+def test_other_parts_are_sent_the_daemon_line_without_daemonize() -> None:
+    line = openmpi.daemon_input(DAEMON_LINE + "\n")
 
-    assert command[:2] == ["/bin/sh", "-c"]
-    assert "--daemonize" not in command[2]
-    assert command[2] == DAEMON_LINE.replace(" --daemonize", "")
+    assert line == DAEMON_LINE.replace(" --daemonize", "").encode() + b"\n"
+
+
+def test_the_waiting_shell_runs_the_line_it_reads_in_the_foreground(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    line = f'( echo "$0 ran" > {out}; exit 7 ) --daemonize'
+
+    waiter = subprocess.run(openmpi.WAITER_COMMAND, input=openmpi.daemon_input(line), check=False)
+
+    assert waiter.returncode == 7
+    assert out.read_text() == "/bin/sh ran\n"  # its own shell, as ssh's remote one
+
+
+def test_the_waiting_shell_fails_when_its_input_closes_without_a_line() -> None:
+    waiter = subprocess.run(openmpi.WAITER_COMMAND, input=b"", check=False)
+
+    assert waiter.returncode == 1
 
 
 def test_open_mpi_uses_the_node_subnet_and_fuzzballs_agent() -> None:
@@ -85,6 +99,25 @@ def test_collecting_stops_when_the_part_stops(tmp_path: Path) -> None:
     )
 
     assert commands is None
+
+
+def test_part_0_is_woken_by_the_agent_moving_a_line_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no recheck within the test: only the folder's change can wake the collector
+    monkeypatch.setattr(openmpi, "RECHECK_SECONDS", 3600.0)
+
+    async def scenario() -> dict[str, str] | None:
+        collecting = asyncio.ensure_future(
+            openmpi.collect_daemon_commands(tmp_path, ["ring-0", "ring-1"], lambda: True)
+        )
+        await asyncio.sleep(0.05)
+        assert not collecting.done()
+        (tmp_path / ".ring-1.tmp").write_text("orted one\n")
+        (tmp_path / ".ring-1.tmp").rename(tmp_path / "ring-1")
+        return await asyncio.wait_for(collecting, 60)
+
+    assert asyncio.run(scenario()) == {"orted.1": "orted one"}
 
 
 def test_part_0_offers_its_address_and_a_meeting_point() -> None:

@@ -11,7 +11,9 @@ ranks and starts them through the rank launcher.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -261,7 +263,8 @@ class MultinodePartDriver(ContainerJobDriver):
     MPICH ranks (and generic ones) find each other through the PMI service this driver
     runs; a generic part also gets torchrun's variables from the run's launch exchange
     (:mod:`fuzzball_core.substrate.rendezvous`). Open MPI's ranks are started by its own
-    launcher, ``mpirun`` in part 0, which reaches the other parts through this driver
+    launcher, ``mpirun`` in part 0, which reaches the other parts through this driver: their
+    containers start with part 0's and wait for the daemon ``mpirun`` asks for
     (:mod:`fuzzball_core.substrate.openmpi`)."""
 
     def __init__(
@@ -281,8 +284,8 @@ class MultinodePartDriver(ContainerJobDriver):
         self.implementation = (multinode.implementation if multinode else None) or "mpich"
         #: every part's node address, once the parts exchanged them (Open MPI, generic)
         self._part_addresses: list[str] = []
-        #: the Open MPI daemon's command line a part other than the first runs
-        self._daemon_line: str | None = None
+        #: part 0 sending the daemons mpirun asks for, or another part handing its container
+        #: the daemon it is sent (Open MPI)
         self._launch_exchange: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         # a service may span nodes too; each part is then probed as a service is
@@ -294,9 +297,8 @@ class MultinodePartDriver(ContainerJobDriver):
         return self.implementation in OPEN_MPI
 
     async def rank_environment(self) -> dict[str, str]:
-        """What this node's ranks need to find each other: Open MPI's settings (and, for a
-        part other than the first, the daemon ``mpirun`` gave it), else the PMI service's
-        variables, plus torchrun's for a generic job."""
+        """What this node's ranks need to find each other: Open MPI's settings, else the PMI
+        service's variables, plus torchrun's for a generic job."""
         env: dict[str, str] = {}
         if self.open_mpi or self.implementation == "generic":
             mine = rendezvous.offer(
@@ -344,9 +346,6 @@ class MultinodePartDriver(ContainerJobDriver):
             FB_NODE_ADDRESSES=",".join(self._part_addresses),
             FB_MULTINODE_IMPLEMENTATION="openmpi",
         )
-        if self.ranks.part > 0:
-            commands = await self._exchange(DAEMON_EXCHANGE, {})
-            self._daemon_line = commands[openmpi.daemon_key(self.ranks.part)]
         return env
 
     async def _exchange(self, seq: int, mine: dict[str, str]) -> dict[str, str]:
@@ -381,10 +380,29 @@ class MultinodePartDriver(ContainerJobDriver):
                 hosts[host] = address
         return hosts
 
+    @property
+    def awaits_daemon(self) -> bool:
+        """Whether this part's container waits for the Open MPI daemon ``mpirun`` asks for
+        (every part of an Open MPI job but the first)."""
+        return self.open_mpi and self.ranks.part > 0
+
+    def container_spec(
+        self,
+        image: Path,
+        extra_env: dict[str, str],
+        config: ImageConfig = NO_CONFIG,
+        user: Identity = ROOT,
+    ) -> ContainerSpec:
+        """The job's container; one waiting for its daemon reads it from standard input."""
+        spec = super().container_spec(image, extra_env, config, user)
+        if self.awaits_daemon:
+            spec.stdin = PIPE
+        return spec
+
     def launch_command(self, command: list[str], binds: list[Bind]) -> list[str]:
-        """Open MPI: ``mpirun`` around the command in part 0, the daemon it asked for in the
-        others, with the remote agent bound in. Otherwise several ranks on this node start
-        through the rank launcher (bound read-only)."""
+        """Open MPI: ``mpirun`` around the command in part 0, a shell waiting for the daemon
+        it will ask for in the others, with the remote agent bound in. Otherwise several
+        ranks on this node start through the rank launcher (bound read-only)."""
         if self.open_mpi:
             return self._open_mpi_command(command, binds)
         if self.ranks.procs_per_node <= 1:
@@ -402,15 +420,17 @@ class MultinodePartDriver(ContainerJobDriver):
         launch_dir.chmod(0o1777)
         binds.append(Bind(str(agent.parent), openmpi.OPENMPI_DIR, readonly=True))
         binds.append(Bind(str(launch_dir), openmpi.LAUNCH_DIR))
-        if self._daemon_line is not None:
-            return openmpi.daemon_command(self._daemon_line)
+        if self.awaits_daemon:
+            return list(openmpi.WAITER_COMMAND)
         return openmpi.mpirun_command(self.ranks, self.part_hostnames(), command)
 
     async def launch(self, spec: ContainerSpec, *, hold_image: bool, timeout: float | None) -> None:
         """Start the container; in Open MPI's part 0, then hand the daemons ``mpirun``
-        asks for to the other parts."""
+        asks for to the other parts, which hand theirs to their waiting containers."""
         await super().launch(spec, hold_image=hold_image, timeout=timeout)
-        if self.open_mpi and self.ranks.part == 0 and self.ranks.nodes > 1:
+        if self.awaits_daemon:
+            self._launch_exchange = asyncio.ensure_future(self._receive_daemon())
+        elif self.open_mpi and self.ranks.nodes > 1:
             self._launch_exchange = asyncio.ensure_future(self._send_daemons())
 
     async def _send_daemons(self) -> None:
@@ -425,6 +445,33 @@ class MultinodePartDriver(ContainerJobDriver):
                 "run %s: starting Open MPI's daemons on the job's other nodes", self.request.run_id
             )
             await self._fence(DAEMON_EXCHANGE, commands)
+
+    async def _receive_daemon(self) -> None:
+        """Write the daemon's command line, once part 0 sent it, to the waiting shell's
+        standard input, and close it (closed without a line when the run stopped first)."""
+        process = self.process
+        stdin = process.handle.stdin if process is not None else None
+        if stdin is None:
+            return
+        try:
+            commands = await self._exchange(DAEMON_EXCHANGE, {})
+            data = openmpi.daemon_input(commands[openmpi.daemon_key(self.ranks.part)])
+            log.info("run %s: starting Open MPI's daemon", self.request.run_id)
+            # a line of a few KiB fits the pipe's buffer: written at once, on the loop
+            os.set_blocking(stdin.fileno(), False)
+            if os.write(stdin.fileno(), data) < len(data):
+                raise BlockingIOError
+        except BlockingIOError:
+            self.stop(StopReason.FAILED, "Open MPI's daemon command line was cut short")
+        except FuzzballError:
+            pass  # stopped before part 0's mpirun asked
+        except KeyError:
+            self.stop(StopReason.FAILED, "mpirun asked for no daemon on this part's node")
+        except OSError as exc:  # the container ended meanwhile
+            log.info("run %s: the daemon's line was not delivered: %s", self.request.run_id, exc)
+        finally:
+            with contextlib.suppress(OSError):
+                stdin.close()
 
     def _on_stop(self) -> None:
         self._stopped.set()
