@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from fuzzball_core.errors import FuzzballError, NotFound
 from fuzzball_core.orchestrate import nodes, placement
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.states import OPEN_RUN, READY
-from fuzzball_core.store.models import Node, Run, Stage, Workflow
+from fuzzball_core.store.models import Node, NodeHold, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
 
 
@@ -36,6 +37,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         renewed = {node.id: ctx.leases[node.id] for node in rows if node.id in ctx.leases}
         ctx.leases.clear()
         ctx.stored_leases.clear()
+        holds = _holds_by_node(session)
         for node in rows:
             ctx.node_names[node.id] = node.name
             if restarted and node.status == READY:
@@ -47,7 +49,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 nodes.node_info(
                     node,
                     ready=node.status == READY,
-                    holds=nodes.holds(session, node.id),
+                    holds=holds.get(node.id, ()),
                     device_plugin_failed=ctx.device_plugin_failed.get(node.id, False),
                 )
             )
@@ -70,11 +72,29 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 ctx.scheduler.allocate(
                     request, run.node_ids, started_at=run.started_at, cpus=run.cpus
                 )
-        ctx.dispatched.update(session.scalars(select(Run.stage_id).distinct()))
-        active = session.scalars(
-            select(Workflow.id).where(Workflow.status.in_((Status.PENDING, Status.STARTED)))
+        active = list(
+            session.scalars(
+                select(Workflow.id).where(Workflow.status.in_((Status.PENDING, Status.STARTED)))
+            )
         )
+        # only active workflows' stages are ever asked about (an ended workflow is neither
+        # advanced nor woken): the runs of 100,000 finished ones are not read at start-up
+        dispatched = (
+            select(Run.stage_id)
+            .join(Stage, Stage.id == Run.stage_id)
+            .where(Stage.workflow_id.in_(active))
+            .distinct()
+        )
+        ctx.dispatched.update(session.scalars(dispatched) if active else ())
         ctx.dirty.update(active)
+
+
+def _holds_by_node(session: Session) -> dict[str, list[NodeHold]]:
+    """Every node's holds, oldest first: one query, not one per node."""
+    by_node: dict[str, list[NodeHold]] = {}
+    for hold in session.scalars(select(NodeHold).order_by(NodeHold.id)):
+        by_node.setdefault(hold.node_id, []).append(hold)
+    return by_node
 
 
 def _forget_allocations(ctx: EngineContext, known: set[str]) -> None:
