@@ -4,7 +4,8 @@ setup.py names ``ffibuilder`` in ``cffi_modules``, so the extension ``fuzzball_r
 is compiled at install time by the system C compiler from the sources in ``runtime/csrc/``;
 its cdef is the marked section of ``fbrt.h`` (the header is the one copy of the interface).
 setup.py's ``build_ext`` also calls :func:`build_init`, which links ``fbrt-init``, PID 1 of
-every container, statically (``gcc -static``: it must run in images without a libc).
+every container, statically and without the C library's start-up (it must run in images
+without a libc, and it starts in every container).
 """
 
 from __future__ import annotations
@@ -19,7 +20,23 @@ from cffi import FFI
 CSRC = Path(__file__).resolve().parent / "csrc"
 INIT_NAME = "fbrt-init"
 # The init is a program of its own; error.c (the async-signal-safe formatter) is shared.
-INIT_SOURCES = ("init.c", "init_exec.c", "error.c")
+INIT_SOURCES = ("init.c", "init_exec.c", "init_sys.c", "error.c")
+# The init runs without the C library's start-up (csrc/init_sys.h): its own _start and raw
+# system calls. No stack protector (its canary lives in TLS, which nothing sets up), no PIE
+# (nothing would relocate it), no library calls the compiler invents (memset loops into
+# memset). glibc's archive is linked last for error.c's strerrordesc_np, a table lookup.
+INIT_FLAGS = [
+    "-static",
+    "-nostdlib",
+    "-no-pie",
+    "-fno-pie",
+    "-ffreestanding",
+    "-fno-builtin",
+    "-fno-tree-loop-distribute-patterns",
+    "-fno-stack-protector",
+    "-fno-asynchronous-unwind-tables",
+]
+INIT_LIBS = ["-lc", "-lgcc"]
 CDEF_BEGIN = "/* cffi-cdef-begin */"
 CDEF_END = "/* cffi-cdef-end */"
 CFLAGS = ["-Wall", "-Wextra", "-O2", "-D_GNU_SOURCE"]
@@ -45,7 +62,8 @@ def cdef_from_header(header: Path = CSRC / "fbrt.h") -> str:
 def build_init(out: Path) -> Path:
     """Compile and statically link the container init into ``out``; returns ``out``.
 
-    Uses ``$CC`` when set (else gcc), the same warning flags as the module. Raises
+    Uses ``$CC`` when set (else gcc), the same warning flags as the module and
+    :data:`INIT_FLAGS`. Raises
     ``RuntimeError`` with the compiler's output when it fails (e.g. no static libc:
     Debian's libc6-dev provides it)."""
     compiler = shlex.split(os.environ.get("CC", "gcc"))
@@ -53,12 +71,13 @@ def build_init(out: Path) -> Path:
     command = [
         *compiler,
         *CFLAGS,
-        "-static",
+        *INIT_FLAGS,
         "-I",
         str(CSRC),
         "-o",
         str(out),
         *(str(CSRC / name) for name in INIT_SOURCES),
+        *INIT_LIBS,
     ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:

@@ -58,11 +58,28 @@ def _agent_identity() -> tuple[int, int]:
     return pid, _AGENT_START
 
 
+#: (identity of /etc/resolv.conf, its text) as last read
+_RESOLV: tuple[tuple[int, ...], str] | None = None
+
+
 def _host_resolv_conf() -> str:
+    """The host's /etc/resolv.conf, read again only when its file changed (one stat per
+    container instead of an open and reads: resolvers change rarely, jobs start often)."""
+    global _RESOLV
     try:
-        return Path("/etc/resolv.conf").read_text()
+        st = os.stat("/etc/resolv.conf")
     except OSError:
         return ""
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    cached = _RESOLV
+    if cached is not None and cached[0] == identity:
+        return cached[1]
+    try:
+        text = Path("/etc/resolv.conf").read_text()
+    except OSError:
+        return ""
+    _RESOLV = (identity, text)
+    return text
 
 
 def _hosts_file(hostname: str | None, extra: dict[str, str]) -> str:

@@ -2,9 +2,11 @@
 #ifndef FBRT_INIT_H
 #define FBRT_INIT_H
 
+#include <string.h>
 #include <sys/types.h>
 
 #include "fbrt_internal.h"
+#include "init_sys.h"
 
 /* What the agent asked for, from the init's options (see fbrt_internal.h). */
 struct init_options {
@@ -21,7 +23,7 @@ struct init_options {
 /* Write E to the error pipe and exit 127: the agent reports it as the start failure. */
 void __attribute__((noreturn)) init_die(const struct fbrt_error *e);
 
-/* In the forked command process: default signals, credentials, working directory, then
+/* In the forked command process: signals unblocked, credentials, working directory, then
  * execute the command, searching PATH when argv[0] has no slash. Never returns. */
 void __attribute__((noreturn)) init_exec_command(const struct init_options *o);
 

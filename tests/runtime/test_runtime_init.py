@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
-from fuzzball_runtime import Container, ContainerSpec, ContainerStartError
+from fuzzball_runtime import Bind, Container, ContainerSpec, ContainerStartError
 from fuzzball_runtime.native import INIT_PATH
 
 pytestmark = pytest.mark.root
@@ -70,3 +71,33 @@ def test_a_writable_layer_path_too_long_to_build_is_refused_naming_it(
         Container(spec).start()
     assert caught.value.errno == errno.ENAMETOOLONG
     assert "directory upper in /" in str(caught.value)
+
+
+def test_a_signal_the_agent_ignores_has_its_default_action_in_the_command(run) -> None:
+    # Python ignores SIGPIPE, and ignored signals survive exec: PID 1 (which runs without
+    # the C library, on raw system calls) must put it back to the default for the command.
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+    status, _ = run("kill -PIPE $$; echo survived")
+    assert status.signal == signal.SIGPIPE
+
+
+def test_a_failure_in_pid_1_is_reported_with_the_errors_description(
+    image, state_dir, tmp_path
+) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    spec = ContainerSpec(
+        image=image,
+        command=["true"],
+        uid=65534,
+        gid=65534,
+        cwd="/private",
+        binds=[Bind(str(private), "/private")],
+        state_dir=state_dir,
+    )
+    with pytest.raises(ContainerStartError) as caught:
+        Container(spec).start()
+    assert "chdir /private (working directory, as uid 65534): Permission denied" in str(
+        caught.value
+    )
+    assert caught.value.errno == errno.EACCES
