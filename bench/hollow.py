@@ -22,47 +22,13 @@ postgresql and docker-registry. Usage:
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
 import threading
 import time
-from pathlib import Path
 
-from hollow_cluster import HollowCluster, median, p99, rss_bytes
+from hollow_cluster import HollowCluster, median, p99, rss_bytes, spy, unspy
 
 #: seconds between two GETs of each list while the array runs (a few users' CLIs and UIs)
 PROBE_GAP = 0.5
-
-
-def spy(cluster: HollowCluster, directory: str | None, name: str) -> subprocess.Popen[bytes] | None:
-    """py-spy recording Orchestrate into DIRECTORY/NAME.txt (collapsed stacks) until
-    stopped, or None when not profiling."""
-    if directory is None:
-        return None
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        [
-            "py-spy",
-            "record",
-            "--pid",
-            str(cluster.pid),
-            "--format",
-            "raw",
-            "--rate",
-            "50",
-            "--output",
-            f"{directory}/{name}.txt",
-            "--nonblocking",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def unspy(recorder: subprocess.Popen[bytes] | None) -> None:
-    if recorder is not None:
-        recorder.send_signal(signal.SIGINT)
-        recorder.wait(30)
 
 
 def lease_cpu(cluster: HollowCluster, window: float) -> float:
@@ -127,18 +93,18 @@ def main() -> None:
         print(f"no nodes: Orchestrate idle at {idle * 100:.1f} % of one core")
         rows = []
         for size in sizes:
-            recorder = spy(cluster, options.profile, f"join-{size}")
+            recorder = spy(cluster.pid, options.profile, f"join-{size}")
             began = time.monotonic()
             cluster.add_nodes(size - cluster.nodes)
             cluster.wait_welcomed(size)
             joined = time.monotonic() - began
             unspy(recorder)
             time.sleep(options.lease / 3)  # every node past its first heartbeat
-            recorder = spy(cluster, options.profile, f"lease-{size}")
+            recorder = spy(cluster.pid, options.profile, f"lease-{size}")
             cpu = lease_cpu(cluster, options.lease)
             unspy(recorder)
             print(f"{size:>5} nodes: lease traffic {cpu * 100:.1f} % of a core", flush=True)
-            recorder = spy(cluster, options.profile, f"array-{size}")
+            recorder = spy(cluster.pid, options.profile, f"array-{size}")
             rate, per_job, workflows, nodes = zero_length_jobs(cluster, options.tasks)
             unspy(recorder)
             rss = rss_bytes(cluster.pid) / (1 << 20)

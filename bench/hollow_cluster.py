@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,44 @@ jobs:
     resource: {{cpu: {{cores: 1}}, memory: {{size: 64MB}}}}
     task-array: {{start: 1, end: {tasks}}}
 """
+
+
+#: where Orchestrate keeps its compiled bytecode between starts, as an installed one has it
+#: (pip compiles on install): without it, every start of a checkout run with
+#: PYTHONDONTWRITEBYTECODE compiles its sources again (a sixth of an empty start's CPU)
+PYCACHE = Path(tempfile.gettempdir()) / "fuzzball-bench-pycache"
+
+
+def spy(pid: int, directory: str | None, name: str) -> subprocess.Popen[bytes] | None:
+    """py-spy recording process ``pid`` into DIRECTORY/NAME.txt (raw collapsed stacks) until
+    :func:`unspy`, or None when not profiling."""
+    if directory is None:
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            "50",
+            "--output",
+            f"{directory}/{name}.txt",
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def unspy(recorder: subprocess.Popen[bytes] | None) -> None:
+    """Stop a :func:`spy` recording (it writes its file as it ends)."""
+    if recorder is not None:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(30)
 
 
 def fresh_database(name: str) -> str:
@@ -124,11 +164,15 @@ class HollowCluster:
 
     # -- Orchestrate ---------------------------------------------------------------------------
 
-    def start(self, timeout: float = 120.0) -> float:
+    def start(self, timeout: float = 120.0, started: Callable[[int], None] | None = None) -> float:
         """Start Orchestrate; seconds until its REST gateway answers ``/readyz`` and a
-        ``node list``."""
+        ``node list``. ``started`` is called with its pid as soon as it runs."""
         began = time.monotonic()
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
         self.orchestrate.start()
+        if started is not None:
+            started(self.pid)
         deadline = began + timeout
         while time.monotonic() < deadline:
             assert self.orchestrate.process is not None

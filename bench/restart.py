@@ -8,15 +8,19 @@ rows: finished workflows as the store holds them); ``--running`` jobs (arrays of
 started on the nodes. Then Orchestrate is SIGKILLed and started again, and the benchmark
 prints:
 
-* serving again: process start to ``/readyz`` and a ``node list`` answered (target <= 5 s);
+* serving again: process start to ``/readyz`` and a ``node list`` answered (target <= 5 s),
+  and the CPU seconds Orchestrate spent until then (the wall time on a loaded machine is
+  mostly other processes' turns);
 * reconciled: restart to every node's stream welcomed again, against one lease period;
 * the running jobs still running (none lost to the restart);
 * memory: Orchestrate's RSS after the restart against the same process fresh on an empty
   database earlier in the run, per 10,000 finished workflows (target <= 50 MiB).
 
-No peer runs here: the empty database's start is printed beside it. Needs root, Debian's
-postgresql and docker-registry. Usage:
-    python bench/restart.py [--nodes 1000] [--running 10000] [--finished 100000]
+No peer runs here: the empty database's start is printed beside it. ``--profile DIR``
+records py-spy on the restarted Orchestrate from its start until every node is back
+(DIR/restart.txt, raw collapsed stacks). Needs root, Debian's postgresql and
+docker-registry. Usage:
+    python bench/restart.py [--nodes 1000] [--running 10000] [--finished 100000] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import argparse
 import time
 
 import sqlalchemy as sa
-from hollow_cluster import HollowCluster, rss_bytes
+from hollow_cluster import HollowCluster, cpu_seconds, rss_bytes, spy, unspy
 
 #: the running jobs: arrays of 500 tasks, each within the default window (512) in flight
 RUNNING = """
@@ -116,14 +120,19 @@ def main() -> None:
     parser.add_argument("--running", type=int, default=10_000)
     parser.add_argument("--finished", type=int, default=100_000)
     parser.add_argument("--lease", type=float, default=15.0)
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the restarted Orchestrate")
     options = parser.parse_args()
 
     cluster = HollowCluster(database="fuzzball_restart", lease=options.lease)
     try:
         fresh = cluster.start()
+        fresh_cpu = cluster.cpu()
         time.sleep(2)
         empty_rss = rss_bytes(cluster.pid)
-        print(f"empty database: serving in {fresh:.2f} s, RSS {empty_rss / (1 << 20):.0f} MiB")
+        print(
+            f"empty database: serving in {fresh:.2f} s ({fresh_cpu:.2f} s CPU),"
+            f" RSS {empty_rss / (1 << 20):.0f} MiB"
+        )
         cluster.add_nodes(options.nodes, hold_runs="jobs.zero", cores=options.cores)
         cluster.wait_welcomed(options.nodes)
         template = cluster.submit(SMALL, name="finished")
@@ -137,9 +146,15 @@ def main() -> None:
             cluster.submit(RUNNING, name=f"running-{i}") for i in range(options.running // 500)
         ]
         deadline = time.monotonic() + 600
+        polls = 0
         while cluster.stats().holding < options.running:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{cluster.stats().holding}/{options.running} runs started")
+            status = cluster.status(arrays[polls % len(arrays)])  # one array a poll, in turn
+            if status.endswith(("FINISHED", "FAILED", "CANCELED")):
+                # nodes lost their leases while the runs were placed (a loaded machine)
+                raise RuntimeError(f"an array ended before the restart: {status}")
+            polls += 1
             time.sleep(0.5)
         time.sleep(2)  # the last RunStarted reports applied
         print(
@@ -149,10 +164,19 @@ def main() -> None:
         welcomed_before = cluster.stats().welcomed
         cluster.orchestrate.kill()
         restarted = time.monotonic()
-        serving = cluster.start(timeout=600)
+        recorder = None
+
+        def profile(pid: int) -> None:
+            nonlocal recorder
+            recorder = spy(pid, options.profile, "restart")
+
+        serving = cluster.start(timeout=600, started=profile)
+        serving_cpu = cluster.cpu()
         rss = rss_bytes(cluster.pid)
         cluster.wait_welcomed(welcomed_before + options.nodes, timeout=600)
         reconciled = cluster.stats().last_welcome - restarted
+        reconciled_cpu = cpu_seconds(cluster.pid)
+        unspy(recorder)
         time.sleep(options.lease + 2)  # past one lease: nodes that did not make it are offline
         listed = cluster.http.get("/nodes").json().get("nodes", [])
         ready = sum(1 for node in listed if node.get("status") == "READY")
@@ -160,8 +184,9 @@ def main() -> None:
         per_10k = (rss - empty_rss) / (options.finished / 10_000) / (1 << 20)
         print(
             f"restarted with {options.running} running jobs and {options.finished} finished"
-            f" workflows: serving in {serving:.2f} s (target <= 5 s; empty database"
-            f" {fresh:.2f} s); every node reconnected {reconciled:.2f} s after the kill"
+            f" workflows: serving in {serving:.2f} s, {serving_cpu:.2f} s CPU (target <= 5 s;"
+            f" empty database {fresh:.2f} s, {fresh_cpu:.2f} s CPU); every node reconnected"
+            f" {reconciled:.2f} s after the kill ({reconciled_cpu:.2f} s CPU)"
             f" (lease {options.lease:g} s); {ready}/{options.nodes} nodes READY a lease later;"
             f" {cluster.stats().holding} runs still held by the nodes, the arrays {statuses}"
         )
