@@ -164,6 +164,13 @@ class HollowCluster:
 
     # -- Orchestrate ---------------------------------------------------------------------------
 
+    def set_lease(self, seconds: float) -> None:
+        """The nodes' lease from Orchestrate's next start on (nodes learn it as they
+        register)."""
+        self.lease = seconds
+        self.config["orchestrate"]["node-lease"] = seconds
+        write_config(self.config_path, self.config)
+
     def start(self, timeout: float = 120.0, started: Callable[[int], None] | None = None) -> float:
         """Start Orchestrate; seconds until its REST gateway answers ``/readyz`` and a
         ``node list``. ``started`` is called with its pid as soon as it runs."""

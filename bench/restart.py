@@ -113,17 +113,38 @@ def copy_finished(url: str, template: str, copies: int) -> None:
     engine.dispose()
 
 
+def expire_rows(url: str, lease: float) -> None:
+    """Every READY node's stored lease ends ``lease`` seconds from now."""
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as db:
+        db.execute(
+            sa.text(
+                "update nodes set lease_expires_at = extract(epoch from now()) + :lease"
+                " where status = 'READY'"
+            ),
+            {"lease": lease},
+        )
+    engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--cores", type=int, default=16, help="cores per hollow node")
     parser.add_argument("--running", type=int, default=10_000)
     parser.add_argument("--finished", type=int, default=100_000)
-    parser.add_argument("--lease", type=float, default=15.0)
+    parser.add_argument("--lease", type=float, default=15.0, help="the lease at the restart")
+    parser.add_argument(
+        "--setup-lease",
+        type=float,
+        default=60.0,
+        help="the lease while the runs are placed (a loaded machine's hollow nodes miss"
+        " heartbeats under a short one, and the arrays fail before the restart)",
+    )
     parser.add_argument("--profile", metavar="DIR", help="py-spy the restarted Orchestrate")
     options = parser.parse_args()
 
-    cluster = HollowCluster(database="fuzzball_restart", lease=options.lease)
+    cluster = HollowCluster(database="fuzzball_restart", lease=options.setup_lease)
     try:
         fresh = cluster.start()
         fresh_cpu = cluster.cpu()
@@ -162,8 +183,13 @@ def main() -> None:
         )
 
         welcomed_before = cluster.stats().welcomed
+        cluster.set_lease(options.lease)  # the restarted Orchestrate grants this one
         cluster.orchestrate.kill()
         restarted = time.monotonic()
+        # the rows' leases as Orchestrate under that lease would have left them at best (a
+        # heartbeat just written), not the setup's longer ones: the restart gets no grace
+        # from the setup's lease
+        expire_rows(cluster.config["database"]["url"], options.lease)
         recorder = None
 
         def profile(pid: int) -> None:
