@@ -47,8 +47,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -237,6 +235,10 @@ class DefaultScheduler(Scheduler):
         #: shapes without runtime, by value, so that equal ones are one object
         self._bare: dict[JobShape, JobShape] = {}
         self._keys_timed = False
+        #: the ids of the jobs the last pass left waiting (keys; read by _check_pending)
+        self._waited: Mapping[str, object] = {}
+        #: ids of the jobs allocate() recorded since the last pass
+        self._allocated_since: set[str] = set()
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -314,6 +316,7 @@ class DefaultScheduler(Scheduler):
         if started_at is not None and job.expected_runtime is not None:
             end = started_at + job.expected_runtime
         self._record(job, nodes, end, cpus or {})
+        self._allocated_since.add(job.id)
 
     def release(self, job_id: str) -> None:
         """Give back a job's capacity; see :meth:`Scheduler.release`."""
@@ -440,9 +443,8 @@ class DefaultScheduler(Scheduler):
             chosen, note = self._locate(shape, plan, protection if guarded else None)
             if chosen is not None:
                 cpus = self._place(job, chosen, plan, now, protection if guarded else None)
-                placements.append(
-                    Placement(job_id, tuple(node.id for node in chosen), cpus, note=note)
-                )
+                # _place recorded the node ids as a tuple already
+                placements.append(Placement(job_id, self._nodes_of[job_id], cpus, note=note))
                 continue
             if guarded and self._locate(shape, plan, None)[0] is not None:
                 refused.add(shape)
@@ -465,6 +467,7 @@ class DefaultScheduler(Scheduler):
             else:
                 waiting.add(job, shape, _BACKFILL_NO_ROOM, guarded)
         diagnoses = self._diagnose(waiting, no_room, infeasible, protection, now, queue)
+        self._waited = diagnoses.per_job
         self._fair.finish(now, self._index)
         reservation = None
         if protection is not None:
@@ -475,6 +478,7 @@ class DefaultScheduler(Scheduler):
 
     def _check_pending(self, pending: Sequence[JobRequest]) -> None:
         """InvalidArgument, before anything is placed, for a job listed twice or running."""
+        # a comprehension: it beats set(map(attrgetter)) over slotted jobs
         ids = {job.id for job in pending}
         if len(ids) != len(pending):
             seen: set[str] = set()
@@ -482,10 +486,18 @@ class DefaultScheduler(Scheduler):
                 if job.id in seen:
                     raise InvalidArgument(f"pending job {job.id} is listed twice")
                 seen.add(job.id)
+        waited, self._waited = self._waited, {}
+        allocated_since, self._allocated_since = self._allocated_since, set()
+        # A job left waiting by the last pass was not allocated then, and since then only
+        # allocate() can have allocated it: only the other jobs are looked up among the
+        # tens of thousands running (a lookup there misses the cache; the last pass's
+        # waiting jobs are a small table)
+        suspects = ids.difference(waited)
+        if allocated_since:
+            suspects.update(allocated_since.intersection(ids))
         allocations = self._allocations
-        # iterate the (usually shorter) queue: set.isdisjoint(dict) walks the whole dict
-        if any(map(allocations.__contains__, ids)):
-            running = sorted(job_id for job_id in ids if job_id in allocations)[0]
+        if any(map(allocations.__contains__, suspects)):
+            running = sorted(job_id for job_id in suspects if job_id in allocations)[0]
             raise InvalidArgument(f"pending job {running} is already allocated")
 
     def _pass_keys(self) -> dict[int, tuple[JobShape, JobShape]]:
@@ -683,8 +695,9 @@ class DefaultScheduler(Scheduler):
             start = reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
             answer = (verdict, start)
             if not overtaken:
-                # one verdict for the whole group, without a Python step per job
-                per_job.update(zip(map(_JOB_ID, jobs), repeat(answer)))
+                # one verdict for the whole group (a comprehension beats zip(map(attrgetter))
+                # and a loop over slotted jobs)
+                per_job.update({job.id: answer for job in jobs})
                 continue
             for job in jobs:
                 if job.id not in overtaken:
@@ -758,8 +771,6 @@ class DefaultScheduler(Scheduler):
 #: A verdict shared by every job of one shape and situation: (reason, message, survey).
 _Verdict = tuple[ReasonCode, str, Survey]
 
-_JOB_ID = attrgetter("id")
-
 
 class _Waiting:
     """The jobs a pass leaves waiting, grouped by what decides their diagnosis: the shape
@@ -791,24 +802,25 @@ class _Diagnoses(Mapping[str, Diagnosis]):
     """
 
     def __init__(self, per_job: dict[str, tuple[_Verdict, float | None]]) -> None:
-        self._per_job = per_job
+        #: job id -> (verdict, estimated start) of every job left waiting
+        self.per_job = per_job
         self._built: dict[str, Diagnosis] = {}
 
     def __getitem__(self, job_id: str) -> Diagnosis:
         built = self._built.get(job_id)
         if built is None:
-            (reason, message, findings), start = self._per_job[job_id]
+            (reason, message, findings), start = self.per_job[job_id]
             built = self._built[job_id] = _diagnosis(job_id, reason, message, findings, start)
         return built
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._per_job)
+        return iter(self.per_job)
 
     def __len__(self) -> int:
-        return len(self._per_job)
+        return len(self.per_job)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._per_job
+        return job_id in self.per_job
 
 
 def _diagnosis(

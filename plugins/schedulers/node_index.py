@@ -485,10 +485,11 @@ class NodeIndex:
         count = len(keys)
         start = bisect_left(keys, request_key[:1])
         memory_probe = (memory,)
+        # from ``start`` on every key's leading component is large enough (see first_fit)
         single = len(request_key) == 1
         for position in range(start, count):
             key = keys[position]
-            if not single and not _dominates(key, request_key):
+            if not single and not _dominates_after_first(key, request_key):
                 continue
             entries = index[key]
             for at in range(bisect_left(entries, memory_probe), len(entries)):
@@ -514,10 +515,23 @@ class NodeIndex:
                     return self.nodes[entries[at][1]]
                 position += 1
             return None
+        # the bisect leaves only keys whose leading component covers the request's, so only
+        # the rest is compared; with one device kind that is the cores alone
+        if len(request_key) == 2:
+            cores = request_key[1]
+            while position < count:
+                key = keys[position]
+                position += 1
+                if key[1] >= cores:
+                    entries = index[key]
+                    at = bisect_left(entries, memory_probe)
+                    if at < len(entries):
+                        return self.nodes[entries[at][1]]
+            return None
         while position < count:
             key = keys[position]
             position += 1
-            if _dominates(key, request_key):
+            if _dominates_after_first(key, request_key):
                 entries = index[key]
                 at = bisect_left(entries, memory_probe)
                 if at < len(entries):
@@ -536,11 +550,12 @@ def _seconds(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) else None
 
 
-def _dominates(have: tuple[int, ...], need: tuple[int, ...]) -> bool:
-    """True when every component of ``have`` is at least the one of ``need``."""
+def _dominates_after_first(have: tuple[int, ...], need: tuple[int, ...]) -> bool:
+    """True when every component of ``have`` but the first is at least the one of ``need``
+    (the callers' bisect already settled the first)."""
     # a plain loop: this runs per free key on the hot path, and all() over a generator
     # costs about twice as much for the two- or three-component keys seen here
-    for available, wanted in zip(have, need, strict=True):  # noqa: SIM110
-        if available < wanted:
+    for position in range(1, len(need)):  # noqa: SIM110
+        if have[position] < need[position]:
             return False
     return True

@@ -216,3 +216,25 @@ def test_a_job_already_allocated_cannot_be_pending():
     scheduler.schedule([job("j")], now=0)
     with pytest.raises(InvalidArgument, match="already allocated"):
         scheduler.schedule([job("j")], now=1)
+
+
+def test_a_job_that_waited_and_was_then_allocated_cannot_be_pending():
+    # the running check trusts the last pass's waiting jobs; allocate() since must undo that
+    scheduler = cluster(node("n", cores=4))
+    waited = job("j", cores=8)
+    assert scheduler.schedule([waited], now=0).placements == ()
+    scheduler.upsert_node(node("n", cores=16))
+    scheduler.allocate(waited, ["n"], started_at=1)
+    with pytest.raises(InvalidArgument, match="pending job j is already allocated"):
+        scheduler.schedule([waited], now=2)
+
+
+def test_a_refused_pass_leaves_the_running_check_whole():
+    # a pass refused for a running job must not let the next pass skip the check
+    scheduler = cluster(node("n", cores=4))
+    scheduler.schedule([job("a", cores=8)], now=0)
+    scheduler.allocate(job("r"), ["n"], started_at=0)
+    with pytest.raises(InvalidArgument, match="pending job r is already allocated"):
+        scheduler.schedule([job("a", cores=8), job("r")], now=1)
+    with pytest.raises(InvalidArgument, match="pending job r is already allocated"):
+        scheduler.schedule([job("a", cores=8), job("r")], now=2)
