@@ -168,9 +168,11 @@ class ImageStages:
 
     def pull_payload(self, pull: ImagePull, pin: ResolvedImage | None, account_id: str) -> str:
         """The ``job_json`` of a pull stage's run; ``write-back`` is the object-cache address
-        the node uploads the pulled image to, or None."""
+        the node uploads the pulled image to, or None; ``cached`` is the pinned URI of the
+        copy an earlier pull wrote back there (the node fetches that instead of pulling)."""
         digest = pin.digest if pin is not None else ""
         target = None
+        cached = ""
         if self.write_back and not is_object_cache_uri(pull.uri):
             private = bool(pull.secret)  # an image behind credentials stays its owner's
             target = {
@@ -179,7 +181,9 @@ class ImageStages:
                 "name": write_back_name(pull.uri),
                 "definition-hash": digest,
             }
-            if digest and self._holds(target):
+            held = self._held(target) if digest else None
+            if held is not None:
+                cached = pinned_uri(f"fuzzball://{target['scope']}/{target['name']}", held)
                 target = None
         return _json(
             {
@@ -188,19 +192,23 @@ class ImageStages:
                 "secret": pull.secret,
                 "digest": digest,
                 "write-back": target,
+                "cached": cached,
             }
         )
 
-    def _holds(self, target: Mapping[str, Any]) -> bool:
-        """Whether the object cache already holds this image (same upstream digest) there."""
+    def _held(self, target: Mapping[str, Any]) -> str | None:
+        """The content digest of the copy of this image (same upstream digest) the object
+        cache already holds there, or None."""
         if self.object_cache is None:
-            return False
+            return None
         owner = str(target["owner"])
         address = CacheAddress.checked(
             owner, str(target["scope"]), str(target["name"]), group=owner
         )
         entry = self.object_cache.lookup(address)
-        return entry is not None and entry.definition_hash == target["definition-hash"]
+        if entry is None or entry.definition_hash != target["definition-hash"]:
+            return None
+        return entry.digest
 
     def build_payload(
         self,

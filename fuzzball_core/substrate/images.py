@@ -8,10 +8,17 @@ round trip), then returns the cached EROFS file or pulls and converts it.
 Pinning is remembered for ``resolve_ttl`` seconds (or the job's ``image.cache-ttl``), so a
 burst of jobs with one image costs one registry request, and concurrent jobs wait for a
 single pull instead of each starting their own.
+
+A pull whose image another node already wrote back to the cluster's object cache comes with
+that copy's pinned ``fuzzball://`` URI (``cached``): the converted EROFS file is fetched from
+Orchestrate, verified, and kept under the image's own digest, so this node neither
+downloads the layers from the registry nor converts them. When the copy cannot be had the
+pull goes to the registry as usual.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +36,8 @@ GROUP = "fuzzball.image_backends"
 STORE_SCHEME = "fuzzball"
 #: Seconds a tag stays pinned to the digest it resolved to.
 DEFAULT_RESOLVE_TTL = 60.0
+
+log = logging.getLogger("fuzzball.images")
 
 
 def uri_scheme(uri: str) -> str:
@@ -100,14 +109,16 @@ class NodeImages:
         credentials: Mapping[str, str] | None = None,
         ttl: float | None = None,
         digest: str = "",
+        cached: str = "",
         progress: Callable[[str, int, int], None] | None = None,
     ) -> Path:
         """The EROFS file of ``uri``, pulled and converted when the cache lacks it (blocking).
 
         With ``digest`` (pinned by Orchestrate at submission) the image is fetched by it
-        without asking the registry again; ``progress(step, done, total)`` follows the
-        backend's steps. Raises the backend's typed errors (NotFound, Unauthenticated,
-        InvalidArgument, ...).
+        without asking the registry again; with ``cached`` too (the pinned ``fuzzball://``
+        URI of the object cache's copy of that image) it is fetched from the object cache
+        first. ``progress(step, done, total)`` follows the backend's steps. Raises the
+        backend's typed errors (NotFound, Unauthenticated, InvalidArgument, ...).
         """
         pinned = self._fresh(uri) if not digest else None
         if pinned is not None:
@@ -119,17 +130,37 @@ class NodeImages:
             if pinned is not None:
                 return pinned
             backend = self.backend(uri_scheme(uri))
-            if digest:
-                resolved = ResolvedImage(uri.split("@", 1)[0], digest, 0, "")
+            copy = self._from_object_cache(cached, digest, progress) if cached and digest else None
+            if copy is not None:
+                path = copy
             else:
-                resolved = backend.resolve(uri, credentials=credentials)
-            path = backend.fetch(
-                resolved, self.cache_dir, credentials=credentials, progress=progress
-            )
+                if digest:
+                    resolved = ResolvedImage(uri.split("@", 1)[0], digest, 0, "")
+                else:
+                    resolved = backend.resolve(uri, credentials=credentials)
+                path = backend.fetch(
+                    resolved, self.cache_dir, credentials=credentials, progress=progress
+                )
             lifetime = self.resolve_ttl if ttl is None else ttl
             with self._lock:
                 self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)
             return Path(path)
+
+    def _from_object_cache(
+        self, cached: str, digest: str, progress: Callable[[str, int, int], None] | None
+    ) -> Path | None:
+        """The object cache's copy ``cached`` of the image of ``digest``, kept in the node
+        cache under ``digest``; None (logged) when it cannot be had."""
+        try:
+            store = self.store()
+            fetch_as = getattr(store, "fetch_as", None)
+            if fetch_as is None:
+                return None  # a site's own storing backend, which cannot file it under digest
+            return Path(fetch_as(store.resolve(cached), self.cache_dir, digest, progress=progress))
+        except Exception as exc:  # the registry still has the image
+            reason = exc.message if isinstance(exc, FuzzballError) else repr(exc)
+            log.warning("image %s: the object cache's copy %s failed: %s", digest, cached, reason)
+            return None
 
     def pinned(self, uri: str) -> Path | None:
         """The EROFS file of ``uri`` when its tag is pinned here and still fresh (what

@@ -76,16 +76,35 @@ class ObjectCacheBackend(ImageBackend):
         progress: Callable[[str, int, int], None] | None = None,
     ) -> Path:
         """The EROFS file of ``image`` in the node cache, downloaded when absent."""
+        return self.fetch_as(image, cache_dir, image.digest, progress=progress)
+
+    def fetch_as(
+        self,
+        image: ResolvedImage,
+        cache_dir: Path,
+        key: str,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> Path:
+        """The EROFS file of ``image`` (an object-cache image pinned to its content digest)
+        kept in the node cache under the digest ``key``, downloaded when the cache holds
+        nothing under ``key``.
+
+        A pulled image written back to the object cache is fetched this way under its
+        manifest digest, so a node that never pulled it finds it where a pull from the
+        registry would have put it (the registry backend's lookups and locks are by that
+        digest too). The content is verified against ``image.digest`` all the same.
+        """
         from fuzzball_runtime.erofs import ImageCache
 
         report = progress or (lambda step, done, total: None)
         cache = ImageCache(cache_dir / "images", self.settings.cache_max_bytes or sys.maxsize)
-        cached = cache.get(image.digest)
+        cached = cache.get(key)
         if cached is None:
-            with digest_lock(BlobStore(cache_dir).lock_dir, image.digest):
-                cached = cache.get(image.digest)
+            with digest_lock(BlobStore(cache_dir).lock_dir, key):
+                cached = cache.get(key)
                 if cached is None:
-                    cached = self._download(image.digest, cache.path_for(image.digest), report)
+                    cached = self._download(image.digest, cache.path_for(key), report)
         cache.evict(keep=cached)
         report("done", 1, 1)
         return cached

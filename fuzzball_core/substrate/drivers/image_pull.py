@@ -1,9 +1,10 @@
 """The driver of an image stage's pull (payload kind ``image-pull``).
 
-The image is made ready in the node's cache on the pull thread pool, its steps reported as
-progress; when the payload names a write-back target the image is then stored there through
-the storing image backend (best effort: the pull succeeds either way). Nothing runs in a
-container, so a stop only keeps the write-back from starting or retrying.
+The image is made ready in the node's cache on the pull thread pool (from the object cache's
+copy when the payload names one, ``cached``), its steps reported as progress; when the
+payload names a write-back target the image is then stored there through the storing image
+backend (best effort: the pull succeeds either way). Nothing runs in a container, so a stop
+only keeps the write-back from starting or retrying.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class ImagePullDriver(PoolTaskDriver):
             image = self.node.images.ensure(
                 uri,
                 digest=str(work.get("digest") or ""),
+                cached=str(work.get("cached") or ""),
                 progress=self.progress.step,
                 credentials=credentials,
             )
