@@ -1,35 +1,46 @@
-"""Multinode MPI benchmark: 2-node x 2-rank MPICH and Open MPI jobs through the whole system.
+"""Multinode MPI benchmark: 2-node x 2-rank MPICH and Open MPI jobs through the whole system,
+each against its own launcher in the same run.
 
 Prints, from one run, for each implementation:
-(a) the median time from submission to FINISHED of ``tests/fixtures/mpi/ring.c`` (MPI_Init,
-    an Allreduce, a barrier) built with it, on two Substrate agents each in its own network
-    namespace (``tests/support/netns_cluster.py``: real interfaces), image cached:
-    scheduling, both nodes' containers and the wire-up (MPICH: each node's PMI-1 service,
-    barriers relayed through Orchestrate; Open MPI: mpirun in the first node's container
-    starting orted in the second's through Substrate);
+(a) the median time from submission to FINISHED (the time Orchestrate records it) of
+    ``tests/fixtures/mpi/ring.c`` (MPI_Init, an Allreduce, a barrier) built with it, on two
+    Substrate agents each in its own network namespace (``tests/support/netns_cluster.py``:
+    real interfaces), image cached: scheduling, both nodes' containers and the wire-up
+    (MPICH: each node's PMI-1 service, barriers relayed through Orchestrate; Open MPI:
+    mpirun in the first node's container starting orted in the second's through Substrate);
 (b) the same program's median under that implementation's own launcher on this machine
-    (MPICH: ``mpiexec.mpich -n 4``, Hydra; Open MPI: ``mpirun.openmpi -np 4``), ranks as plain
-    processes, over TCP (the transport the containers use between nodes) and over shared
-    memory, and the ratio of (a) to the TCP figure.
+    (MPICH: ``mpiexec.mpich -n 4``, Hydra; Open MPI: ``mpirun.openmpi -np 4``), ranks as
+    plain processes over TCP (the transport the containers use between nodes), measured in
+    alternate rounds with (a) so that both see the same load, and over shared memory;
+(c) the ratio of (a) to the TCP figure, and the CPU time each spends per run: Orchestrate
+    (this process), the agents and the containers' processes (the agents' reaped children),
+    against the launcher with its ranks (this process's reaped children);
+(d) where (a)'s time goes, as medians of the steps between what Orchestrate sees on its node
+    API: the job's assignments sent (submission, image stage, placement), both parts'
+    containers started, the last fence relayed (MPICH: ranks up and their PMI barriers done;
+    Open MPI: mpirun asked for its daemons), the last part's exit reported, FINISHED.
 
 Needs root, MPICH (``mpicc.mpich``, ``mpiexec.mpich``) and/or Open MPI (``mpicc.openmpi``,
 ``mpirun.openmpi``), Debian's docker-registry and busybox-static. An implementation that is
 not installed is skipped, saying so.
-Usage: python bench/mpi.py [--runs 7]
+Usage: python bench/mpi.py [--runs 7] [--only mpich|openmpi]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
 
@@ -46,6 +57,15 @@ jobs:
     env: [{env}]
     multinode: {{nodes: 2, procs-per-node: 2, implementation: {implementation}}}
 """
+
+#: the steps of a run's breakdown, each ending at the checkpoint of the same name
+STEPS = (
+    ("assigned", "submission, image stage, placement: both assignments sent"),
+    ("started", "both parts' containers started (reported)"),
+    ("wired", "last fence relayed (MPICH: ranks up, PMI barriers; Open MPI: mpirun asked)"),
+    ("exited", "MPI work until the last part's exit is reported"),
+    ("finished", "FINISHED recorded"),
+)
 
 
 @dataclass(frozen=True)
@@ -86,42 +106,180 @@ IMPLEMENTATIONS = [
 ]
 
 
-def through_fuzzball(cluster: Cluster, image: str, mpi: Implementation, runs: int) -> float:
-    """Median submission-to-FINISHED seconds of the 2x2 ring (one warm-up run first)."""
-    orchestrate = cluster.orchestrate
-    specification = WORKFLOW.format(image=image, env=mpi.job_env, implementation=mpi.name)
-    warm_up = orchestrate.wait_for(orchestrate.start_workflow(specification), timeout=120)
-    assert warm_up.status == "FINISHED", [(s.name, s.message) for s in warm_up.stages]
-    samples = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        view = orchestrate.wait_for(orchestrate.start_workflow(specification), timeout=120)
-        samples.append(time.perf_counter() - began)
+class NodeTraffic:
+    """What crosses the node API of the in-process Orchestrate, with the time it did: every
+    message from a node (``node_message``) and every message to one (``NodeHub.send``).
+    The bound methods are wrapped on these two objects only; Orchestrate runs unchanged."""
+
+    def __init__(self, orchestrate: Any) -> None:
+        #: (time, direction "in"/"out", node id, message kind, run id)
+        self.seen: list[tuple[float, str, str, str, int]] = []
+        engine, hub = orchestrate.engine, orchestrate.hub
+        engine.node_message = self._recording("in", engine.node_message)
+        hub.send = self._recording("out", hub.send)
+
+    def _recording(self, direction: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(node_id: str, message: Any) -> Any:
+            kind = message.WhichOneof("kind")
+            run_id = getattr(getattr(message, kind), "run_id", 0) if kind else 0
+            self.seen.append((time.time(), direction, node_id, kind or "", run_id))
+            return call(node_id, message)
+
+        return recorded
+
+    def since(self, began: float) -> list[tuple[float, str, str, str, int]]:
+        return [entry for entry in list(self.seen) if entry[0] >= began]
+
+
+@dataclass
+class Sample:
+    """One run through Fuzzball: seconds to FINISHED, its checkpoints and CPU seconds."""
+
+    seconds: float
+    checkpoints: dict[str, float]
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+def checkpoints(
+    traffic: list[tuple[float, str, str, str, int]], began: float, finished: float
+) -> dict[str, float]:
+    """Seconds from submission to each step's end (:data:`STEPS`) for the multinode run: the
+    run whose assignment went to two nodes."""
+    assigned: dict[int, list[float]] = {}
+    for moment, direction, _node, kind, run_id in traffic:
+        if direction == "out" and kind == "assign":
+            assigned.setdefault(run_id, []).append(moment)
+    run_id = next(run for run, times in assigned.items() if len(times) > 1)
+
+    def last(direction: str, kind: str) -> float:
+        times = [t for t, d, _n, k, r in traffic if d == direction and k == kind and r == run_id]
+        return max(times) if times else float("nan")
+
+    points = {
+        "assigned": max(assigned[run_id]),
+        "started": last("in", "started"),
+        "wired": last("out", "fence_done"),
+        "exited": last("in", "exited"),
+        "finished": finished,
+    }
+    return {name: moment - began for name, moment in points.items()}
+
+
+def process_cpu(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU seconds of a process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / ticks
+    children = (int(fields[13]) + int(fields[14])) / ticks
+    return own, children
+
+
+def fuzzball_cpu(cluster: Cluster) -> dict[str, float]:
+    """CPU seconds so far: Orchestrate (this process), the agents, their containers."""
+    agents = [process_cpu(agent.process.pid) for agent in cluster.agents]
+    return {
+        "orchestrate": time.process_time(),
+        "agents": sum(own for own, _ in agents),
+        "containers": sum(children for _, children in agents),
+    }
+
+
+class ThroughFuzzball:
+    """Runs of the 2x2 ring through Fuzzball on one cluster."""
+
+    def __init__(self, cluster: Cluster, image: str, mpi: Implementation) -> None:
+        self.cluster = cluster
+        self.specification = WORKFLOW.format(image=image, env=mpi.job_env, implementation=mpi.name)
+        self.traffic = NodeTraffic(cluster.orchestrate.orchestrate)
+
+    def run(self) -> Sample:
+        """One run, from submission to FINISHED as Orchestrate records it."""
+        orchestrate = self.cluster.orchestrate
+        cpu_before = fuzzball_cpu(self.cluster)
+        began = time.time()
+        workflow_id = orchestrate.start_workflow(self.specification)
+        view = orchestrate.wait_for(workflow_id, timeout=120)
+        cpu_after = fuzzball_cpu(self.cluster)
         assert view.status == "FINISHED", [(s.name, s.message) for s in view.stages]
-    return statistics.median(samples)
-
-
-def through_launcher(program: Path, mpi: Implementation, runs: int, env: tuple[str, ...]) -> float:
-    """Median seconds of the implementation's own launcher starting 4 ranks here (Hydra
-    ends MPICH's ring with a bad-termination notice because it skips MPI_Finalize; the time
-    to get there is what is compared)."""
-    samples = []
-    for _ in range(runs + 1):
-        began = time.perf_counter()
-        subprocess.run(
-            [*mpi.launcher, "env", *env, str(program)],
-            capture_output=True,
-            timeout=60,
-            check=False,
-            env={**os.environ, **dict(mpi.launcher_env)},
+        finished = next(
+            e.time for e in orchestrate.events(workflow_id) if e.kind == "workflow_finished"
         )
-        samples.append(time.perf_counter() - began)
-    return statistics.median(samples[1:])
+        return Sample(
+            finished - began,
+            checkpoints(self.traffic.since(began), began, finished),
+            {part: cpu_after[part] - cpu_before[part] for part in cpu_after},
+        )
+
+
+def through_launcher(program: Path, mpi: Implementation, env: Sequence[str]) -> tuple[float, float]:
+    """Seconds and CPU seconds (the launcher and its ranks) of one run of the implementation's
+    own launcher starting 4 ranks here (Hydra ends MPICH's ring with a bad-termination notice
+    because it skips MPI_Finalize; the time to get there is what is compared)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    subprocess.run(
+        [*mpi.launcher, "env", *env, str(program)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **dict(mpi.launcher_env)},
+    )
+    seconds = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - usage.ru_utime + after.ru_stime - usage.ru_stime
+    return seconds, cpu
+
+
+def compare(
+    cluster: Cluster, image: str, program: Path, mpi: Implementation, runs: int
+) -> list[str]:
+    """Alternate rounds (Fuzzball, launcher on TCP, launcher on shared memory) after one
+    warm-up of each; the figures' lines."""
+    ours = ThroughFuzzball(cluster, image, mpi)
+    ours.run()
+    through_launcher(program, mpi, mpi.tcp_env)
+    samples: list[Sample] = []
+    tcp: list[tuple[float, float]] = []
+    shared: list[float] = []
+    for _ in range(runs):
+        samples.append(ours.run())
+        tcp.append(through_launcher(program, mpi, mpi.tcp_env))
+        shared.append(through_launcher(program, mpi, mpi.shared_memory_env)[0])
+    fuzzball = statistics.median(s.seconds for s in samples)
+    launcher_seconds = statistics.median(t for t, _ in tcp)
+    launcher = " ".join(mpi.launcher[:1] + mpi.launcher[-2:])
+    cpu = {part: statistics.median(s.cpu[part] for s in samples) for part in samples[0].cpu}
+    lines = [
+        f"{mpi.name}: 2x2 ring through Fuzzball (two agents, containers, TCP):"
+        f" {fuzzball * 1000:.0f} ms (runs {', '.join(f'{s.seconds * 1000:.0f}' for s in samples)})",
+        f"{mpi.name}: same program under {launcher} (TCP), same rounds:"
+        f" {launcher_seconds * 1000:.0f} ms (runs {', '.join(f'{t * 1000:.0f}' for t, _ in tcp)})",
+        f"{mpi.name}: same program under {launcher} (shared memory):"
+        f" {statistics.median(shared) * 1000:.0f} ms",
+        f"{mpi.name}: ratio {fuzzball / launcher_seconds:.2f}x its own launcher's time on TCP"
+        " (target <= 1.3x)",
+        f"{mpi.name}: CPU per run: Fuzzball {sum(cpu.values()) * 1000:.0f} ms"
+        f" (Orchestrate {cpu['orchestrate'] * 1000:.0f}, agents {cpu['agents'] * 1000:.0f},"
+        f" containers {cpu['containers'] * 1000:.0f}) vs {launcher} and its ranks"
+        f" {statistics.median(c for _, c in tcp) * 1000:.0f} ms",
+        f"{mpi.name}: where Fuzzball's time goes (median ms of each step):",
+    ]
+    previous = {id(s): 0.0 for s in samples}
+    for name, label in STEPS:
+        steps = []
+        for sample in samples:
+            steps.append(sample.checkpoints[name] - previous[id(sample)])
+            previous[id(sample)] = sample.checkpoints[name]
+        lines.append(f"    {statistics.median(steps) * 1000:6.0f}  {label}")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--only", choices=[mpi.name for mpi in IMPLEMENTATIONS], help="one implementation"
+    )
     args = parser.parse_args()
     missing = have_prerequisites()
     if missing is not None:
@@ -131,6 +289,8 @@ def main() -> None:
         directory = Path(scratch)
         programs = {}
         for mpi in IMPLEMENTATIONS:
+            if args.only not in (None, mpi.name):
+                continue
             program = build_ring(directory, mpi.name)
             if program is None or shutil.which(mpi.launcher[0]) is None:
                 figures.append(f"{mpi.name}: not installed here, skipped")
@@ -139,7 +299,6 @@ def main() -> None:
         if not programs:
             sys.exit("neither MPICH nor Open MPI is installed")
         registry = LocalRegistry(directory / "registry")
-        ours: dict[str, float] = {}
         cluster: NetnsCluster | None = None
         try:
             images = {
@@ -150,29 +309,14 @@ def main() -> None:
             assert cluster.cluster is not None
             for mpi in IMPLEMENTATIONS:
                 if mpi.name in images:
-                    ours[mpi.name] = through_fuzzball(
-                        cluster.cluster, images[mpi.name], mpi, args.runs
+                    figures += compare(
+                        cluster.cluster, images[mpi.name], programs[mpi.name], mpi, args.runs
                     )
         finally:
             if cluster is not None:
                 cluster.close()
             registry.stop()
-        for mpi in IMPLEMENTATIONS:
-            if mpi.name not in programs:
-                continue
-            program = programs[mpi.name]
-            launcher = " ".join(mpi.launcher[:1] + mpi.launcher[-2:])
-            tcp = through_launcher(program, mpi, args.runs, mpi.tcp_env)
-            shared = through_launcher(program, mpi, args.runs, mpi.shared_memory_env)
-            fuzzball = ours[mpi.name]
-            figures += [
-                f"{mpi.name}: 2x2 ring through Fuzzball (two agents, containers, TCP):"
-                f" {fuzzball * 1000:.0f} ms",
-                f"{mpi.name}: same program under {launcher} (TCP): {tcp * 1000:.0f} ms",
-                f"{mpi.name}: same program under {launcher} (shared memory):"
-                f" {shared * 1000:.0f} ms",
-                f"{mpi.name}: ratio {fuzzball / tcp:.2f}x its own launcher's time on TCP",
-            ]
+    figures.append(f"load average at the end: {os.getloadavg()[0]:.1f}")
     print("\n".join(figures))
 
 
