@@ -1,18 +1,26 @@
 """Benchmark of the node runtime against bubblewrap and runc on the same busybox rootfs.
 
-Prints, from one run on this machine:
-- median start-to-exit of ``/bin/true`` over N runs (default 200) for
+Prints, from one run on this machine, with every peer measured in the same rounds (ours,
+bwrap, ..., ours, bwrap, ...: the machine's load changes by the second, so each round
+compares like with like):
+- median start-to-exit of ``/bin/true`` over N rounds (default 200) for
   ``fuzzball_runtime.Container`` (image already converted; with the image mount shared by a
   long-running container, as on a busy node, and with a mount + unmount per run),
-  ``bwrap --unshare-all`` and ``runc run``, and the ratios;
+  ``bwrap --unshare-all`` and ``runc run``, and the ratios. Two pairs are like for like:
+  the default container (no network namespace of its own) against
+  ``bwrap --unshare-all --share-net``, and a container with ``network=True`` (a new network
+  namespace, lo up) against ``bwrap --unshare-all``;
+- the CPU time per container of each (user + system, from ``getrusage``): this process's
+  (the agent's, or Python's spawning the peer) and its children's (the container's
+  processes, or the peer's), which the load average does not inflate as it does wall time;
 - with the runtime's state directory on a tmpfs, as its default ``/run/fuzzball-runtime`` is
   on a node (``--state-on-disk`` puts it in the temporary directory instead: each container
   creates and removes a few small files there);
-- the agent's (this process's) CPU time per container (user + system, from ``getrusage``),
-  optionally with ``--agent-heap-mb`` of touched heap so that the bench process is as large
+- optionally with ``--agent-heap-mb`` of touched heap so that the bench process is as large
   as a running agent (the cost of creating the container's first process grows with it);
 - conversion time of the tree by ``fuzzball_runtime.erofs.build_from_dir`` vs bare
-  ``mkfs.erofs`` with the same arguments (medians of several runs) and the overhead.
+  ``mkfs.erofs`` with the same arguments (medians of several runs) and the overhead;
+- the load average before and after.
 
 Needs root, Debian's busybox-static, erofs-utils, bubblewrap and runc. Usage:
     python bench/runtime.py [--runs 200] [--agent-heap-mb 0] [--state-on-disk]
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -49,25 +58,44 @@ def make_rootfs(root: Path, extra_files: int) -> None:
         (data / f"file-{i:05d}.txt").write_text(f"payload {i}\n" * (i % 200 + 1))
 
 
-def median_ms(action: Callable[[], None], runs: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        action()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
+def _cpu_ms() -> tuple[float, float]:
+    """CPU time so far (user + system, ms) of this process and of its reaped children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (
+        (own.ru_utime + own.ru_stime) * 1000,
+        (children.ru_utime + children.ru_stime) * 1000,
+    )
 
 
-def agent_cpu_ms_per_run(action: Callable[[], None], runs: int) -> float:
-    """CPU time (user + system) this process spends per call of ``action``."""
-    before = resource.getrusage(resource.RUSAGE_SELF)
+def interleaved(
+    actions: dict[str, Callable[[], None]], runs: int, warmup: int = 5
+) -> dict[str, dict[str, float]]:
+    """Run the actions in rounds (each once per round, in order) and return, per action, the
+    median wall time and the mean CPU of this process and of its children per call (ms)."""
+    for action in actions.values():
+        for _ in range(warmup):
+            action()
+    walls: dict[str, list[float]] = {name: [] for name in actions}
+    own_cpu = dict.fromkeys(actions, 0.0)
+    child_cpu = dict.fromkeys(actions, 0.0)
     for _ in range(runs):
-        action()
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return spent / runs * 1000
+        for name, action in actions.items():
+            own_before, children_before = _cpu_ms()
+            start = time.perf_counter()
+            action()
+            walls[name].append((time.perf_counter() - start) * 1000)
+            own_after, children_after = _cpu_ms()
+            own_cpu[name] += own_after - own_before
+            child_cpu[name] += children_after - children_before
+    return {
+        name: {
+            "wall_ms": statistics.median(walls[name]),
+            "own_cpu_ms": own_cpu[name] / runs,
+            "children_cpu_ms": child_cpu[name] / runs,
+        }
+        for name in actions
+    }
 
 
 @contextlib.contextmanager
@@ -85,44 +113,8 @@ def state_directory(workdir: Path, on_disk: bool) -> Iterator[Path]:
             subprocess.run(["umount", "--lazy", str(state_dir)], check=True)
 
 
-def bench_start(
-    image: Path, rootfs: Path, state_dir: Path, workdir: Path, runs: int
-) -> dict[str, object]:
-    spec = ContainerSpec(image=image, command=["/bin/true"], state_dir=state_dir)
-
-    def ours() -> None:
-        handle = Container(spec).start()
-        status = handle.wait()
-        handle.close()
-        assert status.exit_code == 0, status
-
-    results: dict[str, object] = {}
-    results["fuzzball_mount_per_run_ms"] = median_ms(ours, runs)
-    keeper = Container(
-        ContainerSpec(image=image, command=["/bin/sleep", "3600"], state_dir=state_dir)
-    ).start()
-    try:
-        results["fuzzball_shared_mount_ms"] = median_ms(ours, runs)
-        results["agent_cpu_ms"] = agent_cpu_ms_per_run(ours, runs)
-    finally:
-        keeper.close()
-
-    bwrap = [
-        "bwrap",
-        "--unshare-all",
-        "--ro-bind",
-        str(rootfs),
-        "/",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "/bin/true",
-    ]
-    results["bwrap_ms"] = median_ms(lambda: subprocess.run(bwrap, check=True), runs)
-
+def _runc_action(rootfs: Path, workdir: Path) -> tuple[Callable[[], None] | None, str]:
+    """``runc run`` of the same rootfs, or None and why it cannot run here."""
     bundle = workdir / "runc-bundle"
     bundle.mkdir()
     subprocess.run(["runc", "spec", "-b", str(bundle)], check=True)
@@ -135,17 +127,79 @@ def bench_start(
         ["runc", "run", "-b", str(bundle), "fbrt-bench-probe"], capture_output=True, text=True
     )
     if probe.returncode != 0:
-        results["runc_ms"] = None
-        results["runc_error"] = probe.stderr.strip()
-    else:
-        counter = iter(range(10**9))
-        results["runc_ms"] = median_ms(
-            lambda: subprocess.run(
-                ["runc", "run", "-b", str(bundle), f"fbrt-bench-{next(counter)}"], check=True
-            ),
+        return None, probe.stderr.strip()
+    counter = iter(range(10**9))
+    return (
+        lambda: subprocess.run(
+            ["runc", "run", "-b", str(bundle), f"fbrt-bench-{next(counter)}"], check=True
+        ),
+        "",
+    )
+
+
+def _bwrap(rootfs: Path, *extra: str) -> Callable[[], None]:
+    command = [
+        "bwrap",
+        "--unshare-all",
+        *extra,
+        "--ro-bind",
+        str(rootfs),
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "/bin/true",
+    ]
+    return lambda: subprocess.run(command, check=True)
+
+
+def _ours(image: Path, state_dir: Path, *, network: bool = False) -> Callable[[], None]:
+    spec = ContainerSpec(image=image, command=["/bin/true"], state_dir=state_dir, network=network)
+
+    def run() -> None:
+        handle = Container(spec).start()
+        status = handle.wait()
+        handle.close()
+        assert status.exit_code == 0, status
+
+    return run
+
+
+def bench_start(
+    image: Path, rootfs: Path, state_dir: Path, workdir: Path, runs: int
+) -> dict[str, object]:
+    """Start-to-exit and CPU per container of ours and the peers, in interleaved rounds."""
+    bwrap = _bwrap(rootfs)
+    bwrap_share_net = _bwrap(rootfs, "--share-net")
+    # The image is mounted and unmounted by each container: nothing else holds it.
+    per_run = interleaved({"fuzzball_mount_per_run": _ours(image, state_dir), "bwrap": bwrap}, runs)
+    keeper = Container(
+        ContainerSpec(image=image, command=["/bin/sleep", "3600"], state_dir=state_dir)
+    ).start()
+    try:
+        shared = interleaved(
+            {
+                "fuzzball": _ours(image, state_dir),
+                "bwrap_share_net": bwrap_share_net,
+                "fuzzball_network": _ours(image, state_dir, network=True),
+                "bwrap": bwrap,
+            },
             runs,
         )
-    return results
+    finally:
+        keeper.close()
+    runc, runc_error = _runc_action(rootfs, workdir)
+    # runc takes tens of milliseconds a run: fewer rounds, still against bwrap in each.
+    with_runc = interleaved({"runc": runc, "bwrap": bwrap}, max(10, runs // 4)) if runc else None
+    return {
+        "per_run": per_run,
+        "shared": shared,
+        "runc": with_runc,
+        "runc_error": runc_error,
+    }
 
 
 def bench_conversion(rootfs: Path, workdir: Path, rounds: int) -> dict[str, float]:
@@ -182,6 +236,7 @@ def main() -> int:
     # Every page is written so that it is resident, as an agent's live heap is.
     heap = bytearray(args.agent_heap_mb << 20)
     heap[:: 1 << 12] = b"\1" * len(heap[:: 1 << 12])
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="fbrt-bench-") as tmp:
         workdir = Path(tmp)
         rootfs = workdir / "rootfs"
@@ -192,28 +247,68 @@ def main() -> int:
             start = bench_start(image, rootfs, state_dir, workdir, args.runs)
 
     where = "on disk" if args.state_on_disk else "on a tmpfs"
-    print(f"start-to-exit of /bin/true, median of {args.runs} runs (state directory {where}):")
-    shared = start["fuzzball_shared_mount_ms"]
-    per_run = start["fuzzball_mount_per_run_ms"]
-    bwrap = start["bwrap_ms"]
-    runc = start["runc_ms"]
-    print(f"  fuzzball (image mount shared)   {shared:8.2f} ms")
-    print(f"  fuzzball (mount per run)        {per_run:8.2f} ms")
-    print(f"  bwrap --unshare-all             {bwrap:8.2f} ms")
-    if runc is None:
-        print(f"  runc run                        could not run here: {start['runc_error']}")
-    else:
-        print(f"  runc run                        {runc:8.2f} ms")
-    print("ratios (target: fuzzball <= 0.6 x bwrap, fuzzball <= runc / 5):")
-    for label, ours in (("shared mount", shared), ("mount per run", per_run)):
-        line = f"  {label:14s} fuzzball/bwrap = {ours / bwrap:5.2f}"
-        if runc is not None:
-            line += f"   fuzzball/runc = {ours / runc:5.3f} (runc is {runc / ours:4.1f}x slower)"
-        print(line)
+    load_after = os.getloadavg()
     print(
-        f"agent CPU per container (image mount shared, agent heap {args.agent_heap_mb} MiB): "
-        f"{start['agent_cpu_ms']:.2f} ms"
+        f"start-to-exit of /bin/true, median of {args.runs} interleaved rounds (state "
+        f"directory {where}; load average {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after, on {os.cpu_count()} CPUs):"
     )
+    print("                                            wall     CPU: agent/spawner + container")
+
+    def row(label: str, figures: dict[str, float]) -> None:
+        own, children = figures["own_cpu_ms"], figures["children_cpu_ms"]
+        print(
+            f"  {label:40s} {figures['wall_ms']:7.2f} ms   {own:5.2f} + {children:5.2f} "
+            f"= {own + children:5.2f} ms"
+        )
+
+    shared = start["shared"]
+    per_run = start["per_run"]
+    row("fuzzball (image mount shared)", shared["fuzzball"])
+    row("bwrap --unshare-all --share-net", shared["bwrap_share_net"])
+    row("fuzzball, network=True", shared["fuzzball_network"])
+    row("bwrap --unshare-all", shared["bwrap"])
+    row("fuzzball (mount per run)", per_run["fuzzball_mount_per_run"])
+    row("bwrap --unshare-all (same rounds)", per_run["bwrap"])
+    runc = start["runc"]
+    if runc is None:
+        print(f"  runc run: could not run here: {start['runc_error']}")
+    else:
+        row("runc run", runc["runc"])
+        row("bwrap --unshare-all (same rounds)", runc["bwrap"])
+
+    def ratio(ours: dict[str, float], peer: dict[str, float]) -> str:
+        wall = ours["wall_ms"] / peer["wall_ms"]
+        cpu = (ours["own_cpu_ms"] + ours["children_cpu_ms"]) / (
+            peer["own_cpu_ms"] + peer["children_cpu_ms"]
+        )
+        return f"wall {wall:5.2f}x   CPU {cpu:5.2f}x"
+
+    print("ratios, each against the peer of its own rounds (target: wall <= 0.5x bwrap):")
+    print(
+        "  fuzzball / bwrap --unshare-all              "
+        f"{ratio(shared['fuzzball'], shared['bwrap'])}"
+    )
+    print(
+        "  like for like, no network namespace:        "
+        f"{ratio(shared['fuzzball'], shared['bwrap_share_net'])}"
+    )
+    print(
+        "  like for like, network namespace:           "
+        f"{ratio(shared['fuzzball_network'], shared['bwrap'])}"
+    )
+    print(
+        "  mount per run / bwrap --unshare-all         "
+        f"{ratio(per_run['fuzzball_mount_per_run'], per_run['bwrap'])}"
+    )
+    if runc is not None:
+        runc_over_bwrap = runc["runc"]["wall_ms"] / runc["bwrap"]["wall_ms"]
+        ours_over_bwrap = shared["fuzzball"]["wall_ms"] / shared["bwrap"]["wall_ms"]
+        print(
+            f"  runc is {runc_over_bwrap / ours_over_bwrap:4.1f}x fuzzball (through bwrap, "
+            f"runc {runc_over_bwrap:.2f}x bwrap in its rounds)"
+        )
+    print(f"(agent heap {args.agent_heap_mb} MiB)")
     overhead = conversion["build_from_dir_ms"] / conversion["mkfs_erofs_ms"] - 1
     print(f"conversion of the same tree ({args.extra_files} extra files), median:")
     print(f"  mkfs.erofs -zlz4                {conversion['mkfs_erofs_ms']:8.2f} ms")
