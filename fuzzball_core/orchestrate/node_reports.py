@@ -20,7 +20,6 @@ from fuzzball_core.orchestrate import (
     job_output,
     multinode,
     nodes,
-    placement,
     runs,
     services,
     transfer_events,
@@ -42,7 +41,7 @@ _ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
 
 def preload(tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]) -> None:
     """Load every run (and its stage and workflow) the reports mention, and the output
-    counts of those that printed, in four queries, so applying them finds the rows in the
+    counts of those that printed, in two queries, so applying them finds the rows in the
     session instead of querying one by one."""
     run_ids, logging_runs = set(), set()
     for _, message in reports:
@@ -51,7 +50,7 @@ def preload(tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]
             run_ids.add(getattr(message, kind).run_id)
         if kind == "log":
             logging_runs.add(message.log.run_id)
-    placement.preload_runs(tx, run_ids)
+    tx.load_runs(run_ids)
     job_output.preload(tx, (r for r in tx.loaded if isinstance(r, Run) and r.id in logging_runs))
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate.messages import ToNode
-from fuzzball_core.store.models import Run
+from fuzzball_core.store.models import Run, Stage, Workflow
 
 
 @dataclass
@@ -35,6 +35,19 @@ class Transaction:
         if wanted:
             key = model.__mapper__.primary_key[0]  # type: ignore[attr-defined]
             self.loaded.extend(self.session.scalars(select(model).where(key.in_(wanted))))
+
+    def load_runs(self, run_ids: Iterable[int]) -> None:
+        """Load these runs with their stages and workflows in one joined query (a pass that
+        applies reports needs all three; three queries cost three round trips)."""
+        wanted = set(run_ids)
+        if wanted:
+            rows = self.session.execute(
+                select(Run, Stage, Workflow)
+                .join(Stage, Stage.id == Run.stage_id)
+                .join(Workflow, Workflow.id == Run.workflow_id)
+                .where(Run.id.in_(wanted))
+            )
+            self.loaded.extend(row for triple in rows for row in triple)
 
     def send(self, node_ids: Iterable[str], message: ToNode) -> None:
         """Send ``message`` to each of ``node_ids`` once the transaction commits."""
