@@ -79,7 +79,8 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
         raise NotFound(f"node {node_id} is not registered")
     renew(ctx, tx, node)
     refresh(ctx, tx, node)
-    for run in _running_parts_placed(ctx, tx.session, node_id):
+    placed = _running_parts_placed(ctx, tx.session, node_id)
+    for run in placed:
         if run.id in known:
             continue
         if run.status == ASSIGNED:
@@ -95,9 +96,17 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
                 cause=NODE_CAUSE,
             )
     volume_removal.resend(tx, node_id)
+    # the runs it knows, in one query (the session keeps rows only while they are referenced:
+    # a get() per run would read each again, 20 statements for a node running 20 jobs)
+    rows = {run.id: run for run in placed}
+    missing = known - rows.keys()
+    if missing:
+        rows.update(
+            (run.id, run) for run in tx.session.scalars(select(Run).where(Run.id.in_(missing)))
+        )
     unwanted = []
     for run_id in known:
-        row = tx.session.get(Run, run_id)
+        row = rows.get(run_id)
         if row is None or row.status not in LIVE_RUN or node_id not in row.node_ids:
             unwanted.append(run_id)
     _came_back(ctx, node_id, tx.now, reconnected=True)
