@@ -87,16 +87,36 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _apply_whiteouts(members: list[tarfile.TarInfo], root: Path) -> None:
-    for member in members:
-        parent, _, base = member.name.rstrip("/").rpartition("/")
-        if base == OPAQUE_MARKER:
-            directory = resolve_in_root(root, parent)
-            if directory.is_dir() and not directory.is_symlink():
-                for child in list(directory.iterdir()):
-                    _remove(child)
-        elif base.startswith(WHITEOUT_PREFIX):
-            _remove(resolve_in_root(root, f"{parent}/{base[len(WHITEOUT_PREFIX) :]}"))
+def _prune(path: Path, created: set[Path]) -> None:
+    """Remove what lower layers put at ``path``, keeping what this layer ``created`` there
+    (a whiteout hides lower layers only, wherever it comes in the layer's stream)."""
+    if path not in created:
+        _remove(path)
+    elif path.is_dir() and not path.is_symlink():
+        for child in list(path.iterdir()):
+            _prune(child, created)
+
+
+def _whiteout(member: tarfile.TarInfo, root: Path, created: set[Path]) -> bool:
+    """Apply ``member`` if it is a whiteout or an opaque marker; False when it is neither."""
+    parent, _, base = member.name.rstrip("/").rpartition("/")
+    if base == OPAQUE_MARKER:
+        directory = resolve_in_root(root, parent)
+        if directory.is_dir() and not directory.is_symlink():
+            for child in list(directory.iterdir()):
+                _prune(child, created)
+        return True
+    if base.startswith(WHITEOUT_PREFIX):
+        _prune(resolve_in_root(root, f"{parent}/{base[len(WHITEOUT_PREFIX) :]}"), created)
+        return True
+    return False
+
+
+def _record(dest: Path, root: Path, created: set[Path]) -> None:
+    """Note ``dest`` and the directories above it as this layer's."""
+    while dest != root and dest not in created:
+        created.add(dest)
+        dest = dest.parent
 
 
 def _set_attributes(path: Path, member: tarfile.TarInfo) -> None:
@@ -130,7 +150,8 @@ def _extract(
     root: Path,
     layer: str,
     sample: ContentSample | None,
-) -> tuple[Path, float] | None:
+) -> Path | None:
+    """Write ``member`` into the tree; returns where (None for the root entry)."""
     if not _parts(member.name):
         return None  # the root entry "./"
     dest = resolve_in_root(root, member.name)
@@ -143,7 +164,7 @@ def _extract(
             dest.unlink()
         dest.mkdir(exist_ok=True)
         _set_attributes(dest, member)
-        return dest, member.mtime
+        return dest
     if existing_dir:
         shutil.rmtree(dest)
     elif os.path.lexists(dest):
@@ -158,7 +179,7 @@ def _extract(
         os.symlink(member.linkname, dest)
     elif member.islnk():
         os.link(resolve_in_root(root, member.linkname), dest, follow_symlinks=False)
-        return None  # the link shares the original's attributes
+        return dest  # the link shares the original's attributes
     elif member.ischr() or member.isblk():
         kind = stat.S_IFCHR if member.ischr() else stat.S_IFBLK
         os.mknod(dest, kind | 0o600, os.makedev(member.devmajor, member.devminor))
@@ -167,30 +188,35 @@ def _extract(
     else:
         raise InvalidArgument(f"layer {layer}: {member.name}: unsupported entry type")
     _set_attributes(dest, member)
-    return None
+    return dest
 
 
 def apply_layer(
     layer: str | os.PathLike[str], root: Path, *, sample: ContentSample | None = None
 ) -> None:
     """Apply one layer tarball (any compression tarfile reads) onto ``root``; ``sample``,
-    when given, sees the content of every regular file written."""
+    when given, sees the content of every regular file written.
+
+    The layer is read once, as a stream (a compressed layer is decompressed once, not once
+    to list it and again to extract it): whiteouts are applied where they come, sparing
+    what this layer itself has written, which is what applying them first would give.
+    """
     name = os.fspath(layer)
+    created: set[Path] = set()
+    directories: list[tuple[Path, float]] = []
     try:
-        with tarfile.open(name, "r:*") as tar:
-            members = tar.getmembers()
-            # Whiteouts hide lower layers only, so they go before this layer's own entries.
-            _apply_whiteouts(members, root)
-            directories: list[tuple[Path, float]] = []
-            for member in members:
-                base = member.name.rstrip("/").rpartition("/")[2]
-                if base.startswith(WHITEOUT_PREFIX):
+        with tarfile.open(name, "r|*") as tar:
+            for member in tar:
+                if _whiteout(member, root, created):
                     continue
-                created = _extract(tar, member, root, name, sample)
-                if created is not None:
-                    directories.append(created)
-            # Directory times last: filling a directory changes its mtime.
-            for directory, mtime in reversed(directories):
-                os.utime(directory, (mtime, mtime), follow_symlinks=False)
+                dest = _extract(tar, member, root, name, sample)
+                if dest is None:
+                    continue
+                _record(dest, root, created)
+                if member.isdir():
+                    directories.append((dest, member.mtime))
     except tarfile.TarError as exc:
         raise InvalidArgument(f"layer {name}: not a readable tar archive: {exc}") from exc
+    # Directory times last: filling a directory changes its mtime.
+    for directory, mtime in reversed(directories):
+        os.utime(directory, (mtime, mtime), follow_symlinks=False)
