@@ -38,6 +38,8 @@ DEVICE_PLUGIN_FAILED = "device plugin failed"
 NOT_IDLE = "not idle (exclusive)"
 INSUFFICIENT_CORES = "insufficient cores"
 INSUFFICIENT_MEMORY = "insufficient memory"
+#: how many remembered walks over classes' free keys a Diagnostics keeps before starting over
+_WALKS_BOUND = 4096
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,12 @@ class Diagnostics:
         self._static_epoch = -1
         self._feasibility: dict[JobShape, tuple[str, Survey] | None] = {}
         self._feasibility_version = -1
+        #: (class, need key, need memory, counting) -> (the class's ``changes`` then, and
+        #: what :func:`_scan_free` found: nodes with room, roomiest candidate, counted groups)
+        self._walks: dict[tuple, tuple[int, list[str], tuple | None, Counter[str] | None]] = {}
+        #: (class, request key, memory, exclusive) -> (the class's ``changes`` then, whether
+        #: a node had room)
+        self._rooms: dict[tuple, tuple[int, bool]] = {}
         #: the scheduling pass's time, for nodes annotated PLACE_UNTIL
         self.now = 0.0
 
@@ -195,9 +203,11 @@ class Diagnostics:
                 if indexed - len(with_room):
                     groups[NOT_IDLE] += indexed - len(with_room)
                 # an exclusive job needs the whole node: measure against its capacity
-                candidate = _scan_free(cls, cls.cap_key, cls.cap_memory, None)[1]
+                candidate = self._walk(cls, cls.cap_key, cls.cap_memory, False)[1]
             else:
-                with_room, candidate = _scan_free(cls, request_key, shape.memory, groups)
+                with_room, candidate, counted = self._walk(cls, request_key, shape.memory, True)
+                if counted:
+                    groups.update(counted)
                 if shape.cpu is not None or shape.host_ports:
                     with_room = self._admitted(with_room, shape, groups)
             if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
@@ -233,15 +243,46 @@ class Diagnostics:
                 groups[refusal] += 1
         return admitted
 
+    def _walk(
+        self, cls: NodeClass, need_key: tuple[int, ...], need_memory: int, counting: bool
+    ) -> tuple[list[str], tuple | None, Counter[str] | None]:
+        """:func:`_scan_free` of ``cls`` (counting the nodes without room in a Counter of
+        their own when ``counting``), remembered while the class's index stays as it was.
+
+        The surveys of one pass read an index nothing changes in between, and shapes that
+        differ only by annotations ask the same walk of a class; a class no job was placed on
+        or released from since the last pass answers that pass's walks again.
+        """
+        memo_key = (cls, need_key, need_memory, counting)
+        memo = self._walks.get(memo_key)
+        if memo is not None and memo[0] == cls.changes:
+            return memo[1], memo[2], memo[3]
+        counted: Counter[str] | None = Counter() if counting else None
+        with_room, candidate = _scan_free(cls, need_key, need_memory, counted)
+        if len(self._walks) >= _WALKS_BOUND:
+            self._walks.clear()
+        self._walks[memo_key] = (cls.changes, with_room, candidate, counted)
+        return with_room, candidate, counted
+
     def _has_room(
         self, cls: NodeClass, shape: JobShape, request_key: tuple[int, ...] | None
     ) -> bool:
-        """True when an indexed node of ``cls`` has room for ``shape`` now, filters aside."""
+        """True when an indexed node of ``cls`` has room for ``shape`` now, filters aside
+        (remembered while the class's index stays as it was, as :meth:`_walk`)."""
         if request_key is None or not cls.holds_when_idle(request_key, shape.memory):
             return False
+        memo_key = (cls, request_key, shape.memory, shape.exclusive)
+        memo = self._rooms.get(memo_key)
+        if memo is not None and memo[0] == cls.changes:
+            return memo[1]
         if shape.exclusive:
-            return bool(cls.idle)
-        return self._index.first_fit(cls, request_key, shape.memory) is not None
+            room = bool(cls.idle)
+        else:
+            room = self._index.first_fit(cls, request_key, shape.memory) is not None
+        if len(self._rooms) >= _WALKS_BOUND:
+            self._rooms.clear()
+        self._rooms[memo_key] = (cls.changes, room)
+        return room
 
 
 def _scan_free(

@@ -63,6 +63,7 @@ class NodeClass:
         "cap_devices",
         "cap_key",
         "cap_memory",
+        "changes",
         "device_kinds",
         "device_plugin_failed",
         "idle",
@@ -108,6 +109,9 @@ class NodeClass:
         self.idle: dict[str, None] = {}
         #: label -> number of members kept out of the index for that reason
         self.unavailable: Counter[str] = Counter()
+        #: bumped whenever a node enters or leaves the index (``index``, ``keys`` and
+        #: ``idle`` change only then): what was computed from them at an equal count holds
+        self.changes = 0
 
     def request_key(self, shape: JobShape) -> tuple[int, ...] | None:
         """``shape``'s request as a free key of this class, or None if the class lacks one of
@@ -375,6 +379,7 @@ class NodeIndex:
             insort(cls.keys, key)
         insort(entries, (node.free_memory, node.id))
         cls.indexed += 1
+        cls.changes += 1
         node.indexed_key = key
         if not node.jobs:
             cls.idle[node.id] = None
@@ -393,6 +398,7 @@ class NodeIndex:
             del keys[bisect_left(keys, key)]
         cls.idle.pop(node.id, None)
         cls.indexed -= 1
+        cls.changes += 1
         node.indexed_key = None
 
     # -- allocations ----------------------------------------------------------------------

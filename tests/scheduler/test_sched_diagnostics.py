@@ -171,3 +171,39 @@ def test_check_feasible_says_how_many_nodes_could_hold_a_multinode_job():
 def test_check_feasible_on_an_empty_cluster():
     diagnosis = cluster().check_feasible(job("j"))
     assert diagnosis.message == "job needs 1 core, 1 GiB memory; no nodes are registered"
+
+
+def test_a_survey_counts_again_after_work_on_the_class_ended():
+    # surveys remember a class's walk while its free capacity is unchanged: a release must
+    # show in the next pass's counts
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    scheduler.allocate(job("ra", cores=12, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("rb", cores=14, runtime=100), ["b"], started_at=0)
+    wide = job("wide", cores=4, nodes=2)
+    first = scheduler.schedule([wide], now=0).diagnoses["wide"]
+    assert (first.nodes_available, dict(first.groups)) == (1, {"insufficient cores": 1})
+    scheduler.release("rb")
+    second = scheduler.schedule([job("wide", cores=8, nodes=2)], now=1).diagnoses["wide"]
+    assert (second.nodes_available, dict(second.groups)) == (1, {"insufficient cores": 1})
+    assert second.roomiest_node == "a"
+    scheduler.release("ra")
+    scheduler.allocate(job("big", cores=16, runtime=100), ["b"], started_at=1)
+    third = scheduler.schedule([job("wide", cores=8, nodes=2)], now=2).diagnoses["wide"]
+    assert (third.nodes_available, dict(third.groups)) == (1, {"insufficient cores": 1})
+    assert third.roomiest_node == "b"
+
+
+def test_shapes_that_differ_only_by_annotations_are_each_counted_whole():
+    scheduler = cluster(
+        node("a1", cores=16, annotations={"zone": "a"}),
+        node("b1", cores=16, annotations={"zone": "b"}),
+    )
+    scheduler.allocate(job("r1", cores=16, runtime=100), ["a1"], started_at=0)
+    scheduler.allocate(job("r2", cores=10, runtime=100), ["b1"], started_at=0)
+    zone_a = job("za", cores=8, annotations={"zone": "a"})
+    zone_b = job("zb", cores=8, annotations={"zone": "b"}, submitted_at=1)
+    diagnoses = scheduler.schedule([zone_a, zone_b], now=0).diagnoses
+    assert dict(diagnoses["za"].groups) == {"annotations mismatch": 1, "insufficient cores": 1}
+    assert dict(diagnoses["zb"].groups) == {"annotations mismatch": 1, "insufficient cores": 1}
+    assert diagnoses["za"].roomiest_node == "a1"
+    assert diagnoses["zb"].roomiest_node == "b1"
