@@ -9,6 +9,7 @@ failed work had placed, popped or released only in memory is thereby undone.
 from __future__ import annotations
 
 import contextlib
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -19,6 +20,8 @@ from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.states import OPEN_RUN, READY
 from fuzzball_core.store.models import Node, NodeHold, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
+
+T = TypeVar("T", Workflow, Stage)
 
 
 def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
@@ -60,9 +63,15 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         ctx.pending.clear()
         ctx.dispatched.clear()
         ctx.diagnoses = {}
-        for run in session.scalars(select(Run).where(Run.status.in_(OPEN_RUN))):
-            workflow = session.get(Workflow, run.workflow_id)
-            stage = session.get(Stage, run.stage_id)
+        open_runs = list(session.scalars(select(Run).where(Run.status.in_(OPEN_RUN))))
+        # their workflows and stages in two queries, held here: the session keeps a row only
+        # while something references it, so a get() per run read them again for every run
+        # (10,000 running tasks of 20 arrays: 20,000 statements before the node API served)
+        workflows = _by_id(session, Workflow, {run.workflow_id for run in open_runs})
+        stages = _by_id(session, Stage, {run.stage_id for run in open_runs})
+        for run in open_runs:
+            workflow = workflows.get(run.workflow_id)
+            stage = stages.get(run.stage_id)
             if workflow is None or stage is None:
                 continue
             if run.status == Status.PENDING:
@@ -87,6 +96,13 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         )
         ctx.dispatched.update(session.scalars(dispatched) if active else ())
         ctx.dirty.update(active)
+
+
+def _by_id(session: Session, model: type[T], ids: set[Any]) -> dict[Any, T]:
+    """The rows of ``model`` with these ids, by id, in one query."""
+    if not ids:
+        return {}
+    return {row.id: row for row in session.scalars(select(model).where(model.id.in_(ids)))}
 
 
 def _holds_by_node(session: Session) -> dict[str, list[NodeHold]]:
