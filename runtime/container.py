@@ -23,6 +23,8 @@ _AGENT_START: int | None = None
 _LIFELINE: tuple[int, int] | None = None  # (owning pid, read end)
 _INIT: tuple[int, int] | None = None  # (owning pid, sealed memfd of the init)
 _INIT_LOCK = threading.Lock()
+#: StateDir per state directory as given: one object per directory, not per container
+_STATE_DIRS: dict[str | os.PathLike[str], StateDir] = {}
 
 
 def _init_fd() -> int:
@@ -143,7 +145,10 @@ class Container:
         """
         spec = self.spec
         spec.validate()
-        state = StateDir(spec.state_dir).ensure()
+        state = _STATE_DIRS.get(spec.state_dir)
+        if state is None:
+            state = _STATE_DIRS.setdefault(spec.state_dir, StateDir(spec.state_dir))
+        state.ensure()
         container_id = uuid.uuid4().hex[:16]
         notes: list[str] = []
         memlock = -1

@@ -21,8 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .native import check, ffi, lib, new_error
@@ -79,6 +78,10 @@ class StateDir:
         self.images = self.root / "images"
         self.containers = self.root / "containers"
         self.work = self.root / "work"
+        # The same as strings: every container start and exit builds a few paths under
+        # them, and pathlib's joins and conversions were a third of the agent's own Python.
+        self._images = os.fspath(self.images)
+        self._containers = os.fspath(self.containers)
 
     def ensure(self) -> StateDir:
         """Create the directories (cheap when they exist)."""
@@ -108,73 +111,83 @@ class StateDir:
         identity = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{os.fspath(image)}"
         return hashlib.sha256(identity.encode()).hexdigest()[:20]
 
-    @contextlib.contextmanager
-    def _image_lock(self, key: str) -> Iterator[None]:
-        fd = os.open(self.images / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def _lock_image(self, key: str) -> int:
+        """Take the image's lock (flock on its lock file); returns the descriptor to close."""
+        fd = os.open(f"{self._images}/{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd
 
     def acquire_image(self, image: str | os.PathLike[str], container_id: str) -> tuple[str, Path]:
         """Take a reference on the image's shared mount, mounting it if it is the first."""
         image = os.path.abspath(image)
         key = self.image_key(image)
-        mountpoint = self.images / key
-        refs = self.images / f"{key}.refs"
-        with self._image_lock(key):
+        mountpoint = f"{self._images}/{key}"
+        refs = f"{mountpoint}.refs"
+        lock = self._lock_image(key)
+        try:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(refs)
-            ref = refs / container_id
+            ref = f"{refs}/{container_id}"
             os.close(os.open(ref, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             if not self._is_mounted(mountpoint):
                 try:
-                    mountpoint.mkdir(exist_ok=True)
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(mountpoint)
                     err = new_error()
                     loopdev = ffi.new("char[]", 64)
                     check(
                         lib.fbrt_image_mount(
-                            os.fsencode(image), bytes(mountpoint), loopdev, 64, err
+                            os.fsencode(image), os.fsencode(mountpoint), loopdev, 64, err
                         ),
                         err,
                     )
                 except BaseException:
-                    ref.unlink(missing_ok=True)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(ref)
                     self._drop_unreferenced(key)
                     raise
-        return key, mountpoint
+        finally:
+            os.close(lock)
+        return key, Path(mountpoint)
 
     def release_image(self, key: str, container_id: str) -> None:
         """Drop a reference; the last one unmounts (the loop device detaches itself)."""
-        with self._image_lock(key):
-            (self.images / f"{key}.refs" / container_id).unlink(missing_ok=True)
+        lock = self._lock_image(key)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self._images}/{key}.refs/{container_id}")
             self._drop_unreferenced(key)
+        finally:
+            os.close(lock)
 
-    def _is_mounted(self, mountpoint: Path) -> bool:
+    def _is_mounted(self, mountpoint: str) -> bool:
         """``os.path.ismount`` for a directory directly under ``images``, whose parent needs
         no resolving (ismount's realpath costs an lstat per component of the path)."""
         try:
             inside = os.lstat(mountpoint)
         except FileNotFoundError:
             return False
-        parent = os.lstat(self.images)
+        parent = os.lstat(self._images)
         return inside.st_dev != parent.st_dev or inside.st_ino == parent.st_ino
 
     def _drop_unreferenced(self, key: str) -> None:
-        refs = self.images / f"{key}.refs"
+        mountpoint = f"{self._images}/{key}"
+        refs = f"{mountpoint}.refs"
         try:
             with os.scandir(refs) as entries:
                 if next(entries, None) is not None:
                     return
         except (FileNotFoundError, NotADirectoryError):
             pass
-        mountpoint = self.images / key
         err = new_error()
-        check(lib.fbrt_umount(bytes(mountpoint), 0, err), err)
+        check(lib.fbrt_umount(os.fsencode(mountpoint), 0, err), err)
         for path in (mountpoint, refs):
             with contextlib.suppress(FileNotFoundError):
-                path.rmdir()
+                os.rmdir(path)
 
     def image_keys(self) -> list[str]:
         """Keys of every image with a mount or references here."""
@@ -193,18 +206,20 @@ class StateDir:
 
     def write_record(self, record: ContainerRecord) -> None:
         """Persist what a container holds (atomically, so the sweep never reads half)."""
-        path = os.path.join(self.containers, f"{record.id}.json")
-        tmp = path[: -len(".json")] + ".tmp"
+        path = f"{self._containers}/{record.id}.json"
+        tmp = f"{self._containers}/{record.id}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, json.dumps(asdict(record)).encode())
+            # vars(), not asdict(): the fields are plain values and asdict deep-copies them.
+            os.write(fd, json.dumps(vars(record)).encode())
         finally:
             os.close(fd)
         os.rename(tmp, path)
 
     def remove_record(self, container_id: str) -> None:
         """Forget a container that has been fully released."""
-        (self.containers / f"{container_id}.json").unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{self._containers}/{container_id}.json")
 
     def records(self) -> list[ContainerRecord]:
         """Every container record present (unreadable ones are skipped and removed)."""
