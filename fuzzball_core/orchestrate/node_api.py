@@ -144,7 +144,9 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         try:
             yield node_pb2.ControlMessage(
                 welcome=node_pb2.Welcome(
-                    lease_seconds=self.engine.lease_seconds, unknown_run_ids=unwanted
+                    lease_seconds=self.engine.lease_seconds,
+                    unknown_run_ids=unwanted,
+                    accepts_batches=True,  # _read takes a NodeBatch apart
                 )
             )
             while (message := await queue.next_write()) is not None:

@@ -214,6 +214,12 @@ def batch_of(messages: list[node_pb2.NodeMessage]) -> node_pb2.NodeMessage:
     return node_pb2.NodeMessage(batch=node_pb2.NodeBatch(messages=messages))
 
 
+def writes(messages: list[node_pb2.NodeMessage], batches: bool) -> list[node_pb2.NodeMessage]:
+    """What goes on the stream for ``messages``: one batch when Orchestrate's Welcome said
+    it reads them, else each message alone (an older Orchestrate would drop a batch)."""
+    return [batch_of(messages)] if batches else messages
+
+
 class Agent:
     """One ``fuzzball-substrate``."""
 
@@ -267,6 +273,8 @@ class Agent:
         #: generation of the stream that is up, 0 while none is
         self._live = 0
         self._welcomed = asyncio.Event()
+        #: the current stream's Orchestrate reads ``NodeBatch`` (its Welcome said so)
+        self._batches = False
         #: why Orchestrate deprovisioned this node, once it sent ``Shutdown``
         self.deprovisioned: str | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -524,9 +532,11 @@ class Agent:
             )
         )
         await self._welcomed.wait()
+        batches = self._batches
         resends = deque(self._resends(generation))
         while resends:
-            yield batch_of(take_batch(resends))
+            for write in writes(take_batch(resends), batches):
+                yield write
         while True:
             # Everything queued since the last write goes in one: a stream write costs far
             # more than its bytes (it was a quarter of the agent's CPU with one per message).
@@ -536,7 +546,8 @@ class Agent:
             for message in messages:
                 if message.WhichOneof("kind") == "exited":
                     self._mark_reported(message.exited.run_id, generation)
-            yield batch_of(messages)
+            for write in writes(messages, batches):
+                yield write
 
     def _resends(self, generation: int) -> list[node_pb2.NodeMessage]:
         """Run starts and exits Orchestrate may have missed while the stream was down."""
@@ -603,6 +614,7 @@ class Agent:
         elif kind == "welcome":
             self.health.passed(STREAM, f"stream to {self.address} up")
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
+            self._batches = control.welcome.accepts_batches
             for run_id in control.welcome.unknown_run_ids:
                 self._forget(run_id)
             self._welcomed.set()

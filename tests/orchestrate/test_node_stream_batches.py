@@ -7,7 +7,13 @@ from collections import deque
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.node_hub import NodeHub
-from fuzzball_core.substrate.agent import BATCH_BYTES, BATCH_MESSAGES, batch_of, take_batch
+from fuzzball_core.substrate.agent import (
+    BATCH_BYTES,
+    BATCH_MESSAGES,
+    batch_of,
+    take_batch,
+    writes,
+)
 
 
 def _cancel(run_id: int) -> node_pb2.ControlMessage:
@@ -80,3 +86,9 @@ def test_one_message_is_written_as_itself_and_several_as_a_batch() -> None:
     assert batch_of([beat]).WhichOneof("kind") == "heartbeat"
     both = batch_of([beat, _log(3)])
     assert [m.WhichOneof("kind") for m in both.batch.messages] == ["heartbeat", "log"]
+
+
+def test_an_orchestrate_that_did_not_say_it_reads_batches_gets_each_message_alone() -> None:
+    beats = [node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()) for _ in range(3)]
+    assert [w.WhichOneof("kind") for w in writes(beats, batches=False)] == ["heartbeat"] * 3
+    assert [w.WhichOneof("kind") for w in writes(beats, batches=True)] == ["batch"]

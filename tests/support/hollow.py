@@ -34,7 +34,7 @@ import grpc
 
 from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
-from fuzzball_core.substrate.agent import RECONNECT_BACKOFF, Outbox, batch_of
+from fuzzball_core.substrate.agent import RECONNECT_BACKOFF, Outbox, writes
 from fuzzball_core.substrate.drivers import RunOutcome
 
 log = logging.getLogger("fuzzball.hollow")
@@ -82,6 +82,8 @@ class HollowNode:
     _generation: int = 0
     #: when the current stream's Welcome came (a stable stream resets the backoff)
     _live_since: float = 0.0
+    #: the current stream's Orchestrate reads ``NodeBatch`` (its Welcome said so)
+    _batches: bool = False
 
     @property
     def _metadata(self) -> tuple[tuple[str, str], ...]:
@@ -155,7 +157,8 @@ class HollowNode:
             messages = await self._outbox.take(lambda: generation == self._live)
             if messages is None:
                 return
-            yield batch_of(messages)  # what is queued goes in one write, as the agent does
+            for write in writes(messages, self._batches):  # as the agent writes them
+                yield write
 
     async def _heartbeats(self, welcomed: asyncio.Event) -> None:
         await welcomed.wait()
@@ -174,6 +177,7 @@ class HollowNode:
                 self._on_control(each, welcomed)
         elif kind == "welcome":
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
+            self._batches = control.welcome.accepts_batches
             for run_id in control.welcome.unknown_run_ids:
                 if self.runs.pop(run_id, 1) is None:
                     self.stats.holding -= 1
