@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/memfd.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -155,18 +156,54 @@ static int init_argv_build(const struct fbrt_spec *spec, struct init_argv *a,
     return 0;
 }
 
-/* clone the child (see the top of this file); returns its pid or -errno. */
-static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *args, int *pidfd) {
+/* The child's stack is kept per agent thread between starts. The child is done with it once
+ * clone returns (CLONE_VFORK holds this thread until the child has executed the init or
+ * exited), so the next start from the same thread can use it again; a fresh one per start
+ * cost an mmap, an mprotect and a munmap (whose TLB shootdown interrupts the CPU the child
+ * ran on), and the child's page faults on new zero pages. Unmapped when the thread ends. */
+static pthread_key_t stack_key;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+static int stack_key_failed;
+
+static void stack_unmap(void *stack) { munmap(stack, CHILD_STACK_BYTES); }
+
+static void stack_key_create(void) {
+    stack_key_failed = pthread_key_create(&stack_key, stack_unmap) != 0;
+}
+
+/* This thread's child stack (mapped with a guard page on first use); NULL with *ERR set on
+ * failure. *OWNED is set when the caller must unmap it (it could not be kept). */
+static char *child_stack(int *owned, int *err) {
+    pthread_once(&stack_key_once, stack_key_create);
+    *owned = 0;
+    if (!stack_key_failed) {
+        char *kept = pthread_getspecific(stack_key);
+        if (kept)
+            return kept;
+    }
     char *stack = mmap(NULL, CHILD_STACK_BYTES, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-    if (stack == MAP_FAILED)
-        return -errno;
+    if (stack == MAP_FAILED) {
+        *err = errno;
+        return NULL;
+    }
     /* A guard page: an overflow faults instead of writing over the agent's memory. */
     if (mprotect(stack, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) < 0) {
-        int e = errno;
+        *err = errno;
         munmap(stack, CHILD_STACK_BYTES);
-        return -e;
+        return NULL;
     }
+    if (stack_key_failed || pthread_setspecific(stack_key, stack) != 0)
+        *owned = 1;
+    return stack;
+}
+
+/* clone the child (see the top of this file); returns its pid or -errno. */
+static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *args, int *pidfd) {
+    int owned, err = 0;
+    char *stack = child_stack(&owned, &err);
+    if (!stack)
+        return -err;
     int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS |
                 CLONE_NEWIPC | CLONE_PIDFD | SIGCHLD;
     if (spec->new_net && spec->net_fd < 0)
@@ -179,7 +216,8 @@ static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *ar
     long pid = clone(fbrt_child_main, stack + CHILD_STACK_BYTES, flags, args, pidfd);
     int clone_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    munmap(stack, CHILD_STACK_BYTES);
+    if (owned)
+        munmap(stack, CHILD_STACK_BYTES);
     return pid < 0 ? -clone_errno : pid;
 }
 
