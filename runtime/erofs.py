@@ -6,11 +6,13 @@ a time, so a pull can apply each layer as soon as it is downloaded while later l
 download; :class:`ImageCache` keeps one converted file per digest on the node, evicting the
 least recently used beyond ``max_bytes``.
 
-Compression ``auto`` (what a pull uses) samples the file contents as the layers are applied
-and builds without compression when they would not shrink: mkfs.erofs 1.5 tries lz4 on every
-4 KiB cluster of every file and keeps the raw cluster when it does not shrink, which costs
-about 30 ms of CPU per MB of already-compressed data (model weights, archives, media) for an
-output of the very same size.
+Compression ``auto`` (what a pull uses) samples the file contents as the layers are applied:
+mkfs.erofs 1.5 tries lz4 on every 4 KiB cluster of every file and keeps the raw cluster when
+it does not shrink, which costs about 30 ms of CPU per MB of already-compressed data (model
+weights, archives, media) for an output of the very same size. So an image whose content
+would not shrink is built without compression, and in one that would, the large files that
+would not are named in a ``--compress-hints`` file with a physical cluster size of 0, which
+mkfs.erofs reads as "store this file uncompressed".
 """
 
 from __future__ import annotations
@@ -37,18 +39,64 @@ DEFAULT_COMPRESSION = "lz4"
 AUTO_COMPRESSION = "auto"
 #: the least fraction of the sampled bytes compression must save to be worth its CPU
 MIN_COMPRESSION_SAVING = 0.1
+#: at most this many ``--compress-hints`` lines (mkfs.erofs matches every file it compresses
+#: against each line's regular expression), each pattern at most this long (it reads
+#: patterns of up to 4,095 characters)
+MAX_HINT_LINES = 32
+MAX_HINT_PATTERN = 3500
+#: characters with a meaning in a POSIX extended regular expression
+_ERE_SPECIAL = frozenset(".[]()*+?{}|^$\\")
 
 
 class ImageBuildError(RuntimeFailure):
     """mkfs.erofs failed; the message carries its stderr."""
 
 
-def mkfs_command(src: Path, out: Path, compression: str | None) -> list[str]:
-    """The mkfs.erofs invocation used for every conversion."""
+def mkfs_command(
+    src: Path, out: Path, compression: str | None, hints: Path | None = None
+) -> list[str]:
+    """The mkfs.erofs invocation used for every conversion (``hints``: a compress-hints
+    file, see :func:`write_compress_hints`)."""
     command = [MKFS, "--quiet"]
     if compression:
         command.append(f"-z{compression}")
+        if hints is not None:
+            command.append(f"--compress-hints={hints}")
     return [*command, str(out), str(src)]
+
+
+def write_compress_hints(paths: Sequence[str], hints: Path) -> int:
+    """Write a compress-hints file keeping ``paths`` (relative to the tree, as mkfs.erofs
+    names them, most important first) uncompressed; returns how many it names.
+
+    Paths are grouped into alternations, one per line; a path with white space cannot be
+    written (the file's fields are separated by it) and stays compressed, as do those beyond
+    :data:`MAX_HINT_LINES` lines.
+    """
+    lines: list[str] = []
+    group: list[str] = []
+    named = 0
+
+    def close_group() -> None:
+        if group:
+            lines.append("0 ^(" + "|".join(group) + ")$")
+            group.clear()
+
+    for path in paths:
+        if any(c.isspace() for c in path):
+            continue
+        escaped = "".join("\\" + c if c in _ERE_SPECIAL else c for c in path)
+        if len(escaped) > MAX_HINT_PATTERN:
+            continue
+        if sum(len(g) + 1 for g in group) + len(escaped) > MAX_HINT_PATTERN:
+            close_group()
+            if len(lines) == MAX_HINT_LINES:
+                break
+        group.append(escaped)
+        named += 1
+    close_group()  # empty when the lines ran out
+    hints.write_text("".join(f"{line}\n" for line in lines), errors="surrogateescape")
+    return named
 
 
 def build_from_dir(
@@ -56,8 +104,10 @@ def build_from_dir(
     out: str | os.PathLike[str],
     *,
     compression: str | None = DEFAULT_COMPRESSION,
+    hints: Path | None = None,
 ) -> Path:
-    """Convert the tree ``src`` into the EROFS file ``out`` (written atomically)."""
+    """Convert the tree ``src`` into the EROFS file ``out`` (written atomically); ``hints``
+    names files kept uncompressed (:func:`write_compress_hints`)."""
     source, target = Path(src), Path(out)
     if not source.is_dir():
         raise InvalidArgument(f"image source {source}: not a directory")
@@ -65,7 +115,10 @@ def build_from_dir(
         raise FailedPrecondition(f"{MKFS} not found: install Debian's erofs-utils")
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     result = subprocess.run(
-        mkfs_command(source, partial, compression), capture_output=True, text=True, check=False
+        mkfs_command(source, partial, compression, hints),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
@@ -105,9 +158,22 @@ class LayerBuild:
             return None
         return DEFAULT_COMPRESSION
 
+    def incompressible(self) -> list[str]:
+        """The large files lz4 would not shrink, relative to the tree, largest first."""
+        if self.sample is None:
+            return []
+        found = self.sample.incompressible(MIN_COMPRESSION_SAVING)
+        return [str(path.relative_to(self.root)) for path in found if path.is_file()]
+
     def build(self, out: str | os.PathLike[str]) -> Path:
         """Convert the tree into the EROFS file ``out`` (written atomically)."""
-        return build_from_dir(self.root, out, compression=self.chosen_compression())
+        compression = self.chosen_compression()
+        hints: Path | None = None
+        if compression is not None:
+            hints = self.root.parent / "compress-hints"
+            if not write_compress_hints(self.incompressible(), hints):
+                hints = None
+        return build_from_dir(self.root, out, compression=compression, hints=hints)
 
 
 def build_from_layers(

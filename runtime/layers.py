@@ -25,10 +25,13 @@ MAX_SYMLINK_HOPS = 40
 _COPY_CHUNK = 1 << 20
 #: bytes of each copied chunk that :class:`ContentSample` compresses
 SAMPLE_BYTES = 16 << 10
+#: files smaller than this are not judged one by one (trying lz4 on them costs little)
+MIN_HINTED_BYTES = 256 << 10
 
 
 class ContentSample:
-    """How well the files written so far compress, from a slice of every chunk copied.
+    """How well the files written so far compress, from a slice of every chunk copied, in
+    all and file by file.
 
     zlib at level 1 on the first :data:`SAMPLE_BYTES` of each MiB stands in for the image's
     lz4: a slice that zlib cannot shrink, lz4 cannot either. Sampling costs about 2 % of
@@ -38,16 +41,31 @@ class ContentSample:
     def __init__(self) -> None:
         self.sampled = 0
         self.compressed = 0
+        #: files of at least :data:`MIN_HINTED_BYTES` and the fraction their sample saved
+        self.files: dict[Path, tuple[int, float]] = {}
 
-    def feed(self, chunk: bytes) -> None:
-        """Account for one chunk of a file's content."""
-        part = chunk[:SAMPLE_BYTES]
-        self.sampled += len(part)
-        self.compressed += min(len(part), len(zlib.compress(part, 1)))
+    def file(self, path: Path, source: IO[bytes], target: IO[bytes]) -> None:
+        """Copy one file's content from ``source`` to ``target``, sampling it."""
+        size = sampled = compressed = 0
+        while chunk := source.read(_COPY_CHUNK):
+            target.write(chunk)
+            part = chunk[:SAMPLE_BYTES]
+            size += len(chunk)
+            sampled += len(part)
+            compressed += min(len(part), len(zlib.compress(part, 1)))
+        self.sampled += sampled
+        self.compressed += compressed
+        if size >= MIN_HINTED_BYTES:
+            self.files[path] = (size, 1.0 - compressed / sampled)
 
     def saving(self) -> float:
         """The fraction of the sampled bytes compression saved (0.0 with nothing sampled)."""
         return 1.0 - self.compressed / self.sampled if self.sampled else 0.0
+
+    def incompressible(self, below: float) -> list[Path]:
+        """The files whose sample saved less than ``below``, largest first."""
+        found = [(size, path) for path, (size, saved) in self.files.items() if saved < below]
+        return [path for _, path in sorted(found, key=lambda item: -item[0])]
 
 
 def _parts(path: str) -> list[str]:
@@ -136,14 +154,6 @@ def _set_attributes(path: Path, member: tarfile.TarInfo) -> None:
         os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
 
 
-def _copy(source: IO[bytes], target: IO[bytes], sample: ContentSample | None) -> None:
-    """Copy a file's content, feeding ``sample`` as it goes."""
-    while chunk := source.read(_COPY_CHUNK):
-        target.write(chunk)
-        if sample is not None:
-            sample.feed(chunk)
-
-
 def _extract(
     tar: tarfile.TarFile,
     member: tarfile.TarInfo,
@@ -174,7 +184,10 @@ def _extract(
         if source is None:
             raise InvalidArgument(f"layer {layer}: {member.name}: unreadable file entry")
         with source, open(dest, "xb") as target:
-            _copy(source, target, sample)
+            if sample is None:
+                shutil.copyfileobj(source, target, _COPY_CHUNK)
+            else:
+                sample.file(dest, source, target)
     elif member.issym():
         os.symlink(member.linkname, dest)
     elif member.islnk():
