@@ -92,8 +92,9 @@ class Returning:
     on the loop keep their leases (:func:`~fuzzball_core.orchestrate.nodes.expire_leases`)."""
 
     nodes: set[str] = field(default_factory=set)
-    #: when the latest of them registered or said Hello (or the restart, before any did)
-    progress: float = 0.0
+    #: when the wave is over unless more of them come back: the restart's grace at first,
+    #: then a lease after the latest of them registered or said Hello, if that is later
+    until: float = 0.0
 
 
 class EngineContext:

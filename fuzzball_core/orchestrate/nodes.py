@@ -113,33 +113,40 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
     return unwanted
 
 
+#: After a restart, how many leases a node that was READY has to come back before its work
+#: is declared lost, however slowly the others return: a minute at the default 15 s lease.
+RESTART_GRACE_LEASES = 4
+
+
 def _came_back(ctx: EngineContext, node_id: str, now: float, *, reconnected: bool = False) -> None:
     """A node expected back after a restart registered (or, ``reconnected``, said Hello and
     is back for good): the reconnect wave is still moving."""
     returning = ctx.returning
     if node_id not in returning.nodes:
         return
-    returning.progress = max(returning.progress, now)
+    returning.until = max(returning.until, now + ctx.lease_seconds)
     if reconnected:
         returning.nodes.discard(node_id)
 
 
 def _spared(ctx: EngineContext, now: float, lapsed: list[str]) -> list[str]:
     """The lapsed nodes whose lease really ran out: after a restart, a node still expected
-    back is spared while others keep coming back (the last of them within a lease).
+    back is spared for :data:`RESTART_GRACE_LEASES` leases, and longer while others keep
+    coming back (the last of them within a lease).
 
     500 nodes returning at once queue their Register and Hello on Orchestrate's one loop, a
-    few dozen milliseconds each: the last ones' turn comes long after the lease the restart
-    granted, and failing their jobs for Orchestrate's own queue would lose a cluster's
-    running work to every restart. Like Kubernetes' node controller, which measures a
-    node's silence from when it started watching, the wait is measured against the wave:
-    each returning node extends it once at most (it leaves the set on its Hello), and a
-    lease after the last one came back, whoever did not lapses as usual.
+    few dozen milliseconds each, behind Orchestrate's own start (its first passes, its first
+    requests): the last ones' turn comes long after one lease, and failing their jobs for
+    Orchestrate's own queue would lose a cluster's running work to every restart. As Slurm
+    gives nodes its SlurmdTimeout after slurmctld restarts, the nodes get a grace, and the
+    wait is measured against the wave: each returning node extends it once at most (it
+    leaves the set on its Hello), and a lease after the last one came back (the grace
+    spent), whoever did not lapses as usual.
     """
     returning = ctx.returning
     if not returning.nodes:
         return lapsed
-    if now >= returning.progress + ctx.lease_seconds:
+    if now >= returning.until:
         returning.nodes.clear()  # the wave is over
         return lapsed
     return [node_id for node_id in lapsed if node_id not in returning.nodes]

@@ -59,7 +59,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         session.commit()
         if restarted:
             ctx.returning.nodes = set(ctx.leases)
-            ctx.returning.progress = now
+            ctx.returning.until = now + nodes.RESTART_GRACE_LEASES * ctx.lease_seconds
         ctx.pending.clear()
         ctx.dispatched.clear()
         ctx.diagnoses = {}

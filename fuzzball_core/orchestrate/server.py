@@ -297,19 +297,20 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         server,
     )
     add_client_servicers(server, orchestrate.service)
-    # the engine's view is rebuilt before the first node is heard: a returning node's
-    # Register and Hello are reconciled against the runs the database holds on it, and the
-    # restart's grace for the nodes' leases starts as the node API serves
-    try:
-        orchestrate.engine.recover()
-    except Exception:  # a store not answering yet: the engine's loop rebuilds, and retries
-        log.exception("rebuilding the engine's view failed; its loop will try again")
     if security.grpc_credentials is None:
         server.add_insecure_port(config.grpc_listen)
     else:
         server.add_secure_port(config.grpc_listen, security.grpc_credentials)
-    await server.start()
     rest_runner = RestRunner(rest_app(orchestrate))
+    # the engine's view is rebuilt just before the first node can be heard (after the REST
+    # app's build, which holds the loop): a returning node's Register and Hello are
+    # reconciled against the runs the database holds on it, and the restart's grace for the
+    # nodes' leases starts as the node API serves
+    try:
+        orchestrate.engine.recover()
+    except Exception:  # a store not answering yet: the engine's loop rebuilds, and retries
+        log.exception("rebuilding the engine's view failed; its loop will try again")
+    await server.start()
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)
     await web.TCPSite(rest_runner, host, port, ssl_context=security.ssl_context).start()

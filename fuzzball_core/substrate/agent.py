@@ -85,6 +85,16 @@ log = logging.getLogger("fuzzball.substrate")
 #: Reconnect backoff (seconds), spread by a fifth either way so that nodes restarted
 #: together do not knock on Orchestrate in step.
 RECONNECT_BACKOFF = Backoff(initial=0.2, factor=2.0, maximum=5.0, jitter=0.2)
+#: The channel to Orchestrate, with gRPC's own reconnect backoff held to the one above: its
+#: default grows to two minutes while Orchestrate is away, and every Register fails at once
+#: until the channel's next attempt, so after a restart that took a minute nodes came back
+#: a minute after Orchestrate served again, past their lease.
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.initial_reconnect_backoff_ms", int(RECONNECT_BACKOFF.initial * 1000)),
+    ("grpc.min_reconnect_backoff_ms", int(RECONNECT_BACKOFF.initial * 1000)),
+    ("grpc.max_reconnect_backoff_ms", int(RECONNECT_BACKOFF.maximum * 1000)),
+]
 #: The heartbeat loop's retry after a turn that raised.
 UPKEEP_RETRY = Backoff(initial=0.2, factor=2.0, maximum=5.0)
 #: The agent's health conditions (``/readyz`` on the metrics port).
@@ -387,7 +397,7 @@ class Agent:
             await metrics.stop()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        options = [("grpc.max_receive_message_length", 64 << 20)]
+        options = CHANNEL_OPTIONS
         delays = RECONNECT_BACKOFF.delays()
         # TLS verifying Orchestrate's certificate against tls.ca-file, unless tls.plaintext
         credentials = grpc_channel_credentials(self.config.tls)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.nodes import RESTART_GRACE_LEASES
 from fuzzball_core.scheduling import Resources
 from fuzzball_plugins.schedulers.default import DefaultScheduler
 
@@ -54,17 +55,21 @@ def come_back(engine, name, run_id):
     return node_id
 
 
+def heartbeat(engine, *node_ids):
+    for node_id in node_ids:
+        engine.node_message(node_id, node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+
+
 def test_nodes_returning_after_a_restart_keep_their_jobs_while_the_others_return(harness):
-    names = [f"n{i}" for i in range(4)]
+    names = [f"n{i}" for i in range(8)]
     placed = running_on_nodes(harness, names)
     engine = restarted(harness)
-    # each node's turn comes 10 s after the previous one's: the last returns 40 s after the
-    # restart, far past the one lease (15 s) the restart granted
+    # each node's turn comes 10 s after the previous one's: the last returns 80 s after the
+    # restart, past the one lease (15 s) the restart granted and past its grace (60 s)
     back = []
     for name in names:
         harness.clock.now += 10
-        for node_id in back:  # those back heartbeat as usual
-            engine.node_message(node_id, node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+        heartbeat(engine, *back)  # those back heartbeat as usual
         engine.step()
         back.append(come_back(engine, name, placed[name][2]))
     engine.step()
@@ -76,23 +81,24 @@ def test_nodes_returning_after_a_restart_keep_their_jobs_while_the_others_return
 def test_a_node_that_never_returns_lapses_a_lease_after_the_last_one_came_back(harness):
     placed = running_on_nodes(harness, ["back", "gone"])
     engine = restarted(harness)
-    harness.clock.now += 12
+    harness.clock.now += 55
     engine.step()
-    come_back(engine, "back", placed["back"][2])
-    harness.clock.now += 12  # past the restart's lease, within a lease of the last return
+    back = come_back(engine, "back", placed["back"][2])
+    harness.clock.now += 10  # past the restart's grace (60 s), within a lease of the return
+    heartbeat(engine, back)
     engine.step()
     assert harness.stages(placed["gone"][1]) == {"jobs.held": "STARTED"}
-    harness.clock.now += 4  # a lease after the last return
-    engine.node_message(placed["back"][0], node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+    harness.clock.now += 6  # a lease after the last return
+    heartbeat(engine, back)
     engine.step()
     assert harness.stages(placed["gone"][1]) == {"jobs.held": "FAILED"}
     assert harness.stages(placed["back"][1]) == {"jobs.held": "STARTED"}
 
 
-def test_after_a_restart_that_nobody_returns_to_nodes_lapse_after_one_lease(harness):
+def test_after_a_restart_that_nobody_returns_to_nodes_lapse_when_the_grace_ends(harness):
     placed = running_on_nodes(harness, ["n1"])
     engine = restarted(harness)
-    harness.clock.now += 14
+    harness.clock.now += RESTART_GRACE_LEASES * 15 - 1
     engine.step()
     assert harness.stages(placed["n1"][1]) == {"jobs.held": "STARTED"}
     harness.clock.now += 2
@@ -104,11 +110,12 @@ def test_a_node_that_registered_keeps_its_jobs_while_its_hello_waits_behind_othe
     names = ["early", "late"]
     placed = running_on_nodes(harness, names)
     engine = restarted(harness)
-    harness.clock.now += 10
+    harness.clock.now += 50
     late = engine.register_node("late", Resources(4, 8 << 30, {}), {})
-    harness.clock.now += 10
-    come_back(engine, "early", placed["early"][2])
-    harness.clock.now += 10  # "late" registered 20 s ago: its Hello is still to come
+    harness.clock.now += 12
+    early = come_back(engine, "early", placed["early"][2])
+    harness.clock.now += 10  # "late" registered 22 s ago: its Hello is still to come
+    heartbeat(engine, early)
     engine.step()
     assert harness.stages(placed["late"][1]) == {"jobs.held": "STARTED"}
     assert engine.node_hello(late, [placed["late"][2]]) == []

@@ -34,7 +34,7 @@ import grpc
 
 from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
-from fuzzball_core.substrate.agent import RECONNECT_BACKOFF, Outbox, writes
+from fuzzball_core.substrate.agent import CHANNEL_OPTIONS, RECONNECT_BACKOFF, Outbox, writes
 from fuzzball_core.substrate.drivers import RunOutcome
 
 log = logging.getLogger("fuzzball.hollow")
@@ -222,9 +222,7 @@ class HollowNode:
 
 def channel(address: str) -> grpc.aio.Channel:
     """A plaintext channel to Orchestrate's gRPC port (tests and benchmarks: loopback)."""
-    return grpc.aio.insecure_channel(
-        address, options=[("grpc.max_receive_message_length", 64 << 20)]
-    )
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)  # the agent's
 
 
 async def run_fleet(
