@@ -109,10 +109,9 @@ class EndpointProxy:
         if upstream.pool:
             self.keeper.touch(upstream.workflow_id, upstream.stage_name, upstream.idle_timeout)
         cookie: str | None = None
-        if self.config.cookie:
-            sent = "; ".join(v.decode("latin-1") for k, v in head.headers if k.lower() == b"cookie")
-            if sent:
-                cookie = _without_cookie(sent, self.config.cookie)
+        if self.config.cookie and head.cookies:
+            sent = b"; ".join(head.cookies).decode("latin-1")
+            cookie = _without_cookie(sent, self.config.cookie)
         return Forward(url=upstream.url, path=path, cookie=cookie)
 
     def _route(self, host_header: str, raw: str) -> tuple[str, str]:
