@@ -122,7 +122,7 @@ class Diagnostics:
         self._feasibility_version = -1
         #: (class, need key, need memory, counting) -> (the class's ``changes`` then, and
         #: what :func:`_scan_free` found: nodes with room, roomiest candidate, counted groups)
-        self._walks: dict[tuple, tuple[int, list[str], tuple | None, Counter[str] | None]] = {}
+        self._walks: dict[tuple, tuple[int, list[str], tuple | None, dict[str, int] | None]] = {}
         #: (class, request key, memory, exclusive) -> (the class's ``changes`` then, whether
         #: a node had room)
         self._rooms: dict[tuple, tuple[int, bool]] = {}
@@ -207,7 +207,9 @@ class Diagnostics:
             else:
                 with_room, candidate, counted = self._walk(cls, request_key, shape.memory, True)
                 if counted:
-                    groups.update(counted)
+                    # a loop: Counter.update is a Python loop too, with more steps
+                    for lacking, count in counted.items():
+                        groups[lacking] += count
                 if shape.cpu is not None or shape.host_ports:
                     with_room = self._admitted(with_room, shape, groups)
             if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
@@ -245,8 +247,8 @@ class Diagnostics:
 
     def _walk(
         self, cls: NodeClass, need_key: tuple[int, ...], need_memory: int, counting: bool
-    ) -> tuple[list[str], tuple | None, Counter[str] | None]:
-        """:func:`_scan_free` of ``cls`` (counting the nodes without room in a Counter of
+    ) -> tuple[list[str], tuple | None, dict[str, int] | None]:
+        """:func:`_scan_free` of ``cls`` (counting the nodes without room in a mapping of
         their own when ``counting``), remembered while the class's index stays as it was.
 
         The surveys of one pass read an index nothing changes in between, and shapes that
@@ -257,7 +259,7 @@ class Diagnostics:
         memo = self._walks.get(memo_key)
         if memo is not None and memo[0] == cls.changes:
             return memo[1], memo[2], memo[3]
-        counted: Counter[str] | None = Counter() if counting else None
+        counted: dict[str, int] | None = {} if counting else None
         with_room, candidate = _scan_free(cls, need_key, need_memory, counted)
         if len(self._walks) >= _WALKS_BOUND:
             self._walks.clear()
@@ -289,7 +291,7 @@ def _scan_free(
     cls: NodeClass,
     need_key: tuple[int, ...],
     need_memory: int,
-    groups: Counter[str] | None,
+    groups: dict[str, int] | None,
 ) -> tuple[list[str], tuple | None]:
     """One walk over a class's free keys: the ids of nodes with room for the need, and the
     node closest to having room without having it (the roomiest candidate).
@@ -315,13 +317,14 @@ def _scan_free(
                 score += (need_key[i] - key[i]) / max(need_key[i], 1)
         if groups is not None:
             if short_kind == "cores":
-                groups[INSUFFICIENT_CORES] += len(entries)
+                groups[INSUFFICIENT_CORES] = groups.get(INSUFFICIENT_CORES, 0) + len(entries)
             else:
                 if low:
-                    groups[INSUFFICIENT_MEMORY] += low
+                    groups[INSUFFICIENT_MEMORY] = groups.get(INSUFFICIENT_MEMORY, 0) + low
                 if short_kind is not None:
                     if low < len(entries):
-                        groups[f"insufficient {short_kind}"] += len(entries) - low
+                        label = f"insufficient {short_kind}"
+                        groups[label] = groups.get(label, 0) + len(entries) - low
                 elif low < len(entries):
                     with_room.extend(node_id for _, node_id in entries[low:])
         # the node of this key closest to fitting: most memory among those short of something
