@@ -18,7 +18,7 @@ from fuzzball_core.errors import FuzzballError, NotFound
 from fuzzball_core.orchestrate import nodes, placement
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.states import OPEN_RUN, READY
-from fuzzball_core.store.models import Node, NodeHold, Run, Stage, Workflow
+from fuzzball_core.store.models import Node, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
 
 T = TypeVar("T", Workflow, Stage)
@@ -40,7 +40,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         renewed = {node.id: ctx.leases[node.id] for node in rows if node.id in ctx.leases}
         ctx.leases.clear()
         ctx.stored_leases.clear()
-        holds = _holds_by_node(session)
+        holds = nodes.holds_by_node(session)
         for node in rows:
             ctx.node_names[node.id] = node.name
             if restarted and node.status == READY:
@@ -103,14 +103,6 @@ def _by_id(session: Session, model: type[T], ids: set[Any]) -> dict[Any, T]:
     if not ids:
         return {}
     return {row.id: row for row in session.scalars(select(model).where(model.id.in_(ids)))}
-
-
-def _holds_by_node(session: Session) -> dict[str, list[NodeHold]]:
-    """Every node's holds, oldest first: one query, not one per node."""
-    by_node: dict[str, list[NodeHold]] = {}
-    for hold in session.scalars(select(NodeHold).order_by(NodeHold.id)):
-        by_node.setdefault(hold.node_id, []).append(hold)
-    return by_node
 
 
 def _forget_allocations(ctx: EngineContext, known: set[str]) -> None:
