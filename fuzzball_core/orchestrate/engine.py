@@ -81,12 +81,6 @@ LOOP = "engine"
 #: Passes that may fail while applying one node report before it is dropped: a report whose
 #: application always raises would otherwise stall every workflow for good.
 MAX_REPORT_REPLAYS = 3
-#: Group commit: a pass that cost more CPU than GATHER_FLOOR seconds makes the next one wait
-#: as long (at most GATHER_MAX) for reports and submissions to gather, so that a pass's fixed
-#: cost (every waiting run scheduled again, every dirty workflow advanced: ~35 ms with 2,000
-#: live workflows) is shared by more of them. Cheap passes (a quiet cluster) never wait.
-GATHER_FLOOR = 0.010
-GATHER_MAX = 0.050
 
 
 @dataclass
@@ -138,8 +132,6 @@ class Engine:
         self.health.declare(LOOP, "no pass yet")
         self._recovered = False
         self._last_pass = time.monotonic()
-        #: CPU seconds the latest pass took on the loop's thread (for the group commit)
-        self._last_pass_cpu = 0.0
 
     # -- what the rest of Orchestrate reads ------------------------------------------------------
 
@@ -389,10 +381,8 @@ class Engine:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=tick)
         # One turn of the loop first: node messages already read off the streams join this
-        # pass (one transaction for all of them) instead of waking one pass each; after an
-        # expensive pass, as long as it took (GATHER_FLOOR, GATHER_MAX).
-        gather = self._last_pass_cpu if self._last_pass_cpu > GATHER_FLOOR else 0.0
-        await asyncio.sleep(min(gather, GATHER_MAX))
+        # pass (one transaction for all of them) instead of waking one pass each.
+        await asyncio.sleep(0)
         self._wake.clear()
         stalled = time.monotonic() - self._last_pass - tick
         if stalled > self.lease_seconds / 3:
@@ -401,11 +391,7 @@ class Engine:
             # lost time back instead of losing their leases and their jobs.
             self.extend_leases(stalled)
         self._last_pass = time.monotonic()
-        cpu = time.thread_time()
-        try:
-            self.step()
-        finally:
-            self._last_pass_cpu = time.thread_time() - cpu
+        self.step()
 
     def step(self) -> None:
         """One pass: node reports, lease expiry, readiness, scheduling; one transaction.
