@@ -123,9 +123,9 @@ class Diagnostics:
         #: (class, need key, need memory, counting) -> (the class's ``changes`` then, and
         #: what :func:`_scan_free` found: nodes with room, roomiest candidate, counted groups)
         self._walks: dict[tuple, tuple[int, list[str], tuple | None, dict[str, int] | None]] = {}
-        #: (class, request key, memory, exclusive) -> (the class's ``changes`` then, whether
-        #: a node had room)
-        self._rooms: dict[tuple, tuple[int, bool]] = {}
+        #: (class, request key, memory, exclusive) -> the class's ``changes`` then, times two,
+        #: plus one when a node had room (an int: no container for the collector to count)
+        self._rooms: dict[tuple, int] = {}
         #: the scheduling pass's time, for nodes annotated PLACE_UNTIL
         self.now = 0.0
 
@@ -275,15 +275,15 @@ class Diagnostics:
             return False
         memo_key = (cls, request_key, shape.memory, shape.exclusive)
         memo = self._rooms.get(memo_key)
-        if memo is not None and memo[0] == cls.changes:
-            return memo[1]
+        if memo is not None and memo >> 1 == cls.changes:
+            return bool(memo & 1)
         if shape.exclusive:
             room = bool(cls.idle)
         else:
             room = self._index.first_fit(cls, request_key, shape.memory) is not None
         if len(self._rooms) >= _WALKS_BOUND:
             self._rooms.clear()
-        self._rooms[memo_key] = (cls.changes, room)
+        self._rooms[memo_key] = cls.changes * 2 + room
         return room
 
 
