@@ -166,7 +166,9 @@ class RegistryImageBackend(ImageBackend):
             if cached is None:
                 cached = cache.path_for(image.digest)
                 scratch = cache_dir / "scratch" / f"{digest_file_name(image.digest)}.{os.getpid()}"
-                scratch.mkdir(parents=True, exist_ok=True)
+                # a pull killed midway under a reused process id left its tree here
+                shutil.rmtree(scratch, ignore_errors=True)
+                scratch.mkdir(parents=True)
                 try:
                     self._pull_and_convert(image, cache_dir, scratch, cached, credentials, report)
                 except BaseException:
