@@ -1,10 +1,13 @@
 """Queue order, EASY backfill and estimated start times of the default scheduler."""
 
+import math
+
 import pytest
 from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import Hold, ReasonCode
+from fuzzball_plugins.schedulers.timeline import EndTimes
 
 
 def test_earlier_submission_goes_first_whatever_order_jobs_are_passed_in():
@@ -166,3 +169,15 @@ def test_placements_are_reserved_before_the_next_pass():
     second = scheduler.schedule([job("b", cores=10)], now=1)
     assert placed_on(first, "a") == ("n",)
     assert second.placements == ()
+
+
+def test_running_jobs_ends_are_walked_by_end_then_job_id():
+    ends = EndTimes()
+    for end, job_id in [(20.0, "b"), (10.0, "z"), (math.inf, "n"), (20.0, "a"), (10.0, "c")]:
+        ends.add(end, job_id)
+    assert list(ends) == [(10.0, "c"), (10.0, "z"), (20.0, "a"), (20.0, "b"), (math.inf, "n")]
+    ends.remove(10.0, "c")
+    ends.remove(10.0, "z")
+    ends.remove(20.0, "b")
+    assert list(ends) == [(20.0, "a"), (math.inf, "n")]
+    assert len(ends) == 2
