@@ -74,8 +74,11 @@ async def latencies(base: str, headers: dict[str, str], count: int) -> list[floa
     return taken
 
 
-async def throughput(base: str, headers: dict[str, str], clients: int, seconds: float) -> float:
-    """Small GETs per second with ``clients`` asking at once."""
+async def throughput(
+    base: str, headers: dict[str, str], clients: int, seconds: float
+) -> tuple[int, float]:
+    """Small GETs with ``clients`` asking at once for ``seconds``: how many were done, and
+    in how many seconds."""
     done = 0
     deadline = time.perf_counter() + seconds
 
@@ -90,7 +93,7 @@ async def throughput(base: str, headers: dict[str, str], clients: int, seconds: 
     async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
         started = time.perf_counter()
         await asyncio.gather(*(client(session) for _ in range(clients)))
-        return done / (time.perf_counter() - started)
+        return done, time.perf_counter() - started
 
 
 async def download(url: str, headers: dict[str, str], runs: int) -> float:
@@ -119,7 +122,8 @@ def measure(
             "p99": taken[int(len(taken) * 0.99) - 1] * 1000,
         }
     if phase == "throughput":
-        return {"rps": asyncio.run(throughput(base, headers, args.concurrency, args.seconds))}
+        done, taken = asyncio.run(throughput(base, headers, args.concurrency, args.seconds))
+        return {"rps": done / taken}
     url = f"{base}bytes/{args.size << 20}"
     return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
 

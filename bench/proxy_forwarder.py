@@ -28,7 +28,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 SERVICE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "endpoints"
@@ -76,43 +75,6 @@ def serve_proxy(port: int, service_port: int) -> None:
         await asyncio.Event().wait()
 
     asyncio.run(run())
-
-
-async def throughput(url: str, clients: int, seconds: float) -> int:
-    """Small GETs done by ``clients`` clients asking for ``seconds``."""
-    import aiohttp
-
-    done = 0
-    deadline = time.perf_counter() + seconds
-
-    async def client(session: aiohttp.ClientSession) -> None:
-        nonlocal done
-        while time.perf_counter() < deadline:
-            async with session.get(url) as answer:
-                await answer.read()
-            done += 1
-
-    headers = {"FB-Authorization": f"Bearer {TOKEN}"}
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
-        await asyncio.gather(*(client(session) for _ in range(clients)))
-    return done
-
-
-async def download(url: str, runs: int) -> float:
-    """The best MiB/s of ``runs`` downloads of ``url``."""
-    import aiohttp
-
-    best = 0.0
-    async with aiohttp.ClientSession(headers={"FB-Authorization": f"Bearer {TOKEN}"}) as session:
-        for _ in range(runs):
-            received = 0
-            started = time.perf_counter()
-            async with session.get(url) as answer:
-                async for chunk in answer.content.iter_any():
-                    received += len(chunk)
-            best = max(best, received / 2**20 / (time.perf_counter() - started))
-    return best
 
 
 def cpu_seconds(pid: int) -> float:
@@ -236,13 +198,16 @@ def client() -> None:
     parser.add_argument("--size", type=int)
     parser.add_argument("--downloads", type=int)
     args = parser.parse_args()
+    # the clients are bench/proxy.py's, so both benches ask the same way
+    from proxy import download, throughput
+
+    headers = {"FB-Authorization": f"Bearer {TOKEN}"}
     if args.download:
         url = f"{args.client}bytes/{args.size << 20}"
-        print(json.dumps({"mib_s": asyncio.run(download(url, args.downloads))}))
+        print(json.dumps({"mib_s": asyncio.run(download(url, headers, args.downloads))}))
         return
-    started = time.perf_counter()
-    done = asyncio.run(throughput(args.client, args.concurrency, args.seconds))
-    print(json.dumps({"rps": done / (time.perf_counter() - started), "requests": done}))
+    done, taken = asyncio.run(throughput(args.client, headers, args.concurrency, args.seconds))
+    print(json.dumps({"rps": done / taken, "requests": done}))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.oci_pusher import Pusher, busybox_entries, file, layer
+from support.oci_pusher import busybox_entries, file, layer, pushed_image_uri
 from support.registry_server import RegistryServer
 
 from fuzzball_plugins.images.blob_store import BlobStore
@@ -20,21 +20,12 @@ from fuzzball_plugins.images.registry_client import BlobDigestMismatch
 CONFIG = {"platform": "linux/amd64", "retry": {"attempts": 10, "initial-delay": 0.2}}
 
 
-def _push(registry: RegistryServer, repository: str, layers: list) -> str:
-    pusher = Pusher(registry.url)
-    try:
-        pusher.push_image(repository, "1", layers)
-    finally:
-        pusher.close()
-    return f"docker://{registry.host}/{repository}:1"
-
-
 def test_downloaded_blobs_match_their_digests(
     own_registry: RegistryServer, cache_dir: Path
 ) -> None:
     layers = [layer(busybox_entries()), layer([file("hello", b"hi\n")])]
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/plain", layers))
+    image = backend.resolve(pushed_image_uri(own_registry.host, "tests/plain", layers))
 
     paths = backend.download(image, cache_dir).blobs
 
@@ -45,7 +36,7 @@ def test_downloaded_blobs_match_their_digests(
 def test_progress_reports_each_layers_bytes(own_registry: RegistryServer, cache_dir: Path) -> None:
     big = layer([file("big.bin", os.urandom(3 << 20))], compress=False)
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/progress", [big]))
+    image = backend.resolve(pushed_image_uri(own_registry.host, "tests/progress", [big]))
     reports: list[tuple[str, int, int]] = []
 
     backend.download(image, cache_dir, progress=lambda *report: reports.append(report))
@@ -62,7 +53,7 @@ def test_corrupt_blob_in_the_registry_is_refused(
 ) -> None:
     base = layer(busybox_entries())
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/corrupt", [base]))
+    image = backend.resolve(pushed_image_uri(own_registry.host, "tests/corrupt", [base]))
     stored = own_registry.blob_data_path(base.digest)
     data = bytearray(stored.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, one bit pattern changed
@@ -80,7 +71,7 @@ def test_interrupted_download_resumes_with_a_range_request(
 ) -> None:
     big = layer([file("big.bin", os.urandom(48 << 20))], compress=False)
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/resume", [big]))
+    image = backend.resolve(pushed_image_uri(own_registry.host, "tests/resume", [big]))
     step = f"download {big.digest}"
     cut_at: list[int] = []
 
@@ -106,7 +97,7 @@ def test_concurrent_pulls_of_one_image_download_each_blob_once(
         layer(busybox_entries()),
         layer([file("big.bin", os.urandom(16 << 20))], compress=False),
     ]
-    uri = _push(own_registry, "tests/coalesce", layers)
+    uri = pushed_image_uri(own_registry.host, "tests/coalesce", layers)
     image = DockerBackend(CONFIG).resolve(uri)
     start = threading.Barrier(2)
     results: list[list[Path]] = []
@@ -147,7 +138,9 @@ def test_pulls_in_separate_processes_download_each_blob_once(
     own_registry: RegistryServer, cache_dir: Path
 ) -> None:
     big = layer([file("big.bin", os.urandom(4 << 20))], compress=False)
-    image = DockerBackend(CONFIG).resolve(_push(own_registry, "tests/processes", [big]))
+    image = DockerBackend(CONFIG).resolve(
+        pushed_image_uri(own_registry.host, "tests/processes", [big])
+    )
     store = BlobStore(cache_dir)
     command = [sys.executable, "-c", PULL_IN_A_PROCESS, image.uri, image.digest, str(cache_dir)]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.erofs_contents import extract_erofs
-from support.oci_pusher import Pusher, busybox_entries, file, layer
+from support.oci_pusher import busybox_entries, file, layer, pushed_image_uri
 from support.registry_server import RegistryServer
 
 from fuzzball_core.drivers import image_config_path
@@ -22,22 +22,13 @@ CONFIG = {"platform": "linux/amd64", "retry": {"attempts": 3, "initial-delay": 0
 PATIENCE = 60.0
 
 
-def _push(registry: RegistryServer, repository: str, layers: list) -> str:
-    pusher = Pusher(registry.url)
-    try:
-        pusher.push_image(repository, "1", layers)
-    finally:
-        pusher.close()
-    return f"docker://{registry.host}/{repository}:1"
-
-
 def test_a_later_layer_downloads_while_an_earlier_one_is_still_downloading(
     own_registry: RegistryServer, cache_dir: Path
 ) -> None:
     lower = layer([file("big.bin", os.urandom(4 << 20))], compress=False)
     upper = layer([file("small.txt", b"small\n")])
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/parallel", [lower, upper]))
+    image = backend.resolve(pushed_image_uri(own_registry.host, "tests/parallel", [lower, upper]))
     upper_done = threading.Event()
     waited: list[bool] = []
 
@@ -66,7 +57,9 @@ def test_layers_finishing_out_of_order_are_applied_in_manifest_order(
     )
     upper = layer([file("etc/motd", b"from the upper layer\n")])
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/order", [base, lower, upper]))
+    image = backend.resolve(
+        pushed_image_uri(own_registry.host, "tests/order", [base, lower, upper])
+    )
     upper_done = threading.Event()
 
     def lower_finishes_last(step: str, done: int, total: int) -> None:
@@ -91,7 +84,7 @@ def test_a_corrupt_layer_among_good_ones_fails_the_pull_and_caches_nothing(
         layer([file("note.txt", b"note\n")]),
     ]
     backend = DockerBackend(CONFIG)
-    image = backend.resolve(_push(own_registry, "tests/one-corrupt", layers))
+    image = backend.resolve(pushed_image_uri(own_registry.host, "tests/one-corrupt", layers))
     corrupt = layers[1]
     stored = own_registry.blob_data_path(corrupt.digest)
     data = bytearray(stored.read_bytes())

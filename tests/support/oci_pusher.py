@@ -310,3 +310,14 @@ class Pusher:
         }
         digest, _ = self.push_manifest(repository, tag, manifest)
         return digest
+
+
+def pushed_image_uri(host: str, repository: str, layers: Sequence[Layer], tag: str = "1") -> str:
+    """Push ``layers`` as ``repository:tag`` to the registry at ``http://host``; the image's
+    ``docker://`` URI."""
+    pusher = Pusher(f"http://{host}")
+    try:
+        pusher.push_image(repository, tag, layers)
+    finally:
+        pusher.close()
+    return f"docker://{host}/{repository}:{tag}"
