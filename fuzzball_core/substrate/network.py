@@ -52,15 +52,29 @@ def node_address(configured: str, orchestrate_address: str) -> str:
         return ""
 
 
-def node_subnet(address: str) -> str | None:
-    """The network (``10.0.0.0/24``) of this node's interface holding ``address``: where a
-    multinode job's parts reach each other. None when no interface holds it."""
+@dataclass(frozen=True)
+class NodeInterface:
+    """The interface holding this node's address: where a multinode job's parts reach each
+    other, rather than over a node-local bridge that has the same address on every node."""
+
+    #: the interface's name (``eth0``)
+    name: str
+    #: its network (``10.0.0.0/24``)
+    subnet: str
+
+
+def node_interface(address: str) -> NodeInterface | None:
+    """The interface of this node holding ``address``; None when none holds it."""
     if not address:
         return None
     with IPRoute() as ipr:
         for entry in ipr.get_addr():
             if entry.get_attr("IFA_ADDRESS") == address:
-                return str(ipaddress.ip_interface(f"{address}/{entry['prefixlen']}").network)
+                (link,) = ipr.get_links(entry["index"])
+                return NodeInterface(
+                    name=str(link.get_attr("IFLA_IFNAME")),
+                    subnet=str(ipaddress.ip_interface(f"{address}/{entry['prefixlen']}").network),
+                )
     return None
 
 

@@ -103,3 +103,19 @@ class RankLayout:
             rank = str(self.first_rank)
             env.update(PMI_ID=rank, PMI_RANK=rank, FB_RANK=rank, FB_LOCAL_RANK="0")
         return env
+
+
+#: The variables that name the network interface each transport a multinode job's ranks may
+#: use sends over: UCX (MPICH's transport on Debian, ch4:ucx), NCCL's and Gloo's bootstrap and
+#: socket transports (torchrun). Without them each picks among every interface the node has,
+#: a node-local job bridge too, whose address is the same on every node: a rank then
+#: "reaches" its peer on its own node and the job fails or hangs.
+TRANSPORT_INTERFACE_VARIABLES = ("UCX_NET_DEVICES", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+
+
+def transport_environment(interface: str, job_env: list[str] | None) -> dict[str, str]:
+    """:data:`TRANSPORT_INTERFACE_VARIABLES` set to ``interface`` (the one holding the node's
+    address), except those the job's own ``env`` sets: a job that names its interfaces (an
+    InfiniBand device for UCX, say) keeps them."""
+    own = {entry.partition("=")[0] for entry in job_env or []}
+    return {name: interface for name in TRANSPORT_INTERFACE_VARIABLES if name not in own}

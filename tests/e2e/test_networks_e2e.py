@@ -36,6 +36,10 @@ def netns_cluster(
     running.close()
 
 
+#: a job's ``network`` of its own on its node (behind the node's job bridge)
+ISOLATED = "    network: {isolated: true}\n"
+
+
 def job(name: str, command: str, *, node: int, extra: str = "") -> str:
     """A v4 job pinned to node ``node`` running ``sh -c command``."""
     return f"""
@@ -68,7 +72,7 @@ def test_an_isolated_job_cannot_reach_a_port_listening_on_its_node(
         status, logs = run_jobs(
             netns_cluster,
             job("on-the-node-network", probe, node=1)
-            + job("isolated", probe, node=1, extra="    network: {isolated: true}\n"),
+            + job("isolated", probe, node=1, extra=ISOLATED),
         )
     finally:
         listener.close()
@@ -110,8 +114,26 @@ def test_the_mpi_ring_runs_across_nodes_in_their_own_namespaces(
 
     view = orchestrate.wait_for(workflow_id, timeout=180)
 
-    assert view.status == Status.FINISHED, [(s.name, s.message) for s in view.stages]
-    assert sorted(orchestrate.logs(workflow_id, "jobs.ring").splitlines()) == RING_OUTPUT
+    logs = orchestrate.logs(workflow_id, "jobs.ring")
+    assert view.status == Status.FINISHED, ([(s.name, s.message) for s in view.stages], logs)
+    assert sorted(logs.splitlines()) == RING_OUTPUT
+
+
+def test_mpi_ranks_send_over_the_nodes_interface_not_the_job_bridge(
+    netns_cluster: NetnsCluster, mpi_image: str
+) -> None:
+    # an isolated job leaves its node a job bridge, whose address is the same on every node
+    status, _ = run_jobs(netns_cluster, job("isolated", "true", node=1, extra=ISOLATED))
+    assert status == Status.FINISHED
+    orchestrate = netns_cluster.orchestrate
+    show = '[/bin/sh, -c, "env | grep -E ^UCX_NET_DEVICES="]'
+    workflow_id = orchestrate.start_workflow(mpi_workflow(mpi_image, show))
+
+    view = orchestrate.wait_for(workflow_id, timeout=180)
+
+    assert view.status == Status.FINISHED
+    # one line per rank: both nodes' ranks use the interface on the nodes' shared network
+    assert orchestrate.logs(workflow_id, "jobs.ring").splitlines() == ["UCX_NET_DEVICES=eth0"] * 4
 
 
 def call_greeter(netns_cluster: NetnsCluster, *, on: int, caller: int, isolated: bool) -> str:
@@ -125,7 +147,7 @@ def call_greeter(netns_cluster: NetnsCluster, *, on: int, caller: int, isolated:
     network: {{ports: [{{name: greet, port: 18082}}]}}
     readiness-probe: {{tcp-socket: {{port: 18082}}, period-seconds: 1}}
 """
-    network = "    network: {isolated: true}\n" if isolated else ""
+    network = ISOLATED if isolated else ""
     job_text = job(
         "caller",
         "nc -w 5 greeter 18082 </dev/null && grep greeter /etc/hosts",

@@ -11,7 +11,7 @@ import pytest
 
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.substrate import openmpi, rendezvous
-from fuzzball_core.substrate.ranks import RankLayout
+from fuzzball_core.substrate.ranks import RankLayout, transport_environment
 
 #: what Open MPI 4.1's mpirun gives its remote agent for a host (abridged)
 DAEMON_LINE = (
@@ -66,6 +66,23 @@ def test_open_mpi_uses_the_node_subnet_and_fuzzballs_agent() -> None:
     assert env["OMPI_MCA_btl_tcp_if_include"] == "10.211.4.0/24"
     assert env["OMPI_MCA_oob_tcp_if_include"] == "10.211.4.0/24"
     assert env["OMPI_MCA_plm_rsh_no_tree_spawn"] == "1"
+
+
+def test_mpich_and_torchrun_transports_are_pointed_at_the_nodes_interface() -> None:
+    env = transport_environment("eth0", ["UCX_TLS=tcp,self"])
+
+    assert env == {
+        "UCX_NET_DEVICES": "eth0",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "GLOO_SOCKET_IFNAME": "eth0",
+    }
+
+
+def test_a_jobs_own_interface_choice_is_kept() -> None:
+    env = transport_environment("eth0", ["UCX_NET_DEVICES=mlx5_0:1"])
+
+    assert "UCX_NET_DEVICES" not in env
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
 
 
 def test_without_a_known_subnet_open_mpi_chooses_its_interfaces() -> None:

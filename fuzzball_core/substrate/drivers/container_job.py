@@ -46,9 +46,9 @@ from fuzzball_core.substrate.drivers.steps import (
 )
 from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
-from fuzzball_core.substrate.network import node_subnet
+from fuzzball_core.substrate.network import NodeInterface, node_interface
 from fuzzball_core.substrate.pmi import Fence, PmiService
-from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout
+from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout, transport_environment
 from fuzzball_core.substrate.run_secrets import references_secrets
 from fuzzball_core.substrate.transfer_progress import SinkProgress
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
@@ -300,6 +300,16 @@ class MultinodePartDriver(ContainerJobDriver):
         """What this node's ranks need to find each other: Open MPI's settings, else the PMI
         service's variables, plus torchrun's for a generic job."""
         env: dict[str, str] = {}
+        address = self.node.network.address
+        # pyroute2's calls run an event loop of their own: not on this one
+        interface = await self.loop.run_in_executor(self.node.start_pool, node_interface, address)
+        if interface is None:
+            log.warning(
+                "run %s: no interface holds this node's address %r; the job's MPI or"
+                " collectives library chooses its own interfaces",
+                self.request.run_id,
+                address,
+            )
         if self.open_mpi or self.implementation == "generic":
             mine = rendezvous.offer(
                 self.ranks, self.node.network.address, meeting_point=not self.open_mpi
@@ -309,8 +319,10 @@ class MultinodePartDriver(ContainerJobDriver):
             if not self.open_mpi:
                 env.update(rendezvous.environment(self.ranks, exchanged))
         if self.open_mpi:
-            env.update(await self._open_mpi_environment())
+            env.update(self._open_mpi_environment(interface))
             return env
+        if interface is not None:
+            env.update(transport_environment(interface.name, self.job.env))
         self._pmi = PmiService(
             self.ranks,
             f"fuzzball-run-{self.request.run_id}",
@@ -320,7 +332,7 @@ class MultinodePartDriver(ContainerJobDriver):
         env.update(self.ranks.environment(await self._pmi.start()))
         return env
 
-    async def _open_mpi_environment(self) -> dict[str, str]:
+    def _open_mpi_environment(self, interface: NodeInterface | None) -> dict[str, str]:
         if len(set(self._part_addresses)) < len(self._part_addresses):
             # mpirun would take another node for itself and wait for it forever
             raise FuzzballError(
@@ -328,16 +340,7 @@ class MultinodePartDriver(ContainerJobDriver):
                 " Open MPI tells its nodes apart by address; give each node its own"
                 " (substrate.address)"
             )
-        address = self.node.network.address
-        # pyroute2's calls run an event loop of their own: not on this one
-        subnet = await self.loop.run_in_executor(self.node.start_pool, node_subnet, address)
-        if subnet is None:
-            log.warning(
-                "run %s: no interface holds this node's address %r; Open MPI chooses its"
-                " own interfaces",
-                self.request.run_id,
-                address,
-            )
+        subnet = interface.subnet if interface is not None else None
         env = openmpi.environment(subnet)
         env.update(
             FB_NODE_INDEX=str(self.ranks.part),
