@@ -9,7 +9,7 @@ names a job or service, ``RUNNING`` dependencies name services, and dependencies
 cycle; every mount names a declared volume; every step's ``files`` entry puts at an absolute
 path either a declared top-level file (``file://NAME``) or its content written inline;
 workflow-built images are not built from each other in a cycle; every endpoint proxies to a
-declared port and endpoint names are unique; no image URI carries credentials
+declared port and endpoint names are unique; no image, ingress or egress URI carries credentials
 (``user:password@``), which would be stored and shown with the workflow.
 Warned: nameless persistent volume references, and ``policy.retry`` without ``on``.
 Cycle detection is linear in the number of steps and dependencies.
@@ -86,6 +86,7 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
 
     errors.extend(_check_image_builds(_mapping(document.get("images"))))
     errors.extend(_check_image_credentials(document))
+    errors.extend(_check_transfer_credentials(_mapping(document.get("volumes"))))
     _check_unique_endpoint_names(services, errors)
     return errors, warnings
 
@@ -97,10 +98,14 @@ _CREDENTIALS = (
     "the URI carries credentials (user[:password]@ before the registry); remove them: a"
     " workflow's image URIs are stored and shown with it"
 )
+_TRANSFER_CREDENTIALS = (
+    "the URI carries credentials (user[:password]@ before the host); remove them and name a"
+    " secret in 'secret' instead: a workflow's transfer URIs are stored and shown with it"
+)
 
 
 def has_credentials(uri: str) -> bool:
-    """Whether an image URI names credentials in its authority (``docker://user:pw@host/x``),
+    """Whether a URI names credentials in its authority (``docker://user:pw@host/x``),
     as opposed to a digest (``docker://alpine@sha256:...``)."""
     _, separator, rest = uri.partition("://")
     authority = rest.split("/", 1)[0] if separator else ""
@@ -125,6 +130,22 @@ def _check_image_credentials(document: dict[str, Any]) -> list[Violation]:
         for path, image in images
         if isinstance(uri := _mapping(image).get("uri"), str) and has_credentials(uri)
     ]
+
+
+def _check_transfer_credentials(volumes: dict[str, Any]) -> list[Violation]:
+    """Every ingress or egress URI that carries credentials, by its field path; the value
+    is never repeated. A transfer's credentials belong in a secret (``secret:``)."""
+    errors: list[Violation] = []
+    for name, volume in volumes.items():
+        for direction in ("ingress", "egress"):
+            transfers = _mapping(volume).get(direction)
+            for index, transfer in enumerate(transfers if isinstance(transfers, list) else []):
+                for end in ("source", "destination"):
+                    uri = _mapping(_mapping(transfer).get(end)).get("uri")
+                    if isinstance(uri, str) and has_credentials(uri):
+                        path = f"volumes.{name}.{direction}[{index}].{end}.uri"
+                        errors.append((path, _TRANSFER_CREDENTIALS))
+    return errors
 
 
 def _check_volumes(volumes: dict[str, Any], warnings: list[str]) -> None:

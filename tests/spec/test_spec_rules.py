@@ -590,3 +590,38 @@ def test_service_scale_and_persist_are_read(parse: Parse, paths: Paths) -> None:
     assert parsed.model.services["s"].persist is True
     assert parsed.model.services["s"].scale.max == 4
     assert paths(service("    scale: {min: 5, max: 2}\n")) == ["services.s.scale"]
+
+
+def test_ingress_and_egress_uris_carrying_credentials_are_refused_without_repeating_them(
+    violations: Violations,
+) -> None:
+    found = violations(
+        one_job(
+            "",
+            head="volumes:\n  v:\n    reference: volume://user/ephemeral\n"
+            "    ingress:\n      - source: {uri: 'https://alice:hunter2@data.example/in'}\n"
+            "        destination: {uri: 'file://in'}\n"
+            "    egress:\n      - source: {uri: 'file://out'}\n"
+            "        destination: {uri: 's3://bob:s3cr3t@bucket/out'}\n",
+        )
+    )
+
+    assert [path for path, _ in found] == [
+        "volumes.v.ingress[0].source.uri",
+        "volumes.v.egress[0].destination.uri",
+    ]
+    assert "secret" in found[0][1]
+    assert "hunter2" not in repr(found) and "s3cr3t" not in repr(found)
+
+
+def test_a_presigned_ingress_url_is_not_taken_for_credentials(parse: Parse) -> None:
+    parsed = parse(
+        one_job(
+            "",
+            head="volumes:\n  v:\n    reference: volume://user/ephemeral\n"
+            "    ingress:\n      - source: {uri: 'https://data.example/in?Signature=a@b'}\n"
+            "        destination: {uri: 'file://in'}\n",
+        )
+    )
+
+    assert parsed.model.volumes["v"].ingress[0].source.uri.endswith("Signature=a@b")
