@@ -18,6 +18,7 @@ Sign-in (:meth:`Identity.check_password`) locks a user out for :data:`LOCKOUT_SE
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
@@ -81,9 +82,17 @@ BAD_CREDENTIALS = "invalid email or password"
 COMMAND_LINE = "command line"
 #: Longest names an organization or account may have (their columns' width).
 MAX_NAME = 200
-# Verified against when the email is unknown, so that an unknown user takes as long to refuse
-# as a wrong password does.
-_DUMMY_HASH = hash_password("an unknown user's password 1A!")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """The hash verified against when the email is unknown, so that an unknown user takes as
+    long to refuse as a wrong password does. Made on the first sign-in rather than at import:
+    an argon2id hash is about 0.2 s of CPU that every process importing this module
+    (Orchestrate's start among them) would otherwise pay whether anyone signs in or not."""
+    return hash_password("an unknown user's password 1A!")
+
+
 _GROUP_RELATIONSHIPS = {
     AccountRelationship.GROUP_MEMBER: AccountRelationship.GROUP_MEMBER,
     AccountRelationship.GROUP_OWNER: AccountRelationship.GROUP_OWNER,
@@ -540,6 +549,8 @@ class Identity:
         saying until when. A good sign-in resets the count and records the time.
         """
         now = self.clock()
+        # made before the lookup, so that the first sign-in pays for it whoever it names
+        dummy_hash = _dummy_hash()
         # no stored email is longer or unprintable: such a name is an unknown user's, and is
         # not sent to the store (PostgreSQL refuses a NUL in text outright)
         wanted = email.strip().lower() if len(email) <= 320 and email.isprintable() else ""
@@ -552,7 +563,7 @@ class Identity:
                 .with_for_update()
             ).first()
             if user is None:
-                verify_password(_DUMMY_HASH, password)  # as slow as a known user's refusal
+                verify_password(dummy_hash, password)  # as slow as a known user's refusal
                 self.audit.record(
                     AuditAction.LOGIN_FAILED, actor=email[:320], target=f"user {email[:200]}",
                     outcome="denied", source=source, detail={"reason": "unknown user"},
