@@ -227,6 +227,9 @@ class DefaultScheduler(Scheduler):
         self._now = 0.0
         #: this pass's words for the shapes that wait for room in one NVLink domain
         self._domain_shortfalls: dict[JobShape, str] = {}
+        #: this pass's count, per shape, of its plan's leading classes without room for it
+        #: (see _find)
+        self._full_classes: dict[JobShape, int] = {}
         #: id(a job's shape) -> (that shape, the shape the pass answers for it): the shape
         #: without its runtime while no class is annotated PLACE_UNTIL (then equal requests
         #: with different timeouts share plans, surveys and start estimates), else itself.
@@ -370,7 +373,9 @@ class DefaultScheduler(Scheduler):
                     core_ids = node.cores_for(job.shape) or ()
                     cpus[node.id] = logical_cpus(topology, core_ids, pinning.threads)
             index.add_job(node, job_id, usage, exclusive, core_ids, ports)
-        node_ids = tuple(node.id for node in nodes)
+        # most jobs run on one node: no generator (its allocation also counts toward the
+        # collector's next run, which py-spy showed landing on this line)
+        node_ids = (nodes[0].id,) if len(nodes) == 1 else tuple([node.id for node in nodes])
         self._allocations[job_id] = _Allocation(job, node_ids, end, charge)
         self._fair.charge(job, charge)
         self._nodes_of[job_id] = node_ids
@@ -412,6 +417,7 @@ class DefaultScheduler(Scheduler):
         infeasible: dict[JobShape, tuple[str, Survey]] = {}
         self._check_pending(pending)
         self._domain_shortfalls.clear()
+        self._full_classes.clear()
         protection: _Protection | None = None
         keys = self._pass_keys()
         #: id(a job's shape) -> the list later jobs of that very shape join without a look:
@@ -564,12 +570,24 @@ class DefaultScheduler(Scheduler):
         particular = shape.cpu is not None or bool(shape.host_ports)
         if shape.nodes == 1 and not shape.exclusive and not particular:
             first_fit = index.first_fit
-            for cls, request_key in plan.classes:
+            classes = plan.classes
+            # Capacity only shrinks during a pass, so a class that had no room for the shape
+            # has none for the rest of the pass: a shape placed on its fifth class asks the
+            # first four once per pass, not once per job. ``full`` is how many leading
+            # classes are known to be so (or to be closed to it by PLACE_UNTIL).
+            full = self._full_classes.get(shape, 0)
+            leading = True
+            for position in range(full, len(classes)):
+                cls, request_key = classes[position]
                 if cls.outlasted_by(shape, self._now):
-                    continue
-                node = first_fit(cls, request_key, memory)
+                    node = None
+                else:
+                    node = first_fit(cls, request_key, memory)
                 if node is None:
+                    if leading:
+                        self._full_classes[shape] = position + 1
                     continue
+                leading = False
                 if protection is None or protection.admits(node, request_key, memory):
                     return [node]
                 # the best fit is kept for the reservation (a handful of nodes are): the

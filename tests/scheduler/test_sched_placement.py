@@ -48,6 +48,18 @@ def test_jobs_pack_onto_the_fullest_node_that_still_fits():
     assert placed_on(second, "j2") == placed_on(first, "j1")
 
 
+def test_jobs_spill_to_the_next_class_once_the_preferred_one_fills_and_come_back_later():
+    # the pass remembers that the small class is full for the rest of the pass only: a
+    # release before the next pass makes it the first choice again
+    scheduler = cluster(node("small", cores=4), node("big", cores=32))
+    first = scheduler.schedule([job(f"j{i}", cores=2) for i in range(3)], now=0)
+    assert [placed_on(first, f"j{i}") for i in range(3)] == [("small",), ("small",), ("big",)]
+    scheduler.release("j0")
+    second = scheduler.schedule([job("j3", cores=2), job("j4", cores=2)], now=1)
+    assert placed_on(second, "j3") == ("small",)
+    assert placed_on(second, "j4") == ("big",)
+
+
 def test_capacity_is_deducted_by_each_placement():
     scheduler = cluster(node("n", cores=16, memory_gib=64, gpus=4))
     scheduler.schedule([job("j", cores=6, memory_gib=20, gpus=3)], now=0)
