@@ -1,16 +1,20 @@
 """How Substrate launches Open MPI and generic multinode parts, without containers: the
-mpirun and daemon command lines, the agent's hand-over, and torchrun's variables."""
+mpirun and daemon command lines, the agent's hand-over, torchrun's variables, and the node
+topology handed to the ranks' hwloc."""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes.util
+import os
 import subprocess
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 
 from fuzzball_core.errors import FailedPrecondition
-from fuzzball_core.substrate import openmpi, rendezvous
+from fuzzball_core.substrate import hwloc, openmpi, rendezvous
 from fuzzball_core.substrate.ranks import RankLayout, transport_environment
 
 #: what Open MPI 4.1's mpirun gives its remote agent for a host (abridged)
@@ -177,3 +181,50 @@ def test_a_part_of_one_process_gets_its_rank_directly() -> None:
     env = rendezvous.environment(RankLayout(1, 2, 1), exchanged)
 
     assert (env["RANK"], env["LOCAL_RANK"]) == ("1", "0")
+
+
+def test_ranks_hwloc_reads_the_bound_topology_of_this_very_system() -> None:
+    env = hwloc.environment({"PATH": "/usr/bin:/bin", "UCX_TLS": "tcp,self"})
+
+    assert env == {
+        "HWLOC_XMLFILE": "/.fuzzball-topology/topology.xml",
+        "HWLOC_THISSYSTEM": "1",
+        "HWLOC_THISSYSTEM_ALLOWED_RESOURCES": "1",
+    }
+
+
+def test_a_jobs_own_hwloc_setting_wins() -> None:
+    env = hwloc.environment({"HWLOC_THISSYSTEM": "0"})
+
+    assert "HWLOC_THISSYSTEM" not in env
+    assert env["HWLOC_XMLFILE"] == "/.fuzzball-topology/topology.xml"
+
+
+@pytest.mark.parametrize("source", ["HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_COMPONENTS"])
+def test_a_job_choosing_hwlocs_source_gets_no_topology(source: str) -> None:
+    assert hwloc.environment({source: "whatever"}) == {}
+
+
+@pytest.mark.skipif(ctypes.util.find_library("hwloc") is None, reason="libhwloc not installed")
+def test_the_node_topology_is_exported_once_with_every_cpu(tmp_path: Path) -> None:
+    exported = hwloc.node_topology(tmp_path)
+    assert exported == tmp_path / "topology.xml"
+    first = exported.stat().st_mtime_ns
+
+    again = hwloc.node_topology(tmp_path)
+
+    assert again == exported and exported.stat().st_mtime_ns == first
+    root = ElementTree.parse(exported).getroot()
+    processing_units = root.findall(".//object[@type='PU']")
+    assert len(processing_units) == os.cpu_count()
+    # containers run as any user: the file must be readable by all
+    assert exported.stat().st_mode & 0o444 == 0o444
+
+
+def test_a_node_without_libhwloc_exports_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+
+    assert hwloc.node_topology(tmp_path) is None
+    assert not (tmp_path / "topology.xml").exists()

@@ -21,7 +21,7 @@ from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.spec.models import Job, Probe, Service
 from fuzzball_core.spec.resources import job_resources
-from fuzzball_core.substrate import openmpi, rendezvous
+from fuzzball_core.substrate import hwloc, openmpi, rendezvous
 from fuzzball_core.substrate.drivers.base import (
     LogSink,
     NodeServices,
@@ -288,6 +288,8 @@ class MultinodePartDriver(ContainerJobDriver):
         #: the daemon it is sent (Open MPI)
         self._launch_exchange: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
+        #: the node's topology exported for hwloc in the ranks (None: they discover it)
+        self._topology: Path | None = None
         # a service may span nodes too; each part is then probed as a service is
         self.readiness_probe = readiness_of(self.job)
 
@@ -298,11 +300,17 @@ class MultinodePartDriver(ContainerJobDriver):
 
     async def rank_environment(self) -> dict[str, str]:
         """What this node's ranks need to find each other: Open MPI's settings, else the PMI
-        service's variables, plus torchrun's for a generic job."""
+        service's variables, plus torchrun's for a generic job. Also exports the node's
+        topology for the ranks' hwloc (once per agent process; see :mod:`.hwloc`)."""
         env: dict[str, str] = {}
         address = self.node.network.address
-        # pyroute2's calls run an event loop of their own: not on this one
-        interface = await self.loop.run_in_executor(self.node.start_pool, node_interface, address)
+        pool = self.node.start_pool
+        # pyroute2's calls run an event loop of their own, and hwloc's discovery blocks: not
+        # on this one
+        interface, self._topology = await asyncio.gather(
+            self.loop.run_in_executor(pool, node_interface, address),
+            self.loop.run_in_executor(pool, hwloc.node_topology, self.node.state_dir / "hwloc"),
+        )
         if interface is None:
             log.warning(
                 "run %s: no interface holds this node's address %r; the job's MPI or"
@@ -396,8 +404,17 @@ class MultinodePartDriver(ContainerJobDriver):
         config: ImageConfig = NO_CONFIG,
         user: Identity = ROOT,
     ) -> ContainerSpec:
-        """The job's container; one waiting for its daemon reads it from standard input."""
+        """The job's container, with the node's topology bound in for hwloc (unless the
+        image or the job chooses hwloc's source); one waiting for its daemon reads it from
+        standard input."""
         spec = super().container_spec(image, extra_env, config, user)
+        if self._topology is not None:
+            topology_env = hwloc.environment(spec.env)
+            if topology_env:
+                spec.env.update(topology_env)
+                spec.binds.append(
+                    Bind(str(self._topology.parent), hwloc.TOPOLOGY_DIR, readonly=True)
+                )
         if self.awaits_daemon:
             spec.stdin = PIPE
         return spec
