@@ -13,6 +13,12 @@ A plugin that fails to import, or whose hook implementations do not match the sp
 stop discovery: it is recorded as broken with its distribution, entry point and error. Whether
 that is fatal is the caller's decision: :meth:`PluginRegistry.require` raises
 :class:`PluginLoadError` for a plugin the process needs.
+
+Hook plugins are imported at discovery (every one is called). Drivers are listed from their
+entry points without importing them, and each is imported and checked against its interface
+the first time it is looked at (:meth:`PluginRegistry.find`, ``require``, ``driver``), or all at
+once for a listing (:attr:`PluginRegistry.records`, ``broken``): a process imports the drivers
+it uses, not every provisioner's cloud SDK (boto3, google-cloud, oci) at its start.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ class PluginRecord:
     version: str
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
+    #: a driver's entry point not imported yet (None once checked, and for hook plugins)
+    unchecked: importlib.metadata.EntryPoint | None = field(default=None, repr=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -121,17 +129,24 @@ class PluginRegistry:
         self._dists = _distribution_index((*DRIVER_GROUPS, HOOK_GROUP))
         self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
-        self.records: list[PluginRecord] = []
+        self._records: list[PluginRecord] = []
         for group in DRIVER_GROUPS:
             self._discover_drivers(group)
         self._discover_hooks()
+
+    @property
+    def records(self) -> list[PluginRecord]:
+        """Every plugin found, each driver imported and checked (a listing's view)."""
+        for record in self._records:
+            self._check(record)
+        return self._records
 
     # -- discovery -------------------------------------------------------------------------------
 
     def _record(self, group: str, name: str, value: str) -> PluginRecord:
         dist, version = self._dists.get((group, name, value), ("?", "?"))
         record = PluginRecord(group, name, value, dist, version)
-        self.records.append(record)
+        self._records.append(record)
         return record
 
     def _extensions(self, group: str) -> tuple[ExtensionManager, dict[str, PluginRecord]]:
@@ -150,15 +165,32 @@ class PluginRegistry:
         return manager, failed
 
     def _discover_drivers(self, group: str) -> None:
-        interface = DRIVER_INTERFACES[group]
-        manager, _failed = self._extensions(group)
-        for ext in manager.extensions:
-            record = self._record(group, ext.name, ext.entry_point.value)
-            if not (inspect.isclass(ext.plugin) and issubclass(ext.plugin, interface)):
-                record.error = (
-                    f"{ext.entry_point.value} is not a subclass of"
-                    f" {interface.__module__}.{interface.__name__}"
-                )
+        """Record ``group``'s entry points, imported later by :meth:`_check`."""
+        seen: set[tuple[str, str]] = set()
+        for entry_point in importlib.metadata.entry_points(group=group):
+            # the same entry point found twice on the path (a package installed and also
+            # present as '.') is one plugin, as stevedore counts them
+            if (entry_point.name, entry_point.value) in seen:
+                continue
+            seen.add((entry_point.name, entry_point.value))
+            self._record(group, entry_point.name, entry_point.value).unchecked = entry_point
+
+    def _check(self, record: PluginRecord) -> PluginRecord:
+        """Import a driver's entry point once, recording why it is broken if it is."""
+        entry_point, record.unchecked = record.unchecked, None
+        if entry_point is None:
+            return record
+        interface = DRIVER_INTERFACES[record.group]
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:  # an import error of any kind: the plugin is broken
+            record.error = _describe(exc)
+            return record
+        if not (inspect.isclass(plugin) and issubclass(plugin, interface)):
+            record.error = (
+                f"{record.value} is not a subclass of {interface.__module__}.{interface.__name__}"
+            )
+        return record
 
     def _discover_hooks(self) -> None:
         manager, _failed = self._extensions(HOOK_GROUP)
@@ -207,18 +239,21 @@ class PluginRegistry:
         return self.pm.hook
 
     def find(self, group: str, name: str) -> list[PluginRecord]:
-        """Records of entry point ``name`` in ``group`` (several if distributions clash)."""
-        return [r for r in self.records if r.group == group and r.name == name]
+        """Records of entry point ``name`` in ``group`` (several if distributions clash),
+        checked: a driver named here is imported now."""
+        return [self._check(r) for r in self._records if r.group == group and r.name == name]
 
     def broken(self) -> list[PluginRecord]:
-        """Every plugin that failed to load."""
+        """Every plugin that failed to load (every driver is imported to tell)."""
         return [r for r in self.records if r.error]
 
     def require(self, group: str, name: str) -> PluginRecord:
         """Return the record of a plugin the process needs, or raise :class:`PluginLoadError`."""
         found = self.find(group, name)
         if not found:
-            available = sorted(r.name for r in self.records if r.group == group and not r.error)
+            available = sorted(
+                r.name for r in self._records if r.group == group and not self._check(r).error
+            )
             raise PluginLoadError(
                 f"no {KIND_OF_GROUP[group]} plugin named {name!r} is installed"
                 f" (entry-point group {group}; available: {', '.join(available) or 'none'})"

@@ -1,5 +1,8 @@
 """Plugin discovery of the builtins, which are registered through entry points like any other."""
 
+import subprocess
+import sys
+
 from fuzzball_core.plugins import HOOK_GROUP, PluginRegistry
 
 
@@ -27,3 +30,23 @@ def test_disabled_hook_plugin_is_listed_but_not_called():
     # other metrics plugins (node health, GPU ECC) may answer; procfs's samples are absent
     answers = registry.hook.fuzzball_node_collect_metrics(node_id="n1")
     assert not any("fuzzball_node_load1" in answer for answer in answers)
+
+
+def test_drivers_are_imported_when_first_looked_at_not_at_discovery():
+    # a fresh interpreter: this one's earlier tests have imported the drivers already
+    probe = """
+import sys
+from fuzzball_core.plugins import PluginRegistry
+registry = PluginRegistry()
+print("fuzzball_provisioners.aws" in sys.modules)
+(record,) = registry.find("fuzzball.provisioners", "aws")
+print("fuzzball_provisioners.aws" in sys.modules, record.status)
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "ok"]
+
+
+def test_listing_imports_and_checks_every_driver():
+    registry = PluginRegistry()
+    assert all(r.unchecked is None for r in registry.records)
+    assert any(r.group == "fuzzball.provisioners" and r.name == "gcp" for r in registry.records)
