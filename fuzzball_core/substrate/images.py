@@ -19,6 +19,7 @@ pull goes to the registry as usual.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzball_core.drivers import ImageBackend, ResolvedImage
+from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage, image_config_path
 from fuzzball_core.errors import FuzzballError, InvalidArgument
 from fuzzball_core.plugins import PluginRegistry
 
@@ -77,6 +78,8 @@ class NodeImages:
         self._pinned: dict[str, _Pinned] = {}
         self._uri_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        #: configs read beside cached images: path -> (the config file's identity, config)
+        self._configs: dict[str, tuple[tuple[int, int, int], ImageConfig]] = {}
 
     def backend(self, scheme: str) -> ImageBackend:
         """The backend serving ``scheme``, loaded once."""
@@ -166,6 +169,28 @@ class NodeImages:
         """The EROFS file of ``uri`` when its tag is pinned here and still fresh (what
         :meth:`ensure` would return without asking anyone), else None. Never blocks."""
         return self._fresh(uri)
+
+    def config(self, image: Path) -> ImageConfig | None:
+        """The config kept beside the cached EROFS file ``image``
+        (:meth:`ImageConfig.read_beside`), None when it has none.
+
+        Read once per config file: every run of an array asked for it, and opening, reading
+        and parsing it was the largest single part of a job's set-up on the agent's loop. A
+        file replaced since (another inode, size or mtime: the image converted again) is
+        read again; a missing one is looked for again every time."""
+        path = image_config_path(image)
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            return None
+        identity = (found.st_ino, found.st_size, found.st_mtime_ns)
+        known = self._configs.get(str(path))
+        if known is not None and known[0] == identity:
+            return known[1]
+        config = ImageConfig.read_beside(image)
+        if config is not None:
+            self._configs[str(path)] = (identity, config)
+        return config
 
     def _fresh(self, uri: str) -> Path | None:
         with self._lock:

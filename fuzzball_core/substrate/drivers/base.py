@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -93,16 +94,16 @@ class RunRequest:
             task_id=assignment.task_id if assignment.has_task else None,
             job=None
             if image_work
-            else _step_model(assignment.stage_name).model_validate(definition),
+            else _step(_step_model(assignment.stage_name), assignment.job_json, definition),
             definition=definition,
             timeout_seconds=assignment.timeout_seconds or None,
             node_ids=list(assignment.node_ids),
-            volume_ingress=json.loads(assignment.volume_ingress_json or "{}"),
+            volume_ingress=_json_object(assignment.volume_ingress_json),
             hosts=dict(assignment.hosts),
             cpuset=assignment.cpus.get(node_id) or None,
             volume_locations={
                 name: VolumeLocation.from_json(location)
-                for name, location in json.loads(assignment.volumes_json or "{}").items()
+                for name, location in _json_object(assignment.volumes_json).items()
             },
         )
 
@@ -284,6 +285,38 @@ class PoolTaskDriver(TaskDriver):
 def _step_model(stage_name: str) -> type[Job] | type[Service]:
     """The model of a stage's definition: services carry fields jobs do not."""
     return Service if stage_name.startswith("services.") else Job
+
+
+#: Validated step models by their stage's ``job_json``, most recent last: every task of an
+#: array (and every run of a stage) carries the same payload, and validating it was a
+#: tenth of the agent's per-job Python. The models are shared, so they are only read.
+_STEPS: OrderedDict[tuple[type[Job] | type[Service], str], Job | Service] = OrderedDict()
+#: payloads remembered at most (a node runs a few stages at a time, not hundreds)
+STEP_CACHE_SIZE = 64
+
+
+def _step(
+    model: type[Job] | type[Service], job_json: str, definition: dict[str, Any]
+) -> Job | Service:
+    """``definition`` (the parsed ``job_json``) validated as ``model``, reusing the model of
+    an identical payload seen recently; raises as ``model_validate`` does."""
+    key = (model, job_json)
+    step = _STEPS.get(key)
+    if step is not None:
+        _STEPS.move_to_end(key)
+        return step
+    step = _STEPS[key] = model.model_validate(definition)
+    if len(_STEPS) > STEP_CACHE_SIZE:
+        _STEPS.popitem(last=False)
+    return step
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """An optional JSON object field of an assignment ({} when empty, as most are)."""
+    if not text or text == "{}":
+        return {}
+    parsed: dict[str, Any] = json.loads(text)
+    return parsed
 
 
 def error_text(exc: BaseException) -> str:

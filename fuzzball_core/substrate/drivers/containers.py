@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
+import select
 import signal
 import time
 from abc import abstractmethod
@@ -44,6 +46,65 @@ LOG_FLUSH_DELAY = 0.1
 DRAIN_TIMEOUT = 2.0
 
 
+class FdWatcher:
+    """The readable file descriptors of the containers one event loop watches, through one
+    epoll set of their own that the loop watches as a single reader.
+
+    Each container has three descriptors (its stdout and stderr pipes, its pidfd);
+    registering each with the loop's selector and removing it again cost about a tenth of
+    the agent's per-job Python (asyncio's checks, its selector's bookkeeping), against one
+    ``epoll_ctl`` each here. Level-triggered as the loop's own selector, so a callback that
+    leaves data unread is called again. A watcher exists while it watches something: the
+    last :meth:`forget` closes it (:func:`fd_watcher` makes the next one)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._epoll = select.epoll()
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        loop.add_reader(self._epoll.fileno(), self._dispatch)
+
+    def watch(self, fd: int, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` on the loop whenever ``fd`` is readable (or hung up)."""
+        self._epoll.register(fd, select.EPOLLIN)
+        self._callbacks[fd] = callback
+
+    def forget(self, fd: int) -> None:
+        """Stop watching ``fd`` (before it is closed: its number may be reused)."""
+        if self._callbacks.pop(fd, None) is not None:
+            self._epoll.unregister(fd)
+        if not self._callbacks:
+            self._loop.remove_reader(self._epoll.fileno())
+            self._epoll.close()
+            if _WATCHERS.get(self._loop) is self:
+                del _WATCHERS[self._loop]
+
+    def _dispatch(self) -> None:
+        if self._epoll.closed:
+            return
+        for fd, _ in self._epoll.poll(0):
+            callback = self._callbacks.get(fd)  # None: forgotten by an earlier callback
+            if callback is None:
+                continue
+            try:
+                callback()
+            except Exception as exc:  # as the loop treats a failing reader: said, not fatal
+                self._loop.call_exception_handler(
+                    {"message": f"container fd {fd} callback failed", "exception": exc}
+                )
+
+
+#: the watcher of each event loop that watches containers now
+_WATCHERS: dict[asyncio.AbstractEventLoop, FdWatcher] = {}
+
+
+def fd_watcher(loop: asyncio.AbstractEventLoop) -> FdWatcher:
+    """The watcher of ``loop``'s containers' descriptors (made when it has none)."""
+    watcher = _WATCHERS.get(loop)
+    if watcher is None:
+        watcher = _WATCHERS[loop] = FdWatcher(loop)
+    return watcher
+
+
 class ContainerProcess:
     """A started container, watched from the event loop until it is reaped."""
 
@@ -59,19 +120,25 @@ class ContainerProcess:
         self._sink = sink
         self._loop = loop
         self._exited = asyncio.Event()
-        self._eof: dict[int, asyncio.Event] = {}
+        #: the output pipes not at their end yet: fd -> stream name
+        self._open: dict[int, str] = {}
+        #: set once every output pipe reached its end
+        self._drained = asyncio.Event()
         self._buffers: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._flush_scheduled = False
         self._timers: list[asyncio.TimerHandle] = []
+        self._watcher = watcher = fd_watcher(loop)
         for stream_name, stream in (("stdout", handle.stdout), ("stderr", handle.stderr)):
             if stream is None:
                 continue
             fd = stream.fileno()
             os.set_blocking(fd, False)
-            self._eof[fd] = asyncio.Event()
-            loop.add_reader(fd, self._read, fd, stream_name)
+            self._open[fd] = stream_name
+            watcher.watch(fd, functools.partial(self._read, fd, stream_name))
+        if not self._open:
+            self._drained.set()
         self._pidfd = os.pidfd_open(handle.pid)
-        loop.add_reader(self._pidfd, self._on_exit)
+        watcher.watch(self._pidfd, self._on_exit)
 
     @property
     def exited(self) -> bool:
@@ -95,16 +162,14 @@ class ContainerProcess:
     async def ended(self) -> None:
         """Wait for the container to end; its output is all handed to the sink on return."""
         await self._exited.wait()
-        if self._eof:
+        # most often the pipes reached their end in the same turn as the exit: no wait then
+        if not self._drained.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.gather(*(e.wait() for e in self._eof.values())), DRAIN_TIMEOUT
-                )
-        for fd, eof in self._eof.items():
-            if not eof.is_set():
-                # a process the container left behind still holds the pipe: take what is there
-                self._loop.remove_reader(fd)
-                self._read_rest(fd)
+                await asyncio.wait_for(self._drained.wait(), DRAIN_TIMEOUT)
+        for fd, stream_name in list(self._open.items()):
+            # a process the container left behind still holds the pipe: take what is there
+            self._closed(fd)
+            self._read_rest(fd, stream_name)
         self._flush()
         for timer in self._timers:
             timer.cancel()
@@ -142,8 +207,7 @@ class ContainerProcess:
         except OSError:
             data = b""
         if not data:
-            self._loop.remove_reader(fd)
-            self._eof[fd].set()
+            self._closed(fd)
             return
         buffer = self._buffers[stream_name]
         buffer += data
@@ -153,12 +217,17 @@ class ContainerProcess:
             self._flush_scheduled = True
             self._loop.call_later(LOG_FLUSH_DELAY, self._flush)
 
-    def _read_rest(self, fd: int) -> None:
-        stdout = self.handle.stdout
-        name = "stdout" if stdout is not None and stdout.fileno() == fd else "stderr"
+    def _closed(self, fd: int) -> None:
+        """Output pipe ``fd`` needs no more watching (at its end, or given up on)."""
+        self._watcher.forget(fd)
+        del self._open[fd]
+        if not self._open:
+            self._drained.set()
+
+    def _read_rest(self, fd: int, stream_name: str) -> None:
         with contextlib.suppress(OSError):
             while data := os.read(fd, LOG_CHUNK):
-                self._buffers[name] += data
+                self._buffers[stream_name] += data
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -169,7 +238,7 @@ class ContainerProcess:
                 self._sink(self._run_id, stream_name, chunk)
 
     def _on_exit(self) -> None:
-        self._loop.remove_reader(self._pidfd)
+        self._watcher.forget(self._pidfd)
         os.close(self._pidfd)
         self._pidfd = -1
         self._exited.set()

@@ -16,6 +16,7 @@ submitting user's identity decides.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -157,11 +158,18 @@ def prepare_devices(
 def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> str:
     """The job's name as a DNS label (``-<task id>`` appended for array tasks, ``-<node
     index>`` for the parts of a multinode job, which MPI tells apart by hostname)."""
-    base = _HOSTNAME_UNSAFE.sub("-", request.job_name.lower()).strip("-") or "job"
+    base = _hostname_base(request.job_name)
     suffix = f"-{request.task_id}" if request.task_id is not None else ""
     if ranks is not None:
         suffix += f"-{ranks.part}"
     return base[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+@functools.lru_cache(maxsize=256)
+def _hostname_base(job_name: str) -> str:
+    """A job name as a DNS label (a function of the name alone: every task of an array
+    shares it)."""
+    return _HOSTNAME_UNSAFE.sub("-", job_name.lower()).strip("-") or "job"
 
 
 def job_command(
