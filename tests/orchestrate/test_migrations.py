@@ -36,3 +36,20 @@ def test_models_match_the_migrations(database_url):
     with engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diff == []
+
+
+def test_head_read_from_the_scripts_is_alembics_head():
+    from alembic.script import ScriptDirectory
+
+    from fuzzball_core.store.database import MIGRATIONS, _script_head, alembic_config
+
+    scripts = ScriptDirectory.from_config(alembic_config(connect("sqlite://")))
+    assert _script_head(MIGRATIONS) == scripts.get_current_head()
+
+
+def test_database_behind_head_is_upgraded_although_head_is_read_without_alembic(database_url):
+    engine = connect(database_url)
+    migrate(engine, "0001")
+    migrate(engine)
+    tables = set(inspect(engine).get_table_names())
+    assert set(Base.metadata.tables) <= tables
