@@ -81,6 +81,15 @@ LOOP = "engine"
 #: Passes that may fail while applying one node report before it is dropped: a report whose
 #: application always raises would otherwise stall every workflow for good.
 MAX_REPORT_REPLAYS = 3
+#: Reports nothing waits on: a run's start and its output. They do not wake the engine at
+#: once but at most :data:`LAZY_REPORT_DELAY` later, so that they share the pass of the
+#: report that follows them (a short job's exit, the next start) instead of costing a pass
+#: each; an exit, a service's readiness, a fence or a submission still wakes it at once.
+LAZY_REPORTS = frozenset({"started", "log"})
+#: The longest a lazy report waits for a pass (seconds): how much later than its node said
+#: so a run shows STARTED, its output is stored, or a service without a readiness probe
+#: releases its dependents.
+LAZY_REPORT_DELAY = 0.02
 
 
 @dataclass
@@ -121,6 +130,8 @@ class Engine:
         )
         self._inbox: list[_Report] = []
         self._wake = asyncio.Event()
+        #: the timer that wakes the engine for lazy reports (:data:`LAZY_REPORTS`), if set
+        self._lazy_wake: asyncio.TimerHandle | None = None
         #: the in-memory view may disagree with the database (a rebuild itself failed)
         self._stale = False
         #: passes (and loop turns) that raised since the engine was made
@@ -302,7 +313,21 @@ class Engine:
                     self.context.hub.send(target, control)
                 return
         self._inbox.append(_Report(node_id, message))
-        self.wake()
+        if kind in LAZY_REPORTS:
+            self._wake_later()
+        else:
+            self.wake()
+
+    def _wake_later(self) -> None:
+        """Ask for a pass within :data:`LAZY_REPORT_DELAY` (at once off the event loop)."""
+        if self._lazy_wake is not None:
+            return  # already due: this report joins the same pass
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.wake()  # no loop to time the wait on (a test driving passes by hand)
+            return
+        self._lazy_wake = loop.call_later(LAZY_REPORT_DELAY, self.wake)
 
     def extend_leases(self, seconds: float) -> None:
         """Push every live node's lease ``seconds`` further (Orchestrate was stalled)."""
@@ -384,6 +409,10 @@ class Engine:
         # pass (one transaction for all of them) instead of waking one pass each.
         await asyncio.sleep(0)
         self._wake.clear()
+        if self._lazy_wake is not None:
+            # this pass takes every lazy report queued so far: their timer has nothing left
+            self._lazy_wake.cancel()
+            self._lazy_wake = None
         stalled = time.monotonic() - self._last_pass - tick
         if stalled > self.lease_seconds / 3:
             # Orchestrate's own loop was held up (a slow request, a long pause, a failing
@@ -418,6 +447,7 @@ class Engine:
                 nodes.deprovision_empty_nodes(ctx, tx)
                 while ctx.dirty:
                     dirty, ctx.dirty = ctx.dirty, set()
+                    tx.load_workflows(dirty)  # with their stages, one query for all
                     for workflow_id in dirty:
                         progress.advance(ctx, tx, workflow_id)
                 with self.timings.deciding():

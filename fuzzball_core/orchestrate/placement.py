@@ -135,7 +135,8 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
     result = ctx.scheduler.schedule([p.request for p in ctx.pending.values()], tx.now)
     ctx.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
     _report_blocked(ctx, tx, result.diagnoses)
-    preload_runs(tx, [ctx.pending[p.job_id].run_id for p in result.placements])
+    # the placed runs with their stages and workflows, in one joined query
+    tx.load_runs(ctx.pending[p.job_id].run_id for p in result.placements)
     volume_nodes: dict[tuple[str, str], str] = {}
     for placement in result.placements:
         waiting = ctx.pending.pop(placement.job_id)
@@ -173,26 +174,23 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
         send_assignment(ctx, tx, run)
 
 
-def preload_runs(tx: Transaction, run_ids: Iterable[int]) -> None:
-    """Load these runs, their stages and their workflows in three queries."""
-    tx.load(Run, run_ids)
-    runs = [row for row in tx.loaded if isinstance(row, Run)]
-    tx.load(Stage, {run.stage_id for run in runs})
-    tx.load(Workflow, {run.workflow_id for run in runs})
-
-
 def _report_blocked(
     ctx: EngineContext, tx: Transaction, diagnoses: Mapping[str, Diagnosis]
 ) -> None:
     """A ``scheduling_blocked`` event once per cause for each stage left waiting."""
     seen: set[int] = set()
+    blocked: list[tuple[PendingRun, Diagnosis]] = []
     for waiting in ctx.pending.values():
         if waiting.stage_id in seen or waiting.request.id not in diagnoses:
             continue
         seen.add(waiting.stage_id)
         diagnosis = diagnoses[waiting.request.id]
-        if not ctx.told.mark_blocked(waiting.stage_id, diagnosis.reason.value):
-            continue
+        if ctx.told.mark_blocked(waiting.stage_id, diagnosis.reason.value):
+            blocked.append((waiting, diagnosis))
+    # many stages block at once when a burst of workflows outgrows the cluster: their rows
+    # in one query, not one each
+    tx.load(Stage, (waiting.stage_id for waiting, _ in blocked))
+    for waiting, diagnosis in blocked:
         stage = tx.session.get(Stage, waiting.stage_id)
         events.record(
             tx,

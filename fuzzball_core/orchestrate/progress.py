@@ -40,7 +40,7 @@ def advance(ctx: EngineContext, tx: Transaction, workflow_id: str) -> None:
     if workflow is None or workflow.status in TERMINAL_STATUSES:
         return
     entry = ctx.plans.entry(workflow)
-    stages = {stage.name: stage for stage in stages_of(tx.session, workflow_id)}
+    stages = {stage.name: stage for stage in tx.stages_of(workflow_id)}
     ended: dict[str, set[str]] = {s: set() for s in TERMINAL_STATUSES}
     started: set[str] = set()
     for name, stage in stages.items():

@@ -128,20 +128,21 @@ def store(
     """Write the workflow (STARTED) and its stages (PENDING); return its id."""
     plan, pins = prepared.plan, prepared.pins
     workflow_id = str(uuid.uuid4())
-    tx.session.add(
-        Workflow(
-            id=workflow_id,
-            account_id=who.account_id,
-            user_id=who.user_id,
-            name=name,
-            status=Status.STARTED,
-            raw_specification=raw_specification,
-            definition_v4=parsed.to_yaml(),
-            annotations=dict(parsed.model.annotations or {}),
-            created_at=tx.now,
-            started_at=tx.now,
-        )
+    # held here: the session's identity map keeps a flushed row only weakly, and reading it
+    # back by id after the flush below would cost a SELECT
+    workflow = Workflow(
+        id=workflow_id,
+        account_id=who.account_id,
+        user_id=who.user_id,
+        name=name,
+        status=Status.STARTED,
+        raw_specification=raw_specification,
+        definition_v4=parsed.to_yaml(),
+        annotations=dict(parsed.model.annotations or {}),
+        created_at=tx.now,
+        started_at=tx.now,
     )
+    tx.session.add(workflow)
     tx.session.flush()  # the stages' foreign key needs the workflow row first
     for stage_id in plan.topological_order():
         planned = plan.stages[stage_id]
@@ -156,9 +157,7 @@ def store(
             )
         )
     # persistent volumes are made on first use (or the submission refused naming them)
-    stored = tx.session.get(Workflow, workflow_id)
-    assert stored is not None, "added above in this transaction"
-    workflow_volumes.resolve_at_submission(tx.session, stored, parsed.model.volumes, tx.now)
+    workflow_volumes.resolve_at_submission(tx.session, workflow, parsed.model.volumes, tx.now)
     events.record(
         tx, EventKind.WORKFLOW_STARTED, f"workflow {name} started", workflow_id=workflow_id
     )

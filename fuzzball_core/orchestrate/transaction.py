@@ -28,6 +28,9 @@ class Transaction:
     #: rows loaded in bulk ahead of use: the session's identity map holds rows weakly, so
     #: without these references they would be dropped and loaded again one by one
     loaded: list[Any] = field(default_factory=list)
+    #: the stage rows of the workflows :meth:`load_workflows` loaded, by workflow id (stage
+    #: rows are written only at submission, so a list read once holds for the transaction)
+    stages: dict[str, list[Stage]] = field(default_factory=dict)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
@@ -48,6 +51,31 @@ class Transaction:
                 .where(Run.id.in_(wanted))
             )
             self.loaded.extend(row for triple in rows for row in triple)
+
+    def load_workflows(self, workflow_ids: Iterable[str]) -> None:
+        """Load these workflows with all their stages in one joined query (advancing a
+        workflow reads both: two queries per workflow otherwise)."""
+        wanted = set(workflow_ids) - self.stages.keys()
+        if not wanted:
+            return
+        rows = self.session.execute(
+            select(Workflow, Stage)
+            .outerjoin(Stage, Stage.workflow_id == Workflow.id)
+            .where(Workflow.id.in_(wanted))
+        )
+        for workflow, stage in rows:
+            stages = self.stages.setdefault(workflow.id, [])
+            self.loaded.append(workflow)
+            if stage is not None:
+                stages.append(stage)
+                self.loaded.append(stage)
+
+    def stages_of(self, workflow_id: str) -> list[Stage]:
+        """The workflow's stage rows: as :meth:`load_workflows` loaded them, else queried."""
+        loaded = self.stages.get(workflow_id)
+        if loaded is not None:
+            return list(loaded)
+        return list(self.session.scalars(select(Stage).where(Stage.workflow_id == workflow_id)))
 
     def send(self, node_ids: Iterable[str], message: ToNode) -> None:
         """Send ``message`` to each of ``node_ids`` once the transaction commits."""

@@ -1,0 +1,133 @@
+"""When the engine's loop passes: reports nothing waits on (a run's start, its output) join
+the next pass instead of waking one each; the others wake it at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import event
+
+from fuzzball_core.orchestrate import engine as engine_module
+from fuzzball_core.orchestrate.transaction import Transaction
+
+HELLO = """
+version: v1
+jobs:
+  hello:
+    image: {uri: docker://alpine:latest}
+    command: [echo, hi]
+"""
+
+TWO = """
+version: v1
+jobs:
+  one:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+  two:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    requires: [one]
+"""
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Let the loop run until ``condition`` holds (fails the test after ``seconds``)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the engine never got there"
+        await asyncio.sleep(0.01)
+
+
+def _run_loop(harness, scenario: Callable[[], object]) -> None:
+    """Run ``scenario`` (a coroutine function) beside the engine's own loop."""
+
+    async def main() -> None:
+        loop = asyncio.create_task(harness.engine.run(tick=3600))
+        try:
+            await scenario()
+        finally:
+            loop.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_start_report_waits_for_the_next_woken_pass(harness, monkeypatch):
+    monkeypatch.setattr(engine_module, "LAZY_REPORT_DELAY", 3600.0)
+    node = harness.node()
+    wf = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+
+    before = harness.engine.timings.passes.count
+
+    async def scenario() -> None:
+        await _until(lambda: harness.engine.timings.passes.count > before)  # the loop's first
+        passes = harness.engine.timings.passes.count
+        harness.start(node, assignment.run_id)
+        for _ in range(20):  # turns of the loop enough for a woken pass to run
+            await asyncio.sleep(0)
+        assert harness.engine.timings.passes.count == passes
+        assert harness.stages(wf)["jobs.hello"] == "PENDING"
+        harness.exit(node, assignment.run_id)  # an exit wakes the engine at once
+        await _until(lambda: harness.status(wf) == "FINISHED")
+        assert harness.engine.timings.passes.count == passes + 1  # both in one pass
+
+    _run_loop(harness, scenario)
+    assert "stage_started" in harness.events(wf)
+
+
+def test_a_start_report_alone_is_applied_within_the_lazy_delay(harness, monkeypatch):
+    monkeypatch.setattr(engine_module, "LAZY_REPORT_DELAY", 0.05)
+    node = harness.node()
+    wf = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+
+    async def scenario() -> None:
+        harness.start(node, assignment.run_id)
+        await _until(lambda: harness.stages(wf)["jobs.hello"] == "STARTED")
+
+    _run_loop(harness, scenario)
+
+
+def test_reports_off_the_event_loop_wake_the_engine_at_once(harness):
+    node = harness.node()
+    harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)  # no running loop to time a wait on
+    assert harness.engine._wake.is_set()
+
+
+@pytest.fixture
+def statements(harness):
+    """The SQL statements the harness's database runs, as they run."""
+    bind = harness.engine.sessions.kw["bind"]
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        seen.append(statement)
+
+    event.listen(bind, "before_cursor_execute", record)
+    yield seen
+    event.remove(bind, "before_cursor_execute", record)
+
+
+def test_loaded_workflows_give_their_stages_without_another_query(harness, statements):
+    first = harness.submit(TWO)
+    second = harness.submit(TWO)
+    with harness.engine.sessions() as session:
+        tx = Transaction(session, now=0.0)
+        statements.clear()
+        tx.load_workflows([first, second])
+        assert len(statements) == 1
+        names = {wf: sorted(stage.name for stage in tx.stages_of(wf)) for wf in (first, second)}
+        assert len(statements) == 1
+    assert names[first] == names[second] == ["jobs.one", "jobs.two"]
+
+
+def test_stages_of_a_workflow_not_loaded_are_queried(harness):
+    wf = harness.submit(TWO)
+    with harness.engine.sessions() as session:
+        tx = Transaction(session, now=0.0)
+        assert sorted(stage.name for stage in tx.stages_of(wf)) == ["jobs.one", "jobs.two"]
