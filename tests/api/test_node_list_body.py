@@ -1,0 +1,63 @@
+"""The node list's body is the whole ``ListNodesResponse``'s REST JSON, whatever it kept."""
+
+import dataclasses
+import json
+
+from fuzzball_core.api import proto_messages as msg
+from fuzzball_core.api.node_listing import NodeListBody
+from fuzzball_core.api.rest_messages import to_json
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.service.views import HoldView, NodeView
+
+
+def node(number: int, **changes: object) -> NodeView:
+    view = NodeView(
+        id=f"id-{number}",
+        name=f"node-{number}",
+        status="READY",
+        cores=32,
+        memory=64 << 30,
+        devices={"nvidia.com/gpu": 2},
+        annotations={"zone": "a"},
+        used_cores=4,
+        used_memory=1 << 30,
+        used_devices={"nvidia.com/gpu": 1},
+        last_seen=1000.0,
+        stages=("wf/one",),
+    )
+    return dataclasses.replace(view, **changes)
+
+
+def uncached(nodes: list[NodeView]) -> object:
+    return to_json(pb.ListNodesResponse(nodes=[msg.node_list_message(n) for n in nodes]))
+
+
+def test_body_is_the_messages_rest_json():
+    nodes = [node(1), node(2, holds=(HoldView(1, "id-2", "cordon", "admin", "why", "me", 5.0),))]
+    assert json.loads(NodeListBody().body(nodes)) == uncached(nodes)
+
+
+def test_empty_list_has_an_empty_nodes_array():
+    assert json.loads(NodeListBody().body([])) == uncached([]) == {"nodes": []}
+
+
+def test_a_node_changed_since_the_last_list_is_listed_as_it_is_now():
+    listing = NodeListBody()
+    listing.body([node(1), node(2)])
+    now = [node(1, used_cores=30, stages=("wf/a", "wf/b")), node(2, status="OFFLINE")]
+    assert json.loads(listing.body(now)) == uncached(now)
+
+
+def test_a_node_seen_again_lists_its_kept_text():
+    listing = NodeListBody()
+    first = listing.body([node(1)])
+    assert listing.body([node(1, last_seen=2000.0)]) == first
+
+
+def test_a_removed_node_is_not_listed_and_is_listed_anew_when_back():
+    listing = NodeListBody()
+    listing.body([node(1), node(2)])
+    assert json.loads(listing.body([node(2)])) == uncached([node(2)])
+    assert json.loads(listing.body([node(1, cores=8), node(2)])) == uncached(
+        [node(1, cores=8), node(2)]
+    )
