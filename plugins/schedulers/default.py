@@ -81,7 +81,7 @@ from fuzzball_plugins.schedulers.fair_share import (
 )
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
 from fuzzball_plugins.schedulers.timeline import (
-    EndTimes,
+    EndsByClass,
     StartQuery,
     replay_ends,
     start_or_none,
@@ -110,16 +110,23 @@ _KEYS_BOUND = 50_000
 class _Allocation:
     """A running job as the scheduler remembers it."""
 
-    __slots__ = ("charge", "end", "job", "node_ids")
+    __slots__ = ("charge", "classes", "end", "job", "node_ids")
 
     def __init__(
-        self, job: JobRequest, node_ids: tuple[str, ...], end: float, charge: Charge
+        self,
+        job: JobRequest,
+        node_ids: tuple[str, ...],
+        end: float,
+        charge: Charge,
+        classes: tuple[NodeClass, ...],
     ) -> None:
         self.job = job
         self.node_ids = node_ids
         self.end = end
         #: what it holds on all its nodes together, for its account's fair share
         self.charge = charge
+        #: the classes its end is listed under (see EndsByClass), each once
+        self.classes = classes
 
 
 @dataclass(eq=False)
@@ -219,8 +226,9 @@ class DefaultScheduler(Scheduler):
         self._allocations: dict[str, _Allocation] = {}
         #: job id -> its nodes, for every running job (the replay reads this)
         self._nodes_of: dict[str, tuple[str, ...]] = {}
-        #: (expected end, job id) of every running job, ascending; unknown ends are inf
-        self._ends = EndTimes()
+        #: (expected end, job id) of every running job, ascending, per class of its nodes;
+        #: unknown ends are inf
+        self._ends = EndsByClass()
         self._plans: dict[JobShape, _Plan] = {}
         self._plans_epoch = -1
         #: the current pass's time: nodes annotated PLACE_UNTIL take only jobs ending by then
@@ -249,7 +257,14 @@ class DefaultScheduler(Scheduler):
         """Register or update a node; see :meth:`Scheduler.upsert_node`."""
         if not isinstance(node, NodeInfo):
             raise InvalidArgument("node must be a NodeInfo")
-        self._index.upsert(node)
+        indexed = self._index.upsert(node)
+        # a node re-registered into another class takes its running jobs' ends along, so
+        # a replay asking about that class still sees them end
+        for job_id in indexed.jobs:
+            allocation = self._allocations.get(job_id)
+            if allocation is not None and indexed.cls not in allocation.classes:
+                allocation.classes += (indexed.cls,)
+                self._ends.add(indexed.cls, allocation.end, job_id)
 
     def remove_node(self, node_id: str) -> None:
         """Forget a node with nothing allocated; see :meth:`Scheduler.remove_node`."""
@@ -328,7 +343,8 @@ class DefaultScheduler(Scheduler):
             raise NotFound(f"job {job_id} holds no allocation")
         del self._nodes_of[job_id]
         self._fair.refund(allocation.job.account, allocation.charge)
-        self._ends.remove(allocation.end, job_id)
+        for cls in allocation.classes:
+            self._ends.remove(cls, allocation.end, job_id)
         index = self._index
         for node_id in allocation.node_ids:
             node = index.nodes.get(node_id)
@@ -376,10 +392,12 @@ class DefaultScheduler(Scheduler):
         # most jobs run on one node: no generator (its allocation also counts toward the
         # collector's next run, which py-spy showed landing on this line)
         node_ids = (nodes[0].id,) if len(nodes) == 1 else tuple([node.id for node in nodes])
-        self._allocations[job_id] = _Allocation(job, node_ids, end, charge)
+        classes = (nodes[0].cls,) if len(nodes) == 1 else tuple(dict.fromkeys(n.cls for n in nodes))
+        self._allocations[job_id] = _Allocation(job, node_ids, end, charge, classes)
         self._fair.charge(job, charge)
         self._nodes_of[job_id] = node_ids
-        self._ends.add(end, job_id)
+        for cls in classes:
+            self._ends.add(cls, end, job_id)
         return cpus
 
     # -- feasibility ----------------------------------------------------------------------
@@ -662,7 +680,8 @@ class DefaultScheduler(Scheduler):
         room its nodes keep then; None when the nodes taking new work never could hold it."""
         shape = job.shape
         query = self._start_query(shape, plan)
-        shadow = replay_ends(self._index, self._ends, self._nodes_of, [query])
+        ends = self._ends.walk(query.request_keys)
+        shadow = replay_ends(self._index, ends, self._nodes_of, [query])
         if not query.answered or query.start is None:
             return None
         spare: dict[str, tuple[list[int], int] | None] = {}
@@ -782,7 +801,8 @@ class DefaultScheduler(Scheduler):
             self._start_query(shape, self._plans.get(shape) or self._plan(shape))
             for shape in no_room
         ]
-        replay_ends(self._index, self._ends, self._nodes_of, queries)
+        classes = {cls for query in queries for cls in query.request_keys}
+        replay_ends(self._index, self._ends.walk(classes), self._nodes_of, queries)
         return {query.shape: start_or_none(query.start) for query in queries}
 
 

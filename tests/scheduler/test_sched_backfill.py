@@ -43,6 +43,20 @@ def test_first_blocked_job_gets_a_reservation_when_running_work_ends():
     assert result.diagnoses["head"].estimated_start == 100
 
 
+def test_a_running_job_on_a_node_that_changed_class_still_ends_in_the_replay():
+    # ends are kept per node class: re-registering the node with an annotation moves it to
+    # another class, and the job running there must come along to free it at 100
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    scheduler.upsert_node(node("n", cores=16, annotations={"rack": "r1"}))
+    result = scheduler.schedule([job("head", cores=16, annotations={"rack": "r1"})], now=10)
+    assert result.reservation is not None
+    assert result.reservation.start == 100
+    assert result.diagnoses["head"].estimated_start == 100
+    scheduler.release("running")
+    assert placed_on(scheduler.schedule([job("head", cores=16)], now=20), "head") == ("n",)
+
+
 def test_backfill_starts_a_job_that_ends_before_the_reservation():
     scheduler = cluster(node("n", cores=16))
     scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
