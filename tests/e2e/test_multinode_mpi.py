@@ -56,3 +56,24 @@ def test_a_failing_rank_fails_the_job_and_stops_the_other_node(
     (stage,) = [s for s in view.stages if s.name == "jobs.ring"]
     assert stage.message == "exited with code 5"
     assert "rank 3 exited with code 5" in orchestrate.logs(workflow_id, "jobs.ring")
+
+
+def test_ranks_find_the_nodes_topology_bound_in_for_hwloc(
+    mpi_cluster: Cluster, mpi_image: str
+) -> None:
+    # each rank says whether the file hwloc is pointed at is there, then wires up through it
+    command = (
+        '[/bin/sh, -c, "test -s \\"$HWLOC_XMLFILE\\" &&'
+        ' echo topology for rank $PMI_RANK at $HWLOC_XMLFILE; exec /opt/ring"]'
+    )
+    orchestrate = mpi_cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(mpi_workflow(mpi_image, command))
+
+    view = orchestrate.wait_for(workflow_id, timeout=180)
+
+    assert view.status == "FINISHED", [(s.name, s.message) for s in view.stages]
+    lines = sorted(orchestrate.logs(workflow_id, "jobs.ring").splitlines())
+    assert lines == sorted(
+        RING_OUTPUT
+        + [f"topology for rank {rank} at /.fuzzball-topology/topology.xml" for rank in range(4)]
+    )
