@@ -47,3 +47,25 @@ def test_an_unreadable_configuration_file_refuses_to_start(tmp_path: Path) -> No
 
     assert result.returncode == 2
     assert "missing.yaml" in result.stderr
+
+
+def test_startup_objects_are_frozen_and_later_garbage_is_still_collected() -> None:
+    check = """
+import gc
+from fuzzball_core.substrate.main import settle_startup_objects
+settle_startup_objects()
+frozen = gc.get_freeze_count()
+class Cycle:
+    pass
+first, second = Cycle(), Cycle()
+first.other, second.other = second, first
+del first, second
+print(frozen, gc.collect())
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=60
+    )
+
+    frozen, collected = (int(word) for word in result.stdout.split())
+    assert frozen > 10_000  # the imported modules' objects
+    assert collected >= 2  # the cycle made after start-up
