@@ -159,7 +159,7 @@ class ContainerJobDriver(ContainerDriver):
         """The config kept beside the cached ``image``; an empty one, said in the log, for an
         image that has none (converted before configs were kept, or from a source that
         carries none, such as the object cache)."""
-        config = ImageConfig.read_beside(image)
+        config = self.node.images.config(image)
         if config is None:
             log.info(
                 "run %s: image %s (%s) has no config kept beside it; it runs with an empty"
