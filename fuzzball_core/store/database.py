@@ -137,7 +137,7 @@ def _script_head(migrations: Path) -> str | None:
     for script in (migrations / "versions").glob("*.py"):
         if script.name.startswith(("__init__", ".#")):  # as alembic passes them over
             continue
-        found = dict(match.groups() for match in _REVISION_LINE.finditer(script.read_text()))
+        found = {match[1]: match[2] for match in _REVISION_LINE.finditer(script.read_text())}
         if set(found) != {"revision", "down_revision"}:
             return None
         revisions.add(ast.literal_eval(found["revision"]))
