@@ -23,6 +23,7 @@ _AGENT_START: int | None = None
 _LIFELINE: tuple[int, int] | None = None  # (owning pid, read end)
 _INIT: tuple[int, int] | None = None  # (owning pid, sealed memfd of the init)
 _INIT_LOCK = threading.Lock()
+_MNT_TEMPLATE: tuple[int, int] | None = None  # (owning pid, the template's namespace)
 #: StateDir per state directory as given: one object per directory, not per container
 _STATE_DIRS: dict[str | os.PathLike[str], StateDir] = {}
 
@@ -37,6 +38,21 @@ def _init_fd() -> int:
             fd = check(lib.fbrt_init_open(os.fsencode(INIT_PATH), err), err, ContainerStartError)
             _INIT = (os.getpid(), fd)
         return _INIT[1]
+
+
+def _mnt_template_fd(state: StateDir) -> int:
+    """The template mount namespace (``fbrt_mnt_template_open``), made once per process: the
+    child of every container copies it instead of the host's mount table. Its tmpfs is
+    mounted on the state directory's ``work`` inside that namespace only."""
+    global _MNT_TEMPLATE
+    with _INIT_LOCK:
+        if _MNT_TEMPLATE is None or _MNT_TEMPLATE[0] != os.getpid():
+            err = new_error()
+            fd = check(
+                lib.fbrt_mnt_template_open(os.fsencode(state.work), err), err, ContainerStartError
+            )
+            _MNT_TEMPLATE = (os.getpid(), fd)
+        return _MNT_TEMPLATE[1]
 
 
 def _lifeline() -> int:
@@ -306,7 +322,7 @@ class Container:
 
         c = ffi.new("struct fbrt_spec *")
         c.lower = text(lower)
-        c.work_mnt = text(state.work)
+        c.mnt_template_fd = _mnt_template_fd(state)
         c.scratch = ffi.NULL
         if spec.scratch_dir is not None:
             scratch = Path(spec.scratch_dir)

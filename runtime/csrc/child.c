@@ -51,8 +51,14 @@ static int init_fd_number(const struct fbrt_spec *spec) {
     return spec->lifeline_fd >= 0 ? FBRT_FD_LIFELINE + 1 : FBRT_FD_STATUS + 1;
 }
 
-/* Stdio on 0..2, the error, status and lifeline pipes on their FBRT_FD_* numbers, nothing
- * else of the agent's (other containers' pipes, sockets) left open. */
+/* Where the template mount namespace's descriptor sits once the descriptors are placed. */
+static int template_fd_number(const struct fbrt_spec *spec) {
+    return init_fd_number(spec) + 1;
+}
+
+/* Stdio on 0..2, the error, status and lifeline pipes on their FBRT_FD_* numbers, the init's
+ * binary and the template mount namespace above them, nothing else of the agent's (other
+ * containers' pipes, sockets) left open. */
 static void place_descriptors(const struct fbrt_child_args *args, struct fbrt_error *e) {
     const struct fbrt_spec *spec = args->spec;
     int report = args->error_w;
@@ -63,6 +69,7 @@ static void place_descriptors(const struct fbrt_child_args *args, struct fbrt_er
     int status_high = lift(args->status_w, report, e, "status pipe");
     int lifeline = lift(spec->lifeline_fd, report, e, "lifeline");
     int init_high = lift(spec->init_fd, report, e, "init");
+    int template_high = lift(spec->mnt_template_fd, report, e, "mount template");
     report = error_high;
     place(in, 0, report, e);
     place(out, 1, report, e);
@@ -72,10 +79,12 @@ static void place_descriptors(const struct fbrt_child_args *args, struct fbrt_er
     place(lifeline, FBRT_FD_LIFELINE, report, e);
     report = FBRT_FD_ERROR;
     /* dup2 leaves 0..5 without close-on-exec: they pass to the init, which keeps the pipes
-     * from the command. The init's binary goes just above them, close-on-exec, since only
-     * the exec below uses it. */
+     * from the command. The init's binary and the template go just above them,
+     * close-on-exec, since only this child uses them. */
     int next = init_fd_number(spec);
     place(init_high, next, report, e);
+    fcntl(next, F_SETFD, FD_CLOEXEC);
+    place(template_high, ++next, report, e);
     fcntl(next, F_SETFD, FD_CLOEXEC);
     if (syscall(SYS_close_range, next + 1, ~0U, 0) < 0) {
         fbrt_fail(e, errno, "close inherited descriptors");
@@ -102,7 +111,7 @@ int fbrt_child_main(void *arg) {
         die(args->error_w, &e);
     place_descriptors(args, &e);
     setsid();
-    if (fbrt_rootfs_enter(spec, &e) < 0)
+    if (fbrt_rootfs_enter(spec, template_fd_number(spec), &e) < 0)
         die(FBRT_FD_ERROR, &e);
     if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0) {
         fbrt_fail(&e, errno, "sethostname %s", spec->hostname);

@@ -3,8 +3,8 @@
  *   start.c   the agent's side: pipes, the child's stack, clone, the child's report
  *   child.c   the cloned child: cgroups, descriptors, root, hostname, network, rlimits, then
  *             it executes the init (init.c, a separate static program)
- *   rootfs.c  the container's root: overlay over the image, /proc, /sys, /tmp, /etc files,
- *             binds, pivot_root
+ *   rootfs.c  the container's root: overlay over the image, the template mount namespace,
+ *             /proc, /sys, /tmp, /etc files, binds, chroot
  *   devices.c /dev: a tmpfs with the standard nodes, devpts and the requested host devices
  *   inroot.c  resolving, creating and mounting paths inside the new root
  *
@@ -12,6 +12,8 @@
  * executes the init: async-signal-safe calls only (see fbrt_internal.h). */
 #ifndef FBRT_CONTAINER_H
 #define FBRT_CONTAINER_H
+
+#include <sys/types.h>
 
 #include "fbrt_internal.h"
 
@@ -26,18 +28,33 @@ struct fbrt_child_args {
 /* The child's entry point (clone's fn); never returns. */
 int fbrt_child_main(void *args);
 
-/* Build the root from spec->lower and pivot into it (rootfs.c). */
-int fbrt_rootfs_enter(const struct fbrt_spec *spec, struct fbrt_error *e);
+/* Build the root from spec->lower in a copy of the template mount namespace (open on
+ * TEMPLATE_FD) and enter it (rootfs.c). */
+int fbrt_rootfs_enter(const struct fbrt_spec *spec, int template_fd, struct fbrt_error *e);
 
-/* Populate /dev under ROOTFD (devices.c). */
-int fbrt_devices_setup(int rootfd, const struct fbrt_spec *spec, struct fbrt_error *e);
+/* What a requested host device is, read while the host's /dev is still reachable. */
+struct fbrt_host_device {
+    mode_t mode; /* type and permission bits */
+    dev_t rdev;
+    uid_t uid;
+    gid_t gid;
+};
+
+/* Check spec->devices and fill OUT (spec->ndevices entries) from the host (devices.c). */
+int fbrt_devices_stat(const struct fbrt_spec *spec, struct fbrt_host_device *out,
+                      struct fbrt_error *e);
+
+/* Populate /dev under ROOTFD, the requested devices from HOST (devices.c). */
+int fbrt_devices_setup(int rootfd, const struct fbrt_spec *spec,
+                       const struct fbrt_host_device *host, struct fbrt_error *e);
 
 /* Open PATH relative to ROOTFD, resolved as if ROOTFD were /, as an O_PATH descriptor,
  * creating missing directories, and the last component as a directory (WANT_DIR) or an
  * empty file. Symlinks in the image can never lead outside the container's root (inroot.c). */
 int fbrt_open_in_root(int rootfd, const char *path, int want_dir, struct fbrt_error *e);
 
-/* mount(2) onto the O_PATH descriptor TARGET_FD; WHERE names it in errors. */
+/* mount(2) onto the O_PATH descriptor TARGET_FD (it becomes the working directory); WHERE
+ * names it in errors. */
 int fbrt_mount_at(const char *source, int target_fd, const char *where, const char *fstype,
                   unsigned long flags, const char *data, struct fbrt_error *e);
 

@@ -26,16 +26,29 @@ static const char *const DEV_LINKS[][2] = {
     {"pts/ptmx", "ptmx"},
 };
 
-/* Recreate host device node PATH (under /dev) at the same path in the container, with its
- * owner and mode. */
-static int add_host_device(int rootfd, const char *path, struct fbrt_error *e) {
-    struct stat st;
-    if (strncmp(path, "/dev/", 5) != 0 || strstr(path, "/../"))
-        return fbrt_fail(e, EINVAL, "device %s: not a path under /dev", path);
-    if (stat(path, &st) < 0)
-        return fbrt_fail(e, errno, "stat device %s", path);
-    if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
-        return fbrt_fail(e, ENODEV, "device %s: not a character or block device", path);
+int fbrt_devices_stat(const struct fbrt_spec *spec, struct fbrt_host_device *out,
+                      struct fbrt_error *e) {
+    for (int i = 0; i < spec->ndevices; i++) {
+        const char *path = spec->devices[i];
+        struct stat st;
+        if (strncmp(path, "/dev/", 5) != 0 || strstr(path, "/../"))
+            return fbrt_fail(e, EINVAL, "device %s: not a path under /dev", path);
+        if (stat(path, &st) < 0)
+            return fbrt_fail(e, errno, "stat device %s", path);
+        if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
+            return fbrt_fail(e, ENODEV, "device %s: not a character or block device", path);
+        out[i].mode = st.st_mode & (S_IFMT | 07777);
+        out[i].rdev = st.st_rdev;
+        out[i].uid = st.st_uid;
+        out[i].gid = st.st_gid;
+    }
+    return 0;
+}
+
+/* Recreate host device node PATH (under /dev, checked by fbrt_devices_stat) at the same path
+ * in the container, with the type, numbers, owner and mode HOST found on the host. */
+static int add_host_device(int rootfd, const char *path, const struct fbrt_host_device *host,
+                           struct fbrt_error *e) {
     /* Make the parent directories, then the node itself at the same path. */
     char parent[4096];
     if (fbrt_format(parent, sizeof(parent), "%s", path) < 0)
@@ -45,9 +58,9 @@ static int add_host_device(int rootfd, const char *path, struct fbrt_error *e) {
     int pfd = fbrt_open_in_root(rootfd, parent, 1, e);
     if (pfd < 0)
         return pfd;
-    int made = mknodat(pfd, slash + 1, st.st_mode & (S_IFMT | 07777), st.st_rdev);
+    int made = mknodat(pfd, slash + 1, host->mode, host->rdev);
     int err = errno;
-    if (made == 0 && fchownat(pfd, slash + 1, st.st_uid, st.st_gid, 0) < 0) {
+    if (made == 0 && fchownat(pfd, slash + 1, host->uid, host->gid, 0) < 0) {
         made = -1;
         err = errno;
     }
@@ -57,7 +70,8 @@ static int add_host_device(int rootfd, const char *path, struct fbrt_error *e) {
     return 0;
 }
 
-int fbrt_devices_setup(int rootfd, const struct fbrt_spec *spec, struct fbrt_error *e) {
+int fbrt_devices_setup(int rootfd, const struct fbrt_spec *spec,
+                       const struct fbrt_host_device *host, struct fbrt_error *e) {
     int rc = fbrt_mount_in_root(rootfd, "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
                                "mode=0755,size=65536k", e);
     if (rc < 0)
@@ -87,7 +101,7 @@ int fbrt_devices_setup(int rootfd, const struct fbrt_spec *spec, struct fbrt_err
     if (rc < 0)
         goto out;
     for (int i = 0; i < spec->ndevices && rc == 0; i++)
-        rc = add_host_device(rootfd, spec->devices[i], e);
+        rc = add_host_device(rootfd, spec->devices[i], &host[i], e);
 out:
     close(dev);
     return rc;

@@ -16,7 +16,7 @@
 /* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
  * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
  * version is refused at import. */
-#define FBRT_ABI_VERSION 4
+#define FBRT_ABI_VERSION 5
 
 /* cffi-cdef-begin */
 
@@ -77,6 +77,14 @@ int fbrt_meter_read(int map_fd, struct fbrt_counters *out, struct fbrt_error *er
  * cannot write through /proc/1/exe to the binary on the host. One per agent is enough. */
 int fbrt_init_open(const char *path, struct fbrt_error *err);
 
+/* Create the template mount namespace and return a descriptor of it (close-on-exec): a
+ * private namespace holding nothing but an empty, read-only tmpfs as its root (mounted on
+ * DIR, an existing directory, inside that namespace only, then made its root). Each
+ * container's child enters it and copies it (setns, then unshare) instead of copying the
+ * host's mount table, so nothing of the host is in the container's namespace and there is
+ * no host tree to detach (rootfs.c). One per agent is enough. */
+int fbrt_mnt_template_open(const char *dir, struct fbrt_error *err);
+
 struct fbrt_bind {
     const char *src;  /* host path */
     const char *dst;  /* path inside the container */
@@ -85,8 +93,9 @@ struct fbrt_bind {
 
 struct fbrt_spec {
     const char *lower;        /* the shared, mounted image directory (host path) */
-    const char *work_mnt;     /* host directory the child mounts its private tmpfs on */
-    const char *scratch;      /* NULL: upper layer on that tmpfs; else this host directory */
+    int mnt_template_fd;      /* from fbrt_mnt_template_open: the namespace the child copies */
+    const char *scratch;      /* NULL: upper layer on a private tmpfs; else this host
+                               * directory */
     const char *const *argv;  /* NULL-terminated */
     const char *const *envp;  /* NULL-terminated */
     const char *path;         /* PATH used to find argv[0] when it has no slash (NULL: the

@@ -75,10 +75,10 @@ int fbrt_open_in_root(int rootfd, const char *path, int want_dir, struct fbrt_er
 
 int fbrt_mount_at(const char *source, int target_fd, const char *where, const char *fstype,
                   unsigned long flags, const char *data, struct fbrt_error *e) {
-    char target[64]; /* "/proc/self/fd/" and an int always fit */
-    if (fbrt_format(target, sizeof(target), "/proc/self/fd/%d", target_fd) < 0)
-        return fbrt_fail(e, ENAMETOOLONG, "name of descriptor %d", target_fd);
-    if (mount(source, target, fstype, flags, data) < 0)
+    /* On ".", not on /proc/self/fd/N: the template mount namespace has no /proc. */
+    if (fchdir(target_fd) < 0)
+        return fbrt_fail(e, errno, "chdir to %s", where);
+    if (mount(source, ".", fstype, flags, data) < 0)
         return fbrt_fail(e, errno, "mount %s %s on %s", fstype ? fstype : "bind",
                          source ? source : "", where);
     return 0;

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,27 +200,88 @@ static char *child_stack(int *owned, int *err) {
     return stack;
 }
 
-/* clone the child (see the top of this file); returns its pid or -errno. */
-static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *args, int *pidfd) {
+/* clone(FN, ARG) on this thread's child stack with all signals blocked (see the top of this
+ * file); returns the pid or -errno. */
+static long clone_on_stack(int (*fn)(void *), void *arg, int flags, int *pidfd) {
     int owned, err = 0;
     char *stack = child_stack(&owned, &err);
     if (!stack)
         return -err;
-    int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS |
-                CLONE_NEWIPC | CLONE_PIDFD | SIGCHLD;
-    if (spec->new_net && spec->net_fd < 0)
-        flags |= CLONE_NEWNET;
     /* Blocked in the child from its first instruction: a handler of the agent's running on
      * the shared memory could corrupt it. The child keeps them blocked through exec. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    long pid = clone(fbrt_child_main, stack + CHILD_STACK_BYTES, flags, args, pidfd);
+    long pid = clone(fn, stack + CHILD_STACK_BYTES, flags, arg, pidfd);
     int clone_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (owned)
         munmap(stack, CHILD_STACK_BYTES);
     return pid < 0 ? -clone_errno : pid;
+}
+
+/* clone the container's child; returns its pid or -errno. No CLONE_NEWNS: the child copies
+ * the template mount namespace instead of the agent's (rootfs.c). */
+static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *args, int *pidfd) {
+    int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+                CLONE_PIDFD | SIGCHLD;
+    if (spec->new_net && spec->net_fd < 0)
+        flags |= CLONE_NEWNET;
+    return clone_on_stack(fbrt_child_main, args, flags, pidfd);
+}
+
+/* What the template's child reports back through the shared memory. */
+struct template_args {
+    const char *dir;
+    int fd; /* the namespace's descriptor, in the agent's table (CLONE_FILES) */
+    struct fbrt_error err;
+};
+
+/* In a new mount namespace (a copy of the agent's): keep a descriptor of it, then make it
+ * nothing but an empty, read-only tmpfs: private, the tmpfs mounted on DIR, pivoted into,
+ * the copied host tree detached. The namespace lives on through the descriptor. */
+static int template_child(void *arg) {
+    struct template_args *a = arg;
+    /* Opened first: once pivoted, the namespace has no /proc to open it through. */
+    a->fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (a->fd < 0)
+        fbrt_fail(&a->err, errno, "open the template mount namespace");
+    else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        fbrt_fail(&a->err, errno, "make the template mount namespace private");
+    else if (mount("fbrt-template", a->dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                   "mode=0755,size=4k") < 0)
+        fbrt_fail(&a->err, errno, "mount the template's tmpfs on %s", a->dir);
+    else if (chdir(a->dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+             umount2(".", MNT_DETACH) < 0)
+        fbrt_fail(&a->err, errno, "make the tmpfs on %s the template's root", a->dir);
+    _exit(a->err.err > 0);
+}
+
+int fbrt_mnt_template_open(const char *dir, struct fbrt_error *err) {
+    struct template_args args;
+    memset(&args, 0, sizeof(args));
+    args.dir = dir;
+    args.fd = -1;
+    /* CLONE_FILES: the descriptor the child opens is the agent's; CLONE_VM: so is its
+     * report. Not CLONE_FS: the child changes its root and directory. */
+    long pid = clone_on_stack(template_child, &args,
+                              CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_NEWNS | SIGCHLD,
+                              NULL);
+    if (pid < 0)
+        return fbrt_fail(err, (int)-pid, "clone the template mount namespace");
+    int status = 0;
+    while (waitpid((pid_t)pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && args.fd >= 0)
+        return args.fd;
+    if (args.fd >= 0)
+        close(args.fd);
+    if (args.err.err > 0) {
+        *err = args.err;
+        return -args.err.err;
+    }
+    return fbrt_fail(err, EIO, "template mount namespace: its child ended with status %d",
+                     status);
 }
 
 /* Read the child's error report: 0 when there is none (the command runs), else -errno with
