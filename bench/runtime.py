@@ -20,10 +20,17 @@ compares like with like):
   as a running agent (the cost of creating the container's first process grows with it);
 - conversion time of the tree by ``fuzzball_runtime.erofs.build_from_dir`` vs bare
   ``mkfs.erofs`` with the same arguments (medians of several runs) and the overhead;
-- the load average before and after.
+- the load average before and after;
+- with ``--baseline DIR`` (a directory where ``import fuzzball_runtime`` finds other code, e.g.
+  the ``build/mypy-path`` of a ``git worktree`` of an older commit, with its C parts built),
+  that code against this tree's and ``bwrap --unshare-all``, in the same rounds: each of the
+  two runs in a worker process of its own (started with that directory first on
+  ``PYTHONPATH``) that times its container and its CPU itself, so that both are measured
+  alike.
 
 Needs root, Debian's busybox-static, erofs-utils, bubblewrap and runc. Usage:
     python bench/runtime.py [--runs 200] [--agent-heap-mb 0] [--state-on-disk]
+                            [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -68,11 +75,18 @@ def _cpu_ms() -> tuple[float, float]:
     )
 
 
+#: (wall, own CPU, children's CPU) of one call in ms, from an action that measures itself
+Measured = tuple[float, float, float]
+
+
 def interleaved(
-    actions: dict[str, Callable[[], None]], runs: int, warmup: int = 5
+    actions: dict[str, Callable[[], Measured | None]], runs: int, warmup: int = 5
 ) -> dict[str, dict[str, float]]:
     """Run the actions in rounds (each once per round, in order) and return, per action, the
-    median wall time and the mean CPU of this process and of its children per call (ms)."""
+    median wall time and the mean CPU of this process and of its children per call (ms).
+
+    An action returning None is measured here; one returning a :data:`Measured` (a worker
+    process timing its own container) is taken at its word."""
     for action in actions.values():
         for _ in range(warmup):
             action()
@@ -83,11 +97,14 @@ def interleaved(
         for name, action in actions.items():
             own_before, children_before = _cpu_ms()
             start = time.perf_counter()
-            action()
-            walls[name].append((time.perf_counter() - start) * 1000)
+            measured = action()
+            wall = (time.perf_counter() - start) * 1000
             own_after, children_after = _cpu_ms()
-            own_cpu[name] += own_after - own_before
-            child_cpu[name] += children_after - children_before
+            if measured is None:
+                measured = (wall, own_after - own_before, children_after - children_before)
+            walls[name].append(measured[0])
+            own_cpu[name] += measured[1]
+            child_cpu[name] += measured[2]
     return {
         name: {
             "wall_ms": statistics.median(walls[name]),
@@ -129,12 +146,13 @@ def _runc_action(rootfs: Path, workdir: Path) -> tuple[Callable[[], None] | None
     if probe.returncode != 0:
         return None, probe.stderr.strip()
     counter = iter(range(10**9))
-    return (
-        lambda: subprocess.run(
+
+    def run() -> None:
+        subprocess.run(
             ["runc", "run", "-b", str(bundle), f"fbrt-bench-{next(counter)}"], check=True
-        ),
-        "",
-    )
+        )
+
+    return run, ""
 
 
 def _bwrap(rootfs: Path, *extra: str) -> Callable[[], None]:
@@ -153,7 +171,11 @@ def _bwrap(rootfs: Path, *extra: str) -> Callable[[], None]:
         "/tmp",
         "/bin/true",
     ]
-    return lambda: subprocess.run(command, check=True)
+
+    def run() -> None:
+        subprocess.run(command, check=True)
+
+    return run
 
 
 def _ours(image: Path, state_dir: Path, *, network: bool = False) -> Callable[[], None]:
@@ -166,6 +188,73 @@ def _ours(image: Path, state_dir: Path, *, network: bool = False) -> Callable[[]
         assert status.exit_code == 0, status
 
     return run
+
+
+def worker(image: Path, state_dir: Path) -> int:
+    """The ``--worker`` mode: for each line read, start ``/bin/true`` in a container (the
+    image mount shared with a long-running container, as in the main comparison), and write
+    its wall time and the CPU of this process and of its children (ms)."""
+    _ours(image, state_dir)()  # the first start makes the per-process init and template
+    keeper = Container(
+        ContainerSpec(image=image, command=["/bin/sleep", "3600"], state_dir=state_dir)
+    ).start()
+    run = _ours(image, state_dir)
+    try:
+        for _ in sys.stdin:
+            own_before, children_before = _cpu_ms()
+            start = time.perf_counter()
+            run()
+            wall = (time.perf_counter() - start) * 1000
+            own_after, children_after = _cpu_ms()
+            print(wall, own_after - own_before, children_after - children_before, flush=True)
+    finally:
+        keeper.close()
+    return 0
+
+
+@contextlib.contextmanager
+def worker_action(
+    python_path: str | None, image: Path, state_dir: Path
+) -> Iterator[Callable[[], Measured]]:
+    """A ``--worker`` process importing ``fuzzball_runtime`` from ``python_path`` first (None:
+    as this process does); yields the action that has it run one container."""
+    env = dict(os.environ)
+    if python_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([python_path, env.get("PYTHONPATH", "")])
+    command = [sys.executable, __file__, "--worker", str(image), str(state_dir)]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        stdin, stdout = process.stdin, process.stdout
+
+        def action() -> Measured:
+            stdin.write("run\n")
+            stdin.flush()
+            wall, own, children = (float(x) for x in stdout.readline().split())
+            return wall, own, children
+
+        try:
+            yield action
+        finally:
+            stdin.close()
+            process.wait(timeout=60)
+
+
+def bench_baseline(
+    baseline: str, image: Path, rootfs: Path, workdir: Path, runs: int, on_disk: bool
+) -> dict[str, dict[str, float]]:
+    """This tree's runtime, the baseline's and bwrap in the same rounds, each runtime in a
+    worker process with a state directory of its own."""
+    (workdir / "ours").mkdir()
+    (workdir / "baseline").mkdir()
+    with (
+        state_directory(workdir / "ours", on_disk) as ours_state,
+        state_directory(workdir / "baseline", on_disk) as baseline_state,
+        worker_action(None, image, ours_state) as ours,
+        worker_action(baseline, image, baseline_state) as theirs,
+    ):
+        return interleaved({"fuzzball": ours, "baseline": theirs, "bwrap": _bwrap(rootfs)}, runs)
 
 
 def bench_start(
@@ -232,7 +321,15 @@ def main() -> int:
     parser.add_argument(
         "--agent-heap-mb", type=int, default=0, help="touched heap to give this process first"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also measure the fuzzball_runtime found in DIR (first on PYTHONPATH)",
+    )
+    parser.add_argument("--worker", nargs=2, metavar=("IMAGE", "STATE_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return worker(Path(args.worker[0]), Path(args.worker[1]))
     # Every page is written so that it is resident, as an agent's live heap is.
     heap = bytearray(args.agent_heap_mb << 20)
     heap[:: 1 << 12] = b"\1" * len(heap[:: 1 << 12])
@@ -245,6 +342,11 @@ def main() -> int:
         conversion = bench_conversion(rootfs, workdir, args.conversion_rounds)
         with state_directory(workdir, args.state_on_disk) as state_dir:
             start = bench_start(image, rootfs, state_dir, workdir, args.runs)
+        baseline = (
+            bench_baseline(args.baseline, image, rootfs, workdir, args.runs, args.state_on_disk)
+            if args.baseline
+            else None
+        )
 
     where = "on disk" if args.state_on_disk else "on a tmpfs"
     load_after = os.getloadavg()
@@ -307,6 +409,19 @@ def main() -> int:
         print(
             f"  runc is {runc_over_bwrap / ours_over_bwrap:4.1f}x fuzzball (through bwrap, "
             f"runc {runc_over_bwrap:.2f}x bwrap in its rounds)"
+        )
+    if baseline is not None:
+        print(f"this tree against the baseline in {args.baseline}, workers, same rounds:")
+        row("fuzzball (this tree)", baseline["fuzzball"])
+        row("fuzzball (baseline)", baseline["baseline"])
+        row("bwrap --unshare-all (same rounds)", baseline["bwrap"])
+        print(
+            "  this tree / bwrap --unshare-all            "
+            f"{ratio(baseline['fuzzball'], baseline['bwrap'])}"
+        )
+        print(
+            "  baseline / bwrap --unshare-all             "
+            f"{ratio(baseline['baseline'], baseline['bwrap'])}"
         )
     print(f"(agent heap {args.agent_heap_mb} MiB)")
     overhead = conversion["build_from_dir_ms"] / conversion["mkfs_erofs_ms"] - 1
