@@ -452,7 +452,7 @@ class Engine:
                         progress.advance(ctx, tx, workflow_id)
                 with self.timings.deciding():
                     placement.schedule(ctx, tx)
-                tx.session.commit()
+                tx.commit()
         except Exception as exc:
             # a busy or full store is nobody's report's fault: only a report whose own
             # application raised counts towards dropping it
@@ -515,7 +515,7 @@ class Engine:
             try:
                 with tx.session:
                     result = work(tx)
-                    tx.session.commit()
+                    tx.commit()
             except FuzzballError:
                 ctx.told.undo()
                 raise  # refused (not found, not allowed now) before anything changed

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fuzzball_core.orchestrate.transaction import Transaction
-from fuzzball_core.store.models import Event
 from fuzzball_core.vocabulary import EventKind
 
 log = logging.getLogger(__name__)
@@ -30,19 +29,9 @@ def record(
     node_id: str | None = None,
     **data: Any,
 ) -> None:
-    """Add an event to the log (with the transaction) and queue it for the hooks."""
+    """Queue an event for the log (written in one statement as the transaction commits,
+    :meth:`~fuzzball_core.orchestrate.transaction.Transaction.commit`) and for the hooks."""
     value = str(kind)  # the plain string: hooks and JSON see the public value, not the enum
-    tx.session.add(
-        Event(
-            time=tx.now,
-            kind=value,
-            workflow_id=workflow_id,
-            stage_name=stage_name,
-            node_id=node_id,
-            message=message,
-            data=data,
-        )
-    )
     tx.events.append(
         {
             "kind": value,

@@ -157,7 +157,8 @@ def store(
             )
         )
     # persistent volumes are made on first use (or the submission refused naming them)
-    workflow_volumes.resolve_at_submission(tx.session, workflow, parsed.model.volumes, tx.now)
+    if parsed.model.volumes:  # resolving none would still read the owner's account and user
+        workflow_volumes.resolve_at_submission(tx.session, workflow, parsed.model.volumes, tx.now)
     events.record(
         tx, EventKind.WORKFLOW_STARTED, f"workflow {name} started", workflow_id=workflow_id
     )

@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate.messages import ToNode
-from fuzzball_core.store.models import Run, Stage, Workflow
+from fuzzball_core.store.models import Event, Run, Stage, Workflow
 
 
 @dataclass
@@ -76,6 +76,27 @@ class Transaction:
         if loaded is not None:
             return list(loaded)
         return list(self.session.scalars(select(Stage).where(Stage.workflow_id == workflow_id)))
+
+    def commit(self) -> None:
+        """Write the recorded events (one multi-row INSERT instead of an ORM object each,
+        whose construction and flush cost more than the row) and commit the session."""
+        if self.events:
+            self.session.execute(
+                insert(Event),
+                [
+                    {
+                        "time": event["time"],
+                        "kind": event["kind"],
+                        "workflow_id": event["workflow_id"],
+                        "stage_name": event["stage"],
+                        "node_id": event["node_id"],
+                        "message": event["message"],
+                        "data": event["data"],
+                    }
+                    for event in self.events
+                ],
+            )
+        self.session.commit()
 
     def send(self, node_ids: Iterable[str], message: ToNode) -> None:
         """Send ``message`` to each of ``node_ids`` once the transaction commits."""
