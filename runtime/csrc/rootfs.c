@@ -13,9 +13,9 @@
  * Before, the child's clone copied the host's mount table (CLONE_NEWNS), made it private,
  * pivoted into the overlay and detached the host's tree again: the detach waited for an
  * expedited RCU grace period (about 2 ms of wall time per start at load 10 on two CPUs), and
- * the copy, the walk and the detach grew with the host's mounts. The template's tmpfs stays
- * under the overlay: it is empty and read-only, and /proc/self/mountinfo leaves out mounts
- * outside the process's root.
+ * the copy, the walk and the detach grew with the host's mounts. The template's tmpfs (and
+ * the upper layer's) stay under the overlay: the template's is empty and read-only, and
+ * /proc/self/mountinfo leaves out mounts outside the process's root.
  *
  * Every descriptor opened here is close-on-exec: the init's exec, or the child's exit on a
  * failure, closes them; the attached mounts hold their own references. */
@@ -76,10 +76,11 @@ static int make_dir_in(char *out, const char *base, const char *name, mode_t mod
 }
 
 /* The upper and work directories, their paths into UPPER and WORK: on the job's scratch
- * directory, or on a new tmpfs that is attached nowhere (the overlay holds it; its paths go
- * through this process's descriptor of it). */
-static int upper_layer(const struct fbrt_spec *spec, char *upper, char *work,
+ * directory (*TMP = -1), or on a new tmpfs attached nowhere yet, whose detached mount is
+ * *TMP (the paths go through this process's descriptor of it). */
+static int upper_layer(const struct fbrt_spec *spec, char *upper, char *work, int *tmp,
                        struct fbrt_error *e) {
+    *tmp = -1;
     if (spec->scratch) {
         int rc = make_dir_in(upper, spec->scratch, "upper", 0755, e);
         return rc < 0 ? rc : make_dir_in(work, spec->scratch, "work", 0700, e);
@@ -92,22 +93,23 @@ static int upper_layer(const struct fbrt_spec *spec, char *upper, char *work,
         close(fs);
         return rc;
     }
-    int tmp = fs_mount(fs, "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, e);
-    if (tmp < 0)
-        return tmp;
-    if (mkdirat(tmp, "upper", 0755) < 0 || mkdirat(tmp, "work", 0700) < 0)
+    *tmp = fs_mount(fs, "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, e);
+    if (*tmp < 0)
+        return *tmp;
+    if (mkdirat(*tmp, "upper", 0755) < 0 || mkdirat(*tmp, "work", 0700) < 0)
         return fbrt_fail(e, errno, "mkdir the overlay's upper and work directories");
-    if (fbrt_format(upper, PATH_BYTES, "/proc/self/fd/%d/upper", tmp) < 0 ||
-        fbrt_format(work, PATH_BYTES, "/proc/self/fd/%d/work", tmp) < 0)
-        return fbrt_fail(e, ENAMETOOLONG, "name of descriptor %d", tmp);
+    if (fbrt_format(upper, PATH_BYTES, "/proc/self/fd/%d/upper", *tmp) < 0 ||
+        fbrt_format(work, PATH_BYTES, "/proc/self/fd/%d/work", *tmp) < 0)
+        return fbrt_fail(e, ENAMETOOLONG, "name of descriptor %d", *tmp);
     return 0;
 }
 
-/* A detached overlay mount of the image (spec->lower) under a private upper layer. The
- * layers' paths are resolved now, in the host's namespace (fsconfig looks them up). */
-static int make_overlay(const struct fbrt_spec *spec, struct fbrt_error *e) {
+/* A detached overlay mount of the image (spec->lower) under a private upper layer, whose own
+ * detached tmpfs, if any, goes to *TMP (see upper_layer). The layers' paths are resolved
+ * now, in the host's namespace (fsconfig looks them up). */
+static int make_overlay(const struct fbrt_spec *spec, int *tmp, struct fbrt_error *e) {
     char upper[PATH_BYTES], work[PATH_BYTES];
-    int rc = upper_layer(spec, upper, work, e);
+    int rc = upper_layer(spec, upper, work, tmp, e);
     if (rc < 0)
         return rc;
     int fs = fs_open("overlay", e);
@@ -214,13 +216,20 @@ int fbrt_rootfs_enter(const struct fbrt_spec *spec, int template_fd, struct fbrt
         rc = fbrt_devices_stat(spec, devices, e);
     if (rc < 0)
         return rc;
-    int rootfd = make_overlay(spec, e);
+    int tmp;
+    int rootfd = make_overlay(spec, &tmp, e);
     if (rootfd < 0)
         return rootfd;
     if (setns(template_fd, CLONE_NEWNS) < 0)
         return fbrt_fail(e, errno, "enter the template mount namespace");
     if (unshare(CLONE_NEWNS) < 0)
         return fbrt_fail(e, errno, "copy the template mount namespace");
+    /* The upper layer's tmpfs is attached too, under the overlay: closing the last
+     * descriptor of a detached mount unmounts it, and that waits for an expedited RCU grace
+     * period (perf: one per start, in the init's exec, which closes it); attached, it goes
+     * with the namespace. */
+    if (tmp >= 0 && syscall(SYS_move_mount, tmp, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return fbrt_fail(e, errno, "attach the upper layer's tmpfs on /");
     if (syscall(SYS_move_mount, rootfd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return fbrt_fail(e, errno, "attach the container's overlay on /");
     rc = populate(rootfd, spec, trees, devices, e);
