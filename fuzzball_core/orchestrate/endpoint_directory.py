@@ -11,6 +11,7 @@ keeper forgets an endpoint's answer the moment it moves it (:meth:`forget`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -64,10 +65,14 @@ class EndpointDirectory:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._ready: dict[str, tuple[float, Destination]] = {}
+        #: called with each endpoint forgotten: the proxy's process keeps answers too
+        self.on_forget: list[Callable[[str], None]] = []
 
     def forget(self, endpoint_id: str) -> None:
-        """Drop a kept answer (the endpoint moved)."""
+        """Drop a kept answer (the endpoint moved), here and wherever one is kept."""
         self._ready.pop(endpoint_id, None)
+        for tell in self.on_forget:
+            tell(endpoint_id)
 
     def lookup(self, endpoint_id: str) -> Destination | None:
         """Where ``endpoint_id`` leads; None when no such endpoint exists (or it was a

@@ -1,0 +1,250 @@
+"""The endpoint proxy's own process: it moves the bytes (:mod:`endpoint_forwarder`) and asks
+Orchestrate, over a Unix socket, who may reach which service.
+
+Why a process of its own: every proxied request needs the proxy twice, and inside
+Orchestrate it waits for an event loop that also runs the engine's and the keeper's turns,
+the node streams and the REST and gRPC servers (a store lookup there holds every request
+behind it), and for a share of the CPU that Orchestrate's other work takes too (the kernel
+shares the CPU between sessions first: this process has a session of its own). Measured
+with ``bench/proxy.py``, back to back at load 13-23 on 2 cores (docs/performance.md,
+"Endpoint proxy"): 62-90 µs of the proxy's CPU per small request here against 70-175 µs
+inside Orchestrate, and +0.07/+0.51 ms at p50 against +1.5 to +3.7 ms; Orchestrate spends
+1-2 µs per request answering. The decisions stay in Orchestrate (the store, the engine's memory, the
+token's check, waking pools, the keeper's clock): this process only routes (pure: the
+path or subdomain names the endpoint), reads the token, and keeps each decision Orchestrate
+gave no longer than Orchestrate says (at most ``READY_TTL``, and never past its own cached
+token's or group membership's expiry, so a revoked token is refused within ``TOKEN_TTL``
+as before). When Orchestrate moves an endpoint (a takeover), it tells this process to
+forget it at once.
+
+The channel: JSON lines. This process sends ``{"i": N, "e": ENDPOINT, "t": TOKEN}`` (a
+decision asked) and ``{"touch": [WORKFLOW, STAGE, IDLE]}`` (a request went to a pool's
+instance); Orchestrate answers ``{"i": N, "u": URL, "until": T, "pool": [...]}`` (T on
+the shared monotonic clock) or ``{"i": N, "err": STATUS}`` (the refusal, a
+google.rpc.Status), and sends ``{"forget": ENDPOINT}``. The process ends when the
+channel does (Orchestrate is gone).
+
+Run by Orchestrate as ``python -m fuzzball_core.orchestrate.endpoint_worker SETTINGS``
+with the listening socket and the channel passed as descriptors (see
+:class:`fuzzball_core.orchestrate.endpoint_proxy.ProxyProcess`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fuzzball_core.errors import FuzzballError, NotFound, Unauthenticated, Unavailable
+from fuzzball_core.orchestrate.endpoint_forwarder import (
+    Forward,
+    ProxyConnection,
+    RequestHead,
+    ServicePool,
+)
+
+log = logging.getLogger("fuzzball.orchestrate.endpoints")
+
+_PATH_PREFIX = "/endpoints/"
+#: decisions kept at most, by (endpoint, token): only recent callers are worth keeping
+MAX_DECISIONS = 10_000
+#: seconds between two touches of one pool sent to Orchestrate (its idle timeouts are
+#: seconds to hours; a touch per request would be a message per request)
+TOUCH_EVERY = 0.5
+
+
+@dataclass(frozen=True)
+class Routing:
+    """What every request's route and token are read with (``orchestrate.endpoints``):
+    pure, so the proxy's process and Orchestrate's read them alike."""
+
+    domain: str
+    cookie: str
+
+    def route(self, host_header: str, raw: str) -> tuple[str, str]:
+        """(endpoint id, the path to ask the service for, with its query); NotFound when
+        the request names no endpoint."""
+        host = host_header.rsplit(":", 1)[0].lower() if host_header else ""
+        domain = self.domain.lower()
+        if domain and host.endswith("." + domain):
+            label = host[: -len(domain) - 1]
+            if label and "." not in label:
+                return label, raw
+        if raw.startswith(_PATH_PREFIX):
+            rest = raw[len(_PATH_PREFIX) :]
+            endpoint_id, slash, tail = rest.partition("/")
+            endpoint_id, query_mark, query = endpoint_id.partition("?")
+            if endpoint_id:
+                if query_mark:
+                    return endpoint_id, "/?" + query
+                return endpoint_id, "/" + tail if slash else "/"
+        raise NotFound(f"no endpoint at {raw.partition('?')[0][:200]}")
+
+    def token(self, head: RequestHead) -> str:
+        """The Fuzzball token in FB-Authorization or the cookie ('' without one);
+        Unauthenticated when FB-Authorization is not ``Bearer <token>``."""
+        header = head.header(b"fb-authorization")
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthenticated("FB-Authorization: expected 'Bearer <token>'")
+            return token.strip()
+        if self.cookie:
+            return _cookie(head.header(b"cookie"), self.cookie)
+        return ""
+
+    def passed_cookie(self, head: RequestHead) -> str | None:
+        """The Cookie header the service gets: the client's without the token's cookie
+        (None: as sent)."""
+        if self.cookie and head.cookies:
+            sent = b"; ".join(head.cookies).decode("latin-1")
+            return _without_cookie(sent, self.cookie)
+        return None
+
+
+def _without_cookie(header: str, name: str) -> str:
+    """A Cookie header without the cookie ``name``."""
+    kept: Iterable[str] = (
+        part.strip()
+        for part in header.split(";")
+        if part.strip() and part.strip().partition("=")[0].strip() != name
+    )
+    return "; ".join(kept)
+
+
+def _cookie(header: str, name: str) -> str:
+    """The value of cookie ``name`` in a Cookie header ('' without it)."""
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.strip() == name:
+            return value.strip().strip('"')
+    return ""
+
+
+@dataclass(frozen=True)
+class _Decision:
+    url: str
+    until: float
+    #: (workflow id, stage name, idle timeout) of a pool's instance, for the keeper
+    pool: tuple[str, str, float] | None
+
+
+class WorkerGate:
+    """The gate of the proxy's process: routes and reads the token itself, asks
+    Orchestrate for the rest over ``channel`` and keeps each answer as long as it says."""
+
+    def __init__(
+        self, routing: Routing, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.routing = routing
+        self._reader = reader
+        self._writer = writer
+        self._numbers = itertools.count(1)
+        self._asked: dict[int, asyncio.Future[_Decision]] = {}
+        self._kept: dict[tuple[str, str], _Decision] = {}
+        self._touched: dict[tuple[str, str], float] = {}
+
+    async def __call__(self, head: RequestHead) -> Forward:
+        """Where ``head`` goes (a FuzzballError is the client's answer)."""
+        endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
+        key = (endpoint_id, self.routing.token(head))
+        now = time.monotonic()
+        decision = self._kept.get(key)
+        if decision is None or decision.until <= now:
+            decision = await self._ask(key)
+            if decision.until > now:
+                if len(self._kept) > MAX_DECISIONS:
+                    self._kept.clear()
+                self._kept[key] = decision
+        if decision.pool is not None:
+            self._touch(decision.pool, now)
+        return Forward(url=decision.url, path=path, cookie=self.routing.passed_cookie(head))
+
+    def _touch(self, pool: tuple[str, str, float], now: float) -> None:
+        key = pool[:2]
+        if now - self._touched.get(key, float("-inf")) < TOUCH_EVERY:
+            return
+        if len(self._touched) > MAX_DECISIONS:
+            self._touched.clear()
+        self._touched[key] = now
+        self._send({"touch": list(pool)})
+
+    async def _ask(self, key: tuple[str, str]) -> _Decision:
+        number = next(self._numbers)
+        future: asyncio.Future[_Decision] = asyncio.get_running_loop().create_future()
+        self._asked[number] = future
+        try:
+            self._send({"i": number, "e": key[0], "t": key[1]})
+            return await future
+        finally:
+            self._asked.pop(number, None)
+
+    def _send(self, message: dict[str, object]) -> None:
+        if self._writer.is_closing():
+            raise Unavailable("the endpoint proxy lost Orchestrate; try again shortly")
+        self._writer.write(json.dumps(message).encode() + b"\n")
+
+    async def run(self) -> None:
+        """Read Orchestrate's answers until the channel ends."""
+        while line := await self._reader.readline():
+            message = json.loads(line)
+            if "forget" in message:
+                gone = message["forget"]
+                for key in [key for key in self._kept if key[0] == gone]:
+                    del self._kept[key]
+                continue
+            future = self._asked.get(message["i"])
+            if future is None or future.done():
+                continue
+            if "err" in message:
+                future.set_exception(FuzzballError.from_status(message["err"]))
+            else:
+                pool = message.get("pool")
+                future.set_result(
+                    _Decision(
+                        url=message["u"],
+                        until=float(message["until"]),
+                        pool=(pool[0], pool[1], float(pool[2])) if pool else None,
+                    )
+                )
+        lost = Unavailable("the endpoint proxy lost Orchestrate; try again shortly")
+        for future in self._asked.values():
+            if not future.done():
+                future.set_exception(lost)
+
+
+async def _serve(settings: dict[str, object]) -> None:
+    listener = socket.socket(fileno=int(str(settings["listen_fd"])))
+    channel = socket.socket(fileno=int(str(settings["channel_fd"])))
+    reader, writer = await asyncio.open_unix_connection(sock=channel)
+    gate = WorkerGate(Routing(str(settings["domain"]), str(settings["cookie"])), reader, writer)
+    pool = ServicePool(ssl.create_default_context() if settings["verify_upstream_tls"] else False)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: ProxyConnection(gate, pool, secure=False), sock=listener
+    )
+    try:
+        await gate.run()  # Orchestrate gone: so is its proxy
+    finally:
+        server.close()
+        pool.close()
+
+
+def main(argv: list[str]) -> None:
+    """The process's entry: ``SETTINGS`` (JSON: the listening socket's and the channel's
+    descriptors, ``domain``, ``cookie``, ``verify_upstream_tls``)."""
+    logging.basicConfig(level=logging.WARNING, format="endpoint proxy: %(message)s")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(json.loads(argv[1])))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
