@@ -1,5 +1,6 @@
-"""When the engine's loop passes: reports nothing waits on (a run's start, its output) join
-the next pass instead of waking one each; the others wake it at once."""
+"""When the engine's loop passes and what a pass reads and writes: reports nothing waits on
+(a run's start, its output) join the next pass instead of waking one each, the others wake
+it at once; workflows come with their stages in one query, events go in one INSERT."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 
 from fuzzball_core.orchestrate import engine as engine_module
+from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.store.models import Event
+from fuzzball_core.vocabulary import EventKind
 
 HELLO = """
 version: v1
@@ -131,3 +135,17 @@ def test_stages_of_a_workflow_not_loaded_are_queried(harness):
     with harness.engine.sessions() as session:
         tx = Transaction(session, now=0.0)
         assert sorted(stage.name for stage in tx.stages_of(wf)) == ["jobs.one", "jobs.two"]
+
+
+def test_a_transactions_events_are_written_in_order_by_one_insert(harness, statements):
+    with harness.engine.sessions() as session:
+        tx = Transaction(session, now=7.0)
+        for index in range(3):
+            events.record(tx, EventKind.NODE_REMOVED, f"event {index}", node_id=f"n{index}")
+        statements.clear()
+        tx.commit()
+    assert sum(s.lstrip().upper().startswith("INSERT INTO EVENTS") for s in statements) == 1
+    with harness.engine.sessions() as session:
+        rows = session.scalars(select(Event).where(Event.kind == EventKind.NODE_REMOVED))
+        written = [(e.message, e.node_id, e.time) for e in rows]
+    assert written == [("event 0", "n0", 7.0), ("event 1", "n1", 7.0), ("event 2", "n2", 7.0)]
