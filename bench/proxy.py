@@ -234,7 +234,7 @@ def compare(
     )
     if proxy_pids:
         used = spread("proxy", "proxy_us")
-        proxy = f"the proxy's {len(proxy_pids)} processes {used} µs, {orchestrate}"
+        proxy = f"the proxy's process(es) ({len(proxy_pids)}) {used} µs, {orchestrate}"
     else:
         proxy = f"the proxy in {orchestrate}"
     service = (
@@ -284,7 +284,7 @@ def main() -> None:
             process = getattr(stack.orchestrate.orchestrate.endpoints, "process", None)
             proxy_pids = process.pids if process is not None else []
             where = (
-                f"{len(proxy_pids)} processes of its own"
+                f"its own process(es): {len(proxy_pids)}"
                 if proxy_pids
                 else "Orchestrate's event loop, 1 process"
             )

@@ -266,8 +266,8 @@ class ProxyProcess:
     each answered over a socket pair of its own, each started again when it ends while
     Orchestrate serves. Orchestrate starts one: two measured worse on 2 cores shared with
     other work (each woke for fewer requests at a time: 114-174 µs of CPU per request
-    together against 62-90 µs for one, and +2.9-3.0 ms at p50 against +0.07-0.51 ms;
-    docs/performance.md), and one process moves about as much as a core can."""
+    together against 62-121 µs for one, and +2.9-3.0 ms at p50 against +0.07-0.51 ms;
+    docs/performance.md)."""
 
     def __init__(
         self, proxy: EndpointProxy, directory: EndpointDirectory, processes: int = 1

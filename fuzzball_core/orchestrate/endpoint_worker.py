@@ -6,13 +6,16 @@ Orchestrate it waits for an event loop that also runs the engine's and the keepe
 the node streams and the REST and gRPC servers (a store lookup there holds every request
 behind it), and for a share of the CPU that Orchestrate's other work takes too (the kernel
 shares the CPU between sessions first: this process has a session of its own). Measured
-with ``bench/proxy.py``, back to back at load 13-23 on 2 cores (docs/performance.md,
-"Endpoint proxy"): 62-90 µs of the proxy's CPU per small request here against 70-175 µs
-inside Orchestrate, and +0.07/+0.51 ms at p50 against +1.5 to +3.7 ms; Orchestrate spends
-1-2 µs per request answering. The decisions stay in Orchestrate (the store, the engine's memory, the
-token's check, waking pools, the keeper's clock): this process only routes (pure: the
-path or subdomain names the endpoint), reads the token, and keeps each decision Orchestrate
-gave no longer than Orchestrate says (at most ``READY_TTL``, and never past its own cached
+with ``bench/proxy.py``, run after run with the proxy inside Orchestrate (docs/
+performance.md, "Endpoint proxy"): the added p50 stays under 1 ms at every load measured
+(+0.07 to +0.51 ms, against +1.5 to +3.7 ms inside Orchestrate at load 13-23), and
+Orchestrate spends 1-2 µs per proxied request answering instead of 70-175 µs moving it;
+the throughput ratio did not change beyond this machine's noise.
+
+The decisions stay in Orchestrate (the store, the engine's memory, the token's check,
+waking pools, the keeper's clock): this process only routes (pure: the path or subdomain
+names the endpoint), reads the token, and keeps each decision Orchestrate gave no longer
+than Orchestrate says (at most ``READY_TTL``, and never past its own cached
 token's or group membership's expiry, so a revoked token is refused within ``TOKEN_TTL``
 as before). When Orchestrate moves an endpoint (a takeover), it tells this process to
 forget it at once.
