@@ -4,19 +4,12 @@ messages a Substrate sends."""
 import json
 
 import pytest
+from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_plugins.schedulers.default import DefaultScheduler
-
-HELLO = """
-version: v1
-jobs:
-  hello:
-    image: {uri: docker://alpine:latest}
-    command: [echo, hi]
-"""
 
 CHAIN = """
 version: v1

@@ -9,20 +9,13 @@ from collections.abc import Callable
 
 import pytest
 from sqlalchemy import event, select
+from support.engine_workflows import HELLO
 
 from fuzzball_core.orchestrate import engine as engine_module
 from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.store.models import Event
 from fuzzball_core.vocabulary import EventKind
-
-HELLO = """
-version: v1
-jobs:
-  hello:
-    image: {uri: docker://alpine:latest}
-    command: [echo, hi]
-"""
 
 TWO = """
 version: v1

@@ -5,20 +5,13 @@ was dropped. Reads of the stored output are complete whatever its length."""
 from __future__ import annotations
 
 import pytest
+from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.config import ConfigError, LogsConfig, parse_config
 from fuzzball_core.orchestrate.server import build
 from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_plugins.schedulers.default import DefaultScheduler
-
-HELLO = """
-version: v1
-jobs:
-  hello:
-    image: {uri: docker://alpine:latest}
-    command: [echo, hi]
-"""
 
 PAIR = """
 version: v1
