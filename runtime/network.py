@@ -18,8 +18,8 @@ Per isolated job: a network namespace with no name, made by a short-lived thread
 unshares its own (no fork: the agent is multi-threaded, gRPC's threads included, and a forked
 child of it may crash) and held by a descriptor until the container's child joins it, so it
 ends with the job whatever happens to the agent; a veth pair whose node end ``fbv<id>`` is on
-the bridge and whose other end is the job's ``eth0`` (ending with the namespace); an address
-of the subnet (a file ``network/addresses/<address>`` in the state directory naming the
+the bridge and whose other end is the job's ``eth0`` (deleted when the container is released;
+it would also end with the namespace, later); an address of the subnet (a file ``network/addresses/<address>`` in the state directory naming the
 container, then the ports it exposes); a default route through the gateway; and the job's
 exposed ports in the maps.
 ``<tag>`` is :attr:`fuzzball_runtime.state.StateDir.tag`, so two agents on one machine (two
@@ -132,6 +132,22 @@ def _netlink(work: Callable[[], T]) -> T:
         return work()
     with ThreadPoolExecutor(1, thread_name_prefix="netlink") as pool:
         return pool.submit(work).result()
+
+
+def _node_end(container_id: str) -> str:
+    """The name of the node's end of an isolated job's veth pair."""
+    return f"fbv{container_id[:12]}"
+
+
+def _delete_link(name: str) -> None:
+    """Delete the link ``name`` if it is there. The veth pair would also end with the job's
+    namespace, but the kernel tears a namespace down later, in a work queue of its own, so
+    an ended job's veth could outlive it by an unbounded moment; deleting one end takes the
+    pair at once."""
+    with IPRoute() as ipr:
+        for index in ipr.link_lookup(ifname=name):
+            with contextlib.suppress(NetlinkError):  # gone with its namespace meanwhile
+                ipr.link("del", index=index)
 
 
 def exposed_ports(wanted: IsolatedNetwork) -> list[str]:
@@ -272,6 +288,7 @@ class NodeNetwork:
             for address, (owner, ports) in self._allocated().items():
                 if owner == container_id:
                     self._unexpose(ports)
+                    _delete_link(_node_end(container_id))
                     self._free(address)
 
     def open_ports(self, container_id: str, ports: Iterable[str]) -> None:
@@ -474,7 +491,7 @@ table ip {self.table} {{
     def _wire(self, container_id: str, address: str) -> int:
         """In a thread of its own (it leaves the node's namespace): make the job's namespace,
         its veth pair on the bridge, its address and route; the namespace's descriptor."""
-        outside = f"fbv{container_id[:12]}"
+        outside = _node_end(container_id)
         # A netlink socket stays in the namespace it was opened in: this one is the node's.
         with IPRoute() as node:
             fd = _unshare_network()
