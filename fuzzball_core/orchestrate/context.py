@@ -136,6 +136,12 @@ class EngineContext:
         self.leases: dict[str, float] = {}
         #: node id -> the ``lease_expires_at`` its row holds
         self.stored_leases: dict[str, float] = {}
+        #: node id -> the lease named in its latest Welcome (lengthened on large clusters:
+        #: :func:`~fuzzball_core.orchestrate.nodes.lease_terms`); absent: ``lease_seconds``
+        self.node_leases: dict[str, float] = {}
+        #: the heartbeat interval the connected nodes were last told in one sweep
+        #: (:func:`~fuzzball_core.orchestrate.nodes.retune`; 0: none yet)
+        self.tuned_heartbeat = 0.0
         #: the reconnect wave after a restart (set by the rebuild at start-up)
         self.returning = Returning()
         self.device_plugin_failed: dict[str, bool] = {}
