@@ -43,7 +43,13 @@ from fuzzball_core.service.forwarded_identity import (
     public_key_pem,
 )
 from fuzzball_core.startup import prepare_process
-from fuzzball_core.store.database import connect, migrate, probe, session_factory
+from fuzzball_core.store.database import (
+    connect,
+    migrate,
+    probe,
+    session_factory,
+    wait_until_answering,
+)
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.tls import ServingSecurity, serving_security
@@ -88,6 +94,7 @@ def build(
     if config.database.url == "":
         private_directory(config.data_dir)
     database = connect(database_url(config))
+    wait_until_answering(database, config.database.start_wait, log.warning)
     migrate(database, migrations=MIGRATIONS)
     members = Members.from_config(config.federate.clusters, timeout=config.federate.member_timeout)
     key = identity_key(config)

@@ -84,6 +84,9 @@ class DatabaseConfig(_Section):
     """Orchestrate's store. ``url`` is an SQLAlchemy URL; empty means SQLite in data-dir."""
 
     url: str = ""
+    #: how long a starting Orchestrate or Federate retries a database server that does not
+    #: answer (started beside it, restarting) before it gives up; 0: give up at once
+    start_wait: Annotated[float, BeforeValidator(_seconds), Field(ge=0)] = 60.0
 
 
 #: how long a bearer token stays valid by default (90 days)

@@ -66,7 +66,13 @@ from fuzzball_core.service.secret_commands import add_secret_commands
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.service.views import Principal
 from fuzzball_core.startup import prepare_process
-from fuzzball_core.store.database import connect, migrate, probe, session_factory
+from fuzzball_core.store.database import (
+    connect,
+    migrate,
+    probe,
+    session_factory,
+    wait_until_answering,
+)
 from fuzzball_core.store.models import Node, ServiceEndpoint, StorageClass
 from fuzzball_core.store.private_files import private_directory
 from fuzzball_core.store.secret_box import SecretBox
@@ -108,6 +114,7 @@ def build(
     """Connect to (and migrate) the database and wire the engine and the service layer."""
     private_directory(config.data_dir)  # the database, object cache and logs live there
     database = connect(config.database_url)
+    wait_until_answering(database, config.database.start_wait, log.warning)
     migrate(database)
     sessions = session_factory(database)
     hub = NodeHub()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import errno
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,6 +247,58 @@ def is_store_failure(error: BaseException) -> bool:
     """Whether ``error`` is the store's (busy or full), not the work's: trying the same work
     again later can succeed."""
     return is_busy(error) or is_full(error)
+
+
+#: how a starting process retries a database server that does not answer yet
+START_RETRY = Backoff(initial=0.5, factor=2.0, maximum=5.0, jitter=0.2)
+
+
+def _server_name(bind: Engine) -> str:
+    """The database server as messages name it: host and port, never the URL's password."""
+    url = bind.url
+    return f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
+
+
+def _reason(error: BaseException, bind: Engine) -> str:
+    """The driver's one-line reason for ``error``, with the URL's password struck out should
+    the driver ever repeat it."""
+    reason = " ".join(str(_driver_error(error)).split())
+    password = bind.url.password
+    return reason.replace(str(password), "***") if password else reason
+
+
+def wait_until_answering(
+    bind: Engine,
+    within: float,
+    report: Callable[[str], None],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once the store answers, retrying a server that cannot be reached (still
+    starting, restarting, its network not up yet) for up to ``within`` seconds, as a service
+    started beside its database must. Each failed try is ``report``ed with the next delay.
+    Raises :class:`Unavailable` naming the server and the last reason once ``within`` has
+    passed (at once when it is 0), and at once for a failure that waiting cannot cure."""
+    deadline = clock() + within
+    delays = START_RETRY.delays()
+    while True:
+        try:
+            probe(bind)
+            return
+        except DBAPIError as error:
+            reason = _reason(error, bind)
+            delay = next(delays)
+            if not is_unreachable(error) or clock() + delay > deadline:
+                raise Unavailable(
+                    f"the database server {_server_name(bind)} did not answer within"
+                    f" {within:g} s (database.start-wait): {reason}"
+                ) from None
+            report(
+                f"waiting for the database server {_server_name(bind)}: {reason};"
+                f" trying again in {delay:.1f} s"
+            )
+            sleep(delay)
 
 
 def data_location(bind: Engine) -> str:

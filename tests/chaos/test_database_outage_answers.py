@@ -5,6 +5,7 @@ request of each transport."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +69,32 @@ def test_a_grpc_call_while_the_database_server_is_down_answers_unavailable(
             )
 
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_orchestrate_started_while_its_database_server_is_down_serves_once_it_is_back(
+    tmp_path: Path, chaos_postgres: PrivatePostgres
+) -> None:
+    name = f"late_{uuid.uuid4().hex[:10]}"
+    config = cluster_config(tmp_path, "http://127.0.0.1:9", grpc_port=free_port())
+    config["database"] = {"url": chaos_postgres.create_database(name), "start-wait": "60s"}
+    chaos_postgres.stop()
+    # the server comes back while Orchestrate is already waiting for it
+    comes_back = threading.Timer(2.0, chaos_postgres.start)
+    comes_back.start()
+    try:
+        orchestrate = InProcessOrchestrate(config)
+        try:
+            token = orchestrate.call(
+                lambda: orchestrate.service.create_account("late-admin", admin=True)[1]
+            )
+            answer = httpx.get(
+                f"{orchestrate.rest_url}/v3/workflows",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        finally:
+            orchestrate.close()
+    finally:
+        comes_back.join()
+        chaos_postgres.drop_database(name)
+
+    assert answer.status_code == 200
