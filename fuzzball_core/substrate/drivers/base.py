@@ -205,8 +205,12 @@ class TaskDriver(ABC):
                 return RunOutcome(message="this node cannot ask Orchestrate for secrets")
             return RunSecrets()
         run_id = self.request.run_id
+        if not needed and self.request.job is None:
+            # an image, build or egress stage's run gets only the secrets it declares and no
+            # token: declaring none, it has nothing to ask for (a call per hello-world saved)
+            return RunSecrets()
         try:
-            if needed or self.request.job is None:
+            if needed:
                 return await fetch(run_id)
             # a job's or service's run needing no secret gets nothing but its workflow's
             # token: one call per workflow suffices (an image or egress stage gets no token)
