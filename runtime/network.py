@@ -19,9 +19,9 @@ unshares its own (no fork: the agent is multi-threaded, gRPC's threads included,
 child of it may crash) and held by a descriptor until the container's child joins it, so it
 ends with the job whatever happens to the agent; a veth pair whose node end ``fbv<id>`` is on
 the bridge and whose other end is the job's ``eth0`` (deleted when the container is released;
-it would also end with the namespace, later); an address of the subnet (a file ``network/addresses/<address>`` in the state directory naming the
-container, then the ports it exposes); a default route through the gateway; and the job's
-exposed ports in the maps.
+it would also end with the namespace, later); an address of the subnet (a file
+``network/addresses/<address>`` in the state directory naming the container, then the ports
+it exposes); a default route through the gateway; and the job's exposed ports in the maps.
 ``<tag>`` is :attr:`fuzzball_runtime.state.StateDir.tag`, so two agents on one machine (two
 state directories) never touch each other's.
 """

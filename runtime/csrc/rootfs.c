@@ -7,8 +7,10 @@
  *    (open_tree); each requested host device's type, numbers and owner.
  * 2. It enters the template mount namespace (fbrt_mnt_template_open) and copies it: setns,
  *    then unshare. That namespace holds one empty tmpfs, so nothing of the host is copied.
- * 3. It attaches the overlay over that root, mounts /proc, /sys, /dev and /tmp, writes
- *    /etc/hosts and resolv.conf, attaches the binds, and chroots into the overlay.
+ * 3. It attaches the overlay over that root, mounts /proc, /sys, /dev and /tmp, attaches the
+ *    binds, and chroots into the overlay. /etc/hosts and resolv.conf are written into the
+ *    upper layer before the overlay is made (seed_etc), or inside the root after the mounts
+ *    where that cannot be done.
  *
  * Before, the child's clone copied the host's mount table (CLONE_NEWNS), made it private,
  * pivoted into the overlay and detached the host's tree again: the detach waited for an
@@ -24,6 +26,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -75,12 +78,68 @@ static int make_dir_in(char *out, const char *base, const char *name, mode_t mod
     return 0;
 }
 
+/* Write CONTENT as the new file NAME in the directory DIRFD. */
+static int write_new_file(int dirfd, const char *name, const char *content,
+                          struct fbrt_error *e) {
+    int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fbrt_fail(e, errno, "create /etc/%s in the container's upper layer", name);
+    size_t len = strlen(content);
+    int rc = 0;
+    if (write(fd, content, len) != (ssize_t)len)
+        rc = fbrt_fail(e, errno, "write /etc/%s in the container's upper layer", name);
+    close(fd);
+    return rc;
+}
+
+/* /etc/hosts and /etc/resolv.conf written into the fresh upper layer TMP before the overlay
+ * exists, in an upper etc directory with the image's /etc mode and owner: the overlay then
+ * merges that directory with the image's and shows these two files over the image's. Written
+ * through the overlay instead, each file first copied /etc up (a directory created and its
+ * attributes copied in the upper layer, a path walk through the overlay): 0.14 ms of CPU per
+ * file (perf). Returns 1 when written, 0 when the image's /etc is not a plain directory
+ * (a symlink, say: the files are then written inside the root, resolved as the image
+ * resolves them), or -errno. */
+static int seed_etc(const struct fbrt_spec *spec, int tmp, struct fbrt_error *e) {
+    if (!spec->hosts && !spec->resolv)
+        return 0;
+    char path[PATH_BYTES];
+    if (fbrt_format(path, PATH_BYTES, "%s/etc", spec->lower) < 0)
+        return fbrt_fail(e, ENAMETOOLONG, "the image's /etc under %s", spec->lower);
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        if (errno != ENOENT)
+            return fbrt_fail(e, errno, "stat the image's /etc (%s)", path);
+        /* As the in-root path would make it: root's, 0755. */
+        st.st_mode = S_IFDIR | 0755;
+        st.st_uid = 0;
+        st.st_gid = 0;
+    } else if (!S_ISDIR(st.st_mode)) {
+        return 0;
+    }
+    if (mkdirat(tmp, "upper/etc", st.st_mode & 07777) < 0)
+        return fbrt_fail(e, errno, "mkdir /etc in the container's upper layer");
+    int etc = openat(tmp, "upper/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (etc < 0)
+        return fbrt_fail(e, errno, "open /etc in the container's upper layer");
+    int rc = 0;
+    if ((st.st_uid || st.st_gid) && fchown(etc, st.st_uid, st.st_gid) < 0)
+        rc = fbrt_fail(e, errno, "chown /etc in the container's upper layer");
+    if (rc == 0 && spec->hosts)
+        rc = write_new_file(etc, "hosts", spec->hosts, e);
+    if (rc == 0 && spec->resolv)
+        rc = write_new_file(etc, "resolv.conf", spec->resolv, e);
+    close(etc);
+    return rc < 0 ? rc : 1;
+}
+
 /* The upper and work directories, their paths into UPPER and WORK: on the job's scratch
  * directory (*TMP = -1), or on a new tmpfs attached nowhere yet, whose detached mount is
  * *TMP (the paths go through this process's descriptor of it). */
 static int upper_layer(const struct fbrt_spec *spec, char *upper, char *work, int *tmp,
-                       struct fbrt_error *e) {
+                       int *etc_seeded, struct fbrt_error *e) {
     *tmp = -1;
+    *etc_seeded = 0;
     if (spec->scratch) {
         int rc = make_dir_in(upper, spec->scratch, "upper", 0755, e);
         return rc < 0 ? rc : make_dir_in(work, spec->scratch, "work", 0700, e);
@@ -98,6 +157,10 @@ static int upper_layer(const struct fbrt_spec *spec, char *upper, char *work, in
         return *tmp;
     if (mkdirat(*tmp, "upper", 0755) < 0 || mkdirat(*tmp, "work", 0700) < 0)
         return fbrt_fail(e, errno, "mkdir the overlay's upper and work directories");
+    /* Only on a fresh tmpfs: a scratch directory's upper layer may hold a previous run's
+     * /etc, which the in-root path handles as the job left it. */
+    if ((*etc_seeded = seed_etc(spec, *tmp, e)) < 0)
+        return *etc_seeded;
     if (fbrt_format(upper, PATH_BYTES, "/proc/self/fd/%d/upper", *tmp) < 0 ||
         fbrt_format(work, PATH_BYTES, "/proc/self/fd/%d/work", *tmp) < 0)
         return fbrt_fail(e, ENAMETOOLONG, "name of descriptor %d", *tmp);
@@ -107,9 +170,10 @@ static int upper_layer(const struct fbrt_spec *spec, char *upper, char *work, in
 /* A detached overlay mount of the image (spec->lower) under a private upper layer, whose own
  * detached tmpfs, if any, goes to *TMP (see upper_layer). The layers' paths are resolved
  * now, in the host's namespace (fsconfig looks them up). */
-static int make_overlay(const struct fbrt_spec *spec, int *tmp, struct fbrt_error *e) {
+static int make_overlay(const struct fbrt_spec *spec, int *tmp, int *etc_seeded,
+                        struct fbrt_error *e) {
     char upper[PATH_BYTES], work[PATH_BYTES];
-    int rc = upper_layer(spec, upper, work, tmp, e);
+    int rc = upper_layer(spec, upper, work, tmp, etc_seeded, e);
     if (rc < 0)
         return rc;
     int fs = fs_open("overlay", e);
@@ -175,7 +239,8 @@ static int attach_binds(int rootfd, const struct fbrt_spec *spec,
 
 /* Everything mounted or written inside the new root before entering it. */
 static int populate(int rootfd, const struct fbrt_spec *spec, const struct bind_tree *trees,
-                    const struct fbrt_host_device *devices, struct fbrt_error *e) {
+                    const struct fbrt_host_device *devices, int etc_seeded,
+                    struct fbrt_error *e) {
     int rc = fbrt_mount_in_root(rootfd, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
                                 e);
     /* Read-only, as Docker and Apptainer give it: MPI transports (UCX, libfabric), hwloc and
@@ -187,9 +252,9 @@ static int populate(int rootfd, const struct fbrt_spec *spec, const struct bind_
         rc = fbrt_devices_setup(rootfd, spec, devices, e);
     if (rc == 0)
         rc = fbrt_mount_in_root(rootfd, "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", e);
-    if (rc == 0 && spec->hosts)
+    if (rc == 0 && spec->hosts && !etc_seeded)
         rc = fbrt_write_in_root(rootfd, "/etc", "hosts", spec->hosts, e);
-    if (rc == 0 && spec->resolv)
+    if (rc == 0 && spec->resolv && !etc_seeded)
         rc = fbrt_write_in_root(rootfd, "/etc", "resolv.conf", spec->resolv, e);
     if (rc == 0)
         rc = attach_binds(rootfd, spec, trees, e);
@@ -216,8 +281,8 @@ int fbrt_rootfs_enter(const struct fbrt_spec *spec, int template_fd, struct fbrt
         rc = fbrt_devices_stat(spec, devices, e);
     if (rc < 0)
         return rc;
-    int tmp;
-    int rootfd = make_overlay(spec, &tmp, e);
+    int tmp, etc_seeded;
+    int rootfd = make_overlay(spec, &tmp, &etc_seeded, e);
     if (rootfd < 0)
         return rootfd;
     if (setns(template_fd, CLONE_NEWNS) < 0)
@@ -232,7 +297,7 @@ int fbrt_rootfs_enter(const struct fbrt_spec *spec, int template_fd, struct fbrt
         return fbrt_fail(e, errno, "attach the upper layer's tmpfs on /");
     if (syscall(SYS_move_mount, rootfd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return fbrt_fail(e, errno, "attach the container's overlay on /");
-    rc = populate(rootfd, spec, trees, devices, e);
+    rc = populate(rootfd, spec, trees, devices, etc_seeded, e);
     if (rc < 0)
         return rc;
     /* chroot, not pivot_root: the namespace's own root is the template's empty tmpfs under

@@ -123,3 +123,9 @@ def run_in(image: Path, state_dir: Path, script: str, **fields: object) -> tuple
 def run(image: Path, state_dir: Path) -> object:
     """``run(script, **spec_fields)`` -> (ExitStatus, stdout) of ``sh -c script``."""
     return lambda script, **fields: run_in(image, state_dir, script, **fields)
+
+
+@pytest.fixture
+def run_image(state_dir: Path) -> object:
+    """``run_image(image, script, **spec_fields)`` -> as ``run``, in another image."""
+    return lambda image, script, **fields: run_in(image, state_dir, script, **fields)
