@@ -34,8 +34,16 @@ PULL = "image-pull"
 BUILD = "image-build"
 #: the LogData stream that carries an image run's structured progress
 PROGRESS_STREAM = "progress"
-#: what an image run asks of the scheduler: one core, no memory reservation
-_IMAGE_RUN = Job.model_validate({"image": {"uri": "docker://image-stage"}, "command": ["true"]})
+#: what an image run asks of the scheduler: one core, no memory reservation; a pull or build
+#: is the same work on any node, so a lost node's runs again elsewhere (as many times as
+#: ``orchestrate.max-eviction-restarts`` allows) instead of failing the workflow
+_IMAGE_RUN = Job.model_validate(
+    {
+        "image": {"uri": "docker://image-stage"},
+        "command": ["true"],
+        "policy": {"retry": {"on": ["node"]}},
+    }
+)
 
 
 def is_object_cache_uri(uri: str) -> bool:

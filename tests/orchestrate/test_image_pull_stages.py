@@ -118,3 +118,21 @@ def test_progress_reports_of_a_pull_become_image_progress_events(images) -> None
     ]
     assert [e.message for e in progress] == [f"{PULL}: download sha256:ab: 50% (5 B of 10 B)"]
     assert images.service.read_logs(images.user, workflow_id) == []
+
+
+def test_a_pull_whose_node_is_lost_runs_again_on_another_node(images) -> None:
+    first_node = images.node("n1")
+    workflow_id = images.submit(WORKFLOW)
+    (pull,) = images.assignments()
+    images.start(first_node, pull.run_id)
+    images.engine.step()
+    images.clock.now += 10
+    second_node = images.node("n2")
+    images.clock.now += 10  # n1's lease (15 s) has run out, n2's has not
+    images.engine.step()
+
+    (again,) = images.assignments()
+    assert (again.stage_name, list(again.node_ids)) == (PULL, [second_node])
+    images.run_to_end(second_node, again)
+    assert images.stages(workflow_id)[PULL] == "FINISHED"
+    assert "retried" in images.events(workflow_id)
