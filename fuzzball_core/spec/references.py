@@ -11,7 +11,9 @@ path either a declared top-level file (``file://NAME``) or its content written i
 workflow-built images are not built from each other in a cycle; every endpoint proxies to a
 declared port and endpoint names are unique; no image, ingress or egress URI carries credentials
 (``user:password@``), which would be stored and shown with the workflow.
-Warned: nameless persistent volume references, and ``policy.retry`` without ``on``.
+Warned: nameless persistent volume references, ``policy.retry`` without ``on``, and a volume's
+egress that can never run because a service mounting it serves until the workflow is stopped
+(``persist: true``, or a workflow of services alone), and a stop cancels egress.
 Cycle detection is linear in the number of steps and dependencies.
 """
 
@@ -88,6 +90,7 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
     errors.extend(_check_image_credentials(document))
     errors.extend(_check_transfer_credentials(_mapping(document.get("volumes"))))
     _check_unique_endpoint_names(services, errors)
+    _check_egress_behind_services(volumes, services, all_defaults, bool(jobs), warnings)
     return errors, warnings
 
 
@@ -159,6 +162,38 @@ def _check_volumes(volumes: dict[str, Any], warnings: list[str]) -> None:
                 f"volumes.{name}.reference: nameless persistent reference resolves to the "
                 f"default persistent volume; name it, e.g. volume://{parts[0]}/persistent/NAME"
             )
+
+
+def _check_egress_behind_services(
+    volumes: dict[str, Any],
+    services: dict[str, Any],
+    defaults: dict[str, Any],
+    has_jobs: bool,
+    warnings: list[str],
+) -> None:
+    """Warn of each volume's egress that waits for a service serving until the workflow is
+    stopped: the stop cancels the egress, so its files would never be sent."""
+    sent = {name for name, volume in volumes.items() if _list(_mapping(volume).get("egress"))}
+    if not sent:
+        return
+    inherited = {
+        **_mapping(defaults.get("mounts")),
+        **_mapping(_mapping(defaults.get("service")).get("mounts")),
+    }
+    for name, service in services.items():
+        service = _mapping(service)
+        # the document keeps scalars as written: YAML true may still be text here
+        if has_jobs and str(service.get("persist")).lower() != "true":
+            continue  # stopped once the jobs end, then the egress runs
+        mounts = {**inherited, **_mapping(service.get("mounts"))}
+        for volume in dict.fromkeys(_mapping(m).get("volume") for m in mounts.values()):
+            if volume in sent:
+                why = "persist: true" if has_jobs else "a workflow of services alone"
+                warnings.append(
+                    f"volumes.{volume}.egress: never runs: services.{name} mounts the volume and"
+                    f" serves until the workflow is stopped ({why}), and stopping a workflow"
+                    " cancels its egress; mount the volume only in steps that end"
+                )
 
 
 def _check_mounts(mounts: Any, path: str, volumes: dict[str, Any], errors: list[Violation]) -> None:

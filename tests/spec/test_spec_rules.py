@@ -423,6 +423,43 @@ def test_volume_ingress_and_egress_files_are_read(parse: Parse) -> None:
     assert volume.egress[0].destination.secret == "secret://user/s3"
 
 
+EGRESSED_VOLUME = (
+    "volumes:\n  v:\n    reference: volume://user/ephemeral\n"
+    "    egress:\n      - source: {uri: 'file://out'}\n"
+    "        destination: {uri: 's3://b/out', secret: 'secret://user/s3'}\n"
+)
+
+
+def _serving(persist: str) -> str:
+    return (
+        "services:\n  s:\n    image: {uri: docker://nginx}\n"
+        f"    mounts: {{/data: {{volume: v}}}}\n{persist}"
+    )
+
+
+def test_an_egress_behind_a_persisting_service_is_warned_as_never_running(parse: Parse) -> None:
+    parsed = parse(one_job("", head=EGRESSED_VOLUME) + _serving("    persist: true\n"))
+
+    assert len(parsed.warnings) == 1
+    assert parsed.warnings[0].startswith("volumes.v.egress: never runs: services.s mounts")
+    assert "(persist: true)" in parsed.warnings[0]
+
+
+def test_an_egress_behind_a_workflow_of_services_alone_is_warned_as_never_running(
+    parse: Parse,
+) -> None:
+    parsed = parse("version: v4\n" + EGRESSED_VOLUME + _serving(""))
+
+    assert [w.split(":")[0] for w in parsed.warnings] == ["volumes.v.egress"]
+    assert "a workflow of services alone" in parsed.warnings[0]
+
+
+def test_an_egress_behind_a_service_stopped_after_the_jobs_is_not_warned(parse: Parse) -> None:
+    parsed = parse(one_job("", head=EGRESSED_VOLUME) + _serving(""))
+
+    assert parsed.warnings == []
+
+
 # --- files and secrets ------------------------------------------------------------------------
 
 
