@@ -183,7 +183,7 @@ class Container:
         procs_fds: list[int] = []
         streams: list[_Stream] = []
         try:
-            image_key, lower = state.acquire_image(spec.image, container_id)
+            image_key, lower = state.hold_image(spec.image)
             if spec.needs_cgroups():
                 job = cgroups.JobCgroups(cgroups.detect_layout(), state.cgroup_group, container_id)
                 job.create(
@@ -227,7 +227,7 @@ class Container:
                     job.remove()
             if image_key is not None:
                 with contextlib.suppress(RuntimeFailure):
-                    state.release_image(image_key, container_id)
+                    state.unhold_image(image_key)
             raise
         for fd in procs_fds:
             os.close(fd)
@@ -299,7 +299,7 @@ class Container:
     def _clone(
         spec: ContainerSpec,
         state: StateDir,
-        lower: Path,
+        lower: str,
         memlock: int,
         procs_fds: list[int],
         streams: list[_Stream],
@@ -479,7 +479,7 @@ class ContainerHandle:
             self._network = None
         if self._image_key is not None:
             try:
-                self._state.release_image(self._image_key, self.id)
+                self._state.unhold_image(self._image_key)
             except RuntimeFailure as exc:
                 failures.append(exc)
             self._image_key = None

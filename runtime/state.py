@@ -3,7 +3,9 @@
 Layout under the state directory (default ``/run/fuzzball-runtime``)::
 
     images/<key>/            the image's EROFS mount, shared read-only by its containers
-    images/<key>.refs/<id>   one file per container using that mount (the reference count)
+    images/<key>.refs/<id>   one file per holder of that mount (the reference count): a
+                             process whose containers use it (``process-<pid>-<start>-<n>``,
+                             one however many containers), or another holder's id
     images/<key>.lock        flock serialising mount/unmount decisions across agents
     containers/<id>.json     what a running container holds, for the start-up sweep
     work/                    where each container's PID 1 mounts its private tmpfs
@@ -19,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +67,23 @@ def process_start_time(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+#: prefix of the reference a process holds on an image mount for its containers
+PROCESS_HOLDER_PREFIX = "process-"
+#: distinguishes the StateDir objects of one process (each holds references of its own)
+_HOLDER_SERIAL = itertools.count()
+
+
+def holder_process(holder: str) -> tuple[int, int] | None:
+    """(pid, start time) of the process whose reference ``holder`` names, or None when
+    ``holder`` is not a process's reference (a container id, say)."""
+    if not holder.startswith(PROCESS_HOLDER_PREFIX):
+        return None
+    parts = holder[len(PROCESS_HOLDER_PREFIX) :].split("-")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
 def is_alive(pid: int, start: int) -> bool:
     """Whether the process ``pid`` that started at ``start`` still runs (not a reused pid,
     not a zombie waiting for its reaper)."""
@@ -82,6 +103,13 @@ class StateDir:
         # them, and pathlib's joins and conversions were a third of the agent's own Python.
         self._images = os.fspath(self.images)
         self._containers = os.fspath(self.containers)
+        # This process's holds on image mounts for its containers: key -> containers using
+        # it. Only the first takes a reference on disk and only the last drops it (under
+        # ``_holder``): see hold_image.
+        self._holds: dict[str, int] = {}
+        self._holds_lock = threading.Lock()
+        self._holds_pid = 0
+        self._holder = ""
 
     def ensure(self) -> StateDir:
         """Create the directories (cheap when they exist)."""
@@ -121,17 +149,62 @@ class StateDir:
             raise
         return fd
 
-    def acquire_image(self, image: str | os.PathLike[str], container_id: str) -> tuple[str, Path]:
-        """Take a reference on the image's shared mount, mounting it if it is the first."""
+    def hold_image(self, image: str | os.PathLike[str]) -> tuple[str, str]:
+        """Take a hold on the image's shared mount for one container of this process; returns
+        its key and mount point. Thread-safe; give it back with :meth:`unhold_image`.
+
+        The first hold takes this process's reference on disk (:meth:`acquire_image`, which
+        mounts the image if nobody holds it); the others only count here. A reference and
+        its lock per container were a third of the agent's file operations per start; the
+        start-up sweep tells a dead process's reference by the pid and start time in its
+        name (:func:`holder_process`)."""
         image = os.path.abspath(image)
         key = self.image_key(image)
+        with self._holds_lock:
+            self._own_holds()
+            count = self._holds.get(key, 0)
+            if count == 0:
+                self._acquire(key, image, self._holder)
+            self._holds[key] = count + 1
+        return key, f"{self._images}/{key}"
+
+    def unhold_image(self, key: str) -> None:
+        """Give back a hold of :meth:`hold_image`; the process's last one on the image drops
+        its reference (:meth:`release_image`: the last reference unmounts)."""
+        with self._holds_lock:
+            self._own_holds()
+            count = self._holds.pop(key, 0)
+            if count > 1:
+                self._holds[key] = count - 1
+                return
+            self.release_image(key, self._holder)
+
+    def _own_holds(self) -> None:
+        """Forget holds inherited through fork (they are the parent's) and name this
+        process's reference; called with ``_holds_lock`` held."""
+        pid = os.getpid()
+        if self._holds_pid != pid:
+            self._holds = {}
+            self._holds_pid = pid
+            start = process_start_time(pid) or 0
+            self._holder = f"{PROCESS_HOLDER_PREFIX}{pid}-{start}-{next(_HOLDER_SERIAL)}"
+
+    def acquire_image(self, image: str | os.PathLike[str], holder: str) -> tuple[str, Path]:
+        """Take ``holder``'s reference on the image's shared mount, mounting it if it is the
+        first."""
+        image = os.path.abspath(image)
+        key = self.image_key(image)
+        self._acquire(key, image, holder)
+        return key, Path(f"{self._images}/{key}")
+
+    def _acquire(self, key: str, image: str, holder: str) -> None:
         mountpoint = f"{self._images}/{key}"
         refs = f"{mountpoint}.refs"
         lock = self._lock_image(key)
         try:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(refs)
-            ref = f"{refs}/{container_id}"
+            ref = f"{refs}/{holder}"
             os.close(os.open(ref, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             if not self._is_mounted(mountpoint):
                 try:
@@ -152,14 +225,14 @@ class StateDir:
                     raise
         finally:
             os.close(lock)
-        return key, Path(mountpoint)
 
-    def release_image(self, key: str, container_id: str) -> None:
-        """Drop a reference; the last one unmounts (the loop device detaches itself)."""
+    def release_image(self, key: str, holder: str) -> None:
+        """Drop ``holder``'s reference; the last one unmounts (the loop device detaches
+        itself)."""
         lock = self._lock_image(key)
         try:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self._images}/{key}.refs/{container_id}")
+                os.unlink(f"{self._images}/{key}.refs/{holder}")
             self._drop_unreferenced(key)
         finally:
             os.close(lock)
@@ -198,7 +271,7 @@ class StateDir:
         )
 
     def image_refs(self, key: str) -> list[str]:
-        """Container ids holding a reference on the image ``key``."""
+        """Holders of a reference on the image ``key`` (processes, other holders' ids)."""
         refs = self.images / f"{key}.refs"
         return sorted(p.name for p in refs.iterdir()) if refs.is_dir() else []
 

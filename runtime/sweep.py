@@ -14,7 +14,7 @@ from .errors import RuntimeFailure
 from .native import check, lib, new_error
 from .network import NodeNetwork
 from .spec import DEFAULT_STATE_DIR
-from .state import StateDir, is_alive
+from .state import StateDir, holder_process, is_alive
 
 
 @dataclass
@@ -78,9 +78,13 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
             str(p) for p in cgroups.remove_group_parents(layout, state.cgroup_group)
         )
     for key in state.image_keys():
-        for container_id in state.image_refs(key):
-            if container_id not in live:
-                state.release_image(key, container_id)
+        for holder in state.image_refs(key):
+            # A process's reference (its containers') goes with the process; another
+            # holder's (an older runtime's per-container reference) with its container.
+            process = holder_process(holder)
+            gone = holder not in live if process is None else not is_alive(*process)
+            if gone:
+                state.release_image(key, holder)
         mountpoint = state.images / key
         if not state.image_refs(key) and os.path.ismount(mountpoint):
             err = new_error()
