@@ -22,7 +22,8 @@ machine is shared, and wall time would count other processes' turns on the cores
    one run there), on the same node and job mix, to show it grows far slower than the
    number of nodes;
 3. churn: jobs arrive over time slightly faster than the cluster drains them, a pass runs every
-   10 simulated seconds, jobs end at a random fraction of their timeout and are released;
+   10 simulated seconds (``schedule_changes``, told the arrivals since the last pass, as the
+   engine calls it), jobs end at a random fraction of their timeout and are released;
    runs until every job has been placed (the engine's submission check rejects jobs no node
    could ever hold).
 
@@ -54,6 +55,7 @@ from fuzzball_core.scheduling import (
     Hold,
     JobRequest,
     NodeInfo,
+    QueueChanges,
     Resources,
 )
 from fuzzball_plugins.schedulers.default import DefaultScheduler
@@ -291,14 +293,18 @@ def churn(
         for job_id in ended:
             scheduler.release(job_id)
         sched_time += time.process_time() - started
+        accepted = []
         for job, verdict in zip(arrived, verdicts, strict=True):
             if verdict is None:
                 pending[job.id] = job
+                accepted.append(job)
             else:
                 rejected += 1
-        queue = list(pending.values())
+        # as the engine does: the queue's changes since the last pass (the jobs the
+        # scheduler placed leave its copy by themselves), the whole queue only on request
+        changes = QueueChanges(passes + 1, accepted, (), len(pending))
         started = time.process_time()
-        result = scheduler.schedule(queue, now)
+        result = scheduler.schedule_changes(changes, lambda: list(pending.values()), now)
         sched_time += time.process_time() - started
         passes += 1
         queue_total += len(pending)

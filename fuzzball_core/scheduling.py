@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -71,6 +71,7 @@ __all__ = [
     "NodeInfo",
     "NodeUsage",
     "Placement",
+    "QueueChanges",
     "ReasonCode",
     "Reservation",
     "Resources",
@@ -742,6 +743,27 @@ class NodeUsage:
     host_ports: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class QueueChanges:
+    """What changed in the engine's queue of waiting jobs since its last pass, for
+    :meth:`Scheduler.schedule_changes`.
+
+    ``generation`` counts the engine's passes (each call hands the next number), so a driver
+    that missed one (it is new, or a pass in between came through :meth:`Scheduler.schedule`
+    or raised) knows its own copy of the queue is stale. ``arrived`` are the jobs that joined
+    the queue or were replaced in it (same id, new request); ``departed`` the ids that left
+    it other than by being placed (the driver drops the jobs it placed itself); ``size`` is
+    how many jobs wait after the changes, a check that the copies agree. ``reset`` says the
+    engine lost track (its queue was rebuilt): the driver must read the whole queue.
+    """
+
+    generation: int
+    arrived: Sequence[JobRequest] = ()
+    departed: Collection[str] = ()
+    size: int = 0
+    reset: bool = False
+
+
 # ---------------------------------------------------------------------------------------------
 # The driver contract
 # ---------------------------------------------------------------------------------------------
@@ -811,6 +833,23 @@ class Scheduler(ABC):
         allocated or listed twice. The engine calls it at every pass, with nothing pending
         too, so a driver that keeps a history of what runs (fair share) sees time pass.
         """
+
+    def schedule_changes(
+        self,
+        changes: QueueChanges,
+        pending: Callable[[], Sequence[JobRequest]],
+        now: float,
+    ) -> ScheduleResult:
+        """One scheduling pass, told only what changed in the queue since the last one.
+
+        Optional: the engine calls this instead of :meth:`schedule`, and a driver that keeps
+        its own copy of the queue (keyed by job id) patches it with ``changes`` instead of
+        reading the whole queue again. ``pending()`` gives the whole queue (any order), for a
+        driver without a copy or whose copy is stale (see :class:`QueueChanges`). A pass
+        decides exactly what :meth:`schedule` over ``pending()`` would; the jobs it places
+        leave the queue. The default reads the whole queue and calls :meth:`schedule`.
+        """
+        return self.schedule(pending(), now)
 
     @abstractmethod
     def check_feasible(self, job: JobRequest) -> Diagnosis | None:

@@ -24,6 +24,7 @@ from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.node_hub import NodeHub
+from fuzzball_core.orchestrate.pending_queue import PendingQueue
 from fuzzball_core.orchestrate.plans import Plans
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import Diagnosis, JobRequest, Scheduler
@@ -122,8 +123,9 @@ class EngineContext:
         self.clock = clock
         self.plans = Plans(sessions)
         self.fences = FenceRelay()
-        #: runs waiting for placement, by scheduler key
-        self.pending: dict[str, PendingRun] = {}
+        #: runs waiting for placement, by scheduler key (remembering what changed in them
+        #: since the last pass, for the scheduler's own copy: Scheduler.schedule_changes)
+        self.pending: PendingQueue[PendingRun] = PendingQueue()
         #: stages that have runs (started, from the dependency graph's point of view)
         self.dispatched: set[int] = set()
         #: workflows to advance in this pass

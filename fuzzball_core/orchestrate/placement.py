@@ -23,7 +23,7 @@ from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_sec
 from fuzzball_core.orchestrate.states import ASSIGNED, transition
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
 from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
-from fuzzball_core.scheduling import Diagnosis, JobRequest, format_cpu_list
+from fuzzball_core.scheduling import Diagnosis, JobRequest, QueueChanges, format_cpu_list
 from fuzzball_core.store.models import Run, Stage, Workflow
 from fuzzball_core.vocabulary import EventKind, StageKind, Status
 
@@ -126,13 +126,25 @@ def forget(ctx: EngineContext, run: Run) -> None:
 
 def schedule(ctx: EngineContext, tx: Transaction) -> None:
     """Ask the scheduler to place the waiting runs; send the placed ones to their nodes."""
-    if not ctx.pending:
-        ctx.diagnoses = {}
+    pending = ctx.pending
+    # what changed since the last pass: a scheduler keeping its own copy of the queue
+    # patches it instead of reading (and re-sorting) every waiting run again
+    generation, reset, arrived, departed = pending.take_changes()
+    changes = QueueChanges(
+        generation,
+        arrived=[pending[key].request for key in arrived],
+        departed=departed,
+        size=len(pending),
+        reset=reset,
+    )
+    result = ctx.scheduler.schedule_changes(
+        changes, lambda: [p.request for p in pending.values()], tx.now
+    )
+    if not pending:
         # a pass with nothing waiting still lets the scheduler see time pass over what runs
         # (the default one's fair share samples each account's use at every pass)
-        ctx.scheduler.schedule([], tx.now)
+        ctx.diagnoses = {}
         return
-    result = ctx.scheduler.schedule([p.request for p in ctx.pending.values()], tx.now)
     ctx.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
     _report_blocked(ctx, tx, result.diagnoses)
     # the placed runs with their stages and workflows, in one joined query

@@ -45,8 +45,11 @@ Configuration (the driver's mapping, ``scheduler.options`` in the configuration 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -64,6 +67,7 @@ from fuzzball_core.scheduling import (
     NodeInfo,
     NodeUsage,
     Placement,
+    QueueChanges,
     ReasonCode,
     Reservation,
     Scheduler,
@@ -105,6 +109,8 @@ _STARTS_WITH_RESERVATION = frozenset({_HOLDER, _REFUSED})
 #: how many shapes the pass keys remember before starting over (equal shapes of distinct
 #: objects each take an entry, so this bounds memory, not the number of distinct shapes)
 _KEYS_BOUND = 50_000
+#: queue order within an account (see JobRequest.order_key)
+_ORDER = attrgetter("order_key")
 
 
 class _Allocation:
@@ -250,6 +256,10 @@ class DefaultScheduler(Scheduler):
         self._waited: Mapping[str, object] = {}
         #: ids of the jobs allocate() recorded since the last pass
         self._allocated_since: set[str] = set()
+        #: the queue as of the last pass through schedule_changes (None: none, or stale)
+        self._copy: _QueueCopy | None = None
+        #: the generation of the last QueueChanges seen
+        self._generation = -1
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -426,6 +436,67 @@ class DefaultScheduler(Scheduler):
 
     def schedule(self, pending: Sequence[JobRequest], now: float) -> ScheduleResult:
         """One scheduling pass; see :meth:`Scheduler.schedule` and the module docstring."""
+        # this pass's queue did not come as changes: the copy of the queue is stale
+        self._copy = None
+        self._check_pending(pending)
+        return self._pass(self._fair.queue(pending, now, self._index), now)
+
+    def schedule_changes(
+        self,
+        changes: QueueChanges,
+        pending: Callable[[], Sequence[JobRequest]],
+        now: float,
+    ) -> ScheduleResult:
+        """One scheduling pass over the scheduler's own copy of the queue, patched with
+        ``changes``; see :meth:`Scheduler.schedule_changes`.
+
+        The copy is kept in queue order between passes, so a pass neither collects the ids
+        of every waiting job to check them nor sorts them again. It is read afresh from
+        ``pending()`` when it is missing or stale (a generation was skipped, the engine
+        reset its queue, the sizes disagree).
+        """
+        copy = self._copy
+        follows = changes.generation == self._generation + 1
+        self._generation = changes.generation
+        if copy is None or changes.reset or not follows:
+            return self._resync(pending(), now)
+        self._copy = None  # until this pass has succeeded: one that raises leaves it stale
+        allocations = self._allocations
+        for job in changes.arrived:
+            if job.id in allocations:
+                raise InvalidArgument(f"pending job {job.id} is already allocated")
+        for job_id in changes.departed:
+            copy.remove(job_id)
+        for job in changes.arrived:
+            copy.add(job)
+        if len(copy.jobs) != changes.size:
+            return self._resync(pending(), now)
+        # a job left waiting by the last pass was not allocated then; since then only
+        # allocate() can have allocated it
+        allocated_since, self._allocated_since = self._allocated_since, set()
+        for job_id in allocated_since:
+            if job_id in copy.jobs:
+                raise InvalidArgument(f"pending job {job_id} is already allocated")
+        queue = self._fair.queue(
+            copy.ordered, now, self._index, ordered=True, accounts=len(copy.accounts)
+        )
+        result = self._pass(queue, now)
+        for placement in result.placements:
+            copy.remove(placement.job_id)
+        self._copy = copy
+        return result
+
+    def _resync(self, jobs: Sequence[JobRequest], now: float) -> ScheduleResult:
+        """A pass over the whole queue ``jobs``, keeping a copy of what it leaves waiting."""
+        result = self.schedule(jobs, now)
+        copy = _QueueCopy(jobs)
+        for placement in result.placements:
+            copy.remove(placement.job_id)
+        self._copy = copy
+        return result
+
+    def _pass(self, queue: Queue, now: float) -> ScheduleResult:
+        """Place, reserve and diagnose the jobs of ``queue`` (checked) in its order."""
         plans = self._current_plans()
         self._now = self._diagnostics.now = now
         placements: list[Placement] = []
@@ -433,7 +504,6 @@ class DefaultScheduler(Scheduler):
         no_room: set[JobShape] = set()
         refused: set[JobShape] = set()
         infeasible: dict[JobShape, tuple[str, Survey]] = {}
-        self._check_pending(pending)
         self._domain_shortfalls.clear()
         self._full_classes.clear()
         protection: _Protection | None = None
@@ -442,7 +512,6 @@ class DefaultScheduler(Scheduler):
         #: once a shape has failed, every later job of it in the pass fails the same way
         #: (capacity only shrinks during a pass), so a long array costs one append per job
         settled: dict[int, list[JobRequest]] = {}
-        queue = self._fair.queue(pending, now, self._index)
         for job in queue:
             same = settled.get(id(job.shape))
             if same is not None:
@@ -804,6 +873,39 @@ class DefaultScheduler(Scheduler):
         classes = {cls for query in queries for cls in query.request_keys}
         replay_ends(self._index, self._ends.walk(classes), self._nodes_of, queries)
         return {query.shape: start_or_none(query.start) for query in queries}
+
+
+class _QueueCopy:
+    """The scheduler's own copy of the engine's queue (see
+    :meth:`DefaultScheduler.schedule_changes`): the waiting jobs by id, the same jobs in
+    queue order (:attr:`JobRequest.order_key`, unique: it ends with the id), and how many
+    wait per account (one account: the pass needs no fair-share order)."""
+
+    __slots__ = ("accounts", "jobs", "ordered")
+
+    def __init__(self, jobs: Sequence[JobRequest]) -> None:
+        self.jobs = {job.id: job for job in jobs}
+        self.ordered = sorted(self.jobs.values(), key=_ORDER)
+        self.accounts = Counter(job.account for job in self.ordered)
+
+    def add(self, job: JobRequest) -> None:
+        """``job`` waits (replacing a job of the same id)."""
+        self.remove(job.id)
+        self.jobs[job.id] = job
+        insort(self.ordered, job, key=_ORDER)
+        self.accounts[job.account] += 1
+
+    def remove(self, job_id: str) -> None:
+        """``job_id`` no longer waits (nothing when it did not)."""
+        job = self.jobs.pop(job_id, None)
+        if job is None:
+            return
+        ordered = self.ordered
+        del ordered[bisect_left(ordered, job.order_key, key=_ORDER)]
+        accounts = self.accounts
+        accounts[job.account] -= 1
+        if not accounts[job.account]:
+            del accounts[job.account]
 
 
 #: A verdict shared by every job of one shape and situation: (reason, message, survey).

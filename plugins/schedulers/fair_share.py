@@ -293,19 +293,33 @@ class FairShare:
 
     # -- a pass ---------------------------------------------------------------------------
 
-    def queue(self, pending: Sequence[JobRequest], now: float, index: NodeIndex) -> Queue:
+    def queue(
+        self,
+        pending: Sequence[JobRequest],
+        now: float,
+        index: NodeIndex,
+        *,
+        ordered: bool = False,
+        accounts: int | None = None,
+    ) -> Queue:
         """The pass's waiting jobs in fair-share order (plain queue order when every one is of
-        one account, or fair share is off); brings the recent shares up to ``now`` first."""
+        one account, or fair share is off); brings the recent shares up to ``now`` first.
+
+        ``ordered``: ``pending`` is in queue order already (a caller keeping the queue
+        sorted between passes); ``accounts``: how many accounts it holds, when known.
+        """
         if not self.config.enabled:
-            return Queue(sorted(pending, key=_QUEUE_ORDER))
+            return Queue(_in_order(pending, ordered))
         totals = Totals(index)
         self._advance(now, totals)
         if not pending:
             return Queue([])
-        # a set comprehension: half the cost of all() over a generator for one account
-        if len({job.account for job in pending}) == 1:
+        if accounts is None:
+            # a set comprehension: half the cost of all() over a generator for one account
+            accounts = len({job.account for job in pending})
+        if accounts == 1:
             # one account: nothing to share out, and the pass stays as cheap as FIFO
-            return Queue(sorted(pending, key=_QUEUE_ORDER))
+            return Queue(_in_order(pending, ordered))
         return FairQueue(self, pending, now, totals)
 
     def finish(self, now: float, index: NodeIndex) -> None:
@@ -342,6 +356,11 @@ class FairShare:
                 recent[account] = value
         self._sampled = {}
         self._sampled_at = now
+
+
+def _in_order(pending: Sequence[JobRequest], ordered: bool) -> list[JobRequest]:
+    """``pending`` in queue order, as a list of the pass's own."""
+    return list(pending) if ordered else sorted(pending, key=_QUEUE_ORDER)
 
 
 class Queue:
