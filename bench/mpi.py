@@ -12,6 +12,10 @@ Prints, from one run, for each implementation:
     (MPICH: ``mpiexec.mpich -n 4``, Hydra; Open MPI: ``mpirun.openmpi -np 4``), ranks as
     plain processes over TCP (the transport the containers use between nodes), measured in
     alternate rounds with (a) so that both see the same load, and over shared memory;
+(b') the same launcher with two ranks on each of two "hosts", network namespaces of this
+    machine joined by a bridge as the agents' are (its ssh launcher replaced by ``nsenter``
+    into each host's namespace), in the same rounds: how much of (a)'s gap the two nodes
+    alone explain, since the issue's peer (b) runs all four ranks on one host;
 (c) the ratio of (a) to the TCP figure, and the CPU time each spends per run: Orchestrate
     (this process), the agents and the containers' processes (the agents' reaped children),
     against the launcher with its ranks (this process's reaped children);
@@ -46,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/
 
 from support.cluster import Cluster, LocalRegistry, have_prerequisites
 from support.mpi_image import build_ring, push_ring_image
-from support.netns_cluster import NetnsCluster
+from support.netns_cluster import ClusterNetwork, NetnsCluster
 
 WORKFLOW = """
 version: v4
@@ -81,6 +85,9 @@ class Implementation:
     shared_memory_env: tuple[str, ...]
     #: the launcher's own environment here, beyond this process's
     launcher_env: tuple[tuple[str, str], ...] = ()
+    #: the launcher with two ranks on each of two hosts (:class:`TwoHosts` fills in
+    #: ``{hosts}``, ``{launcher}``, ``{uplink}``, ``{subnet}``)
+    two_hosts: tuple[str, ...] = ()
 
 
 IMPLEMENTATIONS = [
@@ -92,6 +99,22 @@ IMPLEMENTATIONS = [
         '"UCX_TLS=tcp,self"',
         ("UCX_TLS=tcp,self",),
         (),
+        two_hosts=(
+            "mpiexec.mpich",
+            "-hosts",
+            "{hosts}",
+            "-ppn",
+            "2",
+            "-n",
+            "4",
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            "{launcher}",
+            # the proxies reach mpiexec at this machine's end of the bridge
+            "-iface",
+            "{uplink}",
+        ),
     ),
     Implementation(
         "openmpi",
@@ -211,14 +234,68 @@ class ThroughFuzzball:
         )
 
 
-def through_launcher(program: Path, mpi: Implementation, env: Sequence[str]) -> tuple[float, float]:
+#: What the launchers ask of ``ssh`` (``[OPTIONS] HOST COMMAND...``), done by entering the
+#: host's network namespace instead (``{cases}``: one ``ADDRESS) namespace=NAME ;;`` each).
+NAMESPACE_LAUNCHER = """\
+#!/bin/sh
+while [ "${{1#-}}" != "$1" ]; do shift; done
+host=$1
+shift
+case "$host" in
+{cases}
+*) echo "no namespace for host $host" >&2; exit 1 ;;
+esac
+exec nsenter --net="/run/netns/$namespace" /bin/sh -c "$*"
+"""
+
+
+class TwoHosts:
+    """Two "hosts" for the launcher: network namespaces joined by a bridge, each with its
+    own address, as the agents' (:class:`~support.netns_cluster.ClusterNetwork`), and a
+    stand-in for ``ssh`` that starts the launcher's proxies in them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.network = ClusterNetwork(2)
+        try:
+            cases = "\n".join(
+                f"{address}) namespace={namespace} ;;"
+                for address, namespace in zip(
+                    self.network.addresses, self.network.namespaces, strict=True
+                )
+            )
+            self.launcher = directory / "netns-ssh"
+            self.launcher.write_text(NAMESPACE_LAUNCHER.format(cases=cases))
+            self.launcher.chmod(0o755)
+        except BaseException:
+            self.network.remove()
+            raise
+
+    def command(self, mpi: Implementation) -> list[str]:
+        """``mpi``'s launcher spreading its ranks over the two hosts."""
+        fields = {
+            "hosts": ",".join(self.network.addresses),
+            "launcher": str(self.launcher),
+            "uplink": self.network.uplink,
+            "subnet": str(self.network.subnet),
+        }
+        return [argument.format(**fields) for argument in mpi.two_hosts]
+
+    def remove(self) -> None:
+        """Delete the namespaces and the bridge."""
+        self.network.remove()
+
+
+def through_launcher(
+    program: Path, mpi: Implementation, env: Sequence[str], launcher: Sequence[str] = ()
+) -> tuple[float, float]:
     """Seconds and CPU seconds (the launcher and its ranks) of one run of the implementation's
-    own launcher starting 4 ranks here (Hydra ends MPICH's ring with a bad-termination notice
-    because it skips MPI_Finalize; the time to get there is what is compared)."""
+    own launcher starting 4 ranks (``launcher``: the command; its one-host one by default;
+    Hydra ends MPICH's ring on one host with a bad-termination notice because it skips
+    MPI_Finalize; the time to get there is what is compared)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     subprocess.run(
-        [*mpi.launcher, "env", *env, str(program)],
+        [*(launcher or mpi.launcher), "env", *env, str(program)],
         capture_output=True,
         timeout=60,
         check=False,
@@ -231,19 +308,31 @@ def through_launcher(program: Path, mpi: Implementation, env: Sequence[str]) -> 
 
 
 def compare(
-    cluster: Cluster, image: str, program: Path, mpi: Implementation, runs: int
+    cluster: Cluster,
+    image: str,
+    program: Path,
+    mpi: Implementation,
+    runs: int,
+    two_hosts: TwoHosts | None,
 ) -> list[str]:
-    """Alternate rounds (Fuzzball, launcher on TCP, launcher on shared memory) after one
-    warm-up of each; the figures' lines."""
+    """Alternate rounds (Fuzzball, launcher on TCP, launcher on two hosts where
+    ``two_hosts`` and the implementation allow, launcher on shared memory) after one warm-up
+    of each; the figures' lines."""
+    spread = two_hosts.command(mpi) if two_hosts is not None and mpi.two_hosts else None
     ours = ThroughFuzzball(cluster, image, mpi)
     ours.run()
     through_launcher(program, mpi, mpi.tcp_env)
+    if spread:
+        through_launcher(program, mpi, mpi.tcp_env, spread)
     samples: list[Sample] = []
     tcp: list[tuple[float, float]] = []
+    apart: list[tuple[float, float]] = []
     shared: list[float] = []
     for _ in range(runs):
         samples.append(ours.run())
         tcp.append(through_launcher(program, mpi, mpi.tcp_env))
+        if spread:
+            apart.append(through_launcher(program, mpi, mpi.tcp_env, spread))
         shared.append(through_launcher(program, mpi, mpi.shared_memory_env)[0])
     fuzzball = statistics.median(s.seconds for s in samples)
     launcher_seconds = statistics.median(t for t, _ in tcp)
@@ -256,6 +345,15 @@ def compare(
         f" {launcher_seconds * 1000:.0f} ms (runs {', '.join(f'{t * 1000:.0f}' for t, _ in tcp)})",
         f"{mpi.name}: same program under {launcher} (shared memory):"
         f" {statistics.median(shared) * 1000:.0f} ms",
+        f"{mpi.name}: same program under {mpi.launcher[0]}, 2 ranks on each of two hosts"
+        " (network namespaces, TCP), same rounds: "
+        + (
+            f"{statistics.median(t for t, _ in apart) * 1000:.0f} ms"
+            f" (runs {', '.join(f'{t * 1000:.0f}' for t, _ in apart)});"
+            f" Fuzzball {fuzzball / statistics.median(t for t, _ in apart):.2f}x it"
+            if apart
+            else "not measured for this implementation"
+        ),
         f"{mpi.name}: ratio {fuzzball / launcher_seconds:.2f}x its own launcher's time on TCP"
         " (target <= 1.3x)",
         f"{mpi.name}: CPU per run: Fuzzball {sum(cpu.values()) * 1000:.0f} ms"
@@ -300,6 +398,7 @@ def main() -> None:
             sys.exit("neither MPICH nor Open MPI is installed")
         registry = LocalRegistry(directory / "registry")
         cluster: NetnsCluster | None = None
+        two_hosts: TwoHosts | None = None
         try:
             images = {
                 name: push_ring_image(registry.url, program, name)
@@ -307,12 +406,20 @@ def main() -> None:
             }
             cluster = NetnsCluster(directory / "cluster", registry, agents=2, cores=2)
             assert cluster.cluster is not None
+            two_hosts = TwoHosts(directory)
             for mpi in IMPLEMENTATIONS:
                 if mpi.name in images:
                     figures += compare(
-                        cluster.cluster, images[mpi.name], programs[mpi.name], mpi, args.runs
+                        cluster.cluster,
+                        images[mpi.name],
+                        programs[mpi.name],
+                        mpi,
+                        args.runs,
+                        two_hosts,
                     )
         finally:
+            if two_hosts is not None:
+                two_hosts.remove()
             if cluster is not None:
                 cluster.close()
             registry.stop()
