@@ -74,7 +74,11 @@ def serve_proxy(port: int, service_port: int) -> None:
         print("ready", flush=True)
         await asyncio.Event().wait()
 
-    asyncio.run(run())
+    # the proxy process's own loop where the version has one (uvloop since the fourth
+    # round), asyncio's before
+    from fuzzball_core.orchestrate import endpoint_worker
+
+    getattr(endpoint_worker, "run", asyncio.run)(run())
 
 
 def cpu_seconds(pid: int) -> float:

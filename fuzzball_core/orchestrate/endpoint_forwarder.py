@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -414,9 +415,8 @@ class _Service(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        _tune(transport)
+        self.transport = _stream(transport)
+        _tune(self.transport)
 
     def data_received(self, data: bytes) -> None:
         client = self._client
@@ -594,8 +594,7 @@ class ProxyConnection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport = _stream(transport)
         _tune(transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and peer:
@@ -990,6 +989,12 @@ def _wait(fd: int, event: int, stop: threading.Event) -> None:
             raise ConnectionAbortedError("the proxy closed the connection")
         if waited >= SPLICE_IDLE_LIMIT:
             raise TimeoutError(f"no progress for {SPLICE_IDLE_LIMIT:g} s")
+
+
+def _stream(transport: asyncio.BaseTransport) -> asyncio.Transport:
+    """A connection's transport as a stream transport: uvloop's (the proxy's process runs on
+    uvloop) have its methods without deriving from :class:`asyncio.Transport`."""
+    return cast(asyncio.Transport, transport)
 
 
 def _tune(transport: asyncio.Transport) -> None:

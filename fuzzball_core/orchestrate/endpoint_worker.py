@@ -43,8 +43,11 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import uvloop
 
 from fuzzball_core.errors import FuzzballError, NotFound, Unauthenticated, Unavailable
 from fuzzball_core.orchestrate.endpoint_forwarder import (
@@ -55,6 +58,8 @@ from fuzzball_core.orchestrate.endpoint_forwarder import (
 )
 
 log = logging.getLogger("fuzzball.orchestrate.endpoints")
+
+_T = TypeVar("_T")
 
 _PATH_PREFIX = "/endpoints/"
 #: decisions kept at most, by (endpoint, token): only recent callers are worth keeping
@@ -241,12 +246,23 @@ async def _serve(settings: dict[str, object]) -> None:
         pool.close()
 
 
+def run(main: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``main`` on the proxy process's event loop: uvloop's (libuv), not asyncio's own.
+    Every proxied request wakes this loop for the client's bytes and the service's; with
+    asyncio's selector loop each wake-up, read and write runs Python code of the loop's
+    (``_run_once``, ``_read_ready``, ``Handle._run``), which uvloop runs in C
+    (docs/performance.md, "Endpoint proxy", fourth round). The forwarder's protocols are
+    the same on either loop (tests/endpoints/test_forwarding.py runs them on both: the TLS
+    listener that stays in Orchestrate runs on asyncio's)."""
+    return uvloop.run(main)
+
+
 def main(argv: list[str]) -> None:
     """The process's entry: ``SETTINGS`` (JSON: the listening socket's and the channel's
     descriptors, ``domain``, ``cookie``, ``verify_upstream_tls``)."""
     logging.basicConfig(level=logging.WARNING, format="endpoint proxy: %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(json.loads(argv[1])))
+        run(_serve(json.loads(argv[1])))
 
 
 if __name__ == "__main__":

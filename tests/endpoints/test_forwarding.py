@@ -1,19 +1,23 @@
 """The endpoint proxy's forwarding (fuzzball_core/orchestrate/endpoint_forwarder.py) between
 real clients and a real aiohttp service on loopback, with a gate that sends every request
 to that service: connections kept to the service, large answers moved by splice(2), HEAD,
-chunked bodies, pipelining, and services that end answers by closing or write bare LFs."""
+chunked bodies, pipelining, and services that end answers by closing or write bare LFs.
+Every test runs on both event loops the forwarder serves from: uvloop's (the proxy's own
+process) and asyncio's (the TLS listener that stays in Orchestrate)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
-from fuzzball_core.orchestrate import endpoint_forwarder
+from fuzzball_core.orchestrate import endpoint_forwarder, endpoint_worker
 from fuzzball_core.orchestrate.endpoint_forwarder import (
     MAX_HEAD,
     SPLICE_MIN,
@@ -24,6 +28,15 @@ from fuzzball_core.orchestrate.endpoint_forwarder import (
 )
 
 Scenario = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+#: what runs each test's coroutine: set by :func:`_event_loop` for each loop
+_runner: Callable[[Coroutine[Any, Any, Any]], Any] = asyncio.run
+
+
+@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
+def _event_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = endpoint_worker.run if request.param == "uvloop" else asyncio.run
+    monkeypatch.setattr(sys.modules[__name__], "_runner", runner)
 
 
 def _free_port() -> int:
@@ -99,7 +112,7 @@ def _run(scenario: Scenario, *, keepalive_timeout: float = 75.0) -> Any:
             pool.close()
             await runner.cleanup()
 
-    return asyncio.run(main())
+    return _runner(main())
 
 
 def _pattern(size: int) -> bytes:
