@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.api.v1 import node_pb2
@@ -48,6 +49,7 @@ from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.pass_timings import PassTimings
+from fuzzball_core.orchestrate.states import READY
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import (
@@ -64,7 +66,7 @@ from fuzzball_core.spec import ParsedWorkflow, Plan
 from fuzzball_core.spec.models import Retry
 from fuzzball_core.store import database
 from fuzzball_core.store.database import BUSY_RETRY
-from fuzzball_core.store.models import Node, Workflow
+from fuzzball_core.store.models import Node, NodeHold, Workflow
 from fuzzball_core.vocabulary import TERMINAL_STATUSES
 
 __all__ = ["Engine", "PreparedSubmission"]
@@ -90,6 +92,14 @@ LAZY_REPORTS = frozenset({"started", "log"})
 #: so a run shows STARTED, its output is stored, or a service without a readiness probe
 #: releases its dependents.
 LAZY_REPORT_DELAY = 0.02
+
+
+#: Whether a READY node is under a deprovision hold (one that is not empty yet).
+_HELD_READY_NODE = exists().where(
+    NodeHold.node_id == Node.id,
+    NodeHold.effect == HoldEffect.DEPROVISION.value,
+    Node.status == READY,
+)
 
 
 @dataclass
@@ -134,6 +144,9 @@ class Engine:
         self._lazy_wake: asyncio.TimerHandle | None = None
         #: the in-memory view may disagree with the database (a rebuild itself failed)
         self._stale = False
+        #: a READY node may be under a deprovision hold: passes look for empty ones
+        #: (:func:`nodes.deprovision_empty_nodes`) until none is left
+        self._deprovisions_due = True
         #: passes (and loop turns) that raised since the engine was made
         self.failed_passes = 0
         #: how long passes and the scheduler's decisions take (Orchestrate's metrics)
@@ -183,6 +196,7 @@ class Engine:
         first unless Orchestrate already did, before its node API served)."""
         recovery.rebuild(self.context, restarted=True)
         self._stale = False
+        self._deprovisions_due = True
         self._recovered = True
         self.wake()
 
@@ -291,20 +305,24 @@ class Engine:
                 )
             return node_id
 
+        self._deprovisions_due = True  # a node under a deprovision hold may be READY again
         return self._change(register)
 
     def node_hello(self, node_id: str, known_run_ids: Iterable[int]) -> list[int]:
         """A node (re)connected knowing these runs: reconcile, and return the ones to drop
         (see :func:`~fuzzball_core.orchestrate.nodes.hello`)."""
         known = set(known_run_ids)
+        self._deprovisions_due = True
         return self._change(lambda tx: nodes.hello(self.context, tx, node_id, known))
 
     def node_message(self, node_id: str, message: node_pb2.NodeMessage) -> None:
         """Queue a node's message for the next pass; PMI fences of a running multinode run
         are relayed at once (an MPI job's start-up waits on several of them), and a READY
-        node's heartbeat renews its lease in memory without waking the engine."""
+        node's message renews its lease in memory (a heartbeat without waking the engine)."""
         kind = message.WhichOneof("kind")
-        if kind == "heartbeat" and nodes.heartbeat(self.context, node_id):
+        # any message renews the lease: the Welcome told the node so (heartbeat_seconds),
+        # and a busy node sends no heartbeats
+        if nodes.heartbeat(self.context, node_id) and kind == "heartbeat":
             return  # renewed in memory; the pass writes it to the row within a lease
         if kind == "fence":
             relayed = self.context.fences.relay(node_id, message.fence)
@@ -343,6 +361,7 @@ class Engine:
         """Place a hold; ``evict`` also takes running work off. Return the hold's id."""
         # Hold validates the strings (InvalidArgument naming the choices) and converts them
         hold = Hold(cast(HoldEffect, effect), cast(HoldSource, source), reason, placed_by)
+        self._deprovisions_due = True
         return self._change(
             lambda tx: nodes.add_hold(self.context, tx, node_ref, hold, reason, placed_by)
         )
@@ -444,7 +463,7 @@ class Engine:
                 applying = None
                 nodes.persist_leases(ctx, tx)
                 nodes.expire_leases(ctx, tx)
-                nodes.deprovision_empty_nodes(ctx, tx)
+                self._deprovision_empty_nodes(tx, reports)
                 while ctx.dirty:
                     dirty, ctx.dirty = ctx.dirty, set()
                     tx.load_workflows(dirty)  # with their stages, one query for all
@@ -466,6 +485,19 @@ class Engine:
         ctx.publish(tx)
         self.timings.passes.add(time.perf_counter() - started)
 
+    def _deprovision_empty_nodes(self, tx: Transaction, reports: list[_Report]) -> None:
+        """Tear down the empty nodes under a deprovision hold, in the passes that could find
+        one: from a hold's placing, or a held node's coming back, until no READY node is
+        held (a node's last run may end in any pass while one is), not in every pass."""
+        if any(report.message.WhichOneof("kind") == "heartbeat" for report in reports):
+            # only a node that is not READY has its heartbeat applied by a pass: it may
+            # come back under a deprovision hold
+            self._deprovisions_due = True
+        if not self._deprovisions_due:
+            return
+        nodes.deprovision_empty_nodes(self.context, tx)
+        self._deprovisions_due = bool(tx.session.scalar(select(_HELD_READY_NODE)))
+
     def _put_back(self, reports: list[_Report]) -> None:
         """Return a failed pass's reports to the front of the inbox, dropping any whose
         application has now failed :data:`MAX_REPORT_REPLAYS` passes."""
@@ -486,6 +518,7 @@ class Engine:
         """Rebuild the in-memory view after failed work; if even that fails, the next pass
         rebuilds before anything else."""
         self._stale = True
+        self._deprovisions_due = True
         try:
             recovery.rebuild(self.context)
         except Exception:
@@ -497,6 +530,9 @@ class Engine:
     def change(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` as one transaction outside the pass (for the engine's helpers on
         its loop, such as the endpoint keeper), as the engine's own changes do."""
+        # a helper's change may place a hold (monitoring alerts) or bring back a node (the
+        # provisioner): the next pass looks for empty nodes to deprovision
+        self._deprovisions_due = True
         return self._change(work)
 
     def _change(self, work: Callable[[Transaction], T]) -> T:

@@ -45,6 +45,9 @@ def preload(tx: Transaction, runs: Iterable[Run]) -> None:
     )
     for row in tx.session.scalars(query):
         cache[(row.workflow_id, row.run_id)] = row
+    for key in wanted:
+        # known to have no row yet: the first output makes one without asking again
+        cache.setdefault(key, None)
 
 
 def store(
@@ -132,7 +135,7 @@ def _usage(tx: Transaction, workflow_id: str, run_id: int) -> LogUsage:
     key = (workflow_id, run_id)
     row = cache.get(key)
     if row is None:
-        row = tx.session.get(LogUsage, key)
+        row = tx.session.get(LogUsage, key) if key not in cache else None
         if row is None:
             row = LogUsage(
                 workflow_id=workflow_id,
@@ -148,6 +151,8 @@ def _usage(tx: Transaction, workflow_id: str, run_id: int) -> LogUsage:
     return row
 
 
-def _cache(tx: Transaction) -> dict[tuple[str, int], LogUsage]:
-    cache: dict[tuple[str, int], LogUsage] = tx.session.info.setdefault(_CACHE, {})
+def _cache(tx: Transaction) -> dict[tuple[str, int], LogUsage | None]:
+    """The usage rows the pass loaded or made by (workflow, run); None for a key
+    :func:`preload` found no row for."""
+    cache: dict[tuple[str, int], LogUsage | None] = tx.session.info.setdefault(_CACHE, {})
     return cache

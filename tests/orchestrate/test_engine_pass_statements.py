@@ -1,0 +1,78 @@
+"""What a pass reads: no hold query while no READY node is under a deprovision hold (yet
+every way a node comes to be one is still seen), and a run's first output read once."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event
+from support.engine_workflows import HELLO
+
+from fuzzball_core.api.v1 import node_pb2
+
+
+@pytest.fixture
+def statements(harness):
+    """The SQL statements the harness's database runs, as they run."""
+    bind = harness.engine.sessions.kw["bind"]
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        seen.append(statement)
+
+    event.listen(bind, "before_cursor_execute", record)
+    yield seen
+    event.remove(bind, "before_cursor_execute", record)
+
+
+def _reading(statements: list[str], table: str) -> list[str]:
+    return [s for s in statements if s.lstrip().upper().startswith("SELECT") and table in s]
+
+
+def test_passes_read_no_holds_while_no_node_is_being_deprovisioned(harness, statements):
+    node = harness.node()
+    harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.engine.step()
+    statements.clear()
+    harness.run_to_end(node, assignment)
+    assert _reading(statements, "node_holds") == []
+
+
+def test_an_empty_node_is_deprovisioned_in_the_pass_after_its_hold(harness):
+    harness.node("n1")
+    harness.service.add_hold(harness.admin, "n1", "deprovision", "retiring")
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, "n1").status == "DEPROVISIONED"
+    assert harness.hub.take("shutdown")
+
+
+def test_a_held_node_back_from_offline_is_deprovisioned_once_empty(harness):
+    node = harness.node("n1")
+    harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.service.add_hold(harness.admin, "n1", "deprovision", "retiring")
+    harness.engine.step()
+    harness.clock.now += 60  # the lease lapses: the node is OFFLINE, its run lost
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, "n1").status == "OFFLINE"
+    harness.hub.take("shutdown")
+    harness.report(node, heartbeat=node_pb2.Heartbeat())
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, "n1").status == "DEPROVISIONED"
+    assert [n for n, _ in harness.hub.take("shutdown")] == [node]
+
+
+def test_a_runs_first_output_reads_its_usage_rows_once(harness, statements):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    statements.clear()
+    harness.report(node, log=node_pb2.LogData(run_id=assignment.run_id, data=b"hi\n"))
+    harness.engine.step()
+    assert len(_reading(statements, "log_usage")) == 1
+    chunks = harness.service.read_logs(harness.user, workflow_id)
+    assert "".join(chunk.data for chunk in chunks) == "hi\n"
