@@ -66,6 +66,7 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
             state.release_image(record.image_key, record.id)
         state.remove_record(record.id)
         report.records.append(record.id)
+    state.remove_dead_journals()
     # Leftovers no record points at (a crash between taking them and writing the record).
     for leftover in cgroups.job_dirs(cgroups.detect_layout(), state.cgroup_group):
         if leftover.name not in live:

@@ -21,7 +21,7 @@ from fuzzball_runtime import (
     ContainerStartError,
     sweep,
 )
-from fuzzball_runtime.state import StateDir, is_alive, process_start_time
+from fuzzball_runtime.state import StateDir, holder_process, is_alive, process_start_time
 
 pytestmark = pytest.mark.root
 
@@ -184,7 +184,11 @@ def test_nothing_is_left_after_the_container_ends(image, state_dir, find_leftove
         assert find_leftovers(state_dir, image, timeout=0) != []
         handle.wait(timeout=10)
     assert find_leftovers(state_dir, image) == []
-    assert list((Path(state_dir) / "containers").iterdir()) == []
+    # No record names the container; what stays is this process's journal, no other file.
+    assert StateDir(state_dir).records() == []
+    me = (os.getpid(), process_start_time(os.getpid()))
+    for path in (Path(state_dir) / "containers").iterdir():
+        assert path.suffix == ".records" and holder_process(path.stem) == me, path
 
 
 AGENT = textwrap.dedent(

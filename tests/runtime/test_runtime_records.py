@@ -1,0 +1,110 @@
+"""Container records: one journal per process, read by the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from fuzzball_runtime import Container, ContainerSpec, sweep
+from fuzzball_runtime.state import ContainerRecord, StateDir, process_start_time
+
+pytestmark = pytest.mark.root
+
+
+def _record(container_id: str, **fields: object) -> ContainerRecord:
+    values: dict[str, object] = {
+        "id": container_id,
+        "pid": 1,
+        "pid_start": 1,
+        "agent_pid": 1,
+        "agent_start": 1,
+        "image_key": "k",
+    }
+    values.update(fields)
+    return ContainerRecord(**values)  # type: ignore[arg-type]
+
+
+def _dead_process() -> tuple[int, int]:
+    """(pid, start time) of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+    start = process_start_time(child.pid)
+    assert start is not None
+    child.communicate(b"\n")
+    return child.pid, start
+
+
+def test_a_running_container_is_recorded_until_it_ends(image: Path, state_dir: Path) -> None:
+    state = StateDir(state_dir)
+    spec = ContainerSpec(image=image, command=["sleep", "30"], state_dir=state_dir)
+    with Container(spec).start() as handle:
+        (record,) = state.records()
+        assert (record.id, record.pid, record.agent_pid) == (handle.id, handle.pid, os.getpid())
+        assert record.pid_start == process_start_time(handle.pid)
+    assert state.records() == []
+
+
+def test_a_journal_leaves_ended_records_and_a_torn_last_line_out(state_dir: Path) -> None:
+    lines = [
+        b"+" + json.dumps(asdict(_record("a"))).encode(),
+        b"+" + json.dumps(asdict(_record("b"))).encode(),
+        b"-a",
+        b"+" + json.dumps(asdict(_record("c")))[:20].encode(),  # the writer died here
+    ]
+    journal = Path(state_dir) / "containers" / "process-1-1-0.records"
+    journal.write_bytes(b"\n".join(lines))
+    try:
+        assert [r.id for r in StateDir(state_dir).records()] == ["b"]
+    finally:
+        journal.unlink()
+
+
+def test_a_journal_is_rewritten_with_its_live_records_once_ended_ones_pile_up(
+    state_dir: Path,
+) -> None:
+    state = StateDir(state_dir).ensure()
+    state.JOURNAL_SLACK = 8
+    containers = Path(state_dir) / "containers"
+    before = set(containers.glob("*.records"))
+    state.write_record(_record("kept"))
+    (journal,) = set(containers.glob("*.records")) - before
+    for n in range(40):
+        state.write_record(_record(f"gone{n}"))
+        state.remove_record(f"gone{n}")
+    try:
+        assert len(journal.read_bytes().splitlines()) <= 8 + 3
+        assert "kept" in [r.id for r in state.records()]
+        assert [r.id for r in state._journal_records(journal.read_bytes())] == ["kept"]
+    finally:
+        state.remove_record("kept")
+        journal.unlink()
+
+
+def test_sweep_frees_a_dead_processes_records_and_deletes_its_journal(
+    image: Path, state_dir: Path
+) -> None:
+    state = StateDir(state_dir).ensure()
+    key, _ = state.acquire_image(image, "test-holder")
+    agent_pid, agent_start = _dead_process()
+    pid, pid_start = _dead_process()
+    record = _record(
+        "0123456789abcdef",
+        pid=pid,
+        pid_start=pid_start,
+        agent_pid=agent_pid,
+        agent_start=agent_start,
+        image_key=key,
+    )
+    journal = Path(state_dir) / "containers" / f"process-{agent_pid}-{agent_start}-0.records"
+    journal.write_bytes(b"+" + json.dumps(asdict(record)).encode() + b"\n")
+    try:
+        report = sweep(state_dir)
+        assert report.records == [record.id]
+        assert not journal.exists()
+    finally:
+        state.release_image(key, "test-holder")
