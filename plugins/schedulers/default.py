@@ -111,6 +111,8 @@ _STARTS_WITH_RESERVATION = frozenset({_HOLDER, _REFUSED})
 _KEYS_BOUND = 50_000
 #: queue order within an account (see JobRequest.order_key)
 _ORDER = attrgetter("order_key")
+#: a filtering pass over the queue copy costs about this many bisected removals
+_BISECTS_PER_FILTER = 32
 
 
 class _Allocation:
@@ -481,8 +483,7 @@ class DefaultScheduler(Scheduler):
             copy.ordered, now, self._index, ordered=True, accounts=len(copy.accounts)
         )
         result = self._pass(queue, now)
-        for placement in result.placements:
-            copy.remove(placement.job_id)
+        copy.remove_placed(result.placements)
         self._copy = copy
         return result
 
@@ -490,8 +491,7 @@ class DefaultScheduler(Scheduler):
         """A pass over the whole queue ``jobs``, keeping a copy of what it leaves waiting."""
         result = self.schedule(jobs, now)
         copy = _QueueCopy(jobs)
-        for placement in result.placements:
-            copy.remove(placement.job_id)
+        copy.remove_placed(result.placements)
         self._copy = copy
         return result
 
@@ -795,15 +795,14 @@ class DefaultScheduler(Scheduler):
         reserved_start = start_or_none(protection.start) if protection is not None else None
         fair_verdicts: dict[tuple[JobShape, int, bool, str], tuple[_Verdict, float | None]] = {}
         per_job: dict[str, tuple[_Verdict, float | None]] = {}
+        answered: list[tuple[tuple[_Verdict, float | None], list[JobRequest]]] = []
         overtaken = queue.overtaken
         for (shape, situation, guarded), jobs in waiting.buckets.items():
             verdict = self._verdict(shape, situation, infeasible, protection if guarded else None)
             start = reserved_start if situation in _STARTS_WITH_RESERVATION else starts.get(shape)
             answer = (verdict, start)
             if not overtaken:
-                # one verdict for the whole group (a comprehension beats zip(map(attrgetter))
-                # and a loop over slotted jobs)
-                per_job.update({job.id: answer for job in jobs})
+                answered.append((answer, jobs))
                 continue
             for job in jobs:
                 if job.id not in overtaken:
@@ -818,6 +817,11 @@ class DefaultScheduler(Scheduler):
                         start,
                     )
                 per_job[job.id] = fair_answer
+        if answered:
+            # nobody was passed over: one verdict per group, every group's jobs in one
+            # comprehension (it beats zip(map(attrgetter)), a loop over slotted jobs, and a
+            # dict per group merged into the table)
+            per_job = {job.id: answer for answer, jobs in answered for job in jobs}
         return _Diagnoses(per_job)
 
     def _passed_over(self, verdict: _Verdict, standing: AccountUse | None) -> _Verdict:
@@ -894,6 +898,23 @@ class _QueueCopy:
         self.jobs[job.id] = job
         insort(self.ordered, job, key=_ORDER)
         self.accounts[job.account] += 1
+
+    def remove_placed(self, placements: Sequence[Placement]) -> None:
+        """The jobs of ``placements`` no longer wait."""
+        if len(placements) * _BISECTS_PER_FILTER < len(self.ordered):
+            for placement in placements:
+                self.remove(placement.job_id)
+            return
+        # many placed (in a FIFO queue mostly the first ones): one filtering pass costs
+        # less than a bisect through the key function and a shift per job
+        jobs = self.jobs
+        accounts = self.accounts
+        for placement in placements:
+            job = jobs.pop(placement.job_id)
+            accounts[job.account] -= 1
+            if not accounts[job.account]:
+                del accounts[job.account]
+        self.ordered = [job for job in self.ordered if job.id in jobs]
 
     def remove(self, job_id: str) -> None:
         """``job_id`` no longer waits (nothing when it did not)."""
