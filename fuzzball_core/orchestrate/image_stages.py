@@ -3,7 +3,8 @@
 A workflow's images are stages (``images.URI`` pulls, ``images.NAME`` builds). At
 submission every pulled image is pinned to a digest through the image backend of its
 scheme (a missing, private or wrong-architecture image fails the submission), and a
-``fuzzball://`` image through the object cache. A ready image stage becomes a run whose
+``fuzzball://`` image through the object cache, to the digest of its image object (content
+and config, :mod:`fuzzball_core.image_objects`). A ready image stage becomes a run whose
 ``job_json`` is an image payload instead of a job (``"kind": "image-pull"`` or
 ``"image-build"``); the node reports progress as ``LogData`` on the ``progress`` stream,
 JSON ``{"step", "done", "total"}``, which the engine turns into ``image_progress`` events.
@@ -132,7 +133,8 @@ class ImageStages:
         entry = self.object_cache.lookup(address) if self.object_cache is not None else None
         if entry is None:
             raise NotFound(f"the object cache holds no image {uri}")
-        config = self.object_cache.read_config(entry.digest) if self.object_cache else None
+        # the entry's own config (its object's), not one shared by everything of its content
+        config = self.object_cache.read_config(entry.config) if self.object_cache else None
         return ResolvedImage(
             uri,
             entry.digest,
@@ -205,7 +207,7 @@ class ImageStages:
         )
 
     def _held(self, target: Mapping[str, Any]) -> str | None:
-        """The content digest of the copy of this image (same upstream digest) the object
+        """The object digest of the copy of this image (same upstream digest) the object
         cache already holds there, or None."""
         if self.object_cache is None:
             return None

@@ -3,13 +3,23 @@
 * ``GET /v3/objects/{scope}/{name}`` (a user's bearer token): the image at
   ``fuzzball://SCOPE/NAME`` of the caller's account (``user``) or organization (``group``);
   another account's or organization's is 404, as if absent;
-* ``GET /v3/node-objects/blobs/{digest}`` (the node token): content by digest, for
-  ``fuzzball://`` images Orchestrate pinned for a job;
-* ``PUT /v3/node-objects/{scope}/{name}?owner=&definitionHash=&ttl=`` (the node token): a
-  node stores a built (or written-back) image; answers ``{"digest", "size"}``;
-* ``PUT`` and ``GET /v3/node-objects/configs/{digest}`` (the node token): the image config
-  (the OCI ``config`` object, JSON) of content the cache holds, which the storing node sends
-  after the content and fetching nodes read with it (404: none was stored).
+* ``GET /v3/node-objects/manifests/{digest}`` (the node token): the image object document of
+  an object digest, which Orchestrate pins ``fuzzball://`` images to for jobs
+  (:mod:`fuzzball_core.image_objects`): it names the content's digest and the config's;
+* ``GET /v3/node-objects/blobs/{digest}`` and ``GET /v3/node-objects/configs/{digest}`` (the
+  node token): content and config documents by their own digests;
+* ``PUT /v3/node-objects/configs`` (the node token): a node stores an image's config (the OCI
+  ``config`` object, JSON) before its content; answers ``{"digest"}``, the digest of the
+  config's canonical document;
+* ``PUT /v3/node-objects/{scope}/{name}?owner=&definitionHash=&ttl=&config=`` (the node
+  token): a node stores a built (or written-back) image's content, run with the config of
+  digest ``config`` (none when absent); answers ``{"digest", "content", "size"}``: the object
+  digest, the content digest and its size.
+
+A node older than image objects sends the config after the content, to
+``configs/{content digest}``: that is 404, as from an Orchestrate that kept no configs, so the
+node warns that the image runs with an empty config instead of that config being shared by
+every image of the same content.
 
 Orchestrate's server adds them to the REST gateway (``build_rest_app(extra_routes=...)``);
 Federate, which holds no cache, does not.
@@ -26,8 +36,8 @@ from pathlib import Path
 from aiohttp import web
 
 from fuzzball_core.api.rest import ExtraRoutes
-from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.image_objects import MEDIA_TYPE
 from fuzzball_core.service.contract import ObjectCacheService
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.object_cache import CacheAddress, ObjectCache, read_chunks
@@ -85,10 +95,18 @@ def add_object_cache_routes(
             raise NotFound(
                 f"fuzzball://{address.scope}/{address.name}: no such image in the object cache"
             )
-        return web.FileResponse(held.open_blob(entry.digest))
+        return web.FileResponse(held.open_blob(entry.content))
 
     async def node_blob(request: web.Request) -> web.StreamResponse:
         return web.FileResponse(cache(request).open_blob(request.match_info["digest"]))
+
+    async def node_object(request: web.Request) -> web.StreamResponse:
+        path = cache(request).open_object(request.match_info["digest"])
+        return web.FileResponse(path, headers={"Content-Type": MEDIA_TYPE})
+
+    async def node_config(request: web.Request) -> web.StreamResponse:
+        path = cache(request).open_config(request.match_info["digest"])
+        return web.FileResponse(path, headers={"Content-Type": "application/json"})
 
     async def node_store(request: web.Request) -> web.Response:
         held = cache(request)
@@ -101,6 +119,9 @@ def add_object_cache_routes(
             ttl = float(ttl_text) if ttl_text else None
         except ValueError as exc:
             raise InvalidArgument(f"ttl: {ttl_text!r} is not a number of seconds") from exc
+        config = request.query.get("config", "")
+        if config:
+            held.open_config(config)  # refused before the content is read, not after
         with tempfile.TemporaryDirectory(dir=held.directory / "incoming") as staging:
             received = Path(staging) / "content"
             with received.open("wb") as out:
@@ -111,18 +132,14 @@ def add_object_cache_routes(
                 lambda: held.store(
                     address,
                     read_chunks(received),
+                    config=config,
                     definition_hash=request.query.get("definitionHash", ""),
                     ttl=ttl,
                 ),
             )
-        return web.json_response({"digest": entry.digest, "size": entry.size})
-
-    async def node_config(request: web.Request) -> web.Response:
-        digest = request.match_info["digest"]
-        config = cache(request).read_config(digest)
-        if config is None:
-            raise NotFound(f"the object cache holds no config for {digest}")
-        return web.json_response(config)
+        return web.json_response(
+            {"digest": entry.digest, "content": entry.content, "size": entry.size}
+        )
 
     async def node_store_config(request: web.Request) -> web.Response:
         if (request.content_length or 0) > MAX_CONFIG_BYTES:
@@ -133,14 +150,19 @@ def add_object_cache_routes(
             raise InvalidArgument("the image config is not JSON") from exc
         if not isinstance(document, dict):
             raise InvalidArgument("the image config is not a JSON object")
-        # read as the nodes will read it: a malformed field is refused here, not on a node
-        config = ImageConfig.from_oci(document)
-        cache(request).store_config(request.match_info["digest"], config.as_oci())
-        return web.json_response({})
+        return web.json_response({"digest": cache(request).store_config(document)})
+
+    async def node_store_config_by_content(request: web.Request) -> web.Response:
+        raise NotFound(
+            "configs are stored before their image's content (PUT node-objects/configs) since"
+            " image objects: this node is older than Orchestrate"
+        )
 
     app.router.add_get(f"{base}/objects/{{scope}}/{{name:.+}}", user_object)
     app.router.add_get(f"{base}/node-objects/blobs/{{digest}}", node_blob)
-    # before the store route, whose {scope}/{name} would match configs/DIGEST too
+    app.router.add_get(f"{base}/node-objects/manifests/{{digest}}", node_object)
     app.router.add_get(f"{base}/node-objects/configs/{{digest}}", node_config)
-    app.router.add_put(f"{base}/node-objects/configs/{{digest}}", node_store_config)
+    app.router.add_put(f"{base}/node-objects/configs", node_store_config)
+    # before the store route, whose {scope}/{name} would match configs/DIGEST too
+    app.router.add_put(f"{base}/node-objects/configs/{{digest}}", node_store_config_by_content)
     app.router.add_put(f"{base}/node-objects/{{scope}}/{{name:.+}}", node_store)

@@ -2,20 +2,26 @@
 
 An object-cache URI names an image per account (``fuzzball://user/tools.sif``) or for the
 group (``fuzzball://group/base``); only Orchestrate knows whose, so it hands nodes the URI
-pinned to the content digest (``fuzzball://user/tools.sif@sha256:...``). A node fetches the
-content by digest over HTTP from ``images.object-cache-url`` with the node token
-(``images.object-cache-token``) and verifies it (over https the node trusts ``tls.ca-file``,
-which Substrate passes here as ``tls-ca-file``); the content already is an EROFS file, so
-it goes into the node's EROFS cache as is, where a second use costs a lookup.
+pinned to the image's *object digest* (``fuzzball://user/tools.sif@sha256:...``): the digest
+of a small document naming the EROFS content's digest and the config's digest
+(:mod:`fuzzball_core.image_objects`), so images that share a root file system and differ in
+config (Env, Cmd, WorkingDir, User) are pinned, and cached on the node, apart. A node
+fetches the document, the config and the content over HTTP from ``images.object-cache-url``
+with the node token (``images.object-cache-token``) and checks each against its digest
+(over https the node trusts ``tls.ca-file``, which Substrate passes here as
+``tls-ca-file``); the content already is an EROFS file, so it goes into the node's EROFS
+cache as is, under the object digest, with the object's config beside it, where a second
+use costs a lookup.
 
-The image's config travels beside the content: :meth:`ObjectCacheBackend.store` sends the
-config kept beside the stored file (a pulled image's, or a build's base's) after the
-content, and a fetch keeps the config the cache holds beside the cached file.
+:meth:`ObjectCacheBackend.store` sends the config kept beside the stored file (a pulled
+image's, or a build's base's) first, then the content naming that config's digest;
+Orchestrate answers the object digest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import sys
@@ -25,16 +31,19 @@ from typing import Any
 
 import httpx
 
-from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
+from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage, image_config_path
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from fuzzball_core.image_objects import ImageObject, check_digest, verify_digest
 from fuzzball_core.tls import client_ssl_context
 from fuzzball_plugins.images.blob_store import BlobStore, digest_lock
 from fuzzball_plugins.images.settings import ImageSettings
 
 #: the node API path serving object-cache content by digest
 BLOB_PATH = "/v3/node-objects/blobs/"
-#: the node API path of the configs of object-cache content, by digest
+#: the node API path of image configs, by the digest of their document
 CONFIG_PATH = "/v3/node-objects/configs/"
+#: the node API path of image object documents, by object digest
+MANIFEST_PATH = "/v3/node-objects/manifests/"
 _CHUNK = 1 << 20
 
 log = logging.getLogger("fuzzball.images")
@@ -86,14 +95,15 @@ class ObjectCacheBackend(ImageBackend):
         *,
         progress: Callable[[str, int, int], None] | None = None,
     ) -> Path:
-        """The EROFS file of ``image`` (an object-cache image pinned to its content digest)
+        """The EROFS file of ``image`` (an object-cache image pinned to its object digest)
         kept in the node cache under the digest ``key``, downloaded when the cache holds
         nothing under ``key``.
 
         A pulled image written back to the object cache is fetched this way under its
-        manifest digest, so a node that never pulled it finds it where a pull from the
-        registry would have put it (the registry backend's lookups and locks are by that
-        digest too). The content is verified against ``image.digest`` all the same.
+        manifest digest (which covers its config as the object digest does), so a node that
+        never pulled it finds it where a pull from the registry would have put it (the
+        registry backend's lookups and locks are by that digest too). The object document,
+        config and content are verified against ``image.digest`` all the same.
         """
         from fuzzball_runtime.erofs import ImageCache
 
@@ -114,39 +124,15 @@ class ObjectCacheBackend(ImageBackend):
             raise FailedPrecondition(
                 "images.object-cache-url: must be set for fuzzball:// and fb:// images"
             )
-        step = f"download {digest}"
         partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        hasher = hashlib.sha256()
-        headers = self._authorization()
         try:
-            config = self._config_of(digest)
-            with (
-                httpx.stream(
-                    "GET",
-                    f"{self.url}{BLOB_PATH}{digest}",
-                    headers=headers,
-                    timeout=60.0,
-                    verify=self.verify,
-                ) as response,
-                partial.open("wb") as out,
-            ):
-                if response.status_code == 404:
-                    raise NotFound(f"the object cache holds no image {digest}")
-                if response.status_code != 200:
-                    raise Unavailable(
-                        f"the object cache answered {response.status_code} for {digest}"
-                    )
-                total = int(response.headers.get("Content-Length") or 0)
-                done = 0
-                for chunk in response.iter_bytes(_CHUNK):
-                    hasher.update(chunk)
-                    out.write(chunk)
-                    done += len(chunk)
-                    report(step, done, total or done)
-            if f"sha256:{hasher.hexdigest()}" != digest:
-                raise InvalidArgument(f"the object cache's content for {digest} does not match")
+            held = ImageObject.parse(self._get(MANIFEST_PATH, digest, "image"), digest)
+            config = self._config_of(held)
+            self._download_content(held.content, partial, report)
             if config is not None:
                 config.write_beside(target)  # before the image appears: it is read with it
+            else:  # an image without a config never reads one a failed fetch left there
+                image_config_path(target).unlink(missing_ok=True)
             os.replace(partial, target)
         except httpx.HTTPError as exc:
             raise Unavailable(f"the object cache at {self.url} is unreachable: {exc}") from exc
@@ -154,46 +140,92 @@ class ObjectCacheBackend(ImageBackend):
             partial.unlink(missing_ok=True)
         return target
 
-    def _config_of(self, digest: str) -> ImageConfig | None:
-        """The config the object cache keeps for ``digest``; None when it keeps none."""
+    def _get(self, path: str, digest: str, what: str) -> bytes:
+        """The small document the object cache serves at ``path + digest`` (an object
+        document or a config); NotFound when it holds none."""
         response = httpx.get(
-            f"{self.url}{CONFIG_PATH}{digest}",
+            f"{self.url}{path}{digest}",
             headers=self._authorization(),
             timeout=60.0,
             verify=self.verify,
         )
         if response.status_code == 404:
-            return None
+            raise NotFound(f"the object cache holds no {what} {digest}")
         if response.status_code != 200:
-            raise Unavailable(
-                f"the object cache answered {response.status_code} for the config of {digest}"
-            )
-        return ImageConfig.from_oci(response.json())
+            raise Unavailable(f"the object cache answered {response.status_code} for {digest}")
+        return response.content
 
-    def _store_config(self, image: Path, digest: str, timeout: float) -> None:
-        """Send the config kept beside ``image`` for the stored content ``digest``."""
+    def _config_of(self, held: ImageObject) -> ImageConfig | None:
+        """The config the object ``held`` names, checked against its digest; None for an
+        image without one."""
+        if not held.config:
+            return None
+        data = verify_digest(
+            self._get(CONFIG_PATH, held.config, "image config"),
+            held.config,
+            f"the object cache's config {held.config}",
+        )
+        try:
+            return ImageConfig.from_oci(json.loads(data))
+        except (ValueError, AttributeError) as exc:
+            raise InvalidArgument(f"the object cache's config {held.config}: {exc}") from None
+
+    def _download_content(
+        self, digest: str, partial: Path, report: Callable[[str, int, int], None]
+    ) -> None:
+        """Download the EROFS content ``digest`` into ``partial``, verified."""
+        step = f"download {digest}"
+        hasher = hashlib.sha256()
+        with (
+            httpx.stream(
+                "GET",
+                f"{self.url}{BLOB_PATH}{digest}",
+                headers=self._authorization(),
+                timeout=60.0,
+                verify=self.verify,
+            ) as response,
+            partial.open("wb") as out,
+        ):
+            if response.status_code == 404:
+                raise NotFound(f"the object cache holds no image content {digest}")
+            if response.status_code != 200:
+                raise Unavailable(f"the object cache answered {response.status_code} for {digest}")
+            total = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            for chunk in response.iter_bytes(_CHUNK):
+                hasher.update(chunk)
+                out.write(chunk)
+                done += len(chunk)
+                report(step, done, total or done)
+        if f"sha256:{hasher.hexdigest()}" != digest:
+            raise InvalidArgument(f"the object cache's content for {digest} does not match")
+
+    def _store_config(self, image: Path, timeout: float) -> str:
+        """Send the config kept beside ``image``; its digest, "" when it has none."""
         config = ImageConfig.read_beside(image)
         if config is None:
-            return
+            return ""
         response = httpx.put(
-            f"{self.url}{CONFIG_PATH}{digest}",
+            f"{self.url}{CONFIG_PATH.rstrip('/')}",
             json=config.as_oci(),
             headers=self._authorization(),
             timeout=timeout,
             verify=self.verify,
         )
         if response.status_code == 404:
-            # an Orchestrate from before configs were kept: the image is stored all the same
+            # an Orchestrate from before image objects: the image is stored all the same
             log.warning(
                 "the object cache at %s keeps no image configs: %s runs with an empty config",
                 self.url,
-                digest,
+                image.name,
             )
-        elif response.status_code != 200:
+            return ""
+        if response.status_code != 200:
             raise Unavailable(
-                f"the object cache refused the config of {digest} ({response.status_code}):"
+                f"the object cache refused the image's config ({response.status_code}):"
                 f" {response.text[:300]}"
             )
+        return check_digest(str(response.json().get("digest") or ""), "the config's digest")
 
     def _authorization(self) -> dict[str, str]:
         # no header without a token: httpx refuses "Bearer " (a value ending in a space)
@@ -211,8 +243,9 @@ class ObjectCacheBackend(ImageBackend):
         progress: Callable[[str, int, int], None] | None = None,
         timeout: float = 60.0,
     ) -> dict[str, Any]:
-        """Store the EROFS file ``image`` in the object cache at ``target`` (owner, scope,
-        name, definition-hash, ttl) through Orchestrate's node API; returns its answer."""
+        """Store the EROFS file ``image`` and the config beside it in the object cache at
+        ``target`` (owner, scope, name, definition-hash, ttl) through Orchestrate's node API;
+        returns its answer (``digest``: the object digest, ``content``, ``size``)."""
         problem = self.store_unavailable()
         if problem is not None:
             raise FailedPrecondition(problem)
@@ -235,6 +268,10 @@ class ObjectCacheBackend(ImageBackend):
             params["ttl"] = str(target["ttl"])
         address = f"{self.url}/v3/node-objects/{target['scope']}/{target['name']}"
         try:
+            # the config first: the content is stored as the object of it and that config
+            config = self._store_config(image, timeout)
+            if config:
+                params["config"] = config
             response = httpx.put(
                 address,
                 params=params,
@@ -249,7 +286,6 @@ class ObjectCacheBackend(ImageBackend):
                     f" {response.text[:300]}"
                 )
             answer = dict(response.json())
-            self._store_config(image, str(answer.get("digest") or ""), timeout)
         except httpx.HTTPError as exc:
             raise Unavailable(f"the object cache at {self.url} is unreachable: {exc}") from exc
         return answer

@@ -402,6 +402,7 @@ TABLE = [
 NOT_BY_ID = {
     "GET /node-objects/blobs/{digest}": "nodes' own route, the node token only",
     "GET /node-objects/configs/{digest}": "nodes' own route, the node token only",
+    "GET /node-objects/manifests/{digest}": "nodes' own route, the node token only",
     "PUT /node-objects/configs/{digest}": "nodes' own route, the node token only",
     "PUT /node-objects/{scope}/{name}": "nodes' own route, the node token only",
     "GET /storage-classes/{id}": "the cluster's storage classes, which every member may use",

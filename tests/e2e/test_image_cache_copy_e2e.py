@@ -47,4 +47,4 @@ def test_a_node_without_the_image_fetches_the_written_back_copy_not_the_layers(
         and e.kind == "image_progress"
         and str(e.data.get("step", "")).startswith("download ")
     }
-    assert downloads == {f"download {stored.digest}"}
+    assert downloads == {f"download {stored.content}"}

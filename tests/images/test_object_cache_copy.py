@@ -1,6 +1,9 @@
 """A second node's cold start from the object cache: the EROFS file a first node pulled and
 wrote back is fetched from Orchestrate, verified, and filed under the image's own digest,
-instead of the layers being pulled from the registry and converted again."""
+instead of the layers being pulled from the registry and converted again.
+
+The stored copy's URI is pinned to its object digest (content and config); its content has a
+digest of its own (the ``download`` step's)."""
 
 from __future__ import annotations
 
@@ -34,9 +37,10 @@ def object_cache(tmp_path: Path) -> Iterator[ObjectCacheServer]:
 
 def _written_back(
     registry: RegistryServer, object_cache: ObjectCacheServer, node_a: Path
-) -> tuple[str, ResolvedImage, Path, str]:
+) -> tuple[str, ResolvedImage, Path, str, str]:
     """Push an image, pull it on node A and write it back as node A's pull stage does;
-    returns the URI, the pinned image, node A's EROFS file and the stored copy's URI."""
+    returns the URI, the pinned image, node A's EROFS file, the stored copy's URI and its
+    content digest."""
     layers = [layer(busybox_entries()), layer([file("etc/motd", b"hello from the cache\n")])]
     pusher = Pusher(registry.url)
     pusher.push_image("tests/shared", "1", layers)
@@ -47,7 +51,7 @@ def _written_back(
     name = write_back_name(uri)
     target = {"owner": "", "scope": "group", "name": name, "definition-hash": image.digest}
     stored = ObjectCacheBackend({"object-cache-url": object_cache.url}).store(target, erofs)
-    return uri, image, erofs, f"fuzzball://group/{name}@{stored['digest']}"
+    return uri, image, erofs, f"fuzzball://group/{name}@{stored['digest']}", stored["content"]
 
 
 def _blob_gets(registry: RegistryServer) -> int:
@@ -57,7 +61,7 @@ def _blob_gets(registry: RegistryServer) -> int:
 def test_a_second_node_gets_the_written_back_copy_without_the_registrys_layers(
     own_registry: RegistryServer, object_cache: ObjectCacheServer, tmp_path: Path
 ) -> None:
-    uri, image, erofs, cached = _written_back(own_registry, object_cache, tmp_path / "a")
+    uri, image, erofs, cached, content = _written_back(own_registry, object_cache, tmp_path / "a")
     gets_before = _blob_gets(own_registry)
     node_b = NodeImages(
         get_registry(), {**PLATFORM, "object-cache-url": object_cache.url}, tmp_path / "b"
@@ -73,7 +77,7 @@ def test_a_second_node_gets_the_written_back_copy_without_the_registrys_layers(
 
     assert path.read_bytes() == erofs.read_bytes()
     assert _blob_gets(own_registry) == gets_before
-    assert f"download {cached.rpartition('@')[2]}" in steps
+    assert f"download {content}" in steps
     assert ImageConfig.read_beside(path) == ImageConfig.read_beside(erofs)
     # filed under the image's own digest: a job's pull of the same image is a cache lookup
     assert DockerBackend(PLATFORM).fetch(image, tmp_path / "b") == path
@@ -83,8 +87,8 @@ def test_a_second_node_gets_the_written_back_copy_without_the_registrys_layers(
 def test_a_corrupt_copy_is_refused_and_the_image_is_pulled_from_the_registry(
     own_registry: RegistryServer, object_cache: ObjectCacheServer, tmp_path: Path
 ) -> None:
-    uri, image, _, cached = _written_back(own_registry, object_cache, tmp_path / "a")
-    blob = object_cache.cache.blob_path(cached.rpartition("@")[2])
+    uri, image, _, cached, content = _written_back(own_registry, object_cache, tmp_path / "a")
+    blob = object_cache.cache.blob_path(content)
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xFF
     blob.write_bytes(bytes(data))
@@ -104,7 +108,7 @@ def test_a_corrupt_copy_is_refused_and_the_image_is_pulled_from_the_registry(
 def test_a_pull_of_an_image_the_object_cache_holds_names_that_copy(
     own_registry: RegistryServer, object_cache: ObjectCacheServer, tmp_path: Path
 ) -> None:
-    uri, image, _, cached = _written_back(own_registry, object_cache, tmp_path / "a")
+    uri, image, _, cached, _ = _written_back(own_registry, object_cache, tmp_path / "a")
     workflow = f"version: v1\njobs:\n  a: {{image: {{uri: '{uri}'}}, command: [/bin/true]}}\n"
     pull = plan_workflow(parse_workflow(workflow), pull_stages=True).stages[f"images.{uri}"]
     stages = ImageStages(enabled=True, write_back=True, object_cache=object_cache.cache)

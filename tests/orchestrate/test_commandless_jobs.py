@@ -1,6 +1,6 @@
 """A job with nothing to run is refused at submission, naming its ``command`` field; only the
 pinned image's config can tell, so an image the backend could not read is left to the node.
-An object-cache image's config is the one the object cache keeps beside its content."""
+An object-cache image's config is the one its object in the object cache names."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def cache(harness, tmp_path) -> ObjectCache:
 
 def _store(harness, cache: ObjectCache, config: ImageConfig) -> str:
     """Put the user's ``tools`` image, with ``config``, in the object cache; its digest."""
-    entry = cache.store(CacheAddress.checked(harness.user.account_id, "user", "tools"), [b"x"])
-    cache.store_config(entry.digest, config.as_oci())
+    address = CacheAddress.checked(harness.user.account_id, "user", "tools")
+    entry = cache.store(address, [b"x"], config=cache.store_config(config.as_oci()))
     return entry.digest
 
 
@@ -85,9 +85,13 @@ def test_a_cached_image_with_a_cmd_takes_a_commandless_job(harness, cache: Objec
     assert harness.status(harness.submit(COMMANDLESS)) == "STARTED"
 
 
-def test_the_object_cache_keeps_a_config_only_for_content_it_holds(cache: ObjectCache) -> None:
+def test_an_image_is_stored_only_with_a_config_the_object_cache_holds(
+    harness, cache: ObjectCache
+) -> None:
     absent = "sha256:" + "ab" * 32
+    address = CacheAddress.checked(harness.user.account_id, "user", "tools")
 
-    with pytest.raises(NotFound):
-        cache.store_config(absent, {"Cmd": ["/bin/sh"]})
+    with pytest.raises(NotFound, match="holds no config"):
+        cache.store(address, [b"x"], config=absent)
     assert cache.read_config(absent) is None
+    assert cache.lookup(address) is None

@@ -88,9 +88,11 @@ def test_the_object_caches_content_and_config_are_the_owners_only(tmp_path):
     engine = connect(f"sqlite:///{tmp_path / 'store.db'}")
     migrate(engine)
     cache = ObjectCache(session_factory(engine), tmp_path / "object-cache")
-    held = cache.store(CacheAddress("a1", "user", "tools"), [b"image bytes"])
-    cache.store_config(held.digest, {"Env": ["SECRET=1"]})
-    blob = cache.blob_path(held.digest)
-    directories = [tmp_path / "object-cache", blob.parent, tmp_path / "object-cache" / "incoming"]
-    assert [mode(d) for d in directories] == [0o700, 0o700, 0o700]
-    assert (mode(blob), mode(cache.config_path(held.digest))) == (0o600, 0o600)
+    config = cache.store_config({"Env": ["SECRET=1"]})
+    held = cache.store(CacheAddress("a1", "user", "tools"), [b"image bytes"], config=config)
+    blob = cache.blob_path(held.content)
+    files = [blob, cache.config_path(config), cache.object_path(held.digest)]
+    directories = [tmp_path / "object-cache", tmp_path / "object-cache" / "incoming"]
+    directories += [f.parent for f in files]
+    assert [mode(d) for d in directories] == [0o700] * 5
+    assert [mode(f) for f in files] == [0o600] * 3

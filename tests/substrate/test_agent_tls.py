@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-import httpx
 import pytest
 from test_agent_shutdown import ScriptedOrchestrate
 
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.certificates import CertificateAuthority
 from fuzzball_core.config import parse_config
+from fuzzball_core.drivers import ResolvedImage
+from fuzzball_core.errors import NotFound, Unavailable
 from fuzzball_core.plugins import get_registry
 from fuzzball_core.substrate.agent import REGISTERED, Agent
 
@@ -117,8 +118,8 @@ def test_the_agent_refuses_an_orchestrate_whose_certificate_another_ca_signed(
     assert not connected and not registered
 
 
-class _NoConfigs(http.server.BaseHTTPRequestHandler):
-    """An object cache that keeps no image configs (404 to every request)."""
+class _Empty(http.server.BaseHTTPRequestHandler):
+    """An object cache that holds nothing (404 to every request)."""
 
     def do_GET(self) -> None:
         self.send_response(404)
@@ -138,7 +139,7 @@ def https_cache(tmp_path: Path) -> Iterator[tuple[str, CertificateAuthority]]:
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(issued.cert_file, issued.key_file)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoConfigs)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Empty)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -149,7 +150,7 @@ def https_cache(tmp_path: Path) -> Iterator[tuple[str, CertificateAuthority]]:
         server.server_close()
 
 
-DIGEST = "sha256:" + "0" * 64
+IMAGE = ResolvedImage("fuzzball://user/tools", "sha256:" + "0" * 64, 0, "")
 
 
 def test_the_object_cache_is_reached_over_https_trusting_the_configured_ca(
@@ -159,8 +160,9 @@ def test_the_object_cache_is_reached_over_https_trusting_the_configured_ca(
     agent = _agent(tmp_path, 1, trusted=ca, object_cache=url)
     backend = agent.services.images.backend("fuzzball")
 
-    # a verified handshake, then the cache's answer: it keeps no config for the digest
-    assert backend._config_of(DIGEST) is None
+    # a verified handshake, then the cache's answer: it holds no image of that digest
+    with pytest.raises(NotFound, match="holds no image"):
+        backend.fetch(IMAGE, tmp_path / "cache")
 
 
 def test_an_object_cache_with_another_cas_certificate_is_refused(
@@ -171,5 +173,5 @@ def test_an_object_cache_with_another_cas_certificate_is_refused(
     agent = _agent(tmp_path, 1, trusted=stranger, object_cache=url)
     backend = agent.services.images.backend("fuzzball")
 
-    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-        backend._config_of(DIGEST)
+    with pytest.raises(Unavailable, match="CERTIFICATE_VERIFY_FAILED"):
+        backend.fetch(IMAGE, tmp_path / "cache")

@@ -1,7 +1,8 @@
 """Orchestrate's object-cache node routes, served alone on loopback for image tests and the
 image benchmark: the real routes (``add_object_cache_routes``) over a real
 :class:`ObjectCache` on SQLite, in a thread of their own. The node token is not checked
-(the REST gateway's middleware does that in Orchestrate); user routes answer no one."""
+(the REST gateway's middleware does that in Orchestrate); user routes answer no one; errors
+are answered as the gateway answers them (their google.rpc.Status and HTTP status)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import asyncio
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
-from fuzzball_core.errors import Unauthenticated
+from fuzzball_core.api.rest import status_response
+from fuzzball_core.errors import FuzzballError, Unauthenticated
 from fuzzball_core.orchestrate.object_cache_routes import add_object_cache_routes
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import connect, migrate, session_factory
@@ -27,6 +30,14 @@ class _Service:
 
 def _nobody(request: web.Request) -> Principal:
     raise Unauthenticated("this stand-in serves nodes only")
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except FuzzballError as exc:
+        return status_response(exc)
 
 
 class ObjectCacheServer:
@@ -47,7 +58,7 @@ class ObjectCacheServer:
 
     def _serve(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
-        app = web.Application(client_max_size=0)
+        app = web.Application(client_max_size=0, middlewares=[_errors])
         add_object_cache_routes(app, "/v3", _Service(self.cache), _nobody)
         self._runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(self._runner.setup())
