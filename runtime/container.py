@@ -240,7 +240,7 @@ class Container:
             ContainerRecord(
                 id=container_id,
                 pid=started.pid,
-                pid_start=process_start_time(started.pid) or 0,
+                pid_start=started.start_time or process_start_time(started.pid) or 0,
                 agent_pid=agent_pid,
                 agent_start=agent_start,
                 image_key=image_key,

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "container.h"
@@ -93,7 +94,12 @@ static void place_descriptors(const struct fbrt_child_args *args, struct fbrt_er
 }
 
 int fbrt_child_main(void *arg) {
-    const struct fbrt_child_args *args = arg;
+    struct fbrt_child_args *args = arg;
+    /* First: the agent brackets this process's start time with it (start.c). The vDSO's
+     * clock_gettime is a read of shared pages, async-signal-safe. */
+    struct timespec now;
+    if (clock_gettime(CLOCK_BOOTTIME, &now) == 0)
+        args->boottime_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
     const struct fbrt_spec *spec = args->spec;
     struct fbrt_error e;
     memset(&e, 0, sizeof(e));

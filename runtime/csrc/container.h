@@ -23,6 +23,7 @@ struct fbrt_child_args {
     int error_w;                   /* write end of the error pipe */
     int status_w;                  /* write end of the status pipe */
     char *const *init_argv;        /* built by the agent: see fbrt_internal.h */
+    long long boottime_ns;         /* CLOCK_BOOTTIME at the child's first instruction */
 };
 
 /* The child's entry point (clone's fn); never returns. */

@@ -16,7 +16,7 @@
 /* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
  * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
  * version is refused at import. */
-#define FBRT_ABI_VERSION 5
+#define FBRT_ABI_VERSION 6
 
 /* cffi-cdef-begin */
 
@@ -128,6 +128,8 @@ struct fbrt_started {
     int pid;        /* host pid of the container's PID 1 */
     int pidfd;      /* pidfd of that process */
     int status_fd;  /* PID 1 writes the command's 4-byte wait status here before it exits */
+    long long start_time;  /* PID 1's start time as /proc/PID/stat gives it (clock ticks
+                            * since boot): with the pid, it names the process for good */
 };
 
 /* Start the container: PID 1 is the static init from spec->init_fd, which starts the command,

@@ -108,3 +108,14 @@ def test_sweep_frees_a_dead_processes_records_and_deletes_its_journal(
         assert not journal.exists()
     finally:
         state.release_image(key, "test-holder")
+
+
+def test_each_record_names_its_containers_start_time_as_proc_gives_it(
+    image: Path, state_dir: Path
+) -> None:
+    state = StateDir(state_dir)
+    spec = ContainerSpec(image=image, command=["sleep", "30"], state_dir=state_dir)
+    for _ in range(40):
+        with Container(spec).start() as handle:
+            (record,) = (r for r in state.records() if r.id == handle.id)
+            assert record.pid_start == process_start_time(handle.pid)
