@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.erofs_contents import extract_erofs
@@ -36,16 +37,20 @@ def object_cache(tmp_path: Path) -> Iterator[ObjectCacheServer]:
 
 
 def _written_back(
-    registry: RegistryServer, object_cache: ObjectCacheServer, node_a: Path
+    registry: RegistryServer,
+    object_cache: ObjectCacheServer,
+    node_a: Path,
+    tag: str = "1",
+    config: dict[str, Any] | None = None,
 ) -> tuple[str, ResolvedImage, Path, str, str]:
-    """Push an image, pull it on node A and write it back as node A's pull stage does;
-    returns the URI, the pinned image, node A's EROFS file, the stored copy's URI and its
-    content digest."""
+    """Push an image (its config's ``config`` object updated with ``config``), pull it on
+    node A and write it back as node A's pull stage does; returns the URI, the pinned image,
+    node A's EROFS file, the stored copy's URI and its content digest."""
     layers = [layer(busybox_entries()), layer([file("etc/motd", b"hello from the cache\n")])]
     pusher = Pusher(registry.url)
-    pusher.push_image("tests/shared", "1", layers)
+    pusher.push_image("tests/shared", tag, layers, config_extra=config)
     pusher.close()
-    uri = f"docker://{registry.host}/tests/shared:1"
+    uri = f"docker://{registry.host}/tests/shared:{tag}"
     image = DockerBackend(PLATFORM).resolve(uri)
     erofs = DockerBackend(PLATFORM).fetch(image, node_a)
     name = write_back_name(uri)
@@ -82,6 +87,30 @@ def test_a_second_node_gets_the_written_back_copy_without_the_registrys_layers(
     # filed under the image's own digest: a job's pull of the same image is a cache lookup
     assert DockerBackend(PLATFORM).fetch(image, tmp_path / "b") == path
     assert _blob_gets(own_registry) == gets_before
+
+
+def test_copies_of_two_images_of_the_same_layers_keep_their_own_configs(
+    own_registry: RegistryServer, object_cache: ObjectCacheServer, tmp_path: Path
+) -> None:
+    # one base, two images that differ only in ENV and CMD (FROM base + ENV, say): the same
+    # layers, two manifest digests (each covers its config); a conversion that made the same
+    # EROFS bytes of the same layers would store one content for both
+    a = _written_back(
+        own_registry, object_cache, tmp_path / "a", "env-a", {"Env": ["V=a"], "Cmd": ["/a"]}
+    )
+    b = _written_back(
+        own_registry, object_cache, tmp_path / "a", "env-b", {"Env": ["V=b"], "Cmd": ["/b"]}
+    )
+    node_b = NodeImages(
+        get_registry(), {**PLATFORM, "object-cache-url": object_cache.url}, tmp_path / "b"
+    )
+
+    path_a = node_b.ensure(a[0], digest=a[1].digest, cached=a[3])
+    path_b = node_b.ensure(b[0], digest=b[1].digest, cached=b[3])
+
+    assert a[3] != b[3]
+    assert node_b.config(path_a) == ImageConfig(env=("V=a",), cmd=("/a",))
+    assert node_b.config(path_b) == ImageConfig(env=("V=b",), cmd=("/b",))
 
 
 def test_a_corrupt_copy_is_refused_and_the_image_is_pulled_from_the_registry(
