@@ -301,9 +301,11 @@ class CachedObject(Base):
     """An image in the cluster's object cache (``fuzzball://SCOPE/NAME``).
 
     ``owner`` is the account id for the ``user`` scope and the organization id for ``group``
-    (empty for accounts of no organization). The content lives under the data directory,
-    named by ``digest``; ``definition_hash`` keys a workflow-built image to the definition
-    it was built from.
+    (empty for accounts of no organization). ``digest`` is the image object's (content and
+    config, :mod:`fuzzball_core.image_objects`; the content's own digest in an entry from
+    before image objects, until its first lookup); the content, config and object document
+    live under the data directory, named by their digests; ``size`` is the content's.
+    ``definition_hash`` keys a workflow-built image to the definition it was built from.
     """
 
     __tablename__ = "cached_objects"
