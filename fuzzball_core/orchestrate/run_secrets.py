@@ -275,9 +275,11 @@ class RunSecretsService:
     # -- revocation ----------------------------------------------------------------------------
 
     def workflow_event(self, event: Mapping[str, Any]) -> None:
-        """Revoke a workflow's token once it ended (an engine event, after it committed)."""
+        """Forget a workflow's token once it ended (an engine event, after it committed;
+        the transaction that ended it revoked its tokens: ``Transaction.commit``)."""
         if event.get("kind") in _ENDINGS and event.get("workflow_id"):
-            self.revoke(str(event["workflow_id"]))
+            with self._lock:
+                self._tokens.pop(str(event["workflow_id"]), None)
 
     def revoke(self, workflow_id: str) -> None:
         """Revoke every token of workflow ``workflow_id``."""

@@ -10,11 +10,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate.messages import ToNode
-from fuzzball_core.store.models import Event, Run, Stage, Workflow
+from fuzzball_core.store.models import ApiToken, Event, Run, Stage, Workflow
+from fuzzball_core.vocabulary import EventKind
+
+#: The events that end a workflow: its tokens are revoked by the transaction ending it.
+WORKFLOW_ENDINGS = frozenset(
+    {EventKind.WORKFLOW_FINISHED, EventKind.WORKFLOW_FAILED, EventKind.WORKFLOW_CANCELED}
+)
 
 
 @dataclass
@@ -79,7 +85,21 @@ class Transaction:
 
     def commit(self) -> None:
         """Write the recorded events (one multi-row INSERT instead of an ORM object each,
-        whose construction and flush cost more than the row) and commit the session."""
+        whose construction and flush cost more than the row), revoke the tokens of the
+        workflows that ended, and commit the session."""
+        ended = {
+            event["workflow_id"]
+            for event in self.events
+            if event["kind"] in WORKFLOW_ENDINGS and event["workflow_id"]
+        }
+        if ended:
+            # in this transaction, not a session and commit of its own per workflow after
+            # it: a token never outlives its workflow's end, and a failed pass keeps both
+            self.session.execute(
+                update(ApiToken)
+                .where(ApiToken.workflow_id.in_(ended), ApiToken.revoked_at.is_(None))
+                .values(revoked_at=self.now)
+            )
         if self.events:
             self.session.execute(
                 insert(Event),

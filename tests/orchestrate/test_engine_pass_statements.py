@@ -1,13 +1,16 @@
-"""What a pass reads: no hold query while no READY node is under a deprovision hold (yet
-every way a node comes to be one is still seen), and a run's first output read once."""
+"""What a pass reads and writes: no hold query while no READY node is under a deprovision
+hold (yet every way a node comes to be one is still seen), a run's first output read once,
+and a workflow's tokens revoked by the pass that ends it."""
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.store.models import ApiToken
+from fuzzball_core.vocabulary import CredentialKind
 
 
 @pytest.fixture
@@ -76,3 +79,25 @@ def test_a_runs_first_output_reads_its_usage_rows_once(harness, statements):
     assert len(_reading(statements, "log_usage")) == 1
     chunks = harness.service.read_logs(harness.user, workflow_id)
     assert "".join(chunk.data for chunk in chunks) == "hi\n"
+
+
+def _token_revoked_at(harness, workflow_id: str) -> list[float | None]:
+    with harness.engine.sessions() as session:
+        rows = session.scalars(select(ApiToken).where(ApiToken.workflow_id == workflow_id))
+        return [row.revoked_at for row in rows]
+
+
+def test_the_pass_that_ends_a_workflow_revokes_its_tokens(harness):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.service.accounts.issue_for(
+        harness.user.account_id, credential=CredentialKind.WORKFLOW, workflow_id=workflow_id
+    )
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    assert _token_revoked_at(harness, workflow_id) == [None]
+    harness.exit(node, assignment.run_id)
+    harness.engine.step()
+    assert harness.status(workflow_id) == "FINISHED"
+    assert _token_revoked_at(harness, workflow_id) == [harness.clock.now]
