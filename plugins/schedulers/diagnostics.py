@@ -29,6 +29,9 @@ from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
 from fuzzball_plugins.schedulers.node_index import (
     EXCLUSIVE_BUSY,
     OUTLASTS_NODE,
+    RANK_BITS,
+    RANK_MASK,
+    IndexedNode,
     NodeClass,
     NodeIndex,
 )
@@ -260,7 +263,7 @@ class Diagnostics:
         if memo is not None and memo[0] == cls.changes:
             return memo[1], memo[2], memo[3]
         counted: dict[str, int] | None = {} if counting else None
-        with_room, candidate = _scan_free(cls, need_key, need_memory, counted)
+        with_room, candidate = _scan_free(cls, need_key, need_memory, counted, self._index.by_rank)
         if len(self._walks) >= _WALKS_BOUND:
             self._walks.clear()
         self._walks[memo_key] = (cls.changes, with_room, candidate, counted)
@@ -292,6 +295,7 @@ def _scan_free(
     need_key: tuple[int, ...],
     need_memory: int,
     groups: dict[str, int] | None,
+    by_rank: Mapping[int, IndexedNode],
 ) -> tuple[list[str], tuple | None]:
     """One walk over a class's free keys: the ids of nodes with room for the need, and the
     node closest to having room without having it (the roomiest candidate).
@@ -302,7 +306,7 @@ def _scan_free(
     with_room: list[str] = []
     kinds = cls.device_kinds
     cores = need_key[-1]
-    probe = (need_memory,)
+    probe = need_memory << RANK_BITS
     best: tuple | None = None
     for key, entries in cls.index.items():
         low = bisect_left(entries, probe)
@@ -326,14 +330,16 @@ def _scan_free(
                         label = f"insufficient {short_kind}"
                         groups[label] = groups.get(label, 0) + len(entries) - low
                 elif low < len(entries):
-                    with_room.extend(node_id for _, node_id in entries[low:])
+                    with_room.extend([by_rank[e & RANK_MASK].id for e in entries[low:]])
         # the node of this key closest to fitting: most memory among those short of something
         if short_kind is not None:
-            memory, node_id = entries[-1]
+            closest = entries[-1]
         elif low:
-            memory, node_id = entries[low - 1]
+            closest = entries[low - 1]
         else:
             continue
+        memory = closest >> RANK_BITS
+        node_id = by_rank[closest & RANK_MASK].id
         if memory < need_memory:
             score += (need_memory - memory) / max(need_memory, 1)
         if best is None or (score, node_id) < best[:2]:

@@ -5,8 +5,11 @@ Nodes are grouped into :class:`NodeClass` es by everything placement treats as s
 annotations, capacity, CPU topology and device-plugin health. Inside a class, the nodes that
 take new work and are not running an exclusive job are indexed by free capacity:
 
-* ``index`` maps a *free key*, ``(free count of each device kind..., free cores)``, to a list
-  of ``(free memory, node id)`` kept sorted;
+* ``index`` maps a *free key*, ``(free count of each device kind..., free cores)``, to a
+  sorted list of the nodes' *entries*: free memory and the node's rank (its place in the
+  order of node ids) in one int, ``(free memory << RANK_BITS) + rank`` (see ``RANK_BITS``), so
+  that the bisects compare ints, not ``(memory, node id)`` tuples whose strings are compared
+  whenever memories tie (as they do for every idle node of a class);
 * ``keys`` holds the present free keys, sorted.
 
 Finding a node for ``c`` cores, ``m`` bytes and ``d`` devices bisects ``keys`` to the first key
@@ -43,6 +46,14 @@ from fuzzball_plugins.schedulers.cpu_layout import choose_cores
 
 #: What a job uses on one node: (cores, memory, ((device kind, count), ...)).
 Usage = tuple[int, int, tuple[tuple[str, int], ...]]
+
+#: The low bits of an index entry hold the node's rank; the rest its free memory.
+RANK_BITS = 40
+#: An entry's rank: ``entry & RANK_MASK``.
+RANK_MASK = (1 << RANK_BITS) - 1
+#: The space new ranks leave between neighbours, so a node registered between two others
+#: mostly finds a free rank there without renumbering every node
+_RANK_GAP = 1 << 16
 
 #: The label of nodes skipped because an exclusive job runs on them.
 EXCLUSIVE_BUSY = "running an exclusive job"
@@ -99,8 +110,8 @@ class NodeClass:
         self.pinning_fits: dict[tuple[CpuPinning, int], bool] = {}
         #: every registered node of the class, by id
         self.members: dict[str, IndexedNode] = {}
-        #: free key -> sorted [(free memory, node id)] of the indexed nodes
-        self.index: dict[tuple[int, ...], list[tuple[int, str]]] = {}
+        #: free key -> sorted entries (see :func:`entry`) of the indexed nodes
+        self.index: dict[tuple[int, ...], list[int]] = {}
         #: the free keys present in ``index``, sorted
         self.keys: list[tuple[int, ...]] = []
         #: how many members are in the index
@@ -189,11 +200,14 @@ class IndexedNode:
         "jobs",
         "pinned",
         "ports",
+        "rank",
         "unavailable_label",
     )
 
-    def __init__(self, info: NodeInfo, cls: NodeClass) -> None:
+    def __init__(self, info: NodeInfo, cls: NodeClass, rank: int = 0) -> None:
         self.id = info.id
+        #: the node's place in the order of node ids (the low bits of its index entry)
+        self.rank = rank
         self.info = info
         self.cls = cls
         self.jobs: dict[str, Usage] = {}
@@ -269,6 +283,11 @@ class NodeIndex:
         #: how many classes are annotated PLACE_UNTIL: while none is, a job's expected
         #: runtime has no say in where it can go, and shapes that differ only by it are one
         self.timed_classes = 0
+        #: node rank -> node (an index entry's node is ``by_rank[entry & RANK_MASK]``)
+        self.by_rank: dict[int, IndexedNode] = {}
+        #: every registered node id, sorted (ranks follow this order)
+        self._ids: list[str] = []
+        self._ranks: dict[str, int] = {}
 
     # -- registration ---------------------------------------------------------------------
 
@@ -293,8 +312,12 @@ class NodeIndex:
         if old is not None:
             jobs, exclusive_job = old.jobs, old.exclusive_job
             self._detach(old)
+            rank = old.rank
+        else:
+            rank = self._new_rank(info.id)
         cls = self._class_for(info)
-        node = IndexedNode(info, cls)
+        node = IndexedNode(info, cls, rank)
+        self.by_rank[rank] = node
         node.jobs = jobs
         node.exclusive_job = exclusive_job
         for usage in jobs.values():
@@ -316,7 +339,40 @@ class NodeIndex:
         self.version += 1
         self._detach(node)
         del self.nodes[node_id]
+        del self.by_rank[node.rank]
+        del self._ranks[node_id]
+        del self._ids[bisect_left(self._ids, node_id)]
         return node
+
+    def _new_rank(self, node_id: str) -> int:
+        """A rank for a newly registered ``node_id`` between its neighbours' in id order;
+        every node is renumbered (and every entry rewritten) when they leave no room."""
+        ids = self._ids
+        ranks = self._ranks
+        at = bisect_left(ids, node_id)
+        ids.insert(at, node_id)
+        low = ranks[ids[at - 1]] if at else 0
+        high = ranks[ids[at + 1]] if at + 1 < len(ids) else low + 2 * _RANK_GAP
+        if high - low >= 2 and high <= RANK_MASK:
+            rank = ranks[node_id] = (low + high) // 2
+            return rank
+        self._renumber()
+        return self._ranks[node_id]
+
+    def _renumber(self) -> None:
+        """Spread the ranks evenly again over the ids' order, rewriting every entry (the
+        order of the entries of each list is unchanged: ranks keep the ids' order)."""
+        gap = max(1, min(_RANK_GAP, RANK_MASK // (len(self._ids) + 1)))
+        new_ranks = {node_id: (at + 1) * gap for at, node_id in enumerate(self._ids)}
+        remap = {rank: new_ranks[node_id] for node_id, rank in self._ranks.items()}
+        for cls in self.classes.values():
+            for entries in cls.index.values():
+                entries[:] = [(e >> RANK_BITS << RANK_BITS) + remap[e & RANK_MASK] for e in entries]
+        self._ranks = new_ranks
+        self.by_rank = {}
+        for node in self.nodes.values():
+            node.rank = new_ranks[node.id]
+            self.by_rank[node.rank] = node
 
     def get(self, node_id: str) -> IndexedNode:
         """The node with ``node_id``, or NotFound."""
@@ -377,7 +433,7 @@ class NodeIndex:
         if entries is None:
             entries = cls.index[key] = []
             insort(cls.keys, key)
-        insort(entries, (node.free_memory, node.id))
+        insort(entries, (node.free_memory << RANK_BITS) + node.rank)
         cls.indexed += 1
         cls.changes += 1
         node.indexed_key = key
@@ -391,7 +447,7 @@ class NodeIndex:
             return
         cls = node.cls
         entries = cls.index[key]
-        del entries[bisect_left(entries, (node.free_memory, node.id))]
+        del entries[bisect_left(entries, (node.free_memory << RANK_BITS) + node.rank)]
         if not entries:
             del cls.index[key]
             keys = cls.keys
@@ -481,16 +537,17 @@ class NodeIndex:
         For an exclusive request only idle nodes qualify (the class's capacity was checked by
         the caller), and all of them fit equally well.
         """
-        nodes = self.nodes
         if exclusive:
+            nodes = self.nodes
             for node_id in list(cls.idle):
                 yield nodes[node_id]
             return
+        by_rank = self.by_rank
         keys = cls.keys
         index = cls.index
         count = len(keys)
         start = bisect_left(keys, request_key[:1])
-        memory_probe = (memory,)
+        memory_probe = memory << RANK_BITS
         # from ``start`` on every key's leading component is large enough (see first_fit)
         single = len(request_key) == 1
         for position in range(start, count):
@@ -499,7 +556,7 @@ class NodeIndex:
                 continue
             entries = index[key]
             for at in range(bisect_left(entries, memory_probe), len(entries)):
-                yield nodes[entries[at][1]]
+                yield by_rank[entries[at] & RANK_MASK]
 
     def first_fit(
         self, cls: NodeClass, request_key: tuple[int, ...], memory: int
@@ -510,7 +567,7 @@ class NodeIndex:
         """
         keys = cls.keys
         index = cls.index
-        memory_probe = (memory,)
+        memory_probe = memory << RANK_BITS
         position = bisect_left(keys, request_key[:1])
         count = len(keys)
         if len(request_key) == 1:
@@ -518,7 +575,7 @@ class NodeIndex:
                 entries = index[keys[position]]
                 at = bisect_left(entries, memory_probe)
                 if at < len(entries):
-                    return self.nodes[entries[at][1]]
+                    return self.by_rank[entries[at] & RANK_MASK]
                 position += 1
             return None
         # the bisect leaves only keys whose leading component covers the request's, so only
@@ -532,7 +589,7 @@ class NodeIndex:
                     entries = index[key]
                     at = bisect_left(entries, memory_probe)
                     if at < len(entries):
-                        return self.nodes[entries[at][1]]
+                        return self.by_rank[entries[at] & RANK_MASK]
             return None
         while position < count:
             key = keys[position]
@@ -541,7 +598,7 @@ class NodeIndex:
                 entries = index[key]
                 at = bisect_left(entries, memory_probe)
                 if at < len(entries):
-                    return self.nodes[entries[at][1]]
+                    return self.by_rank[entries[at] & RANK_MASK]
         return None
 
 

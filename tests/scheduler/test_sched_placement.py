@@ -250,3 +250,32 @@ def test_a_refused_pass_leaves_the_running_check_whole():
         scheduler.schedule([job("a", cores=8), job("r")], now=1)
     with pytest.raises(InvalidArgument, match="pending job r is already allocated"):
         scheduler.schedule([job("a", cores=8), job("r")], now=2)
+
+
+def registered_out_of_order() -> list[str]:
+    """Node ids registered so that each new one falls between the same two neighbours:
+    enough of them to use up the room the index leaves between ranks."""
+    ids = ["n-a", "n-z"]
+    inner = "n-b"
+    for _ in range(24):
+        ids.append(inner)
+        inner = inner[:-1] + "a" + inner[-1]  # sorts before the last one, after n-a
+    return ids
+
+
+def test_equally_fitting_nodes_are_taken_in_node_id_order_whatever_the_registration_order():
+    ids = registered_out_of_order()
+    scheduler = cluster(*(node(node_id, cores=1) for node_id in ids))
+    result = scheduler.schedule([job(f"j{i:02d}", submitted_at=i) for i in range(len(ids))], 0)
+    assert [p.node_ids[0] for p in result.placements] == sorted(ids)
+
+
+def test_nodes_registered_again_or_removed_keep_the_id_order_of_the_rest():
+    ids = registered_out_of_order()
+    scheduler = cluster(*(node(node_id, cores=1) for node_id in ids))
+    scheduler.remove_node("n-z")
+    scheduler.upsert_node(node("n-a", cores=1, memory_gib=8))  # less memory: fits best
+    scheduler.upsert_node(node("n-0", cores=1))
+    result = scheduler.schedule([job(f"j{i:02d}", submitted_at=i) for i in range(len(ids))], 0)
+    rest = sorted(set(ids) - {"n-z", "n-a"} | {"n-0"})
+    assert [p.node_ids[0] for p in result.placements] == ["n-a", *rest]
