@@ -62,6 +62,13 @@ def node_topology(directory: Path) -> Path | None:
         return _exported[directory]
 
 
+def exported(directory: Path) -> bool:
+    """Whether :func:`node_topology` already answered for ``directory`` in this process: it
+    then returns at once, and can be called on the event loop."""
+    # the entry is stored once, after the export finished: present means final
+    return directory in _exported
+
+
 def _export(directory: Path) -> Path | None:
     name = ctypes.util.find_library("hwloc")
     if name is None:

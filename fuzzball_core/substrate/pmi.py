@@ -114,10 +114,17 @@ class PmiService:
             log.warning("PMI: rank %d introduced itself twice", rank)
             return None
         self._introduced.add(rank)
-        _send(writer, "initack")
-        _send(writer, "set", size=self.layout.size)
-        _send(writer, "set", rank=rank)
-        _send(writer, "set", debug=0)
+        # one write for the four lines: each write to a rank is a system call that wakes it
+        writer.write(
+            b"".join(
+                (
+                    _line("initack"),
+                    _line("set", size=self.layout.size),
+                    _line("set", rank=rank),
+                    _line("set", debug=0),
+                )
+            )
+        )
         return rank
 
     async def _answer(
@@ -188,9 +195,13 @@ def _parse(line: bytes) -> dict[str, str]:
     return words
 
 
-def _send(writer: asyncio.StreamWriter, command: str, **fields: object) -> None:
+def _line(command: str, **fields: object) -> bytes:
     text = " ".join([f"cmd={command}", *(f"{key}={value}" for key, value in fields.items())])
-    writer.write(text.encode() + b"\n")
+    return text.encode() + b"\n"
+
+
+def _send(writer: asyncio.StreamWriter, command: str, **fields: object) -> None:
+    writer.write(_line(command, **fields))
 
 
 class FenceClient:

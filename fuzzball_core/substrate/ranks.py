@@ -9,9 +9,14 @@ variables MPICH's libpmi reads (``PMI_PORT``, ``PMI_ID``); see ``substrate.pmi``
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
+import socket
+import struct
 from dataclasses import dataclass
 
 from fuzzball_core.spec import Job, Service
+from fuzzball_core.substrate.network import NodeInterface
 
 #: Starts the node's ranks of a command, run as ``/bin/sh LAUNCHER FIRST COUNT COMMAND...``
 #: (only when a node runs several ranks). Each gets its rank (``FB_RANK``, and PMI's
@@ -119,3 +124,39 @@ def transport_environment(interface: str, job_env: list[str] | None) -> dict[str
     InfiniBand device for UCX, say) keeps them."""
     own = {entry.partition("=")[0] for entry in job_env or []}
     return {name: interface for name in TRANSPORT_INTERFACE_VARIABLES if name not in own}
+
+
+# Linux's ioctls for an interface's IPv4 address and netmask (linux/sockios.h); each takes a
+# ``struct ifreq``: the interface's name in 16 bytes, then a ``sockaddr_in`` whose address
+# is at bytes 4-8
+_SIOCGIFADDR = 0x8915
+_SIOCGIFNETMASK = 0x891B
+_IFREQ = struct.Struct("16s16s")
+
+
+def primary_interface(address: str) -> NodeInterface | None:
+    """The interface whose (primary) IPv4 address is ``address``, with its subnet; None when
+    none is, or ``address`` is not IPv4 (then ask
+    :func:`~fuzzball_core.substrate.network.node_interface`, which sees every address).
+
+    One ``SIOCGIFADDR`` per interface and one ``SIOCGIFNETMASK``: a few microseconds each,
+    cheap enough for the event loop, where the netlink dump of every address through
+    pyroute2 took 2-3 ms of CPU and a worker thread at each multinode part's start."""
+    try:
+        if ipaddress.ip_address(address).version != 4:
+            return None
+    except ValueError:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = _IFREQ.pack(name.encode(), b"")
+            try:
+                held = _IFREQ.unpack(fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request))[1]
+                if socket.inet_ntoa(held[4:8]) != address:
+                    continue
+                mask = _IFREQ.unpack(fcntl.ioctl(probe.fileno(), _SIOCGIFNETMASK, request))[1]
+            except OSError:  # no IPv4 address, or the interface went away meanwhile
+                continue
+            subnet = ipaddress.ip_interface(f"{address}/{socket.inet_ntoa(mask[4:8])}").network
+            return NodeInterface(name=name, subnet=str(subnet))
+    return None

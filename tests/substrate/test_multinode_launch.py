@@ -12,10 +12,13 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from pyroute2 import IPRoute
+from support.netns_tools import create_namespace, entered, remove_namespace
 
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.substrate import hwloc, openmpi, rendezvous
-from fuzzball_core.substrate.ranks import RankLayout, transport_environment
+from fuzzball_core.substrate.network import NodeInterface, node_interface
+from fuzzball_core.substrate.ranks import RankLayout, primary_interface, transport_environment
 
 #: what Open MPI 4.1's mpirun gives its remote agent for a host (abridged)
 DAEMON_LINE = (
@@ -87,6 +90,34 @@ def test_a_jobs_own_interface_choice_is_kept() -> None:
 
     assert "UCX_NET_DEVICES" not in env
     assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_the_interface_holding_the_nodes_address_is_found_without_a_netlink_dump() -> None:
+    assert primary_interface("127.0.0.1") == NodeInterface(name="lo", subnet="127.0.0.0/8")
+    assert primary_interface("127.0.0.1") == node_interface("127.0.0.1")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
+def test_a_secondary_ipv6_or_unheld_address_is_left_to_the_netlink_lookup() -> None:
+    namespace = f"fbtest-ranks-{os.getpid()}"
+    create_namespace(namespace)
+    try:
+        with entered(namespace), IPRoute() as ipr:
+            ipr.link("add", ifname="fb0", kind="veth", peer="fb1")
+            index = ipr.link_lookup(ifname="fb0")[0]
+            ipr.addr("add", index=index, address="10.77.0.5", prefixlen=20)
+            ipr.addr("add", index=index, address="10.77.0.9", prefixlen=20)
+            ipr.link("set", index=index, state="up")
+            found = NodeInterface(name="fb0", subnet="10.77.0.0/20")
+
+            assert primary_interface("10.77.0.5") == found
+            assert primary_interface("10.77.0.9") is None
+            assert node_interface("10.77.0.9") == found
+            assert primary_interface("10.77.0.6") is None
+            assert primary_interface("::1") is None
+            assert primary_interface("") is None
+    finally:
+        remove_namespace(namespace)
 
 
 def test_without_a_known_subnet_open_mpi_chooses_its_interfaces() -> None:

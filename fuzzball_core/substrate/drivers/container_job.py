@@ -48,7 +48,12 @@ from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.network import NodeInterface, node_interface
 from fuzzball_core.substrate.pmi import Fence, PmiService
-from fuzzball_core.substrate.ranks import LAUNCHER_SCRIPT, RankLayout, transport_environment
+from fuzzball_core.substrate.ranks import (
+    LAUNCHER_SCRIPT,
+    RankLayout,
+    primary_interface,
+    transport_environment,
+)
 from fuzzball_core.substrate.run_secrets import references_secrets
 from fuzzball_core.substrate.transfer_progress import SinkProgress
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
@@ -305,12 +310,24 @@ class MultinodePartDriver(ContainerJobDriver):
         env: dict[str, str] = {}
         address = self.node.network.address
         pool = self.node.start_pool
-        # pyroute2's calls run an event loop of their own, and hwloc's discovery blocks: not
-        # on this one
-        interface, self._topology = await asyncio.gather(
-            self.loop.run_in_executor(pool, node_interface, address),
-            self.loop.run_in_executor(pool, hwloc.node_topology, self.node.state_dir / "hwloc"),
-        )
+        topology_dir = self.node.state_dir / "hwloc"
+        # Both are usually at hand on this loop: the interface from a few ioctls, the topology
+        # once this process exported it. A worker thread (pyroute2 runs an event loop of its
+        # own, hwloc's discovery blocks) only for an address that is not an interface's
+        # primary IPv4 one and for the first export: on a busy node each hop to a thread
+        # and back cost milliseconds of the ranks' start.
+        interface = primary_interface(address)
+        lookup = None
+        if interface is None:
+            lookup = self.loop.run_in_executor(pool, node_interface, address)
+        if hwloc.exported(topology_dir):
+            self._topology = hwloc.node_topology(topology_dir)
+        else:
+            self._topology = await self.loop.run_in_executor(
+                pool, hwloc.node_topology, topology_dir
+            )
+        if lookup is not None:
+            interface = await lookup
         if interface is None:
             log.warning(
                 "run %s: no interface holds this node's address %r; the job's MPI or"
