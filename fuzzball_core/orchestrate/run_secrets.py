@@ -18,6 +18,7 @@ kept only in memory: after a restart a workflow gets a new one.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -158,44 +159,48 @@ class RunSecretsService:
         """The secrets run ``run_id`` needs now. NotFound when it is not live; NotFound or
         InvalidArgument naming the field and reference when a secret cannot be read."""
         with self.sessions() as session:
-            run = session.get(Run, run_id)
-            if run is None or run.status not in LIVE_RUN:
+            # the run with its workflow and stage in one query, not three
+            found = session.execute(
+                select(Run.status, Workflow, Stage)
+                .join(Workflow, Workflow.id == Run.workflow_id)
+                .join(Stage, Stage.id == Run.stage_id)
+                .where(Run.id == run_id)
+            ).first()
+            if found is None or found[0] not in LIVE_RUN:
                 raise NotFound(f"run {run_id} is not running")
-            workflow = session.get(Workflow, run.workflow_id)
-            stage = session.get(Stage, run.stage_id)
-            if workflow is None or stage is None:
-                raise NotFound(f"run {run_id} is not running")
+            _status, workflow, stage = found
             definition = self.definition_of(workflow, stage.name)
             ingress = self.ingress_of(workflow, stage.name) if self.ingress_of else ""
-        owner = self.secrets.owner_of_workflow(workflow.id)
+        # whom references resolve for, read only when one is (most runs reference none)
+        owner = functools.cache(lambda: self.secrets.owner_of_workflow(workflow.id))
         reply = node_pb2.RunSecretsResponse()
         if isinstance(definition, ImageBuild):
             base = definition.from_
             if base.secret:
                 where = f"{stage.name}.from.secret"
                 reply.image_credentials.update(
-                    self._credentials(owner, str(base.secret), where, str(base.uri))
+                    self._credentials(owner(), str(base.secret), where, str(base.uri))
                 )
             return reply
         if isinstance(definition, Volume):  # a volume's egress stage (volumes.NAME.egress)
-            self._egress(reply, stage.name, definition, owner)
+            self._egress(reply, stage.name, definition, owner())
             return reply
         if isinstance(definition, ImagePull):
             if definition.secret:
                 where = f"{stage.name}.secret"
                 reply.image_credentials.update(
-                    self._credentials(owner, definition.secret, where, definition.uri)
+                    self._credentials(owner(), definition.secret, where, definition.uri)
                 )
             return reply
         for name, reference in secret_env(getattr(definition, "env", None)).items():
             reply.env[name] = self.secrets.resolve(
-                owner, reference, where=f"{stage.name}.env.{name}"
+                owner(), reference, where=f"{stage.name}.env.{name}"
             )
         image = getattr(definition, "image", None)
         if image is not None and getattr(image, "secret", None):
             where = f"{stage.name}.image.secret"
             reply.image_credentials.update(
-                self._credentials(owner, str(image.secret), where, str(image.uri))
+                self._credentials(owner(), str(image.secret), where, str(image.uri))
             )
         for volume, transfers in (json.loads(ingress) if ingress else {}).items():
             for index, transfer in enumerate(transfers):
@@ -203,10 +208,10 @@ class RunSecretsService:
                     continue
                 where = f"volumes.{volume}.ingress[{index}].source.secret"
                 if str(transfer["source"]).startswith(S3_SCHEME):
-                    self._s3(reply, f"{volume}/{index}", owner, str(transfer["secret"]), where)
+                    self._s3(reply, f"{volume}/{index}", owner(), str(transfer["secret"]), where)
                     continue
                 reply.ingress_authorization[f"{volume}/{index}"] = self.secrets.authorization(
-                    owner,
+                    owner(),
                     str(transfer["secret"]),
                     host=urlsplit(str(transfer["source"])).netloc.rpartition("@")[2],
                     where=where,
@@ -259,13 +264,14 @@ class RunSecretsService:
             raise InvalidArgument(f"{where}: expected a secret://SCOPE/NAME reference")
         return self.secrets.credentials(owner, reference, where=where, host=registry_host(uri))
 
-    def _token(self, workflow: Workflow, owner: SecretOwner) -> str:
+    def _token(self, workflow: Workflow, owner: Callable[[], SecretOwner]) -> str:
         with self._lock:
             token = self._tokens.get(workflow.id)
             if token is None:
                 token = self.accounts.issue_for(
                     workflow.account_id,
-                    user_id=owner.user_id,
+                    # the submitter, else the account's owner (as ``owner_of_workflow``)
+                    user_id=workflow.user_id or owner().user_id,
                     credential=CredentialKind.WORKFLOW,
                     workflow_id=workflow.id,
                 )
