@@ -378,7 +378,10 @@ def scale(nodes: list[NodeInfo], jobs: list[JobRequest], passes: int) -> dict[st
                 end, job_id = heapq.heappop(ends)
                 now = max(now, end)
                 scheduler.release(job_id)
-        result = scheduler.schedule(list(pending.values()), now)
+        # as the engine calls it: nothing arrives after the first pass, and the placed jobs
+        # leave the scheduler's copy of the queue by themselves
+        changes = QueueChanges(number + 1, () if number else jobs, (), len(pending))
+        result = scheduler.schedule_changes(changes, lambda: list(pending.values()), now)
         elapsed = time.process_time() - started
         seconds += elapsed
         if not number:
