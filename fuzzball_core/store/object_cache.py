@@ -135,11 +135,8 @@ class ObjectCache:
         return self._path("objects", digest)
 
     def _path(self, kind: str, digest: str) -> Path:
-        try:
-            check_digest(digest)
-        except InvalidArgument:
-            raise InvalidArgument(f"digest {digest!r} is not a sha256 digest") from None
-        return self.directory / kind / digest.partition(":")[2]
+        # checked first: a digest from a request names a file under ``kind`` and nothing else
+        return self.directory / kind / check_digest(digest).partition(":")[2]
 
     def lookup(self, address: CacheAddress) -> CachedImage | None:
         """The live entry at ``address``, or None (missing or expired)."""

@@ -126,7 +126,7 @@ class ObjectCacheBackend(ImageBackend):
             )
         partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
         try:
-            held = ImageObject.parse(self._get(MANIFEST_PATH, digest, "image"), digest)
+            held = self._object(digest)
             config = self._config_of(held)
             self._download_content(held.content, partial, report)
             if config is not None:
@@ -139,6 +139,26 @@ class ObjectCacheBackend(ImageBackend):
         finally:
             partial.unlink(missing_ok=True)
         return target
+
+    def _object(self, digest: str) -> ImageObject:
+        """The image object ``digest``, its document checked against it."""
+        try:
+            return ImageObject.parse(self._get(MANIFEST_PATH, digest, "image"), digest)
+        except NotFound:
+            # a job of a workflow submitted before image objects: its pin names content alone,
+            # whose config is not known (two images may share it), so it is not guessed
+            head = httpx.head(
+                f"{self.url}{BLOB_PATH}{digest}",
+                headers=self._authorization(),
+                timeout=60.0,
+                verify=self.verify,
+            )
+            if head.status_code == 200:
+                raise FailedPrecondition(
+                    f"the image {digest} was pinned to its content alone, before object-cache"
+                    " images were keyed by content and config: submit the workflow again"
+                ) from None
+            raise
 
     def _get(self, path: str, digest: str, what: str) -> bytes:
         """The small document the object cache serves at ``path + digest`` (an object

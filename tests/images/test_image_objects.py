@@ -15,7 +15,7 @@ from support.object_cache_server import ObjectCacheServer
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.drivers import ImageConfig, ResolvedImage
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.image_objects import ImageObject, config_document, sha256_digest
 from fuzzball_core.orchestrate.image_stages import ImageStages, pinned_uri
 from fuzzball_core.plugins import get_registry
@@ -188,6 +188,20 @@ def test_a_document_is_read_only_under_its_own_digest() -> None:
         ImageObject.parse(b"{}", sha256_digest(b"{}"))
     with pytest.raises(InvalidArgument, match="not a sha256 digest"):
         ImageObject.parse(document, "sha256:abc")
+
+
+def test_a_pin_to_content_alone_from_before_image_objects_is_refused_not_guessed(
+    object_cache: ObjectCacheServer, tmp_path: Path
+) -> None:
+    content = _store(object_cache, tmp_path / "builds", "a", CONFIG_A)["content"]
+    _store(object_cache, tmp_path / "builds", "b", CONFIG_B)
+    backend = ObjectCacheBackend({"object-cache-url": object_cache.url})
+    absent = sha256_digest(b"nothing")
+
+    with pytest.raises(FailedPrecondition, match="pinned to its content alone"):
+        backend.fetch(ResolvedImage("fuzzball://user/a", content, 0, ""), tmp_path / "node")
+    with pytest.raises(NotFound, match=f"holds no image {absent}"):
+        backend.fetch(ResolvedImage("fuzzball://user/a", absent, 0, ""), tmp_path / "node")
 
 
 def test_an_entry_stored_before_image_objects_becomes_the_object_it_was_served_as(
