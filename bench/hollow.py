@@ -1,22 +1,25 @@
 """Hollow nodes (like kubemark): Orchestrate on PostgreSQL with 500 to 5,000 simulated nodes.
 
 The nodes (tests/support/hollow.py) speak the real node API over gRPC from a few child
-processes: register, hold a Connect stream, heartbeat every lease/3, and report every run
-they are given as started, one log line and exit 0 at once (zero-length jobs; no
-containers). At each size the benchmark prints:
+processes: register, hold a Connect stream, heartbeat at the interval Orchestrate's Welcome
+names (lease/3 on a small cluster, longer on a large one), and report every run they are
+given as started, one log line and exit 0 at once (zero-length jobs; no containers). At
+each size the benchmark prints:
 
-* lease traffic: Orchestrate's CPU (/proc/PID/stat) over one lease period with every node
-  connected and idle, as a share of one core, next to the same process with no nodes
-  (target at 5,000 nodes: <= 10 %);
+* lease traffic: Orchestrate's CPU (/proc/PID/stat) over ``--window`` seconds with every
+  node connected and idle, as a share of one core, next to the same process with no nodes
+  (target at 5,000 nodes: <= 10 %), and the heartbeats the nodes sent per second;
 * zero-length jobs: a ``--tasks`` task array from submission to FINISHED, in jobs per
   second (target >= 1,000), and Orchestrate's CPU per job;
 * ``workflow list`` and ``node list`` (GET /v3/workflows, /v3/nodes) p99 and median while the
-  array runs, one every 0.5 s each, as a few users' CLIs and UIs would (target < 100 ms p99).
+  array runs, one every 0.5 s each, as a few users' CLIs and UIs would (target < 100 ms p99);
+  ``--tasks 0`` measures lease traffic only.
 
 The peer: kubemark's published 5,000-node run is the scale target; no peer runs here, so
 the idle process is the baseline printed beside each figure. Needs root, Debian's
 postgresql and docker-registry. Usage:
     python bench/hollow.py [--sizes 500,1000,2000,5000] [--tasks 5000] [--lease 15]
+        [--window 60]
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from hollow_cluster import HollowCluster, median, p99, rss_bytes, spy, unspy
 PROBE_GAP = 0.5
 
 
-def lease_cpu(cluster: HollowCluster, window: float) -> float:
-    """Orchestrate's CPU over ``window`` seconds, as a fraction of one core."""
-    before = cluster.cpu()
+def lease_cpu(cluster: HollowCluster, window: float) -> tuple[float, float]:
+    """Orchestrate's CPU over ``window`` seconds, as a fraction of one core, and the
+    heartbeats the nodes sent per second meanwhile."""
+    before, beats = cluster.cpu(), cluster.stats().heartbeats
     time.sleep(window)
-    return (cluster.cpu() - before) / window
+    sent = cluster.stats().heartbeats - beats
+    return (cluster.cpu() - before) / window, sent / window
 
 
 def zero_length_jobs(
@@ -79,6 +84,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--lease", type=float, default=15.0)
     parser.add_argument(
+        "--window",
+        type=float,
+        default=60.0,
+        help="seconds of idle lease traffic measured (several of the longest heartbeat interval)",
+    )
+    parser.add_argument(
         "--profile", metavar="DIR", help="py-spy Orchestrate (lease window, array) into DIR"
     )
     options = parser.parse_args()
@@ -89,7 +100,7 @@ def main() -> None:
         ready = cluster.start()
         print(f"Orchestrate on PostgreSQL serving in {ready:.2f} s; lease {options.lease:g} s")
         time.sleep(2)
-        idle = lease_cpu(cluster, options.lease)
+        idle, _ = lease_cpu(cluster, options.window)
         print(f"no nodes: Orchestrate idle at {idle * 100:.1f} % of one core")
         rows = []
         for size in sizes:
@@ -101,9 +112,16 @@ def main() -> None:
             unspy(recorder)
             time.sleep(options.lease / 3)  # every node past its first heartbeat
             recorder = spy(cluster.pid, options.profile, f"lease-{size}")
-            cpu = lease_cpu(cluster, options.lease)
+            cpu, beats = lease_cpu(cluster, options.window)
             unspy(recorder)
-            print(f"{size:>5} nodes: lease traffic {cpu * 100:.1f} % of a core", flush=True)
+            print(
+                f"{size:>5} nodes: lease traffic {cpu * 100:.1f} % of a core (idle"
+                f" {idle * 100:.1f} %), {beats:.0f} heartbeats/s; reconnects:"
+                f" {cluster.stats().welcomed - size}",
+                flush=True,
+            )
+            if not options.tasks:
+                continue
             recorder = spy(cluster.pid, options.profile, f"array-{size}")
             rate, per_job, workflows, nodes = zero_length_jobs(cluster, options.tasks)
             unspy(recorder)

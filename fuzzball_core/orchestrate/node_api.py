@@ -17,6 +17,7 @@ import grpc
 
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError
+from fuzzball_core.orchestrate import nodes
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_hub import NodeHub, NodeQueue
 from fuzzball_core.orchestrate.node_metrics import NodeMonitoring
@@ -143,11 +144,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         reader = asyncio.create_task(self._read(node_id, request_iterator, queue))
         try:
             yield node_pb2.ControlMessage(
-                welcome=node_pb2.Welcome(
-                    lease_seconds=self.engine.lease_seconds,
-                    unknown_run_ids=unwanted,
-                    accepts_batches=True,  # _read takes a NodeBatch apart
-                )
+                welcome=nodes.welcome(self.engine.context, node_id, unwanted)
             )
             while (message := await queue.next_write()) is not None:
                 yield message

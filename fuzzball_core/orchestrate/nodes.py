@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import String, cast, select, update
 from sqlalchemy.orm import Session
 
+from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FailedPrecondition, NotFound
 from fuzzball_core.orchestrate import events, placement, runs, volume_removal
 from fuzzball_core.orchestrate.context import EngineContext
@@ -50,7 +51,7 @@ def register(
     node.annotations = dict(annotations)
     node.cpu_topology = [core.to_dict() for core in cpu_topology] or None
     node.last_seen = tx.now
-    node.lease_expires_at = tx.now + ctx.lease_seconds
+    node.lease_expires_at = tx.now + lease_of(ctx, node.id)
     _track_lease(ctx, node)
     ctx.node_names[node.id] = name
     ctx.device_plugin_failed[node.id] = device_plugin_failed
@@ -77,6 +78,13 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
     node = tx.session.get(Node, node_id)
     if node is None:
         raise NotFound(f"node {node_id} is not registered")
+    # the lease its Welcome will name, for the cluster as it is now (a new stream starts
+    # from the cluster's size, not from what an earlier stream was told)
+    lease, _ = lease_terms(ctx, len(ctx.leases) + (node_id not in ctx.leases))
+    if lease > ctx.lease_seconds:
+        ctx.node_leases[node_id] = lease
+    else:
+        ctx.node_leases.pop(node_id, None)
     renew(ctx, tx, node)
     refresh(ctx, tx, node)
     placed = _running_parts_placed(ctx, tx.session, node_id)
@@ -110,7 +118,69 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
         if row is None or row.status not in LIVE_RUN or node_id not in row.node_ids:
             unwanted.append(run_id)
     _came_back(ctx, node_id, tx.now, reconnected=True)
+    retune(ctx, skip=node_id)
     return unwanted
+
+
+#: The heartbeats a second Orchestrate asks of the whole cluster at most. Past
+#: ``lease / 3 * HEARTBEATS_PER_SECOND`` READY nodes (1,250 at the default 15 s lease) a
+#: node's heartbeat interval grows with the cluster, and its lease with it (three intervals),
+#: as kubelet's node leases and Slurm's SlurmdTimeout are set longer on large clusters: a
+#: heartbeat costs Orchestrate about 0.2 ms of CPU, nearly all gRPC's own per-message work
+#: (``bench/hollow.py``: 8.3 % of a core for 2,000 nodes every 5 s), so lease traffic stays
+#: near 5 % of a core at any size; 5,000 nodes heartbeat every 20 s on a 60 s lease. A busy
+#: node sends none at all (any message renews its lease).
+HEARTBEATS_PER_SECOND = 250.0
+
+#: How far the cluster may outgrow the interval its connected nodes were told before they are
+#: all told again (:func:`retune`): each sweep is a message per node, so not at every node.
+RETUNE_GROWTH = 1.25
+
+
+def lease_terms(ctx: EngineContext, ready_nodes: int) -> tuple[float, float]:
+    """The lease and heartbeat interval for a node of a cluster of ``ready_nodes``: the
+    configured lease and a third of it, or longer once the cluster's heartbeats at that
+    interval would pass :data:`HEARTBEATS_PER_SECOND` (failure detection takes the longer
+    lease: three missed intervals)."""
+    heartbeat = max(ctx.lease_seconds / 3, ready_nodes / HEARTBEATS_PER_SECOND)
+    return 3 * heartbeat, heartbeat
+
+
+def lease_of(ctx: EngineContext, node_id: str) -> float:
+    """The node's lease: the one its latest Welcome named, or the configured one if longer
+    (a lease never shrinks under a node that was told it)."""
+    return max(ctx.node_leases.get(node_id, 0.0), ctx.lease_seconds)
+
+
+def welcome(
+    ctx: EngineContext, node_id: str, unknown_run_ids: Sequence[int] = ()
+) -> node_pb2.Welcome:
+    """The node's Welcome: its lease and heartbeat interval, and the runs it should drop."""
+    lease = lease_of(ctx, node_id)
+    return node_pb2.Welcome(
+        lease_seconds=lease,
+        heartbeat_seconds=lease / 3,
+        unknown_run_ids=unknown_run_ids,
+        accepts_batches=True,  # the node API takes a NodeBatch apart
+    )
+
+
+def retune(ctx: EngineContext, *, skip: str = "") -> None:
+    """Once the cluster has grown :data:`RETUNE_GROWTH` past the interval its nodes were last
+    told, lengthen every connected node's lease to the cluster's and tell each in a Welcome
+    on its stream (``skip``: a node whose own Welcome is about to name it). Nodes that
+    connected while the cluster was small would otherwise keep heartbeating at its rate.
+
+    The lease grows here before the node hears of it, and never shrinks while its stream
+    lasts, so no node is held to an interval it was not told."""
+    lease, heartbeat = lease_terms(ctx, len(ctx.leases))
+    if heartbeat < RETUNE_GROWTH * max(ctx.tuned_heartbeat, ctx.lease_seconds / 3):
+        return
+    ctx.tuned_heartbeat = heartbeat
+    for node_id in ctx.leases:
+        if node_id != skip and lease_of(ctx, node_id) < lease:
+            ctx.node_leases[node_id] = lease
+            ctx.hub.send(node_id, node_pb2.ControlMessage(welcome=welcome(ctx, node_id)))
 
 
 #: After a restart, how many leases a node that was READY has to come back before its work
@@ -164,7 +234,7 @@ def extend_leases(ctx: EngineContext, session: Session, seconds: float) -> None:
 def renew(ctx: EngineContext, tx: Transaction, node: Node) -> None:
     """The node was heard from: renew its lease (it is back if it was offline)."""
     node.last_seen = tx.now
-    node.lease_expires_at = tx.now + ctx.lease_seconds
+    node.lease_expires_at = tx.now + lease_of(ctx, node.id)
     if node.status == OFFLINE:
         node.status = READY
         refresh(ctx, tx, node)
@@ -173,12 +243,12 @@ def renew(ctx: EngineContext, tx: Transaction, node: Node) -> None:
 
 
 def heartbeat(ctx: EngineContext, node_id: str) -> bool:
-    """Renew a READY node's lease in memory (no query: 5,000 nodes send a thousand
-    heartbeats a second); False when the node is not READY here, and the heartbeat must go
-    through the pass (:func:`renew`: an offline node comes back)."""
+    """Renew a READY node's lease in memory, for a heartbeat or any other message from it (no
+    query: a busy node's every report passes here); False when the node is not READY here,
+    and a heartbeat must go through the pass (:func:`renew`: an offline node comes back)."""
     if node_id not in ctx.leases:
         return False
-    ctx.leases[node_id] = ctx.clock() + ctx.lease_seconds
+    ctx.leases[node_id] = ctx.clock() + lease_of(ctx, node_id)
     return True
 
 
@@ -200,14 +270,18 @@ def persist_leases(ctx: EngineContext, tx: Transaction) -> None:
     behind = {
         node_id: until
         for node_id, until in ctx.leases.items()
-        if until - ctx.stored_leases.get(node_id, 0.0) >= ctx.lease_seconds
+        if until - ctx.stored_leases.get(node_id, 0.0) >= lease_of(ctx, node_id)
     }
     if not behind:
         return
     tx.session.execute(
         update(Node),
         [
-            {"id": node_id, "lease_expires_at": until, "last_seen": until - ctx.lease_seconds}
+            {
+                "id": node_id,
+                "lease_expires_at": until,
+                "last_seen": until - lease_of(ctx, node_id),
+            }
             for node_id, until in behind.items()
         ],
     )
@@ -217,7 +291,7 @@ def persist_leases(ctx: EngineContext, tx: Transaction) -> None:
 def last_seen(ctx: EngineContext, node: Node) -> float:
     """When the node was last heard from: its row, or a heartbeat not written there yet."""
     until = ctx.leases.get(node.id)
-    return max(node.last_seen, until - ctx.lease_seconds) if until else node.last_seen
+    return max(node.last_seen, until - lease_of(ctx, node.id)) if until else node.last_seen
 
 
 def live_runs_on(session: Session, node_id: str) -> list[Run]:

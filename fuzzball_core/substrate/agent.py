@@ -158,10 +158,22 @@ class Outbox:
         self._messages: deque[node_pb2.NodeMessage] = deque()
         self._ready = asyncio.Event()
         self._closed = False
+        #: monotonic time a stream last took messages (each renews the node's lease)
+        self.last_taken = 0.0
 
     def put(self, message: node_pb2.NodeMessage) -> None:
         self._messages.append(message)
         self._ready.set()
+
+    def heartbeat(self, heartbeat_seconds: float) -> bool:
+        """Queue a heartbeat for this upkeep turn and return True, unless the Welcome named a
+        ``heartbeat_seconds`` (Orchestrate renews the lease on any message) and a stream took
+        messages in the last half interval: a busy node sends none, and the lease (three
+        intervals) still sees a message within two."""
+        if heartbeat_seconds and time.monotonic() - self.last_taken < heartbeat_seconds / 2:
+            return False
+        self.put(node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
+        return True
 
     def wake(self) -> None:
         """Make waiting takers check whether they are still current."""
@@ -180,6 +192,7 @@ class Outbox:
             if not still_current():
                 return None
             if self._messages:
+                self.last_taken = time.monotonic()
                 return take_batch(self._messages)
             if self._closed:
                 return None
@@ -275,6 +288,9 @@ class Agent:
         )
         self.node_id = ""
         self.lease_seconds = config.orchestrate.node_lease
+        #: the Welcome's heartbeat interval (0: an Orchestrate that did not name one, which
+        #: takes a heartbeat every lease / 3 and renews the lease on nothing else)
+        self.heartbeat_seconds = 0.0
         self.runs: dict[int, KnownRun] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._outbox = Outbox()
@@ -586,11 +602,12 @@ class Agent:
             known.reported_on, known.reported_at = generation, time.monotonic()
 
     async def _upkeep(self, generation: int) -> None:
-        """One heartbeat turn (every lease/3): a heartbeat, then forgetting delivered
-        results and expiring volumes. Run by :func:`~fuzzball_core.health.keep_running`, so
-        a turn that raises is logged and the heartbeats go on."""
-        self._outbox.put(node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
-        await asyncio.sleep(max(self.lease_seconds / 3, 0.05))
+        """One heartbeat turn (every heartbeat interval, or lease/3): a heartbeat unless the
+        stream was busy (:meth:`Outbox.heartbeat`), then forgetting delivered results and
+        expiring volumes. Run by :func:`~fuzzball_core.health.keep_running`, so a turn that
+        raises is logged and the heartbeats go on."""
+        self._outbox.heartbeat(self.heartbeat_seconds)
+        await asyncio.sleep(max(self.heartbeat_seconds or self.lease_seconds / 3, 0.05))
         settled = time.monotonic() - 2 * self.lease_seconds
         for run_id in [
             run_id
@@ -624,6 +641,7 @@ class Agent:
         elif kind == "welcome":
             self.health.passed(STREAM, f"stream to {self.address} up")
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
+            self.heartbeat_seconds = control.welcome.heartbeat_seconds
             self._batches = control.welcome.accepts_batches
             for run_id in control.welcome.unknown_run_ids:
                 self._forget(run_id)

@@ -1,7 +1,8 @@
 """Hollow nodes (after kubemark's): simulated Substrate agents that speak the real node API.
 
-A :class:`HollowNode` registers, holds its ``Connect`` stream, sends heartbeats every
-``lease / 3`` and answers every assignment the way a real agent reports a run (``started``,
+A :class:`HollowNode` registers, holds its ``Connect`` stream, sends heartbeats at the
+interval its Welcome names (none while its stream is busy; every ``lease / 3`` if the
+Welcome names none) and answers every assignment the way a real agent reports a run (``started``,
 one log line, ``exited``), without starting anything: it is Orchestrate's side of a node that
 is measured, not the node's. It is built from the real agent's parts: the protocol's
 messages (``api/v1/node.proto``), the agent's :class:`~fuzzball_core.substrate.agent.Outbox`
@@ -50,6 +51,8 @@ class HollowStats:
     registered: int = 0
     #: streams whose Welcome arrived (a reconnect counts again)
     welcomed: int = 0
+    #: Welcomes on a stream already welcomed (Orchestrate lengthened the lease)
+    retuned: int = 0
     heartbeats: int = 0
     assigned: int = 0
     exited: int = 0
@@ -74,6 +77,8 @@ class HollowNode:
     hold_runs: bool | str = False
     log_line: bytes = b"hollow\n"
     lease_seconds: float = 15.0
+    #: the Welcome's heartbeat interval (0: a heartbeat every lease / 3)
+    heartbeat_seconds: float = 0.0
     node_id: str = ""
     #: run id -> its exit report once it ended (None while it runs)
     runs: dict[int, node_pb2.RunExited | None] = field(default_factory=dict)
@@ -163,9 +168,9 @@ class HollowNode:
     async def _heartbeats(self, welcomed: asyncio.Event) -> None:
         await welcomed.wait()
         while True:
-            self._outbox.put(node_pb2.NodeMessage(heartbeat=node_pb2.Heartbeat()))
-            self.stats.heartbeats += 1
-            await asyncio.sleep(self.lease_seconds / 3)
+            if self._outbox.heartbeat(self.heartbeat_seconds):  # none while the stream is busy
+                self.stats.heartbeats += 1
+            await asyncio.sleep(self.heartbeat_seconds or self.lease_seconds / 3)
             # delivered exit reports are forgotten after a lease, as the agent does
             for run_id in [r for r, report in self.runs.items() if report is not None]:
                 del self.runs[run_id]
@@ -177,10 +182,14 @@ class HollowNode:
                 self._on_control(each, welcomed)
         elif kind == "welcome":
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
+            self.heartbeat_seconds = control.welcome.heartbeat_seconds
             self._batches = control.welcome.accepts_batches
             for run_id in control.welcome.unknown_run_ids:
                 if self.runs.pop(run_id, 1) is None:
                     self.stats.holding -= 1
+            if welcomed.is_set():
+                self.stats.retuned += 1  # the same stream's lease lengthened, not a reconnect
+                return
             self.stats.welcomed += 1
             self.stats.last_welcome = time.monotonic()
             self._live_since = time.monotonic()
@@ -261,7 +270,15 @@ async def run_fleet(
 class FleetCounters:
     """A fleet process's :class:`HollowStats`, readable from the parent (shared memory)."""
 
-    FIELDS = ("registered", "welcomed", "heartbeats", "assigned", "exited", "holding")
+    FIELDS = (
+        "registered",
+        "welcomed",
+        "retuned",
+        "heartbeats",
+        "assigned",
+        "exited",
+        "holding",
+    )
 
     def __init__(self) -> None:
         self.values = multiprocessing.Array("d", len(self.FIELDS) + 1, lock=False)

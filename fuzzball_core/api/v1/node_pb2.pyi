@@ -263,14 +263,16 @@ class Cancel(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("lease_seconds", "unknown_run_ids", "accepts_batches")
+    __slots__ = ("lease_seconds", "unknown_run_ids", "accepts_batches", "heartbeat_seconds")
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     lease_seconds: float
     unknown_run_ids: _containers.RepeatedScalarFieldContainer[int]
     accepts_batches: bool
-    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
+    heartbeat_seconds: float
+    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ..., heartbeat_seconds: _Optional[float] = ...) -> None: ...
 
 class Shutdown(_message.Message):
     __slots__ = ("reason",)
