@@ -1,8 +1,9 @@
 """Benchmark of the node runtime against bubblewrap and runc on the same busybox rootfs.
 
 Prints, from one run on this machine, with every peer measured in the same rounds (ours,
-bwrap, ..., ours, bwrap, ...: the machine's load changes by the second, so each round
-compares like with like):
+bwrap, then bwrap, ours, ...: the machine's load changes by the second, so each round
+compares like with like, and the order alternates because the place in a round biases
+wall time):
 - median start-to-exit of ``/bin/true`` over N rounds (default 200) for
   ``fuzzball_runtime.Container`` (image already converted; with the image mount shared by a
   long-running container, as on a busy node, and with a mount + unmount per run),
@@ -82,8 +83,11 @@ Measured = tuple[float, float, float]
 def interleaved(
     actions: dict[str, Callable[[], Measured | None]], runs: int, warmup: int = 5
 ) -> dict[str, dict[str, float]]:
-    """Run the actions in rounds (each once per round, in order) and return, per action, the
-    median wall time and the mean CPU of this process and of its children per call (ms).
+    """Run the actions in rounds (each once per round: in the given order in even rounds,
+    in the reverse order in odd ones) and return, per action, the median wall time and the
+    mean CPU of this process and of its children per call (ms). The order alternates
+    because the place in a round biases wall time: two runtimes' workers swapped between
+    first and second place measured each 10-25 % faster in second place at load 10-15.
 
     An action returning None is measured here; one returning a :data:`Measured` (a worker
     process timing its own container) is taken at its word."""
@@ -93,8 +97,10 @@ def interleaved(
     walls: dict[str, list[float]] = {name: [] for name in actions}
     own_cpu = dict.fromkeys(actions, 0.0)
     child_cpu = dict.fromkeys(actions, 0.0)
-    for _ in range(runs):
-        for name, action in actions.items():
+    names = list(actions)
+    for round_number in range(runs):
+        for name in names if round_number % 2 == 0 else reversed(names):
+            action = actions[name]
             own_before, children_before = _cpu_ms()
             start = time.perf_counter()
             measured = action()
