@@ -200,9 +200,17 @@ class WorkerGate:
             raise Unavailable("the endpoint proxy lost Orchestrate; try again shortly")
         self._writer.write(json.dumps(message).encode() + b"\n")
 
+    async def _line(self) -> bytes:
+        """Orchestrate's next line, b'' once the channel ended: closed, or reset by an
+        Orchestrate killed with this process's last question unread."""
+        try:
+            return await self._reader.readline()
+        except ConnectionError:
+            return b""
+
     async def run(self) -> None:
         """Read Orchestrate's answers until the channel ends."""
-        while line := await self._reader.readline():
+        while line := await self._line():
             message = json.loads(line)
             if "forget" in message:
                 gone = message["forget"]

@@ -22,10 +22,11 @@ from aiohttp import web
 
 from fuzzball_core.config import EndpointsConfig
 from fuzzball_core.errors import NotFound, Unavailable
+from fuzzball_core.orchestrate import endpoint_worker
 from fuzzball_core.orchestrate.endpoint_directory import Upstream
 from fuzzball_core.orchestrate.endpoint_forwarder import RequestHead
 from fuzzball_core.orchestrate.endpoint_proxy import ProxyProcess
-from fuzzball_core.orchestrate.endpoint_worker import Routing
+from fuzzball_core.orchestrate.endpoint_worker import Routing, WorkerGate
 
 
 def _free_port() -> int:
@@ -225,3 +226,44 @@ def test_routing_reads_paths_subdomains_and_the_tokens_cookie() -> None:
     )
     assert routing.token(head) == "T0K"
     assert routing.passed_cookie(head) == "a=1; b=2"
+
+
+def test_the_proxy_process_ends_quietly_when_orchestrate_dies_with_a_question_unread() -> None:
+    # Orchestrate killed with the proxy's question unread: its end of the channel resets
+    # (ECONNRESET), which ends the proxy's process like a closed channel, and the request
+    # waiting on the question is answered 503
+    async def main() -> None:
+        ours, orchestrates = socket.socketpair()
+        reader, writer = await asyncio.open_unix_connection(sock=ours)
+        gate = WorkerGate(Routing("", ""), reader, writer)
+        reading = asyncio.create_task(gate.run())
+        head = RequestHead.parsed(
+            "GET",
+            "/endpoints/known/",
+            "1.1",
+            [(b"FB-Authorization", b"Bearer good")],
+            keep_alive=True,
+            upgrade=False,
+            secure=False,
+            remote="127.0.0.1",
+        )
+        asking = asyncio.create_task(gate(head))
+        orchestrates.setblocking(False)
+        async with asyncio.timeout(10):
+            while not _waiting(orchestrates):
+                await asyncio.sleep(0.01)  # the question not sent yet
+        orchestrates.close()
+        await asyncio.wait_for(reading, 10)
+        with pytest.raises(Unavailable):
+            await asking
+        writer.close()
+
+    endpoint_worker.run(main())
+
+
+def _waiting(channel: socket.socket) -> bool:
+    """Whether bytes wait unread on ``channel`` (non-blocking)."""
+    try:
+        return bool(channel.recv(1, socket.MSG_PEEK))
+    except BlockingIOError:
+        return False
