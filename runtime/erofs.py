@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -227,7 +228,12 @@ class ImageCache:
         """The cached image of ``digest``, marked as just used, or None."""
         path = self.path_for(digest)
         try:
-            os.utime(path)
+            # The access time marks the use (eviction goes by it) and the modification time
+            # stays: the image's mount key includes it (StateDir.image_key), and a key changed
+            # by every lookup had the node mount the image again for the next container
+            # while its mount hold kept the old one.
+            modified = os.stat(path).st_mtime_ns
+            os.utime(path, ns=(time.time_ns(), modified))
         except FileNotFoundError:
             return None
         return path
@@ -267,8 +273,8 @@ class ImageCache:
         )
 
     def entries(self) -> list[Path]:
-        """Cached images, least recently used first."""
-        return sorted(self.directory.glob("*.erofs"), key=lambda p: p.stat().st_mtime)
+        """Cached images, least recently used first (by access time: see :meth:`get`)."""
+        return sorted(self.directory.glob("*.erofs"), key=lambda p: p.stat().st_atime_ns)
 
     def size(self) -> int:
         """Bytes held by cached images."""

@@ -183,3 +183,17 @@ def test_mounting_an_image_200_times_leaves_the_agents_descriptors_as_they_were(
         assert not os.path.ismount(mountpoint)
     after = _open_descriptors()
     assert len(after) == len(before), sorted(set(after.values()) - set(before.values()))
+
+
+def test_a_cache_lookup_marks_the_use_without_changing_the_images_mount_key(
+    rootfs, tmp_path
+) -> None:
+    cache = ImageCache(tmp_path / "cache", max_bytes=1 << 30)
+    first = cache.from_dir(rootfs, "sha256:" + "a" * 64)
+    second = cache.from_dir(rootfs, "sha256:" + "b" * 64)
+    os.utime(first, (1, 1))
+    os.utime(second, (2, 2))
+    key = StateDir.image_key(first)
+    assert cache.get("sha256:" + "a" * 64) == first
+    assert StateDir.image_key(first) == key
+    assert cache.entries() == [second, first]  # the one just used is the last to go
