@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, insert, select, update
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate.messages import ToNode
 from fuzzball_core.store.models import ApiToken, Event, Run, Stage, Workflow
 from fuzzball_core.vocabulary import EventKind
+
+#: The events table, for its Core INSERT (a mapped class's ``__table__`` is typed loosely).
+_EVENTS = cast(Table, Event.__table__)
 
 #: The events that end a workflow: its tokens are revoked by the transaction ending it.
 WORKFLOW_ENDINGS = frozenset(
@@ -104,7 +107,7 @@ class Transaction:
             # the table's Core INSERT: the ORM's bulk insert of the same rows (``insert(
             # Event)``) cost a hello-world pass more than the rest of its commit
             self.session.execute(
-                insert(Event.__table__),
+                insert(_EVENTS),
                 [
                     {
                         "time": event["time"],
