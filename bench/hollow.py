@@ -107,7 +107,9 @@ def main() -> None:
             recorder = spy(cluster.pid, options.profile, f"join-{size}")
             began = time.monotonic()
             cluster.add_nodes(size - cluster.nodes)
-            cluster.wait_welcomed(size)
+            # a join is a Register and a Hello each, on Orchestrate's one loop: minutes for
+            # thousands of nodes on a loaded machine
+            cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))
             joined = time.monotonic() - began
             unspy(recorder)
             time.sleep(options.lease / 3)  # every node past its first heartbeat
