@@ -22,10 +22,10 @@ the clients shared this process's session, so on a busy machine every client req
 CPU from the proxy: 34 % of direct in that arrangement against 59 % with the clients
 apart, same code, six minutes apart.)
 The CPU each small request costs the proxy's process, Orchestrate's (this process: while
-it proxies, less while it does not) and the service (its process's, found by its
-listening port) is printed too: on a busy machine it says what the proxy costs when the
-ratios say mostly how long each process waits for a core (a request through the proxy
-wakes three processes, not two).
+it proxies, less while it does not), the service (its process's, found by its listening
+port) and the clients (each way) is printed too: on a busy machine it says what the proxy
+costs when the ratios say mostly how long each process waits for a core (a request
+through the proxy wakes three processes, not two).
 
 Run as root (it starts containers): ``python bench/proxy.py``. The targets of issue 16 are
 at most 1 ms added at p50 and at least 80 % of direct throughput.
