@@ -9,6 +9,7 @@ problems that stop a process from starting exit 2, other errors 1; a command's o
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -70,3 +71,14 @@ def serve_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> 
         await serve(stop)
 
     asyncio.run(main())
+
+
+def settle_startup_objects() -> None:
+    """Leave what a service's start-up made (modules, plugins, configuration, the agent or
+    Orchestrate's wiring) out of the garbage collector's full collections: it lives as long
+    as the process. In a 2,000-task array a full collection in an agent walked all of it,
+    about 0.1 s of CPU with the event loop stalled meanwhile; after this it walks the
+    objects of the work alone. Call it once, just before serving, in a process of its own
+    (never in a test process hosting many services: frozen objects are never collected)."""
+    gc.collect()  # what start-up already dropped is not kept forever
+    gc.freeze()

@@ -28,7 +28,11 @@ from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.config import FuzzballConfig
-from fuzzball_core.console import run_console_script, serve_until_signalled
+from fuzzball_core.console import (
+    run_console_script,
+    serve_until_signalled,
+    settle_startup_objects,
+)
 from fuzzball_core.drivers import Provisioner
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
 from fuzzball_core.orchestrate import endpoints, volumes
@@ -372,8 +376,10 @@ def serve_command(config_file: str | None) -> None:
     """Migrate the database and serve until SIGTERM/SIGINT."""
     context = prepare_process("orchestrate", config_file)
     serving_security(context.config.tls)  # refuse to start before migrating, exit 2
-    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
+    # before build: waiting for the database server is logged with the time
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    orchestrate = build(context.config, context.drivers["scheduler"], context.registry)
+    settle_startup_objects()
 
     serve_until_signalled(lambda stop: serve(orchestrate, stop))
 

@@ -11,14 +11,17 @@ with exit code 2. Its health is served beside its metrics on ``substrate.metrics
 
 from __future__ import annotations
 
-import gc
 import logging
 import warnings
 
 import click
 
 from fuzzball_core.config import ConfigError
-from fuzzball_core.console import run_console_script, serve_until_signalled
+from fuzzball_core.console import (
+    run_console_script,
+    serve_until_signalled,
+    settle_startup_objects,
+)
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.plugins import PluginLoadError
 from fuzzball_core.startup import prepare_process
@@ -64,15 +67,6 @@ def serve(config_file: str | None) -> None:
     settle_startup_objects()
 
     serve_until_signalled(lambda stop: agent.run(stop))
-
-
-def settle_startup_objects() -> None:
-    """Leave what start-up made (modules, plugins, configuration, the agent) out of the
-    garbage collector's full collections: it lives as long as the process. In a 2,000-task
-    array a full collection walked all of it, about 0.1 s of CPU with the event loop
-    stalled meanwhile; after this it walks the objects of the runs alone."""
-    gc.collect()  # what start-up already dropped is not kept forever
-    gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> None:

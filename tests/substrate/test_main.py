@@ -52,7 +52,7 @@ def test_an_unreadable_configuration_file_refuses_to_start(tmp_path: Path) -> No
 def test_startup_objects_are_frozen_and_later_garbage_is_still_collected() -> None:
     check = """
 import gc
-from fuzzball_core.substrate.main import settle_startup_objects
+from fuzzball_core.console import settle_startup_objects
 settle_startup_objects()
 frozen = gc.get_freeze_count()
 class Cycle:
