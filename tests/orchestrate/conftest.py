@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import event
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.engine import Engine
@@ -118,3 +119,17 @@ def harness(database_url) -> Harness:
 def build():
     """``build(url)``: a harness over the database at ``url`` (a store the test placed)."""
     return build_harness
+
+
+@pytest.fixture
+def statements(harness):
+    """The SQL statements the harness's database runs, as they run."""
+    bind = harness.engine.sessions.kw["bind"]
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        seen.append(statement)
+
+    event.listen(bind, "before_cursor_execute", record)
+    yield seen
+    event.remove(bind, "before_cursor_execute", record)

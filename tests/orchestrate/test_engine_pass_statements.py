@@ -4,27 +4,12 @@ and a workflow's tokens revoked by the pass that ends it."""
 
 from __future__ import annotations
 
-import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.store.models import ApiToken
 from fuzzball_core.vocabulary import CredentialKind
-
-
-@pytest.fixture
-def statements(harness):
-    """The SQL statements the harness's database runs, as they run."""
-    bind = harness.engine.sessions.kw["bind"]
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args) -> None:
-        seen.append(statement)
-
-    event.listen(bind, "before_cursor_execute", record)
-    yield seen
-    event.remove(bind, "before_cursor_execute", record)
 
 
 def _reading(statements: list[str], table: str) -> list[str]:

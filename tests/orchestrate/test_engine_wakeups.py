@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 from support.engine_workflows import HELLO
 
 from fuzzball_core.orchestrate import engine as engine_module
@@ -94,20 +93,6 @@ def test_reports_off_the_event_loop_wake_the_engine_at_once(harness):
     (assignment,) = harness.assignments()
     harness.start(node, assignment.run_id)  # no running loop to time a wait on
     assert harness.engine._wake.is_set()
-
-
-@pytest.fixture
-def statements(harness):
-    """The SQL statements the harness's database runs, as they run."""
-    bind = harness.engine.sessions.kw["bind"]
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args) -> None:
-        seen.append(statement)
-
-    event.listen(bind, "before_cursor_execute", record)
-    yield seen
-    event.remove(bind, "before_cursor_execute", record)
 
 
 def test_loaded_workflows_give_their_stages_without_another_query(harness, statements):
