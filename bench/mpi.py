@@ -19,6 +19,7 @@ Prints, from one run, for each implementation:
 (c) the ratio of (a) to the TCP figure, and the CPU time each spends per run: Orchestrate
     (this process), the agents and the containers' processes (the agents' reaped children),
     against the launcher with its ranks (this process's reaped children);
+(e) the image mounts each node made per run (0 once the image's mount is kept between runs);
 (d) where (a)'s time goes, as medians of the steps between what Orchestrate sees on its node
     API: the job's assignments sent (submission, image stage, placement), both parts'
     containers started, the last fence relayed (MPICH: ranks up and their PMI barriers done;
@@ -33,10 +34,12 @@ Usage: python bench/mpi.py [--runs 7] [--only mpich|openmpi]
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import resource
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -161,6 +164,62 @@ class Sample:
     seconds: float
     checkpoints: dict[str, float]
     cpu: dict[str, float] = field(default_factory=dict)
+    #: image mounts each node made during the run (:class:`ImageMounts`)
+    mounts: list[int] = field(default_factory=list)
+
+
+#: inotify's flags (linux/inotify.h): an entry made in the watched folder; the entry is a
+#: directory
+IN_CREATE = 0x00000100
+IN_ISDIR = 0x40000000
+#: struct inotify_event's fixed part: wd, mask, cookie, len
+INOTIFY_EVENT = struct.Struct("iIII")
+
+
+class ImageMounts:
+    """Counts the image mounts each node makes, through inotify on the nodes' image folders:
+    the runtime makes an image's mount point (``runtime/images/<key>``) before mounting it
+    and removes it after the unmount, so each directory made there, less the ``.refs``
+    ones, is one mount (a node that remounts the image every run shows one per run). The
+    folders must exist: watch after a run that used both nodes."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self._fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self._node_of: dict[int, int] = {}
+        try:
+            for index in range(len(cluster.agents)):
+                folder = cluster.directory / f"node-{index + 1}" / "runtime" / "images"
+                watch = libc.inotify_add_watch(self._fd, os.fsencode(folder), IN_CREATE)
+                if watch < 0:
+                    raise OSError(ctypes.get_errno(), "inotify_add_watch", str(folder))
+                self._node_of[watch] = index
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def take(self) -> list[int]:
+        """Mounts per node (in the cluster's order) since the last call."""
+        counts = [0] * len(self._node_of)
+        while True:
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                return counts
+            offset = 0
+            while offset < len(data):
+                watch, mask, _cookie, length = INOTIFY_EVENT.unpack_from(data, offset)
+                start = offset + INOTIFY_EVENT.size
+                name = data[start : start + length].rstrip(b"\0")
+                offset = start + length
+                if mask & IN_ISDIR and not name.endswith(b".refs"):
+                    counts[self._node_of[watch]] += 1
+
+    def close(self) -> None:
+        """Stop watching."""
+        os.close(self._fd)
 
 
 def checkpoints(
@@ -215,8 +274,9 @@ class ThroughFuzzball:
         self.specification = WORKFLOW.format(image=image, env=mpi.job_env, implementation=mpi.name)
         self.traffic = NodeTraffic(cluster.orchestrate.orchestrate)
 
-    def run(self) -> Sample:
-        """One run, from submission to FINISHED as Orchestrate records it."""
+    def run(self, mounts: ImageMounts | None = None) -> Sample:
+        """One run, from submission to FINISHED as Orchestrate records it (and the image
+        mounts each node made by the time it was seen, where ``mounts`` counts them)."""
         orchestrate = self.cluster.orchestrate
         cpu_before = fuzzball_cpu(self.cluster)
         began = time.time()
@@ -231,6 +291,7 @@ class ThroughFuzzball:
             finished - began,
             checkpoints(self.traffic.since(began), began, finished),
             {part: cpu_after[part] - cpu_before[part] for part in cpu_after},
+            mounts.take() if mounts is not None else [],
         )
 
 
@@ -324,16 +385,18 @@ def compare(
     through_launcher(program, mpi, mpi.tcp_env)
     if spread:
         through_launcher(program, mpi, mpi.tcp_env, spread)
+    mounts = ImageMounts(cluster)
     samples: list[Sample] = []
     tcp: list[tuple[float, float]] = []
     apart: list[tuple[float, float]] = []
     shared: list[float] = []
     for _ in range(runs):
-        samples.append(ours.run())
+        samples.append(ours.run(mounts))
         tcp.append(through_launcher(program, mpi, mpi.tcp_env))
         if spread:
             apart.append(through_launcher(program, mpi, mpi.tcp_env, spread))
         shared.append(through_launcher(program, mpi, mpi.shared_memory_env)[0])
+    mounts.close()
     fuzzball = statistics.median(s.seconds for s in samples)
     launcher_seconds = statistics.median(t for t, _ in tcp)
     launcher = " ".join(mpi.launcher[:1] + mpi.launcher[-2:])
@@ -360,6 +423,8 @@ def compare(
         f" (Orchestrate {cpu['orchestrate'] * 1000:.0f}, agents {cpu['agents'] * 1000:.0f},"
         f" containers {cpu['containers'] * 1000:.0f}) vs {launcher} and its ranks"
         f" {statistics.median(c for _, c in tcp) * 1000:.0f} ms",
+        f"{mpi.name}: image mounts per run, node-1/node-2: "
+        + ", ".join("/".join(str(n) for n in s.mounts) for s in samples),
         f"{mpi.name}: where Fuzzball's time goes (median ms of each step):",
     ]
     previous = {id(s): 0.0 for s in samples}
