@@ -136,8 +136,14 @@ class EngineContext:
         #: rows' ``lease_expires_at`` and ``last_seen`` follow at most once a lease, in one
         #: statement per pass (:func:`~fuzzball_core.orchestrate.nodes.persist_leases`)
         self.leases: dict[str, float] = {}
+        #: no lease in :attr:`leases` ends before this (a lower bound: heartbeats only push
+        #: leases later; a lease tracked below it lowers it): passes before it skip the
+        #: expiry scan (:func:`~fuzzball_core.orchestrate.nodes.expire_leases`)
+        self.first_lapse = 0.0
         #: node id -> the ``lease_expires_at`` its row holds
         self.stored_leases: dict[str, float] = {}
+        #: when the pass last looked for rows a lease behind (``persist_leases``)
+        self.leases_persisted_at = 0.0
         #: node id -> the lease named in its latest Welcome (lengthened on large clusters:
         #: :func:`~fuzzball_core.orchestrate.nodes.lease_terms`); absent: ``lease_seconds``
         self.node_leases: dict[str, float] = {}

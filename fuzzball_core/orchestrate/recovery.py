@@ -40,6 +40,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
         renewed = {node.id: ctx.leases[node.id] for node in rows if node.id in ctx.leases}
         ctx.leases.clear()
         ctx.stored_leases.clear()
+        ctx.first_lapse = 0.0  # refilled below: the next pass scans them
         holds = nodes.holds_by_node(session)
         for node in rows:
             ctx.node_names[node.id] = node.name
