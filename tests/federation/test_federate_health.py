@@ -5,7 +5,6 @@ polled by a loop that no failure ends."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cluster import free_port
 from support.federation_harness import start_member
 from support.live_api import LoopThread
 
@@ -22,12 +22,6 @@ from fuzzball_federation.routers.fit import FitRouter
 
 #: how often the served Federate polls its members in these tests (seconds)
 POLL = 0.05
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -42,7 +36,7 @@ def member(tmp_path):
 @contextmanager
 def serve_federate(directory, clusters: list[dict[str, Any]]) -> Iterator[str]:
     """Federate serving over ``clusters`` on a free port; yields its URL."""
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     config = parse_config(
         {
             "data-dir": str(directory / "federate"),
@@ -85,7 +79,7 @@ def conditions_of(reply: httpx.Response) -> dict[str, dict[str, Any]]:
 
 
 def test_federate_is_ready_with_a_reachable_member_and_names_the_unreachable_one(tmp_path, member):
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     clusters = [
         {"name": "onprem", "address": member.rest_url, "token": member.token},
         {"name": "gone", "address": dead, "token": "x"},
@@ -102,7 +96,7 @@ def test_federate_is_ready_with_a_reachable_member_and_names_the_unreachable_one
 
 
 def test_federate_is_not_ready_when_no_member_is_reachable(tmp_path):
-    clusters = [{"name": "gone", "address": f"http://127.0.0.1:{_free_port()}", "token": "x"}]
+    clusters = [{"name": "gone", "address": f"http://127.0.0.1:{free_port()}", "token": "x"}]
     with serve_federate(tmp_path, clusters) as url:
         reply = readyz_once_polled(url)
 
@@ -111,7 +105,7 @@ def test_federate_is_not_ready_when_no_member_is_reachable(tmp_path):
 
 
 def test_federate_answers_healthz_without_a_token(tmp_path):
-    clusters = [{"name": "gone", "address": f"http://127.0.0.1:{_free_port()}", "token": "x"}]
+    clusters = [{"name": "gone", "address": f"http://127.0.0.1:{free_port()}", "token": "x"}]
     with serve_federate(tmp_path, clusters) as url:
         readyz_once_polled(url)
         reply = httpx.get(f"{url}/healthz", timeout=5)

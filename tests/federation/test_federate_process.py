@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 
 import httpx
 import pytest
 import yaml
+from support.cluster import free_port
 from support.federated_workflows import GPU
 from support.federation_harness import trust_federate
 
@@ -20,15 +20,9 @@ from fuzzball_federation.main import IDENTITY_KEY_FILE
 FEDERATE_MAIN = "from fuzzball_federation.main import main; main()"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def config_file(tmp_path, members):
-    port = _free_port()
+    port = free_port()
     # the key the served Federate will sign with, made first so the members can trust it
     private_directory(tmp_path / "federate")
     trust_federate(members, load_or_create_key(tmp_path / "federate" / IDENTITY_KEY_FILE))

@@ -6,7 +6,6 @@ verified against its ``ca-file``."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from support.cluster import InProcessOrchestrate
+from support.cluster import InProcessOrchestrate, free_port
 from support.live_api import LoopThread
 
 from fuzzball_core import FUZZBALL_API_RELEASE
@@ -27,12 +26,6 @@ from fuzzball_core.tls import client_ssl_context, serving_security
 from fuzzball_federation.main import build, serve
 from fuzzball_federation.members import Member
 from fuzzball_federation.routers.fit import FitRouter
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _event() -> asyncio.Event:
@@ -50,7 +43,7 @@ def federate_over_tls(tmp_path: Path, ca: CertificateAuthority) -> Iterator[str]
     issued = ca.issue_server_certificate(
         tmp_path / "federate.crt", tmp_path / "federate.key", ["127.0.0.1"]
     )
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     config = parse_config(
         {
             "data-dir": str(tmp_path / "federate"),
@@ -108,7 +101,7 @@ def test_federate_without_tls_settings_refuses_to_start_with_exit_2(tmp_path: Pa
         yaml.safe_dump(
             {
                 "data-dir": str(tmp_path / "federate"),
-                "federate": {"listen": f"127.0.0.1:{_free_port()}"},
+                "federate": {"listen": f"127.0.0.1:{free_port()}"},
             }
         )
     )
@@ -131,8 +124,8 @@ def https_member(tmp_path: Path, ca: CertificateAuthority) -> Iterator[str]:
         {
             "data-dir": str(tmp_path / "member"),
             "orchestrate": {
-                "grpc-listen": f"127.0.0.1:{_free_port()}",
-                "rest-listen": f"127.0.0.1:{_free_port()}",
+                "grpc-listen": f"127.0.0.1:{free_port()}",
+                "rest-listen": f"127.0.0.1:{free_port()}",
             },
             "tls": {"cert-file": str(server.cert_file), "key-file": str(server.key_file)},
         }

@@ -8,17 +8,12 @@ import socket
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from support.cluster import free_port
 
 from fuzzball_core.config import parse_config
 from fuzzball_core.plugins import get_registry
 from fuzzball_core.substrate.agent import Agent
 from fuzzball_core.substrate.metrics import MetricsServer, Sample, exposition, hook_samples
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def parsed(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

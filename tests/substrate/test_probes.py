@@ -9,15 +9,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from support.cluster import free_port
 
 from fuzzball_core.spec.models import Probe
 from fuzzball_core.substrate.probes import check, wait_until_ready
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -45,7 +40,7 @@ def _probe(**fields: object) -> Probe:
 
 
 def test_a_tcp_probe_succeeds_only_while_something_listens() -> None:
-    port = _free_port()
+    port = free_port()
     probe = _probe(**{"tcp-socket": {"port": port}})
     assert asyncio.run(check(probe)) is False
     with socket.create_server(("127.0.0.1", port)):
@@ -57,11 +52,11 @@ def test_an_http_probe_needs_a_2xx_or_3xx_answer(http_server) -> None:
     good = {"port": port, "path": "/healthz", "http-headers": [{"name": "X-Probe", "value": "yes"}]}
     assert asyncio.run(check(_probe(**{"http-get": good}))) is True
     assert asyncio.run(check(_probe(**{"http-get": {**good, "path": "/other"}}))) is False
-    assert asyncio.run(check(_probe(**{"http-get": {"port": _free_port()}}))) is False
+    assert asyncio.run(check(_probe(**{"http-get": {"port": free_port()}}))) is False
 
 
 def test_readiness_waits_for_the_listener_and_the_success_threshold() -> None:
-    port = _free_port()
+    port = free_port()
     probe = _probe(**{"tcp-socket": {"port": port}, "period-seconds": 1, "success-threshold": 2})
     checks: list[bool] = []
 
@@ -84,6 +79,6 @@ def test_readiness_waits_for_the_listener_and_the_success_threshold() -> None:
 
 
 def test_readiness_gives_up_when_the_service_stopped() -> None:
-    probe = _probe(**{"tcp-socket": {"port": _free_port()}, "period-seconds": 1})
+    probe = _probe(**{"tcp-socket": {"port": free_port()}, "period-seconds": 1})
     running = [True, False]
     assert asyncio.run(wait_until_ready(probe, lambda: running.pop(0))) is False
