@@ -54,5 +54,13 @@ class RemoveVolume:
     location_json: str
 
 
+@dataclass
+class LogsStored:
+    """The node's output is stored: for each run id, every chunk up to this ``seq``
+    (``LogData.seq``). Filled in while a pass applies reports, sent once it commits."""
+
+    through_seq: dict[int, int]
+
+
 #: Anything the engine sends to a node.
-ToNode = Assign | Cancel | Shutdown | RemoveVolume
+ToNode = Assign | Cancel | Shutdown | RemoveVolume | LogsStored

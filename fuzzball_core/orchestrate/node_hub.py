@@ -12,7 +12,14 @@ from __future__ import annotations
 import asyncio
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.orchestrate.messages import Assign, Cancel, RemoveVolume, Shutdown, ToNode
+from fuzzball_core.orchestrate.messages import (
+    Assign,
+    Cancel,
+    LogsStored,
+    RemoveVolume,
+    Shutdown,
+    ToNode,
+)
 
 
 def control_message(message: ToNode) -> node_pb2.ControlMessage:
@@ -45,6 +52,10 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
             remove_volume=node_pb2.RemoveVolume(
                 volume_id=message.volume_id, location_json=message.location_json
             )
+        )
+    if isinstance(message, LogsStored):
+        return node_pb2.ControlMessage(
+            logs_stored=node_pb2.LogsStored(through_seq=message.through_seq)
         )
     raise TypeError(f"not a message for nodes: {message!r}")
 

@@ -27,6 +27,7 @@ from fuzzball_core.orchestrate import (
     volumes,
 )
 from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.messages import LogsStored
 from fuzzball_core.orchestrate.requests import timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, transition
 from fuzzball_core.orchestrate.transaction import Transaction
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 
 #: The reports that name a run.
 _ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
+#: Where a pass's session keeps the :class:`LogsStored` answer it will send each node
+#: (``Session.info``, which ends with the pass's transaction).
+_ANSWERS = "fuzzball.logs_stored"
 
 
 def preload(tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]) -> None:
@@ -66,7 +70,7 @@ def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.N
     elif kind == "exited":
         _run_exited(ctx, tx, node_id, message.exited)
     elif kind == "log":
-        _log(ctx, tx, message.log)
+        _log(ctx, tx, node_id, message.log)
     elif kind == "ready":
         services.ready(ctx, tx, message.ready.run_id)
     elif kind == "fence":
@@ -76,9 +80,12 @@ def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.N
         volume_removal.removed(tx, node_id, removed.volume_id, removed.error)
 
 
-def _log(ctx: EngineContext, tx: Transaction, data: node_pb2.LogData) -> None:
+def _log(ctx: EngineContext, tx: Transaction, node_id: str, data: node_pb2.LogData) -> None:
     run = tx.session.get(Run, data.run_id)
-    if run is None:
+    if data.seq:
+        # answered even for a run that is gone, so the agent stops sending it again
+        _acknowledge(tx, node_id, data.run_id, data.seq)
+    if run is None or (data.seq and not _first_receipt(run, node_id, data.seq)):
         return
     stage = tx.session.get(Stage, run.stage_id)
     if data.stream == image_stages.PROGRESS_STREAM:
@@ -100,6 +107,31 @@ def _log(ctx: EngineContext, tx: Transaction, data: node_pb2.LogData) -> None:
         return
     stage_name = stage.name if stage else "?"
     job_output.store(tx, ctx.log_limits, run, stage_name, data.stream or "stdout", data.data)
+
+
+def _first_receipt(run: Run, node_id: str, seq: int) -> bool:
+    """Whether chunk ``seq`` of ``node_id``'s output of ``run`` is new, noting it if so: an
+    agent sends again, after a reconnect, the chunks no :class:`LogsStored` covered, some of
+    which the pass before Orchestrate stopped may have stored already."""
+    received = run.output_received or {}
+    if seq <= received.get(node_id, 0):
+        return False
+    # a new dict: the JSON column notices assignment, not changes made in place
+    run.output_received = {**received, node_id: seq}
+    return True
+
+
+def _acknowledge(tx: Transaction, node_id: str, run_id: int, seq: int) -> None:
+    """Tell ``node_id``, once this pass commits, that its output of ``run_id`` is stored
+    through ``seq``: one :class:`LogsStored` per node and pass, filled in as its reports are
+    applied (it is sent after the commit, so it carries the pass's last numbers)."""
+    answers: dict[str, LogsStored] = tx.session.info.setdefault(_ANSWERS, {})
+    answer = answers.get(node_id)
+    if answer is None:
+        answer = answers[node_id] = LogsStored(through_seq={})
+        tx.send([node_id], answer)
+    through = answer.through_seq
+    through[run_id] = max(through.get(run_id, 0), seq)
 
 
 def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float = 0.0) -> None:

@@ -196,6 +196,9 @@ class Run(Base):
     #: ingress_packets, egress_bytes, egress_packets} (keyed, so a report sent again after a
     #: reconnect replaces itself instead of counting twice)
     metering: Mapped[dict[str, dict[str, int]] | None] = mapped_column(JSON, nullable=True)
+    #: the last output chunk (``LogData.seq``) stored from each node, by node id: an agent
+    #: sends unacknowledged chunks again after a reconnect, and these are stored once
+    output_received: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     assigned_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)

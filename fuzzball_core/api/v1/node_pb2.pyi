@@ -128,14 +128,16 @@ class RunExited(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., canceled: _Optional[bool] = ..., message: _Optional[str] = ..., time: _Optional[float] = ..., metering_json: _Optional[str] = ..., volume_sizes: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class LogData(_message.Message):
-    __slots__ = ("run_id", "stream", "data")
+    __slots__ = ("run_id", "stream", "data", "seq")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     stream: str
     data: bytes
-    def __init__(self, run_id: _Optional[int] = ..., stream: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+    seq: int
+    def __init__(self, run_id: _Optional[int] = ..., stream: _Optional[str] = ..., data: _Optional[bytes] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class Fence(_message.Message):
     __slots__ = ("run_id", "seq", "kvs")
@@ -263,16 +265,31 @@ class Cancel(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("lease_seconds", "unknown_run_ids", "accepts_batches", "heartbeat_seconds")
+    __slots__ = ("lease_seconds", "unknown_run_ids", "accepts_batches", "heartbeat_seconds", "acknowledges_logs")
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGES_LOGS_FIELD_NUMBER: _ClassVar[int]
     lease_seconds: float
     unknown_run_ids: _containers.RepeatedScalarFieldContainer[int]
     accepts_batches: bool
     heartbeat_seconds: float
-    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ..., heartbeat_seconds: _Optional[float] = ...) -> None: ...
+    acknowledges_logs: bool
+    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ..., heartbeat_seconds: _Optional[float] = ..., acknowledges_logs: _Optional[bool] = ...) -> None: ...
+
+class LogsStored(_message.Message):
+    __slots__ = ("through_seq",)
+    class ThroughSeqEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    through_seq: _containers.ScalarMap[int, int]
+    def __init__(self, through_seq: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Shutdown(_message.Message):
     __slots__ = ("reason",)
@@ -298,7 +315,7 @@ class FenceDone(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume", "batch")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume", "batch", "logs_stored")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +324,7 @@ class ControlMessage(_message.Message):
     SCRAPE_FIELD_NUMBER: _ClassVar[int]
     REMOVE_VOLUME_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    LOGS_STORED_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
@@ -315,7 +333,8 @@ class ControlMessage(_message.Message):
     scrape: ScrapeMetrics
     remove_volume: RemoveVolume
     batch: ControlBatch
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ..., batch: _Optional[_Union[ControlBatch, _Mapping]] = ...) -> None: ...
+    logs_stored: LogsStored
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ..., batch: _Optional[_Union[ControlBatch, _Mapping]] = ..., logs_stored: _Optional[_Union[LogsStored, _Mapping]] = ...) -> None: ...
 
 class ControlBatch(_message.Message):
     __slots__ = ("messages",)
