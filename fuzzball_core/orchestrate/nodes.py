@@ -163,6 +163,7 @@ def welcome(
         heartbeat_seconds=lease / 3,
         unknown_run_ids=unknown_run_ids,
         accepts_batches=True,  # the node API takes a NodeBatch apart
+        acknowledges_logs=True,  # node_reports answers counted output with LogsStored
     )
 
 
