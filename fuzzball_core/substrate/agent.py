@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,18 @@ class KnownRun:
     reported_at: float = 0.0
     #: Orchestrate no longer wants this run: stop it and report nothing
     forgotten: bool = False
+    #: the ``LogData.seq`` of the run's last output chunk
+    output_seq: int = 0
+    #: counted output no ``LogsStored`` has covered yet, oldest first: a stream that breaks
+    #: may lose what it carried, or Orchestrate may stop before its pass stores it, so this
+    #: is sent again on the next stream (kept only for an Orchestrate that acknowledges)
+    unstored_output: deque[node_pb2.NodeMessage] = field(default_factory=deque)
+
+    def output_stored(self, through_seq: int) -> None:
+        """Orchestrate stored the run's output up to ``through_seq``: stop keeping it."""
+        unstored = self.unstored_output
+        while unstored and unstored[0].log.seq <= through_seq:
+            unstored.popleft()
 
 
 class Outbox:
@@ -178,6 +190,13 @@ class Outbox:
     def wake(self) -> None:
         """Make waiting takers check whether they are still current."""
         self._ready.set()
+
+    def discard(self, messages: list[node_pb2.NodeMessage]) -> None:
+        """Take these messages (the very objects) out of the queue: they are being sent
+        another way."""
+        if messages and self._messages:
+            gone = {id(message) for message in messages}
+            self._messages = deque(m for m in self._messages if id(m) not in gone)
 
     def close(self) -> None:
         """No more messages will come: takers get None once the queue is drained."""
@@ -301,6 +320,9 @@ class Agent:
         self._welcomed = asyncio.Event()
         #: the current stream's Orchestrate reads ``NodeBatch`` (its Welcome said so)
         self._batches = False
+        #: Orchestrate answers counted output with ``LogsStored`` (its Welcome said so): the
+        #: output is kept until then and sent again after a reconnect
+        self._output_acknowledged = False
         #: why Orchestrate deprovisioned this node, once it sent ``Shutdown``
         self.deprovisioned: str | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -576,13 +598,14 @@ class Agent:
                 yield write
 
     def _resends(self, generation: int) -> list[node_pb2.NodeMessage]:
-        """Run starts and exits Orchestrate may have missed while the stream was down."""
+        """Run starts, output and exits Orchestrate may have missed while the stream was
+        down (output it has not said it stored is taken out of the outbox, which may hold
+        some of it, and sent here in order, before its run's exit)."""
         messages = []
+        output = [m for known in self.runs.values() for m in known.unstored_output]
+        self._outbox.discard(output)
         for run_id, known in self.runs.items():
-            if known.outcome is not None:
-                messages.append(node_pb2.NodeMessage(exited=known.outcome.to_message(run_id)))
-                known.reported_on, known.reported_at = generation, time.monotonic()
-            elif known.started:
+            if known.outcome is None and known.started:
                 messages.append(
                     node_pb2.NodeMessage(
                         started=node_pb2.RunStarted(run_id=run_id, time=time.time())
@@ -594,6 +617,10 @@ class Agent:
                             ready=node_pb2.RunReady(run_id=run_id, time=time.time())
                         )
                     )
+            messages.extend(known.unstored_output)
+            if known.outcome is not None:
+                messages.append(node_pb2.NodeMessage(exited=known.outcome.to_message(run_id)))
+                known.reported_on, known.reported_at = generation, time.monotonic()
         return messages + self._fences.unanswered()
 
     def _mark_reported(self, run_id: int, generation: int) -> None:
@@ -643,6 +670,7 @@ class Agent:
             self.lease_seconds = control.welcome.lease_seconds or self.lease_seconds
             self.heartbeat_seconds = control.welcome.heartbeat_seconds
             self._batches = control.welcome.accepts_batches
+            self._output_acknowledged = control.welcome.acknowledges_logs
             for run_id in control.welcome.unknown_run_ids:
                 self._forget(run_id)
             self._welcomed.set()
@@ -654,6 +682,11 @@ class Agent:
             self._spawn(self._answer_scrape(control.scrape))
         elif kind == "remove_volume":
             self._spawn(self._remove_volume(control.remove_volume))
+        elif kind == "logs_stored":
+            for run_id, seq in control.logs_stored.through_seq.items():
+                stored = self.runs.get(run_id)
+                if stored is not None:
+                    stored.output_stored(seq)
 
     async def _remove_volume(self, request: node_pb2.RemoveVolume) -> None:
         """Delete a deleted volume's data here and tell Orchestrate how that went."""
@@ -786,9 +819,13 @@ class Agent:
     def _log_sink(self, run_id: int, stream: str, data: bytes) -> None:
         known = self.runs.get(run_id)
         if known is not None and not known.forgotten:
-            self._send(
-                node_pb2.NodeMessage(log=node_pb2.LogData(run_id=run_id, stream=stream, data=data))
+            known.output_seq += 1
+            message = node_pb2.NodeMessage(
+                log=node_pb2.LogData(run_id=run_id, stream=stream, data=data, seq=known.output_seq)
             )
+            if self._output_acknowledged:
+                known.unstored_output.append(message)
+            self._send(message)
 
 
 def _images_config(config: FuzzballConfig) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The agent's health: registered and streaming conditions, and heartbeats that go on after a
 turn of their loop raised (a heartbeat loop that died would cost the node its lease and its
-jobs). Orchestrate is the scripted server of test_agent_shutdown.py."""
+jobs). Orchestrate is the scripted server of support/scripted_orchestrate.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_agent_shutdown import ScriptedOrchestrate, _agent, _serve
+from support.scripted_orchestrate import ScriptedOrchestrate, scripted_agent, serve
 
 from fuzzball_core.substrate.agent import REGISTERED, STREAM
 
@@ -22,8 +22,8 @@ def heartbeats(orchestrate: ScriptedOrchestrate) -> int:
 def test_heartbeats_go_on_after_a_turn_of_their_loop_raises(tmp_path: Path) -> None:
     async def scenario() -> tuple[list[int], int]:
         orchestrate = ScriptedOrchestrate()
-        server, port = await _serve(orchestrate)
-        agent = _agent(tmp_path, port)
+        server, port = await serve(orchestrate)
+        agent = scripted_agent(tmp_path, port)
         expired: list[int] = []
 
         def expire_fails_once(_now: float) -> None:
@@ -56,8 +56,8 @@ def test_the_agent_is_ready_once_registered_and_welcomed_and_not_once_the_stream
 ) -> None:
     async def scenario() -> tuple[bool, bool, str]:
         orchestrate = ScriptedOrchestrate()
-        server, port = await _serve(orchestrate)
-        agent = _agent(tmp_path, port)
+        server, port = await serve(orchestrate)
+        agent = scripted_agent(tmp_path, port)
         stop = asyncio.Event()
         running = asyncio.create_task(agent.run(stop))
         try:
@@ -80,7 +80,7 @@ def test_the_agent_is_ready_once_registered_and_welcomed_and_not_once_the_stream
 
 
 def test_an_agent_that_never_registered_is_not_ready(tmp_path: Path) -> None:
-    agent = _agent(tmp_path, 1)
+    agent = scripted_agent(tmp_path, 1)
 
     assert not agent.health.ready()
     assert agent.health.get(REGISTERED).message == "not registered with 127.0.0.1:1 yet"

@@ -1,7 +1,7 @@
 """Substrate dials Orchestrate over TLS and verifies its certificate against ``tls.ca-file``: a
 server whose certificate another CA signed is never registered with, and the object cache is
 fetched over https with the same CA. Orchestrate is the scripted server of
-test_agent_shutdown.py, here serving TLS."""
+support/scripted_orchestrate.py, here serving TLS."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_agent_shutdown import ScriptedOrchestrate
+from support.scripted_orchestrate import ScriptedOrchestrate
 
 from fuzzball_core.api.v1 import node_pb2_grpc
 from fuzzball_core.certificates import CertificateAuthority
