@@ -27,6 +27,16 @@ port) and the clients (each way) is printed too: on a busy machine it says what 
 costs when the ratios say mostly how long each process waits for a core (a request
 through the proxy wakes three processes, not two).
 
+The peers, measured in the same run against the same service with the same clients
+(rounds alternate direct, fuzzball, nginx with one worker, nginx with one per core,
+HAProxy): nginx (Debian's ``nginx-light``) and HAProxy (``haproxy``) as a site would set
+them for speed (access log off, kept-alive upstream connections shared between clients,
+HAProxy on one thread with ``http-reuse always`` and splicing), each started by the bench
+from a configuration it writes in its temporary directory, listening on loopback, in a
+session of its own, and stopped at the end. A peer not installed is reported as such.
+They only forward (no token checked, no routing): what they cost is a floor for what
+forwarding costs on this machine.
+
 Run as root (it starts containers): ``python bench/proxy.py``. The targets of issue 16 are
 at most 1 ms added at p50 and at least 80 % of direct throughput.
 """
@@ -38,21 +48,29 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import shutil
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
 
+from proxy_forwarder import cpu_seconds  # bench/, this script's directory
 from support.cluster import LocalRegistry, free_port, have_prerequisites
 from support.endpoint_stack import EndpointCluster, bearer
 from support.python_image import push_python_image
 
+OURS = "fuzzball"
 SERVICE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "endpoints"
 WORKFLOW = """
 version: v1
@@ -136,12 +154,6 @@ def measure(
     return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU seconds (user and system) process ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _own_session() -> None:
     """The clients' process: a session of its own (see the module's docstring)."""
     os.setsid()
@@ -165,42 +177,198 @@ def listener_pid(port: int) -> int | None:
     return None
 
 
-def compare(
-    direct: str,
-    proxied: str,
-    token: str,
-    args: argparse.Namespace,
-    service_pid: int | None,
-    proxy_pids: list[int],
-) -> None:
-    """``--rounds`` rounds of both targets, alternating; each figure the rounds' median.
-    ``proxy_pids``: the proxy's own processes (none: it is served in this one)."""
-    rounds: dict[str, list[dict[str, float]]] = {"direct": [], "proxy": []}
+NGINX_CONFIG = """
+daemon off;
+master_process on;
+user root;
+worker_processes {workers};
+pid {directory}/nginx.pid;
+error_log {directory}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {directory}/client_body;
+    proxy_temp_path {directory}/proxy;
+    fastcgi_temp_path {directory}/fastcgi;
+    uwsgi_temp_path {directory}/uwsgi;
+    scgi_temp_path {directory}/scgi;
+    # a kept-alive client is never sent away (nginx's default closes it after 1,000
+    # requests), as the clients of the other targets are not
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    upstream service {{
+        server 127.0.0.1:{service_port};
+        keepalive 32;
+        keepalive_requests 1000000;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://service;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            # the download: buffered in memory only (1 MiB), never in a temporary file
+            proxy_buffering on;
+            proxy_buffer_size 64k;
+            proxy_buffers 16 64k;
+            proxy_busy_buffers_size 256k;
+            proxy_max_temp_file_size 0;
+        }}
+    }}
+}}
+"""
+
+HAPROXY_CONFIG = """
+global
+    nbthread 1
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+    # server connections kept and shared between clients, as nginx's keepalive pool
+    http-reuse always
+    # the download's body moved by splice(2), as the fuzzball proxy moves it
+    option splice-auto
+frontend bench
+    bind 127.0.0.1:{port}
+    default_backend service
+backend service
+    server app 127.0.0.1:{service_port}
+"""
+
+
+@dataclass
+class Target:
+    """One way to the service: its URL, the headers its clients send, and the processes
+    that are the proxy (none: the service is asked directly)."""
+
+    name: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    pids: Callable[[], list[int]] = list
+
+
+class Peer:
+    """A proxy from the distribution (nginx, HAProxy) in front of the service: started
+    from a configuration written in ``directory``, in a session of its own like the
+    fuzzball proxy's process, listening on loopback; :meth:`stop` ends it."""
+
+    def __init__(self, name: str, command: list[str], config: str, directory: Path) -> None:
+        self.name = name
+        self.port = free_port()
+        directory.mkdir(parents=True)
+        path = directory / "proxy.conf"
+        path.write_text(config.format(directory=directory, port=self.port))
+        self.log = (directory / "output").open("wb")
+        self.process = subprocess.Popen(
+            [*command, str(path)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 10
+        while not _accepts(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                output = (directory / "output").read_text(errors="replace")
+                raise RuntimeError(f"{name} did not start: {output}")
+            time.sleep(0.05)
+
+    def target(self) -> Target:
+        """The peer as a target of :func:`compare`."""
+        return Target(self.name, f"http://127.0.0.1:{self.port}/", pids=self.pids)
+
+    def pids(self) -> list[int]:
+        """The peer's processes: the one started and its children (nginx's workers)."""
+        found = [self.process.pid]
+        for task in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                found += [int(pid) for pid in task.read_text().split()]
+        return found
+
+    def stop(self) -> None:
+        """End the peer and its children (nginx's master stops its workers on TERM)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_peers(directory: Path, service_port: int) -> tuple[list[Peer], list[str]]:
+    """The peers installed here, started in front of the service; and a line for each
+    peer that is not installed (reported, never silently left out)."""
+    started: list[Peer] = []
+    missing: list[str] = []
+    nginx, haproxy = shutil.which("nginx"), shutil.which("haproxy")
+    if nginx is None:
+        missing.append("nginx: not installed; apt-get install nginx-light")
+    else:
+        # one worker, as the fuzzball proxy is one process; and one per core (auto)
+        for workers in ("1", "auto"):
+            config = NGINX_CONFIG.replace("{workers}", workers).replace(
+                "{service_port}", str(service_port)
+            )
+            name = f"nginx-{workers}"
+            command = [nginx, "-p", str(directory / name), "-e", "stderr", "-c"]
+            started.append(Peer(name, command, config, directory / name))
+    if haproxy is None:
+        missing.append("haproxy: not installed; apt-get install haproxy")
+    else:
+        config = HAPROXY_CONFIG.replace("{service_port}", str(service_port))
+        started.append(Peer("haproxy", [haproxy, "-db", "-f"], config, directory / "haproxy"))
+    return started, missing
+
+
+def compare(targets: list[Target], args: argparse.Namespace, service_pid: int | None) -> None:
+    """``--rounds`` rounds of every target, alternating (the first target is direct);
+    each figure the rounds' median. CPU figures come from the processes' schedstat
+    (nanoseconds, all threads)."""
+    rounds: dict[str, list[dict[str, float]]] = {target.name: [] for target in targets}
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=spawn, initializer=_own_session) as child:
         for _ in range(args.rounds):
-            for name, url, headers in (
-                ("direct", direct, {}),
-                ("proxy", proxied, bearer(token)),
-            ):
+            for target in targets:
+                url, headers = target.url, target.headers
                 got = child.submit(measure, url, headers, args, "latency").result()
-                # CPU per small request: the service's (in the direct phase) and this
-                # process's, which serves the proxy (in the proxy phase, less what it
-                # spent in the direct phase's time, when it proxies nothing)
-                service_cpu = _cpu_seconds(service_pid) if service_pid else 0.0
-                proxy_cpu = sum(map(_cpu_seconds, proxy_pids))
+                # CPU per small request: the service's, the proxy's processes', and this
+                # process's (Orchestrate's: it answers the fuzzball proxy's decisions; its
+                # use during the direct phase, when it proxies nothing, is its idle use)
+                pids = target.pids()
+                service_cpu = cpu_seconds(service_pid) if service_pid else 0.0
+                proxy_cpu = sum(map(cpu_seconds, pids))
                 own_cpu, started = time.process_time(), time.perf_counter()
                 got |= child.submit(measure, url, headers, args, "throughput").result()
                 taken = time.perf_counter() - started
                 done = got["rps"] * args.seconds
                 got["own_share"] = (time.process_time() - own_cpu) / taken
                 if service_pid:
-                    got["service_us"] = (_cpu_seconds(service_pid) - service_cpu) / done * 1e6
-                if proxy_pids:
-                    got["proxy_us"] = (sum(map(_cpu_seconds, proxy_pids)) - proxy_cpu) / done * 1e6
+                    got["service_us"] = (cpu_seconds(service_pid) - service_cpu) / done * 1e6
+                got["proxy_us"] = (sum(map(cpu_seconds, pids)) - proxy_cpu) / done * 1e6
                 got["requests"] = done
                 got |= child.submit(measure, url, headers, args, "download").result()
-                rounds[name].append(got)
+                rounds[target.name].append(got)
+    report(targets, rounds, args, service_pid)
+
+
+def report(
+    targets: list[Target],
+    rounds: dict[str, list[dict[str, float]]],
+    args: argparse.Namespace,
+    service_pid: int | None,
+) -> None:
+    """Each target's medians, then each proxy against direct (the first target)."""
     figures = {
         name: {key: statistics.median(r[key] for r in found) for key in found[0]}
         for name, found in rounds.items()
@@ -210,54 +378,46 @@ def compare(
         values = [r[key] for r in rounds[name]]
         return f"{min(values):,.0f}-{max(values):,.0f}"
 
+    def ratios(name: str, key: str) -> str:
+        """The median's ratio to direct's median, and each round's to its direct round."""
+        each = [p[key] / d[key] for d, p in zip(rounds[direct], rounds[name], strict=True)]
+        median = figures[name][key] / figures[direct][key]
+        return f"{median:.0%} (rounds {min(each):.0%}-{max(each):.0%})"
+
+    direct = targets[0].name
+    width = max(len(name) for name in rounds)
     for name, got in figures.items():
         print(
-            f"{name:>6}: p50 {got['p50']:.3f} ms  p99 {got['p99']:.3f} ms  "
+            f"{name:>{width}}: p50 {got['p50']:.3f} ms  p99 {got['p99']:.3f} ms  "
             f"{got['rps']:,.0f} requests/s ({spread(name, 'rps')}, {args.concurrency} clients)  "
             f"{args.size} MiB download {got['mib_s']:,.0f} MiB/s ({spread(name, 'mib_s')})"
         )
-    ratios = [p["rps"] / d["rps"] for d, p in zip(rounds["direct"], rounds["proxy"], strict=True)]
-    downloads = [
-        p["mib_s"] / d["mib_s"] for d, p in zip(rounds["direct"], rounds["proxy"], strict=True)
-    ]
+    plain = figures[direct]
+    service = f"service {spread(direct, 'service_us')}" if service_pid else "service not found"
     print(
-        f"per round, proxy/direct: throughput {min(ratios):.0%}-{max(ratios):.0%}, "
-        f"download {min(downloads):.0%}-{max(downloads):.0%}; "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        f"CPU per small request direct: {service} µs (1 aiohttp process), "
+        f"clients {spread(direct, 'client_us')} µs; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
-    # this process's CPU per second while it proxied, less that while it did not
-    own_us = [
-        (p["own_share"] - d["own_share"]) * args.seconds / p["requests"] * 1e6
-        for d, p in zip(rounds["direct"], rounds["proxy"], strict=True)
-    ]
-    orchestrate = (
-        f"Orchestrate's process {min(own_us):,.0f}-{max(own_us):,.0f} µs (over its idle use)"
-    )
-    if proxy_pids:
-        used = spread("proxy", "proxy_us")
-        proxy = f"the proxy's process(es) ({len(proxy_pids)}) {used} µs, {orchestrate}"
-    else:
-        proxy = f"the proxy in {orchestrate}"
-    service = (
-        f"the service {spread('direct', 'service_us')} µs (1 aiohttp process)"
-        if service_pid
-        else "the service's process not found"
-    )
-    # the clients' own CPU per request, each way: the same client asks both, so a
-    # difference is what the proxy's answers (or its timing) cost the client
-    clients = (
-        f"the clients {spread('direct', 'client_us')} µs direct, "
-        f"{spread('proxy', 'client_us')} µs through the proxy"
-    )
-    print(f"CPU per small request: {proxy}, {service}, {clients}")
-    plain, through = figures["direct"], figures["proxy"]
-    print(
-        f"added latency: p50 {through['p50'] - plain['p50']:+.3f} ms, "
-        f"p99 {through['p99'] - plain['p99']:+.3f} ms; "
-        f"throughput {through['rps'] / plain['rps']:.0%} of direct; "
-        f"download {through['mib_s'] / plain['mib_s']:.0%} of direct "
-        f"(medians of {args.rounds} rounds)"
-    )
+    for target in targets[1:]:
+        name, through = target.name, figures[target.name]
+        cpu = f"proxy {spread(name, 'proxy_us')} µs ({len(target.pids())} process(es))"
+        if name == OURS:
+            # Orchestrate's CPU per second while it proxied, less that while it did not
+            own_us = [
+                (p["own_share"] - d["own_share"]) * args.seconds / p["requests"] * 1e6
+                for d, p in zip(rounds[direct], rounds[name], strict=True)
+            ]
+            cpu += f" + Orchestrate's {min(own_us):,.0f}-{max(own_us):,.0f} µs"
+        if service_pid:
+            cpu += f", service {spread(name, 'service_us')} µs"
+        print(
+            f"{name:>{width}}: throughput {ratios(name, 'rps')} of direct; added p50 "
+            f"{through['p50'] - plain['p50']:+.3f} ms, p99 {through['p99'] - plain['p99']:+.3f} "
+            f"ms; download {ratios(name, 'mib_s')}; CPU per small request: {cpu}, clients "
+            f"{spread(name, 'client_us')} µs"
+        )
+    print(f"(medians of {args.rounds} rounds; ratios: of the medians, and each round's)")
 
 
 def main() -> None:
@@ -276,6 +436,7 @@ def main() -> None:
         directory = Path(scratch)
         registry = LocalRegistry(directory / "registry")
         stack = None
+        peers: list[Peer] = []
         try:
             image = push_python_image(
                 registry.url, SERVICE / "aiohttp_service.py", "library/endpoint-service"
@@ -296,12 +457,22 @@ def main() -> None:
                 else "Orchestrate's event loop, 1 process"
             )
             print(
-                f"service: aiohttp in a container (1 process); proxy: {stack.proxy_url}"
-                f" ({where}); clients: 1 process, a session of their own",
+                f"service: aiohttp in a container (1 process); {OURS} proxy: "
+                f"{stack.proxy_url} ({where}); clients: 1 process, a session of their own",
                 flush=True,
             )
-            compare(direct, proxied, token, args, listener_pid(port), proxy_pids)
+            peers, missing = start_peers(directory / "peers", port)
+            for line in missing:
+                print(line, flush=True)
+            targets = [
+                Target("direct", direct),
+                Target(OURS, proxied, bearer(token), lambda: list(proxy_pids)),
+                *(peer.target() for peer in peers),
+            ]
+            compare(targets, args, listener_pid(port))
         finally:
+            for peer in peers:
+                peer.stop()
             if stack is not None:
                 stack.close()
             registry.stop()
