@@ -8,6 +8,8 @@ object, which Orchestrate checks the job against) and again when a node pulls th
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ class DockerBackend(RegistryImageBackend):
         config_descriptor = document.get("config") or {}
         if not config_descriptor.get("digest"):
             raise InvalidArgument(f"image {reference} has a manifest without a config")
-        config = _config_document(client, config_descriptor)
+        config = _config_document(client, config_descriptor, kept=True)
         platform = platform_of(config)
         if not platform_matches(platform, wanted):
             raise InvalidArgument(f"no {wanted} image in {reference}; available: {platform}")
@@ -120,12 +122,54 @@ class _LayerConversion(Conversion):
         self.build.build(out_path)
 
 
-def _config_document(client: RegistryClient, descriptor: Mapping[str, Any]) -> dict[str, Any]:
-    """The image config blob ``descriptor`` names, verified and parsed."""
+class _ConfigBlobs:
+    """Image config blobs already fetched and verified, by registry, repository and digest.
+
+    A blob is named by its content's digest, so a kept one never goes stale; pinning a tag
+    at each submission then costs one registry round trip (its manifest) instead of two.
+    Only a manifest just fetched from the same repository leads here, so whoever reaches a
+    kept blob was allowed to read it. Most recently used first out of :attr:`LIMIT`.
+    """
+
+    #: blobs kept (a config is a few KiB)
+    LIMIT = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._blobs: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+
+    def read(self, client: RegistryClient, digest: str) -> bytes:
+        """The blob ``digest`` of ``client``'s repository: kept, else fetched and kept."""
+        key = (client.reference.registry, client.repository, digest)
+        with self._lock:
+            data = self._blobs.get(key)
+            if data is not None:
+                self._blobs.move_to_end(key)
+                return data
+        data = client.get_blob_bytes(digest)  # verified against the digest
+        with self._lock:
+            self._blobs[key] = data
+            while len(self._blobs) > self.LIMIT:
+                self._blobs.popitem(last=False)
+        return data
+
+
+_CONFIG_BLOBS = _ConfigBlobs()
+
+
+def _config_document(
+    client: RegistryClient, descriptor: Mapping[str, Any], *, kept: bool = False
+) -> dict[str, Any]:
+    """The image config blob ``descriptor`` names, verified and parsed; with ``kept``, one
+    fetched before is read from :data:`_CONFIG_BLOBS` (pinning at submission; a node's pull
+    fetches it once per image anyway)."""
     if not descriptor.get("digest"):
         raise InvalidArgument(f"{client.reference} has a manifest without a config")
+    digest = str(descriptor["digest"])
     try:
-        document = json.loads(client.get_blob_bytes(str(descriptor["digest"])))
+        document = json.loads(
+            _CONFIG_BLOBS.read(client, digest) if kept else client.get_blob_bytes(digest)
+        )
     except ValueError:
         raise InvalidArgument(f"the config of {client.reference} is not JSON") from None
     if not isinstance(document, dict):

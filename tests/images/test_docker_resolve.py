@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.oci_pusher import Pusher, file, layer
 from support.registry_images import SharedImages
 from support.registry_server import RegistryServer, free_port
 
@@ -122,3 +123,33 @@ def test_mirrors_are_tried_in_order_before_the_registry(
 def test_mirror_urls_must_name_a_scheme() -> None:
     with pytest.raises(InvalidArgument, match=r"registries\.docker\.io\.mirrors\[0\]"):
         DockerBackend({"registries": {"docker.io": {"mirrors": ["127.0.0.1:5000"]}}})
+
+
+def test_pinning_a_tag_again_reads_only_its_manifest(own_registry: RegistryServer) -> None:
+    """The config blob is named by its digest: pinned once, it is not fetched again, but a
+    tag moved to another image is pinned to the new image and its config."""
+    pusher = Pusher(own_registry.url)
+    first = pusher.push_image("tests/moving", "1", [layer([file("a", b"first\n")])])
+    uri = f"docker://{own_registry.host}/tests/moving:1"
+
+    def gets() -> tuple[int, int]:
+        log = own_registry.access_log()
+        manifests = sum(1 for r in log if r.method == "GET" and "/manifests/" in r.path)
+        return manifests, sum(1 for r in log if r.method == "GET" and "/blobs/" in r.path)
+
+    before = gets()
+    assert DockerBackend(AMD64).resolve(uri).digest == first.digest
+    once = gets()
+    assert DockerBackend(AMD64).resolve(uri).digest == first.digest
+    twice = gets()
+    moved = pusher.push_image(
+        "tests/moving", "1", [layer([file("a", b"second\n")])], config_extra={"User": "1"}
+    )
+    pusher.close()
+    resolved = DockerBackend(AMD64).resolve(uri)
+
+    assert once == (before[0] + 1, before[1] + 1)
+    assert twice == (once[0] + 1, once[1])  # the manifest only
+    assert resolved.digest == moved.digest != first.digest
+    assert resolved.config is not None and resolved.config.user == "1"
+    assert gets() == (twice[0] + 1, twice[1] + 1)  # the new image's config
