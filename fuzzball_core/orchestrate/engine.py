@@ -36,8 +36,8 @@ from fuzzball_core.errors import FailedPrecondition, FuzzballError, NotFound
 from fuzzball_core.health import Health, keep_running
 from fuzzball_core.orchestrate import (
     endpoints,
+    node_arrivals,
     node_reports,
-    node_versions,
     nodes,
     placement,
     progress,
@@ -288,25 +288,18 @@ class Engine:
         reporting its Substrate ``version`` is cordoned while that is too old
         (:mod:`~fuzzball_core.orchestrate.node_versions`)."""
 
-        def register(tx: Transaction) -> str:
-            node_id = nodes.register(
-                self.context,
-                tx,
-                name,
-                capacity,
-                annotations,
-                device_plugin_failed=device_plugin_failed,
-                address=address,
-                cpu_topology=cpu_topology,
-            )
-            if version is not None:
-                node_versions.check(
-                    self.context, tx, node_id, version, health_disabled=health_disabled
-                )
-            return node_id
-
+        registration = node_arrivals.Registration(
+            name,
+            capacity,
+            annotations,
+            device_plugin_failed=device_plugin_failed,
+            address=address,
+            cpu_topology=cpu_topology,
+            version=version,
+            health_disabled=health_disabled,
+        )
         self._deprovisions_due = True  # a node under a deprovision hold may be READY again
-        return self._change(register)
+        return self._change(lambda tx: node_arrivals.register(self.context, tx, registration))
 
     def node_hello(self, node_id: str, known_run_ids: Iterable[int]) -> list[int]:
         """A node (re)connected knowing these runs: reconcile, and return the ones to drop

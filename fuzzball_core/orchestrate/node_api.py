@@ -19,6 +19,7 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate import nodes
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.node_arrivals import Arrivals, Registration
 from fuzzball_core.orchestrate.node_hub import NodeHub, NodeQueue
 from fuzzball_core.orchestrate.node_metrics import NodeMonitoring
 from fuzzball_core.orchestrate.provisioning import Provisioning
@@ -46,6 +47,8 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         #: told of registrations and of answers to relayed scrapes
         self.monitoring = monitoring
         self.run_secrets = run_secrets
+        #: Registers and Hellos arriving together are applied in one transaction
+        self.arrivals = Arrivals(engine.context, engine.change)
 
     async def _authenticate(
         self, context: grpc.aio.ServicerContext, node_name: str | None = None
@@ -83,18 +86,20 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
             capacity = Resources(
                 request.capacity.cores, request.capacity.memory, dict(request.capacity.devices)
             )
-            node_id = self.engine.register_node(
-                request.name,
-                capacity,
-                annotations,
-                device_plugin_failed=request.device_plugin_failed,
-                address=request.address,
-                cpu_topology=[
-                    CpuCore(core.id, core.socket, core.numa, tuple(core.threads))
-                    for core in request.cpu_cores
-                ],
-                version=request.version,
-                health_disabled=request.health_disabled,
+            node_id = await self.arrivals.register(
+                Registration(
+                    request.name,
+                    capacity,
+                    annotations,
+                    device_plugin_failed=request.device_plugin_failed,
+                    address=request.address,
+                    cpu_topology=[
+                        CpuCore(core.id, core.socket, core.numa, tuple(core.threads))
+                        for core in request.cpu_cores
+                    ],
+                    version=request.version,
+                    health_disabled=request.health_disabled,
+                )
             )
         except FuzzballError as exc:
             await context.abort(exc.grpc_code, exc.message)
@@ -137,7 +142,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                 )
         queue = self.hub.attach(node_id, batches=first.hello.accepts_batches)
         try:
-            unwanted = self.engine.node_hello(node_id, first.hello.running_run_ids)
+            unwanted = await self.arrivals.hello(node_id, first.hello.running_run_ids)
         except FuzzballError as exc:
             self.hub.detach(node_id, queue)
             await context.abort(exc.grpc_code, exc.message)

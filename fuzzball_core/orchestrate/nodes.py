@@ -10,8 +10,9 @@ import contextlib
 import math
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from sqlalchemy import String, cast, select, update
+from sqlalchemy import String, cast, or_, select, update
 from sqlalchemy.orm import Session
 
 from fuzzball_core.api.v1 import node_pb2
@@ -38,13 +39,21 @@ def register(
     device_plugin_failed: bool = False,
     address: str = "",
     cpu_topology: Sequence[CpuCore] = (),
+    preloaded: Preloaded | None = None,
 ) -> str:
-    """Record a node (new, or returning under the same name); return its id."""
-    node = tx.session.scalars(select(Node).where(Node.name == name)).first()
+    """Record a node (new, or returning under the same name); return its id. ``preloaded``:
+    the rows a batch of arrivals read at once (:func:`preload`)."""
+    if preloaded is None:
+        node = tx.session.scalars(select(Node).where(Node.name == name)).first()
+    else:
+        node = preloaded.by_name.get(name)
     returning = node is not None
     if node is None:
         node = Node(id=str(uuid.uuid4()), name=name, registered_at=tx.now)
         tx.session.add(node)
+        if preloaded is not None:
+            preloaded.by_name[name] = node  # a second registration of it in the batch
+            tx.loaded.append(node)  # held for the rest of the batch (the map is weak)
     node.status = READY
     node.cores = capacity.cores
     node.memory = capacity.memory
@@ -58,8 +67,12 @@ def register(
     ctx.device_plugin_failed[node.id] = device_plugin_failed
     ctx.node_addresses[node.id] = address
     _came_back(ctx, node.id, tx.now)
-    tx.session.flush()
-    refresh(ctx, tx, node)
+    if returning:
+        node_holds = preloaded.holds_of(node.id) if preloaded else None
+    else:
+        tx.session.flush()  # the new row, before anything names it
+        node_holds = []  # a new node has none
+    refresh(ctx, tx, node, node_holds)
     events.record(
         tx,
         EventKind.NODE_REGISTERED,
@@ -69,12 +82,19 @@ def register(
     return node.id
 
 
-def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) -> list[int]:
+def hello(
+    ctx: EngineContext,
+    tx: Transaction,
+    node_id: str,
+    known: set[int],
+    preloaded: Preloaded | None = None,
+) -> list[int]:
     """A node (re)connected knowing these runs: reconcile, and return the ones to drop.
 
     Runs assigned to the node that it never received are sent again; runs it should be
     running but no longer knows failed with it; runs it knows that are over (or were never
-    ours) are returned so the node stops them.
+    ours) are returned so the node stops them. ``preloaded``: the rows a batch of arrivals
+    read at once (:func:`preload`).
     """
     node = tx.session.get(Node, node_id)
     if node is None:
@@ -86,9 +106,10 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
         ctx.node_leases[node_id] = lease
     else:
         ctx.node_leases.pop(node_id, None)
+    # the scheduler already has the node as the row says (every change of its readiness or
+    # holds tells it): renew tells it again only if the node was offline and is back
     renew(ctx, tx, node)
-    refresh(ctx, tx, node)
-    placed = _running_parts_placed(ctx, tx.session, node_id)
+    placed = _running_parts_placed(ctx, tx, node_id, preloaded)
     for run in placed:
         if run.id in known:
             continue
@@ -108,11 +129,7 @@ def hello(ctx: EngineContext, tx: Transaction, node_id: str, known: set[int]) ->
     # the runs it knows, in one query (the session keeps rows only while they are referenced:
     # a get() per run would read each again, 20 statements for a node running 20 jobs)
     rows = {run.id: run for run in placed}
-    missing = known - rows.keys()
-    if missing:
-        rows.update(
-            (run.id, run) for run in tx.session.scalars(select(Run).where(Run.id.in_(missing)))
-        )
+    rows.update((run.id, run) for run in _runs(tx, known - rows.keys(), preloaded))
     unwanted = []
     for run_id in known:
         row = rows.get(run_id)
@@ -324,22 +341,108 @@ def live_runs_on(session: Session, node_id: str) -> list[Run]:
     return [run for run in live if node_id in run.node_ids]
 
 
-def _running_parts_placed(ctx: EngineContext, session: Session, node_id: str) -> list[Run]:
-    """:func:`running_parts_on`, looked up by the runs the scheduler holds on the node (every
-    live run is allocated there, from placement or from the rebuild at start-up): a few
-    primary-key reads instead of a scan of every live run, which made 500 nodes returning
-    to a restarted Orchestrate with 10,000 running jobs take longer than their lease."""
+def _placed_run_ids(ctx: EngineContext, node_id: str) -> list[int]:
+    """The runs the scheduler holds on the node (every live run is allocated there, from
+    placement or from the rebuild at start-up)."""
     try:
         job_ids = ctx.scheduler.node_usage(node_id).job_ids
     except NotFound:
         return []
-    run_ids = [int(key.removeprefix("run-")) for key in job_ids if key.startswith("run-")]
-    if not run_ids:
-        return []
-    placed = session.scalars(select(Run).where(Run.id.in_(run_ids), Run.status.in_(LIVE_RUN)))
+    return [int(key.removeprefix("run-")) for key in job_ids if key.startswith("run-")]
+
+
+def _runs(tx: Transaction, run_ids: Iterable[int], preloaded: Preloaded | None) -> list[Run]:
+    """The rows of these runs that exist: from ``preloaded`` where it has them, the rest in
+    one query."""
+    wanted = set(run_ids)
+    found = []
+    if preloaded is not None:
+        found = [preloaded.runs[run_id] for run_id in wanted & preloaded.runs.keys()]
+        wanted -= preloaded.asked  # asked for, and not there: no such run
+    if wanted:
+        found.extend(tx.session.scalars(select(Run).where(Run.id.in_(wanted))))
+    return found
+
+
+def _running_parts_placed(
+    ctx: EngineContext, tx: Transaction, node_id: str, preloaded: Preloaded | None = None
+) -> list[Run]:
+    """:func:`running_parts_on`, looked up by the runs the scheduler holds on the node: a few
+    primary-key reads (or none, ``preloaded``) instead of a scan of every live run, which
+    made 500 nodes returning to a restarted Orchestrate with 10,000 running jobs take longer
+    than their lease."""
     return [
-        run for run in placed if node_id in run.node_ids and node_id not in (run.parts_done or ())
+        run
+        for run in _runs(tx, _placed_run_ids(ctx, node_id), preloaded)
+        if run.status in LIVE_RUN
+        and node_id in run.node_ids
+        and node_id not in (run.parts_done or ())
     ]
+
+
+@dataclass
+class Preloaded:
+    """The rows a batch of Registers and Hellos reads, each kind in one query for the whole
+    batch (:func:`preload`) instead of one per node: hundreds of nodes return to a restarted
+    Orchestrate at once, and each query is a round trip the event loop waits on.
+
+    The rows are the batch session's own objects, so what one node's arrival changes (a run
+    it failed, a node it created) the next one in the batch sees."""
+
+    #: the registering nodes' rows by name (a name without a row is a new node)
+    by_name: dict[str, Node]
+    #: the holds of the batch's nodes, each list taken by the first arrival that asks
+    #: (:meth:`holds_of`): a later one of the same node may follow a change to them
+    holds: dict[str, list[NodeHold]]
+    #: the rows of the runs the Hellos' nodes hold or know, by id
+    runs: dict[int, Run]
+    #: the run ids the batch read: one of them absent from :attr:`runs` does not exist
+    asked: set[int] = field(default_factory=set)
+
+    def holds_of(self, node_id: str) -> list[NodeHold] | None:
+        """The node's holds as the batch read them, once; None when they must be read."""
+        return self.holds.pop(node_id, None)
+
+
+def preload(
+    ctx: EngineContext,
+    tx: Transaction,
+    names: Iterable[str],
+    hellos: Iterable[tuple[str, set[int]]],
+) -> Preloaded:
+    """Read what the Registers of ``names`` and the Hellos of ``hellos`` (node id, the runs
+    it knows) will need, in three queries: their nodes, the registering nodes' holds, and
+    the runs the Hellos' nodes hold or know. The rows are kept referenced by ``tx``."""
+    names = set(names)
+    hellos = list(hellos)
+    ids = {node_id for node_id, _ in hellos}
+    found = (
+        list(tx.session.scalars(select(Node).where(or_(Node.name.in_(names), Node.id.in_(ids)))))
+        if names or ids
+        else []
+    )
+    tx.loaded.extend(found)
+    by_name = {node.name: node for node in found if node.name in names}
+    # a Register tells the scheduler the node's holds; a Hello does not (it has them)
+    node_holds = (
+        holds_by_node(tx.session, [node.id for node in by_name.values()]) if by_name else {}
+    )
+    for node in by_name.values():
+        node_holds.setdefault(node.id, [])  # read, and none
+    run_ids = set()
+    for node_id, known in hellos:
+        run_ids.update(_placed_run_ids(ctx, node_id))
+        run_ids.update(known)
+    runs = {}
+    if run_ids:
+        runs = {run.id: run for run in tx.session.scalars(select(Run).where(Run.id.in_(run_ids)))}
+        tx.loaded.extend(runs.values())
+    return Preloaded(
+        by_name=by_name,
+        holds=node_holds,
+        runs=runs,
+        asked=run_ids,
+    )
 
 
 def running_parts_on(session: Session, node_id: str) -> list[Run]:
