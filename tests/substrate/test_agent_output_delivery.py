@@ -15,7 +15,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from support.scripted_orchestrate import ScriptedOrchestrate, assignment, scripted_agent, serve
+from support.scripted_orchestrate import (
+    ScriptedOrchestrate,
+    agent_running,
+    assignment,
+    scripted_agent,
+    serve,
+)
 
 from fuzzball_core.api.v1 import node_pb2
 
@@ -49,10 +55,7 @@ def reconnect_after_the_exit(
 
     async def scenario() -> None:
         server, port = await serve(orchestrate)
-        agent = scripted_agent(tmp_path, port, images_config)
-        stop = asyncio.Event()
-        running = asyncio.create_task(agent.run(stop))
-        try:
+        async with agent_running(scripted_agent(tmp_path, port, images_config), server):
             await asyncio.wait_for(orchestrate.connected.wait(), 30)
             orchestrate.send(assign=assignment(RUN, PRINTS))
             await orchestrate.wait_for("the run's exit", lambda: RUN in orchestrate.exits(), 60)
@@ -60,10 +63,6 @@ def reconnect_after_the_exit(
                 await before_hanging_up(orchestrate)
             orchestrate.hang_up()
             await orchestrate.wait_for("the exit on a second stream", exit_on_second_stream)
-        finally:
-            stop.set()
-            await running
-            await server.stop(grace=None)
 
     orchestrate = ScriptedOrchestrate(welcome)
     asyncio.run(scenario())

@@ -12,7 +12,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from support.scripted_orchestrate import ScriptedOrchestrate, assignment, scripted_agent, serve
+from support.scripted_orchestrate import (
+    ScriptedOrchestrate,
+    agent_running,
+    assignment,
+    scripted_agent,
+    serve,
+)
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.substrate.agent import Agent
@@ -33,16 +39,10 @@ def test_shutdown_makes_the_agent_close_its_stream_and_return_saying_so(
         orchestrate = ScriptedOrchestrate()
         server, port = await serve(orchestrate)
         agent = _agent(tmp_path, port)
-        stop = asyncio.Event()
-        running = asyncio.create_task(agent.run(stop))
-        try:
+        async with agent_running(agent, server) as running:
             await asyncio.wait_for(orchestrate.connected.wait(), 30)
             orchestrate.send(shutdown=node_pb2.Shutdown(reason=REASON))
             await asyncio.wait_for(asyncio.shield(running), 30)
-        finally:
-            stop.set()
-            await running
-            await server.stop(grace=None)
         return agent, orchestrate
 
     with caplog.at_level(logging.INFO, logger="fuzzball.substrate"):
@@ -60,10 +60,7 @@ def test_after_shutdown_running_work_is_stopped_and_reported_and_new_work_refuse
     async def scenario() -> ScriptedOrchestrate:
         orchestrate = ScriptedOrchestrate()
         server, port = await serve(orchestrate)
-        agent = _agent(tmp_path, port, images_config)
-        stop = asyncio.Event()
-        running = asyncio.create_task(agent.run(stop))
-        try:
+        async with agent_running(_agent(tmp_path, port, images_config), server) as running:
             await asyncio.wait_for(orchestrate.connected.wait(), 30)
             orchestrate.send(assign=assignment(7, ["/bin/sh", "-c", "sleep 600"]))
             await orchestrate.wait_for(
@@ -74,10 +71,6 @@ def test_after_shutdown_running_work_is_stopped_and_reported_and_new_work_refuse
             orchestrate.send(shutdown=node_pb2.Shutdown(reason=REASON))
             orchestrate.send(assign=assignment(8, ["/bin/sh", "-c", "true"]))
             await asyncio.wait_for(asyncio.shield(running), 30)
-        finally:
-            stop.set()
-            await running
-            await server.stop(grace=None)
         return orchestrate
 
     orchestrate = asyncio.run(scenario())

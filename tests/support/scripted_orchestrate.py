@@ -6,6 +6,7 @@ reconnects, as after a broken stream or a restarted Orchestrate)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -136,3 +137,17 @@ async def serve(orchestrate: ScriptedOrchestrate) -> tuple[grpc.aio.Server, int]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, port
+
+
+@contextlib.asynccontextmanager
+async def agent_running(agent: Agent, server: grpc.aio.Server) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``agent`` (its task is what the block gets) until the block ends; then stop it
+    and the scripted Orchestrate's ``server``."""
+    stop = asyncio.Event()
+    running = asyncio.create_task(agent.run(stop))
+    try:
+        yield running
+    finally:
+        stop.set()
+        await running
+        await server.stop(grace=None)
