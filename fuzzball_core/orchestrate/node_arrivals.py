@@ -56,6 +56,8 @@ def register(
 ) -> str:
     """Record the node (new, or returning under the same name) and hold or release it for
     its Substrate version (:mod:`~fuzzball_core.orchestrate.node_versions`); return its id."""
+    # both read the node's holds: once for the two, when the batch read them
+    node_holds = preloaded.holds_of(registration.name) if preloaded is not None else None
     node_id = nodes.register(
         ctx,
         tx,
@@ -66,6 +68,7 @@ def register(
         address=registration.address,
         cpu_topology=registration.cpu_topology,
         preloaded=preloaded,
+        node_holds=node_holds,
     )
     if registration.version is not None:
         node_versions.check(
@@ -74,6 +77,7 @@ def register(
             node_id,
             registration.version,
             health_disabled=registration.health_disabled,
+            node_holds=node_holds,
         )
     return node_id
 

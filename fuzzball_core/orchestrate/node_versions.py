@@ -14,12 +14,13 @@ gets a ``node_hold_refused`` event saying so instead.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from fuzzball_core.orchestrate import events, nodes
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import Hold, HoldEffect, HoldSource
-from fuzzball_core.store.models import Node
+from fuzzball_core.store.models import Node, NodeHold
 from fuzzball_core.vocabulary import EventKind
 
 #: the oldest Substrate version whose nodes take work (the one place this is defined)
@@ -72,15 +73,17 @@ def check(
     version: str,
     *,
     health_disabled: bool = False,
+    node_holds: Sequence[NodeHold] | None = None,
 ) -> None:
     """Hold or release the node ``node_id`` as its reported Substrate ``version`` is too
-    old or not, in the registration's transaction."""
+    old or not, in the registration's transaction (``node_holds``: the node's holds, when
+    the caller has read them)."""
     node = tx.session.get(Node, node_id)
     assert node is not None, "check runs after the node's registration"
     reason = too_old(version)
     held = [
         row
-        for row in nodes.holds(tx.session, node_id)
+        for row in (nodes.holds(tx.session, node_id) if node_holds is None else node_holds)
         if row.source == HoldSource.PROVISIONER.value
         and row.effect == HoldEffect.CORDON.value
         and row.reason.startswith(REASON_PREFIX)

@@ -25,7 +25,7 @@ from fuzzball_core.orchestrate.states import ASSIGNED, DEPROVISIONED, LIVE_RUN, 
 from fuzzball_core.orchestrate.transaction import Transaction, task_label
 from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
 from fuzzball_core.scheduling import CpuCore, Hold, HoldEffect, HoldSource, NodeInfo, Resources
-from fuzzball_core.store.models import Node, NodeHold, Run, Stage
+from fuzzball_core.store.models import Node, NodeHold, Run, Stage, Volume
 from fuzzball_core.vocabulary import EventKind, Status
 
 
@@ -40,9 +40,11 @@ def register(
     address: str = "",
     cpu_topology: Sequence[CpuCore] = (),
     preloaded: Preloaded | None = None,
+    node_holds: Sequence[NodeHold] | None = None,
 ) -> str:
     """Record a node (new, or returning under the same name); return its id. ``preloaded``:
-    the rows a batch of arrivals read at once (:func:`preload`)."""
+    the rows a batch of arrivals read at once (:func:`preload`); ``node_holds``: the node's
+    holds, when the caller has read them."""
     if preloaded is None:
         node = tx.session.scalars(select(Node).where(Node.name == name)).first()
     else:
@@ -67,9 +69,7 @@ def register(
     ctx.device_plugin_failed[node.id] = device_plugin_failed
     ctx.node_addresses[node.id] = address
     _came_back(ctx, node.id, tx.now)
-    if returning:
-        node_holds = preloaded.holds_of(node.id) if preloaded else None
-    else:
+    if not returning:
         tx.session.flush()  # the new row, before anything names it
         node_holds = []  # a new node has none
     refresh(ctx, tx, node, node_holds)
@@ -125,7 +125,7 @@ def hello(
                 None,
                 cause=NODE_CAUSE,
             )
-    volume_removal.resend(tx, node_id)
+    volume_removal.resend(tx, node_id, preloaded.deleting if preloaded else None)
     # the runs it knows, in one query (the session keeps rows only while they are referenced:
     # a get() per run would read each again, 20 statements for a node running 20 jobs)
     rows = {run.id: run for run in placed}
@@ -391,17 +391,23 @@ class Preloaded:
 
     #: the registering nodes' rows by name (a name without a row is a new node)
     by_name: dict[str, Node]
-    #: the holds of the batch's nodes, each list taken by the first arrival that asks
-    #: (:meth:`holds_of`): a later one of the same node may follow a change to them
+    #: the registering nodes' holds, by node id, each list taken by the first Register of
+    #: its node (:meth:`holds_of`): a second one may follow a change to them
     holds: dict[str, list[NodeHold]]
     #: the rows of the runs the Hellos' nodes hold or know, by id
     runs: dict[int, Run]
     #: the run ids the batch read: one of them absent from :attr:`runs` does not exist
     asked: set[int] = field(default_factory=set)
+    #: the volumes whose removal a node has yet to answer (told again to each Hello's node)
+    deleting: list[Volume] = field(default_factory=list)
 
-    def holds_of(self, node_id: str) -> list[NodeHold] | None:
-        """The node's holds as the batch read them, once; None when they must be read."""
-        return self.holds.pop(node_id, None)
+    def holds_of(self, name: str) -> list[NodeHold] | None:
+        """The holds of the node registering as ``name``, as the batch read them: once, and
+        none for a new node; None when they must be read again."""
+        node = self.by_name.get(name)
+        if node is None:
+            return []  # no row: a new node
+        return self.holds.pop(node.id, None)
 
 
 def preload(
@@ -411,8 +417,9 @@ def preload(
     hellos: Iterable[tuple[str, set[int]]],
 ) -> Preloaded:
     """Read what the Registers of ``names`` and the Hellos of ``hellos`` (node id, the runs
-    it knows) will need, in three queries: their nodes, the registering nodes' holds, and
-    the runs the Hellos' nodes hold or know. The rows are kept referenced by ``tx``."""
+    it knows) will need, in four queries: their nodes, the registering nodes' holds, the
+    runs the Hellos' nodes hold or know, and the volumes being removed. The rows are kept
+    referenced by ``tx``."""
     names = set(names)
     hellos = list(hellos)
     ids = {node_id for node_id, _ in hellos}
@@ -442,6 +449,7 @@ def preload(
         holds=node_holds,
         runs=runs,
         asked=run_ids,
+        deleting=volume_removal.deleting(tx) if hellos else [],
     )
 
 

@@ -123,10 +123,17 @@ def _send(tx: Transaction, row: Volume, node_ids: list[str]) -> None:
     tx.send(node_ids, RemoveVolume(row.id, json.dumps(location.to_json())))
 
 
-def resend(tx: Transaction, node_id: str) -> None:
+def deleting(tx: Transaction) -> list[Volume]:
+    """The volumes whose removal some node has yet to answer."""
+    return list(tx.session.scalars(select(Volume).where(Volume.status == DELETING)))
+
+
+def resend(tx: Transaction, node_id: str, pending: list[Volume] | None = None) -> None:
     """A node (re)connected: tell it again of the removals it (or, for a shared tree, any
-    node) has yet to answer."""
-    pending = tx.session.scalars(select(Volume).where(Volume.status == DELETING)).all()
+    node) has yet to answer (``pending``: :func:`deleting`, when the caller read it for
+    several nodes)."""
+    if pending is None:
+        pending = deleting(tx)
     for row in pending:
         if not _node_local(tx, row) or row.node_id == node_id:
             _send(tx, row, [node_id])

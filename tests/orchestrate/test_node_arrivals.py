@@ -37,10 +37,16 @@ def test_nodes_returning_together_come_back_in_one_transaction_each_way_with_the
     engine = restarted(harness)
     arrivals = Arrivals(engine.context, engine.change)
     statements.clear()
-    ids = together(*(lambda n=n: arrivals.register(Registration(n, CAPACITY, {})) for n in names))
+    ids = together(
+        *(
+            lambda n=n: arrivals.register(Registration(n, CAPACITY, {}, version="99.0"))
+            for n in names
+        )
+    )
     assert ids == [placed[name][0] for name in names]
     assert (arrivals.batches, arrivals.applied) == (1, 6)
     assert len(_reading(statements, "nodes")) == 1  # the six rows in one query
+    assert len(_reading(statements, "node_holds")) == 1  # read once for both of their uses
 
     harness.clock.now += 10
     statements.clear()
@@ -49,6 +55,7 @@ def test_nodes_returning_together_come_back_in_one_transaction_each_way_with_the
     assert (arrivals.batches, arrivals.applied) == (2, 12)
     assert len(_reading(statements, "runs")) == 1  # every node's runs in one query
     assert len(_reading(statements, "node_holds")) == 0  # the scheduler has them already
+    assert len(_reading(statements, "volumes")) == 1  # the removals to tell them, once
 
     engine.step()
     for name in names:
