@@ -101,6 +101,7 @@ def new_runs(
     ]
     tx.session.add_all(runs)
     tx.session.flush()  # one INSERT batch gives every run its id
+    tx.loaded.extend(runs)  # held for the pass: placed in it, they are not read again
     ctx.dispatched.add(stage.id)
     for run in runs:
         wait_for_placement(ctx, workflow, stage, run, workflow.created_at)
@@ -192,12 +193,19 @@ def _report_blocked(
     """A ``scheduling_blocked`` event once per cause for each stage left waiting."""
     seen: set[int] = set()
     blocked: list[tuple[PendingRun, Diagnosis]] = []
+    reported = ctx.told.blocked_reported
     for waiting in ctx.pending.values():
-        if waiting.stage_id in seen or waiting.request.id not in diagnoses:
+        stage_id = waiting.stage_id
+        if stage_id in seen or waiting.request.id not in diagnoses:
             continue
-        seen.add(waiting.stage_id)
+        seen.add(stage_id)
         diagnosis = diagnoses[waiting.request.id]
-        if ctx.told.mark_blocked(waiting.stage_id, diagnosis.reason.value):
+        # a burst that outgrows the cluster leaves every stage waiting, already reported,
+        # pass after pass: those are passed over here (the reason is a StrEnum, equal to
+        # its value) without a call to mark_blocked and the set it makes for each
+        if diagnosis.reason in reported.get(stage_id, ()):
+            continue
+        if ctx.told.mark_blocked(stage_id, diagnosis.reason.value):
             blocked.append((waiting, diagnosis))
     # many stages block at once when a burst of workflows outgrows the cluster: their rows
     # in one query, not one each

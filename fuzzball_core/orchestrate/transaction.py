@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Table, insert, inspect, select, update
 from sqlalchemy.orm import Session
 
 from fuzzball_core.orchestrate.messages import ToNode
@@ -50,8 +50,10 @@ class Transaction:
 
     def load_runs(self, run_ids: Iterable[int]) -> None:
         """Load these runs with their stages and workflows in one joined query (a pass that
-        applies reports needs all three; three queries cost three round trips)."""
-        wanted = set(run_ids)
+        applies reports needs all three; three queries cost three round trips). Runs this
+        session already holds with both (one made in this pass and placed in it) are not
+        read again."""
+        wanted = {run_id for run_id in run_ids if not self._held(run_id)}
         if wanted:
             rows = self.session.execute(
                 select(Run, Stage, Workflow)
@@ -60,6 +62,21 @@ class Transaction:
                 .where(Run.id.in_(wanted))
             )
             self.loaded.extend(row for triple in rows for row in triple)
+
+    def _held(self, run_id: int) -> bool:
+        """Whether the session holds the run, its stage and its workflow, none expired."""
+        held = self.session.identity_map
+        run = held.get(Session.identity_key(Run, run_id))
+        if run is None or inspect(run).expired_attributes:
+            return False
+        stage = held.get(Session.identity_key(Stage, run.stage_id))
+        workflow = held.get(Session.identity_key(Workflow, run.workflow_id))
+        return (
+            stage is not None
+            and workflow is not None
+            and not inspect(stage).expired_attributes
+            and not inspect(workflow).expired_attributes
+        )
 
     def load_workflows(self, workflow_ids: Iterable[str]) -> None:
         """Load these workflows with all their stages in one joined query (advancing a

@@ -86,3 +86,23 @@ def test_the_pass_that_ends_a_workflow_revokes_its_tokens(harness):
     harness.engine.step()
     assert harness.status(workflow_id) == "FINISHED"
     assert _token_revoked_at(harness, workflow_id) == [harness.clock.now]
+
+
+def test_a_run_made_and_placed_in_the_same_pass_is_not_read_back(harness, statements):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    assert _reading(statements, "FROM runs") == []
+    harness.run_to_end(node, assignment)
+    assert harness.status(workflow_id) == "FINISHED"
+
+
+def test_a_run_placed_in_a_later_pass_is_read_with_its_stage_and_workflow(harness, statements):
+    harness.submit(HELLO)  # no node yet: the run waits
+    assert harness.assignments() == []
+    node = harness.node()
+    statements.clear()
+    harness.engine.step()
+    (assignment,) = harness.assignments()
+    assert len(_reading(statements, "FROM runs")) == 1
+    harness.run_to_end(node, assignment)
