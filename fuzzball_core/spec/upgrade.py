@@ -275,8 +275,11 @@ def _read_restart(step: dict[str, Any], path: str, result: NormalizedDocument) -
     result.warnings.append(f"{path}.policy.restart: deprecated, read as retry: {{on: [node]}}")
 
 
-class _WorkflowDumper(yaml.SafeDumper):
-    """Writes scripts and other multi-line text as literal blocks, keys in model order."""
+class _WorkflowDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Writes scripts and other multi-line text as literal blocks, keys in model order.
+
+    libyaml's emitter where PyYAML was built with it (the same output; the pure-Python one
+    was 0.47 of the 0.57 ms that rendering a submitted hello-world as v4 took)."""
 
 
 def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
