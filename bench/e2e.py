@@ -4,7 +4,9 @@ Prints, from one run:
 (a) the upstream hello-world example from submission to FINISHED with its image already in
     the nodes' caches: p50 and p99 of ``--hello-runs`` runs (targets 30 ms and 60 ms). The
     end is noticed from the engine's own ``workflow_finished`` event, not by polling, so the
-    figure is the system's and not a poll interval's;
+    figure is the system's and not a poll interval's; then the median time from submission
+    to each of its events as the engine announced them (after the pass that made them
+    committed): where the latency goes, between submission, passes and the nodes;
 (b) throughput of a 2,000-task array of ``/bin/true`` through the whole system (scheduler,
     node streams, containers, results in the database) with two agents, in jobs per second
     from submission to the workflow's FINISHED (target >= 500 jobs/s);
@@ -82,10 +84,19 @@ class EndWatch:
         self._ended: dict[str, str] = {}
         self._waiting: dict[str, threading.Event] = {}
         self._orchestrate = cluster.orchestrate
+        #: while set, when each event was announced (perf_counter), in order, by workflow
+        #: id: where a hello-world's latency goes
+        self.tracing = False
+        self.traced: dict[str, list[tuple[float, str]]] = {}
         context = cluster.orchestrate.orchestrate.engine.context
         previous = context.event_hook
 
         def hook(event: dict[str, Any]) -> None:
+            if self.tracing and event["workflow_id"] is not None:
+                stage, kind = event.get("stage"), event["kind"]
+                self.traced.setdefault(event["workflow_id"], []).append(
+                    (time.perf_counter(), f"{kind} ({stage})" if stage else kind)
+                )
             if event["kind"] in ENDED and event["workflow_id"] is not None:
                 with self._lock:
                     self._ended[event["workflow_id"]] = event["kind"]
@@ -131,18 +142,37 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
-def hello_world_latencies(cluster: Cluster, watch: EndWatch, runs: int) -> list[float]:
-    """Submission-to-FINISHED seconds of hello-world, image cached on both nodes."""
+def hello_world_latencies(
+    cluster: Cluster, watch: EndWatch, runs: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Submission-to-FINISHED seconds of hello-world, image cached on both nodes, and the
+    seconds from submission to each of its events (the first of each kind and stage)."""
     orchestrate = cluster.orchestrate
     text = HELLO_WORLD.read_text()
     samples = []
+    phases: dict[str, list[float]] = {}
+    watch.tracing = True
     for _ in range(runs):
         began = time.perf_counter()
         workflow_id = submitting(cluster, text, "hello-world").result()
         kind = watch.wait(workflow_id)
         samples.append(time.perf_counter() - began)
         assert kind == "workflow_finished", orchestrate.workflow(workflow_id)
-    return samples
+        firsts: dict[str, float] = {}
+        for when, what in watch.traced.pop(workflow_id, []):
+            firsts.setdefault(what, when - began)
+        for what, seconds in firsts.items():
+            phases.setdefault(what, []).append(seconds)
+    watch.tracing = False
+    return samples, phases
+
+
+def phase_lines(phases: dict[str, list[float]], runs: int) -> str:
+    """Each traced event's median time after submission, in the order they came."""
+    seen = sorted(
+        (percentile(times, 0.5), what) for what, times in phases.items() if len(times) > runs // 2
+    )
+    return "\n".join(f"      {median * 1000:6.1f} ms  {what}" for median, what in seen)
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -325,18 +355,20 @@ def main() -> None:
                 array = separate = None
                 if "a" in args.parts:
                     samples: list[float] = []
-                    _, line = measured(
-                        cluster,
-                        args.hello_runs,
-                        args.profile,
-                        lambda: samples.extend(
-                            hello_world_latencies(cluster, watch, args.hello_runs)
-                        ),
-                    )
+                    phases: dict[str, list[float]] = {}
+
+                    def hello_worlds() -> None:
+                        latencies, traced = hello_world_latencies(cluster, watch, args.hello_runs)
+                        samples.extend(latencies)
+                        phases.update(traced)
+
+                    _, line = measured(cluster, args.hello_runs, args.profile, hello_worlds)
                     print(
                         f"(a) hello-world, image cached: p50 {percentile(samples, 0.5) * 1000:.1f}"
                         f" ms, p99 {percentile(samples, 0.99) * 1000:.1f} ms of {args.hello_runs}"
-                        f" runs (targets 30 ms and 60 ms)\n{line.replace('(target <= 4 ms)', '')}",
+                        f" runs (targets 30 ms and 60 ms)\n{line.replace('(target <= 4 ms)', '')}"
+                        f"\n    medians after submission (events as announced after each pass):\n"
+                        f"{phase_lines(phases, args.hello_runs)}",
                         flush=True,
                     )
                 if "b" in args.parts:
