@@ -143,9 +143,11 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         queue = self.hub.attach(node_id, batches=first.hello.accepts_batches)
         try:
             unwanted = await self.arrivals.hello(node_id, first.hello.running_run_ids)
-        except FuzzballError as exc:
+        except BaseException as exc:  # refused, or the call went while its Hello waited
             self.hub.detach(node_id, queue)
-            await context.abort(exc.grpc_code, exc.message)
+            if isinstance(exc, FuzzballError):
+                await context.abort(exc.grpc_code, exc.message)
+            raise
         reader = asyncio.create_task(self._read(node_id, request_iterator, queue))
         try:
             yield node_pb2.ControlMessage(

@@ -29,6 +29,11 @@ from fuzzball_core.scheduling import CpuCore, Resources
 log = logging.getLogger(__name__)
 
 
+#: The most arrivals one transaction applies; the rest wait for the loop's next turn. A
+#: batch holds the loop while it runs (a few ms of CPU per node), and the REST gateway, the
+#: engine's passes and the streams' reads get their turns between batches.
+MAX_BATCH = 64
+
 #: How the engine runs one transaction and publishes it (``Engine.change``).
 Change = Callable[[Callable[[Transaction], Any]], Any]
 
@@ -150,7 +155,9 @@ class Arrivals:
         return answer
 
     def _apply(self) -> None:
-        batch, self._waiting = self._waiting, []
+        batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+        if self._waiting:
+            asyncio.get_running_loop().call_soon(self._apply)  # the rest, after other work
         self.batches += 1
         self.applied += len(batch)
         if len(batch) > 1:

@@ -321,11 +321,14 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         orchestrate.engine.recover()
     except Exception:  # a store not answering yet: the engine's loop rebuilds, and retries
         log.exception("rebuilding the engine's view failed; its loop will try again")
-    await server.start()
+    # REST listens first and the engine's loop is started before the node API: after a
+    # restart every node's Register arrives as soon as gRPC serves, and the gateway's
+    # start-up and the first pass would otherwise take their turns behind them
     await rest_runner.setup()
     host, port = _host_port(config.rest_listen)
     await web.TCPSite(rest_runner, host, port, ssl_context=security.ssl_context).start()
     engine_task = asyncio.create_task(orchestrate.engine.run())
+    await server.start()
     if orchestrate.monitoring is not None:
         await orchestrate.monitoring.start()
     await orchestrate.endpoints.start(security.ssl_context)

@@ -10,7 +10,7 @@ import pytest
 from test_restart_reconnects import restarted, running_on_nodes
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.orchestrate.node_arrivals import Arrivals, Registration
+from fuzzball_core.orchestrate.node_arrivals import MAX_BATCH, Arrivals, Registration
 from fuzzball_core.scheduling import Resources
 
 CAPACITY = Resources(4, 8 << 30, {})
@@ -134,3 +134,12 @@ def test_a_batched_register_of_a_too_old_substrate_is_cordoned(harness, version)
     }
     assert [held[node_id] for node_id in answers] == [["cordon"], []]
     assert arrivals.batches == 1
+
+
+def test_more_arrivals_than_a_batch_holds_are_applied_over_several_turns(harness):
+    arrivals = Arrivals(harness.engine.context, harness.engine.change)
+    names = [f"n{i}" for i in range(MAX_BATCH + 6)]
+    ids = together(*(lambda n=n: arrivals.register(Registration(n, CAPACITY, {})) for n in names))
+    assert (arrivals.batches, arrivals.applied) == (2, len(names))
+    listed = {node.name: node.id for node in harness.service.list_nodes(harness.admin)}
+    assert ids == [listed[name] for name in names]

@@ -27,6 +27,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,13 @@ import grpc
 
 from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
-from fuzzball_core.substrate.agent import CHANNEL_OPTIONS, RECONNECT_BACKOFF, Outbox, writes
+from fuzzball_core.substrate.agent import (
+    CHANNEL_OPTIONS,
+    RECONNECT_BACKOFF,
+    Outbox,
+    take_batch,
+    writes,
+)
 from fuzzball_core.substrate.drivers import RunOutcome
 
 log = logging.getLogger("fuzzball.hollow")
@@ -153,11 +160,16 @@ class HollowNode:
             )
         )
         await welcomed.wait()
-        for run_id, report in list(self.runs.items()):  # what may not have arrived
-            if report is not None:
-                yield node_pb2.NodeMessage(exited=report)
-            else:
-                yield node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id))
+        # what may not have arrived, in as few writes as the agent makes of it
+        resends = deque(
+            node_pb2.NodeMessage(exited=report)
+            if report is not None
+            else node_pb2.NodeMessage(started=node_pb2.RunStarted(run_id=run_id))
+            for run_id, report in list(self.runs.items())
+        )
+        while resends:
+            for write in writes(take_batch(resends), self._batches):
+                yield write
         while True:
             messages = await self._outbox.take(lambda: generation == self._live)
             if messages is None:
