@@ -35,14 +35,22 @@ class PreparedSubmission:
 
     plan: Plan
     pins: dict[str, ResolvedImage]
+    #: the workflow as v4 YAML, the row's ``definition_v4``: rendered here, in the transports'
+    #: worker thread, rather than on the event loop while the workflow is stored
+    definition_v4: str
 
 
 def prepare(ctx: EngineContext, who: Principal, parsed: ParsedWorkflow) -> PreparedSubmission:
     """Plan a workflow and pin its images."""
-    plan = ctx.plans.plan(parsed)
-    return check_commands(
-        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id, who))
-    )
+    return _pinned(ctx, who, parsed, ctx.plans.plan(parsed))
+
+
+def _pinned(
+    ctx: EngineContext, who: Principal, parsed: ParsedWorkflow, plan: Plan
+) -> PreparedSubmission:
+    """``plan`` with its images pinned, once every job has something to run."""
+    pins = ctx.plans.images.check_submission(plan, who.account_id, who)
+    return check_commands(PreparedSubmission(plan, pins, parsed.to_yaml()))
 
 
 def checked(
@@ -57,9 +65,7 @@ def checked(
         return prepared
     plan = ctx.plans.plan(parsed)
     check_feasible(ctx, plan)  # before any registry round trip: fail fast
-    return check_commands(
-        PreparedSubmission(plan, ctx.plans.images.check_submission(plan, who.account_id, who))
-    )
+    return _pinned(ctx, who, parsed, plan)
 
 
 def check_commands(prepared: PreparedSubmission) -> PreparedSubmission:
@@ -137,7 +143,7 @@ def store(
         name=name,
         status=Status.STARTED,
         raw_specification=raw_specification,
-        definition_v4=parsed.to_yaml(),
+        definition_v4=prepared.definition_v4,
         annotations=dict(parsed.model.annotations or {}),
         created_at=tx.now,
         started_at=tx.now,
