@@ -148,8 +148,8 @@ def measure(
         }
     if phase == "throughput":
         cpu = time.process_time()
-        done, taken = asyncio.run(throughput(base, headers, args.concurrency, args.seconds))
-        return {"rps": done / taken, "client_us": (time.process_time() - cpu) / done * 1e6}
+        done, seconds = asyncio.run(throughput(base, headers, args.concurrency, args.seconds))
+        return {"rps": done / seconds, "client_us": (time.process_time() - cpu) / done * 1e6}
     url = f"{base}bytes/{args.size << 20}"
     return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
 

@@ -111,11 +111,14 @@ def main() -> None:
     service_port = free_port()
     processes = [
         subprocess.Popen(
-            [sys.executable, str(SERVICE / "aiohttp_service.py"), str(service_port), "bench"]
+            [sys.executable, str(SERVICE / "aiohttp_service.py"), str(service_port), "bench"],
+            text=True,
         )
     ]
     try:
-        targets = [("direct", f"http://127.0.0.1:{service_port}/", None)]
+        targets: list[tuple[str, str, subprocess.Popen[str] | None]] = [
+            ("direct", f"http://127.0.0.1:{service_port}/", None)
+        ]
         for root in args.roots:
             port = free_port()
             inherited = os.environ.get("PYTHONPATH", "")
