@@ -17,6 +17,7 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   prometheus prometheus-alertmanager prometheus-node-exporter
   chromium chromium-driver
+  nginx-light haproxy
 )
 
 missing=()
@@ -29,11 +30,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# docker-registry's package starts a system instance on :5000, and the prometheus packages
-# theirs on 9090, 9093 and 9100; the tests and `fuzzball local up` start their own.
+# docker-registry's package starts a system instance on :5000, the prometheus packages
+# theirs on 9090, 9093 and 9100, nginx one on :80 (HAProxy and nginx are bench/proxy.py's
+# peers); the tests, the benches and `fuzzball local up` start their own.
 if command -v systemctl >/dev/null 2>&1; then
   systemctl disable --now docker-registry >/dev/null 2>&1 || true
-  for unit in prometheus prometheus-alertmanager prometheus-node-exporter; do
+  for unit in prometheus prometheus-alertmanager prometheus-node-exporter nginx haproxy; do
     systemctl disable --now "$unit" >/dev/null 2>&1 || true
   done
 fi
