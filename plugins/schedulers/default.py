@@ -967,6 +967,11 @@ class _Diagnoses(Mapping[str, Diagnosis]):
         self.per_job = per_job
         self._built: dict[str, Diagnosis] = {}
 
+    def reason_of(self, job_id: str) -> ReasonCode:
+        """The reason of ``job_id``'s diagnosis, without building the diagnosis (the engine
+        asks it of every waiting stage in every pass, and reports only a new reason)."""
+        return self.per_job[job_id][0][0]
+
     def __getitem__(self, job_id: str) -> Diagnosis:
         built = self._built.get(job_id)
         if built is None:

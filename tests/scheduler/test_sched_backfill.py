@@ -195,3 +195,14 @@ def test_running_jobs_ends_are_walked_by_end_then_job_id():
     ends.remove(20.0, "b")
     assert list(ends) == [(20.0, "a"), (math.inf, "n")]
     assert len(ends) == 2
+
+
+def test_the_diagnoses_tell_a_jobs_reason_without_building_its_diagnosis():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    head = job("head", cores=16, submitted_at=1)
+    long = job("long", cores=4, submitted_at=2, runtime=500)
+    diagnoses = scheduler.schedule([head, long], now=10).diagnoses
+    reasons = {job_id: diagnoses.reason_of(job_id) for job_id in ("head", "long")}  # type: ignore[attr-defined]
+    assert reasons == {"head": diagnoses["head"].reason, "long": ReasonCode.BACKFILL_NO_FIT}
+    assert reasons["head"] != reasons["long"]
