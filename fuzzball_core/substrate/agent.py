@@ -83,17 +83,23 @@ from fuzzball_runtime.network import DEFAULT_SUBNET
 log = logging.getLogger("fuzzball.substrate")
 
 #: Reconnect backoff (seconds), spread by a fifth either way so that nodes restarted
-#: together do not knock on Orchestrate in step.
-RECONNECT_BACKOFF = Backoff(initial=0.2, factor=2.0, maximum=5.0, jitter=0.2)
-#: The channel to Orchestrate, with gRPC's own reconnect backoff held to the one above: its
-#: default grows to two minutes while Orchestrate is away, and every Register fails at once
-#: until the channel's next attempt, so after a restart that took a minute nodes came back
-#: a minute after Orchestrate served again, past their lease.
+#: together do not knock on Orchestrate in step. Capped well inside a lease (15 s at the
+#: least): after a restart every node has to be back within one, and the cap is what a node
+#: may still wait after Orchestrate serves again.
+RECONNECT_BACKOFF = Backoff(initial=0.2, factor=2.0, maximum=2.5, jitter=0.2)
+#: The longest gRPC's own reconnect backoff waits (seconds). Its default grows to two minutes
+#: while Orchestrate is away, and every Register fails at once until the channel's next
+#: attempt, so after a restart that took a minute nodes came back a minute after Orchestrate
+#: served again, past their lease; held to the agent's cap, the two waits still added up (a
+#: node back 11 s after serving with 5 s each), so the channel's is shorter: its attempts
+#: are a TCP connect each.
+CHANNEL_RECONNECT_MAXIMUM = 1.0
+#: The channel to Orchestrate.
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
     ("grpc.initial_reconnect_backoff_ms", int(RECONNECT_BACKOFF.initial * 1000)),
     ("grpc.min_reconnect_backoff_ms", int(RECONNECT_BACKOFF.initial * 1000)),
-    ("grpc.max_reconnect_backoff_ms", int(RECONNECT_BACKOFF.maximum * 1000)),
+    ("grpc.max_reconnect_backoff_ms", int(CHANNEL_RECONNECT_MAXIMUM * 1000)),
 ]
 #: The heartbeat loop's retry after a turn that raised.
 UPKEEP_RETRY = Backoff(initial=0.2, factor=2.0, maximum=5.0)
