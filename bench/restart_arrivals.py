@@ -35,7 +35,6 @@ try:
     from fuzzball_core.orchestrate.node_arrivals import Arrivals, Registration
 except ImportError:  # a tree from before node_arrivals (run there for its one-at-a-time way)
     Arrivals = Registration = None  # type: ignore[assignment,misc]
-from fuzzball_plugins.schedulers.default import DefaultScheduler
 
 ARRAY = """
 version: v1
@@ -68,19 +67,6 @@ def populate(harness: Harness, nodes: int, runs: int) -> dict[str, tuple[str, li
             held[node_id].append(message.assign.run_id)
     harness.engine.step()
     return {name: (node_id, held[node_id]) for name, node_id in ids.items()}
-
-
-def restarted(harness: Harness) -> Engine:
-    """A new engine over the same database, as after Orchestrate was SIGKILLed."""
-    engine = Engine(
-        harness.engine.sessions,
-        DefaultScheduler(),
-        harness.hub,
-        lease_seconds=15,
-        clock=harness.clock,
-    )
-    engine.recover()
-    return engine
 
 
 def registration(name: str, cores: int) -> Registration:
@@ -135,7 +121,7 @@ def main() -> None:
     results: dict[str, list[tuple[float, float, int]]] = {way: [] for way, _ in ways}
     for _ in range(options.rounds):
         for way, apply in ways:
-            engine = restarted(harness)
+            engine = harness.restarted()
             statements.clear()
             cpu, wall = time.process_time(), time.perf_counter()
             apply(engine, cluster, options.runs)

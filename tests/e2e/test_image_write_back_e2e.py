@@ -8,10 +8,10 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from support.cluster import Cluster
+from support.loopback_http import QuietHandler, serving
 
 from fuzzball_core.store.object_cache import CacheAddress
 
@@ -56,27 +56,17 @@ def silent_port() -> Iterator[int]:
         connection.close()
 
 
-class _Unavailable(BaseHTTPRequestHandler):
+class _Unavailable(QuietHandler):
     def do_PUT(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = b'{"code": 14, "message": "the object cache is unavailable"}'
-        self.send_response(503)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.answer(503, b'{"code": 14, "message": "the object cache is unavailable"}')
 
 
 @pytest.fixture
 def unavailable_port() -> Iterator[int]:
     """A loopback HTTP server answering every upload with 503."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving(_Unavailable) as port:
+        yield port
 
 
 def test_a_pulled_image_is_written_back_and_a_later_fuzzball_uri_runs_it(

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.loopback_http import QuietHandler, serving
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -34,28 +33,15 @@ def bench() -> ModuleType:
     return module
 
 
-class _Hello(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
+class _Hello(QuietHandler):
     def do_GET(self) -> None:
-        body = f"hello {self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.answer(200, f"hello {self.path}".encode())
 
 
 @pytest.fixture
 def service_port() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+    with serving(_Hello) as port:
+        yield port
 
 
 def test_a_peer_not_installed_is_reported_with_how_to_install_it(

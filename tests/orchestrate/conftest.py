@@ -94,6 +94,14 @@ class Harness:
     def events(self, workflow_id: str) -> list[str]:
         return [e.kind for e in self.service.list_events(self.user, workflow_id)]
 
+    def restarted(self) -> Engine:
+        """A new engine over the same database, as after Orchestrate was SIGKILLed."""
+        engine = Engine(
+            self.engine.sessions, DefaultScheduler(), self.hub, lease_seconds=15, clock=self.clock
+        )
+        engine.recover()
+        return engine
+
 
 def build_harness(
     url: str, clock: FakeClock | None = None, scheduler: Scheduler | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_restart_reconnects import restarted, running_on_nodes
+from test_restart_reconnects import running_on_nodes
 
 from fuzzball_core.errors import NotFound
 from fuzzball_core.orchestrate.node_arrivals import MAX_BATCH, Arrivals, Registration
@@ -34,7 +34,7 @@ def test_nodes_returning_together_come_back_in_one_transaction_each_way_with_the
 ):
     names = [f"n{i}" for i in range(6)]
     placed = running_on_nodes(harness, names)
-    engine = restarted(harness)
+    engine = harness.restarted()
     arrivals = Arrivals(engine.context, engine.change)
     statements.clear()
     ids = together(
@@ -69,7 +69,7 @@ def test_nodes_returning_together_come_back_in_one_transaction_each_way_with_the
 
 def test_a_batched_hello_is_told_to_drop_the_runs_that_are_not_its_own(harness):
     placed = running_on_nodes(harness, ["a", "b"])
-    engine = restarted(harness)
+    engine = harness.restarted()
     arrivals = Arrivals(engine.context, engine.change)
     a, b = placed["a"][0], placed["b"][0]
     answers = together(
@@ -82,7 +82,7 @@ def test_a_batched_hello_is_told_to_drop_the_runs_that_are_not_its_own(harness):
 
 def test_a_batched_hello_of_a_node_that_lost_its_run_fails_that_run_only(harness):
     placed = running_on_nodes(harness, ["a", "b"])
-    engine = restarted(harness)
+    engine = harness.restarted()
     arrivals = Arrivals(engine.context, engine.change)
     together(
         lambda: arrivals.hello(placed["a"][0], []),  # a restarted too: its run is gone
@@ -95,7 +95,7 @@ def test_a_batched_hello_of_a_node_that_lost_its_run_fails_that_run_only(harness
 
 def test_a_refused_arrival_fails_alone_and_the_others_in_its_turn_apply(harness):
     placed = running_on_nodes(harness, ["a"])
-    engine = restarted(harness)
+    engine = harness.restarted()
     arrivals = Arrivals(engine.context, engine.change)
     answers = together(
         lambda: arrivals.hello("no-such-node", []),

@@ -5,10 +5,8 @@ lease, or its jobs, while it waits its turn; a node that never comes back still 
 from __future__ import annotations
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.nodes import RESTART_GRACE_LEASES
 from fuzzball_core.scheduling import Resources
-from fuzzball_plugins.schedulers.default import DefaultScheduler
 
 ONE_CORE = """
 version: v1
@@ -35,19 +33,6 @@ def running_on_nodes(harness, names):
     return placed
 
 
-def restarted(harness):
-    """A new engine over the same database, as after Orchestrate was SIGKILLed."""
-    engine = Engine(
-        harness.engine.sessions,
-        DefaultScheduler(),
-        harness.hub,
-        lease_seconds=15,
-        clock=harness.clock,
-    )
-    engine.recover()
-    return engine
-
-
 def come_back(engine, name, run_id):
     """The node's Register and Hello, as a returning Substrate sends them."""
     node_id = engine.register_node(name, Resources(4, 8 << 30, {}), {})
@@ -63,7 +48,7 @@ def heartbeat(engine, *node_ids):
 def test_nodes_returning_after_a_restart_keep_their_jobs_while_the_others_return(harness):
     names = [f"n{i}" for i in range(8)]
     placed = running_on_nodes(harness, names)
-    engine = restarted(harness)
+    engine = harness.restarted()
     # each node's turn comes 10 s after the previous one's: the last returns 80 s after the
     # restart, past the one lease (15 s) the restart granted and past its grace (60 s)
     back = []
@@ -80,7 +65,7 @@ def test_nodes_returning_after_a_restart_keep_their_jobs_while_the_others_return
 
 def test_a_node_that_never_returns_lapses_a_lease_after_the_last_one_came_back(harness):
     placed = running_on_nodes(harness, ["back", "gone"])
-    engine = restarted(harness)
+    engine = harness.restarted()
     harness.clock.now += 55
     engine.step()
     back = come_back(engine, "back", placed["back"][2])
@@ -97,7 +82,7 @@ def test_a_node_that_never_returns_lapses_a_lease_after_the_last_one_came_back(h
 
 def test_after_a_restart_that_nobody_returns_to_nodes_lapse_when_the_grace_ends(harness):
     placed = running_on_nodes(harness, ["n1"])
-    engine = restarted(harness)
+    engine = harness.restarted()
     harness.clock.now += RESTART_GRACE_LEASES * 15 - 1
     engine.step()
     assert harness.stages(placed["n1"][1]) == {"jobs.held": "STARTED"}
@@ -109,7 +94,7 @@ def test_after_a_restart_that_nobody_returns_to_nodes_lapse_when_the_grace_ends(
 def test_a_node_that_registered_keeps_its_jobs_while_its_hello_waits_behind_others(harness):
     names = ["early", "late"]
     placed = running_on_nodes(harness, names)
-    engine = restarted(harness)
+    engine = harness.restarted()
     harness.clock.now += 50
     late = engine.register_node("late", Resources(4, 8 << 30, {}), {})
     harness.clock.now += 12
