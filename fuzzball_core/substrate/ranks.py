@@ -25,7 +25,11 @@ from fuzzball_core.substrate.network import NodeInterface
 #: Hydra and ``srun --kill-on-bad-exit`` do (the rest would wait for it forever), by
 #: signalling the container's process group itself rather than asking the launcher (a
 #: signal arriving as a shell enters ``wait`` can go unnoticed until a child exits), and the
-#: launcher exits with that rank's status; stopped from outside, it passes SIGTERM on.
+#: launcher exits with that rank's status; stopped from outside, it passes SIGTERM on. The
+#: group is signalled again a second later by a helper that ignores the signal (inherited
+#: from the failing rank's shell, so it survives the first): a rank's shell just forked can
+#: miss a signal that arrives before it has reset the launcher's trap (5 of 300 tries of that
+#: race here), and its rank then waits for the failed one until the job's timeout.
 LAUNCHER_SCRIPT = """\
 first=$1 count=$2
 shift 2
@@ -45,6 +49,8 @@ while [ "$i" -lt "$count" ]; do
     if [ "$code" -ne 0 ] && [ ! -e "$failed" ]; then
       echo "$code" > "$failed"
       echo "rank $rank exited with code $code" >&2
+      trap '' TERM
+      ( sleep 1; kill -TERM 0 2>/dev/null ) &
       kill -TERM 0 2>/dev/null
     fi
     exit "$code"
