@@ -45,11 +45,16 @@ import argparse
 import cProfile
 import gc
 import heapq
+import importlib
+import importlib.util
+import os
 import pstats
 import random
 import resource
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from fuzzball_core.scheduling import (
     Hold,
@@ -57,6 +62,8 @@ from fuzzball_core.scheduling import (
     NodeInfo,
     QueueChanges,
     Resources,
+    Scheduler,
+    ScheduleResult,
 )
 from fuzzball_plugins.schedulers.default import DefaultScheduler
 
@@ -263,17 +270,32 @@ def _small_single_node(job: JobRequest) -> bool:
 
 
 def churn(
-    nodes: list[NodeInfo], jobs: list[JobRequest], rng: random.Random, interval: float
-) -> dict[str, float]:
-    """Simulate arrivals, passes every ``interval`` seconds and job ends until all are placed."""
-    scheduler = DefaultScheduler()
-    for node in nodes:
-        scheduler.upsert_node(node)
+    nodes: list[NodeInfo],
+    jobs: list[JobRequest],
+    rng: random.Random,
+    interval: float,
+    factories: Sequence[Callable[[], Scheduler]] = (DefaultScheduler,),
+    collector_in_timing: bool = True,
+) -> dict[str, Any]:
+    """Simulate arrivals, passes every ``interval`` seconds and job ends until all are placed.
+
+    With several ``factories`` (``--baseline``: this tree's scheduler and another tree's),
+    each scheduler is fed the same arrivals, releases and queue, their calls are timed
+    separately with the order alternating pass by pass, and their placements and
+    reservations must be equal pass by pass; ``seconds`` then lists each one's time. Without
+    ``collector_in_timing`` the cyclic collector is off during the timed calls (it runs
+    between them, untimed): with two schedulers in one heap a collection is charged to
+    whichever call it lands in.
+    """
+    schedulers = [factory() for factory in factories]
+    for scheduler in schedulers:
+        for node in nodes:
+            scheduler.upsert_node(node)
     arrivals: Iterator[JobRequest] = iter(jobs)
     upcoming = next(arrivals, None)
     pending: dict[str, JobRequest] = {}
     ends: list[tuple[float, str]] = []
-    sched_time = 0.0
+    sched_time = [0.0] * len(schedulers)
     placements = passes = queue_total = rejected = 0
     now = 0.0
     while upcoming is not None or pending:
@@ -287,41 +309,93 @@ def churn(
         ended = []
         while ends and ends[0][0] <= now:
             ended.append(heapq.heappop(ends)[1])
-        started = time.process_time()
-        # the engine rejects at submission what no node could ever hold
-        verdicts = [scheduler.check_feasible(job) for job in arrived]
-        for job_id in ended:
-            scheduler.release(job_id)
-        sched_time += time.process_time() - started
-        accepted = []
-        for job, verdict in zip(arrived, verdicts, strict=True):
-            if verdict is None:
-                pending[job.id] = job
-                accepted.append(job)
-            else:
-                rejected += 1
         # as the engine does: the queue's changes since the last pass (the jobs the
         # scheduler placed leave its copy by themselves), the whole queue only on request
-        changes = QueueChanges(passes + 1, accepted, (), len(pending))
-        started = time.process_time()
-        result = scheduler.schedule_changes(changes, lambda: list(pending.values()), now)
-        sched_time += time.process_time() - started
+        accepted: list[JobRequest] = []
+        results: list[ScheduleResult] = []
+        order = range(len(schedulers)) if passes % 2 == 0 else range(len(schedulers) - 1, -1, -1)
+        for number in order:
+            scheduler = schedulers[number]
+            if not collector_in_timing:
+                gc.disable()
+            started = time.process_time()
+            # the engine rejects at submission what no node could ever hold
+            verdicts = [scheduler.check_feasible(job) for job in arrived]
+            for job_id in ended:
+                scheduler.release(job_id)
+            sched_time[number] += time.process_time() - started
+            if not results:
+                accepted = [job for job, v in zip(arrived, verdicts, strict=True) if v is None]
+                rejected += len(arrived) - len(accepted)
+                pending.update((job.id, job) for job in accepted)
+            changes = QueueChanges(passes + 1, accepted, (), len(pending))
+            started = time.process_time()
+            result = scheduler.schedule_changes(changes, lambda: list(pending.values()), now)
+            sched_time[number] += time.process_time() - started
+            if not collector_in_timing:
+                gc.enable()
+            results.append(result)
+        first = results[0]
+        for other in results[1:]:
+            if _decided(other) != _decided(first):
+                raise AssertionError(f"the schedulers placed differently in pass {passes + 1}")
         passes += 1
         queue_total += len(pending)
-        for placement in result.placements:
+        for placement in first.placements:
             job = pending.pop(placement.job_id)
             heapq.heappush(ends, (now + actual_runtime(job, rng), job.id))
-        placements += len(result.placements)
-        if not ends and not result.placements and upcoming is None:
+        placements += len(first.placements)
+        if not ends and not first.placements and upcoming is None:
             break  # nothing runs and nothing could start: the rest can never be placed
     return {
         "placements": placements,
-        "seconds": sched_time,
+        "seconds": sched_time[0],
+        "each": sched_time,
         "passes": passes,
         "mean_queue": queue_total / max(passes, 1),
         "simulated_hours": now / 3600,
         "rejected": rejected,
     }
+
+
+def _decided(result: ScheduleResult) -> tuple[object, ...]:
+    """What a pass decided that two schedulers must agree on: the placements in order and
+    the reservation."""
+    return (
+        [(p.job_id, p.node_ids, dict(p.cpus), p.note) for p in result.placements],
+        result.reservation,
+    )
+
+
+def baseline_scheduler(tree: str) -> Callable[[], Scheduler]:
+    """The default scheduler of another checkout at ``tree`` (its ``plugins/schedulers``),
+    loaded beside this tree's under the same module names, which are then restored."""
+    prefix = "fuzzball_plugins.schedulers"
+    ours = {name: module for name, module in sys.modules.items() if name.startswith(prefix)}
+    parent = sys.modules["fuzzball_plugins"]
+    attribute = getattr(parent, "schedulers", None)
+    for name in ours:
+        del sys.modules[name]
+    folder = os.path.join(tree, "plugins", "schedulers")
+    spec = importlib.util.spec_from_file_location(
+        prefix, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[prefix] = package
+    try:
+        spec.loader.exec_module(package)
+        factory: Callable[[], Scheduler] = importlib.import_module(
+            f"{prefix}.default"
+        ).DefaultScheduler
+    finally:
+        # the baseline's modules keep their own references; this tree's come back
+        for name in [name for name in sys.modules if name.startswith(prefix)]:
+            del sys.modules[name]
+        sys.modules.update(ours)
+        if attribute is not None:
+            parent.schedulers = attribute
+    return factory
 
 
 #: Printed for scale, not measured: no Slurm runs here, and its figure is whole-system
@@ -415,6 +489,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--accounts", type=int, default=1, help="accounts submitting the jobs")
     parser.add_argument("--profile", action="store_true", help="cProfile the churn run")
     parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also run another checkout's default scheduler in the churn run, in the same "
+        "process with the passes alternated (e.g. a git worktree of an older commit)",
+    )
+    parser.add_argument(
+        "--churn-only", action="store_true", help="skip the fill pass and the decision costs"
+    )
+    parser.add_argument(
+        "--collector-untimed",
+        action="store_true",
+        help="run the cyclic collector only between the timed calls of the churn run",
+    )
+    parser.add_argument(
         "--passes", type=int, default=3, help="passes after the first, in the scale mode"
     )
     args = parser.parse_args(argv)
@@ -436,18 +524,28 @@ def main(argv: list[str] | None = None) -> None:
         f"{jobs[-1].submitted_at / 3600:.1f} h"
     )
 
-    placed, waiting, seconds = fill(nodes, jobs)
-    print(
-        f"fill pass: {placed} placed, {waiting} diagnosed in {seconds:.2f} s "
-        f"({(placed + waiting) / seconds:,.0f} decisions/s)"
-    )
+    if not args.churn_only:
+        placed, waiting, seconds = fill(nodes, jobs)
+        print(
+            f"fill pass: {placed} placed, {waiting} diagnosed in {seconds:.2f} s "
+            f"({(placed + waiting) / seconds:,.0f} decisions/s)"
+        )
+        print_decision_costs(args.seed)
 
-    print_decision_costs(args.seed)
-
+    factories: list[Callable[[], Scheduler]] = [DefaultScheduler]
+    if args.baseline:
+        factories.append(baseline_scheduler(args.baseline))
     profiler = cProfile.Profile() if args.profile else None
     if profiler:
         profiler.enable()
-    stats = churn(nodes, jobs, random.Random(args.seed), args.interval)
+    stats = churn(
+        nodes,
+        jobs,
+        random.Random(args.seed),
+        args.interval,
+        factories,
+        collector_in_timing=not args.collector_untimed,
+    )
     if profiler:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
@@ -457,6 +555,14 @@ def main(argv: list[str] | None = None) -> None:
         f"jobs, {stats['rejected']:.0f} rejected as infeasible, "
         f"scheduler time {stats['seconds']:.2f} s"
     )
+    if args.baseline:
+        ours, theirs = stats["each"]
+        print(
+            f"baseline {args.baseline}, same process, passes alternated: "
+            f"{stats['placements'] / theirs:.0f} placements/s ({theirs:.2f} s) against "
+            f"{stats['placements'] / ours:.0f} ({ours:.2f} s) for this tree, "
+            f"{theirs / ours:.2f}x"
+        )
     print(SLURM_REFERENCE)
     print(f"placements/s: {stats['placements'] / stats['seconds']:.0f}")
 

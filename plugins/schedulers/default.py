@@ -48,7 +48,7 @@ import math
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -142,6 +142,12 @@ class _Plan:
     """Where a shape may run: the statically suitable classes, most preferred first."""
 
     classes: list[tuple[NodeClass, tuple[int, ...]]]
+    #: the same as class -> request key, read-only: built once, not at every placement
+    #: under a reservation and every start question
+    keys: dict[NodeClass, tuple[int, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = dict(self.classes)
 
 
 class _Protection:
@@ -739,7 +745,7 @@ class DefaultScheduler(Scheduler):
         runtime = job.expected_runtime
         cpus = self._record(job, nodes, math.inf if runtime is None else now + runtime)
         if protection is not None:
-            keys = dict(plan.classes)
+            keys = plan.keys
             for node in nodes:
                 protection.take(node, keys[node.cls], job.resources.memory)
         return cpus
@@ -767,7 +773,7 @@ class DefaultScheduler(Scheduler):
 
     def _start_query(self, shape: JobShape, plan: _Plan) -> StartQuery:
         """A replay question for ``shape``, seeded with the nodes that have room now."""
-        query = StartQuery(shape, dict(plan.classes))
+        query = StartQuery(shape, plan.keys)
         for cls, request_key in plan.classes:
             if cls.outlasted_by(shape, self._now):
                 continue  # its nodes must be free before this job would end
@@ -853,7 +859,9 @@ class DefaultScheduler(Scheduler):
             def refused(node_id: str, request_key: tuple[int, ...]) -> bool:
                 return guard.refuses(node_id, request_key, shape.memory)
 
-            findings = self._diagnostics.survey(shape, refused, f"reserved for job {guard.job_id}")
+            findings = self._diagnostics.survey(
+                shape, refused, f"reserved for job {guard.job_id}", guard.spare
+            )
         else:
             findings = self._diagnostics.survey(shape)
         if findings.room_without_device_plugin:
@@ -896,7 +904,13 @@ class _QueueCopy:
         """``job`` waits (replacing a job of the same id)."""
         self.remove(job.id)
         self.jobs[job.id] = job
-        insort(self.ordered, job, key=_ORDER)
+        ordered = self.ordered
+        # arrivals mostly come in queue order: behind the last job, no bisect through the
+        # key function
+        if not ordered or ordered[-1].order_key < job.order_key:
+            ordered.append(job)
+        else:
+            insort(ordered, job, key=_ORDER)
         self.accounts[job.account] += 1
 
     def remove_placed(self, placements: Sequence[Placement]) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
@@ -161,14 +161,18 @@ class Diagnostics:
         shape: JobShape,
         refused_by_reservation: Callable[[str, tuple[int, ...]], bool] | None = None,
         reserved_label: str = "",
+        reserved: Collection[str] | None = None,
     ) -> Survey:
         """Count every registered node under the first filter it fails for ``shape``.
 
         ``refused_by_reservation(node_id, request_key)`` tells whether a node with room is
         kept for the reservation; such nodes are counted as ``reserved_label``. Only nodes
-        with room are asked, and a failed job leaves few of those.
+        with room are asked, and only those of ``reserved`` when it is given (the nodes the
+        reservation holds: no other can be refused).
         """
-        groups: Counter[str] = Counter()
+        # a plain dict, not a Counter: a Counter's += on a new label calls its Python-level
+        # __missing__ (py-spy: the survey's costliest line)
+        groups: dict[str, int] = {}
         considered = 0
         available = 0
         room_without_annotations = False
@@ -184,12 +188,12 @@ class Diagnostics:
                     if reason == EXCLUSIVE_BUSY:
                         busy = count
                     else:
-                        groups[reason] += count
+                        groups[reason] = groups.get(reason, 0) + count
             indexed = cls.indexed
             if not busy and not indexed:
                 continue
             if label is not None:
-                groups[label] += busy + indexed
+                groups[label] = groups.get(label, 0) + busy + indexed
                 if label == ANNOTATIONS_MISMATCH and not room_without_annotations:
                     room_without_annotations = self._has_room(cls, shape, request_key)
                 elif label == DEVICE_PLUGIN_FAILED and not room_without_plugin:
@@ -197,14 +201,14 @@ class Diagnostics:
                 continue
             assert request_key is not None
             if cls.outlasted_by(shape, self.now):
-                groups[OUTLASTS_NODE] += busy + indexed
+                groups[OUTLASTS_NODE] = groups.get(OUTLASTS_NODE, 0) + busy + indexed
                 continue
             if busy:
-                groups[EXCLUSIVE_BUSY] += busy
+                groups[EXCLUSIVE_BUSY] = groups.get(EXCLUSIVE_BUSY, 0) + busy
             if shape.exclusive:
                 with_room: list[str] = list(cls.idle)
                 if indexed - len(with_room):
-                    groups[NOT_IDLE] += indexed - len(with_room)
+                    groups[NOT_IDLE] = groups.get(NOT_IDLE, 0) + indexed - len(with_room)
                 # an exclusive job needs the whole node: measure against its capacity
                 candidate = self._walk(cls, cls.cap_key, cls.cap_memory, False)[1]
             else:
@@ -212,15 +216,17 @@ class Diagnostics:
                 if counted:
                     # a loop: Counter.update is a Python loop too, with more steps
                     for lacking, count in counted.items():
-                        groups[lacking] += count
+                        groups[lacking] = groups.get(lacking, 0) + count
                 if shape.cpu is not None or shape.host_ports:
                     with_room = self._admitted(with_room, shape, groups)
             if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
                 roomiest = candidate
             if refused_by_reservation is not None:
                 for node_id in with_room:
-                    if refused_by_reservation(node_id, request_key):
-                        groups[reserved_label] += 1
+                    if (reserved is None or node_id in reserved) and refused_by_reservation(
+                        node_id, request_key
+                    ):
+                        groups[reserved_label] = groups.get(reserved_label, 0) + 1
                     else:
                         available += 1
             else:
@@ -228,14 +234,14 @@ class Diagnostics:
         return Survey(
             nodes_considered=considered,
             nodes_available=available,
-            groups=dict(groups),
+            groups=groups,
             roomiest_node=roomiest[1] if roomiest else None,
             shortfall=_lacks(*roomiest[2:]) if roomiest else None,
             room_without_annotations=room_without_annotations,
             room_without_device_plugin=room_without_plugin,
         )
 
-    def _admitted(self, node_ids: list[str], shape: JobShape, groups: Counter[str]) -> list[str]:
+    def _admitted(self, node_ids: list[str], shape: JobShape, groups: dict[str, int]) -> list[str]:
         """The nodes of ``node_ids`` (with room by count) that would take ``shape``; the others
         are counted under why not (a host port in use, no layout of free cores)."""
         nodes = self._index.nodes
@@ -245,7 +251,7 @@ class Diagnostics:
             if refusal is None:
                 admitted.append(node_id)
             else:
-                groups[refusal] += 1
+                groups[refusal] = groups.get(refusal, 0) + 1
         return admitted
 
     def _walk(

@@ -131,15 +131,26 @@ class EndsByClass:
         by_class = self._by_class
         lists = [by_class[cls] for cls in set(classes) if cls in by_class]
         if len(lists) == 1:
-            yield from lists[0]
-            return
-        # a job on nodes of several of these classes is in each of their lists: the merge
-        # puts its copies next to each other
-        previous = None
-        for item in heapq.merge(*lists):
-            if item != previous:
-                yield item
-                previous = item
+            return iter(lists[0])
+        return _merged(lists)
+
+
+def _merged(lists: Sequence[EndTimes]) -> Iterator[tuple[float, str]]:
+    """The ``(end, job id)`` of several :class:`EndTimes` ascending, each pair once.
+
+    Only the distinct ends are merged (floats, a few hundred), not every job's pair: each
+    end's jobs come from its bucket, and from the sorted union of its buckets when several
+    lists have that end (a job on nodes of several classes is listed in each).
+    """
+    previous = None
+    for end in heapq.merge(*[ends._times for ends in lists]):
+        if end == previous:
+            continue  # the buckets of this end were all read the first time
+        previous = end
+        buckets = [ends._buckets[end] for ends in lists if end in ends._buckets]
+        ids = buckets[0] if len(buckets) == 1 else sorted(set().union(*buckets))
+        for job_id in ids:
+            yield end, job_id
 
 
 class Shadow:

@@ -1,13 +1,15 @@
 """Queue order, EASY backfill and estimated start times of the default scheduler."""
 
 import math
+from typing import cast
 
 import pytest
 from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import Hold, ReasonCode
-from fuzzball_plugins.schedulers.timeline import EndTimes
+from fuzzball_plugins.schedulers.node_index import NodeClass
+from fuzzball_plugins.schedulers.timeline import EndsByClass, EndTimes
 
 
 def test_earlier_submission_goes_first_whatever_order_jobs_are_passed_in():
@@ -195,6 +197,24 @@ def test_running_jobs_ends_are_walked_by_end_then_job_id():
     ends.remove(20.0, "b")
     assert list(ends) == [(20.0, "a"), (math.inf, "n")]
     assert len(ends) == 2
+
+
+def test_ends_of_several_classes_are_walked_merged_with_a_job_on_both_once():
+    small, large, other = (cast(NodeClass, object()) for _ in range(3))
+    ends = EndsByClass()
+    for cls, end, job_id in [
+        (small, 20.0, "b"),
+        (large, 10.0, "z"),
+        (small, 10.0, "c"),
+        (large, 20.0, "b"),  # one job on nodes of both classes
+        (large, 20.0, "a"),
+        (small, math.inf, "n"),
+        (other, 5.0, "elsewhere"),
+    ]:
+        ends.add(cls, end, job_id)
+    walked = [(10.0, "c"), (10.0, "z"), (20.0, "a"), (20.0, "b"), (math.inf, "n")]
+    assert list(ends.walk([small, large])) == walked
+    assert list(ends.walk([large])) == [(10.0, "z"), (20.0, "a"), (20.0, "b")]
 
 
 def test_the_diagnoses_tell_a_jobs_reason_without_building_its_diagnosis():
