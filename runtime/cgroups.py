@@ -90,6 +90,26 @@ def _counter(text: str, key: str) -> int:
 
 
 @dataclass
+class CgroupJoin:
+    """How a container's child joins its job's groups (``fbrt_cgroup_open_join``): each v1
+    group's ``tasks`` file, written by the child, and the v2 group's directory, which the
+    child is cloned into. Both spare it a write to ``cgroup.procs``, whose lock waits for an
+    RCU grace period when no other start took it just before."""
+
+    #: the v1 groups' ``tasks`` files, open for writing
+    tasks: list[int] = field(default_factory=list)
+    #: the v2 group's directory (-1: none)
+    v2: int = -1
+
+    def close(self) -> None:
+        """Close the descriptors (the child holds what it needs once started)."""
+        for fd in [*self.tasks, self.v2]:
+            if fd >= 0:
+                os.close(fd)
+        self.tasks, self.v2 = [], -1
+
+
+@dataclass
 class JobCgroups:
     """The cgroups of one job: created with their limits, joined by the child, removed."""
 
@@ -185,18 +205,21 @@ class JobCgroups:
         if pids is not None:
             _write(job, "pids.max", str(pids))
 
-    def open_procs(self) -> list[int]:
-        """Descriptors of each group's cgroup.procs, for the child to join by writing to."""
-        fds: list[int] = []
+    def open_join(self) -> CgroupJoin:
+        """The descriptors the child joins the groups by (:class:`CgroupJoin`)."""
+        opened: dict[Path, int] = {}
         try:
             for directory in self.dirs:
+                v1 = directory != self.v2_dir
                 err = new_error()
-                fds.append(check(lib.fbrt_cgroup_open_procs(bytes(directory), err), err))
+                opened[directory] = check(
+                    lib.fbrt_cgroup_open_join(bytes(directory), int(v1), err), err
+                )
         except BaseException:
-            for fd in fds:
-                os.close(fd)
+            CgroupJoin(list(opened.values())).close()
             raise
-        return fds
+        v2 = opened.pop(self.v2_dir, -1) if self.v2_dir is not None else -1
+        return CgroupJoin(list(opened.values()), v2)
 
     def oom_killed(self) -> bool:
         """Whether the kernel OOM-killed anything in the job's memory group."""

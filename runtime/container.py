@@ -180,7 +180,7 @@ class Container:
         network: NodeNetwork | None = None
         attachment: Attachment | None = None
         meter_fd = -1
-        procs_fds: list[int] = []
+        joining = cgroups.CgroupJoin()
         streams: list[_Stream] = []
         try:
             image_key, lower = state.hold_image(spec.image)
@@ -195,7 +195,7 @@ class Container:
                 )
                 if spec.metering:
                     meter_fd = self._attach_meter(job, notes)
-                procs_fds = job.open_procs()
+                joining = job.open_join()
             if spec.isolated is not None:
                 network = NodeNetwork(state, spec.isolated.subnet)
                 attachment = network.attach(container_id, spec.isolated)
@@ -207,9 +207,7 @@ class Container:
                 _Stream(spec.stdout, reading=False),
                 _Stream(spec.stderr, reading=False),
             ]
-            started = self._clone(
-                spec, state, lower, memlock, procs_fds, streams, attachment, resolv
-            )
+            started = self._clone(spec, state, lower, memlock, joining, streams, attachment, resolv)
         except BaseException:
             for stream in streams:
                 stream.abandon()
@@ -218,8 +216,7 @@ class Container:
             if network is not None:
                 with contextlib.suppress(RuntimeFailure):
                     network.detach(container_id)
-            for fd in procs_fds:
-                os.close(fd)
+            joining.close()
             if meter_fd >= 0:
                 os.close(meter_fd)
             if job is not None:
@@ -229,8 +226,7 @@ class Container:
                 with contextlib.suppress(RuntimeFailure):
                     state.unhold_image(image_key)
             raise
-        for fd in procs_fds:
-            os.close(fd)
+        joining.close()
         for stream in streams:
             stream.started()
         if attachment is not None:
@@ -301,7 +297,7 @@ class Container:
         state: StateDir,
         lower: str,
         memlock: int,
-        procs_fds: list[int],
+        joining: cgroups.CgroupJoin,
         streams: list[_Stream],
         attachment: Attachment | None,
         resolv: str,
@@ -352,9 +348,10 @@ class Container:
         c.new_net = int(spec.network or attachment is not None)
         c.net_fd = attachment.fd if attachment is not None else -1
         c.memlock = memlock
-        cgroup_fds = ffi.new("int[]", procs_fds or [0])
-        c.cgroup_fds = cgroup_fds
-        c.ncgroup_fds = len(procs_fds)
+        tasks = ffi.new("int[]", joining.tasks or [0])
+        c.cgroup_fds = tasks
+        c.ncgroup_fds = len(joining.tasks)
+        c.cgroup_v2_fd = joining.v2
         c.stdin_fd, c.stdout_fd, c.stderr_fd = (s.child_fd for s in streams)
         c.lifeline_fd = _lifeline()
         c.init_fd = _init_fd()

@@ -73,9 +73,14 @@ int fbrt_cgroup_read(const char *dir, const char *file, char *buf, int len,
     return total;
 }
 
-int fbrt_cgroup_open_procs(const char *dir, struct fbrt_error *err) {
+int fbrt_cgroup_open_join(const char *dir, int v1, struct fbrt_error *err) {
+    if (!v1) {
+        /* Not O_PATH: clone3 takes the group from a descriptor opened for reading. */
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? fbrt_fail(err, errno, "open cgroup %s", dir) : fd;
+    }
     char path[CONTROL_PATH_MAX];
-    int rc = control_path(path, dir, "cgroup.procs", err);
+    int rc = control_path(path, dir, "tasks", err);
     if (rc < 0)
         return rc;
     int fd = open(path, O_WRONLY | O_CLOEXEC);

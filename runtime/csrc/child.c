@@ -106,10 +106,19 @@ int fbrt_child_main(void *arg) {
     umask(0);
     for (int i = 0; i < spec->ncgroup_fds; i++) {
         if (write(spec->cgroup_fds[i], "0", 1) < 0) {
-            fbrt_fail(&e, errno, "join cgroup (cgroup.procs descriptor %d)",
-                      spec->cgroup_fds[i]);
+            fbrt_fail(&e, errno, "join cgroup (tasks descriptor %d)", spec->cgroup_fds[i]);
             die(args->error_w, &e);
         }
+    }
+    if (spec->cgroup_v2_fd >= 0 && !args->in_cgroup_v2) {
+        /* clone could not place it (start.c): joined as before CLONE_INTO_CGROUP existed */
+        int procs = openat(spec->cgroup_v2_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (procs < 0 || write(procs, "0", 1) < 0) {
+            fbrt_fail(&e, errno, "join cgroup (cgroup.procs of descriptor %d)",
+                      spec->cgroup_v2_fd);
+            die(args->error_w, &e);
+        }
+        close(procs);
     }
     /* Before the descriptors are placed: placing closes every other one, the namespace's
      * included. Before the root is built too, so that its /sys shows this namespace. */

@@ -24,6 +24,7 @@ struct fbrt_child_args {
     int status_w;                  /* write end of the status pipe */
     char *const *init_argv;        /* built by the agent: see fbrt_internal.h */
     long long boottime_ns;         /* CLOCK_BOOTTIME at the child's first instruction */
+    int in_cgroup_v2;              /* cloned into spec->cgroup_v2_fd's group already */
 };
 
 /* The child's entry point (clone's fn); never returns. */

@@ -16,7 +16,7 @@
 /* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
  * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
  * version is refused at import. */
-#define FBRT_ABI_VERSION 6
+#define FBRT_ABI_VERSION 7
 
 /* cffi-cdef-begin */
 
@@ -52,8 +52,13 @@ int fbrt_cgroup_write(const char *dir, const char *file, const char *value,
 /* Reads at most len-1 bytes; returns the byte count. */
 int fbrt_cgroup_read(const char *dir, const char *file, char *buf, int len,
                      struct fbrt_error *err);
-/* Opens DIR/cgroup.procs for writing (the child joins by writing "0" to it). */
-int fbrt_cgroup_open_procs(const char *dir, struct fbrt_error *err);
+/* A descriptor by which a container's child joins the job group DIR. In a v1 hierarchy (V1
+ * set): DIR/tasks open for writing, the child writes "0" to it (one thread, which the child
+ * is; cgroup.procs would move a whole thread group, under a lock whose every first taking
+ * after a quiet spell waits for an RCU grace period, ~12 ms here). In the v2 tree: DIR
+ * itself, which the child is cloned into (CLONE_INTO_CGROUP), or joins through its
+ * cgroup.procs where clone3 cannot. */
+int fbrt_cgroup_open_join(const char *dir, int v1, struct fbrt_error *err);
 /* SIGKILLs whatever is left in DIR and removes it, retrying while the kernel still counts
  * dying tasks (at most timeout_ms). A missing directory is not an error. */
 int fbrt_cgroup_remove(const char *dir, int timeout_ms, struct fbrt_error *err);
@@ -116,8 +121,10 @@ struct fbrt_spec {
     int net_fd;               /* >=0: join this network namespace (setns) instead, lo up;
                                * -1: none (new_net decides) */
     int64_t memlock;          /* <0: keep the inherited RLIMIT_MEMLOCK */
-    const int *cgroup_fds;    /* cgroup.procs fds to join */
+    const int *cgroup_fds;    /* v1 groups' tasks fds to join (fbrt_cgroup_open_join) */
     int ncgroup_fds;
+    int cgroup_v2_fd;         /* the v2 job group's directory (fbrt_cgroup_open_join);
+                               * -1: none */
     int stdin_fd, stdout_fd, stderr_fd;  /* -1: inherit */
     int lifeline_fd;          /* read end of a pipe only the agent writes to; -1: none.
                                * At its EOF (the agent died) PID 1 exits, ending the job. */
