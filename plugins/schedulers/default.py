@@ -204,6 +204,10 @@ class _Protection:
             self.spare[node.id] = (key, free_memory - memory)
 
 
+#: the CPUs of a placement of a job that asked for no CPU layout
+_NO_CPUS: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+
+
 def _sum(first: Charge, second: Charge) -> Charge:
     """Two amounts of cores, memory and devices together."""
     devices = dict(first[2])
@@ -375,7 +379,7 @@ class DefaultScheduler(Scheduler):
         nodes: Sequence[IndexedNode],
         end: float,
         given: Mapping[str, Sequence[int]] | None = None,
-    ) -> dict[str, tuple[int, ...]]:
+    ) -> Mapping[str, tuple[int, ...]]:
         """Deduct ``job``'s usage from ``nodes`` and remember it as running until ``end``;
         the logical CPUs a pinned job gets on each node (``given`` ones as they are)."""
         index = self._index
@@ -416,7 +420,9 @@ class DefaultScheduler(Scheduler):
         self._nodes_of[job_id] = node_ids
         for cls in classes:
             self._ends.add(cls, end, job_id)
-        return cpus
+        # a job that asked for no CPU layout shares one empty mapping (a dict per placement
+        # was one more container for the cyclic collector to count)
+        return cpus or _NO_CPUS
 
     # -- feasibility ----------------------------------------------------------------------
 
@@ -539,7 +545,11 @@ class DefaultScheduler(Scheduler):
                 same.append(job)
                 continue
             plan = plans.get(shape) or self._plan(shape)
-            chosen, note = self._locate(shape, plan, protection if guarded else None)
+            if shape.domain is None:
+                # most shapes: best fit, without _locate's call and tuple
+                chosen, note = self._find(shape, plan, protection if guarded else None), ""
+            else:
+                chosen, note = self._locate(shape, plan, protection if guarded else None)
             if chosen is not None:
                 cpus = self._place(job, chosen, plan, now, protection if guarded else None)
                 # _place recorded the node ids as a tuple already
@@ -741,7 +751,7 @@ class DefaultScheduler(Scheduler):
         plan: _Plan,
         now: float,
         protection: _Protection | None,
-    ) -> dict[str, tuple[int, ...]]:
+    ) -> Mapping[str, tuple[int, ...]]:
         runtime = job.expected_runtime
         cpus = self._record(job, nodes, math.inf if runtime is None else now + runtime)
         if protection is not None:

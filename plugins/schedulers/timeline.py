@@ -221,20 +221,23 @@ def replay_ends(
             asking = by_class.get(node.cls)
             if asking is None:
                 continue
-            state = give_back(node, job_id)
-            free_key, free_memory, running = state
-            for query, request_key in asking:
-                fitting = query.fitting
+            free_key, free_memory, running = give_back(node, job_id)
+            for query, request_key, fitting, memory, exclusive, needed in asking:
                 if node_id in fitting:
                     continue
-                shape = query.shape
-                if shape.exclusive:
+                if exclusive:
                     if running:
                         continue
-                elif free_memory < shape.memory or not _covers(free_key, request_key):
+                elif free_memory < memory:
+                    continue
+                elif len(request_key) == 1:
+                    # no device kinds: the cores alone, without a call
+                    if free_key[0] < request_key[0]:
+                        continue
+                elif not _covers(free_key, request_key):
                     continue
                 fitting[node_id] = None
-                if len(fitting) >= shape.nodes and query.start is None:
+                if len(fitting) >= needed and query.start is None:
                     query.start = end
                     answered_any = True
         if answered_any:
@@ -243,14 +246,20 @@ def replay_ends(
     return shadow
 
 
-def _questions_by_class(
-    queries: Sequence[StartQuery],
-) -> dict[NodeClass, list[tuple[StartQuery, tuple[int, ...]]]]:
+#: One question as a class's list holds it: the query, the request as a free key of the
+#: class, the query's fitting nodes, and the shape's memory, exclusivity and node count (read
+#: once here, not for every node a replay gives back)
+_Asking = tuple[StartQuery, tuple[int, ...], dict[str, None], int, bool, int]
+
+
+def _questions_by_class(queries: Sequence[StartQuery]) -> dict[NodeClass, list[_Asking]]:
     """Each class's questions, with the request as a free key of that class."""
-    by_class: dict[NodeClass, list[tuple[StartQuery, tuple[int, ...]]]] = {}
+    by_class: dict[NodeClass, list[_Asking]] = {}
     for query in queries:
+        shape = query.shape
         for cls, request_key in query.request_keys.items():
-            by_class.setdefault(cls, []).append((query, request_key))
+            asking = (query, request_key, query.fitting, shape.memory, shape.exclusive, shape.nodes)
+            by_class.setdefault(cls, []).append(asking)
     return by_class
 
 
