@@ -2,7 +2,8 @@
 before it was stored: the agent counts each run's output chunks (``LogData.seq``) and keeps
 every chunk until Orchestrate's ``LogsStored`` covers it, sending what is not covered again
 on its next stream, in order and before the run's exit. An Orchestrate whose Welcome does
-not say it acknowledges (an older one) gets each chunk once, as before.
+not say it acknowledges (an older one) gets each chunk once, as before. A short job's last
+output goes in the same stream write as its exit.
 
 Orchestrate here is a scripted ``NodeAgent`` server on loopback that hangs up when told; the
 agent and its container are real.
@@ -115,3 +116,17 @@ def test_an_orchestrate_that_does_not_acknowledge_output_gets_it_once(tmp_path, 
     )
     assert b"".join(data for _, data in output(orchestrate.streams[0])) == b"one\ntwo\nthree\n"
     assert output(orchestrate.streams[1]) == []
+
+
+def test_a_short_jobs_last_output_goes_in_the_same_write_as_its_exit(tmp_path, images_config):
+    async def scenario() -> None:
+        server, port = await serve(orchestrate)
+        async with agent_running(scripted_agent(tmp_path, port, images_config), server):
+            await asyncio.wait_for(orchestrate.connected.wait(), 30)
+            orchestrate.send(assign=assignment(RUN, ["/bin/sh", "-c", "echo done"]))
+            await orchestrate.wait_for("the run's exit", lambda: RUN in orchestrate.exits(), 60)
+
+    orchestrate = ScriptedOrchestrate(node_pb2.Welcome(lease_seconds=3.0, accepts_batches=True))
+    asyncio.run(scenario())
+    (exit_write,) = [write for write in orchestrate.writes if "exited" in write]
+    assert exit_write[-2:] == ["log", "exited"]

@@ -31,6 +31,8 @@ class ScriptedOrchestrate(node_pb2_grpc.NodeAgentServicer):
         #: what the agent sent, in order; ``streams[i]`` what it sent on its i-th stream
         self.received: list[node_pb2.NodeMessage] = []
         self.streams: list[list[node_pb2.NodeMessage]] = []
+        #: the kinds of the messages each stream write carried (a batch's, in order)
+        self.writes: list[list[str]] = []
         self.controls: asyncio.Queue[node_pb2.ControlMessage | None] = asyncio.Queue()
         self.connected = asyncio.Event()
         #: the agent ended its request stream itself (a half-close, not a cancellation)
@@ -68,7 +70,9 @@ class ScriptedOrchestrate(node_pb2_grpc.NodeAgentServicer):
         self, request_iterator: AsyncIterator[node_pb2.NodeMessage], stream: list
     ) -> None:
         async for message in request_iterator:
-            for each in message.batch.messages if message.HasField("batch") else [message]:
+            carried = message.batch.messages if message.HasField("batch") else [message]
+            self.writes.append([str(each.WhichOneof("kind")) for each in carried])
+            for each in carried:
                 stream.append(each)
                 self.received.append(each)
             self._arrived.set()
