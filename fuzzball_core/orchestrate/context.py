@@ -29,6 +29,7 @@ from fuzzball_core.orchestrate.plans import Plans
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.scheduling import Diagnosis, JobRequest, Scheduler
 from fuzzball_core.spec.models import Retry
+from fuzzball_core.store.models import Run, Stage, Workflow
 
 if TYPE_CHECKING:  # provisioning imports nothing of the engine; this is for the type only
     from fuzzball_core.orchestrate.provisioning import Provisioning
@@ -42,6 +43,23 @@ class PendingRun:
     workflow_id: str
     stage_id: int
     request: JobRequest
+
+
+@dataclass
+class LiveRun:
+    """A run placed on its nodes and not ended yet (ASSIGNED or STARTED), as the engine
+    knows it between passes: enough to answer about it without reading its row."""
+
+    workflow_id: str
+    stage_name: str
+    #: its node reported it running (STARTED)
+    started: bool = False
+
+
+#: Called in the pass for each run whose assignment goes to its nodes (placed, or sent again
+#: to a node that reconnected), with its workflow and stage rows: what the run will ask for
+#: as it starts can be prepared in the same transaction (``run_secrets``' workflow token).
+AssignmentHook = Callable[[Transaction, Workflow, Stage, Run], None]
 
 
 @dataclass
@@ -161,6 +179,12 @@ class EngineContext:
         #: why a live multinode run was placed other than it asked (spread over NVLink
         #: domains), by run id: ``workflow why`` adds it (the placement's event keeps it)
         self.placement_notes: dict[int, str] = {}
+        #: every live run (ASSIGNED or STARTED) by id: a report or a question about a run
+        #: is answered from here where that suffices (set by placement, marked by the
+        #: ``started`` report, dropped by :func:`~fuzzball_core.orchestrate.runs.finish_run`)
+        self.live_runs: dict[int, LiveRun] = {}
+        #: what prepares, in the pass, for each run assigned (None: nothing)
+        self.assignment_hook: AssignmentHook | None = None
         self.told = Told()
         #: how much of the jobs' output is stored (``orchestrate.logs``)
         self.log_limits = LogsConfig()
@@ -179,8 +203,11 @@ class EngineContext:
         return Transaction(self.sessions(), self.clock())
 
     def publish(self, tx: Transaction) -> None:
-        """Once ``tx`` committed: send its messages for nodes and announce its events (a node
-        never sees work the database does not hold)."""
+        """Once ``tx`` committed: do what it left for then (:meth:`Transaction.after_commit`),
+        send its messages for nodes and announce its events (a node never sees work the
+        database does not hold)."""
+        for action in tx.committed:
+            action()
         for node_id, message in tx.outbox:
             self.hub.deliver(node_id, message)
         events.announce(tx.events, self.event_hook)

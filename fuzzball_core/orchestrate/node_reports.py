@@ -43,13 +43,18 @@ _ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
 _ANSWERS = "fuzzball.logs_stored"
 
 
-def preload(tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]) -> None:
+def preload(
+    ctx: EngineContext, tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]
+) -> None:
     """Load every run (and its stage and workflow) the reports mention, and the output
     counts of those that printed, in two queries, so applying them finds the rows in the
-    session instead of querying one by one."""
+    session instead of querying one by one. A ``started`` report of a run already STARTED
+    (sent again after a reconnect) needs no row."""
     run_ids, logging_runs = set(), set()
     for _, message in reports:
         kind = message.WhichOneof("kind")
+        if kind == "started" and _known_started(ctx, message.started.run_id):
+            continue
         if kind in _ABOUT_RUNS:
             run_ids.add(getattr(message, kind).run_id)
         if kind == "log":
@@ -134,11 +139,23 @@ def _acknowledge(tx: Transaction, node_id: str, run_id: int, seq: int) -> None:
     through[run_id] = max(through.get(run_id, 0), seq)
 
 
+def _known_started(ctx: EngineContext, run_id: int) -> bool:
+    """Whether the run is live and STARTED as the engine knows it (its node sends the
+    ``started`` report again after each reconnect: 10,000 of them after a restart)."""
+    live = ctx.live_runs.get(run_id)
+    return live is not None and live.started
+
+
 def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float = 0.0) -> None:
+    if _known_started(ctx, run_id):
+        return  # without its row: the pass need not read it
     run = tx.session.get(Run, run_id)
     if run is None or run.status != ASSIGNED:
         return
     transition(tx, run, Status.STARTED, when=reported_time(when, tx.now))
+    live = ctx.live_runs.get(run_id)
+    if live is not None:
+        live.started = True
     stage = tx.session.get(Stage, run.stage_id)
     if stage is None:
         return

@@ -16,7 +16,7 @@ from sqlalchemy.orm import object_session
 
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate import events, multinode, name_resolution, workflow_volumes
-from fuzzball_core.orchestrate.context import EngineContext, PendingRun
+from fuzzball_core.orchestrate.context import EngineContext, LiveRun, PendingRun
 from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
@@ -31,7 +31,7 @@ from fuzzball_core.scheduling import (
     format_cpu_list,
 )
 from fuzzball_core.store.models import Run, Stage, Workflow
-from fuzzball_core.vocabulary import EventKind, StageKind, Status
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, EventKind, StageKind, Status
 
 #: Tasks of an array without its own concurrency kept in flight at once: enough to fill
 #: any cluster's free slots between passes without materialising a huge array.
@@ -126,6 +126,19 @@ def dispatch_tasks(ctx: EngineContext, tx: Transaction, workflow: Workflow, stag
         stage.next_task += count
 
 
+def fill_task_windows(ctx: EngineContext, tx: Transaction) -> None:
+    """Start the next tasks of the arrays whose tasks ended in this transaction, up to each
+    one's window (:attr:`Transaction.windows_due`); called before the transaction commits."""
+    due, tx.windows_due = tx.windows_due, set()
+    for stage_id in sorted(due):
+        stage = tx.session.get(Stage, stage_id)
+        if stage is None or stage.status in TERMINAL_STATUSES:
+            continue  # ended since (a task failed, the workflow was stopped)
+        workflow = tx.session.get(Workflow, stage.workflow_id)
+        if workflow is not None and workflow.status not in TERMINAL_STATUSES:
+            dispatch_tasks(ctx, tx, workflow, stage)
+
+
 def forget(ctx: EngineContext, run: Run) -> None:
     """A PENDING run will never be placed (its stage or workflow ended)."""
     ctx.pending.pop(run_key(run.id), None)
@@ -190,6 +203,7 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
             node_id=placement.node_ids[0],
             task_id=run.task_id,
         )
+        ctx.live_runs[run.id] = LiveRun(run.workflow_id, stage.name if stage else "?")
         send_assignment(ctx, tx, run)
 
 
@@ -271,6 +285,8 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
         volumes_json=_volumes_json(ctx, tx, workflow, definition, run),
     )
     multinode.assigned(ctx, run)
+    if ctx.assignment_hook is not None:
+        ctx.assignment_hook(tx, workflow, stage, run)
     tx.send(run.node_ids, assignment)
 
 

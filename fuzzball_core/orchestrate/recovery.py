@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from fuzzball_core.errors import FuzzballError, NotFound
 from fuzzball_core.orchestrate import nodes, placement
-from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.context import EngineContext, LiveRun
 from fuzzball_core.orchestrate.states import OPEN_RUN, READY
 from fuzzball_core.store.models import Node, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
@@ -63,6 +63,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
             ctx.returning.until = now + nodes.RESTART_GRACE_LEASES * ctx.lease_seconds
         ctx.pending.clear()
         ctx.dispatched.clear()
+        ctx.live_runs.clear()
         ctx.diagnoses = {}
         open_runs = list(session.scalars(select(Run).where(Run.status.in_(OPEN_RUN))))
         # their workflows and stages in two queries, held here: the session keeps a row only
@@ -78,6 +79,8 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
             if run.status == Status.PENDING:
                 placement.wait_for_placement(ctx, workflow, stage, run, run.created_at)
             else:
+                started = run.status == Status.STARTED
+                ctx.live_runs[run.id] = LiveRun(workflow.id, stage.name, started)
                 request = placement.request_for(ctx, workflow, stage, run, run.created_at)
                 ctx.scheduler.allocate(
                     request, run.node_ids, started_at=run.started_at, cpus=run.cpus

@@ -9,11 +9,16 @@ resolved then, for the user who submitted the workflow in its account and organi
 (assigned or started) is answered; any other is NotFound.
 
 Each running workflow has one token of its own (credential ``workflow``: it may submit
-child workflows and read secrets, never write them), minted when its first run asks, handed
-to every job as ``FB_WORKFLOW_TOKEN`` and revoked when the workflow ends
-(:meth:`RunSecretsService.workflow_event`; tokens a crash left behind are revoked when
-Orchestrate starts again, :meth:`RunSecretsService.revoke_ended`). The token's value is
-kept only in memory: after a restart a workflow gets a new one.
+child workflows and read secrets, never write them), handed to every job as
+``FB_WORKFLOW_TOKEN`` and revoked by the transaction that ends the workflow (tokens a crash
+left behind are revoked when Orchestrate starts again, :meth:`RunSecretsService.
+revoke_ended`). It is minted in the engine's pass that assigns the workflow's first job or
+service run (:meth:`RunSecretsService.assigned`, in that pass's transaction), so the run's
+question, as it starts, is answered from memory when the run needs nothing else: no session,
+no statement. A run that references secrets, or whose workflow has no token in memory (one
+assigned before Orchestrate restarted, or before this service was attached), is answered
+from the database, minting the token then if need be. The token's value is kept only in
+memory: after a restart a workflow gets a new one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import functools
 import json
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -30,13 +36,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
+from fuzzball_core.orchestrate.context import LiveRun
 from fuzzball_core.orchestrate.states import LIVE_RUN
+from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
 from fuzzball_core.spec import ImagePull, StageKind
 from fuzzball_core.spec import Stage as PlannedStage
 from fuzzball_core.spec.models import ImageBuild, Volume
-from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
+from fuzzball_core.store.models import Account, ApiToken, Run, Stage, Workflow
 from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
 
 if TYPE_CHECKING:
@@ -57,6 +65,19 @@ _ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELED)
 DefinitionOf = Callable[[Workflow, str], Any]
 #: a job stage's ``volume_ingress_json`` (the engine's plans)
 IngressOf = Callable[[Workflow, str], str]
+#: Where a pass's session keeps the tokens it minted until it commits (``Session.info``,
+#: which ends with the pass's transaction), by workflow id: two runs of a workflow assigned
+#: in one pass share one.
+_MINTED = "fuzzball.workflow_tokens"
+
+
+@dataclass
+class _Held:
+    """A workflow's token, as this Orchestrate minted it."""
+
+    token: str = field(repr=False)
+    #: the stages whose runs need nothing but the token (answered from memory)
+    token_only: set[str] = field(default_factory=set)
 
 
 def registry_host(uri: str) -> str:
@@ -100,12 +121,30 @@ def reference_problems(stage: PlannedStage) -> list[tuple[str, str]]:
     return problems
 
 
-def _unreadable(field: str, reference: str) -> list[tuple[str, str]]:
+def _unreadable(where: str, reference: str) -> list[tuple[str, str]]:
     try:
         parse_reference(reference)
     except FuzzballError as exc:
-        return [(field, exc.message)]
+        return [(where, exc.message)]
     return []
+
+
+def _gets_token(definition: Any) -> bool:
+    """Whether a stage's runs are given their workflow's token: a job's or a service's are;
+    an image pull or build's and a volume egress's get only the secrets they declare."""
+    return not isinstance(definition, (ImageBuild, Volume, ImagePull))
+
+
+def _needs_only_token(definition: Any, ingress: str) -> bool:
+    """Whether a job's or service's runs are answered their workflow's token and nothing
+    else: no env value, image secret or volume ingress source of it is a secret."""
+    if secret_env(getattr(definition, "env", None)):
+        return False
+    image = getattr(definition, "image", None)
+    if image is not None and getattr(image, "secret", None):
+        return False
+    transfers = json.loads(ingress).values() if ingress else ()
+    return not any(transfer.get("secret") for listed in transfers for transfer in listed)
 
 
 class RunSecretsService:
@@ -118,13 +157,19 @@ class RunSecretsService:
         accounts: Accounts,
         definition_of: DefinitionOf,
         ingress_of: IngressOf | None = None,
+        live_runs: Mapping[int, LiveRun] | None = None,
     ) -> None:
         self.sessions = sessions
         self.secrets = secrets
         self.accounts = accounts
         self.definition_of = definition_of
         self.ingress_of = ingress_of
-        self._tokens: dict[str, str] = {}
+        #: the engine's live runs (``EngineContext.live_runs``): which run may be answered
+        #: from memory, and for which workflow and stage
+        self.live_runs: Mapping[int, LiveRun] = {} if live_runs is None else live_runs
+        self._tokens: dict[str, _Held] = {}
+        #: account id -> its owner's user id (:meth:`_account_owner`)
+        self._owners: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -140,7 +185,9 @@ class RunSecretsService:
                 engine.context.plans.entry(workflow).plan.stages[stage].definition
             ),
             engine.context.plans.ingress,
+            engine.context.live_runs,
         )
+        engine.context.assignment_hook = run_secrets.assigned
         previous = engine.context.event_hook
 
         def hook(event: dict[str, Any]) -> None:
@@ -155,9 +202,59 @@ class RunSecretsService:
         run_secrets.revoke_ended()
         return run_secrets
 
+    def assigned(self, tx: Transaction, workflow: Workflow, stage: Stage, run: Run) -> None:
+        """In the pass assigning ``run`` (``EngineContext.assignment_hook``): mint its
+        workflow's token in that pass's transaction if this is the workflow's first job or
+        service run to be assigned, and note whether the stage's runs need nothing else, so
+        that the run's question is answered from memory. The token is kept once the pass
+        committed (a pass that fails mints nothing)."""
+        definition = self.definition_of(workflow, stage.name)
+        if not _gets_token(definition):
+            return
+        minted: dict[str, _Held] = tx.session.info.setdefault(_MINTED, {})
+        with self._lock:
+            held = self._tokens.get(workflow.id) or minted.get(workflow.id)
+        if held is None:
+            held = minted[workflow.id] = _Held(
+                self.accounts.issue_for(
+                    workflow.account_id,
+                    user_id=workflow.user_id or self._account_owner(tx, workflow.account_id),
+                    credential=CredentialKind.WORKFLOW,
+                    workflow_id=workflow.id,
+                    session=tx.session,
+                )
+            )
+            tx.after_commit(functools.partial(self._keep, workflow.id, held))
+        if stage.name not in held.token_only:
+            ingress = self.ingress_of(workflow, stage.name) if self.ingress_of else ""
+            if _needs_only_token(definition, ingress):
+                # what the stage declares, not what the pass changed: kept even if it fails
+                held.token_only.add(stage.name)
+
+    def _account_owner(self, tx: Transaction, account_id: str) -> str | None:
+        """Whom a workflow naming no submitter acts for: its account's owner (as
+        :meth:`Secrets.owner_of_workflow` has it). Read once per account: an account's owner
+        is set when it is made, and an account that ran workflows is never deleted."""
+        if account_id not in self._owners:
+            account = tx.session.get(Account, account_id)
+            if account is None:
+                return None  # not kept: nothing is known of it
+            self._owners[account_id] = account.owner_user_id
+        return self._owners[account_id]
+
+    def _keep(self, workflow_id: str, held: _Held) -> None:
+        """Keep a token minted by a pass that committed (unless one was minted meanwhile)."""
+        with self._lock:
+            self._tokens.setdefault(workflow_id, held)
+
     def for_run(self, run_id: int) -> node_pb2.RunSecretsResponse:
         """The secrets run ``run_id`` needs now. NotFound when it is not live; NotFound or
-        InvalidArgument naming the field and reference when a secret cannot be read."""
+        InvalidArgument naming the field and reference when a secret cannot be read. A live
+        run that needs nothing but its workflow's token, minted in the pass that assigned
+        it, is answered from memory."""
+        known = self._token_only_answer(run_id)
+        if known is not None:
+            return known
         with self.sessions() as session:
             # the run with its workflow and stage in one query, not three
             found = session.execute(
@@ -264,19 +361,32 @@ class RunSecretsService:
             raise InvalidArgument(f"{where}: expected a secret://SCOPE/NAME reference")
         return self.secrets.credentials(owner, reference, where=where, host=registry_host(uri))
 
+    def _token_only_answer(self, run_id: int) -> node_pb2.RunSecretsResponse | None:
+        """The answer of a live run that needs only its workflow's token, when this
+        Orchestrate minted it and knows the run's stage needs nothing else; else None."""
+        live = self.live_runs.get(run_id)
+        if live is None:
+            return None
+        with self._lock:
+            held = self._tokens.get(live.workflow_id)
+        if held is None or live.stage_name not in held.token_only:
+            return None
+        return node_pb2.RunSecretsResponse(workflow_token=held.token)
+
     def _token(self, workflow: Workflow, owner: Callable[[], SecretOwner]) -> str:
         with self._lock:
-            token = self._tokens.get(workflow.id)
-            if token is None:
-                token = self.accounts.issue_for(
-                    workflow.account_id,
-                    # the submitter, else the account's owner (as ``owner_of_workflow``)
-                    user_id=workflow.user_id or owner().user_id,
-                    credential=CredentialKind.WORKFLOW,
-                    workflow_id=workflow.id,
+            held = self._tokens.get(workflow.id)
+            if held is None:
+                held = self._tokens[workflow.id] = _Held(
+                    self.accounts.issue_for(
+                        workflow.account_id,
+                        # the submitter, else the account's owner (as ``owner_of_workflow``)
+                        user_id=workflow.user_id or owner().user_id,
+                        credential=CredentialKind.WORKFLOW,
+                        workflow_id=workflow.id,
+                    )
                 )
-                self._tokens[workflow.id] = token
-            return token
+            return held.token
 
     # -- revocation ----------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ messages for nodes and the events for hooks that leave only once the session com
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -40,6 +40,13 @@ class Transaction:
     #: the stage rows of the workflows :meth:`load_workflows` loaded, by workflow id (stage
     #: rows are written only at submission, so a list read once holds for the transaction)
     stages: dict[str, list[Stage]] = field(default_factory=dict)
+    #: what to do in memory once the transaction committed, before its messages go out
+    #: (kept from a transaction that failed, it would describe rows that do not exist)
+    committed: list[Callable[[], None]] = field(default_factory=list)
+    #: array stages whose window of tasks in flight had room made in this transaction, to
+    #: be filled once before it commits (:func:`~fuzzball_core.orchestrate.placement.
+    #: fill_task_windows`) rather than once per task that ended
+    windows_due: set[int] = field(default_factory=set)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
@@ -139,6 +146,11 @@ class Transaction:
                 ],
             )
         self.session.commit()
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Call ``action`` once the transaction committed, before its messages are sent
+        (never, if it fails)."""
+        self.committed.append(action)
 
     def send(self, node_ids: Iterable[str], message: ToNode) -> None:
         """Send ``message`` to each of ``node_ids`` once the transaction commits."""

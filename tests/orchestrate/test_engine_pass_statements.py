@@ -106,3 +106,31 @@ def test_a_run_placed_in_a_later_pass_is_read_with_its_stage_and_workflow(harnes
     (assignment,) = harness.assignments()
     assert len(_reading(statements, "FROM runs")) == 1
     harness.run_to_end(node, assignment)
+
+
+def test_a_started_report_sent_again_reads_no_run(harness, statements):
+    node = harness.node()
+    harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    statements.clear()
+    harness.start(node, assignment.run_id)  # a reconnected node tells its runs again
+    harness.engine.step()
+    assert _reading(statements, "FROM runs") == []
+
+
+def test_after_a_restart_a_started_report_sent_again_reads_no_run(harness, statements):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.engine = harness.restarted()
+    statements.clear()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    assert _reading(statements, "FROM runs") == []
+    harness.exit(node, assignment.run_id)
+    harness.engine.step()
+    assert harness.status(workflow_id) == "FINISHED"

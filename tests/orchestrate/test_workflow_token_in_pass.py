@@ -1,0 +1,117 @@
+"""A workflow's token is minted by the engine's pass that assigns its first job (in that
+pass's transaction), and a run needing nothing but the token is answered from memory: no
+session, no statement; a run that ended, or a token whose pass failed, is never handed out."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from support.engine_workflows import HELLO
+
+from fuzzball_core.errors import NotFound
+from fuzzball_core.orchestrate.run_secrets import RunSecretsService
+from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.service.secrets import Secrets
+from fuzzball_core.store.models import ApiToken
+from fuzzball_core.store.secret_box import SecretBox
+from fuzzball_core.vocabulary import CredentialKind
+
+#: two jobs that run side by side: both are placed in the same pass
+TWO_JOBS = """
+version: v1
+jobs:
+  one:
+    image: {uri: docker://alpine:latest}
+    command: [/bin/true]
+  two:
+    image: {uri: docker://alpine:latest}
+    command: [/bin/true]
+"""
+
+
+@pytest.fixture
+def run_secrets(harness, tmp_path) -> RunSecretsService:
+    secrets = Secrets(harness.engine.sessions, SecretBox(tmp_path))
+    return RunSecretsService.attach(harness.engine, harness.service.accounts, secrets)
+
+
+def _tokens_of(harness, workflow_id: str) -> list[ApiToken]:
+    with harness.engine.sessions() as session:
+        return list(session.scalars(select(ApiToken).where(ApiToken.workflow_id == workflow_id)))
+
+
+def test_the_pass_assigning_a_workflows_first_job_mints_its_token(harness, run_secrets):
+    harness.node()
+    workflow_id = harness.submit(HELLO)
+    assert len(harness.assignments()) == 1
+
+    (token,) = _tokens_of(harness, workflow_id)
+
+    assert (token.credential, token.revoked_at) == (CredentialKind.WORKFLOW, None)
+
+
+def test_a_job_needing_only_its_token_is_answered_without_a_statement(
+    harness, run_secrets, statements
+):
+    harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    statements.clear()
+
+    reply = run_secrets.for_run(assignment.run_id)
+
+    assert statements == []
+    who = harness.service.accounts.authenticate(reply.workflow_token)
+    assert (who.account_id, who.credential, who.workflow_id) == (
+        harness.user.account_id,
+        CredentialKind.WORKFLOW,
+        workflow_id,
+    )
+
+
+def test_runs_of_a_workflow_assigned_in_one_pass_share_one_token(harness, run_secrets):
+    harness.node()
+    workflow_id = harness.submit(TWO_JOBS)
+    first, second = harness.assignments()
+
+    answers = {run_secrets.for_run(a.run_id).workflow_token for a in (first, second)}
+
+    assert len(_tokens_of(harness, workflow_id)) == 1
+    assert len(answers) == 1
+
+
+def test_a_run_that_ended_is_told_nothing_while_its_workflow_runs(harness, run_secrets):
+    node = harness.node()
+    workflow_id = harness.submit(TWO_JOBS)
+    ended, running = harness.assignments()
+    harness.run_to_end(node, ended)
+    assert harness.status(workflow_id) == "STARTED"
+
+    with pytest.raises(NotFound):
+        run_secrets.for_run(ended.run_id)
+    assert run_secrets.for_run(running.run_id).workflow_token
+
+
+def test_a_token_minted_by_a_pass_that_failed_is_never_handed_out(
+    harness, run_secrets, monkeypatch
+):
+    harness.submit(HELLO)  # no node yet: the run waits for the next pass
+    harness.node()
+    commit = Transaction.commit
+    failures = iter([RuntimeError("the store went away")])
+
+    def failing_once(tx: Transaction) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        commit(tx)
+
+    monkeypatch.setattr(Transaction, "commit", failing_once)
+    with pytest.raises(RuntimeError):
+        harness.engine.step()  # placed and minted, then rolled back
+    harness.engine.step()
+    (assignment,) = harness.assignments()
+
+    token = run_secrets.for_run(assignment.run_id).workflow_token
+
+    assert harness.service.accounts.authenticate(token).credential == CredentialKind.WORKFLOW
