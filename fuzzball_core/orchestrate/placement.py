@@ -126,19 +126,6 @@ def dispatch_tasks(ctx: EngineContext, tx: Transaction, workflow: Workflow, stag
         stage.next_task += count
 
 
-def fill_task_windows(ctx: EngineContext, tx: Transaction) -> None:
-    """Start the next tasks of the arrays whose tasks ended in this transaction, up to each
-    one's window (:attr:`Transaction.windows_due`); called before the transaction commits."""
-    due, tx.windows_due = tx.windows_due, set()
-    for stage_id in sorted(due):
-        stage = tx.session.get(Stage, stage_id)
-        if stage is None or stage.status in TERMINAL_STATUSES:
-            continue  # ended since (a task failed, the workflow was stopped)
-        workflow = tx.session.get(Workflow, stage.workflow_id)
-        if workflow is not None and workflow.status not in TERMINAL_STATUSES:
-            dispatch_tasks(ctx, tx, workflow, stage)
-
-
 def forget(ctx: EngineContext, run: Run) -> None:
     """A PENDING run will never be placed (its stage or workflow ended)."""
     ctx.pending.pop(run_key(run.id), None)
