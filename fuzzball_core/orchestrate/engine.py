@@ -454,6 +454,7 @@ class Engine:
                 for applying in reports:
                     node_reports.apply(ctx, tx, applying.node_id, applying.message)
                 applying = None
+                placement.fill_task_windows(ctx, tx)
                 nodes.persist_leases(ctx, tx)
                 nodes.expire_leases(ctx, tx)
                 self._deprovision_empty_nodes(tx, reports)
@@ -544,6 +545,7 @@ class Engine:
             try:
                 with tx.session:
                     result = work(tx)
+                    placement.fill_task_windows(ctx, tx)
                     tx.commit()
             except FuzzballError:
                 ctx.told.undo()

@@ -122,8 +122,22 @@ def dispatch_tasks(ctx: EngineContext, tx: Transaction, workflow: Workflow, stag
     in_flight = (stage.next_task - tasks.start) - ended
     count = min(window - in_flight, tasks.end - stage.next_task + 1)
     if count > 0:
-        new_runs(ctx, tx, workflow, stage, range(stage.next_task, stage.next_task + count))
-        stage.next_task += count
+        first = stage.next_task
+        stage.next_task += count  # before new_runs' flush: the stage row is written once
+        new_runs(ctx, tx, workflow, stage, range(first, first + count))
+
+
+def fill_task_windows(ctx: EngineContext, tx: Transaction) -> None:
+    """Start the next tasks of the arrays whose tasks ended in this transaction, up to each
+    one's window (:attr:`Transaction.windows_due`); called before the transaction commits."""
+    due, tx.windows_due = tx.windows_due, set()
+    for stage_id in sorted(due):
+        stage = tx.session.get(Stage, stage_id)
+        if stage is None or stage.status in TERMINAL_STATUSES:
+            continue  # ended since (a task failed, the workflow was stopped)
+        workflow = tx.session.get(Workflow, stage.workflow_id)
+        if workflow is not None and workflow.status not in TERMINAL_STATUSES:
+            dispatch_tasks(ctx, tx, workflow, stage)
 
 
 def forget(ctx: EngineContext, run: Run) -> None:

@@ -108,9 +108,10 @@ def _task_ended(
     elif stage.tasks_finished >= (stage.task_count or 0):
         end_stage(ctx, tx, stage, Status.FINISHED, f"{stage.tasks_finished} tasks finished")
     else:
-        workflow = tx.session.get(Workflow, stage.workflow_id)
-        if workflow is not None:
-            placement.dispatch_tasks(ctx, tx, workflow, stage)
+        # the next task starts once for all the tasks this transaction ends: one INSERT of
+        # new runs per array, not a flush of its own per ended task (61 % of Orchestrate's
+        # CPU under a 5,000-task array on 500 hollow nodes)
+        tx.windows_due.add(stage.id)
 
 
 def cancel_runs(

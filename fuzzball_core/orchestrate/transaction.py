@@ -43,6 +43,10 @@ class Transaction:
     #: what to do in memory once the transaction committed, before its messages go out
     #: (kept from a transaction that failed, it would describe rows that do not exist)
     committed: list[Callable[[], None]] = field(default_factory=list)
+    #: array stages whose window of tasks in flight had room made in this transaction, to
+    #: be filled once before it commits (:func:`~fuzzball_core.orchestrate.placement.
+    #: fill_task_windows`) rather than once per task that ended
+    windows_due: set[int] = field(default_factory=set)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""

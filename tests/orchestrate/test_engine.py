@@ -147,6 +147,23 @@ def test_task_array_honours_concurrency(harness):
     assert [a.task_id for a in harness.assignments()] == [6]
 
 
+def test_tasks_ending_in_one_pass_write_their_stage_once_and_start_the_next(
+    harness, statements
+):
+    node = harness.node(cores=64)
+    harness.submit(ARRAY)
+    first = harness.assignments()
+    for assignment in first:
+        harness.start(node, assignment.run_id)
+        harness.exit(node, assignment.run_id)
+    statements.clear()
+    harness.engine.step()
+    # one flush for all five, not one per ended task (each wrote the stage's counts)
+    updates = [s for s in statements if s.lstrip().upper().startswith("UPDATE STAGES")]
+    assert len(updates) == 1
+    assert sorted(a.task_id for a in harness.assignments()) == [6, 7, 8, 9, 10]
+
+
 def test_task_array_finishes_when_every_task_did(harness):
     node = harness.node(cores=64)
     wf = harness.submit(ARRAY)
