@@ -2,7 +2,7 @@
  * its descriptors where the init expects them, builds and enters the root, sets the hostname,
  * network and RLIMIT_MEMLOCK, then executes the init (init.c) from the sealed memfd.
  *
- * It runs on the agent's memory (CLONE_VM) while the agent's thread waits (CLONE_VFORK), and
+ * It runs on the agent's memory (CLONE_VM) while the agent's thread waits for its report and
  * other agent threads keep running: it only makes system calls, writes its own stack and
  * reads the spec. All signals stay blocked from clone to exec (the agent blocked them), so no
  * agent signal handler can run in here; the init sets its own dispositions. */

@@ -1,10 +1,11 @@
 /* The agent's side of starting a container (see container.h for the other parts).
  *
- * The child is created as posix_spawn and crun create theirs: clone(CLONE_VM | CLONE_VFORK)
- * on a stack of its own. Sharing the agent's memory spares copying the page tables of a large
- * Python process for every job (the cost grows with the agent's size), and CLONE_VFORK holds
- * this thread until the child has executed the init, after which the child has a small
- * address space of its own. The child may therefore only do what child.c does. A job with a
+ * The child is created much as posix_spawn and crun create theirs: clone(CLONE_VM) on a stack
+ * of its own. Sharing the agent's memory spares copying the page tables of a large Python
+ * process for every job (the cost grows with the agent's size); this thread then waits for
+ * the child's report, which ends after the child executed the init, from when the child has
+ * a small address space of its own (posix_spawn holds the thread with CLONE_VFORK until that
+ * exec instead, a wake-up more). The child may therefore only do what child.c does. A job with a
  * cgroup v2 group is cloned into it (clone3's CLONE_INTO_CGROUP) rather than joining it by
  * writing cgroup.procs: that write takes the cgroup threadgroup lock for writing, and the first
  * taking after a quiet spell waits for an RCU grace period (~12 ms per start here, about half
@@ -165,8 +166,9 @@ static int init_argv_build(const struct fbrt_spec *spec, struct init_argv *a,
 }
 
 /* The child's stack is kept per agent thread between starts. The child is done with it once
- * clone returns (CLONE_VFORK holds this thread until the child has executed the init or
- * exited), so the next start from the same thread can use it again; a fresh one per start
+ * it has executed the init or exited, which the thread waits for before it starts another
+ * (CLONE_VFORK, or the report's EOF in fbrt_container_start), so the next start from the
+ * same thread can use it again; a fresh one per start
  * cost an mmap, an mprotect and a munmap (whose TLB shootdown interrupts the CPU the child
  * ran on), and the child's page faults on new zero pages. Unmapped when the thread ends. */
 static pthread_key_t stack_key;
@@ -282,6 +284,8 @@ static long clone_on_stack(int (*fn)(void *), void *arg, int flags, int *pidfd, 
     char *stack = child_stack(&owned, &err);
     if (!stack)
         return -err;
+    if (owned) /* unmapped below, as soon as clone returns: the child must be done with it */
+        flags |= CLONE_VFORK;
     /* Blocked in the child from its first instruction: a handler of the agent's running on
      * the shared memory could corrupt it. The child keeps them blocked through exec. */
     sigset_t all, old;
@@ -319,10 +323,12 @@ static long clone_on_stack(int (*fn)(void *), void *arg, int flags, int *pidfd, 
 
 /* clone the container's child, into its v2 group when it has one; returns its pid or -errno.
  * No CLONE_NEWNS: the child copies the template mount namespace instead of the agent's
- * (rootfs.c). */
+ * (rootfs.c). No CLONE_VFORK: this thread goes on to wait for the child's report (the pipe's
+ * EOF once the command is executed, which comes after the child left this memory by
+ * executing the init), instead of sleeping in clone until the init's exec and then again
+ * in the read: one wake-up fewer per start, each a turn in the run queue on a busy node. */
 static long clone_child(const struct fbrt_spec *spec, struct fbrt_child_args *args, int *pidfd) {
-    int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
-                CLONE_PIDFD | SIGCHLD;
+    int flags = CLONE_VM | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD | SIGCHLD;
     if (spec->new_net && spec->net_fd < 0)
         flags |= CLONE_NEWNET;
     return clone_on_stack(fbrt_child_main, args, flags, pidfd, spec->cgroup_v2_fd,
@@ -478,17 +484,20 @@ int fbrt_container_start(const struct fbrt_spec *spec, struct fbrt_started *out,
     int pidfd = -1;
     long long before = boottime_ns();
     long pid = clone_child(spec, &args, &pidfd);
-    init_argv_free(&init);
     close(error_pipe[1]);
     close(status_pipe[1]);
     if (pid < 0) {
+        init_argv_free(&init);
         close(error_pipe[0]);
         close(status_pipe[0]);
         return fbrt_fail(err, (int)-pid, "clone into new namespaces");
     }
-    /* EOF once the command has been executed: the init closes its end then. */
+    /* EOF once the command has been executed: the init closes its end then. The child may
+     * still be running on this process's memory until then (no CLONE_VFORK), reading ARGS,
+     * INIT and SPEC: none of them is touched before. */
     rc = read_report(error_pipe[0], err);
     close(error_pipe[0]);
+    init_argv_free(&init);
     if (rc < 0) {
         kill((pid_t)pid, SIGKILL);
         while (waitpid((pid_t)pid, NULL, __WALL) < 0 && errno == EINTR)
