@@ -76,6 +76,8 @@ class NodeImages:
         self._clock = clock
         self._backends: dict[str, ImageBackend] = {}
         self._pinned: dict[str, _Pinned] = {}
+        #: the EROFS file each (uri, digest) was made ready as here
+        self._by_digest: dict[tuple[str, str], Path] = {}
         self._uri_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         #: configs read beside cached images: path -> (the config file's identity, config)
@@ -147,6 +149,8 @@ class NodeImages:
             lifetime = self.resolve_ttl if ttl is None else ttl
             with self._lock:
                 self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)
+                if digest:
+                    self._by_digest[(uri, digest)] = Path(path)
             return Path(path)
 
     def _from_object_cache(
@@ -169,6 +173,19 @@ class NodeImages:
         """The EROFS file of ``uri`` when its tag is pinned here and still fresh (what
         :meth:`ensure` would return without asking anyone), else None. Never blocks."""
         return self._fresh(uri)
+
+    def ready(self, uri: str, digest: str) -> Path | None:
+        """The EROFS file of ``uri`` at ``digest`` when :meth:`ensure` made it ready here
+        before and it is still in the cache (what ``ensure`` would return without pulling),
+        else None. Never blocks: a digest names the image for good, so only the file's
+        presence is checked."""
+        if not digest:
+            return None
+        with self._lock:
+            path = self._by_digest.get((uri, digest))
+        if path is None or not path.exists():
+            return None
+        return path
 
     def config(self, image: Path) -> ImageConfig | None:
         """The config kept beside the cached EROFS file ``image``

@@ -237,6 +237,23 @@ def test_an_image_pull_reports_its_progress_and_succeeds(node: NodeServices) -> 
     assert steps[-1] == "done"
 
 
+def test_an_image_pull_of_an_image_ready_at_its_digest_succeeds_without_the_pull_pool(
+    node: NodeServices,
+) -> None:
+    uri = "docker://alpine:latest"
+    digest = node.images.backend("docker").resolve(uri).digest
+    node.images.ensure(uri, digest=digest)
+    node.pull_pool.shutdown()  # a pull now would fail to be scheduled
+    request = _image_request(f"images.{uri}", {"kind": "image-pull", "uri": uri, "digest": digest})
+
+    outcome, output = _execute(node, request)
+
+    assert (outcome.exit_code, outcome.message) == (0, "")
+    assert [json.loads(data) for stream, data in output if stream == "progress"] == [
+        {"step": "done", "done": 1, "total": 1}
+    ]
+
+
 def test_a_build_runs_its_post_script_then_needs_somewhere_to_store_the_image(
     node: NodeServices,
 ) -> None:

@@ -64,3 +64,19 @@ def test_a_missing_image_raises_the_backends_not_found(
 
     with pytest.raises(NotFound):
         images.ensure("docker://library/no-such-image:1")
+
+
+def test_an_image_made_ready_at_its_digest_is_ready_until_it_leaves_the_cache(
+    tmp_path: Path, images_config: dict[str, object]
+) -> None:
+    images = NodeImages(get_registry(), images_config, tmp_path)
+    uri = "docker://alpine:latest"
+    digest = images.backend("docker").resolve(uri).digest
+    assert images.ready(uri, digest) is None
+
+    path = images.ensure(uri, digest=digest)
+    assert images.ready(uri, digest) == path
+    assert images.ready(uri, "sha256:" + "0" * 64) is None
+
+    path.unlink()  # evicted
+    assert images.ready(uri, digest) is None

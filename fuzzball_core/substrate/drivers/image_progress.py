@@ -17,6 +17,8 @@ from fuzzball_core.substrate.drivers.base import LogSink
 PROGRESS_STREAM = "progress"
 #: Seconds between two progress reports of one image step.
 PROGRESS_INTERVAL = 0.5
+#: the report of an image that is ready (as the backends' last step says it)
+DONE = {"step": "done", "done": 1, "total": 1}
 
 
 class ImageProgress:
@@ -43,6 +45,11 @@ class ImageProgress:
             self._send(document)
         else:
             self.step(str(document["step"]), int(document["done"]), int(document["total"]))
+
+    def done_on_loop(self) -> None:
+        """Report the image ready, from the event loop's own thread: handed to the sink at
+        once, so that it goes out with whatever the loop sends on this turn."""
+        self._sink(self._run_id, PROGRESS_STREAM, json.dumps(DONE).encode())
 
     def _send(self, document: dict[str, Any]) -> None:
         data = json.dumps(document).encode()

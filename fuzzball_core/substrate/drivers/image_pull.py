@@ -1,7 +1,8 @@
 """The driver of an image stage's pull (payload kind ``image-pull``).
 
 The image is made ready in the node's cache on the pull thread pool (from the object cache's
-copy when the payload names one, ``cached``), its steps reported as progress; when the
+copy when the payload names one, ``cached``), its steps reported as progress (an image this
+agent made ready at the payload's digest before is taken at once, on the loop); when the
 payload names a write-back target the image is then stored there through the storing image
 backend (best effort: the pull succeeds either way). Nothing runs in a container, so a stop
 only keeps the write-back from starting or retrying.
@@ -37,6 +38,8 @@ class ImagePullDriver(PoolTaskDriver):
     def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
         super().__init__(request, node, sink)
         self.progress = ImageProgress(request.run_id, sink, self.loop)
+        #: the node has the image at the stage's digest: nothing to pull
+        self._ready = False
 
     async def start(self) -> RunOutcome | None:
         """Begin the pull in the background (its outcome comes from :meth:`wait`), with the
@@ -45,9 +48,25 @@ class ImagePullDriver(PoolTaskDriver):
         if isinstance(secrets, RunOutcome):
             return secrets
         credentials = secrets.image_credentials or None
+        work = self.request.definition
+        if not isinstance(work.get("write-back"), dict):
+            ready = self.node.images.ready(str(work["uri"]), str(work.get("digest") or ""))
+            if ready is not None:
+                # Nothing to pull (the usual image stage of a cached image): no hop to the
+                # pull pool and back, and the run's start, progress and exit reach the stream
+                # on one turn of the loop, in one write.
+                self._ready = True
+                return None
         # the pull checks `stopping` before each write-back attempt
         self.begin(self._pull, credentials)
         return None
+
+    async def wait(self) -> RunOutcome:
+        """The pull's outcome (at once for an image the node has at its digest)."""
+        if self._ready:
+            self.progress.done_on_loop()
+            return RunOutcome(exit_code=0)
+        return await super().wait()
 
     def destroy(self) -> None:
         """A pull holds nothing of its own on the node (the image stays in the cache)."""
