@@ -42,6 +42,8 @@ class PendingRun:
     run_id: int
     workflow_id: str
     stage_id: int
+    #: its stage's name, for the events about its waiting (the stage row is not read)
+    stage_name: str
     request: JobRequest
 
 

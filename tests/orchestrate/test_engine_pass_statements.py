@@ -134,3 +134,12 @@ def test_after_a_restart_a_started_report_sent_again_reads_no_run(harness, state
     harness.exit(node, assignment.run_id)
     harness.engine.step()
     assert harness.status(workflow_id) == "FINISHED"
+
+
+def test_a_stage_left_waiting_is_reported_without_reading_its_row(harness, statements):
+    harness.node(cores=1)
+    harness.submit(HELLO)  # holds the node's one core
+    statements.clear()
+    waiting = harness.submit(HELLO)
+    assert _reading(statements, "FROM stages") == []
+    assert "scheduling_blocked" in harness.events(waiting)
