@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import cast
+from typing import NamedTuple, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -97,7 +97,7 @@ _NOTED = frozenset(
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestHead:
     """A request as the client sent it, for the gate to decide on."""
 
@@ -141,6 +141,7 @@ class RequestHead:
         such passes: one, not one per header looked up)."""
         noted: dict[bytes, bytes] = {}
         cookies: list[bytes] = []
+        # the lines' pieces, joined once
         lines: list[bytes] = []
         chunked = False
         lowered_names: list[bytes] = []
@@ -156,7 +157,7 @@ class RequestHead:
                 if lowered == b"transfer-encoding" and b"chunked" in value.lower():
                     chunked = True
             if lowered not in _DROPPED:
-                lines.append(name + b": " + value + b"\r\n")
+                lines += (name, b": ", value, b"\r\n")
         connection = noted.get(b"connection")
         if connection:
             # the headers Connection names are this hop's only (RFC 9110 7.6.1): rare
@@ -197,11 +198,11 @@ class RequestHead:
         return ""
 
 
-@dataclass(frozen=True)
-class Forward:
+class Forward(NamedTuple):
     """Where the gate sends a request: ``url`` (``http[s]://HOST:PORT``), ``path`` (the
     request-target the service gets) and the ``cookie`` header it gets instead of the
-    client's (None: as sent; '': none)."""
+    client's (None: as sent; '': none). A named tuple: made for every request, and a
+    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``."""
 
     url: str
     path: str
@@ -242,7 +243,7 @@ def status_answer(error: FuzzballError, *, keep_alive: bool) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-@dataclass
+@dataclass(slots=True)
 class _Request:
     """One request of a client connection, from its head to its body's end."""
 
@@ -375,7 +376,9 @@ class _Service(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._client: ProxyConnection | None = None
         self._parser = _answer_parser(self)
-        self._done: asyncio.Future[bool] | None = None
+        #: a client waits for the answer to the request it sent (told by ``answered`` or
+        #: ``unanswered``, never both)
+        self._asking = False
         self._head_only = False
         self._final = False
         self._answered = False
@@ -388,18 +391,23 @@ class _Service(asyncio.Protocol):
 
     # -- the client's side -----------------------------------------------------------------
 
-    def ask(self, client: ProxyConnection, head: bytes, head_only: bool) -> asyncio.Future[bool]:
-        """Send a request head; the future is done with whether the connection may be kept
-        once the whole answer went to ``client`` (ConnectionError when the service closed
-        it before answering)."""
+    def ask(self, client: ProxyConnection, head: bytes, head_only: bool) -> None:
+        """Send a request head; ``client`` is told :meth:`ProxyConnection.answered` (with
+        whether this connection may be kept) once the whole answer went to it, or
+        :meth:`ProxyConnection.unanswered` when the service closed the connection before
+        answering. Callbacks, not a future: a future's result wakes the client's task a
+        loop turn later, which cost as much as the rest of the request's Python."""
         assert self.transport is not None
         self._client = client
-        self._done = self._loop.create_future()
+        self._asking = True
         self._head_only = head_only
         self._final = False
         self._answered = False
+        # the answer's framing, reset here rather than in an on_message_begin callback (one
+        # call into Python fewer per answer); 1xx answers before the final one carry none
+        self._length = -1
+        self._seen = 0
         self.transport.write(head)
-        return self._done
 
     def send(self, data: bytes) -> None:
         if self.transport is not None and not self.closed:
@@ -501,15 +509,15 @@ class _Service(asyncio.Protocol):
         self.closed = True
         self.pool.forget(self)
         client, self._client = self._client, None
-        if self._done is not None and not self._done.done():
+        if self._asking and client is not None:
+            self._asking = False
             if not self._answered:
-                self._done.set_exception(ConnectionError("the service closed the connection"))
+                client.unanswered(self)
             else:
                 # ended by closing (an answer without length), or cut: the client sees
                 # its connection end the same way, so it never takes a part for the whole
-                self._done.set_result(False)
-                if client is not None:
-                    client.close_after_answer()
+                client.close_after_answer()
+                client.answered(self, False)
         elif self.tunnel and client is not None:
             client.close_after_answer()
 
@@ -522,10 +530,6 @@ class _Service(asyncio.Protocol):
             self._client.release("service")
 
     # -- httptools callbacks ---------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self._length = -1
-        self._seen = 0
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) == 14 and name.lower() == b"content-length":
@@ -549,22 +553,38 @@ class _Service(asyncio.Protocol):
             self._finish(True)
 
     def on_message_complete(self) -> None:
-        if self._final and self._done is not None and not self._done.done():
+        if self._final and self._asking:
             self._finish(self._parser.should_keep_alive())
 
     def _finish(self, keep: bool) -> None:
-        done = self._done
-        if done is not None and not done.done():
-            done.set_result(keep)
+        client = self._client
         if not self.tunnel:
             self._client = None
+        if self._asking and client is not None:
+            self._asking = False
+            client.answered(self, keep)
 
 
 class ProxyConnection(asyncio.Protocol):
-    """One client connection to the endpoint proxy."""
+    """One client connection to the endpoint proxy.
 
-    def __init__(self, gate: Gate, pool: ServicePool, *, secure: bool) -> None:
+    Its requests are answered one at a time, in order, from the protocols' callbacks: a
+    request whose decision ``kept`` knows, to a service with a kept-alive connection idle,
+    is sent on from the parser's callback that completes its head, and the next one is
+    started from the callback that completes the answer. Only asking the gate or
+    connecting to the service takes a task (:meth:`_slowly`)."""
+
+    def __init__(
+        self,
+        gate: Gate,
+        pool: ServicePool,
+        *,
+        secure: bool,
+        kept: Callable[[RequestHead], Forward | None] | None = None,
+    ) -> None:
         self.gate = gate
+        #: the gate's decision without waiting, None when it must be asked
+        self._kept = kept
         self._loop = asyncio.get_running_loop()  # made on the loop, by its server
         self.pool = pool
         self.secure = secure
@@ -573,7 +593,12 @@ class ProxyConnection(asyncio.Protocol):
         self._forwarded = b""
         self._parser = httptools.HttpRequestParser(self)
         self._requests: collections.deque[_Request] = collections.deque()
-        self._arrived: asyncio.Future[None] | None = None
+        #: the request being answered, where it went and whether its service connection
+        #: was a kept one (one that may have been closed meanwhile, so tried again once)
+        self._active: _Request | None = None
+        self._attempt: tuple[Forward, bool] | None = None
+        self._pumping = False
+        #: the task asking the gate or connecting for the request being answered
         self._task: asyncio.Task[None] | None = None
         self._holds: set[str] = set()
         self.writing_paused = False
@@ -604,7 +629,6 @@ class ProxyConnection(asyncio.Protocol):
         if self.remote:
             self._forwarded += b"X-Forwarded-For: " + self.remote.encode("latin-1") + b"\r\n"
         self._forwarded += b"\r\n"
-        self._task = self._loop.create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
         if self._tunnel is not None:
@@ -631,12 +655,13 @@ class ProxyConnection(asyncio.Protocol):
             with contextlib.suppress(RuntimeError, OSError):
                 self._tunnel.transport.write_eof()
             return True
-        self._wake()
+        self._pump()
         return True  # an answer under way is still sent; the connection closes after it
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._eof = True
+        self._active = None  # what its service says now has nowhere to go
         if self._tunnel is not None:
             self._tunnel.close()
         if self._service is not None:
@@ -662,12 +687,6 @@ class ProxyConnection(asyncio.Protocol):
             service.transport.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self._url = b""
-        self._headers = []
-        self._head_size = 0
-        self._too_large = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -698,12 +717,17 @@ class ProxyConnection(asyncio.Protocol):
             secure=self.secure,
             remote=self.remote,
         )
-        request = _Request(head, chunked=head.chunked, too_large=self._too_large)
+        request = _Request(head, head.chunked, self._too_large)
+        # ready for the next head: here rather than in an on_message_begin callback
+        self._url = b""
+        self._headers = []
+        self._head_size = 0
+        self._too_large = False
         self._current = request
         self._requests.append(request)
         if len(self._requests) > MAX_PIPELINED:
             self.hold("queued")
-        self._wake()
+        self._pump()
 
     def on_body(self, body: bytes) -> None:
         request = self._current
@@ -760,93 +784,127 @@ class ProxyConnection(asyncio.Protocol):
             self._closing = True
             self.transport.close()
 
-    def _wake(self) -> None:
-        arrived = self._arrived
-        if arrived is not None and not arrived.done():
-            arrived.set_result(None)
-
-    async def _next(self) -> _Request | None:
-        while not self._requests:
-            if self._eof or self._closing:
-                return None
-            self._arrived = self._loop.create_future()
-            await self._arrived
-        return self._requests.popleft()
-
-    async def _serve(self) -> None:
+    def _pump(self) -> None:
+        """Start answering the next request while none is being answered."""
+        if self._pumping:
+            return  # the loop below goes on once the caller's request is done
+        self._pumping = True
         try:
-            while not self._closing:
-                request = await self._next()
-                if request is None:
-                    break
+            while self._active is None and not self._closing and self._tunnel is None:
+                if not self._requests:
+                    if self._eof:
+                        self._close()
+                    return
+                request = self._active = self._requests.popleft()
                 if len(self._requests) < MAX_PIPELINED:
                     self.release("queued")
-                if not await self._one(request):
-                    break
-        except asyncio.CancelledError:
-            pass
+                self._start(request)
         except Exception:
             log.exception("the endpoint proxy failed a request")
+            self._close()
         finally:
-            if self._tunnel is None and self.transport is not None and not self._closing:
-                self._closing = True
-                self.transport.close()
+            self._pumping = False
 
-    async def _one(self, request: _Request) -> bool:
-        """Answer one request; whether the connection goes on to the next."""
-        head = request.head
+    def _start(self, request: _Request) -> None:
+        """Send ``request`` on, or answer it: at once when its decision is kept and a
+        kept-alive connection to its service is idle, else by :meth:`_slowly`."""
         if request.too_large:
             self._write_and_close(
                 status_answer(_HeadTooLarge("the request head is too large"), keep_alive=False)
             )
-            return False
-        try:
-            forward = await self.gate(head)
-        except FuzzballError as error:
-            return self._refuse(request, error)
-        service_head = self._service_head(head, forward)
-        for attempt in (0, 1):
-            service = self.pool.idle(forward.url) if attempt == 0 else None
-            reused = service is not None
+            self._finished(False)
+            return
+        forward = None
+        if self._kept is not None:
             try:
-                if service is None:
+                forward = self._kept(request.head)
+            except FuzzballError as error:
+                self._finished(self._refuse(request, error))
+                return
+            if forward is not None:
+                service = self.pool.idle(forward.url)
+                if service is not None:
+                    self._ask(request, forward, service, reused=True)
+                    return
+        self._task = self._loop.create_task(self._slowly(request, forward, fresh=False))
+
+    async def _slowly(self, request: _Request, forward: Forward | None, *, fresh: bool) -> None:
+        """Send ``request`` on once the gate decided (unless ``forward`` says already) and
+        a connection to its service is had (a new one if ``fresh``)."""
+        try:
+            if forward is None:
+                try:
+                    forward = await self.gate(request.head)
+                except FuzzballError as error:
+                    self._finished(self._refuse(request, error))
+                    return
+            service = None if fresh else self.pool.idle(forward.url)
+            reused = service is not None
+            if service is None:
+                try:
                     service = await self.pool.connect(forward.url)
-            except (OSError, TimeoutError) as exc:
-                log.info("endpoint service at %s did not answer: %s", forward.url, exc)
-                return self._refuse(
-                    request, BadGateway("the endpoint's service did not answer; try again shortly")
-                )
-            self._service = service
-            if service.transport is not None:
-                if self.writing_paused:
-                    service.transport.pause_reading()
-                else:
-                    service.transport.resume_reading()
-            done = service.ask(self, service_head, head.method == "HEAD")
+                except (OSError, TimeoutError) as exc:
+                    log.info("endpoint service at %s did not answer: %s", forward.url, exc)
+                    self._finished(self._refuse(request, _no_answer()))
+                    return
+            self._ask(request, forward, service, reused=reused)
+        except Exception:
+            log.exception("the endpoint proxy failed a request")
+            self._close()
+
+    def _ask(self, request: _Request, forward: Forward, service: _Service, *, reused: bool) -> None:
+        """Send ``request``'s head and what came of its body to ``service``."""
+        if self._active is not request:
+            service.close()  # the client left meanwhile
+            return
+        self._service = service
+        self._attempt = (forward, reused)
+        if service.transport is not None:
+            if self.writing_paused:
+                service.transport.pause_reading()
+            else:
+                service.transport.resume_reading()
+        head = request.head
+        service.ask(self, self._service_head(head, forward), head.method == "HEAD")
+        if request.pending:
             for data in request.pending:
                 service.send(data)
-                request.sent_body = True
+            request.sent_body = True
             request.pending = []
             request.pending_size = 0
-            request.sink = service
+        request.sink = service
+        if self._holds:
             self.release("pending")
-            try:
-                keep = await done
-            except ConnectionError:
-                request.sink = None
-                self._service = None
-                self.release("service")
-                if reused and attempt == 0 and not request.sent_body:
-                    continue  # a kept connection the service had closed meanwhile
-                log.info("endpoint service at %s closed the connection unanswered", forward.url)
-                return self._refuse(
-                    request, BadGateway("the endpoint's service did not answer; try again shortly")
-                )
-            break
-        else:  # pragma: no cover - the loop always breaks or returns
-            return False
+
+    def unanswered(self, service: _Service) -> None:
+        """``service`` closed the connection before answering the request it was sent."""
+        request = self._active
+        if request is None or self._attempt is None or service is not self._service:
+            return
+        forward, reused = self._attempt
+        request.sink = None
         self._service = None
         self.release("service")
+        if reused and not request.sent_body:
+            # a kept connection the service had closed meanwhile
+            self._task = self._loop.create_task(self._slowly(request, forward, fresh=True))
+            return
+        log.info("endpoint service at %s closed the connection unanswered", forward.url)
+        self._finished(self._refuse(request, _no_answer()))
+
+    def answered(self, service: _Service, keep: bool) -> None:
+        """``service`` sent the whole answer (``keep``: its connection may serve again)."""
+        request = self._active
+        if request is None or service is not self._service:
+            return
+        self._service = None
+        if self._holds:
+            self.release("service")
+        self._finished(self._after(request, service, keep))
+
+    def _after(self, request: _Request, service: _Service, keep: bool) -> bool:
+        """What follows an answer; whether the connection goes on to the next request."""
+        head = request.head
         if service.tunnel:
             self._tunnel = service
             request.sink = None
@@ -873,6 +931,22 @@ class ProxyConnection(asyncio.Protocol):
             self.close_after_answer()
             return False
         return head.keep_alive and not self._closing
+
+    def _finished(self, go_on: bool) -> None:
+        """The request being answered is done; the next one starts if ``go_on``, else the
+        connection ends (a tunnel's stays)."""
+        self._active = None
+        self._attempt = None
+        if not go_on:
+            if self._tunnel is None:
+                self._close()
+            return
+        self._pump()
+
+    def _close(self) -> None:
+        if self.transport is not None and not self._closing:
+            self._closing = True
+            self.transport.close()
 
     def _refuse(self, request: _Request, error: FuzzballError) -> bool:
         """Answer with ``error``; the request's body (if any) is dropped as it comes."""
@@ -912,6 +986,10 @@ class ProxyConnection(asyncio.Protocol):
         parts.append(b"\r\n")
         parts.append(self._forwarded)
         return b"".join(parts)
+
+
+def _no_answer() -> BadGateway:
+    return BadGateway("the endpoint's service did not answer; try again shortly")
 
 
 def _answer_parser(service: _Service) -> httptools.HttpResponseParser:
@@ -1010,12 +1088,15 @@ async def serve(
     host: str,
     port: int,
     ssl_context: ssl.SSLContext | None = None,
+    *,
+    kept: Callable[[RequestHead], Forward | None] | None = None,
 ) -> asyncio.Server:
-    """Listen on ``host:port`` and forward every request ``gate`` lets through."""
+    """Listen on ``host:port`` and forward every request ``gate`` lets through (``kept``:
+    its decision without waiting, where it has one; see :class:`ProxyConnection`)."""
     loop = asyncio.get_running_loop()
     secure = ssl_context is not None
     return await loop.create_server(
-        lambda: ProxyConnection(gate, pool, secure=secure),
+        lambda: ProxyConnection(gate, pool, secure=secure, kept=kept),
         host,
         port,
         ssl=ssl_context,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import json
 import logging
@@ -160,21 +161,38 @@ class WorkerGate:
         self._kept: dict[tuple[str, str], _Decision] = {}
         self._touched: dict[tuple[str, str], float] = {}
 
+    def kept(self, head: RequestHead) -> Forward | None:
+        """Where ``head`` goes by a decision kept, None when Orchestrate must be asked (a
+        FuzzballError is the client's answer): the proxy's connections call this first,
+        without a task or a future, which is how nearly every request is decided."""
+        endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
+        decision = self._kept.get((endpoint_id, self.routing.token(head)))
+        if decision is None:
+            return None
+        now = time.monotonic()
+        if decision.until <= now:
+            return None
+        return self._forward(decision, path, head, now)
+
     async def __call__(self, head: RequestHead) -> Forward:
         """Where ``head`` goes (a FuzzballError is the client's answer)."""
+        forward = self.kept(head)
+        if forward is not None:
+            return forward
         endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
         key = (endpoint_id, self.routing.token(head))
         now = time.monotonic()
-        decision = self._kept.get(key)
-        if decision is None or decision.until <= now:
-            decision = await self._ask(key)
-            if decision.until > now:
-                if len(self._kept) > MAX_DECISIONS:
-                    self._kept.clear()
-                self._kept[key] = decision
+        decision = await self._ask(key)
+        if decision.until > now:
+            if len(self._kept) > MAX_DECISIONS:
+                self._kept.clear()
+            self._kept[key] = decision
+        return self._forward(decision, path, head, now)
+
+    def _forward(self, decision: _Decision, path: str, head: RequestHead, now: float) -> Forward:
         if decision.pool is not None:
             self._touch(decision.pool, now)
-        return Forward(url=decision.url, path=path, cookie=self.routing.passed_cookie(head))
+        return Forward(decision.url, path, self.routing.passed_cookie(head))
 
     def _touch(self, pool: tuple[str, str, float], now: float) -> None:
         key = pool[:2]
@@ -245,8 +263,11 @@ async def _serve(settings: dict[str, object]) -> None:
     pool = ServicePool(ssl.create_default_context() if settings["verify_upstream_tls"] else False)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: ProxyConnection(gate, pool, secure=False), sock=listener
+        lambda: ProxyConnection(gate, pool, secure=False, kept=gate.kept), sock=listener
     )
+    # what the process made to start (modules, classes, functions: some 20,000 objects) is never
+    # garbage: the collector's full passes, which requests' objects set off, skip it
+    gc.freeze()
     try:
         await gate.run()  # Orchestrate gone: so is its proxy
     finally:

@@ -3,7 +3,9 @@ real clients and a real aiohttp service on loopback, with a gate that sends ever
 to that service: connections kept to the service, large answers moved by splice(2), HEAD,
 chunked bodies, pipelining, and services that end answers by closing or write bare LFs.
 Every test runs on both event loops the forwarder serves from: uvloop's (the proxy's own
-process) and asyncio's (the TLS listener that stays in Orchestrate)."""
+process) and asyncio's (the TLS listener that stays in Orchestrate), and both ways a
+request is decided: by awaiting the gate (in a task), and by a decision the proxy's
+process keeps (at once, from the parser's callbacks)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,15 @@ _runner: Callable[[Coroutine[Any, Any, Any]], Any] = asyncio.run
 def _event_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = endpoint_worker.run if request.param == "uvloop" else asyncio.run
     monkeypatch.setattr(sys.modules[__name__], "_runner", runner)
+
+
+#: the gate's decisions are kept (given without waiting): set by :func:`_decisions`
+_decisions_kept = False
+
+
+@pytest.fixture(autouse=True, params=["asked", "kept"])
+def _decisions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "_decisions_kept", request.param == "kept")
 
 
 def _free_port() -> int:
@@ -96,15 +107,19 @@ def _run(scenario: Scenario, *, keepalive_timeout: float = 75.0) -> Any:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", service_port).start()
 
-        async def gate(head: RequestHead) -> Forward:
+        def decided(head: RequestHead) -> Forward:
             return Forward(
                 url=f"http://127.0.0.1:{service_port}",
                 path=head.target.removeprefix("/x") or "/",
                 cookie=None,
             )
 
+        async def gate(head: RequestHead) -> Forward:
+            return decided(head)
+
         pool = ServicePool(False)
-        server = await serve(gate, pool, "127.0.0.1", proxy_port)
+        kept = decided if _decisions_kept else None
+        server = await serve(gate, pool, "127.0.0.1", proxy_port, kept=kept)
         try:
             return await scenario(f"http://127.0.0.1:{proxy_port}/x", seen)
         finally:
