@@ -19,9 +19,19 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fuzzball_core.scheduling import JobShape
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
+
+
+class Running(Protocol):
+    """A running job as the replay reads it: the nodes it runs on."""
+
+    @property
+    def node_ids(self) -> Sequence[str]:
+        """The ids of the job's nodes."""
+        ...
 
 
 @dataclass(eq=False)
@@ -191,16 +201,16 @@ class Shadow:
 def replay_ends(
     index: NodeIndex,
     ends: Iterable[tuple[float, str]],
-    job_nodes: Mapping[str, Sequence[str]],
+    allocations: Mapping[str, Running],
     queries: Iterable[StartQuery],
     shadow: Shadow | None = None,
 ) -> Shadow:
     """Answer ``queries`` by giving back running jobs' capacity in order of expected end.
 
-    ``ends`` yields ``(expected end, job id)`` ascending (an :class:`EndTimes`); ``job_nodes``
-    maps a running job to its nodes. Returns the shadow as it stood when the last query was
-    answered (or when the running jobs ran out), so a caller can read the reserved nodes' room
-    at that moment.
+    ``ends`` yields ``(expected end, job id)`` ascending (an :class:`EndTimes`); ``allocations``
+    maps a running job's id to what tells its nodes. Returns the shadow as it stood when the
+    last query was answered (or when the running jobs ran out), so a caller can read the
+    reserved nodes' room at that moment.
     """
     shadow = shadow or Shadow(index)
     open_queries = [query for query in queries if not query.answered]
@@ -214,7 +224,7 @@ def replay_ends(
         if not open_queries:
             break
         answered_any = False
-        for node_id in job_nodes[job_id]:
+        for node_id in allocations[job_id].node_ids:
             node = nodes[node_id]
             if node.unavailable_label is not None:
                 continue
