@@ -9,6 +9,7 @@ import signal
 import threading
 import uuid
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -152,12 +153,16 @@ class Container:
     def __init__(self, spec: ContainerSpec) -> None:
         self.spec = spec
 
-    def start(self) -> ContainerHandle:
+    def start(self, late_env: Callable[[], Mapping[str, str]] | None = None) -> ContainerHandle:
         """Start the command in its container; returns once it has been exec'd.
 
-        Raises ``InvalidArgument`` / ``NotFound`` for a bad spec (naming the field), and
-        :class:`ContainerStartError` (a ``RuntimeFailure``) naming the failed step; everything
-        set up before the failure is released again.
+        ``late_env()``, when given, is called once everything else is set up, right before
+        the container's process is created, and its variables are added to the spec's: it may
+        block until they are known (a token still on its way while the image, cgroups and
+        metering are made ready). Raises ``InvalidArgument`` / ``NotFound`` for a bad spec
+        (naming the field), and :class:`ContainerStartError` (a ``RuntimeFailure``) naming
+        the failed step; everything set up before the failure, or before ``late_env``
+        raised, is released again.
         """
         spec = self.spec
         spec.validate()
@@ -207,7 +212,10 @@ class Container:
                 _Stream(spec.stdout, reading=False),
                 _Stream(spec.stderr, reading=False),
             ]
-            started = self._clone(spec, state, lower, memlock, joining, streams, attachment, resolv)
+            env = spec.env if late_env is None else {**spec.env, **late_env()}
+            started = self._clone(
+                spec, env, state, lower, memlock, joining, streams, attachment, resolv
+            )
         except BaseException:
             for stream in streams:
                 stream.abandon()
@@ -294,6 +302,7 @@ class Container:
     @staticmethod
     def _clone(
         spec: ContainerSpec,
+        env: Mapping[str, str],
         state: StateDir,
         lower: str,
         memlock: int,
@@ -325,8 +334,8 @@ class Container:
             scratch.mkdir(parents=True, exist_ok=True)
             c.scratch = text(scratch)
         c.argv = text_array(list(spec.command))
-        c.envp = text_array([f"{k}={v}" for k, v in spec.env.items()])
-        c.path = text(spec.env.get("PATH"))
+        c.envp = text_array([f"{k}={v}" for k, v in env.items()])
+        c.path = text(env.get("PATH"))
         c.cwd = text(spec.cwd)
         c.hostname = text(spec.hostname)
         c.hosts = text(_hosts_file(spec.hostname, spec.extra_hosts))

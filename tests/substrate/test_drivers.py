@@ -23,6 +23,7 @@ from fuzzball_core.substrate.drivers import (
     job_command,
     job_environment,
 )
+from fuzzball_core.substrate.run_secrets import RunSecrets
 
 pytestmark = pytest.mark.root
 
@@ -80,6 +81,25 @@ def test_command_output_streams_and_exit_code_are_reported(node: NodeServices) -
     assert not (outcome.canceled or outcome.timed_out or outcome.oom_killed)
     assert _text(output, "stdout") == "out\n"
     assert _text(output, "stderr") == "err\n"
+
+
+def test_a_job_needing_no_secret_has_its_workflow_token_though_it_came_after_the_set_up(
+    node: NodeServices,
+) -> None:
+    asked: list[int] = []
+
+    async def slow_token(run_id: int) -> RunSecrets:
+        asked.append(run_id)
+        await asyncio.sleep(0.3)  # the container's set-up goes on meanwhile
+        return RunSecrets(workflow_token="tok-7")
+
+    node.run_secrets = slow_token
+    request = _request({"command": ["/bin/sh", "-c", "echo $FB_WORKFLOW_TOKEN"]})
+
+    outcome, output = _execute(node, request)
+
+    assert (outcome.exit_code, asked) == (0, [7])
+    assert _text(output, "stdout") == "tok-7\n"
 
 
 def test_large_output_arrives_complete_in_bounded_chunks(node: NodeServices) -> None:

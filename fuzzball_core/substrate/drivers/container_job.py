@@ -11,9 +11,11 @@ ranks and starts them through the rank launcher.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,7 +56,7 @@ from fuzzball_core.substrate.ranks import (
     primary_interface,
     transport_environment,
 )
-from fuzzball_core.substrate.run_secrets import references_secrets
+from fuzzball_core.substrate.run_secrets import RunSecrets, references_secrets
 from fuzzball_core.substrate.transfer_progress import SinkProgress
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
 from fuzzball_runtime.users import Identity, image_identity
@@ -89,9 +91,17 @@ class ContainerJobDriver(ContainerDriver):
         instead when any of it failed or the run was stopped meanwhile."""
         request, image_spec = self.request, self.job.image
         needed = references_secrets(self.job.env, image_spec.secret, request.volume_ingress)
-        secrets = await self.secrets(needed)
-        if isinstance(secrets, RunOutcome):
-            return secrets
+        token: asyncio.Future[RunSecrets | RunOutcome] | None = None
+        if needed:
+            secrets = await self.secrets(needed)
+            if isinstance(secrets, RunOutcome):
+                return secrets
+        else:
+            # Only the workflow's token to come, and only the container's environment needs
+            # it: asked for now, awaited just before the container's process is created, so
+            # the round trip to Orchestrate overlaps the image, cgroups and metering set-up.
+            token = asyncio.ensure_future(self.secrets(needed))
+            secrets = RunSecrets()
         try:
             # an image pinned here and still fresh needs no thread (most runs of an array)
             image = self.node.images.pinned(image_spec.uri)
@@ -151,7 +161,12 @@ class ContainerJobDriver(ContainerDriver):
                 message=f"the job's container could not be prepared: {error_text(exc)}"
             )
         try:
-            await self.launch(spec, hold_image=True, timeout=request.timeout_seconds)
+            await self.launch(
+                spec,
+                hold_image=True,
+                timeout=request.timeout_seconds,
+                late_env=token_environment(token) if token is not None else None,
+            )
         except Exception as exc:
             return RunOutcome(message=f"the container could not start: {error_text(exc)}")
         return None
@@ -461,10 +476,17 @@ class MultinodePartDriver(ContainerJobDriver):
             return list(openmpi.WAITER_COMMAND)
         return openmpi.mpirun_command(self.ranks, self.part_hostnames(), command)
 
-    async def launch(self, spec: ContainerSpec, *, hold_image: bool, timeout: float | None) -> None:
+    async def launch(
+        self,
+        spec: ContainerSpec,
+        *,
+        hold_image: bool,
+        timeout: float | None,
+        late_env: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
         """Start the container; in Open MPI's part 0, then hand the daemons ``mpirun``
         asks for to the other parts, which hand theirs to their waiting containers."""
-        await super().launch(spec, hold_image=hold_image, timeout=timeout)
+        await super().launch(spec, hold_image=hold_image, timeout=timeout, late_env=late_env)
         if self.awaits_daemon:
             self._launch_exchange = asyncio.ensure_future(self._receive_daemon())
         elif self.open_mpi and self.ranks.nodes > 1:
@@ -534,3 +556,25 @@ class MultinodePartDriver(ContainerJobDriver):
 def readiness_of(step: Job | Service) -> Probe | None:
     """A service's readiness probe (None for a job, or a service without one)."""
     return step.readiness_probe if isinstance(step, Service) else None
+
+
+def token_environment(
+    token: asyncio.Future[RunSecrets | RunOutcome],
+) -> Callable[[], Mapping[str, str]]:
+    """What a container-start thread calls, just before the container's process is created,
+    for the variables ``token`` (an answer still on its way on the event loop) brings: it
+    blocks that thread until the answer came. A run that needs no secret starts without its
+    token when Orchestrate could not be asked, as :meth:`TaskDriver.secrets` says."""
+    answered: concurrent.futures.Future[dict[str, str]] = concurrent.futures.Future()
+
+    def settle(done: asyncio.Future[RunSecrets | RunOutcome]) -> None:
+        if done.cancelled():
+            answered.cancel()
+        elif (error := done.exception()) is not None:
+            answered.set_exception(error)
+        else:
+            secrets = done.result()
+            answered.set_result(secrets.environment() if isinstance(secrets, RunSecrets) else {})
+
+    token.add_done_callback(settle)
+    return answered.result

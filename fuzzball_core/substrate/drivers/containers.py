@@ -19,7 +19,7 @@ import select
 import signal
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -260,14 +260,22 @@ class ContainerDriver(TaskDriver):
     async def start(self) -> RunOutcome | None:
         """Prepare the container and :meth:`launch` it; the outcome instead on failure."""
 
-    async def launch(self, spec: ContainerSpec, *, hold_image: bool, timeout: float | None) -> None:
+    async def launch(
+        self,
+        spec: ContainerSpec,
+        *,
+        hold_image: bool,
+        timeout: float | None,
+        late_env: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
         """Start the container (raises when it cannot), then watch it.
 
         ``hold_image`` keeps the image mounted between runs (jobs reuse images; a build's
-        base is used once); ``timeout`` stops the run as timed out after that many seconds.
+        base is used once); ``timeout`` stops the run as timed out after that many seconds;
+        ``late_env`` adds variables known only later (``Container.start``).
         """
         handle = await self.loop.run_in_executor(
-            self.node.start_pool, self._start_container, spec, hold_image
+            self.node.start_pool, self._start_container, spec, hold_image, late_env
         )
         self.started_at = time.time()
         for note in handle.warnings:
@@ -278,10 +286,15 @@ class ContainerDriver(TaskDriver):
         elif timeout:
             self.process.later(timeout, self.stop, StopReason.TIMED_OUT, "")
 
-    def _start_container(self, spec: ContainerSpec, hold_image: bool) -> ContainerHandle:
+    def _start_container(
+        self,
+        spec: ContainerSpec,
+        hold_image: bool,
+        late_env: Callable[[], Mapping[str, str]] | None,
+    ) -> ContainerHandle:
         if hold_image and self.node.mount_holds is not None:
             self.node.mount_holds.hold(Path(spec.image))
-        return Container(spec).start()
+        return Container(spec).start(late_env)
 
     async def wait(self) -> RunOutcome:
         """Wait for the container to end; logs are flushed before this returns."""
