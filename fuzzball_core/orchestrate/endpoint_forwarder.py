@@ -144,10 +144,8 @@ class RequestHead:
         # the lines' pieces, joined once
         lines: list[bytes] = []
         chunked = False
-        lowered_names: list[bytes] = []
         for name, value in headers:
             lowered = name.lower()
-            lowered_names.append(lowered)
             if lowered in _NOTED:
                 if lowered == b"cookie":
                     cookies.append(value)
@@ -168,8 +166,10 @@ class RequestHead:
                     cookies = []
                 lines = [
                     name + b": " + value + b"\r\n"
-                    for (name, value), lowered in zip(headers, lowered_names, strict=True)
-                    if lowered not in _DROPPED and lowered not in named and lowered != b"cookie"
+                    for name, value in headers
+                    if (lowered := name.lower()) not in _DROPPED
+                    and lowered not in named
+                    and lowered != b"cookie"
                 ]
         return cls(
             method,

@@ -138,6 +138,11 @@ def _cookie(header: str, name: str) -> str:
     return ""
 
 
+#: what a request head reads as: the decision's key (endpoint, token), the service's path
+#: and the Cookie header it gets (None: as sent)
+_Reading = tuple[tuple[str, str], str, str | None]
+
+
 @dataclass(frozen=True)
 class _Decision:
     url: str
@@ -160,39 +165,57 @@ class WorkerGate:
         self._asked: dict[int, asyncio.Future[_Decision]] = {}
         self._kept: dict[tuple[str, str], _Decision] = {}
         self._touched: dict[tuple[str, str], float] = {}
+        self._read: dict[tuple[bytes | str | None, ...], _Reading] = {}
 
     def kept(self, head: RequestHead) -> Forward | None:
         """Where ``head`` goes by a decision kept, None when Orchestrate must be asked (a
         FuzzballError is the client's answer): the proxy's connections call this first,
         without a task or a future, which is how nearly every request is decided."""
-        endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
-        decision = self._kept.get((endpoint_id, self.routing.token(head)))
+        key, path, cookie = self._reading(head)
+        decision = self._kept.get(key)
         if decision is None:
             return None
         now = time.monotonic()
         if decision.until <= now:
             return None
-        return self._forward(decision, path, head, now)
+        return self._forward(decision, path, cookie, now)
 
     async def __call__(self, head: RequestHead) -> Forward:
         """Where ``head`` goes (a FuzzballError is the client's answer)."""
         forward = self.kept(head)
         if forward is not None:
             return forward
-        endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
-        key = (endpoint_id, self.routing.token(head))
+        key, path, cookie = self._reading(head)
         now = time.monotonic()
         decision = await self._ask(key)
         if decision.until > now:
             if len(self._kept) > MAX_DECISIONS:
                 self._kept.clear()
             self._kept[key] = decision
-        return self._forward(decision, path, head, now)
+        return self._forward(decision, path, cookie, now)
 
-    def _forward(self, decision: _Decision, path: str, head: RequestHead, now: float) -> Forward:
+    def _reading(self, head: RequestHead) -> _Reading:
+        """The decision's key (endpoint, token), the service's path and its Cookie header:
+        pure functions of the head's Host, target, FB-Authorization and cookies, so read
+        once for the heads clients send again and again (a client's requests differ in
+        little else) instead of for every request. Refusals (no endpoint, a malformed
+        token) are not remembered: read again, they raise again."""
+        noted = head.noted
+        seen = (noted.get(b"host"), head.target, noted.get(b"fb-authorization"), *head.cookies)
+        read = self._read.get(seen)
+        if read is None:
+            endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
+            token = self.routing.token(head)
+            read = ((endpoint_id, token), path, self.routing.passed_cookie(head))
+            if len(self._read) > MAX_DECISIONS:
+                self._read.clear()
+            self._read[seen] = read
+        return read
+
+    def _forward(self, decision: _Decision, path: str, cookie: str | None, now: float) -> Forward:
         if decision.pool is not None:
             self._touch(decision.pool, now)
-        return Forward(decision.url, path, self.routing.passed_cookie(head))
+        return Forward(decision.url, path, cookie)
 
     def _touch(self, pool: tuple[str, str, float], now: float) -> None:
         key = pool[:2]

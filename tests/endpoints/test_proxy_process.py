@@ -127,6 +127,21 @@ def test_a_decision_is_asked_once_and_reused_while_orchestrate_keeps_it() -> Non
     _run(scenario)
 
 
+def test_heads_differing_only_in_their_token_are_each_decided_by_their_own() -> None:
+    async def scenario(base: str, orchestrate: _Orchestrate, *_: Any) -> None:
+        url = f"{base}/endpoints/known/a"
+        async with aiohttp.ClientSession() as session:
+            assert await _get(url, session=session) == (200, "hello /a")
+            assert (await _get(url, "other", session=session))[0] == 503
+            assert await _get(url, session=session) == (200, "hello /a")
+            # a malformed token is refused every time, by the proxy's process alone
+            for _ in range(2):
+                assert (await _get(url, "", session=session))[0] == 401
+        assert orchestrate.asked == [("known", "good"), ("known", "other")]
+
+    _run(scenario)
+
+
 def test_a_decision_past_its_time_is_asked_again() -> None:
     async def scenario(base: str, orchestrate: _Orchestrate, *_: Any) -> None:
         async with aiohttp.ClientSession() as session:
