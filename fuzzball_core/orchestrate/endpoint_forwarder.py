@@ -375,6 +375,11 @@ class _Service(asyncio.Protocol):
         self.closed = False
         self.transport: asyncio.Transport | None = None
         self._client: ProxyConnection | None = None
+        #: the answer's header fields: the parser's on_header callback is this dict's own
+        #: ``__setitem__``, so a field costs no call into Python (the answer's framing is
+        #: all the proxy reads of them)
+        self._fields: dict[bytes, bytes] = {}
+        self.on_header: Callable[[bytes, bytes], None] = self._fields.__setitem__
         self._parser = _answer_parser(self)
         #: a client waits for the answer to the request it sent (told by ``answered`` or
         #: ``unanswered``, never both)
@@ -404,7 +409,7 @@ class _Service(asyncio.Protocol):
         self._final = False
         self._answered = False
         # the answer's framing, reset here rather than in an on_message_begin callback (one
-        # call into Python fewer per answer); 1xx answers before the final one carry none
+        # call into Python fewer per answer): until its head is read, no length is known
         self._length = -1
         self._seen = 0
         self.transport.write(head)
@@ -531,11 +536,6 @@ class _Service(asyncio.Protocol):
 
     # -- httptools callbacks ---------------------------------------------------------------
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 14 and name.lower() == b"content-length":
-            with contextlib.suppress(ValueError):
-                self._length = int(value)
-
     def on_body(self, body: bytes) -> None:
         self._seen += len(body)
 
@@ -544,6 +544,8 @@ class _Service(asyncio.Protocol):
         # 1xx answers come before the final one; 101 ends in a tunnel (HttpParserUpgrade)
         self._final = status >= 200
         self._keep = self._parser.should_keep_alive()
+        self._length = _content_length(self._fields)
+        self._fields.clear()
         if self._head_only or status in (204, 304) or status < 200:
             self._length = -1
         if self._head_only and status >= 200:
@@ -986,6 +988,20 @@ class ProxyConnection(asyncio.Protocol):
         parts.append(b"\r\n")
         parts.append(self._forwarded)
         return b"".join(parts)
+
+
+def _content_length(fields: dict[bytes, bytes]) -> int:
+    """An answer's Content-Length, -1 without one (or an unreadable one)."""
+    value = fields.get(b"Content-Length") or fields.get(b"content-length")
+    if value is None:
+        # any other spelling: names are case-insensitive
+        value = next((v for k, v in fields.items() if k.lower() == b"content-length"), None)
+        if value is None:
+            return -1
+    try:
+        return int(value)
+    except ValueError:
+        return -1
 
 
 def _no_answer() -> BadGateway:
