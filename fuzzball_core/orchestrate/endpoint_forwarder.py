@@ -340,7 +340,9 @@ class ServicePool:
 
     def release(self, service: _Service) -> None:
         """Keep ``service`` for the next request to its URL."""
-        kept = self._idle.setdefault(service.url, collections.deque())
+        kept = self._idle.get(service.url)
+        if kept is None:  # not setdefault: its default would be made for every answer
+            kept = self._idle[service.url] = collections.deque()
         if len(kept) >= MAX_IDLE_PER_SERVICE:
             service.close()
             return
