@@ -3,7 +3,10 @@ in every group of its job."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,46 @@ def test_container_runs_in_every_group_of_its_job(image, state_dir) -> None:
         membership = Path(f"/proc/{handle.pid}/cgroup").read_text()
     assert job_dirs
     assert job_dirs <= _group_dirs(membership)
+
+
+#: Run in a child process: clone3 answers ENOSYS from then on (a seccomp filter, as on a
+#: kernel before 5.3 or under a filter that predates clone3), then a job's container is
+#: started; prints its job directories and its /proc/PID/cgroup as JSON.
+WITHOUT_CLONE3 = """
+import ctypes, json, struct, sys
+from fuzzball_runtime import Container, ContainerSpec
+libc = ctypes.CDLL(None, use_errno=True)
+insns = [
+    (0x20, 0, 0, 0),  # load the syscall number
+    (0x15, 0, 1, 435),  # clone3?
+    (0x06, 0, 0, 0x00050000 | 38),  # then fail with ENOSYS
+    (0x06, 0, 0, 0x7FFF0000),  # else allow
+]
+code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in insns))
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+prog = Prog(len(insns), ctypes.addressof(code))
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, a filter
+spec = ContainerSpec(image=sys.argv[1], command=["sleep", "30"], memory=64 << 20, cpus=1.0,
+                     metering=True, state_dir=sys.argv[2])
+with Container(spec).start() as handle:
+    dirs = [str(d) for d in handle._cgroups.dirs]
+    print(json.dumps([dirs, open(f"/proc/{handle.pid}/cgroup").read()]))
+"""
+
+
+def test_without_clone3_a_container_still_runs_in_every_group_of_its_job(image, state_dir) -> None:
+    # the fallback: clone, and the child writes its v2 group's cgroup.procs
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_CLONE3, str(image), str(state_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_dirs, membership = json.loads(done.stdout)
+    assert job_dirs
+    assert set(job_dirs) <= _group_dirs(membership)
 
 
 def _group_dirs(membership: str) -> set[str]:
