@@ -408,6 +408,7 @@ class ContainerHandle:
         self._network = network
         self._meter_fd = meter_fd
         self._status: ExitStatus | None = None
+        self._released = False
 
     @property
     def metering_enabled(self) -> bool:
@@ -427,8 +428,23 @@ class ContainerHandle:
         When it has ended, the job's mounts, cgroups and record are released (the metering
         counters stay readable until :meth:`close`).
         """
-        if self._status is not None:
-            return self._status
+        if self._status is None:
+            self._reap(timeout)
+        self._release()
+        assert self._status is not None
+        return self._status
+
+    def ended_status(self) -> ExitStatus:
+        """The exit status of a container whose PID 1 has ended (its pidfd was readable),
+        reaped without blocking (``TimeoutError`` if it still runs) and with nothing released
+        yet: :meth:`wait` or :meth:`close` release it, so that the exit can be told before
+        the clean-up, which may wait for a cgroup to empty."""
+        if self._status is None:
+            self._reap(0)
+        assert self._status is not None
+        return self._status
+
+    def _reap(self, timeout: float | None) -> None:
         if self._pidfd >= 0:
             poller = select.poll()
             poller.register(self._pidfd, select.POLLIN)
@@ -441,8 +457,6 @@ class ContainerHandle:
         status = int.from_bytes(raw, "little", signed=True) if len(raw) == 4 else init_status
         oom = self._cgroups.oom_killed() if self._cgroups else False
         self._status = ExitStatus.from_wait_status(status, oom_killed=oom, warnings=self.warnings)
-        self._release()
-        return self._status
 
     def kill(self, sig: int = signal.SIGTERM) -> None:
         """Send ``sig`` to the container (PID 1 forwards it to the command)."""
@@ -465,6 +479,9 @@ class ContainerHandle:
         )
 
     def _release(self) -> None:
+        if self._released:
+            return
+        self._released = True
         for fd_name in ("_pidfd", "_status_fd"):
             fd = getattr(self, fd_name)
             if fd >= 0:
@@ -498,7 +515,7 @@ class ContainerHandle:
         """Kill the container if it still runs, then free everything it holds."""
         if self._status is None:
             self.kill(signal.SIGKILL)
-            self.wait()
+        self.wait()
         if self._meter_fd >= 0:
             os.close(self._meter_fd)
             self._meter_fd = -1

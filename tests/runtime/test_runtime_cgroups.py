@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,25 @@ def test_container_runs_in_every_group_of_its_job(image, state_dir) -> None:
         membership = Path(f"/proc/{handle.pid}/cgroup").read_text()
     assert job_dirs
     assert job_dirs <= _group_dirs(membership)
+
+
+def test_an_ended_containers_status_is_read_before_its_groups_are_freed(image, state_dir) -> None:
+    # the agent reports the exit first and frees the groups off the report's way
+    spec = ContainerSpec(image=image, command=["true"], memory=64 << 20, state_dir=state_dir)
+    handle = Container(spec).start()
+    job_dirs = list(handle._cgroups.dirs)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            status = handle.ended_status()
+            break
+        except TimeoutError:
+            assert time.monotonic() < deadline, "the container did not end"
+            time.sleep(0.01)
+    assert status.exit_code == 0
+    assert all(directory.is_dir() for directory in job_dirs)
+    handle.close()
+    assert not any(directory.exists() for directory in job_dirs)
 
 
 #: Run in a child process: clone3 answers ENOSYS from then on (a seccomp filter, as on a

@@ -178,10 +178,11 @@ class ContainerProcess:
         """Hand the output read so far to the sink."""
         self._flush()
 
-    def reap(self) -> tuple[Any, dict[str, Any] | None]:
-        """The container's exit status and metering, its resources freed (blocking)."""
+    def exit_status(self) -> tuple[Any, dict[str, Any] | None]:
+        """The ended container's exit status and metering, read on the loop (PID 1 has
+        ended: nothing blocks); what it holds is freed by :meth:`release`."""
         handle = self.handle
-        status = handle.wait()
+        status = handle.ended_status()
         metering = None
         if handle.metering_enabled:
             try:
@@ -189,8 +190,17 @@ class ContainerProcess:
                 metering = counters.as_dict() if counters is not None else None
             except FuzzballError as exc:
                 log.warning("run %d: metering unreadable: %s", self._run_id, exc)
-        handle.close()
         return status, metering
+
+    def release(self) -> None:
+        """Free the ended container's cgroups, image hold and record (blocking: a cgroup
+        may take a moment to empty)."""
+        try:
+            self.handle.close()
+        except Exception as exc:  # said, not raised: the run's outcome was already told
+            log.warning(
+                "run %d: the container's resources were not all freed: %s", self._run_id, exc
+            )
 
     def stats(self) -> dict[str, Any]:
         """The running container's pid and metering so far (nothing once it ended)."""
@@ -302,7 +312,10 @@ class ContainerDriver(TaskDriver):
         assert process is not None, "wait() after a start() that returned no outcome"
         await process.ended()
         self._container_ended()
-        status, metering = await self.loop.run_in_executor(self.node.start_pool, process.reap)
+        status, metering = process.exit_status()
+        # Freed on the start pool, off the exit report's way: the hop there and back and
+        # the cgroups' removal were most of the time from the exit to its report.
+        self.loop.run_in_executor(self.node.start_pool, process.release)
         # The last output is handed over only now, so that it goes to Orchestrate in the
         # same stream write as the exit report that follows on this turn of the loop: a
         # write of its own cost the agent about a quarter of a short job's GIL time.
