@@ -19,7 +19,7 @@ The peer: kubemark's published 5,000-node run is the scale target; no peer runs 
 the idle process is the baseline printed beside each figure. Needs root, Debian's
 postgresql and docker-registry. Usage:
     python bench/hollow.py [--sizes 500,1000,2000,5000] [--tasks 5000] [--lease 15]
-        [--window 60]
+        [--window 60] [--pass-budget SECONDS]
 """
 
 from __future__ import annotations
@@ -92,10 +92,17 @@ def main() -> None:
     parser.add_argument(
         "--profile", metavar="DIR", help="py-spy Orchestrate (lease window, array) into DIR"
     )
+    parser.add_argument(
+        "--pass-budget",
+        type=float,
+        help="Orchestrate's orchestrate.pass-budget in seconds (default: its own)",
+    )
     options = parser.parse_args()
     sizes = [int(size) for size in options.sizes.split(",")]
 
     cluster = HollowCluster(lease=options.lease)
+    if options.pass_budget is not None:
+        cluster.set_orchestrate("pass-budget", options.pass_budget)
     try:
         ready = cluster.start()
         print(f"Orchestrate on PostgreSQL serving in {ready:.2f} s; lease {options.lease:g} s")

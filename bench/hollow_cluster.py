@@ -168,7 +168,11 @@ class HollowCluster:
         """The nodes' lease from Orchestrate's next start on (nodes learn it as they
         register)."""
         self.lease = seconds
-        self.config["orchestrate"]["node-lease"] = seconds
+        self.set_orchestrate("node-lease", seconds)
+
+    def set_orchestrate(self, key: str, value: object) -> None:
+        """Orchestrate's setting ``orchestrate.KEY`` from its next start on."""
+        self.config["orchestrate"][key] = value
         write_config(self.config_path, self.config)
 
     def start(self, timeout: float = 120.0, started: Callable[[int], None] | None = None) -> float:

@@ -161,6 +161,10 @@ class OrchestrateConfig(_Section):
     #: shared secret every Substrate presents; no node may connect while it is empty
     node_token: str = ""
     node_lease: Seconds = 15.0
+    #: how long one pass of the engine applies node reports before it leaves the rest to
+    #: the next, so that requests are served between passes (longer: fewer round trips to
+    #: the store per report; shorter: answers wait less for a busy engine)
+    pass_budget: Seconds = 0.1
     max_eviction_restarts: int = Field(default=3, ge=0)
     #: the retry declaration of steps that declare neither policy.retry nor policy.restart
     #: (same shape as policy.retry: ``{on: [node], attempts: 2}``)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -92,6 +93,18 @@ LAZY_REPORTS = frozenset({"started", "log"})
 #: so a run shows STARTED, its output is stored, or a service without a readiness probe
 #: releases its dependents.
 LAZY_REPORT_DELAY = 0.02
+#: How long a pass of the loop goes on applying node reports before it leaves the rest to
+#: the next pass (seconds; ``orchestrate.pass-budget``): the REST gateway, the node streams
+#: and the other servers share the pass's loop and wait for it, while a longer pass writes
+#: more reports per round trip to the store. The next pass follows once the loop has
+#: served what was waiting (Slurm's scheduler likewise yields to its RPCs).
+PASS_BUDGET = 0.1
+#: Reports applied between two looks at the budget (one preload query each)
+REPORT_CHUNK = 64
+#: How long the loop serves others after a pass its budget cut short, before the next
+#: (seconds): a request needs the loop two or three times, and would otherwise wait out a
+#: pass each time
+BETWEEN_PASSES = 0.005
 
 
 #: Whether a READY node is under a deprovision hold (one that is not empty yet).
@@ -127,6 +140,7 @@ class Engine:
         event_hook: EventHook | None = None,
         clock: Callable[[], float] = time.time,
         health: Health | None = None,
+        pass_budget: float = PASS_BUDGET,
     ) -> None:
         self.context = EngineContext(
             sessions,
@@ -156,6 +170,10 @@ class Engine:
         self.health.declare(LOOP, "no pass yet")
         self._recovered = False
         self._last_pass = time.monotonic()
+        #: the budget of the loop's passes (:meth:`step`)
+        self.pass_budget = pass_budget
+        #: the last pass left reports for the next (its budget spent)
+        self._cut_short = False
 
     # -- what the rest of Orchestrate reads ------------------------------------------------------
 
@@ -418,8 +436,9 @@ class Engine:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=tick)
         # One turn of the loop first: node messages already read off the streams join this
-        # pass (one transaction for all of them) instead of waking one pass each.
-        await asyncio.sleep(0)
+        # pass (one transaction for all of them) instead of waking one pass each. After a
+        # pass cut short, a few milliseconds of the loop's turns: what waited meanwhile.
+        await asyncio.sleep(BETWEEN_PASSES if self._cut_short else 0)
         self._wake.clear()
         if self._lazy_wake is not None:
             # this pass takes every lazy report queued so far: their timer has nothing left
@@ -432,15 +451,19 @@ class Engine:
             # lost time back instead of losing their leases and their jobs.
             self.extend_leases(stalled)
         self._last_pass = time.monotonic()
-        self.step()
+        self.step(self.pass_budget)
 
-    def step(self) -> None:
+    def step(self, budget: float = math.inf) -> None:
         """One pass: node reports, lease expiry, readiness, scheduling; one transaction.
 
-        When it raises, nothing of it happened: the reports it took are back in the inbox
-        and the scheduler's view matches the database again.
+        Past ``budget`` seconds (the loop's passes: :attr:`pass_budget`) it stops applying
+        reports after the current chunk of them; the rest wait for the next pass, which is
+        woken. When it raises, nothing
+        of it happened: the reports it took are back in the inbox and the scheduler's view
+        matches the database again.
         """
         started = time.perf_counter()
+        self._cut_short = False
         if self._stale:
             recovery.rebuild(self.context)
             self._stale = False
@@ -450,10 +473,23 @@ class Engine:
         tx = ctx.transaction()
         try:
             with tx.session:
-                node_reports.preload(ctx, tx, ((r.node_id, r.message) for r in reports))
-                for applying in reports:
-                    node_reports.apply(ctx, tx, applying.node_id, applying.message)
+                deadline = started + budget
+                applied = 0
+                while applied < len(reports):
+                    chunk = reports[applied : applied + REPORT_CHUNK]
+                    node_reports.preload(ctx, tx, ((r.node_id, r.message) for r in chunk))
+                    for applying in chunk:
+                        node_reports.apply(ctx, tx, applying.node_id, applying.message)
+                    applied += len(chunk)
+                    if time.perf_counter() > deadline:
+                        break
                 applying = None
+                if applied < len(reports):
+                    # the rest wait for the next pass, ahead of what arrives meanwhile
+                    self._inbox[:0] = reports[applied:]
+                    del reports[applied:]
+                    self._cut_short = True
+                    self.wake()
                 placement.fill_task_windows(ctx, tx)
                 nodes.persist_leases(ctx, tx)
                 nodes.expire_leases(ctx, tx)

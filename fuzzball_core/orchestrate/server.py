@@ -135,6 +135,7 @@ def build(
         scheduler,
         hub,
         lease_seconds=config.orchestrate.node_lease,
+        pass_budget=config.orchestrate.pass_budget,
         max_eviction_restarts=config.orchestrate.max_eviction_restarts,
         default_retry=config.orchestrate.default_retry,
         event_hook=announce,

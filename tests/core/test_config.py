@@ -100,3 +100,12 @@ def test_durations_read_like_workflow_durations():
 def test_bad_duration_names_the_key():
     with pytest.raises(ConfigError, match=r"orchestrate\.node-lease"):
         parse_config({"orchestrate": {"node-lease": "10x"}})
+
+
+def test_the_engine_pass_budget_defaults_to_a_tenth_of_a_second():
+    assert parse_config({}).orchestrate.pass_budget == 0.1
+
+
+def test_a_pass_budget_that_is_not_positive_is_refused_naming_the_key():
+    with pytest.raises(ConfigError, match=r"orchestrate\.pass-budget"):
+        parse_config({"orchestrate": {"pass-budget": 0}})

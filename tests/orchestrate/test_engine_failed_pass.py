@@ -136,11 +136,11 @@ def test_the_engine_loop_carries_on_after_a_pass_raises(harness, monkeypatch):
     async def main() -> None:
         passed = asyncio.Event()
 
-        def fails_once() -> None:
+        def fails_once(budget: float) -> None:
             calls.append(None)
             if len(calls) == 1:
                 raise RuntimeError("injected")
-            step()
+            step(budget)
             passed.set()
 
         monkeypatch.setattr(engine, "step", fails_once)

@@ -245,11 +245,11 @@ def test_the_engine_loop_shows_a_failing_pass_as_its_health_condition_until_one_
     async def main() -> None:
         passed = asyncio.Event()
 
-        def fails_once() -> None:
+        def fails_once(budget: float) -> None:
             seen.append((engine.health.get(LOOP).ok, engine.health.get(LOOP).message))
             if len(seen) == 1:
                 raise RuntimeError("injected failure")
-            step()
+            step(budget)
             passed.set()
 
         monkeypatch.setattr(engine, "step", fails_once)
@@ -274,9 +274,9 @@ def test_the_engine_loop_survives_a_lease_extension_that_fails(harness, monkeypa
     extensions: list[float] = []
     step = engine.step
 
-    def slow_step() -> None:
+    def slow_step(budget: float) -> None:
         time.sleep(0.02)  # longer than lease/3 on any machine, so every next turn extends
-        step()
+        step(budget)
 
     monkeypatch.setattr(engine, "step", slow_step)
 
