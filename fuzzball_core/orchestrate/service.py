@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, defer, sessionmaker
@@ -351,12 +351,14 @@ class SqlOrchestrateService(AccountCalls):
     def list_nodes(self, who: Principal) -> list[NodeView]:
         self._require(who, Permission.READ_NODES, "list nodes", "nodes")
         with self.sessions() as session:
-            nodes = list(session.scalars(select(Node).order_by(Node.name)))
+            # the columns a view shows, not ORM rows: a list reads every node and changes
+            # none, and building each row's instance and identity cost a third of the list
+            nodes = session.execute(select(*_LISTED_NODE).order_by(Node.name)).all()
             # every node's holds and running stages in two queries, not two per node (a
             # node list of 5,000 nodes held the loop for seconds)
             holds: dict[str, list[HoldView]] = {}
-            for h in session.scalars(select(NodeHold).order_by(NodeHold.id)):
-                holds.setdefault(h.node_id, []).append(_hold_view(h))
+            for h in session.execute(select(*_LISTED_HOLD).order_by(NodeHold.id)):
+                holds.setdefault(h.node_id, []).append(HoldView(*h))
             usages = {}
             for node in nodes:
                 with contextlib.suppress(NotFound):
@@ -390,7 +392,7 @@ class SqlOrchestrateService(AccountCalls):
     def _node_view(
         self,
         session: Session,
-        node: Node,
+        node: NodeColumns,
         who: Principal,
         *,
         holds: tuple[HoldView, ...] | None = None,
@@ -432,7 +434,7 @@ class SqlOrchestrateService(AccountCalls):
             used_memory=used[1],
             used_devices=used[2],
             registered_at=node.registered_at,
-            last_seen=node_last_seen(self.engine.context, node),
+            last_seen=node_last_seen(self.engine.context, node.id, node.last_seen),
             stages=used[3],
         )
 
@@ -663,6 +665,45 @@ def _run_labels(session: Session, job_ids: Iterable[str], who: Principal) -> dic
 
 def _hold_view(h: NodeHold) -> HoldView:
     return HoldView(h.id, h.node_id, h.effect, h.source, h.reason, h.placed_by, h.placed_at)
+
+
+class NodeColumns(Protocol):
+    """What a node's view is made of: a :class:`Node` row, or its columns as read by
+    :data:`_LISTED_NODE`."""
+
+    id: str
+    name: str
+    status: str
+    cores: int
+    memory: int
+    devices: dict[str, int]
+    annotations: dict[str, str]
+    registered_at: float
+    last_seen: float
+
+
+#: the node columns a node list reads (:class:`NodeColumns`)
+_LISTED_NODE = (
+    Node.id,
+    Node.name,
+    Node.status,
+    Node.cores,
+    Node.memory,
+    Node.devices,
+    Node.annotations,
+    Node.registered_at,
+    Node.last_seen,
+)
+#: the hold columns a node list reads, in :class:`HoldView`'s order
+_LISTED_HOLD = (
+    NodeHold.id,
+    NodeHold.node_id,
+    NodeHold.effect,
+    NodeHold.source,
+    NodeHold.reason,
+    NodeHold.placed_by,
+    NodeHold.placed_at,
+)
 
 
 def _stage_metering(session: Session, workflow_id: str) -> dict[int, MeteringView]:
