@@ -458,9 +458,8 @@ class Engine:
 
         Past ``budget`` seconds (the loop's passes: :attr:`pass_budget`) it stops applying
         reports after the current chunk of them; the rest wait for the next pass, which is
-        woken. When it raises, nothing
-        of it happened: the reports it took are back in the inbox and the scheduler's view
-        matches the database again.
+        woken. When it raises, nothing of it happened: the reports it took are back in the
+        inbox and the scheduler's view matches the database again.
         """
         started = time.perf_counter()
         self._cut_short = False
