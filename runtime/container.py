@@ -407,6 +407,8 @@ class ContainerHandle:
         self._cgroups = cgroups
         self._network = network
         self._meter_fd = meter_fd
+        #: the counters as the job's cgroup was removed (they end with it)
+        self._final_metering: Metering | None = None
         self._status: ExitStatus | None = None
         self._released = False
 
@@ -466,17 +468,24 @@ class ContainerHandle:
 
     def metering(self) -> Metering | None:
         """Bytes and packets per direction so far (None when metering is off)."""
+        if self._final_metering is not None:
+            return self._final_metering
         if self._meter_fd < 0:
             return None
         counters = ffi.new("struct fbrt_counters *")
         err = new_error()
         check(lib.fbrt_meter_read(self._meter_fd, counters, err), err, MeteringError)
-        return Metering(
+        metering = Metering(
             counters.ingress_bytes,
             counters.ingress_packets,
             counters.egress_bytes,
             counters.egress_packets,
         )
+        if self._status is not None:
+            # reaped: PID 1 and with it every process of the container is gone, so these are
+            # the final counts (and the release need not read them again)
+            self._final_metering = metering
+        return metering
 
     def _release(self) -> None:
         if self._released:
@@ -489,6 +498,12 @@ class ContainerHandle:
                 setattr(self, fd_name, -1)
         failures: list[Exception] = []
         if self._cgroups is not None:
+            if self._meter_fd >= 0 and self._final_metering is None:
+                # the counters live in the cgroup's program attachments: kept past its removal
+                try:
+                    self._final_metering = self.metering()
+                except RuntimeFailure as exc:
+                    failures.append(exc)
             try:
                 self._cgroups.remove()
             except RuntimeFailure as exc:

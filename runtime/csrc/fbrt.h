@@ -69,10 +69,12 @@ struct fbrt_counters {
     uint64_t ingress_bytes, ingress_packets, egress_bytes, egress_packets;
 };
 
-/* Create the counter map, load the cgroup_skb ingress and egress programs (raw BPF
- * instructions) and attach them to the cgroup v2 directory CGROUP_DIR. Returns the map fd. */
+/* Attach the cgroup_skb ingress and egress counting programs (raw BPF instructions, loaded
+ * once per process with their cgroup-storage maps) to the cgroup v2 directory CGROUP_DIR.
+ * Returns a descriptor of that directory for fbrt_meter_read (close it when done). The
+ * counters live as long as the cgroup: read them before removing it. */
 int fbrt_meter_attach(const char *cgroup_dir, struct fbrt_error *err);
-int fbrt_meter_read(int map_fd, struct fbrt_counters *out, struct fbrt_error *err);
+int fbrt_meter_read(int cgroup_fd, struct fbrt_counters *out, struct fbrt_error *err);
 
 /* ---- containers (start.c in the agent, child.c and rootfs.c in the child, init.c as PID 1) */
 

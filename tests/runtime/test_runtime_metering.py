@@ -51,6 +51,23 @@ def test_counters_are_readable_while_the_job_runs(image, state_dir) -> None:
         assert counters.egress_bytes == 0
 
 
+def test_each_job_counts_only_its_own_traffic(image, state_dir) -> None:
+    # the programs are shared by every job of the process; each attachment counts apart
+    def spec(command: list[str]) -> ContainerSpec:
+        return ContainerSpec(
+            image=image, command=command, network=True, metering=True, state_dir=state_dir
+        )
+
+    with Container(spec(["sleep", "30"])).start() as idle:
+        with Container(spec(["sh", "-c", TRANSFER_SCRIPT])).start() as busy:
+            assert busy.wait(timeout=30).exit_code == 0
+            busy_counters = busy.metering()
+        idle_counters = idle.metering()
+    assert busy_counters is not None and idle_counters is not None
+    assert busy_counters.egress_bytes >= TRANSFER
+    assert (idle_counters.egress_bytes, idle_counters.ingress_bytes) == (0, 0)
+
+
 def test_network_namespace_has_only_loopback_up(run) -> None:
     _, output = run("cat /proc/net/dev | tail -n +3 | cut -d: -f1", network=True)
     assert output.split() == ["lo"]
