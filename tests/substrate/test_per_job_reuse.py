@@ -1,12 +1,15 @@
 """What the agent reads or builds once and reuses across the runs of a stage (an array's
-tasks): the validated step, the image's config, and the one epoll set that watches every
-container's descriptors. Reuse must never change what a run sees."""
+tasks): the validated step, the image's config, the one epoll set that watches every
+container's descriptors, and the pool task that frees ended containers. Reuse must never
+change what a run sees."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ from fuzzball_core.drivers import image_config_path
 from fuzzball_core.plugins import get_registry
 from fuzzball_core.substrate.drivers import RunRequest
 from fuzzball_core.substrate.drivers import base as driver_base
-from fuzzball_core.substrate.drivers.containers import _WATCHERS, fd_watcher
+from fuzzball_core.substrate.drivers.containers import _WATCHERS, fd_watcher, release_queue
 from fuzzball_core.substrate.images import NodeImages
 
 JOB = {"image": {"uri": "docker://alpine:latest"}, "command": ["/bin/true"]}
@@ -167,3 +170,47 @@ async def _failing_callback() -> None:
             os.close(fd)
 
     assert [str(context["exception"]) for context in reported] == ["broken reader"]
+
+
+class _Ended:
+    """An ended container whose release is recorded (and may wait for a gate)."""
+
+    def __init__(self, name: str, released: list[str], gate: threading.Event | None = None):
+        self.name, self._released, self._gate = name, released, gate
+
+    def release(self) -> None:
+        if self._gate is not None:
+            self._gate.wait(5)
+        self._released.append(self.name)
+
+
+def test_containers_ended_while_a_release_runs_are_freed_by_the_same_pool_task() -> None:
+    released: list[str] = []
+    gate = threading.Event()
+    with ThreadPoolExecutor(4) as pool:
+        submitted = 0
+        real_submit = pool.submit
+
+        def counting_submit(*args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal submitted
+            submitted += 1
+            return real_submit(*args, **kwargs)
+
+        pool.submit = counting_submit  # type: ignore[method-assign]
+        queue = release_queue(pool)
+        queue.add(_Ended("first", released, gate))
+        queue.add(_Ended("second", released))
+        queue.add(_Ended("third", released))
+        gate.set()
+    assert released == ["first", "second", "third"]
+    assert submitted == 1
+
+
+def test_a_release_after_the_queue_ran_dry_starts_another_pool_task() -> None:
+    released: list[str] = []
+    with ThreadPoolExecutor(1) as pool:
+        queue = release_queue(pool)
+        queue.add(_Ended("first", released))
+        pool.submit(lambda: None).result()  # the first drain has ended
+        queue.add(_Ended("second", released))
+    assert released == ["first", "second"]

@@ -11,15 +11,19 @@ service, multinode part and image build drivers add how their container is prepa
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
 import os
 import select
 import signal
+import threading
 import time
+import weakref
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +262,59 @@ class ContainerProcess:
         self._exited.set()
 
 
+class ReleaseQueue:
+    """Ended containers whose cgroups, image hold and record are still to be freed, freed in
+    order by one task at a time on a thread pool.
+
+    Each release went to the pool through ``run_in_executor`` of its own: a future pair, a
+    thread's wake-up and the loop woken again at its end, for a result nobody awaits. Here a
+    release while the pool's task is still at work is only appended, and the loop is not
+    woken when it is done."""
+
+    def __init__(self, pool: Executor) -> None:
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._pending: collections.deque[ContainerProcess] = collections.deque()
+        self._draining = False
+
+    def add(self, process: ContainerProcess) -> None:
+        """Free ``process``'s resources soon, off the caller's thread."""
+        with self._lock:
+            self._pending.append(process)
+            if self._draining:
+                return
+            self._draining = True
+        try:
+            self._pool.submit(self._drain)
+        except BaseException:  # a pool shut down: nothing drains, so the next add tries again
+            with self._lock:
+                self._draining = False
+            raise
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._draining = False
+                    return
+                process = self._pending.popleft()
+            process.release()  # logs its failures, raises none
+
+
+#: the release queue of each thread pool that frees containers
+_RELEASES: weakref.WeakKeyDictionary[Executor, ReleaseQueue] = weakref.WeakKeyDictionary()
+_RELEASES_LOCK = threading.Lock()
+
+
+def release_queue(pool: Executor) -> ReleaseQueue:
+    """The queue that frees ended containers on ``pool`` (made when it has none)."""
+    with _RELEASES_LOCK:
+        queue = _RELEASES.get(pool)
+        if queue is None:
+            queue = _RELEASES[pool] = ReleaseQueue(pool)
+        return queue
+
+
 class ContainerDriver(TaskDriver):
     """A run whose work is one container; subclasses say how it is prepared (:meth:`start`)."""
 
@@ -315,7 +372,7 @@ class ContainerDriver(TaskDriver):
         status, metering = process.exit_status()
         # Freed on the start pool, off the exit report's way: the hop there and back and
         # the cgroups' removal were most of the time from the exit to its report.
-        self.loop.run_in_executor(self.node.start_pool, process.release)
+        release_queue(self.node.start_pool).add(process)
         # The last output is handed over only now, so that it goes to Orchestrate in the
         # same stream write as the exit report that follows on this turn of the loop: a
         # write of its own cost the agent about a quarter of a short job's GIL time.
