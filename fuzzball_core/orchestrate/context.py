@@ -23,6 +23,7 @@ from fuzzball_core.orchestrate import events
 from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.fences import FenceRelay
+from fuzzball_core.orchestrate.image_stages import ImagesOnNodes
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.pending_queue import PendingQueue
 from fuzzball_core.orchestrate.plans import Plans
@@ -185,6 +186,8 @@ class EngineContext:
         #: is answered from here where that suffices (set by placement, marked by the
         #: ``started`` report, dropped by :func:`~fuzzball_core.orchestrate.runs.finish_run`)
         self.live_runs: dict[int, LiveRun] = {}
+        #: which live nodes hold which pulled images (a pull stage of one finishes at once)
+        self.images_on_nodes = ImagesOnNodes()
         #: what prepares, in the pass, for each run assigned (None: nothing)
         self.assignment_hook: AssignmentHook | None = None
         self.told = Told()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ from fuzzball_core.store.object_cache import SCHEMES, CacheAddress, ObjectCache
 from fuzzball_core.vocabulary import EventKind
 
 GROUP = "fuzzball.image_backends"
+#: how an image stage's name begins (``images.URI`` pulls, ``images.NAME`` builds)
+IMAGE_STAGE_PREFIX = "images."
 PULL = "image-pull"
 BUILD = "image-build"
 #: the LogData stream that carries an image run's structured progress
@@ -253,6 +255,56 @@ class ImageStages:
                 },
             }
         )
+
+
+class ImagesOnNodes:
+    """Which nodes made which pinned image ready, as their pull runs reported.
+
+    A later workflow's pull stage of an image a live node already holds finishes at once
+    (the image is on the cluster), without a run and the round trip to a node and back that
+    a run costs: most of an image stage's time when the image is cached. Only public pulls
+    count (no registry ``secret``: a private image is checked with its owner's credentials
+    on the node) with nothing to write back to the object cache.
+
+    A hint, not a record, so it is kept in memory only: after a restart the first pull of
+    each image runs again, and a job placed on a node without the image (another node, or
+    one whose cache was cleared) pulls it as it starts, as any job does.
+    """
+
+    def __init__(self) -> None:
+        self._holders: dict[tuple[str, str], set[str]] = {}
+
+    def pulled(self, payload: str, node_id: str) -> None:
+        """Note that ``node_id`` finished the pull run of ``payload`` (its ``job_json``)."""
+        key = _public_pull(payload)
+        if key is not None:
+            self._holders.setdefault(key, set()).add(node_id)
+
+    def holder(self, payload: str, live: Container[str]) -> str | None:
+        """A node among ``live`` that finished a pull of what ``payload`` pulls (the same
+        image at the same digest), or None; nodes no longer live are forgotten."""
+        key = _public_pull(payload)
+        holders = self._holders.get(key) if key is not None else None
+        if not holders:
+            return None
+        for node_id in list(holders):
+            if node_id in live:
+                return node_id
+            holders.discard(node_id)
+        return None
+
+
+def _public_pull(payload: str) -> tuple[str, str] | None:
+    """``(uri, digest)`` of a pull payload with no secret and nothing to write back."""
+    try:
+        work = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(work, dict) or work.get("kind") != PULL:
+        return None
+    if work.get("secret") or work.get("write-back") or not work.get("digest"):
+        return None
+    return str(work["uri"]), str(work["digest"])
 
 
 def definition_hash(build: ImageBuild, from_digest: str) -> str:

@@ -21,7 +21,7 @@ from fuzzball_core.orchestrate import (
 )
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.transaction import Transaction
-from fuzzball_core.spec import Condition, Plan, StageKind
+from fuzzball_core.spec import Condition, ImagePull, Plan, StageKind
 from fuzzball_core.spec import Stage as PlanStage
 from fuzzball_core.spec.models import ImageBuild
 from fuzzball_core.store.models import Stage, Workflow
@@ -88,6 +88,8 @@ def _start_stage(
         ctx, tx, workflow, stage, planned
     ):
         return
+    if isinstance(planned.definition, ImagePull) and _on_a_node_already(ctx, tx, workflow, stage):
+        return
     if planned.tasks is not None:
         stage.next_task = planned.tasks.start
         placement.dispatch_tasks(ctx, tx, workflow, stage)
@@ -128,6 +130,29 @@ def _build_needed(
             "workflow image builds need the object cache, which this Orchestrate does not hold",
         )
         return False
+    return True
+
+
+def _on_a_node_already(
+    ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage
+) -> bool:
+    """Whether a pull stage's image, at the digest pinned at submission, is already on a
+    live node (:class:`~fuzzball_core.orchestrate.image_stages.ImagesOnNodes`): then the
+    stage finishes now, without a run, and the steps using the image start in this pass."""
+    node_id = ctx.images_on_nodes.holder(ctx.plans.payload(tx, workflow, stage.name), ctx.leases)
+    if node_id is None:
+        return False
+    stage.started_at = tx.now
+    where = ctx.node_names_of([node_id])
+    events.record(
+        tx,
+        EventKind.IMAGE_CACHED,
+        f"{stage.name}: already pulled at this digest on node {where}",
+        workflow_id=workflow.id,
+        stage_name=stage.name,
+        node_id=node_id,
+    )
+    runs.end_stage(ctx, tx, stage, Status.FINISHED, f"already on node {where}")
     return True
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from fuzzball_core.errors import NotFound
 from fuzzball_core.orchestrate import multinode, placement, retries, service_pools
 from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.image_stages import IMAGE_STAGE_PREFIX
 from fuzzball_core.orchestrate.messages import Cancel
 from fuzzball_core.orchestrate.requests import run_key
 from fuzzball_core.orchestrate.states import LIVE_RUN, OPEN_RUN, transition
@@ -65,6 +66,8 @@ def finish_run(
     )
     if stage is None or idle:
         return
+    if status == Status.FINISHED and run.node_ids and stage.name.startswith(IMAGE_STAGE_PREFIX):
+        _note_pulled(ctx, tx, stage, run.node_ids[0])
     if stage.status in TERMINAL_STATUSES:
         # a stopped service's container is gone only now: a volume's egress waits for it
         ctx.dirty.add(stage.workflow_id)
@@ -81,6 +84,14 @@ def finish_run(
             end_stage(ctx, tx, stage, status, message, run.finished_at, exit_code=exit_code)
         return
     _task_ended(ctx, tx, stage, run, status, message, was_started)
+
+
+def _note_pulled(ctx: EngineContext, tx: Transaction, stage: Stage, node_id: str) -> None:
+    """Remember that ``node_id`` holds what the image stage's run pulled (a build's run
+    is not a pull: :class:`~fuzzball_core.orchestrate.image_stages.ImagesOnNodes` skips it)."""
+    workflow = tx.session.get(Workflow, stage.workflow_id)
+    if workflow is not None:
+        ctx.images_on_nodes.pulled(ctx.plans.payload(tx, workflow, stage.name), node_id)
 
 
 def _task_ended(

@@ -147,9 +147,7 @@ def test_task_array_honours_concurrency(harness):
     assert [a.task_id for a in harness.assignments()] == [6]
 
 
-def test_tasks_ending_in_one_pass_write_their_stage_once_and_start_the_next(
-    harness, statements
-):
+def test_tasks_ending_in_one_pass_write_their_stage_once_and_start_the_next(harness, statements):
     node = harness.node(cores=64)
     harness.submit(ARRAY)
     first = harness.assignments()

@@ -1,5 +1,6 @@
 """The engine's image pull stages, with the node played by hand: a job waits for the pull of
-its image, a failed pull skips the jobs using it, and every workflow pulls for itself.
+its image, a failed pull skips the jobs using it, and a workflow pulls unless a live node
+already holds the image at its digest.
 
 The image is a ``fuzzball://`` one held by Orchestrate's real object cache, so pinning at
 submission needs no registry."""
@@ -79,7 +80,9 @@ def test_a_failed_pull_fails_its_stage_and_cancels_the_jobs_using_it(images) -> 
     assert first.message == f"skipped: {PULL} failed"
 
 
-def test_a_second_workflow_with_the_same_image_gets_its_own_pull_stage(images) -> None:
+def test_a_second_workflows_pull_of_an_image_a_live_node_holds_finishes_without_a_run(
+    images,
+) -> None:
     node = images.node()
     earlier = images.submit(WORKFLOW)
     (first_pull,) = images.assignments()
@@ -88,12 +91,30 @@ def test_a_second_workflow_with_the_same_image_gets_its_own_pull_stage(images) -
 
     later = images.submit(WORKFLOW)
 
-    (second_pull,) = images.assignments()
-    assert second_pull.stage_name == PULL and second_pull.workflow_id == later
-    assert second_pull.run_id != first_pull.run_id
-    assert json.loads(second_pull.job_json) == json.loads(first_pull.job_json)
+    assert set(_by_stage(images.assignments())) == {"jobs.first", "jobs.second"}
+    assert images.stages(later)[PULL] == "FINISHED"
     assert images.stages(earlier)[PULL] == "FINISHED"
-    assert images.stages(later)[PULL] == "PENDING"
+    cached = [e for e in images.service.list_events(images.user, later) if e.kind == "image_cached"]
+    assert [e.message for e in cached] == [f"{PULL}: already pulled at this digest on node n1"]
+
+
+def test_a_pull_whose_only_holder_is_gone_runs_again_for_the_next_workflow(images) -> None:
+    holder = images.node("n1")
+    images.submit(WORKFLOW)
+    (first_pull,) = images.assignments()
+    images.run_to_end(holder, first_pull)
+    for job in images.assignments():
+        images.run_to_end(holder, job)
+    images.clock.now += 10
+    other = images.node("n2")
+    images.clock.now += 10  # n1's lease (15 s) has run out, n2's has not
+    images.engine.step()
+
+    later = images.submit(WORKFLOW)
+
+    (second_pull,) = images.assignments()
+    assert (second_pull.workflow_id, list(second_pull.node_ids)) == (later, [other])
+    assert json.loads(second_pull.job_json) == json.loads(first_pull.job_json)
 
 
 def test_progress_reports_of_a_pull_become_image_progress_events(images) -> None:
