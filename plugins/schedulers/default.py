@@ -783,9 +783,12 @@ class DefaultScheduler(Scheduler):
             spare[node_id] = (room, memory - shape.memory)
         return _Protection(job.id, query.start, spare)
 
-    def _start_query(self, shape: JobShape, plan: _Plan) -> StartQuery:
-        """A replay question for ``shape``, seeded with the nodes that have room now."""
+    def _start_query(self, shape: JobShape, plan: _Plan, empty: bool = False) -> StartQuery:
+        """A replay question for ``shape``, seeded with the nodes that have room now (none
+        when ``empty``: the caller knows no node has room, and the walk would find none)."""
         query = StartQuery(shape, plan.keys)
+        if empty:
+            return query
         for cls, request_key in plan.classes:
             if cls.outlasted_by(shape, self._now):
                 continue  # its nodes must be free before this job would end
@@ -891,12 +894,29 @@ class DefaultScheduler(Scheduler):
         if not self._estimate_starts or not no_room:
             return {}
         queries = [
-            self._start_query(shape, self._plans.get(shape) or self._plan(shape))
+            self._start_query(
+                shape, self._plans.get(shape) or self._plan(shape), _fits_nowhere(shape)
+            )
             for shape in no_room
         ]
         classes = {cls for query in queries for cls in query.request_keys}
         replay_ends(self._index, self._ends.walk(classes), self._allocations, queries)
         return {query.shape: start_or_none(query.start) for query in queries}
+
+
+def _fits_nowhere(shape: JobShape) -> bool:
+    """True when a shape the pass left without room (``no_room``) has no node with room at
+    all now. A single-node, non-exclusive shape without a CPU layout, host ports or a domain
+    policy failed ``_find``'s best fit in every class it may use, and capacity only shrinks
+    during a pass, so seeding its start question would walk its plan's classes for nothing.
+    Other shapes may have some nodes with room (too few, or refused)."""
+    return (
+        shape.nodes == 1
+        and not shape.exclusive
+        and shape.cpu is None
+        and not shape.host_ports
+        and shape.domain is None
+    )
 
 
 class _QueueCopy:

@@ -131,6 +131,9 @@ class Diagnostics:
         self._rooms: dict[tuple, int] = {}
         #: the scheduling pass's time, for nodes annotated PLACE_UNTIL
         self.now = 0.0
+        #: (the index's ``version`` then, the nodes registered, and what every class's
+        #: counter of nodes out of the index holds but ``running an exclusive job``)
+        self._base: tuple[int, int, dict[str, int]] = (-1, 0, {})
 
     def static_verdicts(
         self, shape: JobShape
@@ -171,24 +174,17 @@ class Diagnostics:
         reservation holds: no other can be refused).
         """
         # a plain dict, not a Counter: a Counter's += on a new label calls its Python-level
-        # __missing__ (py-spy: the survey's costliest line)
-        groups: dict[str, int] = {}
-        considered = 0
+        # __missing__ (py-spy: the survey's costliest line). It starts as the counts of
+        # nodes out of the index for readiness or holds, which only a registration changes
+        considered, base = self._unavailable_base()
+        groups = dict(base)
         available = 0
         room_without_annotations = False
         room_without_plugin = False
         # best (score, node id, free key, free memory, need key, need memory, device kinds)
         roomiest: tuple | None = None
         for cls, label, request_key in self.static_verdicts(shape):
-            considered += len(cls.members)
-            unavailable = cls.unavailable
-            busy = 0
-            if unavailable:
-                for reason, count in unavailable.items():
-                    if reason == EXCLUSIVE_BUSY:
-                        busy = count
-                    else:
-                        groups[reason] = groups.get(reason, 0) + count
+            busy = cls.unavailable.get(EXCLUSIVE_BUSY, 0)
             indexed = cls.indexed
             if not busy and not indexed:
                 continue
@@ -241,6 +237,24 @@ class Diagnostics:
             room_without_device_plugin=room_without_plugin,
         )
 
+    def _unavailable_base(self) -> tuple[int, dict[str, int]]:
+        """Every registered node's count, and every class's nodes out of the index for
+        readiness or holds counted by label: a survey counts them whatever the shape, and
+        they change only when a node is registered, updated or removed (a job changes only
+        the ``running an exclusive job`` counter). Once per index version, not per class in
+        each of a pass's 20-odd surveys."""
+        version, considered, groups = self._base
+        if version != self._index.version:
+            considered = 0
+            groups = {}
+            for cls in self._index.classes.values():
+                considered += len(cls.members)
+                for reason, count in cls.unavailable.items():
+                    if reason != EXCLUSIVE_BUSY:
+                        groups[reason] = groups.get(reason, 0) + count
+            self._base = (self._index.version, considered, groups)
+        return considered, groups
+
     def _admitted(self, node_ids: list[str], shape: JobShape, groups: dict[str, int]) -> list[str]:
         """The nodes of ``node_ids`` (with room by count) that would take ``shape``; the others
         are counted under why not (a host port in use, no layout of free cores)."""
@@ -280,13 +294,15 @@ class Diagnostics:
     ) -> bool:
         """True when an indexed node of ``cls`` has room for ``shape`` now, filters aside
         (remembered while the class's index stays as it was, as :meth:`_walk`)."""
-        if request_key is None or not cls.holds_when_idle(request_key, shape.memory):
+        if request_key is None:
             return False
         memo_key = (cls, request_key, shape.memory, shape.exclusive)
         memo = self._rooms.get(memo_key)
         if memo is not None and memo >> 1 == cls.changes:
             return bool(memo & 1)
-        if shape.exclusive:
+        if not cls.holds_when_idle(request_key, shape.memory):
+            room = False
+        elif shape.exclusive:
             room = bool(cls.idle)
         else:
             room = self._index.first_fit(cls, request_key, shape.memory) is not None

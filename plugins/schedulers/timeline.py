@@ -239,7 +239,7 @@ def replay_ends(
                     if running:
                         continue
                 elif free_memory < memory:
-                    continue
+                    break  # the later questions ask at least as much memory
                 elif len(request_key) == 1:
                     # no device kinds: the cores alone, without a call
                     if free_key[0] < request_key[0]:
@@ -252,8 +252,21 @@ def replay_ends(
                     answered_any = True
         if answered_any:
             open_queries = [query for query in open_queries if query.start is None]
-            by_class = _questions_by_class(open_queries)
+            _drop_answered(by_class)
     return shadow
+
+
+def _drop_answered(by_class: dict[NodeClass, list[_Asking]]) -> None:
+    """Take the answered questions out of each class's list (in place, order kept), and the
+    classes left with none. Rebuilding every list from the open questions cost as much
+    again each time one of a replay's 20-odd questions was answered."""
+    for cls in list(by_class):
+        asking = by_class[cls]
+        still = [entry for entry in asking if entry[0].start is None]
+        if not still:
+            del by_class[cls]
+        elif len(still) != len(asking):
+            by_class[cls] = still
 
 
 #: One question as a class's list holds it: the query, the request as a free key of the
@@ -263,14 +276,25 @@ _Asking = tuple[StartQuery, tuple[int, ...], dict[str, None], int, bool, int]
 
 
 def _questions_by_class(queries: Sequence[StartQuery]) -> dict[NodeClass, list[_Asking]]:
-    """Each class's questions, with the request as a free key of that class."""
+    """Each class's questions, with the request as a free key of that class: the exclusive
+    ones first, then by the memory they ask, so that a freed node's walk stops at the first
+    question asking more memory than it has (a question's answer does not depend on the
+    others', so their order within a class is free)."""
     by_class: dict[NodeClass, list[_Asking]] = {}
     for query in queries:
         shape = query.shape
         for cls, request_key in query.request_keys.items():
             asking = (query, request_key, query.fitting, shape.memory, shape.exclusive, shape.nodes)
             by_class.setdefault(cls, []).append(asking)
+    for asking_list in by_class.values():
+        asking_list.sort(key=_memory_asked)
     return by_class
+
+
+def _memory_asked(asking: _Asking) -> int:
+    """The sort key of a class's questions: 0 for an exclusive one (it needs an idle node,
+    whatever its memory), else the memory it asks."""
+    return 0 if asking[4] else asking[3]
 
 
 def _covers(have: list[int], need: tuple[int, ...]) -> bool:

@@ -226,3 +226,21 @@ def test_the_diagnoses_tell_a_jobs_reason_without_building_its_diagnosis():
     reasons = {job_id: diagnoses.reason_of(job_id) for job_id in ("head", "long")}  # type: ignore[attr-defined]
     assert reasons == {"head": diagnoses["head"].reason, "long": ReasonCode.BACKFILL_NO_FIT}
     assert reasons["head"] != reasons["long"]
+
+
+def test_waiting_shapes_of_one_class_each_get_their_own_start_whatever_memory_they_ask():
+    # a node coming free is asked about by every question of its class, from the least
+    # memory up: the first that asks more than the node has ends its walk
+    scheduler = cluster(node("a", cores=16, memory_gib=64), node("b", cores=16, memory_gib=64))
+    scheduler.allocate(job("r1", cores=8, memory_gib=48, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("r2", cores=8, memory_gib=8, runtime=300), ["a"], started_at=0)
+    scheduler.allocate(job("r3", cores=16, memory_gib=64, runtime=200), ["b"], started_at=0)
+    head = job("head", cores=16, memory_gib=60, submitted_at=1)
+    big = job("big", cores=4, memory_gib=60, submitted_at=2)
+    small = job("small", cores=4, memory_gib=8, submitted_at=3)
+    whole = job("whole", exclusive=True, submitted_at=4)
+    diagnoses = scheduler.schedule([head, big, small, whole], now=0).diagnoses
+    assert diagnoses["head"].estimated_start == 200
+    assert diagnoses["small"].estimated_start == 100
+    assert diagnoses["big"].estimated_start == 200
+    assert diagnoses["whole"].estimated_start == 200

@@ -207,3 +207,21 @@ def test_shapes_that_differ_only_by_annotations_are_each_counted_whole():
     assert dict(diagnoses["zb"].groups) == {"annotations mismatch": 1, "insufficient cores": 1}
     assert diagnoses["za"].roomiest_node == "a1"
     assert diagnoses["zb"].roomiest_node == "b1"
+
+
+def test_a_survey_counts_holds_again_after_a_node_is_registered_anew():
+    # the counts of held and not-ready nodes are kept between surveys until a registration
+    scheduler = cluster(node("a", cores=16), node("b", cores=16), node("c", cores=16))
+    scheduler.allocate(job("r", cores=16, runtime=100), ["a"], started_at=0)
+    scheduler.upsert_node(node("b", cores=16, holds=(CORDON,)))
+    scheduler.upsert_node(node("c", cores=16, ready=False))
+    first = scheduler.schedule([job("j", cores=8)], now=0).diagnoses["j"]
+    assert dict(first.groups) == {
+        "held (cordon by admin)": 1,
+        "not ready": 1,
+        "insufficient cores": 1,
+    }
+    scheduler.upsert_node(node("c", cores=16, holds=(CORDON,)))
+    second = scheduler.schedule([job("j", cores=8)], now=1).diagnoses["j"]
+    assert dict(second.groups) == {"held (cordon by admin)": 2, "insufficient cores": 1}
+    assert second.nodes_considered == 3
