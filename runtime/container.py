@@ -109,6 +109,20 @@ def _hosts_file(hostname: str | None, extra: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: (owning pid, /dev/null open for reading and writing)
+_DEVNULL: tuple[int, int] | None = None
+
+
+def _devnull() -> int:
+    """/dev/null, opened once per process: the child dups it onto its stdio (most jobs'
+    stdin), so one descriptor serves every container instead of an open and a close each."""
+    global _DEVNULL
+    with _INIT_LOCK:
+        if _DEVNULL is None or _DEVNULL[0] != os.getpid():
+            _DEVNULL = (os.getpid(), os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+        return _DEVNULL[1]
+
+
 class _Stream:
     """One stdio target resolved to a descriptor for the child (and a file for the handle)."""
 
@@ -125,8 +139,7 @@ class _Stream:
             self._close_after_start.append(child)
             self.parent_file = open(parent, "wb" if reading else "rb")  # noqa: SIM115
         elif target == DEVNULL:
-            self.child_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-            self._close_after_start.append(self.child_fd)
+            self.child_fd = _devnull()
         elif isinstance(target, int):
             self.child_fd = target
         else:
@@ -413,6 +426,12 @@ class ContainerHandle:
         self._released = False
 
     @property
+    def pidfd(self) -> int:
+        """A pidfd of PID 1 (readable once it has ended), owned by the handle: closed when
+        the container is released; -1 after that."""
+        return self._pidfd
+
+    @property
     def metering_enabled(self) -> bool:
         """Whether the metering programs are attached (False also after :meth:`close`)."""
         return self._meter_fd >= 0
@@ -447,12 +466,18 @@ class ContainerHandle:
         return self._status
 
     def _reap(self, timeout: float | None) -> None:
-        if self._pidfd >= 0:
-            poller = select.poll()
-            poller.register(self._pidfd, select.POLLIN)
-            if not poller.poll(None if timeout is None else int(timeout * 1000)):
-                raise TimeoutError(f"container {self.id} still running after {timeout} s")
-        _, init_status = os.waitpid(self.pid, 0)
+        if timeout == 0:
+            # not waiting (an ended container's pidfd was readable): no poll set to build
+            pid, init_status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == 0:
+                raise TimeoutError(f"container {self.id} still running after 0 s")
+        else:
+            if self._pidfd >= 0:
+                poller = select.poll()
+                poller.register(self._pidfd, select.POLLIN)
+                if not poller.poll(None if timeout is None else int(timeout * 1000)):
+                    raise TimeoutError(f"container {self.id} still running after {timeout} s")
+            _, init_status = os.waitpid(self.pid, 0)
         raw = os.read(self._status_fd, 4)
         # PID 1 reports the command's exact status; without a report (PID 1 itself was
         # SIGKILLed) PID 1's own status is the answer.

@@ -141,7 +141,8 @@ class ContainerProcess:
             watcher.watch(fd, functools.partial(self._read, fd, stream_name))
         if not self._open:
             self._drained.set()
-        self._pidfd = os.pidfd_open(handle.pid)
+        # the handle's own pidfd (it closes it when released): no second one per container
+        self._pidfd = handle.pidfd
         watcher.watch(self._pidfd, self._on_exit)
 
     @property
@@ -257,7 +258,6 @@ class ContainerProcess:
 
     def _on_exit(self) -> None:
         self._watcher.forget(self._pidfd)
-        os.close(self._pidfd)
         self._pidfd = -1
         self._exited.set()
 
