@@ -170,6 +170,15 @@ def test_release_gives_capacity_back():
     assert placed_on(scheduler.schedule([job("j2", cores=16)], now=1), "j2") == ("n",)
 
 
+def test_a_node_idle_again_comes_after_the_nodes_idle_longer_for_exclusive_work():
+    scheduler = cluster(node("a"), node("b"), node("c"))
+    scheduler.allocate(job("r", runtime=100), ["a"], started_at=0)
+    scheduler.release("r")
+    wholes = [job(f"whole{i}", exclusive=True, submitted_at=i) for i in range(3)]
+    result = scheduler.schedule(wholes, now=1)
+    assert [placed_on(result, w.id) for w in wholes] == [("b",), ("c",), ("a",)]
+
+
 def test_release_of_an_unknown_job_is_not_found():
     with pytest.raises(NotFound, match="job ghost"):
         cluster(node("n")).release("ghost")
