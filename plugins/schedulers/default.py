@@ -49,6 +49,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -848,10 +849,10 @@ class DefaultScheduler(Scheduler):
     def _passed_over(self, verdict: _Verdict, standing: AccountUse | None) -> _Verdict:
         """``verdict`` for a job that work of other accounts submitted after it went before
         for fair share: FAIR_SHARE with its account's use, when the job waits for room."""
-        reason, message, findings = verdict
-        if standing is None or reason not in _WAITS_FOR_ROOM:
+        if standing is None or verdict.reason not in _WAITS_FOR_ROOM:
             return verdict
-        return ReasonCode.FAIR_SHARE, f"{self._fair.describe_wait(standing)}; {message}", findings
+        prefix = f"{self._fair.describe_wait(standing)}; "
+        return _Verdict(ReasonCode.FAIR_SHARE, verdict.findings, lambda: prefix + verdict.message)
 
     def _verdict(
         self,
@@ -863,11 +864,11 @@ class DefaultScheduler(Scheduler):
         """The reason, message and survey of a job of ``shape`` left waiting so."""
         if situation == _INFEASIBLE:
             message, findings = infeasible[shape]
-            return ReasonCode.INFEASIBLE, message, findings
+            return _Verdict(ReasonCode.INFEASIBLE, findings, message)
         if situation == _NO_DOMAIN:
             findings = self._diagnostics.survey(shape)
             message = f"{findings.message(shape.nodes)}; {self._domain_shortfalls[shape]}"
-            return ReasonCode.INSUFFICIENT_RESOURCES, message, findings
+            return _Verdict(ReasonCode.INSUFFICIENT_RESOURCES, findings, message)
         if protection is not None:
             guard = protection
 
@@ -887,7 +888,8 @@ class DefaultScheduler(Scheduler):
             reason = ReasonCode.INSUFFICIENT_RESOURCES
         else:
             reason = ReasonCode.BACKFILL_NO_FIT
-        return reason, findings.message(shape.nodes), findings
+        # worded when first read: most passes nobody reads it (the engine asks the reason)
+        return _Verdict(reason, findings, partial(findings.message, shape.nodes))
 
     def _estimated_starts(self, no_room: set[JobShape]) -> dict[JobShape, float | None]:
         """Earliest start of each shape with no room, as running work ends (a lower bound)."""
@@ -975,8 +977,29 @@ class _QueueCopy:
             del accounts[job.account]
 
 
-#: A verdict shared by every job of one shape and situation: (reason, message, survey).
-_Verdict = tuple[ReasonCode, str, Survey]
+class _Verdict:
+    """A verdict shared by every job of one shape and situation: its reason, its survey, and
+    its message, worded on first read. The words are a pure function of the survey (which
+    nothing changes once made), so wording them late says what wording them at once would;
+    a pass's 20-odd messages were 2 % of the churn run, and the engine reads one only when a
+    job's reason changed."""
+
+    __slots__ = ("_words", "findings", "reason")
+
+    def __init__(
+        self, reason: ReasonCode, findings: Survey, words: str | Callable[[], str]
+    ) -> None:
+        self.reason = reason
+        self.findings = findings
+        self._words = words
+
+    @property
+    def message(self) -> str:
+        """The verdict in people's words (worded once)."""
+        words = self._words
+        if not isinstance(words, str):
+            words = self._words = words()
+        return words
 
 
 class _Waiting:
@@ -1016,13 +1039,15 @@ class _Diagnoses(Mapping[str, Diagnosis]):
     def reason_of(self, job_id: str) -> ReasonCode:
         """The reason of ``job_id``'s diagnosis, without building the diagnosis (the engine
         asks it of every waiting stage in every pass, and reports only a new reason)."""
-        return self.per_job[job_id][0][0]
+        return self.per_job[job_id][0].reason
 
     def __getitem__(self, job_id: str) -> Diagnosis:
         built = self._built.get(job_id)
         if built is None:
-            (reason, message, findings), start = self.per_job[job_id]
-            built = self._built[job_id] = _diagnosis(job_id, reason, message, findings, start)
+            verdict, start = self.per_job[job_id]
+            built = self._built[job_id] = _diagnosis(
+                job_id, verdict.reason, verdict.message, verdict.findings, start
+            )
         return built
 
     def __iter__(self) -> Iterator[str]:

@@ -225,3 +225,17 @@ def test_a_survey_counts_holds_again_after_a_node_is_registered_anew():
     second = scheduler.schedule([job("j", cores=8)], now=1).diagnoses["j"]
     assert dict(second.groups) == {"held (cordon by admin)": 2, "insufficient cores": 1}
     assert second.nodes_considered == 3
+
+
+def test_a_diagnosis_read_after_the_cluster_changed_says_what_the_pass_found():
+    # messages are worded when first read; they must still describe the pass's cluster
+    scheduler = cluster(node("a", cores=16), node("b", cores=16))
+    scheduler.allocate(job("ra", cores=12, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("rb", cores=14, runtime=100), ["b"], started_at=0)
+    diagnoses = scheduler.schedule([job("j", cores=8)], now=0).diagnoses
+    scheduler.release("ra")
+    scheduler.release("rb")
+    assert diagnoses["j"].message == (
+        "0/2 nodes available: 2 insufficient cores; roomiest node a lacks 4 cores"
+    )
+    assert diagnoses["j"].nodes_available == 0
