@@ -111,7 +111,7 @@ setup(
         "psycopg[binary]>=3.1",
         "aiohttp>=3.9",
         "httptools>=0.6",  # the endpoint proxy's HTTP/1.1 parser (llhttp)
-        "uvloop>=0.19",  # the endpoint proxy process's event loop (libuv)
+        "uvloop>=0.19",  # the endpoint proxy's and the node agent's event loops (libuv)
         "prometheus-client>=0.20",  # the node metrics endpoint
         "pyroute2>=0.9",  # isolated jobs' namespaces, veths and bridges (netlink)
         "cryptography>=42",  # the local CA and TLS certificates, secrets encrypted at rest

@@ -12,8 +12,8 @@ import asyncio
 import gc
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from typing import NoReturn
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, NoReturn
 
 import click
 
@@ -60,8 +60,12 @@ def run_console_script(
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def serve_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``serve(stop)`` on a new event loop; SIGTERM or SIGINT sets ``stop``."""
+def serve_until_signalled(
+    serve: Callable[[asyncio.Event], Awaitable[None]],
+    run: Callable[[Coroutine[Any, Any, None]], None] = asyncio.run,
+) -> None:
+    """Run ``serve(stop)`` on a new event loop made by ``run`` (asyncio's own, or e.g.
+    ``uvloop.run``); SIGTERM or SIGINT sets ``stop``."""
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -70,7 +74,7 @@ def serve_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> 
             loop.add_signal_handler(sig, stop.set)
         await serve(stop)
 
-    asyncio.run(main())
+    run(main())
 
 
 def settle_startup_objects() -> None:
