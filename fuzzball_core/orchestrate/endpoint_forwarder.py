@@ -93,8 +93,42 @@ _DROPPED = frozenset(
 #: as its head is parsed, so the gate and the service's head look them up instead of
 #: scanning the headers again
 _NOTED = frozenset(
-    {b"host", b"fb-authorization", b"cookie", b"connection", b"upgrade", b"transfer-encoding"}
+    {
+        b"host",
+        b"fb-authorization",
+        b"cookie",
+        b"connection",
+        b"proxy-connection",
+        b"upgrade",
+        b"transfer-encoding",
+    }
 )
+#: what the proxy does with a request header: pass it on, drop it, note it (and drop it),
+#: or keep it as a cookie
+_PASS, _DROP, _NOTE, _COOKIE = range(4)
+#: each request header name as clients spell it: what the proxy does with it, and its
+#: lowercase spelling. Clients send the same few names again and again, so a name is
+#: looked up once here instead of lowered and looked up in two sets for every request;
+#: bounded (the names are the clients' to choose)
+_KINDS: dict[bytes, tuple[int, bytes]] = {}
+MAX_KINDS = 4096
+
+
+def _kind(name: bytes) -> tuple[int, bytes]:
+    """What the proxy does with a request header called ``name`` (see :data:`_KINDS`)."""
+    lowered = name.lower()
+    if lowered == b"cookie":
+        kind = _COOKIE
+    elif lowered in _NOTED:
+        kind = _NOTE
+    elif lowered in _DROPPED:
+        kind = _DROP
+    else:
+        kind = _PASS
+    if len(_KINDS) >= MAX_KINDS:
+        _KINDS.clear()
+    found = _KINDS[name] = (kind, lowered)
+    return found
 
 
 @dataclass(slots=True)
@@ -144,18 +178,18 @@ class RequestHead:
         # the lines' pieces, joined once
         lines: list[bytes] = []
         chunked = False
+        kinds = _KINDS
         for name, value in headers:
-            lowered = name.lower()
-            if lowered in _NOTED:
-                if lowered == b"cookie":
-                    cookies.append(value)
-                    continue
+            kind, lowered = kinds.get(name) or _kind(name)
+            if kind == _PASS:
+                lines += (name, b": ", value, b"\r\n")
+            elif kind == _NOTE:
                 if lowered not in noted:
                     noted[lowered] = value
                 if lowered == b"transfer-encoding" and b"chunked" in value.lower():
                     chunked = True
-            if lowered not in _DROPPED:
-                lines += (name, b": ", value, b"\r\n")
+            elif kind == _COOKIE:
+                cookies.append(value)
         connection = noted.get(b"connection")
         if connection:
             # the headers Connection names are this hop's only (RFC 9110 7.6.1): rare
@@ -290,10 +324,17 @@ class ServicePool:
         self._idle: dict[str, collections.deque[_Service]] = {}
         self._tls = upstream_tls
         self._addresses: dict[str, tuple[str, int, ssl.SSLContext | None, bytes]] = {}
+        #: the ``Host`` each service is sent (by ``url``), looked up without a call
+        self.hosts: dict[str, bytes] = {}
 
     def host_header(self, url: str) -> bytes:
         """The ``Host`` a service at ``url`` is sent."""
-        return self._address(url)[3]
+        host = self.hosts.get(url)
+        if host is None:
+            if len(self.hosts) > 4096:
+                self.hosts.clear()  # bounded: services come and go
+            host = self.hosts[url] = self._address(url)[3]
+        return host
 
     def _address(self, url: str) -> tuple[str, int, ssl.SSLContext | None, bytes]:
         found = self._addresses.get(url)
@@ -377,22 +418,23 @@ class _Service(asyncio.Protocol):
         self.closed = False
         self.transport: asyncio.Transport | None = None
         self._client: ProxyConnection | None = None
-        #: the answer's header fields: the parser's on_header callback is this dict's own
-        #: ``__setitem__``, so a field costs no call into Python (the answer's framing is
-        #: all the proxy reads of them)
-        self._fields: dict[bytes, bytes] = {}
-        self.on_header: Callable[[bytes, bytes], None] = self._fields.__setitem__
+        #: the answer's parser calls no Python for its header fields nor its body: a
+        #: small answer, whole in one read, costs the proxy one call into Python (its end);
+        #: only an answer still incomplete after a read is framed by a second parser
+        #: (:class:`_Framing`), to learn whether its body is large enough to splice
         self._parser = _answer_parser(self)
         #: a client waits for the answer to the request it sent (told by ``answered`` or
         #: ``unanswered``, never both)
         self._asking = False
-        self._head_only = False
-        self._final = False
         self._answered = False
         self.tunnel = False
-        #: the answer's announced length, and body bytes of it seen so far
-        self._length = -1
-        self._seen = 0
+        #: requests sent on this connection (tells a read's answer from the next one's)
+        self._asks = 0
+        #: the reads of the answer so far, while its head is incomplete; whether its head
+        #: was read (its framing known), and whether the connection may serve again after
+        #: a spliced answer
+        self._begun: list[bytes] | None = None
+        self._framed = False
         self._keep = False
         self.splicing: asyncio.Task[None] | None = None
 
@@ -407,13 +449,14 @@ class _Service(asyncio.Protocol):
         assert self.transport is not None
         self._client = client
         self._asking = True
-        self._head_only = head_only
-        self._final = False
         self._answered = False
-        # the answer's framing, reset here rather than in an on_message_begin callback (one
-        # call into Python fewer per answer): until its head is read, no length is known
-        self._length = -1
-        self._seen = 0
+        self._asks += 1
+        self._begun = None
+        # a HEAD's answer has no body whatever its Content-Length says (nothing to splice)
+        self._framed = head_only
+        if head_only:
+            # a parser that ends it at its head
+            self._parser = _answer_parser(_HeadAnswer(self))
         self.transport.write(head)
 
     def send(self, data: bytes) -> None:
@@ -439,9 +482,13 @@ class _Service(asyncio.Protocol):
             self.close()  # nothing asked: a service talking out of turn is not kept
             return
         self._answered = True
-        client.answer(data)
+        # ProxyConnection.answer's work, without a call into Python per read
+        transport = client.transport
+        if transport is not None and not client.closing:
+            transport.write(data)
         if self.tunnel:
             return
+        asks = self._asks
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -456,8 +503,25 @@ class _Service(asyncio.Protocol):
             self.close()
             client.close_after_answer()
             return
-        if self._length - self._seen >= SPLICE_MIN and _spliceable(self.transport, client):
-            self.splicing = self._loop.create_task(self._splice(client, self._length - self._seen))
+        if self._asking and not self._framed and self._asks == asks:
+            self._frame(client, data)
+
+    def _frame(self, client: ProxyConnection, data: bytes) -> None:
+        """An answer still incomplete after ``data``: once its head is read, the rest of a
+        body of announced length of at least :data:`SPLICE_MIN` moves by splice."""
+        begun = self._begun
+        if begun is None:
+            begun = self._begun = []
+        begun.append(data)
+        framing = _Framing.read(begun)
+        if not framing.final:
+            return  # its head is still to come
+        self._begun = None
+        self._framed = True
+        self._keep = framing.keep
+        remaining = framing.length - framing.seen if framing.length >= 0 else -1
+        if remaining >= SPLICE_MIN and _spliceable(self.transport, client):
+            self.splicing = self._loop.create_task(self._splice(client, remaining))
 
     async def _splice(self, client: ProxyConnection, remaining: int) -> None:
         """Move the rest of the answer's body (``remaining`` bytes) from the service's socket
@@ -538,27 +602,16 @@ class _Service(asyncio.Protocol):
 
     # -- httptools callbacks ---------------------------------------------------------------
 
-    def on_body(self, body: bytes) -> None:
-        self._seen += len(body)
-
-    def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        # 1xx answers come before the final one; 101 ends in a tunnel (HttpParserUpgrade)
-        self._final = status >= 200
-        self._keep = self._parser.should_keep_alive()
-        self._length = _content_length(self._fields)
-        self._fields.clear()
-        if self._head_only or status in (204, 304) or status < 200:
-            self._length = -1
-        if self._head_only and status >= 200:
-            # a HEAD's answer has no body whatever its Content-Length says; a parser
-            # that waits for one is replaced by a fresh one for the next answer
-            self._parser = _answer_parser(self)
-            self._finish(True)
-
     def on_message_complete(self) -> None:
-        if self._final and self._asking:
-            self._finish(self._parser.should_keep_alive())
+        parser = self._parser
+        # 1xx answers come before the final one; 101 ends in a tunnel (HttpParserUpgrade)
+        if self._asking and parser.get_status_code() >= 200:
+            self._finish(parser.should_keep_alive())
+
+    def head_answered(self) -> None:
+        """The head of the answer to a HEAD request was read: that is the whole answer."""
+        self._parser = _answer_parser(self)
+        self._finish(True)
 
     def _finish(self, keep: bool) -> None:
         client = self._client
@@ -611,7 +664,8 @@ class ProxyConnection(asyncio.Protocol):
         self._service: _Service | None = None
         self._tunnel: _Service | None = None
         self._tunnel_pending: list[bytes] = []
-        self._closing = False
+        #: the connection is closing (or closed): nothing more is written to it
+        self.closing = False
         self._eof = False
         # the head being parsed
         self._url = b""
@@ -663,7 +717,7 @@ class ProxyConnection(asyncio.Protocol):
         return True  # an answer under way is still sent; the connection closes after it
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
+        self.closing = True
         self._eof = True
         self._active = None  # what its service says now has nowhere to go
         if self._tunnel is not None:
@@ -694,7 +748,9 @@ class ProxyConnection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._count(len(url))
+        self._head_size += len(url)
+        if self._head_size > MAX_HEAD:
+            self._too_large = True
 
     def on_header(self, name: bytes, value: bytes) -> None:
         size = len(name) + len(value)
@@ -704,23 +760,26 @@ class ProxyConnection(asyncio.Protocol):
         elif not self._too_large:
             self._headers.append((name, value))
 
-    def _count(self, size: int) -> None:
-        self._head_size += size
-        if self._head_size > MAX_HEAD:
-            self._too_large = True
-
     def on_headers_complete(self) -> None:
         parser = self._parser
+        keep_alive = parser.should_keep_alive()
         head = RequestHead.parsed(
             parser.get_method().decode("ascii", "replace"),
             self._url.decode("latin-1"),
-            parser.get_http_version(),
+            "1.1",
             self._headers,
-            keep_alive=parser.should_keep_alive(),
+            keep_alive=keep_alive,
             upgrade=parser.should_upgrade(),
             secure=self.secure,
             remote=self.remote,
         )
+        noted = head.noted
+        if not keep_alive or b"connection" in noted or b"proxy-connection" in noted:
+            # llhttp keeps a request's connection alive without a Connection (or
+            # Proxy-Connection) header only for HTTP/1.1, so the version is read from the
+            # parser only otherwise: httptools formats it anew each time, as much as the
+            # rest of the request line
+            head.version = parser.get_http_version()
         request = _Request(head, head.chunked, self._too_large)
         # ready for the next head: here rather than in an on_message_begin callback
         self._url = b""
@@ -742,8 +801,12 @@ class ProxyConnection(asyncio.Protocol):
             self.hold("pending")
 
     def on_message_complete(self) -> None:
-        if self._current is not None:
-            self._current.end()
+        request = self._current
+        if request is not None:
+            if request.chunked:
+                request.end()
+            else:
+                request.complete = True  # end()'s whole work without a chunked body
             self._current = None
 
     # -- flow control ----------------------------------------------------------------------
@@ -752,7 +815,7 @@ class ProxyConnection(asyncio.Protocol):
         """Take no more from the client while any reason holds it: ``service`` (the
         service's connection cannot take more), ``queued`` (requests parsed ahead),
         ``pending`` (body bytes of a request not yet sent on)."""
-        if not self._holds and self.transport is not None and not self._closing:
+        if not self._holds and self.transport is not None and not self.closing:
             with contextlib.suppress(RuntimeError):
                 self.transport.pause_reading()
         self._holds.add(reason)
@@ -762,7 +825,7 @@ class ProxyConnection(asyncio.Protocol):
         if reason not in self._holds:
             return
         self._holds.discard(reason)
-        if not self._holds and self.transport is not None and not self._closing:
+        if not self._holds and self.transport is not None and not self.closing:
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
 
@@ -770,12 +833,12 @@ class ProxyConnection(asyncio.Protocol):
 
     def answer(self, data: bytes) -> None:
         """Bytes of the service's answer, passed on as they come."""
-        if self.transport is not None and not self._closing:
+        if self.transport is not None and not self.closing:
             self.transport.write(data)
 
     def close_after_answer(self) -> None:
         """The service ended the connection: so does the client's, once sent."""
-        self._closing = True
+        self.closing = True
         if self.transport is not None:
             self.transport.close()
 
@@ -783,9 +846,9 @@ class ProxyConnection(asyncio.Protocol):
         self._write_and_close(status_answer(InvalidArgument(f"not HTTP: {why}"), keep_alive=False))
 
     def _write_and_close(self, data: bytes) -> None:
-        if self.transport is not None and not self._closing:
+        if self.transport is not None and not self.closing:
             self.transport.write(data)
-            self._closing = True
+            self.closing = True
             self.transport.close()
 
     def _pump(self) -> None:
@@ -794,13 +857,13 @@ class ProxyConnection(asyncio.Protocol):
             return  # the loop below goes on once the caller's request is done
         self._pumping = True
         try:
-            while self._active is None and not self._closing and self._tunnel is None:
+            while self._active is None and not self.closing and self._tunnel is None:
                 if not self._requests:
                     if self._eof:
                         self._close()
                     return
                 request = self._active = self._requests.popleft()
-                if len(self._requests) < MAX_PIPELINED:
+                if self._holds and len(self._requests) < MAX_PIPELINED:
                     self.release("queued")
                 self._start(request)
         except Exception:
@@ -934,7 +997,7 @@ class ProxyConnection(asyncio.Protocol):
             # refused an upgrade: the client's bytes after it are not requests
             self.close_after_answer()
             return False
-        return head.keep_alive and not self._closing
+        return head.keep_alive and not self.closing
 
     def _finished(self, go_on: bool) -> None:
         """The request being answered is done; the next one starts if ``go_on``, else the
@@ -945,11 +1008,12 @@ class ProxyConnection(asyncio.Protocol):
             if self._tunnel is None:
                 self._close()
             return
-        self._pump()
+        if self._requests or self._eof:  # else nothing to start (the usual case)
+            self._pump()
 
     def _close(self) -> None:
-        if self.transport is not None and not self._closing:
-            self._closing = True
+        if self.transport is not None and not self.closing:
+            self.closing = True
             self.transport.close()
 
     def _refuse(self, request: _Request, error: FuzzballError) -> bool:
@@ -958,7 +1022,7 @@ class ProxyConnection(asyncio.Protocol):
         request.pending = []
         request.pending_size = 0
         keep = request.head.keep_alive and not request.head.upgrade
-        if self.transport is not None and not self._closing:
+        if self.transport is not None and not self.closing:
             self.transport.write(status_answer(error, keep_alive=keep))
         self.release("pending")
         if not keep:
@@ -967,29 +1031,36 @@ class ProxyConnection(asyncio.Protocol):
 
     def _service_head(self, head: RequestHead, forward: Forward) -> bytes:
         """The request head as the service gets it."""
-        parts = [
-            f"{head.method} {forward.path} HTTP/{head.version}\r\nHost: ".encode("latin-1"),
-            self.pool.host_header(forward.url),
-            b"\r\n",
-            head.passed,
-        ]
+        pool = self.pool
+        host = pool.hosts.get(forward.url) or pool.host_header(forward.url)
+        line = f"{head.method} {forward.path} HTTP/{head.version}\r\nHost: ".encode("latin-1")
+        noted = head.noted
+        # what only some requests have, in one piece (most have none of it)
+        more = b""
         if forward.cookie is None:
-            parts.extend(b"Cookie: " + value + b"\r\n" for value in head.cookies)
+            if head.cookies:
+                more = b"".join(b"Cookie: " + value + b"\r\n" for value in head.cookies)
         elif forward.cookie:
-            parts.append(b"Cookie: " + forward.cookie.encode("latin-1") + b"\r\n")
+            more = b"Cookie: " + forward.cookie.encode("latin-1") + b"\r\n"
         if head.upgrade:
-            parts.append(b"Connection: Upgrade\r\nUpgrade: ")
-            parts.append(head.noted.get(b"upgrade", b""))
-            parts.append(b"\r\n")
+            more += b"Connection: Upgrade\r\nUpgrade: " + noted.get(b"upgrade", b"") + b"\r\n"
         elif head.version == "1.0" and head.keep_alive:
-            parts.append(b"Connection: keep-alive\r\n")
+            more += b"Connection: keep-alive\r\n"
         if head.chunked:
-            parts.append(b"Transfer-Encoding: chunked\r\n")
-        parts.append(b"X-Forwarded-Host: ")
-        parts.append(head.noted.get(b"host", b""))
-        parts.append(b"\r\n")
-        parts.append(self._forwarded)
-        return b"".join(parts)
+            more += b"Transfer-Encoding: chunked\r\n"
+        return b"".join(
+            (
+                line,
+                host,
+                b"\r\n",
+                head.passed,
+                more,
+                b"X-Forwarded-Host: ",
+                noted.get(b"host", b""),
+                b"\r\n",
+                self._forwarded,
+            )
+        )
 
 
 def _content_length(fields: dict[bytes, bytes]) -> int:
@@ -1010,12 +1081,63 @@ def _no_answer() -> BadGateway:
     return BadGateway("the endpoint's service did not answer; try again shortly")
 
 
-def _answer_parser(service: _Service) -> httptools.HttpResponseParser:
+def _answer_parser(protocol: object) -> httptools.HttpResponseParser:
     """A parser for a service's answers, taking lines ended by a bare LF as busybox httpd
-    and other small servers write them (the client gets the bytes as they came)."""
-    parser = httptools.HttpResponseParser(service)
+    and other small servers write them (the client gets the bytes as they came). httptools
+    calls into Python only for the callbacks ``protocol`` defines."""
+    parser = httptools.HttpResponseParser(protocol)
     parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
     return parser
+
+
+class _HeadAnswer:
+    """The parser's callbacks for the answer to a HEAD request: it ends at its head."""
+
+    def __init__(self, service: _Service) -> None:
+        self.service = service
+
+    def on_headers_complete(self) -> None:
+        if self.service._parser.get_status_code() >= 200:
+            self.service.head_answered()
+
+
+class _Framing:
+    """How an answer is framed, read by a parser of its own from the answer's first reads:
+    the service's own parser reads no header fields (a call into Python each), so an
+    answer not whole in its first read is read again here, once, for its length."""
+
+    def __init__(self) -> None:
+        self._fields: dict[bytes, bytes] = {}
+        #: the parser's on_header callback is this dict's own ``__setitem__`` (a C call)
+        self.on_header: Callable[[bytes, bytes], None] = self._fields.__setitem__
+        self._parser = _answer_parser(self)
+        #: the final answer's head was read; its announced length (-1: none, or no body),
+        #: its body bytes read, whether its connection may serve again
+        self.final = False
+        self.length = -1
+        self.seen = 0
+        self.keep = False
+
+    @classmethod
+    def read(cls, reads: list[bytes]) -> _Framing:
+        """The framing of the answer whose first bytes are ``reads``."""
+        framing = cls()
+        with contextlib.suppress(httptools.HttpParserError):
+            for data in reads:
+                framing._parser.feed_data(data)
+        return framing
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status >= 200:
+            self.final = True
+            self.keep = self._parser.should_keep_alive()
+            if status not in (204, 304):
+                self.length = _content_length(self._fields)
+        self._fields.clear()
+
+    def on_body(self, body: bytes) -> None:
+        self.seen += len(body)
 
 
 def _spliceable(service: asyncio.Transport | None, client: ProxyConnection) -> bool:

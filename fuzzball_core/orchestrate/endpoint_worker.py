@@ -138,9 +138,26 @@ def _cookie(header: str, name: str) -> str:
     return ""
 
 
-#: what a request head reads as: the decision's key (endpoint, token), the service's path
-#: and the Cookie header it gets (None: as sent)
-_Reading = tuple[tuple[str, str], str, str | None]
+class _Reading:
+    """What a request head reads as: the decision's key (endpoint, token), the service's
+    path and the Cookie header it gets (None: as sent); and the :class:`Forward` last made
+    of it, given again while its decision's URL is the same (a named tuple made anew for
+    every request cost as much as the rest of the kept decision's look-up)."""
+
+    __slots__ = ("cookie", "forward", "key", "path")
+
+    def __init__(self, key: tuple[str, str], path: str, cookie: str | None) -> None:
+        self.key = key
+        self.path = path
+        self.cookie = cookie
+        self.forward: Forward | None = None
+
+    def to(self, url: str) -> Forward:
+        """Where the head goes when its decision says ``url``."""
+        forward = self.forward
+        if forward is None or forward.url != url:
+            forward = self.forward = Forward(url, self.path, self.cookie)
+        return forward
 
 
 @dataclass(frozen=True)
@@ -171,28 +188,28 @@ class WorkerGate:
         """Where ``head`` goes by a decision kept, None when Orchestrate must be asked (a
         FuzzballError is the client's answer): the proxy's connections call this first,
         without a task or a future, which is how nearly every request is decided."""
-        key, path, cookie = self._reading(head)
-        decision = self._kept.get(key)
+        read = self._reading(head)
+        decision = self._kept.get(read.key)
         if decision is None:
             return None
         now = time.monotonic()
         if decision.until <= now:
             return None
-        return self._forward(decision, path, cookie, now)
+        return self._forward(decision, read, now)
 
     async def __call__(self, head: RequestHead) -> Forward:
         """Where ``head`` goes (a FuzzballError is the client's answer)."""
         forward = self.kept(head)
         if forward is not None:
             return forward
-        key, path, cookie = self._reading(head)
+        read = self._reading(head)
         now = time.monotonic()
-        decision = await self._ask(key)
+        decision = await self._ask(read.key)
         if decision.until > now:
             if len(self._kept) > MAX_DECISIONS:
                 self._kept.clear()
-            self._kept[key] = decision
-        return self._forward(decision, path, cookie, now)
+            self._kept[read.key] = decision
+        return self._forward(decision, read, now)
 
     def _reading(self, head: RequestHead) -> _Reading:
         """The decision's key (endpoint, token), the service's path and its Cookie header:
@@ -206,16 +223,16 @@ class WorkerGate:
         if read is None:
             endpoint_id, path = self.routing.route(head.header(b"host"), head.target)
             token = self.routing.token(head)
-            read = ((endpoint_id, token), path, self.routing.passed_cookie(head))
+            read = _Reading((endpoint_id, token), path, self.routing.passed_cookie(head))
             if len(self._read) > MAX_DECISIONS:
                 self._read.clear()
             self._read[seen] = read
         return read
 
-    def _forward(self, decision: _Decision, path: str, cookie: str | None, now: float) -> Forward:
+    def _forward(self, decision: _Decision, read: _Reading, now: float) -> Forward:
         if decision.pool is not None:
             self._touch(decision.pool, now)
-        return Forward(decision.url, path, cookie)
+        return read.to(decision.url)
 
     def _touch(self, pool: tuple[str, str, float], now: float) -> None:
         key = pool[:2]

@@ -330,3 +330,59 @@ def test_an_answer_with_bare_lf_lines_ending_by_close_reaches_the_client_whole()
             pool.close()
 
     assert _run(scenario) == (200, "user=alice\n")
+
+
+def test_a_large_answer_whose_head_comes_in_pieces_is_spliced_and_the_next_one_follows(
+    monkeypatch: Any,
+) -> None:
+    # the answer's length is read by a second parser from the reads so far, once its head
+    # is whole: here the head comes in two reads, the second with the body's start
+    spliced: list[int] = []
+    real = endpoint_forwarder.os.splice
+
+    def counting(*args: Any, **kwargs: Any) -> int:
+        moved = real(*args, **kwargs)
+        spliced.append(moved)
+        return moved
+
+    monkeypatch.setattr(endpoint_forwarder.os, "splice", counting)
+    size = 2 * SPLICE_MIN + 7
+
+    async def scenario(base: str, seen: dict[str, Any]) -> tuple[int, str]:
+        async def answer_twice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Ty")
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.write(b"pe: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % size)
+            writer.write(_pattern(size))
+            await writer.drain()
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nafter")
+            await writer.drain()
+            await reader.read()
+            writer.close()
+
+        raw = await asyncio.start_server(answer_twice, "127.0.0.1", 0)
+        port = raw.sockets[0].getsockname()[1]
+        pool = ServicePool(False)
+
+        async def gate(head: RequestHead) -> Forward:
+            return Forward(url=f"http://127.0.0.1:{port}", path="/", cookie=None)
+
+        proxy = await serve(gate, pool, "127.0.0.1", 0)
+        proxy_port = proxy.sockets[0].getsockname()[1]
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{proxy_port}/") as answer:
+                    body = await asyncio.wait_for(answer.read(), 30)
+                assert body == _pattern(size)
+                async with session.get(f"http://127.0.0.1:{proxy_port}/") as answer:
+                    return answer.status, await asyncio.wait_for(answer.text(), 30)
+        finally:
+            proxy.close()
+            raw.close()
+            pool.close()
+
+    assert _run(scenario) == (200, "after")
+    assert sum(spliced) >= 2 * SPLICE_MIN  # most of the body, into the pipe and out of it
