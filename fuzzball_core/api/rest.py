@@ -42,6 +42,12 @@ from fuzzball_core.api.following import (
     read_page,
     resolve_stage_name,
 )
+from fuzzball_core.api.gateway_thread import (
+    HOME_LOOP,
+    HomeLoop,
+    any_thread,
+    home_loop_middleware,
+)
 from fuzzball_core.api.http_errors import (
     HANDLER_LIMITS,
     MAX_BODY_BYTES,
@@ -117,13 +123,16 @@ def build_rest_app(
     on other servers (Federate asks its members): a slow member then holds up only the
     requests that need it, not the event loop. ``extra_routes`` are the process's own."""
     app = web.Application(
-        middlewares=[_error_middleware, _auth_middleware],
+        # handlers run on the home loop unless marked any_thread (gateway_thread): a
+        # GatewayThread serves the app from a loop of its own
+        middlewares=[_error_middleware, _auth_middleware, home_loop_middleware],
         client_max_size=MAX_BODY_BYTES,
         handler_args=HANDLER_LIMITS,
     )
     app[_SERVICE] = service
     app[_POLL_INTERVAL] = poll_interval
     app[_OFFLOAD] = offload_calls
+    app[HOME_LOOP] = HomeLoop()
     app[_NODE_LIST] = NodeListBody()
     app[_NODE_PATHS] = {
         prefix: extra.check_node_token
@@ -261,9 +270,10 @@ def _principal(request: web.Request) -> Principal:
 
 
 async def _run(request: web.Request, call: Callable[[OrchestrateService, Principal], T]) -> T:
-    """``call(service, caller)``, in a worker thread when the app offloads calls."""
+    """``call(service, caller)``, in a worker thread when the app offloads calls or the
+    request is served off the home loop (a gateway thread's loop then keeps serving)."""
     service, who = _service(request), _principal(request)
-    if request.app[_OFFLOAD]:
+    if request.app[_OFFLOAD] or request.app[HOME_LOOP].elsewhere() is not None:
         return await asyncio.to_thread(call, service, who)
     return call(service, who)
 
@@ -346,6 +356,7 @@ _AFTER_SEQ = Query("afterSeq", "integer", "only events after this sequence numbe
 
 
 @documented(Operation("the server's version", pb.GetVersionResponse, tags=_MISC))
+@any_thread
 async def _version(request: web.Request) -> web.Response:
     return _reply(
         pb.GetVersionResponse(
@@ -354,6 +365,7 @@ async def _version(request: web.Request) -> web.Response:
     )
 
 
+@any_thread
 async def _openapi(request: web.Request) -> web.Response:
     """This gateway's OpenAPI document (``openapi``), every route it serves."""
     version = _service(request).version()
@@ -400,12 +412,14 @@ async def _validate_workflow(request: web.Request) -> web.Response:
 
 
 @documented(Operation("the caller's workflows", pb.ListWorkflowsResponse, tags=_WORKFLOWS))
+@any_thread
 async def _list_workflows(request: web.Request) -> web.Response:
     workflows = await _run(request, lambda s, who: s.list_workflows(who))
     return _reply(pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows]))
 
 
 @documented(Operation("one workflow with its stages", pb.Workflow, tags=_WORKFLOWS))
+@any_thread
 async def _get_workflow(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
@@ -419,6 +433,7 @@ async def _get_workflow(request: web.Request) -> web.Response:
         tags=_WORKFLOWS,
     )
 )
+@any_thread
 async def _workflow_status(request: web.Request) -> web.Response:
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
@@ -440,6 +455,7 @@ async def _stop_workflow(request: web.Request) -> web.Response:
         tags=_WORKFLOWS,
     )
 )
+@any_thread
 async def _workflow_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
     workflow_id = request.match_info["id"]
@@ -450,6 +466,7 @@ async def _workflow_events(request: web.Request) -> web.Response:
 
 
 @documented(Operation("a node's events", pb.ListEventsResponse, query=(_AFTER_SEQ,), tags=_NODES))
+@any_thread
 async def _node_events(request: web.Request) -> web.Response:
     after_seq = _query_int(request, "afterSeq") or 0
     node_id = request.match_info["id"]
@@ -499,6 +516,7 @@ def _log_line(key: str, body: dict[str, Any]) -> bytes:
         tags=_WORKFLOWS,
     )
 )
+@any_thread
 async def _workflow_log(request: web.Request) -> web.StreamResponse:
     service, who, workflow_id = _service(request), _principal(request), request.match_info["id"]
     follow = _query_bool(request, "show.follow")
@@ -565,6 +583,7 @@ async def _stream_log(
 
 
 @documented(Operation("every registered node", pb.ListNodesResponse, tags=_NODES))
+@any_thread
 async def _list_nodes(request: web.Request) -> web.Response:
     nodes = await _run(request, lambda s, who: s.list_nodes(who))
     # each node's text is kept between lists (NodeListBody): 5,000 nodes through the proto3

@@ -324,13 +324,6 @@ def persist_leases(ctx: EngineContext, tx: Transaction) -> None:
     ctx.stored_leases.update(behind)
 
 
-def last_seen(ctx: EngineContext, node_id: str, stored: float) -> float:
-    """When the node was last heard from: ``stored`` (its row's), or a heartbeat not
-    written there yet."""
-    until = ctx.leases.get(node_id)
-    return max(stored, until - lease_of(ctx, node_id)) if until else stored
-
-
 def live_runs_on(session: Session, node_id: str) -> list[Run]:
     """Runs holding the node, including multinode runs whose part here has ended."""
     # the database narrows the live runs to those naming the node (its id appears in their

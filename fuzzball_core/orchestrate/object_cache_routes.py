@@ -35,6 +35,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from fuzzball_core.api.gateway_thread import any_thread
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.image_objects import MEDIA_TYPE
@@ -80,6 +81,7 @@ def add_object_cache_routes(
             raise FailedPrecondition("this Orchestrate holds no object cache")
         return held
 
+    @any_thread
     async def user_object(request: web.Request) -> web.StreamResponse:
         held = cache(request)
         account_id = principal_of(request).account_id
@@ -97,17 +99,21 @@ def add_object_cache_routes(
             )
         return web.FileResponse(held.open_blob(entry.content))
 
+    @any_thread
     async def node_blob(request: web.Request) -> web.StreamResponse:
         return web.FileResponse(cache(request).open_blob(request.match_info["digest"]))
 
+    @any_thread
     async def node_object(request: web.Request) -> web.StreamResponse:
         path = cache(request).open_object(request.match_info["digest"])
         return web.FileResponse(path, headers={"Content-Type": MEDIA_TYPE})
 
+    @any_thread
     async def node_config(request: web.Request) -> web.StreamResponse:
         path = cache(request).open_config(request.match_info["digest"])
         return web.FileResponse(path, headers={"Content-Type": "application/json"})
 
+    @any_thread
     async def node_store(request: web.Request) -> web.Response:
         held = cache(request)
         owner = request.query.get("owner", "")  # what Orchestrate told the node: either scope's
@@ -141,6 +147,7 @@ def add_object_cache_routes(
             {"digest": entry.digest, "content": entry.content, "size": entry.size}
         )
 
+    @any_thread
     async def node_store_config(request: web.Request) -> web.Response:
         if (request.content_length or 0) > MAX_CONFIG_BYTES:
             raise InvalidArgument(f"an image config is at most {MAX_CONFIG_BYTES} bytes")
@@ -152,6 +159,7 @@ def add_object_cache_routes(
             raise InvalidArgument("the image config is not a JSON object")
         return web.json_response({"digest": cache(request).store_config(document)})
 
+    @any_thread
     async def node_store_config_by_content(request: web.Request) -> web.Response:
         raise NotFound(
             "configs are stored before their image's content (PUT node-objects/configs) since"

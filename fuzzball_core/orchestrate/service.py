@@ -11,7 +11,6 @@ Queries read the database directly and return views; changes go through the engi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -27,11 +26,11 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
-from fuzzball_core.orchestrate.nodes import last_seen as node_last_seen
+from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, NodeUsages
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.plugins import PluginRegistry
-from fuzzball_core.scheduling import NodeUsage, Scheduler
+from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
@@ -116,6 +115,9 @@ class SqlOrchestrateService(AccountCalls):
         self.audit = AuditLog(sessions)
         #: organizations, users, groups, sign-in and service accounts
         self.identity = Identity(sessions, self.accounts, self.audit)
+        #: what node views show of the engine's memory, copied on its loop for callers on
+        #: other threads (the REST gateway's)
+        self.node_usages = NodeUsages(engine.context)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -359,21 +361,13 @@ class SqlOrchestrateService(AccountCalls):
             holds: dict[str, list[HoldView]] = {}
             for h in session.execute(select(*_LISTED_HOLD).order_by(NodeHold.id)):
                 holds.setdefault(h.node_id, []).append(HoldView(*h))
-            usages = {}
-            for node in nodes:
-                with contextlib.suppress(NotFound):
-                    usages[node.id] = self.scheduler.node_usage(node.id)
+            memory = self.node_usages.read([node.id for node in nodes])
             labels = _run_labels(
-                session, (job for usage in usages.values() for job in usage.job_ids), who
+                session, (job for usage in memory.usages.values() for job in usage.job_ids), who
             )
             return [
                 self._node_view(
-                    session,
-                    n,
-                    who,
-                    holds=tuple(holds.get(n.id, ())),
-                    usage=usages.get(n.id),
-                    labels=labels,
+                    session, n, who, memory, holds=tuple(holds.get(n.id, ())), labels=labels
                 )
                 for n in nodes
             ]
@@ -387,23 +381,23 @@ class SqlOrchestrateService(AccountCalls):
             )
             if node is None:
                 raise NotFound(f"node {node_id} not found")
-            return self._node_view(session, node, who)
+            return self._node_view(session, node, who, self.node_usages.read([node.id]))
 
     def _node_view(
         self,
         session: Session,
         node: NodeColumns,
         who: Principal,
+        memory: NodeUsageCopy,
         *,
         holds: tuple[HoldView, ...] | None = None,
-        usage: NodeUsage | None = None,
         labels: dict[int, str] | None = None,
     ) -> NodeView:
-        """The node as ``who`` sees it; ``holds``, ``usage`` and ``labels`` (run id -> its
-        running stage) when the caller loaded them for many nodes at once."""
+        """The node as ``who`` sees it, with ``memory``'s usage and last-heard time;
+        ``holds`` and ``labels`` (run id -> its running stage) when the caller loaded them for
+        many nodes at once."""
+        usage = memory.usages.get(node.id)
         if labels is None:
-            with contextlib.suppress(NotFound):
-                usage = self.scheduler.node_usage(node.id)
             labels = _run_labels(session, usage.job_ids if usage else (), who)
         used: tuple[int, int, dict[str, int], tuple[str, ...]] = (0, 0, {}, ())
         if usage is not None:
@@ -434,7 +428,7 @@ class SqlOrchestrateService(AccountCalls):
             used_memory=used[1],
             used_devices=used[2],
             registered_at=node.registered_at,
-            last_seen=node_last_seen(self.engine.context, node.id, node.last_seen),
+            last_seen=memory.last_seen(node.id, node.last_seen),
             stages=used[3],
         )
 

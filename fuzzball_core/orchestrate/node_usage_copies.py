@@ -1,0 +1,164 @@
+"""What the engine's memory says of nodes, copied on its loop for readers on other threads.
+
+A node's view shows what the scheduler holds on it (cores, memory, devices, the running
+stages) and when it was last heard (a heartbeat not yet written to its row). Both live in
+the engine's memory, which its passes change on the engine's loop; a node list served from
+the REST gateway's own thread (:mod:`fuzzball_core.api.gateway_thread`) must not read it
+while a pass changes it. :class:`NodeUsages` gives such a reader a copy made on the
+engine's loop between two of its turns (a :class:`NodeUsageCopy`, never changed after, swapped
+by reference), no older than :data:`MAX_AGE`: the latest one when it is young enough, and
+a new one is asked for meanwhile; while readers keep coming (:data:`KEEP_WARM`) the loop
+makes a new one every ``MAX_AGE / 2`` unasked, so that a list polled every few seconds
+never waits for the loop (and the pass holding it). A caller on the engine's loop gets a
+copy made at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from fuzzball_core.errors import NotFound, Unavailable
+from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.nodes import lease_of
+from fuzzball_core.scheduling import NodeUsage
+
+#: the oldest copy a reader off the engine's loop is given, in seconds: what a node list
+#: shows of usage may lag by so much (heartbeats, which last-heard times show, come every
+#: few seconds anyway)
+MAX_AGE = 2.0
+#: while readers came within this many seconds, a new copy is made every ``MAX_AGE / 2``
+#: without being asked, so that a list every few seconds never waits for the engine's loop
+KEEP_WARM = 30.0
+#: how long a reader waits for the engine's loop to make a copy before giving up
+WAIT = 30.0
+
+
+@dataclass(frozen=True)
+class NodeUsageCopy:
+    """The scheduler's usage of some nodes and when each was last heard, at one moment."""
+
+    #: when it was made (``time.monotonic``)
+    made: float
+    #: the nodes it was made for (a node the scheduler does not know has no usage)
+    nodes: frozenset[str]
+    usages: Mapping[str, NodeUsage]
+    #: node id -> when its latest heartbeat came (those with a lease)
+    heard: Mapping[str, float]
+
+    def last_seen(self, node_id: str, stored: float) -> float:
+        """When the node was last heard from: ``stored`` (its row's), or a heartbeat not
+        written there yet."""
+        return max(stored, self.heard.get(node_id, stored))
+
+
+def copy_now(ctx: EngineContext, node_ids: Collection[str], made: float) -> NodeUsageCopy:
+    """A copy of the engine's memory of ``node_ids``: on the engine's loop only."""
+    usages = {}
+    for node_id in node_ids:
+        with contextlib.suppress(NotFound):
+            usages[node_id] = ctx.scheduler.node_usage(node_id)
+    heard = {
+        node_id: until - lease_of(ctx, node_id)
+        for node_id in node_ids
+        if (until := ctx.leases.get(node_id))
+    }
+    return NodeUsageCopy(made, frozenset(node_ids), usages, heard)
+
+
+class NodeUsages:
+    """Copies of the engine's memory of nodes for the service's node views: made at once on
+    the engine's loop (or anywhere before :meth:`serve_from`), recent ones elsewhere."""
+
+    def __init__(
+        self,
+        ctx: EngineContext,
+        *,
+        max_age: float = MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ctx = ctx
+        self._max_age = max_age
+        self._clock = clock
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._home_thread: int | None = None
+        #: the latest copy made on the engine's loop, replaced whole
+        self._copy: NodeUsageCopy | None = None
+        #: the copy asked for and not yet made, and the nodes it is for
+        self._making: concurrent.futures.Future[NodeUsageCopy] | None = None
+        self._wanted: set[str] = set()
+        self._lock = threading.Lock()
+        #: when a reader off the loop last came, and the loop's timer for the next copy
+        self._last_read = -math.inf
+        self._warm: asyncio.TimerHandle | None = None
+
+    def serve_from(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on the engine runs on ``loop``, whose thread calls this: readers on other
+        threads are given copies made there."""
+        self._home, self._home_thread = loop, threading.get_ident()
+
+    def read(self, node_ids: Collection[str]) -> NodeUsageCopy:
+        """The usage and last-heard times of ``node_ids``.
+
+        On the engine's loop: made now. Elsewhere: the latest copy when it covers them and
+        is at most :data:`MAX_AGE` old (a new one is asked for all the same, for the next
+        reader), else a new one, waited for (at most :data:`WAIT` seconds).
+        """
+        if self._home is None or threading.get_ident() == self._home_thread:
+            return copy_now(self._ctx, node_ids, self._clock())
+        self._last_read = self._clock()
+        latest = self._copy
+        making = self._ask(node_ids)
+        if (
+            latest is not None
+            and self._clock() - latest.made <= self._max_age
+            and latest.nodes.issuperset(node_ids)
+        ):
+            return latest
+        try:
+            return making.result(timeout=WAIT)
+        except concurrent.futures.TimeoutError:
+            raise Unavailable("the engine's loop did not answer; try again") from None
+
+    def _ask(self, node_ids: Collection[str]) -> concurrent.futures.Future[NodeUsageCopy]:
+        """The copy being made for the readers so far, with ``node_ids`` among its nodes."""
+        home = self._home
+        assert home is not None
+        with self._lock:
+            self._wanted.update(node_ids)
+            if self._making is None:
+                self._making = concurrent.futures.Future()
+                try:
+                    home.call_soon_threadsafe(self._make)
+                except RuntimeError:  # the loop is closed: Orchestrate is stopping
+                    self._making = None
+                    raise Unavailable("Orchestrate is stopping") from None
+            return self._making
+
+    def _make(self) -> None:
+        """Make the copy asked for (on the engine's loop, between two of its turns)."""
+        with self._lock:
+            future, self._making = self._making, None
+            wanted, self._wanted = self._wanted, set()
+        assert future is not None
+        try:
+            made = copy_now(self._ctx, wanted, self._clock())
+        except Exception as exc:  # the readers waiting for it are answered with it
+            future.set_exception(exc)
+            return
+        self._copy = made
+        future.set_result(made)
+        if self._warm is None and self._clock() - self._last_read <= KEEP_WARM:
+            assert self._home is not None
+            self._warm = self._home.call_later(self._max_age / 2, self._keep_warm, made.nodes)
+
+    def _keep_warm(self, node_ids: frozenset[str]) -> None:
+        """Ask for a new copy unasked (on the engine's loop, while readers keep coming)."""
+        self._warm = None
+        self._ask(node_ids)

@@ -1,0 +1,154 @@
+"""Node views' copies of the engine's memory (NodeUsages): made at once on the engine's loop,
+made there for readers on other threads, a recent one served without the loop, an old one
+replaced before it is served, new ones made unasked while readers keep coming."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from fuzzball_core.errors import NotFound
+from fuzzball_core.orchestrate.node_usage_copies import MAX_AGE, NodeUsages
+
+PATIENCE = 60.0
+
+
+@dataclass
+class FakeScheduler:
+    """node_usage answers the cores in use it is told, and records the reading thread."""
+
+    used: dict[str, int]
+    readers: list[str] = field(default_factory=list)
+
+    def node_usage(self, node_id: str) -> Any:
+        self.readers.append(threading.current_thread().name)
+        if node_id not in self.used:
+            raise NotFound(node_id)
+        return self.used[node_id]
+
+
+@dataclass
+class FakeContext:
+    scheduler: FakeScheduler
+    leases: dict[str, float] = field(default_factory=dict)
+    node_leases: dict[str, float] = field(default_factory=dict)
+    lease_seconds: float = 15.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Engine:
+    ctx: FakeContext
+    usages: NodeUsages
+    clock: Clock
+    loop: asyncio.AbstractEventLoop
+
+
+@contextlib.contextmanager
+def engine_loop(usages: NodeUsages) -> Iterator[asyncio.AbstractEventLoop]:
+    """A loop on a thread named ``engine`` that ``usages`` is served from."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="engine")
+    thread.start()
+    try:
+        loop.call_soon_threadsafe(usages.serve_from, loop)
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(PATIENCE)
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(PATIENCE)
+        loop.close()
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    """NodeUsages of two nodes served from an engine's loop, with a clock the test moves."""
+    ctx = FakeContext(FakeScheduler({"a": 1, "b": 2}))
+    clock = Clock()
+    usages = NodeUsages(ctx, clock=clock)
+    with engine_loop(usages) as loop:
+        yield Engine(ctx, usages, clock, loop)
+
+
+def test_a_reader_on_the_engines_thread_gets_a_copy_of_now():
+    ctx = FakeContext(FakeScheduler({"a": 1}))
+    usages = NodeUsages(ctx)
+    usages.read(["a"])
+    ctx.scheduler.used["a"] = 3
+    assert usages.read(["a"]).usages == {"a": 3}
+
+
+def test_a_node_the_scheduler_does_not_know_has_no_usage():
+    usages = NodeUsages(FakeContext(FakeScheduler({})))
+    assert usages.read(["gone"]).usages == {}
+
+
+def test_a_reader_on_another_thread_is_given_a_copy_made_on_the_engines_loop(engine):
+    copy = engine.usages.read(["a", "b"])
+    assert copy.usages == {"a": 1, "b": 2}
+    assert set(engine.ctx.scheduler.readers) == {"engine"}
+
+
+def test_a_recent_copy_is_served_while_the_engines_loop_is_held(engine):
+    engine.usages.read(["a", "b"])
+    held, released = threading.Event(), threading.Event()
+
+    def a_long_pass() -> None:
+        held.set()
+        released.wait(PATIENCE)
+
+    engine.loop.call_soon_threadsafe(a_long_pass)
+    assert held.wait(PATIENCE)
+    try:  # the pass ends only after this: a read needing the loop would never return
+        assert engine.usages.read(["a", "b"]).usages == {"a": 1, "b": 2}
+    finally:
+        released.set()
+
+
+def test_a_copy_older_than_max_age_is_made_again_before_it_is_served(engine):
+    engine.usages.read(["a"])
+    engine.ctx.scheduler.used["a"] = 5
+    engine.clock.now += MAX_AGE + 1
+    assert engine.usages.read(["a"]).usages == {"a": 5}
+
+
+def test_a_copy_without_the_nodes_asked_for_is_made_again(engine):
+    engine.usages.read(["a"])
+    assert engine.usages.read(["a", "b"]).usages == {"a": 1, "b": 2}
+
+
+def test_last_seen_is_the_latest_heartbeat_not_yet_written():
+    ctx = FakeContext(FakeScheduler({"a": 1}), leases={"a": 1_015.0})
+    copy = NodeUsages(ctx).read(["a"])
+    assert copy.last_seen("a", 900.0) == 1_000.0  # the lease's end less its length
+    assert copy.last_seen("a", 1_010.0) == 1_010.0  # the row is newer
+
+
+def test_copies_are_made_unasked_while_readers_keep_coming():
+    ctx = FakeContext(FakeScheduler({"a": 1}))
+    usages = NodeUsages(ctx, max_age=0.02)
+    with engine_loop(usages) as loop:
+        usages.read(["a"])  # from this thread: made on the loop, which then keeps them coming
+        made_again = threading.Event()
+
+        def count() -> None:
+            if len(ctx.scheduler.readers) >= 3:
+                made_again.set()
+            else:
+                loop.call_later(0.01, count)
+
+        loop.call_soon_threadsafe(count)
+        assert made_again.wait(PATIENCE)
