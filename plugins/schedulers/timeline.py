@@ -292,9 +292,10 @@ def _questions_by_class(queries: Sequence[StartQuery]) -> dict[NodeClass, list[_
 
 
 def _memory_asked(asking: _Asking) -> int:
-    """The sort key of a class's questions: 0 for an exclusive one (it needs an idle node,
-    whatever its memory), else the memory it asks."""
-    return 0 if asking[4] else asking[3]
+    """The sort key of a class's questions: -1 for an exclusive one (it needs an idle node,
+    whatever its memory: strictly before every other, so that no stop skips it), else the
+    memory it asks."""
+    return -1 if asking[4] else asking[3]
 
 
 def _covers(have: list[int], need: tuple[int, ...]) -> bool:
