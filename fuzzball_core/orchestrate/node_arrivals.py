@@ -15,27 +15,20 @@ each arrival is applied again alone, as before, so one node's refusal is its own
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fuzzball_core.orchestrate import node_versions, nodes
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.orchestrate.turn_batches import Change, TurnBatches
 from fuzzball_core.scheduling import CpuCore, Resources
-
-log = logging.getLogger(__name__)
-
 
 #: The most arrivals one transaction applies; the rest wait for the loop's next turn. A
 #: batch holds the loop while it runs (a few ms of CPU per node), and the REST gateway, the
 #: engine's passes and the streams' reads get their turns between batches.
 MAX_BATCH = 64
-
-#: How the engine runs one transaction and publishes it (``Engine.change``).
-Change = Callable[[Callable[[Transaction], Any]], Any]
 
 
 @dataclass(frozen=True)
@@ -123,74 +116,35 @@ def apply_all(ctx: EngineContext, tx: Transaction, arrivals: Iterable[Arrival]) 
 
 
 class Arrivals:
-    """The Registers and Hellos waiting for the event loop's next turn."""
+    """The Registers and Hellos waiting for the event loop's next turn
+    (:class:`~fuzzball_core.orchestrate.turn_batches.TurnBatches`)."""
 
     def __init__(self, ctx: EngineContext, change: Change) -> None:
-        self._ctx = ctx
-        self._change = change
-        self._waiting: list[tuple[Arrival, asyncio.Future[Any]]] = []
-        #: how many batches were applied, and how many arrivals they held
-        self.batches = 0
-        self.applied = 0
+        self._batches: TurnBatches[Arrival] = TurnBatches(
+            change,
+            lambda tx, arrivals: apply_all(ctx, tx, arrivals),
+            lambda tx, arrival: apply(ctx, tx, arrival),
+            max_batch=MAX_BATCH,
+            what="node arrivals",
+        )
+
+    @property
+    def batches(self) -> int:
+        """How many batches were applied."""
+        return self._batches.batches
+
+    @property
+    def applied(self) -> int:
+        """How many arrivals the batches held."""
+        return self._batches.applied
 
     async def register(self, registration: Registration) -> str:
         """Record a node's Register with the others of this turn; its node id."""
-        node_id: str = await self._arrive(registration)
+        node_id: str = await self._batches.add(registration)
         return node_id
 
     async def hello(self, node_id: str, known: Iterable[int]) -> list[int]:
         """Reconcile a node's Hello with the others of this turn; the runs it is to drop
         (:func:`nodes.hello`)."""
-        unwanted: list[int] = await self._arrive(Hello(node_id, frozenset(known)))
+        unwanted: list[int] = await self._batches.add(Hello(node_id, frozenset(known)))
         return unwanted
-
-    def _arrive(self, arrival: Arrival) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Any] = loop.create_future()
-        if not self._waiting:
-            # after what the loop has ready now: the arrivals read off the wire meanwhile
-            # (hundreds at once after a restart) join this batch
-            loop.call_soon(self._apply)
-        self._waiting.append((arrival, answer))
-        return answer
-
-    def _apply(self) -> None:
-        batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-        if self._waiting:
-            asyncio.get_running_loop().call_soon(self._apply)  # the rest, after other work
-        self.batches += 1
-        self.applied += len(batch)
-        if len(batch) > 1:
-            arrivals = [arrival for arrival, _ in batch]
-            try:
-                answers = self._change(lambda tx: apply_all(self._ctx, tx, arrivals))
-            except Exception as exc:  # each is tried alone below, and answered for itself
-                log.info("%d node arrivals failed together (%s); each alone", len(batch), exc)
-            else:
-                for (_, future), answer in zip(batch, answers, strict=True):
-                    _answer(future, answer)
-                return
-        for arrival, future in batch:
-            try:
-                answer = self._change(_applying(self._ctx, arrival))
-            except Exception as exc:  # the arrival's own RPC answers with it
-                _answer(future, error=exc)
-            else:
-                _answer(future, answer)
-
-
-def _applying(ctx: EngineContext, arrival: Arrival) -> Callable[[Transaction], Any]:
-    """The unit of work applying ``arrival`` alone."""
-    return lambda tx: apply(ctx, tx, arrival)
-
-
-def _answer(
-    future: asyncio.Future[Any], answer: Any = None, error: Exception | None = None
-) -> None:
-    """Settle an arrival's future, unless its caller has gone (a cancelled RPC)."""
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(answer)

@@ -2,14 +2,18 @@
 store it with its stages.
 
 :func:`prepare` does the slow part (registry round trips) and touches no engine state, so
-the transports run it off the event loop; :func:`store` writes the workflow in the caller's
+the transports run it off the event loop; :func:`store` writes workflows in the caller's
 transaction.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Table, insert
 
 from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import InvalidArgument
@@ -27,6 +31,9 @@ from fuzzball_core.service.views import Principal
 from fuzzball_core.spec import ParsedWorkflow, Plan, StageKind
 from fuzzball_core.store.models import Stage, Workflow
 from fuzzball_core.vocabulary import EventKind, Status
+
+#: The stages table, for its Core INSERT (a mapped class's ``__table__`` is typed loosely).
+_STAGES = cast(Table, Stage.__table__)
 
 
 @dataclass(frozen=True)
@@ -123,52 +130,84 @@ def check_feasible(ctx: EngineContext, plan: Plan) -> None:
         )
 
 
-def store(
-    tx: Transaction,
-    who: Principal,
-    parsed: ParsedWorkflow,
-    prepared: PreparedSubmission,
-    raw_specification: str,
-    name: str,
-) -> str:
-    """Write the workflow (STARTED) and its stages (PENDING); return its id."""
-    plan, pins = prepared.plan, prepared.pins
-    workflow_id = str(uuid.uuid4())
-    # held here: the session's identity map keeps a flushed row only weakly, and reading it
+@dataclass(frozen=True)
+class Submission:
+    """A workflow to store: who submits it, as parsed and prepared, its text and its name."""
+
+    who: Principal
+    parsed: ParsedWorkflow
+    prepared: PreparedSubmission
+    raw_specification: str
+    name: str
+
+
+def store(tx: Transaction, submissions: Sequence[Submission]) -> list[str]:
+    """Write the workflows (STARTED) and their stages (PENDING); return their ids in order.
+
+    Each table is written with one statement for all of them (the workflows first: the
+    stages' foreign key needs them), so several submissions in one transaction (a group
+    commit) cost the statements of one.
+    """
+    # held here: the session's identity map keeps a flushed row only weakly, and reading one
     # back by id after the flush below would cost a SELECT
-    workflow = Workflow(
-        id=workflow_id,
-        account_id=who.account_id,
-        user_id=who.user_id,
-        name=name,
+    workflows = [_workflow_row(tx, submitted) for submitted in submissions]
+    tx.session.add_all(workflows)
+    tx.session.flush()
+    stages = [
+        row
+        for submitted, workflow in zip(submissions, workflows, strict=True)
+        for row in _stage_rows(tx, submitted.prepared.plan, workflow.id)
+    ]
+    if stages:
+        # the table's Core INSERT, every row in one: nothing in this transaction reads the
+        # stages back, and the ORM inserts rows with generated ids one statement each
+        tx.session.execute(insert(_STAGES), stages)
+    for submitted, workflow in zip(submissions, workflows, strict=True):
+        _store_rest(tx, submitted, workflow)
+    return [workflow.id for workflow in workflows]
+
+
+def _workflow_row(tx: Transaction, submitted: Submission) -> Workflow:
+    """The new row of a submitted workflow."""
+    return Workflow(
+        id=str(uuid.uuid4()),
+        account_id=submitted.who.account_id,
+        user_id=submitted.who.user_id,
+        name=submitted.name,
         status=Status.STARTED,
-        raw_specification=raw_specification,
-        definition_v4=prepared.definition_v4,
-        annotations=dict(parsed.model.annotations or {}),
+        raw_specification=submitted.raw_specification,
+        definition_v4=submitted.prepared.definition_v4,
+        annotations=dict(submitted.parsed.model.annotations or {}),
         created_at=tx.now,
         started_at=tx.now,
     )
-    tx.session.add(workflow)
-    tx.session.flush()  # the stages' foreign key needs the workflow row first
-    for stage_id in plan.topological_order():
-        planned = plan.stages[stage_id]
-        tx.session.add(
-            Stage(
-                workflow_id=workflow_id,
-                name=stage_id,
-                kind=planned.kind.value,
-                status=Status.PENDING,
-                task_count=len(planned.tasks) if planned.tasks else None,
-                created_at=tx.now,
-            )
-        )
+
+
+def _stage_rows(tx: Transaction, plan: Plan, workflow_id: str) -> list[dict[str, Any]]:
+    """The rows of a new workflow's stages (PENDING), in the plan's order."""
+    return [
+        {
+            "workflow_id": workflow_id,
+            "name": stage_id,
+            "kind": plan.stages[stage_id].kind.value,
+            "status": Status.PENDING,
+            "task_count": len(tasks) if (tasks := plan.stages[stage_id].tasks) else None,
+            "created_at": tx.now,
+        }
+        for stage_id in plan.topological_order()
+    ]
+
+
+def _store_rest(tx: Transaction, submitted: Submission, workflow: Workflow) -> None:
+    """Add a stored workflow's volumes and first events to ``tx``."""
+    parsed, workflow_id, name = submitted.parsed, workflow.id, submitted.name
     # persistent volumes are made on first use (or the submission refused naming them)
     if parsed.model.volumes:  # resolving none would still read the owner's account and user
         workflow_volumes.resolve_at_submission(tx.session, workflow, parsed.model.volumes, tx.now)
     events.record(
         tx, EventKind.WORKFLOW_STARTED, f"workflow {name} started", workflow_id=workflow_id
     )
-    for stage_id, pin in pins.items():
+    for stage_id, pin in submitted.prepared.pins.items():
         events.record(
             tx,
             EventKind.IMAGE_RESOLVED,
@@ -181,4 +220,3 @@ def store(
             size=pin.size,
             platform=pin.platform,
         )
-    return workflow_id

@@ -1,0 +1,78 @@
+"""Submissions that reach Orchestrate's loop in one turn (many clients submitting at once)
+are stored in one transaction, each answered with its own workflow id; one that is refused
+is refused alone, and the others are stored."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.service.submission import read_submission
+
+ONE_JOB = """
+version: v1
+jobs:
+  only:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+"""
+
+CLAIMING_A_MISSING_ENDPOINT = """
+version: v1
+services:
+  web:
+    image: {uri: docker://alpine:latest}
+    command: [busybox, httpd, -f, -p, "8080"]
+    network:
+      ports: [{name: http, port: 8080}]
+      endpoints: [{name: never-made, port-name: http, persistent: true}]
+"""
+
+
+def submitted_together(harness, *specifications: str) -> list[str | BaseException]:
+    """Submit the workflows as requests resuming in the same turn of the loop do; each
+    one's workflow id, or what it was refused with."""
+    engine, who = harness.engine, harness.user
+
+    async def submit(text: str) -> str:
+        parsed, raw = read_submission(text, None, "<test>", None)
+        return await engine.submit_async(who, parsed, raw, "wf")
+
+    async def main() -> list[str | BaseException]:
+        return await asyncio.gather(*(submit(t) for t in specifications), return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+def _inserting(statements: list[str], table: str) -> list[str]:
+    return [s for s in statements if s.lstrip().startswith(f"INSERT INTO {table} ")]
+
+
+def test_submissions_in_one_turn_are_stored_with_one_insert_per_table(harness, statements):
+    harness.node(cores=8)
+    statements.clear()
+
+    ids = submitted_together(harness, *[ONE_JOB] * 5)
+
+    assert len(set(ids)) == 5
+    assert len(_inserting(statements, "workflows")) == 1
+    assert len(_inserting(statements, "stages")) == 1
+    assert len(_inserting(statements, "events")) == 1
+    harness.engine.step()  # each workflow is advanced: its job placed
+    assert sorted(a.workflow_id for a in harness.assignments()) == sorted(ids)
+    for workflow_id in ids:
+        assert harness.events(workflow_id)[0] == "workflow_started"
+        assert harness.stages(workflow_id) == {"jobs.only": "PENDING"}
+
+
+def test_a_submission_refused_among_others_is_refused_alone(harness):
+    harness.node()
+
+    answers = submitted_together(harness, ONE_JOB, CLAIMING_A_MISSING_ENDPOINT, ONE_JOB)
+
+    first, refused, last = answers
+    assert isinstance(refused, FailedPrecondition)
+    assert "no persistent endpoint never-made" in str(refused)
+    harness.engine.step()
+    assert sorted(a.workflow_id for a in harness.assignments()) == sorted([first, last])
+    assert len(harness.service.list_workflows(harness.user)) == 2
