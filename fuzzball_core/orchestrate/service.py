@@ -180,7 +180,11 @@ class SqlOrchestrateService(AccountCalls):
             return parsed, raw, self.engine.prepare(who, parsed)
 
         parsed, raw, prepared = await asyncio.to_thread(prepare)
-        workflow_id = self.engine.submit(who, parsed, raw, name or "workflow", prepared=prepared)
+        # stored with the other submissions that reach the loop in the same turn: one
+        # transaction for all of them (Engine.submit_async)
+        workflow_id = await self.engine.submit_async(
+            who, parsed, raw, name or "workflow", prepared=prepared
+        )
         return StartedWorkflow(workflow_id, tuple(parsed.warnings))
 
     def validate_workflow(
