@@ -492,6 +492,9 @@ class Engine:
         # pass (one transaction for all of them) instead of waking one pass each. After a
         # pass cut short, a few milliseconds of the loop's turns: what waited meanwhile.
         await asyncio.sleep(BETWEEN_PASSES if self._cut_short else 0)
+        # submissions waiting for their turn are stored now, so that this pass advances
+        # them: a pass between a submission and its batch cost it a pass's wait
+        self._submissions.apply_waiting()
         self._wake.clear()
         if self._lazy_wake is not None:
             # this pass takes every lazy report queued so far: their timer has nothing left

@@ -72,10 +72,23 @@ class TurnBatches(Generic[C]):
         self._waiting.append((change, answer))
         return answer
 
+    def apply_waiting(self) -> None:
+        """Apply every change waiting now, without waiting for the loop's turn (for work
+        that should see them, such as the engine's next pass)."""
+        while self._waiting:
+            self._apply_batch()
+
     def _apply(self) -> None:
-        batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
+        if not self._waiting:
+            return  # applied before their turn came (:meth:`apply_waiting`)
+        self._apply_batch()
         if self._waiting:
             asyncio.get_running_loop().call_soon(self._apply)  # the rest, after other work
+
+    def _apply_batch(self) -> None:
+        """Apply the first :attr:`max_batch` changes waiting, together when there are
+        several, each alone when that fails."""
+        batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
         self.batches += 1
         self.applied += len(batch)
         if len(batch) > 1:
