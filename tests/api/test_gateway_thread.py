@@ -43,12 +43,18 @@ async def _echo_form(request: web.Request) -> web.Response:
     return web.Response(text=str((await request.post())["name"]))
 
 
+def _gateway_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "rest-gateway"}
+
+
 @dataclass
 class Served:
     url: str
     home_loop: asyncio.AbstractEventLoop
     home_thread: threading.Thread
     gateway: GatewayThread
+    #: gateway threads of other servers in this process (a test cluster's) before this one
+    other_gateways: set[threading.Thread]
 
 
 @pytest.fixture
@@ -64,9 +70,10 @@ def served() -> Iterator[Served]:
     home = threading.Thread(target=loop.run_forever, name="home")
     home.start()
     gateway = GatewayThread(app, "127.0.0.1", port)
+    others = _gateway_threads()
     asyncio.run_coroutine_threadsafe(gateway.start(), loop).result(PATIENCE)
     try:
-        yield Served(f"http://127.0.0.1:{port}", loop, home, gateway)
+        yield Served(f"http://127.0.0.1:{port}", loop, home, gateway, others)
     finally:
         asyncio.run_coroutine_threadsafe(gateway.stop(), loop).result(PATIENCE)
         loop.call_soon_threadsafe(loop.stop)
@@ -116,6 +123,6 @@ def test_a_route_that_does_not_exist_is_answered_by_the_gateway(served):
 
 def test_stopping_closes_the_port_and_ends_the_thread(served):
     asyncio.run_coroutine_threadsafe(served.gateway.stop(), served.home_loop).result(PATIENCE)
-    assert "rest-gateway" not in {thread.name for thread in threading.enumerate()}
+    assert _gateway_threads() == served.other_gateways
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{served.url}/here", timeout=PATIENCE)
