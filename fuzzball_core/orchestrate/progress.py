@@ -7,6 +7,8 @@ once every stage has ended the workflow ends too.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -109,16 +111,14 @@ def _build_needed(
     built = image_stages.definition_hash(build, from_digest)
     # builds are stored under the plan stage's name (the build target), not the stage id
     if images.cached_build(planned.name, build, workflow.account_id, built):
-        stage.started_at = tx.now
-        events.record(
+        _finish_cached(
+            ctx,
             tx,
-            EventKind.IMAGE_CACHED,
-            f"{stage.name}: unchanged definition served from the object cache",
-            workflow_id=workflow.id,
-            stage_name=stage.name,
+            stage,
+            "unchanged definition served from the object cache",
+            "served from the object cache",
             definition_hash=built,
         )
-        runs.end_stage(ctx, tx, stage, Status.FINISHED, "served from the object cache")
         return False
     if images.object_cache is None:
         stage.started_at = tx.now
@@ -142,18 +142,33 @@ def _on_a_node_already(
     node_id = ctx.images_on_nodes.holder(ctx.plans.payload(tx, workflow, stage.name), ctx.leases)
     if node_id is None:
         return False
-    stage.started_at = tx.now
     where = ctx.node_names_of([node_id])
+    _finish_cached(
+        ctx,
+        tx,
+        stage,
+        f"already pulled at this digest on node {where}",
+        f"already on node {where}",
+        node_id=node_id,
+    )
+    return True
+
+
+def _finish_cached(
+    ctx: EngineContext, tx: Transaction, stage: Stage, why: str, message: str, **data: Any
+) -> None:
+    """End an image stage FINISHED as it starts, without a run, with the ``image_cached``
+    event saying ``why`` (its ``data`` too) and ``message`` as the stage's."""
+    stage.started_at = tx.now
     events.record(
         tx,
         EventKind.IMAGE_CACHED,
-        f"{stage.name}: already pulled at this digest on node {where}",
-        workflow_id=workflow.id,
+        f"{stage.name}: {why}",
+        workflow_id=stage.workflow_id,
         stage_name=stage.name,
-        node_id=node_id,
+        **data,
     )
-    runs.end_stage(ctx, tx, stage, Status.FINISHED, f"already on node {where}")
-    return True
+    runs.end_stage(ctx, tx, stage, Status.FINISHED, message)
 
 
 def _skip_reason(plan: Plan, name: str, stages: dict[str, Stage]) -> str:
