@@ -10,9 +10,10 @@ process keeps (at once, from the parser's callbacks)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -177,16 +178,22 @@ def test_a_large_answer_arrives_whole_and_the_connection_serves_again() -> None:
     assert after == "hello"
 
 
-def test_a_large_answer_moves_by_splice_between_plain_connections(monkeypatch: Any) -> None:
-    spliced: list[int] = []
+@pytest.fixture
+def spliced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The byte count of every splice the forwarder makes (each still made)."""
+    moved_counts: list[int] = []
     real = endpoint_forwarder.os.splice
 
     def counting(*args: Any, **kwargs: Any) -> int:
         moved = real(*args, **kwargs)
-        spliced.append(moved)
+        moved_counts.append(moved)
         return moved
 
     monkeypatch.setattr(endpoint_forwarder.os, "splice", counting)
+    return moved_counts
+
+
+def test_a_large_answer_moves_by_splice_between_plain_connections(spliced: list[int]) -> None:
     size = 4 * SPLICE_MIN
 
     async def scenario(base: str, seen: dict[str, Any]) -> int:
@@ -299,6 +306,28 @@ def test_a_request_head_over_the_limit_is_431() -> None:
     assert _run(scenario) == 431
 
 
+@contextlib.asynccontextmanager
+async def _proxy_to(
+    answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> AsyncIterator[int]:
+    """A raw TCP service answering with ``answer`` and a proxy in front of it; the proxy's
+    port (both closed after)."""
+    service = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = service.sockets[0].getsockname()[1]
+    pool = ServicePool(False)
+
+    async def gate(head: RequestHead) -> Forward:
+        return Forward(url=f"http://127.0.0.1:{port}", path="/", cookie=None)
+
+    proxy = await serve(gate, pool, "127.0.0.1", 0)
+    try:
+        yield proxy.sockets[0].getsockname()[1]
+    finally:
+        proxy.close()
+        service.close()
+        pool.close()
+
+
 def test_an_answer_with_bare_lf_lines_ending_by_close_reaches_the_client_whole() -> None:
     async def scenario(base: str, seen: dict[str, Any]) -> tuple[int, str]:
         # a busybox-httpd-like service: bare LFs, no length, the end of the answer is the
@@ -309,43 +338,21 @@ def test_an_answer_with_bare_lf_lines_ending_by_close_reaches_the_client_whole()
             await writer.drain()
             writer.close()
 
-        bare = await asyncio.start_server(answer_once, "127.0.0.1", 0)
-        port = bare.sockets[0].getsockname()[1]
-        pool = ServicePool(False)
-
-        async def gate(head: RequestHead) -> Forward:
-            return Forward(url=f"http://127.0.0.1:{port}", path="/", cookie=None)
-
-        proxy = await serve(gate, pool, "127.0.0.1", 0)
-        proxy_port = proxy.sockets[0].getsockname()[1]
-        try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(f"http://127.0.0.1:{proxy_port}/") as answer,
-            ):
-                return answer.status, await asyncio.wait_for(answer.text(), 30)
-        finally:
-            proxy.close()
-            bare.close()
-            pool.close()
+        async with (
+            _proxy_to(answer_once) as proxy_port,
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{proxy_port}/") as answer,
+        ):
+            return answer.status, await asyncio.wait_for(answer.text(), 30)
 
     assert _run(scenario) == (200, "user=alice\n")
 
 
 def test_a_large_answer_whose_head_comes_in_pieces_is_spliced_and_the_next_one_follows(
-    monkeypatch: Any,
+    spliced: list[int],
 ) -> None:
     # the answer's length is read by a second parser from the reads so far, once its head
     # is whole: here the head comes in two reads, the second with the body's start
-    spliced: list[int] = []
-    real = endpoint_forwarder.os.splice
-
-    def counting(*args: Any, **kwargs: Any) -> int:
-        moved = real(*args, **kwargs)
-        spliced.append(moved)
-        return moved
-
-    monkeypatch.setattr(endpoint_forwarder.os, "splice", counting)
     size = 2 * SPLICE_MIN + 7
 
     async def scenario(base: str, seen: dict[str, Any]) -> tuple[int, str]:
@@ -363,26 +370,12 @@ def test_a_large_answer_whose_head_comes_in_pieces_is_spliced_and_the_next_one_f
             await reader.read()
             writer.close()
 
-        raw = await asyncio.start_server(answer_twice, "127.0.0.1", 0)
-        port = raw.sockets[0].getsockname()[1]
-        pool = ServicePool(False)
-
-        async def gate(head: RequestHead) -> Forward:
-            return Forward(url=f"http://127.0.0.1:{port}", path="/", cookie=None)
-
-        proxy = await serve(gate, pool, "127.0.0.1", 0)
-        proxy_port = proxy.sockets[0].getsockname()[1]
-        try:
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{proxy_port}/") as answer:
-                    body = await asyncio.wait_for(answer.read(), 30)
-                assert body == _pattern(size)
-                async with session.get(f"http://127.0.0.1:{proxy_port}/") as answer:
-                    return answer.status, await asyncio.wait_for(answer.text(), 30)
-        finally:
-            proxy.close()
-            raw.close()
-            pool.close()
+        async with _proxy_to(answer_twice) as proxy_port, aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{proxy_port}/") as answer:
+                body = await asyncio.wait_for(answer.read(), 30)
+            assert body == _pattern(size)
+            async with session.get(f"http://127.0.0.1:{proxy_port}/") as answer:
+                return answer.status, await asyncio.wait_for(answer.text(), 30)
 
     assert _run(scenario) == (200, "after")
     assert sum(spliced) >= 2 * SPLICE_MIN  # most of the body, into the pipe and out of it
