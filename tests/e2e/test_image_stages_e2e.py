@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from support.cluster import Cluster, LocalRegistry
-from support.oci_pusher import Pusher, file, layer
+from support.oci_pusher import Pusher, busybox_entries, file, layer
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 
@@ -35,25 +35,63 @@ def _kinds(orchestrate, workflow_id: str, stage: str) -> list[str]:
     return [e.kind for e in orchestrate.events(workflow_id) if e.stage_name == stage]
 
 
-def test_a_registry_image_is_a_stage_with_resolve_and_progress_events(cluster: Cluster) -> None:
-    orchestrate = cluster.orchestrate
-    workflow_id = orchestrate.start_workflow(
-        "version: v1\njobs:\n  hi:\n    image: {uri: docker://alpine:latest}\n"
-        "    command: [/bin/cat, /etc/alpine-release]\n"
+def _pushed(local_registry: LocalRegistry, repository: str, greeting: bytes) -> str:
+    """A busybox image with ``/greeting``, pushed as ``repository:1``, that no other test
+    pulls (the session's cluster keeps what its nodes pulled); its ``docker://`` URI."""
+    pusher = Pusher(local_registry.url)
+    try:
+        pusher.push_image(
+            f"library/{repository}", "1", [layer([*busybox_entries(), file("greeting", greeting)])]
+        )
+    finally:
+        pusher.close()
+    return f"docker://{repository}:1"
+
+
+def _greeting_job(uri: str) -> str:
+    """A workflow of one job printing ``/greeting`` of the image ``uri``."""
+    return (
+        f"version: v1\njobs:\n  hi:\n    image: {{uri: {uri}}}\n"
+        "    command: [/bin/cat, /greeting]\n"
     )
+
+
+def test_a_registry_image_is_a_stage_with_resolve_and_progress_events(
+    cluster: Cluster, local_registry: LocalRegistry
+) -> None:
+    orchestrate = cluster.orchestrate
+    uri = _pushed(local_registry, "first-pull", b"pulled\n")
+    workflow_id = orchestrate.start_workflow(_greeting_job(uri))
     view = orchestrate.wait_for(workflow_id)
 
     assert view.status == "FINISHED", view
-    pull = _stage(view, "images.docker://alpine:latest")
+    pull = _stage(view, f"images.{uri}")
     assert pull.kind.lower() == "image" and pull.status == "FINISHED"
-    kinds = _kinds(orchestrate, workflow_id, "images.docker://alpine:latest")
+    kinds = _kinds(orchestrate, workflow_id, f"images.{uri}")
     assert kinds[0] == "image_resolved"
     assert "image_progress" in kinds
     steps = {
         e.data.get("step") for e in orchestrate.events(workflow_id) if e.kind == "image_progress"
     }
     assert "done" in steps
-    assert orchestrate.logs(workflow_id, "jobs.hi") == "3.99.0\n"
+    assert orchestrate.logs(workflow_id, "jobs.hi") == "pulled\n"
+
+
+def test_the_pull_of_an_image_a_node_already_pulled_ends_as_cached_without_a_run(
+    cluster: Cluster, local_registry: LocalRegistry
+) -> None:
+    orchestrate = cluster.orchestrate
+    uri = _pushed(local_registry, "second-pull", b"again\n")
+    first = orchestrate.start_workflow(_greeting_job(uri))
+    assert orchestrate.wait_for(first).status == "FINISHED"
+
+    second = orchestrate.start_workflow(_greeting_job(uri))
+    view = orchestrate.wait_for(second)
+
+    assert view.status == "FINISHED", view
+    kinds = _kinds(orchestrate, second, f"images.{uri}")
+    assert "image_cached" in kinds and "container_exited" not in kinds
+    assert orchestrate.logs(second, "jobs.hi") == "again\n"
 
 
 def test_a_missing_image_fails_the_submission(cluster: Cluster) -> None:
