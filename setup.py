@@ -87,11 +87,18 @@ setup(
             "webui/static/*",
         ],
         "fuzzball_runtime": ["csrc/*.c", "csrc/*.h"],
+        "fuzzball_plugins": ["schedulers/csrc/*.c", "schedulers/csrc/*.h"],
         "fuzzball_federation": ["**/*.mako"],
     },
     include_package_data=True,
     setup_requires=["cffi>=1.16"],
-    cffi_modules=["runtime/build_ffi.py:ffibuilder"],
+    cffi_modules=[
+        "runtime/build_ffi.py:ffibuilder",
+        # the default scheduler's free-capacity index
+        "plugins/schedulers/build_ffi.py:ffibuilder",
+        # the endpoint proxy's request heads (llhttp driven from C)
+        "fuzzball_core/orchestrate/csrc/build_ffi.py:ffibuilder",
+    ],
     cmdclass={"build_ext": BuildExtWithInit},
     install_requires=[
         "pluggy>=1.5",

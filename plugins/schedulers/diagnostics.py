@@ -20,7 +20,6 @@ The cost is one step per class plus one bisect per free key, whatever the number
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -29,8 +28,6 @@ from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
 from fuzzball_plugins.schedulers.node_index import (
     EXCLUSIVE_BUSY,
     OUTLASTS_NODE,
-    RANK_BITS,
-    RANK_MASK,
     IndexedNode,
     NodeClass,
     NodeIndex,
@@ -328,10 +325,9 @@ def _scan_free(
     with_room: list[str] = []
     kinds = cls.device_kinds
     cores = need_key[-1]
-    probe = need_memory << RANK_BITS
     best: tuple | None = None
-    for key, entries in cls.index.items():
-        low = bisect_left(entries, probe)
+    for position, row in enumerate(cls.free_keys(need_memory)):
+        key, count, low, top_memory, top_rank, below_memory, below_rank = row
         short_kind = None
         score = 0.0
         if key[-1] < cores:
@@ -343,25 +339,25 @@ def _scan_free(
                 score += (need_key[i] - key[i]) / max(need_key[i], 1)
         if groups is not None:
             if short_kind == "cores":
-                groups[INSUFFICIENT_CORES] = groups.get(INSUFFICIENT_CORES, 0) + len(entries)
+                groups[INSUFFICIENT_CORES] = groups.get(INSUFFICIENT_CORES, 0) + count
             else:
                 if low:
                     groups[INSUFFICIENT_MEMORY] = groups.get(INSUFFICIENT_MEMORY, 0) + low
                 if short_kind is not None:
-                    if low < len(entries):
+                    if low < count:
                         label = f"insufficient {short_kind}"
-                        groups[label] = groups.get(label, 0) + len(entries) - low
-                elif low < len(entries):
-                    with_room.extend([by_rank[e & RANK_MASK].id for e in entries[low:]])
+                        groups[label] = groups.get(label, 0) + count - low
+                elif low < count:
+                    ranks = cls.ranks_with_room(position, need_memory, count - low)
+                    with_room.extend([by_rank[rank].id for rank in ranks])
         # the node of this key closest to fitting: most memory among those short of something
         if short_kind is not None:
-            closest = entries[-1]
+            memory, rank = top_memory, top_rank
         elif low:
-            closest = entries[low - 1]
+            memory, rank = below_memory, below_rank
         else:
             continue
-        memory = closest >> RANK_BITS
-        node_id = by_rank[closest & RANK_MASK].id
+        node_id = by_rank[rank].id
         if memory < need_memory:
             score += (need_memory - memory) / max(need_memory, 1)
         if best is None or (score, node_id) < best[:2]:

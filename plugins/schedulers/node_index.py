@@ -3,14 +3,17 @@ index of its nodes by free capacity, so a placement decision never scans every n
 
 Nodes are grouped into :class:`NodeClass` es by everything placement treats as static:
 annotations, capacity, CPU topology and device-plugin health. Inside a class, the nodes that
-take new work and are not running an exclusive job are indexed by free capacity:
+take new work and are not running an exclusive job are indexed by free capacity, in C
+(``csrc/free_index.c``, the cffi module ``_free_index``; each class owns one ``fi_class``):
 
-* ``index`` maps a *free key*, ``(free count of each device kind..., free cores)``, to a
-  sorted list of the nodes' *entries*: free memory and the node's rank (its place in the
-  order of node ids) in one int, ``(free memory << RANK_BITS) + rank`` (see ``RANK_BITS``), so
-  that the bisects compare ints, not ``(memory, node id)`` tuples whose strings are compared
-  whenever memories tie (as they do for every idle node of a class);
-* ``keys`` holds the present free keys, sorted.
+* per *free key*, ``(free count of each device kind..., free cores)``, a sorted array of the
+  nodes' entries, ``(free memory, rank)``, the rank being the node's place in the order of
+  node ids (ties of memory, as every idle node of a class has, go by node id);
+* the present free keys, sorted.
+
+A *book* (one ``fi_book`` per :class:`NodeIndex`) remembers where each node (by its slot, a
+small int) is indexed, so a placement or a release moves a node with one call that names its
+slot and the change (``fi_shift``), not its old and new keys.
 
 Finding a node for ``c`` cores, ``m`` bytes and ``d`` devices bisects ``keys`` to the first key
 whose leading component is large enough, walks keys upward until one dominates the request,
@@ -29,9 +32,10 @@ jobs hold there.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from fuzzball_core.errors import NotFound
 from fuzzball_core.scheduling import (
@@ -42,18 +46,29 @@ from fuzzball_core.scheduling import (
     NodeInfo,
     Resources,
 )
+from fuzzball_plugins.schedulers._free_index import ffi, lib
 from fuzzball_plugins.schedulers.cpu_layout import choose_cores
 
 #: What a job uses on one node: (cores, memory, ((device kind, count), ...)).
 Usage = tuple[int, int, tuple[tuple[str, int], ...]]
 
-#: The low bits of an index entry hold the node's rank; the rest its free memory.
+#: Ranks are below ``1 << RANK_BITS``.
 RANK_BITS = 40
-#: An entry's rank: ``entry & RANK_MASK``.
+#: The largest rank.
 RANK_MASK = (1 << RANK_BITS) - 1
 #: The space new ranks leave between neighbours, so a node registered between two others
 #: mostly finds a free rank there without renumbering every node
 _RANK_GAP = 1 << 16
+
+#: A free key's row for a survey (:meth:`NodeClass.free_keys`): the key, its node count, how
+#: many of them have less memory free than asked, the free memory and rank of its roomiest
+#: node, and those of the roomiest node with less memory than asked (0 and -1: none has).
+FreeKeyRow = tuple[tuple[int, ...], int, int, int, int, int, int]
+
+#: How many ranks :meth:`NodeIndex.iter_fitting` asks the C index for at once.
+_BATCH = 256
+#: How many request keys' C arrays are kept before the table starts over.
+_NEEDS_BOUND = 4096
 
 #: The label of nodes skipped because an exclusive job runs on them.
 EXCLUSIVE_BUSY = "running an exclusive job"
@@ -77,10 +92,9 @@ class NodeClass:
         "changes",
         "device_kinds",
         "device_plugin_failed",
+        "free",
         "idle",
-        "index",
         "indexed",
-        "keys",
         "members",
         "one_job_at_a_time",
         "pinning_fits",
@@ -110,19 +124,42 @@ class NodeClass:
         self.pinning_fits: dict[tuple[CpuPinning, int], bool] = {}
         #: every registered node of the class, by id
         self.members: dict[str, IndexedNode] = {}
-        #: free key -> sorted entries (see :func:`entry`) of the indexed nodes
-        self.index: dict[tuple[int, ...], list[int]] = {}
-        #: the free keys present in ``index``, sorted
-        self.keys: list[tuple[int, ...]] = []
+        #: the C index of the indexed members (their free keys and entries)
+        self.free = ffi.gc(lib.fi_class_new(len(self.cap_key)), lib.fi_class_free)
+        if self.free == ffi.NULL:
+            raise MemoryError("no memory for a node class's index")
         #: how many members are in the index
         self.indexed = 0
         #: indexed nodes with nothing running, in the order they became idle
         self.idle: dict[str, None] = {}
         #: label -> number of members kept out of the index for that reason
         self.unavailable: Counter[str] = Counter()
-        #: bumped whenever a node enters or leaves the index (``index``, ``keys`` and
+        #: bumped whenever a node enters, leaves or moves in the index (``free`` and
         #: ``idle`` change only then): what was computed from them at an equal count holds
         self.changes = 0
+
+    def free_keys(self, memory: int) -> list[FreeKeyRow]:
+        """For a survey of a need of ``memory``: one :data:`FreeKeyRow` per free key, in
+        key order."""
+        width = len(self.cap_key)
+        count = lib.fi_class_nkeys(self.free)
+        if not count:
+            return []
+        stride = width + 6
+        rows = ffi.new("int64_t[]", count * stride)
+        lib.fi_survey(self.free, memory, rows)
+        flat = ffi.unpack(rows, count * stride)
+        return [
+            (tuple(flat[at : at + width]), *flat[at + width : at + stride])
+            for at in range(0, count * stride, stride)
+        ]
+
+    def ranks_with_room(self, position: int, memory: int, count: int) -> list[int]:
+        """The ranks of the nodes of the free key at ``position`` (key order; ``count``
+        nodes) with at least ``memory`` free, least memory first."""
+        out = ffi.new("int64_t[]", count)
+        written = lib.fi_ranks_from(self.free, position, memory, out)
+        return ffi.unpack(out, written)
 
     def request_key(self, shape: JobShape) -> tuple[int, ...] | None:
         """``shape``'s request as a free key of this class, or None if the class lacks one of
@@ -195,19 +232,22 @@ class IndexedNode:
         "free_devices",
         "free_memory",
         "id",
-        "indexed_key",
+        "in_index",
         "info",
         "jobs",
         "pinned",
         "ports",
         "rank",
+        "slot",
         "unavailable_label",
     )
 
-    def __init__(self, info: NodeInfo, cls: NodeClass, rank: int = 0) -> None:
+    def __init__(self, info: NodeInfo, cls: NodeClass, rank: int, slot: int) -> None:
         self.id = info.id
-        #: the node's place in the order of node ids (the low bits of its index entry)
+        #: the node's place in the order of node ids (ties of free memory in the index)
         self.rank = rank
+        #: the node's record in the index's book (see the module docstring)
+        self.slot = slot
         self.info = info
         self.cls = cls
         self.jobs: dict[str, Usage] = {}
@@ -215,8 +255,8 @@ class IndexedNode:
         self.free_cores = cls.cap_cores
         self.free_memory = cls.cap_memory
         self.free_devices: list[int] = list(cls.cap_devices)
-        #: the free key the node is indexed under, or None when out of the index
-        self.indexed_key: tuple[int, ...] | None = None
+        #: whether the node is in its class's free index
+        self.in_index = False
         #: why the node takes no new work (diagnostics label), or None
         self.unavailable_label: str | None = info.unavailable_label
         #: ids of the cores no pinned job holds
@@ -283,8 +323,20 @@ class NodeIndex:
         #: how many classes are annotated PLACE_UNTIL: while none is, a job's expected
         #: runtime has no say in where it can go, and shapes that differ only by it are one
         self.timed_classes = 0
-        #: node rank -> node (an index entry's node is ``by_rank[entry & RANK_MASK]``)
+        #: node rank -> node (the C index answers with ranks)
         self.by_rank: dict[int, IndexedNode] = {}
+        #: where each node is indexed, by slot (see the module docstring)
+        self._book = ffi.gc(lib.fi_book_new(), lib.fi_book_free)
+        if self._book == ffi.NULL:
+            raise MemoryError("no memory for the node index's book")
+        #: slots of removed nodes, taken again before new ones
+        self._free_slots: list[int] = []
+        self._slots = 0
+        #: request keys as C arrays, for the searches (a few hundred distinct ones)
+        self._needs: dict[tuple[int, ...], Any] = {}
+        #: :meth:`iter_fitting`'s cursor and batch of ranks
+        self._cursor = ffi.new("int32_t[2]")
+        self._batch = ffi.new("int64_t[]", _BATCH)
         #: every registered node id, sorted (ranks follow this order)
         self._ids: list[str] = []
         self._ranks: dict[str, int] = {}
@@ -312,11 +364,12 @@ class NodeIndex:
         if old is not None:
             jobs, exclusive_job = old.jobs, old.exclusive_job
             self._detach(old)
-            rank = old.rank
+            rank, slot = old.rank, old.slot
         else:
             rank = self._new_rank(info.id)
+            slot = self._free_slots.pop() if self._free_slots else self._new_slot()
         cls = self._class_for(info)
-        node = IndexedNode(info, cls, rank)
+        node = IndexedNode(info, cls, rank, slot)
         self.by_rank[rank] = node
         node.jobs = jobs
         node.exclusive_job = exclusive_job
@@ -342,7 +395,13 @@ class NodeIndex:
         del self.by_rank[node.rank]
         del self._ranks[node_id]
         del self._ids[bisect_left(self._ids, node_id)]
+        self._free_slots.append(node.slot)
         return node
+
+    def _new_slot(self) -> int:
+        slot = self._slots
+        self._slots += 1
+        return slot
 
     def _new_rank(self, node_id: str) -> int:
         """A rank for a newly registered ``node_id`` between its neighbours' in id order;
@@ -364,15 +423,15 @@ class NodeIndex:
         order of the entries of each list is unchanged: ranks keep the ids' order)."""
         gap = max(1, min(_RANK_GAP, RANK_MASK // (len(self._ids) + 1)))
         new_ranks = {node_id: (at + 1) * gap for at, node_id in enumerate(self._ids)}
-        remap = {rank: new_ranks[node_id] for node_id, rank in self._ranks.items()}
-        for cls in self.classes.values():
-            for entries in cls.index.values():
-                entries[:] = [(e >> RANK_BITS << RANK_BITS) + remap[e & RANK_MASK] for e in entries]
         self._ranks = new_ranks
         self.by_rank = {}
+        book = self._book
         for node in self.nodes.values():
             node.rank = new_ranks[node.id]
             self.by_rank[node.rank] = node
+            lib.fi_rank_set(book, node.slot, node.rank)
+        for cls in self.classes.values():
+            lib.fi_class_rerank(cls.free, book)
 
     def get(self, node_id: str) -> IndexedNode:
         """The node with ``node_id``, or NotFound."""
@@ -425,37 +484,26 @@ class NodeIndex:
 
     # -- the free-capacity index ------------------------------------------------------------
 
-    @staticmethod
-    def _index(node: IndexedNode) -> None:
+    def _index(self, node: IndexedNode) -> None:
         cls = node.cls
-        key = (*node.free_devices, node.free_cores)
-        entries = cls.index.get(key)
-        if entries is None:
-            entries = cls.index[key] = []
-            insort(cls.keys, key)
-        insort(entries, (node.free_memory << RANK_BITS) + node.rank)
+        key = ffi.new("int64_t[]", (*node.free_devices, node.free_cores))
+        if lib.fi_put(self._book, node.slot, cls.free, key, node.free_memory, node.rank):
+            raise MemoryError(f"no memory to index node {node.id}")
         cls.indexed += 1
         cls.changes += 1
-        node.indexed_key = key
+        node.in_index = True
         if not node.jobs:
             cls.idle[node.id] = None
 
-    @staticmethod
-    def _unindex(node: IndexedNode) -> None:
-        key = node.indexed_key
-        if key is None:
+    def _unindex(self, node: IndexedNode) -> None:
+        if not node.in_index:
             return
+        lib.fi_drop(self._book, node.slot)
         cls = node.cls
-        entries = cls.index[key]
-        del entries[bisect_left(entries, (node.free_memory << RANK_BITS) + node.rank)]
-        if not entries:
-            del cls.index[key]
-            keys = cls.keys
-            del keys[bisect_left(keys, key)]
         cls.idle.pop(node.id, None)
         cls.indexed -= 1
         cls.changes += 1
-        node.indexed_key = None
+        node.in_index = False
 
     # -- allocations ----------------------------------------------------------------------
 
@@ -470,15 +518,12 @@ class NodeIndex:
     ) -> None:
         """Deduct ``usage`` from ``node`` for ``job_id`` and re-index the node; the job also
         holds the cores ``core_ids`` (pinned) and the host ``ports`` there."""
-        if node.indexed_key is not None and not (
-            exclusive or core_ids or ports or node.cls.one_job_at_a_time
-        ):
+        if node.in_index and not (exclusive or core_ids or ports or node.cls.one_job_at_a_time):
             # most placements: an indexed node stays indexed, under another free key
             node.jobs[job_id] = usage
             self._reindex(node, usage, 1)
             return
-        in_index = node.indexed_key is not None
-        if in_index:
+        if node.in_index:
             self._unindex(node)
         else:
             self._detach_counter(node)
@@ -497,12 +542,12 @@ class NodeIndex:
 
     def remove_job(self, node: IndexedNode, job_id: str) -> None:
         """Give ``job_id``'s usage back to ``node`` and re-index the node."""
-        if node.indexed_key is not None and not node.pinned and not node.ports:
+        if node.in_index and not node.pinned and not node.ports:
             # most releases: an indexed node runs no exclusive job (it would be out of the
             # index), and without pinned cores or ports only its free key changes
             self._reindex(node, node.jobs.pop(job_id), -1)
             return
-        if node.indexed_key is not None:
+        if node.in_index:
             self._unindex(node)
         else:
             self._detach_counter(node)
@@ -524,9 +569,26 @@ class NodeIndex:
         deducted (``sign`` 1) or given back (-1): what :meth:`_unindex`, :meth:`_subtract`
         and :meth:`_attach` do for such a node, without the calls between (placing and
         releasing are most of a churn pass's time, this move most of theirs)."""
-        self._unindex(node)
-        self._subtract(node, usage, sign)
-        self._index(node)
+        cores, memory, devices = usage
+        if devices:
+            self._unindex(node)
+            self._subtract(node, usage, sign)
+            self._index(node)
+            return
+        # the usual job, without devices: only the free cores (the key's last component)
+        # and the free memory change, and the C index moves the node by that
+        node.free_cores -= sign * cores
+        node.free_memory -= sign * memory
+        if lib.fi_shift(self._book, node.slot, -sign * memory, -sign * cores):
+            node.in_index = False
+            node.cls.indexed -= 1
+            raise MemoryError(f"no memory to index node {node.id}")
+        cls = node.cls
+        cls.changes += 2
+        idle = cls.idle
+        idle.pop(node.id, None)
+        if not node.jobs:
+            idle[node.id] = None
 
     def _detach_counter(self, node: IndexedNode) -> None:
         label = self._out_of_index_label(node)
@@ -550,13 +612,24 @@ class NodeIndex:
 
     # -- queries --------------------------------------------------------------------------
 
+    def _need(self, request_key: tuple[int, ...]) -> Any:
+        """``request_key`` as a C array (kept: shapes ask the same few keys again)."""
+        need = self._needs.get(request_key)
+        if need is None:
+            if len(self._needs) >= _NEEDS_BOUND:
+                self._needs.clear()
+            need = self._needs[request_key] = ffi.new("int64_t[]", request_key)
+        return need
+
     def iter_fitting(
         self, cls: NodeClass, request_key: tuple[int, ...], memory: int, exclusive: bool
     ) -> Iterator[IndexedNode]:
-        """The class's indexed nodes with room for the request, best fit first.
+        """The class's indexed nodes with room for the request, best fit first (the order
+        of :meth:`first_fit`: free keys in order, least memory first within one).
 
         For an exclusive request only idle nodes qualify (the class's capacity was checked by
-        the caller), and all of them fit equally well.
+        the caller), and all of them fit equally well. The index must not change while the
+        caller walks it.
         """
         if exclusive:
             nodes = self.nodes
@@ -564,63 +637,35 @@ class NodeIndex:
                 yield nodes[node_id]
             return
         by_rank = self.by_rank
-        keys = cls.keys
-        index = cls.index
-        count = len(keys)
-        start = bisect_left(keys, request_key[:1])
-        memory_probe = memory << RANK_BITS
-        # from ``start`` on every key's leading component is large enough (see first_fit)
-        single = len(request_key) == 1
-        for position in range(start, count):
-            key = keys[position]
-            if not single and not _dominates_after_first(key, request_key):
-                continue
-            entries = index[key]
-            for at in range(bisect_left(entries, memory_probe), len(entries)):
-                yield by_rank[entries[at] & RANK_MASK]
+        need = self._need(request_key)
+        # one cursor and buffer for every walk: each batch is copied out before it is
+        # yielded, and the cursor is kept here between batches
+        cursor, out = self._cursor, self._batch
+        cursor[0] = cursor[1] = -1
+        # most callers stop at the first node or few: a small batch first, then larger ones
+        room = 8
+        while True:
+            written = lib.fi_fitting(cls.free, need, memory, cursor, out, room)
+            ranks = ffi.unpack(out, written)
+            resume = (cursor[0], cursor[1])
+            for rank in ranks:
+                yield by_rank[rank]
+            if written < room:
+                return
+            cursor[0], cursor[1] = resume
+            room = _BATCH
 
     def first_fit(
         self, cls: NodeClass, request_key: tuple[int, ...], memory: int
     ) -> IndexedNode | None:
-        """The best-fitting indexed node of ``cls`` for a non-exclusive request, or None.
-
-        The hot path of placement: no generator, one bisect per free key visited.
-        """
-        keys = cls.keys
-        index = cls.index
-        memory_probe = memory << RANK_BITS
-        position = bisect_left(keys, request_key[:1])
-        count = len(keys)
-        if len(request_key) == 1:
-            while position < count:
-                entries = index[keys[position]]
-                at = bisect_left(entries, memory_probe)
-                if at < len(entries):
-                    return self.by_rank[entries[at] & RANK_MASK]
-                position += 1
-            return None
-        # the bisect leaves only keys whose leading component covers the request's, so only
-        # the rest is compared; with one device kind that is the cores alone
-        if len(request_key) == 2:
-            cores = request_key[1]
-            while position < count:
-                key = keys[position]
-                position += 1
-                if key[1] >= cores:
-                    entries = index[key]
-                    at = bisect_left(entries, memory_probe)
-                    if at < len(entries):
-                        return self.by_rank[entries[at] & RANK_MASK]
-            return None
-        while position < count:
-            key = keys[position]
-            position += 1
-            if _dominates_after_first(key, request_key):
-                entries = index[key]
-                at = bisect_left(entries, memory_probe)
-                if at < len(entries):
-                    return self.by_rank[entries[at] & RANK_MASK]
-        return None
+        """The best-fitting indexed node of ``cls`` for a non-exclusive request, or None:
+        the first free key in order that covers the request, then the least free memory
+        that does there (ties: the least node id). The hot path of placement: one C call."""
+        need = self._needs.get(request_key)
+        if need is None:
+            need = self._need(request_key)
+        rank = lib.fi_first_fit(cls.free, need, memory)
+        return None if rank < 0 else self.by_rank[rank]
 
 
 def _seconds(value: str | None) -> float | None:
@@ -632,14 +677,3 @@ def _seconds(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) else None
-
-
-def _dominates_after_first(have: tuple[int, ...], need: tuple[int, ...]) -> bool:
-    """True when every component of ``have`` but the first is at least the one of ``need``
-    (the callers' bisect already settled the first)."""
-    # a plain loop: this runs per free key on the hot path, and all() over a generator
-    # costs about twice as much for the two- or three-component keys seen here
-    for position in range(1, len(need)):  # noqa: SIM110
-        if have[position] < need[position]:
-            return False
-    return True

@@ -1,0 +1,373 @@
+/* The default scheduler's free-capacity index: see free_index.h. */
+#include "free_index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t memory;
+    int64_t rank;
+    int32_t slot;
+} entry;
+
+/* The entries of one free key, sorted by (memory, rank). */
+typedef struct {
+    int32_t count;
+    int32_t room;
+    entry *entries;
+} entry_list;
+
+struct fi_class {
+    int ncomp;
+    int32_t nkeys;
+    int32_t room;
+    int64_t indexed;
+    int64_t *keys; /* nkeys * ncomp, sorted */
+    entry_list *lists;
+};
+
+/* Where a slot's node is indexed: its class (NULL: out of the index), key and entry. */
+typedef struct {
+    fi_class *cls;
+    int64_t *key; /* key_room components */
+    int key_room;
+    int64_t memory;
+    int64_t rank;
+} record;
+
+struct fi_book {
+    int32_t count;
+    record *records;
+};
+
+fi_class *fi_class_new(int ncomp) {
+    if (ncomp < 1)
+        return NULL;
+    fi_class *cls = calloc(1, sizeof *cls);
+    if (cls != NULL)
+        cls->ncomp = ncomp;
+    return cls;
+}
+
+void fi_class_free(fi_class *cls) {
+    if (cls == NULL)
+        return;
+    for (int32_t i = 0; i < cls->nkeys; i++)
+        free(cls->lists[i].entries);
+    free(cls->lists);
+    free(cls->keys);
+    free(cls);
+}
+
+int64_t fi_class_count(const fi_class *cls) { return cls->indexed; }
+
+int32_t fi_class_nkeys(const fi_class *cls) { return cls->nkeys; }
+
+fi_book *fi_book_new(void) { return calloc(1, sizeof(fi_book)); }
+
+void fi_book_free(fi_book *book) {
+    if (book == NULL)
+        return;
+    for (int32_t i = 0; i < book->count; i++)
+        free(book->records[i].key);
+    free(book->records);
+    free(book);
+}
+
+static int compare_keys(const int64_t *a, const int64_t *b, int ncomp) {
+    for (int i = 0; i < ncomp; i++) {
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    }
+    return 0;
+}
+
+/* The position of the first key not less than `key` (found: it equals `key`). */
+static int32_t key_position(const fi_class *cls, const int64_t *key, int *found) {
+    int32_t low = 0, high = cls->nkeys;
+    int ncomp = cls->ncomp;
+    while (low < high) {
+        int32_t mid = low + (high - low) / 2;
+        if (compare_keys(cls->keys + (int64_t)mid * ncomp, key, ncomp) < 0)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    *found = low < cls->nkeys && compare_keys(cls->keys + (int64_t)low * ncomp, key, ncomp) == 0;
+    return low;
+}
+
+/* The position of the first entry of `list` not less than (memory, rank). */
+static int32_t entry_position(const entry_list *list, int64_t memory, int64_t rank) {
+    int32_t low = 0, high = list->count;
+    const entry *entries = list->entries;
+    while (low < high) {
+        int32_t mid = low + (high - low) / 2;
+        const entry *e = entries + mid;
+        if (e->memory < memory || (e->memory == memory && e->rank < rank))
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+/* The list of `key`, created (empty) when absent; NULL when out of memory. */
+static entry_list *list_for(fi_class *cls, const int64_t *key) {
+    int found;
+    int32_t at = key_position(cls, key, &found);
+    if (found)
+        return cls->lists + at;
+    int ncomp = cls->ncomp;
+    if (cls->nkeys == cls->room) {
+        int32_t room = cls->room ? cls->room * 2 : 8;
+        int64_t *keys = realloc(cls->keys, sizeof(int64_t) * (size_t)room * (size_t)ncomp);
+        if (keys == NULL)
+            return NULL;
+        cls->keys = keys;
+        entry_list *lists = realloc(cls->lists, sizeof(entry_list) * (size_t)room);
+        if (lists == NULL)
+            return NULL;
+        cls->lists = lists;
+        cls->room = room;
+    }
+    int32_t after = cls->nkeys - at;
+    memmove(cls->keys + (int64_t)(at + 1) * ncomp, cls->keys + (int64_t)at * ncomp,
+            sizeof(int64_t) * (size_t)after * (size_t)ncomp);
+    memmove(cls->lists + at + 1, cls->lists + at, sizeof(entry_list) * (size_t)after);
+    memcpy(cls->keys + (int64_t)at * ncomp, key, sizeof(int64_t) * (size_t)ncomp);
+    memset(cls->lists + at, 0, sizeof(entry_list));
+    cls->nkeys++;
+    return cls->lists + at;
+}
+
+static int insert(fi_class *cls, const int64_t *key, int64_t memory, int64_t rank, int32_t slot) {
+    entry_list *list = list_for(cls, key);
+    if (list == NULL)
+        return -1;
+    if (list->count == list->room) {
+        int32_t room = list->room ? list->room * 2 : 4;
+        entry *entries = realloc(list->entries, sizeof(entry) * (size_t)room);
+        if (entries == NULL) {
+            if (list->count == 0) {
+                int found;
+                int32_t at = key_position(cls, key, &found);
+                int32_t after = cls->nkeys - at - 1;
+                memmove(cls->keys + (int64_t)at * cls->ncomp,
+                        cls->keys + (int64_t)(at + 1) * cls->ncomp,
+                        sizeof(int64_t) * (size_t)after * (size_t)cls->ncomp);
+                memmove(cls->lists + at, cls->lists + at + 1, sizeof(entry_list) * (size_t)after);
+                cls->nkeys--;
+            }
+            return -1;
+        }
+        list->entries = entries;
+        list->room = room;
+    }
+    int32_t at = entry_position(list, memory, rank);
+    memmove(list->entries + at + 1, list->entries + at,
+            sizeof(entry) * (size_t)(list->count - at));
+    list->entries[at] = (entry){memory, rank, slot};
+    list->count++;
+    cls->indexed++;
+    return 0;
+}
+
+static void remove_entry(fi_class *cls, const int64_t *key, int64_t memory, int64_t rank) {
+    int found;
+    int32_t position = key_position(cls, key, &found);
+    if (!found)
+        return;
+    entry_list *list = cls->lists + position;
+    int32_t at = entry_position(list, memory, rank);
+    if (at == list->count || list->entries[at].rank != rank || list->entries[at].memory != memory)
+        return;
+    memmove(list->entries + at, list->entries + at + 1,
+            sizeof(entry) * (size_t)(list->count - at - 1));
+    list->count--;
+    cls->indexed--;
+    if (list->count)
+        return;
+    /* the key's last node left: the key goes (its list's memory with it) */
+    free(list->entries);
+    int ncomp = cls->ncomp;
+    int32_t after = cls->nkeys - position - 1;
+    memmove(cls->keys + (int64_t)position * ncomp, cls->keys + (int64_t)(position + 1) * ncomp,
+            sizeof(int64_t) * (size_t)after * (size_t)ncomp);
+    memmove(cls->lists + position, cls->lists + position + 1, sizeof(entry_list) * (size_t)after);
+    cls->nkeys--;
+}
+
+static record *record_of(fi_book *book, int32_t slot) {
+    if (slot < 0)
+        return NULL;
+    if (slot >= book->count) {
+        int32_t count = book->count ? book->count : 64;
+        while (count <= slot)
+            count *= 2;
+        record *records = realloc(book->records, sizeof(record) * (size_t)count);
+        if (records == NULL)
+            return NULL;
+        memset(records + book->count, 0, sizeof(record) * (size_t)(count - book->count));
+        book->records = records;
+        book->count = count;
+    }
+    return book->records + slot;
+}
+
+void fi_drop(fi_book *book, int32_t slot) {
+    if (slot < 0 || slot >= book->count)
+        return;
+    record *r = book->records + slot;
+    if (r->cls == NULL)
+        return;
+    remove_entry(r->cls, r->key, r->memory, r->rank);
+    r->cls = NULL;
+}
+
+int fi_indexed(const fi_book *book, int32_t slot) {
+    return slot >= 0 && slot < book->count && book->records[slot].cls != NULL;
+}
+
+int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64_t memory,
+           int64_t rank) {
+    record *r = record_of(book, slot);
+    if (r == NULL)
+        return -1;
+    fi_drop(book, slot);
+    if (r->key_room < cls->ncomp) {
+        int64_t *room = realloc(r->key, sizeof(int64_t) * (size_t)cls->ncomp);
+        if (room == NULL)
+            return -1;
+        r->key = room;
+        r->key_room = cls->ncomp;
+    }
+    if (insert(cls, key, memory, rank, slot) != 0)
+        return -1;
+    memcpy(r->key, key, sizeof(int64_t) * (size_t)cls->ncomp);
+    r->memory = memory;
+    r->rank = rank;
+    r->cls = cls;
+    return 0;
+}
+
+int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores) {
+    if (!fi_indexed(book, slot))
+        return -1;
+    record *r = book->records + slot;
+    fi_class *cls = r->cls;
+    remove_entry(cls, r->key, r->memory, r->rank);
+    r->key[cls->ncomp - 1] += cores;
+    r->memory += memory;
+    if (insert(cls, r->key, r->memory, r->rank, slot) != 0) {
+        r->cls = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void fi_rank_set(fi_book *book, int32_t slot, int64_t rank) {
+    record *r = record_of(book, slot);
+    if (r != NULL)
+        r->rank = rank;
+}
+
+void fi_class_rerank(fi_class *cls, const fi_book *book) {
+    for (int32_t k = 0; k < cls->nkeys; k++) {
+        entry_list *list = cls->lists + k;
+        for (int32_t i = 0; i < list->count; i++)
+            list->entries[i].rank = book->records[list->entries[i].slot].rank;
+    }
+}
+
+/* The first key position whose leading component is at least `first`. */
+static int32_t first_position(const fi_class *cls, int64_t first) {
+    int32_t low = 0, high = cls->nkeys;
+    int ncomp = cls->ncomp;
+    while (low < high) {
+        int32_t mid = low + (high - low) / 2;
+        if (cls->keys[(int64_t)mid * ncomp] < first)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+/* Whether `key` covers `need` past the leading component (the bisect settled that one). */
+static int covers_rest(const int64_t *key, const int64_t *need, int ncomp) {
+    for (int i = 1; i < ncomp; i++) {
+        if (key[i] < need[i])
+            return 0;
+    }
+    return 1;
+}
+
+int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
+    int ncomp = cls->ncomp;
+    for (int32_t k = first_position(cls, need[0]); k < cls->nkeys; k++) {
+        if (!covers_rest(cls->keys + (int64_t)k * ncomp, need, ncomp))
+            continue;
+        const entry_list *list = cls->lists + k;
+        int32_t at = entry_position(list, memory, INT64_MIN);
+        if (at < list->count)
+            return list->entries[at].rank;
+    }
+    return -1;
+}
+
+int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int32_t *cursor,
+                   int64_t *out, int32_t room) {
+    int ncomp = cls->ncomp;
+    int32_t k = cursor[0], at = cursor[1];
+    int32_t written = 0;
+    if (k < 0) {
+        k = first_position(cls, need[0]);
+        at = -1;
+    }
+    while (k < cls->nkeys && written < room) {
+        const entry_list *list = cls->lists + k;
+        if (at < 0) {
+            if (!covers_rest(cls->keys + (int64_t)k * ncomp, need, ncomp)) {
+                k++;
+                continue;
+            }
+            at = entry_position(list, memory, INT64_MIN);
+        }
+        while (at < list->count && written < room)
+            out[written++] = list->entries[at++].rank;
+        if (at < list->count)
+            break; /* `out` is full: resume inside this key */
+        k++;
+        at = -1;
+    }
+    cursor[0] = k;
+    cursor[1] = at;
+    return written;
+}
+
+void fi_survey(const fi_class *cls, int64_t memory, int64_t *rows) {
+    int ncomp = cls->ncomp;
+    for (int32_t k = 0; k < cls->nkeys; k++) {
+        int64_t *row = rows + (int64_t)k * (ncomp + 6);
+        const entry_list *list = cls->lists + k;
+        int32_t low = entry_position(list, memory, INT64_MIN);
+        memcpy(row, cls->keys + (int64_t)k * ncomp, sizeof(int64_t) * (size_t)ncomp);
+        row[ncomp] = list->count;
+        row[ncomp + 1] = low;
+        row[ncomp + 2] = list->entries[list->count - 1].memory;
+        row[ncomp + 3] = list->entries[list->count - 1].rank;
+        row[ncomp + 4] = low ? list->entries[low - 1].memory : 0;
+        row[ncomp + 5] = low ? list->entries[low - 1].rank : -1;
+    }
+}
+
+int32_t fi_ranks_from(const fi_class *cls, int32_t position, int64_t memory, int64_t *out) {
+    if (position < 0 || position >= cls->nkeys)
+        return 0;
+    const entry_list *list = cls->lists + position;
+    int32_t written = 0;
+    for (int32_t at = entry_position(list, memory, INT64_MIN); at < list->count; at++)
+        out[written++] = list->entries[at].rank;
+    return written;
+}

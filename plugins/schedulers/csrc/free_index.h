@@ -1,0 +1,69 @@
+/* The default scheduler's free-capacity index in C (see plugins/schedulers/node_index.py).
+ *
+ * A class of interchangeable nodes keeps, per *free key* (free count of each device kind, then
+ * free cores), the sorted entries (free memory, rank) of its indexed nodes; the keys are kept
+ * sorted. A *book* remembers, per node slot, the class, key and entry a node is indexed under,
+ * so a placement or release moves a node by its slot alone. Ranks are the nodes' places in
+ * node-id order (the Python side maps a rank back to its node); slots are small dense ints.
+ *
+ * The section between the cffi-cdef markers is the interface cffi compiles against
+ * (plugins/schedulers/build_ffi.py); it is the one copy of it.
+ */
+#ifndef FUZZBALL_FREE_INDEX_H
+#define FUZZBALL_FREE_INDEX_H
+
+#include <stdint.h>
+
+/* cffi-cdef-begin */
+typedef struct fi_class fi_class;
+typedef struct fi_book fi_book;
+
+/* A class index whose free keys have `ncomp` components (device kinds + 1); NULL when out of
+ * memory. */
+fi_class *fi_class_new(int ncomp);
+void fi_class_free(fi_class *cls);
+/* How many nodes are indexed in `cls`, and under how many distinct free keys. */
+int64_t fi_class_count(const fi_class *cls);
+int32_t fi_class_nkeys(const fi_class *cls);
+
+fi_book *fi_book_new(void);
+void fi_book_free(fi_book *book);
+
+/* Index node `slot` in `cls` under free key `key` (cls's ncomp components) with `memory` free
+ * and rank `rank`, first taking it out of wherever it was indexed. 0, or -1 when out of
+ * memory (the node is then out of the index). */
+int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64_t memory,
+           int64_t rank);
+/* Move indexed node `slot` by `memory` and `cores` (added to its free memory and to its key's
+ * last component). 0; -1 when out of memory or the slot is not indexed. */
+int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores);
+/* Take node `slot` out of the index (nothing when it is not in it). */
+void fi_drop(fi_book *book, int32_t slot);
+/* 1 when node `slot` is indexed, else 0. */
+int fi_indexed(const fi_book *book, int32_t slot);
+/* Give indexed nodes new ranks, keeping every list's order: set each slot's new rank with
+ * fi_rank_set (which leaves the lists alone), then fi_class_rerank every class. */
+void fi_rank_set(fi_book *book, int32_t slot, int64_t rank);
+void fi_class_rerank(fi_class *cls, const fi_book *book);
+
+/* The rank of the best-fitting node for a need of `need` (ncomp components) and `memory`:
+ * the first free key, in key order, whose leading component is at least need's and whose
+ * others are too, then the least free memory at least `memory` there (ties: least rank).
+ * -1 when no node has room. */
+int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory);
+/* Every node with room for the need, in fi_first_fit's order: writes at most `room` ranks
+ * to `out`, resuming from `cursor` (two ints, -1 and -1 to start; updated), and returns how many
+ * it wrote (fewer than `room`: the walk is over). */
+int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int32_t *cursor,
+                   int64_t *out, int32_t room);
+/* One row per free key, in key order, for a survey of a need of `memory`: the key's
+ * components, its node count, how many of its nodes have less than `memory` free, the
+ * memory and rank of its node with the most memory, and of the node with the most memory
+ * below `memory` (0 and -1 when none). `rows` holds fi_class_nkeys rows of ncomp + 6. */
+void fi_survey(const fi_class *cls, int64_t memory, int64_t *rows);
+/* The ranks of the nodes of the free key at `position` (key order) with at least `memory`
+ * free, least memory first, into `out` (room for the key's node count); returns how many. */
+int32_t fi_ranks_from(const fi_class *cls, int32_t position, int64_t memory, int64_t *out);
+/* cffi-cdef-end */
+
+#endif

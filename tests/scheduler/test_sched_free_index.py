@@ -1,0 +1,134 @@
+"""The free-capacity index in C (plugins/schedulers/csrc/free_index.c), through NodeIndex: best
+fit by free key then free memory then node id, nodes moved by placements and releases, keys
+that empty and come back, nodes that change class or are renumbered (issue 19)."""
+
+from support.scheduler_cluster import GiB, node
+
+from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
+
+
+def only_class(index: NodeIndex) -> NodeClass:
+    (cls,) = index.classes.values()
+    return cls
+
+
+def ids(nodes: object) -> list[str]:
+    return [n.id for n in nodes]  # type: ignore[attr-defined]
+
+
+def usage(cores: int, memory_gib: int = 0) -> tuple[int, int, tuple]:
+    return (cores, memory_gib * GiB, ())
+
+
+def fitting(index: NodeIndex, cls: NodeClass, cores: int, memory_gib: int = 0) -> list[str]:
+    return ids(index.iter_fitting(cls, (cores,), memory_gib * GiB, False))
+
+
+def test_nodes_with_equal_free_keys_and_memory_are_taken_in_node_id_order():
+    index = NodeIndex()
+    for node_id in ["c", "a", "d", "b"]:
+        index.upsert(node(node_id, cores=8))
+    cls = only_class(index)
+    first = index.first_fit(cls, (2,), GiB)
+    assert first is not None and first.id == "a"
+    assert fitting(index, cls, 2, 1) == ["a", "b", "c", "d"]
+
+
+def test_the_best_fit_is_the_fewest_free_cores_then_the_least_free_memory():
+    index = NodeIndex()
+    for node_id in ["a", "b", "c"]:
+        index.upsert(node(node_id, cores=8, memory_gib=32))
+    index.add_job(index.nodes["a"], "j1", usage(2, 4), False)
+    index.add_job(index.nodes["b"], "j2", usage(6, 0), False)
+    index.add_job(index.nodes["c"], "j3", usage(2, 16), False)
+    cls = only_class(index)
+    # b has 2 cores free; a and c 6, c with less memory
+    assert fitting(index, cls, 2, 1) == ["b", "c", "a"]
+    assert fitting(index, cls, 3, 20) == ["a"]
+
+
+def test_a_key_whose_last_node_left_is_gone_and_comes_back_with_the_next():
+    index = NodeIndex()
+    index.upsert(node("a", cores=8))
+    index.upsert(node("b", cores=8))
+    cls = only_class(index)
+    index.add_job(index.nodes["a"], "j1", usage(4), False)
+    assert fitting(index, cls, 4) == ["a", "b"]
+    index.remove_job(index.nodes["a"], "j1")
+    assert fitting(index, cls, 4) == ["a", "b"]
+    assert fitting(index, cls, 5) == ["a", "b"]
+    index.add_job(index.nodes["b"], "j2", usage(4), False)
+    assert fitting(index, cls, 5) == ["a"]
+
+
+def test_a_full_node_is_found_by_no_search():
+    index = NodeIndex()
+    index.upsert(node("a", cores=4))
+    cls = only_class(index)
+    index.add_job(index.nodes["a"], "j1", usage(4), False)
+    assert index.first_fit(cls, (1,), 0) is None
+    assert fitting(index, cls, 1) == []
+    assert cls.indexed == 1
+
+
+def test_a_node_registered_again_with_other_capacity_moves_to_its_new_class():
+    index = NodeIndex()
+    index.upsert(node("a", cores=8))
+    index.upsert(node("b", cores=8))
+    small = only_class(index)
+    index.upsert(node("a", cores=32))
+    big = index.nodes["a"].cls
+    assert big is not small
+    assert fitting(index, small, 1) == ["b"]
+    assert fitting(index, big, 16) == ["a"]
+    assert small.indexed == 1 and big.indexed == 1
+
+
+def test_a_running_job_moves_with_its_node_to_the_new_class():
+    index = NodeIndex()
+    index.upsert(node("a", cores=8))
+    index.add_job(index.nodes["a"], "j1", usage(6), False)
+    index.upsert(node("a", cores=16))
+    cls = index.nodes["a"].cls
+    assert fitting(index, cls, 10) == ["a"]
+    assert fitting(index, cls, 11) == []
+    index.remove_job(index.nodes["a"], "j1")
+    assert fitting(index, cls, 16) == ["a"]
+
+
+def test_a_removed_nodes_slot_serves_the_next_node_without_a_trace_of_the_old():
+    index = NodeIndex()
+    index.upsert(node("a", cores=8))
+    index.upsert(node("b", cores=8))
+    index.remove("a")
+    index.upsert(node("c", cores=8))
+    assert fitting(index, only_class(index), 1) == ["b", "c"]
+
+
+def test_nodes_registered_between_neighbours_until_renumbered_keep_node_id_order():
+    index = NodeIndex()
+    index.upsert(node("a", cores=8))
+    index.upsert(node("b", cores=8))
+    # each new id lands between "a" and the last one: the rank gap halves until none is
+    # left and every node is renumbered, entries included
+    names = ["a" + "0" * depth + "1" for depth in range(24)]
+    for name in reversed(names):
+        index.upsert(node(name, cores=8))
+    index.add_job(index.nodes["b"], "j1", usage(1), False)
+    cls = only_class(index)
+    assert fitting(index, cls, 1) == ["b", "a", *sorted(names)]
+    ranks = [index.nodes[name].rank for name in ["a", *sorted(names), "b"]]
+    assert ranks == sorted(ranks)
+
+
+def test_a_walk_longer_than_one_batch_yields_every_fitting_node_once_in_order():
+    index = NodeIndex()
+    names = [f"n{number:04d}" for number in range(600)]
+    for name in names:
+        index.upsert(node(name, cores=8))
+    cls = only_class(index)
+    walk = index.iter_fitting(cls, (1,), 0, False)
+    first: IndexedNode = next(walk)
+    # another walk between two batches of the first leaves the first where it was
+    assert fitting(index, cls, 1)[:3] == names[:3]
+    assert [first.id, *ids(walk)] == names
