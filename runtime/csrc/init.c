@@ -11,10 +11,12 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 
+#include "clone_run.h"
 #include "init.h"
 
 /* The supplementary groups, parsed from the option (no allocator here). */
@@ -111,6 +113,36 @@ static void reap(long command) {
     }
 }
 
+/* The command's process runs on this stack until it executes the command (or exits): PID 1
+ * is suspended meanwhile (CLONE_VFORK), so nothing else uses it. exec_search's path buffer
+ * (4 KiB) and an error report are the deepest frames. */
+static char command_stack[32 * 1024] __attribute__((aligned(16)));
+
+static int command_main(void *options) { init_exec_command(options); }
+
+/* Start the command's process: clone3 with CLONE_VM | CLONE_VFORK on command_stack, as
+ * posix_spawn does, instead of fork. A fork copied PID 1's page tables for a process that
+ * only sets its credentials and executes, then took copy-on-write faults on both sides and
+ * tore the copy down again at the exec; sharing the memory until the exec spares all of it.
+ * The child has its own descriptor table and fs state (no CLONE_FILES, CLONE_FS), so its
+ * credentials, umask, directory and close-on-exec descriptors are its own, as after fork.
+ * A kernel without clone3 gets the fork. Returns the pid, or -errno. */
+static long spawn_command(const struct init_options *o) {
+    struct fbrt_clone_args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = CLONE_VM | CLONE_VFORK;
+    ca.exit_signal = SIGCHLD;
+    ca.stack = (uint64_t)(unsigned long)command_stack;
+    ca.stack_size = sizeof(command_stack);
+    long pid = fbrt_clone3_run(&ca, command_main, (void *)o);
+    if (pid != -ENOSYS)
+        return pid;
+    pid = sys_fork();
+    if (pid == 0)
+        init_exec_command(o);
+    return pid;
+}
+
 int main(int argc, char **argv) {
     struct init_options o;
     parse_options(argc, argv, &o);
@@ -134,13 +166,11 @@ int main(int argc, char **argv) {
         fbrt_fail(&e, (int)-signals, "signalfd for the container's PID 1");
         init_die(&e);
     }
-    long command = sys_fork();
+    long command = spawn_command(&o);
     if (command < 0) {
         fbrt_fail(&e, (int)-command, "fork the container command");
         init_die(&e);
     }
-    if (command == 0)
-        init_exec_command(&o);
     /* The command's copy of the error pipe closes when it executes (or after it reported
      * why not): the agent reads EOF then, and knows the command runs. */
     sys_close(FBRT_FD_ERROR);

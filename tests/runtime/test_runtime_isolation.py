@@ -171,6 +171,21 @@ def test_missing_command_fails_loudly_and_releases_everything(image, state_dir) 
     assert caught.value.errno == 2
 
 
+def test_a_command_missing_from_path_fails_naming_the_path_searched(image, state_dir) -> None:
+    # the search runs in the command's process before its exec (init_exec.c), on the stack
+    # PID 1 starts it on
+    spec = ContainerSpec(
+        image=image,
+        command=["no-such-program"],
+        env={"PATH": "/nowhere:/bin"},
+        state_dir=state_dir,
+    )
+    with pytest.raises(ContainerStartError) as caught:
+        Container(spec).start()
+    assert "exec no-such-program (searched PATH=/nowhere:/bin)" in str(caught.value)
+    assert caught.value.errno == 2
+
+
 def test_nothing_is_left_after_the_container_ends(image, state_dir, find_leftovers) -> None:
     spec = ContainerSpec(
         image=image,
