@@ -96,6 +96,8 @@ setup(
         "runtime/build_ffi.py:ffibuilder",
         # the default scheduler's free-capacity index
         "plugins/schedulers/build_ffi.py:ffibuilder",
+        # the endpoint proxy's request heads (llhttp driven from C)
+        "fuzzball_core/orchestrate/csrc/build_ffi.py:ffibuilder",
     ],
     cmdclass={"build_ext": BuildExtWithInit},
     install_requires=[

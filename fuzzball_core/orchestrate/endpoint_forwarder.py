@@ -1,8 +1,9 @@
 """The endpoint proxy's HTTP/1.1 forwarding: asyncio protocols that splice bytes.
 
-Each request head is parsed (llhttp, through ``httptools``), handed to the proxy's
-:class:`Gate` to be routed and authorized, and written anew for the service: the path below
-the endpoint, without hop-by-hop headers and the Fuzzball token, with ``X-Forwarded-*``.
+Each request head is parsed and its header lines rewritten in C (llhttp driven by
+``csrc/request_head.c``: without hop-by-hop headers and the Fuzzball token, with
+``X-Forwarded-*``), handed to the proxy's :class:`Gate` to be routed and authorized, and
+sent to the service with the path below the endpoint.
 Its body and the service's whole answer (head, body, chunked framing as the service wrote
 it) then move as bytes: the answer is parsed only to learn where it ends, so the client's
 connection can ask again and the service's connection can go back to a pool of kept-alive
@@ -32,12 +33,14 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
 import httptools
 
 from fuzzball_core.errors import FuzzballError, InvalidArgument, Unauthenticated, Unavailable
+from fuzzball_core.orchestrate._head import ffi as _ffi
+from fuzzball_core.orchestrate._head import lib as _lib
 
 log = logging.getLogger("fuzzball.orchestrate.endpoints")
 
@@ -70,166 +73,114 @@ SPLICE_MIN = 1 << 20
 SPLICE_PIPE = 1 << 20
 _SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
 
-#: hop-by-hop headers (RFC 9110 7.6.1), the ones the proxy sets itself, and the token
-_DROPPED = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"host",
-        b"fb-authorization",
-        b"x-forwarded-host",
-        b"x-forwarded-proto",
-        b"x-forwarded-for",
-    }
+#: a client connection's request parser, ``fbh_parser *`` of ``csrc/request_head.h``: llhttp
+#: driven from C, which returns to Python once per head (not once per header field, as
+#: httptools' callbacks did), per piece of a body and per end of a message with a body
+_HeadParser = Any
+_execute = _lib.fbh_execute
+_unpack = _ffi.unpack
+_MORE, _HEAD, _BODY, _END, _UPGRADE = (
+    _lib.FBH_MORE,
+    _lib.FBH_HEAD,
+    _lib.FBH_BODY,
+    _lib.FBH_END,
+    _lib.FBH_UPGRADE,
 )
-#: the request headers the proxy reads itself: each request's first value of each is noted
-#: as its head is parsed, so the gate and the service's head look them up instead of
-#: scanning the headers again
-_NOTED = frozenset(
-    {
-        b"host",
-        b"fb-authorization",
-        b"cookie",
-        b"connection",
-        b"proxy-connection",
-        b"upgrade",
-        b"transfer-encoding",
-    }
+_KEEP_ALIVE, _UPGRADING, _CHUNKED, _BODILESS, _TOO_LARGE, _HTTP11 = (
+    _lib.FBH_KEEP_ALIVE,
+    _lib.FBH_UPGRADING,
+    _lib.FBH_CHUNKED,
+    _lib.FBH_BODILESS,
+    _lib.FBH_TOO_LARGE,
+    _lib.FBH_HTTP11,
 )
-#: what the proxy does with a request header: pass it on, drop it, note it (and drop it),
-#: or keep it as a cookie
-_PASS, _DROP, _NOTE, _COOKIE = range(4)
-#: each request header name as clients spell it: what the proxy does with it, and its
-#: lowercase spelling. Clients send the same few names again and again, so a name is
-#: looked up once here instead of lowered and looked up in two sets for every request;
-#: bounded (the names are the clients' to choose)
-_KINDS: dict[bytes, tuple[int, bytes]] = {}
-MAX_KINDS = 4096
+#: llhttp's method names by number
+_METHODS = tuple(_ffi.string(_lib.fbh_method_name(n)).decode("ascii") for n in range(256))
 
 
-def _kind(name: bytes) -> tuple[int, bytes]:
-    """What the proxy does with a request header called ``name`` (see :data:`_KINDS`)."""
-    lowered = name.lower()
-    if lowered == b"cookie":
-        kind = _COOKIE
-    elif lowered in _NOTED:
-        kind = _NOTE
-    elif lowered in _DROPPED:
-        kind = _DROP
-    else:
-        kind = _PASS
-    if len(_KINDS) >= MAX_KINDS:
-        _KINDS.clear()
-    found = _KINDS[name] = (kind, lowered)
-    return found
+def _request_parser() -> _HeadParser:
+    """A new request parser, freed with the connection that holds it."""
+    parser = _lib.fbh_new(MAX_HEAD, MAX_FIELD)
+    if parser == _ffi.NULL:
+        raise MemoryError("no memory for a request parser")
+    return _ffi.gc(parser, _lib.fbh_free)
+
+
+#: where the three headers the gate reads are in a :attr:`RequestHead.key`'s lines
+_KEYED = {b"host": 0, b"fb-authorization": 2}
 
 
 @dataclass(slots=True)
 class RequestHead:
-    """A request as the client sent it, for the gate to decide on."""
+    """A request as the client sent it, for the gate to decide on. Its head was read and
+    rewritten by the C part (``csrc/request_head.c``): the proxy's Python sees only what it
+    decides on and the lines it passes on, never the header fields one by one."""
 
     method: str
-    #: the raw request-target (path and query, as sent)
-    target: str
     #: ``1.1`` or ``1.0``
     version: str
-    headers: list[tuple[bytes, bytes]]
     keep_alive: bool
     upgrade: bool
     #: the client connection is TLS
     secure: bool
     #: the client's address
     remote: str
-    #: the first value of each header of :data:`_NOTED` sent (by lowercase name)
-    noted: dict[bytes, bytes] = field(default_factory=dict)
-    #: the value of each Cookie header, in order
-    cookies: list[bytes] = field(default_factory=list)
-    #: the header lines the service gets as they came, ``Name: value\r\n`` each: all but
-    #: the hop-by-hop ones, those the proxy sets itself, the token and Cookie
-    passed: bytes = b""
+    #: ``Host\nTARGET\nFB-Authorization`` (the first value of each, '' without one), then
+    #: ``\nVALUE`` for each Cookie header: all that the route, the token and the Cookie the
+    #: service gets are read from, so decisions are kept by it
+    key: bytes
+    #: the header lines the service gets after its Host and Cookie, ``Name: value\r\n``
+    #: each: the client's as they came, less the hop-by-hop ones, those the Connection
+    #: header names, those the proxy sets itself, the token and Cookie; then the framing
+    #: and upgrade lines the proxy writes and X-Forwarded-Host
+    tail: bytes
     #: the body is sent chunked
     chunked: bool = False
 
     @classmethod
-    def parsed(
-        cls,
-        method: str,
-        target: str,
-        version: str,
-        headers: list[tuple[bytes, bytes]],
-        *,
-        keep_alive: bool,
-        upgrade: bool,
-        secure: bool,
-        remote: str,
-    ) -> RequestHead:
-        """A head from what the parser found: one pass over the headers notes those the
-        proxy reads and keeps the lines passed on (the proxy's per-request cost is mostly
-        such passes: one, not one per header looked up)."""
-        noted: dict[bytes, bytes] = {}
-        cookies: list[bytes] = []
-        # the lines' pieces, joined once
-        lines: list[bytes] = []
-        chunked = False
-        kinds = _KINDS
-        for name, value in headers:
-            kind, lowered = kinds.get(name) or _kind(name)
-            if kind == _PASS:
-                lines += (name, b": ", value, b"\r\n")
-            elif kind == _NOTE:
-                if lowered not in noted:
-                    noted[lowered] = value
-                if lowered == b"transfer-encoding" and b"chunked" in value.lower():
-                    chunked = True
-            elif kind == _COOKIE:
-                cookies.append(value)
-        connection = noted.get(b"connection")
-        if connection:
-            # the headers Connection names are this hop's only (RFC 9110 7.6.1): rare
-            # beyond those dropped anyway, so the lines are made again only then
-            named = {part.strip().lower() for part in connection.split(b",")} - _DROPPED
-            if named:
-                if b"cookie" in named:
-                    cookies = []
-                lines = [
-                    name + b": " + value + b"\r\n"
-                    for name, value in headers
-                    if (lowered := name.lower()) not in _DROPPED
-                    and lowered not in named
-                    and lowered != b"cookie"
-                ]
+    def read(cls, raw: bytes, *, secure: bool = False, remote: str = "") -> RequestHead:
+        """The head of the request whose bytes ``raw`` begin with, read as the proxy reads
+        each (InvalidArgument when it is not HTTP or not whole)."""
+        parser = _request_parser()
+        got = _execute(parser, raw, len(raw), 0)
+        if got & 0xFF != _HEAD:
+            raise InvalidArgument("not a whole HTTP request head")
+        return cls.of(got, parser, secure=secure, remote=remote)
+
+    @classmethod
+    def of(cls, got: int, parser: _HeadParser, *, secure: bool, remote: str) -> RequestHead:
+        """The head ``parser`` has just read (``got``: what :func:`_execute` returned)."""
+        flags = got >> 8
+        whole = not flags & _TOO_LARGE
         return cls(
-            method,
-            target,
-            version,
-            headers,
-            keep_alive,
-            upgrade,
+            _METHODS[got >> 16 & 0xFF],
+            "1.1" if flags & _HTTP11 else f"{parser.major}.{parser.minor}",
+            bool(flags & _KEEP_ALIVE),
+            bool(flags & _UPGRADING),
             secure,
             remote,
-            noted,
-            cookies,
-            b"".join(lines),
-            chunked,
+            _unpack(parser.key, parser.key_len) if whole else b"",
+            _unpack(parser.tail, parser.tail_len) if whole else b"",
+            bool(flags & _CHUNKED),
         )
 
+    @property
+    def target(self) -> str:
+        """The raw request-target (path and query, as sent)."""
+        return self.key.split(b"\n", 2)[1].decode("latin-1")
+
+    @property
+    def cookies(self) -> list[bytes]:
+        """The value of each Cookie header, in order."""
+        return self.key.split(b"\n")[3:]
+
     def header(self, name: bytes) -> str:
-        """The first value of header ``name`` (lowercase), '' without one."""
-        if name in _NOTED:
-            if name == b"cookie":
-                return self.cookies[0].decode("latin-1") if self.cookies else ""
-            return self.noted.get(name, b"").decode("latin-1")
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value.decode("latin-1")
-        return ""
+        """The first value of ``host``, ``fb-authorization`` or ``cookie`` (the headers the
+        gate reads), '' without one."""
+        if name == b"cookie":
+            cookies = self.cookies
+            return cookies[0].decode("latin-1") if cookies else ""
+        return self.key.split(b"\n", 3)[_KEYED[name]].decode("latin-1")
 
 
 class Forward(NamedTuple):
@@ -648,7 +599,7 @@ class ProxyConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote = ""
         self._forwarded = b""
-        self._parser = httptools.HttpRequestParser(self)
+        self._parser = _request_parser()
         self._requests: collections.deque[_Request] = collections.deque()
         #: the request being answered, where it went and whether its service connection
         #: was a kept one (one that may have been closed meanwhile, so tried again once)
@@ -667,11 +618,7 @@ class ProxyConnection(asyncio.Protocol):
         #: the connection is closing (or closed): nothing more is written to it
         self.closing = False
         self._eof = False
-        # the head being parsed
-        self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._head_size = 0
-        self._too_large = False
+        #: the request whose body is being read
         self._current: _Request | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -695,17 +642,38 @@ class ProxyConnection(asyncio.Protocol):
         if self._eof:
             self._tunnel_pending.append(data)  # after an upgrade request: the tunnel's
             return
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade as upgrade:
-            offset = upgrade.args[0] if upgrade.args else len(data)
-            if self._current is not None:
-                self._current.end()
-            if offset < len(data):
-                self._tunnel_pending.append(data[offset:])
-            self._eof = True  # no further requests: what follows is the tunnel's
-        except httptools.HttpParserError as exc:
-            self._bad_request(str(exc))
+        # the C part parses and stops at each event: a head, a piece of body, the end of a
+        # message with a body (the end of one without is its head's)
+        parser = self._parser
+        size = len(data)
+        pos = 0
+        while True:
+            got = _execute(parser, data, size, pos)
+            event = got & 0xFF
+            if event == _HEAD:
+                self._headed(got, parser)
+            elif event == _BODY:
+                start = parser.body_start
+                length = parser.body_len
+                self._body(data if length == size else data[start : start + length])
+            elif event == _END:
+                self._ended()
+            elif event == _MORE:
+                return
+            elif event == _UPGRADE:
+                pos = parser.pos
+                if self._current is not None:
+                    self._current.end()
+                if pos < size:
+                    self._tunnel_pending.append(data[pos:])
+                self._eof = True  # no further requests: what follows is the tunnel's
+                return
+            else:
+                self._bad_request(_ffi.string(parser.reason).decode("latin-1"))
+                return
+            pos = parser.pos
+            if pos >= size:
+                return
 
     def eof_received(self) -> bool | None:
         self._eof = True
@@ -744,55 +712,23 @@ class ProxyConnection(asyncio.Protocol):
         ):
             service.transport.resume_reading()
 
-    # -- httptools callbacks ---------------------------------------------------------------
+    # -- the request parser's events --------------------------------------------------------
 
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-        self._head_size += len(url)
-        if self._head_size > MAX_HEAD:
-            self._too_large = True
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        size = len(name) + len(value)
-        self._head_size += size + 4
-        if size > MAX_FIELD or self._head_size > MAX_HEAD:
-            self._too_large = True
-        elif not self._too_large:
-            self._headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        parser = self._parser
-        keep_alive = parser.should_keep_alive()
-        head = RequestHead.parsed(
-            parser.get_method().decode("ascii", "replace"),
-            self._url.decode("latin-1"),
-            "1.1",
-            self._headers,
-            keep_alive=keep_alive,
-            upgrade=parser.should_upgrade(),
-            secure=self.secure,
-            remote=self.remote,
-        )
-        noted = head.noted
-        if not keep_alive or b"connection" in noted or b"proxy-connection" in noted:
-            # llhttp keeps a request's connection alive without a Connection (or
-            # Proxy-Connection) header only for HTTP/1.1, so the version is read from the
-            # parser only otherwise: httptools formats it anew each time, as much as the
-            # rest of the request line
-            head.version = parser.get_http_version()
-        request = _Request(head, head.chunked, self._too_large)
-        # ready for the next head: here rather than in an on_message_begin callback
-        self._url = b""
-        self._headers = []
-        self._head_size = 0
-        self._too_large = False
-        self._current = request
+    def _headed(self, got: int, parser: _HeadParser) -> None:
+        """A request's head was read (``got``: :func:`_execute`'s event, flags, method)."""
+        head = RequestHead.of(got, parser, secure=self.secure, remote=self.remote)
+        flags = got >> 8
+        request = _Request(head, head.chunked, bool(flags & _TOO_LARGE))
+        if flags & _BODILESS:
+            request.complete = True  # end()'s whole work without a body
+        else:
+            self._current = request
         self._requests.append(request)
         if len(self._requests) > MAX_PIPELINED:
             self.hold("queued")
         self._pump()
 
-    def on_body(self, body: bytes) -> None:
+    def _body(self, body: bytes) -> None:
         request = self._current
         if request is None:
             return
@@ -800,13 +736,10 @@ class ProxyConnection(asyncio.Protocol):
         if request.sink is None and request.pending_size > MAX_PENDING_BODY:
             self.hold("pending")
 
-    def on_message_complete(self) -> None:
+    def _ended(self) -> None:
         request = self._current
         if request is not None:
-            if request.chunked:
-                request.end()
-            else:
-                request.complete = True  # end()'s whole work without a chunked body
+            request.end()
             self._current = None
 
     # -- flow control ----------------------------------------------------------------------
@@ -1034,33 +967,13 @@ class ProxyConnection(asyncio.Protocol):
         pool = self.pool
         host = pool.hosts.get(forward.url) or pool.host_header(forward.url)
         line = f"{head.method} {forward.path} HTTP/{head.version}\r\nHost: ".encode("latin-1")
-        noted = head.noted
-        # what only some requests have, in one piece (most have none of it)
-        more = b""
+        cookie = b""
         if forward.cookie is None:
-            if head.cookies:
-                more = b"".join(b"Cookie: " + value + b"\r\n" for value in head.cookies)
+            if head.key.count(b"\n") > 2:  # the client sent cookies
+                cookie = b"".join(b"Cookie: " + value + b"\r\n" for value in head.cookies)
         elif forward.cookie:
-            more = b"Cookie: " + forward.cookie.encode("latin-1") + b"\r\n"
-        if head.upgrade:
-            more += b"Connection: Upgrade\r\nUpgrade: " + noted.get(b"upgrade", b"") + b"\r\n"
-        elif head.version == "1.0" and head.keep_alive:
-            more += b"Connection: keep-alive\r\n"
-        if head.chunked:
-            more += b"Transfer-Encoding: chunked\r\n"
-        return b"".join(
-            (
-                line,
-                host,
-                b"\r\n",
-                head.passed,
-                more,
-                b"X-Forwarded-Host: ",
-                noted.get(b"host", b""),
-                b"\r\n",
-                self._forwarded,
-            )
-        )
+            cookie = b"Cookie: " + forward.cookie.encode("latin-1") + b"\r\n"
+        return b"".join((line, host, b"\r\n", cookie, head.tail, self._forwarded))
 
 
 def _content_length(fields: dict[bytes, bytes]) -> int:

@@ -182,7 +182,7 @@ class WorkerGate:
         self._asked: dict[int, asyncio.Future[_Decision]] = {}
         self._kept: dict[tuple[str, str], _Decision] = {}
         self._touched: dict[tuple[str, str], float] = {}
-        self._read: dict[tuple[bytes | str | None, ...], _Reading] = {}
+        self._read: dict[bytes, _Reading] = {}
 
     def kept(self, head: RequestHead) -> Forward | None:
         """Where ``head`` goes by a decision kept, None when Orchestrate must be asked (a
@@ -217,8 +217,7 @@ class WorkerGate:
         once for the heads clients send again and again (a client's requests differ in
         little else) instead of for every request. Refusals (no endpoint, a malformed
         token) are not remembered: read again, they raise again."""
-        noted = head.noted
-        seen = (noted.get(b"host"), head.target, noted.get(b"fb-authorization"), *head.cookies)
+        seen = head.key
         read = self._read.get(seen)
         if read is None:
             endpoint_id, path = self.routing.route(head.header(b"host"), head.target)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -22,6 +23,7 @@ from aiohttp import web
 
 from fuzzball_core.orchestrate import endpoint_forwarder, endpoint_worker
 from fuzzball_core.orchestrate.endpoint_forwarder import (
+    MAX_FIELD,
     MAX_HEAD,
     SPLICE_MIN,
     Forward,
@@ -88,12 +90,16 @@ def _service_app(seen: dict[str, Any]) -> web.Application:
     async def headers(request: web.Request) -> web.Response:
         return web.json_response(dict(request.headers))
 
+    async def cookies(request: web.Request) -> web.Response:
+        return web.json_response(request.headers.getall("Cookie", []))
+
     app = web.Application(client_max_size=64 << 20)
     app.router.add_get("/", hello)
     app.router.add_route("HEAD", "/head", hello)
     app.router.add_get("/large/{size}", large)
     app.router.add_post("/echo", echo)
     app.router.add_get("/headers", headers)
+    app.router.add_get("/cookies", cookies)
     return app
 
 
@@ -379,3 +385,108 @@ def test_a_large_answer_whose_head_comes_in_pieces_is_spliced_and_the_next_one_f
 
     assert _run(scenario) == (200, "after")
     assert sum(spliced) >= 2 * SPLICE_MIN  # most of the body, into the pipe and out of it
+
+
+# -- the request head read in C (csrc/request_head.c): reads that cut heads anywhere, several
+# requests in one read, heads llhttp refuses
+
+
+async def _exchange(base: str, pieces: list[bytes]) -> bytes:
+    """Send ``pieces`` to the proxy, each a read of its own (a pause between them), and
+    return all it answers until it closes the connection."""
+    port = int(base.rsplit(":", 1)[1].split("/")[0])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for piece in pieces:
+        writer.write(piece)
+        await writer.drain()
+        await asyncio.sleep(0.05)
+    received = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    return received
+
+
+def _json_body(answer: bytes) -> dict[str, str]:
+    return dict(json.loads(answer.partition(b"\r\n\r\n")[2]))
+
+
+def test_a_head_cut_across_reads_anywhere_reaches_the_service_whole() -> None:
+    head = (
+        b"GET /x/headers HTTP/1.1\r\nHost: proxy.example\r\n"
+        b"FB-Authorization: Bearer secret-token\r\nConnection: close, X-Hop\r\n"
+        b"X-Hop: this hop only\r\nAuthorization: Basic c2VydmljZQ==\r\n"
+        b"X-Long: " + b"v" * 3000 + b"\r\n\r\n"
+    )
+    # cut inside the target, a name, the token's value, a CRLF and the long value
+    cuts = [7, 40, 60, 95, 200, len(head) - 1000, len(head) - 1]
+    pieces = [head[a:b] for a, b in zip([0, *cuts], [*cuts, len(head)], strict=True)]
+
+    sent = _json_body(_run(lambda base, seen: _exchange(base, pieces)))
+    assert "FB-Authorization" not in sent
+    assert "X-Hop" not in sent
+    assert sent["Authorization"] == "Basic c2VydmljZQ=="
+    assert sent["X-Long"] == "v" * 3000
+    assert sent["X-Forwarded-Host"] == "proxy.example"
+
+
+def test_requests_with_bodies_in_one_read_are_answered_in_order() -> None:
+    one_read = (
+        b"POST /x/echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nfirst"
+        b"POST /x/echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3\r\nsec\r\n3\r\nond\r\n0\r\n\r\n"
+        b"GET /x/ HTTP/1.1\r\nHost: a\r\n\r\n"
+        b"POST /x/echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nlast."
+    )
+
+    received = _run(lambda base, seen: _exchange(base, [one_read]))
+    assert received.count(b"HTTP/1.1 200 OK") == 4
+    bodies = [received.index(word) for word in (b"first", b"second", b"hello", b"last.")]
+    assert bodies == sorted(bodies)
+
+
+def test_a_body_cut_across_reads_reaches_the_service_whole() -> None:
+    pieces = [
+        b"POST /x/echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 12\r\n\r\nhel",
+        b"lo, ",
+        b"world",
+    ]
+
+    received = _run(lambda base, seen: _exchange(base, pieces))
+    assert received.endswith(b"\r\n\r\nhello, world")
+    assert b"X-Received: 12" in received
+
+
+def test_a_folded_header_line_is_refused_with_400() -> None:
+    # obs-fold (RFC 9112 5.2): a proxy must refuse it or unfold it; llhttp refuses it
+    folded = b"GET /x/headers HTTP/1.1\r\nHost: a\r\nX-Folded: one\r\n  two\r\n\r\n"
+
+    received = _run(lambda base, seen: _exchange(base, [folded]))
+    assert received.startswith(b"HTTP/1.1 400 ")
+    assert b"Connection: close" in received
+
+
+def test_a_header_name_with_a_space_is_refused_with_400() -> None:
+    bad = b"GET /x/ HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n"
+
+    received = _run(lambda base, seen: _exchange(base, [bad]))
+    assert received.startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_header_line_over_the_field_limit_is_431() -> None:
+    async def scenario(base: str, seen: dict[str, Any]) -> int:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(base + "/", headers={"X-Filler": "f" * (MAX_FIELD + 1)}) as answer,
+        ):
+            return answer.status
+
+    assert _run(scenario) == 431
+
+
+def test_the_service_gets_each_cookie_header_the_client_sent() -> None:
+    ask = (
+        b"GET /x/cookies HTTP/1.1\r\nHost: a\r\nCookie: a=1\r\nX-Between: y\r\n"
+        b"Cookie: b=2\r\nConnection: close\r\n\r\n"
+    )
+
+    received = _run(lambda base, seen: _exchange(base, [ask]))
+    assert json.loads(received.partition(b"\r\n\r\n")[2]) == ["a=1", "b=2"]

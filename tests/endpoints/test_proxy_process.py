@@ -229,16 +229,7 @@ def test_routing_reads_paths_subdomains_and_the_tokens_cookie() -> None:
     assert routing.route("abc.endpoints.test:8080", "/x") == ("abc", "/x")
     with pytest.raises(NotFound):
         routing.route("other.example", "/x")
-    head = RequestHead.parsed(
-        "GET",
-        "/",
-        "1.1",
-        [(b"Cookie", b"a=1; fb_token=T0K; b=2")],
-        keep_alive=True,
-        upgrade=False,
-        secure=False,
-        remote="127.0.0.1",
-    )
+    head = RequestHead.read(b"GET / HTTP/1.1\r\nCookie: a=1; fb_token=T0K; b=2\r\n\r\n")
     assert routing.token(head) == "T0K"
     assert routing.passed_cookie(head) == "a=1; b=2"
 
@@ -252,15 +243,8 @@ def test_the_proxy_process_ends_quietly_when_orchestrate_dies_with_a_question_un
         reader, writer = await asyncio.open_unix_connection(sock=ours)
         gate = WorkerGate(Routing("", ""), reader, writer)
         reading = asyncio.create_task(gate.run())
-        head = RequestHead.parsed(
-            "GET",
-            "/endpoints/known/",
-            "1.1",
-            [(b"FB-Authorization", b"Bearer good")],
-            keep_alive=True,
-            upgrade=False,
-            secure=False,
-            remote="127.0.0.1",
+        head = RequestHead.read(
+            b"GET /endpoints/known/ HTTP/1.1\r\nFB-Authorization: Bearer good\r\n\r\n"
         )
         asking = asyncio.create_task(gate(head))
         orchestrates.setblocking(False)
