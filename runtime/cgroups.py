@@ -7,6 +7,7 @@ calls in ``csrc/cgroup.c`` so that every failure names the file and the errno.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -109,6 +110,16 @@ class CgroupJoin:
         self.tasks, self.v2 = [], -1
 
 
+#: the parent groups this process made ready for jobs, as (directory, the v2 controllers
+#: enabled for its children, a v1 cpuset): each job's group is then one mkdir. Checking
+#: and preparing the parent at every start was a stat, and on a v2 host a read of the
+#: root's controllers and a write of its subtree_control too. A parent removed since (the
+#: sweep removes those without jobs) is made again when a job's mkdir finds it missing.
+_PREPARED_PARENTS: set[tuple[Path, str, bool]] = set()
+#: the controllers this process enabled for the children of each v2 root ("+memory +cpu")
+_ROOT_CONTROLLERS: dict[Path, str] = {}
+
+
 @dataclass
 class JobCgroups:
     """The cgroups of one job: created with their limits, joined by the child, removed."""
@@ -123,6 +134,28 @@ class JobCgroups:
 
     def _job_dir(self, root: Path, *, v2_controllers: str = "", v1_cpuset: bool = False) -> Path:
         parent = root / self.group
+        prepared = (parent, v2_controllers, v1_cpuset)
+        if prepared not in _PREPARED_PARENTS:
+            self._prepare_parent(root, parent, v2_controllers, v1_cpuset)
+            _PREPARED_PARENTS.add(prepared)
+        job = parent / self.job_id
+        if job not in self.dirs:
+            try:
+                _mkdir(job)
+            except RuntimeFailure as exc:
+                if exc.errno != errno.ENOENT:
+                    raise
+                # the parent was removed since (a sweep found it without jobs): made again
+                _PREPARED_PARENTS.discard(prepared)
+                self._prepare_parent(root, parent, v2_controllers, v1_cpuset)
+                _PREPARED_PARENTS.add(prepared)
+                _mkdir(job)
+            self.dirs.append(job)
+        return job
+
+    @staticmethod
+    def _prepare_parent(root: Path, parent: Path, v2_controllers: str, v1_cpuset: bool) -> None:
+        """Make the state directory's parent group under ``root`` usable for jobs."""
         if not parent.is_dir():
             _mkdir(parent)
             if v2_controllers:
@@ -131,11 +164,6 @@ class JobCgroups:
             # A v1 cpuset group is unusable until it has cpus and mems.
             for name in ("cpuset.cpus", "cpuset.mems"):
                 _write(parent, name, _read(root, name).strip() or "0")
-        job = parent / self.job_id
-        if job not in self.dirs:
-            _mkdir(job)
-            self.dirs.append(job)
-        return job
 
     def create(
         self,
@@ -187,11 +215,15 @@ class JobCgroups:
         root = self.layout.unified
         if root is None:
             raise FileNotFoundError("no cgroup hierarchy is mounted")
-        available = _read(root, "cgroup.controllers").split()
-        wanted = [c for c in ("memory", "cpu", "cpuset", "pids") if c in available]
-        with contextlib.suppress(Exception):
-            _write(root, "cgroup.subtree_control", " ".join("+" + c for c in wanted))
-        job = self._job_dir(root, v2_controllers=" ".join("+" + c for c in wanted))
+        controllers = _ROOT_CONTROLLERS.get(root)
+        if controllers is None:
+            available = _read(root, "cgroup.controllers").split()
+            wanted = [c for c in ("memory", "cpu", "cpuset", "pids") if c in available]
+            controllers = " ".join("+" + c for c in wanted)
+            with contextlib.suppress(Exception):
+                _write(root, "cgroup.subtree_control", controllers)
+            _ROOT_CONTROLLERS[root] = controllers
+        job = self._job_dir(root, v2_controllers=controllers)
         self.v2_dir = job
         if memory is not None:
             _write(job, "memory.max", str(memory))
@@ -270,4 +302,6 @@ def remove_group_parents(layout: CgroupLayout, group: str) -> list[Path]:
         if parent.is_dir() and not any(p.is_dir() for p in parent.iterdir()):
             remove_dir(parent)
             removed.append(parent)
+            for prepared in [p for p in list(_PREPARED_PARENTS) if p[0] == parent]:
+                _PREPARED_PARENTS.discard(prepared)
     return removed

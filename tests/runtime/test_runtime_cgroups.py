@@ -62,6 +62,33 @@ def test_job_cpuset_cgroup_holds_the_cpus_it_was_given() -> None:
         remove_group_parents(layout, "fbrt-test-cpuset")
 
 
+def _metered_job(layout: CgroupLayout, group: str, job_id: str) -> JobCgroups:
+    job = JobCgroups(layout, group, job_id)
+    job.create(memory=None, cpus=None, cpuset=None, pids=None, need_v2=True)
+    return job
+
+
+def test_a_jobs_group_is_made_again_after_its_parent_was_removed() -> None:
+    # a process prepares its jobs' parent group once; when something removed it since (a
+    # sweep of another process finding it without jobs), the next job makes it again
+    layout = detect_layout()
+    if layout.unified is None:
+        pytest.skip("no cgroup v2 hierarchy to make metered jobs' groups in")
+    group = f"fbrt-test-parent-{os.getpid()}"
+    first = _metered_job(layout, group, "job-1")
+    first.remove()
+    parent = layout.unified / group
+    os.rmdir(parent)
+    second = _metered_job(layout, group, "job-2")
+    try:
+        assert second.v2_dir == parent / "job-2"
+        assert second.v2_dir.is_dir()
+    finally:
+        second.remove()
+        remove_group_parents(layout, group)
+    assert not parent.exists()
+
+
 def test_container_runs_in_every_group_of_its_job(image, state_dir) -> None:
     # v1 groups are joined through their tasks files, the v2 group by being cloned into it
     # (or through cgroup.procs where the kernel cannot): either way, all of them
