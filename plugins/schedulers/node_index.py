@@ -521,7 +521,21 @@ class NodeIndex:
         if node.in_index and not (exclusive or core_ids or ports or node.cls.one_job_at_a_time):
             # most placements: an indexed node stays indexed, under another free key
             node.jobs[job_id] = usage
-            self._reindex(node, usage, 1)
+            cores, memory, devices = usage
+            if devices:
+                self._reindex(node, usage, 1)
+                return
+            # the usual job, without devices: only the free cores (the key's last
+            # component) and memory change, and the C index moves the node by that (inline:
+            # placing and releasing are most of a churn pass's time, this move theirs)
+            node.free_cores -= cores
+            node.free_memory -= memory
+            if lib.fi_shift(self._book, node.slot, -memory, -cores):
+                self._lost(node)
+            cls = node.cls
+            cls.changes += 2
+            # a node running a job is not idle
+            cls.idle.pop(node.id, None)
             return
         if node.in_index:
             self._unindex(node)
@@ -545,7 +559,21 @@ class NodeIndex:
         if node.in_index and not node.pinned and not node.ports:
             # most releases: an indexed node runs no exclusive job (it would be out of the
             # index), and without pinned cores or ports only its free key changes
-            self._reindex(node, node.jobs.pop(job_id), -1)
+            jobs = node.jobs
+            usage = jobs.pop(job_id)
+            cores, memory, devices = usage
+            if devices:
+                self._reindex(node, usage, -1)
+                return
+            node.free_cores += cores
+            node.free_memory += memory
+            if lib.fi_shift(self._book, node.slot, memory, cores):
+                self._lost(node)
+            cls = node.cls
+            cls.changes += 2
+            if not jobs:
+                # it ran a job, so it was not among the idle ones: it joins them last
+                cls.idle[node.id] = None
             return
         if node.in_index:
             self._unindex(node)
@@ -566,29 +594,18 @@ class NodeIndex:
 
     def _reindex(self, node: IndexedNode, usage: Usage, sign: int) -> None:
         """Move an indexed node that stays indexed to the free key it has once ``usage`` is
-        deducted (``sign`` 1) or given back (-1): what :meth:`_unindex`, :meth:`_subtract`
-        and :meth:`_attach` do for such a node, without the calls between (placing and
-        releasing are most of a churn pass's time, this move most of theirs)."""
-        cores, memory, devices = usage
-        if devices:
-            self._unindex(node)
-            self._subtract(node, usage, sign)
-            self._index(node)
-            return
-        # the usual job, without devices: only the free cores (the key's last component)
-        # and the free memory change, and the C index moves the node by that
-        node.free_cores -= sign * cores
-        node.free_memory -= sign * memory
-        if lib.fi_shift(self._book, node.slot, -sign * memory, -sign * cores):
-            node.in_index = False
-            node.cls.indexed -= 1
-            raise MemoryError(f"no memory to index node {node.id}")
-        cls = node.cls
-        cls.changes += 2
-        idle = cls.idle
-        idle.pop(node.id, None)
-        if not node.jobs:
-            idle[node.id] = None
+        deducted (``sign`` 1) or given back (-1)."""
+        self._unindex(node)
+        self._subtract(node, usage, sign)
+        self._index(node)
+
+    @staticmethod
+    def _lost(node: IndexedNode) -> None:
+        """A node the C index had no memory to move (it is out of the index now)."""
+        node.in_index = False
+        node.cls.indexed -= 1
+        node.cls.idle.pop(node.id, None)
+        raise MemoryError(f"no memory to index node {node.id}")
 
     def _detach_counter(self, node: IndexedNode) -> None:
         label = self._out_of_index_label(node)
@@ -633,7 +650,8 @@ class NodeIndex:
         """
         if exclusive:
             nodes = self.nodes
-            for node_id in list(cls.idle):
+            # no copy of the idle nodes (thousands in a class): the index stays as it is
+            for node_id in cls.idle:
                 yield nodes[node_id]
             return
         by_rank = self.by_rank
