@@ -25,7 +25,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.substrate.drivers.base import (
@@ -40,6 +40,8 @@ from fuzzball_core.substrate.drivers.steps import RunClaims
 from fuzzball_runtime import Container, ContainerHandle, ContainerSpec
 
 log = logging.getLogger("fuzzball.substrate")
+
+T = TypeVar("T")
 
 #: Seconds between SIGTERM and SIGKILL when a run is canceled or runs out of time.
 KILL_GRACE = 5.0
@@ -315,6 +317,42 @@ def release_queue(pool: Executor) -> ReleaseQueue:
         return queue
 
 
+def pool_call(
+    loop: asyncio.AbstractEventLoop, pool: Executor, call: Callable[..., T], *args: Any
+) -> asyncio.Future[T]:
+    """``call(*args)`` on ``pool``, its result (or exception) set on a future of ``loop``:
+    ``run_in_executor`` without its two chained futures. That wraps the pool's concurrent
+    future in an asyncio one (``wrap_future``: callbacks copying state and cancellation
+    both ways, in Python even on uvloop); here the pool's thread sets the loop's future
+    itself through ``call_soon_threadsafe``, about 15 us less CPU per call (a start hop per
+    job). As with ``run_in_executor``, a call whose future was cancelled before it began is
+    not made, and the result of one cancelled while it ran is dropped."""
+    future: asyncio.Future[T] = loop.create_future()
+
+    def run() -> None:
+        if future.cancelled():
+            return
+        try:
+            result: T | None = call(*args)
+            exc: BaseException | None = None
+        except BaseException as raised:
+            result, exc = None, raised
+        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+            loop.call_soon_threadsafe(_settle, future, result, exc)
+
+    pool.submit(run)
+    return future
+
+
+def _settle(future: asyncio.Future[T], result: T | None, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
 class ContainerDriver(TaskDriver):
     """A run whose work is one container; subclasses say how it is prepared (:meth:`start`)."""
 
@@ -341,8 +379,8 @@ class ContainerDriver(TaskDriver):
         base is used once); ``timeout`` stops the run as timed out after that many seconds;
         ``late_env`` adds variables known only later (``Container.start``).
         """
-        handle = await self.loop.run_in_executor(
-            self.node.start_pool, self._start_container, spec, hold_image, late_env
+        handle = await pool_call(
+            self.loop, self.node.start_pool, self._start_container, spec, hold_image, late_env
         )
         self.started_at = time.time()
         for note in handle.warnings:
