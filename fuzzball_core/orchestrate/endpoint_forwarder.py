@@ -31,9 +31,9 @@ import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Self, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -138,7 +138,7 @@ class RequestHead:
     chunked: bool = False
 
     @classmethod
-    def read(cls, raw: bytes, *, secure: bool = False, remote: str = "") -> RequestHead:
+    def read(cls, raw: bytes, *, secure: bool = False, remote: str = "") -> Self:
         """The head of the request whose bytes ``raw`` begin with, read as the proxy reads
         each (InvalidArgument when it is not HTTP or not whole)."""
         parser = _request_parser()
@@ -148,7 +148,7 @@ class RequestHead:
         return cls.of(got, parser, secure=secure, remote=remote)
 
     @classmethod
-    def of(cls, got: int, parser: _HeadParser, *, secure: bool, remote: str) -> RequestHead:
+    def of(cls, got: int, parser: _HeadParser, *, secure: bool, remote: str) -> Self:
         """The head ``parser`` has just read (``got``: what :func:`_execute` returned)."""
         flags = got >> 8
         whole = not flags & _TOO_LARGE
@@ -229,17 +229,17 @@ def status_answer(error: FuzzballError, *, keep_alive: bool) -> bytes:
 
 
 @dataclass(slots=True)
-class _Request:
-    """One request of a client connection, from its head to its body's end."""
+class _Request(RequestHead):
+    """One request of a client connection, from its head to its body's end. It is its own
+    head for the gate: one object made per request, not two."""
 
-    head: RequestHead
-    chunked: bool
     too_large: bool = False
     complete: bool = False
     #: where body bytes go once its service is known (None: kept in ``pending``)
     sink: _Service | None = None
     discard: bool = False
-    pending: list[bytes] = field(default_factory=list)
+    #: body bytes waiting for the service (a list made only for a request with a body)
+    pending: list[bytes] | None = None
     pending_size: int = 0
     #: body bytes have been sent on (a request that failed after that is not tried again)
     sent_body: bool = False
@@ -253,7 +253,7 @@ class _Request:
             self.sent_body = True
             self.sink.send(data)
         else:
-            self.pending.append(data)
+            self.keep(data)
             self.pending_size += len(data)
 
     def end(self) -> None:
@@ -264,6 +264,13 @@ class _Request:
     def body_end(self, data: bytes) -> None:
         if self.sink is not None:
             self.sink.send(data)
+        else:
+            self.keep(data)
+
+    def keep(self, data: bytes) -> None:
+        """Hold body bytes until the request's service is known."""
+        if self.pending is None:
+            self.pending = [data]
         else:
             self.pending.append(data)
 
@@ -716,9 +723,10 @@ class ProxyConnection(asyncio.Protocol):
 
     def _headed(self, got: int, parser: _HeadParser) -> None:
         """A request's head was read (``got``: :func:`_execute`'s event, flags, method)."""
-        head = RequestHead.of(got, parser, secure=self.secure, remote=self.remote)
+        request = _Request.of(got, parser, secure=self.secure, remote=self.remote)
         flags = got >> 8
-        request = _Request(head, head.chunked, bool(flags & _TOO_LARGE))
+        if flags & _TOO_LARGE:
+            request.too_large = True
         if flags & _BODILESS:
             request.complete = True  # end()'s whole work without a body
         else:
@@ -817,7 +825,7 @@ class ProxyConnection(asyncio.Protocol):
         forward = None
         if self._kept is not None:
             try:
-                forward = self._kept(request.head)
+                forward = self._kept(request)
             except FuzzballError as error:
                 self._finished(self._refuse(request, error))
                 return
@@ -834,7 +842,7 @@ class ProxyConnection(asyncio.Protocol):
         try:
             if forward is None:
                 try:
-                    forward = await self.gate(request.head)
+                    forward = await self.gate(request)
                 except FuzzballError as error:
                     self._finished(self._refuse(request, error))
                     return
@@ -864,13 +872,12 @@ class ProxyConnection(asyncio.Protocol):
                 service.transport.pause_reading()
             else:
                 service.transport.resume_reading()
-        head = request.head
-        service.ask(self, self._service_head(head, forward), head.method == "HEAD")
+        service.ask(self, self._service_head(request, forward), request.method == "HEAD")
         if request.pending:
             for data in request.pending:
                 service.send(data)
             request.sent_body = True
-            request.pending = []
+            request.pending = None
             request.pending_size = 0
         request.sink = service
         if self._holds:
@@ -904,7 +911,6 @@ class ProxyConnection(asyncio.Protocol):
 
     def _after(self, request: _Request, service: _Service, keep: bool) -> bool:
         """What follows an answer; whether the connection goes on to the next request."""
-        head = request.head
         if service.tunnel:
             self._tunnel = service
             request.sink = None
@@ -926,11 +932,11 @@ class ProxyConnection(asyncio.Protocol):
             self.pool.release(service)
         else:
             service.close()
-        if head.upgrade:
+        if request.upgrade:
             # refused an upgrade: the client's bytes after it are not requests
             self.close_after_answer()
             return False
-        return head.keep_alive and not self.closing
+        return request.keep_alive and not self.closing
 
     def _finished(self, go_on: bool) -> None:
         """The request being answered is done; the next one starts if ``go_on``, else the
@@ -952,9 +958,9 @@ class ProxyConnection(asyncio.Protocol):
     def _refuse(self, request: _Request, error: FuzzballError) -> bool:
         """Answer with ``error``; the request's body (if any) is dropped as it comes."""
         request.discard = True
-        request.pending = []
+        request.pending = None
         request.pending_size = 0
-        keep = request.head.keep_alive and not request.head.upgrade
+        keep = request.keep_alive and not request.upgrade
         if self.transport is not None and not self.closing:
             self.transport.write(status_answer(error, keep_alive=keep))
         self.release("pending")
