@@ -51,10 +51,17 @@ class PendingRun:
 @dataclass
 class LiveRun:
     """A run placed on its nodes and not ended yet (ASSIGNED or STARTED), as the engine
-    knows it between passes: enough to answer about it without reading its row."""
+    knows it between passes: enough to answer about it, and to apply its ``started`` report
+    or a task's plain exit (:mod:`~fuzzball_core.orchestrate.node_reports`), without reading
+    its row."""
 
     workflow_id: str
     stage_name: str
+    stage_id: int
+    #: its task of an array (None: the stage's single run)
+    task_id: int | None
+    #: the nodes it was placed on
+    node_ids: tuple[str, ...]
     #: its node reported it running (STARTED)
     started: bool = False
 

@@ -26,10 +26,10 @@ from fuzzball_core.orchestrate import (
     volume_removal,
     volumes,
 )
-from fuzzball_core.orchestrate.context import EngineContext
+from fuzzball_core.orchestrate.context import EngineContext, LiveRun
 from fuzzball_core.orchestrate.messages import LogsStored
 from fuzzball_core.orchestrate.requests import timeout_seconds
-from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, transition
+from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, run_moved, transition
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.store.models import Node, Run, Stage, Workflow
 from fuzzball_core.vocabulary import Status
@@ -48,18 +48,27 @@ def preload(
 ) -> None:
     """Load every run (and its stage and workflow) the reports mention, and the output
     counts of those that printed, in two queries, so applying them finds the rows in the
-    session instead of querying one by one. A ``started`` report of a run already STARTED
-    (sent again after a reconnect) needs no row."""
-    run_ids, logging_runs = set(), set()
-    for _, message in reports:
+    session instead of querying one by one. A live run's ``started`` report, and a task's
+    plain exit (:func:`_plain_task_exit`), need no run row, only their stages and workflows
+    (one more query for those the session lacks)."""
+    run_ids, logging_runs, stage_ids = set(), set(), set()
+    for node_id, message in reports:
         kind = message.WhichOneof("kind")
-        if kind == "started" and _known_started(ctx, message.started.run_id):
+        if kind == "started" and (live := ctx.live_runs.get(message.started.run_id)):
+            # STARTED already (sent again after a reconnect), or applied without its row
+            # (only its stage is read)
+            if not live.started:
+                stage_ids.add(live.stage_id)
+            continue
+        if kind == "exited" and (live := _plain_task_exit(ctx, node_id, message.exited)):
+            stage_ids.add(live.stage_id)
             continue
         if kind in _ABOUT_RUNS:
             run_ids.add(getattr(message, kind).run_id)
         if kind == "log":
             logging_runs.add(message.log.run_id)
     tx.load_runs(run_ids)
+    tx.load_stages(stage_ids)
     job_output.preload(tx, (r for r in tx.loaded if isinstance(r, Run) and r.id in logging_runs))
 
 
@@ -139,51 +148,90 @@ def _acknowledge(tx: Transaction, node_id: str, run_id: int, seq: int) -> None:
     through[run_id] = max(through.get(run_id, 0), seq)
 
 
-def _known_started(ctx: EngineContext, run_id: int) -> bool:
-    """Whether the run is live and STARTED as the engine knows it (its node sends the
-    ``started`` report again after each reconnect: 10,000 of them after a restart)."""
-    live = ctx.live_runs.get(run_id)
-    return live is not None and live.started
-
-
 def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float = 0.0) -> None:
-    if _known_started(ctx, run_id):
-        return  # without its row: the pass need not read it
-    run = tx.session.get(Run, run_id)
-    if run is None or run.status != ASSIGNED:
-        return
-    transition(tx, run, Status.STARTED, when=reported_time(when, tx.now))
     live = ctx.live_runs.get(run_id)
+    if live is not None and live.started:
+        return  # without its row: the pass need not read it
+    started_at = reported_time(when, tx.now)
+    if live is not None and not tx.holds(Run, run_id):
+        # live and not started: ASSIGNED, which is all its row would have told
+        run_moved(tx, run_id, live.workflow_id, ASSIGNED, Status.STARTED, when=started_at)
+        workflow_id, stage_id, node_ids = live.workflow_id, live.stage_id, list(live.node_ids)
+    else:
+        run = tx.session.get(Run, run_id)
+        if run is None or run.status != ASSIGNED:
+            return
+        transition(tx, run, Status.STARTED, when=started_at)
+        workflow_id, stage_id, node_ids = run.workflow_id, run.stage_id, list(run.node_ids)
     if live is not None:
         live.started = True
-    stage = tx.session.get(Stage, run.stage_id)
+    stage = tx.session.get(Stage, stage_id)
     if stage is None:
         return
     if stage.task_count is not None:
         stage.tasks_running += 1
     if stage.status == Status.PENDING:
-        stage.node_ids = list(run.node_ids)
+        stage.node_ids = node_ids
         transition(
             tx,
             stage,
             Status.STARTED,
-            f"{stage.name} started on {ctx.node_names_of(run.node_ids)}",
-            when=run.started_at,
-            node_id=run.node_ids[0] if run.node_ids else None,
+            f"{stage.name} started on {ctx.node_names_of(node_ids)}",
+            when=started_at,
+            node_id=node_ids[0] if node_ids else None,
         )
-        ctx.dirty.add(run.workflow_id)  # a running service releases its dependents
+        ctx.dirty.add(workflow_id)  # a running service releases its dependents
+
+
+def _plain_task_exit(
+    ctx: EngineContext, node_id: str, exited: node_pb2.RunExited
+) -> LiveRun | None:
+    """The live run, when ``exited`` reports a task of an array that exited with code 0
+    and nothing else to say on the one node it ran on: such an exit is applied from what
+    the engine knows (:func:`~fuzzball_core.orchestrate.runs.finish_task`), without its
+    row. None for any other report."""
+    live = ctx.live_runs.get(exited.run_id)
+    if (
+        live is None
+        or live.task_id is None
+        or live.node_ids != (node_id,)
+        or exited.exit_code != 0
+        or exited.timed_out
+        or exited.oom_killed
+        or exited.canceled
+        or exited.signal
+        or exited.message
+    ):
+        return None
+    return live
 
 
 def _run_exited(
     ctx: EngineContext, tx: Transaction, node_id: str, exited: node_pb2.RunExited
 ) -> None:
+    live = _plain_task_exit(ctx, node_id, exited)
+    if live is not None and not tx.holds(Run, exited.run_id):
+        stage = tx.session.get(Stage, live.stage_id)
+        if stage is not None and stage.task_count is not None:
+            _record_volume_sizes(tx, exited)
+            counters = _metering(exited.run_id, node_id, exited.metering_json)
+            runs.finish_task(
+                ctx,
+                tx,
+                exited.run_id,
+                live,
+                stage,
+                _plain_exit_message(exited.exit_code),
+                when=reported_time(exited.time, tx.now),
+                metering=None if counters is None else {node_id: counters},
+            )
+            return
     run = tx.session.get(Run, exited.run_id)
     if run is not None:
         # kept even for a run already over: a multinode run's other parts report their
         # traffic after the first failing part ended it
         _keep_metering(run, node_id, exited.metering_json)
-    for volume_id, size in exited.volume_sizes.items():
-        volumes.record_size(tx.session, volume_id, size, reported_time(exited.time, tx.now))
+    _record_volume_sizes(tx, exited)
     if run is None or run.status not in LIVE_RUN:
         return  # over already, or never placed: nothing of it runs on a node
     if exited.canceled:
@@ -213,21 +261,33 @@ def _run_exited(
 METERING_COUNTERS = ("ingress_bytes", "ingress_packets", "egress_bytes", "egress_packets")
 
 
+def _record_volume_sizes(tx: Transaction, exited: node_pb2.RunExited) -> None:
+    """Keep the sizes of the volumes the exit reported."""
+    for volume_id, size in exited.volume_sizes.items():
+        volumes.record_size(tx.session, volume_id, size, reported_time(exited.time, tx.now))
+
+
 def _keep_metering(run: Run, node_id: str, metering_json: str) -> None:
     """Store the traffic ``node_id`` metered for ``run`` under that node (a report sent again
-    replaces itself). Nothing is stored when the node metered nothing (metering off, or the
-    run never started a container), or sent what is not counters (logged and dropped: a
-    report must not fail the pass)."""
+    replaces itself)."""
+    counters = _metering(run.id, node_id, metering_json)
+    if counters is not None:
+        # a new dict, so that the JSON column sees the change
+        run.metering = {**(run.metering or {}), node_id: counters}
+
+
+def _metering(run_id: int, node_id: str, metering_json: str) -> dict[str, int] | None:
+    """The counters ``node_id`` metered for the run; None when it metered nothing (metering
+    off, or the run never started a container), or sent what is not counters (logged and
+    dropped: a report must not fail the pass)."""
     if not metering_json:
-        return
+        return None
     try:
         sent = json.loads(metering_json)
-        counters = {name: int(sent.get(name, 0)) for name in METERING_COUNTERS}
+        return {name: int(sent.get(name, 0)) for name in METERING_COUNTERS}
     except (ValueError, TypeError, AttributeError):
-        log.warning("run %d: unreadable metering from %s: %.80r", run.id, node_id, metering_json)
-        return
-    # a new dict, so that the JSON column sees the change
-    run.metering = {**(run.metering or {}), node_id: counters}
+        log.warning("run %d: unreadable metering from %s: %.80r", run_id, node_id, metering_json)
+        return None
 
 
 def _exit_message(ctx: EngineContext, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
@@ -247,7 +307,12 @@ def _exit_message(ctx: EngineContext, tx: Transaction, run: Run, exited: node_pb
         return "canceled"
     if exited.signal:
         return f"killed by signal {exited.signal}"
-    return f"exited with code {exited.exit_code}"
+    return _plain_exit_message(exited.exit_code)
+
+
+def _plain_exit_message(exit_code: int) -> str:
+    """What a run that exited by itself, with nothing else to say, ended with."""
+    return f"exited with code {exit_code}"
 
 
 def reported_time(reported: float, received: float) -> float:

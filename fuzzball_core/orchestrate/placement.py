@@ -204,7 +204,13 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
             node_id=placement.node_ids[0],
             task_id=run.task_id,
         )
-        ctx.live_runs[run.id] = LiveRun(run.workflow_id, stage.name if stage else "?")
+        ctx.live_runs[run.id] = LiveRun(
+            run.workflow_id,
+            stage.name if stage else "?",
+            run.stage_id,
+            run.task_id,
+            tuple(run.node_ids),
+        )
         send_assignment(ctx, tx, run)
 
 

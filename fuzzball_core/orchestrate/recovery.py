@@ -80,7 +80,9 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 placement.wait_for_placement(ctx, workflow, stage, run, run.created_at)
             else:
                 started = run.status == Status.STARTED
-                ctx.live_runs[run.id] = LiveRun(workflow.id, stage.name, started)
+                ctx.live_runs[run.id] = LiveRun(
+                    workflow.id, stage.name, stage.id, run.task_id, tuple(run.node_ids), started
+                )
                 request = placement.request_for(ctx, workflow, stage, run, run.created_at)
                 ctx.scheduler.allocate(
                     request, run.node_ids, started_at=run.started_at, cpus=run.cpus

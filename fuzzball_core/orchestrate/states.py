@@ -148,28 +148,75 @@ def transition(
     machine.check(current, target)
     row.status = target
     stamp = when if when is not None else tx.now
-    if target == Status.STARTED:
-        row.started_at = stamp
-    elif target == ASSIGNED:
-        assert isinstance(row, Run)
-        row.assigned_at = stamp
-    elif target in _ENDED:
-        row.finished_at = stamp
-    kind = machine.events.get((current, target))
-    if kind is None:
-        return
+    column = _STAMPED.get(target)
+    if column is not None:
+        assert column != "assigned_at" or isinstance(row, Run)
+        setattr(row, column, stamp)
     if isinstance(row, Workflow):
         workflow_id = row.id
     else:
         workflow_id = row.workflow_id
         if isinstance(row, Stage):
             stage_name = stage_name or row.name
-    events.record(
-        tx,
-        kind,
-        event_message,
-        workflow_id=workflow_id,
-        stage_name=stage_name,
-        node_id=node_id,
-        **data,
+    _record_move(
+        tx, machine, current, target, event_message, workflow_id, stage_name, node_id, data
     )
+
+
+def run_moved(
+    tx: Transaction,
+    run_id: int,
+    workflow_id: str,
+    current: str,
+    target: str,
+    event_message: str = "",
+    *,
+    when: float | None = None,
+    stage_name: str | None = None,
+    node_id: str | None = None,
+    **data: Any,
+) -> None:
+    """:func:`transition` for a run whose row the session does not hold, known to be in
+    ``current`` (the engine's :class:`~fuzzball_core.orchestrate.context.LiveRun`): the same
+    check, columns and event, the row written without being read
+    (:meth:`~fuzzball_core.orchestrate.transaction.Transaction.write_run`)."""
+    RUN.check(current, target)
+    values: dict[str, Any] = {"status": target}
+    column = _STAMPED.get(target)
+    if column is not None:
+        values[column] = when if when is not None else tx.now
+    tx.write_run(run_id, **values)
+    _record_move(tx, RUN, current, target, event_message, workflow_id, stage_name, node_id, data)
+
+
+#: The time column each status stamps (``when`` the move happened).
+_STAMPED: dict[str, str] = {
+    Status.STARTED: "started_at",
+    ASSIGNED: "assigned_at",
+    **dict.fromkeys(_ENDED, "finished_at"),
+}
+
+
+def _record_move(
+    tx: Transaction,
+    machine: Machine,
+    current: str,
+    target: str,
+    message: str,
+    workflow_id: str,
+    stage_name: str | None,
+    node_id: str | None,
+    data: dict[str, Any],
+) -> None:
+    """Record the event of the move, if it has one."""
+    kind = machine.events.get((current, target))
+    if kind is not None:
+        events.record(
+            tx,
+            kind,
+            message,
+            workflow_id=workflow_id,
+            stage_name=stage_name,
+            node_id=node_id,
+            **data,
+        )

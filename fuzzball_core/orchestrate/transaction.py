@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, inspect, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Table, bindparam, event, insert, inspect, select, update
+from sqlalchemy.orm import ORMExecuteState, Session
 
 from fuzzball_core.orchestrate.messages import ToNode
 from fuzzball_core.store.models import ApiToken, Event, Run, Stage, Workflow
@@ -19,6 +19,10 @@ from fuzzball_core.vocabulary import EventKind
 
 #: The events table, for its Core INSERT (a mapped class's ``__table__`` is typed loosely).
 _EVENTS = cast(Table, Event.__table__)
+#: The runs table, for the Core UPDATEs of :meth:`Transaction.write_run`.
+_RUNS = cast(Table, Run.__table__)
+#: Where a session keeps the transaction whose run writes wait (``Session.info``).
+_WRITES_RUNS = "fuzzball.run_writes"
 
 #: The events that end a workflow: its tokens are revoked by the transaction ending it.
 WORKFLOW_ENDINGS = frozenset(
@@ -47,6 +51,8 @@ class Transaction:
     #: be filled once before it commits (:func:`~fuzzball_core.orchestrate.placement.
     #: fill_task_windows`) rather than once per task that ended
     windows_due: set[int] = field(default_factory=set)
+    #: columns to write to runs the session does not hold (:meth:`write_run`), by run id
+    run_writes: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
@@ -70,6 +76,18 @@ class Transaction:
             )
             self.loaded.extend(row for triple in rows for row in triple)
 
+    def load_stages(self, stage_ids: Iterable[int]) -> None:
+        """Load these stages with their workflows in one joined query (the runs applied
+        without their rows still end or start tasks of them), those the session lacks."""
+        wanted = {stage_id for stage_id in stage_ids if not self.holds(Stage, stage_id)}
+        if wanted:
+            rows = self.session.execute(
+                select(Stage, Workflow)
+                .join(Workflow, Workflow.id == Stage.workflow_id)
+                .where(Stage.id.in_(wanted))
+            )
+            self.loaded.extend(row for pair in rows for row in pair)
+
     def _held(self, run_id: int) -> bool:
         """Whether the session holds the run, its stage and its workflow, none expired."""
         held = self.session.identity_map
@@ -84,6 +102,32 @@ class Transaction:
             and not inspect(stage).expired_attributes
             and not inspect(workflow).expired_attributes
         )
+
+    def holds(self, model: type, key: Any) -> bool:
+        """Whether the session holds the row of ``model`` with this primary key."""
+        return Session.identity_key(model, key) in self.session.identity_map
+
+    def write_run(self, run_id: int, **values: Any) -> None:
+        """Write these columns of a run the session does not hold, without loading its row
+        (its state is the engine's :class:`~fuzzball_core.orchestrate.context.LiveRun`):
+        the writes of a pass go out together, as one UPDATE per set of columns, before the
+        session's next statement (so a query or a load sees them) or at the commit. A run
+        the session holds is changed through its row instead (or the two would disagree)."""
+        if not self.run_writes:
+            self.session.info[_WRITES_RUNS] = self
+        self.run_writes.setdefault(run_id, {}).update(values)
+
+    def write_runs(self) -> None:
+        """Send the waiting :meth:`write_run` writes (one executemany per set of columns)."""
+        writes, self.run_writes = self.run_writes, {}
+        self.session.info.pop(_WRITES_RUNS, None)
+        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for run_id, values in writes.items():
+            shapes.setdefault(tuple(sorted(values)), []).append({"run_id": run_id, **values})
+        # the connection's execute, not the session's: that would call this again first
+        connection = self.session.connection()
+        for rows in shapes.values():
+            connection.execute(update(_RUNS).where(_RUNS.c.id == bindparam("run_id")), rows)
 
     def load_workflows(self, workflow_ids: Iterable[str]) -> None:
         """Load these workflows with all their stages in one joined query (advancing a
@@ -114,6 +158,7 @@ class Transaction:
         """Write the recorded events (one multi-row INSERT instead of an ORM object each,
         whose construction and flush cost more than the row), revoke the tokens of the
         workflows that ended, and commit the session."""
+        self.write_runs()
         ended = {
             event["workflow_id"]
             for event in self.events
@@ -155,6 +200,15 @@ class Transaction:
     def send(self, node_ids: Iterable[str], message: ToNode) -> None:
         """Send ``message`` to each of ``node_ids`` once the transaction commits."""
         self.outbox.extend((node_id, message) for node_id in node_ids)
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _runs_written_first(state: ORMExecuteState) -> None:
+    """Before any statement of a session with :meth:`Transaction.write_run` writes waiting
+    (a load, a query, a flush's query): send them, so that it reads the runs as written."""
+    waiting = state.session.info.get(_WRITES_RUNS)
+    if waiting is not None:
+        waiting.write_runs()
 
 
 def task_label(run: Run) -> str:
