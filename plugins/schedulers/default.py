@@ -414,10 +414,16 @@ class DefaultScheduler(Scheduler):
                     core_ids = node.cores_for(job.shape) or ()
                     cpus[node.id] = logical_cpus(topology, core_ids, pinning.threads)
             index.add_job(node, job_id, usage, exclusive, core_ids, ports)
-        # most jobs run on one node: no generator (its allocation also counts toward the
-        # collector's next run, which py-spy showed landing on this line)
-        node_ids = (nodes[0].id,) if len(nodes) == 1 else tuple([node.id for node in nodes])
-        classes = (nodes[0].cls,) if len(nodes) == 1 else tuple(dict.fromkeys(n.cls for n in nodes))
+        # most jobs run on one node: no generator, and the node's and its class's one-item
+        # tuples (new ones were two more objects per running job for the cyclic collector
+        # to count toward its full collections)
+        node_ids: tuple[str, ...]
+        classes: tuple[NodeClass, ...]
+        if len(nodes) == 1:
+            node_ids, classes = nodes[0].id_tuple, nodes[0].cls.class_tuple
+        else:
+            node_ids = tuple([node.id for node in nodes])
+            classes = tuple(dict.fromkeys(n.cls for n in nodes))
         self._allocations[job_id] = _Allocation(job, node_ids, end, charge, classes)
         self._fair.charge(job, charge)
         for cls in classes:

@@ -90,6 +90,7 @@ class NodeClass:
         "cap_key",
         "cap_memory",
         "changes",
+        "class_tuple",
         "device_kinds",
         "device_plugin_failed",
         "free",
@@ -106,6 +107,9 @@ class NodeClass:
 
     def __init__(self, profile: tuple, info: NodeInfo) -> None:
         self.profile = profile
+        #: ``(self,)``: the classes of every job placed on one node of the class, one tuple
+        #: for all of them (a tuple per running job was one more object for the collector)
+        self.class_tuple: tuple[NodeClass] = (self,)
         self.annotations: dict[str, str] = dict(info.annotations)
         capacity = info.capacity
         self.cap_cores = capacity.cores
@@ -232,6 +236,7 @@ class IndexedNode:
         "free_devices",
         "free_memory",
         "id",
+        "id_tuple",
         "in_index",
         "info",
         "jobs",
@@ -244,6 +249,8 @@ class IndexedNode:
 
     def __init__(self, info: NodeInfo, cls: NodeClass, rank: int, slot: int) -> None:
         self.id = info.id
+        #: ``(id,)``: the node ids of every job placed on this node alone, one tuple for all
+        self.id_tuple: tuple[str] = (info.id,)
         #: the node's place in the order of node ids (ties of free memory in the index)
         self.rank = rank
         #: the node's record in the index's book (see the module docstring)

@@ -223,7 +223,7 @@ def replay_ends(
     for end, job_id in ends:
         if not open_queries:
             break
-        answered_any = False
+        answered: list[StartQuery] = []
         for node_id in allocations[job_id].node_ids:
             node = nodes[node_id]
             if node.unavailable_label is not None:
@@ -249,19 +249,23 @@ def replay_ends(
                 fitting[node_id] = None
                 if len(fitting) >= needed and query.start is None:
                     query.start = end
-                    answered_any = True
-        if answered_any:
+                    answered.append(query)
+        if answered:
             open_queries = [query for query in open_queries if query.start is None]
-            _drop_answered(by_class)
+            _drop_answered(by_class, answered)
     return shadow
 
 
-def _drop_answered(by_class: dict[NodeClass, list[_Asking]]) -> None:
-    """Take the answered questions out of each class's list (in place, order kept), and the
-    classes left with none. Rebuilding every list from the open questions cost as much
-    again each time one of a replay's 20-odd questions was answered."""
-    for cls in list(by_class):
-        asking = by_class[cls]
+def _drop_answered(by_class: dict[NodeClass, list[_Asking]], answered: list[StartQuery]) -> None:
+    """Take the ``answered`` questions out of the lists of the classes they ask about (in
+    place, order kept), and the classes left with none. Rebuilding every list from the open
+    questions cost as much again each time one of a replay's 20-odd questions was answered,
+    and filtering every class's list, not only the answered questions' few, 4 % of the
+    churn run."""
+    for cls in {cls for query in answered for cls in query.request_keys}:
+        asking = by_class.get(cls)
+        if asking is None:
+            continue
         still = [entry for entry in asking if entry[0].start is None]
         if not still:
             del by_class[cls]
