@@ -8,6 +8,7 @@ of the interface). ``python3 plugins/schedulers/build_ffi.py`` builds it in plac
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,4 +51,7 @@ if __name__ == "__main__":
     # built in a scratch folder (cffi writes its generated C there), the module copied in
     with tempfile.TemporaryDirectory() as scratch:
         built = builder(str(CSRC / "free_index.c")).compile(tmpdir=scratch, verbose=True)
-        shutil.copy2(built, CSRC.parent / Path(built).name)
+        # replaced, not written over: a running process that mapped the old one keeps it
+        target = CSRC.parent / Path(built).name
+        shutil.copy2(built, target.with_suffix(".new"))
+        os.replace(target.with_suffix(".new"), target)

@@ -28,7 +28,6 @@ from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
 from fuzzball_plugins.schedulers.node_index import (
     EXCLUSIVE_BUSY,
     OUTLASTS_NODE,
-    IndexedNode,
     NodeClass,
     NodeIndex,
 )
@@ -280,7 +279,7 @@ class Diagnostics:
         if memo is not None and memo[0] == cls.changes:
             return memo[1], memo[2], memo[3]
         counted: dict[str, int] | None = {} if counting else None
-        with_room, candidate = _scan_free(cls, need_key, need_memory, counted, self._index.by_rank)
+        with_room, candidate = _scan_free(cls, need_key, need_memory, counted, self._index)
         if len(self._walks) >= _WALKS_BOUND:
             self._walks.clear()
         self._walks[memo_key] = (cls.changes, with_room, candidate, counted)
@@ -314,55 +313,28 @@ def _scan_free(
     need_key: tuple[int, ...],
     need_memory: int,
     groups: dict[str, int] | None,
-    by_rank: Mapping[int, IndexedNode],
+    index: NodeIndex,
 ) -> tuple[list[str], tuple | None]:
-    """One walk over a class's free keys: the ids of nodes with room for the need, and the
-    node closest to having room without having it (the roomiest candidate).
-
-    With ``groups``, also counts the other nodes under the free resource they lack first:
-    cores, then memory, then each device kind.
-    """
-    with_room: list[str] = []
+    """One walk over a class's free keys (in C: :meth:`NodeIndex.scan_free`): with
+    ``groups``, the ids of nodes with room for the need, the other nodes counted under the
+    free resource they lack first (cores, then each device kind; memory when that is all, or
+    besides a device kind); and the node closest to having room without having it (the
+    roomiest candidate)."""
+    lacking, ranks, near = index.scan_free(cls, need_key, need_memory)
     kinds = cls.device_kinds
-    cores = need_key[-1]
-    best: tuple | None = None
-    for position, row in enumerate(cls.free_keys(need_memory)):
-        key, count, low, top_memory, top_rank, below_memory, below_rank = row
-        short_kind = None
-        score = 0.0
-        if key[-1] < cores:
-            short_kind = "cores"
-            score = (cores - key[-1]) / max(cores, 1)
-        for i, kind in enumerate(kinds):
-            if key[i] < need_key[i]:
-                short_kind = short_kind or kind
-                score += (need_key[i] - key[i]) / max(need_key[i], 1)
-        if groups is not None:
-            if short_kind == "cores":
-                groups[INSUFFICIENT_CORES] = groups.get(INSUFFICIENT_CORES, 0) + count
-            else:
-                if low:
-                    groups[INSUFFICIENT_MEMORY] = groups.get(INSUFFICIENT_MEMORY, 0) + low
-                if short_kind is not None:
-                    if low < count:
-                        label = f"insufficient {short_kind}"
-                        groups[label] = groups.get(label, 0) + count - low
-                elif low < count:
-                    ranks = cls.ranks_with_room(position, need_memory, count - low)
-                    with_room.extend([by_rank[rank].id for rank in ranks])
-        # the node of this key closest to fitting: most memory among those short of something
-        if short_kind is not None:
-            memory, rank = top_memory, top_rank
-        elif low:
-            memory, rank = below_memory, below_rank
-        else:
-            continue
-        node_id = by_rank[rank].id
-        if memory < need_memory:
-            score += (need_memory - memory) / max(need_memory, 1)
-        if best is None or (score, node_id) < best[:2]:
-            best = (score, node_id, key, memory, need_key, need_memory, kinds)
-    return with_room, best
+    by_rank = index.by_rank
+    with_room: list[str] = []
+    if groups is not None:
+        with_room = [by_rank[rank].id for rank in ranks]
+        labels = [*(f"insufficient {kind}" for kind in kinds), INSUFFICIENT_CORES]
+        labels.append(INSUFFICIENT_MEMORY)
+        for label, count in zip(labels, lacking, strict=True):
+            if count:
+                groups[label] = groups.get(label, 0) + count
+    if near is None:
+        return with_room, None
+    score, key, memory, rank = near
+    return with_room, (score, by_rank[rank].id, key, memory, need_key, need_memory, kinds)
 
 
 def _lacks(

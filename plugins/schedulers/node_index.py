@@ -60,11 +60,6 @@ RANK_MASK = (1 << RANK_BITS) - 1
 #: mostly finds a free rank there without renumbering every node
 _RANK_GAP = 1 << 16
 
-#: A free key's row for a survey (:meth:`NodeClass.free_keys`): the key, its node count, how
-#: many of them have less memory free than asked, the free memory and rank of its roomiest
-#: node, and those of the roomiest node with less memory than asked (0 and -1: none has).
-FreeKeyRow = tuple[tuple[int, ...], int, int, int, int, int, int]
-
 #: How many ranks :meth:`NodeIndex.iter_fitting` asks the C index for at once.
 _BATCH = 256
 #: How many request keys' C arrays are kept before the table starts over.
@@ -141,29 +136,6 @@ class NodeClass:
         #: bumped whenever a node enters, leaves or moves in the index (``free`` and
         #: ``idle`` change only then): what was computed from them at an equal count holds
         self.changes = 0
-
-    def free_keys(self, memory: int) -> list[FreeKeyRow]:
-        """For a survey of a need of ``memory``: one :data:`FreeKeyRow` per free key, in
-        key order."""
-        width = len(self.cap_key)
-        count = lib.fi_class_nkeys(self.free)
-        if not count:
-            return []
-        stride = width + 6
-        rows = ffi.new("int64_t[]", count * stride)
-        lib.fi_survey(self.free, memory, rows)
-        flat = ffi.unpack(rows, count * stride)
-        return [
-            (tuple(flat[at : at + width]), *flat[at + width : at + stride])
-            for at in range(0, count * stride, stride)
-        ]
-
-    def ranks_with_room(self, position: int, memory: int, count: int) -> list[int]:
-        """The ranks of the nodes of the free key at ``position`` (key order; ``count``
-        nodes) with at least ``memory`` free, least memory first."""
-        out = ffi.new("int64_t[]", count)
-        written = lib.fi_ranks_from(self.free, position, memory, out)
-        return ffi.unpack(out, written)
 
     def request_key(self, shape: JobShape) -> tuple[int, ...] | None:
         """``shape``'s request as a free key of this class, or None if the class lacks one of
@@ -344,6 +316,8 @@ class NodeIndex:
         #: :meth:`iter_fitting`'s cursor and batch of ranks
         self._cursor = ffi.new("int32_t[2]")
         self._batch = ffi.new("int64_t[]", _BATCH)
+        #: :meth:`scan_free`'s ranks with room (as long as the largest class's index)
+        self._scan_room = ffi.new("int64_t[]", _BATCH)
         #: every registered node id, sorted (ranks follow this order)
         self._ids: list[str] = []
         self._ranks: dict[str, int] = {}
@@ -679,6 +653,30 @@ class NodeIndex:
                 return
             cursor[0], cursor[1] = resume
             room = _BATCH
+
+    def scan_free(
+        self, cls: NodeClass, need_key: tuple[int, ...], memory: int
+    ) -> tuple[list[int], list[int], tuple[float, tuple[int, ...], int, int] | None]:
+        """One walk over ``cls``'s free keys for a need of ``need_key`` and ``memory`` (a
+        survey's): the indexed nodes without room counted under what they lack first (a
+        list of counts: one per device kind, then the cores, then the memory), the ranks of
+        those with room, and the node closest to having room without it, as ``(score, free
+        key, free memory, rank)`` (least score, then least node id; the score sums each
+        component's shortfall as a fraction of the need), or None when every node has
+        room. See ``fi_scan`` in ``csrc/free_index.h``."""
+        width = len(need_key)
+        lacking = ffi.new("int64_t[]", width + 1)
+        closest = ffi.new("int64_t[]", width + 2)
+        score = ffi.new("double *")
+        count = lib.fi_class_count(cls.free)
+        if len(self._scan_room) < count:
+            self._scan_room = ffi.new("int64_t[]", max(count, 2 * len(self._scan_room)))
+        room = self._scan_room
+        written = lib.fi_scan(cls.free, self._need(need_key), memory, lacking, room, closest, score)
+        near = None
+        if closest[width + 1] >= 0:
+            near = (score[0], tuple(ffi.unpack(closest, width)), closest[width], closest[width + 1])
+        return ffi.unpack(lacking, width + 1), ffi.unpack(room, written), near
 
     def first_fit(
         self, cls: NodeClass, request_key: tuple[int, ...], memory: int

@@ -132,3 +132,30 @@ def test_a_walk_longer_than_one_batch_yields_every_fitting_node_once_in_order():
     # another walk between two batches of the first leaves the first where it was
     assert fitting(index, cls, 1)[:3] == names[:3]
     assert [first.id, *ids(walk)] == names
+
+
+def test_a_survey_walk_counts_each_node_under_what_it_lacks_first():
+    index = NodeIndex()
+    for node_id in ["a", "b", "c", "d"]:
+        index.upsert(node(node_id, cores=8, memory_gib=16, gpus=2))
+    index.add_job(index.nodes["a"], "j1", (6, 0, (("nvidia.com/gpu", 0),)), False)
+    index.add_job(index.nodes["b"], "j2", (0, 12 * GiB, (("nvidia.com/gpu", 2),)), False)
+    index.add_job(index.nodes["c"], "j3", (0, 12 * GiB, ()), False)
+    cls = index.nodes["a"].cls
+    # need 4 cores, 8 GiB, 1 GPU: a lacks cores; b lacks a GPU and memory (counted under
+    # memory, as a node lacking only memory would be); c lacks memory; d has room
+    lacking, ranks, near = index.scan_free(cls, (1, 4), 8 * GiB)
+    assert lacking == [0, 1, 2]  # GPUs, cores, memory
+    assert [index.by_rank[rank].id for rank in ranks] == ["d"]
+    assert near is not None
+    score, key, memory, rank = near
+    # a lacks half the cores asked, c half the memory (b more): the tie goes to the least id
+    assert (score, index.by_rank[rank].id) == (0.5, "a")
+    assert (key, memory) == ((2, 2), 16 * GiB)
+
+
+def test_a_survey_walk_of_a_class_where_every_node_has_room_names_no_closest_node():
+    index = NodeIndex()
+    index.upsert(node("a", cores=8))
+    lacking, ranks, near = index.scan_free(only_class(index), (2,), GiB)
+    assert (lacking, len(ranks), near) == ([0, 0], 1, None)

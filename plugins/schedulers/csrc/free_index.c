@@ -346,28 +346,58 @@ int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int
     return written;
 }
 
-void fi_survey(const fi_class *cls, int64_t memory, int64_t *rows) {
+int32_t fi_scan(const fi_class *cls, const int64_t *need, int64_t memory, int64_t *lacking,
+                int64_t *with_room, int64_t *closest, double *score) {
     int ncomp = cls->ncomp;
+    int64_t cores = need[ncomp - 1];
+    int32_t written = 0;
+    double best = 0;
+    closest[ncomp + 1] = -1;
     for (int32_t k = 0; k < cls->nkeys; k++) {
-        int64_t *row = rows + (int64_t)k * (ncomp + 6);
+        const int64_t *key = cls->keys + (int64_t)k * ncomp;
         const entry_list *list = cls->lists + k;
         int32_t low = entry_position(list, memory, INT64_MIN);
-        memcpy(row, cls->keys + (int64_t)k * ncomp, sizeof(int64_t) * (size_t)ncomp);
-        row[ncomp] = list->count;
-        row[ncomp + 1] = low;
-        row[ncomp + 2] = list->entries[list->count - 1].memory;
-        row[ncomp + 3] = list->entries[list->count - 1].rank;
-        row[ncomp + 4] = low ? list->entries[low - 1].memory : 0;
-        row[ncomp + 5] = low ? list->entries[low - 1].rank : -1;
+        /* what the key lacks first: the cores, else the first device kind it lacks */
+        int short_at = -1;
+        double this_score = 0;
+        if (key[ncomp - 1] < cores) {
+            short_at = ncomp - 1;
+            this_score = (double)(cores - key[ncomp - 1]) / (double)(cores > 1 ? cores : 1);
+        }
+        for (int i = 0; i < ncomp - 1; i++) {
+            if (key[i] < need[i]) {
+                if (short_at < 0)
+                    short_at = i;
+                this_score += (double)(need[i] - key[i]) / (double)(need[i] > 1 ? need[i] : 1);
+            }
+        }
+        if (short_at == ncomp - 1) {
+            lacking[ncomp - 1] += list->count;
+        } else {
+            lacking[ncomp] += low;
+            if (short_at >= 0)
+                lacking[short_at] += list->count - low;
+            else
+                for (int32_t at = low; at < list->count; at++)
+                    with_room[written++] = list->entries[at].rank;
+        }
+        const entry *near;
+        if (short_at >= 0)
+            near = list->entries + list->count - 1;
+        else if (low)
+            near = list->entries + low - 1;
+        else
+            continue;
+        if (near->memory < memory)
+            this_score += (double)(memory - near->memory) / (double)(memory > 1 ? memory : 1);
+        if (closest[ncomp + 1] < 0 || this_score < best ||
+            (this_score == best && near->rank < closest[ncomp + 1])) {
+            best = this_score;
+            memcpy(closest, key, sizeof(int64_t) * (size_t)ncomp);
+            closest[ncomp] = near->memory;
+            closest[ncomp + 1] = near->rank;
+        }
     }
-}
-
-int32_t fi_ranks_from(const fi_class *cls, int32_t position, int64_t memory, int64_t *out) {
-    if (position < 0 || position >= cls->nkeys)
-        return 0;
-    const entry_list *list = cls->lists + position;
-    int32_t written = 0;
-    for (int32_t at = entry_position(list, memory, INT64_MIN); at < list->count; at++)
-        out[written++] = list->entries[at].rank;
+    *score = best;
     return written;
 }

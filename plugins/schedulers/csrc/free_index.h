@@ -56,14 +56,18 @@ int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory);
  * it wrote (fewer than `room`: the walk is over). */
 int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int32_t *cursor,
                    int64_t *out, int32_t room);
-/* One row per free key, in key order, for a survey of a need of `memory`: the key's
- * components, its node count, how many of its nodes have less than `memory` free, the
- * memory and rank of its node with the most memory, and of the node with the most memory
- * below `memory` (0 and -1 when none). `rows` holds fi_class_nkeys rows of ncomp + 6. */
-void fi_survey(const fi_class *cls, int64_t memory, int64_t *rows);
-/* The ranks of the nodes of the free key at `position` (key order) with at least `memory`
- * free, least memory first, into `out` (room for the key's node count); returns how many. */
-int32_t fi_ranks_from(const fi_class *cls, int32_t position, int64_t memory, int64_t *out);
+/* A survey's walk of `cls` for a need of `need` (ncomp components) and `memory`. Every
+ * indexed node without room is counted under what it lacks first: in `lacking` (ncomp + 1
+ * counts, added to), index ncomp - 1 for the cores, i for device kind i, ncomp for memory
+ * (a node short of cores counts there alone; one short of a device kind counts under
+ * memory when it lacks memory too). The ranks of the nodes with room go to `with_room`
+ * (room for fi_class_count ranks), least key, then least memory first; their number is
+ * returned. The node closest to having room without having it (least score, then least
+ * rank; the score sums the shortfall of each component as a fraction of the need) goes to
+ * `closest` (ncomp + 2: its free key, free memory and rank; rank -1 when every node has
+ * room) and its score to `score`. */
+int32_t fi_scan(const fi_class *cls, const int64_t *need, int64_t memory, int64_t *lacking,
+                int64_t *with_room, int64_t *closest, double *score);
 /* cffi-cdef-end */
 
 #endif
