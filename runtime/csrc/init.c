@@ -113,24 +113,27 @@ static void reap(long command) {
     }
 }
 
-/* The command's process runs on this stack until it executes the command (or exits): PID 1
- * is suspended meanwhile (CLONE_VFORK), so nothing else uses it. exec_search's path buffer
- * (4 KiB) and an error report are the deepest frames. */
+/* The command's process runs on this stack until it executes the command (or exits). PID 1
+ * runs on, on its own stack, and never touches this one. exec_search's path buffer (4 KiB)
+ * and an error report are the deepest frames. */
 static char command_stack[32 * 1024] __attribute__((aligned(16)));
 
 static int command_main(void *options) { init_exec_command(options); }
 
-/* Start the command's process: clone3 with CLONE_VM | CLONE_VFORK on command_stack, as
- * posix_spawn does, instead of fork. A fork copied PID 1's page tables for a process that
- * only sets its credentials and executes, then took copy-on-write faults on both sides and
- * tore the copy down again at the exec; sharing the memory until the exec spares all of it.
+/* Start the command's process: clone3 with CLONE_VM on command_stack instead of fork. A fork
+ * copied PID 1's page tables for a process that only sets its credentials and executes,
+ * then took copy-on-write faults on both sides and tore the copy down again at the exec.
  * The child has its own descriptor table and fs state (no CLONE_FILES, CLONE_FS), so its
- * credentials, umask, directory and close-on-exec descriptors are its own, as after fork.
- * A kernel without clone3 gets the fork. Returns the pid, or -errno. */
+ * credentials, umask, directory and close-on-exec descriptors are its own, as after fork;
+ * until its exec it only reads PID 1's memory (the options, the groups, the environment),
+ * which PID 1 no longer writes. Not CLONE_VFORK: PID 1 goes on at once to close its end of
+ * the error pipe, so the agent's EOF comes with the command's exec, not after PID 1's next
+ * turn on a CPU (a wake-up more on every start's path). A kernel without clone3 gets the
+ * fork. Returns the pid, or -errno. */
 static long spawn_command(const struct init_options *o) {
     struct fbrt_clone_args ca;
     memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_VM | CLONE_VFORK;
+    ca.flags = CLONE_VM;
     ca.exit_signal = SIGCHLD;
     ca.stack = (uint64_t)(unsigned long)command_stack;
     ca.stack_size = sizeof(command_stack);
