@@ -100,6 +100,11 @@ def main() -> None:
         "--profile", metavar="DIR", help="py-spy Orchestrate (lease window, array) into DIR"
     )
     parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: record only the thread holding the GIL (py-spy --gil)",
+    )
+    parser.add_argument(
         "--pass-budget",
         type=float,
         help="Orchestrate's orchestrate.pass-budget in seconds (default: its own)",
@@ -118,7 +123,7 @@ def main() -> None:
         print(f"no nodes: Orchestrate idle at {idle * 100:.1f} % of one core")
         rows = []
         for size in sizes:
-            recorder = spy(cluster.pid, options.profile, f"join-{size}")
+            recorder = spy(cluster.pid, options.profile, f"join-{size}", gil=options.profile_gil)
             began = time.monotonic()
             cluster.add_nodes(size - cluster.nodes)
             # a join is a Register and a Hello each, on Orchestrate's one loop: minutes for
@@ -127,7 +132,7 @@ def main() -> None:
             joined = time.monotonic() - began
             unspy(recorder)
             time.sleep(options.lease / 3)  # every node past its first heartbeat
-            recorder = spy(cluster.pid, options.profile, f"lease-{size}")
+            recorder = spy(cluster.pid, options.profile, f"lease-{size}", gil=options.profile_gil)
             cpu, beats = lease_cpu(cluster, options.window)
             unspy(recorder)
             print(
@@ -138,7 +143,7 @@ def main() -> None:
             )
             if not options.tasks:
                 continue
-            recorder = spy(cluster.pid, options.profile, f"array-{size}")
+            recorder = spy(cluster.pid, options.profile, f"array-{size}", gil=options.profile_gil)
             rate, per_job, workflows, nodes = zero_length_jobs(cluster, options.tasks)
             unspy(recorder)
             rss = rss_bytes(cluster.pid) / (1 << 20)

@@ -55,9 +55,13 @@ jobs:
 PYCACHE = Path(tempfile.gettempdir()) / "fuzzball-bench-pycache"
 
 
-def spy(pid: int, directory: str | None, name: str) -> subprocess.Popen[bytes] | None:
-    """py-spy recording process ``pid`` into DIRECTORY/NAME.txt (raw collapsed stacks) until
-    :func:`unspy`, or None when not profiling."""
+def spy(
+    pid: int, directory: str | None, name: str, *, gil: bool = False
+) -> subprocess.Popen[bytes] | None:
+    """py-spy recording process ``pid`` into DIRECTORY/NAME.txt (raw collapsed stacks, each
+    under its thread: the engine's loop, the REST gateway's, their workers) until
+    :func:`unspy`, or None when not profiling. ``gil``: only the samples of the thread holding
+    the GIL (where the CPU of Python goes, not where threads wait)."""
     if directory is None:
         return None
     Path(directory).mkdir(parents=True, exist_ok=True)
@@ -74,6 +78,8 @@ def spy(pid: int, directory: str | None, name: str) -> subprocess.Popen[bytes] |
             "--output",
             f"{directory}/{name}.txt",
             "--nonblocking",
+            "--threads",
+            *(["--gil"] if gil else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -224,7 +224,8 @@ def explanation_message(explanation: StageExplanation) -> pb.StageExplanation:
     )
 
 
-def _gib(size: int) -> float:
+def gib(size: int) -> float:
+    """Bytes as GiB, to three decimals (the messages' ``*_gb`` fields)."""
     return round(size / _GIB, 3)
 
 
@@ -252,7 +253,7 @@ def node_list_message(node: NodeView) -> pb.ListNodeInfo:
         host_name=node.name,
         status=node.status,
         cores=node.cores,
-        memory_gb=_gib(node.memory),
+        memory_gb=gib(node.memory),
         devices=sum(node.devices.values()),
         running_jobs=len(node.stages),
         resource=_node_resources(node),
@@ -272,9 +273,9 @@ def node_message(node: NodeView) -> pb.GetNodeInfo:
         total_cores=node.cores,
         available_cores=node.cores - node.used_cores,
         allocated_cores=node.used_cores,
-        total_memory_gb=_gib(node.memory),
-        available_memory_gb=_gib(node.memory - node.used_memory),
-        allocated_memory_gb=_gib(node.used_memory),
+        total_memory_gb=gib(node.memory),
+        available_memory_gb=gib(node.memory - node.used_memory),
+        allocated_memory_gb=gib(node.used_memory),
         device_summaries=[
             pb.DeviceTypeSummary(
                 device_type=name,
@@ -288,7 +289,7 @@ def node_message(node: NodeView) -> pb.GetNodeInfo:
         id=node.id,
         host_name=node.name,
         status=node.status,
-        memory_gb=_gib(node.memory),
+        memory_gb=gib(node.memory),
         running_jobs=running,
         resource_summary=summary,
         resource=_node_resources(node),

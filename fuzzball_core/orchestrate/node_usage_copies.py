@@ -5,12 +5,16 @@ stages) and when it was last heard (a heartbeat not yet written to its row). Bot
 the engine's memory, which its passes change on the engine's loop; a node list served from
 the REST gateway's own thread (:mod:`fuzzball_core.api.gateway_thread`) must not read it
 while a pass changes it. :class:`NodeUsages` gives such a reader a copy made on the
-engine's loop between two of its turns (a :class:`NodeUsageCopy`, never changed after, swapped
-by reference), no older than :data:`MAX_AGE`: the latest one when it is young enough, and
-a new one is asked for meanwhile; while readers keep coming (:data:`KEEP_WARM`) the loop
-makes a new one every ``MAX_AGE / 2`` unasked, so that a list polled every few seconds
-never waits for the loop (and the pass holding it). A caller on the engine's loop gets a
-copy made at once.
+engine's loop between two of its turns (a :class:`NodeUsageCopy` of every node the engine
+knows, never changed after, swapped by reference). The latest copy is served when it is
+at most :data:`MAX_STALE` old rather than wait for a loop busy with a pass (a new one is
+asked for meanwhile, for the next reader); only without a copy that young does a reader
+wait for the loop. While readers keep coming (:data:`KEEP_WARM`) the loop makes a new one
+every ``MAX_AGE / 2`` unasked, so a list polled every few seconds finds one about a second
+old, a little over :data:`MAX_AGE` when passes held the loop. A reader checks each node's row
+against the copy (:meth:`NodeUsageCopy.agrees`): a node whose state or capacity changed
+after the copy was made is not shown with the copy's usage, the reader asks for a copy made
+after it instead. A caller on the engine's loop gets a copy made at once.
 """
 
 from __future__ import annotations
@@ -28,11 +32,16 @@ from fuzzball_core.errors import NotFound, Unavailable
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.nodes import lease_of
 from fuzzball_core.scheduling import NodeUsage
+from fuzzball_core.vocabulary import NodeStatus
 
-#: the oldest copy a reader off the engine's loop is given, in seconds: what a node list
-#: shows of usage may lag by so much (heartbeats, which last-heard times show, come every
-#: few seconds anyway)
+#: while readers come, the engine's loop makes a copy every ``MAX_AGE / 2`` seconds: a
+#: reader is given one at most about this old unless a pass held the loop longer
 MAX_AGE = 2.0
+#: the oldest copy a reader off the engine's loop is given, in seconds, when the loop has
+#: not made a fresher one (a pass holds it): what a node list shows of usage and last-heard
+#: times may lag by so much, never a node's state (see NodeUsageCopy.agrees); heartbeats,
+#: which last-heard times show, come every few seconds anyway
+MAX_STALE = 10.0
 #: while readers came within this many seconds, a new copy is made every ``MAX_AGE / 2``
 #: without being asked, so that a list every few seconds never waits for the engine's loop
 KEEP_WARM = 30.0
@@ -42,14 +51,15 @@ WAIT = 30.0
 
 @dataclass(frozen=True)
 class NodeUsageCopy:
-    """The scheduler's usage of some nodes and when each was last heard, at one moment."""
+    """The scheduler's usage of nodes and when each was last heard, at one moment."""
 
     #: when it was made (``time.monotonic``)
     made: float
-    #: the nodes it was made for (a node the scheduler does not know has no usage)
+    #: the nodes it was made for: every node the engine knew then, and those asked for (a
+    #: node the scheduler does not know has no usage)
     nodes: frozenset[str]
     usages: Mapping[str, NodeUsage]
-    #: node id -> when its latest heartbeat came (those with a lease)
+    #: node id -> when its latest heartbeat came (the READY nodes: those with a lease)
     heard: Mapping[str, float]
 
     def last_seen(self, node_id: str, stored: float) -> float:
@@ -57,19 +67,35 @@ class NodeUsageCopy:
         written there yet."""
         return max(stored, self.heard.get(node_id, stored))
 
+    def agrees(self, node_id: str, status: str, cores: int, memory: int) -> bool:
+        """Whether a node's row (its state and capacity, read after the copy was made) is
+        what the engine held when the copy was made: a node that registered, went offline,
+        came back or changed its capacity since must not be shown with this copy's usage
+        (a mixture that never existed)."""
+        if node_id not in self.nodes or (status == NodeStatus.READY) != (node_id in self.heard):
+            return False
+        usage = self.usages.get(node_id)
+        return usage is None or (usage.capacity.cores, usage.capacity.memory) == (cores, memory)
 
-def copy_now(ctx: EngineContext, node_ids: Collection[str], made: float) -> NodeUsageCopy:
-    """A copy of the engine's memory of ``node_ids``: on the engine's loop only."""
+
+def copy_now(
+    ctx: EngineContext, node_ids: Collection[str], made: float, *, every: bool = False
+) -> NodeUsageCopy:
+    """A copy of the engine's memory of ``node_ids`` (``every``: and of every node it
+    knows): on the engine's loop only."""
+    nodes = frozenset(node_ids)
+    if every:
+        nodes = nodes.union(ctx.node_names, ctx.leases)
     usages = {}
-    for node_id in node_ids:
+    for node_id in nodes:
         with contextlib.suppress(NotFound):
             usages[node_id] = ctx.scheduler.node_usage(node_id)
     heard = {
         node_id: until - lease_of(ctx, node_id)
-        for node_id in node_ids
+        for node_id in nodes
         if (until := ctx.leases.get(node_id))
     }
-    return NodeUsageCopy(made, frozenset(node_ids), usages, heard)
+    return NodeUsageCopy(made, nodes, usages, heard)
 
 
 class NodeUsages:
@@ -81,10 +107,12 @@ class NodeUsages:
         ctx: EngineContext,
         *,
         max_age: float = MAX_AGE,
+        max_stale: float = MAX_STALE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ctx = ctx
         self._max_age = max_age
+        self._max_stale = max_stale
         self._clock = clock
         self._home: asyncio.AbstractEventLoop | None = None
         self._home_thread: int | None = None
@@ -103,12 +131,14 @@ class NodeUsages:
         threads are given copies made there."""
         self._home, self._home_thread = loop, threading.get_ident()
 
-    def read(self, node_ids: Collection[str]) -> NodeUsageCopy:
-        """The usage and last-heard times of ``node_ids``.
+    def read(self, node_ids: Collection[str], *, fresh: bool = False) -> NodeUsageCopy:
+        """The usage and last-heard times of ``node_ids`` (and of every node the engine
+        knows).
 
         On the engine's loop: made now. Elsewhere: the latest copy when it covers them and
-        is at most :data:`MAX_AGE` old (a new one is asked for all the same, for the next
-        reader), else a new one, waited for (at most :data:`WAIT` seconds).
+        is at most :data:`MAX_STALE` old, unless ``fresh`` (a new one is asked for all the
+        same, for the next reader), else a new one, made after this call and waited for (at
+        most :data:`WAIT` seconds).
         """
         if self._home is None or threading.get_ident() == self._home_thread:
             return copy_now(self._ctx, node_ids, self._clock())
@@ -117,7 +147,8 @@ class NodeUsages:
         making = self._ask(node_ids)
         if (
             latest is not None
-            and self._clock() - latest.made <= self._max_age
+            and self._clock() - latest.made <= self._max_stale
+            and not fresh
             and latest.nodes.issuperset(node_ids)
         ):
             return latest
@@ -148,7 +179,9 @@ class NodeUsages:
             wanted, self._wanted = self._wanted, set()
         assert future is not None
         try:
-            made = copy_now(self._ctx, wanted, self._clock())
+            # every node, not only those asked for: a node that joined since the last reader
+            # is in the copy the next one is given
+            made = copy_now(self._ctx, wanted, self._clock(), every=True)
         except Exception as exc:  # the readers waiting for it are answered with it
             future.set_exception(exc)
             return

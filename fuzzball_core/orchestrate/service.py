@@ -27,6 +27,7 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, NodeUsages
+from fuzzball_core.orchestrate.run_owners import RunOwner, RunOwners, read_owners
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.plugins import PluginRegistry
@@ -118,6 +119,8 @@ class SqlOrchestrateService(AccountCalls):
         #: what node views show of the engine's memory, copied on its loop for callers on
         #: other threads (the REST gateway's)
         self.node_usages = NodeUsages(engine.context)
+        #: whose work the runs on nodes are, kept from one node list to the next
+        self.run_owners = RunOwners()
 
     @property
     def scheduler(self) -> Scheduler:
@@ -365,10 +368,12 @@ class SqlOrchestrateService(AccountCalls):
             holds: dict[str, list[HoldView]] = {}
             for h in session.execute(select(*_LISTED_HOLD).order_by(NodeHold.id)):
                 holds.setdefault(h.node_id, []).append(HoldView(*h))
-            memory = self.node_usages.read([node.id for node in nodes])
-            labels = _run_labels(
-                session, (job for usage in memory.usages.values() for job in usage.job_ids), who
+            memory = self._node_memory([node.id for node in nodes], nodes)
+            owners = self.run_owners.of(
+                session,
+                _run_ids(job for usage in memory.usages.values() for job in usage.job_ids),
             )
+            labels = _run_labels(owners, who)
             return [
                 self._node_view(
                     session, n, who, memory, holds=tuple(holds.get(n.id, ())), labels=labels
@@ -385,7 +390,16 @@ class SqlOrchestrateService(AccountCalls):
             )
             if node is None:
                 raise NotFound(f"node {node_id} not found")
-            return self._node_view(session, node, who, self.node_usages.read([node.id]))
+            return self._node_view(session, node, who, self._node_memory([node.id], [node]))
+
+    def _node_memory(self, node_ids: list[str], rows: Iterable[NodeColumns]) -> NodeUsageCopy:
+        """The engine's memory of the nodes whose ``rows`` were just read: a copy that agrees
+        with each row's state and capacity (one made before a node changed would show it
+        with usage it never had in that state), asked for anew when the latest does not."""
+        memory = self.node_usages.read(node_ids)
+        if all(memory.agrees(n.id, n.status, n.cores, n.memory) for n in rows):
+            return memory
+        return self.node_usages.read(node_ids, fresh=True)
 
     def _node_view(
         self,
@@ -402,7 +416,8 @@ class SqlOrchestrateService(AccountCalls):
         many nodes at once."""
         usage = memory.usages.get(node.id)
         if labels is None:
-            labels = _run_labels(session, usage.job_ids if usage else (), who)
+            run_ids = _run_ids(usage.job_ids) if usage else []
+            labels = _run_labels(read_owners(session, run_ids), who)
         used: tuple[int, int, dict[str, int], tuple[str, ...]] = (0, 0, {}, ())
         if usage is not None:
             run_ids = sorted(_run_ids(usage.job_ids))
@@ -637,28 +652,14 @@ def _run_ids(job_ids: Iterable[str]) -> list[int]:
     return [int(key.removeprefix("run-")) for key in job_ids if key.startswith("run-")]
 
 
-def _run_labels(session: Session, job_ids: Iterable[str], who: Principal) -> dict[int, str]:
-    """Run id -> ``<workflow id>/<stage name>[/<task>]`` of the runs the scheduler holds,
-    for the runs ``who`` may see (its own; an administrator's, every one); each run of
-    another account is :data:`IN_USE`, so the node's use shows and nothing else of it."""
-    run_ids = _run_ids(job_ids)
-    if not run_ids:
-        return {}
-    labels = {}
-    for chunk in range(0, len(run_ids), 10_000):  # bounded IN lists
-        rows = session.execute(
-            select(Run.id, Run.workflow_id, Stage.name, Run.task_id, Workflow.account_id)
-            .join(Stage, Stage.id == Run.stage_id)
-            .join(Workflow, Workflow.id == Run.workflow_id)
-            .where(Run.id.in_(run_ids[chunk : chunk + 10_000]))
-        )
-        for run_id, workflow_id, name, task, owner in rows:
-            labels[run_id] = (
-                f"{workflow_id}/{name}" + (f"/{task}" if task is not None else "")
-                if sees_workflows_of(who, owner)
-                else IN_USE
-            )
-    return labels
+def _run_labels(owners: Mapping[int, RunOwner], who: Principal) -> dict[int, str]:
+    """Run id -> ``<workflow id>/<stage name>[/<task>]`` of runs the scheduler holds, for
+    the runs ``who`` may see (its own; an administrator's, every one); each run of another
+    account is :data:`IN_USE`, so the node's use shows and nothing else of it."""
+    return {
+        run_id: owner.label() if sees_workflows_of(who, owner.account_id) else IN_USE
+        for run_id, owner in owners.items()
+    }
 
 
 def _hold_view(h: NodeHold) -> HoldView:

@@ -3,8 +3,10 @@
 import dataclasses
 import json
 
+import pytest
+
 from fuzzball_core.api import proto_messages as msg
-from fuzzball_core.api.node_listing import NodeListBody
+from fuzzball_core.api.node_listing import NodeListBody, node_json
 from fuzzball_core.api.rest_messages import to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.service.views import HoldView, NodeView
@@ -61,3 +63,28 @@ def test_a_removed_node_is_not_listed_and_is_listed_anew_when_back():
     assert json.loads(listing.body([node(1, cores=8), node(2)])) == uncached(
         [node(1, cores=8), node(2)]
     )
+
+
+HOLD = HoldView(7, "id-1", "cordon", "admin", "repair", "ops", 1_700_000_000.25)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        node(1),
+        node(1, holds=(HOLD, dataclasses.replace(HOLD, id=8, reason="", placed_by=None))),
+        node(1, devices={}, used_devices={}, annotations={}, stages=()),
+        node(1, used_cores=40, used_memory=128 << 30, used_devices={"nvidia.com/gpu": 3}),
+        node(1, memory=0, cores=0, status="DEPROVISIONED", annotations={"zone": 'ü"/\\'}),
+        node(1, devices={"a": 1, "b": 2}, used_devices={"b": 2, "c": 1}),
+    ],
+    ids=["plain", "holds", "empty", "over-committed", "odd-text", "device-kinds"],
+)
+def test_a_nodes_text_is_its_list_messages_rest_json(view):
+    assert json.loads(node_json(view)) == to_json(msg.node_list_message(view))
+
+
+def test_a_node_running_other_stages_as_many_as_before_lists_its_kept_text():
+    listing = NodeListBody()
+    first = listing.body([node(1, stages=("wf/a",))])
+    assert listing.body([node(1, stages=("wf/b",))]) == first

@@ -1,6 +1,7 @@
 """Node views' copies of the engine's memory (NodeUsages): made at once on the engine's loop,
-made there for readers on other threads, a recent one served without the loop, an old one
-replaced before it is served, new ones made unasked while readers keep coming."""
+made there for readers on other threads (of every node the engine knows), one up to
+MAX_STALE old served without the loop, an older one replaced before it is served, new ones
+made unasked while readers keep coming, and a node's row checked against the copy."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.orchestrate.node_usage_copies import MAX_AGE, NodeUsages
+from fuzzball_core.orchestrate.node_usage_copies import MAX_AGE, MAX_STALE, NodeUsages
+from fuzzball_core.scheduling import NodeUsage, Resources
 
 PATIENCE = 60.0
 
@@ -37,6 +39,7 @@ class FakeScheduler:
 class FakeContext:
     scheduler: FakeScheduler
     leases: dict[str, float] = field(default_factory=dict)
+    node_names: dict[str, str] = field(default_factory=dict)
     node_leases: dict[str, float] = field(default_factory=dict)
     lease_seconds: float = 15.0
 
@@ -118,11 +121,40 @@ def test_a_recent_copy_is_served_while_the_engines_loop_is_held(engine):
         released.set()
 
 
-def test_a_copy_older_than_max_age_is_made_again_before_it_is_served(engine):
+def test_a_copy_older_than_max_age_is_served_while_the_engines_loop_is_held(engine):
     engine.usages.read(["a"])
     engine.ctx.scheduler.used["a"] = 5
     engine.clock.now += MAX_AGE + 1
+    held, released = threading.Event(), threading.Event()
+
+    def a_long_pass() -> None:
+        held.set()
+        released.wait(PATIENCE)
+
+    engine.loop.call_soon_threadsafe(a_long_pass)
+    assert held.wait(PATIENCE)
+    try:
+        assert engine.usages.read(["a"]).usages == {"a": 1}
+    finally:
+        released.set()
+
+
+def test_a_copy_older_than_max_stale_is_made_again_before_it_is_served(engine):
+    engine.usages.read(["a"])
+    engine.ctx.scheduler.used["a"] = 5
+    engine.clock.now += MAX_STALE + 1
     assert engine.usages.read(["a"]).usages == {"a": 5}
+
+
+def test_a_fresh_copy_is_made_after_it_is_asked_for(engine):
+    engine.usages.read(["a"])
+    engine.ctx.scheduler.used["a"] = 5
+    assert engine.usages.read(["a"], fresh=True).usages == {"a": 5}
+
+
+def test_a_copy_made_for_a_reader_holds_every_node_the_engine_knows(engine):
+    engine.ctx.node_names.update(a="a", b="b")
+    assert engine.usages.read(["a"]).usages == {"a": 1, "b": 2}
 
 
 def test_a_copy_without_the_nodes_asked_for_is_made_again(engine):
@@ -152,3 +184,37 @@ def test_copies_are_made_unasked_while_readers_keep_coming():
 
         loop.call_soon_threadsafe(count)
         assert made_again.wait(PATIENCE)
+
+
+def _usage(node_id: str, cores: int, memory: int) -> NodeUsage:
+    return NodeUsage(
+        node_id, Resources(cores, memory, {}), 0, 0, {}, cores, memory, {}, (), None, True
+    )
+
+
+def test_a_ready_row_agrees_with_a_copy_of_its_lease_and_capacity():
+    ctx = FakeContext(FakeScheduler({"a": _usage("a", 4, 8)}), leases={"a": 1_015.0})
+    copy = NodeUsages(ctx).read(["a"])
+    assert copy.agrees("a", "READY", 4, 8)
+
+
+@pytest.mark.parametrize(
+    ("status", "cores", "memory"),
+    [("OFFLINE", 4, 8), ("READY", 8, 8), ("READY", 4, 16)],
+    ids=["went-offline", "more-cores", "more-memory"],
+)
+def test_a_row_changed_after_the_copy_does_not_agree(status, cores, memory):
+    ctx = FakeContext(FakeScheduler({"a": _usage("a", 4, 8)}), leases={"a": 1_015.0})
+    copy = NodeUsages(ctx).read(["a"])
+    assert not copy.agrees("a", status, cores, memory)
+
+
+def test_a_ready_row_does_not_agree_with_a_copy_made_while_it_was_offline():
+    copy = NodeUsages(FakeContext(FakeScheduler({}))).read(["a"])
+    assert not copy.agrees("a", "READY", 4, 8)
+    assert copy.agrees("a", "OFFLINE", 4, 8)
+
+
+def test_a_node_registered_after_the_copy_does_not_agree_with_it(engine):
+    engine.usages.read(["a"])
+    assert not engine.usages.read(["a"]).agrees("new", "READY", 4, 8)
