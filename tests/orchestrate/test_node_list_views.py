@@ -1,0 +1,33 @@
+"""A node list's views (SqlOrchestrateService.list_nodes): each node's row as stored, its
+usage and running stages from the engine's memory, on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from support.engine_workflows import HELLO
+
+from fuzzball_core.scheduling import Resources
+
+
+def listed(harness, name: str):
+    (view,) = [n for n in harness.service.list_nodes(harness.admin) if n.name == name]
+    return view
+
+
+def test_a_listed_nodes_devices_and_annotations_are_its_rows(harness):
+    harness.engine.register_node("gpu", Resources(8, 8 << 30, {"nvidia.com/gpu": 2}), {"z": "a"})
+    view = listed(harness, "gpu")
+    assert (view.devices, view.annotations) == ({"nvidia.com/gpu": 2}, {"z": "a"})
+
+
+def test_nodes_alike_are_listed_with_devices_of_their_own(harness):
+    for name in ("a", "b"):
+        harness.engine.register_node(name, Resources(8, 8 << 30, {"gpu": 1}), {})
+    a, b = listed(harness, "a"), listed(harness, "b")
+    assert a.devices == b.devices and a.devices is not b.devices
+
+
+def test_a_listed_nodes_use_and_stages_are_the_engines(harness):
+    harness.node("busy", cores=4)
+    workflow_id = harness.submit(HELLO)
+    view = listed(harness, "busy")
+    assert (view.used_cores, view.stages) == (1, (f"{workflow_id}/jobs.hello",))
