@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.orchestrate.node_usage_copies import MAX_AGE, MAX_STALE, NodeUsages
+from fuzzball_core.orchestrate.node_usage_copies import (
+    KEEP_WARM,
+    MAX_AGE,
+    MAX_STALE,
+    NodeUsages,
+)
 from fuzzball_core.scheduling import NodeUsage, Resources
 
 PATIENCE = 60.0
@@ -218,3 +223,22 @@ def test_a_ready_row_does_not_agree_with_a_copy_made_while_it_was_offline():
 def test_a_node_registered_after_the_copy_does_not_agree_with_it(engine):
     engine.usages.read(["a"])
     assert not engine.usages.read(["a"]).agrees("new", "READY", 4, 8)
+
+
+def test_copies_are_made_unasked_for_minutes_after_the_last_reader():
+    ctx = FakeContext(FakeScheduler({"a": 1}))
+    clock = Clock()
+    usages = NodeUsages(ctx, max_age=0.5, max_stale=0.02, clock=clock)
+    with engine_loop(usages) as loop:
+        usages.read(["a"])
+        clock.now += KEEP_WARM + 1  # readers stopped coming a while ago
+        made_again = threading.Event()
+
+        def count() -> None:
+            if len(ctx.scheduler.readers) >= 4:
+                made_again.set()
+            else:
+                loop.call_later(0.01, count)
+
+        loop.call_soon_threadsafe(count)
+        assert made_again.wait(PATIENCE)
