@@ -27,10 +27,10 @@ from fuzzball_core.orchestrate.image_stages import ImagesOnNodes
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.pending_queue import PendingQueue
 from fuzzball_core.orchestrate.plans import Plans
-from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.orchestrate.transaction import RunFields, Transaction
 from fuzzball_core.scheduling import Diagnosis, JobRequest, Scheduler
 from fuzzball_core.spec.models import Retry
-from fuzzball_core.store.models import Run, Stage, Workflow
+from fuzzball_core.store.models import Stage, Workflow
 
 if TYPE_CHECKING:  # provisioning imports nothing of the engine; this is for the type only
     from fuzzball_core.orchestrate.provisioning import Provisioning
@@ -46,6 +46,10 @@ class PendingRun:
     #: its stage's name, for the events about its waiting (the stage row is not read)
     stage_name: str
     request: JobRequest
+    #: its task of an array (None: the stage's single run), for its placement's event and
+    #: assignment (the run's row is not read: :func:`~fuzzball_core.orchestrate.placement.
+    #: schedule`)
+    task_id: int | None = None
 
 
 @dataclass
@@ -69,7 +73,7 @@ class LiveRun:
 #: Called in the pass for each run whose assignment goes to its nodes (placed, or sent again
 #: to a node that reconnected), with its workflow and stage rows: what the run will ask for
 #: as it starts can be prepared in the same transaction (``run_secrets``' workflow token).
-AssignmentHook = Callable[[Transaction, Workflow, Stage, Run], None]
+AssignmentHook = Callable[[Transaction, Workflow, Stage, RunFields], None]
 
 
 @dataclass

@@ -11,16 +11,16 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.messages import Cancel
 from fuzzball_core.orchestrate.states import LIVE_RUN
-from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.orchestrate.transaction import RunFields, Transaction
 from fuzzball_core.store.models import Run
 
 
-def is_multinode(run: Run) -> bool:
+def is_multinode(run: RunFields) -> bool:
     """Whether the run spans more than one node."""
     return len(run.node_ids) > 1
 
 
-def assigned(ctx: EngineContext, run: Run) -> None:
+def assigned(ctx: EngineContext, run: RunFields) -> None:
     """The run's assignment goes out: relay its fences between its nodes from now on."""
     if is_multinode(run):
         ctx.fences.watch(run.id, run.node_ids)

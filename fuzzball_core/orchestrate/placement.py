@@ -8,8 +8,8 @@ and are rebuilt from them (:mod:`fuzzball_core.orchestrate.recovery`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.orm import object_session
@@ -20,12 +20,13 @@ from fuzzball_core.orchestrate.context import EngineContext, LiveRun, PendingRun
 from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
-from fuzzball_core.orchestrate.states import ASSIGNED, transition
-from fuzzball_core.orchestrate.transaction import Transaction, task_label
+from fuzzball_core.orchestrate.states import ASSIGNED, run_moved, transition
+from fuzzball_core.orchestrate.transaction import RunFields, Transaction, task_label
 from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
 from fuzzball_core.scheduling import (
     Diagnosis,
     JobRequest,
+    Placement,
     QueueChanges,
     ReasonCode,
     format_cpu_list,
@@ -81,7 +82,9 @@ def wait_for_placement(
 ) -> None:
     """Put a PENDING run in the queue the scheduler places from."""
     request = request_for(ctx, workflow, stage, run, submitted_at)
-    ctx.pending[request.id] = PendingRun(run.id, workflow.id, stage.id, stage.name, request)
+    ctx.pending[request.id] = PendingRun(
+        run.id, workflow.id, stage.id, stage.name, request, run.task_id
+    )
 
 
 def new_runs(
@@ -168,16 +171,30 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
         return
     ctx.diagnoses = result.diagnoses  # read lazily: most passes nobody asks why
     _report_blocked(ctx, tx, result.diagnoses)
-    # the placed runs with their stages and workflows, in one joined query
-    tx.load_runs(ctx.pending[p.job_id].run_id for p in result.placements)
+    unread = _placed_unread(ctx, tx, result.placements)
+    # the other placed runs with their stages and workflows, in one joined query
+    tx.load_runs(ctx.pending[p.job_id].run_id for p in result.placements if p.job_id not in unread)
     volume_nodes: dict[tuple[str, str], str] = {}
     for placement in result.placements:
         waiting = ctx.pending.pop(placement.job_id)
-        run = tx.session.get(Run, waiting.run_id)
-        if run is None or run.status != Status.PENDING:
+        if placement.job_id in unread:
+            cpus = {node: list(cpus) for node, cpus in placement.cpus.items()} or None
+            run = Placed(
+                waiting.run_id,
+                waiting.workflow_id,
+                waiting.stage_id,
+                waiting.task_id,
+                list(placement.node_ids),
+                cpus,
+            )
+            tx.write_run(run.id, node_ids=run.node_ids, cpus=cpus)
+            _assign(ctx, tx, run, placement, row=None)
+            continue
+        row = tx.session.get(Run, waiting.run_id)
+        if row is None or row.status != Status.PENDING:
             ctx.scheduler.release(placement.job_id)
             continue
-        elsewhere = _volume_node_elsewhere(ctx, tx, run, placement.node_ids[0], volume_nodes)
+        elsewhere = _volume_node_elsewhere(ctx, tx, row, placement.node_ids[0], volume_nodes)
         if elsewhere is not None:
             # placed in this same pass away from a job it shares an unshared volume with:
             # it waits for that node instead of splitting the volume
@@ -187,31 +204,84 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
                 waiting, request=replace(waiting.request, annotations=pinned)
             )
             continue
-        run.node_ids = list(placement.node_ids)
-        if placement.note:
-            ctx.placement_notes[run.id] = placement.note
-        run.cpus = {node: list(cpus) for node, cpus in placement.cpus.items()} or None
-        stage = tx.session.get(Stage, run.stage_id)
-        transition(
-            tx,
-            run,
-            ASSIGNED,
-            f"{stage.name if stage else '?'}{task_label(run)} scheduled on"
-            f" {ctx.node_names_of(placement.node_ids)}"
-            # why it was placed other than it asked (a job spread over NVLink domains)
-            + (f"; {placement.note}" if placement.note else ""),
-            stage_name=stage.name if stage else None,
-            node_id=placement.node_ids[0],
-            task_id=run.task_id,
-        )
-        ctx.live_runs[run.id] = LiveRun(
-            run.workflow_id,
-            stage.name if stage else "?",
-            run.stage_id,
-            run.task_id,
-            tuple(run.node_ids),
-        )
-        send_assignment(ctx, tx, run)
+        row.node_ids = list(placement.node_ids)
+        row.cpus = {node: list(cpus) for node, cpus in placement.cpus.items()} or None
+        _assign(ctx, tx, row, placement, row=row)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A run placed in this pass without reading its row: what its assignment and its
+    event are made of (its PENDING entry and its placement)."""
+
+    id: int
+    workflow_id: str
+    stage_id: int
+    task_id: int | None
+    node_ids: list[str]
+    cpus: dict[str, list[int]] | None
+
+
+def _placed_unread(
+    ctx: EngineContext, tx: Transaction, placements: Sequence[Placement]
+) -> set[str]:
+    """The placements (by job id) whose runs are assigned without reading their rows: on
+    one node, a run the session does not hold (one made in this pass is placed through its
+    row), of a stage mounting no volumes (whose placement may wait for another run's node).
+    A waiting run is PENDING in the store (the queue mirrors those rows), so its row has
+    nothing to tell; the stages and workflows the session lacks are read in one query."""
+    candidates = [
+        p
+        for p in placements
+        if len(p.node_ids) == 1 and not tx.holds(Run, ctx.pending[p.job_id].run_id)
+    ]
+    tx.load_stages({ctx.pending[p.job_id].stage_id for p in candidates})
+    mounting: dict[int, bool] = {}
+    unread: set[str] = set()
+    for placement in candidates:
+        waiting = ctx.pending[placement.job_id]
+        mounts = mounting.get(waiting.stage_id)
+        if mounts is None:
+            workflow = tx.session.get(Workflow, waiting.workflow_id)
+            stage = tx.session.get(Stage, waiting.stage_id)
+            mounts = mounting[waiting.stage_id] = (
+                workflow is None
+                or stage is None
+                or bool(workflow_volumes.mounted(ctx.plans.run_definition(workflow, stage.name)))
+            )
+        if not mounts:
+            unread.add(placement.job_id)
+    return unread
+
+
+def _assign(
+    ctx: EngineContext, tx: Transaction, run: RunFields, placement: Placement, *, row: Run | None
+) -> None:
+    """Move a placed run to ASSIGNED (through its ``row``, or written without it), note it
+    live and send its assignment to its nodes."""
+    if placement.note:
+        ctx.placement_notes[run.id] = placement.note
+    stage = tx.session.get(Stage, run.stage_id)
+    stage_name = stage.name if stage else None
+    message = (
+        f"{stage_name or '?'}{task_label(run)} scheduled on"
+        f" {ctx.node_names_of(placement.node_ids)}"
+        # why it was placed other than it asked (a job spread over NVLink domains)
+        + (f"; {placement.note}" if placement.note else "")
+    )
+    event: dict[str, Any] = {
+        "stage_name": stage_name,
+        "node_id": placement.node_ids[0],
+        "task_id": run.task_id,
+    }
+    if row is not None:
+        transition(tx, row, ASSIGNED, message, **event)
+    else:
+        run_moved(tx, run.id, run.workflow_id, Status.PENDING, ASSIGNED, message, **event)
+    ctx.live_runs[run.id] = LiveRun(
+        run.workflow_id, stage_name or "?", run.stage_id, run.task_id, tuple(run.node_ids)
+    )
+    send_assignment(ctx, tx, run)
 
 
 def _report_blocked(
@@ -270,7 +340,7 @@ def waiting_diagnosis(ctx: EngineContext, stage_id: int) -> Diagnosis | None:
     return None
 
 
-def send_assignment(ctx: EngineContext, tx: Transaction, run: Run) -> None:
+def send_assignment(ctx: EngineContext, tx: Transaction, run: RunFields) -> None:
     """Send a placed run's assignment to each of its nodes (again, after a reconnect)."""
     workflow = tx.session.get(Workflow, run.workflow_id)
     stage = tx.session.get(Stage, run.stage_id)
@@ -328,7 +398,7 @@ def _volume_node_elsewhere(
 
 
 def _volumes_json(
-    ctx: EngineContext, tx: Transaction, workflow: Workflow, definition: Any, run: Run
+    ctx: EngineContext, tx: Transaction, workflow: Workflow, definition: Any, run: RunFields
 ) -> str:
     """Where the job's mounted volumes live (the assignment's ``volumes_json``); a node-local
     persistent volume used for the first time lives on the run's node from now on."""

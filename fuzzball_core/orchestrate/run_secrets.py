@@ -38,7 +38,7 @@ from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.orchestrate.context import LiveRun
 from fuzzball_core.orchestrate.states import LIVE_RUN
-from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.orchestrate.transaction import RunFields, Transaction
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
 from fuzzball_core.spec import ImagePull, StageKind
@@ -202,7 +202,7 @@ class RunSecretsService:
         run_secrets.revoke_ended()
         return run_secrets
 
-    def assigned(self, tx: Transaction, workflow: Workflow, stage: Stage, run: Run) -> None:
+    def assigned(self, tx: Transaction, workflow: Workflow, stage: Stage, run: RunFields) -> None:
         """In the pass assigning ``run`` (``EngineContext.assignment_hook``): mint its
         workflow's token in that pass's transaction if this is the workflow's first job or
         service run to be assigned, and note whether the stage's runs need nothing else, so

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from sqlalchemy import Table, bindparam, event, insert, inspect, select, update
 from sqlalchemy.orm import ORMExecuteState, Session
@@ -211,6 +211,25 @@ def _runs_written_first(state: ORMExecuteState) -> None:
         waiting.write_runs()
 
 
-def task_label(run: Run) -> str:
+class RunFields(Protocol):
+    """What an assignment and its events are made of: a run's row, or what the pass knows
+    of a run it placed without reading the row
+    (:class:`~fuzzball_core.orchestrate.placement.Placed`)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def workflow_id(self) -> str: ...
+    @property
+    def stage_id(self) -> int: ...
+    @property
+    def task_id(self) -> int | None: ...
+    @property
+    def node_ids(self) -> list[str]: ...
+    @property
+    def cpus(self) -> dict[str, list[int]] | None: ...
+
+
+def task_label(run: RunFields) -> str:
     """`` task N`` for a task of an array, nothing otherwise (for event messages)."""
     return f" task {run.task_id}" if run.task_id is not None else ""

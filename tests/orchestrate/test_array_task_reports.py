@@ -124,3 +124,24 @@ def test_a_failing_task_still_fails_its_array_through_its_row(harness):
     assert harness.stages(workflow_id) == {"jobs.sweep": "FAILED"}
     (run,) = _rows(harness, Run, id=assignment.run_id)
     assert (run.status, run.failure_cause) == ("FAILED", "3")
+
+
+def test_a_task_that_waited_for_a_core_is_assigned_without_reading_its_row(harness, statements):
+    node = harness.node(cores=1)
+    workflow_id = harness.submit(ARRAY)
+    (first,) = harness.assignments()
+    harness.start(node, first.run_id)
+    harness.exit(node, first.run_id)
+    statements.clear()
+    harness.engine.step()
+    (second,) = harness.assignments()
+    assert second.task_id == 2
+    assert _reading_runs(statements) == []
+    (run,) = _rows(harness, Run, id=second.run_id)
+    assert (run.status, run.node_ids, run.assigned_at) == ("ASSIGNED", [node], harness.clock.now)
+    scheduled = [
+        e.message
+        for e in harness.service.list_events(harness.user, workflow_id)
+        if e.kind == "scheduled"
+    ]
+    assert scheduled[-1].startswith("jobs.sweep task 2 scheduled on ")

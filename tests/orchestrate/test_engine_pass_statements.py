@@ -8,7 +8,7 @@ from sqlalchemy import select
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.store.models import ApiToken
+from fuzzball_core.store.models import ApiToken, Run
 from fuzzball_core.vocabulary import CredentialKind
 
 
@@ -97,14 +97,21 @@ def test_a_run_made_and_placed_in_the_same_pass_is_not_read_back(harness, statem
     assert harness.status(workflow_id) == "FINISHED"
 
 
-def test_a_run_placed_in_a_later_pass_is_read_with_its_stage_and_workflow(harness, statements):
+def test_a_run_placed_in_a_later_pass_is_assigned_without_reading_its_row(harness, statements):
     harness.submit(HELLO)  # no node yet: the run waits
     assert harness.assignments() == []
     node = harness.node()
     statements.clear()
     harness.engine.step()
     (assignment,) = harness.assignments()
-    assert len(_reading(statements, "FROM runs")) == 1
+    assert _reading(statements, "FROM runs") == []
+    with harness.engine.sessions() as session:
+        run = session.get(Run, assignment.run_id)
+        assert (run.status, run.node_ids, run.assigned_at) == (
+            "ASSIGNED",
+            [node],
+            harness.clock.now,
+        )
     harness.run_to_end(node, assignment)
 
 
