@@ -21,6 +21,9 @@ from fuzzball_core.vocabulary import EventKind
 _EVENTS = cast(Table, Event.__table__)
 #: The runs table, for the Core UPDATEs of :meth:`Transaction.write_run`.
 _RUNS = cast(Table, Run.__table__)
+#: The UPDATE of one run by id, for an executemany (built once: building it in each pass
+#: was a sixth of the writes' time in a profile); it sets the columns its rows name.
+_UPDATE_RUN = update(_RUNS).where(_RUNS.c.id == bindparam("run_id"))
 #: Where a session keeps the transaction whose run writes wait (``Session.info``).
 _WRITES_RUNS = "fuzzball.run_writes"
 
@@ -127,7 +130,7 @@ class Transaction:
         # the connection's execute, not the session's: that would call this again first
         connection = self.session.connection()
         for rows in shapes.values():
-            connection.execute(update(_RUNS).where(_RUNS.c.id == bindparam("run_id")), rows)
+            connection.execute(_UPDATE_RUN, rows)
 
     def load_workflows(self, workflow_ids: Iterable[str]) -> None:
         """Load these workflows with all their stages in one joined query (advancing a
