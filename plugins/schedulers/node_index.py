@@ -318,6 +318,9 @@ class NodeIndex:
         self._batch = ffi.new("int64_t[]", _BATCH)
         #: :meth:`scan_free`'s ranks with room (as long as the largest class's index)
         self._scan_room = ffi.new("int64_t[]", _BATCH)
+        self._scan_lacking = ffi.new("int64_t[]", 8)
+        self._scan_closest = ffi.new("int64_t[]", 9)
+        self._scan_score = ffi.new("double[1]")
         #: every registered node id, sorted (ranks follow this order)
         self._ids: list[str] = []
         self._ranks: dict[str, int] = {}
@@ -665,13 +668,16 @@ class NodeIndex:
         component's shortfall as a fraction of the need), or None when every node has
         room. See ``fi_scan`` in ``csrc/free_index.h``."""
         width = len(need_key)
-        lacking = ffi.new("int64_t[]", width + 1)
-        closest = ffi.new("int64_t[]", width + 2)
-        score = ffi.new("double *")
+        # scratch buffers kept between walks (surveys walk thousands of classes a pass, and
+        # three allocations per walk cost more than a small class's walk itself)
         count = lib.fi_class_count(cls.free)
         if len(self._scan_room) < count:
             self._scan_room = ffi.new("int64_t[]", max(count, 2 * len(self._scan_room)))
-        room = self._scan_room
+        if len(self._scan_lacking) < width + 1:
+            self._scan_lacking = ffi.new("int64_t[]", width + 1)
+            self._scan_closest = ffi.new("int64_t[]", width + 2)
+        room, lacking, closest = self._scan_room, self._scan_lacking, self._scan_closest
+        score = self._scan_score
         written = lib.fi_scan(cls.free, self._need(need_key), memory, lacking, room, closest, score)
         near = None
         if closest[width + 1] >= 0:

@@ -353,6 +353,7 @@ int32_t fi_scan(const fi_class *cls, const int64_t *need, int64_t memory, int64_
     int32_t written = 0;
     double best = 0;
     closest[ncomp + 1] = -1;
+    memset(lacking, 0, sizeof(int64_t) * (size_t)(ncomp + 1));
     for (int32_t k = 0; k < cls->nkeys; k++) {
         const int64_t *key = cls->keys + (int64_t)k * ncomp;
         const entry_list *list = cls->lists + k;

@@ -58,7 +58,7 @@ int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int
                    int64_t *out, int32_t room);
 /* A survey's walk of `cls` for a need of `need` (ncomp components) and `memory`. Every
  * indexed node without room is counted under what it lacks first: in `lacking` (ncomp + 1
- * counts, added to), index ncomp - 1 for the cores, i for device kind i, ncomp for memory
+ * counts, set here), index ncomp - 1 for the cores, i for device kind i, ncomp for memory
  * (a node short of cores counts there alone; one short of a device kind counts under
  * memory when it lacks memory too). The ranks of the nodes with room go to `with_room`
  * (room for fi_class_count ranks), least key, then least memory first; their number is
