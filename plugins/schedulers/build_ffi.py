@@ -51,7 +51,11 @@ if __name__ == "__main__":
     # built in a scratch folder (cffi writes its generated C there), the module copied in
     with tempfile.TemporaryDirectory() as scratch:
         built = builder(str(CSRC / "free_index.c")).compile(tmpdir=scratch, verbose=True)
-        # replaced, not written over: a running process that mapped the old one keeps it
-        target = CSRC.parent / Path(built).name
+        # under the name setuptools gives it (an editable install's), so one module is
+        # there to import; replaced, not written over: a process that mapped the old one
+        # keeps it
+        target = CSRC.parent / "_free_index.abi3.so"
         shutil.copy2(built, target.with_suffix(".new"))
         os.replace(target.with_suffix(".new"), target)
+        # a build of this script's older versions, which the import would prefer
+        (CSRC.parent / Path(built).name).unlink(missing_ok=True)
