@@ -20,7 +20,7 @@ The peer: kubemark's published 5,000-node run is the scale target; no peer runs 
 the idle process is the baseline printed beside each figure. Needs root, Debian's
 postgresql and docker-registry. Usage:
     python bench/hollow.py [--sizes 500,1000,2000,5000] [--tasks 5000] [--lease 15]
-        [--window 60] [--pass-budget SECONDS]
+        [--window 60] [--pass-budget SECONDS] [--profile DIR [--profile-gil]]
 """
 
 from __future__ import annotations
