@@ -8,6 +8,9 @@ setup.py names ``ffibuilder`` in ``cffi_modules``, so the module is compiled at 
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from cffi import FFI
@@ -27,24 +30,37 @@ def _cdef() -> str:
     return text[begin + len(CDEF_BEGIN) : end]
 
 
-def _sources() -> list[str]:
-    # relative to the repository root, as setuptools wants them
-    files = [
-        CSRC / "request_head.c",
-        *(LLHTTP / "src" / n for n in ("api.c", "http.c", "llhttp.c")),
-    ]
-    return [str(f.relative_to(ROOT)) for f in files]
+def _sources(*, relative: bool) -> list[str]:
+    """The C files: named from the repository's root for setuptools (``relative``), in
+    full for a build in a scratch folder."""
+    llhttp = (LLHTTP / "src" / name for name in ("api.c", "http.c", "llhttp.c"))
+    files = [CSRC / "request_head.c", *llhttp]
+    return [str(f.relative_to(ROOT)) if relative else str(f) for f in files]
 
 
-ffibuilder = FFI()
-ffibuilder.cdef(_cdef())
-ffibuilder.set_source(
-    "fuzzball_core.orchestrate._head",
-    '#include "request_head.h"',
-    sources=_sources(),
-    include_dirs=[str(CSRC), str(LLHTTP / "include")],
-    extra_compile_args=["-O2", "-Wall"],
-)
+def _builder(sources: list[str]) -> FFI:
+    builder = FFI()
+    builder.cdef(_cdef())
+    builder.set_source(
+        "fuzzball_core.orchestrate._head",
+        '#include "request_head.h"',
+        sources=sources,
+        include_dirs=[str(CSRC), str(LLHTTP / "include")],
+        extra_compile_args=["-O2", "-Wall"],
+    )
+    return builder
+
+
+ffibuilder = _builder(_sources(relative=True))
 
 if __name__ == "__main__":
-    ffibuilder.compile(verbose=True)
+    # built in a scratch folder (cffi writes its generated C there), then installed under
+    # the name an editable install gives it, so one module is there to import; replaced,
+    # not written over: a running proxy that mapped the old one keeps it
+    with tempfile.TemporaryDirectory() as scratch:
+        built = Path(_builder(_sources(relative=False)).compile(tmpdir=scratch, verbose=True))
+        target = CSRC.parent / "_head.abi3.so"
+        shutil.copy2(built, target.with_suffix(".new"))
+        os.replace(target.with_suffix(".new"), target)
+        # a full-tagged build, which the import would prefer
+        (CSRC.parent / built.name).unlink(missing_ok=True)
