@@ -179,16 +179,21 @@ def test_copies_are_made_unasked_while_readers_keep_coming():
     usages = NodeUsages(ctx, max_age=0.02)
     with engine_loop(usages) as loop:
         usages.read(["a"])  # from this thread: made on the loop, which then keeps them coming
-        made_again = threading.Event()
+        assert _copies_reach(loop, ctx, 3)
 
-        def count() -> None:
-            if len(ctx.scheduler.readers) >= 3:
-                made_again.set()
-            else:
-                loop.call_later(0.01, count)
 
-        loop.call_soon_threadsafe(count)
-        assert made_again.wait(PATIENCE)
+def _copies_reach(loop: asyncio.AbstractEventLoop, ctx: FakeContext, count: int) -> bool:
+    """Whether the engine's loop has made ``count`` copies within :data:`PATIENCE`."""
+    reached = threading.Event()
+
+    def check() -> None:
+        if len(ctx.scheduler.readers) >= count:
+            reached.set()
+        else:
+            loop.call_later(0.01, check)
+
+    loop.call_soon_threadsafe(check)
+    return reached.wait(PATIENCE)
 
 
 def _usage(node_id: str, cores: int, memory: int) -> NodeUsage:
@@ -232,13 +237,4 @@ def test_copies_are_made_unasked_for_minutes_after_the_last_reader():
     with engine_loop(usages) as loop:
         usages.read(["a"])
         clock.now += KEEP_WARM + 1  # readers stopped coming a while ago
-        made_again = threading.Event()
-
-        def count() -> None:
-            if len(ctx.scheduler.readers) >= 4:
-                made_again.set()
-            else:
-                loop.call_later(0.01, count)
-
-        loop.call_soon_threadsafe(count)
-        assert made_again.wait(PATIENCE)
+        assert _copies_reach(loop, ctx, 4)
