@@ -120,6 +120,22 @@ class Transaction:
             self.session.info[_WRITES_RUNS] = self
         self.run_writes.setdefault(run_id, {}).update(values)
 
+    def insert_task_runs(self, rows: list[dict[str, Any]]) -> dict[int, int]:
+        """Insert these PENDING runs of one array's tasks with one statement, without ORM
+        rows; their ids by task id. The session does not hold them: placed in this pass,
+        they are assigned from the queue (a later load or query reads them like any run)."""
+        # through the session's connection after a flush, so the stage rows they refer to
+        # and the writes waiting before them go first
+        self.session.flush()
+        if self.run_writes:
+            self.write_runs()
+        # ids matched by task id rather than by the rows' order: an order kept costs one
+        # INSERT per row on SQLite, where one INSERT ... RETURNING takes them all
+        result = self.session.connection().execute(
+            insert(_RUNS).returning(_RUNS.c.task_id, _RUNS.c.id), rows
+        )
+        return {task_id: run_id for task_id, run_id in result}
+
     def write_runs(self) -> None:
         """Send the waiting :meth:`write_run` writes (one executemany per set of columns)."""
         writes, self.run_writes = self.run_writes, {}

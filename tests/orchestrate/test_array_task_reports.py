@@ -145,3 +145,19 @@ def test_a_task_that_waited_for_a_core_is_assigned_without_reading_its_row(harne
         if e.kind == "scheduled"
     ]
     assert scheduled[-1].startswith("jobs.sweep task 2 scheduled on ")
+
+
+def test_an_arrays_window_of_runs_is_inserted_with_one_statement(harness, statements):
+    node = harness.node(cores=64)
+    statements.clear()
+    workflow_id = harness.submit(ARRAY)
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO RUNS")]
+    assert len(inserts) == 1
+    assignments = harness.assignments()
+    assert [a.task_id for a in assignments] == [1, 2]
+    runs = _rows(harness, Run, workflow_id=workflow_id)
+    assert sorted((r.task_id, r.status, r.attempt, r.node_ids) for r in runs) == [
+        (1, "ASSIGNED", 1, [node]),
+        (2, "ASSIGNED", 1, [node]),
+    ]
+    assert {a.run_id for a in assignments} == {r.id for r in runs}
