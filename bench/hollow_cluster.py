@@ -135,14 +135,16 @@ class Fleet:
 class HollowCluster:
     """Orchestrate on PostgreSQL plus fleets of hollow nodes; stop with :meth:`close`."""
 
-    def __init__(self, database: str = "fuzzball_hollow", lease: float = 15.0) -> None:
+    def __init__(self, database: str | None = None, lease: float = 15.0) -> None:
+        # a database of this process's own by default: two benches at once each keep theirs
+        self.database = database or f"fuzzball_hollow_{os.getpid()}"
         self.directory = Path(tempfile.mkdtemp(prefix="fuzzball-hollow-"))
         self.registry = LocalRegistry(self.directory / "registry")
         self.grpc_port = free_port()
         config = cluster_config(
             self.directory, self.registry.url, grpc_port=self.grpc_port, lease=lease
         )
-        config["database"]["url"] = fresh_database(database)
+        config["database"]["url"] = fresh_database(self.database)
         self.lease = lease
         self.config = config
         self.config_path = write_config(self.directory / "orchestrate.yaml", config)
@@ -303,6 +305,11 @@ class HollowCluster:
         self.orchestrate.stop()
         self.registry.stop()
         self.http.close()
+        subprocess.run(
+            ["su", "postgres", "-c", f"dropdb --if-exists --force {self.database}"],
+            check=False,
+            capture_output=True,
+        )
 
 
 def median(samples: list[float]) -> float:

@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--profile", metavar="DIR", help="py-spy the restarted Orchestrate")
     options = parser.parse_args()
 
-    cluster = HollowCluster(database="fuzzball_restart", lease=options.setup_lease)
+    cluster = HollowCluster(lease=options.setup_lease)
     try:
         fresh = cluster.start()
         fresh_cpu = cluster.cpu()
