@@ -112,36 +112,17 @@ def test_a_reader_on_another_thread_is_given_a_copy_made_on_the_engines_loop(eng
 
 def test_a_recent_copy_is_served_while_the_engines_loop_is_held(engine):
     engine.usages.read(["a", "b"])
-    held, released = threading.Event(), threading.Event()
-
-    def a_long_pass() -> None:
-        held.set()
-        released.wait(PATIENCE)
-
-    engine.loop.call_soon_threadsafe(a_long_pass)
-    assert held.wait(PATIENCE)
-    try:  # the pass ends only after this: a read needing the loop would never return
+    # the pass ends only after the read: a read needing the loop would never return
+    with _a_long_pass(engine.loop):
         assert engine.usages.read(["a", "b"]).usages == {"a": 1, "b": 2}
-    finally:
-        released.set()
 
 
 def test_a_copy_older_than_max_age_is_served_while_the_engines_loop_is_held(engine):
     engine.usages.read(["a"])
     engine.ctx.scheduler.used["a"] = 5
     engine.clock.now += MAX_AGE + 1
-    held, released = threading.Event(), threading.Event()
-
-    def a_long_pass() -> None:
-        held.set()
-        released.wait(PATIENCE)
-
-    engine.loop.call_soon_threadsafe(a_long_pass)
-    assert held.wait(PATIENCE)
-    try:
+    with _a_long_pass(engine.loop):
         assert engine.usages.read(["a"]).usages == {"a": 1}
-    finally:
-        released.set()
 
 
 def test_a_copy_older_than_max_stale_is_made_again_before_it_is_served(engine):
@@ -180,6 +161,23 @@ def test_copies_are_made_unasked_while_readers_keep_coming():
     with engine_loop(usages) as loop:
         usages.read(["a"])  # from this thread: made on the loop, which then keeps them coming
         assert _copies_reach(loop, ctx, 3)
+
+
+@contextlib.contextmanager
+def _a_long_pass(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """The engine's loop held (as by a long pass) until the block ends."""
+    held, released = threading.Event(), threading.Event()
+
+    def a_long_pass() -> None:
+        held.set()
+        released.wait(PATIENCE)
+
+    loop.call_soon_threadsafe(a_long_pass)
+    assert held.wait(PATIENCE)
+    try:
+        yield
+    finally:
+        released.set()
 
 
 def _copies_reach(loop: asyncio.AbstractEventLoop, ctx: FakeContext, count: int) -> bool:
