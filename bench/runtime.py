@@ -1,9 +1,9 @@
 """Benchmark of the node runtime against bubblewrap and runc on the same busybox rootfs.
 
-Prints, from one run on this machine, with every peer measured in the same rounds (ours,
-bwrap, then bwrap, ours, ...: the machine's load changes by the second, so each round
-compares like with like, and the order alternates because the place in a round biases
-wall time):
+Prints, from one run on this machine, with every peer measured in the same rounds (the
+machine's load changes by the second, so each round compares like with like; the rounds go
+through every order of their actions, because the place in a round and the action just
+before bias wall time):
 - median start-to-exit of ``/bin/true`` over N rounds (default 200) for
   ``fuzzball_runtime.Container`` (image already converted; with the image mount shared by a
   long-running container, as on a busy node, and with a mount + unmount per run),
@@ -25,9 +25,19 @@ wall time):
 - with ``--baseline DIR`` (a directory where ``import fuzzball_runtime`` finds other code, e.g.
   the ``build/mypy-path`` of a ``git worktree`` of an older commit, with its C parts built),
   that code against this tree's and ``bwrap --unshare-all``, in the same rounds: each of the
-  two runs in a worker process of its own (started with that directory first on
-  ``PYTHONPATH``) that times its container and its CPU itself, so that both are measured
-  alike.
+  three runs in a worker process of its own (the baseline's started with that directory
+  first on ``PYTHONPATH``) that times its container and its CPU itself, so that all are
+  measured alike.
+
+The two comparisons differ in where the starts come from, and on a loaded machine that moves
+wall time, for ours and bwrap alike: the main comparison starts everything from this
+process, which is busy (it runs every action of a round), and under load the child its
+``clone`` makes waits in the run queue behind other processes (``perf sched`` at load 5: the
+container's first process runnable for 2.4 ms median before and between its turns, against
+0.17 ms for a start from a worker, with the same 0.8-0.9 ms of CPU); a worker sleeps until
+its line arrives and its child runs at once. So the workers' figures are lower for every
+contestant (bwrap 4.3-4.9 ms from a worker against 8.2-12.7 ms from this process in the same
+runs, at load 8-10), and each comparison is like for like only within itself.
 
 Needs root, Debian's busybox-static, erofs-utils, bubblewrap and runc. Usage:
     python bench/runtime.py [--runs 200] [--agent-heap-mb 0] [--state-on-disk]
@@ -38,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import resource
@@ -83,11 +94,14 @@ Measured = tuple[float, float, float]
 def interleaved(
     actions: dict[str, Callable[[], Measured | None]], runs: int, warmup: int = 5
 ) -> dict[str, dict[str, float]]:
-    """Run the actions in rounds (each once per round: in the given order in even rounds,
-    in the reverse order in odd ones) and return, per action, the median wall time and the
-    mean CPU of this process and of its children per call (ms). The order alternates
-    because the place in a round biases wall time: two runtimes' workers swapped between
-    first and second place measured each 10-25 % faster in second place at load 10-15.
+    """Run the actions in rounds, each once per round, the rounds going through every order
+    of the actions in turn, and return, per action, the median wall time and the mean CPU of
+    this process and of its children per call (ms). Every order, not one order and its
+    reverse: the place in a round and the action just before bias wall time (two runtimes'
+    workers swapped between first and second place measured each 10-25 % faster in second
+    place at load 10-15; with an order and its reverse, the first of three actions never
+    followed the third, and the same code measured as "this tree" and as the baseline
+    differed by 0.3-1 ms of wall).
 
     An action returning None is measured here; one returning a :data:`Measured` (a worker
     process timing its own container) is taken at its word."""
@@ -97,9 +111,9 @@ def interleaved(
     walls: dict[str, list[float]] = {name: [] for name in actions}
     own_cpu = dict.fromkeys(actions, 0.0)
     child_cpu = dict.fromkeys(actions, 0.0)
-    names = list(actions)
-    for round_number in range(runs):
-        for name in names if round_number % 2 == 0 else reversed(names):
+    orders = itertools.cycle(itertools.permutations(actions))
+    for _ in range(runs):
+        for name in next(orders):
             action = actions[name]
             own_before, children_before = _cpu_ms()
             start = time.perf_counter()
@@ -196,6 +210,18 @@ def _ours(image: Path, state_dir: Path, *, network: bool = False) -> Callable[[]
     return run
 
 
+def _serve_runs(run: Callable[[], None]) -> None:
+    """For each line read, call ``run`` and write its wall time and the CPU of this process
+    and of its children (ms)."""
+    for _ in sys.stdin:
+        own_before, children_before = _cpu_ms()
+        start = time.perf_counter()
+        run()
+        wall = (time.perf_counter() - start) * 1000
+        own_after, children_after = _cpu_ms()
+        print(wall, own_after - own_before, children_after - children_before, flush=True)
+
+
 def worker(image: Path, state_dir: Path) -> int:
     """The ``--worker`` mode: for each line read, start ``/bin/true`` in a container (the
     image mount shared with a long-running container, as in the main comparison), and write
@@ -204,30 +230,29 @@ def worker(image: Path, state_dir: Path) -> int:
     keeper = Container(
         ContainerSpec(image=image, command=["/bin/sleep", "3600"], state_dir=state_dir)
     ).start()
-    run = _ours(image, state_dir)
     try:
-        for _ in sys.stdin:
-            own_before, children_before = _cpu_ms()
-            start = time.perf_counter()
-            run()
-            wall = (time.perf_counter() - start) * 1000
-            own_after, children_after = _cpu_ms()
-            print(wall, own_after - own_before, children_after - children_before, flush=True)
+        _serve_runs(_ours(image, state_dir))
     finally:
         keeper.close()
     return 0
 
 
+def bwrap_worker(rootfs: Path) -> int:
+    """The ``--bwrap-worker`` mode: the same for ``bwrap --unshare-all`` started from this
+    process, so that the peer is started from a worker process as the runtimes are."""
+    _serve_runs(_bwrap(rootfs))
+    return 0
+
+
 @contextlib.contextmanager
-def worker_action(
-    python_path: str | None, image: Path, state_dir: Path
-) -> Iterator[Callable[[], Measured]]:
-    """A ``--worker`` process importing ``fuzzball_runtime`` from ``python_path`` first (None:
-    as this process does); yields the action that has it run one container."""
+def worker_action(python_path: str | None, *mode: str) -> Iterator[Callable[[], Measured]]:
+    """A worker process in ``mode`` (``--worker IMAGE STATE_DIR`` or ``--bwrap-worker
+    ROOTFS``) importing ``fuzzball_runtime`` from ``python_path`` first (None: as this process
+    does); yields the action that has it run one container."""
     env = dict(os.environ)
     if python_path is not None:
         env["PYTHONPATH"] = os.pathsep.join([python_path, env.get("PYTHONPATH", "")])
-    command = [sys.executable, __file__, "--worker", str(image), str(state_dir)]
+    command = [sys.executable, __file__, *mode]
     with subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     ) as process:
@@ -250,17 +275,20 @@ def worker_action(
 def bench_baseline(
     baseline: str, image: Path, rootfs: Path, workdir: Path, runs: int, on_disk: bool
 ) -> dict[str, dict[str, float]]:
-    """This tree's runtime, the baseline's and bwrap in the same rounds, each runtime in a
-    worker process with a state directory of its own."""
+    """This tree's runtime, the baseline's and bwrap in the same rounds, each in a worker
+    process of its own (the runtimes with a state directory each): a worker sleeps between
+    its runs, which a start from the busy bench process does not (see :func:`main`'s notes
+    on the two comparisons), so the peer is measured from a worker too."""
     (workdir / "ours").mkdir()
     (workdir / "baseline").mkdir()
     with (
         state_directory(workdir / "ours", on_disk) as ours_state,
         state_directory(workdir / "baseline", on_disk) as baseline_state,
-        worker_action(None, image, ours_state) as ours,
-        worker_action(baseline, image, baseline_state) as theirs,
+        worker_action(None, "--worker", str(image), str(ours_state)) as ours,
+        worker_action(baseline, "--worker", str(image), str(baseline_state)) as theirs,
+        worker_action(None, "--bwrap-worker", str(rootfs)) as bwrap,
     ):
-        return interleaved({"fuzzball": ours, "baseline": theirs, "bwrap": _bwrap(rootfs)}, runs)
+        return interleaved({"fuzzball": ours, "baseline": theirs, "bwrap": bwrap}, runs)
 
 
 def bench_start(
@@ -333,9 +361,12 @@ def main() -> int:
         help="also measure the fuzzball_runtime found in DIR (first on PYTHONPATH)",
     )
     parser.add_argument("--worker", nargs=2, metavar=("IMAGE", "STATE_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--bwrap-worker", metavar="ROOTFS", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(Path(args.worker[0]), Path(args.worker[1]))
+    if args.bwrap_worker:
+        return bwrap_worker(Path(args.bwrap_worker))
     # Every page is written so that it is resident, as an agent's live heap is.
     heap = bytearray(args.agent_heap_mb << 20)
     heap[:: 1 << 12] = b"\1" * len(heap[:: 1 << 12])
@@ -417,10 +448,10 @@ def main() -> int:
             f"runc {runc_over_bwrap:.2f}x bwrap in its rounds)"
         )
     if baseline is not None:
-        print(f"this tree against the baseline in {args.baseline}, workers, same rounds:")
+        print(f"this tree against the baseline in {args.baseline}, each in a worker, same rounds:")
         row("fuzzball (this tree)", baseline["fuzzball"])
         row("fuzzball (baseline)", baseline["baseline"])
-        row("bwrap --unshare-all (same rounds)", baseline["bwrap"])
+        row("bwrap --unshare-all (a worker too)", baseline["bwrap"])
         print(
             "  this tree / bwrap --unshare-all            "
             f"{ratio(baseline['fuzzball'], baseline['bwrap'])}"
