@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, NamedTuple, Self, cast
+from typing import Any, Self, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -183,15 +183,24 @@ class RequestHead:
         return self.key.split(b"\n", 3)[_KEYED[name]].decode("latin-1")
 
 
-class Forward(NamedTuple):
+class Forward:
     """Where the gate sends a request: ``url`` (``http[s]://HOST:PORT``), ``path`` (the
     request-target the service gets) and the ``cookie`` header it gets instead of the
-    client's (None: as sent; '': none). A named tuple: made for every request, and a
-    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``."""
+    client's (None: as sent; '': none). The proxy's process keeps one per kind of head
+    and decision (``endpoint_worker``), so the start of the head the service gets (its
+    request line, Host and a decided Cookie) is made once per method and kept here."""
 
-    url: str
-    path: str
-    cookie: str | None
+    __slots__ = ("cookie", "path", "starts", "url")
+
+    def __init__(self, url: str, path: str, cookie: str | None) -> None:
+        self.url = url
+        self.path = path
+        self.cookie = cookie
+        #: ``METHOD PATH HTTP/1.1``, Host and Cookie lines, by method (HTTP/1.1 heads only)
+        self.starts: dict[str, bytes] = {}
+
+    def __repr__(self) -> str:
+        return f"Forward(url={self.url!r}, path={self.path!r}, cookie={self.cookie!r})"
 
 
 #: what decides each request: a :class:`Forward`, or the error the client is answered
@@ -562,9 +571,13 @@ class _Service(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         parser = self._parser
+        client = self._client
         # 1xx answers come before the final one; 101 ends in a tunnel (HttpParserUpgrade)
-        if self._asking and parser.get_status_code() >= 200:
-            self._finish(parser.should_keep_alive())
+        if self._asking and client is not None and parser.get_status_code() >= 200:
+            # _finish's work without its call (once per request): not a tunnel here
+            self._client = None
+            self._asking = False
+            client.answered(self, parser.should_keep_alive())
 
     def head_answered(self) -> None:
         """The head of the answer to a HEAD request was read: that is the whole answer."""
@@ -731,6 +744,22 @@ class ProxyConnection(asyncio.Protocol):
             request.complete = True  # end()'s whole work without a body
         else:
             self._current = request
+        if (
+            self._active is None
+            and not self._requests
+            and not self._pumping
+            and not self.closing
+            and self._tunnel is None
+        ):
+            # the usual case, nothing before it: started here, not through the queue and
+            # _pump's loop (two calls fewer per request)
+            self._active = request
+            try:
+                self._start(request)
+            except Exception:
+                log.exception("the endpoint proxy failed a request")
+                self._close()
+            return
         self._requests.append(request)
         if len(self._requests) > MAX_PIPELINED:
             self.hold("queued")
@@ -900,43 +929,49 @@ class ProxyConnection(asyncio.Protocol):
         self._finished(self._refuse(request, _no_answer()))
 
     def answered(self, service: _Service, keep: bool) -> None:
-        """``service`` sent the whole answer (``keep``: its connection may serve again)."""
+        """``service`` sent the whole answer (``keep``: its connection may serve again);
+        the next request starts, or the connection ends (see :meth:`_finished`). One call
+        per answer: what follows it is decided here, not by further calls."""
         request = self._active
         if request is None or service is not self._service:
             return
         self._service = None
         if self._holds:
             self.release("service")
-        self._finished(self._after(request, service, keep))
-
-    def _after(self, request: _Request, service: _Service, keep: bool) -> bool:
-        """What follows an answer; whether the connection goes on to the next request."""
+        request.sink = None
         if service.tunnel:
             self._tunnel = service
-            request.sink = None
             for data in self._tunnel_pending:
                 service.send(data)
             self._tunnel_pending = []
             self.release("pending")
-            return False
-        if not request.complete:
+            go_on = False
+        elif not request.complete:
             # answered before the body was all sent: neither connection can tell where the
             # next request starts
-            request.sink = None
             request.discard = True
             service.close()
             self.close_after_answer()
-            return False
-        request.sink = None
-        if keep and not service.closed:
-            self.pool.release(service)
+            go_on = False
         else:
-            service.close()
-        if request.upgrade:
-            # refused an upgrade: the client's bytes after it are not requests
-            self.close_after_answer()
-            return False
-        return request.keep_alive and not self.closing
+            if keep and not service.closed:
+                self.pool.release(service)
+            else:
+                service.close()
+            if request.upgrade:
+                # refused an upgrade: the client's bytes after it are not requests
+                self.close_after_answer()
+                go_on = False
+            else:
+                go_on = request.keep_alive and not self.closing
+        if go_on:
+            # _finished's work for a connection that goes on, without its call
+            self._active = None
+            self._attempt = None
+            if self._requests or self._eof:  # else nothing to start (the usual case)
+                self._pump()
+        else:
+            self._finished(False)
 
     def _finished(self, go_on: bool) -> None:
         """The request being answered is done; the next one starts if ``go_on``, else the
@@ -970,16 +1005,26 @@ class ProxyConnection(asyncio.Protocol):
 
     def _service_head(self, head: RequestHead, forward: Forward) -> bytes:
         """The request head as the service gets it."""
-        pool = self.pool
-        host = pool.hosts.get(forward.url) or pool.host_header(forward.url)
+        start = forward.starts.get(head.method) if head.version == "1.1" else None
+        if start is None:
+            start = self._head_start(head, forward)
+        if forward.cookie is None and head.key.count(b"\n") > 2:  # the client's cookies
+            cookies = b"".join(b"Cookie: " + value + b"\r\n" for value in head.cookies)
+            return b"".join((start, cookies, head.tail, self._forwarded))
+        return b"".join((start, head.tail, self._forwarded))
+
+    def _head_start(self, head: RequestHead, forward: Forward) -> bytes:
+        """The request line, Host and a decided Cookie line the service gets, kept with
+        ``forward`` for HTTP/1.1 (the kept decisions' heads, nearly every request)."""
         line = f"{head.method} {forward.path} HTTP/{head.version}\r\nHost: ".encode("latin-1")
-        cookie = b""
-        if forward.cookie is None:
-            if head.key.count(b"\n") > 2:  # the client sent cookies
-                cookie = b"".join(b"Cookie: " + value + b"\r\n" for value in head.cookies)
-        elif forward.cookie:
-            cookie = b"Cookie: " + forward.cookie.encode("latin-1") + b"\r\n"
-        return b"".join((line, host, b"\r\n", cookie, head.tail, self._forwarded))
+        start = line + self.pool.host_header(forward.url) + b"\r\n"
+        if forward.cookie:
+            start += b"Cookie: " + forward.cookie.encode("latin-1") + b"\r\n"
+        if head.version == "1.1":
+            if len(forward.starts) > 64:
+                forward.starts.clear()  # bounded: methods are a few, extension ones many
+            forward.starts[head.method] = start
+        return start
 
 
 def _content_length(fields: dict[bytes, bytes]) -> int:

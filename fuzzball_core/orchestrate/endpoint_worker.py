@@ -141,22 +141,25 @@ def _cookie(header: str, name: str) -> str:
 class _Reading:
     """What a request head reads as: the decision's key (endpoint, token), the service's
     path and the Cookie header it gets (None: as sent); and the :class:`Forward` last made
-    of it, given again while its decision's URL is the same (a named tuple made anew for
-    every request cost as much as the rest of the kept decision's look-up)."""
+    of it with the decision it was made for, given again while that decision is kept (a
+    :class:`Forward` made anew for every request cost as much as the rest of the kept
+    decision's look-up, and it keeps the service's request line and Host once made)."""
 
-    __slots__ = ("cookie", "forward", "key", "path")
+    __slots__ = ("cookie", "decision", "forward", "key", "path")
 
     def __init__(self, key: tuple[str, str], path: str, cookie: str | None) -> None:
         self.key = key
         self.path = path
         self.cookie = cookie
+        self.decision: _Decision | None = None
         self.forward: Forward | None = None
 
-    def to(self, url: str) -> Forward:
-        """Where the head goes when its decision says ``url``."""
+    def to(self, decision: _Decision) -> Forward:
+        """Where the head goes when ``decision`` is its endpoint's."""
         forward = self.forward
-        if forward is None or forward.url != url:
-            forward = self.forward = Forward(url, self.path, self.cookie)
+        if forward is None or forward.url != decision.url:
+            forward = self.forward = Forward(decision.url, self.path, self.cookie)
+        self.decision = decision
         return forward
 
 
@@ -188,14 +191,20 @@ class WorkerGate:
         """Where ``head`` goes by a decision kept, None when Orchestrate must be asked (a
         FuzzballError is the client's answer): the proxy's connections call this first,
         without a task or a future, which is how nearly every request is decided."""
-        read = self._reading(head)
+        # one call per request: the reading, the decision and its Forward looked up here,
+        # made by the calls below only when not kept
+        read = self._read.get(head.key) or self._reading(head)
         decision = self._kept.get(read.key)
         if decision is None:
             return None
         now = time.monotonic()
         if decision.until <= now:
             return None
-        return self._forward(decision, read, now)
+        if decision.pool is not None:
+            self._touch(decision.pool, now)
+        if read.decision is decision:
+            return read.forward
+        return read.to(decision)
 
     async def __call__(self, head: RequestHead) -> Forward:
         """Where ``head`` goes (a FuzzballError is the client's answer)."""
@@ -231,7 +240,7 @@ class WorkerGate:
     def _forward(self, decision: _Decision, read: _Reading, now: float) -> Forward:
         if decision.pool is not None:
             self._touch(decision.pool, now)
-        return read.to(decision.url)
+        return read.to(decision)
 
     def _touch(self, pool: tuple[str, str, float], now: float) -> None:
         key = pool[:2]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -93,6 +94,10 @@ def _service_app(seen: dict[str, Any]) -> web.Application:
     async def cookies(request: web.Request) -> web.Response:
         return web.json_response(request.headers.getall("Cookie", []))
 
+    async def line(request: web.Request) -> web.Response:
+        version = request.version
+        return web.Response(text=f"<{request.method} HTTP/{version.major}.{version.minor}>")
+
     app = web.Application(client_max_size=64 << 20)
     app.router.add_get("/", hello)
     app.router.add_route("HEAD", "/head", hello)
@@ -100,6 +105,7 @@ def _service_app(seen: dict[str, Any]) -> web.Application:
     app.router.add_post("/echo", echo)
     app.router.add_get("/headers", headers)
     app.router.add_get("/cookies", cookies)
+    app.router.add_route("*", "/line", line)
     return app
 
 
@@ -114,12 +120,18 @@ def _run(scenario: Scenario, *, keepalive_timeout: float = 75.0) -> Any:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", service_port).start()
 
+        # kept decisions give one Forward per kind of head again and again, as the
+        # proxy's process does; awaited ones a new Forward each time, as Orchestrate's
+        forwards: dict[str, Forward] = {}
+
         def decided(head: RequestHead) -> Forward:
-            return Forward(
-                url=f"http://127.0.0.1:{service_port}",
-                path=head.target.removeprefix("/x") or "/",
-                cookie=None,
-            )
+            path = head.target.removeprefix("/x") or "/"
+            forward = forwards.get(path)
+            if forward is None:
+                forward = Forward(url=f"http://127.0.0.1:{service_port}", path=path, cookie=None)
+                if _decisions_kept:
+                    forwards[path] = forward
+            return forward
 
         async def gate(head: RequestHead) -> Forward:
             return decided(head)
@@ -490,3 +502,23 @@ def test_the_service_gets_each_cookie_header_the_client_sent() -> None:
 
     received = _run(lambda base, seen: _exchange(base, [ask]))
     assert json.loads(received.partition(b"\r\n\r\n")[2]) == ["a=1", "b=2"]
+
+
+def test_the_service_gets_each_requests_method_and_version_to_the_same_place() -> None:
+    # one kind of head after another to one Forward (its request line is kept by method)
+    one_read = (
+        b"GET /x/line HTTP/1.1\r\nHost: a\r\n\r\n"
+        b"POST /x/line HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"
+        b"GET /x/line HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n"
+        b"GET /x/line HTTP/1.1\r\nHost: a\r\n\r\n"
+        b"DELETE /x/line HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+    )
+
+    received = _run(lambda base, seen: _exchange(base, [one_read]))
+    assert re.findall(rb"<([^>]*)>", received) == [
+        b"GET HTTP/1.1",
+        b"POST HTTP/1.1",
+        b"GET HTTP/1.0",
+        b"GET HTTP/1.1",
+        b"DELETE HTTP/1.1",
+    ]
