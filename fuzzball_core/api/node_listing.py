@@ -8,7 +8,10 @@ field without presence shown), about 15 µs a node; a node's holds, rarely more 
 still go through the mapping (their timestamps). And between two lists most nodes of a large
 cluster are unchanged but for ``last_seen``, which a list does not show, and the names of
 their running stages, of which it shows only the count; so each node's text is kept with the
-view it was made from, and made again only when what it shows changed.
+view it was made from, and made again only when what it shows changed. While an array runs,
+though, every node's usage changes between two lists: what a node's text shows of it (the
+running jobs' count and the free resources) is put between its kept parts each time, the
+free resources' text made once for the nodes that have as much free.
 """
 
 from __future__ import annotations
@@ -16,39 +19,44 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.rest_messages import to_json
 from fuzzball_core.service.views import NodeView
 
-#: every field of a node's view but ``last_seen`` (renewed by each heartbeat, and not part of
-#: a listed node) and ``stages`` (listed as their number only): a view whose other fields are
-#: unchanged lists as it did; a field added to the view later counts too, so a cached text
-#: cannot miss it
-_LISTED_FIELDS = tuple(
-    f.name for f in dataclasses.fields(NodeView) if f.name not in ("last_seen", "stages")
+#: the fields of a node's view its listed text shows as they are: every field but
+#: ``last_seen`` (renewed by each heartbeat, and not part of a listed node), ``stages``
+#: (listed as their number only) and what the scheduler uses of the node (its free
+#: resources, which change with every run started or ended there); a field added to the view
+#: later counts too, so a kept text cannot miss it
+_FIXED_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(NodeView)
+    if f.name not in ("last_seen", "stages", "used_cores", "used_memory", "used_devices")
 )
-_listed_fields: Callable[[NodeView], tuple[Any, ...]] = operator.attrgetter(*_LISTED_FIELDS)
+_fixed_fields: Callable[[NodeView], tuple[Any, ...]] = operator.attrgetter(*_FIXED_FIELDS)
 
 
-def _listed(node: NodeView) -> tuple[Any, ...]:
-    """What a node's listed text is made of."""
-    return (*_listed_fields(node), len(node.stages))
-
-
-def _resource(cores: int, memory: int, devices: dict[str, int]) -> dict[str, Any]:
+def _resource(cores: int, memory: int, devices: Mapping[str, int]) -> dict[str, Any]:
     """A ``Resource``'s REST JSON (``mem.bytes`` is an int64: a string)."""
-    return {"cpu": {"cores": cores}, "mem": {"bytes": str(memory)}, "devices": devices}
+    return {"cpu": {"cores": cores}, "mem": {"bytes": str(memory)}, "devices": dict(devices)}
 
 
-def node_json(node: NodeView) -> str:
-    """One node as the list shows it: its ``ListNodeInfo`` as REST JSON text (what
-    ``to_json(node_list_message(node))`` makes, written without the message)."""
+class _NodeText(NamedTuple):
+    """A node's listed text but for what its usage changes: the text is ``head``, its
+    running jobs' count, ``middle``, its free resources' JSON, ``tail``."""
+
+    head: str
+    middle: str
+    tail: str
+
+
+def _node_text(node: NodeView) -> _NodeText:
+    """The parts of ``node``'s listed text that its usage does not change."""
     devices = dict(node.devices)
-    free_devices = {name: count - node.used_devices.get(name, 0) for name, count in devices.items()}
-    return json.dumps(
+    head = json.dumps(
         {
             "id": node.id,
             "hostName": node.name,
@@ -56,35 +64,69 @@ def node_json(node: NodeView) -> str:
             "cores": node.cores,
             "memoryGb": msg.gib(node.memory),
             "devices": sum(devices.values()),
-            "runningJobs": len(node.stages),
-            "resource": {
-                "total": _resource(node.cores, node.memory, devices),
-                "free": _resource(
-                    node.cores - node.used_cores, node.memory - node.used_memory, free_devices
-                ),
-                "annotations": dict(node.annotations),
-            },
-            "holds": [to_json(msg.hold_message(hold)) for hold in node.holds],
         }
+    )
+    total = json.dumps(_resource(node.cores, node.memory, devices))
+    annotations = json.dumps(dict(node.annotations))
+    holds = json.dumps([to_json(msg.hold_message(hold)) for hold in node.holds])
+    return _NodeText(
+        # json.dumps writes ", " and ": " between items, as it would for the whole node
+        head[:-1] + ', "runningJobs": ',
+        ', "resource": {"total": ' + total + ', "free": ',
+        ', "annotations": ' + annotations + '}, "holds": ' + holds + "}",
     )
 
 
+def _free(node: NodeView) -> tuple[int, int, tuple[tuple[str, int], ...]]:
+    """What is free on ``node``: cores, memory and each of its device kinds."""
+    used = node.used_devices
+    return (
+        node.cores - node.used_cores,
+        node.memory - node.used_memory,
+        tuple((name, count - used.get(name, 0)) for name, count in node.devices.items()),
+    )
+
+
+def _free_json(free: tuple[int, int, tuple[tuple[str, int], ...]]) -> str:
+    cores, memory, devices = free
+    return json.dumps(_resource(cores, memory, dict(devices)))
+
+
+def node_json(node: NodeView) -> str:
+    """One node as the list shows it: its ``ListNodeInfo`` as REST JSON text (what
+    ``to_json(node_list_message(node))`` makes, written without the message)."""
+    text = _node_text(node)
+    return text.head + str(len(node.stages)) + text.middle + _free_json(_free(node)) + text.tail
+
+
 class NodeListBody:
-    """Makes node lists' bodies, remembering each listed node's text until it changes."""
+    """Makes node lists' bodies, remembering the parts of each listed node's text until
+    they change, and the free resources' texts: during an array every node's usage changes
+    between two lists, so a node's text made whole each time cost 19 µs a node (10 ms a list
+    of 500), against 2-3 µs put together from its kept parts."""
 
     def __init__(self) -> None:
-        self._texts: dict[str, tuple[tuple[Any, ...], str]] = {}
+        self._texts: dict[str, tuple[tuple[Any, ...], _NodeText]] = {}
 
     def body(self, nodes: Iterable[NodeView]) -> str:
         """The JSON text of a ``ListNodesResponse`` of ``nodes``, in their order: the same
         text ``json.dumps`` makes of the whole message's REST JSON."""
-        texts: dict[str, tuple[tuple[Any, ...], str]] = {}
+        texts: dict[str, tuple[tuple[Any, ...], _NodeText]] = {}
+        # most nodes of a cluster have as much free as many others (none, or all of it)
+        frees: dict[tuple[int, int, tuple[tuple[str, int], ...]], str] = {}
+        listed = []
         for node in nodes:
-            listed = _listed(node)
+            fixed = _fixed_fields(node)
             kept = self._texts.get(node.id)
-            if kept is None or kept[0] != listed:
-                kept = (listed, node_json(node))
+            if kept is None or kept[0] != fixed:
+                kept = (fixed, _node_text(node))
             texts[node.id] = kept
+            free = _free(node)
+            free_json = frees.get(free)
+            if free_json is None:
+                free_json = frees[free] = _free_json(free)
+            text = kept[1]
+            listed.append(text.head + str(len(node.stages)) + text.middle + free_json + text.tail)
         # only the nodes of this list are kept: a removed node's text goes with it
         self._texts = texts
-        return '{"nodes": [' + ", ".join(text for _, text in texts.values()) + "]}"
+        return '{"nodes": [' + ", ".join(listed) + "]}"

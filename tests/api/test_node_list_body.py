@@ -88,3 +88,15 @@ def test_a_node_running_other_stages_as_many_as_before_lists_its_kept_text():
     listing = NodeListBody()
     first = listing.body([node(1, stages=("wf/a",))])
     assert listing.body([node(1, stages=("wf/b",))]) == first
+
+
+def test_a_body_is_its_nodes_texts_whatever_was_kept():
+    listing = NodeListBody()
+    listing.body([node(1), node(2)])
+    now = [node(1, used_cores=5, used_devices={}), node(2, used_memory=2 << 30), node(3)]
+    assert listing.body(now) == '{"nodes": [' + ", ".join(node_json(n) for n in now) + "]}"
+
+
+def test_nodes_with_the_same_free_cores_list_their_own_free_memory_and_devices():
+    nodes = [node(1), node(2, used_memory=3 << 30), node(3, used_devices={"nvidia.com/gpu": 2})]
+    assert json.loads(NodeListBody().body(nodes)) == uncached(nodes)

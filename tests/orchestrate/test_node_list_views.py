@@ -3,6 +3,8 @@ usage and running stages from the engine's memory, on SQLite and PostgreSQL alik
 
 from __future__ import annotations
 
+import dataclasses
+
 from support.engine_workflows import HELLO
 
 from fuzzball_core.scheduling import Resources
@@ -31,3 +33,12 @@ def test_a_listed_nodes_use_and_stages_are_the_engines(harness):
     workflow_id = harness.submit(HELLO)
     view = listed(harness, "busy")
     assert (view.used_cores, view.stages) == (1, (f"{workflow_id}/jobs.hello",))
+
+
+def test_a_listed_view_has_every_field_a_node_view_has(harness):
+    harness.node("busy", cores=4)
+    harness.submit(HELLO)
+    harness.node("idle", cores=4)
+    for view in harness.service.list_nodes(harness.admin):
+        # replace() reads every field of the view into a new NodeView
+        assert dataclasses.replace(view) == view
