@@ -61,6 +61,7 @@ from fuzzball_core.errors import (
     NotFound,
 )
 from fuzzball_core.scheduling import (
+    CpuPinning,
     Diagnosis,
     DomainPolicy,
     JobRequest,
@@ -116,26 +117,16 @@ _ORDER = attrgetter("order_key")
 _BISECTS_PER_FILTER = 32
 
 
-class _Allocation:
-    """A running job as the scheduler remembers it."""
-
-    __slots__ = ("charge", "classes", "end", "job", "node_ids")
-
-    def __init__(
-        self,
-        job: JobRequest,
-        node_ids: tuple[str, ...],
-        end: float,
-        charge: Charge,
-        classes: tuple[NodeClass, ...],
-    ) -> None:
-        self.job = job
-        self.node_ids = node_ids
-        self.end = end
-        #: what it holds on all its nodes together, for its account's fair share
-        self.charge = charge
-        #: the classes its end is listed under (see EndsByClass), each once
-        self.classes = classes
+#: A running job as the scheduler remembers it: its node ids, its expected end, what it holds
+#: on all its nodes together (its account's fair-share charge), the numbers of the classes its
+#: end is listed under (see EndsByClass; each once), its account and the CPU layout it asked
+#: for. A plain tuple, read by the positions below: one of strings, numbers and tuples of them
+#: (and None for a job without a CPU layout) is untracked by the cyclic collector after its
+#: first young collection, where an object per running job (a slotted class, holding the job
+#: and its nodes' classes) lived until a full collection and made those come sooner and walk
+#: longer (tens of thousands of running jobs).
+_Allocation = tuple[tuple[str, ...], float, Charge, tuple[int, ...], str, CpuPinning | None]
+_NODE_IDS, _END, _CHARGE, _CLASSES, _ACCOUNT, _PINNING = range(6)
 
 
 @dataclass(eq=False)
@@ -286,11 +277,17 @@ class DefaultScheduler(Scheduler):
         indexed = self._index.upsert(node)
         # a node re-registered into another class takes its running jobs' ends along, so
         # a replay asking about that class still sees them end
+        number = indexed.cls.number
         for job_id in indexed.jobs:
             allocation = self._allocations.get(job_id)
-            if allocation is not None and indexed.cls not in allocation.classes:
-                allocation.classes += (indexed.cls,)
-                self._ends.add(indexed.cls, allocation.end, job_id)
+            if allocation is not None and number not in allocation[_CLASSES]:
+                classes = (*allocation[_CLASSES], number)
+                self._allocations[job_id] = (
+                    *allocation[:_CLASSES],
+                    classes,
+                    *allocation[_ACCOUNT:],
+                )
+                self._ends.add(number, allocation[_END], job_id)
 
     def remove_node(self, node_id: str) -> None:
         """Forget a node with nothing allocated; see :meth:`Scheduler.remove_node`."""
@@ -332,7 +329,7 @@ class DefaultScheduler(Scheduler):
 
     def _cpus_of(self, node: IndexedNode, job_id: str, core_ids: Sequence[int]) -> tuple[int, ...]:
         """The logical CPUs ``job_id``'s cores on ``node`` give its cpuset."""
-        pinning = self._allocations[job_id].job.cpu
+        pinning = self._allocations[job_id][_PINNING]
         threads = pinning is not None and pinning.threads
         return logical_cpus(node.cls.topology, core_ids, threads)
 
@@ -367,11 +364,12 @@ class DefaultScheduler(Scheduler):
         allocation = self._allocations.pop(job_id, None)
         if allocation is None:
             raise NotFound(f"job {job_id} holds no allocation")
-        self._fair.refund(allocation.job.account, allocation.charge)
-        for cls in allocation.classes:
-            self._ends.remove(cls, allocation.end, job_id)
+        node_ids, end, charge, classes, account, _ = allocation
+        self._fair.refund(account, charge)
+        for number in classes:
+            self._ends.remove(number, end, job_id)
         index = self._index
-        for node_id in allocation.node_ids:
+        for node_id in node_ids:
             node = index.nodes.get(node_id)
             if node is not None and job_id in node.jobs:
                 index.remove_job(node, job_id)
@@ -418,16 +416,16 @@ class DefaultScheduler(Scheduler):
         # tuples (new ones were two more objects per running job for the cyclic collector
         # to count toward its full collections)
         node_ids: tuple[str, ...]
-        classes: tuple[NodeClass, ...]
+        classes: tuple[int, ...]
         if len(nodes) == 1:
-            node_ids, classes = nodes[0].id_tuple, nodes[0].cls.class_tuple
+            node_ids, classes = nodes[0].id_tuple, nodes[0].cls.number_tuple
         else:
             node_ids = tuple([node.id for node in nodes])
-            classes = tuple(dict.fromkeys(n.cls for n in nodes))
-        self._allocations[job_id] = _Allocation(job, node_ids, end, charge, classes)
+            classes = tuple(dict.fromkeys(n.cls.number for n in nodes))
+        self._allocations[job_id] = (node_ids, end, charge, classes, job.account, pinning)
         self._fair.charge(job, charge)
-        for cls in classes:
-            self._ends.add(cls, end, job_id)
+        for number in classes:
+            self._ends.add(number, end, job_id)
         # a job that asked for no CPU layout shares one empty mapping (a dict per placement
         # was one more container for the cyclic collector to count)
         return cpus or _NO_CPUS
@@ -561,7 +559,7 @@ class DefaultScheduler(Scheduler):
             if chosen is not None:
                 cpus = self._place(job, chosen, plan, now, protection if guarded else None)
                 # _place recorded the node ids as a tuple already
-                node_ids = self._allocations[job_id].node_ids
+                node_ids = self._allocations[job_id][_NODE_IDS]
                 placements.append(Placement(job_id, node_ids, cpus, note=note))
                 continue
             if guarded and self._locate(shape, plan, None)[0] is not None:

@@ -31,6 +31,7 @@ jobs hold there.
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left
 from collections import Counter
@@ -73,6 +74,10 @@ OUTLASTS_NODE = "job's timeout runs past the node's ttl less its buffer"
 NO_CPU_TOPOLOGY = "no CPU topology"
 
 
+#: Numbers for node classes (see NodeClass.number).
+_CLASS_NUMBERS = itertools.count()
+
+
 class NodeClass:
     """Nodes placement cannot tell apart: same annotations, capacity, CPU topology and plugin
     health."""
@@ -85,13 +90,14 @@ class NodeClass:
         "cap_key",
         "cap_memory",
         "changes",
-        "class_tuple",
         "device_kinds",
         "device_plugin_failed",
         "free",
         "idle",
         "indexed",
         "members",
+        "number",
+        "number_tuple",
         "one_job_at_a_time",
         "pinning_fits",
         "place_until",
@@ -102,9 +108,13 @@ class NodeClass:
 
     def __init__(self, profile: tuple, info: NodeInfo) -> None:
         self.profile = profile
-        #: ``(self,)``: the classes of every job placed on one node of the class, one tuple
-        #: for all of them (a tuple per running job was one more object for the collector)
-        self.class_tuple: tuple[NodeClass] = (self,)
+        #: the class's number, never another class's (the scheduler lists running jobs'
+        #: ends by class number: a record of ints and strings is not tracked by the cyclic
+        #: collector, one holding the class would be)
+        self.number = next(_CLASS_NUMBERS)
+        #: ``(number,)``: the class numbers of every job placed on one node of the class, one
+        #: tuple for all of them (a tuple per running job was one more object to collect)
+        self.number_tuple: tuple[int] = (self.number,)
         self.annotations: dict[str, str] = dict(info.annotations)
         capacity = info.capacity
         self.cap_cores = capacity.cores

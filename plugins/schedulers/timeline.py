@@ -19,19 +19,14 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any
 
 from fuzzball_core.scheduling import JobShape
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
 
-
-class Running(Protocol):
-    """A running job as the replay reads it: the nodes it runs on."""
-
-    @property
-    def node_ids(self) -> Sequence[str]:
-        """The ids of the job's nodes."""
-        ...
+#: A running job as the replay reads it: a record whose first item is the ids of its nodes
+#: (the scheduler's allocation record, a plain tuple: see ``default._Allocation``).
+Running = tuple[Any, ...]
 
 
 @dataclass(eq=False)
@@ -95,10 +90,17 @@ class EndTimes:
             del times[bisect_left(times, end)]
 
     def __iter__(self) -> Iterator[tuple[float, str]]:
-        buckets = self._buckets
-        for end in self._times:
-            for job_id in buckets[end]:
+        for end, job_ids in self.buckets():
+            for job_id in job_ids:
                 yield end, job_id
+
+    def buckets(self) -> Iterator[tuple[float, list[str]]]:
+        """``(end, ids of the jobs ending then)`` ascending: what a replay walks. One pair
+        per distinct end, made without a Python frame, where a generator of ``(end, job
+        id)`` pairs was resumed once per running job (placed in one pass with one timeout,
+        tens of jobs share an end)."""
+        times = self._times
+        return zip(times, map(self._buckets.__getitem__, times), strict=True)
 
     def __len__(self) -> int:
         return sum(map(len, self._buckets.values()))
@@ -109,7 +111,8 @@ class EndTimes:
 
 
 class EndsByClass:
-    """Running jobs' expected ends kept per node class (an :class:`EndTimes` each).
+    """Running jobs' expected ends kept per node class (an :class:`EndTimes` each), by the
+    class's number (:attr:`NodeClass.number`).
 
     A replay's questions can use only a few classes (in the churn benchmark 2-3 of 16), and
     a job ending on nodes of other classes gives them nothing: walking every running job's
@@ -120,37 +123,39 @@ class EndsByClass:
     __slots__ = ("_by_class",)
 
     def __init__(self) -> None:
-        self._by_class: dict[NodeClass, EndTimes] = {}
+        self._by_class: dict[int, EndTimes] = {}
 
-    def add(self, cls: NodeClass, end: float, job_id: str) -> None:
-        """``job_id`` runs until ``end`` on nodes of ``cls`` (once per class)."""
-        ends = self._by_class.get(cls)
+    def add(self, number: int, end: float, job_id: str) -> None:
+        """``job_id`` runs until ``end`` on nodes of class ``number`` (once per class)."""
+        ends = self._by_class.get(number)
         if ends is None:
-            ends = self._by_class[cls] = EndTimes()
+            ends = self._by_class[number] = EndTimes()
         ends.add(end, job_id)
 
-    def remove(self, cls: NodeClass, end: float, job_id: str) -> None:
-        """``job_id``, added under ``cls`` with ``end``, no longer runs."""
-        ends = self._by_class[cls]
+    def remove(self, number: int, end: float, job_id: str) -> None:
+        """``job_id``, added under class ``number`` with ``end``, no longer runs."""
+        ends = self._by_class[number]
         ends.remove(end, job_id)
         if not ends:
-            del self._by_class[cls]
+            del self._by_class[number]
 
-    def walk(self, classes: Iterable[NodeClass]) -> Iterator[tuple[float, str]]:
-        """``(end, job id)`` ascending, of every job running on nodes of ``classes``."""
+    def walk(self, classes: Iterable[NodeClass]) -> Iterator[tuple[float, Sequence[str]]]:
+        """``(end, ids of the jobs ending then, sorted)`` ascending, of every job running on
+        nodes of ``classes`` (each job once)."""
         by_class = self._by_class
-        lists = [by_class[cls] for cls in set(classes) if cls in by_class]
+        numbers = {cls.number for cls in classes}
+        lists = [by_class[number] for number in numbers if number in by_class]
         if len(lists) == 1:
-            return iter(lists[0])
+            return lists[0].buckets()
         return _merged(lists)
 
 
-def _merged(lists: Sequence[EndTimes]) -> Iterator[tuple[float, str]]:
-    """The ``(end, job id)`` of several :class:`EndTimes` ascending, each pair once.
+def _merged(lists: Sequence[EndTimes]) -> Iterator[tuple[float, Sequence[str]]]:
+    """The ``(end, job ids)`` of several :class:`EndTimes` ascending, each end and job once.
 
     Only the distinct ends are merged (floats, a few hundred), not every job's pair: each
-    end's jobs come from its bucket, and from the sorted union of its buckets when several
-    lists have that end (a job on nodes of several classes is listed in each).
+    end's jobs are its bucket, or the sorted union of its buckets when several lists have
+    that end (a job on nodes of several classes is listed in each).
     """
     previous = None
     for end in heapq.merge(*[ends._times for ends in lists]):
@@ -158,9 +163,7 @@ def _merged(lists: Sequence[EndTimes]) -> Iterator[tuple[float, str]]:
             continue  # the buckets of this end were all read the first time
         previous = end
         buckets = [ends._buckets[end] for ends in lists if end in ends._buckets]
-        ids = buckets[0] if len(buckets) == 1 else sorted(set().union(*buckets))
-        for job_id in ids:
-            yield end, job_id
+        yield end, buckets[0] if len(buckets) == 1 else sorted(set().union(*buckets))
 
 
 class Shadow:
@@ -200,59 +203,63 @@ class Shadow:
 
 def replay_ends(
     index: NodeIndex,
-    ends: Iterable[tuple[float, str]],
+    ends: Iterable[tuple[float, Sequence[str]]],
     allocations: Mapping[str, Running],
     queries: Iterable[StartQuery],
     shadow: Shadow | None = None,
 ) -> Shadow:
     """Answer ``queries`` by giving back running jobs' capacity in order of expected end.
 
-    ``ends`` yields ``(expected end, job id)`` ascending (an :class:`EndTimes`); ``allocations``
-    maps a running job's id to what tells its nodes. Returns the shadow as it stood when the
-    last query was answered (or when the running jobs ran out), so a caller can read the
-    reserved nodes' room at that moment.
+    ``ends`` yields ``(expected end, ids of the jobs ending then)`` ascending
+    (:meth:`EndsByClass.walk`); ``allocations`` maps a running job's id to its record, whose
+    first item is its node ids. Returns the shadow as it stood when the last query was
+    answered (or when the running jobs ran out), so a caller can read the reserved nodes'
+    room at that moment.
     """
     shadow = shadow or Shadow(index)
     open_queries = [query for query in queries if not query.answered]
+    if not open_queries:
+        return shadow
     # each class's open questions with the request as a free key of that class: a node
     # coming free is asked about only by the questions that could run there, and a node of
     # a class no question wants is not even copied into the shadow
     by_class = _questions_by_class(open_queries)
     nodes = index.nodes
     give_back = shadow.give_back
-    for end, job_id in ends:
-        if not open_queries:
-            break
-        answered: list[StartQuery] = []
-        for node_id in allocations[job_id].node_ids:
-            node = nodes[node_id]
-            if node.unavailable_label is not None:
-                continue
-            asking = by_class.get(node.cls)
-            if asking is None:
-                continue
-            free_key, free_memory, running = give_back(node, job_id)
-            for query, request_key, fitting, memory, exclusive, needed in asking:
-                if node_id in fitting:
+    for end, job_ids in ends:
+        for job_id in job_ids:
+            answered: list[StartQuery] = []
+            for node_id in allocations[job_id][0]:
+                node = nodes[node_id]
+                if node.unavailable_label is not None:
                     continue
-                if exclusive:
-                    if running:
-                        continue
-                elif free_memory < memory:
-                    break  # the later questions ask at least as much memory
-                elif len(request_key) == 1:
-                    # no device kinds: the cores alone, without a call
-                    if free_key[0] < request_key[0]:
-                        continue
-                elif not _covers(free_key, request_key):
+                asking = by_class.get(node.cls)
+                if asking is None:
                     continue
-                fitting[node_id] = None
-                if len(fitting) >= needed and query.start is None:
-                    query.start = end
-                    answered.append(query)
-        if answered:
-            open_queries = [query for query in open_queries if query.start is None]
-            _drop_answered(by_class, answered)
+                free_key, free_memory, running = give_back(node, job_id)
+                for query, request_key, fitting, memory, exclusive, needed in asking:
+                    if node_id in fitting:
+                        continue
+                    if exclusive:
+                        if running:
+                            continue
+                    elif free_memory < memory:
+                        break  # the later questions ask at least as much memory
+                    elif len(request_key) == 1:
+                        # no device kinds: the cores alone, without a call
+                        if free_key[0] < request_key[0]:
+                            continue
+                    elif not _covers(free_key, request_key):
+                        continue
+                    fitting[node_id] = None
+                    if len(fitting) >= needed and query.start is None:
+                        query.start = end
+                        answered.append(query)
+            if answered:
+                open_queries = [query for query in open_queries if query.start is None]
+                if not open_queries:
+                    return shadow
+                _drop_answered(by_class, answered)
     return shadow
 
 

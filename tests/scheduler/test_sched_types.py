@@ -93,6 +93,16 @@ def test_jobs_with_equal_placement_needs_share_a_shape():
     assert first.shape == second.shape
 
 
+def test_jobs_without_host_ports_share_one_empty_set():
+    # a set per job is one more object for every full collection of the cyclic collector
+    first = JobRequest("a", Resources(1, GiB))
+    second = JobRequest("b", Resources(1, GiB), host_ports=[])
+    ported = JobRequest("c", Resources(1, GiB), host_ports=["tcp/8080"])
+    assert first.host_ports == second.host_ports == frozenset()
+    assert first.host_ports is second.host_ports
+    assert ported.host_ports == {"tcp/8080"}
+
+
 def test_queue_order_is_priority_then_submission_then_id():
     jobs = [
         JobRequest("c", Resources(), submitted_at=1),
