@@ -17,9 +17,9 @@ from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeW
 from .native import INIT_PATH, check, ffi, lib, new_error
 from .network import Attachment, NodeNetwork, resolv_conf_for_isolated
 from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
-from .state import ContainerRecord, StateDir, process_start_time
+from .state import ContainerRecord, StateDir, current_pid, process_start_time
 
-_AGENT_START: int | None = None
+_AGENT: tuple[int, int] | None = None  # (pid, start time) of this process
 _LIFELINE: tuple[int, int] | None = None  # (owning pid, read end)
 _INIT: tuple[int, int] | None = None  # (owning pid, sealed memfd of the init)
 _INIT_LOCK = threading.Lock()
@@ -33,10 +33,10 @@ def _init_fd() -> int:
     every container is executed from it (``fbrt_init_open`` in ``csrc/start.c``)."""
     global _INIT
     with _INIT_LOCK:
-        if _INIT is None or _INIT[0] != os.getpid():
+        if _INIT is None or _INIT[0] != current_pid():
             err = new_error()
             fd = check(lib.fbrt_init_open(os.fsencode(INIT_PATH), err), err, ContainerStartError)
-            _INIT = (os.getpid(), fd)
+            _INIT = (current_pid(), fd)
         return _INIT[1]
 
 
@@ -46,12 +46,12 @@ def _mnt_template_fd(state: StateDir) -> int:
     mounted on the state directory's ``work`` inside that namespace only."""
     global _MNT_TEMPLATE
     with _INIT_LOCK:
-        if _MNT_TEMPLATE is None or _MNT_TEMPLATE[0] != os.getpid():
+        if _MNT_TEMPLATE is None or _MNT_TEMPLATE[0] != current_pid():
             err = new_error()
             fd = check(
                 lib.fbrt_mnt_template_open(os.fsencode(state.work), err), err, ContainerStartError
             )
-            _MNT_TEMPLATE = (os.getpid(), fd)
+            _MNT_TEMPLATE = (current_pid(), fd)
         return _MNT_TEMPLATE[1]
 
 
@@ -62,18 +62,20 @@ def _lifeline() -> int:
     The write end is never written and never closed while the agent lives. A forked child
     makes its own, so that its containers follow its life, not its parent's."""
     global _LIFELINE
-    if _LIFELINE is None or _LIFELINE[0] != os.getpid():
+    if _LIFELINE is None or _LIFELINE[0] != current_pid():
         read_end, _write_end = os.pipe()
-        _LIFELINE = (os.getpid(), read_end)
+        _LIFELINE = (current_pid(), read_end)
     return _LIFELINE[1]
 
 
 def _agent_identity() -> tuple[int, int]:
-    global _AGENT_START
-    pid = os.getpid()
-    if _AGENT_START is None:
-        _AGENT_START = process_start_time(pid) or 0
-    return pid, _AGENT_START
+    """(pid, start time) of this process, as its containers' records name it; a forked
+    child's are its own, so that the sweep does not take its containers for a dead agent's."""
+    global _AGENT
+    pid = current_pid()
+    if _AGENT is None or _AGENT[0] != pid:
+        _AGENT = (pid, process_start_time(pid) or 0)
+    return _AGENT
 
 
 #: (identity of /etc/resolv.conf, its text) as last read
@@ -117,8 +119,8 @@ def _devnull() -> int:
     stdin), so one descriptor serves every container instead of an open and a close each."""
     global _DEVNULL
     with _INIT_LOCK:
-        if _DEVNULL is None or _DEVNULL[0] != os.getpid():
-            _DEVNULL = (os.getpid(), os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+        if _DEVNULL is None or _DEVNULL[0] != current_pid():
+            _DEVNULL = (current_pid(), os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
         return _DEVNULL[1]
 
 

@@ -47,6 +47,25 @@ class ContainerRecord:
     cgroups: list[str] = field(default_factory=list)
 
 
+#: this process's pid, kept by the fork hook below: asked for about ten times per container
+#: (the per-process init, template, lifeline, devnull, holds and journal are each checked
+#: against a fork), and ``os.getpid`` is a system call each time
+_PID = os.getpid()
+
+
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def current_pid() -> int:
+    """This process's pid, without a system call (updated in a child after ``os.fork``)."""
+    return _PID
+
+
 def _stat_fields(pid: int) -> list[bytes] | None:
     # os.open/os.read: a buffered file object adds four system calls (fstat, ioctl, two
     # lseek) to each of the two reads per container.
@@ -195,7 +214,7 @@ class StateDir:
     def _own_holds(self) -> None:
         """Forget holds and records inherited through fork (they are the parent's) and name
         this process's reference and journal; called with ``_holds_lock`` held."""
-        pid = os.getpid()
+        pid = current_pid()
         if self._holds_pid != pid:
             self._holds = {}
             if self._journal_fd >= 0:

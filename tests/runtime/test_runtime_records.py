@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fuzzball_runtime import Container, ContainerSpec, sweep
-from fuzzball_runtime.state import ContainerRecord, StateDir, process_start_time
+from fuzzball_runtime.state import ContainerRecord, StateDir, current_pid, process_start_time
 
 pytestmark = pytest.mark.root
 
@@ -47,6 +47,35 @@ def test_a_running_container_is_recorded_until_it_ends(image: Path, state_dir: P
         assert (record.id, record.pid, record.agent_pid) == (handle.id, handle.pid, os.getpid())
         assert record.pid_start == process_start_time(handle.pid)
     assert state.records() == []
+
+
+def test_a_forked_childs_records_name_the_child_and_its_start_time(
+    image: Path, state_dir: Path
+) -> None:
+    state = StateDir(state_dir)
+    spec = ContainerSpec(image=image, command=["sleep", "30"], state_dir=state_dir)
+    with Container(spec).start():  # the parent's identity is known before the fork
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's exit status is the check
+            ok = False
+            try:
+                with Container(spec).start() as handle:
+                    mine = [r for r in state.records() if r.id == handle.id]
+                    me = (os.getpid(), process_start_time(os.getpid()))
+                    ok = [(r.agent_pid, r.agent_start) for r in mine] == [me]
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_current_pid_is_a_forked_childs_own() -> None:
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit status is the check
+        os._exit(0 if current_pid() == os.getpid() else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert current_pid() == os.getpid()
 
 
 def test_a_journal_leaves_ended_records_and_a_torn_last_line_out(state_dir: Path) -> None:
