@@ -51,15 +51,17 @@ def zero_length_jobs(
     of one ``tasks``-task array of zero-length jobs."""
     from hollow_cluster import ARRAY
 
-    latencies: dict[str, list[float]] = {"/workflows": [], "/nodes": []}
+    #: each list's GETs: (when it was sent, seconds it took)
+    gets: dict[str, list[tuple[float, float]]] = {"/workflows": [], "/nodes": []}
     done = threading.Event()
 
     def probe(path: str) -> None:
         while not done.is_set():
-            latencies[path].append(cluster.timed_get(path))
+            sent = time.perf_counter()
+            gets[path].append((sent, cluster.timed_get(path)))
             time.sleep(PROBE_GAP)
 
-    probes = [threading.Thread(target=probe, args=(path,)) for path in latencies]
+    probes = [threading.Thread(target=probe, args=(path,)) for path in gets]
     cpu_before = cluster.cpu()
     began = time.perf_counter()
     workflow_id = cluster.submit(ARRAY.format(tasks=tasks))
@@ -76,13 +78,32 @@ def zero_length_jobs(
     finished = cluster.tasks_finished(workflow_id)
     if not status.endswith("FINISHED"):
         print(f"    the array ended {status} with {finished} of {tasks} tasks finished")
+    latencies = {path: [taken for _, taken in spans] for path, spans in gets.items()}
     for path, taken in latencies.items():
         if not taken:
             continue
         # with ~30 GETs a list, the p99 is the slowest: which one it was says why
         slowest = ", ".join(f"{t * 1000:.0f}" for t in sorted(taken)[-5:])
         print(f"    {path}: the first GET {taken[0] * 1000:.0f} ms; the slowest five {slowest} ms")
+    print_overlaps(gets["/workflows"], gets["/nodes"])
     return finished / elapsed, cpu / tasks * 1000, latencies["/workflows"], latencies["/nodes"]
+
+
+def print_overlaps(workflows: list[tuple[float, float]], nodes: list[tuple[float, float]]) -> None:
+    """The workflow list's GETs served while a node list was (both probes start together and
+    wait as long between GETs, so many meet), against the others: the node list's CPU is
+    taken in the same process's GIL turns."""
+    met: list[float] = []
+    alone: list[float] = []
+    for sent, taken in workflows:
+        meets = any(s < sent + taken and sent < s + t for s, t in nodes)
+        (met if meets else alone).append(taken)
+    for name, taken in (("during a node list", met), ("alone", alone)):
+        if taken:
+            print(
+                f"    /workflows {name}: {len(taken)} GETs, median {median(taken) * 1000:.0f} ms,"
+                f" slowest {max(taken) * 1000:.0f} ms"
+            )
 
 
 def main() -> None:
