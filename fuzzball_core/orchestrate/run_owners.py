@@ -31,11 +31,15 @@ class RunOwner(NamedTuple):
     stage_name: str
     task_id: int | None
     account_id: str
+    #: ``<workflow id>/<stage name>[/<task>]``: made once, when the run is read, not at each
+    #: list that names it
+    label: str
 
-    def label(self) -> str:
-        """``<workflow id>/<stage name>[/<task>]``."""
-        base = f"{self.workflow_id}/{self.stage_name}"
-        return base if self.task_id is None else f"{base}/{self.task_id}"
+
+def _owner(workflow_id: str, stage_name: str, task_id: int | None, account_id: str) -> RunOwner:
+    base = f"{workflow_id}/{stage_name}"
+    label = base if task_id is None else f"{base}/{task_id}"
+    return RunOwner(workflow_id, stage_name, task_id, account_id, label)
 
 
 _OWNER = (
@@ -60,7 +64,7 @@ def read_owners(session: Session, run_ids: Collection[int]) -> dict[int, RunOwne
         for chunk in range(0, len(ids), CHUNK):
             rows += session.execute(_OWNER.where(Run.id.in_(ids[chunk : chunk + CHUNK])))
     return {
-        run_id: RunOwner(workflow_id, stage_name, task_id, account_id)
+        run_id: _owner(workflow_id, stage_name, task_id, account_id)
         for run_id, workflow_id, stage_name, task_id, account_id in rows
     }
 

@@ -366,7 +366,7 @@ class SqlOrchestrateService(AccountCalls):
             # through the session's connection (Core): the ORM's execute of a plain select
             # cost as much again as the rows (1.5 ms of a 500-node list)
             connection = session.connection()
-            nodes = _listed_nodes(connection.execute(_LISTED_NODES))
+            nodes = _listed_nodes(connection.execute(_LISTED_NODES).all())
             # every node's holds and running stages in two queries, not two per node (a
             # node list of 5,000 nodes held the loop for seconds)
             holds: dict[str, list[HoldView]] = {}
@@ -637,8 +637,11 @@ def _run_labels(owners: Mapping[int, RunOwner], who: Principal) -> dict[int, str
     """Run id -> ``<workflow id>/<stage name>[/<task>]`` of runs the scheduler holds, for
     the runs ``who`` may see (its own; an administrator's, every one); each run of another
     account is :data:`IN_USE`, so the node's use shows and nothing else of it."""
+    # asked once an account, not once a run (an array's runs are all one account's)
+    accounts = {owner.account_id for owner in owners.values()}
+    seen = {account: sees_workflows_of(who, account) for account in accounts}
     return {
-        run_id: owner.label() if sees_workflows_of(who, owner.account_id) else IN_USE
+        run_id: owner.label if seen[owner.account_id] else IN_USE
         for run_id, owner in owners.items()
     }
 
