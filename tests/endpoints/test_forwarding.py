@@ -522,3 +522,23 @@ def test_the_service_gets_each_requests_method_and_version_to_the_same_place() -
         b"GET HTTP/1.1",
         b"DELETE HTTP/1.1",
     ]
+
+
+def test_a_head_near_the_size_limit_reaches_the_service_whole() -> None:
+    # the key and the tail come from C as one string cut at a length the event carries:
+    # lengths in the tens of thousands, a long target and a long token in the key
+    fields = {f"X-Big-{n}": chr(ord("a") + n) * 7000 for n in range(8)}
+    head = (
+        b"GET /x/headers?" + b"q" * 4000 + b" HTTP/1.1\r\nHost: a\r\n"
+        b"FB-Authorization: Bearer "
+        + b"t" * 3000
+        + b"\r\nConnection: close\r\n"
+        + b"".join(f"{name}: {value}\r\n".encode() for name, value in fields.items())
+        + b"\r\n"
+    )
+    assert MAX_HEAD - 4000 < len(head) < MAX_HEAD
+
+    sent = _json_body(_run(lambda base, seen: _exchange(base, [head])))
+    assert {name: sent.get(name) for name in fields} == fields
+    assert "FB-Authorization" not in sent
+    assert sent["X-Forwarded-Host"] == "a"
