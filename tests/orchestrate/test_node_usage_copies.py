@@ -236,3 +236,14 @@ def test_copies_are_made_unasked_for_minutes_after_the_last_reader():
         usages.read(["a"])
         clock.now += KEEP_WARM + 1  # readers stopped coming a while ago
         assert _copies_reach(loop, ctx, 4)
+
+
+def test_a_copy_younger_than_half_max_age_is_served_without_asking_for_another():
+    ctx = FakeContext(FakeScheduler({"a": 1}))
+    # copies made unasked every 30 s: none within the test
+    usages = NodeUsages(ctx, max_age=60.0, clock=Clock())
+    with engine_loop(usages) as loop:
+        usages.read(["a"])
+        usages.read(["a"])
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(PATIENCE)
+    assert ctx.scheduler.readers == ["engine"]
