@@ -24,6 +24,7 @@ from typing import Any
 
 from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
+from fuzzball_core.orchestrate.pin_flights import PinFlights
 from fuzzball_core.plugins import PluginRegistry, get_registry
 from fuzzball_core.spec import ImagePull, Plan, parse_duration
 from fuzzball_core.spec.models import ImageBuild, Job
@@ -76,6 +77,8 @@ class ImageStages:
     #: username, password and/or token (the secrets service, for the principal submitting)
     credentials_for: Callable[[Any, str, str, str], Mapping[str, str]] | None = None
     _backends: dict[str, ImageBackend] = field(default_factory=dict)
+    #: anonymous pins of one URI asked for at once, sharing a registry round trip
+    _pins: PinFlights[ResolvedImage] = field(default_factory=PinFlights)
 
     # -- submission ----------------------------------------------------------------------------
 
@@ -124,7 +127,11 @@ class ImageStages:
         try:
             if is_object_cache_uri(uri):
                 return self._resolve_cached(uri, account_id)
-            return self._backend(uri).resolve(uri, credentials=credentials)
+            backend = self._backend(uri)
+            if credentials is None:
+                # what one submitter may read any may (no secret): one request serves all
+                return self._pins.answer(uri, lambda: backend.resolve(uri))
+            return backend.resolve(uri, credentials=credentials)
         except FuzzballError as exc:
             raise type(exc)(f"{where}: {exc.message}") from exc
         except Exception as exc:  # a backend's unexpected failure is still the image's
