@@ -47,29 +47,48 @@ def preload(
     ctx: EngineContext, tx: Transaction, reports: Iterable[tuple[str, node_pb2.NodeMessage]]
 ) -> None:
     """Load every run (and its stage and workflow) the reports mention, and the output
-    counts of those that printed, in two queries, so applying them finds the rows in the
+    counts of those that printed, in a few queries, so applying them finds the rows in the
     session instead of querying one by one. A live run's ``started`` report, and a task's
     plain exit (:func:`_plain_task_exit`), need no run row, only their stages and workflows
-    (one more query for those the session lacks)."""
-    run_ids, logging_runs, stage_ids = set(), set(), set()
+    (one more query for those the session lacks).
+
+    A live run's first ``started`` report and its exit move its stage, so its workflow is
+    advanced in this pass: that workflow is read with all its stages
+    (:meth:`Transaction.load_workflows`), as advancing it reads them, and the run's row
+    alone; reading its stage and workflow here and all of them again to advance it cost
+    two queries where one does."""
+    run_ids, logging_runs, stage_ids, workflow_ids = set(), set(), set(), set()
     for node_id, message in reports:
         kind = message.WhichOneof("kind")
         if kind == "started" and (live := ctx.live_runs.get(message.started.run_id)):
             # STARTED already (sent again after a reconnect), or applied without its row
-            # (only its stage is read)
             if not live.started:
-                stage_ids.add(live.stage_id)
+                workflow_ids.add(live.workflow_id)
             continue
         if kind == "exited" and (live := _plain_task_exit(ctx, node_id, message.exited)):
             stage_ids.add(live.stage_id)
             continue
+        if kind == "exited" and (live := ctx.live_runs.get(message.exited.run_id)):
+            workflow_ids.add(live.workflow_id)
         if kind in _ABOUT_RUNS:
             run_ids.add(getattr(message, kind).run_id)
         if kind == "log":
             logging_runs.add(message.log.run_id)
-    tx.load_runs(run_ids)
+    tx.load_workflows(workflow_ids)
+    alone = {run_id for run_id in run_ids if _parents_held(ctx, tx, run_id)}
+    tx.load(Run, alone)
+    tx.load_runs(run_ids - alone)
     tx.load_stages(stage_ids)
     job_output.preload(tx, (r for r in tx.loaded if isinstance(r, Run) and r.id in logging_runs))
+
+
+def _parents_held(ctx: EngineContext, tx: Transaction, run_id: int) -> bool:
+    """Whether the session holds a live run's stage and workflow, so that its row may be
+    read alone."""
+    live = ctx.live_runs.get(run_id)
+    return (
+        live is not None and tx.holds(Stage, live.stage_id) and tx.holds(Workflow, live.workflow_id)
+    )
 
 
 def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
