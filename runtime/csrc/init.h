@@ -20,6 +20,10 @@ struct init_options {
     char *const *argv;   /* the command */
 };
 
+/* Give this process the CPU affinity PID 1 had before it cloned the command on its own CPU
+ * (init.c); nothing when PID 1 was not pinned. */
+void init_affinity_restore(void);
+
 /* Write E to the error pipe and exit 127: the agent reports it as the start failure. */
 void __attribute__((noreturn)) init_die(const struct fbrt_error *e);
 

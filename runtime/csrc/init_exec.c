@@ -35,6 +35,7 @@ void init_exec_command(const struct init_options *o) {
     init_sigset none = 0;
     sys_sigprocmask(SIG_SETMASK, &none);
     sys_umask(022);
+    init_affinity_restore(); /* cloned on PID 1's CPU (init.c) */
     struct fbrt_error e;
     memset(&e, 0, sizeof(e));
     long rc = sys_setgroups(o->ngroups, o->groups);

@@ -89,6 +89,13 @@ static inline long sys_setresgid(gid_t g) { return INIT_SYS3(SYS_setresgid, g, g
 static inline long sys_setresuid(uid_t u) { return INIT_SYS3(SYS_setresuid, u, u, u); }
 static inline long sys_chdir(const char *path) { return INIT_SYS1(SYS_chdir, path); }
 static inline long sys_umask(unsigned int mask) { return INIT_SYS1(SYS_umask, mask); }
+static inline long sys_sched_getaffinity(void *mask, size_t len) {
+    return INIT_SYS3(SYS_sched_getaffinity, 0, len, mask);
+}
+static inline long sys_sched_setaffinity(const void *mask, size_t len) {
+    return INIT_SYS3(SYS_sched_setaffinity, 0, len, mask);
+}
+static inline long sys_getcpu(unsigned int *cpu) { return INIT_SYS3(SYS_getcpu, cpu, 0, 0); }
 static inline long sys_execve(const char *path, char *const *argv, char *const *envp) {
     return INIT_SYS3(SYS_execve, path, argv, envp);
 }

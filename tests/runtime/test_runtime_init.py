@@ -101,3 +101,39 @@ def test_a_failure_in_pid_1_is_reported_with_the_errors_description(
         caught.value
     )
     assert caught.value.errno == errno.EACCES
+
+
+def _cpu_lists(output: str) -> dict[str, set[int]]:
+    """``{file: cpus}`` from grep's ``FILE:Cpus_allowed_list:\tLIST`` lines."""
+    found: dict[str, set[int]] = {}
+    for line in output.splitlines():
+        path, _, cpu_list = line.split(":", 2)
+        cpus: set[int] = set()
+        for part in cpu_list.strip().split(","):
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+        found[path] = cpus
+    return found
+
+
+def _affinities_inside(run) -> dict[str, set[int]]:
+    status, output = run("grep Cpus_allowed_list /proc/1/status /proc/self/status")
+    assert status.exit_code == 0, output
+    return _cpu_lists(output)
+
+
+def test_pid_1_and_the_command_run_with_the_starting_threads_cpu_affinity(run) -> None:
+    # the start itself is pinned to the thread's CPU: both take the whole affinity back
+    mine = os.sched_getaffinity(0)
+    assert _affinities_inside(run) == {"/proc/1/status": mine, "/proc/self/status": mine}
+
+
+def test_a_thread_restricted_to_some_cpus_starts_containers_restricted_to_them(run) -> None:
+    mine = os.sched_getaffinity(0)
+    some = set(sorted(mine)[-2:]) if len(mine) > 2 else {max(mine)}
+    os.sched_setaffinity(0, some)
+    try:
+        inside = _affinities_inside(run)
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert inside == {"/proc/1/status": some, "/proc/self/status": some}
