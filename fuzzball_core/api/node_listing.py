@@ -111,9 +111,9 @@ class _Kept(NamedTuple):
 
 class NodeListBody:
     """Makes node lists' bodies, remembering each listed node's text and its parts until
-    they change, and the free resources' texts: during an array every node's usage changes
-    between two lists, so a node's text made whole each time cost 19 µs a node (10 ms a list
-    of 500), against 2-3 µs put together from its kept parts."""
+    they change, and the free resources' texts: while jobs start and end across a cluster
+    most busy nodes' usage changes between two lists, and a node's text made whole each time
+    cost 19 µs (10 ms a list of 500), against 2-3 µs put together from its kept parts."""
 
     def __init__(self) -> None:
         self._texts: dict[str, _Kept] = {}
