@@ -386,8 +386,9 @@ class Queue:
 
     def __init__(self, jobs: list[JobRequest]) -> None:
         self._jobs = jobs
-        #: ids of the jobs considered after work of other accounts submitted after them
-        self.overtaken: set[str] = set()
+        #: the ids of the jobs considered after work of other accounts submitted after them,
+        #: each with its account (what their diagnoses read of them)
+        self.overtaken: dict[str, str] = {}
 
     def __iter__(self) -> Iterator[JobRequest]:
         return iter(self._jobs)
@@ -477,7 +478,7 @@ class FairQueue(Queue):
             if latest is None or key > latest:
                 latest = key
             else:
-                overtaken.add(job.id)
+                overtaken[job.id] = account
             held = running.get(account)
             holding = held.jobs if held is not None else 0
             yield job

@@ -249,6 +249,11 @@ def replay_ends(
                         # no device kinds: the cores alone, without a call
                         if free_key[0] < request_key[0]:
                             continue
+                    elif len(request_key) == 2:
+                        # one device kind (a GPU node): its count and the cores, without a
+                        # call (the call was 3 % of the churn run)
+                        if free_key[0] < request_key[0] or free_key[1] < request_key[1]:
+                            continue
                     elif not _covers(free_key, request_key):
                         continue
                     fitting[node_id] = None

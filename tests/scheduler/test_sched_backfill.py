@@ -264,3 +264,14 @@ def test_waiting_shapes_of_one_class_each_get_their_own_start_whatever_memory_th
     assert diagnoses["small"].estimated_start == 100
     assert diagnoses["big"].estimated_start == 200
     assert diagnoses["whole"].estimated_start == 200
+
+
+def test_a_gpu_nodes_waiting_jobs_start_when_both_their_gpus_and_cores_come_back():
+    scheduler = cluster(node("g", cores=16, gpus=4))
+    scheduler.allocate(job("gpus", cores=2, gpus=4, runtime=200), ["g"], started_at=0)
+    scheduler.allocate(job("cores", cores=14, runtime=100), ["g"], started_at=0)
+    wants_gpus = job("wants-gpus", cores=2, gpus=2, submitted_at=1)
+    wants_cores = job("wants-cores", cores=4, submitted_at=2)
+    diagnoses = scheduler.schedule([wants_gpus, wants_cores], now=0).diagnoses
+    assert diagnoses["wants-gpus"].estimated_start == 200
+    assert diagnoses["wants-cores"].estimated_start == 100
