@@ -45,6 +45,10 @@ int fbrt_net_join(int fd, struct fbrt_error *err);
 #define FBRT_OPT_CWD "--cwd="       /* absent: stay in / */
 #define FBRT_OPT_PATH "--path="     /* absent: the default PATH */
 #define FBRT_OPT_LIFELINE "--lifeline"
+/* The agent thread's CPU affinity, which PID 1 and the command keep (the start may run
+ * pinned to the thread's CPU: see start.c): a cpu_set_t's bytes, two hex digits each. */
+#define FBRT_OPT_AFFINITY "--affinity="
+#define FBRT_AFFINITY_BYTES 128 /* CPU_SETSIZE (1024) bits */
 
 #define FBRT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -72,6 +72,8 @@ static const char *option_value(const char *arg, const char *name) {
     return init_starts_with(arg, name) ? arg + strlen(name) : NULL;
 }
 
+static void parse_affinity(const char *hex, const char *arg);
+
 static void parse_options(int argc, char **argv, struct init_options *o) {
     memset(o, 0, sizeof(*o));
     int i = 1;
@@ -90,6 +92,8 @@ static void parse_options(int argc, char **argv, struct init_options *o) {
             o->path = value;
         else if (init_strcmp(arg, FBRT_OPT_LIFELINE) == 0)
             o->lifeline = 1;
+        else if ((value = option_value(arg, FBRT_OPT_AFFINITY)))
+            parse_affinity(value, arg);
         else
             usage_error("unknown option", arg);
     }
@@ -122,8 +126,31 @@ static int command_main(void *options) { init_exec_command(options); }
 
 /* PID 1's affinity while it is pinned to its CPU for the command's clone; the command reads
  * it here too (it runs on PID 1's memory until its exec). */
-static unsigned long affinity[1024 / (8 * sizeof(unsigned long))];
+static unsigned long affinity[FBRT_AFFINITY_BYTES / sizeof(unsigned long)];
 static long affinity_bytes; /* 0: not pinned */
+static long affinity_given; /* bytes of FBRT_OPT_AFFINITY (the agent's); 0: none */
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+static void parse_affinity(const char *hex, const char *arg) {
+    unsigned char *bytes = (unsigned char *)affinity;
+    long n = 0;
+    for (const char *c = hex; *c; c += 2) {
+        int high = hex_digit(c[0]), low = high < 0 ? -1 : hex_digit(c[1]);
+        if (low < 0 || n == (long)sizeof(affinity))
+            usage_error("bad mask in", arg);
+        bytes[n++] = (unsigned char)(high << 4 | low);
+    }
+    if (n == 0)
+        usage_error("bad mask in", arg);
+    affinity_given = n;
+}
 
 /* The command is cloned on PID 1's CPU. Left to the kernel, a new process goes to the CPU that
  * looks least loaded, and the container's session (the child's setsid) is a scheduling group
@@ -133,7 +160,8 @@ static long affinity_bytes; /* 0: not pinned */
  * affinity back at once (init_affinity_restore). */
 static void pin_to_this_cpu(void) {
     unsigned int cpu;
-    long bytes = sys_sched_getaffinity(affinity, sizeof(affinity));
+    /* The agent's affinity when it started this container pinned (start.c), else our own. */
+    long bytes = affinity_given ? affinity_given : sys_sched_getaffinity(affinity, sizeof(affinity));
     if (bytes <= 0 || sys_getcpu(&cpu) < 0 || cpu >= 8 * sizeof(affinity))
         return;
     unsigned long here[sizeof(affinity) / sizeof(affinity[0])];
