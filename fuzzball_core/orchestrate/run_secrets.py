@@ -215,15 +215,17 @@ class RunSecretsService:
         with self._lock:
             held = self._tokens.get(workflow.id) or minted.get(workflow.id)
         if held is None:
-            held = minted[workflow.id] = _Held(
-                self.accounts.issue_for(
-                    workflow.account_id,
-                    user_id=workflow.user_id or self._account_owner(tx, workflow.account_id),
-                    credential=CredentialKind.WORKFLOW,
-                    workflow_id=workflow.id,
-                    session=tx.session,
-                )
+            token, row = self.accounts.token_row(
+                workflow.account_id,
+                user_id=workflow.user_id or self._account_owner(tx, workflow.account_id),
+                credential=CredentialKind.WORKFLOW,
+                workflow_id=workflow.id,
             )
+            # written with the pass's other tokens in one INSERT as it commits (an ORM row
+            # each, made and flushed, was about 3 % of Orchestrate's samples under 2,000
+            # separate workflows)
+            tx.insert_at_commit(self.accounts.token_table.__table__, row)
+            held = minted[workflow.id] = _Held(token)
             tx.after_commit(functools.partial(self._keep, workflow.id, held))
         if stage.name not in held.token_only:
             ingress = self.ingress_of(workflow, stage.name) if self.ingress_of else ""

@@ -70,6 +70,8 @@ class Transaction:
     windows_due: set[int] = field(default_factory=set)
     #: columns to write to runs the session does not hold (:meth:`write_run`), by run id
     run_writes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: rows to insert as the transaction commits (:meth:`insert_at_commit`), by table
+    inserts: dict[Table, list[dict[str, Any]]] = field(default_factory=dict)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
@@ -151,6 +153,13 @@ class Transaction:
         )
         return {task_id: run_id for task_id, run_id in result}
 
+    def insert_at_commit(self, table: Table, row: dict[str, Any]) -> None:
+        """Insert ``row`` into ``table`` as the transaction commits, with the other rows of
+        that table in one statement, not as an ORM row: for rows nothing reads in the
+        transaction that writes them (a workflow's token minted in the pass), except the
+        commit's own revocation, which follows them."""
+        self.inserts.setdefault(table, []).append(row)
+
     def write_runs(self) -> None:
         """Send the waiting :meth:`write_run` writes (one executemany per set of columns)."""
         writes, self.run_writes = self.run_writes, {}
@@ -189,10 +198,16 @@ class Transaction:
         return list(self.session.scalars(select(Stage).where(Stage.workflow_id == workflow_id)))
 
     def commit(self) -> None:
-        """Write the recorded events (one multi-row INSERT instead of an ORM object each,
-        whose construction and flush cost more than the row), revoke the tokens of the
-        workflows that ended, and commit the session."""
+        """Write the waiting run writes and inserts, the recorded events (one multi-row
+        INSERT instead of an ORM object each, whose construction and flush cost more than
+        the row), revoke the tokens of the workflows that ended, and commit the session."""
         self.write_runs()
+        if self.inserts:
+            self.session.flush()  # the rows they refer to go first
+            connection = self.session.connection()
+            for table, rows in self.inserts.items():
+                connection.execute(insert(table), rows)
+            self.inserts = {}
         ended = {
             event["workflow_id"]
             for event in self.events
@@ -201,7 +216,7 @@ class Transaction:
         if ended:
             # in this transaction, not a session and commit of its own per workflow after
             # it: a token never outlives its workflow's end, and a failed pass keeps both
-            # after a flush: a token minted in this pass (an ORM row) is revoked with the rest
+            # after a flush and the inserts: a token minted in this pass is revoked too
             self.session.flush()
             self.session.connection().execute(
                 _REVOKE_TOKENS, {"ended": sorted(ended), "now": self.now}

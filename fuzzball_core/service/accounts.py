@@ -111,22 +111,39 @@ class Accounts:
         workflow_id: str | None = None,
         lifetime: float | None = None,
     ) -> str:
+        token, row = self.token_row(
+            account_id,
+            user_id=user_id,
+            credential=credential,
+            workflow_id=workflow_id,
+            lifetime=lifetime,
+        )
+        session.add(self.token_table(**row))
+        return token
+
+    def token_row(
+        self,
+        account_id: str,
+        *,
+        user_id: str | None = None,
+        credential: str = CredentialKind.API,
+        workflow_id: str | None = None,
+        lifetime: float | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """A new bearer token (as :meth:`issue_for` has it) and the columns of its row in
+        the token table, for a caller that writes the row itself: the engine's pass inserts
+        the tokens it mints with one Core statement, not an ORM row each."""
         token = secrets.token_urlsafe(32)
         now = self.clock()
-        session.add(
-            self.token_table(
-                account_id=account_id,
-                token_sha256=token_digest(token),
-                created_at=now,
-                expires_at=now + (self.token_lifetime if lifetime is None else lifetime),
-                **(
-                    {"user_id": user_id, "credential": credential, "workflow_id": workflow_id}
-                    if hasattr(self.token_table, "credential")
-                    else {}
-                ),
-            )
-        )
-        return token
+        row: dict[str, Any] = {
+            "account_id": account_id,
+            "token_sha256": token_digest(token),
+            "created_at": now,
+            "expires_at": now + (self.token_lifetime if lifetime is None else lifetime),
+        }
+        if hasattr(self.token_table, "credential"):
+            row.update(user_id=user_id, credential=credential, workflow_id=workflow_id)
+        return token, row
 
     def issue_for(
         self,
