@@ -237,6 +237,17 @@ def test_a_running_jobs_record_is_left_untracked_by_the_cyclic_collector():
     assert not gc.is_tracked(records["two"])
 
 
+def test_the_table_of_running_jobs_stays_tracked_with_only_untracked_records():
+    # untracked, each new record would track it again as a young object: every young
+    # collection would walk all its entries
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("one", cores=4, runtime=100), ["n"], started_at=0)
+    gc.collect()
+    gc.collect()
+    assert not gc.is_tracked(scheduler._allocations["one"])
+    assert gc.is_tracked(scheduler._allocations)
+
+
 def test_the_diagnoses_tell_a_jobs_reason_without_building_its_diagnosis():
     scheduler = cluster(node("n", cores=16))
     scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
