@@ -8,7 +8,13 @@ tests/fixtures/endpoints as a workflow service with a path endpoint. Then, for e
 * latency: ``--requests`` small GETs (``/``, 15 bytes) one after another on one keep-alive
   connection: p50 and p99;
 * throughput: ``--concurrency`` clients asking small GETs for ``--seconds``: requests/s;
-* download: ``--downloads`` GETs of ``--size`` MiB (100 by default): MiB/s, the best run.
+* download: ``--downloads`` GETs of ``--size`` MiB (100 by default): MiB/s, the best run;
+* throughput again with ``wrk`` (Debian's, C, one thread, ``--concurrency`` connections,
+  ``--seconds``), where it is installed: the aiohttp clients cost 130-150 µs of CPU per
+  request, more than the service and any proxy, so on two cores they decide much of what
+  either path reaches (a proxy that cost nothing would reach 82-91 % of direct with them);
+  a load generator in C takes a few µs per request and leaves the cores to the service and
+  the proxy, as a site's clients, on machines of their own, would. Both are printed.
 
 The clients run in a child process, ``--rounds`` rounds alternating direct and proxy; each
 figure is the median of the rounds, and the range of the rounds is printed beside it (the
@@ -71,6 +77,7 @@ from support.endpoint_stack import EndpointCluster, bearer
 from support.python_image import push_python_image
 
 OURS = "fuzzball"
+WRK = shutil.which("wrk")
 SERVICE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "endpoints"
 WORKFLOW = """
 version: v1
@@ -152,6 +159,31 @@ def measure(
         return {"rps": done / seconds, "client_us": (time.process_time() - cpu) / done * 1e6}
     url = f"{base}bytes/{args.size << 20}"
     return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
+
+
+def wrk_throughput(
+    base: str, headers: dict[str, str], args: argparse.Namespace
+) -> dict[str, float]:
+    """Small GETs from ``wrk`` (one thread, ``--concurrency`` connections, ``--seconds``), in
+    a session of its own like the other clients: requests/s and its CPU per request."""
+    command = [WRK, "-t1", f"-c{args.concurrency}", f"-d{args.seconds:g}s"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    process = subprocess.Popen(
+        [*command, base], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    assert process.stdout is not None
+    output = process.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    rps = [line.split()[1] for line in output.splitlines() if line.startswith("Requests/sec:")]
+    if process.returncode != 0 or not rps or "Non-2xx" in output or "Socket errors" in output:
+        raise RuntimeError(f"wrk against {base} failed: {output.strip()}")
+    done = float(rps[0]) * args.seconds
+    return {
+        "wrk_rps": float(rps[0]),
+        "wrk_client_us": (usage.ru_utime + usage.ru_stime) / done * 1e6,
+    }
 
 
 def _own_session() -> None:
@@ -358,6 +390,11 @@ def compare(targets: list[Target], args: argparse.Namespace, service_pid: int | 
                 got["proxy_us"] = (sum(map(cpu_seconds, pids)) - proxy_cpu) / done * 1e6
                 got["requests"] = done
                 got |= child.submit(measure, url, headers, args, "download").result()
+                if WRK is not None:
+                    proxy_cpu = sum(map(cpu_seconds, pids))
+                    got |= wrk_throughput(url, headers, args)
+                    done = got["wrk_rps"] * args.seconds
+                    got["wrk_proxy_us"] = (sum(map(cpu_seconds, pids)) - proxy_cpu) / done * 1e6
                 rounds[target.name].append(got)
     report(targets, rounds, args, service_pid)
 
@@ -417,6 +454,19 @@ def report(
             f"ms; download {ratios(name, 'mib_s')}; CPU per small request: {cpu}, clients "
             f"{spread(name, 'client_us')} µs"
         )
+    if WRK is None:
+        print("wrk: not installed (apt-get install wrk): no throughput with C clients")
+    else:
+        print(f"with wrk (C, 1 thread, {args.concurrency} connections), requests/s:")
+        for target in targets:
+            name = target.name
+            line = f"{name:>{width}}: {figures[name]['wrk_rps']:,.0f} ({spread(name, 'wrk_rps')})"
+            if name != direct:
+                line += (
+                    f", {ratios(name, 'wrk_rps')} of direct; proxy CPU per request "
+                    f"{spread(name, 'wrk_proxy_us')} µs"
+                )
+            print(f"{line}; wrk's CPU per request {spread(name, 'wrk_client_us')} µs")
     print(f"(medians of {args.rounds} rounds; ratios: of the medians, and each round's)")
 
 
