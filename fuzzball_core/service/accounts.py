@@ -85,13 +85,13 @@ class Accounts:
             )
             session.add(account)
             session.flush()
-            token = self._add_token(session, account.id)
+            token = self._add_token(session, self.token_row(account.id))
         return Principal(account.id, name, account.is_admin, chosen), token
 
     def issue_token(self, name: str) -> str:
         """A new bearer token for an existing account."""
         with self.sessions() as session, session.begin():
-            return self._add_token(session, self._account(session, name).id)
+            return self._add_token(session, self.token_row(self._account(session, name).id))
 
     def _account(self, session: Session, name: str) -> Any:
         account = session.scalars(
@@ -101,23 +101,9 @@ class Accounts:
             raise NotFound(f"account {name!r} not found")
         return account
 
-    def _add_token(
-        self,
-        session: Session,
-        account_id: str,
-        *,
-        user_id: str | None = None,
-        credential: str = CredentialKind.API,
-        workflow_id: str | None = None,
-        lifetime: float | None = None,
-    ) -> str:
-        token, row = self.token_row(
-            account_id,
-            user_id=user_id,
-            credential=credential,
-            workflow_id=workflow_id,
-            lifetime=lifetime,
-        )
+    def _add_token(self, session: Session, minted: tuple[str, dict[str, Any]]) -> str:
+        """Add the row of ``minted`` (from :meth:`token_row`) to ``session``; its token."""
+        token, row = minted
         session.add(self.token_table(**row))
         return token
 
@@ -160,24 +146,17 @@ class Accounts:
         or a workflow's own, tied to ``workflow_id``), valid for ``lifetime`` seconds (the
         configured token lifetime by default). Within ``session`` when one is given (so the
         token is part of the caller's transaction)."""
+        minted = self.token_row(
+            account_id,
+            user_id=user_id,
+            credential=credential,
+            workflow_id=workflow_id,
+            lifetime=lifetime,
+        )
         if session is not None:
-            return self._add_token(
-                session,
-                account_id,
-                user_id=user_id,
-                credential=credential,
-                workflow_id=workflow_id,
-                lifetime=lifetime,
-            )
+            return self._add_token(session, minted)
         with self.sessions() as own, own.begin():
-            return self._add_token(
-                own,
-                account_id,
-                user_id=user_id,
-                credential=credential,
-                workflow_id=workflow_id,
-                lifetime=lifetime,
-            )
+            return self._add_token(own, minted)
 
     def authenticate(self, token: str) -> Principal:
         """The owner of ``token``; Unauthenticated when it is missing, unknown, expired or
