@@ -9,6 +9,7 @@ tests/fixtures/endpoints as a workflow service with a path endpoint. Then, for e
   connection: p50 and p99;
 * throughput: ``--concurrency`` clients asking small GETs for ``--seconds``: requests/s;
 * download: ``--downloads`` GETs of ``--size`` MiB (100 by default): MiB/s, the best run;
+* the download again with ``curl`` (C), where it is installed;
 * throughput again with ``wrk`` (Debian's, C, one thread, ``--concurrency`` connections,
   ``--seconds``), where it is installed: the aiohttp clients cost 130-150 µs of CPU per
   request, more than the service and any proxy, so on two cores they decide much of what
@@ -78,6 +79,7 @@ from support.python_image import push_python_image
 
 OURS = "fuzzball"
 WRK = shutil.which("wrk")
+CURL = shutil.which("curl")
 SERVICE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "endpoints"
 WORKFLOW = """
 version: v1
@@ -158,7 +160,25 @@ def measure(
         done, seconds = asyncio.run(throughput(base, headers, args.concurrency, args.seconds))
         return {"rps": done / seconds, "client_us": (time.process_time() - cpu) / done * 1e6}
     url = f"{base}bytes/{args.size << 20}"
-    return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
+    got = {"mib_s": asyncio.run(download(url, headers, args.downloads))}
+    if CURL is not None:
+        got["curl_mib_s"] = curl_download(url, headers, args.downloads)
+    return got
+
+
+def curl_download(url: str, headers: dict[str, str], runs: int) -> float:
+    """The best MiB/s of ``runs`` downloads of ``url`` by curl (C: the download's client
+    costs little, as wrk for the small requests), the body thrown away."""
+    command = [str(CURL), "-sS", "--fail", "-o", "/dev/null", "-w", "%{speed_download}"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    best = 0.0
+    for _ in range(runs):
+        done = subprocess.run([*command, url], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"curl against {url} failed: {done.stderr.strip()}")
+        best = max(best, float(done.stdout) / 2**20)
+    return best
 
 
 def wrk_throughput(
@@ -454,6 +474,17 @@ def report(
             f"ms; download {ratios(name, 'mib_s')}; CPU per small request: {cpu}, clients "
             f"{spread(name, 'client_us')} µs"
         )
+    if CURL is None:
+        print("curl: not installed: no download with a client in C")
+    else:
+        print(f"{args.size} MiB download with curl (C), MiB/s:")
+        for target in targets:
+            name = target.name
+            mib_s = figures[name]["curl_mib_s"]
+            line = f"{name:>{width}}: {mib_s:,.0f} ({spread(name, 'curl_mib_s')})"
+            if name != direct:
+                line += f", {ratios(name, 'curl_mib_s')} of direct"
+            print(line)
     if WRK is None:
         print("wrk: not installed (apt-get install wrk): no throughput with C clients")
     else:

@@ -17,7 +17,7 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   prometheus prometheus-alertmanager prometheus-node-exporter
   chromium chromium-driver
-  nginx-light haproxy wrk
+  nginx-light haproxy wrk curl
 )
 
 missing=()
