@@ -474,30 +474,31 @@ def report(
             f"ms; download {ratios(name, 'mib_s')}; CPU per small request: {cpu}, clients "
             f"{spread(name, 'client_us')} µs"
         )
+
+    def by_c_clients(title: str, key: str, extra: Callable[[str], str]) -> None:
+        """A figure measured with a client in C: each target's, and its ratio to direct."""
+        print(title)
+        for target in targets:
+            name = target.name
+            line = f"{name:>{width}}: {figures[name][key]:,.0f} ({spread(name, key)})"
+            if name != direct:
+                line += f", {ratios(name, key)} of direct"
+            print(line + extra(name))
+
     if CURL is None:
         print("curl: not installed: no download with a client in C")
     else:
-        print(f"{args.size} MiB download with curl (C), MiB/s:")
-        for target in targets:
-            name = target.name
-            mib_s = figures[name]["curl_mib_s"]
-            line = f"{name:>{width}}: {mib_s:,.0f} ({spread(name, 'curl_mib_s')})"
-            if name != direct:
-                line += f", {ratios(name, 'curl_mib_s')} of direct"
-            print(line)
+        by_c_clients(f"{args.size} MiB download with curl (C), MiB/s:", "curl_mib_s", lambda _: "")
     if WRK is None:
         print("wrk: not installed (apt-get install wrk): no throughput with C clients")
     else:
-        print(f"with wrk (C, 1 thread, {args.concurrency} connections), requests/s:")
-        for target in targets:
-            name = target.name
-            line = f"{name:>{width}}: {figures[name]['wrk_rps']:,.0f} ({spread(name, 'wrk_rps')})"
-            if name != direct:
-                line += (
-                    f", {ratios(name, 'wrk_rps')} of direct; proxy CPU per request "
-                    f"{spread(name, 'wrk_proxy_us')} µs"
-                )
-            print(f"{line}; wrk's CPU per request {spread(name, 'wrk_client_us')} µs")
+
+        def wrk_cpu(name: str) -> str:
+            proxy = "" if name == direct else f"proxy {spread(name, 'wrk_proxy_us')} µs, "
+            return f"; CPU per request: {proxy}wrk's {spread(name, 'wrk_client_us')} µs"
+
+        title = f"with wrk (C, 1 thread, {args.concurrency} connections), requests/s:"
+        by_c_clients(title, "wrk_rps", wrk_cpu)
     print(f"(medians of {args.rounds} rounds; ratios: of the medians, and each round's)")
 
 
