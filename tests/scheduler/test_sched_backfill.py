@@ -11,7 +11,7 @@ from support.scheduler_cluster import cluster, job, node, placed_on
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import Hold, ReasonCode
 from fuzzball_plugins.schedulers.node_index import NodeClass
-from fuzzball_plugins.schedulers.timeline import EndsByClass, EndTimes
+from fuzzball_plugins.schedulers.timeline import EndsByClass, EndsWalk, EndTimes
 
 
 def test_earlier_submission_goes_first_whatever_order_jobs_are_passed_in():
@@ -221,6 +221,29 @@ def test_ends_of_several_classes_are_walked_merged_with_a_job_on_both_once():
         (10.0, ["z"]),
         (20.0, ["a", "b"]),
     ]
+
+
+def test_a_walk_narrowed_to_fewer_classes_skips_only_the_dropped_classes_jobs():
+    # a replay drops the classes whose questions are all answered; a job also running on a
+    # kept class is still walked
+    small, large = (cast(NodeClass, SimpleNamespace(number=n)) for n in range(2))
+    ends = EndsByClass()
+    for cls, end, job_id in [
+        (small, 10.0, "s1"),
+        (large, 10.0, "l1"),
+        (small, 20.0, "s2"),
+        (small, 30.0, "both"),
+        (large, 30.0, "both"),
+        (large, 40.0, "l2"),
+        (small, 50.0, "s3"),
+    ]:
+        ends.add(cls.number, end, job_id)
+    walk = ends.walk([small, large])
+    assert isinstance(walk, EndsWalk)
+    end, ids = next(walk)
+    assert (end, list(ids)) == (10.0, ["l1", "s1"])
+    walk.keep({large.number})
+    assert [(end, list(ids)) for end, ids in walk] == [(30.0, ["both"]), (40.0, ["l2"])]
 
 
 def test_a_running_jobs_record_is_left_untracked_by_the_cyclic_collector():
