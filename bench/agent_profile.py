@@ -1,14 +1,14 @@
-"""Profile the node agents' event loop during bench/e2e.py's (b) array.
+"""Profile the node agents' event loop during bench/e2e.py's (b) array or (c) separate workflows.
 
 Runs the same cluster as ``bench/e2e.py`` (Orchestrate in this process, two agents, the
 image from a local registry), but starts each agent under ``cProfile`` timed by its main
 thread's CPU clock (``time.thread_time``: the agent's event loop, where its per-job Python
 work runs) and with the CPU its garbage collections took, switched on by SIGUSR1 just
-before the array is submitted and dumped on SIGUSR2 once it finished. Prints the agents'
+before the jobs are submitted and dumped on SIGUSR2 once it finished. Prints the agents'
 CPU per job and collections, then the profile of both agents merged. cProfile's own
 overhead inflates every figure; compare shares, not milliseconds, and take the CPU per job
 from ``bench/e2e.py``. Usage (root):
-    python bench/agent_profile.py [--tasks 2000] [--sort tottime] [--lines 60]
+    python bench/agent_profile.py [--tasks 2000] [--separate] [--sort tottime] [--lines 60]
 """
 
 from __future__ import annotations
@@ -80,6 +80,11 @@ def threads_cpu(pid: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument(
+        "--separate",
+        action="store_true",
+        help="profile (c): --tasks single-job workflows instead of one --tasks-task array",
+    )
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--lines", type=int, default=60)
     parser.add_argument("--save", help="also write the merged profile to this file")
@@ -106,7 +111,8 @@ def main() -> None:
                     agent.process.send_signal(signal.SIGUSR1)
                 before = [e2e.cpu_seconds(a.process.pid)[0] for a in cluster.agents]
                 threads_before = [threads_cpu(a.process.pid) for a in cluster.agents]
-                e2e.array_throughput(cluster, watch, args.tasks, profile=False)
+                throughput = e2e.separate_throughput if args.separate else e2e.array_throughput
+                throughput(cluster, watch, args.tasks, profile=False)
                 after = [e2e.cpu_seconds(a.process.pid)[0] for a in cluster.agents]
                 by_thread: dict[str, float] = {}
                 for agent, earlier in zip(cluster.agents, threads_before, strict=True):

@@ -73,7 +73,9 @@ class LiveRun:
 #: Called in the pass for each run whose assignment goes to its nodes (placed, or sent again
 #: to a node that reconnected), with its workflow and stage rows: what the run will ask for
 #: as it starts can be prepared in the same transaction (``run_secrets``' workflow token).
-AssignmentHook = Callable[[Transaction, Workflow, Stage, RunFields], None]
+#: Answers the workflow token the assignment carries ("" for none: the run asks
+#: ``RunSecrets`` as it starts).
+AssignmentHook = Callable[[Transaction, Workflow, Stage, RunFields], str]
 
 
 @dataclass

@@ -7,7 +7,7 @@ the engine's modules never build protobuf messages themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class Assign:
     cpus: tuple[tuple[str, str], ...] = ()
     #: where each mounted volume lives: {volume: VolumeLocation JSON} as JSON text ("" none)
     volumes_json: str = ""
+    #: the workflow's token when the job needs nothing else from ``RunSecrets`` ("": the
+    #: run asks as it starts); never in a repr or log line
+    workflow_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)

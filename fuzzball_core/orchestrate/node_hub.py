@@ -39,6 +39,7 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
                 hosts=dict(message.hosts),
                 cpus=dict(message.cpus),
                 volumes_json=message.volumes_json,
+                workflow_token=message.workflow_token,
             )
         )
     if isinstance(message, Cancel):

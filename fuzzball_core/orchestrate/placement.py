@@ -371,6 +371,10 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: RunFields) -> None
     if workflow is None or stage is None:
         return
     definition = ctx.plans.run_definition(workflow, stage.name)
+    multinode.assigned(ctx, run)
+    # a run needing nothing but its workflow's token gets it here, not by a RunSecrets call
+    # as it starts (a round trip per separate workflow)
+    token = ctx.assignment_hook(tx, workflow, stage, run) if ctx.assignment_hook else ""
     assignment = Assign(
         run_id=run.id,
         workflow_id=run.workflow_id,
@@ -383,10 +387,8 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: RunFields) -> None
         hosts=name_resolution.service_hosts(ctx, tx, run.workflow_id),
         cpus=tuple((node, format_cpu_list(cpus)) for node, cpus in (run.cpus or {}).items()),
         volumes_json=_volumes_json(ctx, tx, workflow, definition, run),
+        workflow_token=token,
     )
-    multinode.assigned(ctx, run)
-    if ctx.assignment_hook is not None:
-        ctx.assignment_hook(tx, workflow, stage, run)
     tx.send(run.node_ids, assignment)
 
 

@@ -202,15 +202,16 @@ class RunSecretsService:
         run_secrets.revoke_ended()
         return run_secrets
 
-    def assigned(self, tx: Transaction, workflow: Workflow, stage: Stage, run: RunFields) -> None:
+    def assigned(self, tx: Transaction, workflow: Workflow, stage: Stage, run: RunFields) -> str:
         """In the pass assigning ``run`` (``EngineContext.assignment_hook``): mint its
         workflow's token in that pass's transaction if this is the workflow's first job or
-        service run to be assigned, and note whether the stage's runs need nothing else, so
-        that the run's question is answered from memory. The token is kept once the pass
-        committed (a pass that fails mints nothing)."""
+        service run to be assigned, and note whether the stage's runs need nothing else.
+        Answers the token when they need nothing else, for the assignment to carry (it goes
+        out only once the pass committed, as the token is kept; a pass that fails mints and
+        sends nothing), else "": the run asks ``RunSecrets`` as it starts."""
         definition = self.definition_of(workflow, stage.name)
         if not _gets_token(definition):
-            return
+            return ""
         minted: dict[str, _Held] = tx.session.info.setdefault(_MINTED, {})
         with self._lock:
             held = self._tokens.get(workflow.id) or minted.get(workflow.id)
@@ -232,6 +233,7 @@ class RunSecretsService:
             if _needs_only_token(definition, ingress):
                 # what the stage declares, not what the pass changed: kept even if it fails
                 held.token_only.add(stage.name)
+        return held.token if stage.name in held.token_only else ""
 
     def _account_owner(self, tx: Transaction, account_id: str) -> str | None:
         """Whom a workflow naming no submitter acts for: its account's owner (as

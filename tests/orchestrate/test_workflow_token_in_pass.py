@@ -1,6 +1,7 @@
 """A workflow's token is minted by the engine's pass that assigns its first job (in that
-pass's transaction), and a run needing nothing but the token is answered from memory: no
-session, no statement; a run that ended, or a token whose pass failed, is never handed out."""
+pass's transaction), and a run needing nothing but the token gets it with its assignment and
+is answered from memory: no session, no statement; a run that ended, or a token whose pass
+failed, is never handed out."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from sqlalchemy import select
 from support.engine_workflows import HELLO
 
 from fuzzball_core.errors import NotFound
+from fuzzball_core.orchestrate.messages import Assign
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.service.secrets import Secrets
@@ -26,6 +28,16 @@ jobs:
   two:
     image: {uri: docker://alpine:latest}
     command: [/bin/true]
+"""
+
+#: a job whose environment references a secret: it asks RunSecrets as it starts
+HELLO_WITH_SECRET = """
+version: v1
+jobs:
+  hello:
+    image: {uri: docker://alpine:latest}
+    command: [/bin/true]
+    env: [DB=secret://user/db]
 """
 
 
@@ -115,3 +127,28 @@ def test_a_token_minted_by_a_pass_that_failed_is_never_handed_out(
     token = run_secrets.for_run(assignment.run_id).workflow_token
 
     assert harness.service.accounts.authenticate(token).credential == CredentialKind.WORKFLOW
+
+
+def test_the_assignment_of_a_job_needing_only_its_token_carries_it(harness, run_secrets):
+    harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+
+    who = harness.service.accounts.authenticate(assignment.workflow_token)
+
+    assert (who.credential, who.workflow_id) == (CredentialKind.WORKFLOW, workflow_id)
+    assert assignment.workflow_token == run_secrets.for_run(assignment.run_id).workflow_token
+
+
+def test_the_assignment_of_a_job_referencing_a_secret_carries_no_token(harness, run_secrets):
+    harness.node()
+    harness.submit(HELLO_WITH_SECRET)
+    (assignment,) = harness.assignments()
+
+    assert assignment.workflow_token == ""
+
+
+def test_an_assignments_repr_leaves_its_token_out() -> None:
+    assign = Assign(1, "wf", "jobs.hello", None, "{}", 0.0, ("node",), "", workflow_token="tok")
+
+    assert "tok" not in repr(assign)

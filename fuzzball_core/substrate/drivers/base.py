@@ -80,6 +80,9 @@ class RunRequest:
     cpuset: str | None = None
     #: where each volume the job mounts lives (absent: a per-workflow directory on this node)
     volume_locations: dict[str, VolumeLocation] = field(default_factory=dict)
+    #: the workflow's token, when Orchestrate sent it with the assignment because the job
+    #: needs nothing else from ``RunSecrets`` ("": asked for as the run starts)
+    workflow_token: str = field(default="", repr=False)
 
     @classmethod
     def from_assignment(cls, assignment: node_pb2.Assignment, node_id: str = "") -> RunRequest:
@@ -105,6 +108,7 @@ class RunRequest:
                 name: VolumeLocation.from_json(location)
                 for name, location in _json_object(assignment.volumes_json).items()
             },
+            workflow_token=assignment.workflow_token,
         )
 
     @property
@@ -199,6 +203,9 @@ class TaskDriver(ABC):
         that ``needed`` them (a ``secret://`` env value, an ``image.secret``) and could not
         get them, naming why (never a value). A run that needs none starts without its token
         when Orchestrate cannot be asked."""
+        if not needed and self.request.workflow_token and self.request.job is not None:
+            # Orchestrate sent the token with the assignment: nothing to ask
+            return RunSecrets(workflow_token=self.request.workflow_token)
         fetch = self.node.run_secrets
         if fetch is None:
             if needed:

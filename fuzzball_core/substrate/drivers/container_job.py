@@ -92,7 +92,9 @@ class ContainerJobDriver(ContainerDriver):
         request, image_spec = self.request, self.job.image
         needed = references_secrets(self.job.env, image_spec.secret, request.volume_ingress)
         token: asyncio.Future[RunSecrets | RunOutcome] | None = None
-        if needed:
+        if needed or request.workflow_token:
+            # needed: awaited before the image (its credentials); the token sent with the
+            # assignment: at hand, no call
             secrets = await self.secrets(needed)
             if isinstance(secrets, RunOutcome):
                 return secrets
