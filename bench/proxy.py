@@ -9,7 +9,10 @@ tests/fixtures/endpoints as a workflow service with a path endpoint. Then, for e
   connection: p50 and p99;
 * throughput: ``--concurrency`` clients asking small GETs for ``--seconds``: requests/s;
 * download: ``--downloads`` GETs of ``--size`` MiB (100 by default): MiB/s, the best run;
-* the download again with ``curl`` (C), where it is installed;
+* the download again with ``curl`` (C), where it is installed, with the CPU per MiB of the
+  service, the proxy's processes and curl, and direct's sum of them over the target's ("by
+  the CPU"): on two cores the three processes share them, so that is about the most the
+  download's ratio can be (``--download-only``: only this phase);
 * throughput again with ``wrk`` (Debian's, C, one thread, ``--concurrency`` connections,
   ``--seconds``), where it is installed: the aiohttp clients cost 130-150 µs of CPU per
   request, more than the service and any proxy, so on two cores they decide much of what
@@ -55,6 +58,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -160,25 +164,38 @@ def measure(
         done, seconds = asyncio.run(throughput(base, headers, args.concurrency, args.seconds))
         return {"rps": done / seconds, "client_us": (time.process_time() - cpu) / done * 1e6}
     url = f"{base}bytes/{args.size << 20}"
-    got = {"mib_s": asyncio.run(download(url, headers, args.downloads))}
-    if CURL is not None:
-        got["curl_mib_s"] = curl_download(url, headers, args.downloads)
-    return got
+    if phase == "curl":
+        return curl_download(url, headers, args.downloads)
+    return {"mib_s": asyncio.run(download(url, headers, args.downloads))}
 
 
-def curl_download(url: str, headers: dict[str, str], runs: int) -> float:
+def curl_download(url: str, headers: dict[str, str], runs: int) -> dict[str, float]:
     """The best MiB/s of ``runs`` downloads of ``url`` by curl (C: the download's client
-    costs little, as wrk for the small requests), the body thrown away."""
-    command = [str(CURL), "-sS", "--fail", "-o", "/dev/null", "-w", "%{speed_download}"]
+    costs little, as wrk for the small requests), the body thrown away; and curl's CPU per
+    MiB received (all runs), the client's share of what the download costs the machine."""
+    command = [
+        str(CURL),
+        "-sS",
+        "--fail",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{speed_download} %{size_download}",
+    ]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
-    best = 0.0
+    best = received = 0.0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     for _ in range(runs):
         done = subprocess.run([*command, url], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"curl against {url} failed: {done.stderr.strip()}")
-        best = max(best, float(done.stdout) / 2**20)
-    return best
+        speed, size = done.stdout.split()
+        best = max(best, float(speed) / 2**20)
+        received += float(size) / 2**20
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"curl_mib_s": best, "curl_client_us": spent / received * 1e6, "curl_mib": received}
 
 
 def wrk_throughput(
@@ -392,31 +409,65 @@ def compare(targets: list[Target], args: argparse.Namespace, service_pid: int | 
     with ProcessPoolExecutor(1, mp_context=spawn, initializer=_own_session) as child:
         for _ in range(args.rounds):
             for target in targets:
-                url, headers = target.url, target.headers
-                got = child.submit(measure, url, headers, args, "latency").result()
-                # CPU per small request: the service's, the proxy's processes', and this
-                # process's (Orchestrate's: it answers the fuzzball proxy's decisions; its
-                # use during the direct phase, when it proxies nothing, is its idle use)
-                pids = target.pids()
-                service_cpu = cpu_seconds(service_pid) if service_pid else 0.0
-                proxy_cpu = sum(map(cpu_seconds, pids))
-                own_cpu, started = time.process_time(), time.perf_counter()
-                got |= child.submit(measure, url, headers, args, "throughput").result()
-                taken = time.perf_counter() - started
-                done = got["rps"] * args.seconds
-                got["own_share"] = (time.process_time() - own_cpu) / taken
-                if service_pid:
-                    got["service_us"] = (cpu_seconds(service_pid) - service_cpu) / done * 1e6
-                got["proxy_us"] = (sum(map(cpu_seconds, pids)) - proxy_cpu) / done * 1e6
-                got["requests"] = done
-                got |= child.submit(measure, url, headers, args, "download").result()
-                if WRK is not None:
-                    proxy_cpu = sum(map(cpu_seconds, pids))
-                    got |= wrk_throughput(url, headers, args)
-                    done = got["wrk_rps"] * args.seconds
-                    got["wrk_proxy_us"] = (sum(map(cpu_seconds, pids)) - proxy_cpu) / done * 1e6
+                got: dict[str, float] = {}
+                if not args.download_only:
+                    got |= small_requests(child, target, args, service_pid)
+                if CURL is not None:
+                    got |= curl_phase(child, target, args, service_pid)
                 rounds[target.name].append(got)
     report(targets, rounds, args, service_pid)
+
+
+def _cpu(service_pid: int | None, pids: list[int]) -> tuple[float, float]:
+    """The service's and the proxy's processes' CPU seconds so far."""
+    return cpu_seconds(service_pid) if service_pid else 0.0, sum(map(cpu_seconds, pids))
+
+
+def small_requests(
+    child: ProcessPoolExecutor, target: Target, args: argparse.Namespace, service_pid: int | None
+) -> dict[str, float]:
+    """One round of the aiohttp clients' phases (latency, throughput, download) and wrk's,
+    with the CPU per small request of each process."""
+    url, headers = target.url, target.headers
+    got = child.submit(measure, url, headers, args, "latency").result()
+    # CPU per small request: the service's, the proxy's processes', and this
+    # process's (Orchestrate's: it answers the fuzzball proxy's decisions; its
+    # use during the direct phase, when it proxies nothing, is its idle use)
+    pids = target.pids()
+    service_cpu, proxy_cpu = _cpu(service_pid, pids)
+    own_cpu, started = time.process_time(), time.perf_counter()
+    got |= child.submit(measure, url, headers, args, "throughput").result()
+    taken = time.perf_counter() - started
+    done = got["rps"] * args.seconds
+    got["own_share"] = (time.process_time() - own_cpu) / taken
+    service_now, proxy_now = _cpu(service_pid, pids)
+    if service_pid:
+        got["service_us"] = (service_now - service_cpu) / done * 1e6
+    got["proxy_us"] = (proxy_now - proxy_cpu) / done * 1e6
+    got["requests"] = done
+    got |= child.submit(measure, url, headers, args, "download").result()
+    if WRK is not None:
+        proxy_cpu = sum(map(cpu_seconds, pids))
+        got |= wrk_throughput(url, headers, args)
+        done = got["wrk_rps"] * args.seconds
+        got["wrk_proxy_us"] = (sum(map(cpu_seconds, pids)) - proxy_cpu) / done * 1e6
+    return got
+
+
+def curl_phase(
+    child: ProcessPoolExecutor, target: Target, args: argparse.Namespace, service_pid: int | None
+) -> dict[str, float]:
+    """One round of curl's downloads, with the CPU per MiB of the service, the proxy's
+    processes and curl: on two cores the three share the CPU, so what they spend together
+    per MiB, against direct's service and curl, bounds the ratio any proxy can reach."""
+    pids = target.pids()
+    service_cpu, proxy_cpu = _cpu(service_pid, pids)
+    got = child.submit(measure, target.url, target.headers, args, "curl").result()
+    service_now, proxy_now = _cpu(service_pid, pids)
+    mib = got["curl_mib"]
+    got["curl_service_us"] = (service_now - service_cpu) / mib * 1e6
+    got["curl_proxy_us"] = (proxy_now - proxy_cpu) / mib * 1e6
+    return got
 
 
 def report(
@@ -443,37 +494,42 @@ def report(
 
     direct = targets[0].name
     width = max(len(name) for name in rounds)
-    for name, got in figures.items():
+
+    def by_aiohttp_clients() -> None:
+        """The aiohttp clients' figures, and each process's CPU per small request."""
+        for name, got in figures.items():
+            print(
+                f"{name:>{width}}: p50 {got['p50']:.3f} ms  p99 {got['p99']:.3f} ms  "
+                f"{got['rps']:,.0f} requests/s ({spread(name, 'rps')}, "
+                f"{args.concurrency} clients)  "
+                f"{args.size} MiB download {got['mib_s']:,.0f} MiB/s ({spread(name, 'mib_s')})"
+            )
+        plain = figures[direct]
+        service = f"service {spread(direct, 'service_us')}" if service_pid else "service not found"
         print(
-            f"{name:>{width}}: p50 {got['p50']:.3f} ms  p99 {got['p99']:.3f} ms  "
-            f"{got['rps']:,.0f} requests/s ({spread(name, 'rps')}, {args.concurrency} clients)  "
-            f"{args.size} MiB download {got['mib_s']:,.0f} MiB/s ({spread(name, 'mib_s')})"
+            f"CPU per small request direct: {service} µs (1 aiohttp process), "
+            f"clients {spread(direct, 'client_us')} µs; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
         )
-    plain = figures[direct]
-    service = f"service {spread(direct, 'service_us')}" if service_pid else "service not found"
-    print(
-        f"CPU per small request direct: {service} µs (1 aiohttp process), "
-        f"clients {spread(direct, 'client_us')} µs; load average "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-    )
-    for target in targets[1:]:
-        name, through = target.name, figures[target.name]
-        cpu = f"proxy {spread(name, 'proxy_us')} µs ({len(target.pids())} process(es))"
-        if name == OURS:
-            # Orchestrate's CPU per second while it proxied, less that while it did not
-            own_us = [
-                (p["own_share"] - d["own_share"]) * args.seconds / p["requests"] * 1e6
-                for d, p in zip(rounds[direct], rounds[name], strict=True)
-            ]
-            cpu += f" + Orchestrate's {min(own_us):,.0f}-{max(own_us):,.0f} µs"
-        if service_pid:
-            cpu += f", service {spread(name, 'service_us')} µs"
-        print(
-            f"{name:>{width}}: throughput {ratios(name, 'rps')} of direct; added p50 "
-            f"{through['p50'] - plain['p50']:+.3f} ms, p99 {through['p99'] - plain['p99']:+.3f} "
-            f"ms; download {ratios(name, 'mib_s')}; CPU per small request: {cpu}, clients "
-            f"{spread(name, 'client_us')} µs"
-        )
+        for target in targets[1:]:
+            name, through = target.name, figures[target.name]
+            cpu = f"proxy {spread(name, 'proxy_us')} µs ({len(target.pids())} process(es))"
+            if name == OURS:
+                # Orchestrate's CPU per second while it proxied, less that while it did not
+                own_us = [
+                    (p["own_share"] - d["own_share"]) * args.seconds / p["requests"] * 1e6
+                    for d, p in zip(rounds[direct], rounds[name], strict=True)
+                ]
+                cpu += f" + Orchestrate's {min(own_us):,.0f}-{max(own_us):,.0f} µs"
+            if service_pid:
+                cpu += f", service {spread(name, 'service_us')} µs"
+            print(
+                f"{name:>{width}}: throughput {ratios(name, 'rps')} of direct; added p50 "
+                f"{through['p50'] - plain['p50']:+.3f} ms, "
+                f"p99 {through['p99'] - plain['p99']:+.3f} ms; download {ratios(name, 'mib_s')}; "
+                f"CPU per small request: {cpu}, clients "
+                f"{spread(name, 'client_us')} µs"
+            )
 
     def by_c_clients(title: str, key: str, extra: Callable[[str], str]) -> None:
         """A figure measured with a client in C: each target's, and its ratio to direct."""
@@ -485,11 +541,29 @@ def report(
                 line += f", {ratios(name, key)} of direct"
             print(line + extra(name))
 
+    def curl_cpu(name: str) -> str:
+        """Each process's CPU per MiB, and direct's sum over this target's: the ratio the
+        download would reach if the processes had the cores to themselves and no more."""
+        keys = ["curl_service_us", "curl_proxy_us", "curl_client_us"]
+        spent = sum(figures[name][key] for key in keys)
+        line = (
+            f"; CPU per MiB: service {spread(name, keys[0])} µs, "
+            + ("" if name == direct else f"proxy {spread(name, keys[1])} µs, ")
+            + f"curl {spread(name, keys[2])} µs"
+        )
+        if name != direct:
+            line += f"; by the CPU {sum(figures[direct][key] for key in keys) / spent:.0%}"
+        return line
+
+    if not args.download_only:
+        by_aiohttp_clients()
     if CURL is None:
         print("curl: not installed: no download with a client in C")
     else:
-        by_c_clients(f"{args.size} MiB download with curl (C), MiB/s:", "curl_mib_s", lambda _: "")
-    if WRK is None:
+        by_c_clients(f"{args.size} MiB download with curl (C), MiB/s:", "curl_mib_s", curl_cpu)
+    if args.download_only:
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    elif WRK is None:
         print("wrk: not installed (apt-get install wrk): no throughput with C clients")
     else:
 
@@ -510,7 +584,14 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="MiB per download")
     parser.add_argument("--downloads", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--download-only",
+        action="store_true",
+        help="only curl's downloads (the small requests and the aiohttp clients left out)",
+    )
     args = parser.parse_args()
+    if args.download_only and CURL is None:
+        sys.exit("--download-only needs curl (scripts/install.sh installs it)")
     missing = have_prerequisites()
     if missing:
         sys.exit(missing)

@@ -74,3 +74,35 @@ def test_each_installed_peer_forwards_to_the_service_and_ends_when_stopped(
     for peer in peers:
         assert peer.process.poll() is not None, f"{peer.name} still runs"
         assert not bench._accepts(peer.port), f"{peer.name} still listens"
+
+
+class _Zeros(QuietHandler):
+    def do_GET(self) -> None:
+        size = int(self.path.rsplit("/", 1)[1])
+        self.answer(200 if self.path.startswith("/bytes/") else 404, bytes(size))
+
+
+@pytest.fixture
+def zeros_port() -> Iterator[int]:
+    with serving(_Zeros) as port:
+        yield port
+
+
+def test_curl_download_counts_every_mib_received_and_curls_cpu_for_them(
+    bench: ModuleType, zeros_port: int
+) -> None:
+    if bench.CURL is None:
+        pytest.skip("curl is not installed (scripts/install.sh installs it)")
+    got = bench.curl_download(f"http://127.0.0.1:{zeros_port}/bytes/{4 << 20}", {}, 2)
+    assert got["curl_mib"] == 8.0
+    assert got["curl_mib_s"] > 0
+    assert got["curl_client_us"] > 0
+
+
+def test_curl_download_refused_by_the_service_is_an_error_not_a_figure(
+    bench: ModuleType, zeros_port: int
+) -> None:
+    if bench.CURL is None:
+        pytest.skip("curl is not installed (scripts/install.sh installs it)")
+    with pytest.raises(RuntimeError, match="curl against"):
+        bench.curl_download(f"http://127.0.0.1:{zeros_port}/missing/1", {}, 1)
