@@ -107,6 +107,8 @@ class _Kept(NamedTuple):
     #: the used cores, memory and devices and the running jobs' count
     usage: tuple[Any, ...]
     text: str
+    #: the view it was made from (or last found unchanged from)
+    view: NodeView
 
 
 class NodeListBody:
@@ -125,12 +127,17 @@ class NodeListBody:
         # most nodes of a cluster have as much free as many others (none, or all of it)
         frees: dict[tuple[int, int, tuple[tuple[str, int], ...]], str] = {}
         for node in nodes:
+            kept = self._texts.get(node.id)
+            if kept is not None and kept.view is node:
+                # the same view as the last list's (the service keeps unchanged nodes' views)
+                texts[node.id] = kept
+                continue
             fixed = _fixed_fields(node)
             usage = (node.used_cores, node.used_memory, node.used_devices, len(node.stages))
-            kept = self._texts.get(node.id)
             if kept is not None and kept.fixed == fixed:
                 if kept.usage == usage:
-                    texts[node.id] = kept
+                    # kept with this view: the next list finds it by identity
+                    texts[node.id] = _Kept(fixed, kept.parts, usage, kept.text, node)
                     continue
                 parts = kept.parts
             else:
@@ -140,7 +147,7 @@ class NodeListBody:
             if free_json is None:
                 free_json = frees[free] = _free_json(free)
             text = parts.head + str(usage[3]) + parts.middle + free_json + parts.tail
-            texts[node.id] = _Kept(fixed, parts, usage, text)
+            texts[node.id] = _Kept(fixed, parts, usage, text, node)
         # only the nodes of this list are kept: a removed node's text goes with it
         self._texts = texts
         return '{"nodes": [' + ", ".join(kept.text for kept in texts.values()) + "]}"

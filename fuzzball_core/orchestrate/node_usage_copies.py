@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from fuzzball_core.errors import NotFound, Unavailable
 from fuzzball_core.orchestrate.context import EngineContext
@@ -79,10 +79,42 @@ class NodeUsageCopy:
         what the engine held when the copy was made: a node that registered, went offline,
         came back or changed its capacity since must not be shown with this copy's usage
         (a mixture that never existed)."""
-        if node_id not in self.nodes or (status == NodeStatus.READY) != (node_id in self.heard):
-            return False
-        usage = self.usages.get(node_id)
-        return usage is None or (usage.capacity.cores, usage.capacity.memory) == (cores, memory)
+        return self.agrees_with((_NodeRow(node_id, status, cores, memory),))
+
+    def agrees_with(self, rows: Iterable[NodeState]) -> bool:
+        """Whether every row :meth:`agrees` (in one loop: at 5,000 nodes a call a row cost
+        a node list about 5 ms of CPU)."""
+        nodes, heard, usages = self.nodes, self.heard, self.usages
+        for row in rows:
+            node_id = row.id
+            if node_id not in nodes or (row.status == NodeStatus.READY) != (node_id in heard):
+                return False
+            usage = usages.get(node_id)
+            if usage is not None and (
+                usage.capacity.cores != row.cores or usage.capacity.memory != row.memory
+            ):
+                return False
+        return True
+
+
+class NodeState(Protocol):
+    """What :meth:`NodeUsageCopy.agrees_with` reads of a node's row."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def cores(self) -> int: ...
+    @property
+    def memory(self) -> int: ...
+
+
+class _NodeRow(NamedTuple):
+    id: str
+    status: str
+    cores: int
+    memory: int
 
 
 def copy_now(
@@ -94,9 +126,14 @@ def copy_now(
     if every:
         nodes = nodes.union(ctx.node_names, ctx.leases)
     usages = {}
+    node_usage = ctx.scheduler.node_usage
     for node_id in nodes:
-        with contextlib.suppress(NotFound):
-            usages[node_id] = ctx.scheduler.node_usage(node_id)
+        # try, not contextlib.suppress: a context entered a node cost 0.5 µs of the loop's
+        # CPU, 2.5 ms a copy at 5,000 nodes
+        try:
+            usages[node_id] = node_usage(node_id)
+        except NotFound:  # a node the scheduler does not know has no usage
+            continue
     heard = {
         node_id: until - lease_of(ctx, node_id)
         for node_id in nodes

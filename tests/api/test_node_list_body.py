@@ -100,3 +100,11 @@ def test_a_body_is_its_nodes_texts_whatever_was_kept():
 def test_nodes_with_the_same_free_cores_list_their_own_free_memory_and_devices():
     nodes = [node(1), node(2, used_memory=3 << 30), node(3, used_devices={"nvidia.com/gpu": 2})]
     assert json.loads(NodeListBody().body(nodes)) == uncached(nodes)
+
+
+def test_a_view_listed_again_after_another_of_its_node_lists_its_own_text():
+    listing = NodeListBody()
+    before, changed = node(1), node(1, used_cores=30, status="OFFLINE")
+    listing.body([before])
+    listing.body([changed])
+    assert listing.body([before]) == '{"nodes": [' + node_json(before) + "]}"
