@@ -384,6 +384,9 @@ class Queue:
     fair-share-off case.
     """
 
+    #: whether the pass meets the jobs in another order than the one they were given in
+    reorders = False
+
     def __init__(self, jobs: list[JobRequest]) -> None:
         self._jobs = jobs
         #: the ids of the jobs considered after work of other accounts submitted after them,
@@ -404,6 +407,8 @@ class FairQueue(Queue):
     Iterating yields one job at a time; the scheduler places it (or not) before asking for
     the next, so the account's factor is computed again with what it now runs.
     """
+
+    reorders = True
 
     def __init__(
         self,

@@ -150,7 +150,7 @@ class EndsByClass:
         return EndsWalk(lists)
 
 
-class EndsWalk(Iterator[tuple[float, Sequence[str]]]):
+class EndsWalk:
     """The ``(end, job ids)`` of several classes' :class:`EndTimes` ascending, each end and
     job once, that can be narrowed to fewer classes as it goes (:meth:`keep`).
 
@@ -169,6 +169,11 @@ class EndsWalk(Iterator[tuple[float, Sequence[str]]]):
         self._live: dict[int, list[Any]] = {
             number: [ends._times, ends._buckets, 0] for number, ends in lists.items()
         }
+
+    def __iter__(self) -> EndsWalk:
+        # an iterator by these two methods, not by subclassing collections.abc.Iterator:
+        # the replay's isinstance check would go through ABCMeta each time
+        return self
 
     def keep(self, numbers: Container[int]) -> None:
         """Walk on over the classes of ``numbers`` only (their jobs still each once)."""
@@ -247,6 +252,7 @@ def replay_ends(
     # coming free is asked about only by the questions that could run there, and a node of
     # a class no question wants is not even copied into the shadow
     by_class = _questions_by_class(open_queries)
+    still_open = len(open_queries)
     # a walk over several classes goes on over the asked ones only (see EndsWalk)
     narrow = ends.keep if isinstance(ends, EndsWalk) else None
     if narrow is not None:
@@ -288,21 +294,22 @@ def replay_ends(
                         query.start = end
                         answered.append(query)
             if answered:
-                open_queries = [query for query in open_queries if query.start is None]
-                if not open_queries:
+                # each question is answered once (its start is set as it is)
+                still_open -= len(answered)
+                if not still_open:
                     return shadow
-                _drop_answered(by_class, answered)
-                if narrow is not None:
+                if _drop_answered(by_class, answered) and narrow is not None:
                     narrow({cls.number for cls in by_class})
     return shadow
 
 
-def _drop_answered(by_class: dict[NodeClass, list[_Asking]], answered: list[StartQuery]) -> None:
+def _drop_answered(by_class: dict[NodeClass, list[_Asking]], answered: list[StartQuery]) -> bool:
     """Take the ``answered`` questions out of the lists of the classes they ask about (in
-    place, order kept), and the classes left with none. Rebuilding every list from the open
-    questions cost as much again each time one of a replay's 20-odd questions was answered,
-    and filtering every class's list, not only the answered questions' few, 4 % of the
-    churn run."""
+    place, order kept), and the classes left with none; True when a class was left with
+    none. Rebuilding every list from the open questions cost as much again each time one
+    of a replay's 20-odd questions was answered, and filtering every class's list, not only
+    the answered questions' few, 4 % of the churn run."""
+    dropped = False
     for cls in {cls for query in answered for cls in query.request_keys}:
         asking = by_class.get(cls)
         if asking is None:
@@ -310,8 +317,10 @@ def _drop_answered(by_class: dict[NodeClass, list[_Asking]], answered: list[Star
         still = [entry for entry in asking if entry[0].start is None]
         if not still:
             del by_class[cls]
+            dropped = True
         elif len(still) != len(asking):
             by_class[cls] = still
+    return dropped
 
 
 #: One question as a class's list holds it: the query, the request as a free key of the
