@@ -53,8 +53,33 @@ class _NodeText(NamedTuple):
     tail: str
 
 
-def _node_text(node: NodeView) -> _NodeText:
-    """The parts of ``node``'s listed text that its usage does not change."""
+class _Texts:
+    """JSON texts many nodes of one list share (their total resources and annotations: most
+    nodes of a cluster have the same, often none), made once each: a first list of 5,000
+    nodes made them a node."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[Any, ...], str] = {}
+
+    def total(self, cores: int, memory: int, devices: Mapping[str, int]) -> str:
+        key = ("total", cores, memory, *devices.items())
+        text = self._made.get(key)
+        if text is None:
+            text = self._made[key] = json.dumps(_resource(cores, memory, devices))
+        return text
+
+    def annotations(self, annotations: Mapping[str, str]) -> str:
+        key = ("annotations", *annotations.items())
+        text = self._made.get(key)
+        if text is None:
+            text = self._made[key] = json.dumps(dict(annotations))
+        return text
+
+
+def _node_text(node: NodeView, shared: _Texts | None = None) -> _NodeText:
+    """The parts of ``node``'s listed text that its usage does not change (those it shares
+    with other nodes from ``shared``)."""
+    shared = shared or _Texts()
     devices = dict(node.devices)
     head = json.dumps(
         {
@@ -66,9 +91,10 @@ def _node_text(node: NodeView) -> _NodeText:
             "devices": sum(devices.values()),
         }
     )
-    total = json.dumps(_resource(node.cores, node.memory, devices))
-    annotations = json.dumps(dict(node.annotations))
-    holds = json.dumps([to_json(msg.hold_message(hold)) for hold in node.holds])
+    total = shared.total(node.cores, node.memory, devices)
+    annotations = shared.annotations(node.annotations)
+    # most nodes have none: "[]" without the encoder
+    holds = json.dumps([to_json(msg.hold_message(h)) for h in node.holds]) if node.holds else "[]"
     return _NodeText(
         # json.dumps writes ", " and ": " between items, as it would for the whole node
         head[:-1] + ', "runningJobs": ',
@@ -126,6 +152,7 @@ class NodeListBody:
         texts: dict[str, _Kept] = {}
         # most nodes of a cluster have as much free as many others (none, or all of it)
         frees: dict[tuple[int, int, tuple[tuple[str, int], ...]], str] = {}
+        shared = _Texts()
         for node in nodes:
             kept = self._texts.get(node.id)
             if kept is not None and kept.view is node:
@@ -141,7 +168,7 @@ class NodeListBody:
                     continue
                 parts = kept.parts
             else:
-                parts = _node_text(node)
+                parts = _node_text(node, shared)
             free = _free(node)
             free_json = frees.get(free)
             if free_json is None:

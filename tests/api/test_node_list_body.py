@@ -108,3 +108,8 @@ def test_a_view_listed_again_after_another_of_its_node_lists_its_own_text():
     listing.body([before])
     listing.body([changed])
     assert listing.body([before]) == '{"nodes": [' + node_json(before) + "]}"
+
+
+def test_nodes_of_one_list_with_other_totals_and_annotations_list_their_own():
+    nodes = [node(1), node(2, cores=8, annotations={"zone": "b"}), node(3, devices={}), node(4)]
+    assert json.loads(NodeListBody().body(nodes)) == uncached(nodes)
