@@ -209,14 +209,26 @@ class Outbox:
         self._closed = True
         self._ready.set()
 
-    async def take(self, still_current: Callable[[], bool]) -> list[node_pb2.NodeMessage] | None:
+    async def take(
+        self, still_current: Callable[[], bool], hold_starts: float = 0.0
+    ) -> list[node_pb2.NodeMessage] | None:
         """The messages waiting now, oldest first (at least one, at most what
         :func:`batch_of` lets through one write), or None once ``still_current()`` turned
-        false or the outbox was closed and drained."""
+        false or the outbox was closed and drained.
+
+        When every message waiting is a ``started`` report, they wait ``hold_starts``
+        seconds for what follows (a short job's exit, the next starts) to share their write:
+        per separate workflow a start and its exit went in writes of their own, each one more
+        message for Orchestrate to read. The reports carry the agent's own times, and
+        nothing else is ever held."""
         while True:
             if not still_current():
                 return None
             if self._messages:
+                if hold_starts and all(m.WhichOneof("kind") == "started" for m in self._messages):
+                    await asyncio.sleep(hold_starts)
+                    if not still_current():
+                        return None  # they stay queued for the next stream
                 self.last_taken = time.monotonic()
                 return take_batch(self._messages)
             if self._closed:
@@ -224,6 +236,9 @@ class Outbox:
             self._ready.clear()
             await self._ready.wait()
 
+
+#: How long a write of ``started`` reports alone waits for more (an exit, other starts).
+STARTS_HELD_SECONDS = 0.002
 
 #: What one stream write carries at most: far below Orchestrate's 4 MiB receive limit, and
 #: enough messages that a busy node writes a few times per pass instead of once per message.
@@ -594,7 +609,9 @@ class Agent:
         while True:
             # Everything queued since the last write goes in one: a stream write costs far
             # more than its bytes (it was a quarter of the agent's CPU with one per message).
-            messages = await self._outbox.take(lambda: generation == self._live)
+            messages = await self._outbox.take(
+                lambda: generation == self._live, hold_starts=STARTS_HELD_SECONDS
+            )
             if messages is None:
                 return  # this stream ended; what is left goes on the next one
             for message in messages:
