@@ -11,7 +11,9 @@ never changed after, swapped by reference). The latest copy is served when it is
 meanwhile, for the next reader, once it is ``MAX_AGE / 2`` old); only without a copy that
 young does a reader wait for the loop. While readers keep coming (:data:`KEEP_WARM`) the
 loop makes a new one every ``MAX_AGE / 2`` unasked, so a list polled every few seconds finds
-one about a second old, a little over :data:`MAX_AGE` when passes held the loop; for minutes
+one about a second old, a little over :data:`MAX_AGE` when passes held the loop; where a
+copy's CPU is more than :data:`COPY_SHARE` of that interval (thousands of nodes) they are
+made as much less often, at most ``MAX_STALE / 2`` apart, and may be that old; for minutes
 after (:data:`KEEP_READY`), one every ``MAX_STALE / 2``, so the next list after a quiet
 while need not wait for a busy loop either (the first after a start, or after those minutes,
 does). A reader checks each node's row against the copy (:meth:`NodeUsageCopy.agrees`): a
@@ -53,6 +55,11 @@ KEEP_WARM = 30.0
 KEEP_READY = 600.0
 #: how long a reader waits for the engine's loop to make a copy before giving up
 WAIT = 30.0
+#: the share of the engine thread's CPU the copies may take while readers come: a copy made
+#: every ``MAX_AGE / 2`` unless it costs more than this share of that, then less often (at
+#: 5,000 nodes a copy was 40-80 ms of the loop's CPU, so every second 4-8 % of its thread,
+#: 27 % of its GIL samples during an array on a loaded machine)
+COPY_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -155,11 +162,16 @@ class NodeUsages:
         max_age: float = MAX_AGE,
         max_stale: float = MAX_STALE,
         clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self._ctx = ctx
         self._max_age = max_age
         self._max_stale = max_stale
         self._clock = clock
+        self._cpu_clock = cpu_clock
+        #: seconds between two copies while readers come: ``MAX_AGE / 2``, longer when the
+        #: last copy's CPU was more than COPY_SHARE of that (at most ``MAX_STALE / 2``)
+        self._every = max_age / 2
         self._home: asyncio.AbstractEventLoop | None = None
         self._home_thread: int | None = None
         #: the latest copy made on the engine's loop, replaced whole
@@ -196,7 +208,7 @@ class NodeUsages:
                 # a new one for the next reader only once this one is as old as the loop makes
                 # them unasked: one asked for by every read cost the engine's loop a copy a
                 # list (8 % of its thread during an array at 500 nodes, two lists a second)
-                if age >= self._max_age / 2:
+                if age >= self._every:
                     self._ask(node_ids)
                 return latest
         making = self._ask(node_ids)
@@ -226,6 +238,7 @@ class NodeUsages:
             future, self._making = self._making, None
             wanted, self._wanted = self._wanted, set()
         assert future is not None
+        started = self._cpu_clock()
         try:
             # every node, not only those asked for: a node that joined since the last reader
             # is in the copy the next one is given
@@ -233,6 +246,8 @@ class NodeUsages:
         except Exception as exc:  # the readers waiting for it are answered with it
             future.set_exception(exc)
             return
+        cost = self._cpu_clock() - started
+        self._every = min(max(self._max_age / 2, cost / COPY_SHARE), self._max_stale / 2)
         self._copy = made
         future.set_result(made)
         delay = self._next_copy_in(self._clock() - self._last_read)
@@ -242,11 +257,12 @@ class NodeUsages:
 
     def _next_copy_in(self, since_read: float) -> float | None:
         """Seconds until the next copy made unasked, ``since_read`` seconds after the last
-        reader came: every ``MAX_AGE / 2`` while readers keep coming, every ``MAX_STALE / 2``
-        for a while after (the next reader, even the first in minutes, finds one it may be
-        given while a pass holds the loop), none after :data:`KEEP_READY`."""
+        reader came: every ``MAX_AGE / 2`` while readers keep coming (less often when a copy
+        costs more than :data:`COPY_SHARE` of that), every ``MAX_STALE / 2`` for a while
+        after (the next reader, even the first in minutes, finds one it may be given while a
+        pass holds the loop), none after :data:`KEEP_READY`."""
         if since_read <= KEEP_WARM:
-            return self._max_age / 2
+            return self._every
         if since_read <= KEEP_READY:
             return self._max_stale / 2
         return None

@@ -16,6 +16,7 @@ import pytest
 
 from fuzzball_core.errors import NotFound
 from fuzzball_core.orchestrate.node_usage_copies import (
+    COPY_SHARE,
     KEEP_WARM,
     MAX_AGE,
     MAX_STALE,
@@ -244,6 +245,31 @@ def test_a_copy_younger_than_half_max_age_is_served_without_asking_for_another()
     usages = NodeUsages(ctx, max_age=60.0, clock=Clock())
     with engine_loop(usages) as loop:
         usages.read(["a"])
+        usages.read(["a"])
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(PATIENCE)
+    assert ctx.scheduler.readers == ["engine"]
+
+
+class CpuClock:
+    """The engine thread's CPU time: each look ``step`` seconds later."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_copy_costing_more_than_its_share_is_made_again_less_often():
+    ctx = FakeContext(FakeScheduler({"a": 1}))
+    clock = Clock()
+    # a copy costs 2.5 times its share of MAX_AGE / 2: the next is due 2.5 times later
+    cost = 2.5 * COPY_SHARE * MAX_AGE / 2
+    usages = NodeUsages(ctx, clock=clock, cpu_clock=CpuClock(cost))
+    with engine_loop(usages) as loop:
+        usages.read(["a"])
+        clock.now += MAX_AGE  # past MAX_AGE / 2, not yet 2.5 times it
         usages.read(["a"])
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(PATIENCE)
     assert ctx.scheduler.readers == ["engine"]
