@@ -40,7 +40,7 @@ DEFAULT_TASK_WINDOW = 512
 
 
 class QueuedTask(NamedTuple):
-    """A run inserted without an ORM row (:meth:`Transaction.insert_task_runs`): what its
+    """A run inserted without an ORM row (:meth:`Transaction.add_task_runs`): what its
     queue entry is made of. An array's window of runs made as ORM objects, flushed and held
     cost about a fifth of an array's passes."""
 
@@ -116,12 +116,20 @@ def new_runs(
 ) -> None:
     """Create a PENDING run for each task (None: the stage's single run) and queue them.
 
-    The runs are inserted with one Core statement (:meth:`Transaction.insert_task_runs`),
-    not as ORM rows: a run made as a row and flushed for its id cost a twentieth of
-    Orchestrate's samples under 2,000 separate workflows (a stage each). Placed in this
-    pass, they are assigned from the queue like an array's tasks."""
+    The runs are inserted without ORM rows (:meth:`Transaction.add_task_runs`), with the
+    other stages' new runs of the pass in one statement, and queued from their ids: before
+    this pass's placements, or before a statement of the pass that could read them (a run
+    made as a row and flushed for its id, then one INSERT and one flush per stage, cost a
+    twentieth of Orchestrate's samples under 2,000 separate workflows, a stage each).
+    Placed in this pass, they are assigned from the queue like an array's tasks."""
     wanted = list(task_ids)
-    run_ids = tx.insert_task_runs(
+
+    def queue(run_ids: dict[int | None, int]) -> None:
+        for task_id in wanted:
+            queued = QueuedTask(run_ids[task_id], task_id)
+            wait_for_placement(ctx, workflow, stage, queued, workflow.created_at)
+
+    tx.add_task_runs(
         [
             {
                 "workflow_id": workflow.id,
@@ -132,12 +140,10 @@ def new_runs(
                 "attempt": attempt,
             }
             for task_id in wanted
-        ]
+        ],
+        queue,
     )
     ctx.dispatched.add(stage.id)
-    for task_id in wanted:
-        queued = QueuedTask(run_ids[task_id], task_id)
-        wait_for_placement(ctx, workflow, stage, queued, workflow.created_at)
 
 
 def dispatch_tasks(ctx: EngineContext, tx: Transaction, workflow: Workflow, stage: Stage) -> None:
@@ -174,6 +180,7 @@ def forget(ctx: EngineContext, run: Run) -> None:
 
 def schedule(ctx: EngineContext, tx: Transaction) -> None:
     """Ask the scheduler to place the waiting runs; send the placed ones to their nodes."""
+    tx.insert_runs()  # the pass's new runs, queued
     pending = ctx.pending
     # what changed since the last pass: a scheduler keeping its own copy of the queue
     # patches it instead of reading (and re-sorting) every waiting run again

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import select
+
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.service.submission import read_submission
+from fuzzball_core.store.models import Run, Stage
 
 ONE_JOB = """
 version: v1
@@ -76,3 +79,50 @@ def test_a_submission_refused_among_others_is_refused_alone(harness):
     harness.engine.step()
     assert sorted(a.workflow_id for a in harness.assignments()) == sorted([first, last])
     assert len(harness.service.list_workflows(harness.user)) == 2
+
+
+def test_the_runs_of_every_stage_a_pass_starts_are_inserted_with_one_statement(harness, statements):
+    harness.node(cores=8)
+    ids = submitted_together(harness, *[ONE_JOB] * 5)
+    statements.clear()
+
+    harness.engine.step()  # each workflow is advanced: its job placed
+
+    assert len(_inserting(statements, "runs")) == 1
+    assignments = harness.assignments()
+    assert sorted(a.workflow_id for a in assignments) == sorted(ids)
+    assert len({a.run_id for a in assignments}) == 5
+
+
+def test_runs_added_to_a_transaction_are_inserted_and_queued_before_its_next_query(harness):
+    ctx = harness.engine.context
+    workflow_id = harness.submit(ONE_JOB)  # no node: its run waits
+    (waiting,) = ctx.pending.values()
+    tx = ctx.transaction()
+    with tx.session:
+        stage = tx.session.get_one(Stage, waiting.stage_id)
+        queued: list[dict[int | None, int]] = []
+        row = {"workflow_id": workflow_id, "stage_id": stage.id, "status": "PENDING"}
+        tx.add_task_runs([{**row, "task_id": 7, "created_at": 0.0, "attempt": 2}], queued.append)
+        assert queued == []
+
+        read = tx.session.scalars(select(Run).where(Run.task_id == 7)).all()
+
+        assert [(r.stage_id, r.attempt) for r in read] == [(stage.id, 2)]
+        assert queued == [{7: read[0].id}]
+
+
+def test_runs_added_to_a_transaction_are_queued_when_it_commits(harness):
+    ctx = harness.engine.context
+    workflow_id = harness.submit(ONE_JOB)
+    (waiting,) = ctx.pending.values()
+    tx = ctx.transaction()
+    queued: list[dict[int | None, int]] = []
+    with tx.session:
+        row = {"workflow_id": workflow_id, "stage_id": waiting.stage_id, "status": "PENDING"}
+        tx.add_task_runs([{**row, "task_id": 3, "created_at": 0.0, "attempt": 1}], queued.append)
+        tx.commit()
+
+    (inserted,) = queued
+    with ctx.sessions() as session:
+        assert session.get_one(Run, inserted[3]).task_id == 3
