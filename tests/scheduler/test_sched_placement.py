@@ -1,5 +1,7 @@
 """Where the default scheduler puts a job: resources, exclusivity, annotations, node sets."""
 
+import dataclasses
+
 import pytest
 from support.scheduler_cluster import GPU, GiB, cluster, job, node, placed_on
 
@@ -288,3 +290,11 @@ def test_nodes_registered_again_or_removed_keep_the_id_order_of_the_rest():
     result = scheduler.schedule([job(f"j{i:02d}", submitted_at=i) for i in range(len(ids))], 0)
     rest = sorted(set(ids) - {"n-z", "n-a"} | {"n-0"})
     assert [p.node_ids[0] for p in result.placements] == ["n-a", *rest]
+
+
+def test_a_node_usage_has_every_field_a_node_usage_has():
+    scheduler = cluster(node("n", cores=16, memory_gib=64, gpus=4))
+    scheduler.schedule([job("j", cores=6, memory_gib=20, gpus=3)], now=0)
+    usage = scheduler.node_usage("n")
+    # replace() reads every field of the usage into a new NodeUsage, made by its __init__
+    assert dataclasses.replace(usage) == usage
