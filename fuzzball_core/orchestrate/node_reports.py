@@ -199,6 +199,10 @@ def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float =
             when=started_at,
             node_id=node_ids[0] if node_ids else None,
         )
+        if stage.task_count is None:
+            # written with the pass's other stage starts, not flushed (an array's stage is
+            # flushed anyway, for its counts: its start goes in the same UPDATE)
+            tx.write_held(stage, "status", "started_at", "node_ids")
         ctx.dirty.add(workflow_id)  # a running service releases its dependents
 
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol, cast
 
 from sqlalchemy import Table, bindparam, event, insert, inspect, select, update
 from sqlalchemy.orm import ORMExecuteState, Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from fuzzball_core.orchestrate.messages import ToNode
 from fuzzball_core.store.models import ApiToken, Event, Run, Stage, Workflow
@@ -41,6 +42,9 @@ _REVOKE_TOKENS = (
 #: Insert runs, returning each one's stage, task and id (for an executemany: one statement
 #: on SQLite and PostgreSQL, the rows matched to their ids by stage and task).
 _INSERT_RUNS = insert(_RUNS).returning(_RUNS.c.stage_id, _RUNS.c.task_id, _RUNS.c.id)
+#: The UPDATE of one row by id of each table :meth:`Transaction.write_held` writes (for an
+#: executemany; built once a table, like :data:`_UPDATE_RUN`).
+_UPDATE_HELD: dict[Table, Any] = {}
 #: Where a session keeps the transaction whose run writes or run inserts wait
 #: (``Session.info``).
 _WRITES_RUNS = "fuzzball.run_writes"
@@ -83,6 +87,9 @@ class Transaction:
     )
     #: (stage id, task id) of the rows in :attr:`runs_due` (their ids are matched by these)
     run_keys_due: set[tuple[int, int | None]] = field(default_factory=set)
+    #: columns of rows the session holds to write with a Core UPDATE (:meth:`write_held`),
+    #: by table, then by the row's id
+    held_writes: dict[Table, dict[Any, dict[str, Any]]] = field(default_factory=dict)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
@@ -146,6 +153,26 @@ class Transaction:
         self.session.info[_WRITES_RUNS] = self
         self.run_writes.setdefault(run_id, {}).update(values)
 
+    def write_held(self, row: Any, *keys: str) -> None:
+        """Write these columns of a row the session holds, as they were just set on it, with
+        the other rows of its table written so in this pass, in one UPDATE per set of
+        columns (sent like :meth:`write_run`'s, and before any flush), not through the ORM's
+        flush: the row keeps the values as committed (it does not flush them again; reads of
+        it in the pass see them). A flush's unit of work for a stage's start, one row a
+        workflow, cost more than the row's UPDATE."""
+        values = {key: getattr(row, key) for key in keys}
+        for key, value in values.items():
+            set_committed_value(row, key, value)
+        state = inspect(row)
+        if not state.committed_state:
+            # nothing else of the row waits: it leaves the session's dirty rows too, or the
+            # commit would run a flush's unit of work only to find it unchanged (what the
+            # session itself does to a row it flushed)
+            state._commit_all(state.dict, self.session.identity_map)
+        self.session.info[_WRITES_RUNS] = self
+        table = cast(Table, type(row).__table__)
+        self.held_writes.setdefault(table, {}).setdefault(row.id, {}).update(values)
+
     def add_task_runs(
         self, rows: list[dict[str, Any]], then: Callable[[dict[int | None, int]], None]
     ) -> None:
@@ -194,6 +221,8 @@ class Transaction:
         self.insert_runs()
         if self.run_writes:
             self.write_runs()
+        if self.held_writes:
+            self._write_held_rows()
 
     def write_runs(self) -> None:
         """Send the waiting :meth:`write_run` writes (one executemany per set of columns)."""
@@ -205,6 +234,23 @@ class Transaction:
         connection = self.session.connection()
         for rows in shapes.values():
             connection.execute(_UPDATE_RUN, rows)
+
+    def _write_held_rows(self) -> None:
+        """Send the waiting :meth:`write_held` writes (one executemany per table and set of
+        columns)."""
+        writes, self.held_writes = self.held_writes, {}
+        connection = self.session.connection()
+        for table, rows in writes.items():
+            statement = _UPDATE_HELD.get(table)
+            if statement is None:
+                statement = _UPDATE_HELD[table] = update(table).where(
+                    table.c.id == bindparam("row_id")
+                )
+            shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for row_id, values in rows.items():
+                shapes.setdefault(tuple(sorted(values)), []).append({"row_id": row_id, **values})
+            for same in shapes.values():
+                connection.execute(statement, same)
 
     def load_workflows(self, workflow_ids: Iterable[str]) -> None:
         """Load these workflows with all their stages in one joined query (advancing a
@@ -291,6 +337,15 @@ def _runs_written_first(state: ORMExecuteState) -> None:
     :meth:`Transaction.add_task_runs` inserts waiting (a load, a query, a flush's query):
     send them, so that it reads the runs as written."""
     waiting = state.session.info.get(_WRITES_RUNS)
+    if waiting is not None:
+        waiting.send_waiting()
+
+
+@event.listens_for(Session, "before_flush")
+def _held_written_first(session: Session, _context: Any, _instances: Any) -> None:
+    """Before a flush of a session with writes waiting: send them, so that a later change
+    of the same row, which the flush writes, is not overwritten by an earlier one."""
+    waiting = session.info.get(_WRITES_RUNS)
     if waiting is not None:
         waiting.send_waiting()
 

@@ -4,11 +4,12 @@ and a workflow's tokens revoked by the pass that ends it."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.store.models import ApiToken, Run
+from fuzzball_core.store.models import ApiToken, Run, Stage
 from fuzzball_core.vocabulary import CredentialKind
 
 
@@ -150,3 +151,42 @@ def test_a_stage_left_waiting_is_reported_without_reading_its_row(harness, state
     waiting = harness.submit(HELLO)
     assert _reading(statements, "FROM stages") == []
     assert "scheduling_blocked" in harness.events(waiting)
+
+
+def _stage_row(harness, workflow_id: str) -> Stage:
+    with harness.engine.sessions() as session:
+        return session.scalars(select(Stage).where(Stage.workflow_id == workflow_id)).one()
+
+
+def test_the_pass_that_starts_a_stage_writes_it_without_a_flush(harness):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    flushes: list[Session] = []
+
+    def record(session, *_args) -> None:
+        flushes.append(session)
+
+    event.listen(Session, "before_flush", record)
+    try:
+        harness.start(node, assignment.run_id)
+        harness.engine.step()
+    finally:
+        event.remove(Session, "before_flush", record)
+    stage = _stage_row(harness, workflow_id)
+    assert (stage.status, stage.node_ids, stage.started_at) == (
+        "STARTED",
+        [node],
+        harness.clock.now,
+    )
+    assert flushes == []
+
+
+def test_a_stage_started_and_ended_in_one_pass_is_left_ended(harness):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.run_to_end(node, assignment)
+    stage = _stage_row(harness, workflow_id)
+    assert (stage.status, stage.node_ids) == ("FINISHED", [node])
+    assert harness.status(workflow_id) == "FINISHED"
