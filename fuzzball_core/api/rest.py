@@ -24,7 +24,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from google.protobuf.message import Message
@@ -62,7 +62,7 @@ from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
-from fuzzball_core.service.views import LogChunkView, Principal
+from fuzzball_core.service.views import LogChunkView, Principal, WorkflowView
 from fuzzball_core.store.database import unreachable_error
 
 log = logging.getLogger(__name__)
@@ -411,11 +411,51 @@ async def _validate_workflow(request: web.Request) -> web.Response:
     return _reply(pb.ValidateWorkflowResponse(warnings=warnings))
 
 
+def workflow_list_text(workflows: Iterable[WorkflowView]) -> str:
+    """The JSON text of a ``ListWorkflowsResponse`` of ``workflows``."""
+    message = pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows])
+    return json.dumps(to_json(message))
+
+
+class ListServer(Protocol):
+    """Where the workflow and node lists are served when not in this process (Orchestrate's
+    list worker: :mod:`fuzzball_core.orchestrate.list_worker`)."""
+
+    async def call(self, route: str, who: Principal) -> tuple[int, str] | None:
+        """The HTTP status and JSON text of the list ``route`` (``workflows``, ``nodes``)
+        for ``who``; ``None`` when it cannot answer now (the list is then served here)."""
+        ...
+
+
+_LIST_SERVER = web.AppKey("list_server", ListServer)
+
+
+def serve_lists_from(app: web.Application, server: ListServer) -> None:
+    """Hand ``app``'s workflow and node lists to ``server`` once their caller is
+    authenticated (before the app is served)."""
+    app[_LIST_SERVER] = server
+
+
+async def _served_elsewhere(request: web.Request, route: str) -> web.Response | None:
+    """The list ``route`` as the app's list server answered it, if it has one that did."""
+    server = request.app.get(_LIST_SERVER)
+    if server is None:
+        return None
+    answer = await server.call(route, _principal(request))
+    if answer is None:
+        return None
+    status, text = answer
+    return web.json_response(text=text, status=status)
+
+
 @documented(Operation("the caller's workflows", pb.ListWorkflowsResponse, tags=_WORKFLOWS))
 @any_thread
 async def _list_workflows(request: web.Request) -> web.Response:
+    served = await _served_elsewhere(request, "workflows")
+    if served is not None:
+        return served
     workflows = await _run(request, lambda s, who: s.list_workflows(who))
-    return _reply(pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows]))
+    return web.json_response(text=workflow_list_text(workflows))
 
 
 @documented(Operation("one workflow with its stages", pb.Workflow, tags=_WORKFLOWS))
@@ -585,6 +625,9 @@ async def _stream_log(
 @documented(Operation("every registered node", pb.ListNodesResponse, tags=_NODES))
 @any_thread
 async def _list_nodes(request: web.Request) -> web.Response:
+    served = await _served_elsewhere(request, "nodes")
+    if served is not None:
+        return served
     nodes = await _run(request, lambda s, who: s.list_nodes(who))
     # each node's text is kept between lists (NodeListBody): 5,000 nodes through the proto3
     # JSON mapping at each list held the loop for over half a second

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import math
+import pickle
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -35,7 +36,7 @@ from typing import NamedTuple, Protocol
 
 from fuzzball_core.errors import NotFound, Unavailable
 from fuzzball_core.orchestrate.context import EngineContext
-from fuzzball_core.scheduling import NodeUsage
+from fuzzball_core.scheduling import NodeUsage, Resources
 from fuzzball_core.vocabulary import NodeStatus
 
 #: while readers come, the engine's loop makes a copy every ``MAX_AGE / 2`` seconds: a
@@ -101,6 +102,16 @@ class NodeUsageCopy:
             ):
                 return False
         return True
+
+
+class NodeUsageReader(Protocol):
+    """What the node lists read the engine's memory through: :class:`NodeUsages` in the
+    engine's process, a reader of copies sent over in the list worker's."""
+
+    def read(self, node_ids: Collection[str], *, fresh: bool = False) -> NodeUsageCopy:
+        """The usage and last-heard times of ``node_ids`` and of every node the engine
+        knows; ``fresh``: made after this call."""
+        ...
 
 
 class NodeState(Protocol):
@@ -271,3 +282,82 @@ class NodeUsages:
         """Ask for a new copy unasked (on the engine's loop, while readers keep coming)."""
         self._warm = None
         self._ask(node_ids)
+
+
+def copy_to_wire(copy: NodeUsageCopy) -> bytes:
+    """``copy`` as bytes for the list worker's process (:func:`copy_from_wire` reads them):
+    its usages as plain tuples and dicts (a ``NodeUsage`` holds read-only mappings, which
+    pickle refuses, and its frozen ``__init__`` costs 7 µs a node to call)."""
+    usages = [
+        (
+            u.node_id,
+            u.capacity.cores,
+            u.capacity.memory,
+            dict(u.capacity.devices),
+            u.used_cores,
+            u.used_memory,
+            dict(u.used_devices),
+            u.free_cores,
+            u.free_memory,
+            dict(u.free_devices),
+            u.job_ids,
+            u.exclusive_job,
+            u.takes_new_work,
+            dict(u.pinned_cpus),
+            dict(u.host_ports),
+        )
+        for u in copy.usages.values()
+    ]
+    return pickle.dumps((copy.made, list(copy.nodes), usages, dict(copy.heard)), protocol=5)
+
+
+def copy_from_wire(data: bytes) -> NodeUsageCopy:
+    """The copy :func:`copy_to_wire` wrote (from the engine's process: trusted bytes)."""
+    made, nodes, wired, heard = pickle.loads(data)
+    # most nodes of a cluster have the same capacity: one Resources for them all
+    capacities: dict[tuple[int, int, tuple[tuple[str, int], ...]], Resources] = {}
+    usages: dict[str, NodeUsage] = {}
+    for (
+        node_id,
+        cores,
+        memory,
+        devices,
+        used_cores,
+        used_memory,
+        used_devices,
+        free_cores,
+        free_memory,
+        free_devices,
+        job_ids,
+        exclusive_job,
+        takes_new_work,
+        pinned_cpus,
+        host_ports,
+    ) in wired:
+        key = (cores, memory, tuple(sorted(devices.items())))
+        capacity = capacities.get(key)
+        if capacity is None:
+            capacity = capacities[key] = Resources(cores, memory, devices)
+        # every field at once, as the default scheduler makes them (see its node_usage)
+        usage = object.__new__(NodeUsage)
+        object.__setattr__(
+            usage,
+            "__dict__",
+            {
+                "node_id": node_id,
+                "capacity": capacity,
+                "used_cores": used_cores,
+                "used_memory": used_memory,
+                "used_devices": used_devices,
+                "free_cores": free_cores,
+                "free_memory": free_memory,
+                "free_devices": free_devices,
+                "job_ids": job_ids,
+                "exclusive_job": exclusive_job,
+                "takes_new_work": takes_new_work,
+                "pinned_cpus": pinned_cpus,
+                "host_ports": host_ports,
+            },
+        )
+        usages[node_id] = usage
+    return NodeUsageCopy(made, frozenset(nodes), usages, heard)

@@ -27,7 +27,7 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
-from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, NodeUsages
+from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, NodeUsageReader, NodeUsages
 from fuzzball_core.orchestrate.run_owners import RunOwner, RunOwners, read_owners
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.orchestrate.submission import PreparedSubmission
@@ -85,7 +85,145 @@ SERVICE_HOLD_SOURCES = {
 }
 
 
-class SqlOrchestrateService(AccountCalls):
+class ListReads:
+    """The workflow and node lists, read from the store and a copy of the engine's memory:
+    what the REST list worker process (:mod:`~fuzzball_core.orchestrate.list_worker`) serves
+    with a reader of copies sent over from the engine's process, and what
+    :class:`SqlOrchestrateService` serves in the engine's own."""
+
+    #: this cluster's name on its workflows, set by ``server.build`` from
+    #: ``orchestrate.cluster-name``
+    cluster_name: str = DEFAULT_CLUSTER_NAME
+
+    def __init__(
+        self, sessions: sessionmaker[Session], node_usages: NodeUsageReader, audit: AuditLog
+    ) -> None:
+        self.sessions = sessions
+        self.audit = audit
+        #: what node views show of the engine's memory: copies made on its loop for callers
+        #: on other threads (the REST gateway's) or processes (the list worker)
+        self.node_usages = node_usages
+        #: whose work the runs on nodes are, kept from one node list to the next
+        self.run_owners = RunOwners()
+        #: node id -> what the last node list read and made of the node
+        self._listed: dict[str, KeptNode] = {}
+
+    def list_workflows(self, who: Principal) -> list[WorkflowView]:
+        with self.sessions() as session:
+            query = select(Workflow).order_by(Workflow.created_at.desc()).limit(PAGE)
+            if not who.may(Permission.READ_CLUSTER):
+                query = query.where(Workflow.account_id == who.account_id)
+            workflows = list(session.scalars(query))
+            emails = _emails(session, workflows)
+            return [self._owned_view(_workflow_view(w, ()), emails) for w in workflows]
+
+    def _owned_view(self, view: WorkflowView, emails: Mapping[str, str]) -> WorkflowView:
+        """``view`` with its starter's email and this cluster's name."""
+        return dataclasses.replace(
+            view, email=emails.get(view.user_id, ""), cluster_name=self.cluster_name
+        )
+
+    def list_nodes(self, who: Principal) -> list[NodeView]:
+        self._require(who, Permission.READ_NODES, "list nodes", "nodes")
+        kept = self._listed
+        with self.sessions() as session:
+            # the columns a view shows, not ORM rows, as the driver's tuples: a list reads
+            # every node and changes none; a node whose columns are as the last list read
+            # them keeps what was made of them (see KeptNode)
+            connection = session.connection()
+            rows = _driver_rows(connection, _LISTED_NODES)
+            nodes = _listed_nodes(rows, kept)
+            # every node's holds and running stages in two queries, not two per node (a
+            # node list of 5,000 nodes held the loop for seconds)
+            holds: dict[str, tuple[HoldView, ...]] = {}
+            for h in connection.execute(_LISTED_HOLDS):
+                holds[h.node_id] = (*holds.get(h.node_id, ()), HoldView(*h))
+            memory = self._node_memory([node.id for node in nodes], nodes)
+            owners = self.run_owners.of(
+                session,
+                _run_ids(job for usage in memory.usages.values() for job in usage.job_ids),
+            )
+            labels = _run_labels(owners, who)
+        usages, heard = memory.usages, memory.heard
+        views: list[NodeView] = []
+        listed: dict[str, KeptNode] = {}
+        for row, node in zip(rows, nodes, strict=True):
+            node_id = node.id
+            usage = usages.get(node_id)
+            stored = node.last_seen
+            last_seen = max(stored, heard.get(node_id, stored))
+            node_holds = holds.get(node_id, ())
+            # what the view shows besides the node's columns: its usage (its running stages
+            # as this caller may see them), when it was last heard, its holds
+            if usage is None:
+                shown: tuple[Any, ...] = (None, last_seen, node_holds)
+            else:
+                stages = _stages(usage.job_ids, labels) if usage.job_ids else ()
+                shown = (
+                    usage.used_cores,
+                    usage.used_memory,
+                    usage.used_devices,
+                    stages,
+                    last_seen,
+                    node_holds,
+                )
+            before = kept.get(node_id)
+            if before is not None and before.node is node and before.shown == shown:
+                views.append(before.view)
+                listed[node_id] = before
+                continue
+            view = _node_view_of(node, usage, last_seen, node_holds, labels)
+            views.append(view)
+            listed[node_id] = KeptNode(row, node, shown, view)
+        # replaced whole (two lists at once each read the one before, the last one kept)
+        self._listed = listed
+        return views
+
+    def _node_memory(self, node_ids: list[str], rows: Iterable[NodeColumns]) -> NodeUsageCopy:
+        """The engine's memory of the nodes whose ``rows`` were just read: a copy that agrees
+        with each row's state and capacity (one made before a node changed would show it
+        with usage it never had in that state), asked for anew when the latest does not."""
+        memory = self.node_usages.read(node_ids)
+        if memory.agrees_with(rows):
+            return memory
+        return self.node_usages.read(node_ids, fresh=True)
+
+    def _require(self, who: Principal, permission: Permission, doing: str, target: str) -> None:
+        """:func:`require`, auditing a refusal (who tried what on which target)."""
+        try:
+            require(who, permission, doing)
+        except PermissionDenied:
+            self._audit(
+                who,
+                AuditAction.PERMISSION_DENIED,
+                target,
+                outcome="denied",
+                detail={"permission": permission.value, "doing": doing},
+            )
+            raise
+
+    def _audit(
+        self,
+        who: Principal,
+        action: AuditAction,
+        target: str,
+        *,
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """One entry in the audit log, naming the user acting (or the account)."""
+        self.audit.record(
+            action,
+            actor=who.email or who.name,
+            actor_id=who.user_id or who.account_id,
+            organization_id=who.organization_id,
+            target=target,
+            outcome=outcome,
+            detail=dict(detail or {}),
+        )
+
+
+class SqlOrchestrateService(ListReads, AccountCalls):
     """Orchestrate's service layer on SQLAlchemy."""
 
     #: the cluster's object cache and the node token that reads and writes it, set by
@@ -98,9 +236,9 @@ class SqlOrchestrateService(AccountCalls):
     #: the OIDC issuer whose access tokens sign users in, set by ``server.build`` (None:
     #: only API tokens are accepted)
     oidc: OidcIssuer | None = None
-    #: this cluster's name on its workflows, set by ``server.build`` from
-    #: ``orchestrate.cluster-name``
-    cluster_name: str = DEFAULT_CLUSTER_NAME
+    #: copies of the engine's memory made on its loop (served to the gateway's thread and,
+    #: over a pipe, to the list worker)
+    node_usages: NodeUsages
 
     def __init__(
         self,
@@ -110,20 +248,12 @@ class SqlOrchestrateService(AccountCalls):
         registry: PluginRegistry | None = None,
         token_lifetime: float = DEFAULT_TOKEN_LIFETIME,
     ) -> None:
-        self.sessions = sessions
+        super().__init__(sessions, NodeUsages(engine.context), AuditLog(sessions))
         self.engine = engine
         self._registry = registry
         self.accounts = Accounts(sessions, token_lifetime=token_lifetime)
-        self.audit = AuditLog(sessions)
         #: organizations, users, groups, sign-in and service accounts
         self.identity = Identity(sessions, self.accounts, self.audit)
-        #: what node views show of the engine's memory, copied on its loop for callers on
-        #: other threads (the REST gateway's)
-        self.node_usages = NodeUsages(engine.context)
-        #: whose work the runs on nodes are, kept from one node list to the next
-        self.run_owners = RunOwners()
-        #: node id -> what the last node list read and made of the node
-        self._listed: dict[str, KeptNode] = {}
 
     @property
     def scheduler(self) -> Scheduler:
@@ -211,15 +341,6 @@ class SqlOrchestrateService(AccountCalls):
             raise NotFound(f"workflow {workflow_id} not found")
         return workflow
 
-    def list_workflows(self, who: Principal) -> list[WorkflowView]:
-        with self.sessions() as session:
-            query = select(Workflow).order_by(Workflow.created_at.desc()).limit(PAGE)
-            if not who.may(Permission.READ_CLUSTER):
-                query = query.where(Workflow.account_id == who.account_id)
-            workflows = list(session.scalars(query))
-            emails = _emails(session, workflows)
-            return [self._owned_view(_workflow_view(w, ()), emails) for w in workflows]
-
     def list_workflows_page(
         self,
         who: Principal,
@@ -285,12 +406,6 @@ class SqlOrchestrateService(AccountCalls):
                 workflow, tuple(_stage_view(s, metering.get(s.id)) for s in stages)
             )
             return self._owned_view(view, _emails(session, [workflow]))
-
-    def _owned_view(self, view: WorkflowView, emails: Mapping[str, str]) -> WorkflowView:
-        """``view`` with its starter's email and this cluster's name."""
-        return dataclasses.replace(
-            view, email=emails.get(view.user_id, ""), cluster_name=self.cluster_name
-        )
 
     def stop_workflow(self, who: Principal, workflow_id: str) -> None:
         with self.sessions() as session:
@@ -360,62 +475,6 @@ class SqlOrchestrateService(AccountCalls):
 
     # -- nodes ---------------------------------------------------------------------------------
 
-    def list_nodes(self, who: Principal) -> list[NodeView]:
-        self._require(who, Permission.READ_NODES, "list nodes", "nodes")
-        kept = self._listed
-        with self.sessions() as session:
-            # the columns a view shows, not ORM rows, as the driver's tuples: a list reads
-            # every node and changes none; a node whose columns are as the last list read
-            # them keeps what was made of them (see KeptNode)
-            connection = session.connection()
-            rows = _driver_rows(connection, _LISTED_NODES)
-            nodes = _listed_nodes(rows, kept)
-            # every node's holds and running stages in two queries, not two per node (a
-            # node list of 5,000 nodes held the loop for seconds)
-            holds: dict[str, tuple[HoldView, ...]] = {}
-            for h in connection.execute(_LISTED_HOLDS):
-                holds[h.node_id] = (*holds.get(h.node_id, ()), HoldView(*h))
-            memory = self._node_memory([node.id for node in nodes], nodes)
-            owners = self.run_owners.of(
-                session,
-                _run_ids(job for usage in memory.usages.values() for job in usage.job_ids),
-            )
-            labels = _run_labels(owners, who)
-        usages, heard = memory.usages, memory.heard
-        views: list[NodeView] = []
-        listed: dict[str, KeptNode] = {}
-        for row, node in zip(rows, nodes, strict=True):
-            node_id = node.id
-            usage = usages.get(node_id)
-            stored = node.last_seen
-            last_seen = max(stored, heard.get(node_id, stored))
-            node_holds = holds.get(node_id, ())
-            # what the view shows besides the node's columns: its usage (its running stages
-            # as this caller may see them), when it was last heard, its holds
-            if usage is None:
-                shown: tuple[Any, ...] = (None, last_seen, node_holds)
-            else:
-                stages = _stages(usage.job_ids, labels) if usage.job_ids else ()
-                shown = (
-                    usage.used_cores,
-                    usage.used_memory,
-                    usage.used_devices,
-                    stages,
-                    last_seen,
-                    node_holds,
-                )
-            before = kept.get(node_id)
-            if before is not None and before.node is node and before.shown == shown:
-                views.append(before.view)
-                listed[node_id] = before
-                continue
-            view = _node_view_of(node, usage, last_seen, node_holds, labels)
-            views.append(view)
-            listed[node_id] = KeptNode(row, node, shown, view)
-        # replaced whole (two lists at once each read the one before, the last one kept)
-        self._listed = listed
-        return views
-
     def get_node(self, who: Principal, node_id: str) -> NodeView:
         self._require(who, Permission.READ_NODES, "read nodes", f"node {node_id}")
         with self.sessions() as session:
@@ -426,15 +485,6 @@ class SqlOrchestrateService(AccountCalls):
             if node is None:
                 raise NotFound(f"node {node_id} not found")
             return self._node_view(session, node, who, self._node_memory([node.id], [node]))
-
-    def _node_memory(self, node_ids: list[str], rows: Iterable[NodeColumns]) -> NodeUsageCopy:
-        """The engine's memory of the nodes whose ``rows`` were just read: a copy that agrees
-        with each row's state and capacity (one made before a node changed would show it
-        with usage it never had in that state), asked for anew when the latest does not."""
-        memory = self.node_usages.read(node_ids)
-        if memory.agrees_with(rows):
-            return memory
-        return self.node_usages.read(node_ids, fresh=True)
 
     def _node_view(
         self,
@@ -484,40 +534,6 @@ class SqlOrchestrateService(AccountCalls):
             ]
 
     # -- holds -------------------------------------------------------------------------------
-
-    def _require(self, who: Principal, permission: Permission, doing: str, target: str) -> None:
-        """:func:`require`, auditing a refusal (who tried what on which target)."""
-        try:
-            require(who, permission, doing)
-        except PermissionDenied:
-            self._audit(
-                who,
-                AuditAction.PERMISSION_DENIED,
-                target,
-                outcome="denied",
-                detail={"permission": permission.value, "doing": doing},
-            )
-            raise
-
-    def _audit(
-        self,
-        who: Principal,
-        action: AuditAction,
-        target: str,
-        *,
-        outcome: str = "ok",
-        detail: Mapping[str, Any] | None = None,
-    ) -> None:
-        """One entry in the audit log, naming the user acting (or the account)."""
-        self.audit.record(
-            action,
-            actor=who.email or who.name,
-            actor_id=who.user_id or who.account_id,
-            organization_id=who.organization_id,
-            target=target,
-            outcome=outcome,
-            detail=dict(detail or {}),
-        )
 
     def hold_source(self, who: Principal) -> str:
         """Who a caller places holds as: the monitoring and provisioner service accounts as

@@ -20,7 +20,10 @@ from fuzzball_core.orchestrate.node_usage_copies import (
     KEEP_WARM,
     MAX_AGE,
     MAX_STALE,
+    NodeUsageCopy,
     NodeUsages,
+    copy_from_wire,
+    copy_to_wire,
 )
 from fuzzball_core.scheduling import NodeUsage, Resources
 
@@ -273,3 +276,13 @@ def test_a_copy_costing_more_than_its_share_is_made_again_less_often():
         usages.read(["a"])
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(PATIENCE)
     assert ctx.scheduler.readers == ["engine"]
+
+
+def test_a_copy_sent_to_the_list_worker_is_read_back_as_it_was():
+    busy = NodeUsage(
+        "n1", Resources(8, 16 << 30, {"gpu": 2}), 2, 1 << 30, {"gpu": 1}, 6, 15 << 30,
+        {"gpu": 1}, ("run-1",), None, True, {"run-1": (0, 1)}, {"tcp/80": "run-1"},
+    )  # fmt: skip
+    idle = NodeUsage("n2", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
+    copy = NodeUsageCopy(5.0, frozenset({"n1", "n2", "n3"}), {"n1": busy, "n2": idle}, {"n1": 4.0})
+    assert copy_from_wire(copy_to_wire(copy)) == copy

@@ -1,0 +1,77 @@
+"""The REST lists' worker process (ListWorker): it answers the workflow and node lists as the
+engine's process would, with the engine's memory of nodes sent over, for the caller the
+gateway authenticated (permissions and accounts' isolation as in-process); the gateway
+serves a list itself while the worker is not there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+from support.engine_workflows import HELLO
+
+from fuzzball_core.api.node_listing import NodeListBody
+from fuzzball_core.api.rest import workflow_list_text
+from fuzzball_core.orchestrate.list_worker import NODES, WORKFLOWS, ListWorker
+from fuzzball_core.service.views import Principal
+from fuzzball_core.vocabulary import AccountKind
+
+#: long enough for a loaded machine to start a Python process; the tests wait on events
+PATIENCE = 120.0
+
+
+@pytest.fixture
+def worker(harness, database_url) -> Iterator[ListWorker]:
+    lists = ListWorker(harness.service.node_usages, database_url, harness.service.cluster_name)
+    lists.start()
+    try:
+        assert lists.wait_ready(PATIENCE)
+        yield lists
+    finally:
+        lists.stop()
+
+
+def asked(worker: ListWorker, route: str, who: Principal) -> tuple[int, str]:
+    answer = asyncio.run(worker.call(route, who))
+    assert answer is not None
+    return answer
+
+
+def test_the_node_list_is_the_engines_process_own(harness, worker):
+    harness.node("busy", cores=4)
+    harness.submit(HELLO)
+    harness.node("idle", cores=4)
+    here = NodeListBody().body(harness.service.list_nodes(harness.admin))
+    assert asked(worker, NODES, harness.admin) == (200, here)
+
+
+def test_a_busy_nodes_usage_is_sent_over_from_the_engine(harness, worker):
+    harness.node("busy", cores=4)
+    harness.submit(HELLO)
+    _, text = asked(worker, NODES, harness.admin)
+    (busy,) = json.loads(text)["nodes"]
+    assert busy["runningJobs"] == 1
+
+
+def test_the_workflow_list_shows_only_the_callers_own(harness, worker):
+    harness.node("n1")
+    own = harness.submit(HELLO)
+    harness.service.start_workflow(harness.admin, raw_specification=HELLO, name="theirs")
+    status, text = asked(worker, WORKFLOWS, harness.user)
+    assert (status, [w["id"] for w in json.loads(text)["workflows"]]) == (200, [own])
+    assert text == workflow_list_text(harness.service.list_workflows(harness.user))
+
+
+def test_a_caller_without_the_node_permission_is_refused_as_in_process(harness, worker):
+    workflow_token = Principal(
+        harness.user.account_id, "wf", kind=AccountKind.USER, credential="workflow"
+    )
+    status, text = asked(worker, NODES, workflow_token)
+    assert (status, json.loads(text)["code"]) == (403, 7)
+
+
+def test_a_worker_gone_leaves_the_list_to_the_gateway(harness, worker):
+    worker.stop()
+    assert asyncio.run(worker.call(NODES, harness.admin)) is None
