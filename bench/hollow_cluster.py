@@ -109,6 +109,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The running child processes of ``pid`` (one gone meanwhile is left out)."""
+    try:
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(child) for child in listed if Path(f"/proc/{child}/stat").exists()]
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of a process, from /proc/PID/status."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -212,8 +221,9 @@ class HollowCluster:
         return self.orchestrate.process.pid
 
     def cpu(self) -> float:
-        """Orchestrate's CPU seconds so far."""
-        return cpu_seconds(self.pid)
+        """Orchestrate's CPU seconds so far, with its child processes' (the REST list
+        worker's)."""
+        return cpu_seconds(self.pid) + sum(cpu_seconds(child) for child in children(self.pid))
 
     def submit(self, specification: str, name: str = "hollow") -> str:
         reply = self.http.post("/workflows", json={"rawSpecification": specification, "name": name})
