@@ -12,12 +12,13 @@ failed pass takes back both.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from sqlalchemy import select
 
 from fuzzball_core.config import LogsConfig
 from fuzzball_core.orchestrate.transaction import Transaction
-from fuzzball_core.store.models import LogChunk, LogUsage, Run
+from fuzzball_core.store.models import LogChunk, LogUsage
 
 #: ``log_usage.run_id`` of a workflow's total.
 WORKFLOW_TOTAL = 0
@@ -32,9 +33,20 @@ PER_WORKFLOW = "orchestrate.logs.max-bytes-per-workflow"
 _CACHE = "fuzzball.log_usage"
 
 
-def preload(tx: Transaction, runs: Iterable[Run]) -> None:
-    """Load the usage rows of these runs and of their workflows in one query."""
-    wanted = {(run.workflow_id, run.id) for run in runs}
+class Printer(NamedTuple):
+    """The run whose output is stored, as its chunks name it: from its row, or from what the
+    engine knows of a live run (a live task's output is stored without reading its row)."""
+
+    workflow_id: str
+    run_id: int
+    task_id: int | None
+    stage_name: str
+
+
+def preload(tx: Transaction, runs: Iterable[tuple[str, int]]) -> None:
+    """Load the usage rows of these runs (workflow id, run id) and of their workflows in one
+    query."""
+    wanted = set(runs)
     wanted |= {(workflow_id, WORKFLOW_TOTAL) for workflow_id, _ in wanted}
     if not wanted:
         return
@@ -50,13 +62,11 @@ def preload(tx: Transaction, runs: Iterable[Run]) -> None:
         cache.setdefault(key, None)
 
 
-def store(
-    tx: Transaction, limits: LogsConfig, run: Run, stage_name: str, stream: str, data: bytes
-) -> None:
+def store(tx: Transaction, limits: LogsConfig, run: Printer, stream: str, data: bytes) -> None:
     """Store ``data``, which ``run`` printed on ``stream``, as far as the limits allow."""
     if not data:
         return
-    job = _usage(tx, run.workflow_id, run.id)
+    job = _usage(tx, run.workflow_id, run.run_id)
     workflow = _usage(tx, run.workflow_id, WORKFLOW_TOTAL)
     marker: LogChunk | None
     if job.marker_seq is None:
@@ -65,7 +75,7 @@ def store(
         room = max(0, min(room_for_job, room_for_workflow))
         kept = data if len(data) <= room else _cut(data, room)
         if kept:
-            _add_chunk(tx, run, stage_name, stream, kept.decode("utf-8", errors="replace"))
+            _add_chunk(tx, run, stream, kept.decode("utf-8", errors="replace"))
             job.stored_bytes += len(kept)
             workflow.stored_bytes += len(kept)
             job.mid_line = not kept.endswith(b"\n")
@@ -73,7 +83,7 @@ def store(
             return
         job.cut_by = PER_JOB if room_for_job <= room_for_workflow else PER_WORKFLOW
         # the marker starts on a line of its own
-        marker = _add_chunk(tx, run, stage_name, stream, "\n" if job.mid_line else "")
+        marker = _add_chunk(tx, run, stream, "\n" if job.mid_line else "")
         tx.session.flush()  # the marker's seq, to rewrite it as more is dropped
         job.marker_seq = marker.seq
         data = data[len(kept) :]
@@ -117,11 +127,11 @@ def _count_dropped(job: LogUsage, workflow: LogUsage, dropped: bytes) -> None:
     workflow.dropped_lines += starts
 
 
-def _add_chunk(tx: Transaction, run: Run, stage_name: str, stream: str, text: str) -> LogChunk:
+def _add_chunk(tx: Transaction, run: Printer, stream: str, text: str) -> LogChunk:
     chunk = LogChunk(
         time=tx.now,
         workflow_id=run.workflow_id,
-        stage_name=stage_name,
+        stage_name=run.stage_name,
         task_id=run.task_id,
         stream=stream,
         data=text,

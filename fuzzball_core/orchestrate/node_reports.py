@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from typing import cast
+
+from sqlalchemy import Table, select
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate import (
@@ -41,6 +44,11 @@ _ABOUT_RUNS = ("started", "exited", "log", "fence", "ready")
 #: Where a pass's session keeps the :class:`LogsStored` answer it will send each node
 #: (``Session.info``, which ends with the pass's transaction).
 _ANSWERS = "fuzzball.logs_stored"
+#: Where a pass's session keeps ``runs.output_received`` of the live runs whose counted
+#: output it applies without their rows, by run id (``Session.info``).
+_RECEIVED = "fuzzball.output_received"
+#: The runs table, for the Core read of :data:`_RECEIVED`.
+_RUNS = cast(Table, Run.__table__)
 
 
 def preload(
@@ -56,10 +64,22 @@ def preload(
     advanced in this pass: that workflow is read with all its stages
     (:meth:`Transaction.load_workflows`), as advancing it reads them, and the run's row
     alone; reading its stage and workflow here and all of them again to advance it cost
-    two queries where one does."""
+    two queries where one does.
+
+    A live run's output needs no row either (:func:`_log`): only its usage rows, and for
+    counted output its ``output_received`` (one Core read). Reading the row for a task's
+    output also made its plain exit in the same pass go through the row and the ORM's
+    flush: a third of the engine's samples under hollow nodes' one line a task."""
     run_ids, logging_runs, stage_ids, workflow_ids = set(), set(), set(), set()
+    printers: set[tuple[str, int]] = set()
+    counted: set[int] = set()
     for node_id, message in reports:
         kind = message.WhichOneof("kind")
+        if kind == "log" and (live := ctx.live_runs.get(message.log.run_id)):
+            printers.add((live.workflow_id, message.log.run_id))
+            if message.log.seq:
+                counted.add(message.log.run_id)
+            continue
         if kind == "started" and (live := ctx.live_runs.get(message.started.run_id)):
             # STARTED already (sent again after a reconnect), or applied without its row
             if not live.started:
@@ -79,7 +99,23 @@ def preload(
     tx.load(Run, alone)
     tx.load_runs(run_ids - alone)
     tx.load_stages(stage_ids)
-    job_output.preload(tx, (r for r in tx.loaded if isinstance(r, Run) and r.id in logging_runs))
+    _read_received(tx, counted)
+    printers.update(
+        (r.workflow_id, r.id) for r in tx.loaded if isinstance(r, Run) and r.id in logging_runs
+    )
+    job_output.preload(tx, printers)
+
+
+def _read_received(tx: Transaction, run_ids: set[int]) -> None:
+    """Read ``output_received`` of these runs, those the pass has not read yet, without
+    their rows (:data:`_RECEIVED`)."""
+    received: dict[int, dict[str, int]] = tx.session.info.setdefault(_RECEIVED, {})
+    wanted = run_ids - received.keys()
+    if wanted:
+        rows = tx.session.execute(
+            select(_RUNS.c.id, _RUNS.c.output_received).where(_RUNS.c.id.in_(wanted))
+        )
+        received.update((run_id, seen or {}) for run_id, seen in rows)
 
 
 def _parents_held(ctx: EngineContext, tx: Transaction, run_id: int) -> bool:
@@ -114,44 +150,77 @@ def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.N
 
 
 def _log(ctx: EngineContext, tx: Transaction, node_id: str, data: node_pb2.LogData) -> None:
-    run = tx.session.get(Run, data.run_id)
     if data.seq:
         # answered even for a run that is gone, so the agent stops sending it again
         _acknowledge(tx, node_id, data.run_id, data.seq)
-    if run is None or (data.seq and not _first_receipt(run, node_id, data.seq)):
-        return
-    stage = tx.session.get(Stage, run.stage_id)
+    live = ctx.live_runs.get(data.run_id)
+    if live is not None and not tx.holds(Run, data.run_id):
+        # what the engine knows of the run names its output: its row is not read
+        if data.seq and not _first_live_receipt(tx, data.run_id, node_id, data.seq):
+            return
+        printer = job_output.Printer(live.workflow_id, data.run_id, live.task_id, live.stage_name)
+        node_ids: tuple[str, ...] | list[str] = live.node_ids
+    else:
+        run = tx.session.get(Run, data.run_id)
+        if run is None or (data.seq and not _first_receipt(run, node_id, data.seq)):
+            return
+        stage = tx.session.get(Stage, run.stage_id)
+        printer = job_output.Printer(
+            run.workflow_id, run.id, run.task_id, stage.name if stage else "?"
+        )
+        node_ids = run.node_ids
     if data.stream == image_stages.PROGRESS_STREAM:
-        name = stage.name if stage else "?"
+        name = printer.stage_name
         progress = transfer_events.transfer_event(name, data.data) or image_stages.progress_event(
             name, data.data
         )
-        if progress is not None and stage is not None:
+        if progress is not None and name != "?":
             kind, message, details = progress
             events.record(
                 tx,
                 kind,
                 message,
-                workflow_id=run.workflow_id,
-                stage_name=stage.name,
-                node_id=run.node_ids[0] if run.node_ids else None,
+                workflow_id=printer.workflow_id,
+                stage_name=name,
+                node_id=node_ids[0] if node_ids else None,
                 **details,
             )
         return
-    stage_name = stage.name if stage else "?"
-    job_output.store(tx, ctx.log_limits, run, stage_name, data.stream or "stdout", data.data)
+    job_output.store(tx, ctx.log_limits, printer, data.stream or "stdout", data.data)
 
 
 def _first_receipt(run: Run, node_id: str, seq: int) -> bool:
     """Whether chunk ``seq`` of ``node_id``'s output of ``run`` is new, noting it if so: an
     agent sends again, after a reconnect, the chunks no :class:`LogsStored` covered, some of
     which the pass before Orchestrate stopped may have stored already."""
-    received = run.output_received or {}
-    if seq <= received.get(node_id, 0):
+    received = _with_receipt(run.output_received or {}, node_id, seq)
+    if received is None:
         return False
-    # a new dict: the JSON column notices assignment, not changes made in place
-    run.output_received = {**received, node_id: seq}
+    run.output_received = received
     return True
+
+
+def _first_live_receipt(tx: Transaction, run_id: int, node_id: str, seq: int) -> bool:
+    """:func:`_first_receipt` of a live run the session does not hold: its
+    ``output_received`` as :func:`preload` read it, written with the pass's other run
+    writes (:meth:`Transaction.write_run`)."""
+    received: dict[int, dict[str, int]] = tx.session.info.setdefault(_RECEIVED, {})
+    if run_id not in received:
+        _read_received(tx, {run_id})  # not preloaded: the report came outside a pass
+    noted = _with_receipt(received.get(run_id, {}), node_id, seq)
+    if noted is None:
+        return False
+    received[run_id] = noted
+    tx.write_run(run_id, output_received=noted)
+    return True
+
+
+def _with_receipt(received: dict[str, int], node_id: str, seq: int) -> dict[str, int] | None:
+    """``received`` with chunk ``seq`` of ``node_id`` noted, or None when it was already
+    (a new dict: the JSON column notices assignment, not changes made in place)."""
+    if seq <= received.get(node_id, 0):
+        return None
+    return {**received, node_id: seq}
 
 
 def _acknowledge(tx: Transaction, node_id: str, run_id: int, seq: int) -> None:
