@@ -26,6 +26,7 @@ postgresql and docker-registry. Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import time
 
@@ -48,7 +49,8 @@ def zero_length_jobs(
     cluster: HollowCluster, tasks: int
 ) -> tuple[float, float, list[float], list[float]]:
     """(jobs/s, Orchestrate CPU ms per job, workflow-list latencies, node-list latencies)
-    of one ``tasks``-task array of zero-length jobs."""
+    of one ``tasks``-task array of zero-length jobs; prints the hollow fleets' CPU per job
+    beside it (they share the cores with Orchestrate)."""
     from hollow_cluster import ARRAY
 
     #: each list's GETs: (when it was sent, seconds it took)
@@ -62,7 +64,7 @@ def zero_length_jobs(
             time.sleep(PROBE_GAP)
 
     probes = [threading.Thread(target=probe, args=(path,)) for path in gets]
-    cpu_before = cluster.cpu()
+    cpu_before, fleet_before = cluster.cpu(), cluster.fleet_cpu()
     began = time.perf_counter()
     workflow_id = cluster.submit(ARRAY.format(tasks=tasks))
     for thread in probes:
@@ -75,9 +77,14 @@ def zero_length_jobs(
             thread.join()
     elapsed = time.perf_counter() - began
     cpu = cluster.cpu() - cpu_before
+    fleet_cpu = cluster.fleet_cpu() - fleet_before
     finished = cluster.tasks_finished(workflow_id)
     if not status.endswith("FINISHED"):
         print(f"    the array ended {status} with {finished} of {tasks} tasks finished")
+    print(
+        f"    CPU per job: Orchestrate {cpu / tasks * 1000:.2f} ms, hollow fleets"
+        f" {fleet_cpu / tasks * 1000:.2f} ms; load average {os.getloadavg()[0]:.1f}"
+    )
     latencies = {path: [taken for _, taken in spans] for path, spans in gets.items()}
     for path, taken in latencies.items():
         if not taken:
@@ -126,6 +133,11 @@ def main() -> None:
         help="with --profile: record only the thread holding the GIL (py-spy --gil)",
     )
     parser.add_argument(
+        "--quiet-jobs",
+        action="store_true",
+        help="the hollow jobs print nothing (as /bin/true: no log line a job, bench/e2e.py's case)",
+    )
+    parser.add_argument(
         "--pass-budget",
         type=float,
         help="Orchestrate's orchestrate.pass-budget in seconds (default: its own)",
@@ -146,7 +158,9 @@ def main() -> None:
         for size in sizes:
             recorder = spy(cluster.pid, options.profile, f"join-{size}", gil=options.profile_gil)
             began = time.monotonic()
-            cluster.add_nodes(size - cluster.nodes)
+            cluster.add_nodes(
+                size - cluster.nodes, **({"log_line": b""} if options.quiet_jobs else {})
+            )
             # a join is a Register and a Hello each, on Orchestrate's one loop: minutes for
             # thousands of nodes on a loaded machine
             cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))

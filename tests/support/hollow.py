@@ -3,10 +3,13 @@
 A :class:`HollowNode` registers, holds its ``Connect`` stream, sends heartbeats at the
 interval its Welcome names (none while its stream is busy; every ``lease / 3`` if the
 Welcome names none) and answers every assignment the way a real agent reports a run (``started``,
-one log line, ``exited``), without starting anything: it is Orchestrate's side of a node that
-is measured, not the node's. It is built from the real agent's parts: the protocol's
-messages (``api/v1/node.proto``), the agent's :class:`~fuzzball_core.substrate.agent.Outbox`
-(the same in-order queue, taken only by the current stream), its reconnect backoff, and
+one log line counted with its ``seq`` as the agent counts output, ``exited``), without
+starting anything: it is Orchestrate's side of a node that is measured, not the node's. Its
+writes are taken as the agent takes them: ``started`` reports alone wait
+:data:`~fuzzball_core.substrate.agent.STARTS_HELD_SECONDS` for what follows. It is built
+from the real agent's parts: the protocol's messages (``api/v1/node.proto``), the agent's
+:class:`~fuzzball_core.substrate.agent.Outbox` (the same in-order queue, taken only by the
+current stream), its reconnect backoff, and
 :class:`~fuzzball_core.substrate.drivers.RunOutcome` for the exit report.
 
 A node made with ``hold_runs=True`` (or a stage's name) keeps every run (of that stage) it
@@ -39,6 +42,7 @@ from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
 from fuzzball_core.substrate.agent import (
     CHANNEL_OPTIONS,
     RECONNECT_BACKOFF,
+    STARTS_HELD_SECONDS,
     Outbox,
     take_batch,
     writes,
@@ -171,7 +175,9 @@ class HollowNode:
             for write in writes(take_batch(resends), self._batches):
                 yield write
         while True:
-            messages = await self._outbox.take(lambda: generation == self._live)
+            messages = await self._outbox.take(
+                lambda: generation == self._live, hold_starts=STARTS_HELD_SECONDS
+            )
             if messages is None:
                 return
             for write in writes(messages, self._batches):  # as the agent writes them
@@ -229,7 +235,8 @@ class HollowNode:
         if self.log_line:
             self._outbox.put(
                 node_pb2.NodeMessage(
-                    log=node_pb2.LogData(run_id=run_id, stream="stdout", data=self.log_line)
+                    # the run's first chunk of output, counted as the agent counts it
+                    log=node_pb2.LogData(run_id=run_id, stream="stdout", data=self.log_line, seq=1)
                 )
             )
         self._exit(run_id, RunOutcome(exit_code=0))
