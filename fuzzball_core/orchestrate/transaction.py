@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Table, bindparam, event, insert, inspect, select, update
+from sqlalchemy import Column, Table, bindparam, event, insert, inspect, select, update
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -169,9 +169,31 @@ class Transaction:
             # commit would run a flush's unit of work only to find it unchanged (what the
             # session itself does to a row it flushed)
             state._commit_all(state.dict, self.session.identity_map)
+        self._hold(row, values)
+
+    def _hold(self, row: Any, values: dict[str, Any]) -> None:
+        """Keep ``values`` of ``row`` for the pass's UPDATEs of its table."""
         self.session.info[_WRITES_RUNS] = self
         table = cast(Table, type(row).__table__)
         self.held_writes.setdefault(table, {}).setdefault(row.id, {}).update(values)
+
+    def write_changed(self, row: Any) -> None:
+        """:meth:`write_held` of every column changed on the row since it was read (or last
+        written so): a run's, stage's and workflow's ends, with what was set beside them
+        (exit codes, messages), three rows a workflow that the ORM's flush cost more for
+        than their UPDATEs. A row not yet inserted, or with a change that is not one of its
+        table's columns under its own name, is left to the flush."""
+        state = inspect(row)
+        if not state.persistent or not state.committed_state:
+            return
+        changed = state.committed_state
+        if not _plain_columns(state.mapper).issuperset(changed):
+            return
+        values = {key: state.dict[key] for key in changed}
+        # every change of the row is written: it leaves the session's dirty rows, as after a
+        # flush, or the commit would run a unit of work only to find it unchanged
+        state._commit_all(state.dict, self.session.identity_map)
+        self._hold(row, values)
 
     def add_task_runs(
         self, rows: list[dict[str, Any]], then: Callable[[dict[int | None, int]], None]
@@ -329,6 +351,25 @@ class Transaction:
     def send(self, node_ids: Iterable[str], message: ToNode) -> None:
         """Send ``message`` to each of ``node_ids`` once the transaction commits."""
         self.outbox.extend((node_id, message) for node_id in node_ids)
+
+
+def _plain_columns(mapper: Any) -> frozenset[str]:
+    """The attributes of ``mapper`` that are one column of its table under the same name
+    (what :meth:`Transaction.write_held` can write by name), worked out once a mapper."""
+    plain = _PLAIN_COLUMNS.get(mapper)
+    if plain is None:
+        plain = _PLAIN_COLUMNS[mapper] = frozenset(
+            prop.key
+            for prop in mapper.column_attrs
+            if len(prop.columns) == 1
+            and isinstance(prop.columns[0], Column)
+            and prop.columns[0].key == prop.key
+        )
+    return plain
+
+
+#: :func:`_plain_columns` by mapper.
+_PLAIN_COLUMNS: dict[Any, frozenset[str]] = {}
 
 
 @event.listens_for(Session, "do_orm_execute")

@@ -9,7 +9,9 @@ from sqlalchemy.orm import Session
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
-from fuzzball_core.store.models import ApiToken, Run, Stage
+from fuzzball_core.orchestrate.states import transition
+from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
 from fuzzball_core.vocabulary import CredentialKind
 
 
@@ -190,3 +192,74 @@ def test_a_stage_started_and_ended_in_one_pass_is_left_ended(harness):
     stage = _stage_row(harness, workflow_id)
     assert (stage.status, stage.node_ids) == ("FINISHED", [node])
     assert harness.status(workflow_id) == "FINISHED"
+
+
+def _rows(harness, workflow_id: str) -> tuple[Run, Stage, Workflow]:
+    with harness.engine.sessions() as session:
+        stage = session.scalars(select(Stage).where(Stage.workflow_id == workflow_id)).one()
+        run = session.scalars(select(Run).where(Run.workflow_id == workflow_id)).one()
+        return run, stage, session.get(Workflow, workflow_id)
+
+
+def _flushes_in_pass(harness) -> list[Session]:
+    flushes: list[Session] = []
+
+    def record(session, *_args) -> None:
+        flushes.append(session)
+
+    event.listen(Session, "before_flush", record)
+    try:
+        harness.engine.step()
+    finally:
+        event.remove(Session, "before_flush", record)
+    return flushes
+
+
+def test_the_pass_that_ends_a_workflow_writes_its_ends_without_a_flush(harness):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.clock.now += 2
+    harness.exit(node, assignment.run_id)
+    assert _flushes_in_pass(harness) == []
+    run, stage, workflow = _rows(harness, workflow_id)
+    now = harness.clock.now
+    assert (run.status, run.exit_code, run.message, run.finished_at) == (
+        "FINISHED",
+        0,
+        "exited with code 0",
+        now,
+    )
+    assert (stage.status, stage.exit_code, stage.finished_at) == ("FINISHED", 0, now)
+    assert (workflow.status, workflow.error, workflow.finished_at) == ("FINISHED", "", now)
+
+
+def test_a_failed_runs_exit_code_and_message_reach_its_stage_and_workflow_rows(harness):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.run_to_end(node, assignment, code=3)
+    run, stage, workflow = _rows(harness, workflow_id)
+    assert (run.status, run.exit_code, run.message, run.failure_cause) == (
+        "FAILED",
+        3,
+        "exited with code 3",
+        "3",
+    )
+    assert (stage.status, stage.exit_code, stage.message) == ("FAILED", 3, "exited with code 3")
+    assert workflow.status == "FAILED" and "exited with code 3" in workflow.error
+
+
+def test_a_change_after_an_end_in_the_same_pass_is_stored_over_it(harness):
+    workflow_id = harness.submit(HELLO)
+    with harness.engine.sessions() as session:
+        tx = Transaction(session, now=harness.clock.now)
+        row = session.get(Workflow, workflow_id)
+        row.error = "first"
+        transition(tx, row, "CANCELED", "workflow wf: canceled")
+        row.error = "later"  # flushed by the ORM, after the end's own UPDATE
+        tx.commit()
+    _, _, workflow = _rows(harness, workflow_id)
+    assert (workflow.status, workflow.error) == ("CANCELED", "later")
