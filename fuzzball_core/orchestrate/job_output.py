@@ -12,9 +12,9 @@ failed pass takes back both.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, insert, select
 
 from fuzzball_core.config import LogsConfig
 from fuzzball_core.orchestrate.transaction import Transaction
@@ -31,6 +31,9 @@ PER_WORKFLOW = "orchestrate.logs.max-bytes-per-workflow"
 #: rows made in this pass are not in the identity map until a flush, so ``get`` cannot find
 #: them, and this also holds every row strongly for the pass.
 _CACHE = "fuzzball.log_usage"
+#: The log tables, for the Core INSERTs of a pass's chunks and new usage rows.
+_CHUNKS = cast(Table, LogChunk.__table__)
+_USAGE = cast(Table, LogUsage.__table__)
 
 
 class Printer(NamedTuple):
@@ -43,14 +46,46 @@ class Printer(NamedTuple):
     stage_name: str
 
 
+class Usage(Protocol):
+    """A usage row as :func:`store` reads and changes it: a :class:`LogUsage` row read from
+    the store, or one made in this pass (:class:`_NewUsage`)."""
+
+    workflow_id: str
+    run_id: int
+    stored_bytes: int
+    dropped_bytes: int
+    dropped_lines: int
+    mid_line: bool
+    cut_by: str
+    marker_seq: int | None
+
+
+class _NewUsage:
+    """A usage row first made in this pass, inserted as the transaction commits with the
+    values it has then: its ``__dict__`` is the row :meth:`Transaction.insert_at_commit`
+    holds. An ORM row made and flushed for each run's first output cost more than storing
+    the output (hollow nodes' one line a task)."""
+
+    def __init__(self, workflow_id: str, run_id: int) -> None:
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.stored_bytes = 0
+        self.dropped_bytes = 0
+        self.dropped_lines = 0
+        self.mid_line = False
+        self.cut_by = ""
+        self.marker_seq: int | None = None
+
+
 def preload(tx: Transaction, runs: Iterable[tuple[str, int]]) -> None:
     """Load the usage rows of these runs (workflow id, run id) and of their workflows in one
-    query."""
+    query, those the pass has not read or made yet."""
+    cache = _cache(tx)
     wanted = set(runs)
     wanted |= {(workflow_id, WORKFLOW_TOTAL) for workflow_id, _ in wanted}
+    wanted -= cache.keys()
     if not wanted:
         return
-    cache = _cache(tx)
     query = select(LogUsage).where(
         LogUsage.workflow_id.in_({w for w, _ in wanted}),
         LogUsage.run_id.in_({r for _, r in wanted}),
@@ -83,8 +118,7 @@ def store(tx: Transaction, limits: LogsConfig, run: Printer, stream: str, data: 
             return
         job.cut_by = PER_JOB if room_for_job <= room_for_workflow else PER_WORKFLOW
         # the marker starts on a line of its own
-        marker = _add_chunk(tx, run, stream, "\n" if job.mid_line else "")
-        tx.session.flush()  # the marker's seq, to rewrite it as more is dropped
+        marker = _add_marker(tx, run, stream, "\n" if job.mid_line else "")
         job.marker_seq = marker.seq
         data = data[len(kept) :]
     else:
@@ -96,7 +130,7 @@ def store(tx: Transaction, limits: LogsConfig, run: Printer, stream: str, data: 
         marker.data = opening + marker_text(job, limits)
 
 
-def marker_text(usage: LogUsage, limits: LogsConfig) -> str:
+def marker_text(usage: Usage, limits: LogsConfig) -> str:
     """The line that stands where a run's output was cut."""
     limit = limits.max_bytes_per_job if usage.cut_by == PER_JOB else limits.max_bytes_per_workflow
     lines = "line" if usage.dropped_lines == 1 else "lines"
@@ -115,7 +149,7 @@ def _cut(data: bytes, room: int) -> bytes:
     return head[: end + 1] if end >= 0 else head
 
 
-def _count_dropped(job: LogUsage, workflow: LogUsage, dropped: bytes) -> None:
+def _count_dropped(job: Usage, workflow: Usage, dropped: bytes) -> None:
     """Count ``dropped`` as the run's and the workflow's."""
     # a line is counted where it starts: at the first dropped byte unless a line was left
     # open before it, and after every newline that is not the last byte
@@ -127,42 +161,49 @@ def _count_dropped(job: LogUsage, workflow: LogUsage, dropped: bytes) -> None:
     workflow.dropped_lines += starts
 
 
-def _add_chunk(tx: Transaction, run: Printer, stream: str, text: str) -> LogChunk:
-    chunk = LogChunk(
-        time=tx.now,
-        workflow_id=run.workflow_id,
-        stage_name=run.stage_name,
-        task_id=run.task_id,
-        stream=stream,
-        data=text,
-    )
-    tx.session.add(chunk)
-    return chunk
+def _chunk(tx: Transaction, run: Printer, stream: str, text: str) -> dict[str, object]:
+    return {
+        "time": tx.now,
+        "workflow_id": run.workflow_id,
+        "stage_name": run.stage_name,
+        "task_id": run.task_id,
+        "stream": stream,
+        "data": text,
+    }
 
 
-def _usage(tx: Transaction, workflow_id: str, run_id: int) -> LogUsage:
+def _add_chunk(tx: Transaction, run: Printer, stream: str, text: str) -> None:
+    """Store a chunk with the pass's others, in one INSERT as the transaction commits."""
+    tx.insert_at_commit(_CHUNKS, _chunk(tx, run, stream, text))
+
+
+def _add_marker(tx: Transaction, run: Printer, stream: str, text: str) -> LogChunk:
+    """Store a cut run's marker now, as a row the pass can rewrite, after the chunks the
+    pass stored before it (a workflow's log is read in the order of its chunks' seq)."""
+    waiting = tx.inserts.pop(_CHUNKS, None)
+    if waiting:
+        tx.session.connection().execute(insert(_CHUNKS), waiting)
+    marker = LogChunk(**_chunk(tx, run, stream, text))
+    tx.session.add(marker)
+    tx.session.flush()  # its seq, to rewrite it as more is dropped
+    return marker
+
+
+def _usage(tx: Transaction, workflow_id: str, run_id: int) -> Usage:
     cache = _cache(tx)
     key = (workflow_id, run_id)
     row = cache.get(key)
     if row is None:
         row = tx.session.get(LogUsage, key) if key not in cache else None
         if row is None:
-            row = LogUsage(
-                workflow_id=workflow_id,
-                run_id=run_id,
-                stored_bytes=0,
-                dropped_bytes=0,
-                dropped_lines=0,
-                mid_line=False,
-                cut_by="",
-            )
-            tx.session.add(row)
+            row = _NewUsage(workflow_id, run_id)
+            tx.insert_at_commit(_USAGE, row.__dict__)
         cache[key] = row
     return row
 
 
-def _cache(tx: Transaction) -> dict[tuple[str, int], LogUsage | None]:
+def _cache(tx: Transaction) -> dict[tuple[str, int], Usage | None]:
     """The usage rows the pass loaded or made by (workflow, run); None for a key
     :func:`preload` found no row for."""
-    cache: dict[tuple[str, int], LogUsage | None] = tx.session.info.setdefault(_CACHE, {})
+    cache: dict[tuple[str, int], Usage | None] = tx.session.info.setdefault(_CACHE, {})
     return cache

@@ -1,10 +1,12 @@
 """Output of a live run (placed, not ended) applied from what the engine knows of it: its
 row is not read (only its ``output_received``, for counted output), so a task that prints a
-line and exits in one pass still ends without its row, and its output is stored once."""
+line and exits in one pass still ends without its row, and its output is stored once. A
+pass's chunks and new usage rows are inserted together as it commits, in the order printed."""
 
 from __future__ import annotations
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.config import LogsConfig
 
 THREE_TASKS = """
 version: v1
@@ -75,3 +77,32 @@ def test_a_live_runs_chunks_of_one_pass_are_each_stored_once(harness):
     prints(harness, node, run_id, b"three\n", seq=3)
     harness.engine.step()
     assert log_text(harness, workflow_id) == "one\ntwo\nthree\n"
+
+
+def _inserts(statements: list[str], table: str) -> list[str]:
+    return [s for s in statements if s.lstrip().upper().startswith(f"INSERT INTO {table.upper()}")]
+
+
+def test_a_passs_chunks_and_new_usage_rows_are_inserted_in_one_statement_each(harness, statements):
+    node, workflow_id, run_ids = started_tasks(harness)
+    statements.clear()
+    for run_id in run_ids:
+        prints(harness, node, run_id, b"hollow\n")
+    harness.engine.step()
+    assert len(_inserts(statements, "log_chunks")) == 1
+    assert len(_inserts(statements, "log_usage")) == 1
+    assert log_text(harness, workflow_id) == "hollow\n" * 3
+
+
+def test_a_line_printed_before_another_tasks_cut_in_the_same_pass_reads_before_its_marker(
+    harness,
+):
+    node, workflow_id, (first, second, _) = started_tasks(harness)
+    harness.engine.context.log_limits = LogsConfig(max_bytes_per_job=8, max_bytes_per_workflow=100)
+    prints(harness, node, first, b"ok\n", seq=1)
+    prints(harness, node, second, b"too long a line\n", seq=1)
+    prints(harness, node, first, b"ok\n", seq=2)
+    harness.engine.step()
+    log = log_text(harness, workflow_id)
+    assert log.startswith("ok\ntoo long\n[fuzzball] output cut here")
+    assert log.endswith("not stored\nok\n")
