@@ -85,7 +85,15 @@ from fuzzball_plugins.schedulers.fair_share import (
     FairShareConfig,
     Queue,
 )
-from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
+from fuzzball_plugins.schedulers.node_index import (
+    NO_SLOTS,
+    ClassList,
+    IndexedNode,
+    NodeClass,
+    NodeIndex,
+    SlotSet,
+    Usage,
+)
 from fuzzball_plugins.schedulers.timeline import (
     EndsByClass,
     StartQuery,
@@ -148,6 +156,10 @@ class _Plan:
     """Where a shape may run: the statically suitable classes, most preferred first."""
 
     classes: list[tuple[NodeClass, tuple[int, ...]]]
+    #: the classes as C arrays when a job of the shape is placed by one C call
+    #: (:meth:`NodeIndex.place`: one node, not exclusive, no devices, CPU layout, host ports
+    #: or domain policy, no class annotated PLACE_UNTIL or taking one job at a time), else None
+    fast: ClassList | None = None
     #: the same as class -> request key, read-only: built once, not at every placement
     #: under a reservation and every start question
     keys: dict[NodeClass, tuple[int, ...]] = field(init=False)
@@ -164,18 +176,22 @@ class _Protection:
     added (the reserved job is exclusive).
     """
 
-    __slots__ = ("job_id", "node_ids", "spare", "start")
+    __slots__ = ("job_id", "node_ids", "slots", "spare", "start")
 
     def __init__(
         self,
         job_id: str,
         start: float,
         spare: dict[str, tuple[list[int], int] | None],
+        slots: SlotSet = NO_SLOTS,
     ) -> None:
         self.job_id = job_id
         self.start = start
         self.spare = spare
         self.node_ids = tuple(spare)
+        #: the reserved nodes' slots: the one-call placement keeps off them (and leaves a
+        #: job whose best fit is one of them to the search that asks :meth:`admits`)
+        self.slots = slots
 
     def applies_to(self, job: JobRequest, now: float) -> bool:
         """True unless ``job`` is expected to end before the reservation starts.
@@ -394,6 +410,38 @@ class DefaultScheduler(Scheduler):
             if node is not None and job_id in node.jobs:
                 index.remove_job(node, job_id)
 
+    def _place_one(
+        self,
+        job: JobRequest,
+        shape: JobShape,
+        classes: ClassList,
+        protection: _Protection | None,
+    ) -> tuple[str, ...] | None:
+        """Place ``job`` of a plan placed by one C call (see ``_Plan.fast``) on its best
+        fit and record it as :meth:`_record` would; its node ids, or None when nothing was
+        placed (no class has room, or the best fit is one of the reserved nodes)."""
+        full = self._full_classes.get(shape, 0)
+        resources = job.resources
+        usage: Usage = (resources.cores, resources.memory, resources.device_items)
+        index = self._index
+        node = index.place(
+            classes, full, job.id, usage, NO_SLOTS if protection is None else protection.slots
+        )
+        leading = index.where[0]
+        if leading > full:
+            # as _find: the classes before the first with room have none for the pass
+            self._full_classes[shape] = leading
+        if node is None:
+            return None
+        runtime = job.expected_runtime
+        end = math.inf if runtime is None else self._now + runtime
+        node_ids, classes_of = node.id_tuple, node.cls.number_tuple
+        # a one-node job's charge is its usage (see _record)
+        self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None)
+        self._fair.charge(job, usage)
+        self._ends.add(classes_of[0], end, job.id)
+        return node_ids
+
     def _record(
         self,
         job: JobRequest,
@@ -574,6 +622,14 @@ class DefaultScheduler(Scheduler):
                 left_waiting[job_id] = same
                 continue
             plan = plans.get(shape) or self._plan(shape)
+            if plan.fast is not None:
+                # most jobs: found, placed and recorded with one C call over the plan
+                node_ids = self._place_one(job, shape, plan.fast, protection if guarded else None)
+                if node_ids is not None:
+                    placements.append(_placement(job_id, node_ids))
+                    continue
+                # no room from the first class not known full (now known), or the best fit
+                # is kept for the reservation: the search below asks again from there
             if shape.domain is None:
                 # most shapes: best fit, without _locate's call and tuple
                 chosen, note = self._find(shape, plan, protection if guarded else None), ""
@@ -689,7 +745,13 @@ class DefaultScheduler(Scheduler):
             rank = (unused_kinds, cls.cap_cores, cls.cap_memory, cls.cap_devices)
             ranked.append((rank, cls.profile, cls, request_key))
         ranked.sort(key=lambda item: item[:2])
-        plan = _Plan([(cls, request_key) for _, _, cls, request_key in ranked])
+        classes = [(cls, request_key) for _, _, cls, request_key in ranked]
+        fast = None
+        if _one_call(shape) and not any(
+            cls.one_job_at_a_time or cls.place_until is not None for cls, _ in classes
+        ):
+            fast = ClassList(classes)
+        plan = _Plan(classes, fast)
         self._plans[shape] = plan
         return plan
 
@@ -809,7 +871,7 @@ class DefaultScheduler(Scheduler):
             request_key = query.request_keys[node.cls]
             room = [have - need for have, need in zip(key, request_key, strict=True)]
             spare[node_id] = (room, memory - shape.memory)
-        return _Protection(job.id, query.start, spare)
+        return _Protection(job.id, query.start, spare, self._index.slots_of(list(spare)))
 
     def _start_query(self, shape: JobShape, plan: _Plan, empty: bool = False) -> StartQuery:
         """A replay question for ``shape``, seeded with the nodes that have room now (none
@@ -924,6 +986,32 @@ class DefaultScheduler(Scheduler):
         classes = {cls for query in queries for cls in query.request_keys}
         replay_ends(self._index, self._ends.walk(classes), self._allocations, queries)
         return {query.shape: start_or_none(query.start) for query in queries}
+
+
+def _one_call(shape: JobShape) -> bool:
+    """True when a job of ``shape`` can be placed by one C call (:meth:`NodeIndex.place`):
+    one node, not exclusive, without devices, a CPU layout, host ports or a domain policy."""
+    return (
+        shape.nodes == 1
+        and not shape.exclusive
+        and not shape.devices
+        and shape.cpu is None
+        and not shape.host_ports
+        and shape.domain is None
+    )
+
+
+def _placement(job_id: str, node_ids: tuple[str, ...]) -> Placement:
+    """``Placement(job_id, node_ids)`` of a job that asked for no CPU layout, without the
+    frozen dataclass's ``__init__`` (it sets each field through ``object.__setattr__``; a
+    placement's object was 3 % of the churn run)."""
+    placement = object.__new__(Placement)
+    object.__setattr__(
+        placement,
+        "__dict__",
+        {"job_id": job_id, "node_ids": node_ids, "cpus": _NO_CPUS, "note": ""},
+    )
+    return placement
 
 
 def _fits_nowhere(shape: JobShape) -> bool:

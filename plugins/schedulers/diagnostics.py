@@ -198,11 +198,26 @@ class Diagnostics:
             if busy:
                 groups[EXCLUSIVE_BUSY] = groups.get(EXCLUSIVE_BUSY, 0) + busy
             if shape.exclusive:
-                with_room: list[str] = list(cls.idle)
-                if indexed - len(with_room):
-                    groups[NOT_IDLE] = groups.get(NOT_IDLE, 0) + indexed - len(with_room)
+                idle = self._index.idle_count(cls)
+                if indexed - idle:
+                    groups[NOT_IDLE] = groups.get(NOT_IDLE, 0) + indexed - idle
                 # an exclusive job needs the whole node: measure against its capacity
                 candidate = self._walk(cls, cls.cap_key, cls.cap_memory, False)[1]
+                if refused_by_reservation is None or reserved is not None:
+                    # counted, not listed: only the reserved nodes can be refused, so those
+                    # of them idle here are asked, not each idle node of the class (thousands)
+                    kept = 0
+                    if refused_by_reservation is not None and reserved is not None:
+                        kept = self._refused_idle(
+                            cls, reserved, refused_by_reservation, request_key
+                        )
+                        if kept:
+                            groups[reserved_label] = groups.get(reserved_label, 0) + kept
+                    available += idle - kept
+                    if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
+                        roomiest = candidate
+                    continue
+                with_room: list[str] = self._index.idle_ids(cls)
             else:
                 with_room, candidate, counted = self._walk(cls, request_key, shape.memory, True)
                 if counted:
@@ -232,6 +247,29 @@ class Diagnostics:
             room_without_annotations=room_without_annotations,
             room_without_device_plugin=room_without_plugin,
         )
+
+    def _refused_idle(
+        self,
+        cls: NodeClass,
+        reserved: Collection[str],
+        refused_by_reservation: Callable[[str, tuple[int, ...]], bool],
+        request_key: tuple[int, ...],
+    ) -> int:
+        """How many of ``reserved`` are idle nodes of ``cls`` (indexed, nothing running: an
+        exclusive job's nodes with room) that the reservation refuses."""
+        nodes = self._index.nodes
+        kept = 0
+        for node_id in reserved:
+            node = nodes.get(node_id)
+            if (
+                node is not None
+                and node.cls is cls
+                and node.in_index
+                and not node.jobs
+                and refused_by_reservation(node_id, request_key)
+            ):
+                kept += 1
+        return kept
 
     def _unavailable_base(self) -> tuple[int, dict[str, int]]:
         """Every registered node's count, and every class's nodes out of the index for
@@ -299,7 +337,7 @@ class Diagnostics:
         if not cls.holds_when_idle(request_key, shape.memory):
             room = False
         elif shape.exclusive:
-            room = bool(cls.idle)
+            room = self._index.idle_count(cls) > 0
         else:
             room = self._index.first_fit(cls, request_key, shape.memory) is not None
         if len(self._rooms) >= _WALKS_BOUND:

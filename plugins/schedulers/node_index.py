@@ -12,8 +12,11 @@ take new work and are not running an exclusive job are indexed by free capacity,
 * the present free keys, sorted.
 
 A *book* (one ``fi_book`` per :class:`NodeIndex`) remembers where each node (by its slot, a
-small int) is indexed, so a placement or a release moves a node with one call that names its
-slot and the change (``fi_shift``), not its old and new keys.
+small int) is indexed and how many jobs run on it, so a placement or a release moves a node
+with one call that names its slot and the change (``fi_shift``), not its old and new keys; each
+class's *idle* nodes (indexed, nothing running), in the order they became idle, are a list the
+C index keeps through the same calls. A single-node job of a settled plan is found and placed
+by one call over the plan's classes (``fi_place``, :meth:`NodeIndex.place`).
 
 Finding a node for ``c`` cores, ``m`` bytes and ``d`` devices bisects ``keys`` to the first key
 whose leading component is large enough, walks keys upward until one dominates the request,
@@ -36,6 +39,7 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from typing import Any
 
 from fuzzball_core.errors import NotFound
@@ -74,6 +78,9 @@ OUTLASTS_NODE = "job's timeout runs past the node's ttl less its buffer"
 NO_CPU_TOPOLOGY = "no CPU topology"
 
 
+#: A node's id.
+_ID = attrgetter("id")
+
 #: Numbers for node classes (see NodeClass.number).
 _CLASS_NUMBERS = itertools.count()
 
@@ -93,7 +100,6 @@ class NodeClass:
         "device_kinds",
         "device_plugin_failed",
         "free",
-        "idle",
         "indexed",
         "members",
         "number",
@@ -137,14 +143,13 @@ class NodeClass:
         self.free = ffi.gc(lib.fi_class_new(len(self.cap_key)), lib.fi_class_free)
         if self.free == ffi.NULL:
             raise MemoryError("no memory for a node class's index")
-        #: how many members are in the index
+        #: how many members are in the index (those of them with nothing running, in the
+        #: order they became idle, are kept by the C index: NodeIndex.idle_nodes)
         self.indexed = 0
-        #: indexed nodes with nothing running, in the order they became idle
-        self.idle: dict[str, None] = {}
         #: label -> number of members kept out of the index for that reason
         self.unavailable: Counter[str] = Counter()
-        #: bumped whenever a node enters, leaves or moves in the index (``free`` and
-        #: ``idle`` change only then): what was computed from them at an equal count holds
+        #: bumped whenever a node enters, leaves or moves in the index (``free`` and the
+        #: idle nodes change only then): what was computed from them at an equal count holds
         self.changes = 0
 
     def request_key(self, shape: JobShape) -> tuple[int, ...] | None:
@@ -205,6 +210,36 @@ class NodeClass:
             self.cap_memory,
             dict(zip(self.device_kinds, self.cap_devices, strict=True)),
         ).describe()
+
+
+class ClassList:
+    """A plan's classes and their request keys as the C arrays :meth:`NodeIndex.place`
+    walks (built once per plan). It holds the classes, so their C indexes outlive it."""
+
+    __slots__ = ("classes", "count", "keys", "needs", "owners")
+
+    def __init__(self, classes: Sequence[tuple[NodeClass, tuple[int, ...]]]) -> None:
+        self.owners = [cls for cls, _ in classes]
+        self.count = len(classes)
+        self.classes = ffi.new("fi_class *[]", [cls.free for cls in self.owners])
+        #: the request keys' arrays, kept alive here (``needs`` only points at them)
+        self.keys = [ffi.new("int64_t[]", request_key) for _, request_key in classes]
+        self.needs = ffi.new("int64_t *[]", self.keys)
+
+
+class SlotSet:
+    """Node slots as a C array, for :meth:`NodeIndex.place` to keep off (a reservation's
+    nodes)."""
+
+    __slots__ = ("array", "count")
+
+    def __init__(self, slots: Sequence[int]) -> None:
+        self.count = len(slots)
+        self.array = ffi.new("int32_t[]", list(slots))
+
+
+#: No slots kept off.
+NO_SLOTS = SlotSet(())
 
 
 class IndexedNode:
@@ -314,6 +349,8 @@ class NodeIndex:
         self.timed_classes = 0
         #: node rank -> node (the C index answers with ranks)
         self.by_rank: dict[int, IndexedNode] = {}
+        #: node slot -> node (None: a free slot); the idle walks and fi_place answer slots
+        self.by_slot: list[IndexedNode | None] = []
         #: where each node is indexed, by slot (see the module docstring)
         self._book = ffi.gc(lib.fi_book_new(), lib.fi_book_free)
         if self._book == ffi.NULL:
@@ -326,6 +363,12 @@ class NodeIndex:
         #: :meth:`iter_fitting`'s cursor and batch of ranks
         self._cursor = ffi.new("int32_t[2]")
         self._batch = ffi.new("int64_t[]", _BATCH)
+        #: :meth:`idle_nodes`'s batch of slots, and :meth:`idle_ids`'s (as long as the
+        #: largest class's idle nodes)
+        self._slot_batch = ffi.new("int32_t[]", _BATCH)
+        self._idle_room = ffi.new("int32_t[]", _BATCH)
+        #: what fi_place found (see :meth:`place`)
+        self.where = ffi.new("int32_t[3]")
         #: :meth:`scan_free`'s ranks with room (as long as the largest class's index)
         self._scan_room = ffi.new("int64_t[]", _BATCH)
         self._scan_lacking = ffi.new("int64_t[]", 8)
@@ -365,6 +408,7 @@ class NodeIndex:
         cls = self._class_for(info)
         node = IndexedNode(info, cls, rank, slot)
         self.by_rank[rank] = node
+        self.by_slot[slot] = node
         node.jobs = jobs
         node.exclusive_job = exclusive_job
         for usage in jobs.values():
@@ -390,11 +434,13 @@ class NodeIndex:
         del self._ranks[node_id]
         del self._ids[bisect_left(self._ids, node_id)]
         self._free_slots.append(node.slot)
+        self.by_slot[node.slot] = None
         return node
 
     def _new_slot(self) -> int:
         slot = self._slots
         self._slots += 1
+        self.by_slot.append(None)
         return slot
 
     def _new_rank(self, node_id: str) -> int:
@@ -481,20 +527,18 @@ class NodeIndex:
     def _index(self, node: IndexedNode) -> None:
         cls = node.cls
         key = ffi.new("int64_t[]", (*node.free_devices, node.free_cores))
-        if lib.fi_put(self._book, node.slot, cls.free, key, node.free_memory, node.rank):
+        jobs = len(node.jobs)
+        if lib.fi_put(self._book, node.slot, cls.free, key, node.free_memory, node.rank, jobs):
             raise MemoryError(f"no memory to index node {node.id}")
         cls.indexed += 1
         cls.changes += 1
         node.in_index = True
-        if not node.jobs:
-            cls.idle[node.id] = None
 
     def _unindex(self, node: IndexedNode) -> None:
         if not node.in_index:
             return
         lib.fi_drop(self._book, node.slot)
         cls = node.cls
-        cls.idle.pop(node.id, None)
         cls.indexed -= 1
         cls.changes += 1
         node.in_index = False
@@ -520,16 +564,13 @@ class NodeIndex:
                 self._reindex(node, usage, 1)
                 return
             # the usual job, without devices: only the free cores (the key's last
-            # component) and memory change, and the C index moves the node by that (inline:
-            # placing and releasing are most of a churn pass's time, this move theirs)
+            # component) and memory change, and the C index moves the node by that, counting
+            # the job (a node running one is not idle) in the same call
             node.free_cores -= cores
             node.free_memory -= memory
-            if lib.fi_shift(self._book, node.slot, -memory, -cores):
+            if lib.fi_shift(self._book, node.slot, -memory, -cores, 1):
                 self._lost(node)
-            cls = node.cls
-            cls.changes += 2
-            # a node running a job is not idle
-            cls.idle.pop(node.id, None)
+            node.cls.changes += 2
             return
         if node.in_index:
             self._unindex(node)
@@ -561,13 +602,10 @@ class NodeIndex:
                 return
             node.free_cores += cores
             node.free_memory += memory
-            if lib.fi_shift(self._book, node.slot, memory, cores):
+            # the C index counts the job off: a node left with none joins the idle ones last
+            if lib.fi_shift(self._book, node.slot, memory, cores, -1):
                 self._lost(node)
-            cls = node.cls
-            cls.changes += 2
-            if not jobs:
-                # it ran a job, so it was not among the idle ones: it joins them last
-                cls.idle[node.id] = None
+            node.cls.changes += 2
             return
         if node.in_index:
             self._unindex(node)
@@ -598,7 +636,6 @@ class NodeIndex:
         """A node the C index had no memory to move (it is out of the index now)."""
         node.in_index = False
         node.cls.indexed -= 1
-        node.cls.idle.pop(node.id, None)
         raise MemoryError(f"no memory to index node {node.id}")
 
     def _detach_counter(self, node: IndexedNode) -> None:
@@ -623,6 +660,54 @@ class NodeIndex:
 
     # -- queries --------------------------------------------------------------------------
 
+    def place(
+        self, plan: ClassList, start: int, job_id: str, usage: Usage, avoid: SlotSet = NO_SLOTS
+    ) -> IndexedNode | None:
+        """Place ``job_id``, a one-node job of ``usage`` without devices, on the best fit of
+        ``plan``'s classes from position ``start`` (the first class with room gives
+        :meth:`first_fit`'s node), in one C call that finds and moves the node and counts the
+        job; the node, or None when no class has room or the best fit is one of ``avoid``'s
+        nodes (then nothing changed). Afterwards ``where[0]`` is the position of the first
+        class from ``start`` with room (the plan's length when none). The caller makes sure
+        no class of ``plan`` is annotated PLACE_UNTIL or takes one job at a time (their
+        placements take :meth:`add_job`)."""
+        cores, memory, _ = usage
+        where = self.where
+        slot = lib.fi_place(
+            self._book,
+            plan.classes,
+            plan.needs,
+            plan.count,
+            start,
+            cores,
+            memory,
+            avoid.array,
+            avoid.count,
+            where,
+        )
+        if slot < 0:
+            if slot == -3:
+                lost = self.by_slot[where[2]]
+                assert lost is not None
+                # as add_job leaves a node the C index had no memory to move
+                lost.jobs[job_id] = usage
+                lost.free_cores -= cores
+                lost.free_memory -= memory
+                self._lost(lost)
+            return None
+        node = self.by_slot[slot]
+        assert node is not None
+        node.jobs[job_id] = usage
+        node.free_cores -= cores
+        node.free_memory -= memory
+        node.cls.changes += 2
+        return node
+
+    def slots_of(self, node_ids: Sequence[str]) -> SlotSet:
+        """The slots of the registered nodes among ``node_ids``."""
+        nodes = self.nodes
+        return SlotSet([nodes[node_id].slot for node_id in node_ids if node_id in nodes])
+
     def _need(self, request_key: tuple[int, ...]) -> Any:
         """``request_key`` as a C array (kept: shapes ask the same few keys again)."""
         need = self._needs.get(request_key)
@@ -643,10 +728,8 @@ class NodeIndex:
         caller walks it.
         """
         if exclusive:
-            nodes = self.nodes
             # no copy of the idle nodes (thousands in a class): the index stays as it is
-            for node_id in cls.idle:
-                yield nodes[node_id]
+            yield from self.idle_nodes(cls)
             return
         by_rank = self.by_rank
         need = self._need(request_key)
@@ -666,6 +749,40 @@ class NodeIndex:
                 return
             cursor[0], cursor[1] = resume
             room = _BATCH
+
+    def idle_count(self, cls: NodeClass) -> int:
+        """How many of ``cls``'s indexed nodes run nothing."""
+        return int(lib.fi_idle_count(cls.free))
+
+    def idle_nodes(self, cls: NodeClass) -> Iterator[IndexedNode]:
+        """``cls``'s indexed nodes that run nothing, in the order they became idle. The
+        index must not change while the caller walks it."""
+        by_slot = self.by_slot
+        cursor = ffi.new("int32_t *", -1)
+        out = self._slot_batch
+        room = 8
+        while True:
+            written = lib.fi_idle(self._book, cls.free, cursor, out, room)
+            # copied out before it is yielded: another walk may reuse the buffer meanwhile
+            slots = ffi.unpack(out, written)
+            for slot in slots:
+                node = by_slot[slot]
+                assert node is not None
+                yield node
+            if written < room:
+                return
+            room = _BATCH
+
+    def idle_ids(self, cls: NodeClass) -> list[str]:
+        """The ids of :meth:`idle_nodes`, in that order, in one C call (a survey of an
+        exclusive shape lists a class's idle nodes, thousands of them)."""
+        count = lib.fi_idle_count(cls.free)
+        if len(self._idle_room) < count:
+            self._idle_room = ffi.new("int32_t[]", max(count, 2 * len(self._idle_room)))
+        cursor = ffi.new("int32_t *", -1)
+        written = lib.fi_idle(self._book, cls.free, cursor, self._idle_room, count)
+        slots = ffi.unpack(self._idle_room, written)
+        return list(map(_ID, map(self.by_slot.__getitem__, slots)))
 
     def scan_free(
         self, cls: NodeClass, need_key: tuple[int, ...], memory: int

@@ -24,6 +24,10 @@ struct fi_class {
     int64_t indexed;
     int64_t *keys; /* nkeys * ncomp, sorted */
     entry_list *lists;
+    /* the idle nodes, a list linked through their records, oldest first (slots; -1: none) */
+    int32_t idle_head;
+    int32_t idle_tail;
+    int64_t idle_count;
 };
 
 /* Where a slot's node is indexed: its class (NULL: out of the index), key and entry. */
@@ -33,6 +37,10 @@ typedef struct {
     int key_room;
     int64_t memory;
     int64_t rank;
+    int32_t jobs;      /* jobs running on the node (kept while it is indexed) */
+    int32_t idle_prev; /* its neighbours in its class's idle list (-1: none) */
+    int32_t idle_next;
+    int idle; /* whether it is in that list */
 } record;
 
 struct fi_book {
@@ -44,8 +52,10 @@ fi_class *fi_class_new(int ncomp) {
     if (ncomp < 1)
         return NULL;
     fi_class *cls = calloc(1, sizeof *cls);
-    if (cls != NULL)
+    if (cls != NULL) {
         cls->ncomp = ncomp;
+        cls->idle_head = cls->idle_tail = -1;
+    }
     return cls;
 }
 
@@ -215,12 +225,46 @@ static record *record_of(fi_book *book, int32_t slot) {
     return book->records + slot;
 }
 
+/* Append indexed node `slot` to its class's idle list. */
+static void idle_link(fi_book *book, int32_t slot) {
+    record *r = book->records + slot;
+    fi_class *cls = r->cls;
+    r->idle = 1;
+    r->idle_next = -1;
+    r->idle_prev = cls->idle_tail;
+    if (cls->idle_tail >= 0)
+        book->records[cls->idle_tail].idle_next = slot;
+    else
+        cls->idle_head = slot;
+    cls->idle_tail = slot;
+    cls->idle_count++;
+}
+
+/* Take node `slot` out of its class's idle list (nothing when it is not in it). */
+static void idle_unlink(fi_book *book, int32_t slot) {
+    record *r = book->records + slot;
+    if (!r->idle)
+        return;
+    fi_class *cls = r->cls;
+    if (r->idle_prev >= 0)
+        book->records[r->idle_prev].idle_next = r->idle_next;
+    else
+        cls->idle_head = r->idle_next;
+    if (r->idle_next >= 0)
+        book->records[r->idle_next].idle_prev = r->idle_prev;
+    else
+        cls->idle_tail = r->idle_prev;
+    cls->idle_count--;
+    r->idle = 0;
+}
+
 void fi_drop(fi_book *book, int32_t slot) {
     if (slot < 0 || slot >= book->count)
         return;
     record *r = book->records + slot;
     if (r->cls == NULL)
         return;
+    idle_unlink(book, slot);
     remove_entry(r->cls, r->key, r->memory, r->rank);
     r->cls = NULL;
 }
@@ -230,7 +274,7 @@ int fi_indexed(const fi_book *book, int32_t slot) {
 }
 
 int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64_t memory,
-           int64_t rank) {
+           int64_t rank, int32_t jobs) {
     record *r = record_of(book, slot);
     if (r == NULL)
         return -1;
@@ -248,22 +292,55 @@ int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64
     r->memory = memory;
     r->rank = rank;
     r->cls = cls;
+    r->jobs = jobs;
+    r->idle = 0;
+    if (jobs == 0)
+        idle_link(book, slot);
     return 0;
 }
 
-int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores) {
-    if (!fi_indexed(book, slot))
-        return -1;
+/* fi_shift of a slot known to be indexed. */
+static int shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs) {
     record *r = book->records + slot;
     fi_class *cls = r->cls;
     remove_entry(cls, r->key, r->memory, r->rank);
     r->key[cls->ncomp - 1] += cores;
     r->memory += memory;
+    if (jobs) {
+        int32_t was = r->jobs;
+        r->jobs += jobs;
+        if (was == 0)
+            idle_unlink(book, slot);
+        else if (r->jobs == 0)
+            idle_link(book, slot);
+    }
     if (insert(cls, r->key, r->memory, r->rank, slot) != 0) {
+        idle_unlink(book, slot);
         r->cls = NULL;
         return -1;
     }
     return 0;
+}
+
+int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs) {
+    if (!fi_indexed(book, slot))
+        return -1;
+    return shift(book, slot, memory, cores, jobs);
+}
+
+int64_t fi_idle_count(const fi_class *cls) { return cls->idle_count; }
+
+int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32_t *out,
+                int32_t room) {
+    int32_t slot = *cursor == -1 ? cls->idle_head : *cursor;
+    int32_t written = 0;
+    while (slot >= 0 && written < room) {
+        out[written++] = slot;
+        slot = book->records[slot].idle_next;
+    }
+    /* -2: the walk is over (-1 would start it again) */
+    *cursor = slot >= 0 ? slot : -2;
+    return written;
 }
 
 void fi_rank_set(fi_book *book, int32_t slot, int64_t rank) {
@@ -303,7 +380,8 @@ static int covers_rest(const int64_t *key, const int64_t *need, int ncomp) {
     return 1;
 }
 
-int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
+/* The best-fitting entry for the need (see fi_first_fit), or NULL. */
+static const entry *best_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
     int ncomp = cls->ncomp;
     for (int32_t k = first_position(cls, need[0]); k < cls->nkeys; k++) {
         if (!covers_rest(cls->keys + (int64_t)k * ncomp, need, ncomp))
@@ -311,7 +389,35 @@ int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
         const entry_list *list = cls->lists + k;
         int32_t at = entry_position(list, memory, INT64_MIN);
         if (at < list->count)
-            return list->entries[at].rank;
+            return list->entries + at;
+    }
+    return NULL;
+}
+
+int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
+    const entry *found = best_fit(cls, need, memory);
+    return found == NULL ? -1 : found->rank;
+}
+
+int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
+                 int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
+                 int32_t navoid, int32_t *where) {
+    where[0] = n;
+    where[1] = where[2] = -1;
+    for (int32_t position = start < 0 ? 0 : start; position < n; position++) {
+        const entry *found = best_fit(classes[position], needs[position], memory);
+        if (found == NULL)
+            continue;
+        where[0] = where[1] = position;
+        int32_t slot = where[2] = found->slot;
+        for (int32_t i = 0; i < navoid; i++) {
+            if (avoid[i] == slot)
+                return -2;
+        }
+        /* `found` points into the list the move rewrites: only its slot is read */
+        if (shift(book, slot, -memory, -cores, 1) != 0)
+            return -3;
+        return slot;
     }
     return -1;
 }

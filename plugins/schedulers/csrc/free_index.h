@@ -6,6 +6,10 @@
  * so a placement or release moves a node by its slot alone. Ranks are the nodes' places in
  * node-id order (the Python side maps a rank back to its node); slots are small dense ints.
  *
+ * The book also keeps how many jobs run on each indexed node, and each class its *idle* nodes
+ * (indexed, no job running) in the order they became idle, so that placing and releasing a
+ * job moves its node, counts the job and keeps the idle list in one call (fi_shift, fi_place).
+ *
  * The section between the cffi-cdef markers is the interface cffi compiles against
  * (plugins/schedulers/build_ffi.py); it is the one copy of it.
  */
@@ -29,16 +33,38 @@ int32_t fi_class_nkeys(const fi_class *cls);
 fi_book *fi_book_new(void);
 void fi_book_free(fi_book *book);
 
-/* Index node `slot` in `cls` under free key `key` (cls's ncomp components) with `memory` free
- * and rank `rank`, first taking it out of wherever it was indexed. 0, or -1 when out of
- * memory (the node is then out of the index). */
+/* Index node `slot` in `cls` under free key `key` (cls's ncomp components) with `memory` free,
+ * rank `rank` and `jobs` jobs running (0: it joins the class's idle nodes, last), first taking
+ * it out of wherever it was indexed. 0, or -1 when out of memory (the node is then out of the
+ * index). */
 int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64_t memory,
-           int64_t rank);
+           int64_t rank, int32_t jobs);
 /* Move indexed node `slot` by `memory` and `cores` (added to its free memory and to its key's
- * last component). 0; -1 when out of memory or the slot is not indexed. */
-int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores);
+ * last component) and count `jobs` more jobs on it (1 placed, -1 released, 0): a node whose
+ * count falls to 0 joins its class's idle nodes last, one whose count leaves 0 leaves them.
+ * 0; -1 when out of memory or the slot is not indexed (the node is then out of the index). */
+int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs);
 /* Take node `slot` out of the index (nothing when it is not in it). */
 void fi_drop(fi_book *book, int32_t slot);
+/* How many of `cls`'s indexed nodes run no job. */
+int64_t fi_idle_count(const fi_class *cls);
+/* `cls`'s idle nodes' slots, in the order they became idle: writes at most `room` slots to
+ * `out`, resuming from `cursor` (one int, -1 to start; updated), and returns how many it wrote
+ * (fewer than `room`: the walk is over). The index must not change during a walk. */
+int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32_t *out,
+                int32_t room);
+/* Place a job of one node, `cores` cores (a need without devices: the key's last component)
+ * and `memory`, on the best fit of a plan's classes (`classes`, `needs` their needs as free
+ * keys, `n` of them), trying them in order from position `start`: the first class with room
+ * gives fi_first_fit's node. That node is moved as fi_shift(slot, -memory, -cores, 1) would
+ * and its slot returned, unless it is one of the `navoid` slots of `avoid` (kept for a
+ * reservation): then nothing moves and -2 is returned. -1 when no class from `start` has room;
+ * -3 when out of memory moving the node (it is then out of the index, as after fi_shift's -1).
+ * `where` (three ints) gets the position of the first class from `start` with room (`n` when
+ * none), that of the class the node is in and the node's slot (-1 and -1 when none). */
+int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
+                 int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
+                 int32_t navoid, int32_t *where);
 /* 1 when node `slot` is indexed, else 0. */
 int fi_indexed(const fi_book *book, int32_t slot);
 /* Give indexed nodes new ranks, keeping every list's order: set each slot's new rank with
