@@ -20,10 +20,10 @@ from fuzzball_core.service.views import Principal
 class FakeListServer:
     """Answers every list with ``answer`` (None: cannot answer), recording what it was asked."""
 
-    answer: tuple[int, str] | None
+    answer: tuple[int, bytes] | None
     asked: list[tuple[str, str]] = field(default_factory=list)
 
-    async def call(self, route: str, who: Principal) -> tuple[int, str] | None:
+    async def call(self, route: str, who: Principal) -> tuple[int, bytes] | None:
         self.asked.append((route, who.name))
         return self.answer
 
@@ -38,7 +38,7 @@ class Served:
 def serve(stack) -> Iterator:
     runners: list[web.AppRunner] = []
 
-    def served(answer: tuple[int, str] | None) -> Served:
+    def served(answer: tuple[int, bytes] | None) -> Served:
         app = build_rest_app(stack.service.service)
         lists = FakeListServer(answer)
         serve_lists_from(app, lists)
@@ -66,7 +66,7 @@ def get(url: str, token: str | None) -> httpx.Response:
 
 
 def test_a_node_list_is_the_list_servers_answer_for_the_authenticated_caller(stack, serve):
-    served = serve((200, '{"nodes": [], "mark": 1}'))
+    served = serve((200, b'{"nodes": [], "mark": 1}'))
     reply = get(f"{served.url}/v3/nodes", stack.token)
     assert (reply.status_code, reply.json(), served.lists.asked) == (
         200,
@@ -76,7 +76,7 @@ def test_a_node_list_is_the_list_servers_answer_for_the_authenticated_caller(sta
 
 
 def test_a_list_servers_refusal_is_the_gateways_reply(stack, serve):
-    served = serve((403, '{"code": 7, "message": "no", "details": []}'))
+    served = serve((403, b'{"code": 7, "message": "no", "details": []}'))
     reply = get(f"{served.url}/v3/workflows", stack.token)
     assert (reply.status_code, reply.json()["code"]) == (403, 7)
 
@@ -90,6 +90,6 @@ def test_a_list_server_that_cannot_answer_leaves_the_list_to_the_gateway(stack, 
 
 
 def test_an_unauthenticated_list_never_reaches_the_list_server(stack, serve):
-    served = serve((200, '{"nodes": []}'))
+    served = serve((200, b'{"nodes": []}'))
     reply = get(f"{served.url}/v3/nodes", None)
     assert (reply.status_code, served.lists.asked) == (401, [])

@@ -36,7 +36,8 @@ def worker(harness, database_url) -> Iterator[ListWorker]:
 def asked(worker: ListWorker, route: str, who: Principal) -> tuple[int, str]:
     answer = asyncio.run(worker.call(route, who))
     assert answer is not None
-    return answer
+    status, body = answer
+    return status, body.decode()
 
 
 def test_the_node_list_is_the_engines_process_own(harness, worker):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from fuzzball_core.orchestrate.node_usage_copies import (
     MAX_STALE,
     NodeUsageCopy,
     NodeUsages,
-    copy_from_wire,
+    WiredCopies,
     copy_to_wire,
 )
 from fuzzball_core.scheduling import NodeUsage, Resources
@@ -285,4 +286,15 @@ def test_a_copy_sent_to_the_list_worker_is_read_back_as_it_was():
     )  # fmt: skip
     idle = NodeUsage("n2", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
     copy = NodeUsageCopy(5.0, frozenset({"n1", "n2", "n3"}), {"n1": busy, "n2": idle}, {"n1": 4.0})
-    assert copy_from_wire(copy_to_wire(copy)) == copy
+    assert WiredCopies().read(copy_to_wire(copy)) == copy
+
+
+def test_a_nodes_usage_unchanged_since_the_last_copy_sent_is_read_as_the_same():
+    one = NodeUsage("n1", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
+    two = NodeUsage("n2", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
+    busy = dataclasses.replace(two, used_cores=1, free_cores=7, job_ids=("run-1",))
+    copies = WiredCopies()
+    first = copies.read(copy_to_wire(NodeUsageCopy(1.0, frozenset(), {"n1": one, "n2": two}, {})))
+    second = copies.read(copy_to_wire(NodeUsageCopy(2.0, frozenset(), {"n1": one, "n2": busy}, {})))
+    assert second.usages["n1"] is first.usages["n1"]
+    assert second.usages["n2"] == busy
