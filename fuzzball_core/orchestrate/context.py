@@ -24,6 +24,7 @@ from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.fences import FenceRelay
 from fuzzball_core.orchestrate.image_stages import ImagesOnNodes
+from fuzzball_core.orchestrate.live_rows import LiveRows
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.pending_queue import PendingQueue
 from fuzzball_core.orchestrate.plans import Plans
@@ -156,6 +157,8 @@ class EngineContext:
         self.event_hook = event_hook
         self.clock = clock
         self.plans = Plans(sessions)
+        #: live workflows' rows kept between transactions (read once, not in every pass)
+        self.live_rows = LiveRows()
         self.fences = FenceRelay()
         #: runs waiting for placement, by scheduler key (remembering what changed in them
         #: since the last pass, for the scheduler's own copy: Scheduler.schedule_changes)
@@ -218,7 +221,7 @@ class EngineContext:
 
     def transaction(self) -> Transaction:
         """A new unit of work at the clock's time."""
-        return Transaction(self.sessions(), self.clock())
+        return Transaction(self.sessions(), self.clock(), kept=self.live_rows)
 
     def publish(self, tx: Transaction) -> None:
         """Once ``tx`` committed: do what it left for then (:meth:`Transaction.after_commit`),

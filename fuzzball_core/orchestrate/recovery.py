@@ -32,6 +32,7 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
     nodes' reconnects are still being worked through (:attr:`EngineContext.returning`).
     """
     now = ctx.clock()
+    ctx.live_rows.clear()  # what they hold may be what a failed transaction never stored
     with ctx.sessions() as session:
         rows = list(session.scalars(select(Node)))
         _forget_allocations(ctx, known={node.id for node in rows})

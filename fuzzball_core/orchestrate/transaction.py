@@ -14,6 +14,7 @@ from sqlalchemy import Column, Table, bindparam, event, insert, inspect, select,
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from fuzzball_core.orchestrate.live_rows import LiveRows
 from fuzzball_core.orchestrate.messages import ToNode
 from fuzzball_core.store.models import ApiToken, Event, Run, Stage, Workflow
 from fuzzball_core.vocabulary import EventKind
@@ -90,6 +91,13 @@ class Transaction:
     #: columns of rows the session holds to write with a Core UPDATE (:meth:`write_held`),
     #: by table, then by the row's id
     held_writes: dict[Table, dict[Any, dict[str, Any]]] = field(default_factory=dict)
+    #: live workflows' rows kept between transactions (the engine's): read from there by
+    #: :meth:`load_workflows` and :meth:`load_stages`, kept there as this one commits
+    kept: LiveRows | None = None
+
+    def __post_init__(self) -> None:
+        if self.kept is not None:
+            self.kept.watch(self.session)
 
     def load(self, model: type, ids: Iterable[Any]) -> None:
         """Load the rows of ``model`` with these primary keys into the session, at once."""
@@ -117,6 +125,9 @@ class Transaction:
         """Load these stages with their workflows in one joined query (the runs applied
         without their rows still end or start tasks of them), those the session lacks."""
         wanted = {stage_id for stage_id in stage_ids if not self.holds(Stage, stage_id)}
+        if wanted and self.kept is not None:
+            self._attach_kept(self.kept.workflows_of(wanted))
+            wanted = {stage_id for stage_id in wanted if not self.holds(Stage, stage_id)}
         if wanted:
             rows = self.session.execute(
                 select(Stage, Workflow)
@@ -278,6 +289,8 @@ class Transaction:
         """Load these workflows with all their stages in one joined query (advancing a
         workflow reads both: two queries per workflow otherwise)."""
         wanted = set(workflow_ids) - self.stages.keys()
+        if wanted and self.kept is not None:
+            wanted -= self._attach_kept(wanted)
         if not wanted:
             return
         rows = self.session.execute(
@@ -291,6 +304,13 @@ class Transaction:
             if stage is not None:
                 stages.append(stage)
                 self.loaded.append(stage)
+
+    def _attach_kept(self, workflow_ids: Iterable[str]) -> set[str]:
+        """Attach the kept rows of these workflows (:attr:`kept`); the workflows attached."""
+        assert self.kept is not None
+        attached = self.kept.attach(self.session, workflow_ids)
+        self.stages.update(attached)
+        return set(attached)
 
     def stages_of(self, workflow_id: str) -> list[Stage]:
         """The workflow's stage rows: as :meth:`load_workflows` loaded them, else queried."""
@@ -342,6 +362,8 @@ class Transaction:
                 ],
             )
         self.session.commit()
+        if self.kept is not None:
+            self.kept.committed(self.session, self.stages)
 
     def after_commit(self, action: Callable[[], None]) -> None:
         """Call ``action`` once the transaction committed, before its messages are sent
