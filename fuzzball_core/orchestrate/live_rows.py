@@ -2,7 +2,7 @@
 
 Each pass is a session of its own, so a workflow's row and its stages' rows were read again
 in each pass that touched it: its submission's, its run's placement, its start and its
-exit (about a seventh of Orchestrate's samples under 2,000 separate workflows). The engine
+exit (about an eighth of Orchestrate's samples under 4,000 separate workflows). The engine
 is their only writer, and writes them through these same rows (an ORM change or
 :meth:`~fuzzball_core.orchestrate.transaction.Transaction.write_changed`), so the rows a
 committed transaction read with all of a workflow's stages are kept, as committed, and the
