@@ -100,10 +100,14 @@ class ListWorker:
         process until then)."""
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-            )
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", __name__, str(theirs.fileno())],
+                    pass_fds=(theirs.fileno(),),
+                )
+            except OSError as exc:  # the lists are served here, as without a worker
+                log.warning("the list worker did not start (%s); lists are served here", exc)
+                return
             self._control = Connection(ours.detach())
         self._control.send({**self._settings, "address": self._address})
         threading.Thread(target=self._serve_copies, name="list-worker-copies", daemon=True).start()
@@ -256,12 +260,15 @@ def keep_warm(lists: _Lists, sessions: sessionmaker[Session]) -> None:
     loop (250-850 ms during an array) and making 5,000 nodes' texts (about 70 ms of CPU)."""
     listed: int | None = None
     while True:
-        with sessions() as session:
-            count = session.scalar(select(func.count()).select_from(Node))
-        if count != listed and time.monotonic() - lists.last_asked >= WARM_EVERY:
-            lists.text(NODES, _WARMER)
-            lists.text(WORKFLOWS, _WARMER)
-            listed = count
+        try:
+            with sessions() as session:
+                count = session.scalar(select(func.count()).select_from(Node))
+            if count != listed and time.monotonic() - lists.last_asked >= WARM_EVERY:
+                lists.text(NODES, _WARMER)
+                lists.text(WORKFLOWS, _WARMER)
+                listed = count
+        except Exception as exc:  # the store away a while: the next look tries again
+            log.debug("warming the lists failed: %s", exc)
         time.sleep(WARM_EVERY)
 
 

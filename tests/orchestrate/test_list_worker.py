@@ -76,3 +76,16 @@ def test_a_caller_without_the_node_permission_is_refused_as_in_process(harness, 
 def test_a_worker_gone_leaves_the_list_to_the_gateway(harness, worker):
     worker.stop()
     assert asyncio.run(worker.call(NODES, harness.admin)) is None
+
+
+def test_a_worker_that_cannot_start_leaves_the_lists_to_the_gateway(harness, monkeypatch):
+    def refused(*_args, **_kwargs):
+        raise PermissionError("no exec here")
+
+    monkeypatch.setattr("fuzzball_core.orchestrate.list_worker.subprocess.Popen", refused)
+    lists = ListWorker(harness.service.node_usages, "sqlite://", harness.service.cluster_name)
+    lists.start()
+    try:
+        assert asyncio.run(lists.call(NODES, harness.admin)) is None
+    finally:
+        lists.stop()
