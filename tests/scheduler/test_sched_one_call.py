@@ -12,7 +12,6 @@ from fuzzball_core.scheduling import (
     EXCLUSIVE_NODE,
     PLACE_UNTIL,
     JobRequest,
-    Placement,
     QueueChanges,
 )
 from fuzzball_plugins.schedulers import default
@@ -253,12 +252,3 @@ def test_the_one_call_places_reserves_and_diagnoses_as_the_search_does(monkeypat
     one_call = churn_placements(True, monkeypatch, accounts)
     assert sum(len(placed) for placed, _, _ in one_call) > 100
     assert one_call == searched
-
-
-def test_a_placement_of_the_one_call_equals_the_one_its_constructor_makes():
-    scheduler = cluster(node("n", cores=8))
-    (placement,) = scheduler.schedule([job("j", cores=2)], now=0).placements
-    assert placement == Placement("j", ("n",))
-    assert (placement.cpus, placement.note) == ({}, "")
-    with pytest.raises(AttributeError):
-        placement.note = "changed"  # type: ignore[misc]
