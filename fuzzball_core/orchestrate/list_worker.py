@@ -295,6 +295,8 @@ def serve(control: Connection) -> None:
             sock.setblocking(True)
             connection = Connection(sock.detach())
             threading.Thread(target=lists.answer, args=(connection,), daemon=True).start()
+    # Orchestrate ended without stopping the worker (killed): nobody else removes the socket
+    shutil.rmtree(os.path.dirname(settings["address"]), ignore_errors=True)
 
 
 def main() -> None:

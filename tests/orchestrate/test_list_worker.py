@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from support.engine_workflows import HELLO
@@ -89,3 +93,24 @@ def test_a_worker_that_cannot_start_leaves_the_lists_to_the_gateway(harness, mon
         assert asyncio.run(lists.call(NODES, harness.admin)) is None
     finally:
         lists.stop()
+
+
+def test_a_worker_whose_orchestrate_was_killed_ends_and_removes_its_socket(tmp_path):
+    # a stand-in Orchestrate that starts a worker and is SIGKILLed, never stopping it
+    script = (
+        "import os, signal, sys\n"
+        "from fuzzball_core.orchestrate.list_worker import ListWorker\n"
+        f"lists = ListWorker(None, 'sqlite:///{tmp_path}/store.db', 'c')\n"
+        "lists.start()\n"
+        "assert lists.wait_ready(120)\n"
+        "print(lists._directory, lists._process.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    directory, pid = ran.stdout.split()
+    deadline = time.monotonic() + PATIENCE
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (Path(f"/proc/{pid}").exists(), Path(directory).exists()) == (False, False)
