@@ -370,11 +370,7 @@ def _usage_of(
     capacity = capacities.get(key)
     if capacity is None:
         capacity = capacities[key] = Resources(cores, memory, devices or {})
-    # every field at once, as the default scheduler makes them (see its node_usage)
-    usage = object.__new__(NodeUsage)
-    object.__setattr__(
-        usage,
-        "__dict__",
+    return NodeUsage.of_fields(
         {
             "node_id": node_id,
             "capacity": capacity,
@@ -389,6 +385,5 @@ def _usage_of(
             "takes_new_work": takes_new_work,
             "pinned_cpus": pinned_cpus or {},
             "host_ports": host_ports or {},
-        },
+        }
     )
-    return usage

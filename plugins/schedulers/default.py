@@ -333,13 +333,7 @@ class DefaultScheduler(Scheduler):
         cls = node.cls
         capacity = node.info.capacity
         free_devices = dict(zip(cls.device_kinds, node.free_devices, strict=True))
-        # every field at once: NodeUsage's frozen __init__ sets each of its 13 through
-        # object.__setattr__, 3-4 times this; Orchestrate's node list copies every node's
-        # usage (5,000 nodes: 50 ms of its engine loop's CPU a copy)
-        usage = object.__new__(NodeUsage)
-        object.__setattr__(
-            usage,
-            "__dict__",
+        return NodeUsage.of_fields(
             {
                 "node_id": node_id,
                 "capacity": capacity,
@@ -359,9 +353,8 @@ class DefaultScheduler(Scheduler):
                     for job_id, core_ids in node.pinned.items()
                 },
                 "host_ports": dict(node.ports),
-            },
+            }
         )
-        return usage
 
     def _cpus_of(self, node: IndexedNode, job_id: str, core_ids: Sequence[int]) -> tuple[int, ...]:
         """The logical CPUs ``job_id``'s cores on ``node`` give its cpuset."""
