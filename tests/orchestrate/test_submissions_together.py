@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from sqlalchemy import select
 
 from fuzzball_core.errors import FailedPrecondition
@@ -126,3 +127,29 @@ def test_runs_added_to_a_transaction_are_queued_when_it_commits(harness):
     (inserted,) = queued
     with ctx.sessions() as session:
         assert session.get_one(Run, inserted[3]).task_id == 3
+
+
+def test_on_postgresql_the_runs_insert_has_one_text_whatever_the_number_of_rows(
+    harness, statements
+):
+    if harness.engine.sessions.kw["bind"].dialect.name != "postgresql":
+        pytest.skip("SQLite's runs INSERT writes a VALUES row a run: its text grows with them")
+    ctx = harness.engine.context
+    workflow_id = harness.submit(ONE_JOB)  # no node: its run waits
+    (waiting,) = ctx.pending.values()
+    row = {"workflow_id": workflow_id, "stage_id": waiting.stage_id, "status": "PENDING"}
+    queued: list[dict[int | None, int]] = []
+    tx = ctx.transaction()
+    with tx.session:
+        statements.clear()
+        for tasks in (range(10, 12), range(20, 25)):
+            rows = [{**row, "task_id": t, "created_at": 0.0, "attempt": 1} for t in tasks]
+            tx.add_task_runs(rows, queued.append)
+            tx.insert_runs()
+
+        texts = _inserting(statements, "runs")
+        read = tx.session.scalars(select(Run).where(Run.task_id >= 10)).all()
+
+    assert len(texts) == 2 and texts[0] == texts[1]  # 2 rows, then 5: one text
+    assert {r.task_id: r.id for r in read} == {**queued[0], **queued[1]}
+    assert {(r.node_ids == [], r.message) for r in read} == {(True, "")}
