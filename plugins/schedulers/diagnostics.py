@@ -114,9 +114,9 @@ class Diagnostics:
 
     def __init__(self, index: NodeIndex) -> None:
         self._index = index
-        self._static: dict[JobShape, list[tuple[NodeClass, str | None, tuple[int, ...] | None]]]
-        self._static = {}
-        self._static_epoch = -1
+        #: shape -> its survey's steps (see _SurveySteps), for the index's ``version`` below
+        self._steps: dict[JobShape, _SurveySteps] = {}
+        self._steps_version = -1
         self._feasibility: dict[JobShape, tuple[str, Survey] | None] = {}
         self._feasibility_version = -1
         #: (class, need key, need memory, counting) -> (the class's ``changes`` then, and
@@ -131,19 +131,17 @@ class Diagnostics:
         #: counter of nodes out of the index holds but ``running an exclusive job``)
         self._base: tuple[int, int, dict[str, int]] = (-1, 0, {})
 
-    def static_verdicts(
-        self, shape: JobShape
-    ) -> list[tuple[NodeClass, str | None, tuple[int, ...] | None]]:
-        """:func:`static_label` of every class for ``shape``: (class, label, request key)."""
-        if self._static_epoch != self._index.epoch:
-            self._static.clear()
-            self._static_epoch = self._index.epoch
-        verdicts = self._static.get(shape)
-        if verdicts is None:
-            verdicts = self._static[shape] = [
-                (cls, *static_label(cls, shape)) for cls in self._index.classes.values()
-            ]
-        return verdicts
+    def steps(self, shape: JobShape) -> _SurveySteps:
+        """What a survey of ``shape`` walks, kept while no node is registered, updated or
+        removed (see :class:`_SurveySteps`)."""
+        index = self._index
+        if self._steps_version != index.version:
+            self._steps.clear()
+            self._steps_version = index.version
+        steps = self._steps.get(shape)
+        if steps is None:
+            steps = self._steps[shape] = _SurveySteps(index, shape)
+        return steps
 
     def infeasibility(self, job: JobRequest) -> tuple[str, Survey] | None:
         """:func:`infeasibility`, cached per shape while no node changes."""
@@ -175,29 +173,34 @@ class Diagnostics:
         considered, base = self._unavailable_base()
         groups = dict(base)
         available = 0
+        plan = self.steps(shape)
+        # the same has_room questions as a walk over every class would ask, in class order,
+        # each kind until one class answers yes (the answers do not depend on the order)
         room_without_annotations = False
+        for cls, request_key in plan.mismatched:
+            if self._has_room(cls, shape, request_key):
+                room_without_annotations = True
+                break
         room_without_plugin = False
+        for cls, request_key in plan.plugin_failed:
+            if self._has_room(cls, shape, request_key):
+                room_without_plugin = True
+                break
         # best (score, node id, free key, free memory, need key, need memory, device kinds)
         roomiest: tuple | None = None
-        for cls, label, request_key in self.static_verdicts(shape):
+        for cls, label, count, request_key in plan.steps:
+            if cls is None:
+                # the first class of a static label: the label's nodes of every class at once
+                groups[label] = groups.get(label, 0) + count
+                continue
             busy = cls.unavailable.get(EXCLUSIVE_BUSY, 0)
-            indexed = cls.indexed
-            if not busy and not indexed:
-                continue
-            if label is not None:
-                groups[label] = groups.get(label, 0) + busy + indexed
-                if label == ANNOTATIONS_MISMATCH and not room_without_annotations:
-                    room_without_annotations = self._has_room(cls, shape, request_key)
-                elif label == DEVICE_PLUGIN_FAILED and not room_without_plugin:
-                    room_without_plugin = self._has_room(cls, shape, request_key)
-                continue
-            assert request_key is not None
-            if cls.outlasted_by(shape, self.now):
-                groups[OUTLASTS_NODE] = groups.get(OUTLASTS_NODE, 0) + busy + indexed
+            if cls.place_until is not None and cls.outlasted_by(shape, self.now):
+                groups[OUTLASTS_NODE] = groups.get(OUTLASTS_NODE, 0) + count
                 continue
             if busy:
                 groups[EXCLUSIVE_BUSY] = groups.get(EXCLUSIVE_BUSY, 0) + busy
             if shape.exclusive:
+                indexed = cls.indexed
                 idle = self._index.idle_count(cls)
                 if indexed - idle:
                     groups[NOT_IDLE] = groups.get(NOT_IDLE, 0) + indexed - idle
@@ -222,8 +225,8 @@ class Diagnostics:
                 with_room, candidate, counted = self._walk(cls, request_key, shape.memory, True)
                 if counted:
                     # a loop: Counter.update is a Python loop too, with more steps
-                    for lacking, count in counted.items():
-                        groups[lacking] = groups.get(lacking, 0) + count
+                    for lacking, number in counted.items():
+                        groups[lacking] = groups.get(lacking, 0) + number
                 if shape.cpu is not None or shape.host_ports:
                     with_room = self._admitted(with_room, shape, groups)
             if candidate is not None and (roomiest is None or candidate[:2] < roomiest[:2]):
@@ -323,20 +326,15 @@ class Diagnostics:
         self._walks[memo_key] = (cls.changes, with_room, candidate, counted)
         return with_room, candidate, counted
 
-    def _has_room(
-        self, cls: NodeClass, shape: JobShape, request_key: tuple[int, ...] | None
-    ) -> bool:
+    def _has_room(self, cls: NodeClass, shape: JobShape, request_key: tuple[int, ...]) -> bool:
         """True when an indexed node of ``cls`` has room for ``shape`` now, filters aside
-        (remembered while the class's index stays as it was, as :meth:`_walk`)."""
-        if request_key is None:
-            return False
+        (remembered while the class's index stays as it was, as :meth:`_walk`). An idle node
+        of ``cls`` holds the request (the caller asks only of such classes: _SurveySteps)."""
         memo_key = (cls, request_key, shape.memory, shape.exclusive)
         memo = self._rooms.get(memo_key)
         if memo is not None and memo >> 1 == cls.changes:
             return bool(memo & 1)
-        if not cls.holds_when_idle(request_key, shape.memory):
-            room = False
-        elif shape.exclusive:
+        if shape.exclusive:
             room = self._index.idle_count(cls) > 0
         else:
             room = self._index.first_fit(cls, request_key, shape.memory) is not None
@@ -344,6 +342,63 @@ class Diagnostics:
             self._rooms.clear()
         self._rooms[memo_key] = cls.changes * 2 + room
         return room
+
+
+class _SurveySteps:
+    """What a survey of one shape walks, worked out once per index ``version``.
+
+    A class's nodes that are ready and unheld are either in its index or out of it running
+    an exclusive job (``indexed + busy``): that sum changes only when a node is registered,
+    updated or removed, and so does each class's static verdict for the shape
+    (:func:`static_label`). A class the shape cannot use adds that sum under its static
+    label, so the survey adds each such label's total at once, at the place of the label's
+    first class (where a walk over every class would first have counted it: the survey's
+    groups keep the labels in that order), and steps only through the classes it can use.
+    The classes whose annotations or failed device plugin alone turn the shape away are
+    listed for the questions ``room_without_annotations`` and ``room_without_device_plugin``.
+    """
+
+    __slots__ = ("mismatched", "plugin_failed", "steps")
+
+    def __init__(self, index: NodeIndex, shape: JobShape) -> None:
+        #: (class, "", its ready and unheld nodes, request key) for a class the shape may
+        #: use; (None, label, that label's nodes in every class, ()) at a static label's
+        #: first class
+        self.steps: list[tuple[NodeClass | None, str, int, tuple[int, ...]]] = []
+        #: the classes that only their annotations, or only their failed device plugin,
+        #: keep from the shape, and that could hold it when idle (with its request key)
+        self.mismatched: list[tuple[NodeClass, tuple[int, ...]]] = []
+        self.plugin_failed: list[tuple[NodeClass, tuple[int, ...]]] = []
+        #: the classes the shape may use and the static labels, in class order
+        order: list[tuple[NodeClass, int, tuple[int, ...]] | str] = []
+        totals: dict[str, int] = {}
+        for cls in index.classes.values():
+            count = cls.unavailable.get(EXCLUSIVE_BUSY, 0) + cls.indexed
+            if not count:
+                continue
+            label, request_key = static_label(cls, shape)
+            if label is None:
+                assert request_key is not None
+                order.append((cls, count, request_key))
+                continue
+            if label not in totals:
+                totals[label] = 0
+                order.append(label)
+            totals[label] += count
+            # only a class an idle node of which holds the request can have room for it
+            # (what Diagnostics._has_room asks first): the others are left out here, once
+            if request_key is None or not cls.holds_when_idle(request_key, shape.memory):
+                continue
+            if label == ANNOTATIONS_MISMATCH:
+                self.mismatched.append((cls, request_key))
+            elif label == DEVICE_PLUGIN_FAILED:
+                self.plugin_failed.append((cls, request_key))
+        for item in order:
+            if isinstance(item, str):
+                self.steps.append((None, item, totals[item], ()))
+            else:
+                cls, count, request_key = item
+                self.steps.append((cls, "", count, request_key))
 
 
 def _scan_free(

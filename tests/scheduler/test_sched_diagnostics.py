@@ -239,3 +239,64 @@ def test_a_diagnosis_read_after_the_cluster_changed_says_what_the_pass_found():
         "0/2 nodes available: 2 insufficient cores; roomiest node a lacks 4 cores"
     )
     assert diagnoses["j"].nodes_available == 0
+
+
+def test_a_label_of_several_classes_is_listed_where_its_first_class_comes():
+    # a survey adds each static label's nodes of every class at once: the groups must still
+    # list the labels in the order a walk over the classes meets them
+    scheduler = cluster(
+        node("b16", cores=16, annotations={"zone": "b"}),
+        node("a16", cores=16, annotations={"zone": "a"}),
+        node("b32", cores=32, annotations={"zone": "b"}),
+        node("b32x", cores=32, annotations={"zone": "b"}),
+    )
+    scheduler.allocate(job("r", cores=14, runtime=100), ["a16"], started_at=0)
+    zone_a = job("za", cores=4, annotations={"zone": "a"})
+    groups = scheduler.schedule([zone_a], now=0).diagnoses["za"].groups
+    assert list(groups.items()) == [("annotations mismatch", 3), ("insufficient cores", 1)]
+
+
+def test_a_label_first_met_after_a_usable_class_comes_after_that_class_s_groups():
+    scheduler = cluster(
+        node("a16", cores=16, annotations={"zone": "a"}),
+        node("b16", cores=16, annotations={"zone": "b"}),
+        node("b32", cores=32, annotations={"zone": "b"}),
+    )
+    scheduler.allocate(job("r", cores=14, runtime=100), ["a16"], started_at=0)
+    zone_a = job("za", cores=4, annotations={"zone": "a"})
+    groups = scheduler.schedule([zone_a], now=0).diagnoses["za"].groups
+    assert list(groups.items()) == [("insufficient cores", 1), ("annotations mismatch", 2)]
+
+
+def test_a_node_of_a_class_the_job_cannot_use_counts_under_its_label_while_busy_or_idle():
+    scheduler = cluster(
+        node("a", cores=16, annotations={"zone": "a"}),
+        node("b1", cores=16, annotations={"zone": "b"}),
+        node("b2", cores=16, annotations={"zone": "b"}),
+    )
+    scheduler.allocate(job("r", cores=16, runtime=100), ["a"], started_at=0)
+    scheduler.allocate(job("x", exclusive=True, runtime=100), ["b1"], started_at=0)
+    zone_a = job("za", cores=4, annotations={"zone": "a"})
+    first = scheduler.schedule([zone_a], now=0).diagnoses["za"]
+    assert dict(first.groups) == {"annotations mismatch": 2, "insufficient cores": 1}
+    scheduler.release("x")
+    second = scheduler.schedule([zone_a], now=1).diagnoses["za"]
+    assert dict(second.groups) == {"annotations mismatch": 2, "insufficient cores": 1}
+
+
+def test_a_node_of_a_class_the_job_cannot_use_moves_to_held_when_held():
+    scheduler = cluster(
+        node("a", cores=16, annotations={"zone": "a"}),
+        node("b1", cores=16, annotations={"zone": "b"}),
+        node("b2", cores=16, annotations={"zone": "b"}),
+    )
+    scheduler.allocate(job("r", cores=16, runtime=100), ["a"], started_at=0)
+    zone_a = job("za", cores=4, annotations={"zone": "a"})
+    scheduler.schedule([zone_a], now=0)
+    scheduler.upsert_node(node("b2", cores=16, annotations={"zone": "b"}, holds=(CORDON,)))
+    groups = scheduler.schedule([zone_a], now=1).diagnoses["za"].groups
+    assert dict(groups) == {
+        "held (cordon by admin)": 1,
+        "annotations mismatch": 1,
+        "insufficient cores": 1,
+    }
