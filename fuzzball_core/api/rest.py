@@ -62,6 +62,7 @@ from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
+from fuzzball_core.service.oidc import looks_like_jwt
 from fuzzball_core.service.views import LogChunkView, Principal, WorkflowView
 from fuzzball_core.store.database import unreachable_error
 
@@ -230,13 +231,34 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
         if node_check is not None:
             node_check(_bearer_token(request))
             return await handler(request)
-        service = _service(request)
-        who = service.authenticate(_bearer_token(request))
-        forwarded = request.headers.get(FORWARDED_IDENTITY)
-        if forwarded is not None:  # a Federate calling for one of its users: act as them
-            who = service.forwarded_principal(who, forwarded)
-        request[_PRINCIPAL] = who
+        token = _bearer_token(request)
+        if _authenticated_elsewhere(request, token):
+            request[_TOKEN] = token
+            return await handler(request)
+        request[_PRINCIPAL] = _authenticated(request, token)
     return await handler(request)
+
+
+def _authenticated(request: web.Request, token: str) -> Principal:
+    """The caller ``token`` (and a Federate's forwarded identity) names, or Unauthenticated."""
+    service = _service(request)
+    who = service.authenticate(token)
+    forwarded = request.headers.get(FORWARDED_IDENTITY)
+    if forwarded is not None:  # a Federate calling for one of its users: act as them
+        who = service.forwarded_principal(who, forwarded)
+    return who
+
+
+def _authenticated_elsewhere(request: web.Request, token: str) -> bool:
+    """Whether the list server authenticates this request's caller: a list it serves, for
+    an account's API token (a login's JWT, or a Federate's forwarded identity, is checked
+    against what this process holds: the OIDC issuer's keys, the trusted Federates)."""
+    return (
+        request.match_info.handler in _LISTS_SERVED_ELSEWHERE
+        and _LIST_SERVER in request.app
+        and FORWARDED_IDENTITY not in request.headers
+        and not looks_like_jwt(token)
+    )
 
 
 def _node_token_check(request: web.Request) -> Callable[[str], None] | None:
@@ -421,10 +443,11 @@ class ListServer(Protocol):
     """Where the workflow and node lists are served when not in this process (Orchestrate's
     list worker: :mod:`fuzzball_core.orchestrate.list_worker`)."""
 
-    async def call(self, route: str, who: Principal) -> tuple[int, bytes] | None:
+    async def call(self, route: str, caller: Principal | str) -> tuple[int, bytes] | None:
         """The HTTP status and JSON body (UTF-8) of the list ``route`` (``workflows``,
-        ``nodes``) for ``who``; ``None`` when it cannot answer now (the list is then served
-        here)."""
+        ``nodes``) for ``caller``: a caller authenticated here, or an account's API token for
+        the server to authenticate (its refusal is the answer, as here); ``None`` when it
+        cannot answer now (the list is then served here)."""
         ...
 
 
@@ -437,13 +460,22 @@ def serve_lists_from(app: web.Application, server: ListServer) -> None:
     app[_LIST_SERVER] = server
 
 
+#: the request's bearer token, where the list server authenticates its caller
+_TOKEN = web.RequestKey("token", str)
+
+
 async def _served_elsewhere(request: web.Request, route: str) -> web.Response | None:
     """The list ``route`` as the app's list server answered it, if it has one that did."""
     server = request.app.get(_LIST_SERVER)
     if server is None:
         return None
-    answer = await server.call(route, _principal(request))
+    # authenticating a list's caller took the engine's GIL at each GET: the list server
+    # does it, over its own connection to the store, unless the caller was already
+    token = request.get(_TOKEN)
+    answer = await server.call(route, _principal(request) if token is None else token)
     if answer is None:
+        if token is not None:  # served here after all: authenticated here
+            request[_PRINCIPAL] = _authenticated(request, token)
         return None
     status, body = answer
     # relayed as the bytes it came as: 5,000 nodes' text is 1.8 MB
@@ -634,6 +666,10 @@ async def _list_nodes(request: web.Request) -> web.Response:
     # each node's text is kept between lists (NodeListBody): 5,000 nodes through the proto3
     # JSON mapping at each list held the loop for over half a second
     return web.json_response(text=request.app[_NODE_LIST].body(nodes))
+
+
+#: the lists a list server (Orchestrate's list worker) serves, authenticating their callers
+_LISTS_SERVED_ELSEWHERE = frozenset({_list_workflows, _list_nodes})
 
 
 @documented(Operation("one node", pb.GetNodeInfo, tags=_NODES))

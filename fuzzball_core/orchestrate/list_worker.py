@@ -11,23 +11,31 @@ own connections, and makes the body; the gateway only relays it.
 
 What it shares with the engine's process:
 
-* the caller: the gateway authenticates every request as before (a revoked token is refused
-  at its next request) and sends the :class:`Principal` over; the worker applies the same
-  permission checks and organization isolation (:class:`ListReads`, the same code);
+* the caller: the gateway sends an account's API token over and the worker authenticates
+  it with the same code (:class:`Accounts`: the token's row read at each request, so a
+  revoked token is refused at its next list), over its own connection to the store rather
+  than in the engine's process (in GIL turns with its thread); a login's JWT or a Federate's
+  forwarded identity the gateway authenticates and sends the :class:`Principal`. The worker
+  applies the same permission checks and organization isolation (:class:`ListReads`, the
+  same code);
 * the engine's memory of nodes (usage, last-heard times): over a socket pair, the worker asks
   for a copy and the engine's process answers with :class:`NodeUsages`' latest one (made on
   its loop, as for the gateway's own thread; serialized in a thread once a copy, not once a
-  list) or "the same as before". Each node's row is still checked against the copy;
+  list, each node only when it changed) or "the same as before". Each node's row is still
+  checked against the copy;
 * nothing else: the worker changes nothing but the audit log (a refused list is audited).
 
 The requests come over a Unix socket in a private (0700) temporary directory, one connection
-a request. Until the worker has said it is ready, or if it dies, the gateway serves the lists
-itself as before; the worker ends when Orchestrate's process does.
+a request. Until the worker has said it is ready, or while it is gone, the gateway serves the
+lists itself as before; a worker that ended is started again after a pause that doubles while
+it keeps ending soon after its start (:func:`restart_delay`). The worker ends when
+Orchestrate's process does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -55,9 +63,10 @@ from fuzzball_core.orchestrate.node_usage_copies import (
     NodeUsageCopy,
     NodeUsages,
     WiredCopies,
-    copy_to_wire,
+    WireWriter,
 )
 from fuzzball_core.orchestrate.service import ListReads
+from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import connect, session_factory
@@ -79,49 +88,113 @@ WARM_EVERY = 5.0
 #: who the lists made unasked are made for: one who may read nodes and sees no account's
 #: workflows (the texts of idle nodes are everyone's)
 _WARMER = Principal("", "list-worker", permissions=frozenset({Permission.READ_NODES}))
+#: seconds before a worker that ended is started again; doubled each time one ends within
+#: RESTART_RESET seconds of its start (a worker that cannot start, or crashes at once, is not
+#: restarted in a tight loop), up to RESTART_MOST
+RESTART_FIRST = 1.0
+RESTART_MOST = 60.0
+RESTART_RESET = 60.0
+
+
+def restart_delay(before: float | None, lived: float, first: float = RESTART_FIRST) -> float:
+    """Seconds to wait before starting the worker again, after one that ran ``lived``
+    seconds ended; ``before``: the wait before that one's start (``None``: it was the
+    first). ``first`` again after a worker that lived :data:`RESTART_RESET` seconds, else
+    twice ``before``, at most :data:`RESTART_MOST`."""
+    if before is None or lived >= RESTART_RESET:
+        return first
+    return min(before * 2, max(RESTART_MOST, first))
 
 
 class ListWorker:
-    """The engine's side: starts the worker, answers its requests for copies of the engine's
-    memory, and relays the gateway's list requests to it (:meth:`call`)."""
+    """The engine's side: starts the worker (again, after a pause, when it ends), answers
+    its requests for copies of the engine's memory, and relays the gateway's list requests
+    to it (:meth:`call`)."""
 
-    def __init__(self, node_usages: NodeUsages, database_url: str, cluster_name: str) -> None:
+    def __init__(
+        self,
+        node_usages: NodeUsages,
+        database_url: str,
+        cluster_name: str,
+        *,
+        restart_first: float = RESTART_FIRST,
+    ) -> None:
         self._node_usages = node_usages
         self._settings = {"database_url": database_url, "cluster_name": cluster_name}
         self._directory = tempfile.mkdtemp(prefix="fuzzball-lists-")  # mode 0700
         self._address = os.path.join(self._directory, "lists.sock")
+        self._restart_first = restart_first
         self._process: subprocess.Popen[bytes] | None = None
         self._control: Connection | None = None
         self._ready = threading.Event()
+        self._stopping = threading.Event()
+        #: held while a worker is started or stopped (stop must not miss one being started)
+        self._lock = threading.Lock()
         self._failed = False
 
     def start(self) -> None:
         """Start the worker process (it says when it is ready; lists are served in this
-        process until then)."""
-        ours, theirs = socket.socketpair()
-        with ours, theirs:
-            try:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(theirs.fileno())],
-                    pass_fds=(theirs.fileno(),),
-                )
-            except OSError as exc:  # the lists are served here, as without a worker
-                log.warning("the list worker did not start (%s); lists are served here", exc)
-                return
-            self._control = Connection(ours.detach())
-        self._control.send({**self._settings, "address": self._address})
-        threading.Thread(target=self._serve_copies, name="list-worker-copies", daemon=True).start()
+        process until then) and the thread that keeps it: it answers the worker's requests
+        for copies and, when the worker ends, starts another after :func:`restart_delay`."""
+        control = self._launch()
+        threading.Thread(
+            target=self._keep, args=(control,), name="list-worker-copies", daemon=True
+        ).start()
 
-    def _serve_copies(self) -> None:
-        """Answer the worker's requests for copies of the engine's memory (a thread: the
+    def _launch(self) -> Connection | None:
+        """A new worker process and its control connection (``None``: it did not start, or
+        the worker is being stopped)."""
+        with self._lock:
+            if self._stopping.is_set():
+                return None
+            # a worker that was killed left its socket there: the new one binds the address
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._address)
+            ours, theirs = socket.socketpair()
+            with ours, theirs:
+                try:
+                    self._process = subprocess.Popen(
+                        [sys.executable, "-m", __name__, str(theirs.fileno())],
+                        pass_fds=(theirs.fileno(),),
+                    )
+                except OSError as exc:  # the lists are served here, as without a worker
+                    log.warning("the list worker did not start (%s); lists are served here", exc)
+                    return None
+                self._control = control = Connection(ours.detach())
+            # a worker that ended at once: its control connection's EOF says so, to _keep
+            with contextlib.suppress(OSError):
+                control.send({**self._settings, "address": self._address})
+            return control
+
+    def _keep(self, control: Connection | None) -> None:
+        """Serve each worker's requests for copies until it ends, then start another after
+        a pause (a thread), until :meth:`stop`."""
+        delay: float | None = None
+        began = time.monotonic()
+        while True:
+            if control is not None:
+                self._serve_copies(control)
+            self._ready.clear()  # the gateway serves the lists itself meanwhile
+            self._end_process()
+            if self._stopping.is_set():
+                return
+            delay = restart_delay(delay, time.monotonic() - began, self._restart_first)
+            log.warning("the list worker ended; lists are served here, restarting in %g s", delay)
+            if self._stopping.wait(delay):
+                return
+            began = time.monotonic()
+            control = self._launch()
+
+    def _serve_copies(self, control: Connection) -> None:
+        """Answer the worker's requests for copies of the engine's memory until it ends (the
         copies are made on the engine's loop, and serialized here, off it)."""
-        control = self._control
-        assert control is not None
         sent: NodeUsageCopy | None = None
+        writer = WireWriter()  # this worker's: it holds what the copies written before held
         try:
             while True:
                 request = control.recv()
                 if request == "ready":
+                    self._failed = False
                     self._ready.set()
                     continue
                 node_ids, fresh = request
@@ -136,50 +209,71 @@ class ListWorker:
                 if copy is sent:
                     control.send(("same", None))
                     continue
-                control.send_bytes(b"C" + copy_to_wire(copy))
+                control.send_bytes(b"C" + writer.write(copy))
                 sent = copy
         except (EOFError, OSError):
-            self._ready.clear()  # the worker ended: the gateway serves the lists itself
+            return  # the worker ended
+
+    def _end_process(self) -> None:
+        """Reap the worker that ended (killing it if only its connection did) and close its
+        control connection."""
+        with self._lock:
+            process, self._process = self._process, None
+            control, self._control = self._control, None
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        if control is not None:
+            control.close()
 
     def wait_ready(self, timeout: float) -> bool:
         """Whether the worker said it is ready within ``timeout`` seconds."""
         return self._ready.wait(timeout)
 
-    async def call(self, route: str, who: Principal) -> tuple[int, bytes] | None:
-        """The worker's answer to ``route`` for ``who`` (HTTP status, JSON body); ``None``
-        when it cannot answer (not ready, or gone): the caller serves the list itself."""
+    async def call(self, route: str, caller: Principal | str) -> tuple[int, bytes] | None:
+        """The worker's answer to ``route`` for ``caller`` (a caller the gateway
+        authenticated, or an account's API token the worker authenticates): HTTP status, JSON
+        body; ``None`` when it cannot answer (not ready, or gone): the caller serves the list
+        itself."""
         if not self._ready.is_set():
             return None
         try:
-            return await asyncio.to_thread(self._ask, route, who)
+            return await asyncio.to_thread(self._ask, route, caller)
         except OSError as exc:
             if not self._failed:
                 log.warning("the list worker did not answer (%s); lists are served here", exc)
                 self._failed = True
             return None
 
-    def _ask(self, route: str, who: Principal) -> tuple[int, bytes]:
+    def _ask(self, route: str, caller: Principal | str) -> tuple[int, bytes]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.connect(self._address)
             connection = Connection(sock.detach())
             with connection:
-                connection.send((route, who))
+                connection.send((route, caller))
                 reply = connection.recv_bytes()
         status, length = _HEAD.unpack_from(reply)
         return status, reply[_HEAD.size : _HEAD.size + length]
 
     def stop(self) -> None:
-        """End the worker and remove its socket's directory."""
-        self._ready.clear()
-        if self._process is not None:
-            self._process.terminate()
+        """End the worker (it is not started again) and remove its socket's directory."""
+        with self._lock:
+            self._stopping.set()
+            self._ready.clear()
+            process = self._process
+        if process is not None:
+            process.terminate()
             try:
-                self._process.wait(timeout=5)
+                process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        if self._control is not None:
-            self._control.close()  # after the worker ended: the copies' thread has its EOF
+                process.kill()
+                process.wait()
+        # after the worker ended: the keeping thread has its EOF, reaps it and closes this
+        with self._lock:
+            control = self._control
+        if control is not None:
+            control.close()
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
@@ -217,17 +311,22 @@ class _Lists:
     own code) and the node list's body, one node list at a time (:class:`NodeListBody`
     keeps each node's text from one list to the next)."""
 
-    def __init__(self, reads: ListReads) -> None:
+    def __init__(self, reads: ListReads, accounts: Accounts) -> None:
         self._reads = reads
+        self._accounts = accounts
         self._nodes = NodeListBody()
         self._node_lock = threading.Lock()
         #: when the last list was asked for (``time.monotonic``)
         self.last_asked = -math.inf
 
-    def text(self, route: str, who: Principal) -> tuple[int, str]:
-        """The HTTP status and JSON text of ``route``'s list for ``who``."""
+    def text(self, route: str, caller: Principal | str) -> tuple[int, str]:
+        """The HTTP status and JSON text of ``route``'s list for ``caller``: a caller the
+        gateway authenticated, or an account's API token, authenticated here as the gateway
+        would (Orchestrate's ``authenticate`` for a token that is not a JWT: the token's row
+        read at each request, so a revoked token is refused at its next list)."""
         self.last_asked = time.monotonic()
         try:
+            who = self._accounts.authenticate(caller) if isinstance(caller, str) else caller
             if route == NODES:
                 with self._node_lock:
                     return 200, self._nodes.body(self._reads.list_nodes(who))
@@ -243,8 +342,8 @@ class _Lists:
         """Serve one request (a connection's thread)."""
         try:
             with connection:
-                route, who = connection.recv()
-                status, text = self.text(route, who)
+                route, caller = connection.recv()
+                status, text = self.text(route, caller)
                 body = text.encode()
                 connection.send_bytes(_HEAD.pack(status, len(body)) + body)
         except (EOFError, OSError):
@@ -279,7 +378,7 @@ def serve(control: Connection) -> None:
     sessions = session_factory(connect(settings["database_url"]))
     reads = ListReads(sessions, CopyReader(control), AuditLog(sessions))
     reads.cluster_name = settings["cluster_name"]
-    lists = _Lists(reads)
+    lists = _Lists(reads, Accounts(sessions))
     threading.Thread(target=keep_warm, args=(lists, sessions), daemon=True).start()
     parent = os.getppid()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:

@@ -27,12 +27,17 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
-from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, NodeUsageReader, NodeUsages
+from fuzzball_core.orchestrate.node_usage_copies import (
+    NodeUsageCopy,
+    NodeUsageReader,
+    NodeUsages,
+    UsageShown,
+)
 from fuzzball_core.orchestrate.run_owners import RunOwner, RunOwners, read_owners
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.plugins import PluginRegistry
-from fuzzball_core.scheduling import NodeUsage, Scheduler
+from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
@@ -702,7 +707,7 @@ def _run_labels(owners: Mapping[int, RunOwner], who: Principal) -> dict[int, str
 
 def _node_view_of(
     node: NodeColumns,
-    usage: NodeUsage | None,
+    usage: UsageShown | None,
     last_seen: float,
     holds: tuple[HoldView, ...],
     labels: Mapping[int, str],

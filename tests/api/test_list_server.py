@@ -1,6 +1,7 @@
 """The workflow and node lists handed to a list server (Orchestrate's list worker process):
-the gateway authenticates the caller first and answers with the server's status and text;
-when the server cannot answer, the gateway serves the list itself."""
+an account's API token is handed over for the server to authenticate, any other caller is
+authenticated first; the gateway answers with the server's status and text; when the
+server cannot answer, the gateway authenticates the caller and serves the list itself."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from aiohttp import web
 
 from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import build_rest_app, serve_lists_from
+from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
 from fuzzball_core.service.views import Principal
 
 
@@ -23,8 +25,8 @@ class FakeListServer:
     answer: tuple[int, bytes] | None
     asked: list[tuple[str, str]] = field(default_factory=list)
 
-    async def call(self, route: str, who: Principal) -> tuple[int, bytes] | None:
-        self.asked.append((route, who.name))
+    async def call(self, route: str, caller: Principal | str) -> tuple[int, bytes] | None:
+        self.asked.append((route, caller if isinstance(caller, str) else caller.name))
         return self.answer
 
 
@@ -65,14 +67,36 @@ def get(url: str, token: str | None) -> httpx.Response:
     return httpx.get(url, headers=headers, timeout=30)
 
 
-def test_a_node_list_is_the_list_servers_answer_for_the_authenticated_caller(stack, serve):
+def test_a_node_list_is_the_list_servers_answer_for_the_callers_api_token(stack, serve):
     served = serve((200, b'{"nodes": [], "mark": 1}'))
     reply = get(f"{served.url}/v3/nodes", stack.token)
     assert (reply.status_code, reply.json(), served.lists.asked) == (
         200,
         {"nodes": [], "mark": 1},
-        [("nodes", "alice")],
+        [("nodes", stack.token)],
     )
+
+
+def test_a_list_for_a_federates_forwarded_caller_is_authenticated_before_it_is_handed_over(
+    stack, serve
+):
+    served = serve((200, b'{"nodes": []}'))
+    headers = {"Authorization": f"Bearer {stack.token}", FORWARDED_IDENTITY: "not-signed"}
+    reply = httpx.get(f"{served.url}/v3/nodes", headers=headers, timeout=30)
+    assert (reply.status_code, served.lists.asked) == (401, [])
+
+
+def test_a_list_for_a_jwt_is_authenticated_before_it_is_handed_over(stack, serve):
+    served = serve((200, b'{"nodes": []}'))
+    reply = get(f"{served.url}/v3/nodes", "not.a.jwt")
+    assert (reply.status_code, served.lists.asked) == (401, [])
+
+
+def test_a_revoked_token_is_refused_when_the_list_server_cannot_answer(stack, serve):
+    served = serve(None)
+    stack.service.service.revoke_token(stack.token)
+    reply = get(f"{served.url}/v3/nodes", stack.token)
+    assert (reply.status_code, served.lists.asked) == (401, [("nodes", stack.token)])
 
 
 def test_a_list_servers_refusal_is_the_gateways_reply(stack, serve):
@@ -86,10 +110,10 @@ def test_a_list_server_that_cannot_answer_leaves_the_list_to_the_gateway(stack, 
     served = serve(None)
     reply = get(f"{served.url}/v3/workflows", stack.token)
     assert [w["id"] for w in reply.json()["workflows"]] == [workflow_id]
-    assert served.lists.asked == [("workflows", "alice")]
+    assert served.lists.asked == [("workflows", stack.token)]
 
 
-def test_an_unauthenticated_list_never_reaches_the_list_server(stack, serve):
+def test_a_list_without_a_token_never_reaches_the_list_server(stack, serve):
     served = serve((200, b'{"nodes": []}'))
     reply = get(f"{served.url}/v3/nodes", None)
     assert (reply.status_code, served.lists.asked) == (401, [])

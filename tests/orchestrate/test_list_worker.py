@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +20,14 @@ from support.engine_workflows import HELLO
 
 from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.api.rest import workflow_list_text
-from fuzzball_core.orchestrate.list_worker import NODES, WORKFLOWS, ListWorker
+from fuzzball_core.orchestrate.list_worker import (
+    NODES,
+    RESTART_MOST,
+    RESTART_RESET,
+    WORKFLOWS,
+    ListWorker,
+    restart_delay,
+)
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import AccountKind
 
@@ -69,6 +78,28 @@ def test_the_workflow_list_shows_only_the_callers_own(harness, worker):
     assert text == workflow_list_text(harness.service.list_workflows(harness.user))
 
 
+def test_an_api_tokens_list_shows_its_own_accounts_workflows(harness, worker):
+    harness.node("n1")
+    harness.submit(HELLO)
+    who, token = harness.service.create_account("carol")
+    own = harness.service.start_workflow(who, raw_specification=HELLO, name="carols")
+    status, text = asked(worker, WORKFLOWS, token)
+    assert (status, [w["id"] for w in json.loads(text)["workflows"]]) == (200, [own])
+
+
+def test_a_revoked_token_is_refused_at_its_next_list(harness, worker):
+    _, token = harness.service.create_account("carol")
+    assert asked(worker, WORKFLOWS, token)[0] == 200
+    harness.service.revoke_token(token)
+    status, text = asked(worker, WORKFLOWS, token)
+    assert (status, json.loads(text)["code"]) == (401, 16)
+
+
+def test_an_unknown_token_is_refused_as_in_process(harness, worker):
+    status, text = asked(worker, NODES, "no-such-token")
+    assert (status, json.loads(text)["message"]) == (401, "the bearer token is not valid")
+
+
 def test_a_caller_without_the_node_permission_is_refused_as_in_process(harness, worker):
     workflow_token = Principal(
         harness.user.account_id, "wf", kind=AccountKind.USER, credential="workflow"
@@ -80,6 +111,57 @@ def test_a_caller_without_the_node_permission_is_refused_as_in_process(harness, 
 def test_a_worker_gone_leaves_the_list_to_the_gateway(harness, worker):
     worker.stop()
     assert asyncio.run(worker.call(NODES, harness.admin)) is None
+
+
+def test_a_worker_that_died_is_started_again_and_serves_the_lists(harness, database_url):
+    lists = ListWorker(
+        harness.service.node_usages,
+        database_url,
+        harness.service.cluster_name,
+        restart_first=0.05,
+    )
+    lists.start()
+    try:
+        assert lists.wait_ready(PATIENCE)
+        harness.node("n1", cores=4)
+        first = lists._process
+        assert first is not None
+        os.kill(first.pid, signal.SIGKILL)
+        deadline = time.monotonic() + PATIENCE
+        while lists._process in (first, None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lists.wait_ready(PATIENCE)
+        here = NodeListBody().body(harness.service.list_nodes(harness.admin))
+        assert asked(lists, NODES, harness.admin) == (200, here)
+    finally:
+        lists.stop()
+
+
+def test_a_stopped_worker_is_not_started_again(harness, database_url):
+    lists = ListWorker(
+        harness.service.node_usages,
+        database_url,
+        harness.service.cluster_name,
+        restart_first=0.01,
+    )
+    lists.start()
+    assert lists.wait_ready(PATIENCE)
+    process = lists._process
+    lists.stop()
+    time.sleep(0.5)  # many times the first restart's pause, had one been due
+    assert (process is not None and process.poll() is not None, lists._process) == (True, None)
+
+
+def test_a_worker_ending_soon_after_each_start_waits_twice_as_long_each_time():
+    delays = [restart_delay(None, 0.5)]
+    for _ in range(10):
+        delays.append(restart_delay(delays[-1], 0.5))
+    assert delays[:4] == [1.0, 2.0, 4.0, 8.0]
+    assert max(delays) == RESTART_MOST
+
+
+def test_a_worker_that_ran_a_while_is_restarted_after_the_first_pause():
+    assert restart_delay(RESTART_MOST, RESTART_RESET, first=0.5) == 0.5
 
 
 def test_a_worker_that_cannot_start_leaves_the_lists_to_the_gateway(harness, monkeypatch):

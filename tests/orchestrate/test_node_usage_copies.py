@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import pickle
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,8 +24,9 @@ from fuzzball_core.orchestrate.node_usage_copies import (
     MAX_STALE,
     NodeUsageCopy,
     NodeUsages,
+    ShownUsage,
     WiredCopies,
-    copy_to_wire,
+    WireWriter,
 )
 from fuzzball_core.scheduling import NodeUsage, Resources
 
@@ -279,22 +281,74 @@ def test_a_copy_costing_more_than_its_share_is_made_again_less_often():
     assert ctx.scheduler.readers == ["engine"]
 
 
-def test_a_copy_sent_to_the_list_worker_is_read_back_as_it_was():
-    busy = NodeUsage(
-        "n1", Resources(8, 16 << 30, {"gpu": 2}), 2, 1 << 30, {"gpu": 1}, 6, 15 << 30,
-        {"gpu": 1}, ("run-1",), None, True, {"run-1": (0, 1)}, {"tcp/80": "run-1"},
-    )  # fmt: skip
-    idle = NodeUsage("n2", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
-    copy = NodeUsageCopy(5.0, frozenset({"n1", "n2", "n3"}), {"n1": busy, "n2": idle}, {"n1": 4.0})
-    assert WiredCopies().read(copy_to_wire(copy)) == copy
+BUSY = NodeUsage(
+    "n1", Resources(8, 16 << 30, {"gpu": 2}), 2, 1 << 30, {"gpu": 1}, 6, 15 << 30,
+    {"gpu": 1}, ("run-1",), None, True, {"run-1": (0, 1)}, {"tcp/80": "run-1"},
+)  # fmt: skip
+IDLE = NodeUsage("n2", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
+
+
+def shown(copy: NodeUsageCopy) -> NodeUsageCopy:
+    """``copy`` with only what the lists read of each usage (what the worker reads back)."""
+    usages = {
+        node_id: ShownUsage(u.capacity, u.used_cores, u.used_memory, u.used_devices, u.job_ids)
+        for node_id, u in copy.usages.items()
+    }
+    return dataclasses.replace(copy, usages=usages)
+
+
+def test_a_copy_sent_to_the_list_worker_is_read_back_with_what_the_lists_read():
+    copy = NodeUsageCopy(5.0, frozenset({"n1", "n2", "n3"}), {"n1": BUSY, "n2": IDLE}, {"n1": 4.0})
+    assert WiredCopies().read(WireWriter().write(copy)) == shown(copy)
+
+
+def test_copies_sent_one_after_another_are_each_read_back_as_they_were():
+    first = NodeUsageCopy(1.0, frozenset({"n1", "n2"}), {"n1": BUSY, "n2": IDLE}, {"n1": 0.5})
+    busy_n2 = dataclasses.replace(IDLE, used_cores=1, free_cores=7, job_ids=("run-2",))
+    second = NodeUsageCopy(2.0, frozenset({"n2", "n3"}), {"n2": busy_n2}, {"n2": 1.5, "n3": 1.0})
+    third = NodeUsageCopy(3.0, frozenset({"n2", "n3"}), {"n2": busy_n2}, {"n3": 2.0})
+    writer, copies = WireWriter(), WiredCopies()
+    read = [copies.read(writer.write(copy)) for copy in (first, second, third)]
+    assert read == [shown(first), shown(second), shown(third)]
+
+
+def test_a_node_that_reregistered_with_other_capacity_is_sent_again():
+    bigger = dataclasses.replace(IDLE, capacity=Resources(16, 16 << 30))
+    writer, copies = WireWriter(), WiredCopies()
+    copies.read(writer.write(NodeUsageCopy(1.0, frozenset({"n2"}), {"n2": IDLE}, {})))
+    copy = NodeUsageCopy(2.0, frozenset({"n2"}), {"n2": bigger}, {})
+    assert copies.read(writer.write(copy)).usages["n2"].capacity.cores == 16
+
+
+def test_only_the_usages_and_heartbeats_changed_since_the_last_copy_are_sent():
+    writer = WireWriter()
+    writer.write(NodeUsageCopy(1.0, frozenset({"n1", "n2"}), {"n1": BUSY, "n2": IDLE}, {"n1": 1.0}))
+    busy_n2 = dataclasses.replace(IDLE, used_cores=1, free_cores=7, job_ids=("run-2",))
+    data = writer.write(
+        NodeUsageCopy(
+            2.0,
+            frozenset({"n1", "n2"}),
+            {"n1": BUSY, "n2": busy_n2},
+            {"n1": 1.0, "n2": 2.0},
+        )
+    )
+    _, nodes, usages, gone, heard, unheard = pickle.loads(data)
+    assert (nodes, [u[0] for u in usages], gone, heard, unheard) == (
+        None,
+        ["n2"],
+        [],
+        {"n2": 2.0},
+        [],
+    )
 
 
 def test_a_nodes_usage_unchanged_since_the_last_copy_sent_is_read_as_the_same():
-    one = NodeUsage("n1", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
-    two = NodeUsage("n2", Resources(8, 16 << 30), 0, 0, {}, 8, 16 << 30, {}, (), None, True)
-    busy = dataclasses.replace(two, used_cores=1, free_cores=7, job_ids=("run-1",))
-    copies = WiredCopies()
-    first = copies.read(copy_to_wire(NodeUsageCopy(1.0, frozenset(), {"n1": one, "n2": two}, {})))
-    second = copies.read(copy_to_wire(NodeUsageCopy(2.0, frozenset(), {"n1": one, "n2": busy}, {})))
+    busy = dataclasses.replace(IDLE, used_cores=1, free_cores=7, job_ids=("run-1",))
+    one = dataclasses.replace(IDLE, node_id="n1")
+    writer, copies = WireWriter(), WiredCopies()
+    first = copies.read(writer.write(NodeUsageCopy(1.0, frozenset(), {"n1": one, "n2": IDLE}, {})))
+    second = copies.read(writer.write(NodeUsageCopy(2.0, frozenset(), {"n1": one, "n2": busy}, {})))
     assert second.usages["n1"] is first.usages["n1"]
-    assert second.usages["n2"] == busy
+    assert (
+        second.usages["n2"] == shown(NodeUsageCopy(2.0, frozenset(), {"n2": busy}, {})).usages["n2"]
+    )
