@@ -396,6 +396,12 @@ class Queue:
     def __iter__(self) -> Iterator[JobRequest]:
         return iter(self._jobs)
 
+    @property
+    def in_order(self) -> list[JobRequest] | None:
+        """The jobs in the order the pass meets them, as the pass's own list (nothing changes
+        it), or None when that order is made as the pass goes (:class:`FairQueue`)."""
+        return None if self.reorders else self._jobs
+
     def standing(self, account: str) -> AccountUse | None:
         """An overtaken job's account's use and share (None: no job was overtaken)."""
         return None

@@ -6,6 +6,7 @@ has failed in a pass join its verdict without another look. These are the cases 
 sharing must not blur a difference.
 """
 
+import pytest
 from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.scheduling import PLACE_UNTIL, Hold, JobRequest, ReasonCode, Resources
@@ -68,3 +69,37 @@ def test_a_shape_that_waited_before_the_reservation_waits_as_backfill_after_it()
     assert result.reservation is not None and result.reservation.job_id == "holder"
     assert result.diagnoses["second"].reason == ReasonCode.INSUFFICIENT_RESOURCES
     assert result.diagnoses["after"].reason == ReasonCode.BACKFILL_NO_FIT
+
+
+def test_later_jobs_of_a_shape_met_before_the_reservation_keep_the_answer_they_had_then():
+    # the third job of a failed shape is passed over without a look, before the reservation
+    # is made and again after it: each is told what its place in the queue told it
+    cordon = Hold("cordon", "admin", "maintenance", "root", 0.0)
+    scheduler = cluster(node("big", cores=32, holds=(cordon,)), node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    before = [job(f"before{i}", cores=32, submitted_at=i) for i in range(3)]
+    holder = job("holder", cores=16, submitted_at=3)
+    after = [job(f"after{i}", cores=32, submitted_at=4 + i) for i in range(3)]
+    diagnoses = scheduler.schedule([*before, holder, *after], now=10).diagnoses
+    assert [diagnoses.reason_of(f"before{i}") for i in range(3)] == [
+        ReasonCode.INSUFFICIENT_RESOURCES
+    ] * 3
+    assert [diagnoses[f"after{i}"].reason for i in range(3)] == [ReasonCode.BACKFILL_NO_FIT] * 3
+    assert diagnoses["after2"].message == diagnoses["after1"].message
+
+
+def test_a_placed_job_among_jobs_passed_over_is_not_diagnosed():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    wide = [job(f"wide{i}", cores=8, submitted_at=i) for i in range(4)]
+    small = job("small", cores=2, submitted_at=2.5)
+    diagnoses = scheduler.schedule([*wide, small], now=10).diagnoses
+    assert "small" not in diagnoses
+    assert "unknown" not in diagnoses
+    with pytest.raises(KeyError):
+        diagnoses.reason_of("small")
+    with pytest.raises(KeyError):
+        diagnoses["small"]
+    assert list(diagnoses) == ["wide0", "wide1", "wide2", "wide3"]
+    assert len(diagnoses) == 4
+    assert "wide3" in diagnoses
