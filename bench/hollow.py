@@ -65,6 +65,8 @@ def zero_length_jobs(
 
     probes = [threading.Thread(target=probe, args=(path,)) for path in gets]
     cpu_before, fleet_before = cluster.cpu(), cluster.fleet_cpu()
+    database_before = cluster.database_cpu()
+    passes_before, pass_seconds_before = cluster.engine_passes()
     began = time.perf_counter()
     workflow_id = cluster.submit(ARRAY.format(tasks=tasks))
     for thread in probes:
@@ -78,12 +80,23 @@ def zero_length_jobs(
     elapsed = time.perf_counter() - began
     cpu = cluster.cpu() - cpu_before
     fleet_cpu = cluster.fleet_cpu() - fleet_before
+    database_cpu = cluster.database_cpu() - database_before
+    passes_after, pass_seconds_after = cluster.engine_passes()
+    passes, pass_seconds = passes_after - passes_before, pass_seconds_after - pass_seconds_before
     finished = cluster.tasks_finished(workflow_id)
     if not status.endswith("FINISHED"):
         print(f"    the array ended {status} with {finished} of {tasks} tasks finished")
     print(
         f"    CPU per job: Orchestrate {cpu / tasks * 1000:.2f} ms, hollow fleets"
-        f" {fleet_cpu / tasks * 1000:.2f} ms; load average {os.getloadavg()[0]:.1f}"
+        f" {fleet_cpu / tasks * 1000:.2f} ms, PostgreSQL's backends"
+        f" {database_cpu / tasks * 1000:.2f} ms; load average {os.getloadavg()[0]:.1f}"
+    )
+    # the engine's one thread in passes (its CPU and its waits for PostgreSQL) for this
+    # share of the wall; the rest it waited for reports (the fleets, the loop's turns)
+    print(
+        f"    engine passes: {passes / elapsed:.0f} a second, {tasks / max(passes, 1):.1f} jobs"
+        f" and {pass_seconds / max(passes, 1) * 1000:.1f} ms each, in passes"
+        f" {pass_seconds / elapsed * 100:.0f} % of the array's wall time"
     )
     latencies = {path: [taken for _, taken in spans] for path, spans in gets.items()}
     for path, taken in latencies.items():

@@ -230,6 +230,43 @@ class HollowCluster:
         compete with Orchestrate, so a benchmark reports both."""
         return sum(cpu_seconds(fleet.process.pid) for fleet in self.fleets if fleet.process.pid)
 
+    def database_cpu(self) -> float:
+        """CPU seconds so far of the PostgreSQL backends serving this cluster's database
+        (Orchestrate's connections; the server's own processes, such as its WAL writer, are
+        not counted): on two cores they compete with Orchestrate too."""
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                # a backend's title names its user and database, after the cluster's name
+                # where it has one: "postgres: 15/main: fuzzball DATABASE 127.0.0.1(...) ..."
+                title = (entry / "cmdline").read_bytes().split(b"\0")[0].split()
+                if title[0] == b"postgres:" and self.database.encode() in title[1:4]:
+                    total += cpu_seconds(int(entry.name))
+            except (OSError, IndexError):
+                continue
+        return total
+
+    def engine_passes(self) -> tuple[int, float]:
+        """The engine's passes that committed so far, and the seconds they took in all
+        (Orchestrate's ``fuzzball_engine_pass_seconds``)."""
+        reply = httpx.get(
+            f"{self.rest_url}/v4/metrics",
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=60,
+        )
+        reply.raise_for_status()
+        found = {}
+        for line in reply.text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("fuzzball_engine_pass_seconds_count", "fuzzball_engine_pass_seconds_sum"):
+                found[name] = float(value)
+        return (
+            int(found["fuzzball_engine_pass_seconds_count"]),
+            found["fuzzball_engine_pass_seconds_sum"],
+        )
+
     def submit(self, specification: str, name: str = "hollow") -> str:
         reply = self.http.post("/workflows", json={"rawSpecification": specification, "name": name})
         reply.raise_for_status()
