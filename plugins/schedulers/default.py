@@ -584,7 +584,9 @@ class DefaultScheduler(Scheduler):
 
     def _pass(self, queue: Queue, now: float, shapes: array[int] | None = None) -> ScheduleResult:
         """Place, reserve and diagnose the jobs of ``queue`` (checked) in its order;
-        ``shapes``, when given, is id(each job's shape) in the order ``queue`` was given in."""
+        ``shapes``, when given, is id(each job's shape) in the order ``queue`` was given in
+        (the queue copy's: a pass through :meth:`schedule`, without a copy, keeps a table of
+        every waiting job, which its next check reads whole)."""
         plans = self._current_plans()
         self._now = self._diagnostics.now = now
         placements: list[Placement] = []
@@ -605,13 +607,11 @@ class DefaultScheduler(Scheduler):
         in_order = queue.in_order
         visits: Iterable[JobRequest] = queue
         skipped: _Skipped | None = None
-        if in_order is not None:
+        if in_order is not None and shapes is not None:
             # A plain queue: the jobs of settled shapes are passed over by C iterators, not a
             # Python step each (a long queue's tail is mostly such jobs: the loop's step per
             # waiting job was 8-9 % of the churn run); what each passed-over job is told is
             # read from ``settled`` when someone asks (see _Skipped).
-            if shapes is None:
-                shapes = _shape_ids(in_order)
             skipped = _Skipped(in_order, shapes, placements, settled)
             visits = skipped.visits()
         for job in visits:
@@ -702,7 +702,7 @@ class DefaultScheduler(Scheduler):
         # allocate() can have allocated it: only the other jobs are looked up among the
         # tens of thousands running (a lookup there misses the cache; the last pass's
         # waiting jobs are a small table)
-        suspects = ids.difference(waited)
+        suspects = waited.others(ids)
         if allocated_since:
             suspects.update(allocated_since.intersection(ids))
         allocations = self._allocations
@@ -1318,6 +1318,17 @@ class _Diagnoses(Mapping[str, Diagnosis]):
                 every[job_id] = answer
             self._all = every
         return self._all
+
+    def others(self, ids: set[str]) -> set[str]:
+        """The ids of ``ids`` that are not of jobs left waiting, by set operations over the
+        ids (iterating this mapping would look up every passed-over job's answer)."""
+        skipped = self._skipped
+        if skipped is None:
+            return ids.difference(self.per_job)
+        # the queue's ids but the placed jobs' are the waiting jobs'
+        others = ids.difference(map(_ID, skipped.jobs))
+        others.update(ids.intersection(skipped.placed()))
+        return others
 
     def placed_at(self) -> list[int] | None:
         """The placed jobs' positions in the queue, ascending, when the pass met a plain

@@ -9,7 +9,15 @@ sharing must not blur a difference.
 import pytest
 from support.scheduler_cluster import cluster, job, node, placed_on
 
-from fuzzball_core.scheduling import PLACE_UNTIL, Hold, JobRequest, ReasonCode, Resources
+from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.scheduling import (
+    PLACE_UNTIL,
+    Hold,
+    JobRequest,
+    QueueChanges,
+    ReasonCode,
+    Resources,
+)
 
 
 def test_a_deadline_node_takes_the_short_job_after_refusing_a_long_one_of_the_same_request():
@@ -71,6 +79,13 @@ def test_a_shape_that_waited_before_the_reservation_waits_as_backfill_after_it()
     assert result.diagnoses["after"].reason == ReasonCode.BACKFILL_NO_FIT
 
 
+def pass_over_changes(scheduler, jobs: list[JobRequest], now: float):
+    """A pass over ``jobs`` through ``schedule_changes`` with the scheduler's copy of the
+    queue (an empty first pass makes it): the path that passes over settled jobs unread."""
+    scheduler.schedule_changes(QueueChanges(1, [], (), 0), list, now - 1)
+    return scheduler.schedule_changes(QueueChanges(2, jobs, (), len(jobs)), lambda: jobs, now)
+
+
 def test_later_jobs_of_a_shape_met_before_the_reservation_keep_the_answer_they_had_then():
     # the third job of a failed shape is passed over without a look, before the reservation
     # is made and again after it: each is told what its place in the queue told it
@@ -80,7 +95,7 @@ def test_later_jobs_of_a_shape_met_before_the_reservation_keep_the_answer_they_h
     before = [job(f"before{i}", cores=32, submitted_at=i) for i in range(3)]
     holder = job("holder", cores=16, submitted_at=3)
     after = [job(f"after{i}", cores=32, submitted_at=4 + i) for i in range(3)]
-    diagnoses = scheduler.schedule([*before, holder, *after], now=10).diagnoses
+    diagnoses = pass_over_changes(scheduler, [*before, holder, *after], now=10).diagnoses
     assert [diagnoses.reason_of(f"before{i}") for i in range(3)] == [
         ReasonCode.INSUFFICIENT_RESOURCES
     ] * 3
@@ -93,7 +108,7 @@ def test_a_placed_job_among_jobs_passed_over_is_not_diagnosed():
     scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
     wide = [job(f"wide{i}", cores=8, submitted_at=i) for i in range(4)]
     small = job("small", cores=2, submitted_at=2.5)
-    diagnoses = scheduler.schedule([*wide, small], now=10).diagnoses
+    diagnoses = pass_over_changes(scheduler, [*wide, small], now=10).diagnoses
     assert "small" not in diagnoses
     assert "unknown" not in diagnoses
     with pytest.raises(KeyError):
@@ -103,3 +118,13 @@ def test_a_placed_job_among_jobs_passed_over_is_not_diagnosed():
     assert list(diagnoses) == ["wide0", "wide1", "wide2", "wide3"]
     assert len(diagnoses) == 4
     assert "wide3" in diagnoses
+
+
+def test_a_whole_queue_pass_after_one_that_passed_jobs_over_checks_them_as_waiting():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    wide = [job(f"wide{i}", cores=8, submitted_at=i) for i in range(4)]
+    pass_over_changes(scheduler, wide, now=10)
+    scheduler.allocate(job("wide3", cores=2), ["n"], started_at=11)
+    with pytest.raises(InvalidArgument, match="wide3 is already allocated"):
+        scheduler.schedule(wide, now=12)
