@@ -35,7 +35,7 @@ from fuzzball_core.orchestrate.requests import timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, run_moved, transition
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.store.models import Node, Run, Stage, Workflow
-from fuzzball_core.vocabulary import Status
+from fuzzball_core.vocabulary import StageKind, Status
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,9 @@ def preload(
 ) -> None:
     """Load every run (and its stage and workflow) the reports mention, and the output
     counts of those that printed, in a few queries, so applying them finds the rows in the
-    session instead of querying one by one. A live run's ``started`` report, and a task's
-    plain exit (:func:`_plain_task_exit`), need no run row, only their stages and workflows
-    (one more query for those the session lacks).
+    session instead of querying one by one. A live run's ``started`` report, and a plain
+    exit (:func:`_plain_exit`) of a task or of a job stage's single run, need no run row,
+    only their stages and workflows (one more query for those the session lacks).
 
     A live run's first ``started`` report and its exit move its stage, so its workflow is
     advanced in this pass: that workflow is read with all its stages
@@ -73,6 +73,7 @@ def preload(
     run_ids, logging_runs, stage_ids, workflow_ids = set(), set(), set(), set()
     printers: set[tuple[str, int]] = set()
     counted: set[int] = set()
+    single_exits: list[tuple[int, int]] = []  # (run id, stage id)
     for node_id, message in reports:
         kind = message.WhichOneof("kind")
         if kind == "log" and (live := ctx.live_runs.get(message.log.run_id)):
@@ -85,9 +86,12 @@ def preload(
             if not live.started:
                 workflow_ids.add(live.workflow_id)
             continue
-        if kind == "exited" and (live := _plain_task_exit(ctx, node_id, message.exited)):
-            stage_ids.add(live.stage_id)
-            continue
+        if kind == "exited" and (live := _plain_exit(ctx, node_id, message.exited)):
+            if live.task_id is not None:
+                stage_ids.add(live.stage_id)
+                continue
+            # a single run's: its row is read only if its stage is not a job's (below)
+            single_exits.append((message.exited.run_id, live.stage_id))
         if kind == "exited" and (live := ctx.live_runs.get(message.exited.run_id)):
             workflow_ids.add(live.workflow_id)
         if kind in _ABOUT_RUNS:
@@ -95,6 +99,9 @@ def preload(
         if kind == "log":
             logging_runs.add(message.log.run_id)
     tx.load_workflows(workflow_ids)
+    run_ids.difference_update(
+        run_id for run_id, stage_id in single_exits if _job_stage(tx, stage_id) is not None
+    )
     alone = {run_id for run_id in run_ids if _parents_held(ctx, tx, run_id)}
     tx.load(Run, alone)
     tx.load_runs(run_ids - alone)
@@ -272,20 +279,23 @@ def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float =
             # written with the pass's other stage starts, not flushed (an array's stage is
             # flushed anyway, for its counts: its start goes in the same UPDATE)
             tx.write_held(stage, "status", "started_at", "node_ids")
-        ctx.dirty.add(workflow_id)  # a running service releases its dependents
+        if stage.kind == StageKind.SERVICE:
+            # a running service releases its dependents. Any other stage counted as started
+            # for its workflow's plan once its runs were queued, so its start changes nothing
+            # an advance reads: not advanced again (a third of a separate workflow's
+            # advances, each with its plan's walk)
+            ctx.dirty.add(workflow_id)
 
 
-def _plain_task_exit(
-    ctx: EngineContext, node_id: str, exited: node_pb2.RunExited
-) -> LiveRun | None:
-    """The live run, when ``exited`` reports a task of an array that exited with code 0
-    and nothing else to say on the one node it ran on: such an exit is applied from what
-    the engine knows (:func:`~fuzzball_core.orchestrate.runs.finish_task`), without its
-    row. None for any other report."""
+def _plain_exit(ctx: EngineContext, node_id: str, exited: node_pb2.RunExited) -> LiveRun | None:
+    """The live run, when ``exited`` reports that it exited with code 0 and nothing else to
+    say on the one node it ran on: a task of an array, or a job stage's single run
+    (:func:`_job_stage`), exiting so is applied from what the engine knows
+    (:func:`~fuzzball_core.orchestrate.runs.finish_task`), without its row. None for any
+    other report."""
     live = ctx.live_runs.get(exited.run_id)
     if (
         live is None
-        or live.task_id is None
         or live.node_ids != (node_id,)
         or exited.exit_code != 0
         or exited.timed_out
@@ -298,13 +308,27 @@ def _plain_task_exit(
     return live
 
 
+def _job_stage(tx: Transaction, stage_id: int) -> Stage | None:
+    """The stage, when it is a job's that runs one run (not an array, a service, an image
+    or a volume's transfer): its run's plain exit needs nothing from the run's row (no
+    retry, no scaling down, no image noted on the node) and ends the stage."""
+    stage = tx.session.get(Stage, stage_id)
+    if stage is None or stage.kind != StageKind.JOB or stage.task_count is not None:
+        return None
+    return stage
+
+
 def _run_exited(
     ctx: EngineContext, tx: Transaction, node_id: str, exited: node_pb2.RunExited
 ) -> None:
-    live = _plain_task_exit(ctx, node_id, exited)
+    live = _plain_exit(ctx, node_id, exited)
     if live is not None and not tx.holds(Run, exited.run_id):
-        stage = tx.session.get(Stage, live.stage_id)
-        if stage is not None and stage.task_count is not None:
+        stage = (
+            tx.session.get(Stage, live.stage_id)
+            if live.task_id is not None
+            else _job_stage(tx, live.stage_id)
+        )
+        if stage is not None and (stage.task_count is not None or live.task_id is None):
             _record_volume_sizes(tx, exited)
             counters = _metering(exited.run_id, node_id, exited.metering_json)
             runs.finish_task(

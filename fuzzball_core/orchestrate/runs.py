@@ -97,9 +97,10 @@ def finish_task(
     when: float,
     metering: dict[str, Any] | None = None,
 ) -> None:
-    """End a live task of ``stage`` (an array) that finished (exit code 0) on its one node,
-    from what the engine knows of its run (``live``), without reading the run's row: what
-    :func:`finish_run` does for such a task, with the same event, the row's columns written
+    """End a live run that finished (exit code 0) on its one node, a task of ``stage`` (an
+    array) or a job stage's single run, from what the engine knows of it (``live``), without
+    reading the run's row: what :func:`finish_run` does for such a run, with the same event,
+    the row's columns written
     (:meth:`~fuzzball_core.orchestrate.transaction.Transaction.write_run`). ``metering``:
     the run's traffic counters, by node, as its exit reported them."""
     ctx.live_runs.pop(run_id, None)
@@ -114,7 +115,7 @@ def finish_task(
         live.workflow_id,
         Status.STARTED if live.started else ASSIGNED,
         Status.FINISHED,
-        f"{stage.name} task {live.task_id}: {message}",
+        f"{stage.name}{'' if live.task_id is None else f' task {live.task_id}'}: {message}",
         when=when,
         stage_name=stage.name,
         node_id=live.node_ids[0],
@@ -125,7 +126,11 @@ def finish_task(
     )
     if stage.status in TERMINAL_STATUSES:
         ctx.dirty.add(stage.workflow_id)
-    _task_ended(ctx, tx, stage, live.task_id, 0, Status.FINISHED, message, live.started)
+    if stage.task_count is not None:
+        _task_ended(ctx, tx, stage, live.task_id, 0, Status.FINISHED, message, live.started)
+    elif stage.status not in TERMINAL_STATUSES:
+        stage.exit_code = 0
+        end_stage(ctx, tx, stage, Status.FINISHED, message, when, exit_code=0)
 
 
 def _note_pulled(ctx: EngineContext, tx: Transaction, stage: Stage, node_id: str) -> None:

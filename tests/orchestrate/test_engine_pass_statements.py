@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate import progress
 from fuzzball_core.orchestrate.states import transition
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.store.models import ApiToken, Run, Stage, Workflow
@@ -263,3 +264,80 @@ def test_a_change_after_an_end_in_the_same_pass_is_stored_over_it(harness):
         tx.commit()
     _, _, workflow = _rows(harness, workflow_id)
     assert (workflow.status, workflow.error) == ("CANCELED", "later")
+
+
+def test_a_single_runs_plain_exit_reads_no_run_and_ends_it_and_its_stage(harness, statements):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.clock.now += 2
+    statements.clear()
+    harness.exit(node, assignment.run_id)
+    harness.engine.step()
+    assert _reading(statements, "FROM runs") == []
+    assert harness.status(workflow_id) == "FINISHED"
+    with harness.engine.sessions() as session:
+        run = session.get(Run, assignment.run_id)
+        stage = session.get(Stage, run.stage_id)
+        assert (run.status, run.exit_code, run.message, run.finished_at) == (
+            "FINISHED",
+            0,
+            "exited with code 0",
+            harness.clock.now,
+        )
+        assert (stage.status, stage.exit_code, stage.message, stage.finished_at) == (
+            "FINISHED",
+            0,
+            "exited with code 0",
+            harness.clock.now,
+        )
+    ended = [
+        (e.kind, e.message, e.data)
+        for e in harness.service.list_events(harness.user, workflow_id)
+        if e.kind in ("container_exited", "stage_finished")
+    ]
+    assert ended == [
+        (
+            "container_exited",
+            f"{stage.name}: exited with code 0",
+            {"exit_code": 0, "signal": 0, "task_id": None, "status": "FINISHED"},
+        ),
+        ("stage_finished", f"{stage.name}: exited with code 0", {}),
+    ]
+
+
+def test_a_single_runs_failing_exit_is_applied_through_its_row(harness, statements):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    statements.clear()
+    harness.exit(node, assignment.run_id, code=3)
+    harness.engine.step()
+    assert _reading(statements, "FROM runs") != []
+    assert harness.status(workflow_id) == "FAILED"
+
+
+def test_a_jobs_start_does_not_advance_its_workflow(harness, monkeypatch):
+    node = harness.node()
+    workflow_id = harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    advanced: list[str] = []
+    advance = progress.advance
+
+    def recorded(ctx, tx, advanced_id: str) -> None:
+        advanced.append(advanced_id)
+        advance(ctx, tx, advanced_id)
+
+    monkeypatch.setattr(progress, "advance", recorded)
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    assert advanced == []
+    assert harness.stages(workflow_id) == {"jobs.hello": "STARTED"}
+    harness.exit(node, assignment.run_id)
+    harness.engine.step()
+    assert advanced == [workflow_id]
+    assert harness.status(workflow_id) == "FINISHED"
