@@ -22,6 +22,7 @@ from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.api.rest import workflow_list_text
 from fuzzball_core.orchestrate.list_worker import (
     NODES,
+    RESTART_FIRST,
     RESTART_MOST,
     RESTART_RESET,
     WORKFLOWS,
@@ -35,10 +36,21 @@ from fuzzball_core.vocabulary import AccountKind
 PATIENCE = 120.0
 
 
+def worker_of(harness, database_url: str, restart_first: float = RESTART_FIRST) -> ListWorker:
+    """A list worker for ``harness``'s engine, started (not yet waited for)."""
+    lists = ListWorker(
+        harness.service.node_usages,
+        database_url,
+        harness.service.cluster_name,
+        restart_first=restart_first,
+    )
+    lists.start()
+    return lists
+
+
 @pytest.fixture
 def worker(harness, database_url) -> Iterator[ListWorker]:
-    lists = ListWorker(harness.service.node_usages, database_url, harness.service.cluster_name)
-    lists.start()
+    lists = worker_of(harness, database_url)
     try:
         assert lists.wait_ready(PATIENCE)
         yield lists
@@ -114,13 +126,7 @@ def test_a_worker_gone_leaves_the_list_to_the_gateway(harness, worker):
 
 
 def test_a_worker_that_died_is_started_again_and_serves_the_lists(harness, database_url):
-    lists = ListWorker(
-        harness.service.node_usages,
-        database_url,
-        harness.service.cluster_name,
-        restart_first=0.05,
-    )
-    lists.start()
+    lists = worker_of(harness, database_url, restart_first=0.05)
     try:
         assert lists.wait_ready(PATIENCE)
         harness.node("n1", cores=4)
@@ -138,13 +144,7 @@ def test_a_worker_that_died_is_started_again_and_serves_the_lists(harness, datab
 
 
 def test_a_stopped_worker_is_not_started_again(harness, database_url):
-    lists = ListWorker(
-        harness.service.node_usages,
-        database_url,
-        harness.service.cluster_name,
-        restart_first=0.01,
-    )
-    lists.start()
+    lists = worker_of(harness, database_url, restart_first=0.01)
     assert lists.wait_ready(PATIENCE)
     process = lists._process
     lists.stop()
