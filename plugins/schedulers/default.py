@@ -167,6 +167,10 @@ class _Plan:
     #: (:meth:`NodeIndex.place`: one node, not exclusive, no devices, CPU layout, host ports
     #: or domain policy, no class annotated PLACE_UNTIL or taking one job at a time), else None
     fast: ClassList | None = None
+    #: a job's usage of one node, (cores, memory, device items), one tuple for every job of
+    #: the shape (the placements by one C call record it: a new tuple per placement was one
+    #: more object per running job for the cyclic collector and for memory)
+    usage: Usage = (0, 0, ())
     #: the same as class -> request key, read-only: built once, not at every placement
     #: under a reservation and every start question
     keys: dict[NodeClass, tuple[int, ...]] = field(init=False)
@@ -280,6 +284,9 @@ class DefaultScheduler(Scheduler):
         self._plans_epoch = -1
         #: the current pass's time: nodes annotated PLACE_UNTIL take only jobs ending by then
         self._now = 0.0
+        #: expected runtime -> its end in this pass, one float object shared by the pass's
+        #: jobs of that runtime (see _end_of)
+        self._ends_at: dict[float, float] = {}
         #: this pass's words for the shapes that wait for room in one NVLink domain
         self._domain_shortfalls: dict[JobShape, str] = {}
         #: this pass's count, per shape, of its plan's leading classes without room for it
@@ -414,15 +421,17 @@ class DefaultScheduler(Scheduler):
         self,
         job: JobRequest,
         shape: JobShape,
-        classes: ClassList,
+        plan: _Plan,
         protection: _Protection | None,
     ) -> tuple[str, ...] | None:
-        """Place ``job`` of a plan placed by one C call (see ``_Plan.fast``) on its best
+        """Place ``job`` of a plan placed by one C call (``plan.fast`` is set) on its best
         fit and record it as :meth:`_record` would; its node ids, or None when nothing was
         placed (no class has room, or the best fit is one of the reserved nodes)."""
+        classes = plan.fast
+        assert classes is not None
         full = self._full_classes.get(shape, 0)
-        resources = job.resources
-        usage: Usage = (resources.cores, resources.memory, resources.device_items)
+        # the shape's usage: JobRequest made its shape from these very resources
+        usage = plan.usage
         index = self._index
         node = index.place(
             classes, full, job.id, usage, NO_SLOTS if protection is None else protection.slots
@@ -433,14 +442,25 @@ class DefaultScheduler(Scheduler):
             self._full_classes[shape] = leading
         if node is None:
             return None
-        runtime = job.expected_runtime
-        end = math.inf if runtime is None else self._now + runtime
+        end = self._end_of(job.expected_runtime)
         node_ids, classes_of = node.id_tuple, node.cls.number_tuple
         # a one-node job's charge is its usage (see _record)
         self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None)
         self._fair.charge(job, usage)
         self._ends.add(classes_of[0], end, job.id)
         return node_ids
+
+    def _end_of(self, runtime: float | None) -> float:
+        """When a job of ``runtime`` placed in this pass is expected to end: for the jobs of
+        one runtime the same float object, which their releases then read from the cache
+        (a float per job was one more cold read per release, in its record and its ends
+        bucket's lookup)."""
+        if runtime is None:
+            return math.inf
+        end = self._ends_at.get(runtime)
+        if end is None:
+            end = self._ends_at[runtime] = self._now + runtime
+        return end
 
     def _record(
         self,
@@ -589,6 +609,7 @@ class DefaultScheduler(Scheduler):
         every waiting job, which its next check reads whole)."""
         plans = self._current_plans()
         self._now = self._diagnostics.now = now
+        self._ends_at.clear()
         placements: list[Placement] = []
         waiting = _Waiting()
         no_room: set[JobShape] = set()
@@ -637,7 +658,7 @@ class DefaultScheduler(Scheduler):
             plan = plans.get(shape) or self._plan(shape)
             if plan.fast is not None:
                 # most jobs: found, placed and recorded with one C call over the plan
-                node_ids = self._place_one(job, shape, plan.fast, protection if guarded else None)
+                node_ids = self._place_one(job, shape, plan, protection if guarded else None)
                 if node_ids is not None:
                     placements.append(Placement(job_id, node_ids, _NO_CPUS))
                     continue
@@ -766,7 +787,7 @@ class DefaultScheduler(Scheduler):
             cls.one_job_at_a_time or cls.place_until is not None for cls, _ in classes
         ):
             fast = ClassList(classes)
-        plan = _Plan(classes, fast)
+        plan = _Plan(classes, fast, (shape.cores, shape.memory, shape.devices))
         self._plans[shape] = plan
         return plan
 
@@ -860,7 +881,7 @@ class DefaultScheduler(Scheduler):
         protection: _Protection | None,
     ) -> Mapping[str, tuple[int, ...]]:
         runtime = job.expected_runtime
-        cpus = self._record(job, nodes, math.inf if runtime is None else now + runtime)
+        cpus = self._record(job, nodes, self._end_of(runtime))
         if protection is not None:
             keys = plan.keys
             for node in nodes:

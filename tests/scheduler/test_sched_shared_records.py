@@ -1,0 +1,58 @@
+"""A running job's record shares what the jobs placed with it share (issue 19, twelfth
+scheduler round): the usage of a shape placed by one C call and the end of a pass's jobs of
+one runtime are one object each, so that a release reads them from the cache, and the
+releases give back exactly what the placements took."""
+
+from support.scheduler_cluster import GiB, cluster, job, node
+
+from fuzzball_core.scheduling import QueueChanges
+
+_USAGE = 2
+_END = 1
+
+
+def test_jobs_placed_by_one_call_share_their_shapes_usage():
+    scheduler = cluster(*(node(f"n{i}", cores=8, memory_gib=32) for i in range(3)))
+    result = scheduler.schedule([job(f"j{i}", cores=2, memory_gib=3) for i in range(6)], now=0)
+    assert len(result.placements) == 6
+    records = [scheduler._allocations[f"j{i}"] for i in range(6)]
+    assert all(record[_USAGE] is records[0][_USAGE] for record in records)
+    assert records[0][_USAGE] == (2, 3 * GiB, ())
+    for placement in result.placements:
+        held = scheduler._index.nodes[placement.node_ids[0]].jobs[placement.job_id]
+        assert held == (2, 3 * GiB, ())
+
+
+def test_jobs_of_one_pass_and_runtime_share_one_end():
+    scheduler = cluster(node("a", cores=16, memory_gib=64))
+    first = [job(f"f{i}", runtime=100.0, submitted_at=i) for i in range(3)]
+    first.append(job("other", runtime=40.0, submitted_at=3))
+    scheduler.schedule(first, now=10.0)
+    ends = [scheduler._allocations[f"f{i}"][_END] for i in range(3)]
+    assert ends == [110.0] * 3
+    assert all(end is ends[0] for end in ends)
+    assert scheduler._allocations["other"][_END] == 50.0
+    # the next pass's jobs of that runtime end later: the end is the pass's, not the last one's
+    scheduler.schedule([job("later", runtime=100.0)], now=20.0)
+    assert scheduler._allocations["later"][_END] == 120.0
+
+
+def test_releasing_jobs_that_share_records_gives_back_what_each_took():
+    scheduler = cluster(node("a", cores=8, memory_gib=32), node("b", cores=8, memory_gib=32))
+    jobs = [job(f"j{i}", cores=3, memory_gib=4, runtime=60.0, submitted_at=i) for i in range(4)]
+    result = scheduler.schedule_changes(QueueChanges(1, jobs, (), 4), lambda: jobs, 0.0)
+    assert len(result.placements) == 4
+    for placement in result.placements[:3]:
+        scheduler.release(placement.job_id)
+    nodes = scheduler._index.nodes
+    still = result.placements[3]
+    for node_id, indexed in nodes.items():
+        running = node_id in still.node_ids
+        assert (indexed.free_cores, indexed.free_memory) == (
+            (5, 28 * GiB) if running else (8, 32 * GiB)
+        )
+    # a job that needs both nodes whole waits for the remaining job's end
+    jobs = [job("big", cores=8, memory_gib=1, nodes=2, submitted_at=10)]
+    result = scheduler.schedule_changes(QueueChanges(2, jobs, (), 1), lambda: jobs, 1.0)
+    assert not result.placements
+    assert result.diagnoses["big"].estimated_start == 60.0
