@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,49 +55,75 @@ class EndTimes:
 
     Jobs placed in one pass with one timeout share their end, so the jobs are kept in one
     bucket per distinct end (job ids sorted within it) and only the distinct ends in a sorted
-    list: adding or removing a job bisects and shifts a list of a few hundred ends and one
-    bucket, where one sorted list of every running job's ``(end, job id)`` shifted tens of
-    thousands of entries at each placement and each release.
+    list, bisected when a bucket is made or emptied, where one sorted list of every running
+    job's ``(end, job id)`` shifted tens of thousands of entries at each placement and each
+    release.
+
+    A bucket is a dict of job ids (values None) in sorted order: a release takes its job
+    out by the id's hash, where bisecting a sorted list compared it with several other ids,
+    each a string read cold from memory (the job's own id is in the cache: the release has
+    just looked it up). Ids mostly come in sorted order (a pass places jobs in queue
+    order); a bucket an id came into out of order is sorted before it is next walked.
     """
 
-    __slots__ = ("_buckets", "_times")
+    __slots__ = ("_buckets", "_last", "_times", "_unsorted")
 
     def __init__(self) -> None:
         #: the distinct ends, ascending (``math.inf`` for jobs with no expected end)
         self._times: list[float] = []
-        #: end -> ids of the jobs expected to end then, sorted
-        self._buckets: dict[float, list[str]] = {}
+        #: end -> ids of the jobs expected to end then, sorted (but see ``_unsorted``)
+        self._buckets: dict[float, dict[str, None]] = {}
+        #: end -> the greatest id ever added to its bucket (a later one goes last in order)
+        self._last: dict[float, str] = {}
+        #: the ends whose bucket took an id out of order since it was last walked
+        self._unsorted: set[float] = set()
 
     def add(self, end: float, job_id: str) -> None:
         """``job_id`` runs until ``end``."""
         bucket = self._buckets.get(end)
         if bucket is None:
-            self._buckets[end] = [job_id]
+            self._buckets[end] = {job_id: None}
+            self._last[end] = job_id
             insort(self._times, end)
-        elif job_id > bucket[-1]:
-            bucket.append(job_id)  # the usual case: a pass places jobs in queue order
+            return
+        bucket[job_id] = None
+        if job_id > self._last[end]:
+            self._last[end] = job_id  # the usual case: a pass places jobs in queue order
         else:
-            insort(bucket, job_id)
+            self._unsorted.add(end)
 
-    def remove(self, end: float, job_id: str) -> None:
-        """``job_id``, added with ``end``, no longer runs."""
+    def remove(self, end: float, job_id: str) -> bool:
+        """``job_id``, added with ``end``, no longer runs; True when no job is left."""
         bucket = self._buckets[end]
-        del bucket[bisect_left(bucket, job_id)]
-        if not bucket:
-            del self._buckets[end]
-            times = self._times
-            del times[bisect_left(times, end)]
+        del bucket[job_id]
+        if bucket:
+            return False
+        del self._buckets[end]
+        del self._last[end]
+        self._unsorted.discard(end)
+        times = self._times
+        del times[bisect_left(times, end)]
+        return not times
+
+    def sort(self) -> None:
+        """Put the ids of the buckets that took one out of order back in order."""
+        buckets = self._buckets
+        for end in self._unsorted:
+            buckets[end] = dict.fromkeys(sorted(buckets[end]))
+        self._unsorted.clear()
 
     def __iter__(self) -> Iterator[tuple[float, str]]:
         for end, job_ids in self.buckets():
             for job_id in job_ids:
                 yield end, job_id
 
-    def buckets(self) -> Iterator[tuple[float, list[str]]]:
+    def buckets(self) -> Iterator[tuple[float, Collection[str]]]:
         """``(end, ids of the jobs ending then)`` ascending: what a replay walks. One pair
         per distinct end, made without a Python frame, where a generator of ``(end, job
         id)`` pairs was resumed once per running job (placed in one pass with one timeout,
         tens of jobs share an end)."""
+        if self._unsorted:
+            self.sort()
         times = self._times
         return zip(times, map(self._buckets.__getitem__, times), strict=True)
 
@@ -133,12 +159,11 @@ class EndsByClass:
 
     def remove(self, number: int, end: float, job_id: str) -> None:
         """``job_id``, added under class ``number`` with ``end``, no longer runs."""
-        ends = self._by_class[number]
-        ends.remove(end, job_id)
-        if not ends:
+        # the removal tells whether the list emptied (asking the list was one more call)
+        if self._by_class[number].remove(end, job_id):
             del self._by_class[number]
 
-    def walk(self, classes: Iterable[NodeClass]) -> Iterator[tuple[float, Sequence[str]]]:
+    def walk(self, classes: Iterable[NodeClass]) -> Iterator[tuple[float, Collection[str]]]:
         """``(end, ids of the jobs ending then, sorted)`` ascending, of every job running on
         nodes of ``classes`` (each job once). Over several classes the walk is an
         :class:`EndsWalk`, which a replay narrows as its questions' classes are answered."""
@@ -165,6 +190,9 @@ class EndsWalk:
     __slots__ = ("_live",)
 
     def __init__(self, lists: Mapping[int, EndTimes]) -> None:
+        for ends in lists.values():
+            if ends._unsorted:
+                ends.sort()
         #: class number -> [its distinct ends, its buckets, the position of its next end]
         self._live: dict[int, list[Any]] = {
             number: [ends._times, ends._buckets, 0] for number, ends in lists.items()
@@ -181,7 +209,7 @@ class EndsWalk:
         for number in [number for number in live if number not in numbers]:
             del live[number]
 
-    def __next__(self) -> tuple[float, Sequence[str]]:
+    def __next__(self) -> tuple[float, Collection[str]]:
         cursors = [cursor for cursor in self._live.values() if cursor[2] < len(cursor[0])]
         if not cursors:
             raise StopIteration
@@ -231,7 +259,7 @@ class Shadow:
 
 def replay_ends(
     index: NodeIndex,
-    ends: Iterable[tuple[float, Sequence[str]]],
+    ends: Iterable[tuple[float, Collection[str]]],
     allocations: Mapping[str, Running],
     queries: Iterable[StartQuery],
     shadow: Shadow | None = None,

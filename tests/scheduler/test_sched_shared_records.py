@@ -1,11 +1,12 @@
-"""A running job's record shares what the jobs placed with it share (issue 19, twelfth
-scheduler round): the usage of a shape placed by one C call and the end of a pass's jobs of
-one runtime are one object each, so that a release reads them from the cache, and the
-releases give back exactly what the placements took."""
+"""What a release reads of a running job (issue 19, twelfth scheduler round): the usage of
+a shape placed by one C call and the end of a pass's jobs of one runtime are one object each,
+so that a release reads them from the cache; an ends bucket takes a job out by its id's hash
+and is walked in id order all the same; the releases give back what the placements took."""
 
 from support.scheduler_cluster import GiB, cluster, job, node
 
 from fuzzball_core.scheduling import QueueChanges
+from fuzzball_plugins.schedulers.timeline import EndTimes
 
 _USAGE = 2
 _END = 1
@@ -56,3 +57,19 @@ def test_releasing_jobs_that_share_records_gives_back_what_each_took():
     result = scheduler.schedule_changes(QueueChanges(2, jobs, (), 1), lambda: jobs, 1.0)
     assert not result.placements
     assert result.diagnoses["big"].estimated_start == 60.0
+
+
+def test_an_ends_bucket_that_took_ids_out_of_order_is_walked_sorted():
+    ends = EndTimes()
+    for job_id in ["j5", "j7", "j6"]:
+        ends.add(30.0, job_id)
+    assert list(ends) == [(30.0, "j5"), (30.0, "j6"), (30.0, "j7")]
+    # the greatest id leaves; a smaller one than it was comes in after the walk
+    assert ends.remove(30.0, "j7") is False
+    ends.add(30.0, "j65")
+    ends.add(30.0, "j8")
+    assert list(ends) == [(30.0, "j5"), (30.0, "j6"), (30.0, "j65"), (30.0, "j8")]
+    for job_id in ["j5", "j6", "j65"]:
+        assert ends.remove(30.0, job_id) is False
+    assert ends.remove(30.0, "j8") is True
+    assert not ends and list(ends) == []
