@@ -284,9 +284,6 @@ class DefaultScheduler(Scheduler):
         self._plans_epoch = -1
         #: the current pass's time: nodes annotated PLACE_UNTIL take only jobs ending by then
         self._now = 0.0
-        #: expected runtime -> its end in this pass, one float object shared by the pass's
-        #: jobs of that runtime (see _end_of)
-        self._ends_at: dict[float, float] = {}
         #: this pass's words for the shapes that wait for room in one NVLink domain
         self._domain_shortfalls: dict[JobShape, str] = {}
         #: this pass's count, per shape, of its plan's leading classes without room for it
@@ -442,25 +439,14 @@ class DefaultScheduler(Scheduler):
             self._full_classes[shape] = leading
         if node is None:
             return None
-        end = self._end_of(job.expected_runtime)
+        runtime = job.expected_runtime
+        end = math.inf if runtime is None else self._now + runtime
         node_ids, classes_of = node.id_tuple, node.cls.number_tuple
         # a one-node job's charge is its usage (see _record)
         self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None)
         self._fair.charge(job, usage)
         self._ends.add(classes_of[0], end, job.id)
         return node_ids
-
-    def _end_of(self, runtime: float | None) -> float:
-        """When a job of ``runtime`` placed in this pass is expected to end: for the jobs of
-        one runtime the same float object, which their releases then read from the cache
-        (a float per job was one more cold read per release, in its record and its ends
-        bucket's lookup)."""
-        if runtime is None:
-            return math.inf
-        end = self._ends_at.get(runtime)
-        if end is None:
-            end = self._ends_at[runtime] = self._now + runtime
-        return end
 
     def _record(
         self,
@@ -609,7 +595,6 @@ class DefaultScheduler(Scheduler):
         every waiting job, which its next check reads whole)."""
         plans = self._current_plans()
         self._now = self._diagnostics.now = now
-        self._ends_at.clear()
         placements: list[Placement] = []
         waiting = _Waiting()
         no_room: set[JobShape] = set()
@@ -881,7 +866,7 @@ class DefaultScheduler(Scheduler):
         protection: _Protection | None,
     ) -> Mapping[str, tuple[int, ...]]:
         runtime = job.expected_runtime
-        cpus = self._record(job, nodes, self._end_of(runtime))
+        cpus = self._record(job, nodes, math.inf if runtime is None else now + runtime)
         if protection is not None:
             keys = plan.keys
             for node in nodes:

@@ -1,7 +1,6 @@
-"""What a release reads of a running job (issue 19, twelfth scheduler round): the usage of
-a shape placed by one C call and the end of a pass's jobs of one runtime are one object each,
-so that a release reads them from the cache; an ends bucket takes a job out by its id's hash
-and is walked in id order all the same; the releases give back what the placements took."""
+"""A running job's records (issue 19, twelfth scheduler round): the jobs of a shape placed by
+one C call share one usage tuple, an ends bucket takes a job out by its id's hash and is
+walked in id order all the same, and the releases give back what the placements took."""
 
 from support.scheduler_cluster import GiB, cluster, job, node
 
@@ -9,7 +8,6 @@ from fuzzball_core.scheduling import QueueChanges
 from fuzzball_plugins.schedulers.timeline import EndTimes
 
 _USAGE = 2
-_END = 1
 
 
 def test_jobs_placed_by_one_call_share_their_shapes_usage():
@@ -22,20 +20,6 @@ def test_jobs_placed_by_one_call_share_their_shapes_usage():
     for placement in result.placements:
         held = scheduler._index.nodes[placement.node_ids[0]].jobs[placement.job_id]
         assert held == (2, 3 * GiB, ())
-
-
-def test_jobs_of_one_pass_and_runtime_share_one_end():
-    scheduler = cluster(node("a", cores=16, memory_gib=64))
-    first = [job(f"f{i}", runtime=100.0, submitted_at=i) for i in range(3)]
-    first.append(job("other", runtime=40.0, submitted_at=3))
-    scheduler.schedule(first, now=10.0)
-    ends = [scheduler._allocations[f"f{i}"][_END] for i in range(3)]
-    assert ends == [110.0] * 3
-    assert all(end is ends[0] for end in ends)
-    assert scheduler._allocations["other"][_END] == 50.0
-    # the next pass's jobs of that runtime end later: the end is the pass's, not the last one's
-    scheduler.schedule([job("later", runtime=100.0)], now=20.0)
-    assert scheduler._allocations["later"][_END] == 120.0
 
 
 def test_releasing_jobs_that_share_records_gives_back_what_each_took():
