@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import ClauseElement, Connection, Text, and_, cast, func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from fuzzball_core import __version__
@@ -27,6 +27,7 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.orchestrate.node_rows import NodeRows
 from fuzzball_core.orchestrate.node_usage_copies import (
     NodeUsageCopy,
     NodeUsageReader,
@@ -112,6 +113,8 @@ class ListReads:
         self.run_owners = RunOwners()
         #: node id -> what the last node list read and made of the node
         self._listed: dict[str, KeptNode] = {}
+        #: the nodes' rows, kept between lists (on PostgreSQL only the changed ones read)
+        self.node_rows = NodeRows()
 
     def list_workflows(self, who: Principal) -> list[WorkflowView]:
         with self.sessions() as session:
@@ -136,7 +139,7 @@ class ListReads:
             # every node and changes none; a node whose columns are as the last list read
             # them keeps what was made of them (see KeptNode)
             connection = session.connection()
-            rows = _driver_rows(connection, _LISTED_NODES)
+            rows = self.node_rows.read(connection)
             nodes = _listed_nodes(rows, kept)
             # every node's holds and running stages in two queries, not two per node (a
             # node list of 5,000 nodes held the loop for seconds)
@@ -780,7 +783,7 @@ class NodeColumns(Protocol):
 
 
 class ListedNode(NamedTuple):
-    """A node's columns as a node list reads them (:data:`_LISTED_NODE`)."""
+    """A node's columns as a node list reads them (``node_rows.LISTED_NODE``)."""
 
     id: str
     name: str
@@ -791,25 +794,6 @@ class ListedNode(NamedTuple):
     annotations: dict[str, str]
     registered_at: float
     last_seen: float
-
-
-#: the node columns a node list reads, the JSON ones as their text: most nodes of a cluster
-#: have the same devices and annotations (often none), and decoding two documents a node
-#: cost a tenth of a list's CPU (:func:`_listed_nodes` decodes each text once)
-_LISTED_NODE = (
-    Node.id,
-    Node.name,
-    Node.status,
-    Node.cores,
-    Node.memory,
-    cast(Node.devices, Text),
-    cast(Node.annotations, Text),
-    Node.registered_at,
-    Node.last_seen,
-)
-
-
-_LISTED_NODES = select(*_LISTED_NODE).order_by(Node.name)
 
 
 class KeptNode(NamedTuple):
@@ -830,7 +814,7 @@ class KeptNode(NamedTuple):
 def _listed_nodes(
     rows: Iterable[tuple[Any, ...]], kept: Mapping[str, KeptNode]
 ) -> list[ListedNode]:
-    """The rows of :data:`_LISTED_NODE` with their JSON decoded, each distinct text once
+    """The rows of ``node_rows.LISTED_NODE`` with their JSON decoded, each distinct text once
     (the views copy what they keep of it); a row as the last list read it (``kept``) is
     that list's node."""
     decoded: dict[str | None, Any] = {None: {}}
@@ -842,7 +826,8 @@ def _listed_nodes(
     listed: list[ListedNode] = []
     for row in rows:
         before = kept.get(row[0])
-        if before is not None and before.row == row:
+        # a row not read again is the tuple the last list kept
+        if before is not None and (before.row is row or before.row == row):
             listed.append(before.node)
             continue
         # the texts looked up inline, and no starred unpacking: half the CPU of a call per row
@@ -861,27 +846,6 @@ def _listed_nodes(
             )
         )
     return listed
-
-
-#: each dialect's text of the statements :func:`_driver_rows` runs
-_STATEMENT_TEXTS: dict[tuple[str, ClauseElement], str] = {}
-
-
-def _driver_rows(connection: Connection, statement: ClauseElement) -> list[tuple[Any, ...]]:
-    """The rows of ``statement`` (one without parameters, whose columns need no conversion
-    from what the driver returns) as the driver's tuples, on the session's connection: a
-    result's ``Row`` costs about 0.5 µs a row to make, and comparing two 5 µs (a tuple's
-    0.5), where a node list compares each node's row with the last list's."""
-    key = (connection.dialect.name, statement)
-    text = _STATEMENT_TEXTS.get(key)
-    if text is None:
-        text = _STATEMENT_TEXTS[key] = str(statement.compile(dialect=connection.dialect))
-    cursor = connection.connection.cursor()
-    try:
-        cursor.execute(text)
-        return [tuple(row) for row in cursor.fetchall()]
-    finally:
-        cursor.close()
 
 
 #: the hold columns a node list reads, in :class:`HoldView`'s order

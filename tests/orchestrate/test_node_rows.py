@@ -1,0 +1,89 @@
+"""The node rows a node list reads (NodeRows): on PostgreSQL only those written since the
+last list are read again, and every list is what a list reading every row makes of the same
+state, byte for byte, on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import delete, update
+from support.engine_workflows import HELLO
+
+from fuzzball_core.api.node_listing import NodeListBody
+from fuzzball_core.orchestrate import node_rows
+from fuzzball_core.orchestrate.node_rows import LISTED_NODES, NodeRows, driver_rows
+from fuzzball_core.orchestrate.service import ListReads
+from fuzzball_core.scheduling import Resources
+from fuzzball_core.store.models import Node
+
+
+def whole_list(harness) -> str:
+    """The node list's body as a list that reads every row makes it (a reader of its own)."""
+    service = harness.service
+    reads = ListReads(service.sessions, service.node_usages, service.audit)
+    return NodeListBody().body(reads.list_nodes(harness.admin))
+
+
+def kept_list(harness, body: NodeListBody) -> str:
+    """The node list's body from the harness's service, which keeps its rows between lists."""
+    return body.body(harness.service.list_nodes(harness.admin))
+
+
+def write(harness, statement) -> None:
+    with harness.service.sessions() as session, session.begin():
+        session.execute(statement)
+
+
+def read_rows(harness, rows: NodeRows) -> list[tuple]:
+    with harness.service.sessions() as session:
+        return rows.read(session.connection())
+
+
+def test_each_list_is_the_list_of_every_row_read_anew(harness):
+    body = NodeListBody()
+    for name in ("c", "a", "b"):
+        harness.node(name, cores=4)
+    assert kept_list(harness, body) == whole_list(harness)
+    harness.submit(HELLO)  # a node's usage
+    assert kept_list(harness, body) == whole_list(harness)
+    write(harness, update(Node).where(Node.name == "b").values(last_seen=5.0, status="OFFLINE"))
+    assert kept_list(harness, body) == whole_list(harness)
+    harness.engine.add_hold("a", "cordon", "admin", "repair", "ops")
+    assert kept_list(harness, body) == whole_list(harness)
+    harness.engine.register_node("aa", Resources(2, 4 << 30, {"gpu": 1}), {"rack": "7"})
+    assert kept_list(harness, body) == whole_list(harness)
+    write(harness, update(Node).where(Node.name == "c").values(name="0c"))  # renamed: moves
+    assert kept_list(harness, body) == whole_list(harness)
+    write(harness, delete(Node).where(Node.name == "aa"))
+    assert kept_list(harness, body) == whole_list(harness)
+    assert kept_list(harness, body) == whole_list(harness)  # nothing changed since
+
+
+def test_rows_unchanged_since_the_last_read_are_its_own(harness):
+    for name in ("a", "b"):
+        harness.node(name)
+    rows = NodeRows()
+    first = read_rows(harness, rows)
+    write(harness, update(Node).where(Node.name == "b").values(last_seen=7.0))
+    a, b = read_rows(harness, rows)
+    assert b[1:] == ("b", *first[1][2:-1], 7.0)
+    if harness.engine.sessions.kw["bind"].dialect.name == "postgresql":
+        # read again only on PostgreSQL; the other node's row not read again is the same
+        assert a is first[0]
+
+
+@pytest.mark.parametrize("change", ["new", "deleted", "renamed", "long after"])
+def test_rows_are_read_whole_again_when_the_kept_ones_cannot_say(harness, monkeypatch, change):
+    for name in ("b", "c"):
+        harness.node(name)
+    rows = NodeRows()
+    read_rows(harness, rows)
+    if change == "new":
+        harness.node("a")
+    elif change == "deleted":
+        write(harness, delete(Node).where(Node.name == "b"))
+    elif change == "renamed":
+        write(harness, update(Node).where(Node.name == "c").values(name="a"))
+    else:
+        monkeypatch.setattr(node_rows, "MOST_BEHIND", 0)
+    with harness.service.sessions() as session:
+        assert read_rows(harness, rows) == driver_rows(session.connection(), LISTED_NODES)
