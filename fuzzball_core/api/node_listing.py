@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from fuzzball_core.api import proto_messages as msg
@@ -145,10 +145,23 @@ class NodeListBody:
 
     def __init__(self) -> None:
         self._texts: dict[str, _Kept] = {}
+        #: the last body and the views it was made of
+        self._last: tuple[Sequence[NodeView], str] = ((), "")
 
-    def body(self, nodes: Iterable[NodeView]) -> str:
+    def body(self, nodes: Sequence[NodeView]) -> str:
         """The JSON text of a ``ListNodesResponse`` of ``nodes``, in their order: the same
         text ``json.dumps`` makes of the whole message's REST JSON."""
+        views, text = self._last
+        if text and len(views) == len(nodes) and all(map(operator.is_, nodes, views)):
+            # the very views of the last body (the service lists unchanged nodes with their
+            # last views; views never change): its text, not 5,000 nodes' joined again
+            return text
+        text = self._body(nodes)
+        self._last = (tuple(nodes), text)  # the caller's list may change after
+        return text
+
+    def _body(self, nodes: Sequence[NodeView]) -> str:
+        """The body of ``nodes`` made from each node's kept text or parts."""
         texts: dict[str, _Kept] = {}
         # most nodes of a cluster have as much free as many others (none, or all of it)
         frees: dict[tuple[int, int, tuple[tuple[str, int], ...]], str] = {}

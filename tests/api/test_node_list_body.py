@@ -113,3 +113,18 @@ def test_a_view_listed_again_after_another_of_its_node_lists_its_own_text():
 def test_nodes_of_one_list_with_other_totals_and_annotations_list_their_own():
     nodes = [node(1), node(2, cores=8, annotations={"zone": "b"}), node(3, devices={}), node(4)]
     assert json.loads(NodeListBody().body(nodes)) == uncached(nodes)
+
+
+def test_the_very_views_of_the_last_body_are_listed_with_its_text():
+    nodes = [node(1), node(2)]
+    body = NodeListBody()
+    first = body.body(nodes)
+    assert body.body(list(nodes)) is first
+
+
+def test_a_list_of_the_last_bodys_views_but_one_or_in_another_order_is_made_anew():
+    nodes = [node(1), node(2)]
+    body = NodeListBody()
+    body.body(nodes)
+    for changed in ([nodes[0], node(2, used_cores=8)], [nodes[1], nodes[0]], nodes[:1]):
+        assert body.body(changed) == NodeListBody().body(changed)

@@ -11,6 +11,7 @@ from support.engine_workflows import HELLO
 from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.orchestrate import node_rows
 from fuzzball_core.orchestrate.node_rows import LISTED_NODES, NodeRows, driver_rows
+from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, copy_now
 from fuzzball_core.orchestrate.service import ListReads
 from fuzzball_core.scheduling import Resources
 from fuzzball_core.store.models import Node
@@ -87,3 +88,50 @@ def test_rows_are_read_whole_again_when_the_kept_ones_cannot_say(harness, monkey
         monkeypatch.setattr(node_rows, "MOST_BEHIND", 0)
     with harness.service.sessions() as session:
         assert read_rows(harness, rows) == driver_rows(session.connection(), LISTED_NODES)
+
+
+class _OneCopy:
+    """A reader of the engine's memory that is given one copy until told otherwise."""
+
+    def __init__(self, harness) -> None:
+        self.engine = harness.engine
+        self.copy = self.made()
+
+    def made(self) -> NodeUsageCopy:
+        ids = self.engine.context.node_names
+        return copy_now(self.engine.context, ids, 0.0, every=True)
+
+    def read(self, node_ids, *, fresh: bool = False) -> NodeUsageCopy:
+        return self.copy
+
+
+def test_a_copy_found_to_agree_with_the_same_rows_is_not_checked_again(harness, monkeypatch):
+    for name in ("a", "b"):
+        harness.node(name)
+    checks: list[int] = []
+    agrees_with = NodeUsageCopy.agrees_with
+
+    def counted(copy, rows) -> bool:
+        checks.append(1)
+        return agrees_with(copy, rows)
+
+    monkeypatch.setattr(NodeUsageCopy, "agrees_with", counted)
+    service = harness.service
+    reads = ListReads(service.sessions, _OneCopy(harness), service.audit)
+    first = reads.list_nodes(harness.admin)
+    assert reads.list_nodes(harness.admin) == first and len(checks) == 1
+    reads.node_usages.copy = reads.node_usages.made()  # a new copy: checked
+    reads.list_nodes(harness.admin)
+    write(harness, update(Node).where(Node.name == "b").values(last_seen=2e6))  # a row: too
+    assert [v.last_seen for v in reads.list_nodes(harness.admin)][1] == 2e6
+    assert len(checks) == 3
+
+
+def test_a_list_made_of_what_the_last_was_made_of_is_its_views_in_a_list_of_its_own(harness):
+    for name in ("a", "b"):
+        harness.node(name)
+    first = harness.service.list_nodes(harness.admin)
+    kept = list(first)
+    first.clear()  # a caller's list is its own
+    again = harness.service.list_nodes(harness.admin)
+    assert [a is b for a, b in zip(again, kept, strict=True)] == [True, True]
