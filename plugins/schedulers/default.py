@@ -1264,6 +1264,17 @@ class _Skipped:
             self._placed = set(map(_JOB_ID, self.placements))
         return self._placed
 
+    def reasons(self) -> dict[str, ReasonCode | None]:
+        """Job id -> the reason of what :meth:`answer` tells it, for every job of the queue,
+        in bulk: by its shape, from the table of the jobs before the reservation's holder or
+        the pass's own (None for a shape neither holds: asked one by one, it raises)."""
+        before = {shape: answer.verdict.reason for shape, answer in self._before.items()}
+        after = {shape: answer.verdict.reason for shape, answer in self.settled.items()}
+        shapes = list(map(id, map(_SHAPE, self.jobs)))
+        holder = max(self._holder_at, 0)
+        reasons = [*map(before.get, shapes[:holder]), *map(after.get, shapes[holder:])]
+        return dict(zip(map(_ID, self.jobs), reasons, strict=True))
+
     def answer(self, position: int) -> _Answer:
         """The answer of the passed-over job at ``position``."""
         table = self._before if position < self._holder_at else self.settled
@@ -1345,6 +1356,22 @@ class _Diagnoses(Mapping[str, Diagnosis]):
         """The reason of ``job_id``'s diagnosis, without building the diagnosis (the engine
         asks it of every waiting stage in every pass, and reports only a new reason)."""
         return self._answer(job_id).verdict.reason
+
+    def reasons_of(self, job_ids: Iterable[str]) -> list[ReasonCode | None]:
+        """:meth:`reason_of` of each of ``job_ids``, in their order, None for a job not
+        diagnosed. The engine asks it of every waiting run in every pass: one call per run
+        (its lookups, its KeyError) was over half of that walk, so the passed-over jobs'
+        reasons are read by shape, in bulk."""
+        per_job = self.per_job
+        skipped = self._skipped
+        if skipped is None:
+            return [None if a is None else a.verdict.reason for a in map(per_job.get, job_ids)]
+        reasons = skipped.reasons()
+        for job_id in skipped.placed():
+            reasons[job_id] = None
+        for job_id, answer in per_job.items():
+            reasons[job_id] = answer.verdict.reason
+        return list(map(reasons.get, job_ids))
 
     def __getitem__(self, job_id: str) -> Diagnosis:
         built = self._built.get(job_id)

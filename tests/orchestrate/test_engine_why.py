@@ -106,3 +106,35 @@ def test_why_says_a_volumes_egress_waits_for_its_jobs_to_end(harness):
     egress = explained["volumes.data.egress"]
     assert egress.reason == "WAITING_ON_DEPENDENCY"
     assert "jobs.write to end" in egress.message
+
+
+ARRAY = """
+version: v1
+jobs:
+  tasks:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+    resource: {cpu: {cores: 1}}
+    task-array: {start: 1, end: 4, concurrency: 4}
+"""
+
+
+def test_an_arrays_waiting_tasks_report_their_stages_cause_once(harness):
+    # several runs of one stage wait: the first of them diagnosed speaks for the stage
+    harness.node("n1")
+    harness.service.add_hold(harness.admin, "n1", "cordon", "maintenance")
+    wf = harness.submit(ARRAY)
+    harness.engine.step()
+    harness.engine.step()
+    assert harness.events(wf).count("scheduling_blocked") == 1
+
+
+def test_each_of_many_waiting_single_job_workflows_is_reported_once_as_passes_go_on(harness):
+    harness.node("n1")
+    harness.service.add_hold(harness.admin, "n1", "cordon", "maintenance")
+    first = [harness.submit(WORKFLOW.format(resource="{cpu: {cores: 1}}")) for _ in range(3)]
+    harness.engine.step()
+    later = harness.submit(WORKFLOW.format(resource="{cpu: {cores: 1}}"))
+    harness.engine.step()
+    for wf in [*first, later]:
+        assert harness.events(wf).count("scheduling_blocked") == 1

@@ -103,6 +103,52 @@ def test_later_jobs_of_a_shape_met_before_the_reservation_keep_the_answer_they_h
     assert diagnoses["after2"].message == diagnoses["after1"].message
 
 
+def _reason_or_none(diagnoses, job_id: str) -> ReasonCode | None:
+    try:
+        return diagnoses.reason_of(job_id)
+    except KeyError:
+        return None
+
+
+def test_the_reasons_of_jobs_in_bulk_are_each_ones_reason_before_and_after_the_reservation():
+    cordon = Hold("cordon", "admin", "maintenance", "root", 0.0)
+    scheduler = cluster(node("big", cores=32, holds=(cordon,)), node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    before = [job(f"before{i}", cores=32, submitted_at=i) for i in range(3)]
+    holder = job("holder", cores=16, submitted_at=3)
+    small = job("small", cores=2, submitted_at=3.5)
+    after = [job(f"after{i}", cores=32, submitted_at=4 + i) for i in range(3)]
+    diagnoses = pass_over_changes(scheduler, [*before, holder, small, *after], now=10).diagnoses
+    # in an order of their own, with a placed job and one the pass never saw
+    ids = ["after2", "small", "unknown", "holder", *(j.id for j in before), "after0", "after1"]
+    reasons = diagnoses.reasons_of(ids)
+    assert reasons == [_reason_or_none(diagnoses, job_id) for job_id in ids]
+    assert reasons[2] is None  # never queued
+    assert reasons[0] == ReasonCode.BACKFILL_NO_FIT
+    assert reasons[4] == ReasonCode.INSUFFICIENT_RESOURCES
+
+
+def test_the_reasons_of_jobs_in_bulk_leave_out_a_placed_job_among_jobs_passed_over():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    wide = [job(f"wide{i}", cores=8, submitted_at=i) for i in range(4)]
+    small = job("small", cores=2, submitted_at=2.5)
+    diagnoses = pass_over_changes(scheduler, [*wide, small], now=10).diagnoses
+    ids = ["wide3", "small", "wide0"]
+    assert diagnoses.reasons_of(ids) == [_reason_or_none(diagnoses, job_id) for job_id in ids]
+    assert diagnoses.reasons_of(ids)[1] is None
+
+
+def test_the_reasons_of_jobs_in_bulk_after_a_whole_queue_pass_are_each_ones_reason():
+    scheduler = cluster(node("n", cores=16))
+    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    wide = [job(f"wide{i}", cores=8, submitted_at=i) for i in range(3)]
+    diagnoses = scheduler.schedule([*wide, job("small", cores=2, submitted_at=5)], now=10).diagnoses
+    ids = ["small", "wide2", "wide0", "unknown"]
+    assert diagnoses.reasons_of(ids) == [_reason_or_none(diagnoses, job_id) for job_id in ids]
+    assert diagnoses.reasons_of(ids)[1] == ReasonCode.BACKFILL_NO_FIT
+
+
 def test_a_placed_job_among_jobs_passed_over_is_not_diagnosed():
     scheduler = cluster(node("n", cores=16))
     scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
