@@ -90,7 +90,9 @@ def preload(tx: Transaction, runs: Iterable[tuple[str, int]]) -> None:
         LogUsage.workflow_id.in_({w for w, _ in wanted}),
         LogUsage.run_id.in_({r for _, r in wanted}),
     )
-    for row in tx.session.scalars(query):
+    # past the waiting writes: the usage rows written in this pass are the cache's, not
+    # read again, and no run write changes a usage row
+    for row in tx.read_past_writes(query).scalars():
         cache[(row.workflow_id, row.run_id)] = row
     for key in wanted:
         # known to have no row yet: the first output makes one without asking again

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from typing import cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import select
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.orchestrate import (
@@ -47,8 +46,6 @@ _ANSWERS = "fuzzball.logs_stored"
 #: Where a pass's session keeps ``runs.output_received`` of the live runs whose counted
 #: output it applies without their rows, by run id (``Session.info``).
 _RECEIVED = "fuzzball.output_received"
-#: The runs table, for the Core read of :data:`_RECEIVED`.
-_RUNS = cast(Table, Run.__table__)
 
 
 def preload(
@@ -117,11 +114,14 @@ def _read_received(tx: Transaction, run_ids: set[int]) -> None:
     """Read ``output_received`` of these runs, those the pass has not read yet, without
     their rows (:data:`_RECEIVED`)."""
     received: dict[int, dict[str, int]] = tx.session.info.setdefault(_RECEIVED, {})
-    wanted = run_ids - received.keys()
+    # a run the session holds has its output noted on its row (:func:`_log`)
+    wanted = {run_id for run_id in run_ids - received.keys() if not tx.holds(Run, run_id)}
     if wanted:
-        rows = tx.session.execute(
-            select(_RUNS.c.id, _RUNS.c.output_received).where(_RUNS.c.id.in_(wanted))
-        )
+        # past the waiting writes and changed rows: a run whose output_received waits to be
+        # written is in ``received`` already, no other write sets that column, and the
+        # session's changed rows are not these runs (the mapped columns: a Core read
+        # would flush them)
+        rows = tx.read_past_writes(select(Run.id, Run.output_received).where(Run.id.in_(wanted)))
         received.update((run_id, seen or {}) for run_id, seen in rows)
 
 

@@ -10,7 +10,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Column, Table, bindparam, event, func, insert, inspect, select, update
+from sqlalchemy import (
+    Column,
+    Executable,
+    Result,
+    Table,
+    bindparam,
+    event,
+    func,
+    insert,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -71,6 +83,9 @@ _UPDATE_HELD: dict[Table, Any] = {}
 #: Where a session keeps the transaction whose run writes or run inserts wait
 #: (``Session.info``).
 _WRITES_RUNS = "fuzzball.run_writes"
+#: The execution option of a read that no waiting write could change
+#: (:meth:`Transaction.read_past_writes`): the writes stay waiting for the commit.
+_PAST_WRITES = "fuzzball_past_writes"
 
 #: The events that end a workflow: its tokens are revoked by the transaction ending it.
 WORKFLOW_ENDINGS = frozenset(
@@ -266,6 +281,19 @@ class Transaction:
         for rows, then in due:
             then({row["task_id"]: ids[row["stage_id"], row["task_id"]] for row in rows})
 
+    def read_past_writes(self, statement: Executable) -> Result[*tuple[Any, ...]]:
+        """Execute ``statement``, a read of rows that nothing waiting in this transaction
+        touches (a pass's reads of what it has not read or written yet: the
+        ``output_received`` of runs it has not noted output of, usage rows it does not hold),
+        without sending the waiting writes (:meth:`write_run`, :meth:`write_held`) or
+        flushing the session's changed rows first: they wait for the next statement that
+        could see them, or the commit, and go out together in fewer statements. Sent
+        before each chunk of reports' reads, a pass's run writes and its stages' and usage
+        rows' UPDATEs cost a round trip each a chunk."""
+        return self.session.execute(
+            statement.execution_options(**{_PAST_WRITES: True, "autoflush": False})
+        )
+
     def insert_at_commit(self, table: Table, row: dict[str, Any]) -> None:
         """Insert ``row`` into ``table`` as the transaction commits, with the other rows of
         that table in one statement, not as an ORM row: for rows nothing reads in the
@@ -424,9 +452,10 @@ _PLAIN_COLUMNS: dict[Any, frozenset[str]] = {}
 def _runs_written_first(state: ORMExecuteState) -> None:
     """Before any statement of a session with :meth:`Transaction.write_run` writes or
     :meth:`Transaction.add_task_runs` inserts waiting (a load, a query, a flush's query):
-    send them, so that it reads the runs as written."""
+    send them, so that it reads the runs as written; not before a read that cannot see
+    them (:meth:`Transaction.read_past_writes`)."""
     waiting = state.session.info.get(_WRITES_RUNS)
-    if waiting is not None:
+    if waiting is not None and not state.execution_options.get(_PAST_WRITES):
         waiting.send_waiting()
 
 
