@@ -101,8 +101,11 @@ LAZY_REPORT_DELAY = 0.02
 #: more reports per round trip to the store. The next pass follows once the loop has
 #: served what was waiting (Slurm's scheduler likewise yields to its RPCs).
 PASS_BUDGET = 0.1
-#: Reports applied between two looks at the budget (one preload query each)
-REPORT_CHUNK = 64
+#: Reports applied between two looks at the budget (one preload's reads each: the
+#: ``output_received`` and usage rows of the chunk's runs, a round trip each to the store,
+#: which under load cost more of a pass's wall than applying the chunk; 128 reports are
+#: about 20 ms of the loop's CPU on an idle core)
+REPORT_CHUNK = 128
 #: How long the loop serves others after a pass its budget cut short, before the next
 #: (seconds): a request needs the loop two or three times, and would otherwise wait out a
 #: pass each time
