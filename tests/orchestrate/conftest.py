@@ -79,6 +79,16 @@ class Harness:
     def exit(self, node_id: str, run_id: int, code: int = 0, **extra) -> None:
         self.report(node_id, exited=node_pb2.RunExited(run_id=run_id, exit_code=code, **extra))
 
+    def started(self, text: str) -> tuple[str, str, node_pb2.Assignment]:
+        """``text`` submitted to a fresh node, its first assignment started there and the
+        start's pass stepped: (node id, workflow id, the assignment)."""
+        node = self.node()
+        workflow_id = self.submit(text)
+        (assignment,) = self.assignments()
+        self.start(node, assignment.run_id)
+        self.engine.step()
+        return node, workflow_id, assignment
+
     def run_to_end(self, node_id: str, assignment: node_pb2.Assignment, code: int = 0) -> None:
         self.start(node_id, assignment.run_id)
         self.exit(node_id, assignment.run_id, code)

@@ -189,11 +189,7 @@ def test_a_failing_task_fails_the_array_and_cancels_its_siblings(harness):
 
 
 def test_stop_cancels_running_work(harness):
-    node = harness.node()
-    wf = harness.submit(CHAIN)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    _, wf, assignment = harness.started(CHAIN)
     harness.service.stop_workflow(harness.user, wf)
     (cancel,) = harness.hub.take("cancel")
     assert cancel[1].cancel.run_id == assignment.run_id
@@ -228,11 +224,7 @@ def test_job_too_big_for_any_node_is_refused_at_submission(harness):
 
 
 def test_lost_node_fails_its_job_and_frees_capacity(harness):
-    node = harness.node()
-    wf = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    node, wf, _ = harness.started(HELLO)
     harness.clock.now += 60
     harness.engine.step()
     (stage,) = harness.service.get_workflow(harness.user, wf).stages
@@ -260,11 +252,7 @@ def test_reconnecting_node_is_told_to_drop_runs_that_ended(harness):
 
 
 def test_restarted_engine_recovers_running_work(harness):
-    node = harness.node()
-    wf = harness.submit(CHAIN)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    node, wf, assignment = harness.started(CHAIN)
     # a new engine over the same database, as after Orchestrate was SIGKILLed
     engine = Engine(harness.engine.sessions, DefaultScheduler(), harness.hub, clock=harness.clock)
     engine.recover()
@@ -292,11 +280,7 @@ def test_restarted_engine_does_not_run_finished_work_again(harness):
 
 
 def test_engine_restarted_after_a_long_outage_gives_nodes_time_to_reconnect(harness):
-    node = harness.node()
-    wf = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    node, wf, assignment = harness.started(HELLO)
     harness.clock.now += 600  # Orchestrate was down for ten minutes
     engine = Engine(harness.engine.sessions, DefaultScheduler(), harness.hub, clock=harness.clock)
     engine.recover()
@@ -325,11 +309,7 @@ def test_node_reported_times_are_kept(harness):
 
 
 def test_nodes_get_back_the_time_orchestrate_itself_was_stalled(harness):
-    node = harness.node()
-    wf = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    _, wf, _ = harness.started(HELLO)
     harness.clock.now += 60  # the loop was blocked for a minute; heartbeats are queued
     harness.engine.extend_leases(60)
     harness.engine.step()

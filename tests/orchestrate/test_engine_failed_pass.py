@@ -206,11 +206,7 @@ jobs:
 
 
 def test_a_readiness_report_of_a_failed_pass_is_recorded_by_the_next(harness):
-    node = harness.node()
-    wf = harness.submit(PROBED_SERVICE)
-    (service,) = harness.assignments()
-    harness.start(node, service.run_id)
-    harness.engine.step()
+    node, wf, service = harness.started(PROBED_SERVICE)
     harness.report(node, ready=node_pb2.RunReady(run_id=service.run_id))
     fail_next_commit(harness)
     with pytest.raises(OperationalError):

@@ -18,11 +18,7 @@ def _logged(harness, workflow_id: str) -> str:
 def _over_budget(harness) -> tuple[str, str, int, list[str]]:
     """A running hello-world whose node reported a chunk of output lines and six more, and
     a pass with no budget left: (node, workflow id, run id, the lines)."""
-    node = harness.node()
-    workflow_id = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    node, workflow_id, assignment = harness.started(HELLO)
     lines = [f"{n}\n" for n in range(REPORT_CHUNK + 6)]
     for line in lines:
         harness.report(node, log=node_pb2.LogData(run_id=assignment.run_id, data=line.encode()))

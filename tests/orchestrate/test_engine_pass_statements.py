@@ -20,17 +20,6 @@ def _reading(statements: list[str], table: str) -> list[str]:
     return [s for s in statements if s.lstrip().upper().startswith("SELECT") and table in s]
 
 
-def _started_hello(harness):
-    """A hello-world submitted to a fresh node, its run started and the start's pass stepped:
-    (node, workflow id, assignment)."""
-    node = harness.node()
-    workflow_id = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
-    return node, workflow_id, assignment
-
-
 def test_passes_read_no_holds_while_no_node_is_being_deprovisioned(harness, statements):
     node = harness.node()
     harness.submit(HELLO)
@@ -68,7 +57,7 @@ def test_a_held_node_back_from_offline_is_deprovisioned_once_empty(harness):
 
 
 def test_a_runs_first_output_reads_its_usage_rows_once(harness, statements):
-    node, workflow_id, assignment = _started_hello(harness)
+    node, workflow_id, assignment = harness.started(HELLO)
     statements.clear()
     harness.report(node, log=node_pb2.LogData(run_id=assignment.run_id, data=b"hi\n"))
     harness.engine.step()
@@ -127,7 +116,7 @@ def test_a_run_placed_in_a_later_pass_is_assigned_without_reading_its_row(harnes
 
 
 def test_a_started_report_sent_again_reads_no_run(harness, statements):
-    node, _, assignment = _started_hello(harness)
+    node, _, assignment = harness.started(HELLO)
     statements.clear()
     harness.start(node, assignment.run_id)  # a reconnected node tells its runs again
     harness.engine.step()
@@ -135,7 +124,7 @@ def test_a_started_report_sent_again_reads_no_run(harness, statements):
 
 
 def test_after_a_restart_a_started_report_sent_again_reads_no_run(harness, statements):
-    node, workflow_id, assignment = _started_hello(harness)
+    node, workflow_id, assignment = harness.started(HELLO)
     harness.engine = harness.restarted()
     statements.clear()
     harness.start(node, assignment.run_id)
@@ -216,7 +205,7 @@ def _flushes_in_pass(harness) -> list[Session]:
 
 
 def test_the_pass_that_ends_a_workflow_writes_its_ends_without_a_flush(harness):
-    node, workflow_id, assignment = _started_hello(harness)
+    node, workflow_id, assignment = harness.started(HELLO)
     harness.clock.now += 2
     harness.exit(node, assignment.run_id)
     assert _flushes_in_pass(harness) == []
@@ -262,7 +251,7 @@ def test_a_change_after_an_end_in_the_same_pass_is_stored_over_it(harness):
 
 
 def test_a_single_runs_plain_exit_reads_no_run_and_ends_it_and_its_stage(harness, statements):
-    node, workflow_id, assignment = _started_hello(harness)
+    node, workflow_id, assignment = harness.started(HELLO)
     harness.clock.now += 2
     statements.clear()
     harness.exit(node, assignment.run_id)
@@ -300,7 +289,7 @@ def test_a_single_runs_plain_exit_reads_no_run_and_ends_it_and_its_stage(harness
 
 
 def test_a_single_runs_failing_exit_is_applied_through_its_row(harness, statements):
-    node, workflow_id, assignment = _started_hello(harness)
+    node, workflow_id, assignment = harness.started(HELLO)
     statements.clear()
     harness.exit(node, assignment.run_id, code=3)
     harness.engine.step()

@@ -20,17 +20,6 @@ jobs:
 """
 
 
-def _service_started(harness, text: str):
-    """Submit ``text`` to a one-node cluster and start its service's container there:
-    (node id, workflow id, the service's assignment)."""
-    node = harness.node()
-    workflow_id = harness.submit(text)
-    (service,) = harness.assignments()
-    harness.start(node, service.run_id)
-    harness.engine.step()
-    return node, workflow_id, service
-
-
 def test_a_job_waiting_on_a_running_service_starts_once_the_service_runs(harness) -> None:
     node = harness.node()
     harness.submit(SERVICE_AND_CLIENT)
@@ -46,7 +35,7 @@ def test_a_job_waiting_on_a_running_service_starts_once_the_service_runs(harness
 
 
 def test_services_stop_and_finish_once_every_job_ended(harness) -> None:
-    node, workflow_id, service = _service_started(harness, SERVICE_AND_CLIENT)
+    node, workflow_id, service = harness.started(SERVICE_AND_CLIENT)
     (client,) = harness.assignments()
 
     harness.run_to_end(node, client)
@@ -73,7 +62,7 @@ def test_a_service_failing_before_it_runs_skips_the_jobs_waiting_on_it(harness) 
 
 
 def test_a_workflow_of_services_alone_runs_until_stopped(harness) -> None:
-    _, workflow_id, _ = _service_started(harness, SERVICE_AND_CLIENT.split("jobs:")[0])
+    _, workflow_id, _ = harness.started(SERVICE_AND_CLIENT.split("jobs:")[0])
 
     assert harness.status(workflow_id) == "STARTED"
     harness.service.stop_workflow(harness.user, workflow_id)
@@ -88,7 +77,7 @@ PROBED = SERVICE_AND_CLIENT.replace(
 
 
 def test_a_service_with_a_readiness_probe_releases_its_jobs_once_ready(harness) -> None:
-    node, workflow_id, service = _service_started(harness, PROBED)
+    node, workflow_id, service = harness.started(PROBED)
     assert harness.assignments() == []
 
     harness.report(node, ready=node_pb2.RunReady(run_id=service.run_id))

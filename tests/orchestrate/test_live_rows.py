@@ -66,11 +66,7 @@ def test_a_workflow_stopped_while_its_first_step_runs_starts_no_second_step(harn
 
 
 def test_a_pass_that_failed_after_ending_a_stage_ends_it_again_in_the_next(harness):
-    node = harness.node()
-    workflow_id = harness.submit(TWO_STEPS)
-    (first,) = harness.assignments()
-    harness.start(node, first.run_id)
-    harness.engine.step()
+    node, workflow_id, first = harness.started(TWO_STEPS)
     fail_next_commit(harness)
     harness.exit(node, first.run_id)
     with pytest.raises(OperationalError):
@@ -83,11 +79,7 @@ def test_a_pass_that_failed_after_ending_a_stage_ends_it_again_in_the_next(harne
 
 
 def test_a_restarted_engine_ends_a_workflow_the_old_one_kept(harness):
-    node = harness.node()
-    workflow_id = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    node, workflow_id, assignment = harness.started(HELLO)
     harness.engine = harness.restarted()
     harness.report(node, heartbeat=node_pb2.Heartbeat())
     harness.exit(node, assignment.run_id)
@@ -104,11 +96,7 @@ def _kept_name(harness, workflow_id: str) -> str:
 
 
 def test_a_change_refused_after_touching_a_kept_row_leaves_it_as_stored(harness):
-    node = harness.node()
-    workflow_id = harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
+    _, workflow_id, _ = harness.started(HELLO)
     stored = _kept_name(harness, workflow_id)
 
     def rename_then_refuse(tx: Transaction) -> None:

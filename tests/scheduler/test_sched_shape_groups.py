@@ -66,9 +66,7 @@ def test_jobs_of_equal_requests_share_one_shape_object():
 
 
 def test_a_shape_that_waited_before_the_reservation_waits_as_backfill_after_it():
-    cordon = Hold("cordon", "admin", "maintenance", "root", 0.0)
-    scheduler = cluster(node("big", cores=32, holds=(cordon,)), node("n", cores=16))
-    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    scheduler = _big_node_cordoned_and_n_busy()
     first = job("first", cores=32, submitted_at=1)
     second = job("second", cores=32, submitted_at=2)
     holder = job("holder", cores=16, submitted_at=3)
@@ -86,12 +84,19 @@ def pass_over_changes(scheduler, jobs: list[JobRequest], now: float):
     return scheduler.schedule_changes(QueueChanges(2, jobs, (), len(jobs)), lambda: jobs, now)
 
 
-def test_later_jobs_of_a_shape_met_before_the_reservation_keep_the_answer_they_had_then():
-    # the third job of a failed shape is passed over without a look, before the reservation
-    # is made and again after it: each is told what its place in the queue told it
+def _big_node_cordoned_and_n_busy():
+    """A 32-core node under a cordon and a 16-core one with 12 cores running until t=100:
+    a 32-core job cannot start, a 16-core one reserves ``n``."""
     cordon = Hold("cordon", "admin", "maintenance", "root", 0.0)
     scheduler = cluster(node("big", cores=32, holds=(cordon,)), node("n", cores=16))
     scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    return scheduler
+
+
+def test_later_jobs_of_a_shape_met_before_the_reservation_keep_the_answer_they_had_then():
+    # the third job of a failed shape is passed over without a look, before the reservation
+    # is made and again after it: each is told what its place in the queue told it
+    scheduler = _big_node_cordoned_and_n_busy()
     before = [job(f"before{i}", cores=32, submitted_at=i) for i in range(3)]
     holder = job("holder", cores=16, submitted_at=3)
     after = [job(f"after{i}", cores=32, submitted_at=4 + i) for i in range(3)]
@@ -111,9 +116,7 @@ def _reason_or_none(diagnoses, job_id: str) -> ReasonCode | None:
 
 
 def test_the_reasons_of_jobs_in_bulk_are_each_ones_reason_before_and_after_the_reservation():
-    cordon = Hold("cordon", "admin", "maintenance", "root", 0.0)
-    scheduler = cluster(node("big", cores=32, holds=(cordon,)), node("n", cores=16))
-    scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
+    scheduler = _big_node_cordoned_and_n_busy()
     before = [job(f"before{i}", cores=32, submitted_at=i) for i in range(3)]
     holder = job("holder", cores=16, submitted_at=3)
     small = job("small", cores=2, submitted_at=3.5)
