@@ -167,6 +167,9 @@ class _Plan:
     #: (:meth:`NodeIndex.place`: one node, not exclusive, no devices, CPU layout, host ports
     #: or domain policy, no class annotated PLACE_UNTIL or taking one job at a time), else None
     fast: ClassList | None = None
+    #: the classes as C arrays for the search of a job of several nodes or an exclusive one
+    #: (:meth:`NodeIndex.choose`) when no class is annotated PLACE_UNTIL, else None
+    search: ClassList | None = None
     #: a job's usage of one node, (cores, memory, device items), one tuple for every job of
     #: the shape (the placements by one C call record it: a new tuple per placement was one
     #: more object per running job for the cyclic collector and for memory)
@@ -767,12 +770,12 @@ class DefaultScheduler(Scheduler):
             ranked.append((rank, cls.profile, cls, request_key))
         ranked.sort(key=lambda item: item[:2])
         classes = [(cls, request_key) for _, _, cls, request_key in ranked]
-        fast = None
-        if _one_call(shape) and not any(
-            cls.one_job_at_a_time or cls.place_until is not None for cls, _ in classes
-        ):
-            fast = ClassList(classes)
-        plan = _Plan(classes, fast, (shape.cores, shape.memory, shape.devices))
+        fast = search = None
+        if not any(cls.place_until is not None for cls, _ in classes):
+            search = ClassList(classes)
+            if _one_call(shape) and not any(cls.one_job_at_a_time for cls, _ in classes):
+                fast = search
+        plan = _Plan(classes, fast, search, (shape.cores, shape.memory, shape.devices))
         self._plans[shape] = plan
         return plan
 
@@ -812,6 +815,8 @@ class DefaultScheduler(Scheduler):
                     if protection.admits(node, request_key, memory):
                         return [node]
             return None
+        if plan.search is not None and not particular:
+            return self._choose(shape, plan, protection)
         chosen: list[IndexedNode] = []
         need = shape.nodes
         for node in self._fitting(shape, plan, protection):
@@ -819,6 +824,24 @@ class DefaultScheduler(Scheduler):
             if len(chosen) == need:
                 return chosen
         return None
+
+    def _choose(
+        self, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> list[IndexedNode] | None:
+        """:meth:`_find`'s nodes for a job of several nodes or an exclusive one, without CPU
+        layout or host ports, on a plan without PLACE_UNTIL classes: the first that
+        :meth:`_fitting` would yield, listed by one C call (the generators' step per node
+        was most of the search's cost)."""
+        assert plan.search is not None
+        need = shape.nodes
+        # the reservation may refuse some of its own nodes: listing as many more nodes as it
+        # holds leaves enough after they are dropped (the others it admits)
+        room = need if protection is None else need + len(protection.node_ids)
+        nodes = self._index.choose(plan.search, shape.memory, shape.exclusive, room)
+        if protection is not None:
+            keys, memory = plan.keys, shape.memory
+            nodes = [node for node in nodes if protection.admits(node, keys[node.cls], memory)]
+        return nodes[:need] if len(nodes) >= need else None
 
     def _fitting(
         self, shape: JobShape, plan: _Plan, protection: _Protection | None

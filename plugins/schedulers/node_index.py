@@ -367,6 +367,8 @@ class NodeIndex:
         #: largest class's idle nodes)
         self._slot_batch = ffi.new("int32_t[]", _BATCH)
         self._idle_room = ffi.new("int32_t[]", _BATCH)
+        #: :meth:`choose`'s slots (as long as the most it was asked for)
+        self._choose_room = ffi.new("int32_t[]", 16)
         #: what fi_place found (see :meth:`place`)
         self.where = ffi.new("int32_t[3]")
         #: :meth:`scan_free`'s ranks with room (as long as the largest class's index)
@@ -702,6 +704,23 @@ class NodeIndex:
         node.free_memory -= memory
         node.cls.changes += 2
         return node
+
+    def choose(
+        self, plan: ClassList, memory: int, exclusive: bool, room: int
+    ) -> list[IndexedNode]:
+        """The first ``room`` indexed nodes with room for a request of ``memory`` and
+        ``plan``'s request keys, class by class in the plan's order and within a class in
+        :meth:`iter_fitting`'s (for an ``exclusive`` one, the class's idle nodes), in one C
+        call (``fi_choose``); fewer when there are no more. The caller makes sure no class
+        of ``plan`` is annotated PLACE_UNTIL."""
+        if len(self._choose_room) < room:
+            self._choose_room = ffi.new("int32_t[]", max(room, 2 * len(self._choose_room)))
+        out = self._choose_room
+        written = lib.fi_choose(
+            self._book, plan.classes, plan.needs, plan.count, memory, exclusive, out, room
+        )
+        by_slot = self.by_slot
+        return [by_slot[slot] for slot in ffi.unpack(out, written)]  # type: ignore[misc]
 
     def slots_of(self, node_ids: Sequence[str]) -> SlotSet:
         """The slots of the registered nodes among ``node_ids``."""

@@ -2,6 +2,8 @@
 fit by free key then free memory then node id, nodes moved by placements and releases, keys
 that empty and come back, nodes that change class or are renumbered (issue 19)."""
 
+import random
+
 from support.scheduler_cluster import GiB, node
 
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
@@ -159,3 +161,41 @@ def test_a_survey_walk_of_a_class_where_every_node_has_room_names_no_closest_nod
     index.upsert(node("a", cores=8))
     lacking, ranks, near = index.scan_free(only_class(index), (2,), GiB)
     assert (lacking, len(ranks), near) == ([0, 0], 1, None)
+
+
+def best_fit_order(index: NodeIndex, cores: int, memory: int) -> list[str]:
+    """What the index must answer, worked out from the nodes themselves: every node with
+    room, by free key, then free memory, then node id."""
+    nodes = index.nodes.values()
+    with_room = [n for n in nodes if n.free_cores >= cores and n.free_memory >= memory]
+    return ids(sorted(with_room, key=lambda n: (n.free_key(), n.free_memory, n.id)))
+
+
+def test_keys_of_more_nodes_than_a_block_answer_in_best_fit_order_through_many_moves():
+    # 700 nodes moved among a few free keys: each key holds hundreds of entries, so its
+    # blocks split as nodes come in and merge or empty as they leave (free_index.c's BLOCK)
+    rng = random.Random(7)
+    index = NodeIndex()
+    for number in range(700):
+        index.upsert(node(f"n{number:04d}", cores=8, memory_gib=64))
+    cls = only_class(index)
+    running: list[tuple[IndexedNode, str]] = []
+    for step in range(6000):
+        if running and (rng.random() < 0.45 or len(running) > 1500):
+            target, job_id = running.pop(rng.randrange(len(running)))
+            index.remove_job(target, job_id)
+        else:
+            target = index.nodes[f"n{rng.randrange(700):04d}"]
+            if target.free_cores >= 2 and target.free_memory >= 8 * GiB:
+                job = f"j{step}"
+                index.add_job(target, job, usage(rng.choice([1, 2]), rng.choice([0, 8])), False)
+                running.append((target, job))
+        if step % 500 == 0:
+            for cores, memory in [(1, 0), (2, 8 * GiB), (6, 32 * GiB), (8, 64 * GiB)]:
+                expected = best_fit_order(index, cores, memory)
+                assert fitting(index, cls, cores, memory // GiB) == expected
+                first = index.first_fit(cls, (cores,), memory)
+                assert (first.id if first else None) == (expected[0] if expected else None)
+                lacking, ranks, _ = index.scan_free(cls, (cores,), memory)
+                assert sorted(index.by_rank[rank].id for rank in ranks) == sorted(expected)
+                assert sum(lacking) + len(ranks) == len(index.nodes)

@@ -1,8 +1,10 @@
 """The scheduler's data model in C, tenth round (issue 19): a one-node job placed by one C call
 over its plan's classes (``fi_place``, NodeIndex.place), the jobs counted per node and each
 class's idle nodes kept by the C index, and the scheduler placing through that call exactly as
-through the search it replaces."""
+through the search it replaces; thirteenth round: the nodes of a job of several nodes or an
+exclusive one listed by one C call (``fi_choose``, NodeIndex.choose), in the search's order."""
 
+import itertools
 import random
 
 import pytest
@@ -12,10 +14,11 @@ from fuzzball_core.scheduling import (
     EXCLUSIVE_NODE,
     PLACE_UNTIL,
     JobRequest,
+    JobShape,
     QueueChanges,
 )
 from fuzzball_plugins.schedulers import default
-from fuzzball_plugins.schedulers.node_index import ClassList, NodeClass, NodeIndex
+from fuzzball_plugins.schedulers.node_index import ClassList, IndexedNode, NodeClass, NodeIndex
 
 
 def usage(cores: int, memory_gib: int = 0) -> tuple[int, int, tuple]:
@@ -192,12 +195,28 @@ def test_a_backfilled_job_whose_best_fit_is_reserved_goes_where_the_search_sends
     assert placed == {"long": ("b",), "short": ("a",)}
 
 
+def searched(
+    scheduler: default.DefaultScheduler,
+    shape: JobShape,
+    plan: default._Plan,
+    protection: default._Protection | None,
+) -> list[IndexedNode] | None:
+    """``DefaultScheduler._choose`` as the search's generators answer it: the first nodes
+    ``_fitting`` yields."""
+    chosen = list(itertools.islice(scheduler._fitting(shape, plan, protection), shape.nodes))
+    return chosen if len(chosen) == shape.nodes else None
+
+
 def churn_placements(
-    one_call: bool, monkeypatch: pytest.MonkeyPatch, accounts: int
+    one_call: bool, monkeypatch: pytest.MonkeyPatch, accounts: int, listed: bool = True
 ) -> list[tuple[object, ...]]:
     """Every pass's placements and reservation over a random workload, placed through the
-    one C call or (``one_call`` false) through the search alone."""
+    one C call or (``one_call`` false) through the search alone, the nodes of jobs of
+    several nodes and exclusive ones listed by one C call or (``listed`` false) by the
+    search's generators."""
     monkeypatch.setattr(default, "_one_call", default._one_call if one_call else lambda s: False)
+    if not listed:
+        monkeypatch.setattr(default.DefaultScheduler, "_choose", searched)
     rng = random.Random(7)
     scheduler = cluster(
         *[node(f"n{i:02d}", cores=rng.choice([4, 8, 16]), memory_gib=32) for i in range(30)],
@@ -252,3 +271,65 @@ def test_the_one_call_places_reserves_and_diagnoses_as_the_search_does(monkeypat
     one_call = churn_placements(True, monkeypatch, accounts)
     assert sum(len(placed) for placed, _, _ in one_call) > 100
     assert one_call == searched
+
+
+@pytest.mark.parametrize("accounts", [1, 3])
+def test_the_listed_nodes_place_reserve_and_diagnose_as_the_search_s_generators(
+    monkeypatch, accounts
+):
+    by_generators = churn_placements(True, monkeypatch, accounts, listed=False)
+    monkeypatch.undo()
+    listed = churn_placements(True, monkeypatch, accounts)
+    several = [placed for passed, _, _ in listed for placed in passed if len(placed[1]) > 1]
+    assert len(several) > 20
+    assert listed == by_generators
+
+
+def plan_of(index: NodeIndex, cores: int) -> tuple[ClassList, list[NodeClass]]:
+    ordered = sorted(index.classes.values(), key=lambda cls: cls.cap_cores)
+    return ClassList([(cls, (cores,)) for cls in ordered]), ordered
+
+
+def test_listed_nodes_come_class_by_class_each_in_best_fit_order():
+    index = NodeIndex()
+    for name, cores in [("a", 8), ("b", 8), ("c", 8), ("d", 16), ("e", 16)]:
+        index.upsert(node(name, cores=cores))
+    index.add_job(index.nodes["b"], "j1", usage(5), False)
+    index.add_job(index.nodes["e"], "j2", usage(10), False)
+    index.add_job(index.nodes["c"], "j3", usage(7), False)
+    plan, ordered = plan_of(index, 2)
+    walked = [n.id for cls in ordered for n in index.iter_fitting(cls, (2,), GiB, False)]
+    # b (3 free) before a (8); c (1 free) has no room; then e (6) before d (16)
+    assert walked == ["b", "a", "e", "d"]
+    assert [n.id for n in index.choose(plan, GiB, False, 10)] == walked
+
+
+def test_listed_nodes_stop_at_the_room_asked():
+    index = NodeIndex()
+    for name in ["a", "b", "c"]:
+        index.upsert(node(name, cores=8))
+    plan, _ = plan_of(index, 1)
+    assert [n.id for n in index.choose(plan, 0, False, 2)] == ["a", "b"]
+    assert index.choose(plan, 0, False, 0) == []
+
+
+def test_an_exclusive_jobs_listed_nodes_are_each_class_s_idle_nodes_in_the_order_they_became_idle():
+    index = NodeIndex()
+    for name, cores in [("a", 8), ("b", 8), ("c", 8), ("d", 16)]:
+        index.upsert(node(name, cores=cores))
+    index.add_job(index.nodes["a"], "j1", usage(1), False)
+    index.add_job(index.nodes["b"], "j2", usage(1), False)
+    index.remove_job(index.nodes["a"], "j1")
+    plan, _ = plan_of(index, 8)
+    # a came back idle after c; b runs a job; d is of the larger class
+    assert [n.id for n in index.choose(plan, 0, True, 10)] == ["c", "a", "d"]
+
+
+def test_a_listing_longer_than_its_first_buffer_lists_every_node():
+    index = NodeIndex()
+    names = [f"n{number:03d}" for number in range(100)]
+    for name in names:
+        index.upsert(node(name, cores=8))
+    plan, _ = plan_of(index, 1)
+    assert [n.id for n in index.choose(plan, 0, False, 5)] == names[:5]
+    assert [n.id for n in index.choose(plan, 0, False, 1000)] == names

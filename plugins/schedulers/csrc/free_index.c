@@ -422,6 +422,31 @@ int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *
     return -1;
 }
 
+int32_t fi_choose(const fi_book *book, fi_class *const *classes, const int64_t *const *needs,
+                  int32_t n, int64_t memory, int exclusive, int32_t *out, int32_t room) {
+    int32_t written = 0;
+    for (int32_t position = 0; position < n && written < room; position++) {
+        const fi_class *cls = classes[position];
+        if (exclusive) {
+            for (int32_t slot = cls->idle_head; slot >= 0 && written < room;
+                 slot = book->records[slot].idle_next)
+                out[written++] = slot;
+            continue;
+        }
+        const int64_t *need = needs[position];
+        int ncomp = cls->ncomp;
+        for (int32_t k = first_position(cls, need[0]); k < cls->nkeys && written < room; k++) {
+            if (!covers_rest(cls->keys + (int64_t)k * ncomp, need, ncomp))
+                continue;
+            const entry_list *list = cls->lists + k;
+            for (int32_t at = entry_position(list, memory, INT64_MIN);
+                 at < list->count && written < room; at++)
+                out[written++] = list->entries[at].slot;
+        }
+    }
+    return written;
+}
+
 int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int32_t *cursor,
                    int64_t *out, int32_t room) {
     int ncomp = cls->ncomp;

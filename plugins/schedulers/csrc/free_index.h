@@ -65,6 +65,14 @@ int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32
 int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
                  int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
                  int32_t navoid, int32_t *where);
+/* The nodes a job of several nodes, or an exclusive one, may be placed on: every indexed
+ * node with room for it over a plan's classes (`classes`, `needs` their needs as free keys,
+ * `n` of them), class by class in order, and within a class in fi_fitting's order (best fit
+ * first) or, for an `exclusive` job, the class's idle nodes in the order they became idle
+ * (the caller knows an idle node of each class holds it). Writes at most `room` slots to
+ * `out` and returns how many it wrote (fewer than `room`: every such node). */
+int32_t fi_choose(const fi_book *book, fi_class *const *classes, const int64_t *const *needs,
+                  int32_t n, int64_t memory, int exclusive, int32_t *out, int32_t room);
 /* 1 when node `slot` is indexed, else 0. */
 int fi_indexed(const fi_book *book, int32_t slot);
 /* Give indexed nodes new ranks, keeping every list's order: set each slot's new rank with
