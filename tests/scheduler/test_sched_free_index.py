@@ -171,9 +171,9 @@ def best_fit_order(index: NodeIndex, cores: int, memory: int) -> list[str]:
     return ids(sorted(with_room, key=lambda n: (n.free_key(), n.free_memory, n.id)))
 
 
-def test_keys_of_more_nodes_than_a_block_answer_in_best_fit_order_through_many_moves():
-    # 700 nodes moved among a few free keys: each key holds hundreds of entries, so its
-    # blocks split as nodes come in and merge or empty as they leave (free_index.c's BLOCK)
+def test_keys_of_hundreds_of_nodes_answer_in_best_fit_order_through_many_moves():
+    # 700 nodes moved among a few free keys, each key holding hundreds of entries that
+    # nodes enter and leave at every position of its order
     rng = random.Random(7)
     index = NodeIndex()
     for number in range(700):
