@@ -923,6 +923,12 @@ class DefaultScheduler(Scheduler):
         query = StartQuery(shape, plan.keys)
         if empty:
             return query
+        if plan.search is not None:
+            # no class closes to the shape: the first nodes of the search, in one C call
+            memory, exclusive = shape.memory, shape.exclusive
+            for node in self._index.choose(plan.search, memory, exclusive, shape.nodes):
+                query.fitting[node.id] = None
+            return query
         for cls, request_key in plan.classes:
             if cls.outlasted_by(shape, self._now):
                 continue  # its nodes must be free before this job would end

@@ -705,9 +705,7 @@ class NodeIndex:
         node.cls.changes += 2
         return node
 
-    def choose(
-        self, plan: ClassList, memory: int, exclusive: bool, room: int
-    ) -> list[IndexedNode]:
+    def choose(self, plan: ClassList, memory: int, exclusive: bool, room: int) -> list[IndexedNode]:
         """The first ``room`` indexed nodes with room for a request of ``memory`` and
         ``plan``'s request keys, class by class in the plan's order and within a class in
         :meth:`iter_fitting`'s (for an ``exclusive`` one, the class's idle nodes), in one C
