@@ -48,11 +48,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from fuzzball_core.errors import InvalidArgument
 
@@ -725,6 +725,26 @@ class ScheduleResult:
     placements: tuple[Placement, ...] = ()
     diagnoses: Mapping[str, Diagnosis] = field(default_factory=dict)
     reservation: Reservation | None = None
+
+
+@runtime_checkable
+class ReasonsByJob(Protocol):
+    """What a pass's ``diagnoses`` may also tell: a job's reason without its Diagnosis.
+
+    Optional: a driver's :attr:`ScheduleResult.diagnoses` mapping that has these methods
+    is asked them by the engine, which every pass wants the reason of every waiting job
+    (to report a stage's new reason only) and builds a Diagnosis only for a reason not yet
+    reported. A mapping without them is read one Diagnosis at a time. The answers must equal
+    ``diagnoses[job_id].reason``.
+    """
+
+    def reason_of(self, job_id: str) -> ReasonCode:
+        """The reason of ``job_id``'s diagnosis in this pass; KeyError for a job the pass
+        did not diagnose (placed, or not in its queue)."""
+
+    def reasons_of(self, job_ids: Iterable[str]) -> list[ReasonCode | None]:
+        """:meth:`reason_of` of each of ``job_ids``, in their order, None for a job not
+        diagnosed: one call for every waiting job of a pass."""
 
 
 @dataclass(frozen=True)

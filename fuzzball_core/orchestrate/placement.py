@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, contains, not_
@@ -33,6 +33,7 @@ from fuzzball_core.scheduling import (
     Placement,
     QueueChanges,
     ReasonCode,
+    ReasonsByJob,
     format_cpu_list,
 )
 from fuzzball_core.store.models import Run, Stage, Workflow
@@ -385,26 +386,18 @@ def _reasons(
     diagnoses: Mapping[str, Diagnosis], job_ids: Iterable[str]
 ) -> Iterable[ReasonCode | None]:
     """The reason of each of ``job_ids``' diagnoses in this pass, None for a job not
-    diagnosed: from the table's ``reasons_of`` in one call where it has one (the default
-    scheduler's lazy table tells them without building the diagnoses), else its
-    ``reason_of`` or the diagnoses one by one."""
-    reasons_of: Callable[[Iterable[str]], list[ReasonCode | None]] | None = getattr(
-        diagnoses, "reasons_of", None
-    )
-    if reasons_of is not None:
-        return reasons_of(job_ids)
-    reason_of: Callable[[str], ReasonCode] = getattr(
-        diagnoses, "reason_of", lambda job_id: diagnoses[job_id].reason
-    )
-    return map(functools.partial(_reason_or_none, reason_of), job_ids)
+    diagnosed: in one call where the diagnoses are a :class:`ReasonsByJob` (the default
+    scheduler's lazy table tells them without building the diagnoses), else from the
+    diagnoses one by one."""
+    if isinstance(diagnoses, ReasonsByJob):
+        return diagnoses.reasons_of(job_ids)
+    return map(functools.partial(_diagnosed_reason, diagnoses), job_ids)
 
 
-def _reason_or_none(reason_of: Callable[[str], ReasonCode], job_id: str) -> ReasonCode | None:
-    """``reason_of(job_id)``, None for a job not diagnosed."""
-    try:
-        return reason_of(job_id)
-    except KeyError:
-        return None
+def _diagnosed_reason(diagnoses: Mapping[str, Diagnosis], job_id: str) -> ReasonCode | None:
+    """The reason of ``job_id``'s diagnosis, None for a job not diagnosed."""
+    diagnosis = diagnoses.get(job_id)
+    return None if diagnosis is None else diagnosis.reason
 
 
 def waiting_diagnosis(ctx: EngineContext, stage_id: int) -> Diagnosis | None:

@@ -16,6 +16,7 @@ from fuzzball_core.scheduling import (
     JobRequest,
     QueueChanges,
     ReasonCode,
+    ReasonsByJob,
     Resources,
 )
 
@@ -150,6 +151,16 @@ def test_the_reasons_of_jobs_in_bulk_after_a_whole_queue_pass_are_each_ones_reas
     ids = ["small", "wide2", "wide0", "unknown"]
     assert diagnoses.reasons_of(ids) == [_reason_or_none(diagnoses, job_id) for job_id in ids]
     assert diagnoses.reasons_of(ids)[1] == ReasonCode.BACKFILL_NO_FIT
+
+
+def test_the_default_schedulers_diagnoses_tell_reasons_by_job_whichever_pass_made_them():
+    # the engine asks a pass's diagnoses for every waiting job's reason in one call only
+    # where they declare it
+    scheduler = _big_node_cordoned_and_n_busy()
+    jobs = [job(f"wide{i}", cores=32, submitted_at=i) for i in range(2)]
+    assert isinstance(pass_over_changes(scheduler, jobs, now=10).diagnoses, ReasonsByJob)
+    assert isinstance(scheduler.schedule(jobs, now=11).diagnoses, ReasonsByJob)
+    assert not isinstance({}, ReasonsByJob)
 
 
 def test_a_placed_job_among_jobs_passed_over_is_not_diagnosed():
