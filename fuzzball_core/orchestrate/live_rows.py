@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session
 
+from fuzzball_core.store.database import row_key
 from fuzzball_core.store.models import Stage, Workflow
 from fuzzball_core.vocabulary import TERMINAL_STATUSES
 
@@ -93,7 +94,7 @@ class LiveRows:
             self._drop(workflow_id)
         held = session.identity_map
         for workflow_id, rows in stages.items():
-            workflow = held.get(Session.identity_key(Workflow, workflow_id))
+            workflow = held.get(row_key(Workflow, workflow_id))
             if workflow is None or workflow.status in TERMINAL_STATUSES:
                 self._drop(workflow_id)
                 continue

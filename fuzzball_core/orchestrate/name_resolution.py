@@ -24,7 +24,7 @@ def service_hosts(
 ) -> tuple[tuple[str, str], ...]:
     """(service name, its node's address) for each of the workflow's services placed now
     on a node that registered an address, sorted by name."""
-    workflow = tx.session.get(Workflow, workflow_id)  # in the session already: no query
+    workflow = tx.get(Workflow, workflow_id)  # in the session already: no query
     if workflow is not None and not any(
         stage.kind is PlannedKind.SERVICE for stage in ctx.plans.entry(workflow).plan
     ):

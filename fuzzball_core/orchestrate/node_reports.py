@@ -138,7 +138,7 @@ def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.N
     """Apply one report of ``node_id``."""
     kind = message.WhichOneof("kind")
     if kind == "heartbeat":
-        node = tx.session.get(Node, node_id)
+        node = tx.get(Node, node_id)
         if node is not None:
             nodes.renew(ctx, tx, node)
     elif kind == "started":
@@ -168,10 +168,10 @@ def _log(ctx: EngineContext, tx: Transaction, node_id: str, data: node_pb2.LogDa
         printer = job_output.Printer(live.workflow_id, data.run_id, live.task_id, live.stage_name)
         node_ids: tuple[str, ...] | list[str] = live.node_ids
     else:
-        run = tx.session.get(Run, data.run_id)
+        run = tx.get(Run, data.run_id)
         if run is None or (data.seq and not _first_receipt(run, node_id, data.seq)):
             return
-        stage = tx.session.get(Stage, run.stage_id)
+        stage = tx.get(Stage, run.stage_id)
         printer = job_output.Printer(
             run.workflow_id, run.id, run.task_id, stage.name if stage else "?"
         )
@@ -253,14 +253,14 @@ def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float =
         run_moved(tx, run_id, live.workflow_id, ASSIGNED, Status.STARTED, when=started_at)
         workflow_id, stage_id, node_ids = live.workflow_id, live.stage_id, list(live.node_ids)
     else:
-        run = tx.session.get(Run, run_id)
+        run = tx.get(Run, run_id)
         if run is None or run.status != ASSIGNED:
             return
         transition(tx, run, Status.STARTED, when=started_at)
         workflow_id, stage_id, node_ids = run.workflow_id, run.stage_id, list(run.node_ids)
     if live is not None:
         live.started = True
-    stage = tx.session.get(Stage, stage_id)
+    stage = tx.get(Stage, stage_id)
     if stage is None:
         return
     if stage.task_count is not None:
@@ -312,7 +312,7 @@ def _job_stage(tx: Transaction, stage_id: int) -> Stage | None:
     """The stage, when it is a job's that runs one run (not an array, a service, an image
     or a volume's transfer): its run's plain exit needs nothing from the run's row (no
     retry, no scaling down, no image noted on the node) and ends the stage."""
-    stage = tx.session.get(Stage, stage_id)
+    stage = tx.get(Stage, stage_id)
     if stage is None or stage.kind != StageKind.JOB or stage.task_count is not None:
         return None
     return stage
@@ -324,7 +324,7 @@ def _run_exited(
     live = _plain_exit(ctx, node_id, exited)
     if live is not None and not tx.holds(Run, exited.run_id):
         stage = (
-            tx.session.get(Stage, live.stage_id)
+            tx.get(Stage, live.stage_id)
             if live.task_id is not None
             else _job_stage(tx, live.stage_id)
         )
@@ -342,7 +342,7 @@ def _run_exited(
                 metering=None if counters is None else {node_id: counters},
             )
             return
-    run = tx.session.get(Run, exited.run_id)
+    run = tx.get(Run, exited.run_id)
     if run is not None:
         # kept even for a run already over: a multinode run's other parts report their
         # traffic after the first failing part ended it
@@ -408,8 +408,8 @@ def _metering(run_id: int, node_id: str, metering_json: str) -> dict[str, int] |
 
 def _exit_message(ctx: EngineContext, tx: Transaction, run: Run, exited: node_pb2.RunExited) -> str:
     if exited.timed_out:
-        stage = tx.session.get(Stage, run.stage_id)
-        workflow = tx.session.get(Workflow, run.workflow_id)
+        stage = tx.get(Stage, run.stage_id)
+        workflow = tx.get(Workflow, run.workflow_id)
         limit = ""
         if stage is not None and workflow is not None:
             seconds = timeout_seconds(ctx.plans.run_definition(workflow, stage.name))

@@ -176,10 +176,10 @@ def fill_task_windows(ctx: EngineContext, tx: Transaction) -> None:
     one's window (:attr:`Transaction.windows_due`); called before the transaction commits."""
     due, tx.windows_due = tx.windows_due, set()
     for stage_id in sorted(due):
-        stage = tx.session.get(Stage, stage_id)
+        stage = tx.get(Stage, stage_id)
         if stage is None or stage.status in TERMINAL_STATUSES:
             continue  # ended since (a task failed, the workflow was stopped)
-        workflow = tx.session.get(Workflow, stage.workflow_id)
+        workflow = tx.get(Workflow, stage.workflow_id)
         if workflow is not None and workflow.status not in TERMINAL_STATUSES:
             dispatch_tasks(ctx, tx, workflow, stage)
 
@@ -232,7 +232,7 @@ def schedule(ctx: EngineContext, tx: Transaction) -> None:
             tx.write_run(run.id, node_ids=run.node_ids, cpus=cpus)
             _assign(ctx, tx, run, placement, row=None)
             continue
-        row = tx.session.get(Run, waiting.run_id)
+        row = tx.get(Run, waiting.run_id)
         if row is None or row.status != Status.PENDING:
             ctx.scheduler.release(placement.job_id)
             continue
@@ -284,8 +284,8 @@ def _placed_unread(
         waiting = ctx.pending[placement.job_id]
         mounts = mounting.get(waiting.stage_id)
         if mounts is None:
-            workflow = tx.session.get(Workflow, waiting.workflow_id)
-            stage = tx.session.get(Stage, waiting.stage_id)
+            workflow = tx.get(Workflow, waiting.workflow_id)
+            stage = tx.get(Stage, waiting.stage_id)
             mounts = mounting[waiting.stage_id] = (
                 workflow is None
                 or stage is None
@@ -303,7 +303,7 @@ def _assign(
     live and send its assignment to its nodes."""
     if placement.note:
         ctx.placement_notes[run.id] = placement.note
-    stage = tx.session.get(Stage, run.stage_id)
+    stage = tx.get(Stage, run.stage_id)
     stage_name = stage.name if stage else None
     message = (
         f"{stage_name or '?'}{task_label(run)} scheduled on"
@@ -416,8 +416,8 @@ def waiting_diagnosis(ctx: EngineContext, stage_id: int) -> Diagnosis | None:
 
 def send_assignment(ctx: EngineContext, tx: Transaction, run: RunFields) -> None:
     """Send a placed run's assignment to each of its nodes (again, after a reconnect)."""
-    workflow = tx.session.get(Workflow, run.workflow_id)
-    stage = tx.session.get(Stage, run.stage_id)
+    workflow = tx.get(Workflow, run.workflow_id)
+    stage = tx.get(Stage, run.stage_id)
     if workflow is None or stage is None:
         return
     definition = ctx.plans.run_definition(workflow, stage.name)
@@ -453,8 +453,8 @@ def _volume_node_elsewhere(
     (a per-workflow volume nodes do not share, a node-local volume used for the first
     time), when that is not ``node_id``; else None, noting ``run``'s volumes as on
     ``node_id`` in ``volume_nodes``."""
-    workflow = tx.session.get(Workflow, run.workflow_id)
-    stage = tx.session.get(Stage, run.stage_id)
+    workflow = tx.get(Workflow, run.workflow_id)
+    stage = tx.get(Stage, run.stage_id)
     if workflow is None or stage is None:
         return None
     definition = ctx.plans.run_definition(workflow, stage.name)

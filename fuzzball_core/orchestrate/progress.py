@@ -38,7 +38,7 @@ def stages_of(session: Session, workflow_id: str) -> list[Stage]:
 def advance(ctx: EngineContext, tx: Transaction, workflow_id: str) -> None:
     """Start the workflow's ready stages, skip the ones that can no longer run, and end it
     once every stage has ended."""
-    workflow = tx.session.get(Workflow, workflow_id)
+    workflow = tx.get(Workflow, workflow_id)
     if workflow is None or workflow.status in TERMINAL_STATUSES:
         return
     entry = ctx.plans.entry(workflow)

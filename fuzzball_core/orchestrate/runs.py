@@ -47,7 +47,7 @@ def finish_run(
             ctx.scheduler.release(run_key(run.id))
         if multinode.is_multinode(run):
             multinode.stop_other_parts(ctx, tx, run, message)
-    stage = tx.session.get(Stage, run.stage_id)
+    stage = tx.get(Stage, run.stage_id)
     run.exit_code = exit_code
     run.message = message
     run.failure_cause = cause if status == Status.FAILED else None
@@ -136,7 +136,7 @@ def finish_task(
 def _note_pulled(ctx: EngineContext, tx: Transaction, stage: Stage, node_id: str) -> None:
     """Remember that ``node_id`` holds what the image stage's run pulled (a build's run
     is not a pull: :class:`~fuzzball_core.orchestrate.image_stages.ImagesOnNodes` skips it)."""
-    workflow = tx.session.get(Workflow, stage.workflow_id)
+    workflow = tx.get(Workflow, stage.workflow_id)
     if workflow is not None:
         ctx.images_on_nodes.pulled(ctx.plans.payload(tx, workflow, stage.name), node_id)
 

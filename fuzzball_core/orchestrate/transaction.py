@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from sqlalchemy import (
     Column,
@@ -25,10 +25,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import ORMExecuteState, Session
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.attributes import instance_state, set_committed_value
 
 from fuzzball_core.orchestrate.live_rows import LiveRows
 from fuzzball_core.orchestrate.messages import ToNode
+from fuzzball_core.store.database import row_key
 from fuzzball_core.store.models import ApiToken, Event, Run, Stage, Workflow
 from fuzzball_core.vocabulary import EventKind
 
@@ -91,6 +92,10 @@ _PAST_WRITES = "fuzzball_past_writes"
 WORKFLOW_ENDINGS = frozenset(
     {EventKind.WORKFLOW_FINISHED, EventKind.WORKFLOW_FAILED, EventKind.WORKFLOW_CANCELED}
 )
+
+
+#: a mapped row's class
+_Row = TypeVar("_Row")
 
 
 @dataclass
@@ -176,11 +181,11 @@ class Transaction:
     def _held(self, run_id: int) -> bool:
         """Whether the session holds the run, its stage and its workflow, none expired."""
         held = self.session.identity_map
-        run = held.get(Session.identity_key(Run, run_id))
+        run = held.get(row_key(Run, run_id))
         if run is None or inspect(run).expired_attributes:
             return False
-        stage = held.get(Session.identity_key(Stage, run.stage_id))
-        workflow = held.get(Session.identity_key(Workflow, run.workflow_id))
+        stage = held.get(row_key(Stage, run.stage_id))
+        workflow = held.get(row_key(Workflow, run.workflow_id))
         return (
             stage is not None
             and workflow is not None
@@ -190,7 +195,16 @@ class Transaction:
 
     def holds(self, model: type, key: Any) -> bool:
         """Whether the session holds the row of ``model`` with this primary key."""
-        return Session.identity_key(model, key) in self.session.identity_map
+        return row_key(model, key) in self.session.identity_map
+
+    def get(self, model: type[_Row], key: Any) -> _Row | None:
+        """``Session.get``: the row the session holds, without its work (6-8 µs a call for a
+        row at hand; a separate workflow's passes ask for their rows about 11 times), or,
+        for a row it lacks or holds expired, ``Session.get``'s read."""
+        row = self.session.identity_map.get(row_key(model, key))
+        if row is None or instance_state(row).expired_attributes:
+            return self.session.get(model, key)
+        return cast(_Row, row)
 
     def write_run(self, run_id: int, **values: Any) -> None:
         """Write these columns of a run the session does not hold, without loading its row
