@@ -6,13 +6,16 @@ never answered from a stale copy."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import inspect, update
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 from support.engine_workflows import HELLO
 from test_engine_failed_pass import TWO_STEPS, fail_next_commit
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.orchestrate.transaction import Transaction
+from fuzzball_core.store.database import row_key
 from fuzzball_core.store.models import Workflow
 
 
@@ -107,3 +110,28 @@ def test_a_change_refused_after_touching_a_kept_row_leaves_it_as_stored(harness)
     with pytest.raises(FailedPrecondition):
         harness.engine.change(rename_then_refuse)
     assert _kept_name(harness, workflow_id) == stored != "renamed"
+
+
+def test_a_transaction_takes_a_row_it_holds_from_its_session_and_reads_one_it_lacks(harness):
+    workflow_id = harness.submit(HELLO)
+    with harness.engine.sessions() as session:
+        tx = Transaction(session, now=harness.clock.now)
+        assert row_key(Workflow, workflow_id) == Session.identity_key(Workflow, workflow_id)
+        read = tx.get(Workflow, workflow_id)  # not held: read
+        assert read is not None and read.id == workflow_id
+        assert tx.get(Workflow, workflow_id) is read  # held: the same row
+        assert tx.get(Workflow, "no-such-workflow") is None
+
+
+def test_a_transaction_reads_again_a_row_its_session_holds_expired(harness):
+    workflow_id = harness.submit(HELLO)
+    with harness.engine.sessions() as session:
+        tx = Transaction(session, now=harness.clock.now)
+        held = tx.get(Workflow, workflow_id)
+        assert held is not None
+        session.execute(update(Workflow).where(Workflow.id == workflow_id).values(name="renamed"))
+        session.expire(held)
+        again = tx.get(Workflow, workflow_id)
+        assert again is held
+        assert "name" not in inspect(held).expired_attributes
+        assert held.name == "renamed"
