@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -145,20 +146,35 @@ class NodeListBody:
 
     def __init__(self) -> None:
         self._texts: dict[str, _Kept] = {}
-        #: the last body and the views it was made of
+        #: the last body and the views it was made of (replaced whole)
         self._last: tuple[Sequence[NodeView], str] = ((), "")
+        #: one body made at a time (the list worker makes them on several threads): each
+        #: starts from the texts the one before kept
+        self._making = threading.Lock()
 
     def body(self, nodes: Sequence[NodeView]) -> str:
         """The JSON text of a ``ListNodesResponse`` of ``nodes``, in their order: the same
         text ``json.dumps`` makes of the whole message's REST JSON."""
+        # the last body's, without waiting for one being made (the list worker's GETs are
+        # mostly given the views of the list it made ahead of them)
+        text = self._last_of(nodes)
+        if text is not None:
+            return text
+        with self._making:
+            text = self._last_of(nodes)  # made meanwhile
+            if text is None:
+                text = self._body(nodes)
+                self._last = (tuple(nodes), text)  # the caller's list may change after
+            return text
+
+    def _last_of(self, nodes: Sequence[NodeView]) -> str | None:
+        """The last body's text when ``nodes`` are the very views it was made of (the
+        service lists unchanged nodes with their last views; views never change): not
+        5,000 nodes' texts joined again."""
         views, text = self._last
         if text and len(views) == len(nodes) and all(map(operator.is_, nodes, views)):
-            # the very views of the last body (the service lists unchanged nodes with their
-            # last views; views never change): its text, not 5,000 nodes' joined again
             return text
-        text = self._body(nodes)
-        self._last = (tuple(nodes), text)  # the caller's list may change after
-        return text
+        return None
 
     def _body(self, nodes: Sequence[NodeView]) -> str:
         """The body of ``nodes`` made from each node's kept text or parts."""

@@ -136,7 +136,16 @@ class ListReads:
             view, email=emails.get(view.user_id, ""), cluster_name=self.cluster_name
         )
 
-    def list_nodes(self, who: Principal) -> list[NodeView]:
+    @property
+    def listed_copy(self) -> NodeUsageCopy | None:
+        """The copy of the engine's memory the last node list showed (None before one)."""
+        last = self._last_list
+        return None if last is None else last.memory
+
+    def list_nodes(self, who: Principal, *, copy: NodeUsageCopy | None = None) -> list[NodeView]:
+        """Every node's view (``OrchestrateService.list_nodes``); ``copy``: the copy of the
+        engine's memory to show rather than the reader's latest, when it covers every node
+        and agrees with their rows (the list worker's lists prepared ahead of their GETs)."""
         self._require(who, Permission.READ_NODES, "list nodes", "nodes")
         kept = self._listed
         with self.sessions() as session:
@@ -151,7 +160,7 @@ class ListReads:
             holds: dict[str, tuple[HoldView, ...]] = {}
             for h in connection.execute(_LISTED_HOLDS):
                 holds[h.node_id] = (*holds.get(h.node_id, ()), HoldView(*h))
-            memory = self._node_memory([node.id for node in nodes], nodes)
+            memory = self._node_memory([node.id for node in nodes], nodes, copy)
             owners = self.run_owners.of(
                 session,
                 _run_ids(job for usage in memory.usages.values() for job in usage.job_ids),
@@ -207,11 +216,17 @@ class ListReads:
         self._last_list = _LastList(nodes, memory, holds, labels, tuple(views))
         return views
 
-    def _node_memory(self, node_ids: list[str], rows: Sequence[NodeColumns]) -> NodeUsageCopy:
+    def _node_memory(
+        self, node_ids: list[str], rows: Sequence[NodeColumns], copy: NodeUsageCopy | None
+    ) -> NodeUsageCopy:
         """The engine's memory of the nodes whose ``rows`` were just read: a copy that agrees
         with each row's state and capacity (one made before a node changed would show it
-        with usage it never had in that state), asked for anew when the latest does not."""
-        memory = self.node_usages.read(node_ids)
+        with usage it never had in that state), asked for anew when the latest does not;
+        ``copy`` rather than the latest when it covers them."""
+        if copy is not None and copy.nodes.issuperset(node_ids):
+            memory = copy
+        else:
+            memory = self.node_usages.read(node_ids)
         # the copy and the very rows (the same objects: a list's unchanged rows) found to
         # agree before agree now: copies and rows never change, and a list every half second
         # is mostly given the copy the one before was (one is made every 1-4 s at 5,000 nodes,
