@@ -332,7 +332,8 @@ class WorkerLists:
         #: the last node list's caller and when it asked (the lists made unasked not counted)
         self._node_caller: Principal | None = None
         self._node_asked = -math.inf
-        #: when the node list was last made ahead of its GETs, or found made already
+        #: the node list's text last made ahead of its GETs (or found made), and when
+        self._prepared = ""
         self._prepared_at = -math.inf
 
     def text(
@@ -371,12 +372,14 @@ class WorkerLists:
     def prepare_nodes(self) -> None:
         """Make the node list ahead of its GETs while they come (a thread): every
         :data:`PREPARE_EVERY` seconds, while one came within :data:`PREPARE_WHILE`, ask the
-        engine's process for its latest copy of its memory and, when it is new, list the
-        nodes with it for the last GET's caller. As an array starts every node's usage
-        changes between two copies, and the GET that first showed a new one made every
-        node's view and text again (about 30 ms of CPU at 5,000 nodes, 130-700 ms of wall on
-        loaded cores): the slowest GETs. The GETs then show the copy the list made ahead
-        showed (:meth:`_node_text`); a node list costs no CPU while none comes."""
+        engine's process for its latest copy of its memory and list the nodes with it for
+        the last GET's caller (a list with nothing changed since the last is that list, a
+        few ms of CPU at 5,000 nodes). As an array starts every node's usage changes
+        between two copies, and a third of the rows' leases are written every 5 s: the GET
+        that first showed a new copy or read the written rows made every node's view and
+        text again (45-120 ms of CPU at 5,000 nodes, 130-1,100 ms of wall on loaded cores),
+        the slowest GETs. The GETs then show the copy the list made ahead showed
+        (:meth:`_node_text`) and find their rows' views made; no CPU while no GET comes."""
         while True:
             time.sleep(PREPARE_EVERY)
             try:
@@ -385,15 +388,15 @@ class WorkerLists:
                 log.debug("making the node list ahead failed: %s", exc)
 
     def prepare_once(self) -> bool:
-        """One look of :meth:`prepare_nodes`: whether a node list was made ahead."""
+        """One look of :meth:`prepare_nodes`: whether a node list other than the last was
+        made ahead."""
         who = self._node_caller
         began = time.monotonic()
         if who is None or began - self._node_asked > PREPARE_WHILE:
             return False
         latest = self._reads.node_usages.read(())
-        made = latest is not self._reads.listed_copy
-        if made:
-            self._nodes.body(self._reads.list_nodes(who, copy=latest))
+        text = self._nodes.body(self._reads.list_nodes(who, copy=latest))
+        made, self._prepared = text is not self._prepared, text
         self._prepared_at = began
         return made
 

@@ -105,8 +105,10 @@ class NodeRows:
     as the read before returned)."""
 
     def __init__(self) -> None:
-        #: node id -> its row, in name order, as the last read left them
+        #: node id -> its row, in name order, as the last read left them, and the list of
+        #: them that read returned
         self._rows: dict[str, tuple[Any, ...]] = {}
+        self._listed: list[tuple[Any, ...]] = []
         #: the oldest transaction running when the last read's snapshot was taken (None:
         #: read every row next)
         self._since: int | None = None
@@ -114,7 +116,9 @@ class NodeRows:
         self._lock = threading.Lock()
 
     def read(self, connection: Connection) -> list[tuple[Any, ...]]:
-        """Every node's row, in name order (on the session's ``connection``)."""
+        """Every node's row, in name order (on the session's ``connection``): on PostgreSQL
+        the list the last read returned when no row was written since (not to be changed:
+        a node list then finds what it made of the rows by the list's identity)."""
         if connection.dialect.name != "postgresql":
             return driver_rows(connection, LISTED_NODES)
         with self._lock:
@@ -132,6 +136,7 @@ class NodeRows:
         ((since,),) = _fetched(connection, _SNAPSHOT)
         rows = driver_rows(connection, LISTED_NODES)
         self._since, self._rows = int(since), {row[0]: row for row in rows}
+        self._listed = rows
         return rows
 
     def _changed(
@@ -148,6 +153,7 @@ class NodeRows:
         if snapshot - since >= MOST_BEHIND or count != len(kept):
             return None
         rows = dict(kept)
+        written = False
         for changed in fetched:
             row = changed[2:]
             if row[0] is None:  # the snapshot's row alone: no row changed
@@ -157,5 +163,8 @@ class NodeRows:
                 return None  # a new node, or a new name: the order is the database's
             if before != row:
                 rows[row[0]] = row
-        self._since, self._rows = snapshot, rows
-        return list(rows.values())
+                written = True
+        self._since = snapshot
+        if written:
+            self._rows, self._listed = rows, list(rows.values())
+        return self._listed

@@ -1,13 +1,15 @@
 """The list worker's node list made ahead of its GETs (WorkerLists.prepare_once): while GETs
 come, a new copy of the engine's memory is listed as it arrives, and a GET then shows that
 copy, byte for byte the list a read of every row makes of the same state, without asking
-the engine for a copy itself; nothing is made ahead while no GET comes."""
+the engine for a copy itself, and the rows written since a GET are listed ahead too;
+nothing is made ahead while no GET comes."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from sqlalchemy import update
 from support.engine_workflows import HELLO
 
 from fuzzball_core.api.node_listing import NodeListBody
@@ -15,6 +17,7 @@ from fuzzball_core.orchestrate import list_worker
 from fuzzball_core.orchestrate.list_worker import NODES, WorkerLists
 from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, copy_now
 from fuzzball_core.orchestrate.service import ListReads
+from fuzzball_core.store.models import Node
 
 
 class Copies:
@@ -68,9 +71,21 @@ def test_a_get_after_a_list_made_ahead_is_it_without_asking_for_a_copy(harness, 
     assert copies.reads == reads
 
 
-def test_a_copy_already_listed_is_not_listed_again(harness, copies, lists):
+def test_a_list_of_what_the_last_was_made_of_is_not_made_again(harness, copies, lists):
     lists.text(NODES, harness.admin)
+    lists.prepare_once()
     assert lists.prepare_once() is False
+
+
+def test_a_row_written_after_a_get_is_in_the_list_made_ahead(harness, copies, lists):
+    lists.text(NODES, harness.admin)
+    lists.prepare_once()
+    with harness.service.sessions() as session, session.begin():
+        session.execute(update(Node).where(Node.name == "b").values(last_seen=2e6))
+    assert lists.prepare_once()
+    reads = copies.reads
+    assert lists.text(NODES, harness.admin) == (200, whole_list(harness))
+    assert copies.reads == reads
 
 
 def test_a_hold_placed_after_a_list_made_ahead_is_in_the_next_get(harness, copies, lists):

@@ -12,8 +12,10 @@ from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.orchestrate import node_rows
 from fuzzball_core.orchestrate.node_rows import LISTED_NODES, NodeRows, driver_rows
 from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, copy_now
+from fuzzball_core.orchestrate.run_owners import RunOwners
 from fuzzball_core.orchestrate.service import ListReads
 from fuzzball_core.scheduling import Resources
+from fuzzball_core.service.views import IN_USE
 from fuzzball_core.store.models import Node
 
 
@@ -72,6 +74,18 @@ def test_rows_unchanged_since_the_last_read_are_its_own(harness):
         assert a is first[0]
 
 
+def test_a_read_with_no_row_written_since_is_the_last_reads_list(harness):
+    for name in ("a", "b"):
+        harness.node(name)
+    rows = NodeRows()
+    first = read_rows(harness, rows)
+    again = read_rows(harness, rows)
+    if harness.engine.sessions.kw["bind"].dialect.name == "postgresql":
+        assert again is first
+    write(harness, update(Node).where(Node.name == "b").values(last_seen=7.0))
+    assert read_rows(harness, rows) is not first
+
+
 @pytest.mark.parametrize("change", ["new", "deleted", "renamed", "long after"])
 def test_rows_are_read_whole_again_when_the_kept_ones_cannot_say(harness, monkeypatch, change):
     for name in ("b", "c"):
@@ -125,6 +139,29 @@ def test_a_copy_found_to_agree_with_the_same_rows_is_not_checked_again(harness, 
     write(harness, update(Node).where(Node.name == "b").values(last_seen=2e6))  # a row: too
     assert [v.last_seen for v in reads.list_nodes(harness.admin)][1] == 2e6
     assert len(checks) == 3
+
+
+def test_the_runs_of_the_same_copy_are_labelled_once_a_caller(harness, monkeypatch):
+    harness.node("busy", cores=4)
+    workflow_id = harness.submit(HELLO)
+    lookups: list[int] = []
+    of = RunOwners.of
+
+    def counted(owners, session, run_ids):
+        lookups.append(len(run_ids))
+        return of(owners, session, run_ids)
+
+    monkeypatch.setattr(RunOwners, "of", counted)
+    service = harness.service
+    reads = ListReads(service.sessions, _OneCopy(harness), service.audit)
+    first = reads.list_nodes(harness.admin)
+    assert reads.list_nodes(harness.admin) == first and lookups == [1]
+    watcher, _ = service.create_account("watcher", kind="monitoring")
+    (view,) = reads.list_nodes(watcher)  # another caller: its own labels
+    assert (view.stages, lookups) == ((IN_USE,), [1, 1])
+    reads.node_usages.copy = reads.node_usages.made()  # a new copy: looked up again
+    (view,) = reads.list_nodes(harness.admin)
+    assert (view.stages, lookups) == ((f"{workflow_id}/jobs.hello",), [1, 1, 1])
 
 
 def test_a_list_made_of_what_the_last_was_made_of_is_its_views_in_a_list_of_its_own(harness):
