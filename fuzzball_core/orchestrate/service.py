@@ -243,7 +243,10 @@ class ListReads:
         return labels
 
     def _node_memory(
-        self, node_ids: list[str], rows: Sequence[NodeColumns], copy: NodeUsageCopy | None
+        self,
+        node_ids: list[str],
+        rows: Sequence[NodeColumns],
+        copy: NodeUsageCopy | None = None,
     ) -> NodeUsageCopy:
         """The engine's memory of the nodes whose ``rows`` were just read: a copy that agrees
         with each row's state and capacity (one made before a node changed would show it
