@@ -141,17 +141,20 @@ def hello(
 
 
 #: The heartbeats a second Orchestrate asks of the whole cluster at most. Past
-#: ``lease / 3 * HEARTBEATS_PER_SECOND`` READY nodes (1,250 at the default 15 s lease) a
-#: node's heartbeat interval grows with the cluster, and its lease with it (three intervals),
-#: as kubelet's node leases and Slurm's SlurmdTimeout are set longer on large clusters: a
-#: heartbeat costs Orchestrate about 0.2 ms of CPU, nearly all gRPC's own per-message work
-#: (``bench/hollow.py``: 8.3 % of a core for 2,000 nodes every 5 s), so lease traffic stays
-#: near 5 % of a core at any size; 5,000 nodes heartbeat every 20 s on a 60 s lease. A busy
-#: node sends none at all (any message renews its lease).
-HEARTBEATS_PER_SECOND = 250.0
+#: ``lease / 3 * HEARTBEATS_PER_SECOND / RETUNE_GROWTH`` READY nodes (600 at the default
+#: 15 s lease) a node's heartbeat interval grows with the cluster, and its lease with it
+#: (three intervals), as kubelet's node leases and Slurm's SlurmdTimeout (300 s by default)
+#: are set longer on large clusters: a heartbeat costs Orchestrate 0.3-0.4 ms of CPU on a
+#: loaded machine, nearly all gRPC's own per-message work (``bench/hollow.py`` at 5,000
+#: nodes: 10 % of a core at 252 heartbeats a second), so lease traffic stays near 5 % of a
+#: core at any size; 5,000 nodes heartbeat every 33-42 s on a 100-125 s lease. A busy node
+#: sends none at all (any message renews its lease).
+HEARTBEATS_PER_SECOND = 150.0
 
 #: How far the cluster may outgrow the interval its connected nodes were told before they are
 #: all told again (:func:`retune`): each sweep is a message per node, so not at every node.
+#: The interval told is the one for a cluster this much larger (:func:`lease_terms`), so the
+#: heartbeats stay under :data:`HEARTBEATS_PER_SECOND` between two sweeps.
 RETUNE_GROWTH = 1.25
 
 
@@ -159,8 +162,13 @@ def lease_terms(ctx: EngineContext, ready_nodes: int) -> tuple[float, float]:
     """The lease and heartbeat interval for a node of a cluster of ``ready_nodes``: the
     configured lease and a third of it, or longer once the cluster's heartbeats at that
     interval would pass :data:`HEARTBEATS_PER_SECOND` (failure detection takes the longer
-    lease: three missed intervals)."""
-    heartbeat = max(ctx.lease_seconds / 3, ready_nodes / HEARTBEATS_PER_SECOND)
+    lease: three missed intervals).
+
+    A longer interval is the one that keeps a cluster :data:`RETUNE_GROWTH` times this size
+    within the budget: connected nodes are told again only once the cluster has grown that
+    much (:func:`retune`), and until then their heartbeats stay under the budget instead
+    of running up to that factor past it."""
+    heartbeat = max(ctx.lease_seconds / 3, ready_nodes * RETUNE_GROWTH / HEARTBEATS_PER_SECOND)
     return 3 * heartbeat, heartbeat
 
 
@@ -185,8 +193,10 @@ def welcome(
 
 
 def retune(ctx: EngineContext, *, skip: str = "") -> None:
-    """Once the cluster has grown :data:`RETUNE_GROWTH` past the interval its nodes were last
-    told, lengthen every connected node's lease to the cluster's and tell each in a Welcome
+    """Once the cluster has grown to the size the interval its nodes were last told was made
+    for (:data:`RETUNE_GROWTH` past the cluster then: its heartbeats at that interval reach
+    :data:`HEARTBEATS_PER_SECOND`), lengthen every connected node's lease to the cluster's
+    as it is now (again with room to grow) and tell each in a Welcome
     on its stream (``skip``: a node whose own Welcome is about to name it). Nodes that
     connected while the cluster was small would otherwise keep heartbeating at its rate.
 

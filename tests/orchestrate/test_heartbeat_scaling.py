@@ -29,12 +29,15 @@ def test_a_small_cluster_keeps_the_configured_lease_and_a_third_of_it(harness):
     assert welcome.accepts_batches
 
 
-def test_a_large_cluster_lengthens_the_lease_to_three_intervals_at_the_budget(harness, monkeypatch):
-    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)  # 2 nodes: 8 s each
+def test_a_large_cluster_lengthens_the_lease_to_three_intervals_with_room_to_grow(
+    harness, monkeypatch
+):
+    # 2 nodes grown by RETUNE_GROWTH (2.5) at 0.25 a second: 10 s each
+    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)
     connect(harness, "n1")
     _, welcome = connect(harness, "n2")
-    assert welcome.heartbeat_seconds == pytest.approx(8)
-    assert welcome.lease_seconds == pytest.approx(24)
+    assert welcome.heartbeat_seconds == pytest.approx(10)
+    assert welcome.lease_seconds == pytest.approx(30)
 
 
 def test_a_lengthened_lease_holds_the_node_until_it_ends(harness, monkeypatch):
@@ -70,12 +73,21 @@ def test_the_cluster_is_not_retold_for_every_node_that_joins(harness, monkeypatc
     monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)
     for index in range(1, 8):
         connect(harness, f"n{index}")
-    assert harness.engine.context.tuned_heartbeat == pytest.approx(28)  # swept at 7 nodes
+    assert harness.engine.context.tuned_heartbeat == pytest.approx(35)  # swept at 7 nodes
     harness.sent("welcome")
-    connect(harness, "n8")  # 32 s: under RETUNE_GROWTH times 28 s
+    connect(harness, "n8")  # 40 s: under RETUNE_GROWTH times 35 s
     assert harness.sent("welcome") == []
-    connect(harness, "n9")  # 36 s: past it
+    connect(harness, "n9")  # 45 s: past it
     assert len(harness.sent("welcome")) == 8
+
+
+def test_the_clusters_heartbeats_stay_within_the_budget_while_it_grows(harness, monkeypatch):
+    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 1.0)
+    ctx = harness.engine.context
+    for index in range(1, 41):
+        connect(harness, f"n{index}")
+        per_second = sum(3 / nodes.lease_of(ctx, node_id) for node_id in ctx.leases)
+        assert per_second <= nodes.HEARTBEATS_PER_SECOND
 
 
 def test_any_message_renews_a_ready_nodes_lease(harness):

@@ -29,13 +29,13 @@ def heartbeat(harness, *node_ids: str) -> None:
 def test_a_node_told_a_shorter_lease_than_the_others_lapses_when_its_own_lease_ends(
     harness, monkeypatch
 ):
-    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)  # 2 nodes: 24 s leases
+    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)  # 2 nodes: 30 s leases
     first, _ = connect(harness, "n1")
     second, long_terms = connect(harness, "n2")
-    assert long_terms.lease_seconds == 24
+    assert long_terms.lease_seconds == 30
     harness.clock.now += 1
     heartbeat(harness, first, second)
-    harness.engine.step()  # no lease ends for 24 s: the passes until then skip the scan
+    harness.engine.step()  # no lease ends for 30 s: the passes until then skip the scan
     monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 1000.0)
     third, short_terms = connect(harness, "n3")
     assert short_terms.lease_seconds == 15
