@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -131,6 +133,15 @@ def build_harness(
 @pytest.fixture
 def harness(database_url) -> Harness:
     return build_harness(database_url)
+
+
+@pytest.fixture
+def harness_with(database_url) -> Callable[..., Harness]:
+    """Harnesses over the test database made by the test, with a scheduler of its own
+    (``harness_with(scheduler=...)``): a test module asks for this fixture rather than
+    importing ``conftest``, a name another folder's conftest may hold when pytest is
+    given several folders."""
+    return functools.partial(build_harness, database_url)
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ their share. The node side is played by the test through the messages a Substrat
 
 import uuid
 from collections import Counter
+from typing import Any
 
 import pytest
-from conftest import Harness, build_harness
 
 from fuzzball_plugins.schedulers.default import DefaultScheduler
 
@@ -38,7 +38,7 @@ class Cluster:
     """A full cluster running the array of one account, with a second account's workflows
     waiting; each :meth:`next_pass` ends some of the array's tasks and runs one engine pass."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: Any) -> None:  # conftest's Harness
         self.harness = harness
         for i in range(NODES):
             harness.node(f"n{i}", cores=CORES)
@@ -126,9 +126,9 @@ def test_the_small_workflows_wait_for_room_not_for_their_share(cluster):
     assert reasons == {"INSUFFICIENT_RESOURCES": 1, "BACKFILL_NO_FIT": 49}
 
 
-def test_with_fair_share_off_the_small_workflows_wait_behind_the_array(database_url):
+def test_with_fair_share_off_the_small_workflows_wait_behind_the_array(harness_with):
     scheduler = DefaultScheduler({"fair_share": {"enabled": False}})
-    cluster = Cluster(build_harness(database_url, scheduler=scheduler))
+    cluster = Cluster(harness_with(scheduler=scheduler))
     for _ in range(3):
         cluster.next_pass()
     assert cluster.small_started == set()
@@ -144,10 +144,8 @@ jobs:
 """
 
 
-def test_passes_with_nothing_waiting_keep_count_of_what_an_account_runs(database_url):
-    harness = build_harness(
-        database_url, scheduler=DefaultScheduler({"fair_share": {"half_life": "1m"}})
-    )
+def test_passes_with_nothing_waiting_keep_count_of_what_an_account_runs(harness_with):
+    harness = harness_with(scheduler=DefaultScheduler({"fair_share": {"half_life": "1m"}}))
     harness.engine.lease_seconds = 3600  # no heartbeats in this test
     node = harness.node("n1", cores=4)
     harness.submit(WHOLE_NODE)
