@@ -281,9 +281,11 @@ class ListWorker:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        # after the worker ended: the keeping thread has its EOF, reaps it and closes this
+        # after the worker ended: the keeping thread has its EOF and reaps it; whichever of
+        # it and this takes the connection out first closes it (twice is EBADF, or worse, a
+        # descriptor number already reused)
         with self._lock:
-            control = self._control
+            control, self._control = self._control, None
         if control is not None:
             control.close()
         shutil.rmtree(self._directory, ignore_errors=True)
