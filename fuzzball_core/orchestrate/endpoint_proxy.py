@@ -24,7 +24,10 @@ which waits up to ``wake-timeout`` for it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
+import itertools
 import json
 import logging
 import socket
@@ -64,6 +67,8 @@ from fuzzball_core.orchestrate.endpoint_routes import endpoint_routes
 from fuzzball_core.orchestrate.endpoint_urls import EndpointUrls
 from fuzzball_core.orchestrate.endpoint_worker import Routing
 from fuzzball_core.orchestrate.engine import Engine
+from fuzzball_core.service.accounts import token_digest
+from fuzzball_core.service.revocations import Revocation, Revocations
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import AccountMember
 
@@ -72,8 +77,17 @@ log = logging.getLogger("fuzzball.orchestrate.endpoints")
 #: how often a request waiting for a pool to wake looks again, and asks it to wake again
 WAKE_POLL = 0.1
 WAKE_AGAIN = 1.0
-#: seconds an authenticated token's caller is reused (a revoked token is refused within it)
+#: seconds an authenticated token's caller is reused: what bounds a revocation this process is
+#: not told of (one made by another process, such as ``accounts revoke-token``); those it is
+#: told of are forgotten at once (:meth:`EndpointProxy.follow`)
 TOKEN_TTL = 2.0
+#: seconds a revoking call waits for the proxy's processes to say they forgot the revoked
+#: tokens' decisions (past it, a process that has not answered is being started again)
+FORGET_WAIT = 2.0
+
+#: told the tokens whose kept decisions must go (None: every token's); the futures it returns
+#: are awaited, up to FORGET_WAIT, before the revoking call returns
+TokensForgotten = Callable[[list[str] | None], list["asyncio.Future[None]"]]
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,13 @@ class EndpointProxy:
         self.routing = Routing(config.domain, config.cookie)
         self._tokens: dict[str, tuple[float, Principal | FuzzballError]] = {}
         self._members: dict[tuple[str, str], tuple[float, bool]] = {}
+        #: told the tokens a revocation covers (the proxy's processes keep decisions by token)
+        self.on_forget_tokens: list[TokensForgotten] = []
+        #: revocations applied so far: a decision made across one is not kept
+        self._revocations = 0
+        #: when the kept callers were last dropped for their number (monotonic): a process
+        #: may keep decisions for tokens no longer named here until TOKEN_TTL after it
+        self._dropped_at = float("-inf")
         self.pool = ServicePool(
             ssl.create_default_context() if config.verify_upstream_tls else False
         )
@@ -122,11 +143,16 @@ class EndpointProxy:
         ``endpoint_id``, and until when (monotonic) that answer may be reused: no longer
         than this process keeps the ready address, the token's caller and its group
         membership, so whoever keeps it refuses a revoked token as soon as this does."""
+        revocations = self._revocations
         caller, until = self._caller(token)
         destination = self._destination(endpoint_id, caller)
         upstream = destination.upstream
         if upstream is None or not upstream.ready:
             upstream = await self._ready_upstream(destination, caller)
+            if self._revocations != revocations:
+                # revoked while the pool woke: asked again, and the answer is not kept
+                self._destination(endpoint_id, self._caller(token)[0])
+                return upstream, 0.0
         until = min(until, time.monotonic() + READY_TTL)
         who = caller.principal
         if who is not None and who.user_id is not None:
@@ -149,10 +175,66 @@ class EndpointProxy:
                 found = error
             if len(self._tokens) > 10_000:
                 self._tokens.clear()  # bounded: only recent callers are worth keeping
+                self._dropped_at = now
             kept = self._tokens[token] = (now + TOKEN_TTL, found)
         if isinstance(kept[1], FuzzballError):
             raise kept[1]
         return Caller(kept[1]), kept[0]
+
+    # -- revocations ----------------------------------------------------------------------
+
+    def follow(self, revocations: Revocations) -> Callable[[], None]:
+        """Forget what each of ``revocations`` covers as soon as it is committed (called on
+        the event loop this proxy decides on); returns what stops following. A revocation
+        made in another thread returns once this loop has forgotten it and the proxy's
+        processes have said they did too (up to FORGET_WAIT): the revoked token is refused
+        at its next request. One made on this loop (the Web UI's sign-out) cannot wait for
+        them: their lines are sent before its answer is."""
+        loop = asyncio.get_running_loop()
+        settling: set[asyncio.Task[None]] = set()
+
+        def told(revocation: Revocation) -> None:
+            if _running_loop() is loop:
+                task = loop.create_task(_settle(self.forget_revoked(revocation)))
+                settling.add(task)
+                task.add_done_callback(settling.discard)
+                return
+
+            async def forget() -> None:
+                await _settle(self.forget_revoked(revocation))
+
+            try:
+                asyncio.run_coroutine_threadsafe(forget(), loop).result(FORGET_WAIT + 1.0)
+            except (RuntimeError, concurrent.futures.CancelledError):
+                return  # the loop has closed, or is closing: nothing is kept any more
+            except TimeoutError:
+                log.warning("the endpoint proxy did not forget a revocation in time")
+
+        return revocations.subscribe(told)
+
+    def forget_revoked(self, revocation: Revocation) -> list[asyncio.Future[None]]:
+        """Forget the kept callers and group memberships ``revocation`` covers and tell
+        whoever keeps decisions by token (the proxy's processes) to forget those tokens';
+        what to await for them to have done so."""
+        self._revocations += 1
+        covered = [
+            token
+            for token, (_, found) in self._tokens.items()
+            if isinstance(found, Principal)
+            and revocation.covers(functools.partial(token_digest, token), found)
+        ]
+        for token in covered:
+            del self._tokens[token]
+        for key in [key for key in self._members if revocation.ends_membership(*key)]:
+            del self._members[key]
+        forgotten: list[str] | None = covered
+        if time.monotonic() - self._dropped_at < TOKEN_TTL:
+            forgotten = None  # tokens dropped unread may still be kept elsewhere: all go
+        if forgotten == []:
+            return []
+        return [wait for tell in self.on_forget_tokens for wait in tell(forgotten)]
+
+    # -- who may use what ------------------------------------------------------------------
 
     def _destination(self, endpoint_id: str, caller: Caller) -> Destination:
         """The endpoint, once the caller may use it."""
@@ -206,7 +288,7 @@ class EndpointProxy:
         if who.user_id is None:
             return False
         # kept as long as a token's caller is (TOKEN_TTL): a busy group endpoint costs no
-        # query per request, and a member removed is refused within it
+        # query per request, and a member removed is forgotten at once (forget_revoked)
         key = (who.user_id, account_id)
         now = time.monotonic()
         kept = self._members.get(key)
@@ -280,7 +362,11 @@ class ProxyProcess:
         self._supervisors: list[asyncio.Task[None]] = []
         self._decisions: set[asyncio.Task[None]] = set()
         self._closing = False
+        #: the forgetting of revoked tokens each process has not yet said it did, by number
+        self._forgetting: dict[int, asyncio.Future[None]] = {}
+        self._forget_numbers = itertools.count(1)
         directory.on_forget.append(self._forget)
+        proxy.on_forget_tokens.append(self._forget_tokens)
 
     @property
     def pids(self) -> list[int]:
@@ -345,6 +431,11 @@ class ProxyProcess:
                 workflow_id, stage_name, idle_timeout = message["touch"]
                 self.proxy.keeper.touch(workflow_id, stage_name, float(idle_timeout))
                 continue
+            if "forgot" in message:
+                forgetting = self._forgetting.get(message["forgot"])
+                if forgetting is not None and not forgetting.done():
+                    forgetting.set_result(None)
+                continue
             task = asyncio.create_task(
                 self._decide(writer, message["i"], message["e"], message["t"])
             )
@@ -372,6 +463,25 @@ class ProxyProcess:
     def _forget(self, endpoint_id: str) -> None:
         for writer in self._writers:
             _send(writer, {"forget": endpoint_id})
+
+    def _forgotten(self, number: int, _: asyncio.Future[None]) -> None:
+        self._forgetting.pop(number, None)
+
+    def _forget_tokens(self, tokens: list[str] | None) -> list[asyncio.Future[None]]:
+        """Tell every process to forget the decisions it keeps for ``tokens`` (None: all);
+        a future each, done when it says it did."""
+        waits: list[asyncio.Future[None]] = []
+        for writer in self._writers:
+            if writer.is_closing():
+                continue
+            number = next(self._forget_numbers)
+            forgetting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._forgetting[number] = forgetting
+            # answered, or given up on by the revoking call past FORGET_WAIT
+            forgetting.add_done_callback(functools.partial(self._forgotten, number))
+            _send(writer, {"forget_tokens": tokens, "n": number})
+            waits.append(forgetting)
+        return waits
 
     @staticmethod
     async def _ended(child: subprocess.Popen[bytes] | None, wait: float = 5.0) -> int | None:
@@ -407,6 +517,22 @@ class ProxyProcess:
             self._listener = None
 
 
+async def _settle(waits: list[asyncio.Future[None]]) -> None:
+    """Wait up to FORGET_WAIT for ``waits``; those not done by then are given up on."""
+    if waits:
+        _, unanswered = await asyncio.wait(waits, timeout=FORGET_WAIT)
+        for wait in unanswered:
+            wait.cancel()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, None outside one."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _send(writer: asyncio.StreamWriter, message: dict[str, object]) -> None:
     """A line to a proxy process (dropped when its channel has ended: it is started again
     and asks anew)."""
@@ -426,9 +552,13 @@ class EndpointServing:
         health: Health,
         *,
         secure: bool = False,
+        revocations: Revocations | None = None,
     ) -> None:
         self.config = config
         self.health = health
+        #: the revocations the proxy forgets at once (its accounts'), once serving
+        self.revocations = revocations
+        self._unfollow: Callable[[], None] | None = None
         self.urls = EndpointUrls.of(config.url, config.listen, config.domain, secure=secure)
         engine.context.endpoint_urls = self.urls
         self.directory = EndpointDirectory(engine)
@@ -448,6 +578,8 @@ class EndpointServing:
         self._keeper = asyncio.create_task(self.keeper.run(self.health))
         if not self.config.listen:
             return
+        if self.revocations is not None:
+            self._unfollow = self.proxy.follow(self.revocations)
         host, _, port = self.config.listen.rpartition(":")
         if ssl_context is None:
             self.process = ProxyProcess(self.proxy, self.directory)
@@ -460,6 +592,9 @@ class EndpointServing:
 
     async def close(self) -> None:
         """Stop the listener and the keeper."""
+        if self._unfollow is not None:
+            self._unfollow()
+            self._unfollow = None
         if self._keeper is not None:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -16,16 +16,19 @@ The decisions stay in Orchestrate (the store, the engine's memory, the token's c
 waking pools, the keeper's clock): this process only routes (pure: the path or subdomain
 names the endpoint), reads the token, and keeps each decision Orchestrate gave no longer
 than Orchestrate says (at most ``READY_TTL``, and never past its own cached
-token's or group membership's expiry, so a revoked token is refused within ``TOKEN_TTL``
-as before). When Orchestrate moves an endpoint (a takeover), it tells this process to
-forget it at once.
+token's or group membership's expiry). When Orchestrate moves an endpoint (a takeover), it
+tells this process to forget it at once; when a token is revoked (or its account, its user,
+or a group membership of its user ends), it tells this process to forget that token's
+decisions, and the revoking call returns once this process has said it did, so the token is
+refused at its next request.
 
 The channel: JSON lines. This process sends ``{"i": N, "e": ENDPOINT, "t": TOKEN}`` (a
 decision asked) and ``{"touch": [WORKFLOW, STAGE, IDLE]}`` (a request went to a pool's
 instance); Orchestrate answers ``{"i": N, "u": URL, "until": T, "pool": [...]}`` (T on
 the shared monotonic clock) or ``{"i": N, "err": STATUS}`` (the refusal, a
-google.rpc.Status), and sends ``{"forget": ENDPOINT}``. The process ends when the
-channel does (Orchestrate is gone).
+google.rpc.Status), and sends ``{"forget": ENDPOINT}`` and ``{"forget_tokens": [TOKEN...],
+"n": N}`` (``null``: every token's decisions), which this process answers with
+``{"forgot": N}`` once it has. The process ends when the channel does (Orchestrate is gone).
 
 Run by Orchestrate as ``python -m fuzzball_core.orchestrate.endpoint_worker SETTINGS``
 with the listening socket and the channel passed as descriptors (see
@@ -266,6 +269,15 @@ class WorkerGate:
             raise Unavailable("the endpoint proxy lost Orchestrate; try again shortly")
         self._writer.write(json.dumps(message).encode() + b"\n")
 
+    def _forget_tokens(self, tokens: list[str] | None) -> None:
+        """Forget the decisions kept for ``tokens`` (None: every decision)."""
+        if tokens is None:
+            self._kept.clear()
+            return
+        revoked = set(tokens)
+        for key in [key for key in self._kept if key[1] in revoked]:
+            del self._kept[key]
+
     async def _line(self) -> bytes:
         """Orchestrate's next line, b'' once the channel ended: closed, or reset by an
         Orchestrate killed with this process's last question unread."""
@@ -282,6 +294,10 @@ class WorkerGate:
                 gone = message["forget"]
                 for key in [key for key in self._kept if key[0] == gone]:
                     del self._kept[key]
+                continue
+            if "forget_tokens" in message:
+                self._forget_tokens(message["forget_tokens"])
+                self._send({"forgot": message["n"]})
                 continue
             future = self._asked.get(message["i"])
             if future is None or future.done():

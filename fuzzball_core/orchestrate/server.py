@@ -172,6 +172,7 @@ def build(
         config.orchestrate.endpoints,
         health,
         secure=config.tls.cert_file is not None,
+        revocations=service.accounts.revocations,
     )
     built = Orchestrate(config, engine, service, hub, health, secrets, endpoints)
     built.monitoring = Monitoring(config, engine, hub)

@@ -3,7 +3,8 @@
 Tokens are shown once and stored only as their SHA-256 digest. Each is accepted until it
 expires (``accounts.token-lifetime`` after it was issued) or is revoked; either way it is
 then Unauthenticated, saying which. An account's kind (admin, monitoring, provisioner, user)
-is set when it is created and says what it may do beyond its own workflows.
+is set when it is created and says what it may do beyond its own workflows. Each revocation,
+once committed, is told to whoever keeps callers (:attr:`Accounts.revocations`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.service.revocations import Revocation, Revocations
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Account, ApiToken, User
 from fuzzball_core.vocabulary import AccountKind, CredentialKind
@@ -65,6 +67,9 @@ class Accounts:
         self.token_table = token_table
         self.token_lifetime = token_lifetime
         self.clock = clock
+        #: told of every revocation made through these accounts (and the identity service
+        #: over them), once committed
+        self.revocations = Revocations()
 
     def create(
         self, name: str, *, kind: str = AccountKind.USER, admin: bool = False
@@ -220,6 +225,7 @@ class Accounts:
                 raise NotFound("no account has this bearer token")
             if issued.revoked_at is None:
                 issued.revoked_at = self.clock()
+        self.revocations.announce(Revocation(token_digests=frozenset({token_digest(token)})))
 
     def revoke_all(self, name: str) -> int:
         """Revoke every live token of account ``name``; how many were revoked."""
@@ -234,7 +240,9 @@ class Accounts:
                 )
                 .values(revoked_at=now)
             )
-            return int(getattr(revoked, "rowcount", 0) or 0)
+            count = int(getattr(revoked, "rowcount", 0) or 0)
+        self.revocations.announce(Revocation(account_ids=frozenset({account_id})))
+        return count
 
 
 class AccountCalls:

@@ -53,6 +53,7 @@ from fuzzball_core.service.passwords import (
     verify_password,
 )
 from fuzzball_core.service.permissions import require
+from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import (
     Account,
@@ -480,7 +481,9 @@ class Identity:
                 session, who, AuditAction.MEMBER_REMOVED, user.organization_id,
                 f"user {user.email}",
             )  # fmt: skip
+            removed = str(user.id)
             session.delete(user)
+        self.accounts.revocations.announce(Revocation(user_ids=frozenset({removed})))
 
     def reset_password(
         self,
@@ -794,7 +797,9 @@ class Identity:
                 session, who, AuditAction.ACCOUNT_DELETED, account.organization_id,
                 f"group {account.name}",
             )  # fmt: skip
+            deleted = str(account.id)
             session.delete(account)
+        self.accounts.revocations.announce(Revocation(account_ids=frozenset({deleted})))
 
     def list_account_members(
         self, who: Principal, account_id: str, *, relationship: str | None = None
@@ -886,6 +891,8 @@ class Identity:
                 session, who, AuditAction.ACCOUNT_UPDATED, account.organization_id,
                 f"group {account.name}", detail={"removed": user.email},
             )  # fmt: skip
+            ended = (str(user.id), str(account.id))
+        self.accounts.revocations.announce(Revocation(memberships=frozenset({ended})))
 
     @staticmethod
     def _group_member(

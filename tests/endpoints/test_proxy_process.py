@@ -1,8 +1,9 @@
 """The endpoint proxy's own process (fuzzball_core/orchestrate/endpoint_worker.py and
 ``ProxyProcess`` in endpoint_proxy.py): decisions asked of Orchestrate over the channel and
-kept only as long as it says, endpoints forgotten at once when Orchestrate moves them,
-refusals answered with Orchestrate's error, pools' touches passed to the keeper, and the
-process started again when it ends. A real child process and a real aiohttp service on
+kept only as long as it says, endpoints forgotten at once when Orchestrate moves them, a
+revoked token's decisions forgotten before the revocation returns, refusals answered with
+Orchestrate's error, pools' touches passed to the keeper, and the process started again when
+it ends. A real child process and a real aiohttp service on
 loopback; Orchestrate's decisions come from a stand-in that counts them."""
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ class _Directory:
 
 
 class _Orchestrate:
-    """Stands in for EndpointProxy.decide: endpoint ``known`` leads to ``url`` for token
-    ``good``; each decision is kept ``keep`` seconds; ``asked`` counts them."""
+    """Stands in for EndpointProxy.decide: endpoint ``known`` leads to ``url`` for tokens
+    ``good`` and ``also-good``; each decision is kept ``keep`` seconds; ``asked`` counts
+    them. ``forget_tokens`` is what EndpointProxy.forget_revoked does with a revocation."""
 
     def __init__(self, url: str, *, keep: float, pool: bool = False) -> None:
         self.config = EndpointsConfig(domain="endpoints.test")
@@ -63,12 +65,18 @@ class _Orchestrate:
         self.keep = keep
         self.pool = pool
         self.asked: list[tuple[str, str]] = []
+        self.on_forget_tokens: list[Callable[[list[str] | None], list[asyncio.Future[None]]]] = []
+
+    async def forget_tokens(self, tokens: list[str] | None) -> None:
+        """Tell the processes to forget ``tokens``' decisions; back once they all said so."""
+        waits = [wait for tell in self.on_forget_tokens for wait in tell(tokens)]
+        await asyncio.wait_for(asyncio.gather(*waits), timeout=5)
 
     async def decide(self, endpoint_id: str, token: str) -> tuple[Upstream, float]:
         self.asked.append((endpoint_id, token))
         if endpoint_id != "known":
             raise NotFound(f"endpoint {endpoint_id} not found")
-        if token != "good":
+        if token not in ("good", "also-good"):
             raise Unavailable("its service is not ready yet")
         upstream = Upstream("wf", "services.app", self.url, True, self.pool, 30.0)
         return upstream, time.monotonic() + self.keep
@@ -165,6 +173,34 @@ def test_an_endpoint_orchestrate_forgets_is_asked_again_at_once() -> None:
             await asyncio.sleep(0.2)  # the channel is asynchronous: the message on its way
             assert (await _get(f"{base}/endpoints/known/", session=session))[0] == 200
         assert len(orchestrate.asked) == 2
+
+    _run(scenario)
+
+
+def test_a_revoked_tokens_decision_is_asked_again_at_once_and_no_other() -> None:
+    async def scenario(base: str, orchestrate: _Orchestrate, *_: Any) -> None:
+        url = f"{base}/endpoints/known/"
+        async with aiohttp.ClientSession() as session:
+            for token in ("good", "also-good"):
+                assert (await _get(url, token, session=session))[0] == 200
+            await orchestrate.forget_tokens(["good"])  # no wait: forgotten once it returns
+            for token in ("good", "also-good"):
+                assert (await _get(url, token, session=session))[0] == 200
+        assert orchestrate.asked == [("known", "good"), ("known", "also-good"), ("known", "good")]
+
+    _run(scenario)
+
+
+def test_forgetting_every_token_asks_for_each_again() -> None:
+    async def scenario(base: str, orchestrate: _Orchestrate, *_: Any) -> None:
+        url = f"{base}/endpoints/known/"
+        async with aiohttp.ClientSession() as session:
+            for token in ("good", "also-good"):
+                assert (await _get(url, token, session=session))[0] == 200
+            await orchestrate.forget_tokens(None)
+            for token in ("good", "also-good"):
+                assert (await _get(url, token, session=session))[0] == 200
+        assert len(orchestrate.asked) == 4
 
     _run(scenario)
 
