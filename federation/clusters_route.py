@@ -6,9 +6,13 @@ AdminClusterService and AdminClusterRegistrationService:
   ready nodes and free capacity;
 * ``GET /v3/admin/clusters``, ``GET /v3/admin/cluster/{id}`` (``administer_cluster``): the
   same, for administrators;
-* ``DELETE /v3/admin/cluster/{id}``: the member leaves (``ClusterIDResponse``); refused while
-  federated workflows run there, the member then draining (``registration.py``);
-* ``POST /v3/admin/cluster/registration`` (``RegisterClusterRequest``): a member joins;
+* ``DELETE /v3/admin/cluster/{id}``: the member leaves (``ClusterIDResponse``), asked to revoke
+  the token it gave this Federate; refused while federated workflows run there, the member
+  then draining (``registration.py``). With this Federate's own id it is the member side of
+  another Federate leaving this one: that Federate, presenting its registration's token,
+  has the token revoked;
+* ``POST /v3/admin/cluster/registration`` (``RegisterClusterRequest``): a member joins; a
+  draining member registered again (same id and name) takes work again;
 * ``GET /v3/admin/cluster/registration/configuration:generate[?federateName=&federateJwk=]``:
   this Federate's registration for another Federate to take it as a member.
 
@@ -31,7 +35,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.openapi import Operation, Query, documented
-from fuzzball_core.api.rest import BASE_PATH
+from fuzzball_core.api.rest import BASE_PATH, bearer_token
 from fuzzball_core.api.rest_messages import to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.service.forwarded_identity import public_jwk
@@ -212,9 +216,15 @@ class ClusterRoutes:
 
     @documented(_DELETE)
     async def delete_cluster(self, request: web.Request) -> web.Response:
-        """``DELETE /v3/admin/cluster/{id}``: the member leaves."""
+        """``DELETE /v3/admin/cluster/{id}``: the member leaves; with this Federate's own id,
+        the Federate this one is a member of leaves it (its registration's token revoked)."""
+        cluster_id = request.match_info["id"]
+        if cluster_id == self.registrations.id:
+            who, token = self.principal_of(request), bearer_token(request)
+            ended = await asyncio.to_thread(self.registrations.end, who, token)
+            return web.json_response(to_json(pb.ClusterIDResponse(id=ended)))
         self._admin(request, "remove a member cluster")
-        left = await asyncio.to_thread(self.registrations.leave, request.match_info["id"])
+        left = await asyncio.to_thread(self.registrations.leave, cluster_id)
         return web.json_response(to_json(pb.ClusterIDResponse(id=left)))
 
     @documented(_REGISTER)

@@ -119,6 +119,22 @@ class Member:
                 self._client.close()
                 self._client = None
 
+    def take_registration(self, other: Member) -> None:
+        """Become what ``other`` (this member registered again) says: its address, token,
+        labels, kind and keys; taking work again (no longer draining). The next call reaches
+        it anew, with the new token."""
+        with self._lock:
+            self.config, self.kind = other.config, other.kind
+            self.jwk_public_key, self.openapi_endpoint = (
+                other.jwk_public_key,
+                other.openapi_endpoint,
+            )
+            self.updated_at = other.updated_at
+            self.draining = False
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
 
 @dataclass(frozen=True)
 class MemberChange:

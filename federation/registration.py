@@ -8,6 +8,11 @@ keys) and adds it to the live :class:`~fuzzball_federation.members.Members`: the
 decision sees it, no restart. ``leave`` takes it out again, unless federated workflows still
 run there: then the member is put to draining (no new work) and the refusal says so; it leaves
 by itself once they have ended (:meth:`Registrations.finish_draining`, from the poll loop).
+Registering a draining member again (the same id and name) takes it back: it takes work again,
+with the new registration's address, token and labels. A member that leaves is asked, with
+its token and as this Federate itself, to revoke that token (``DELETE /v3/admin/cluster/{id}``
+with its own id: :meth:`Registrations.end` is that route's member side here); one that cannot
+be asked leaves all the same, and the warning logged says how its administrator revokes it.
 
 ``generate`` is the member side when this Federate joins another (kind
 ``CLUSTER_KIND_FEDERATE``): a fresh ``federate`` account here and its token (shown once), this
@@ -17,12 +22,12 @@ recorded as trusted (``federate_trusted_federates``), so its forwarded identitie
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import re
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -51,9 +56,11 @@ from fuzzball_core.service.forwarded_identity import (
     key_from_jwk,
     public_jwk,
 )
+from fuzzball_core.service.views import Principal
 from fuzzball_core.spec.names import printable
 from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_core.vocabulary import AccountKind
+from fuzzball_federation.forwarding import acting_for
 from fuzzball_federation.members import (
     FEDERATE,
     ORCHESTRATE,
@@ -215,6 +222,9 @@ class Registrations:
         self.accounts = accounts
         self.trusted = trusted
         self.clock = clock
+        #: held while a member leaves or rejoins, so a draining member registered again is
+        #: not taken out by the poll loop's finish_draining at the same moment
+        self._changing = threading.Lock()
 
     # -- at start -------------------------------------------------------------------------------
 
@@ -258,24 +268,15 @@ class Registrations:
         if name == self.name or cluster_id == self.id:
             raise AlreadyExists(f"config: {name!r} ({cluster_id}) is this Federate itself")
         for member in self.members.snapshot():
+            same = (member.name, member.id) == (name, cluster_id)
+            if same and member.draining and member.source == REGISTERED:
+                return self._rejoin(member, fields, labels)
             if member.name == name:
                 raise AlreadyExists(f"config.name: a member named {name!r} already exists")
             if member.id == cluster_id:
                 raise AlreadyExists(f"config.id: a member with id {cluster_id!r} already exists")
         now = self.clock()
-        row = RegisteredCluster(
-            id=cluster_id,
-            name=name,
-            kind=fields["kind"],
-            api_endpoint=fields["apiEndpoint"],
-            openapi_endpoint=fields.get("openapiEndpoint", ""),
-            token_sealed="",
-            jwk_public_key=fields.get("jwkPublicKey", ""),
-            labels=dict(labels or {}),
-            draining=False,
-            created_at=now,
-            updated_at=now,
-        )
+        row = self._row(fields, labels, created=now, updated=now)
         member = self._member(row, fields["apiToken"])
         self._reach(member)
         row.token_sealed = self.box.encrypt(fields["apiToken"].encode())
@@ -283,6 +284,53 @@ class Registrations:
             session.add(row)
         self.members.add(member)
         log.info("cluster %s (%s) joined at %s", name, cluster_id, member.config.address)
+        return member
+
+    @staticmethod
+    def _row(
+        fields: dict[str, str], labels: dict[str, str] | None, *, created: float, updated: float
+    ) -> RegisteredCluster:
+        """The store's row of the registration ``fields`` (its token not sealed yet)."""
+        return RegisteredCluster(
+            id=fields["id"],
+            name=fields["name"],
+            kind=fields["kind"],
+            api_endpoint=fields["apiEndpoint"],
+            openapi_endpoint=fields.get("openapiEndpoint", ""),
+            token_sealed="",
+            jwk_public_key=fields.get("jwkPublicKey", ""),
+            labels=dict(labels or {}),
+            draining=False,
+            created_at=created,
+            updated_at=updated,
+        )
+
+    def _rejoin(
+        self, member: Member, fields: dict[str, str], labels: dict[str, str] | None
+    ) -> Member:
+        """The draining ``member`` registered again: reached with the new registration, it
+        takes work again with its address, token and labels; the token it had, when another,
+        is revoked on it (as when it leaves)."""
+        row = self._row(fields, labels, created=member.created_at, updated=self.clock())
+        fresh = self._member(row, fields["apiToken"])
+        self._reach(fresh)
+        before = Member(member.config, timeout=self.timeout, id=member.id, source=REGISTERED)
+        with self._changing:
+            with self.sessions() as session, session.begin():
+                stored = session.get(RegisteredCluster, member.id)
+                if stored is None or not member.draining:
+                    raise FailedPrecondition(
+                        f"cluster {member.name} left or was taken back meanwhile; register it again"
+                    )
+                for column in ("kind", "api_endpoint", "openapi_endpoint", "jwk_public_key"):
+                    setattr(stored, column, getattr(row, column))
+                stored.labels, stored.draining = row.labels, False
+                stored.updated_at = row.updated_at
+                stored.token_sealed = self.box.encrypt(fields["apiToken"].encode())
+            member.take_registration(fresh)
+        log.info("cluster %s (%s) is taking work again: registered anew", member.name, member.id)
+        if before.config.token != fields["apiToken"]:
+            self._end_registration(before)
         return member
 
     @staticmethod
@@ -343,9 +391,12 @@ class Registrations:
             raise FailedPrecondition(
                 f"cluster {member.name} still runs {len(running)} federated workflow(s)"
                 f" ({shown}): it is now draining (no new work) and leaves by itself once they"
-                " have ended"
+                " have ended; registering it again takes it back"
             )
-        self._forget(member)
+        with self._changing:
+            left = self._forget(member)
+        if left:
+            self._end_registration(member)
         return member.id
 
     def _set_draining(self, member: Member) -> None:
@@ -359,15 +410,42 @@ class Registrations:
                 row.draining, row.updated_at = True, member.updated_at
         log.info("cluster %s is draining", member.name)
 
-    def _forget(self, member: Member) -> None:
+    def _forget(self, member: Member) -> bool:
+        """Take ``member`` out of the store and the live members; whether this call did (two
+        leaves at once: the other one did). Hold ``_changing``."""
         with self.sessions() as session, session.begin():
             row = session.get(RegisteredCluster, member.id)
             if row is not None:
                 session.delete(row)
-        # two leaves at once: the other took it out
-        with contextlib.suppress(NotFound):
+        try:
             self.members.remove(member.name)
+        except NotFound:
+            return False
         log.info("cluster %s (%s) left", member.name, member.id)
+        return True
+
+    def _end_registration(self, member: Member) -> None:
+        """Ask ``member`` (gone from the live members) to revoke the token it gave this
+        Federate: ``DELETE /v3/admin/cluster/{its id}`` with that token, as this Federate
+        itself. When it cannot be asked (unreachable, or older than this route) the token
+        stays valid there until it expires: the warning says how the member's administrator
+        revokes it."""
+        try:
+            with acting_for(None):
+                member.client().call_json("DELETE", f"/admin/cluster/{member.id}")
+        except Unauthenticated:
+            log.info("cluster %s: its token for this Federate was revoked already", member.name)
+        except FuzzballError as exc:
+            log.warning(
+                "cluster %s left, but the token it gave this Federate could not be revoked there"
+                " (%s): it stays valid until it expires unless the member's administrator"
+                " revokes it (on the member: `fuzzball-orchestrate accounts revoke-token"
+                " --account NAME`, NAME the federate-... account its registration made)",
+                member.name,
+                printable(exc.message),
+            )
+        finally:
+            member.close()
 
     def finish_draining(self) -> list[str]:
         """Let every draining member whose federated workflows have ended leave (a turn of
@@ -375,9 +453,22 @@ class Registrations:
         left = []
         for member in self.members.snapshot():
             if member.draining and member.source == REGISTERED and not self.running(member):
-                self._forget(member)
-                left.append(member.name)
+                with self._changing:  # registered again meanwhile: it stays
+                    gone = member.draining and self._forget(member)
+                if gone:
+                    self._end_registration(member)
+                    left.append(member.name)
         return left
+
+    # -- this Federate leaving another ------------------------------------------------------
+
+    def end(self, who: Principal, token: str) -> str:
+        """The Federate this one is a member of leaves it (``DELETE /v3/admin/cluster/{this
+        Federate's id}`` with the registration's token): the token is revoked; this
+        Federate's id."""
+        self.accounts.end_registration(who, token)
+        log.info("account %s's registration ended: its Federate left this one", who.name)
+        return self.id
 
     # -- this Federate joining another ------------------------------------------------------
 

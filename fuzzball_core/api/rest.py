@@ -229,9 +229,9 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
     if request.match_info.http_exception is None:
         node_check = _node_token_check(request)
         if node_check is not None:
-            node_check(_bearer_token(request))
+            node_check(bearer_token(request))
             return await handler(request)
-        token = _bearer_token(request)
+        token = bearer_token(request)
         if _authenticated_elsewhere(request, token):
             request[_TOKEN] = token
             return await handler(request)
@@ -270,7 +270,10 @@ def _node_token_check(request: web.Request) -> Callable[[str], None] | None:
     return None
 
 
-def _bearer_token(request: web.Request) -> str:
+def bearer_token(request: web.Request) -> str:
+    """The request's bearer token (``Authorization: Bearer <token>``); Unauthenticated
+    saying what is wrong when there is none (a route that acts on the token itself, such as
+    a Federate ending its registration, reads it here)."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

@@ -5,9 +5,10 @@ itself included; a draining member's status is ``DRAINING``, an unreachable one'
 parentheses); ``show ID`` one cluster; ``-o json|yaml`` the API's reply, capacity included.
 ``registration-config`` (on a member's context) prints a registration for a Federate,
 ``join FILE`` (on the Federate's context) registers it, or, with ``--from-context NAME``,
-generates it on that member context and registers it at once, the Federate trusted there;
-``leave ID`` removes a member. Against an Orchestrate (which has no members) ``list`` says so
-rather than failing with a bare 404.
+generates it on that member context and registers it at once, the Federate trusted there (a
+draining member joined again takes work again); ``leave ID`` removes a member, which is asked
+to revoke the token it gave the Federate. Against an Orchestrate (which has no members)
+``list`` says so rather than failing with a bare 404.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def show_cluster(state: CliState, cluster_id: str, output: str) -> None:
 @click.pass_obj
 def leave_cluster(state: CliState, cluster_id: str) -> None:
     """Remove member CLUSTER_ID from the federation (refused, the member draining, while
-    federated workflows run there)."""
+    federated workflows run there; `join` it again to take it back)."""
     state.api.call_json("DELETE", f"/admin/cluster/{cluster_id}")
     click.echo(f'Cluster "{cluster_id}" left the federation.')
 

@@ -18,6 +18,11 @@ key, as ``fuzzball cluster join`` passes them) the Federate is trusted from then
 recorded in ``trusted_federate_keys`` and its forwarded identities are accepted beside those
 of ``orchestrate.trusted-federates``. A name the configuration trusts with another key is
 refused (the file wins; change it there).
+
+``DELETE /v3/admin/cluster/{id}`` with this cluster's own id is the member's side of leaving:
+the Federate, presenting the registration's token (as itself, no forwarded identity), ends
+its registration and the token is revoked (``ClusterIDResponse``). Any other id is NotFound;
+any other caller is refused, pointing at ``accounts revoke-token`` (an administrator's way).
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.api.openapi import Operation, Query, documented
-from fuzzball_core.api.rest import ExtraRoutes
+from fuzzball_core.api.rest import ExtraRoutes, bearer_token
 from fuzzball_core.api.rest_messages import to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
-from fuzzball_core.errors import FailedPrecondition, InvalidArgument
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.forwarded_identity import (
     TrustedFederate,
@@ -49,6 +54,7 @@ from fuzzball_core.service.forwarded_identity import (
 from fuzzball_core.service.oidc import OidcIssuer
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import Principal
+from fuzzball_core.spec.names import printable
 from fuzzball_core.store.models import ClusterIdentity, TrustedFederateKey
 from fuzzball_core.vocabulary import AccountKind, Permission
 
@@ -67,6 +73,12 @@ GENERATE = Operation(
         Query("federateJwk", "string", "that Federate's forwarding public key, a JWK"),
     ),
     tags=("AdminClusterRegistrationService",),
+)
+#: the leaving route (a Federate ends its registration), for the OpenAPI document
+END = Operation(
+    "A Federate leaving this cluster ends its registration (its token is revoked)",
+    pb.ClusterIDResponse,
+    tags=("AdminClusterService",),
 )
 _NAME_LIMIT = 200
 
@@ -166,13 +178,22 @@ class ClusterRegistration:
             name=chosen,
         )
 
+    def end(self, who: Principal, token: str, cluster_id: str) -> str:
+        """A Federate leaving: the registration ``token`` is (``who`` presented it) ends,
+        the token revoked; this cluster's id. NotFound for another cluster's id."""
+        if cluster_id != self.cluster_id():
+            raise NotFound(f"cluster {printable(cluster_id[:64])!r} not found")
+        self.accounts.end_registration(who, token)
+        log.info("account %s's registration ended: its Federate left this cluster", who.name)
+        return cluster_id
+
 
 def _json(value: object) -> str:
     return json.dumps(value, sort_keys=True)
 
 
 def cluster_registration_routes(registration: ClusterRegistration) -> ExtraRoutes:
-    """The generate route over ``registration``."""
+    """The generate and leaving routes over ``registration``."""
 
     def add(
         app: web.Application, base: str, principal_of: Callable[[web.Request], Principal]
@@ -195,6 +216,13 @@ def cluster_registration_routes(registration: ClusterRegistration) -> ExtraRoute
             reply = pb.GenerateClusterRegistrationConfigurationResponse(config=config)
             return web.json_response(to_json(reply), headers={"Cache-Control": "no-store"})
 
+        @documented(END)
+        async def end(request: web.Request) -> web.Response:
+            who, token = principal_of(request), bearer_token(request)
+            ended = await asyncio.to_thread(registration.end, who, token, request.match_info["id"])
+            return web.json_response(to_json(pb.ClusterIDResponse(id=ended)))
+
         app.router.add_get(f"{base}{GENERATE_PATH}", generate)
+        app.router.add_delete(f"{base}/admin/cluster/{{id}}", end)
 
     return ExtraRoutes(add=add)

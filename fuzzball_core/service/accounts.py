@@ -21,7 +21,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
-from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 from fuzzball_core.service.revocations import Revocation, Revocations
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Account, ApiToken, User
@@ -226,6 +232,20 @@ class Accounts:
             if issued.revoked_at is None:
                 issued.revoked_at = self.clock()
         self.revocations.announce(Revocation(token_digests=frozenset({token_digest(token)})))
+
+    def end_registration(self, who: Principal, token: str) -> None:
+        """The member's side of a Federate leaving it (``DELETE /v3/admin/cluster/{id}``
+        with this cluster's own id): ``token``, the registration's own that ``who``
+        presented, is revoked. PermissionDenied for a caller that is no ``federate`` account
+        acting as itself (an administrator revokes a registration's tokens with the server's
+        ``accounts revoke-token --account NAME``)."""
+        if who.kind != AccountKind.FEDERATE or who.user_id is not None:
+            raise PermissionDenied(
+                "only a Federate ends its registration here, with the registration's own"
+                " token; an administrator revokes one with `accounts revoke-token --account"
+                " NAME` on the server"
+            )
+        self.revoke(token)
 
     def revoke_all(self, name: str) -> int:
         """Revoke every live token of account ``name``; how many were revoked."""

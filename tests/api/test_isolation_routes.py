@@ -407,6 +407,10 @@ NOT_BY_ID = {
     "PUT /node-objects/{scope}/{name}": "nodes' own route, the node token only",
     "GET /storage-classes/{id}": "the cluster's storage classes, which every member may use",
     "GET /provisioner/definitions/{id}": "the cluster's node shapes, which every member may read",
+    "DELETE /admin/cluster/{id}": (
+        "the cluster's own id: a Federate ends its registration with its own token, everyone"
+        " else refused (tests/federation/test_registration.py)"
+    ),
 }
 
 

@@ -18,6 +18,7 @@ from fuzzball_core.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    Unauthenticated,
 )
 from fuzzball_core.service.forwarded_identity import public_jwk
 from fuzzball_federation.main import build, federate_health, reach_members
@@ -293,3 +294,110 @@ def test_a_joining_member_gets_a_health_condition_and_loses_it_when_it_leaves(fe
     assert "cluster late" in [c.name for c in health.conditions()]
     fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
     assert "cluster late" not in [c.name for c in health.conditions()]
+
+
+# -- leaving revokes the token the member gave --------------------------------------------------
+
+
+def _revoked_on(member, token):
+    """Whether ``member`` refuses ``token`` as revoked (False: it takes it)."""
+    try:
+        member.stack.service.authenticate(token)
+    except Unauthenticated as refused:
+        return "revoked" in refused.message
+    return False
+
+
+def test_a_member_that_leaves_has_the_token_it_gave_revoked_there(fed, late):
+    config = _join(fed, late)
+    fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert _revoked_on(late, config["apiToken"])
+
+
+def test_a_draining_member_that_leaves_by_itself_has_the_token_it_gave_revoked_there(fed, late):
+    config = _join(fed, late)
+    running = fed.client().start_workflow(CPU)
+    with pytest.raises(FailedPrecondition):
+        fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert not _revoked_on(late, config["apiToken"])  # still good while it drains
+    fed.client().stop_workflow(running)
+    fed.service.registrations.finish_draining()
+    assert _revoked_on(late, config["apiToken"])
+
+
+def test_a_member_that_cannot_be_reached_leaves_and_the_log_says_how_to_revoke_its_token(
+    fed, late, caplog
+):
+    config = _join(fed, late)
+    late.close()
+    late.closed = True
+    reply = fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert reply == {"id": config["id"]}
+    assert "late" not in _clusters(fed)
+    assert "accounts revoke-token --account" in caplog.text
+    assert config["apiToken"] not in caplog.text
+
+
+def test_a_member_ends_a_registration_only_for_its_own_id(fed, late):
+    config = _generate(late, fed)
+    with (
+        FuzzballClient(f"{late.rest_url}/v3", config["apiToken"]) as member,
+        pytest.raises(NotFound, match="other-cluster"),
+    ):
+        member.call_json("DELETE", "/admin/cluster/other-cluster")
+    assert not _revoked_on(late, config["apiToken"])
+
+
+def test_a_member_ends_a_registration_only_for_a_federate_account(fed, late):
+    config = _generate(late, fed)
+    with (
+        FuzzballClient(f"{late.rest_url}/v3", late.admin_token) as member,
+        pytest.raises(PermissionDenied, match="revoke-token"),
+    ):
+        member.call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert not _revoked_on(late, late.admin_token)
+
+
+# -- a draining member registered again ---------------------------------------------------------
+
+
+def _drain(fed, late):
+    """``late`` joined and draining, with a federated workflow running there; that workflow."""
+    config = _join(fed, late)
+    running = fed.client().start_workflow(CPU)
+    with pytest.raises(FailedPrecondition, match="registering it again takes it back"):
+        fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    return config, running
+
+
+def test_a_draining_member_registered_again_takes_work_again(fed, late):
+    config, _ = _drain(fed, late)
+    again = _generate(late, fed)
+    reply = fed.client().call_json("POST", "/admin/cluster/registration", body={"config": again})
+    assert reply == {"id": config["id"]}
+    assert _clusters(fed)["late"]["status"] == "CLUSTER_STATUS_READY"
+    workflow_id = fed.client().start_workflow(CPU)
+    assert fed.service.cluster_of(fed.who, workflow_id) == "late"
+
+
+def test_a_draining_member_registered_again_has_the_token_it_replaced_revoked(fed, late):
+    config, _ = _drain(fed, late)
+    again = _generate(late, fed)
+    fed.client().call_json("POST", "/admin/cluster/registration", body={"config": again})
+    assert _revoked_on(late, config["apiToken"])
+    assert not _revoked_on(late, again["apiToken"])
+
+
+def test_a_draining_member_registered_again_stays_once_its_workflows_end(fed, late):
+    config, running = _drain(fed, late)
+    fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+    fed.client().stop_workflow(running)
+    assert fed.service.registrations.finish_draining() == []
+    assert "late" in _clusters(fed)
+    assert not _revoked_on(late, config["apiToken"])  # the same token: kept
+
+
+def test_registering_a_member_that_takes_work_is_still_refused(fed, late):
+    config = _join(fed, late)
+    with pytest.raises(AlreadyExists, match=r"config\.name"):
+        fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})

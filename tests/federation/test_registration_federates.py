@@ -113,3 +113,10 @@ def test_identities_are_signed_for_the_member_by_its_registered_name(upper, lowe
     member = upper.service.members.get("lower")
     with acting_for(lambda audience: upper.service.signer.assertion(upper.who, audience)):
         assert member.client().list_workflows() == []
+
+
+def test_a_federate_that_leaves_a_federate_member_has_its_token_revoked_there(upper, lower):
+    config = _join(upper, lower)
+    upper.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    with pytest.raises(Unauthenticated, match="revoked"):
+        lower.service.authenticate(config["apiToken"])
