@@ -411,11 +411,9 @@ class DefaultScheduler(Scheduler):
         self._fair.refund(account, charge)
         for number in classes:
             self._ends.remove(number, end, job_id)
-        index = self._index
+        release = self._index.release
         for node_id in node_ids:
-            node = index.nodes.get(node_id)
-            if node is not None and job_id in node.jobs:
-                index.remove_job(node, job_id)
+            release(node_id, job_id)
 
     def _place_one(
         self,

@@ -591,13 +591,20 @@ class NodeIndex:
             node.ports[port] = job_id
         self._attach(node)
 
-    def remove_job(self, node: IndexedNode, job_id: str) -> None:
-        """Give ``job_id``'s usage back to ``node`` and re-index the node."""
+    def release(self, node_id: str, job_id: str) -> None:
+        """Give ``job_id``'s usage back to the node ``node_id`` and re-index the node;
+        nothing when the node is not registered or does not run the job. The lookup, the
+        check and the move are one call (in the churn run a release's calls cost more than
+        the work in them)."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
         if node.in_index and not node.pinned and not node.ports:
             # most releases: an indexed node runs no exclusive job (it would be out of the
             # index), and without pinned cores or ports only its free key changes
-            jobs = node.jobs
-            usage = jobs.pop(job_id)
+            usage = node.jobs.pop(job_id, None)
+            if usage is None:
+                return
             cores, memory, devices = usage
             if devices:
                 self._reindex(node, usage, -1)
@@ -608,7 +615,19 @@ class NodeIndex:
             if lib.fi_shift(self._book, node.slot, memory, cores, -1):
                 self._lost(node)
             node.cls.changes += 2
-            return
+        elif job_id in node.jobs:
+            self._remove_attached(node, job_id)
+
+    def remove_job(self, node: IndexedNode, job_id: str) -> None:
+        """Give ``job_id``'s usage back to ``node`` (KeyError when it does not run there) and
+        re-index the node."""
+        if job_id not in node.jobs:
+            raise KeyError(job_id)
+        self.release(node.id, job_id)
+
+    def _remove_attached(self, node: IndexedNode, job_id: str) -> None:
+        """:meth:`release` of a job from a node out of the index, or one whose pinned cores
+        or host ports change too: the node leaves wherever it is and comes back."""
         if node.in_index:
             self._unindex(node)
         else:

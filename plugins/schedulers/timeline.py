@@ -155,12 +155,26 @@ class EndsByClass:
         ends = self._by_class.get(number)
         if ends is None:
             ends = self._by_class[number] = EndTimes()
+        else:
+            # most additions: a job behind the last of an end's bucket, written here (the
+            # call to EndTimes.add was a fifth of a placement's bookkeeping)
+            bucket = ends._buckets.get(end)
+            if bucket is not None and job_id > ends._last[end]:
+                bucket[job_id] = None
+                ends._last[end] = job_id
+                return
         ends.add(end, job_id)
 
     def remove(self, number: int, end: float, job_id: str) -> None:
         """``job_id``, added under class ``number`` with ``end``, no longer runs."""
+        ends = self._by_class[number]
+        bucket = ends._buckets[end]
+        if len(bucket) > 1:
+            # most removals: the bucket keeps other jobs, written here (as above)
+            del bucket[job_id]
+            return
         # the removal tells whether the list emptied (asking the list was one more call)
-        if self._by_class[number].remove(end, job_id):
+        if ends.remove(end, job_id):
             del self._by_class[number]
 
     def walk(self, classes: Iterable[NodeClass]) -> Iterator[tuple[float, Collection[str]]]:
