@@ -621,6 +621,11 @@ class DefaultScheduler(Scheduler):
             # read from ``settled`` when someone asks (see _Skipped).
             skipped = _Skipped(in_order, shapes, placements, settled)
             visits = skipped.visits()
+        # the positions in the queue of the jobs placed, noted as they are (see _Skipped)
+        met: list[int] = []
+        placed_at: list[int] | None = None
+        if skipped is not None:
+            met, placed_at = skipped.met, skipped.placed_positions
         for job in visits:
             same = settled.get(id(job.shape))
             if same is not None:
@@ -647,6 +652,8 @@ class DefaultScheduler(Scheduler):
                 node_ids = self._place_one(job, shape, plan, protection if guarded else None)
                 if node_ids is not None:
                     placements.append(Placement(job_id, node_ids, _NO_CPUS))
+                    if placed_at is not None:
+                        placed_at.append(met[-1])
                     continue
                 # no room from the first class not known full (now known), or the best fit
                 # is kept for the reservation: the search below asks again from there
@@ -660,6 +667,8 @@ class DefaultScheduler(Scheduler):
                 # _place recorded the node ids as a tuple already
                 node_ids = self._allocations[job_id][_NODE_IDS]
                 placements.append(Placement(job_id, node_ids, cpus, note=note))
+                if placed_at is not None:
+                    placed_at.append(met[-1])
                 continue
             if guarded and self._locate(shape, plan, None)[0] is not None:
                 refused.add(shape)
@@ -1229,10 +1238,11 @@ class _Skipped:
     __slots__ = (
         "_before",
         "_holder_at",
-        "_met",
         "_placed",
         "_positions",
         "jobs",
+        "met",
+        "placed_positions",
         "placements",
         "settled",
         "shapes",
@@ -1254,7 +1264,10 @@ class _Skipped:
         #: id(a job's shape) -> its answer (the pass's table, as it ends)
         self.settled = settled
         #: the positions of the jobs the pass looked at, in order
-        self._met: list[int] = []
+        self.met: list[int] = []
+        #: the positions of the jobs it placed, in order (the pass notes each as it places
+        #: it: finding them afterwards by their ids was a dict of every job looked at)
+        self.placed_positions: list[int] = []
         self._before: dict[int, _Answer] = {}
         self._holder_at = -1
         self._positions: dict[str, int] | None = None
@@ -1267,7 +1280,7 @@ class _Skipped:
         after it has handled every job before it: the jobs yielded are those a step per job
         would not have passed over, and the others cost no bytecode."""
         jobs = self.jobs
-        met = self._met
+        met = self.met
         unsettled = map(not_, map(self.settled.__contains__, self.shapes))
         for position in compress(itertools.count(), unsettled):
             met.append(position)
@@ -1277,7 +1290,7 @@ class _Skipped:
         """The reservation was made for the job the pass is at, and ``settled`` is emptied
         now."""
         self._before = dict(self.settled)
-        self._holder_at = self._met[-1]
+        self._holder_at = self.met[-1]
 
     def positions(self) -> dict[str, int]:
         """Job id -> its position in the queue (made on first use)."""
@@ -1309,9 +1322,7 @@ class _Skipped:
 
     def placed_at(self) -> list[int]:
         """The placed jobs' positions in the queue, ascending (the pass met each of them)."""
-        jobs = self.jobs
-        met_at = {jobs[position].id: position for position in self._met}
-        return sorted(met_at[placement.job_id] for placement in self.placements)
+        return self.placed_positions
 
 
 class _Diagnoses(Mapping[str, Diagnosis]):
