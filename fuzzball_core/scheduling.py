@@ -626,8 +626,11 @@ class JobRequest:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Placement:
+#: the CPUs of a placement of a job that asked for no CPU layout (shared, read-only)
+_NO_CPUS: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+
+
+class Placement(NamedTuple):
     """A job placed on nodes; its capacity is already deducted when the engine sees it.
 
     ``cpus`` maps each node of a pinned job to the logical CPUs its cpuset gets there
@@ -635,11 +638,16 @@ class Placement:
     the job was placed other than it asked when it still could be (a multinode job that
     prefers one NVLink domain spread over several), else it is empty; the engine records it
     with the placement, and ``workflow why`` shows it.
+
+    A named tuple, immutable as a frozen dataclass was, but made in a quarter of the time:
+    a frozen dataclass sets each field through ``object.__setattr__``, and a scheduler makes
+    one per job it places (1.6 against 0.4 µs, a few per cent of the scheduler benchmark's
+    churn run).
     """
 
     job_id: str
     node_ids: tuple[str, ...]
-    cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    cpus: Mapping[str, tuple[int, ...]] = _NO_CPUS
     note: str = ""
 
 
