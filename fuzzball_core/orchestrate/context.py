@@ -181,6 +181,10 @@ class EngineContext:
         self.stored_leases: dict[str, float] = {}
         #: when the pass last looked for rows a lease behind (``persist_leases``)
         self.leases_persisted_at = 0.0
+        #: node id -> when a READY node whose Connect stream closed (none replaced it) is
+        #: lost unless it says Hello again first, where that is before its lease ends
+        #: (:func:`~fuzzball_core.orchestrate.nodes.stream_closed`)
+        self.stream_graces: dict[str, float] = {}
         #: node id -> the lease named in its latest Welcome (lengthened on large clusters:
         #: :func:`~fuzzball_core.orchestrate.nodes.lease_terms`); absent: ``lease_seconds``
         self.node_leases: dict[str, float] = {}

@@ -382,6 +382,11 @@ class Engine:
         self._deprovisions_due = True
         return self._change(lambda tx: nodes.hello(self.context, tx, node_id, known))
 
+    def node_stream_closed(self, node_id: str) -> None:
+        """The node's Connect stream ended and no other replaced it: it has a grace to say
+        Hello again (see :func:`~fuzzball_core.orchestrate.nodes.stream_closed`)."""
+        nodes.stream_closed(self.context, node_id)
+
     def node_message(self, node_id: str, message: node_pb2.NodeMessage) -> None:
         """Queue a node's message for the next pass; PMI fences of a running multinode run
         are relayed at once (an MPI job's start-up waits on several of them), and a READY

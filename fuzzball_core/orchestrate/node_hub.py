@@ -114,10 +114,14 @@ class NodeHub:
         self._queues[node_id] = queue
         return queue
 
-    def detach(self, node_id: str, queue: NodeQueue) -> None:
-        """Forget the node's queue if it is still ``queue``."""
+    def detach(self, node_id: str, queue: NodeQueue) -> bool:
+        """Forget the node's queue if it is still ``queue``; True when it was (the node has
+        no stream now: not one replaced by a newer stream, nor one :meth:`close_all`
+        ended)."""
         if self._queues.get(node_id) is queue:
             del self._queues[node_id]
+            return True
+        return False
 
     def connected(self, node_id: str) -> bool:
         """Whether the node has an open stream."""
@@ -136,7 +140,9 @@ class NodeHub:
         return True
 
     def close_all(self) -> None:
-        """End every node's stream (Orchestrate is stopping)."""
+        """End every node's stream (Orchestrate is stopping): their queues are forgotten
+        here, so no stream's end counts as its node's (:meth:`detach`), and no lease is cut
+        to a stream's grace by Orchestrate's own shutdown."""
         for queue in self._queues.values():
             queue.put_nowait(None)
         self._queues.clear()

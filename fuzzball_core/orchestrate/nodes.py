@@ -125,6 +125,10 @@ def hello(
                 None,
                 cause=NODE_CAUSE,
             )
+    if ctx.hub.connected(node_id):
+        # back on a stream within its grace: the lease renewed above is whole again (a
+        # stream that closed while this Hello waited leaves the grace running)
+        ctx.stream_graces.pop(node_id, None)
     volume_removal.resend(tx, node_id, preloaded.deleting if preloaded else None)
     # the runs it knows, in one query (the session keeps rows only while they are referenced:
     # a get() per run would read each again, 20 statements for a node running 20 jobs)
@@ -212,6 +216,42 @@ def retune(ctx: EngineContext, *, skip: str = "") -> None:
             ctx.hub.send(node_id, node_pb2.ControlMessage(welcome=welcome(ctx, node_id)))
 
 
+def stream_grace(ctx: EngineContext) -> float:
+    """How long a node whose Connect stream closed (and no other stream replaced it) has to
+    say Hello again before it is lost: the configured lease (15 s by default), however long
+    its own lease is.
+
+    A node's long lease on a large cluster (:func:`lease_terms`: 100-125 s at 5,000 nodes)
+    is there for the heartbeat budget alone, and a closed stream sends no heartbeats: a
+    crashed agent's node would keep its runs for that whole lease. The configured lease is
+    what a node of a small cluster is held to anyway (three heartbeat intervals), so a
+    closed stream is detected as fast as a silent node of a small cluster (kubelet's grace
+    is 40-50 s, Nomad's 10 s). A healthy agent always beats it: its reconnect waits
+    ``RECONNECT_BACKOFF`` (0.2 s at first, at most 2.5 s plus a fifth) and its channel's
+    own reconnect at most ``CHANNEL_RECONNECT_MAXIMUM`` (1 s;
+    :mod:`fuzzball_core.substrate.agent`), then a Register and a Hello: under 5 s with
+    both at their caps, a third of the default lease."""
+    return ctx.lease_seconds
+
+
+def stream_closed(ctx: EngineContext, node_id: str) -> None:
+    """The node's stream ended and none replaced it: unless it says Hello on a new one
+    within :func:`stream_grace`, it lapses as a silent node does (its runs fail with it).
+
+    The grace is kept beside the lease (:attr:`EngineContext.stream_graces`), not written
+    over it: the lease still says when the node was last heard (``last_seen`` is the lease
+    less the node's term) and a lease never shrinks while a stream lasts. A node that is not
+    READY has no lease to cut, and a lease that ends before the grace keeps its own end."""
+    until = ctx.leases.get(node_id)
+    if until is None:
+        return
+    deadline = ctx.clock() + stream_grace(ctx)
+    if deadline >= until:
+        return
+    ctx.stream_graces[node_id] = deadline
+    ctx.first_lapse = min(ctx.first_lapse, deadline)
+
+
 #: After a restart, how many leases a node that was READY has to come back before its work
 #: is declared lost, however slowly the others return: a minute at the default 15 s lease.
 RESTART_GRACE_LEASES = 4
@@ -258,6 +298,8 @@ def extend_leases(ctx: EngineContext, session: Session, seconds: float) -> None:
         ctx.stored_leases[node.id] = node.lease_expires_at
     for node_id in ctx.leases:
         ctx.leases[node_id] += seconds
+    for node_id in ctx.stream_graces:
+        ctx.stream_graces[node_id] += seconds  # the stall was Orchestrate's, not the node's
 
 
 def renew(ctx: EngineContext, tx: Transaction, node: Node) -> None:
@@ -292,6 +334,7 @@ def _track_lease(ctx: EngineContext, node: Node) -> None:
     else:
         ctx.leases.pop(node.id, None)
         ctx.stored_leases.pop(node.id, None)
+        ctx.stream_graces.pop(node.id, None)
 
 
 #: How often, as a share of the configured lease, a pass looks for lease rows to write: the
@@ -467,6 +510,8 @@ def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
     if tx.now <= ctx.first_lapse:
         return  # the common pass: no lease can have ended yet, no scan of them
     lapsed = [node_id for node_id, until in ctx.leases.items() if until < tx.now]
+    if ctx.stream_graces:
+        lapsed.extend(_graces_spent(ctx, tx.now))
     if lapsed:
         lapsed = _spared(ctx, tx.now, lapsed)
     if not lapsed:
@@ -475,6 +520,7 @@ def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
     expired = list(tx.session.scalars(select(Node).where(Node.id.in_(lapsed))))
     for node_id in set(lapsed) - {node.id for node in expired}:
         ctx.leases.pop(node_id, None)  # gone from the database
+        ctx.stream_graces.pop(node_id, None)
     # the live runs and the holds once for every node that lapsed, not once per node: a
     # restart's nodes lapse together when they do (250 nodes, 5,000 runs)
     on_node: dict[str, list[Run]] = {}
@@ -517,10 +563,24 @@ def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
     _next_lapse(ctx)
 
 
+def _graces_spent(ctx: EngineContext, now: float) -> list[str]:
+    """The nodes whose stream closed a grace ago and whose lease has not ended anyway (those
+    the lease scan already found)."""
+    leases = ctx.leases
+    return [
+        node_id
+        for node_id, deadline in ctx.stream_graces.items()
+        if deadline < now and leases.get(node_id, -math.inf) >= now
+    ]
+
+
 def _next_lapse(ctx: EngineContext) -> None:
-    """After a scan: the next one when the first lease left ends (a spared lease, already
-    ended, keeps every pass scanning until its node is back or lapses)."""
-    ctx.first_lapse = min(ctx.leases.values(), default=math.inf)
+    """After a scan: the next one when the first lease or stream grace left ends (a spared
+    lease, already ended, keeps every pass scanning until its node is back or lapses)."""
+    ctx.first_lapse = min(
+        min(ctx.leases.values(), default=math.inf),
+        min(ctx.stream_graces.values(), default=math.inf),
+    )
 
 
 # -- holds -------------------------------------------------------------------------------------

@@ -59,6 +59,13 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 )
             )
         session.commit()
+        # a closed stream's grace outlives a rebuild after a failed pass (the stream is still
+        # gone) but not a restart, which grants every READY node a full lease
+        ctx.stream_graces = {
+            node_id: deadline
+            for node_id, deadline in ctx.stream_graces.items()
+            if node_id in ctx.leases and not restarted
+        }
         if restarted:
             ctx.returning.nodes = set(ctx.leases)
             ctx.returning.until = now + nodes.RESTART_GRACE_LEASES * ctx.lease_seconds

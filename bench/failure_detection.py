@@ -1,0 +1,132 @@
+"""Failure detection: how long a crashed agent's node keeps its runs, beside the peers' defaults.
+
+At each size a fresh Orchestrate on PostgreSQL (bench/hollow_cluster.py) first takes
+``--victims`` hollow nodes in a fleet process of their own, each given one whole-node task
+it holds running (``hold_runs``: a real agent's running container; the image stage ends at
+once), then the rest of the hollow nodes, so that the victims' leases are the large
+cluster's (Orchestrate lengthens them as it grows: ``nodes.retune``). Then the victims'
+process is killed (SIGKILL: its TCP connections close, as a crashed agent's do) and the
+benchmark polls the node list and the workflow until every victim is OFFLINE ("declared
+lost") and the held tasks are given back (failed with their node and run again on the live
+nodes, which end them at once: the workflow ends). It prints the seconds from the kill to
+the first and the last victim declared lost and to the workflow's end, beside the lease
+terms of a cluster that size.
+
+The peers' defaults, printed beside the figures (no peer runs here: these are their
+documented settings, not measurements): Slurm declares a node DOWN after ``SlurmdTimeout``
+(300 s), Kubernetes' node controller after kubelet's node-monitor grace period (40 s; 50 s
+in recent releases), Nomad after its heartbeat grace (10 s).
+
+Needs root, Debian's postgresql and docker-registry. Usage:
+    python bench/failure_detection.py [--sizes 1000,5000] [--victims 10] [--lease 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+
+from hollow_cluster import HollowCluster
+
+#: one task per victim: each asks for a whole hollow node (64 cores), so every victim
+#: holds exactly one
+HELD = """
+version: v1
+jobs:
+  held:
+    image: {{uri: docker://alpine:latest}}
+    command: [/bin/sleep, infinity]
+    resource: {{cpu: {{cores: 64}}, memory: {{size: 64MB}}}}
+    task-array: {{start: 1, end: {tasks}}}
+"""
+
+#: seconds between two polls of the node list and the workflow after the kill
+POLL = 0.25
+
+PEERS = "Slurm SlurmdTimeout 300 s, kubelet node-monitor grace 40-50 s, Nomad heartbeat grace 10 s"
+
+
+def wait_for(condition: object, what: str, timeout: float) -> None:
+    """Poll ``condition`` (a callable) until it is true; TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not in {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def measure(size: int, victims: int, lease: float) -> tuple[float, float, float, float]:
+    """(the cluster's lease terms, seconds to the first and the last victim lost, seconds to the
+    held tasks' workflow ending) for one cluster of ``size`` hollow nodes."""
+    cluster = HollowCluster(lease=lease)
+    try:
+        cluster.start()
+        cluster.add_nodes(victims, hold_runs="jobs.held")
+        cluster.wait_welcomed(victims, timeout=60)
+        workflow_id = cluster.submit(HELD.format(tasks=victims), name="held")
+        wait_for(lambda: cluster.stats().holding >= victims, "every victim holding its task", 60)
+        cluster.add_nodes(size - victims)
+        cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))
+        # the last nodes' first heartbeats, and the sweep that told the victims the cluster's
+        # lease (a Welcome on their stream), are past
+        time.sleep(lease / 3 + 2)
+        names = {f"hollow-{index:05d}" for index in range(victims)}
+        listed = cluster.http.get("/nodes").json()["nodes"]
+        victim_ids = {node["id"] for node in listed if node["hostName"] in names}
+        victim_fleet = cluster.fleets[0].process
+        assert victim_fleet.pid is not None
+        os.kill(victim_fleet.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        told = lease_for(size, lease)
+        lost: dict[str, float] = {}
+        ended = 0.0
+        while len(lost) < len(victim_ids) or not ended:
+            if time.monotonic() - killed > 4 * told + 60:
+                raise TimeoutError(f"{len(lost)}/{len(victim_ids)} victims lost, ended {ended}")
+            now = time.monotonic() - killed
+            for node in cluster.http.get("/nodes").json()["nodes"]:
+                if node["id"] in victim_ids and node["status"] != "READY":
+                    lost.setdefault(node["id"], now)
+            if not ended and cluster.status(workflow_id).endswith(
+                ("FINISHED", "FAILED", "CANCELED")
+            ):
+                ended = now
+            time.sleep(POLL)
+        return told, min(lost.values()), max(lost.values()), ended
+    finally:
+        cluster.close()
+
+
+def lease_for(size: int, lease: float) -> float:
+    """The lease Orchestrate's terms give a node of a ``size``-node cluster (the function
+    Orchestrate runs; a node connected earlier is told it again once the cluster has grown
+    :data:`~fuzzball_core.orchestrate.nodes.RETUNE_GROWTH` past its last sweep)."""
+    from types import SimpleNamespace
+
+    from fuzzball_core.orchestrate import nodes
+
+    terms = SimpleNamespace(lease_seconds=lease)  # all lease_terms reads of the context
+    return nodes.lease_terms(terms, size)[0]  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1000,5000")
+    parser.add_argument("--victims", type=int, default=10)
+    parser.add_argument("--lease", type=float, default=15.0)
+    options = parser.parse_args()
+    print(f"configured lease {options.lease:g} s; {options.victims} agents killed at each size")
+    for size in (int(size) for size in options.sizes.split(",")):
+        told, first, last, ended = measure(size, options.victims, options.lease)
+        print(
+            f"{size:>5} nodes: lease terms {told:5.1f} s; killed agents' nodes lost after"
+            f" {first:5.1f}-{last:5.1f} s, their runs given back (workflow ended) after"
+            f" {ended:5.1f} s ({PEERS})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
