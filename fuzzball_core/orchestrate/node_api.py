@@ -144,7 +144,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         try:
             unwanted = await self.arrivals.hello(node_id, first.hello.running_run_ids)
         except BaseException as exc:  # refused, or the call went while its Hello waited
-            self._detach(node_id, queue)
+            self.stream_ended(node_id, queue)
             if isinstance(exc, FuzzballError):
                 await context.abort(exc.grpc_code, exc.message)
             raise
@@ -157,9 +157,9 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                 yield message
         finally:
             reader.cancel()
-            self._detach(node_id, queue)
+            self.stream_ended(node_id, queue)
 
-    def _detach(self, node_id: str, queue: NodeQueue) -> None:
+    def stream_ended(self, node_id: str, queue: NodeQueue) -> None:
         """The stream of ``queue`` ended: if it was still the node's (not replaced by a new
         one, nor ended by Orchestrate's shutdown), the node's lease is cut to a grace."""
         if self.hub.detach(node_id, queue):

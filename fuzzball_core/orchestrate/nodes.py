@@ -532,6 +532,11 @@ def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
         if node.status != READY:
             _track_lease(ctx, node)
             continue
+        # when it was last heard, as the lease in memory says (the row's may be a lease and
+        # a third behind: persist_leases), before the lease is forgotten with its READY
+        heard = ctx.leases.get(node.id)
+        if heard is not None:
+            node.last_seen = max(node.last_seen, heard - lease_of(ctx, node.id))
         node.status = OFFLINE
         _track_lease(ctx, node)
         # the provisioner's holds end with the machine; a site's own holds (admin,
