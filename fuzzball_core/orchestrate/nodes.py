@@ -65,6 +65,9 @@ def register(
     node.last_seen = tx.now
     node.lease_expires_at = tx.now + lease_of(ctx, node.id)
     _track_lease(ctx, node)
+    # a node reconnecting registers first: it is back, and its Hello may wait its turn behind
+    # other arrivals longer than a closed stream's grace
+    ctx.stream_graces.pop(node.id, None)
     ctx.node_names[node.id] = name
     ctx.device_plugin_failed[node.id] = device_plugin_failed
     ctx.node_addresses[node.id] = address
@@ -569,13 +572,14 @@ def expire_leases(ctx: EngineContext, tx: Transaction) -> None:
 
 
 def _graces_spent(ctx: EngineContext, now: float) -> list[str]:
-    """The nodes whose stream closed a grace ago and whose lease has not ended anyway (those
-    the lease scan already found)."""
-    leases = ctx.leases
+    """The nodes whose stream closed a grace ago, that have no new stream waiting for its
+    Hello to be applied, and whose lease has not ended anyway (those the lease scan already
+    found)."""
+    leases, connected = ctx.leases, ctx.hub.connected
     return [
         node_id
         for node_id, deadline in ctx.stream_graces.items()
-        if deadline < now and leases.get(node_id, -math.inf) >= now
+        if deadline < now and leases.get(node_id, -math.inf) >= now and not connected(node_id)
     ]
 
 

@@ -78,6 +78,29 @@ def test_a_node_back_within_the_grace_keeps_its_runs_and_its_whole_lease(harness
 
 
 @pytest.mark.usefixtures("long_leases")
+def test_a_node_whose_new_stream_waits_for_its_hello_is_not_lost_at_the_grace(harness):
+    node_id, workflow_id, _, queue = on_stream(harness)
+    running = harness.stages(workflow_id)
+    end_stream(harness, node_id, queue)
+    harness.hub.attach(node_id)  # reconnected; its Hello is behind other arrivals
+    after(harness, nodes.stream_grace(harness.engine.context) + 1)
+    assert status(harness, node_id) == "READY"
+    assert harness.stages(workflow_id) == running
+
+
+@pytest.mark.usefixtures("long_leases")
+def test_a_node_that_registers_again_within_the_grace_keeps_its_runs(harness):
+    node_id, workflow_id, _, queue = on_stream(harness)
+    running = harness.stages(workflow_id)
+    end_stream(harness, node_id, queue)
+    after(harness, 1)
+    assert harness.node() == node_id  # its Register, before it connects again
+    after(harness, nodes.stream_grace(harness.engine.context))
+    assert status(harness, node_id) == "READY"
+    assert harness.stages(workflow_id) == running
+
+
+@pytest.mark.usefixtures("long_leases")
 def test_a_replaced_stream_does_not_cut_the_lease(harness):
     node_id, workflow_id, run_id, old = on_stream(harness)
     running = harness.stages(workflow_id)
