@@ -161,7 +161,8 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
 
     def stream_ended(self, node_id: str, queue: NodeQueue) -> None:
         """The stream of ``queue`` ended: if it was still the node's (not replaced by a new
-        one, nor ended by Orchestrate's shutdown), the node's lease is cut to a grace."""
+        one, nor ended by Orchestrate's shutdown), the node has a grace to come back
+        (:func:`~fuzzball_core.orchestrate.nodes.stream_grace`) instead of its whole lease."""
         if self.hub.detach(node_id, queue):
             self.engine.node_stream_closed(node_id)
 

@@ -238,8 +238,9 @@ def stream_grace(ctx: EngineContext) -> float:
 
 
 def stream_closed(ctx: EngineContext, node_id: str) -> None:
-    """The node's stream ended and none replaced it: unless it says Hello on a new one
-    within :func:`stream_grace`, it lapses as a silent node does (its runs fail with it).
+    """The node's stream ended and none replaced it: unless it registers again or says
+    Hello on a new stream within :func:`stream_grace`, it lapses as a silent node does (its
+    runs fail with it; :func:`expire_leases`).
 
     The grace is kept beside the lease (:attr:`EngineContext.stream_graces`), not written
     over it: the lease still says when the node was last heard (``last_seen`` is the lease
