@@ -441,7 +441,8 @@ def serve(control: Connection) -> None:
     request in a thread of its own, until Orchestrate's process ends."""
     settings: dict[str, Any] = control.recv()
     sessions = session_factory(connect(settings["database_url"]))
-    reads = ListReads(sessions, CopyReader(control), AuditLog(sessions))
+    # the REST list's nodes do not show when each was last heard (ListNodeInfo)
+    reads = ListReads(sessions, CopyReader(control), AuditLog(sessions), last_heard=False)
     reads.cluster_name = settings["cluster_name"]
     lists = WorkerLists(reads, Accounts(sessions))
     # what the process made to start (modules, classes, the store's metadata: some 110,000

@@ -15,6 +15,11 @@ A node the rows kept do not hold, one renamed (the list's order is PostgreSQL's 
 not Python's) or a number of rows unlike the kept ones' (a node deleted) makes it read every
 row again, in order, as the first read does; so does a read too many transactions after the
 last one for their ``xmin`` to compare (:data:`MOST_BEHIND`), and every other database.
+
+A list that does not show when each node was last heard (the REST list's ``ListNodeInfo``,
+which the list worker makes) reads :data:`UNHEARD_NODE`: ``last_seen`` as NULL, so a row whose
+lease alone was written (a third of a large cluster's rows every lease) reads as it was, and
+the list made of it stands.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import ClauseElement, Connection, Text, cast, select
+from sqlalchemy import ClauseElement, Connection, Select, Text, cast, null, select
 
 from fuzzball_core.store.models import Node
 
@@ -40,12 +45,13 @@ LISTED_NODE = (
     Node.registered_at,
     Node.last_seen,
 )
+#: :data:`LISTED_NODE` with ``last_seen`` read as NULL, for a list that does not show it:
+#: the lease written to a row (``nodes.persist_leases``) changes nothing such a list reads
+UNHEARD_NODE = (*LISTED_NODE[:-1], null().label("last_seen"))
 #: where a row's name is (the kept rows' order is the name's)
 _NAME = 1
 
 LISTED_NODES = select(*LISTED_NODE).order_by(Node.name)
-#: the listed columns without an order, for the changed rows' statement
-_LISTED_COLUMNS = select(*LISTED_NODE)
 
 #: transactions between two reads past which the rows are read whole: ``age`` compares 32-bit
 #: transaction ids within 2^31 of the current one
@@ -100,11 +106,14 @@ def driver_rows(connection: Connection, statement: ClauseElement) -> list[tuple[
 
 
 class NodeRows:
-    """The rows of :data:`LISTED_NODES`, in its order, read whole the first time and, on
-    PostgreSQL, only those changed since after that (a row not read again is the same tuple
-    as the read before returned)."""
+    """The rows of ``columns`` (:data:`LISTED_NODE`, or :data:`UNHEARD_NODE`) in name order,
+    read whole the first time and, on PostgreSQL, only those changed since after that (a row
+    not read again is the same tuple as the read before returned)."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: tuple[Any, ...] = LISTED_NODE) -> None:
+        self._ordered: Select[Any] = select(*columns).order_by(Node.name)
+        #: the columns without an order, for the changed rows' statement
+        self._columns: Select[Any] = select(*columns)
         #: node id -> its row, in name order, as the last read left them, and the list of
         #: them that read returned
         self._rows: dict[str, tuple[Any, ...]] = {}
@@ -120,7 +129,7 @@ class NodeRows:
         the list the last read returned when no row was written since (not to be changed:
         a node list then finds what it made of the rows by the list's identity)."""
         if connection.dialect.name != "postgresql":
-            return driver_rows(connection, LISTED_NODES)
+            return driver_rows(connection, self._ordered)
         with self._lock:
             since, kept = self._since, self._rows
             if since is not None:
@@ -134,7 +143,7 @@ class NodeRows:
         # the snapshot first: a write the rows' statement sees or not has its xmin at or
         # after this snapshot's, so the next read reads it again
         ((since,),) = _fetched(connection, _SNAPSHOT)
-        rows = driver_rows(connection, LISTED_NODES)
+        rows = driver_rows(connection, self._ordered)
         self._since, self._rows = int(since), {row[0]: row for row in rows}
         self._listed = rows
         return rows
@@ -144,10 +153,10 @@ class NodeRows:
     ) -> list[tuple[Any, ...]] | None:
         """Every row, the kept ones but for those written since the last read; None when
         they must be read whole (a node new, renamed or deleted; too long since)."""
-        text = _STATEMENT_TEXTS.get(("changed", _LISTED_COLUMNS))
+        text = _STATEMENT_TEXTS.get(("changed", self._columns))
         if text is None:
-            text = _changed_rows_text(_text_of(connection, _LISTED_COLUMNS))
-            _STATEMENT_TEXTS["changed", _LISTED_COLUMNS] = text
+            text = _changed_rows_text(_text_of(connection, self._columns))
+            _STATEMENT_TEXTS["changed", self._columns] = text
         fetched = _fetched(connection, text, {"since": str(since % (1 << 32))})
         snapshot, count = int(fetched[0][0]), fetched[0][1]
         if snapshot - since >= MOST_BEHIND or count != len(kept):

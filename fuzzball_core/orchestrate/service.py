@@ -28,7 +28,7 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.orchestrate.engine import Engine
-from fuzzball_core.orchestrate.node_rows import NodeRows
+from fuzzball_core.orchestrate.node_rows import LISTED_NODE, UNHEARD_NODE, NodeRows
 from fuzzball_core.orchestrate.node_usage_copies import (
     NodeUsageCopy,
     NodeUsageReader,
@@ -103,8 +103,18 @@ class ListReads:
     cluster_name: str = DEFAULT_CLUSTER_NAME
 
     def __init__(
-        self, sessions: sessionmaker[Session], node_usages: NodeUsageReader, audit: AuditLog
+        self,
+        sessions: sessionmaker[Session],
+        node_usages: NodeUsageReader,
+        audit: AuditLog,
+        *,
+        last_heard: bool = True,
     ) -> None:
+        """``last_heard``: whether the node views say when each node was last heard (the
+        REST list's ``ListNodeInfo`` does not: the list worker's views leave it None, so a
+        heartbeat or a lease written to a row changes nothing a list made of them shows,
+        and after a quiet while, when every node has been heard since, the next list is
+        the last one rather than every node's view made again)."""
         self.sessions = sessions
         self.audit = audit
         #: what node views show of the engine's memory: copies made on its loop for callers
@@ -115,7 +125,7 @@ class ListReads:
         #: node id -> what the last node list read and made of the node
         self._listed: dict[str, KeptNode] = {}
         #: the nodes' rows, kept between lists (on PostgreSQL only the changed ones read)
-        self.node_rows = NodeRows()
+        self.node_rows = NodeRows(LISTED_NODE if last_heard else UNHEARD_NODE)
         #: the copy of the engine's memory last found to agree with rows, and those rows
         self._agreed: tuple[NodeUsageCopy | None, Sequence[NodeColumns]] = (None, ())
         #: what the last node list's views were made of, and its views
@@ -195,7 +205,8 @@ class ListReads:
             node_id = node.id
             usage = usages.get(node_id)
             stored = node.last_seen
-            last_seen = max(stored, heard.get(node_id, stored))
+            # None: not read (last_heard False), and so not shown
+            last_seen = None if stored is None else max(stored, heard.get(node_id, stored))
             node_holds = holds.get(node_id, ())
             # what the view shows besides the node's columns: its usage (its running stages
             # as this caller may see them), when it was last heard, its holds
@@ -571,7 +582,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
     def _node_view(
         self,
         session: Session,
-        node: NodeColumns,
+        node: Node,
         who: Principal,
         memory: NodeUsageCopy,
         *,
@@ -785,7 +796,7 @@ def _run_labels(owners: Mapping[int, RunOwner], who: Principal) -> dict[int, str
 def _node_view_of(
     node: NodeColumns,
     usage: UsageShown | None,
-    last_seen: float,
+    last_seen: float | None,
     holds: tuple[HoldView, ...],
     labels: Mapping[int, str],
 ) -> NodeView:
@@ -853,7 +864,7 @@ class NodeColumns(Protocol):
     @property
     def registered_at(self) -> float: ...
     @property
-    def last_seen(self) -> float: ...
+    def last_seen(self) -> float | None: ...
 
 
 class ListedNode(NamedTuple):
@@ -867,7 +878,8 @@ class ListedNode(NamedTuple):
     devices: dict[str, int]
     annotations: dict[str, str]
     registered_at: float
-    last_seen: float
+    #: None where the list does not read it (``ListReads(last_heard=False)``)
+    last_seen: float | None
 
 
 class _LastList(NamedTuple):

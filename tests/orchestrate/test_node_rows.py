@@ -4,6 +4,8 @@ state, byte for byte, on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 from sqlalchemy import delete, update
 from support.engine_workflows import HELLO
@@ -12,6 +14,7 @@ from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.orchestrate import node_rows
 from fuzzball_core.orchestrate.node_rows import LISTED_NODES, NodeRows, driver_rows
 from fuzzball_core.orchestrate.node_usage_copies import NodeUsageCopy, copy_now
+from fuzzball_core.orchestrate.nodes import heartbeat
 from fuzzball_core.orchestrate.run_owners import RunOwners
 from fuzzball_core.orchestrate.service import ListReads
 from fuzzball_core.scheduling import Resources
@@ -172,3 +175,38 @@ def test_a_list_made_of_what_the_last_was_made_of_is_its_views_in_a_list_of_its_
     first.clear()  # a caller's list is its own
     again = harness.service.list_nodes(harness.admin)
     assert [a is b for a, b in zip(again, kept, strict=True)] == [True, True]
+
+
+def unheard_reads(harness) -> ListReads:
+    """The node lists the list worker makes: its views do not say when a node was last heard
+    (the REST list's ListNodeInfo does not show it)."""
+    service = harness.service
+    return ListReads(service.sessions, service.node_usages, service.audit, last_heard=False)
+
+
+def heard_again(harness, seconds: float) -> None:
+    """``seconds`` later, every node heard from and its lease written to its row."""
+    harness.clock.now += seconds
+    for node_id in list(harness.engine.context.leases):
+        assert heartbeat(harness.engine.context, node_id)
+    write(harness, update(Node).values(last_seen=Node.last_seen + seconds))
+
+
+def test_a_list_without_last_heard_times_is_the_body_of_a_list_reading_every_row(harness):
+    for name in ("a", "b"):
+        harness.node(name, cores=4)
+    harness.submit(HELLO)
+    heard_again(harness, 30.0)
+    body = NodeListBody().body(unheard_reads(harness).list_nodes(harness.admin))
+    assert body == whole_list(harness)
+
+
+def test_heartbeats_and_leases_written_change_no_view_of_a_list_without_last_heard_times(harness):
+    for name in ("a", "b"):
+        harness.node(name)
+    reads = unheard_reads(harness)
+    before = reads.list_nodes(harness.admin)
+    heard_again(harness, 30.0)
+    after = reads.list_nodes(harness.admin)
+    assert all(map(operator.is_, after, before))
+    assert [view.last_seen for view in after] == [None, None]
