@@ -911,3 +911,13 @@ class Scheduler(ABC):
     @abstractmethod
     def node_usage(self, node_id: str) -> NodeUsage:
         """What is allocated on ``node_id`` and what is free. ``NotFound`` if unknown."""
+
+    @property
+    def usage_version(self) -> int | None:
+        """A number that changes whenever what :meth:`node_usage` says of any node may have
+        changed (a node upserted or removed, a job allocated, placed or released), for a
+        caller that copies every node's usage (Orchestrate's node lists): usages read at the
+        same number are still what :meth:`node_usage` would say. Optional: None (the
+        default) for a driver that does not count its changes, whose every node is asked
+        each time."""
+        return None

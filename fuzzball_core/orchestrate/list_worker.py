@@ -209,12 +209,12 @@ class ListWorker:
                     self._failed = False
                     self._ready.set()
                     continue
-                node_ids, fresh = request
+                node_ids, fresh, asked = request
                 # the worker names only the nodes its copy lacks; the copy must still cover
                 # the others (one made off the engine's loop holds only those named)
                 wanted = node_ids if sent is None else sent.nodes.union(node_ids)
                 try:
-                    copy = self._node_usages.read(wanted, fresh=fresh)
+                    copy = self._node_usages.read(wanted, fresh=fresh, asked=asked)
                 except FuzzballError as exc:
                     control.send(("error", str(exc)))
                     continue
@@ -301,14 +301,16 @@ class CopyReader:
         self._latest: NodeUsageCopy | None = None
         self._copies = WiredCopies()
 
-    def read(self, node_ids: Collection[str], *, fresh: bool = False) -> NodeUsageCopy:
+    def read(
+        self, node_ids: Collection[str], *, fresh: bool = False, asked: bool = True
+    ) -> NodeUsageCopy:
         """The engine's copy of its memory of ``node_ids`` and every node it knows (see
         :meth:`NodeUsages.read`)."""
         with self._lock:
             latest = self._latest
             # the engine's copies hold every node it knows: only new ones are named
             known = latest.nodes if latest is not None else frozenset()
-            self._control.send(([n for n in node_ids if n not in known], fresh))
+            self._control.send(([n for n in node_ids if n not in known], fresh, asked))
             reply = self._control.recv_bytes()
             if reply[:1] == b"C":
                 self._latest = latest = self._copies.read(reply[1:])
@@ -397,7 +399,9 @@ class WorkerLists:
         began = time.monotonic()
         if who is None or began - self._node_asked > PREPARE_WHILE:
             return False
-        latest = self._reads.node_usages.read(())
+        # asked for by a reader only when a GET came since the list made ahead before: the
+        # engine keeps making copies unasked while readers come, not while this looks
+        latest = self._reads.node_usages.read((), asked=self._node_asked > self._prepared_at)
         text = self._nodes.body(self._reads.list_nodes(who, copy=latest))
         made, self._prepared = text is not self._prepared, text
         self._prepared_at = began

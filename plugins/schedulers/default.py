@@ -341,6 +341,11 @@ class DefaultScheduler(Scheduler):
             )
         self._index.remove(node_id)
 
+    @property
+    def usage_version(self) -> int:
+        """See :attr:`Scheduler.usage_version`: the node index's count of its changes."""
+        return self._index.usage_changes
+
     def node_usage(self, node_id: str) -> NodeUsage:
         """A node's allocations and free capacity; see :meth:`Scheduler.node_usage`."""
         node = self._index.get(node_id)

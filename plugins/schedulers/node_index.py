@@ -344,6 +344,9 @@ class NodeIndex:
         self.epoch = 0
         #: bumped whenever a node is registered, updated or removed
         self.version = 0
+        #: bumped whenever what a node's usage shows may have changed: a node registered,
+        #: updated or removed, a job added to, placed on or removed from a node
+        self.usage_changes = 0
         #: how many classes are annotated PLACE_UNTIL: while none is, a job's expected
         #: runtime has no say in where it can go, and shapes that differ only by it are one
         self.timed_classes = 0
@@ -397,6 +400,7 @@ class NodeIndex:
     def upsert(self, info: NodeInfo) -> IndexedNode:
         """Register or update a node, keeping what runs on it."""
         self.version += 1
+        self.usage_changes += 1
         old = self.nodes.get(info.id)
         jobs: dict[str, Usage] = {}
         exclusive_job: str | None = None
@@ -430,6 +434,7 @@ class NodeIndex:
         """Forget a node (the caller checked that nothing runs on it)."""
         node = self.get(node_id)
         self.version += 1
+        self.usage_changes += 1
         self._detach(node)
         del self.nodes[node_id]
         del self.by_rank[node.rank]
@@ -558,6 +563,7 @@ class NodeIndex:
     ) -> None:
         """Deduct ``usage`` from ``node`` for ``job_id`` and re-index the node; the job also
         holds the cores ``core_ids`` (pinned) and the host ``ports`` there."""
+        self.usage_changes += 1
         if node.in_index and not (exclusive or core_ids or ports or node.cls.one_job_at_a_time):
             # most placements: an indexed node stays indexed, under another free key
             node.jobs[job_id] = usage
@@ -605,6 +611,7 @@ class NodeIndex:
             usage = node.jobs.pop(job_id, None)
             if usage is None:
                 return
+            self.usage_changes += 1
             cores, memory, devices = usage
             if devices:
                 self._reindex(node, usage, -1)
@@ -616,6 +623,7 @@ class NodeIndex:
                 self._lost(node)
             node.cls.changes += 2
         elif job_id in node.jobs:
+            self.usage_changes += 1
             self._remove_attached(node, job_id)
 
     def remove_job(self, node: IndexedNode, job_id: str) -> None:
@@ -708,6 +716,7 @@ class NodeIndex:
         )
         if slot < 0:
             if slot == -3:
+                self.usage_changes += 1
                 lost = self.by_slot[where[2]]
                 assert lost is not None
                 # as add_job leaves a node the C index had no memory to move
@@ -718,6 +727,7 @@ class NodeIndex:
             return None
         node = self.by_slot[slot]
         assert node is not None
+        self.usage_changes += 1
         node.jobs[job_id] = usage
         node.free_cores -= cores
         node.free_memory -= memory

@@ -26,6 +26,8 @@ class Copies:
     def __init__(self, harness) -> None:
         self.context = harness.engine.context
         self.reads = 0
+        #: whether each read was asked for by a reader
+        self.asked: list[bool] = []
         self.latest = self.made()
 
     def made(self) -> NodeUsageCopy:
@@ -34,8 +36,9 @@ class Copies:
     def renew(self) -> None:
         self.latest = self.made()
 
-    def read(self, node_ids, *, fresh: bool = False) -> NodeUsageCopy:
+    def read(self, node_ids, *, fresh: bool = False, asked: bool = True) -> NodeUsageCopy:
         self.reads += 1
+        self.asked.append(asked)
         if fresh:
             self.renew()
         return self.latest
@@ -125,3 +128,18 @@ def test_a_get_long_after_the_last_list_made_ahead_asks_for_the_latest_copy(
     reads = copies.reads
     assert lists.text(NODES, harness.admin) == (200, whole_list(harness))
     assert copies.reads == reads + 1
+
+
+def test_a_list_made_ahead_after_a_get_reads_as_asked_for_by_a_reader(harness, copies, lists):
+    lists.text(NODES, harness.admin)
+    lists.prepare_once()
+    assert copies.asked[-1] is True
+
+
+def test_a_list_made_ahead_with_no_get_since_the_last_does_not_read_as_asked_for(
+    harness, copies, lists
+):
+    lists.text(NODES, harness.admin)
+    lists.prepare_once()
+    lists.prepare_once()
+    assert copies.asked[-1] is False

@@ -118,7 +118,7 @@ class _OneCopy:
         ids = self.engine.context.node_names
         return copy_now(self.engine.context, ids, 0.0, every=True)
 
-    def read(self, node_ids, *, fresh: bool = False) -> NodeUsageCopy:
+    def read(self, node_ids, *, fresh: bool = False, asked: bool = True) -> NodeUsageCopy:
         return self.copy
 
 

@@ -39,6 +39,8 @@ class FakeScheduler:
 
     used: dict[str, int]
     readers: list[str] = field(default_factory=list)
+    #: counts no changes (Scheduler.usage_version's default): every copy asks each node
+    usage_version: int | None = None
 
     def node_usage(self, node_id: str) -> Any:
         self.readers.append(threading.current_thread().name)
@@ -168,6 +170,16 @@ def test_copies_are_made_unasked_while_readers_keep_coming():
     with engine_loop(usages) as loop:
         usages.read(["a"])  # from this thread: made on the loop, which then keeps them coming
         assert _copies_reach(loop, ctx, 3)
+
+
+def test_reads_no_reader_asked_for_keep_no_copies_coming_unasked():
+    ctx = FakeContext(FakeScheduler({"a": 1}))
+    usages = NodeUsages(ctx, max_age=0.02)
+    with engine_loop(usages) as loop:
+        usages.read(["a"], asked=False)  # made on the loop, and nothing after
+        # the loop's timer for a copy made unasked would be due well before this ends
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.2), loop).result(PATIENCE)
+    assert ctx.scheduler.readers == ["engine"]
 
 
 @contextlib.contextmanager
