@@ -110,9 +110,34 @@ REPORT_CHUNK = 128
 #: (seconds): a request needs the loop two or three times, and would otherwise wait out a
 #: pass each time
 BETWEEN_PASSES = 0.005
+#: A backlog: at least this many runs left waiting for placement (a burst of submissions, or
+#: an array, that outgrows the cluster). Each pass pays for the waiting queue whatever it
+#: places (the blocked-stage walk asks every waiting run's reason, the scheduler passes over
+#: the queue), so with a backlog the next pass waits for :data:`BACKLOG_PASS_GAP`.
+BACKLOG_RUNS = 100
+#: How long the loop serves others (the node streams' reads, the submissions' turns) after a
+#: pass that left a backlog, before the next pass (seconds): the reports of that while are
+#: applied and their freed cores filled by one pass. Under 2,000 separate workflows passes
+#: went from 7-8 jobs each to 15-20 and Orchestrate's CPU a workflow down by a fifth (the
+#: agents' too: fewer, fuller assignment batches). A run in a backlog waits passes anyway;
+#: with fewer runs waiting the next pass follows at once, so a lone workflow's latency is
+#: unchanged.
+BACKLOG_PASS_GAP = 0.01
 #: The most submissions one transaction stores (:meth:`Engine.submit_async`); the rest wait
 #: for the loop's next turn. Storing one costs about a millisecond of the loop.
 MAX_SUBMISSIONS = 64
+
+
+def pause_before_pass(*, cut_short: bool, waiting: int, since_last: float) -> float:
+    """How long the engine's loop serves others before its next pass (seconds):
+    :data:`BETWEEN_PASSES` after a pass its budget cut short, what is left of
+    :data:`BACKLOG_PASS_GAP` since the last pass ended (``since_last`` seconds ago) while
+    ``waiting`` runs are a backlog, else nothing."""
+    if cut_short:
+        return BETWEEN_PASSES
+    if waiting >= BACKLOG_RUNS:
+        return max(0.0, BACKLOG_PASS_GAP - since_last)
+    return 0.0
 
 
 #: Whether a READY node is under a deprovision hold (one that is not empty yet).
@@ -178,6 +203,8 @@ class Engine:
         self.health.declare(LOOP, "no pass yet")
         self._recovered = False
         self._last_pass = time.monotonic()
+        #: when the loop's last pass ended (monotonic seconds)
+        self._passed_at = self._last_pass
         #: the budget of the loop's passes (:meth:`step`)
         self.pass_budget = pass_budget
         #: the last pass left reports for the next (its budget spent)
@@ -498,8 +525,14 @@ class Engine:
             await asyncio.wait_for(self._wake.wait(), timeout=tick)
         # One turn of the loop first: node messages already read off the streams join this
         # pass (one transaction for all of them) instead of waking one pass each. After a
-        # pass cut short, a few milliseconds of the loop's turns: what waited meanwhile.
-        await asyncio.sleep(BETWEEN_PASSES if self._cut_short else 0)
+        # pass cut short, or one that left a backlog, a few milliseconds of the loop's turns.
+        await asyncio.sleep(
+            pause_before_pass(
+                cut_short=self._cut_short,
+                waiting=len(self.context.pending),
+                since_last=time.monotonic() - self._passed_at,
+            )
+        )
         # submissions waiting for their turn are stored now, so that this pass advances
         # them: a pass between a submission and its batch cost it a pass's wait
         self._submissions.apply_waiting()
@@ -515,7 +548,10 @@ class Engine:
             # lost time back instead of losing their leases and their jobs.
             self.extend_leases(stalled)
         self._last_pass = time.monotonic()
-        self.step(self.pass_budget)
+        try:
+            self.step(self.pass_budget)
+        finally:
+            self._passed_at = time.monotonic()
 
     def step(self, budget: float = math.inf) -> None:
         """One pass: node reports, lease expiry, readiness, scheduling; one transaction.

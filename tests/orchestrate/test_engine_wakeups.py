@@ -127,3 +127,31 @@ def test_a_transactions_events_are_written_in_order_by_one_insert(harness, state
         rows = session.scalars(select(Event).where(Event.kind == EventKind.NODE_REMOVED))
         written = [(e.message, e.node_id, e.time) for e in rows]
     assert written == [("event 0", "n0", 7.0), ("event 1", "n1", 7.0), ("event 2", "n2", 7.0)]
+
+
+def test_with_a_backlog_the_next_pass_waits_out_the_gap_since_the_last():
+    pause = engine_module.pause_before_pass(
+        cut_short=False, waiting=engine_module.BACKLOG_RUNS, since_last=0.004
+    )
+    assert pause == engine_module.BACKLOG_PASS_GAP - 0.004
+
+
+def test_with_a_backlog_a_gap_already_past_delays_nothing():
+    pause = engine_module.pause_before_pass(
+        cut_short=False,
+        waiting=engine_module.BACKLOG_RUNS * 10,
+        since_last=engine_module.BACKLOG_PASS_GAP * 2,
+    )
+    assert pause == 0.0
+
+
+def test_with_fewer_runs_waiting_than_a_backlog_the_next_pass_follows_at_once():
+    pause = engine_module.pause_before_pass(
+        cut_short=False, waiting=engine_module.BACKLOG_RUNS - 1, since_last=0.0
+    )
+    assert pause == 0.0
+
+
+def test_after_a_pass_cut_short_the_loop_serves_others_between_passes():
+    pause = engine_module.pause_before_pass(cut_short=True, waiting=0, since_last=0.0)
+    assert pause == engine_module.BETWEEN_PASSES
