@@ -26,6 +26,7 @@ from typing import Literal
 from fuzzball_core.client import FuzzballClient, discover_base_url
 from fuzzball_core.config import FederateMemberConfig
 from fuzzball_core.errors import AlreadyExists, NotFound, Unavailable
+from fuzzball_core.listeners import Listeners
 from fuzzball_core.tls import client_ssl_context
 from fuzzball_federation.forwarding import ForwardedIdentityAuth
 
@@ -155,7 +156,7 @@ class Members:
     def __init__(self, members: Sequence[Member] = ()) -> None:
         self._lock = threading.Lock()
         self._by_name: dict[str, Member] = {}
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[MemberChange] = Listeners()
         for member in members:
             self.add(member)
 
@@ -205,7 +206,7 @@ class Members:
             if any(other.id == member.id for other in self._by_name.values()):
                 raise AlreadyExists(f"a member with id {member.id!r} already exists")
             self._by_name[member.name] = member
-            listeners = list(self._listeners)
+            listeners = self._listeners.current()
         for listener in listeners:
             listener(MemberChange("joined", member))
 
@@ -213,7 +214,7 @@ class Members:
         """Take member ``name`` out (its client closed); NotFound when it is none."""
         with self._lock:
             member = self._by_name.pop(name, None)
-            listeners = list(self._listeners)
+            listeners = self._listeners.current()
         if member is None:
             raise NotFound(f"cluster {name!r} is no longer a member of this federation")
         member.close()
@@ -224,15 +225,7 @@ class Members:
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` after each join and leave (in the thread that made it); returns
         what unsubscribes it."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     def close(self) -> None:
         """Close every member's client."""

@@ -13,10 +13,10 @@ keeper's own expiry bounds it, as before.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fuzzball_core.listeners import Listeners
 from fuzzball_core.service.views import Principal
 
 log = logging.getLogger("fuzzball.accounts")
@@ -65,27 +65,16 @@ class Revocations:
     through it: the account calls, the identity service, the Web UI's sign-out)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[Revocation] = Listeners()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Tell ``listener`` of every revocation from now on; returns what unsubscribes it."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     def announce(self, revocation: Revocation) -> None:
         """Tell every listener of ``revocation`` (committed: a listener that asks the store
         again must find it). A listener that fails is logged: the revocation stands."""
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._listeners.current():
             try:
                 listener(revocation)
             except Exception:

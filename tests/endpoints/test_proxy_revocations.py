@@ -11,13 +11,13 @@ Before, the kept caller and decisions let a revoked token in for up to ``TOKEN_T
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
 from aiohttp import web
+from support.cluster import free_port
 
 from fuzzball_core.config import EndpointsConfig
 from fuzzball_core.orchestrate.endpoint_directory import Destination, Upstream
@@ -26,12 +26,6 @@ from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.store.database import connect, migrate, session_factory
 
 ENDPOINT = "e-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -95,7 +89,7 @@ def _run(accounts: Accounts, scenario: Scenario) -> None:
         app.router.add_get("/{tail:.*}", hello)
         runner = web.AppRunner(app)
         await runner.setup()
-        service_port = _free_port()
+        service_port = free_port()
         await web.TCPSite(runner, "127.0.0.1", service_port).start()
         directory = _Directory(f"http://127.0.0.1:{service_port}", owner.account_id)
         proxy = EndpointProxy(
@@ -107,7 +101,7 @@ def _run(accounts: Accounts, scenario: Scenario) -> None:
         )
         unfollow = proxy.follow(accounts.revocations)
         process = ProxyProcess(proxy, directory)  # type: ignore[arg-type]
-        proxy_port = _free_port()
+        proxy_port = free_port()
         await process.start("127.0.0.1", proxy_port)
         try:
             await scenario(_Proxied(f"http://127.0.0.1:{proxy_port}", accounts, token, asked))
