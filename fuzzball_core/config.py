@@ -153,6 +153,24 @@ class EndpointsConfig(_Section):
     drain: Seconds = 2.0
 
 
+class NodeKeepaliveConfig(_Section):
+    """HTTP/2 keepalive pings on the node API's connections (``orchestrate.node-keepalive``),
+    read by Orchestrate's gRPC server and by every agent's channel to it
+    (:mod:`fuzzball_core.keepalive`).
+
+    A node that vanishes without its connection closing (power lost, link cut, a partition:
+    no FIN or RST reaches Orchestrate) leaves its Connect stream open and silent; without
+    pings it is found only when its lease ends (100-125 s at 5,000 nodes). With them gRPC
+    closes a connection whose ping went unanswered ``interval + timeout`` after it went
+    quiet, and the closed stream's grace (the configured ``node-lease``) applies from there.
+    """
+
+    #: how long a connection may stay quiet (nothing read) before its side sends a ping
+    interval: Seconds = 15.0
+    #: how long a ping may go unanswered before the connection is closed
+    timeout: Seconds = 10.0
+
+
 class OrchestrateConfig(_Section):
     """Where Orchestrate listens (gRPC for clients and nodes, REST gateway)."""
 
@@ -161,6 +179,8 @@ class OrchestrateConfig(_Section):
     #: shared secret every Substrate presents; no node may connect while it is empty
     node_token: str = ""
     node_lease: Seconds = 15.0
+    #: keepalive pings on the nodes' connections (Orchestrate's and the agents' side alike)
+    node_keepalive: NodeKeepaliveConfig = NodeKeepaliveConfig()
     #: how long one pass of the engine applies node reports before it leaves the rest to
     #: the next, so that requests are served between passes (longer: fewer round trips to
     #: the store per report; shorter: answers wait less for a busy engine)

@@ -37,6 +37,7 @@ from fuzzball_core.console import (
 )
 from fuzzball_core.drivers import Provisioner
 from fuzzball_core.health import HEALTH_PATHS, Health, health_routes
+from fuzzball_core.keepalive import server_options
 from fuzzball_core.orchestrate import endpoints, volumes
 from fuzzball_core.orchestrate.central_config import CentralConfig
 from fuzzball_core.orchestrate.central_config_routes import central_config_routes
@@ -311,7 +312,11 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     config = orchestrate.config.orchestrate
     # TLS unless the configuration says plaintext; neither refuses before anything listens
     security = serving_security(orchestrate.config.tls)
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    # keepalive pings: a node gone without its connection closing is found in
+    # interval + timeout, and its stream's grace starts then (fuzzball_core.keepalive)
+    server = grpc.aio.server(
+        options=[("grpc.so_reuseport", 0), *server_options(config.node_keepalive)]
+    )
     node_pb2_grpc.add_NodeAgentServicer_to_server(
         NodeAgentServicer(
             orchestrate.engine,

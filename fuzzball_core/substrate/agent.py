@@ -51,6 +51,7 @@ from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.drivers import VolumeLocation
 from fuzzball_core.errors import FailedPrecondition, FuzzballError
 from fuzzball_core.health import Health, describe, health_routes, keep_running
+from fuzzball_core.keepalive import channel_options
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import CpuCore
 from fuzzball_core.spec.models import Probe
@@ -456,7 +457,8 @@ class Agent:
             await metrics.stop()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        options = CHANNEL_OPTIONS
+        # keepalive pings as Orchestrate's server expects them (orchestrate.node-keepalive)
+        options = [*CHANNEL_OPTIONS, *channel_options(self.config.orchestrate.node_keepalive)]
         delays = RECONNECT_BACKOFF.delays()
         # TLS verifying Orchestrate's certificate against tls.ca-file, unless tls.plaintext
         credentials = grpc_channel_credentials(self.config.tls)

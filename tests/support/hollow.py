@@ -36,9 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from pyroute2 import netns
 
 from fuzzball_core import __version__
 from fuzzball_core.api.v1 import node_pb2, node_pb2_grpc
+from fuzzball_core.config import NodeKeepaliveConfig
+from fuzzball_core.keepalive import channel_options
 from fuzzball_core.substrate.agent import (
     CHANNEL_OPTIONS,
     RECONNECT_BACKOFF,
@@ -249,8 +252,10 @@ class HollowNode:
 
 
 def channel(address: str) -> grpc.aio.Channel:
-    """A plaintext channel to Orchestrate's gRPC port (tests and benchmarks: loopback)."""
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)  # the agent's
+    """A plaintext channel to Orchestrate's gRPC port (tests and benchmarks: loopback), with
+    the agent's options and its keepalive pings at the default ``orchestrate.node-keepalive``."""
+    options = [*CHANNEL_OPTIONS, *channel_options(NodeKeepaliveConfig())]  # the agent's
+    return grpc.aio.insecure_channel(address, options=options)
 
 
 async def run_fleet(
@@ -259,14 +264,16 @@ async def run_fleet(
     names: list[str],
     stop: asyncio.Event,
     stats: HollowStats,
+    per_channel: int = NODES_PER_CHANNEL,
     **node_options: Any,
 ) -> None:
-    """Run one hollow node per name until ``stop`` is set, ``NODES_PER_CHANNEL`` a channel.
+    """Run one hollow node per name until ``stop`` is set, ``per_channel`` a channel (1: a
+    connection of its own each, as real agents have, for what is paid per connection).
     Registrations are spread over the first second so that they do not all arrive at once."""
-    channels = [channel(address) for _ in range(0, len(names), NODES_PER_CHANNEL)]
+    channels = [channel(address) for _ in range(0, len(names), per_channel)]
     nodes = [
         HollowNode(
-            node_pb2_grpc.NodeAgentStub(channels[i // NODES_PER_CHANNEL]),
+            node_pb2_grpc.NodeAgentStub(channels[i // per_channel]),
             name,
             token,
             stats,
@@ -319,10 +326,14 @@ def fleet_process(
     counters: FleetCounters,
     stop: Any,
     node_options: dict[str, Any],
+    namespace: str = "",
 ) -> None:
     """A process's target: run the fleet until the ``stop`` (a multiprocessing Event) is
-    set, publishing its counters ten times a second. ``FUZZBALL_HOLLOW_LOG=INFO`` shows
-    each node's reconnects."""
+    set, publishing its counters ten times a second; in network namespace ``namespace``
+    when one is named (entered before any socket is made). ``FUZZBALL_HOLLOW_LOG=INFO``
+    shows each node's reconnects."""
+    if namespace:
+        netns.setns(namespace)
     logging.basicConfig(
         level=os.environ.get("FUZZBALL_HOLLOW_LOG", "WARNING"),
         format="%(asctime)s %(name)s %(message)s",
