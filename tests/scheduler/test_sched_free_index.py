@@ -4,7 +4,7 @@ that empty and come back, nodes that change class or are renumbered (issue 19)."
 
 import random
 
-from support.scheduler_cluster import GiB, node
+from support.scheduler_cluster import GPU, GiB, node
 
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
 
@@ -199,3 +199,41 @@ def test_keys_of_hundreds_of_nodes_answer_in_best_fit_order_through_many_moves()
                 lacking, ranks, _ = index.scan_free(cls, (cores,), memory)
                 assert sorted(index.by_rank[rank].id for rank in ranks) == sorted(expected)
                 assert sum(lacking) + len(ranks) == len(index.nodes)
+
+
+def test_jobs_with_devices_move_their_nodes_by_every_key_component_and_keep_the_idle_order():
+    # a job with devices moves its node in one call (fi_shift_key): its free key, memory,
+    # job count and place among the idle nodes as leaving the index and coming back would
+    rng = random.Random(11)
+    index = NodeIndex()
+    for number in range(60):
+        index.upsert(node(f"g{number:02d}", cores=16, memory_gib=64, gpus=4))
+    cls = only_class(index)
+    # the test's own record of the order nodes became idle (all idle at first, by slot)
+    idle = [f"g{number:02d}" for number in range(60)]
+    running: list[tuple[IndexedNode, str]] = []
+    for step in range(3000):
+        if running and (rng.random() < 0.45 or len(running) > 120):
+            target, job_id = running.pop(rng.randrange(len(running)))
+            index.remove_job(target, job_id)
+            if not target.jobs:
+                idle.append(target.id)
+        else:
+            target = index.nodes[f"g{rng.randrange(60):02d}"]
+            gpus, cores = rng.choice([1, 2]), rng.choice([1, 4])
+            if target.free_devices[0] >= gpus and target.free_cores >= cores:
+                job = f"j{step}"
+                if not target.jobs:
+                    idle.remove(target.id)
+                index.add_job(target, job, (cores, 8 * GiB, ((GPU, gpus),)), False)
+                running.append((target, job))
+        if step % 250 == 0:
+            assert ids(index.idle_nodes(cls)) == idle
+            for key, memory in [((1, 1), 0), ((2, 4), 8 * GiB), ((4, 16), 64 * GiB)]:
+                with_room = [n for n in index.nodes.values() if n.fits(key, memory)]
+                expected = ids(sorted(with_room, key=lambda n: (n.free_key(), n.free_memory, n.id)))
+                assert ids(index.iter_fitting(cls, key, memory, False)) == expected
+    for target, job_id in running:
+        index.remove_job(target, job_id)
+    assert index.idle_count(cls) == 60
+    assert all(n.free_key() == (4, 16) and n.free_memory == 64 * GiB for n in index.nodes.values())

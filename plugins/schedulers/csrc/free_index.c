@@ -299,12 +299,19 @@ int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64
     return 0;
 }
 
-/* fi_shift of a slot known to be indexed. */
-static int shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs) {
+/* fi_shift of a slot known to be indexed, adding `delta` to every component of its key when
+ * it is not NULL (fi_shift_key), else `cores` to the last. */
+static int shift(fi_book *book, int32_t slot, int64_t memory, const int64_t *delta,
+                 int64_t cores, int32_t jobs) {
     record *r = book->records + slot;
     fi_class *cls = r->cls;
     remove_entry(cls, r->key, r->memory, r->rank);
-    r->key[cls->ncomp - 1] += cores;
+    if (delta != NULL) {
+        for (int i = 0; i < cls->ncomp; i++)
+            r->key[i] += delta[i];
+    } else {
+        r->key[cls->ncomp - 1] += cores;
+    }
     r->memory += memory;
     if (jobs) {
         int32_t was = r->jobs;
@@ -325,7 +332,14 @@ static int shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int
 int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs) {
     if (!fi_indexed(book, slot))
         return -1;
-    return shift(book, slot, memory, cores, jobs);
+    return shift(book, slot, memory, NULL, cores, jobs);
+}
+
+int fi_shift_key(fi_book *book, int32_t slot, int64_t memory, const int64_t *delta,
+                 int32_t jobs) {
+    if (!fi_indexed(book, slot))
+        return -1;
+    return shift(book, slot, memory, delta, 0, jobs);
 }
 
 int64_t fi_idle_count(const fi_class *cls) { return cls->idle_count; }
@@ -415,7 +429,7 @@ int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *
                 return -2;
         }
         /* `found` points into the list the move rewrites: only its slot is read */
-        if (shift(book, slot, -memory, -cores, 1) != 0)
+        if (shift(book, slot, -memory, NULL, -cores, 1) != 0)
             return -3;
         return slot;
     }

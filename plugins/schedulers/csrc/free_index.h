@@ -44,6 +44,12 @@ int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64
  * count falls to 0 joins its class's idle nodes last, one whose count leaves 0 leaves them.
  * 0; -1 when out of memory or the slot is not indexed (the node is then out of the index). */
 int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs);
+/* fi_shift for a job with devices: add `delta` (the class's ncomp components, the cores last)
+ * to the node's free key, `memory` to its free memory, and count `jobs` more jobs, in one move
+ * (as taking the node out and putting it back under its new key would, the idle list
+ * included). 0; -1 as fi_shift's. */
+int fi_shift_key(fi_book *book, int32_t slot, int64_t memory, const int64_t *delta,
+                 int32_t jobs);
 /* Take node `slot` out of the index (nothing when it is not in it). */
 void fi_drop(fi_book *book, int32_t slot);
 /* How many of `cls`'s indexed nodes run no job. */
