@@ -159,11 +159,18 @@ def verifying_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def http_client(settings: ImageSettings) -> httpx.Client:
+    """An HTTP client (a connection pool) for registry requests under ``settings``."""
+    return httpx.Client(timeout=settings.timeout, follow_redirects=True, verify=verifying_context())
+
+
 class RegistryClient:
     """Pull-side access to one repository of one registry.
 
     ``credentials`` is the job's ``image.secret``: ``{"username": ..., "password": ...}`` or
-    ``{"token": ...}`` (a bearer token used as is); ``None`` pulls anonymously.
+    ``{"token": ...}`` (a bearer token used as is); ``None`` pulls anonymously. ``http`` is a
+    connection pool shared with other clients, which :meth:`close` leaves open; by default
+    the client makes its own.
     """
 
     def __init__(
@@ -173,6 +180,7 @@ class RegistryClient:
         credentials: Mapping[str, str] | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        http: httpx.Client | None = None,
     ) -> None:
         self.reference = reference
         self.registry = reference.registry
@@ -182,13 +190,13 @@ class RegistryClient:
         self._credentials = dict(credentials or {})
         self._authorization: dict[str, str] = {}
         self._sleep = sleep
-        self._http = httpx.Client(
-            timeout=settings.timeout, follow_redirects=True, verify=verifying_context()
-        )
+        self._owns_http = http is None
+        self._http = http_client(settings) if http is None else http
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self._http.close()
+        """Release the connection pool, unless it is a shared one."""
+        if self._owns_http:
+            self._http.close()
 
     def __enter__(self) -> RegistryClient:
         return self
