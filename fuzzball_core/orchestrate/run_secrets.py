@@ -40,6 +40,7 @@ from fuzzball_core.orchestrate.context import LiveRun
 from fuzzball_core.orchestrate.states import LIVE_RUN
 from fuzzball_core.orchestrate.transaction import RunFields, Transaction
 from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
 from fuzzball_core.spec import ImagePull, StageKind
 from fuzzball_core.spec import Stage as PlannedStage
@@ -396,13 +397,17 @@ class RunSecretsService:
 
     def workflow_event(self, event: Mapping[str, Any]) -> None:
         """Forget a workflow's token once it ended (an engine event, after it committed;
-        the transaction that ended it revoked its tokens: ``Transaction.commit``)."""
+        the transaction that ended it revoked its tokens: ``Transaction.commit``), and tell
+        the accounts' revocations, so whoever keeps callers (the endpoint proxy) refuses the
+        token at its next request rather than once its kept caller expires."""
         if event.get("kind") in _ENDINGS and event.get("workflow_id"):
+            workflow_id = str(event["workflow_id"])
             with self._lock:
-                self._tokens.pop(str(event["workflow_id"]), None)
+                self._tokens.pop(workflow_id, None)
+            self._announce(workflow_id)
 
     def revoke(self, workflow_id: str) -> None:
-        """Revoke every token of workflow ``workflow_id``."""
+        """Revoke every token of workflow ``workflow_id`` (told once committed)."""
         with self._lock:
             self._tokens.pop(workflow_id, None)
         with self.sessions() as session, session.begin():
@@ -411,6 +416,10 @@ class RunSecretsService:
                 .where(ApiToken.workflow_id == workflow_id, ApiToken.revoked_at.is_(None))
                 .values(revoked_at=self.accounts.clock())
             )
+        self._announce(workflow_id)
+
+    def _announce(self, workflow_id: str) -> None:
+        self.accounts.revocations.announce(Revocation(workflow_ids=frozenset({workflow_id})))
 
     def revoke_ended(self) -> int:
         """Revoke the live tokens of workflows that ended (a crash kept their end's event

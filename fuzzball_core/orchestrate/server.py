@@ -70,6 +70,7 @@ from fuzzball_core.service.account_commands import (
 )
 from fuzzball_core.service.forwarded_identity import TrustedFederates
 from fuzzball_core.service.oidc import configured_issuer
+from fuzzball_core.service.revocation_channel import RevocationReceiver, RevocationSender
 from fuzzball_core.service.secret_commands import add_secret_commands
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.service.views import Principal
@@ -373,6 +374,13 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     if orchestrate.monitoring is not None:
         await orchestrate.monitoring.start()
     await orchestrate.endpoints.start(security.ssl_context)
+    # revocations another process made (the `accounts revoke-token` command)
+    revocations = RevocationReceiver(
+        orchestrate.service.sessions.kw["bind"],
+        orchestrate.config.data_dir,
+        orchestrate.service.accounts.revocations,
+    )
+    await revocations.start()
     provisioner_stop = asyncio.Event()
     provisioner_task = (
         asyncio.create_task(orchestrate.provisioner.run(provisioner_stop))
@@ -394,6 +402,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         engine_task.cancel()
         if orchestrate.monitoring is not None:
             await orchestrate.monitoring.stop()
+        await revocations.close()
         await orchestrate.endpoints.close()
         orchestrate.hub.close_all()
         await server.stop(grace=1)
@@ -431,7 +440,11 @@ def serve_command(config_file: str | None) -> None:
 
 def _service(config_file: str | None) -> SqlOrchestrateService:
     context = prepare_process("orchestrate", config_file)
-    return build(context.config, context.drivers["scheduler"], context.registry).service
+    service = build(context.config, context.drivers["scheduler"], context.registry).service
+    # a command revoking tokens tells the running Orchestrate, which may keep their callers
+    sender = RevocationSender(service.sessions.kw["bind"], context.config.data_dir)
+    service.accounts.revocations.subscribe(sender)
+    return service
 
 
 add_account_commands(cli, _service)

@@ -5,9 +5,7 @@ keeps a token's caller to spare that check (the endpoint proxy keeps each token'
 each group membership for ``TOKEN_TTL``) subscribes to its :class:`~fuzzball_core.service.
 accounts.Accounts`' :class:`Revocations` and forgets what a :class:`Revocation` covers as soon
 as it is committed: a token revoked one by one or with its account's, an account (a group)
-deleted, a user removed, a member leaving a group. A revocation made by another process (the
-server's ``accounts revoke-token`` command writes the store directly) is not told: the
-keeper's own expiry bounds it, as before.
+deleted, a user removed, a member leaving a group, a workflow's tokens revoked as it ends.
 """
 
 from __future__ import annotations
@@ -25,20 +23,24 @@ log = logging.getLogger("fuzzball.accounts")
 @dataclass(frozen=True)
 class Revocation:
     """What stopped being good, committed: tokens (by their digest, as the store keeps
-    them), every token of some accounts, every token acting as some users, and group
-    memberships ``(user id, account id)`` that ended (with the user's tokens for the group)."""
+    them), every token of some accounts, every token acting as some users, group
+    memberships ``(user id, account id)`` that ended (with the user's tokens for the group),
+    and the tokens of some workflows (revoked as each ended)."""
 
     token_digests: frozenset[str] = frozenset()
     account_ids: frozenset[str] = frozenset()
     user_ids: frozenset[str] = frozenset()
     memberships: frozenset[tuple[str, str]] = frozenset()
+    workflow_ids: frozenset[str] = frozenset()
 
     def covers(self, digest: Callable[[], str], who: Principal) -> bool:
         """Whether a caller ``who`` kept for a token (``digest`` gives that token's digest,
         computed only when tokens were revoked one by one) may no longer be let in as kept:
-        its token, account or user is revoked, or its user left a group (what it was let
-        into may have been through that group)."""
+        its token, account, user or workflow is revoked, or its user left a group (what it
+        was let into may have been through that group)."""
         if who.account_id in self.account_ids:
+            return True
+        if who.workflow_id is not None and who.workflow_id in self.workflow_ids:
             return True
         if who.user_id is not None and (
             who.user_id in self.user_ids or any(who.user_id == u for u, _ in self.memberships)

@@ -163,3 +163,12 @@ def test_a_revocation_ends_the_memberships_of_its_user_account_or_membership():
         ]
     ]
     assert ended == [True, True, True, False, False]
+
+
+def test_a_workflows_revocation_covers_its_tokens_callers_only():
+    revocation = Revocation(workflow_ids=frozenset({"wf-ended"}))
+    ended = Principal("acct-alice", "alice", user_id="user-alice", workflow_id="wf-ended")
+    running = Principal("acct-alice", "alice", user_id="user-alice", workflow_id="wf-running")
+    assert revocation.covers(_digest_of("ended-token"), ended)
+    assert not revocation.covers(_digest_of("running-token"), running)
+    assert not revocation.covers(_digest_of("alice-token"), ALICE)

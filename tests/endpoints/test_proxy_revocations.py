@@ -11,19 +11,31 @@ Before, the kept caller and decisions let a revoked token in for up to ``TOKEN_T
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 from support.cluster import free_port
 
 from fuzzball_core.config import EndpointsConfig
+from fuzzball_core.orchestrate import server
 from fuzzball_core.orchestrate.endpoint_directory import Destination, Upstream
 from fuzzball_core.orchestrate.endpoint_proxy import EndpointProxy, ProxyProcess
+from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.service.accounts import Accounts
+from fuzzball_core.service.revocation_channel import RevocationReceiver
+from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.models import ApiToken
+from fuzzball_core.store.secret_box import SecretBox
+from fuzzball_core.vocabulary import CredentialKind, EventKind
 
 ENDPOINT = "e-1"
 
@@ -56,6 +68,7 @@ class _Proxied:
     accounts: Accounts
     token: str
     asked: list[str]
+    account_id: str
 
     async def get(self, token: str, session: aiohttp.ClientSession) -> int:
         headers = {"FB-Authorization": f"Bearer {token}"}
@@ -73,7 +86,9 @@ def accounts(tmp_path) -> Accounts:
     return Accounts(session_factory(engine))
 
 
-def _run(accounts: Accounts, scenario: Scenario) -> None:
+def _run(
+    accounts: Accounts, scenario: Scenario, receiver: RevocationReceiver | None = None
+) -> None:
     owner, token = accounts.create("owner")
     asked: list[str] = []
 
@@ -103,15 +118,28 @@ def _run(accounts: Accounts, scenario: Scenario) -> None:
         process = ProxyProcess(proxy, directory)  # type: ignore[arg-type]
         proxy_port = free_port()
         await process.start("127.0.0.1", proxy_port)
+        if receiver is not None:
+            await receiver.start()
+            await asyncio.to_thread(_listening, receiver)
         try:
-            await scenario(_Proxied(f"http://127.0.0.1:{proxy_port}", accounts, token, asked))
+            await scenario(
+                _Proxied(f"http://127.0.0.1:{proxy_port}", accounts, token, asked, owner.account_id)
+            )
         finally:
+            if receiver is not None:
+                await receiver.close()
             unfollow()
             await process.close()
             proxy.pool.close()
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def _listening(receiver: RevocationReceiver) -> None:
+    """Once ``receiver`` listens (its PostgreSQL connection is up; its socket is at once)."""
+    if receiver.engine.dialect.name == "postgresql":
+        assert receiver.listening.wait(30), "the receiver did not LISTEN"
 
 
 def test_a_revoked_token_is_refused_at_its_next_request(accounts):
@@ -149,3 +177,80 @@ def test_a_revocation_leaves_other_tokens_kept(accounts):
         assert proxied.asked == [proxied.token, other]
 
     _run(accounts, scenario)
+
+
+def test_a_workflow_token_is_refused_at_its_next_request_once_the_workflow_ends(accounts, tmp_path):
+    run_secrets = RunSecretsService(
+        accounts.sessions,
+        Secrets(accounts.sessions, SecretBox(tmp_path)),
+        accounts,
+        lambda workflow, stage: None,
+    )
+
+    def end_workflow(workflow_id: str) -> None:
+        # as the engine ends one: its pass's transaction revokes the workflow's tokens, and
+        # once it committed the ending event reaches the run secrets (its event hook)
+        with accounts.sessions() as session, session.begin():
+            session.query(ApiToken).filter(ApiToken.workflow_id == workflow_id).update(
+                {ApiToken.revoked_at: accounts.clock()}
+            )
+        run_secrets.workflow_event(
+            {"kind": EventKind.WORKFLOW_FINISHED, "workflow_id": workflow_id}
+        )
+
+    async def scenario(proxied: _Proxied) -> None:
+        def token_of(workflow_id: str) -> str:
+            return accounts.issue_for(
+                proxied.account_id, credential=CredentialKind.WORKFLOW, workflow_id=workflow_id
+            )
+
+        ending = await asyncio.to_thread(token_of, "wf-ending")
+        other = await asyncio.to_thread(token_of, "wf-running")
+        async with aiohttp.ClientSession() as session:
+            assert await proxied.get(ending, session) == 200
+            assert await proxied.get(other, session) == 200
+            await asyncio.to_thread(end_workflow, "wf-ending")
+            assert await proxied.get(ending, session) == 401
+            assert await proxied.get(other, session) == 200
+        assert proxied.asked.count(other) == 1  # the running workflow's caller stayed kept
+
+    _run(accounts, scenario)
+
+
+def test_a_token_revoked_by_the_revoke_token_command_is_refused_at_its_next_request(database_url):
+    """The server's ``revoke-token`` command is another process: it tells the running
+    server (NOTIFY on PostgreSQL, the data directory's socket on SQLite)."""
+    store = connect(database_url)
+    migrate(store)
+    accounts = Accounts(session_factory(store))
+    # short: a unix socket's path holds at most 107 bytes
+    data_dir = Path(tempfile.mkdtemp(prefix="fb-"))
+    config = data_dir / "config.yaml"
+    config.write_text(f"data-dir: {data_dir}\ndatabase:\n  url: {database_url}\n")
+    receiver = RevocationReceiver(store, data_dir, accounts.revocations)
+
+    def command(token: str) -> str:
+        result = CliRunner().invoke(
+            server.cli, ["--config", str(config), "revoke-token"], input=token
+        )
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    async def scenario(proxied: _Proxied) -> None:
+        # told after the proxy (subscribed after it), so once the proxy forgot: over SQLite
+        # before the command returns, over PostgreSQL as the notification arrives
+        forgotten = threading.Event()
+        accounts.revocations.subscribe(lambda revocation: forgotten.set())
+        async with aiohttp.ClientSession() as session:
+            assert await proxied.get(proxied.token, session) == 200
+            assert await proxied.get(proxied.token, session) == 200  # kept
+            output = await asyncio.to_thread(command, proxied.token)
+            assert await asyncio.to_thread(forgotten.wait, 30), "the server was not told"
+            assert await proxied.get(proxied.token, session) == 401
+            assert proxied.token not in output
+
+    try:
+        _run(accounts, scenario, receiver)
+    finally:
+        store.dispose()
+        shutil.rmtree(data_dir, ignore_errors=True)
