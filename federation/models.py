@@ -116,13 +116,15 @@ class RegisteredCluster(FederateBase):
 
 class FederateTrust(FederateBase):
     """A Federate this Federate accepts forwarded identities from, recorded when it generated
-    a registration for it (this Federate a member of that one): its name and public key."""
+    a registration for it (this Federate a member of that one): its name and public key, and
+    the account that registration made (the key goes when it ends)."""
 
     __tablename__ = "federate_trusted_federates"
 
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     public_jwk: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
+    account_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class RoutingDecision(FederateBase):

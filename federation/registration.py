@@ -56,6 +56,7 @@ from fuzzball_core.service.forwarded_identity import (
     key_from_jwk,
     public_jwk,
 )
+from fuzzball_core.service.registration_keys import forget_keys_of
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec.names import printable
 from fuzzball_core.store.secret_box import SecretBox
@@ -467,6 +468,7 @@ class Registrations:
         Federate's id}`` with the registration's token): the token is revoked; this
         Federate's id."""
         self.accounts.end_registration(who, token)
+        forget_keys_of(self.sessions, FederateTrust, who.account_id, self.trusted)
         log.info("account %s's registration ended: its Federate left this one", who.name)
         return self.id
 
@@ -484,14 +486,18 @@ class Registrations:
         given that Federate's name and JWK, that Federate is trusted from now on."""
         if bool(federate_name) != bool(federate_jwk):
             raise InvalidArgument("federateName and federateJwk: give both or neither")
+        key = None
         if federate_jwk:
+            if len(federate_name) > _NAME_LIMIT or not federate_name.isprintable():
+                raise InvalidArgument(f"federateName: at most {_NAME_LIMIT} printable characters")
             try:
                 key = key_from_jwk(federate_jwk)
             except ValueError as exc:
                 raise InvalidArgument(f"federateJwk: {exc}") from None
-            self._record_trust(federate_name, federate_jwk, key)
         account = f"federate-{federate_name or 'registration'}-{secrets.token_hex(4)}"
-        _, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
+        made, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
+        if key is not None:
+            self._record_trust(federate_name, federate_jwk, key, made.account_id)
         log.info("registration generated: account %s for a Federate", account)
         return pb.ClusterRegistrationConfiguration(
             id=self.id,
@@ -503,13 +509,16 @@ class Registrations:
             name=self.name,
         )
 
-    def _record_trust(self, name: str, jwk: str, key: Any) -> None:
-        if len(name) > _NAME_LIMIT or not name.isprintable():
-            raise InvalidArgument(f"federateName: at most {_NAME_LIMIT} printable characters")
+    def _record_trust(self, name: str, jwk: str, key: Any, account_id: str) -> None:
+        """Trust Federate ``name``'s ``key`` until the registration of ``account_id`` ends."""
         with self.sessions() as session, session.begin():
             row = session.get(FederateTrust, name)
             if row is None:
-                session.add(FederateTrust(name=name, public_jwk=jwk, created_at=self.clock()))
+                session.add(
+                    FederateTrust(
+                        name=name, public_jwk=jwk, created_at=self.clock(), account_id=account_id
+                    )
+                )
             else:
-                row.public_jwk = jwk
+                row.public_jwk, row.account_id = jwk, account_id
         self.trusted.trust(TrustedFederate(name, key))

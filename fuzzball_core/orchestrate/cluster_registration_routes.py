@@ -17,11 +17,14 @@ Given ``?federateName=NAME&federateJwk=JWK`` (the Federate's ``federate.name`` a
 key, as ``fuzzball cluster join`` passes them) the Federate is trusted from then on: it is
 recorded in ``trusted_federate_keys`` and its forwarded identities are accepted beside those
 of ``orchestrate.trusted-federates``. A name the configuration trusts with another key is
-refused (the file wins; change it there).
+refused (the file wins; change it there). The key is kept with the registration's account,
+and dropped when that registration ends (below): a request signed with it is refused after,
+unless a later registration recorded it again.
 
 ``DELETE /v3/admin/cluster/{id}`` with this cluster's own id is the member's side of leaving:
 the Federate, presenting the registration's token (as itself, no forwarded identity), ends
-its registration and the token is revoked (``ClusterIDResponse``). Any other id is NotFound;
+its registration, the token is revoked and the key its registration recorded is no longer
+trusted (``ClusterIDResponse``). Any other id is NotFound;
 any other caller is refused, pointing at ``accounts revoke-token`` (an administrator's way).
 """
 
@@ -34,6 +37,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 from sqlalchemy import select
@@ -53,6 +57,7 @@ from fuzzball_core.service.forwarded_identity import (
 )
 from fuzzball_core.service.oidc import OidcIssuer
 from fuzzball_core.service.permissions import require
+from fuzzball_core.service.registration_keys import forget_keys_of
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec.names import printable
 from fuzzball_core.store.models import ClusterIdentity, TrustedFederateKey
@@ -123,8 +128,26 @@ class ClusterRegistration:
                 session.add(row)
             return row.id
 
-    def trust(self, name: str, jwk: str) -> None:
-        """Accept forwarded identities of Federate ``name`` signed with the key of ``jwk``."""
+    def trust(self, name: str, jwk: str, *, account_id: str | None = None) -> None:
+        """Accept forwarded identities of Federate ``name`` signed with the key of ``jwk``,
+        until the registration of federate account ``account_id`` ends (:meth:`end`)."""
+        key = self._key(name, jwk)
+        with self.sessions() as session, session.begin():
+            row = session.get(TrustedFederateKey, name)
+            if row is None:
+                session.add(
+                    TrustedFederateKey(
+                        name=name, public_jwk=jwk, created_at=self.clock(), account_id=account_id
+                    )
+                )
+            else:
+                row.public_jwk, row.account_id = jwk, account_id
+        self.trusted().trust(TrustedFederate(name, key))
+        log.info("Federate %s trusted by registration", name)
+
+    def _key(self, name: str, jwk: str) -> Any:
+        """The key of ``jwk`` for Federate ``name``; InvalidArgument for a bad name or JWK,
+        FailedPrecondition when the configuration trusts ``name`` with another key."""
         if not name or len(name) > _NAME_LIMIT or not name.isprintable():
             raise InvalidArgument(f"federateName: 1 to {_NAME_LIMIT} printable characters")
         try:
@@ -132,19 +155,14 @@ class ClusterRegistration:
         except ValueError as exc:
             raise InvalidArgument(f"federateJwk: {exc}") from None
         known = self.trusted().trusts(name)
-        with self.sessions() as session, session.begin():
-            row = session.get(TrustedFederateKey, name)
-            if known is not None and row is None and public_jwk(known.public_key) != jwk:
-                raise FailedPrecondition(
-                    f"federateName: orchestrate.trusted-federates trusts {name!r} with another"
-                    " key; change it there"
-                )
-            if row is None:
-                session.add(TrustedFederateKey(name=name, public_jwk=jwk, created_at=self.clock()))
-            else:
-                row.public_jwk = jwk
-        self.trusted().trust(TrustedFederate(name, key))
-        log.info("Federate %s trusted by registration", name)
+        with self.sessions() as session:
+            recorded = session.get(TrustedFederateKey, name) is not None
+        if known is not None and not recorded and public_jwk(known.public_key) != jwk:
+            raise FailedPrecondition(
+                f"federateName: orchestrate.trusted-federates trusts {name!r} with another"
+                " key; change it there"
+            )
+        return key
 
     def generate(
         self,
@@ -162,9 +180,11 @@ class ClusterRegistration:
         if len(chosen) > _NAME_LIMIT or not chosen.isprintable():
             raise InvalidArgument(f"name: at most {_NAME_LIMIT} printable characters")
         if federate_name:
-            self.trust(federate_name, federate_jwk)
+            self._key(federate_name, federate_jwk)  # refused before an account is made
         account = f"federate-{federate_name or 'registration'}-{secrets.token_hex(4)}"
-        _, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
+        made, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
+        if federate_name:
+            self.trust(federate_name, federate_jwk, account_id=made.account_id)
         log.info("registration generated: account %s for a Federate", account)
         issuer = self.oidc()
         anchor = "" if issuer is None else _json(issuer.jwks()["keys"][0])
@@ -180,10 +200,13 @@ class ClusterRegistration:
 
     def end(self, who: Principal, token: str, cluster_id: str) -> str:
         """A Federate leaving: the registration ``token`` is (``who`` presented it) ends,
-        the token revoked; this cluster's id. NotFound for another cluster's id."""
+        the token revoked and the Federate's key it recorded no longer trusted (one a later
+        registration recorded again stays); this cluster's id. NotFound for another
+        cluster's id."""
         if cluster_id != self.cluster_id():
             raise NotFound(f"cluster {printable(cluster_id[:64])!r} not found")
         self.accounts.end_registration(who, token)
+        forget_keys_of(self.sessions, TrustedFederateKey, who.account_id, self.trusted())
         log.info("account %s's registration ended: its Federate left this cluster", who.name)
         return cluster_id
 

@@ -157,6 +157,9 @@ class TrustedFederates:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._by_name = {federate.name: federate for federate in federates}
+        #: the Federates trusted from the start (the configuration's): a registration's
+        #: ending does not take them back
+        self._configured = dict(self._by_name)
         self.audience = audience
         self.clock = clock
 
@@ -175,6 +178,14 @@ class TrustedFederates:
         """Trust ``federate`` from now on (a registration recorded in the store), replacing
         a key trusted under the same name before."""
         self._by_name = {**self._by_name, federate.name: federate}
+
+    def distrust(self, name: str) -> None:
+        """Stop trusting the key a registration recorded for ``name`` (its registration
+        ended); the key the configuration gives it, if any, is trusted again."""
+        kept = {known: federate for known, federate in self._by_name.items() if known != name}
+        if name in self._configured:
+            kept[name] = self._configured[name]
+        self._by_name = kept
 
     def principal(self, bearer: Principal, assertion: str) -> Principal:
         """Who ``bearer`` (the Federate's account here) acts for: the caller ``assertion``

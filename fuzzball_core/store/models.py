@@ -569,10 +569,12 @@ class ClusterIdentity(Base):
 
 class TrustedFederateKey(Base):
     """A Federate whose forwarded identities this cluster accepts, recorded by a registration
-    generated for it (beside ``orchestrate.trusted-federates`` of the configuration)."""
+    generated for it (beside ``orchestrate.trusted-federates`` of the configuration), until
+    the registration that last recorded it (its federate account) ends."""
 
     __tablename__ = "trusted_federate_keys"
 
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     public_jwk: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
+    account_id: Mapped[str | None] = mapped_column(String(36), nullable=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+import httpx
 import pytest
 from sqlalchemy import select
 from support.federation_harness import GIB, start_federation, start_member
@@ -20,7 +21,9 @@ from fuzzball_core.errors import (
     PermissionDenied,
     Unauthenticated,
 )
+from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
 from fuzzball_core.service.forwarded_identity import public_jwk
+from fuzzball_core.store.models import TrustedFederateKey
 from fuzzball_federation.main import build, federate_health, reach_members
 from fuzzball_federation.members import configured_id
 from fuzzball_federation.models import RegisteredCluster
@@ -401,3 +404,42 @@ def test_registering_a_member_that_takes_work_is_still_refused(fed, late):
     config = _join(fed, late)
     with pytest.raises(AlreadyExists, match=r"config\.name"):
         fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+
+
+# -- the Federate's key, trusted by registration --------------------------------------------------
+
+
+def _as_the_federates_user(fed, late) -> int:
+    """The status ``late`` answers a request made with a federate account's token (not the
+    registration's) and an identity the Federate signed with its forwarding key."""
+    assertion = fed.service.signer.assertion(fed.who, late.name)
+    headers = {"Authorization": f"Bearer {late.token}", FORWARDED_IDENTITY: assertion}
+    return httpx.get(f"{late.rest_url}/v3/workflows", headers=headers, timeout=30).status_code
+
+
+def test_a_member_that_leaves_refuses_requests_signed_with_the_federates_key(fed, late):
+    config = _join(fed, late)
+    assert _as_the_federates_user(fed, late) == 200
+    fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert _as_the_federates_user(fed, late) == 401
+    with late.stack.service.sessions() as session:
+        assert session.scalars(select(TrustedFederateKey)).all() == []
+
+
+def test_a_drained_member_that_left_refuses_requests_signed_with_the_federates_key(fed, late):
+    config = _join(fed, late)
+    running = fed.client().start_workflow(CPU)
+    with pytest.raises(FailedPrecondition):
+        fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    assert _as_the_federates_user(fed, late) == 200  # trusted while it drains
+    fed.client().stop_workflow(running)
+    fed.service.registrations.finish_draining()
+    assert _as_the_federates_user(fed, late) == 401
+
+
+def test_a_draining_member_registered_again_still_trusts_the_federates_key(fed, late):
+    _drain(fed, late)
+    again = _generate(late, fed)
+    # the Federate revokes the registration it replaced: the key is the new one's
+    fed.client().call_json("POST", "/admin/cluster/registration", body={"config": again})
+    assert _as_the_federates_user(fed, late) == 200

@@ -120,3 +120,31 @@ def test_a_federate_that_leaves_a_federate_member_has_its_token_revoked_there(up
     upper.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
     with pytest.raises(Unauthenticated, match="revoked"):
         lower.service.authenticate(config["apiToken"])
+
+
+def test_a_federate_member_refuses_identities_from_a_federate_that_left_it(upper, lower):
+    config = _join(upper, lower)
+    member = lower.service
+    _, token = member.create_account("fed-account", kind="federate")  # not the registration's
+    who = member.authenticate(token)
+    assertion = upper.service.signer.assertion(upper.who, "lower")
+    assert member.forwarded_principal(who, assertion).name.endswith("via upper")
+    upper.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    with pytest.raises(Unauthenticated, match="trusts no Federate"):
+        member.forwarded_principal(who, assertion)
+    # nor after a restart: the key's row went with it
+    restarted = TrustedFederates(())
+    member.registrations.trusted = restarted
+    member.registrations.load()
+    assert restarted.trusts("upper") is None
+
+
+def test_a_configured_key_is_trusted_again_once_a_registration_for_its_name_ends():
+    configured = TrustedFederate("hub", Ed25519PrivateKey.generate().public_key())
+    trusted = TrustedFederates([configured])
+    trusted.trust(TrustedFederate("hub", Ed25519PrivateKey.generate().public_key()))
+    trusted.trust(TrustedFederate("other", Ed25519PrivateKey.generate().public_key()))
+    trusted.distrust("hub")
+    trusted.distrust("other")
+    assert trusted.trusts("hub") == configured
+    assert trusted.trusts("other") is None
