@@ -1,14 +1,23 @@
-"""Failure detection: how long a crashed agent's node keeps its runs, beside the peers' defaults.
+"""Failure detection: how long a failed agent's node keeps its runs, beside the peers' defaults.
 
 At each size a fresh Orchestrate on PostgreSQL (bench/hollow_cluster.py) first takes
 ``--victims`` hollow nodes in a fleet process of their own, each given one whole-node task
 it holds running (``hold_runs``: a real agent's running container; the image stage ends at
 once), then the rest of the hollow nodes, so that the victims' leases are the large
-cluster's (Orchestrate lengthens them as it grows: ``nodes.retune``). Then the victims'
-process is killed (SIGKILL: its TCP connections close, as a crashed agent's do) and the
-benchmark polls the node list and the workflow until every victim is OFFLINE ("declared
+cluster's (Orchestrate lengthens them as it grows: ``nodes.retune``). Then the victims fail,
+in one of two ways (``--modes``):
+
+* ``kill``: their process is killed (SIGKILL: its TCP connections close, as a crashed
+  agent's do; the closed streams' grace applies at once);
+* ``silent``: their process runs in a network namespace of its own (a veth to a bridge,
+  support.netns_cluster.ClusterNetwork; Orchestrate listens on this machine's end) and its
+  ``eth0`` is set down: nothing reaches Orchestrate, not even a FIN or RST, as with a host
+  powered off or cut off. Only the node API's keepalive pings (``orchestrate.node-keepalive``,
+  ``--keepalive``) close those streams before the leases end.
+
+The benchmark polls the node list and the workflow until every victim is OFFLINE ("declared
 lost") and the held tasks are given back (failed with their node and run again on the live
-nodes, which end them at once: the workflow ends). It prints the seconds from the kill to
+nodes, which end them at once: the workflow ends). It prints the seconds from the failure to
 the first and the last victim declared lost and to the workflow's end, beside the lease
 terms of a cluster that size.
 
@@ -17,18 +26,25 @@ documented settings, not measurements): Slurm declares a node DOWN after ``Slurm
 (300 s), Kubernetes' node controller after kubelet's node-monitor grace period (40 s; 50 s
 in recent releases), Nomad after its heartbeat grace (10 s).
 
-Needs root, Debian's postgresql and docker-registry. Usage:
+Needs root, Debian's postgresql and docker-registry (and iproute2 for ``silent``). Usage:
     python bench/failure_detection.py [--sizes 1000,5000] [--victims 10] [--lease 15]
+        [--modes kill,silent] [--keepalive INTERVAL,TIMEOUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
 
-from hollow_cluster import HollowCluster
+from hollow_cluster import KEEPALIVE_HELP, HollowCluster, keepalive_option
+from support.netns_cluster import ClusterNetwork
+
+from fuzzball_core.config import NodeKeepaliveConfig
 
 #: one task per victim: each asks for a whole hollow node (64 cores), so every victim
 #: holds exactly one
@@ -57,46 +73,77 @@ def wait_for(condition: object, what: str, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def measure(size: int, victims: int, lease: float) -> tuple[float, float, float, float]:
-    """(the cluster's lease terms, seconds to the first and the last victim lost, seconds to the
-    held tasks' workflow ending) for one cluster of ``size`` hollow nodes."""
-    cluster = HollowCluster(lease=lease)
+@contextlib.contextmanager
+def victims_network(mode: str) -> Iterator[ClusterNetwork | None]:
+    """For ``silent``: the namespace the victims run in, removed afterwards."""
+    if mode != "silent":
+        yield None
+        return
+    network = ClusterNetwork(1)
     try:
-        cluster.start()
-        cluster.add_nodes(victims, hold_runs="jobs.held")
-        cluster.wait_welcomed(victims, timeout=60)
-        workflow_id = cluster.submit(HELD.format(tasks=victims), name="held")
-        wait_for(lambda: cluster.stats().holding >= victims, "every victim holding its task", 60)
-        cluster.add_nodes(size - victims)
-        cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))
-        # the last nodes' first heartbeats, and the sweep that told the victims the cluster's
-        # lease (a Welcome on their stream), are past
-        time.sleep(lease / 3 + 2)
-        names = {f"hollow-{index:05d}" for index in range(victims)}
-        listed = cluster.http.get("/nodes").json()["nodes"]
-        victim_ids = {node["id"] for node in listed if node["hostName"] in names}
+        yield network
+    finally:
+        network.remove()
+
+
+def measure(
+    size: int, victims: int, lease: float, mode: str, keepalive: NodeKeepaliveConfig
+) -> tuple[float, float, float, float]:
+    """(the cluster's lease terms, seconds to the first and the last victim lost, seconds to the
+    held tasks' workflow ending) for one cluster of ``size`` hollow nodes whose victims fail
+    as ``mode`` says."""
+    with victims_network(mode) as network:
+        host = network.gateway if network is not None else "127.0.0.1"
+        cluster = HollowCluster(lease=lease, host=host, keepalive=keepalive)
+        try:
+            return _measure(cluster, size, victims, lease, network)
+        finally:
+            cluster.close()
+
+
+def _measure(
+    cluster: HollowCluster,
+    size: int,
+    victims: int,
+    lease: float,
+    network: ClusterNetwork | None,
+) -> tuple[float, float, float, float]:
+    cluster.start()
+    namespace = network.namespaces[0] if network is not None else ""
+    cluster.add_nodes(victims, hold_runs="jobs.held", namespace=namespace)
+    cluster.wait_welcomed(victims, timeout=60)
+    workflow_id = cluster.submit(HELD.format(tasks=victims), name="held")
+    wait_for(lambda: cluster.stats().holding >= victims, "every victim holding its task", 60)
+    cluster.add_nodes(size - victims)
+    cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))
+    # the last nodes' first heartbeats, and the sweep that told the victims the cluster's
+    # lease (a Welcome on their stream), are past
+    time.sleep(lease / 3 + 2)
+    names = {f"hollow-{index:05d}" for index in range(victims)}
+    listed = cluster.http.get("/nodes").json()["nodes"]
+    victim_ids = {node["id"] for node in listed if node["hostName"] in names}
+    if network is None:
         victim_fleet = cluster.fleets[0].process
         assert victim_fleet.pid is not None
         os.kill(victim_fleet.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        told = lease_for(size, lease)
-        lost: dict[str, float] = {}
-        ended = 0.0
-        while len(lost) < len(victim_ids) or not ended:
-            if time.monotonic() - killed > 4 * told + 60:
-                raise TimeoutError(f"{len(lost)}/{len(victim_ids)} victims lost, ended {ended}")
-            now = time.monotonic() - killed
-            for node in cluster.http.get("/nodes").json()["nodes"]:
-                if node["id"] in victim_ids and node["status"] != "READY":
-                    lost.setdefault(node["id"], now)
-            if not ended and cluster.status(workflow_id).endswith(
-                ("FINISHED", "FAILED", "CANCELED")
-            ):
-                ended = now
-            time.sleep(POLL)
-        return told, min(lost.values()), max(lost.values()), ended
-    finally:
-        cluster.close()
+    else:
+        cut = ["ip", "-n", network.namespaces[0], "link", "set", "eth0", "down"]
+        subprocess.run(cut, check=True, capture_output=True)
+    failed = time.monotonic()
+    told = lease_for(size, lease)
+    lost: dict[str, float] = {}
+    ended = 0.0
+    while len(lost) < len(victim_ids) or not ended:
+        if time.monotonic() - failed > 4 * told + 60:
+            raise TimeoutError(f"{len(lost)}/{len(victim_ids)} victims lost, ended {ended}")
+        now = time.monotonic() - failed
+        for node in cluster.http.get("/nodes").json()["nodes"]:
+            if node["id"] in victim_ids and node["status"] != "READY":
+                lost.setdefault(node["id"], now)
+        if not ended and cluster.status(workflow_id).endswith(("FINISHED", "FAILED", "CANCELED")):
+            ended = now
+        time.sleep(POLL)
+    return told, min(lost.values()), max(lost.values()), ended
 
 
 def lease_for(size: int, lease: float) -> float:
@@ -111,21 +158,38 @@ def lease_for(size: int, lease: float) -> float:
     return nodes.lease_terms(terms, size)[0]  # type: ignore[arg-type]
 
 
+#: what each mode's victims suffered, as printed
+FAILURES = {"kill": "killed agents'", "silent": "cut-off agents'"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="1000,5000")
     parser.add_argument("--victims", type=int, default=10)
     parser.add_argument("--lease", type=float, default=15.0)
+    parser.add_argument("--modes", default="kill,silent", help="kill, silent or both")
+    parser.add_argument("--keepalive", help=KEEPALIVE_HELP)
     options = parser.parse_args()
-    print(f"configured lease {options.lease:g} s; {options.victims} agents killed at each size")
+    keepalive = keepalive_option(options.keepalive)
+    modes = options.modes.split(",")
+    unknown = set(modes) - set(FAILURES)
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(sorted(unknown))} (kill, silent)")
+    print(
+        f"configured lease {options.lease:g} s, keepalive pings after {keepalive.interval:g} s"
+        f" of quiet, {keepalive.timeout:g} s to answer; {options.victims} agents at each size"
+    )
     for size in (int(size) for size in options.sizes.split(",")):
-        told, first, last, ended = measure(size, options.victims, options.lease)
-        print(
-            f"{size:>5} nodes: lease terms {told:5.1f} s; killed agents' nodes lost after"
-            f" {first:5.1f}-{last:5.1f} s, their runs given back (workflow ended) after"
-            f" {ended:5.1f} s ({PEERS})",
-            flush=True,
-        )
+        for mode in modes:
+            told, first, last, ended = measure(
+                size, options.victims, options.lease, mode, keepalive
+            )
+            print(
+                f"{size:>5} nodes, {mode:>6}: lease terms {told:5.1f} s; {FAILURES[mode]} nodes"
+                f" lost after {first:5.1f}-{last:5.1f} s, their runs given back (workflow"
+                f" ended) after {ended:5.1f} s ({PEERS})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

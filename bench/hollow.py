@@ -21,6 +21,7 @@ the idle process is the baseline printed beside each figure. Needs root, Debian'
 postgresql and docker-registry. Usage:
     python bench/hollow.py [--sizes 500,1000,2000,5000] [--tasks 5000] [--lease 15]
         [--window 60] [--pass-budget SECONDS] [--profile DIR [--profile-gil]]
+        [--keepalive INTERVAL,TIMEOUT] [--per-channel N]
 """
 
 from __future__ import annotations
@@ -30,7 +31,17 @@ import os
 import threading
 import time
 
-from hollow_cluster import HollowCluster, median, p99, rss_bytes, spy, unspy
+from hollow_cluster import (
+    KEEPALIVE_HELP,
+    HollowCluster,
+    keepalive_option,
+    median,
+    p99,
+    rss_bytes,
+    spy,
+    unspy,
+)
+from support.hollow import NODES_PER_CHANNEL
 
 #: seconds between two GETs of each list while the array runs (a few users' CLIs and UIs)
 PROBE_GAP = 0.5
@@ -155,10 +166,18 @@ def main() -> None:
         type=float,
         help="Orchestrate's orchestrate.pass-budget in seconds (default: its own)",
     )
+    parser.add_argument("--keepalive", help=KEEPALIVE_HELP)
+    parser.add_argument(
+        "--per-channel",
+        type=int,
+        default=NODES_PER_CHANNEL,
+        help="hollow nodes sharing one connection (1: one each, as real agents; what is paid"
+        " per connection, keepalive pings, then shows at full scale)",
+    )
     options = parser.parse_args()
     sizes = [int(size) for size in options.sizes.split(",")]
 
-    cluster = HollowCluster(lease=options.lease)
+    cluster = HollowCluster(lease=options.lease, keepalive=keepalive_option(options.keepalive))
     if options.pass_budget is not None:
         cluster.set_orchestrate("pass-budget", options.pass_budget)
     try:
@@ -172,7 +191,9 @@ def main() -> None:
             recorder = spy(cluster.pid, options.profile, f"join-{size}", gil=options.profile_gil)
             began = time.monotonic()
             cluster.add_nodes(
-                size - cluster.nodes, **({"log_line": b""} if options.quiet_jobs else {})
+                size - cluster.nodes,
+                per_channel=options.per_channel,
+                **({"log_line": b""} if options.quiet_jobs else {}),
             )
             # a join is a Register and a Hello each, on Orchestrate's one loop: minutes for
             # thousands of nodes on a loaded machine

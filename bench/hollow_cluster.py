@@ -37,6 +37,8 @@ from support.cluster import (
 )
 from support.hollow import FleetCounters, HollowStats, fleet_process
 
+from fuzzball_core.config import NodeKeepaliveConfig
+
 #: the hollow nodes' jobs: zero-length (the node reports exit 0 on assignment)
 ARRAY = """
 version: v1
@@ -132,6 +134,22 @@ def p99(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else float("nan")
 
 
+def keepalive_option(text: str | None) -> NodeKeepaliveConfig:
+    """A benchmark's ``--keepalive INTERVAL,TIMEOUT`` (seconds) as ``orchestrate.node-keepalive``;
+    the configuration's default without one."""
+    if not text:
+        return NodeKeepaliveConfig()
+    interval, timeout = (float(part) for part in text.split(","))
+    return NodeKeepaliveConfig(interval=interval, timeout=timeout)
+
+
+#: the help of ``--keepalive``
+KEEPALIVE_HELP = (
+    "orchestrate.node-keepalive as INTERVAL,TIMEOUT seconds (default: the configuration's;"
+    " 7200,20 is gRPC's own server default: no pings in practice)"
+)
+
+
 @dataclass
 class Fleet:
     """One child process running hollow nodes."""
@@ -144,15 +162,32 @@ class Fleet:
 class HollowCluster:
     """Orchestrate on PostgreSQL plus fleets of hollow nodes; stop with :meth:`close`."""
 
-    def __init__(self, database: str | None = None, lease: float = 15.0) -> None:
+    def __init__(
+        self,
+        database: str | None = None,
+        lease: float = 15.0,
+        *,
+        host: str = "127.0.0.1",
+        keepalive: NodeKeepaliveConfig | None = None,
+    ) -> None:
+        """Orchestrate listens on ``host`` (loopback unless fleets run in network namespaces
+        of their own); ``keepalive``: its ``orchestrate.node-keepalive`` and the fleets'
+        pings (default: the configuration's default)."""
         # a database of this process's own by default: two benches at once each keep theirs
         self.database = database or f"fuzzball_hollow_{os.getpid()}"
         self.directory = Path(tempfile.mkdtemp(prefix="fuzzball-hollow-"))
         self.registry = LocalRegistry(self.directory / "registry")
         self.grpc_port = free_port()
+        self.keepalive = keepalive or NodeKeepaliveConfig()
         config = cluster_config(
-            self.directory, self.registry.url, grpc_port=self.grpc_port, lease=lease
+            self.directory,
+            self.registry.url,
+            grpc_port=self.grpc_port,
+            lease=lease,
+            host=host,
+            orchestrate={"node-keepalive": self.keepalive.model_dump(by_alias=True)},
         )
+        self.grpc_address = f"{host}:{self.grpc_port}"
         config["database"]["url"] = fresh_database(self.database)
         self.lease = lease
         self.config = config
@@ -302,8 +337,13 @@ class HollowCluster:
 
     # -- hollow nodes --------------------------------------------------------------------------
 
-    def add_nodes(self, count: int, *, per_process: int = 1250, **node_options: Any) -> None:
-        """Start ``count`` more hollow nodes, ``per_process`` to a child process."""
+    def add_nodes(
+        self, count: int, *, per_process: int = 1250, namespace: str = "", **node_options: Any
+    ) -> None:
+        """Start ``count`` more hollow nodes, ``per_process`` to a child process, in network
+        namespace ``namespace`` if one is named (``node_options``: as
+        :func:`~support.hollow.fleet_process` takes them)."""
+        node_options.setdefault("keepalive", self.keepalive)
         first = sum(f.size for f in self.fleets)
         for start in range(first, first + count, per_process):
             names = [
@@ -313,12 +353,13 @@ class HollowCluster:
             process = self._context.Process(
                 target=fleet_process,
                 args=(
-                    f"127.0.0.1:{self.grpc_port}",
+                    self.grpc_address,
                     NODE_TOKEN,
                     names,
                     counters,
                     self._stop,
                     node_options,
+                    namespace,
                 ),
                 daemon=True,
             )

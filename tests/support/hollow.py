@@ -56,6 +56,8 @@ log = logging.getLogger("fuzzball.hollow")
 
 #: nodes sharing one gRPC channel (one HTTP/2 connection)
 NODES_PER_CHANNEL = 250
+#: the fleets' pings unless the cluster's configuration names others
+DEFAULT_KEEPALIVE = NodeKeepaliveConfig()
 
 
 @dataclass
@@ -251,10 +253,11 @@ class HollowNode:
         self._outbox.put(node_pb2.NodeMessage(exited=report))
 
 
-def channel(address: str) -> grpc.aio.Channel:
+def channel(address: str, keepalive: NodeKeepaliveConfig) -> grpc.aio.Channel:
     """A plaintext channel to Orchestrate's gRPC port (tests and benchmarks: loopback), with
-    the agent's options and its keepalive pings at the default ``orchestrate.node-keepalive``."""
-    options = [*CHANNEL_OPTIONS, *channel_options(NodeKeepaliveConfig())]  # the agent's
+    the agent's options and its keepalive pings as ``keepalive`` (``orchestrate.node-keepalive``
+    of the cluster: a server refuses pings more frequent than it expects)."""
+    options = [*CHANNEL_OPTIONS, *channel_options(keepalive)]  # the agent's
     return grpc.aio.insecure_channel(address, options=options)
 
 
@@ -265,12 +268,13 @@ async def run_fleet(
     stop: asyncio.Event,
     stats: HollowStats,
     per_channel: int = NODES_PER_CHANNEL,
+    keepalive: NodeKeepaliveConfig = DEFAULT_KEEPALIVE,
     **node_options: Any,
 ) -> None:
     """Run one hollow node per name until ``stop`` is set, ``per_channel`` a channel (1: a
     connection of its own each, as real agents have, for what is paid per connection).
     Registrations are spread over the first second so that they do not all arrive at once."""
-    channels = [channel(address) for _ in range(0, len(names), per_channel)]
+    channels = [channel(address, keepalive) for _ in range(0, len(names), per_channel)]
     nodes = [
         HollowNode(
             node_pb2_grpc.NodeAgentStub(channels[i // per_channel]),
@@ -329,7 +333,8 @@ def fleet_process(
     namespace: str = "",
 ) -> None:
     """A process's target: run the fleet until the ``stop`` (a multiprocessing Event) is
-    set, publishing its counters ten times a second; in network namespace ``namespace``
+    set, publishing its counters ten times a second (``node_options``: :func:`run_fleet`'s
+    keywords, ``per_channel`` and ``keepalive``, and the nodes'); in network namespace ``namespace``
     when one is named (entered before any socket is made). ``FUZZBALL_HOLLOW_LOG=INFO``
     shows each node's reconnects."""
     if namespace:
