@@ -11,6 +11,7 @@ Everything here except :attr:`EngineContext.told` is rebuilt from the database b
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -185,6 +186,10 @@ class EngineContext:
         #: lost unless it says Hello again first, where that is before its lease ends
         #: (:func:`~fuzzball_core.orchestrate.nodes.stream_closed`)
         self.stream_graces: dict[str, float] = {}
+        #: no stream grace ends before this: a node whose stream had closed came back a grace
+        #: before it, and others of its wave may still be queued behind it
+        #: (:func:`~fuzzball_core.orchestrate.nodes._back_within_grace`)
+        self.graces_held = -math.inf
         #: node id -> the lease named in its latest Welcome (lengthened on large clusters:
         #: :func:`~fuzzball_core.orchestrate.nodes.lease_terms`); absent: ``lease_seconds``
         self.node_leases: dict[str, float] = {}

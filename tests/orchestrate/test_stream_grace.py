@@ -138,3 +138,23 @@ def test_a_closed_streams_node_shows_when_it_was_last_heard_before_and_after_it_
     view = harness.service.get_node(harness.admin, node_id)
     assert view.status == "OFFLINE"
     assert view.last_seen == heard  # from the lease in memory, not a row a lease behind
+
+
+@pytest.mark.usefixtures("long_leases")
+def test_no_grace_ends_while_other_nodes_whose_streams_closed_are_still_coming_back(harness):
+    # a switch dropped both streams at once; the first node's Register is served near the
+    # end of the grace (thousands of others ahead of it), the second's is still queued
+    first, _, _, first_queue = on_stream(harness)
+    second = harness.node("n2")
+    second_queue = harness.hub.attach(second)
+    harness.engine.node_hello(second, [])
+    end_stream(harness, first, first_queue)
+    end_stream(harness, second, second_queue)
+    grace = nodes.stream_grace(harness.engine.context)
+    after(harness, grace - 1)
+    assert harness.node() == first  # its Register, served at last
+    after(harness, grace - 1)  # past the second's grace, within a grace of the first's return
+    assert status(harness, second) == "READY"
+    after(harness, 2)  # a whole grace with nobody back: the wave is over
+    assert status(harness, second) == "OFFLINE"
+    assert status(harness, first) == "READY"
