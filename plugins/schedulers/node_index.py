@@ -664,21 +664,28 @@ class NodeIndex:
         cores, memory, devices = usage
         kinds = node.cls.device_kinds
         width = len(kinds)
-        change = [0] * (width + 1)
-        change[width] = -sign * cores
+        delta = self._delta
         free_devices = node.free_devices
-        for kind, count in devices:
-            # a kind the node does not have (a reconciled oddity) cannot be accounted
-            if kind in kinds:
-                at = kinds.index(kind)
-                free_devices[at] -= sign * count
-                change[at] -= sign * count
+        if width == 1 and len(devices) == 1 and devices[0][0] == kinds[0]:
+            # most such jobs: a GPU node's one kind, without the general case's list
+            count = sign * devices[0][1]
+            free_devices[0] -= count
+            delta[0] = -count
+            delta[1] = -sign * cores
+        else:
+            change = [0] * (width + 1)
+            change[width] = -sign * cores
+            for kind, count in devices:
+                # a kind the node does not have (a reconciled oddity) cannot be accounted
+                if kind in kinds:
+                    at = kinds.index(kind)
+                    free_devices[at] -= sign * count
+                    change[at] -= sign * count
+            if len(delta) <= width:
+                delta = self._delta = ffi.new("int64_t[]", width + 1)
+            delta[0 : width + 1] = change
         node.free_cores -= sign * cores
         node.free_memory -= sign * memory
-        delta = self._delta
-        if len(delta) <= width:
-            delta = self._delta = ffi.new("int64_t[]", width + 1)
-        delta[0 : width + 1] = change
         if lib.fi_shift_key(self._book, node.slot, -sign * memory, delta, sign):
             self._lost(node)
         # as leaving the index and coming back counts
