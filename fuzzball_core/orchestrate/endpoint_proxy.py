@@ -78,8 +78,8 @@ log = logging.getLogger("fuzzball.orchestrate.endpoints")
 WAKE_POLL = 0.1
 WAKE_AGAIN = 1.0
 #: seconds an authenticated token's caller is reused: what bounds a revocation this process is
-#: not told of (one made by another process, such as ``accounts revoke-token``); those it is
-#: told of are forgotten at once (:meth:`EndpointProxy.follow`)
+#: not told of (another process's whose message was lost: ``service/revocation_channel.py``);
+#: those it is told of are forgotten at once (:meth:`EndpointProxy.follow`)
 TOKEN_TTL = 2.0
 #: seconds a revoking call waits for the proxy's processes to say they forgot the revoked
 #: tokens' decisions (past it, a process that has not answered is being started again)

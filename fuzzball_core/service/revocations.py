@@ -6,6 +6,8 @@ each group membership for ``TOKEN_TTL``) subscribes to its :class:`~fuzzball_cor
 accounts.Accounts`' :class:`Revocations` and forgets what a :class:`Revocation` covers as soon
 as it is committed: a token revoked one by one or with its account's, an account (a group)
 deleted, a user removed, a member leaving a group, a workflow's tokens revoked as it ends.
+Another process's revocations (the server's ``revoke-token`` command) are announced here by
+the server's :class:`~fuzzball_core.service.revocation_channel.RevocationReceiver`.
 """
 
 from __future__ import annotations
