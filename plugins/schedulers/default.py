@@ -164,8 +164,9 @@ class _Plan:
 
     classes: list[tuple[NodeClass, tuple[int, ...]]]
     #: the classes as C arrays when a job of the shape is placed by one C call
-    #: (:meth:`NodeIndex.place`: one node, not exclusive, no devices, CPU layout, host ports
-    #: or domain policy, no class annotated PLACE_UNTIL or taking one job at a time), else None
+    #: (:meth:`NodeIndex.place`: one node, not exclusive, no CPU layout, host ports or domain
+    #: policy, devices or not, no class annotated PLACE_UNTIL or taking one job at a time),
+    #: else None
     fast: ClassList | None = None
     #: the classes as C arrays for the search of a job of several nodes or an exclusive one
     #: (:meth:`NodeIndex.choose`) when no class is annotated PLACE_UNTIL, else None
@@ -1053,11 +1054,11 @@ class DefaultScheduler(Scheduler):
 
 def _one_call(shape: JobShape) -> bool:
     """True when a job of ``shape`` can be placed by one C call (:meth:`NodeIndex.place`):
-    one node, not exclusive, without devices, a CPU layout, host ports or a domain policy."""
+    one node, not exclusive, without a CPU layout, host ports or a domain policy (with
+    devices or without)."""
     return (
         shape.nodes == 1
         and not shape.exclusive
-        and not shape.devices
         and shape.cpu is None
         and not shape.host_ports
         and shape.domain is None

@@ -216,10 +216,13 @@ class ClassList:
     """A plan's classes and their request keys as the C arrays :meth:`NodeIndex.place`
     walks (built once per plan). It holds the classes, so their C indexes outlive it."""
 
-    __slots__ = ("classes", "count", "keys", "needs", "owners")
+    __slots__ = ("classes", "count", "keys", "needs", "owners", "request_keys")
 
     def __init__(self, classes: Sequence[tuple[NodeClass, tuple[int, ...]]]) -> None:
         self.owners = [cls for cls, _ in classes]
+        #: the request keys as tuples, by position (a placement with devices takes its
+        #: class's off the node's free devices)
+        self.request_keys = [request_key for _, request_key in classes]
         self.count = len(classes)
         self.classes = ffi.new("fi_class *[]", [cls.free for cls in self.owners])
         #: the request keys' arrays, kept alive here (``needs`` only points at them)
@@ -723,15 +726,16 @@ class NodeIndex:
     def place(
         self, plan: ClassList, start: int, job_id: str, usage: Usage, avoid: SlotSet = NO_SLOTS
     ) -> IndexedNode | None:
-        """Place ``job_id``, a one-node job of ``usage`` without devices, on the best fit of
-        ``plan``'s classes from position ``start`` (the first class with room gives
-        :meth:`first_fit`'s node), in one C call that finds and moves the node and counts the
-        job; the node, or None when no class has room or the best fit is one of ``avoid``'s
-        nodes (then nothing changed). Afterwards ``where[0]`` is the position of the first
-        class from ``start`` with room (the plan's length when none). The caller makes sure
+        """Place ``job_id``, a one-node job of ``usage``, on the best fit of ``plan``'s
+        classes from position ``start`` (the first class with room gives :meth:`first_fit`'s
+        node), in one C call that finds and moves the node (its free devices too, for a job
+        with devices) and counts the job; the node, or None when no class has room or the
+        best fit is one of ``avoid``'s nodes (then nothing changed). Afterwards ``where[0]``
+        is the position of the first class from ``start`` with room (the plan's length when
+        none). The caller makes sure
         no class of ``plan`` is annotated PLACE_UNTIL or takes one job at a time (their
         placements take :meth:`add_job`)."""
-        cores, memory, _ = usage
+        cores, memory, devices = usage
         where = self.where
         slot = lib.fi_place(
             self._book,
@@ -754,6 +758,8 @@ class NodeIndex:
                 lost.jobs[job_id] = usage
                 lost.free_cores -= cores
                 lost.free_memory -= memory
+                if devices:
+                    self._take_devices(lost, plan.request_keys[where[1]])
                 self._lost(lost)
             return None
         node = self.by_slot[slot]
@@ -762,8 +768,19 @@ class NodeIndex:
         node.jobs[job_id] = usage
         node.free_cores -= cores
         node.free_memory -= memory
+        if devices:
+            self._take_devices(node, plan.request_keys[where[1]])
         node.cls.changes += 2
         return node
+
+    @staticmethod
+    def _take_devices(node: IndexedNode, request_key: tuple[int, ...]) -> None:
+        """Take a request's device counts (its key's leading components, by the class's
+        device kinds) off ``node``'s free devices, as :meth:`place`'s C call took them off
+        its free key."""
+        free_devices = node.free_devices
+        for at in range(len(free_devices)):
+            free_devices[at] -= request_key[at]
 
     def choose(self, plan: ClassList, memory: int, exclusive: bool, room: int) -> list[IndexedNode]:
         """The first ``room`` indexed nodes with room for a request of ``memory`` and

@@ -8,7 +8,7 @@ import itertools
 import random
 
 import pytest
-from support.scheduler_cluster import GiB, cluster, job, node
+from support.scheduler_cluster import GPU, GiB, cluster, job, node
 
 from fuzzball_core.scheduling import (
     EXCLUSIVE_NODE,
@@ -53,6 +53,28 @@ def test_one_call_places_on_the_node_first_fit_names_and_moves_it():
     # the C index moved it: 3 free cores are now too few on b
     later = index.first_fit(class_of(index, "a"), (3,), 0)
     assert later is not None and later.id == "a"
+
+
+def test_one_call_places_a_job_with_devices_taking_them_off_its_node():
+    index = NodeIndex()
+    for node_id in ["a", "b"]:
+        index.upsert(node(node_id, cores=16, memory_gib=64, gpus=4))
+    index.add_job(index.nodes["b"], "j1", (2, GiB, ((GPU, 1),)), False)
+    cls = class_of(index, "a")
+    plan = ClassList([(cls, (2, 4))])
+    placed = index.place(plan, 0, "j2", (4, 2 * GiB, ((GPU, 2),)))
+    # best fit: b, with fewer GPUs free; its free key loses the 2 GPUs and 4 cores
+    assert placed is not None and placed.id == "b"
+    assert (placed.free_devices, placed.free_cores, placed.free_memory) == ([1], 10, 61 * GiB)
+    assert set(placed.jobs) == {"j1", "j2"}
+    # the C index moved it by the GPUs too: b no longer holds a job of 2 GPUs, a does
+    assert [n.id for n in index.iter_fitting(cls, (2, 1), 0, False)] == ["a"]
+    assert [n.id for n in index.iter_fitting(cls, (1, 1), 0, False)] == ["b", "a"]
+    # and its release gives them back, b idle again last
+    index.release("b", "j2")
+    index.release("b", "j1")
+    assert index.nodes["b"].free_key() == (4, 16)
+    assert idle(index, cls) == ["a", "b"]
 
 
 def test_one_call_tries_the_plans_classes_in_order_from_the_first_not_known_full():

@@ -299,19 +299,19 @@ int fi_put(fi_book *book, int32_t slot, fi_class *cls, const int64_t *key, int64
     return 0;
 }
 
-/* fi_shift of a slot known to be indexed, adding `delta` to every component of its key when
- * it is not NULL (fi_shift_key), else `cores` to the last. */
-static int shift(fi_book *book, int32_t slot, int64_t memory, const int64_t *delta,
-                 int64_t cores, int32_t jobs) {
+/* fi_shift of a slot known to be indexed: `cores` added to its key's last component and,
+ * when `devices` is not NULL, `scale` times each of its first ncomp - 1 (the device kinds'
+ * counts: fi_shift_key's change, or fi_place's need taken off) to the others. */
+static int shift(fi_book *book, int32_t slot, int64_t memory, const int64_t *devices,
+                 int64_t scale, int64_t cores, int32_t jobs) {
     record *r = book->records + slot;
     fi_class *cls = r->cls;
     remove_entry(cls, r->key, r->memory, r->rank);
-    if (delta != NULL) {
-        for (int i = 0; i < cls->ncomp; i++)
-            r->key[i] += delta[i];
-    } else {
-        r->key[cls->ncomp - 1] += cores;
+    if (devices != NULL) {
+        for (int i = 0; i < cls->ncomp - 1; i++)
+            r->key[i] += scale * devices[i];
     }
+    r->key[cls->ncomp - 1] += cores;
     r->memory += memory;
     if (jobs) {
         int32_t was = r->jobs;
@@ -332,14 +332,14 @@ static int shift(fi_book *book, int32_t slot, int64_t memory, const int64_t *del
 int fi_shift(fi_book *book, int32_t slot, int64_t memory, int64_t cores, int32_t jobs) {
     if (!fi_indexed(book, slot))
         return -1;
-    return shift(book, slot, memory, NULL, cores, jobs);
+    return shift(book, slot, memory, NULL, 0, cores, jobs);
 }
 
 int fi_shift_key(fi_book *book, int32_t slot, int64_t memory, const int64_t *delta,
                  int32_t jobs) {
     if (!fi_indexed(book, slot))
         return -1;
-    return shift(book, slot, memory, delta, 0, jobs);
+    return shift(book, slot, memory, delta, 1, delta[book->records[slot].cls->ncomp - 1], jobs);
 }
 
 int64_t fi_idle_count(const fi_class *cls) { return cls->idle_count; }
@@ -429,7 +429,8 @@ int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *
                 return -2;
         }
         /* `found` points into the list the move rewrites: only its slot is read */
-        if (shift(book, slot, -memory, NULL, -cores, 1) != 0)
+        /* the need's device counts come off too (zeros for a job without devices) */
+        if (shift(book, slot, -memory, needs[position], -1, -cores, 1) != 0)
             return -3;
         return slot;
     }

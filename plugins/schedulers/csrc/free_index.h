@@ -59,11 +59,11 @@ int64_t fi_idle_count(const fi_class *cls);
  * (fewer than `room`: the walk is over). The index must not change during a walk. */
 int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32_t *out,
                 int32_t room);
-/* Place a job of one node, `cores` cores (a need without devices: the key's last component)
- * and `memory`, on the best fit of a plan's classes (`classes`, `needs` their needs as free
- * keys, `n` of them), trying them in order from position `start`: the first class with room
- * gives fi_first_fit's node. That node is moved as fi_shift(slot, -memory, -cores, 1) would
- * and its slot returned, unless it is one of the `navoid` slots of `avoid` (kept for a
+/* Place a job of one node, `cores` cores (each need's last component) and `memory`, on the
+ * best fit of a plan's classes (`classes`, `needs` their needs as free keys, `n` of them, a
+ * need's device counts first), trying them in order from position `start`: the first class
+ * with room gives fi_first_fit's node. That node is moved as fi_shift_key(slot, -memory,
+ * -need, 1) would (its need's device counts and cores taken off) and its slot returned, unless it is one of the `navoid` slots of `avoid` (kept for a
  * reservation): then nothing moves and -2 is returned. -1 when no class from `start` has room;
  * -3 when out of memory moving the node (it is then out of the index, as after fi_shift's -1).
  * `where` (three ints) gets the position of the first class from `start` with room (`n` when
