@@ -439,9 +439,10 @@ class Registrations:
         except FuzzballError as exc:
             log.warning(
                 "cluster %s left, but the token it gave this Federate could not be revoked there"
-                " (%s): it stays valid until it expires unless the member's administrator"
-                " revokes it (on the member: `fuzzball-orchestrate accounts revoke-token"
-                " --account NAME`, NAME the federate-... account its registration made)",
+                " (%s): it stays valid until it expires, and this Federate's key trusted"
+                " there, unless the member's administrator revokes it (on the member:"
+                " `fuzzball-orchestrate accounts revoke-token --account NAME`, NAME the"
+                " federate-... account its registration made)",
                 member.name,
                 printable(exc.message),
             )
@@ -468,7 +469,7 @@ class Registrations:
         Federate's id}`` with the registration's token): the token is revoked; this
         Federate's id."""
         self.accounts.end_registration(who, token)
-        forget_keys_of(self.sessions, FederateTrust, who.account_id, self.trusted)
+        forget_keys_of(self.sessions, FederateTrust, [who.account_id], self.trusted)
         log.info("account %s's registration ended: its Federate left this one", who.name)
         return self.id
 

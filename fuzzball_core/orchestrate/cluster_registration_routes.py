@@ -58,6 +58,7 @@ from fuzzball_core.service.forwarded_identity import (
 from fuzzball_core.service.oidc import OidcIssuer
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.registration_keys import forget_keys_of
+from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec.names import printable
 from fuzzball_core.store.models import ClusterIdentity, TrustedFederateKey
@@ -109,6 +110,9 @@ class ClusterRegistration:
         self.name = name
         self.oidc = oidc
         self.clock = clock
+        # an account's tokens revoked (`revoke-token --account`, here or, told through the
+        # revocation channel, by the command's process) ends its registration's trust
+        accounts.revocations.subscribe(self._revoked)
 
     def load(self) -> None:
         """Trust the Federates recorded in the store (at start), unless the configuration
@@ -206,9 +210,17 @@ class ClusterRegistration:
         if cluster_id != self.cluster_id():
             raise NotFound(f"cluster {printable(cluster_id[:64])!r} not found")
         self.accounts.end_registration(who, token)
-        forget_keys_of(self.sessions, TrustedFederateKey, who.account_id, self.trusted())
+        forget_keys_of(self.sessions, TrustedFederateKey, [who.account_id], self.trusted())
         log.info("account %s's registration ended: its Federate left this cluster", who.name)
         return cluster_id
+
+    def _revoked(self, revocation: Revocation) -> None:
+        """Every token of some accounts revoked: the keys their registrations recorded are
+        no longer trusted (nothing to do for a revocation naming no account)."""
+        if revocation.account_ids:
+            forget_keys_of(
+                self.sessions, TrustedFederateKey, revocation.account_ids, self.trusted()
+            )
 
 
 def _json(value: object) -> str:

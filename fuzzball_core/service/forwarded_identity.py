@@ -179,6 +179,15 @@ class TrustedFederates:
         a key trusted under the same name before."""
         self._by_name = {**self._by_name, federate.name: federate}
 
+    def recorded(self) -> list[str]:
+        """The names trusted with a key a registration recorded (:meth:`trust`), not the
+        configuration's own."""
+        return [
+            name
+            for name, federate in self._by_name.items()
+            if self._configured.get(name) is not federate
+        ]
+
     def distrust(self, name: str) -> None:
         """Stop trusting the key a registration recorded for ``name`` (its registration
         ended); the key the configuration gives it, if any, is trusted again."""

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import select
 from support.federation_harness import start_federation
 from support.live_api import HELLO
 
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.errors import FailedPrecondition, Unauthenticated
 from fuzzball_core.orchestrate.cluster_registration_routes import ClusterRegistration
+from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.forwarded_identity import (
     TrustedFederate,
     TrustedFederates,
     public_jwk,
 )
+from fuzzball_core.service.revocations import Revocation
+from fuzzball_core.store.models import Account, TrustedFederateKey
 from fuzzball_federation.forwarding import acting_for
 
 GENERATE = "/admin/cluster/registration/configuration:generate"
@@ -148,3 +152,34 @@ def test_a_configured_key_is_trusted_again_once_a_registration_for_its_name_ends
     trusted.distrust("other")
     assert trusted.trusts("hub") == configured
     assert trusted.trusts("other") is None
+
+
+def test_revoking_a_registrations_tokens_from_another_process_ends_its_key_s_trust(members):
+    member = members[0]
+    service = member.stack.service
+    _, admin = member.stack.create_account("root", kind="admin")
+    with FuzzballClient(f"{member.rest_url}/v3", admin) as api:
+        params = {
+            "federateName": "elsewhere",
+            "federateJwk": public_jwk(Ed25519PrivateKey.generate()),
+        }
+        api.call_json("GET", GENERATE, params=params)
+    with service.sessions() as session:
+        account = session.scalars(
+            select(Account.name)
+            .join(TrustedFederateKey, TrustedFederateKey.account_id == Account.id)
+            .where(TrustedFederateKey.name == "elsewhere")
+        ).one()
+    # the server's `revoke-token --account` command: a process of its own, with its own
+    # accounts and registration over the same store
+    command_accounts = Accounts(service.sessions)
+    ClusterRegistration(service.sessions, command_accounts, lambda: TrustedFederates(()), name="x")
+    told: list[Revocation] = []
+    command_accounts.revocations.subscribe(told.append)  # what its channel sends the server
+    command_accounts.revoke_all(account)
+    assert service.trusted_federates.trusts("elsewhere") is not None  # not told yet
+    for revocation in told:  # as the server's RevocationReceiver announces it
+        service.accounts.revocations.announce(revocation)
+    assert service.trusted_federates.trusts("elsewhere") is None
+    with service.sessions() as session:
+        assert session.get(TrustedFederateKey, "elsewhere") is None
