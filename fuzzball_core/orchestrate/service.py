@@ -11,6 +11,7 @@ Queries read the database directly and return views; changes go through the engi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import json
 import operator
@@ -37,7 +38,7 @@ from fuzzball_core.orchestrate.node_usage_copies import (
 )
 from fuzzball_core.orchestrate.run_owners import RunOwner, RunOwners, read_owners
 from fuzzball_core.orchestrate.states import LIVE_RUN
-from fuzzball_core.orchestrate.submission import PreparedSubmission
+from fuzzball_core.orchestrate.submission import PreparedSubmission, preparers
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import AccountCalls, Accounts
@@ -408,7 +409,11 @@ class SqlOrchestrateService(ListReads, AccountCalls):
             parsed, raw = self._parse(raw_specification, definition, source)
             return parsed, raw, self.engine.prepare(who, parsed)
 
-        parsed, raw, prepared = await asyncio.to_thread(prepare)
+        # in the submissions' own threads, with this call's context (as asyncio.to_thread)
+        context = contextvars.copy_context()
+        parsed, raw, prepared = await asyncio.get_running_loop().run_in_executor(
+            preparers(), context.run, prepare
+        )
         # stored with the other submissions that reach the loop in the same turn: one
         # transaction for all of them (Engine.submit_async)
         workflow_id = await self.engine.submit_async(
