@@ -9,6 +9,12 @@ in one of two ways (``--modes``):
 
 * ``kill``: their process is killed (SIGKILL: its TCP connections close, as a crashed
   agent's do; the closed streams' grace applies at once);
+* ``flap`` (no victims, no tasks): every node's connection is aborted at once (``ss -K`` on
+  Orchestrate's gRPC port: its side ends, the node's gets a reset), as a switch or proxy
+  dropping them all would, no restart; every node reconnects as an agent does (its backoff,
+  a Register, a Hello on a new stream). It prints how many nodes were lost for it (none
+  should be: a node waiting behind the others' Registers is not failed) and when all were
+  back;
 * ``silent``: their process runs in a network namespace of its own (a veth to a bridge,
   support.netns_cluster.ClusterNetwork; Orchestrate listens on this machine's end) and its
   ``eth0`` is set down: nothing reaches Orchestrate, not even a FIN or RST, as with a host
@@ -28,7 +34,7 @@ in recent releases), Nomad after its heartbeat grace (10 s).
 
 Needs root, Debian's postgresql and docker-registry (and iproute2 for ``silent``). Usage:
     python bench/failure_detection.py [--sizes 1000,5000] [--victims 10] [--lease 15]
-        [--modes kill,silent] [--keepalive INTERVAL,TIMEOUT]
+        [--modes kill,silent,flap] [--keepalive INTERVAL,TIMEOUT]
 """
 
 from __future__ import annotations
@@ -158,8 +164,43 @@ def lease_for(size: int, lease: float) -> float:
     return nodes.lease_terms(terms, size)[0]  # type: ignore[arg-type]
 
 
+def drop_streams(port: int) -> None:
+    """Abort every TCP connection of Orchestrate's gRPC ``port`` at once, as a switch or proxy
+    dropping them would (``ss -K``: Orchestrate's side of each ends at once, the node's
+    gets a reset and reconnects as an agent does)."""
+    subprocess.run(["ss", "-K", "-t", f"( sport = :{port} )"], check=True, capture_output=True)
+
+
+def measure_flap(size: int, lease: float, keepalive: NodeKeepaliveConfig) -> tuple[int, float]:
+    """Every node's stream dropped at once, no restart (a switch flap): (how many nodes were
+    lost for it, seconds until every node was welcomed back) for ``size`` hollow nodes."""
+    cluster = HollowCluster(lease=lease, keepalive=keepalive)
+    try:
+        cluster.start()
+        cluster.add_nodes(size)
+        cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))
+        time.sleep(lease / 3 + 2)
+        welcomed = cluster.stats().welcomed  # the streams' Welcomes so far, counted on
+        drop_streams(cluster.grpc_port)
+        dropped = time.monotonic()
+        lost: set[str] = set()
+        back = 0.0
+        # until every node is back, and a grace more (a grace left running lapses by then)
+        while not back or time.monotonic() - dropped < back + lease + 5:
+            if time.monotonic() - dropped > max(600.0, 0.4 * size):
+                raise TimeoutError(f"{cluster.stats().welcomed - welcomed}/{size} nodes back")
+            listed = cluster.http.get("/nodes").json()["nodes"]
+            lost.update(node["id"] for node in listed if node["status"] != "READY")
+            if not back and cluster.stats().welcomed >= welcomed + size:
+                back = time.monotonic() - dropped
+            time.sleep(POLL)
+        return len(lost), back
+    finally:
+        cluster.close()
+
+
 #: what each mode's victims suffered, as printed
-FAILURES = {"kill": "killed agents'", "silent": "cut-off agents'"}
+FAILURES = {"kill": "killed agents'", "silent": "cut-off agents'", "flap": ""}
 
 
 def main() -> None:
@@ -167,20 +208,32 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,5000")
     parser.add_argument("--victims", type=int, default=10)
     parser.add_argument("--lease", type=float, default=15.0)
-    parser.add_argument("--modes", default="kill,silent", help="kill, silent or both")
+    parser.add_argument(
+        "--modes",
+        default="kill,silent,flap",
+        help="kill, silent, flap, or several, comma-separated",
+    )
     parser.add_argument("--keepalive", help=KEEPALIVE_HELP)
     options = parser.parse_args()
     keepalive = keepalive_option(options.keepalive)
     modes = options.modes.split(",")
     unknown = set(modes) - set(FAILURES)
     if unknown:
-        parser.error(f"--modes: unknown {', '.join(sorted(unknown))} (kill, silent)")
+        parser.error(f"--modes: unknown {', '.join(sorted(unknown))} (kill, silent, flap)")
     print(
         f"configured lease {options.lease:g} s, keepalive pings after {keepalive.interval:g} s"
         f" of quiet, {keepalive.timeout:g} s to answer; {options.victims} agents at each size"
     )
     for size in (int(size) for size in options.sizes.split(",")):
         for mode in modes:
+            if mode == "flap":
+                lost, back = measure_flap(size, options.lease, keepalive)
+                print(
+                    f"{size:>5} nodes,   flap: every stream dropped at once; {lost} nodes lost,"
+                    f" all back on new streams after {back:5.1f} s",
+                    flush=True,
+                )
+                continue
             told, first, last, ended = measure(
                 size, options.victims, options.lease, mode, keepalive
             )
