@@ -441,7 +441,7 @@ class Registrations:
                 "cluster %s left, but the token it gave this Federate could not be revoked there"
                 " (%s): it stays valid until it expires, and this Federate's key trusted"
                 " there, unless the member's administrator revokes it (on the member:"
-                " `fuzzball-orchestrate accounts revoke-token --account NAME`, NAME the"
+                " `fuzzball-orchestrate revoke-token --account NAME`, NAME the"
                 " federate-... account its registration made)",
                 member.name,
                 printable(exc.message),

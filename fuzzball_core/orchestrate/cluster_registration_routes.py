@@ -25,7 +25,8 @@ unless a later registration recorded it again.
 the Federate, presenting the registration's token (as itself, no forwarded identity), ends
 its registration, the token is revoked and the key its registration recorded is no longer
 trusted (``ClusterIDResponse``). Any other id is NotFound;
-any other caller is refused, pointing at ``accounts revoke-token`` (an administrator's way).
+any other caller is refused, pointing at ``fuzzball-orchestrate revoke-token`` (an
+administrator's way).
 """
 
 from __future__ import annotations

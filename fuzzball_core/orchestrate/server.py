@@ -374,7 +374,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
     if orchestrate.monitoring is not None:
         await orchestrate.monitoring.start()
     await orchestrate.endpoints.start(security.ssl_context)
-    # revocations another process made (the `accounts revoke-token` command)
+    # revocations another process made (the `fuzzball-orchestrate revoke-token` command)
     revocations = RevocationReceiver(
         orchestrate.service.sessions.kw["bind"],
         orchestrate.config.data_dir,

@@ -238,12 +238,12 @@ class Accounts:
         with this cluster's own id): ``token``, the registration's own that ``who``
         presented, is revoked. PermissionDenied for a caller that is no ``federate`` account
         acting as itself (an administrator revokes a registration's tokens with the server's
-        ``accounts revoke-token --account NAME``)."""
+        ``fuzzball-orchestrate revoke-token --account NAME``)."""
         if who.kind != AccountKind.FEDERATE or who.user_id is not None:
             raise PermissionDenied(
                 "only a Federate ends its registration here, with the registration's own"
-                " token; an administrator revokes one with `accounts revoke-token --account"
-                " NAME` on the server"
+                " token; an administrator revokes one with"
+                " `fuzzball-orchestrate revoke-token --account NAME` on the server"
             )
         self.revoke(token)
 

@@ -1,10 +1,10 @@
 """Revocations made by another process, told to the running server at once.
 
-The server's ``accounts revoke-token`` command is a process of its own: it writes the store
-and exits, so the running Orchestrate, which keeps authenticated callers for a while (the
-endpoint proxy: ``TOKEN_TTL``), would learn of it only when its kept caller expires. The
-command sends each revocation it committed (:class:`RevocationSender`, subscribed to its
-accounts' revocations) and the server announces it to its own listeners
+The server's ``fuzzball-orchestrate revoke-token`` command is a process of its own: it
+writes the store and exits, so the running Orchestrate, which keeps authenticated callers
+for a while (the endpoint proxy: ``TOKEN_TTL``), would learn of it only when its kept caller
+expires. The command sends each revocation it committed (:class:`RevocationSender`,
+subscribed to its accounts' revocations) and the server announces it to its own listeners
 (:class:`RevocationReceiver`), as if it had been made there:
 
 * over PostgreSQL, by ``NOTIFY`` on :data:`CHANNEL` (the server ``LISTEN``\\ s on a connection
@@ -162,7 +162,7 @@ class RevocationReceiver:
         if len(os.fsencode(path)) > _SOCKET_PATH_LIMIT:
             log.warning(
                 "the data directory's path is too long for the revocations socket (%s):"
-                " `accounts revoke-token` takes effect here within 2 s",
+                " `fuzzball-orchestrate revoke-token` takes effect here within 2 s",
                 path,
             )
             return

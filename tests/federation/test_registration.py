@@ -337,7 +337,7 @@ def test_a_member_that_cannot_be_reached_leaves_and_the_log_says_how_to_revoke_i
     reply = fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
     assert reply == {"id": config["id"]}
     assert "late" not in _clusters(fed)
-    assert "accounts revoke-token --account" in caplog.text
+    assert "fuzzball-orchestrate revoke-token --account" in caplog.text
     assert config["apiToken"] not in caplog.text
 
 
