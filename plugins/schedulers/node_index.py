@@ -347,6 +347,13 @@ class NodeIndex:
         self.epoch = 0
         #: bumped whenever a node is registered, updated or removed
         self.version = 0
+        #: every registered node's capacity summed (held ones too), kept as nodes come and go:
+        #: summing it at a node's change was a walk over every class, and a node's own
+        #: annotation makes each node one (4.5 ms at 5,000 nodes, a third of the loop while
+        #: thousands of nodes registered again after their streams were dropped)
+        self.total_cores = 0
+        self.total_memory = 0
+        self.total_devices: dict[str, int] = {}
         #: bumped whenever what a node's usage shows may have changed: a node registered,
         #: updated or removed, a job added to, placed on or removed from a node
         self.usage_changes = 0
@@ -432,6 +439,7 @@ class NodeIndex:
                 node.free_core_ids.difference_update(core_ids)
         self.nodes[info.id] = node
         cls.members[node.id] = node
+        self._count_capacity(cls, 1)
         self._attach(node)
         return node
 
@@ -512,11 +520,20 @@ class NodeIndex:
             if not cls.unavailable[label]:
                 del cls.unavailable[label]
         del cls.members[node.id]
+        self._count_capacity(cls, -1)
         if not cls.members:
             del self.classes[cls.profile]
             self.epoch += 1
             if cls.place_until is not None:
                 self.timed_classes -= 1
+
+    def _count_capacity(self, cls: NodeClass, sign: int) -> None:
+        """Add (``sign`` 1) or take off (-1) one member of ``cls``'s capacity to the totals."""
+        self.total_cores += sign * cls.cap_cores
+        self.total_memory += sign * cls.cap_memory
+        devices = self.total_devices
+        for kind, count in zip(cls.device_kinds, cls.cap_devices, strict=True):
+            devices[kind] = devices.get(kind, 0) + sign * count
 
     def _attach(self, node: IndexedNode) -> None:
         """Put a member of its class into the index or the matching counter."""
