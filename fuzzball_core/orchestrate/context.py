@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -124,8 +125,9 @@ class Told:
 
 @dataclass
 class Returning:
-    """The nodes expected back after a restart: READY when the engine rebuilt its view, not
-    reconnected (Hello) since. While they keep coming back, those still waiting their turn
+    """The nodes expected back after a restart (READY when the engine rebuilt its view) or a
+    disruption (:func:`~fuzzball_core.orchestrate.nodes.stream_closed`), not reconnected
+    (Hello) since. While they keep coming back, those still waiting their turn
     on the loop keep their leases (:func:`~fuzzball_core.orchestrate.nodes.expire_leases`)."""
 
     nodes: set[str] = field(default_factory=set)
@@ -190,6 +192,12 @@ class EngineContext:
         #: before it, and others of its wave may still be queued behind it
         #: (:func:`~fuzzball_core.orchestrate.nodes._back_within_grace`)
         self.graces_held = -math.inf
+        #: (when, node id) of READY nodes' streams closed within the last grace (oldest
+        #: first), to tell a disruption from failed agents
+        #: (:func:`~fuzzball_core.orchestrate.nodes.stream_closed`)
+        self.recent_closes: deque[tuple[float, str]] = deque()
+        #: a closed stream before this is part of a disruption: it gets no grace
+        self.disrupted_until = -math.inf
         #: node id -> the lease named in its latest Welcome (lengthened on large clusters:
         #: :func:`~fuzzball_core.orchestrate.nodes.lease_terms`); absent: ``lease_seconds``
         self.node_leases: dict[str, float] = {}

@@ -7,6 +7,7 @@ node's readiness or holds as the transaction has them (:func:`refresh`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import uuid
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,8 @@ from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
 from fuzzball_core.scheduling import CpuCore, Hold, HoldEffect, HoldSource, NodeInfo, Resources
 from fuzzball_core.store.models import Node, NodeHold, Run, Stage, Volume
 from fuzzball_core.vocabulary import EventKind, Status
+
+log = logging.getLogger("fuzzball.orchestrate")
 
 
 def register(
@@ -237,6 +240,16 @@ def stream_grace(ctx: EngineContext) -> float:
     return ctx.lease_seconds
 
 
+#: A wave of closed streams at least this large within one grace is a disruption between
+#: the nodes and Orchestrate (a switch, a proxy or a load balancer dropping them), not that
+#: many agents failing: a share of the READY nodes, as Kubernetes' node lifecycle controller
+#: stops evicting from a zone where most nodes went unready at once
+#: (``--unhealthy-zone-threshold``), and never fewer than DISRUPTION_MINIMUM nodes (its
+#: ``--large-cluster-size-threshold``), so a rack that loses power is still found at the grace.
+DISRUPTION_SHARE = 0.1
+DISRUPTION_MINIMUM = 50
+
+
 def stream_closed(ctx: EngineContext, node_id: str) -> None:
     """The node's stream ended and none replaced it: unless it registers again or says
     Hello on a new stream within :func:`stream_grace`, it lapses as a silent node does (its
@@ -245,15 +258,56 @@ def stream_closed(ctx: EngineContext, node_id: str) -> None:
     The grace is kept beside the lease (:attr:`EngineContext.stream_graces`), not written
     over it: the lease still says when the node was last heard (``last_seen`` is the lease
     less the node's term) and a lease never shrinks while a stream lasts. A node that is not
-    READY has no lease to cut, and a lease that ends before the grace keeps its own end."""
+    READY has no lease to cut, and a lease that ends before the grace keeps its own end.
+
+    A disruption (:data:`DISRUPTION_SHARE`) withdraws every grace of its wave and gives none
+    until a grace passes without one, and its nodes come back as a restart's do
+    (:attr:`EngineContext.returning`, :func:`_spared`): none is lost while the others are
+    still coming back, however long thousands of Registers take through Orchestrate's one
+    loop (at 5,000 nodes a switch flap lost 4,442 nodes to the graces, then 2,707 to their
+    leases, while their Registers were still queued)."""
     until = ctx.leases.get(node_id)
     if until is None:
         return
-    deadline = ctx.clock() + stream_grace(ctx)
+    now = ctx.clock()
+    if _disruption(ctx, node_id, now):
+        return
+    deadline = now + stream_grace(ctx)
     if deadline >= until:
         return
     ctx.stream_graces[node_id] = deadline
     ctx.first_lapse = min(ctx.first_lapse, deadline)
+
+
+def _disruption(ctx: EngineContext, node_id: str, now: float) -> bool:
+    """Note READY ``node_id``'s stream closing at ``now``; True when it is part of a
+    disruption (whose graces are then withdrawn and whose nodes are expected back)."""
+    grace = stream_grace(ctx)
+    returning = ctx.returning
+    if now < ctx.disrupted_until:
+        ctx.disrupted_until = now + grace  # the wave goes on
+        returning.nodes.add(node_id)
+        returning.until = max(returning.until, now + RESTART_GRACE_LEASES * ctx.lease_seconds)
+        return True
+    closes = ctx.recent_closes
+    closes.append((now, node_id))
+    while closes[0][0] < now - grace:
+        closes.popleft()
+    if len(closes) < max(DISRUPTION_MINIMUM, DISRUPTION_SHARE * len(ctx.leases)):
+        return False
+    log.warning(
+        "%d nodes' streams closed within %.0f s: a disruption between the nodes and"
+        " Orchestrate, not failed agents; their graces are withdrawn and each node is lost"
+        " only when its lease ends",
+        len(closes),
+        grace,
+    )
+    ctx.disrupted_until = now + grace
+    ctx.stream_graces.clear()
+    returning.nodes.update(closed for _, closed in closes if closed in ctx.leases)
+    returning.until = max(returning.until, now + RESTART_GRACE_LEASES * ctx.lease_seconds)
+    closes.clear()
+    return True
 
 
 def _back_within_grace(ctx: EngineContext, node_id: str, now: float) -> None:
@@ -289,9 +343,10 @@ def _came_back(ctx: EngineContext, node_id: str, now: float, *, reconnected: boo
 
 
 def _spared(ctx: EngineContext, now: float, lapsed: list[str]) -> list[str]:
-    """The lapsed nodes whose lease really ran out: after a restart, a node still expected
-    back is spared for :data:`RESTART_GRACE_LEASES` leases, and longer while others keep
-    coming back (the last of them within a lease).
+    """The lapsed nodes whose lease really ran out: after a restart (or a disruption:
+    :func:`stream_closed`), a node still expected back is spared for
+    :data:`RESTART_GRACE_LEASES` leases, and longer while others keep coming back (the last
+    of them within a lease).
 
     500 nodes returning at once queue their Register and Hello on Orchestrate's one loop, a
     few dozen milliseconds each, behind Orchestrate's own start (its first passes, its first

@@ -158,3 +158,64 @@ def test_no_grace_ends_while_other_nodes_whose_streams_closed_are_still_coming_b
     after(harness, 2)  # a whole grace with nobody back: the wave is over
     assert status(harness, second) == "OFFLINE"
     assert status(harness, first) == "READY"
+
+
+@pytest.mark.usefixtures("long_leases")
+def test_a_wave_of_closed_streams_past_the_disruption_threshold_keeps_every_lease(
+    harness, monkeypatch
+):
+    # a switch dropped both nodes' streams at once and their Registers are queued past the
+    # grace: as a disruption (two nodes here), neither is lost at the grace, only at its lease
+    monkeypatch.setattr(nodes, "DISRUPTION_MINIMUM", 2)
+    first, _, _, first_queue = on_stream(harness)
+    second = harness.node("n2")
+    second_queue = harness.hub.attach(second)
+    harness.engine.node_hello(second, [])
+    ctx = harness.engine.context
+    lease = max(nodes.lease_of(ctx, first), nodes.lease_of(ctx, second))
+    end_stream(harness, first, first_queue)
+    end_stream(harness, second, second_queue)
+    after(harness, nodes.stream_grace(ctx) + 5)
+    assert (status(harness, first), status(harness, second)) == ("READY", "READY")
+    after(harness, lease)  # their whole leases, without a word from either
+    assert (status(harness, first), status(harness, second)) == ("OFFLINE", "OFFLINE")
+
+
+@pytest.mark.usefixtures("long_leases")
+def test_streams_closing_a_grace_apart_are_no_disruption(harness, monkeypatch):
+    monkeypatch.setattr(nodes, "DISRUPTION_MINIMUM", 2)
+    first, _, _, first_queue = on_stream(harness)
+    second = harness.node("n2")
+    second_queue = harness.hub.attach(second)
+    harness.engine.node_hello(second, [])
+    grace = nodes.stream_grace(harness.engine.context)
+    end_stream(harness, first, first_queue)
+    after(harness, grace + 1)
+    end_stream(harness, second, second_queue)
+    assert status(harness, first) == "OFFLINE"
+    after(harness, grace + 1)
+    assert status(harness, second) == "OFFLINE"
+
+
+def test_a_disruptions_node_is_not_lost_at_its_lease_while_others_keep_coming_back(
+    harness, monkeypatch
+):
+    # as a restart's wave: thousands of Registers queued behind one another outlast the
+    # nodes' leases, and a node still waiting its turn keeps its runs while others return
+    monkeypatch.setattr(nodes, "DISRUPTION_MINIMUM", 2)
+    first, _, assignment = harness.started(HELLO)
+    first_queue = harness.hub.attach(first)
+    harness.engine.node_hello(first, [assignment.run_id])
+    second = harness.node("n2")
+    second_queue = harness.hub.attach(second)
+    harness.engine.node_hello(second, [])
+    ctx = harness.engine.context
+    lease = nodes.lease_of(ctx, second)  # the configured lease: a grace is no shorter
+    end_stream(harness, first, first_queue)
+    end_stream(harness, second, second_queue)
+    after(harness, lease - 1)
+    assert harness.node() == first  # its Register, served at last
+    after(harness, 5)  # past the second's lease, the wave still moving
+    assert status(harness, second) == "READY"
+    after(harness, nodes.RESTART_GRACE_LEASES * ctx.lease_seconds)  # nobody back since
+    assert status(harness, second) == "OFFLINE"
