@@ -136,10 +136,12 @@ class FederateService(AccountCalls):
 
     def close(self) -> None:
         """Stop asking members: the capacity refresher first (waited for, so no turn of it
-        meets the askers shut), then the askers' threads, then the members' connections."""
+        meets the askers shut), then the askers' threads, then the members' connections,
+        then the store's."""
         self.capacity.close()
         self._askers.shutdown(wait=True, cancel_futures=True)
         self.members.close()
+        self.sessions.kw["bind"].dispose()
 
     @property
     def registry(self) -> PluginRegistry | None:

@@ -5,23 +5,17 @@ nothing at all, is never taken for a ready process."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 from aiohttp import web
+from support.ports import free_port
 
 from fuzzball_core.cli import local
 from fuzzball_core.config import FuzzballConfig, parse_config
 from fuzzball_core.health import Health, health_routes
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -31,7 +25,7 @@ def serving(add_routes: Callable[[web.Application], None]) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
 
     async def start() -> web.AppRunner:
         app = web.Application()
@@ -89,7 +83,7 @@ def test_an_agent_registered_and_streaming_is_ready(agent, agent_health):
 
 
 def test_nothing_listening_is_not_ready():
-    seen = local.readiness(config_with(f"127.0.0.1:{_free_port()}"), "substrate")
+    seen = local.readiness(config_with(f"127.0.0.1:{free_port()}"), "substrate")
 
     assert seen["ready"] is False and seen["problem"]
 

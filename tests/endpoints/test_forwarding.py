@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from support.ports import free_port
 
 from fuzzball_core.orchestrate import endpoint_forwarder, endpoint_worker
 from fuzzball_core.orchestrate.endpoint_forwarder import (
@@ -52,12 +52,6 @@ _decisions_kept = False
 @pytest.fixture(autouse=True, params=["asked", "kept"])
 def _decisions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.modules[__name__], "_decisions_kept", request.param == "kept")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _service_app(seen: dict[str, Any]) -> web.Application:
@@ -115,7 +109,7 @@ def _run(scenario: Scenario, *, keepalive_timeout: float = 75.0) -> Any:
 
     async def main() -> Any:
         seen: dict[str, Any] = {}
-        service_port, proxy_port = _free_port(), _free_port()
+        service_port, proxy_port = free_port(), free_port()
         runner = web.AppRunner(_service_app(seen), keepalive_timeout=keepalive_timeout)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", service_port).start()

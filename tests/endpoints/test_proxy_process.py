@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from support.ports import free_port
 
 from fuzzball_core.config import EndpointsConfig
 from fuzzball_core.errors import NotFound, Unavailable
@@ -28,12 +29,6 @@ from fuzzball_core.orchestrate.endpoint_directory import Upstream
 from fuzzball_core.orchestrate.endpoint_forwarder import RequestHead
 from fuzzball_core.orchestrate.endpoint_proxy import ProxyProcess
 from fuzzball_core.orchestrate.endpoint_worker import Routing, WorkerGate
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -94,13 +89,13 @@ def _run(scenario: Scenario, *, keep: float = 60.0, pool: bool = False) -> None:
         app.router.add_get("/{tail:.*}", hello)
         runner = web.AppRunner(app)
         await runner.setup()
-        service_port = _free_port()
+        service_port = free_port()
         await web.TCPSite(runner, "127.0.0.1", service_port).start()
         orchestrate = _Orchestrate(f"http://127.0.0.1:{service_port}", keep=keep, pool=pool)
         directory = _Directory()
         # two processes: each asks and is told to forget on its own channel
         process = ProxyProcess(orchestrate, directory, 2)  # type: ignore[arg-type]
-        proxy_port = _free_port()
+        proxy_port = free_port()
         await process.start("127.0.0.1", proxy_port)
         try:
             await scenario(f"http://127.0.0.1:{proxy_port}", orchestrate, directory, process)

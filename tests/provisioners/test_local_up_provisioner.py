@@ -4,7 +4,6 @@ provisioned on request registering over the deployment's TLS, and ``local down``
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from support.ports import free_port
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _fuzzball(tmp_path: Path, *args: str) -> str:
@@ -45,12 +39,12 @@ def _fuzzball(tmp_path: Path, *args: str) -> str:
 def deployment(tmp_path: Path):
     if os.geteuid() != 0:
         pytest.skip("local up runs as root")
-    rest = f"127.0.0.1:{_port()}"
+    rest = f"127.0.0.1:{free_port()}"
     (tmp_path / "config.yaml").write_text(
         yaml.safe_dump(
             {
                 "data-dir": str(tmp_path / "data"),
-                "orchestrate": {"grpc-listen": f"127.0.0.1:{_port()}", "rest-listen": rest},
+                "orchestrate": {"grpc-listen": f"127.0.0.1:{free_port()}", "rest-listen": rest},
             }
         )
     )

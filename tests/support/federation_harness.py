@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from fuzzball_federation.main import build, build_app, serve
 from fuzzball_federation.routers.fit import FitRouter
 from fuzzball_federation.service import FederateService
 from support.live_api import LoopThread, start_servers
+from support.ports import free_port
 from support.sql_stack import SqlStack
 
 GIB = 1024**3
@@ -207,9 +207,7 @@ def serve_federation(
 ) -> ServedFederation:
     """A Federate named ``name`` serving on a free loopback port, its failover loop re-routing
     after ``failover_grace`` seconds and its members polled every ``poll`` seconds."""
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        port = probe_socket.getsockname()[1]
+    port = free_port()
     config = parse_config(
         {
             "data-dir": str(directory / name),

@@ -9,7 +9,6 @@ so tests can see what crossed the wire.
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -17,17 +16,12 @@ from pathlib import Path
 
 import httpx
 
+from support.ports import free_port
+
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 _ACCESS_LINE = re.compile(
     r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3}) (?P<bytes>\d+|-)'
 )
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

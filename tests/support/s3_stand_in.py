@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 import boto3
 import httpx
 
+from support.ports import free_port
+
 REGION = "us-east-1"
 #: requests moto answers before it starts checking signatures (the set-up below)
 _SETUP_REQUESTS = 3
@@ -29,12 +30,6 @@ _ALLOW_S3 = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -49,7 +44,7 @@ class S3StandIn:
     @classmethod
     def start(cls) -> S3StandIn:
         """Start moto's server on a free loopback port and make its one access key."""
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_SETUP_REQUESTS)}
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
