@@ -103,3 +103,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
     yield from postgres_database()
+
+
+@pytest.fixture
+def postgresql_url() -> Iterator[str]:
+    """An empty PostgreSQL database, for what only PostgreSQL has (skipped without one)."""
+    yield from postgres_database()
+
+
+@pytest.fixture
+def postgresql_server(postgresql_url: str) -> str:
+    """The test server's own database's URL (with :func:`postgresql_url`'s): to act on that
+    database from outside it."""
+    return postgres_url()

@@ -217,8 +217,10 @@ class ClusterRegistration:
 
     def _revoked(self, revocation: Revocation) -> None:
         """Every token of some accounts revoked: the keys their registrations recorded are
-        no longer trusted (nothing to do for a revocation naming no account)."""
-        if revocation.account_ids:
+        no longer trusted (nothing to do for a revocation naming no account). Told that
+        anything may have been revoked unheard (``everything``), the trusted keys are read
+        again: those whose rows another process deleted meanwhile go."""
+        if revocation.account_ids or revocation.everything:
             forget_keys_of(
                 self.sessions, TrustedFederateKey, revocation.account_ids, self.trusted()
             )

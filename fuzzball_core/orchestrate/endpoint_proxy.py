@@ -228,7 +228,7 @@ class EndpointProxy:
         for key in [key for key in self._members if revocation.ends_membership(*key)]:
             del self._members[key]
         forgotten: list[str] | None = covered
-        if time.monotonic() - self._dropped_at < TOKEN_TTL:
+        if revocation.everything or time.monotonic() - self._dropped_at < TOKEN_TTL:
             forgotten = None  # tokens dropped unread may still be kept elsewhere: all go
         if forgotten == []:
             return []

@@ -379,6 +379,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         orchestrate.service.sessions.kw["bind"],
         orchestrate.config.data_dir,
         orchestrate.service.accounts.revocations,
+        orchestrate.health,
     )
     await revocations.start()
     provisioner_stop = asyncio.Event()

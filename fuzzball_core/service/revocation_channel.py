@@ -16,8 +16,18 @@ subscribed to its accounts' revocations) and the server announces it to its own 
 What is sent is a hint that only makes the server forget what it kept: the store is what
 refuses a token (its row is read again), so a forged message cannot let anyone in. It
 names tokens by their digest (as the store keeps them), never a token. A message lost (the
-server restarting, its listening connection down) leaves the kept callers' own expiry, as
-before.
+server restarting) leaves the kept callers' own expiry, as before.
+
+PostgreSQL does not keep a notification for a listener that is not connected, so the
+LISTEN connection, lost (the server restarted, the backend terminated, the network), is made
+again every :data:`RELISTEN` seconds, and once it listens again whatever may have been
+revoked meanwhile is caught up from the store: everything kept is forgotten
+(``Revocation(everything=True)``), so each kept caller's next request reads its token's row
+again, which covers every kind of revocation (a deleted account or an ended membership
+leaves no "revoked since" to query). The same is announced when it first listens (the proxy
+may keep callers from before). Until then the kept callers' expiry (``TOKEN_TTL``, 2 s)
+bounds what is missed. The listener's state is the server's ``revocations`` health
+condition (informational: ``/readyz`` lists it, readiness does not need it) and its log.
 """
 
 from __future__ import annotations
@@ -29,11 +39,14 @@ import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, text
 
+from fuzzball_core.health import Health, describe
 from fuzzball_core.service.revocations import Revocation, Revocations
 
 log = logging.getLogger("fuzzball.accounts")
@@ -47,6 +60,22 @@ SOCKET_NAME = "revocations.sock"
 ANSWER_WAIT = 5.0
 #: seconds between tries of a lost LISTEN connection
 RELISTEN = 1.0
+#: the server's health condition for the listener (informational)
+CONDITION = "revocations"
+#: how the LISTEN connection names itself (``pg_stat_activity.application_name``)
+APPLICATION_NAME = "fuzzball-revocations"
+#: TCP keepalives of the LISTEN connection, unless its URL sets them: a connection that waits
+#: for notifications sends nothing, so a peer gone without a word (a network partition, a
+#: server's host lost) would otherwise be noticed only by the kernel's two-hour default; here
+#: within about 25 s, and then it is made again
+KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
+#: what a thread's announcement of the listener's state is given to (the event loop's)
+_Post = Callable[[Callable[[], None]], None]
 #: the longest path a unix socket's address holds (``sun_path``, less its NUL)
 _SOCKET_PATH_LIMIT = 107
 _FIELDS = ("token_digests", "account_ids", "user_ids", "workflow_ids")
@@ -140,19 +169,41 @@ class RevocationReceiver:
     listeners forget what they kept) each revocation another process sent. Start it on the
     server's event loop; close it there."""
 
-    def __init__(self, engine: Engine, data_dir: Path, revocations: Revocations) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        data_dir: Path,
+        revocations: Revocations,
+        health: Health | None = None,
+    ) -> None:
         self.engine = engine
         self.data_dir = Path(data_dir)
         self.revocations = revocations
+        #: where the listener's state shows (condition :data:`CONDITION`), when given
+        self.health = health
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._post: _Post = lambda change: change()
         #: set once the LISTEN connection listens (PostgreSQL), for whoever waits on it
         self.listening = threading.Event()
+        #: times the LISTEN connection was made (the first included), each followed by the
+        #: catch-up (PostgreSQL)
+        self.listens = 0
 
     async def start(self) -> None:
         """Listen: a thread of its own on PostgreSQL, the socket on this loop otherwise."""
+        if self.health is not None:
+            self.health.declare(CONDITION, "not listening yet", required=False)
         if _is_postgresql(self.engine):
+            loop = asyncio.get_running_loop()
+
+            def post(change: Callable[[], None]) -> None:
+                # the conditions are the loop's: /readyz reads them there
+                with contextlib.suppress(RuntimeError):  # the loop closed
+                    loop.call_soon_threadsafe(change)
+
+            self._post = post
             self._thread = threading.Thread(
                 target=self._listen, name="revocations-listen", daemon=True
             )
@@ -165,14 +216,27 @@ class RevocationReceiver:
                 " `fuzzball-orchestrate revoke-token` takes effect here within 2 s",
                 path,
             )
+            self._failed(f"not serving: the socket's path is too long ({path})")
             return
         if _answers(path):
             log.warning("another Orchestrate answers revocations at %s: not serving it", path)
+            self._failed(f"not serving: another Orchestrate answers at {path}")
             return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # left by a server that did not stop cleanly
         self._server = await asyncio.start_unix_server(self._answer, path=str(path))
         os.chmod(path, 0o600)
+        self._passed(f"answering at {path}")
+
+    def _passed(self, message: str) -> None:
+        health = self.health
+        if health is not None:
+            self._post(lambda: health.passed(CONDITION, message))
+
+    def _failed(self, message: str) -> None:
+        health = self.health
+        if health is not None:
+            self._post(lambda: health.failed(CONDITION, message))
 
     async def close(self) -> None:
         """Stop listening (and remove the socket)."""
@@ -210,24 +274,55 @@ class RevocationReceiver:
             writer.close()
 
     def _listen(self) -> None:
-        """LISTEN on a connection of its own until closed, connecting again after a loss
-        (meanwhile the kept callers' expiry bounds what is missed)."""
+        """LISTEN on a connection of its own until closed, making it again after a loss
+        (meanwhile the kept callers' expiry bounds what is missed), and catching up on what
+        may have been missed each time it listens."""
         import psycopg  # the PostgreSQL driver: imported only where it is used
 
-        url = self.engine.url.set(drivername="postgresql")
-        conninfo = url.render_as_string(hide_password=False)
+        conninfo = listen_conninfo(self.engine)
+        lost_at: float | None = None
         while not self._stop.is_set():
             try:
                 with psycopg.connect(conninfo, autocommit=True) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
+                    # listening first: a revocation committed from now on is notified, and
+                    # one committed before is caught up by forgetting what was kept
+                    self.revocations.announce(Revocation(everything=True))
+                    self.listens += 1
                     self.listening.set()
+                    self._passed(f"listening on PostgreSQL channel {CHANNEL}")
+                    if lost_at is not None:
+                        log.info(
+                            "listening for revocations again after %.1f s; every kept caller"
+                            " was forgotten, so what was revoked meanwhile is refused",
+                            time.monotonic() - lost_at,
+                        )
+                        lost_at = None
                     while not self._stop.is_set():
                         for notice in connection.notifies(timeout=0.5):
                             self._announce(notice.payload)
-            except psycopg.Error as exc:
+            except Exception as exc:
+                # psycopg's message names the server, never the password; anything else
+                # (a listener that raised is caught by announce) must not end the thread
                 self.listening.clear()
-                # psycopg's message names the server, never the password
-                log.warning("listening for revocations failed (%s); trying again", exc)
+                if self._stop.is_set():
+                    break
+                first = lost_at is None
+                if first:
+                    lost_at = time.monotonic()
+                said = describe(exc)
+                self._failed(
+                    f"not listening ({said}); trying again every {RELISTEN:g} s: until then"
+                    " another process's revocations take effect as kept callers expire"
+                )
+                if not isinstance(exc, psycopg.Error):
+                    log.exception("listening for revocations failed; trying again")
+                elif first:  # once, not at every try: the condition counts them
+                    log.warning(
+                        "listening for revocations failed (%s); trying again every %g s",
+                        said,
+                        RELISTEN,
+                    )
                 self._stop.wait(RELISTEN)
 
     def _announce(self, payload: str) -> None:
@@ -237,6 +332,20 @@ class RevocationReceiver:
             log.warning("a malformed revocation was notified on %s: %s", CHANNEL, exc)
             return
         self.revocations.announce(revocation)
+
+
+def listen_conninfo(engine: Engine) -> str:
+    """The libpq connection string of ``engine``'s database for the LISTEN connection: named
+    :data:`APPLICATION_NAME`, with :data:`KEEPALIVES` where the URL sets none."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    url = engine.url.set(drivername="postgresql")
+    conninfo = url.render_as_string(hide_password=False)
+    given = conninfo_to_dict(conninfo)
+    defaults = {**KEEPALIVES, "application_name": APPLICATION_NAME}
+    return make_conninfo(
+        conninfo, **{key: value for key, value in defaults.items() if key not in given}
+    )
 
 
 def _answers(path: Path) -> bool:

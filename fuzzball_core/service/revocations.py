@@ -27,20 +27,24 @@ class Revocation:
     """What stopped being good, committed: tokens (by their digest, as the store keeps
     them), every token of some accounts, every token acting as some users, group
     memberships ``(user id, account id)`` that ended (with the user's tokens for the group),
-    and the tokens of some workflows (revoked as each ended)."""
+    and the tokens of some workflows (revoked as each ended). ``everything``: anything may
+    have been revoked unheard (the revocation channel was down: ``service/
+    revocation_channel.py``), so nothing kept may be let in as kept; it is told in this
+    process only, never sent."""
 
     token_digests: frozenset[str] = frozenset()
     account_ids: frozenset[str] = frozenset()
     user_ids: frozenset[str] = frozenset()
     memberships: frozenset[tuple[str, str]] = frozenset()
     workflow_ids: frozenset[str] = frozenset()
+    everything: bool = False
 
     def covers(self, digest: Callable[[], str], who: Principal) -> bool:
         """Whether a caller ``who`` kept for a token (``digest`` gives that token's digest,
         computed only when tokens were revoked one by one) may no longer be let in as kept:
         its token, account, user or workflow is revoked, or its user left a group (what it
         was let into may have been through that group)."""
-        if who.account_id in self.account_ids:
+        if self.everything or who.account_id in self.account_ids:
             return True
         if who.workflow_id is not None and who.workflow_id in self.workflow_ids:
             return True
@@ -54,7 +58,8 @@ class Revocation:
         """Whether user ``user_id``'s membership of ``account_id`` may no longer be taken as
         kept: it ended, or the user or the account is gone."""
         return (
-            (user_id, account_id) in self.memberships
+            self.everything
+            or (user_id, account_id) in self.memberships
             or user_id in self.user_ids
             or account_id in self.account_ids
         )

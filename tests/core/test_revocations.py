@@ -172,3 +172,12 @@ def test_a_workflows_revocation_covers_its_tokens_callers_only():
     assert revocation.covers(_digest_of("ended-token"), ended)
     assert not revocation.covers(_digest_of("running-token"), running)
     assert not revocation.covers(_digest_of("alice-token"), ALICE)
+
+
+def test_a_revocation_of_everything_covers_every_caller_and_membership():
+    # told as the revocation channel listens again after a loss: anything may have been
+    # revoked unheard meanwhile
+    revocation = Revocation(everything=True)
+    assert revocation.covers(_digest_of("alice-token"), ALICE)
+    assert revocation.covers(_digest_of("service-token"), SERVICE)
+    assert revocation.ends_membership("user-alice", "acct-lab")

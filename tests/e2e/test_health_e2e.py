@@ -60,7 +60,7 @@ def test_orchestrate_answers_healthz_and_readyz_without_a_token(health_cluster):
     ready = readyz_until(url, lambda reply: reply.status_code == 200)
     alive = httpx.get(f"{url}/healthz", timeout=5)
 
-    assert set(conditions(ready)) == {"store", "engine", "endpoints"}
+    assert set(conditions(ready)) == {"store", "engine", "endpoints", "revocations"}
     assert all(c["ok"] for c in conditions(ready).values())
     assert alive.status_code == 200 and alive.json()["process"] == "orchestrate"
 

@@ -235,6 +235,7 @@ def test_local_status_shows_each_process_conditions(local_deployment):
         "store",
         "engine",
         "endpoints",
+        "revocations",
     }
     substrate = {c["name"]: c["ok"] for c in report["substrate"]["conditions"]}
     assert substrate["registered"] and substrate["stream"] and report["substrate"]["ready"]

@@ -22,15 +22,16 @@ import aiohttp
 import pytest
 from aiohttp import web
 from click.testing import CliRunner
+from sqlalchemy import create_engine, text
 from support.cluster import free_port
 
 from fuzzball_core.config import EndpointsConfig
-from fuzzball_core.orchestrate import server
+from fuzzball_core.orchestrate import endpoint_proxy, server
 from fuzzball_core.orchestrate.endpoint_directory import Destination, Upstream
 from fuzzball_core.orchestrate.endpoint_proxy import EndpointProxy, ProxyProcess
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService
 from fuzzball_core.service.accounts import Accounts
-from fuzzball_core.service.revocation_channel import RevocationReceiver
+from fuzzball_core.service.revocation_channel import APPLICATION_NAME, RevocationReceiver
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_core.store.models import ApiToken
@@ -252,5 +253,56 @@ def test_a_token_revoked_by_the_revoke_token_command_is_refused_at_its_next_requ
     try:
         _run(accounts, scenario, receiver)
     finally:
+        store.dispose()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_token_revoked_unheard_is_refused_once_the_listener_listens_again(
+    postgresql_url, postgresql_server, monkeypatch
+):
+    """A revocation NOTIFYed while the server's LISTEN connection was down is lost; once it
+    listens again, what the proxy kept is forgotten and the store refuses the token."""
+    # only the listener's catch-up can refuse the kept caller within the test
+    monkeypatch.setattr(endpoint_proxy, "TOKEN_TTL", 3600.0)
+    store = connect(postgresql_url)
+    migrate(store)
+    accounts = Accounts(session_factory(store))
+    data_dir = Path(tempfile.mkdtemp(prefix="fb-"))
+    receiver = RevocationReceiver(store, data_dir, accounts.revocations)
+    outside = create_engine(
+        postgresql_server.replace("postgresql://", "postgresql+psycopg://", 1),
+        isolation_level="AUTOCOMMIT",
+    )
+
+    def terminate_listener() -> None:
+        with outside.connect() as connection:
+            connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = :database AND application_name = :name"
+                ),
+                {"database": postgresql_url.rpartition("/")[2], "name": APPLICATION_NAME},
+            )
+
+    async def scenario(proxied: _Proxied) -> None:
+        async with aiohttp.ClientSession() as session:
+            assert await proxied.get(proxied.token, session) == 200
+            assert await proxied.get(proxied.token, session) == 200  # kept
+            # revoked by another process whose notification is lost: another Accounts,
+            # told to no receiver
+            await asyncio.to_thread(Accounts(session_factory(store)).revoke, proxied.token)
+            assert await proxied.get(proxied.token, session) == 200  # still kept
+            await asyncio.to_thread(terminate_listener)
+            for _ in range(600):
+                if receiver.listens >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert receiver.listens >= 2, "the receiver did not LISTEN again"
+            assert await proxied.get(proxied.token, session) == 401
+
+    try:
+        _run(accounts, scenario, receiver)
+    finally:
+        outside.dispose()
         store.dispose()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -7,7 +7,7 @@ import logging
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from support.federation_harness import GIB, start_federation, start_member
 from support.live_api import HELLO
 
@@ -23,6 +23,7 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
 from fuzzball_core.service.forwarded_identity import public_jwk
+from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.store.models import TrustedFederateKey
 from fuzzball_federation.main import build, federate_health, reach_members
 from fuzzball_federation.members import configured_id
@@ -443,3 +444,14 @@ def test_a_draining_member_registered_again_still_trusts_the_federates_key(fed, 
     # the Federate revokes the registration it replaced: the key is the new one's
     fed.client().call_json("POST", "/admin/cluster/registration", body={"config": again})
     assert _as_the_federates_user(fed, late) == 200
+
+
+def test_a_key_another_process_dropped_is_refused_once_revocations_are_caught_up(fed, late):
+    # the `revoke-token --account` command deleted the row and its notification was lost;
+    # the revocation listener, listening again, announces that anything may have been revoked
+    _join(fed, late)
+    with late.stack.service.sessions() as session, session.begin():
+        session.execute(delete(TrustedFederateKey))
+    assert _as_the_federates_user(fed, late) == 200  # still trusted in memory
+    late.stack.service.accounts.revocations.announce(Revocation(everything=True))
+    assert _as_the_federates_user(fed, late) == 401
