@@ -72,6 +72,8 @@ IDENTITY_KEY_FILE = "federate-identity.key"
 POLL_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
 #: Federate's health conditions besides one per member (``cluster NAME``).
 MEMBERS, POLLING = "members", "member polling"
+#: members that left unreachable whose registration is still to be ended there
+ENDS = "registration ends"
 #: the failover loop's condition
 FAILOVER = "failover"
 
@@ -175,6 +177,7 @@ def federate_health(service: FederateService) -> Health:
     for member in service.members:
         health.declare(member_condition(member), "not polled yet", required=False)
     health.declare(POLLING, "no poll yet", required=False)
+    health.declare(ENDS, "not looked at yet", required=False)
 
     def follow(change: MemberChange) -> None:
         if change.what == "joined":
@@ -209,6 +212,17 @@ async def poll_members(service: FederateService, health: Health, interval: float
     if service.registrations is not None:
         for name in await asyncio.to_thread(service.registrations.finish_draining):
             log.info("cluster %s left the federation: it has drained", name)
+        await asyncio.to_thread(service.registrations.retry_ends)
+        pending = await asyncio.to_thread(service.registrations.pending_ends)
+        if pending:
+            shown = "; ".join(f"{p.name}: {p.last_error}" for p in pending[:5])
+            health.failed(
+                ENDS,
+                f"{len(pending)} member(s) left unreachable, their registration not ended"
+                f" there yet (asked again as they are polled): {shown}",
+            )
+        else:
+            health.passed(ENDS, "none pending")
     for member, problem in answers:
         if problem is None:
             health.passed(member_condition(member), f"reachable at {member.config.address}")

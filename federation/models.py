@@ -3,8 +3,9 @@
 Federate keeps no copy of a workflow's state; the owning cluster has it. What it keeps is its
 accounts and their tokens (the shared token store, :mod:`fuzzball_core.service.accounts`, over
 these tables), per workflow it dispatched, the member cluster and the id that cluster gave
-it, and the members that joined by registration (``federate_clusters``; those of
-``federate.clusters`` in the configuration are not stored).
+it, the members that joined by registration (``federate_clusters``; those of
+``federate.clusters`` in the configuration are not stored), and the registrations of members
+that left unreachable, still to be ended there (``federate_pending_registration_ends``).
 
 Every table name starts with ``federate_`` and the history keeps its revision in
 ``federate_alembic_version``, so Federate can have a database of its own or share Orchestrate's:
@@ -125,6 +126,27 @@ class FederateTrust(FederateBase):
     public_jwk: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     account_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+
+
+class PendingRegistrationEnd(FederateBase):
+    """A member that left while it could not be reached: its registration is still to be
+    ended there (its token revoked, this Federate's key dropped), asked again by the poll
+    loop until it answers (:meth:`~fuzzball_federation.registration.Registrations.
+    retry_ends`). ``token_sealed`` as :class:`RegisteredCluster`'s."""
+
+    __tablename__ = "federate_pending_registration_ends"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    cluster_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    api_endpoint: Mapped[str] = mapped_column(String(1000))
+    token_sealed: Mapped[str] = mapped_column(Text)
+    left_at: Mapped[float] = mapped_column(Float)
+    #: tries since it left, the first (as it left) included
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[float] = mapped_column(Float)
+    #: why the last try failed (the client's message: no token in it)
+    last_error: Mapped[str] = mapped_column(Text)
 
 
 class RoutingDecision(FederateBase):

@@ -11,8 +11,13 @@ by itself once they have ended (:meth:`Registrations.finish_draining`, from the 
 Registering a draining member again (the same id and name) takes it back: it takes work again,
 with the new registration's address, token and labels. A member that leaves is asked, with
 its token and as this Federate itself, to revoke that token (``DELETE /v3/admin/cluster/{id}``
-with its own id: :meth:`Registrations.end` is that route's member side here); one that cannot
-be asked leaves all the same, and the warning logged says how its administrator revokes it.
+with its own id: :meth:`Registrations.end` is that route's member side here), which also
+drops this Federate's forwarding key there. One that cannot be reached leaves all the same,
+and the end of its registration is kept in the store (``federate_pending_registration_ends``,
+the token sealed) and asked again by the poll loop (:meth:`Registrations.retry_ends`) until
+the member answers: its administrator has nothing to do, as a Kubernetes controller keeps
+retrying a finalizer's clean-up. A member that answers but refuses (older than the route,
+another id there) is told once in a warning saying how its administrator ends it.
 
 ``generate`` is the member side when this Federate joins another (kind
 ``CLUSTER_KIND_FEDERATE``): a fresh ``federate`` account here and its token (shown once), this
@@ -45,9 +50,12 @@ from fuzzball_core.errors import (
     AlreadyExists,
     FailedPrecondition,
     FuzzballError,
+    Internal,
     InvalidArgument,
     NotFound,
+    ResourceExhausted,
     Unauthenticated,
+    Unavailable,
 )
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.forwarded_identity import (
@@ -69,7 +77,12 @@ from fuzzball_federation.members import (
     Member,
     Members,
 )
-from fuzzball_federation.models import FederatedWorkflow, FederateTrust, RegisteredCluster
+from fuzzball_federation.models import (
+    FederatedWorkflow,
+    FederateTrust,
+    PendingRegistrationEnd,
+    RegisteredCluster,
+)
 from fuzzball_federation.offers import (
     EGRESS_PRICE_LABEL,
     EGRESS_RATE_LABEL,
@@ -96,6 +109,14 @@ _LABEL = re.compile(r"[a-z0-9][a-z0-9._/-]{0,62}")
 _ENDPOINT_LIMIT = 1000
 #: a member's workflow statuses that mean it has ended
 ENDED = frozenset({"STAGE_STATUS_FINISHED", "STAGE_STATUS_FAILED", "STAGE_STATUS_CANCELED"})
+#: seconds before a registration left unended is asked again, doubling after each failed
+#: try up to END_RETRY_MAX: a member down for a day is asked about every 5 minutes, one back
+#: within a minute is ended within a poll or two
+END_RETRY_FIRST = 10.0
+END_RETRY_MAX = 300.0
+#: what a member that could not end a registration answered that is worth asking again (it
+#: could not be reached, or failed for now); anything else it answered is its last word
+RETRIED = (Unavailable, Internal, ResourceExhausted)
 
 
 def key_id(key: Ed25519PrivateKey) -> str:
@@ -283,9 +304,24 @@ class Registrations:
         row.token_sealed = self.box.encrypt(fields["apiToken"].encode())
         with self.sessions() as session, session.begin():
             session.add(row)
+            self._keep_registration(session, cluster_id, fields["apiToken"])
         self.members.add(member)
         log.info("cluster %s (%s) joined at %s", name, cluster_id, member.config.address)
         return member
+
+    def _keep_registration(self, session: Session, cluster_id: str, token: str) -> None:
+        """A member registered (again) with ``token``: an end of that registration still
+        pending from when it left unreachable is dropped (it is this registration now)."""
+        for pending in session.scalars(
+            select(PendingRegistrationEnd).where(PendingRegistrationEnd.cluster_id == cluster_id)
+        ):
+            if self.box.decrypt(pending.token_sealed).decode() == token:
+                session.delete(pending)
+                log.info(
+                    "cluster %s registered again with the registration it left: it is not"
+                    " ended there",
+                    pending.name,
+                )
 
     @staticmethod
     def _row(
@@ -328,6 +364,7 @@ class Registrations:
                 stored.labels, stored.draining = row.labels, False
                 stored.updated_at = row.updated_at
                 stored.token_sealed = self.box.encrypt(fields["apiToken"].encode())
+                self._keep_registration(session, member.id, fields["apiToken"])
             member.take_registration(fresh)
         log.info("cluster %s (%s) is taking work again: registered anew", member.name, member.id)
         if before.config.token != fields["apiToken"]:
@@ -426,28 +463,131 @@ class Registrations:
         return True
 
     def _end_registration(self, member: Member) -> None:
-        """Ask ``member`` (gone from the live members) to revoke the token it gave this
-        Federate: ``DELETE /v3/admin/cluster/{its id}`` with that token, as this Federate
-        itself. When it cannot be asked (unreachable, or older than this route) the token
-        stays valid there until it expires: the warning says how the member's administrator
-        revokes it."""
+        """Ask ``member`` (gone from the live members) to end the registration it gave this
+        Federate: ``DELETE /v3/admin/cluster/{its id}`` with that registration's token, as
+        this Federate itself; the member revokes the token and drops this Federate's key.
+        When it cannot be reached (or fails for now) the end is kept and asked again by the
+        poll loop (:meth:`retry_ends`); when it refuses (older than this route), the warning
+        says how its administrator ends it."""
+        try:
+            error = self._ask_end(member)
+        finally:
+            member.close()
+        if error is None:
+            return
+        if isinstance(error, RETRIED):
+            now = self.clock()
+            with self.sessions() as session, session.begin():
+                session.add(
+                    PendingRegistrationEnd(
+                        cluster_id=member.id,
+                        name=member.name,
+                        api_endpoint=member.config.address,
+                        token_sealed=self.box.encrypt(member.config.token.encode()),
+                        left_at=now,
+                        attempts=1,
+                        next_attempt_at=now + END_RETRY_FIRST,
+                        last_error=printable(error.message),
+                    )
+                )
+            log.warning(
+                "cluster %s left, but could not be reached to end its registration there (%s):"
+                " this Federate asks it again as it polls its members (every %g s at first, at"
+                " most %g s apart) until it answers; until then the token it gave this"
+                " Federate stays valid there and this Federate's key trusted, unless the"
+                " member's administrator ends it at once (on the member:"
+                " `fuzzball-orchestrate revoke-token --account NAME`, NAME the"
+                " federate-... account its registration made)",
+                member.name,
+                printable(error.message),
+                END_RETRY_FIRST,
+                END_RETRY_MAX,
+            )
+            return
+        self._refused(member.name, error)
+
+    @staticmethod
+    def _ask_end(member: Member) -> FuzzballError | None:
+        """Ask ``member`` to end its registration: None once it did (or had: its token is
+        revoked already), else what it answered."""
         try:
             with acting_for(None):
                 member.client().call_json("DELETE", f"/admin/cluster/{member.id}")
         except Unauthenticated:
             log.info("cluster %s: its token for this Federate was revoked already", member.name)
         except FuzzballError as exc:
-            log.warning(
-                "cluster %s left, but the token it gave this Federate could not be revoked there"
-                " (%s): it stays valid until it expires, and this Federate's key trusted"
-                " there, unless the member's administrator revokes it (on the member:"
-                " `fuzzball-orchestrate revoke-token --account NAME`, NAME the"
-                " federate-... account its registration made)",
-                member.name,
-                printable(exc.message),
+            return exc
+        return None
+
+    @staticmethod
+    def _refused(name: str, error: FuzzballError) -> None:
+        log.warning(
+            "cluster %s left, but the token it gave this Federate could not be revoked there"
+            " (%s): it stays valid until it expires, and this Federate's key trusted"
+            " there, unless the member's administrator revokes it (on the member:"
+            " `fuzzball-orchestrate revoke-token --account NAME`, NAME the"
+            " federate-... account its registration made)",
+            name,
+            printable(error.message),
+        )
+
+    def retry_ends(self) -> list[str]:
+        """Ask again each member that left unreachable, and is due, to end its registration
+        (a turn of the poll loop); the names of those whose registration ended now. One still
+        unreachable is asked again later (:data:`END_RETRY_FIRST` doubling up to
+        :data:`END_RETRY_MAX`). Blocking: run it in a thread."""
+        now = self.clock()
+        with self.sessions() as session:
+            due = list(
+                session.scalars(
+                    select(PendingRegistrationEnd)
+                    .where(PendingRegistrationEnd.next_attempt_at <= now)
+                    .order_by(PendingRegistrationEnd.id)
+                )
             )
-        finally:
-            member.close()
+        ended = []
+        for pending in due:
+            config = FederateMemberConfig(
+                name=pending.name,
+                address=pending.api_endpoint,
+                token=self.box.decrypt(pending.token_sealed).decode(),
+            )
+            member = Member(config, timeout=self.timeout, id=pending.cluster_id, source=REGISTERED)
+            try:
+                error = self._ask_end(member)
+            finally:
+                member.close()
+            with self.sessions() as session, session.begin():
+                row = session.get(PendingRegistrationEnd, pending.id)
+                if row is None:
+                    continue  # registered again meanwhile with this registration
+                if error is not None and isinstance(error, RETRIED):
+                    row.attempts += 1
+                    row.last_error = printable(error.message)
+                    delay = min(END_RETRY_FIRST * 2 ** (row.attempts - 1), END_RETRY_MAX)
+                    row.next_attempt_at = self.clock() + delay
+                    continue
+                session.delete(row)
+            if error is None:
+                log.info(
+                    "cluster %s, which left %.0f s ago unreachable, ended its registration"
+                    " now: the token it gave this Federate is revoked and this Federate's"
+                    " key no longer trusted there",
+                    pending.name,
+                    now - pending.left_at,
+                )
+                ended.append(pending.name)
+            else:
+                self._refused(pending.name, error)
+        return ended
+
+    def pending_ends(self) -> list[PendingRegistrationEnd]:
+        """The registrations still to be ended on members that left unreachable (no token:
+        each row's is sealed)."""
+        with self.sessions() as session:
+            return list(
+                session.scalars(select(PendingRegistrationEnd).order_by(PendingRegistrationEnd.id))
+            )
 
     def finish_draining(self) -> list[str]:
         """Let every draining member whose federated workflows have ended leave (a turn of

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 
 import httpx
 import pytest
 from sqlalchemy import delete, select
 from support.federation_harness import GIB, start_federation, start_member
 from support.live_api import HELLO
+from support.tcp_relay import TcpRelay
 
 from fuzzball_core.client import FuzzballClient
 from fuzzball_core.config import parse_config
@@ -25,9 +28,10 @@ from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTIT
 from fuzzball_core.service.forwarded_identity import public_jwk
 from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.store.models import TrustedFederateKey
-from fuzzball_federation.main import build, federate_health, reach_members
+from fuzzball_federation.main import ENDS, build, federate_health, poll_members, reach_members
 from fuzzball_federation.members import configured_id
 from fuzzball_federation.models import RegisteredCluster
+from fuzzball_federation.registration import END_RETRY_FIRST, END_RETRY_MAX
 from fuzzball_federation.routers.fit import FitRouter
 
 GENERATE = "/admin/cluster/registration/configuration:generate"
@@ -455,3 +459,120 @@ def test_a_key_another_process_dropped_is_refused_once_revocations_are_caught_up
     assert _as_the_federates_user(fed, late) == 200  # still trusted in memory
     late.stack.service.accounts.revocations.announce(Revocation(everything=True))
     assert _as_the_federates_user(fed, late) == 401
+
+
+# -- a member unreachable as it leaves: its registration ended once it answers ----------------
+
+
+@pytest.fixture
+def relayed(late):
+    """A relay to ``late`` that the test cuts off and brings back (the same address)."""
+    relay = TcpRelay(("127.0.0.1", int(late.rest_url.rpartition(":")[2])))
+    try:
+        yield relay
+    finally:
+        relay.close()
+
+
+def _join_through(fed, member, relay):
+    config = {**_generate(member, fed), "apiEndpoint": relay.url}
+    fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+    return config
+
+
+def _leave_unreachable(fed, late, relay):
+    """``late`` joined through ``relay`` and left while cut off; its registration's config."""
+    config = _join_through(fed, late, relay)
+    relay.up = False
+    fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
+    return config
+
+
+def _later(fed, seconds):
+    """The Federate's clock, ``seconds`` on: a pending end is due again."""
+    fed.service.registrations.clock = lambda: time.time() + seconds
+
+
+def test_a_member_unreachable_as_it_left_has_its_registration_ended_once_reachable(
+    fed, late, relayed, caplog
+):
+    caplog.set_level(logging.INFO)
+    config = _leave_unreachable(fed, late, relayed)
+    assert _as_the_federates_user(fed, late) == 200  # the key still trusted there
+    relayed.up = True
+    _later(fed, END_RETRY_FIRST)
+    assert fed.service.registrations.retry_ends() == ["late"]
+    assert _revoked_on(late, config["apiToken"])
+    assert _as_the_federates_user(fed, late) == 401
+    assert fed.service.registrations.pending_ends() == []
+    assert "ended its registration now" in caplog.text
+
+
+def test_a_member_still_unreachable_is_asked_again_later_and_later(fed, late, relayed):
+    _leave_unreachable(fed, late, relayed)
+    registrations = fed.service.registrations
+    assert registrations.retry_ends() == []  # not due yet
+    now = time.time()
+    registrations.clock = lambda: now
+    waits = []
+    for _ in range(6):
+        now = registrations.pending_ends()[0].next_attempt_at
+        assert registrations.retry_ends() == []
+        (pending,) = registrations.pending_ends()
+        waits.append(pending.next_attempt_at - now)
+    assert waits == pytest.approx([20.0, 40.0, 80.0, 160.0, END_RETRY_MAX, END_RETRY_MAX])
+    assert pending.attempts == 7 and "cannot reach" in pending.last_error
+
+
+def test_a_pending_end_is_asked_again_after_a_restart(tmp_path, fed, late, relayed):
+    config = _leave_unreachable(fed, late, relayed)
+    relayed.up = True
+    again = build(
+        parse_config({"data-dir": str(tmp_path / "federate"), "federate": {"member-timeout": 5}}),
+        FitRouter({}),
+    )
+    try:
+        registrations = again.registrations
+        registrations.clock = lambda: time.time() + END_RETRY_FIRST
+        assert registrations.retry_ends() == ["late"]
+    finally:
+        again.members.close()
+        again.sessions.kw["bind"].dispose()
+    assert _revoked_on(late, config["apiToken"])
+
+
+def test_a_member_registered_again_with_the_registration_it_left_is_not_ended(fed, late, relayed):
+    config = _leave_unreachable(fed, late, relayed)
+    relayed.up = True
+    fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
+    assert fed.service.registrations.pending_ends() == []
+    assert not _revoked_on(late, config["apiToken"])
+    assert _as_the_federates_user(fed, late) == 200
+
+
+def test_a_pending_end_shows_in_federates_health_until_it_is_done(fed, late, relayed):
+    health = federate_health(fed.service)
+    _leave_unreachable(fed, late, relayed)
+    asyncio.run(poll_members(fed.service, health, 0))
+    pending = health.get(ENDS)
+    assert not pending.ok and not pending.required
+    assert "late: " in pending.message and "cannot reach" in pending.message
+    relayed.up = True
+    _later(fed, END_RETRY_FIRST)
+    asyncio.run(poll_members(fed.service, health, 0))
+    assert health.get(ENDS).ok
+
+
+def test_a_pending_ends_token_is_in_no_log_or_store_row(fed, late, relayed, caplog):
+    caplog.set_level(logging.DEBUG)
+    config = _leave_unreachable(fed, late, relayed)
+    _later(fed, END_RETRY_FIRST)
+    fed.service.registrations.retry_ends()
+    assert config["apiToken"] not in caplog.text
+    with fed.service.sessions() as session:
+        rows = (
+            session.connection()
+            .exec_driver_sql("SELECT * FROM federate_pending_registration_ends")
+            .all()
+        )
+    assert len(rows) == 1 and config["apiToken"] not in repr(rows)
