@@ -27,6 +27,15 @@ int fbrt_open_in_root(int rootfd, const char *path, int want_dir, struct fbrt_er
     size_t len = strlen(path);
     if (len >= sizeof(prefix))
         return fbrt_fail(e, ENAMETOOLONG, "container path /%s", path);
+    /* A path that exists (most: /tmp, /dev, /dev/pts, a bind's target in a usual image) is
+     * opened in one call, resolved in the root as the walk below resolves it; the walk, which
+     * opens the root and then every prefix, runs only where something is missing or wrong,
+     * and makes or reports it as before. */
+    if (len > 0) {
+        int whole = sys_openat2(rootfd, path, O_PATH | (want_dir ? O_DIRECTORY : 0), 0);
+        if (whole >= 0)
+            return whole;
+    }
     int parent = sys_openat2(rootfd, ".", O_PATH | O_DIRECTORY, 0);
     if (parent < 0)
         return fbrt_fail(e, errno, "open container root");

@@ -51,6 +51,43 @@ def test_the_container_sees_only_its_own_mounts(run, tmp_path) -> None:
     assert "fbrt-template" not in output
 
 
+def _mount_at(mountinfo: str, point: str) -> dict[str, str]:
+    """The root, options and file system type of the mount at ``point`` (proc(5))."""
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if fields[4] == point:
+            return {
+                "root": fields[3],
+                "options": fields[5],
+                "fstype": fields[fields.index("-") + 1],
+            }
+    raise AssertionError(f"nothing mounted at {point}: {mountinfo}")
+
+
+def test_tmp_is_a_sticky_directory_of_the_upper_layers_tmpfs(run) -> None:
+    status, output = run(
+        "stat -c '%a %U' /tmp && touch /tmp/probe && ls /tmp && echo --- "
+        "&& cat /proc/self/mountinfo"
+    )
+    assert status.exit_code == 0
+    listing, mountinfo = output.split("---\n")
+    # Writable by everyone, sticky, empty but for what the job writes.
+    assert listing == "1777 root\nprobe\n"
+    tmp = _mount_at(mountinfo, "/tmp")
+    # A bind of the upper layer's tmpfs' own directory for it (its root is that directory,
+    # nothing above it in reach), not a superblock of its own, with a /tmp's flags.
+    assert tmp["fstype"] == "tmpfs"
+    assert tmp["root"] == "/tmp"
+    assert {"nosuid", "nodev"} <= set(tmp["options"].split(","))
+
+
+def test_tmp_is_a_tmpfs_of_its_own_with_a_scratch_upper_layer(run, tmp_path) -> None:
+    status, output = run("cat /proc/self/mountinfo", scratch_dir=str(tmp_path))
+    assert status.exit_code == 0
+    tmp = _mount_at(output, "/tmp")
+    assert (tmp["fstype"], tmp["root"]) == ("tmpfs", "/")
+
+
 def test_the_template_is_an_empty_read_only_root_made_without_touching_the_host(
     tmp_path,
 ) -> None:
