@@ -9,6 +9,7 @@ from support.scheduler_cluster import cluster, job, node, placed_on
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import NVLINK_DOMAIN, DomainPolicy, ReasonCode
+from fuzzball_plugins.schedulers import domains
 
 
 def gpu_node(node_id: str, domain: str):
@@ -130,3 +131,31 @@ def test_nodes_without_a_domain_are_used_as_before():
 def test_an_unknown_domain_policy_is_refused_by_name():
     with pytest.raises(InvalidArgument, match="domain must be one of prefer, require"):
         replace(job("j", nodes=2), domain="always")
+
+
+def test_a_shapes_domain_verdict_is_worked_out_once_while_no_node_changes(monkeypatch):
+    scheduler = three_domains()
+    asked = []
+    walk = domains.infeasible
+
+    def counted(index, shape):
+        asked.append(shape)
+        return walk(index, shape)
+
+    monkeypatch.setattr(domains, "infeasible", counted)
+    huge = replace(job("huge", cores=8, nodes=5), domain=DomainPolicy.REQUIRE)
+
+    verdicts = [scheduler.check_feasible(replace(huge, id=f"huge-{i}")) for i in range(3)]
+
+    assert len(asked) == 1
+    assert all(v is not None and v.reason is ReasonCode.INFEASIBLE for v in verdicts)
+
+
+def test_a_node_registered_in_a_domain_renews_its_verdict():
+    scheduler = three_domains()
+    huge = replace(job("huge", cores=8, nodes=5), domain=DomainPolicy.REQUIRE)
+    assert scheduler.check_feasible(huge) is not None
+
+    scheduler.upsert_node(gpu_node("c-n4", "c"))
+
+    assert scheduler.check_feasible(replace(huge, id="huge-2")) is None
