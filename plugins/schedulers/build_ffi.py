@@ -30,14 +30,15 @@ def cdef_from_header(header: Path = CSRC / "free_index.h") -> str:
     return text[begin + len(CDEF_BEGIN) : end]
 
 
-def builder(source: str) -> FFI:
-    """The module's builder, compiling ``source`` (free_index.c)."""
+def builder(folder: str) -> FFI:
+    """The module's builder, compiling the C sources of ``folder`` (free_index.c, the free
+    index; end_times.c, the running jobs' ends)."""
     ffi = FFI()
     ffi.cdef(cdef_from_header())
     ffi.set_source(
         "fuzzball_plugins.schedulers._free_index",
         '#include "free_index.h"',
-        sources=[source],
+        sources=[f"{folder}/free_index.c", f"{folder}/end_times.c"],
         include_dirs=[str(CSRC)],
         extra_compile_args=CFLAGS,
     )
@@ -45,12 +46,12 @@ def builder(source: str) -> FFI:
 
 
 # setuptools wants the sources named from the repository root
-ffibuilder = builder("plugins/schedulers/csrc/free_index.c")
+ffibuilder = builder("plugins/schedulers/csrc")
 
 if __name__ == "__main__":
     # built in a scratch folder (cffi writes its generated C there), the module copied in
     with tempfile.TemporaryDirectory() as scratch:
-        built = builder(str(CSRC / "free_index.c")).compile(tmpdir=scratch, verbose=True)
+        built = builder(str(CSRC)).compile(tmpdir=scratch, verbose=True)
         # under the name setuptools gives it (an editable install's), so one module is
         # there to import; replaced, not written over: a process that mapped the old one
         # keeps it

@@ -79,6 +79,7 @@ from fuzzball_core.scheduling import (
     ScheduleResult,
 )
 from fuzzball_plugins.schedulers import domains
+from fuzzball_plugins.schedulers._free_index import lib
 from fuzzball_plugins.schedulers.cpu_layout import cores_of, logical_cpus
 from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
 from fuzzball_plugins.schedulers.fair_share import (
@@ -106,6 +107,8 @@ from fuzzball_plugins.schedulers.timeline import (
 
 #: the driver's options (``scheduler.options``)
 _OPTIONS = ("estimate_starts", "fair_share")
+#: the C call unlisting a running job's end (see EndsByClass)
+remove_end = lib.fi_end_remove
 #: How many shapes' feasibility verdicts are kept by shape object before the table starts
 #: over (shapes are interned, so a few hundred normally; more only when their table
 #: started over)
@@ -288,6 +291,9 @@ class DefaultScheduler(Scheduler):
         #: (expected end, job id) of every running job, ascending, per class of its nodes;
         #: unknown ends are inf
         self._ends = EndsByClass()
+        #: its C store, which a one-node job's placement and release call themselves
+        #: (NodeIndex.place, NodeIndex.release_listed)
+        self._ends_store = self._ends.store
         self._plans: dict[JobShape, _Plan] = {}
         self._plans_epoch = -1
         #: the current pass's time: nodes annotated PLACE_UNTIL take only jobs ending by then
@@ -423,8 +429,16 @@ class DefaultScheduler(Scheduler):
             raise NotFound(f"job {job_id} holds no allocation")
         node_ids, end, charge, classes, account, _ = allocation
         self._fair.refund(account, charge)
+        data = job_id.encode("utf-8", "surrogatepass")
+        if len(node_ids) == 1 and len(classes) == 1:
+            # most releases: one node of one class, whose end is unlisted and node moved
+            # in one C call
+            self._index.release_listed(node_ids[0], job_id, self._ends_store, classes[0], end, data)
+            return
+        # the C store's call itself, as EndsByClass.remove makes it, without that frame
         for number in classes:
-            self._ends.remove(number, end, job_id)
+            if remove_end(self._ends_store, number, end, data, len(data)):
+                raise KeyError(job_id)
         release = self._index.release
         for node_id in node_ids:
             release(node_id, job_id)
@@ -445,8 +459,18 @@ class DefaultScheduler(Scheduler):
         # the shape's usage: JobRequest made its shape from these very resources
         usage = plan.usage
         index = self._index
+        runtime = job.expected_runtime
+        end = math.inf if runtime is None else self._now + runtime
+        # the node found, moved and the job's end listed under its class in one C call
         node = index.place(
-            classes, full, job.id, usage, NO_SLOTS if protection is None else protection.slots
+            classes,
+            full,
+            job.id,
+            usage,
+            NO_SLOTS if protection is None else protection.slots,
+            self._ends_store,
+            end,
+            job.id.encode("utf-8", "surrogatepass"),
         )
         leading = index.where[0]
         if leading > full:
@@ -454,13 +478,10 @@ class DefaultScheduler(Scheduler):
             self._full_classes[shape] = leading
         if node is None:
             return None
-        runtime = job.expected_runtime
-        end = math.inf if runtime is None else self._now + runtime
         node_ids, classes_of = node.id_tuple, node.cls.number_tuple
         # a one-node job's charge is its usage (see _record)
         self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None)
         self._fair.charge(job, usage)
-        self._ends.add(classes_of[0], end, job.id)
         return node_ids
 
     def _record(

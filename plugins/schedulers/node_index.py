@@ -216,7 +216,7 @@ class ClassList:
     """A plan's classes and their request keys as the C arrays :meth:`NodeIndex.place`
     walks (built once per plan). It holds the classes, so their C indexes outlive it."""
 
-    __slots__ = ("classes", "count", "keys", "needs", "owners", "request_keys")
+    __slots__ = ("classes", "count", "keys", "needs", "numbers", "owners", "request_keys")
 
     def __init__(self, classes: Sequence[tuple[NodeClass, tuple[int, ...]]]) -> None:
         self.owners = [cls for cls, _ in classes]
@@ -225,6 +225,8 @@ class ClassList:
         self.request_keys = [request_key for _, request_key in classes]
         self.count = len(classes)
         self.classes = ffi.new("fi_class *[]", [cls.free for cls in self.owners])
+        #: the classes' numbers, under which a placement lists its job's end
+        self.numbers = ffi.new("int32_t[]", [cls.number for cls in self.owners])
         #: the request keys' arrays, kept alive here (``needs`` only points at them)
         self.keys = [ffi.new("int64_t[]", request_key) for _, request_key in classes]
         self.needs = ffi.new("int64_t *[]", self.keys)
@@ -648,6 +650,41 @@ class NodeIndex:
             self.usage_changes += 1
             self._remove_attached(node, job_id)
 
+    def release_listed(
+        self, node_id: str, job_id: str, ends: Any, number: int, end: float, data: bytes
+    ) -> None:
+        """:meth:`release` of a job listed in ``ends`` (an ``fi_ends``) under class
+        ``number`` with ``end`` (``data``: its id as UTF-8), unlisting it there too: for the
+        usual job (no devices, on an indexed node without pinned cores or ports) in one C
+        call (``fi_release``). KeyError when the job was not listed so (the node released
+        all the same)."""
+        node = self.nodes.get(node_id)
+        if node is not None and node.in_index and not node.pinned and not node.ports:
+            usage = node.jobs.pop(job_id, None)
+            if usage is not None and not usage[2]:
+                self.usage_changes += 1
+                cores, memory, _ = usage
+                node.free_cores += cores
+                node.free_memory += memory
+                failed = lib.fi_release(
+                    self._book, node.slot, memory, cores, ends, number, end, data, len(data)
+                )
+                if failed:
+                    if -failed & 1:
+                        self._lost(node)
+                    raise KeyError(job_id)
+                node.cls.changes += 2
+                return
+            if lib.fi_end_remove(ends, number, end, data, len(data)):
+                raise KeyError(job_id)
+            if usage is not None:
+                self.usage_changes += 1
+                self._shift_devices(node, usage, -1)
+            return
+        if lib.fi_end_remove(ends, number, end, data, len(data)):
+            raise KeyError(job_id)
+        self.release(node_id, job_id)
+
     def remove_job(self, node: IndexedNode, job_id: str) -> None:
         """Give ``job_id``'s usage back to ``node`` (KeyError when it does not run there) and
         re-index the node."""
@@ -741,7 +778,15 @@ class NodeIndex:
     # -- queries --------------------------------------------------------------------------
 
     def place(
-        self, plan: ClassList, start: int, job_id: str, usage: Usage, avoid: SlotSet = NO_SLOTS
+        self,
+        plan: ClassList,
+        start: int,
+        job_id: str,
+        usage: Usage,
+        avoid: SlotSet = NO_SLOTS,
+        ends: Any = ffi.NULL,
+        end: float = 0.0,
+        data: bytes = b"",
     ) -> IndexedNode | None:
         """Place ``job_id``, a one-node job of ``usage``, on the best fit of ``plan``'s
         classes from position ``start`` (the first class with room gives :meth:`first_fit`'s
@@ -749,7 +794,9 @@ class NodeIndex:
         with devices) and counts the job; the node, or None when no class has room or the
         best fit is one of ``avoid``'s nodes (then nothing changed). Afterwards ``where[0]``
         is the position of the first class from ``start`` with room (the plan's length when
-        none). The caller makes sure
+        none). With ``ends`` (an ``fi_ends``), the same call lists the job there as running
+        until ``end`` on its node's class (``data``: the job's id as UTF-8, as
+        :meth:`EndsByClass.add <.timeline.EndsByClass.add>` gives it). The caller makes sure
         no class of ``plan`` is annotated PLACE_UNTIL or takes one job at a time (their
         placements take :meth:`add_job`)."""
         cores, memory, devices = usage
@@ -765,7 +812,15 @@ class NodeIndex:
             avoid.array,
             avoid.count,
             where,
+            ends,
+            plan.numbers,
+            end,
+            data,
+            len(data),
         )
+        unlisted = slot == -4
+        if unlisted:
+            slot = where[2]  # placed all the same: the node's bookkeeping below, then raised
         if slot < 0:
             if slot == -3:
                 self.usage_changes += 1
@@ -788,6 +843,8 @@ class NodeIndex:
         if devices:
             self._take_devices(node, plan.request_keys[where[1]])
         node.cls.changes += 2
+        if unlisted:
+            raise MemoryError(f"no memory to list job {job_id}'s end")
         return node
 
     @staticmethod

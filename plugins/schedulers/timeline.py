@@ -15,13 +15,16 @@ bound.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
-from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzball_core.scheduling import JobShape
+from fuzzball_plugins.schedulers._free_index import ffi, lib
 from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
+
+#: How many job handles a walk's buffer holds at first (it grows for an end with more jobs).
+_WALK_ROOM = 256
 
 #: A running job as the replay reads it: a record whose first item is the ids of its nodes
 #: (the scheduler's allocation record, a plain tuple: see ``default._Allocation``).
@@ -50,167 +53,93 @@ class StartQuery:
         return len(self.fitting) >= self.shape.nodes
 
 
-class EndTimes:
-    """Running jobs' expected ends, iterated as ``(end, job id)`` ascending.
-
-    Jobs placed in one pass with one timeout share their end, so the jobs are kept in one
-    bucket per distinct end (job ids sorted within it) and only the distinct ends in a sorted
-    list, bisected when a bucket is made or emptied, where one sorted list of every running
-    job's ``(end, job id)`` shifted tens of thousands of entries at each placement and each
-    release.
-
-    A bucket is a dict of job ids (values None) in sorted order: a release takes its job
-    out by the id's hash, where bisecting a sorted list compared it with several other ids,
-    each a string read cold from memory (the job's own id is in the cache: the release has
-    just looked it up). Ids mostly come in sorted order (a pass places jobs in queue
-    order); a bucket an id came into out of order is sorted before it is next walked.
-    """
-
-    __slots__ = ("_buckets", "_last", "_times", "_unsorted")
-
-    def __init__(self) -> None:
-        #: the distinct ends, ascending (``math.inf`` for jobs with no expected end)
-        self._times: list[float] = []
-        #: end -> ids of the jobs expected to end then, sorted (but see ``_unsorted``)
-        self._buckets: dict[float, dict[str, None]] = {}
-        #: end -> the greatest id ever added to its bucket (a later one goes last in order)
-        self._last: dict[float, str] = {}
-        #: the ends whose bucket took an id out of order since it was last walked
-        self._unsorted: set[float] = set()
-
-    def add(self, end: float, job_id: str) -> None:
-        """``job_id`` runs until ``end``."""
-        bucket = self._buckets.get(end)
-        if bucket is None:
-            self._buckets[end] = {job_id: None}
-            self._last[end] = job_id
-            insort(self._times, end)
-            return
-        bucket[job_id] = None
-        if job_id > self._last[end]:
-            self._last[end] = job_id  # the usual case: a pass places jobs in queue order
-        else:
-            self._unsorted.add(end)
-
-    def remove(self, end: float, job_id: str) -> bool:
-        """``job_id``, added with ``end``, no longer runs; True when no job is left."""
-        bucket = self._buckets[end]
-        del bucket[job_id]
-        if bucket:
-            return False
-        del self._buckets[end]
-        del self._last[end]
-        self._unsorted.discard(end)
-        times = self._times
-        del times[bisect_left(times, end)]
-        return not times
-
-    def sort(self) -> None:
-        """Put the ids of the buckets that took one out of order back in order."""
-        buckets = self._buckets
-        for end in self._unsorted:
-            buckets[end] = dict.fromkeys(sorted(buckets[end]))
-        self._unsorted.clear()
-
-    def __iter__(self) -> Iterator[tuple[float, str]]:
-        for end, job_ids in self.buckets():
-            for job_id in job_ids:
-                yield end, job_id
-
-    def buckets(self) -> Iterator[tuple[float, Collection[str]]]:
-        """``(end, ids of the jobs ending then)`` ascending: what a replay walks. One pair
-        per distinct end, made without a Python frame, where a generator of ``(end, job
-        id)`` pairs was resumed once per running job (placed in one pass with one timeout,
-        tens of jobs share an end)."""
-        if self._unsorted:
-            self.sort()
-        times = self._times
-        return zip(times, map(self._buckets.__getitem__, times), strict=True)
-
-    def __len__(self) -> int:
-        return sum(map(len, self._buckets.values()))
-
-    def __bool__(self) -> bool:
-        # without it, truth would count every bucket (__len__)
-        return bool(self._times)
-
-
 class EndsByClass:
-    """Running jobs' expected ends kept per node class (an :class:`EndTimes` each), by the
-    class's number (:attr:`NodeClass.number`).
+    """Running jobs' expected ends kept per node class, by the class's number
+    (:attr:`NodeClass.number`), in C (``csrc/end_times.c``, ``fi_ends`` in free_index.h).
 
     A replay's questions can use only a few classes (in the churn benchmark 2-3 of 16), and
     a job ending on nodes of other classes gives them nothing: walking every running job's
     end spent nine steps in ten on such jobs. A job is listed under each distinct class of
     its nodes; :meth:`walk` merges the lists of the classes asked about, each job once.
+
+    Per class the C store keeps the distinct ends ascending and each end's jobs in id order
+    (ids as UTF-8 bytes, compared bytewise: the order of Python's str), so a placement's
+    addition and a release's removal are one C call each, where the dicts and lists they
+    were kept in as Python objects cost a placement and a release a few cold reads each
+    (5-6 % of the churn run). The scheduler's placements and releases call the C store
+    themselves (:attr:`store`); these methods are the same calls for everyone else.
     """
 
-    __slots__ = ("_by_class",)
+    __slots__ = ("store",)
 
     def __init__(self) -> None:
-        self._by_class: dict[int, EndTimes] = {}
+        store = lib.fi_ends_new()
+        if store == ffi.NULL:
+            raise MemoryError("no memory for the running jobs' ends")
+        #: the C store (fi_ends), freed with this object
+        self.store = ffi.gc(store, lib.fi_ends_free)
 
     def add(self, number: int, end: float, job_id: str) -> None:
         """``job_id`` runs until ``end`` on nodes of class ``number`` (once per class)."""
-        ends = self._by_class.get(number)
-        if ends is None:
-            ends = self._by_class[number] = EndTimes()
-        else:
-            # most additions: a job behind the last of an end's bucket, written here (the
-            # call to EndTimes.add was a fifth of a placement's bookkeeping)
-            bucket = ends._buckets.get(end)
-            if bucket is not None and job_id > ends._last[end]:
-                bucket[job_id] = None
-                ends._last[end] = job_id
-                return
-        ends.add(end, job_id)
+        data = job_id.encode("utf-8", "surrogatepass")
+        if lib.fi_end_add(self.store, number, end, data, len(data)):
+            raise MemoryError(f"no memory to list job {job_id}'s end")
 
     def remove(self, number: int, end: float, job_id: str) -> None:
-        """``job_id``, added under class ``number`` with ``end``, no longer runs."""
-        ends = self._by_class[number]
-        bucket = ends._buckets[end]
-        if len(bucket) > 1:
-            # most removals: the bucket keeps other jobs, written here (as above)
-            del bucket[job_id]
-            return
-        # the removal tells whether the list emptied (asking the list was one more call)
-        if ends.remove(end, job_id):
-            del self._by_class[number]
+        """``job_id``, added under class ``number`` with ``end``, no longer runs (KeyError
+        when it is not listed so)."""
+        data = job_id.encode("utf-8", "surrogatepass")
+        if lib.fi_end_remove(self.store, number, end, data, len(data)):
+            raise KeyError(job_id)
 
-    def walk(self, classes: Iterable[NodeClass]) -> Iterator[tuple[float, Collection[str]]]:
+    def count(self, number: int) -> int:
+        """How many jobs are listed under class ``number``."""
+        return int(lib.fi_ends_count(self.store, number))
+
+    def walk(self, classes: Iterable[NodeClass]) -> EndsWalk:
         """``(end, ids of the jobs ending then, sorted)`` ascending, of every job running on
-        nodes of ``classes`` (each job once). Over several classes the walk is an
-        :class:`EndsWalk`, which a replay narrows as its questions' classes are answered."""
-        by_class = self._by_class
-        numbers = {cls.number for cls in classes}
-        lists = {number: by_class[number] for number in numbers if number in by_class}
-        if len(lists) == 1:
-            return next(iter(lists.values())).buckets()
-        return EndsWalk(lists)
+        nodes of ``classes`` (each job once): an :class:`EndsWalk`, which a replay narrows
+        as its questions' classes are answered. Nothing may be added or removed while it is
+        walked."""
+        return EndsWalk(self.store, sorted({cls.number for cls in classes}))
 
 
 class EndsWalk:
-    """The ``(end, job ids)`` of several classes' :class:`EndTimes` ascending, each end and
-    job once, that can be narrowed to fewer classes as it goes (:meth:`keep`).
+    """The ``(end, job ids)`` of several classes' ends ascending, each end and job once,
+    that can be narrowed to fewer classes as it goes (:meth:`keep`): one C call per end.
 
-    Only the distinct ends are merged (floats, a few hundred), not every job's pair: each
-    end's jobs are its bucket, or the sorted union of its buckets when several lists have
-    that end (a job on nodes of several classes is listed in each). A replay answers its
-    questions of some classes long before others: in the churn benchmark three job steps
-    in four were jobs of classes whose questions were all answered, walked for nothing
-    until the last question was.
+    A replay answers its questions of some classes long before others: in the churn
+    benchmark three job steps in four were jobs of classes whose questions were all
+    answered, walked for nothing until the last question was.
     """
 
-    __slots__ = ("_live",)
+    __slots__ = (
+        "_count",
+        "_cursors",
+        "_end",
+        "_jobs",
+        "_lengths",
+        "_numbers",
+        "_out",
+        "_plain",
+        "_room",
+        "_store",
+    )
 
-    def __init__(self, lists: Mapping[int, EndTimes]) -> None:
-        for ends in lists.values():
-            if ends._unsorted:
-                ends.sort()
-        #: class number -> [its distinct ends, its buckets, the position of its next end]
-        self._live: dict[int, list[Any]] = {
-            number: [ends._times, ends._buckets, 0] for number, ends in lists.items()
-        }
+    def __init__(self, store: Any, numbers: Sequence[int]) -> None:
+        self._store = store
+        self._count = len(numbers)
+        #: the classes walked, and where each one's walk stands (see fi_ends_next)
+        self._numbers = ffi.new("int32_t[]", list(numbers))
+        self._cursors = ffi.new("int32_t[]", self._count)
+        #: what fi_ends_next writes: the end, its jobs' ids and their lengths, how many,
+        #: whether no id holds a NUL byte
+        self._end = ffi.new("double[1]")
+        self._jobs = ffi.new("int32_t[1]")
+        self._plain = ffi.new("int32_t[1]")
+        self._room = _WALK_ROOM
+        self._out = ffi.new("char[]", _WALK_ROOM)
+        self._lengths = ffi.new("int32_t[]", _WALK_ROOM)
 
     def __iter__(self) -> EndsWalk:
         # an iterator by these two methods, not by subclassing collections.abc.Iterator:
@@ -219,21 +148,52 @@ class EndsWalk:
 
     def keep(self, numbers: Container[int]) -> None:
         """Walk on over the classes of ``numbers`` only (their jobs still each once)."""
-        live = self._live
-        for number in [number for number in live if number not in numbers]:
-            del live[number]
+        kept = [
+            (number, cursor)
+            for number, cursor in zip(self._numbers, self._cursors, strict=True)
+            if number in numbers
+        ]
+        self._count = len(kept)
+        self._numbers = ffi.new("int32_t[]", [number for number, _ in kept])
+        self._cursors = ffi.new("int32_t[]", [cursor for _, cursor in kept])
 
-    def __next__(self) -> tuple[float, Collection[str]]:
-        cursors = [cursor for cursor in self._live.values() if cursor[2] < len(cursor[0])]
-        if not cursors:
-            raise StopIteration
-        end = min(cursor[0][cursor[2]] for cursor in cursors)
-        buckets = []
-        for cursor in cursors:
-            if cursor[0][cursor[2]] == end:
-                buckets.append(cursor[1][end])
-                cursor[2] += 1
-        return end, buckets[0] if len(buckets) == 1 else sorted(set().union(*buckets))
+    def __next__(self) -> tuple[float, list[str]]:
+        while True:
+            size = lib.fi_ends_next(
+                self._store,
+                self._numbers,
+                self._count,
+                self._cursors,
+                self._end,
+                self._out,
+                self._lengths,
+                self._room,
+                self._jobs,
+                self._plain,
+            )
+            if size >= 0:
+                break
+            if size == -1:
+                raise StopIteration
+            if size == -2:
+                raise MemoryError("no memory to walk the running jobs' ends")
+            # the end's ids need more room than the buffer has: asked again with it
+            self._room = -3 - size
+            self._out = ffi.new("char[]", self._room)
+            self._lengths = ffi.new("int32_t[]", self._room)
+        text = ffi.unpack(self._out, size)
+        if self._plain[0]:
+            # one decode and split per end, not a step per job
+            ids = text.decode("utf-8", "surrogatepass").split("\0")
+            ids.pop()  # after the last id's NUL
+            return self._end[0], ids
+        # an id holds a NUL byte: the ids are cut by their lengths
+        ids = []
+        at = 0
+        for length in ffi.unpack(self._lengths, self._jobs[0]):
+            ids.append(text[at : at + length].decode("utf-8", "surrogatepass"))
+            at += length + 1
+        return self._end[0], ids
 
 
 class Shadow:

@@ -11,7 +11,7 @@ from support.scheduler_cluster import cluster, job, node, placed_on
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.scheduling import Hold, ReasonCode
 from fuzzball_plugins.schedulers.node_index import NodeClass
-from fuzzball_plugins.schedulers.timeline import EndsByClass, EndsWalk, EndTimes
+from fuzzball_plugins.schedulers.timeline import EndsByClass, EndsWalk
 
 
 def test_earlier_submission_goes_first_whatever_order_jobs_are_passed_in():
@@ -190,15 +190,17 @@ def test_placements_are_reserved_before_the_next_pass():
 
 
 def test_running_jobs_ends_are_walked_by_end_then_job_id():
-    ends = EndTimes()
+    only = cast(NodeClass, SimpleNamespace(number=0))
+    ends = EndsByClass()
     for end, job_id in [(20.0, "b"), (10.0, "z"), (math.inf, "n"), (20.0, "a"), (10.0, "c")]:
-        ends.add(end, job_id)
-    assert list(ends) == [(10.0, "c"), (10.0, "z"), (20.0, "a"), (20.0, "b"), (math.inf, "n")]
-    ends.remove(10.0, "c")
-    ends.remove(10.0, "z")
-    ends.remove(20.0, "b")
-    assert list(ends) == [(20.0, "a"), (math.inf, "n")]
-    assert len(ends) == 2
+        ends.add(only.number, end, job_id)
+    walked = [(10.0, ["c", "z"]), (20.0, ["a", "b"]), (math.inf, ["n"])]
+    assert list(ends.walk([only])) == walked
+    ends.remove(only.number, 10.0, "c")
+    ends.remove(only.number, 10.0, "z")
+    ends.remove(only.number, 20.0, "b")
+    assert list(ends.walk([only])) == [(20.0, ["a"]), (math.inf, ["n"])]
+    assert ends.count(only.number) == 2
 
 
 def test_ends_of_several_classes_are_walked_merged_with_a_job_on_both_once():

@@ -2,10 +2,14 @@
 one C call share one usage tuple, an ends bucket takes a job out by its id's hash and is
 walked in id order all the same, and the releases give back what the placements took."""
 
+from types import SimpleNamespace
+from typing import cast
+
 from support.scheduler_cluster import GiB, cluster, job, node
 
 from fuzzball_core.scheduling import QueueChanges
-from fuzzball_plugins.schedulers.timeline import EndTimes
+from fuzzball_plugins.schedulers.node_index import NodeClass
+from fuzzball_plugins.schedulers.timeline import EndsByClass
 
 _USAGE = 2
 
@@ -44,16 +48,16 @@ def test_releasing_jobs_that_share_records_gives_back_what_each_took():
 
 
 def test_an_ends_bucket_that_took_ids_out_of_order_is_walked_sorted():
-    ends = EndTimes()
+    only = cast(NodeClass, SimpleNamespace(number=0))
+    ends = EndsByClass()
     for job_id in ["j5", "j7", "j6"]:
-        ends.add(30.0, job_id)
-    assert list(ends) == [(30.0, "j5"), (30.0, "j6"), (30.0, "j7")]
+        ends.add(only.number, 30.0, job_id)
+    assert list(ends.walk([only])) == [(30.0, ["j5", "j6", "j7"])]
     # the greatest id leaves; a smaller one than it was comes in after the walk
-    assert ends.remove(30.0, "j7") is False
-    ends.add(30.0, "j65")
-    ends.add(30.0, "j8")
-    assert list(ends) == [(30.0, "j5"), (30.0, "j6"), (30.0, "j65"), (30.0, "j8")]
-    for job_id in ["j5", "j6", "j65"]:
-        assert ends.remove(30.0, job_id) is False
-    assert ends.remove(30.0, "j8") is True
-    assert not ends and list(ends) == []
+    ends.remove(only.number, 30.0, "j7")
+    ends.add(only.number, 30.0, "j65")
+    ends.add(only.number, 30.0, "j8")
+    assert list(ends.walk([only])) == [(30.0, ["j5", "j6", "j65", "j8"])]
+    for job_id in ["j5", "j6", "j65", "j8"]:
+        ends.remove(only.number, 30.0, job_id)
+    assert ends.count(only.number) == 0 and list(ends.walk([only])) == []

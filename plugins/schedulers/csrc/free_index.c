@@ -342,6 +342,13 @@ int fi_shift_key(fi_book *book, int32_t slot, int64_t memory, const int64_t *del
     return shift(book, slot, memory, delta, 1, delta[book->records[slot].cls->ncomp - 1], jobs);
 }
 
+int fi_release(fi_book *book, int32_t slot, int64_t memory, int64_t cores, fi_ends *ends,
+               int32_t number, double end, const char *id, int32_t len) {
+    int unlisted = fi_end_remove(ends, number, end, id, len) != 0;
+    int lost = fi_shift(book, slot, memory, cores, -1) != 0;
+    return -(lost + 2 * unlisted);
+}
+
 int64_t fi_idle_count(const fi_class *cls) { return cls->idle_count; }
 
 int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32_t *out,
@@ -415,7 +422,8 @@ int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
 
 int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
                  int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
-                 int32_t navoid, int32_t *where) {
+                 int32_t navoid, int32_t *where, fi_ends *ends, const int32_t *numbers,
+                 double end, const char *id, int32_t len) {
     where[0] = n;
     where[1] = where[2] = -1;
     for (int32_t position = start < 0 ? 0 : start; position < n; position++) {
@@ -432,6 +440,8 @@ int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *
         /* the need's device counts come off too (zeros for a job without devices) */
         if (shift(book, slot, -memory, needs[position], -1, -cores, 1) != 0)
             return -3;
+        if (ends != NULL && fi_end_add(ends, numbers[position], end, id, len) != 0)
+            return -4;
         return slot;
     }
     return -1;

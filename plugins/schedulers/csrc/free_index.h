@@ -21,6 +21,7 @@
 /* cffi-cdef-begin */
 typedef struct fi_class fi_class;
 typedef struct fi_book fi_book;
+typedef struct fi_ends fi_ends; /* running jobs' ends: see below */
 
 /* A class index whose free keys have `ncomp` components (device kinds + 1); NULL when out of
  * memory. */
@@ -67,10 +68,21 @@ int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32
  * reservation): then nothing moves and -2 is returned. -1 when no class from `start` has room;
  * -3 when out of memory moving the node (it is then out of the index, as after fi_shift's -1).
  * `where` (three ints) gets the position of the first class from `start` with room (`n` when
- * none), that of the class the node is in and the node's slot (-1 and -1 when none). */
+ * none), that of the class the node is in and the node's slot (-1 and -1 when none).
+ * With `ends` not NULL, the job (id `id`, `len` bytes) is listed there as running until
+ * `end` on the class's number (`numbers`, one per class, as `classes`), as fi_end_add
+ * would: -4 when out of memory doing so (the node moved all the same; nothing listed). */
 int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
                  int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
-                 int32_t navoid, int32_t *where);
+                 int32_t navoid, int32_t *where, fi_ends *ends, const int32_t *numbers,
+                 double end, const char *id, int32_t len);
+/* A release of a job without devices from indexed node `slot` in one call: the job (id
+ * `id`, `len` bytes) is unlisted from `ends` under class `number` and `end`, as
+ * fi_end_remove would, and the node moved as fi_shift(slot, memory, cores, -1) would.
+ * 0; otherwise minus the sum of 1 when the move failed (fi_shift's -1: the node is out of
+ * the index) and 2 when no such job was listed (the node moved all the same). */
+int fi_release(fi_book *book, int32_t slot, int64_t memory, int64_t cores, fi_ends *ends,
+               int32_t number, double end, const char *id, int32_t len);
 /* The nodes a job of several nodes, or an exclusive one, may be placed on: every indexed
  * node with room for it over a plan's classes (`classes`, `needs` their needs as free keys,
  * `n` of them), class by class in order, and within a class in fi_fitting's order (best fit
@@ -108,6 +120,40 @@ int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int
  * room) and its score to `score`. */
 int32_t fi_scan(const fi_class *cls, const int64_t *need, int64_t memory, int64_t *lacking,
                 int64_t *with_room, int64_t *closest, double *score);
+
+/* Running jobs' expected ends, per node class (csrc/end_times.c): what a replay walks.
+ *
+ * Per class number (a small int >= 0, the Python NodeClass.number), the distinct ends
+ * ascending, and per end its jobs in id order (the order of Python's str: ids are given as
+ * UTF-8 bytes, compared bytewise). The store copies each id it is given and owns the copy
+ * until the job is removed (a removed job's copy may stay, unseen, until its end's bucket
+ * is compacted or emptied); the caller's buffers are only read during a call. The store is
+ * not safe to use from several threads at once, and a walk (fi_ends_next) must not
+ * interleave with additions or removals (fi_ends is declared at the top). */
+
+/* An empty store; NULL when out of memory. Freed (with every copy it holds) by
+ * fi_ends_free. */
+fi_ends *fi_ends_new(void);
+void fi_ends_free(fi_ends *ends);
+/* The job of id `id` (`len` bytes) runs until `end` on nodes of class `number`. 0; -1 when
+ * out of memory or `number` is negative (nothing added). */
+int fi_end_add(fi_ends *ends, int32_t number, double end, const char *id, int32_t len);
+/* The job of id `id` listed under class `number` with `end` no longer runs. 0; -1 when no
+ * such job is listed. */
+int fi_end_remove(fi_ends *ends, int32_t number, double end, const char *id, int32_t len);
+/* One step of a walk over the classes `numbers` (`n` of them) in end order: `cursors` (n
+ * ints, 0 to start; advanced) say where each class's walk stands. Writes the next end to
+ * `end` and the ids of its jobs, in id order and a job listed under several of the classes
+ * once, to `out`, each followed by a NUL byte, their lengths to `lengths` (room for `room`
+ * ints), their number to `jobs` and to `plain` 1 when no id holds a NUL byte (else 0: only
+ * `lengths` tell them apart); returns the bytes written. -1 when every class is walked; -2
+ * when out of memory; -3 - k when `out` may have room for fewer than the k bytes (for these
+ * two, nothing advanced: ask again with `room` at least k). */
+int64_t fi_ends_next(const fi_ends *ends, const int32_t *numbers, int32_t n, int32_t *cursors,
+                     double *end, char *out, int32_t *lengths, int64_t room, int32_t *jobs,
+                     int32_t *plain);
+/* How many jobs are listed under class `number`. */
+int64_t fi_ends_count(const fi_ends *ends, int32_t number);
 /* cffi-cdef-end */
 
 #endif
