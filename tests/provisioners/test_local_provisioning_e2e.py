@@ -151,4 +151,10 @@ def test_a_burst_of_20_workflows_never_gets_more_than_max_nodes(make_orchestrate
         assert orchestrate.wait_for(workflow, timeout=240).status == "FINISHED"
     records = loop_of(orchestrate).records()
     assert 1 <= len(records) <= 3
-    assert len({node.name for node in orchestrate.nodes()}) == len(records)
+    # a node requested late in the burst may still be starting when the first nodes have
+    # run every job: each one requested joins the cluster, under a name of its own
+    until(
+        lambda: len({node.name for node in orchestrate.nodes()}) == len(records),
+        120,
+        "every requested node registered",
+    )
