@@ -412,10 +412,17 @@ class NodeIndex:
         )
 
     def upsert(self, info: NodeInfo) -> IndexedNode:
-        """Register or update a node, keeping what runs on it."""
+        """Register or update a node, keeping what runs on it. A node told again as it is
+        (a reconnecting agent's Register: the same capacity, annotations, holds and
+        readiness) changes nothing, and counts no change: the versions that the caches of
+        fair share's totals, the diagnoses and the node lists' usage copies are kept by
+        stay as they were (a 5,000-node flap re-registered every node, and each Register
+        made the next node list ask all 5,000 nodes' usage again)."""
+        old = self.nodes.get(info.id)
+        if old is not None and old.info == info:
+            return old
         self.version += 1
         self.usage_changes += 1
-        old = self.nodes.get(info.id)
         jobs: dict[str, Usage] = {}
         exclusive_job: str | None = None
         if old is not None:

@@ -43,3 +43,13 @@ def test_the_usage_version_stands_while_passes_place_nothing():
     scheduler.schedule([], now=2)
     scheduler.node_usage("n")
     assert scheduler.usage_version == before
+
+
+def test_the_usage_version_stands_when_a_node_registers_again_unchanged():
+    # a reconnecting agent's Register tells the scheduler the node as it already was
+    scheduler = busy_cluster()
+    before = scheduler.usage_version
+    scheduler.upsert_node(node("n", cores=16, gpus=2))
+    scheduler.upsert_node(node("idle"))
+    assert scheduler.usage_version == before
+    assert scheduler.node_usage("n").job_ids == ("running",)
