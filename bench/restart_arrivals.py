@@ -86,7 +86,7 @@ def one_at_a_time(engine: Engine, cluster: dict[str, tuple[str, list[int]]], run
 def together(engine: Engine, cluster: dict[str, tuple[str, list[int]]], runs: int) -> None:
     """Every node's Register arriving in one loop turn, then every Hello."""
     assert Arrivals is not None
-    arrivals = Arrivals(engine.context, engine.change)
+    arrivals = Arrivals(engine.context, engine.arrivals_change)
 
     async def main() -> None:
         await asyncio.gather(*(arrivals.register(registration(n, runs)) for n in cluster))

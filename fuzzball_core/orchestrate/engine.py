@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.api.v1 import node_pb2
@@ -51,7 +50,6 @@ from fuzzball_core.orchestrate.events import EventHook
 from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.pass_timings import PassTimings
-from fuzzball_core.orchestrate.states import READY
 from fuzzball_core.orchestrate.submission import PreparedSubmission
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.orchestrate.turn_batches import TurnBatches
@@ -69,7 +67,7 @@ from fuzzball_core.spec import ParsedWorkflow, Plan
 from fuzzball_core.spec.models import Retry
 from fuzzball_core.store import database
 from fuzzball_core.store.database import BUSY_RETRY
-from fuzzball_core.store.models import Node, NodeHold, Workflow
+from fuzzball_core.store.models import Node, Workflow
 from fuzzball_core.vocabulary import TERMINAL_STATUSES
 
 __all__ = ["Engine", "PreparedSubmission"]
@@ -138,14 +136,6 @@ def pause_before_pass(*, cut_short: bool, waiting: int, since_last: float) -> fl
     if waiting >= BACKLOG_RUNS:
         return max(0.0, BACKLOG_PASS_GAP - since_last)
     return 0.0
-
-
-#: Whether a READY node is under a deprovision hold (one that is not empty yet).
-_HELD_READY_NODE = exists().where(
-    NodeHold.node_id == Node.id,
-    NodeHold.effect == HoldEffect.DEPROVISION.value,
-    Node.status == READY,
-)
 
 
 @dataclass
@@ -624,8 +614,8 @@ class Engine:
             self._deprovisions_due = True
         if not self._deprovisions_due:
             return
-        nodes.deprovision_empty_nodes(self.context, tx)
-        self._deprovisions_due = bool(tx.session.scalar(select(_HELD_READY_NODE)))
+        # the nodes it left READY under the hold (still holding work) are looked at again
+        self._deprovisions_due = nodes.deprovision_empty_nodes(self.context, tx)
 
     def _put_back(self, reports: list[_Report]) -> None:
         """Return a failed pass's reports to the front of the inbox, dropping any whose
@@ -663,6 +653,22 @@ class Engine:
         # provisioner): the next pass looks for empty nodes to deprovision
         self._deprovisions_due = True
         return self._change(work)
+
+    def arrivals_change(self, work: Callable[[Transaction], T]) -> T:
+        """Run a batch of nodes' Registers and Hellos
+        (:class:`~fuzzball_core.orchestrate.node_arrivals.Arrivals`) as :meth:`change` does,
+        re-arming the passes' look for empty nodes to deprovision only when a node became
+        READY in it (one that was READY already was looked at while it was: the look stops
+        only once no READY node is under a deprovision hold). A flap's or a restart's
+        returning nodes are READY all along, and each batch made the next pass read the holds
+        again: two queries a batch, 15 % of the engine thread while 1,000 nodes came back."""
+        # arrivals only ever make nodes READY (a Register, a Hello renewing an OFFLINE node),
+        # never take one off the leases, so more leases means a node came (back)
+        ready = len(self.context.leases)
+        answer = self._change(work)
+        if len(self.context.leases) > ready:
+            self._deprovisions_due = True
+        return answer
 
     def _change(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` as one transaction outside the pass, commit it and send what it

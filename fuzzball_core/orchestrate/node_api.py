@@ -48,7 +48,7 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
         self.monitoring = monitoring
         self.run_secrets = run_secrets
         #: Registers and Hellos arriving together are applied in one transaction
-        self.arrivals = Arrivals(engine.context, engine.change)
+        self.arrivals = Arrivals(engine.context, engine.arrivals_change)
 
     async def _authenticate(
         self, context: grpc.aio.ServicerContext, node_name: str | None = None

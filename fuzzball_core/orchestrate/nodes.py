@@ -813,12 +813,16 @@ def _evict(ctx: EngineContext, tx: Transaction, node: Node, reason: str) -> None
         )
 
 
-def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> None:
-    """Nodes under a deprovision hold that no longer hold work are told to shut down."""
+def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> bool:
+    """Nodes under a deprovision hold that no longer hold work are told to shut down;
+    whether any READY node is left under one (still holding work: the next passes look
+    again)."""
     held_ids = select(NodeHold.node_id).where(NodeHold.effect == HoldEffect.DEPROVISION.value)
     held = tx.session.scalars(select(Node).where(Node.id.in_(held_ids), Node.status == READY))
+    left = False
     for node in held:
         if live_runs_on(tx.session, node.id):
+            left = True
             continue
         node.status = DEPROVISIONED
         _track_lease(ctx, node)
@@ -830,6 +834,7 @@ def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> None:
             f"node {node.name} is empty and was torn down",
             node_id=node.id,
         )
+    return left
 
 
 def remove(ctx: EngineContext, tx: Transaction, node_ref: str) -> None:

@@ -317,3 +317,16 @@ def test_a_jobs_start_does_not_advance_its_workflow(harness, monkeypatch):
     harness.engine.step()
     assert advanced == [workflow_id]
     assert harness.status(workflow_id) == "FINISHED"
+
+
+def test_a_pass_looking_for_empty_held_nodes_reads_the_holds_once(harness, statements):
+    node = harness.node("n1")
+    harness.submit(HELLO)
+    (assignment,) = harness.assignments()
+    harness.start(node, assignment.run_id)
+    harness.engine.step()
+    harness.service.add_hold(harness.admin, "n1", "deprovision", "retiring")
+    statements.clear()
+    harness.engine.step()  # the node still runs its job: it stays, looked at again later
+    assert len(_reading(statements, "node_holds")) == 1
+    assert harness.service.get_node(harness.admin, "n1").status == "READY"

@@ -143,3 +143,31 @@ def test_more_arrivals_than_a_batch_holds_are_applied_over_several_turns(harness
     assert (arrivals.batches, arrivals.applied) == (2, len(names))
     listed = {node.name: node.id for node in harness.service.list_nodes(harness.admin)}
     assert ids == [listed[name] for name in names]
+
+
+def test_nodes_reconnecting_while_ready_leave_the_next_pass_no_holds_to_read(harness, statements):
+    # a flap: every node's stream dropped, every node READY all along registers and says
+    # Hello again; none came to be READY, so none can be a held node to deprovision
+    names = [f"n{i}" for i in range(3)]
+    ids = [harness.node(name) for name in names]
+    harness.engine.step()  # the look the registrations asked for: no held node
+    arrivals = Arrivals(harness.engine.context, harness.engine.arrivals_change)
+    together(*(lambda n=n: arrivals.register(Registration(n, CAPACITY, {})) for n in names))
+    together(*(lambda i=i: arrivals.hello(i, []) for i in ids))
+    statements.clear()
+    harness.engine.step()
+    assert _reading(statements, "node_holds") == []
+
+
+def test_a_held_node_back_from_offline_in_a_batch_is_deprovisioned_once_empty(harness):
+    (placed,) = running_on_nodes(harness, ["n1"]).values()
+    harness.service.add_hold(harness.admin, "n1", "deprovision", "retiring")
+    harness.engine.step()
+    harness.clock.now += 60  # the lease lapses: the node is OFFLINE, its run lost
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, "n1").status == "OFFLINE"
+    arrivals = Arrivals(harness.engine.context, harness.engine.arrivals_change)
+    together(lambda: arrivals.register(Registration("n1", CAPACITY, {})))
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, "n1").status == "DEPROVISIONED"
+    assert [n for n, _ in harness.hub.take("shutdown")] == [placed[0]]
