@@ -45,6 +45,7 @@ from fuzzball_core.keepalive import channel_options
 from fuzzball_core.substrate.agent import (
     CHANNEL_OPTIONS,
     RECONNECT_BACKOFF,
+    STABLE_STREAM,
     STARTS_HELD_SECONDS,
     Outbox,
     take_batch,
@@ -101,8 +102,6 @@ class HollowNode:
     _outbox: Outbox = field(default_factory=Outbox)
     _live: int = 0
     _generation: int = 0
-    #: when the current stream's Welcome came (a stable stream resets the backoff)
-    _live_since: float = 0.0
     #: the current stream's Orchestrate reads ``NodeBatch`` (its Welcome said so)
     _batches: bool = False
 
@@ -115,6 +114,7 @@ class HollowNode:
         stream ends."""
         delays = RECONNECT_BACKOFF.delays()
         while not stop.is_set():
+            began = time.monotonic()
             session = asyncio.ensure_future(self._session())
             stopper = asyncio.ensure_future(stop.wait())
             await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -128,7 +128,10 @@ class HollowNode:
             if problem is not None and not isinstance(problem, grpc.aio.AioRpcError):
                 raise problem  # a fault of the hollow node itself, not Orchestrate going away
             log.info("hollow node %s: stream ended (%s); reconnecting", self.name, problem)
-            if self._live_since and time.monotonic() - self._live_since > 10:
+            # as the agent: only a session that stayed up starts the backoff over (the time
+            # of the last Welcome would, after a flap, start it over at every failed
+            # Register: every waiting node tried again every 0.2 s)
+            if time.monotonic() - began > STABLE_STREAM:
                 delays = RECONNECT_BACKOFF.delays()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), next(delays))
@@ -215,7 +218,6 @@ class HollowNode:
                 return
             self.stats.welcomed += 1
             self.stats.last_welcome = time.monotonic()
-            self._live_since = time.monotonic()
             welcomed.set()
         elif kind == "assign":
             self._assign(control.assign)
