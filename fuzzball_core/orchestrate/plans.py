@@ -29,7 +29,6 @@ from fuzzball_core.spec import (
     Service,
     StageKind,
     parse_workflow,
-    plan_workflow,
 )
 from fuzzball_core.spec import Stage as PlanStage
 from fuzzball_core.spec.models import ImageBuild
@@ -59,7 +58,7 @@ class Plans:
 
     def plan(self, parsed: ParsedWorkflow) -> Plan:
         """The plan of a parsed workflow, with pull stages when image stages are on."""
-        return plan_workflow(parsed, pull_stages=self.images.enabled)
+        return parsed.plan(pull_stages=self.images.enabled)
 
     def add(
         self, workflow_id: str, parsed: ParsedWorkflow, plan: Plan, pins: dict[str, ResolvedImage]

@@ -64,6 +64,7 @@ from fuzzball_core.service.views import (
     WorkflowView,
 )
 from fuzzball_core.spec import ParsedWorkflow
+from fuzzball_core.spec.parsed_files import ParsedFiles
 from fuzzball_core.spec.plan import Condition
 from fuzzball_core.store.models import (
     Event,
@@ -345,6 +346,8 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         super().__init__(sessions, NodeUsages(engine.context), AuditLog(sessions))
         self.engine = engine
         self._registry = registry
+        #: submitted files' parses, reused when the same text comes again
+        self._files = ParsedFiles()
         self.accounts = Accounts(sessions, token_lifetime=token_lifetime)
         #: organizations, users, groups, sign-in and service accounts
         self.identity = Identity(sessions, self.accounts, self.audit)
@@ -376,7 +379,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
     def _parse(
         self, raw_specification: str | None, definition: Mapping[str, Any] | None, source: str
     ) -> tuple[ParsedWorkflow, str]:
-        return read_submission(raw_specification, definition, source, self._registry)
+        return read_submission(raw_specification, definition, source, self._registry, self._files)
 
     def start_workflow(
         self,

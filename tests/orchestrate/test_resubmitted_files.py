@@ -1,0 +1,50 @@
+"""A workflow file submitted again with the same text is stored again without being parsed
+again: the submissions share one parse, and each is stored with its own id."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from fuzzball_core.spec import parsing
+from fuzzball_core.store.models import Workflow
+
+ONE_JOB = """
+version: v1
+jobs:
+  only:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+"""
+
+
+def test_a_file_submitted_again_is_parsed_once_and_stored_each_time(
+    harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness.node(cores=8)
+    loaded: list[Any] = []
+    load = parsing.load_document
+
+    def counted(data: Any) -> Any:
+        loaded.append(data)
+        return load(data)
+
+    monkeypatch.setattr(parsing, "load_document", counted)
+
+    async def submit(name: str) -> Any:
+        return await harness.service.start_workflow_async(
+            harness.user, raw_specification=ONE_JOB, name=name
+        )
+
+    first = asyncio.run(submit("one"))
+    second = asyncio.run(submit("two"))
+
+    assert len(loaded) == 1
+    assert first.id != second.id
+    with harness.engine.sessions() as session:
+        rows = session.scalars(select(Workflow).where(Workflow.id.in_([first.id, second.id]))).all()
+        assert sorted(row.name for row in rows) == ["one", "two"]
+        assert len({row.definition_v4 for row in rows}) == 1
