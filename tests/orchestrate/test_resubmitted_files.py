@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support.parse_counting import counting_loads
 
-from fuzzball_core.spec import parsing
 from fuzzball_core.store.models import Workflow
 
 ONE_JOB = """
@@ -25,14 +25,7 @@ def test_a_file_submitted_again_is_parsed_once_and_stored_each_time(
     harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     harness.node(cores=8)
-    loaded: list[Any] = []
-    load = parsing.load_document
-
-    def counted(data: Any) -> Any:
-        loaded.append(data)
-        return load(data)
-
-    monkeypatch.setattr(parsing, "load_document", counted)
+    loaded = counting_loads(monkeypatch)
 
     async def submit(name: str) -> Any:
         return await harness.service.start_workflow_async(

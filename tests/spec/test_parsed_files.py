@@ -4,9 +4,8 @@ a refused file is refused each time with its own source."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from support.parse_counting import counting_loads
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec import parsing
@@ -22,19 +21,6 @@ jobs:
 """
 
 REFUSED = "version: v1\njobs:\n  only:\n    command: [true]\n"
-
-
-def counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The documents the parser loads, as it loads them."""
-    loaded: list[Any] = []
-    load = parsing.load_document
-
-    def counted(data: Any) -> Any:
-        loaded.append(data)
-        return load(data)
-
-    monkeypatch.setattr(parsing, "load_document", counted)
-    return loaded
 
 
 def test_the_same_text_submitted_again_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
