@@ -38,13 +38,19 @@ def test_an_empty_node_is_deprovisioned_in_the_pass_after_its_hold(harness):
     assert harness.hub.take("shutdown")
 
 
-def test_a_held_node_back_from_offline_is_deprovisioned_once_empty(harness):
+def _held_node_running_a_job(harness) -> str:
+    """Node ``n1``, running a job, given a deprovision hold after the job started."""
     node = harness.node("n1")
     harness.submit(HELLO)
     (assignment,) = harness.assignments()
     harness.start(node, assignment.run_id)
     harness.engine.step()
     harness.service.add_hold(harness.admin, "n1", "deprovision", "retiring")
+    return node
+
+
+def test_a_held_node_back_from_offline_is_deprovisioned_once_empty(harness):
+    node = _held_node_running_a_job(harness)
     harness.engine.step()
     harness.clock.now += 60  # the lease lapses: the node is OFFLINE, its run lost
     harness.engine.step()
@@ -320,12 +326,7 @@ def test_a_jobs_start_does_not_advance_its_workflow(harness, monkeypatch):
 
 
 def test_a_pass_looking_for_empty_held_nodes_reads_the_holds_once(harness, statements):
-    node = harness.node("n1")
-    harness.submit(HELLO)
-    (assignment,) = harness.assignments()
-    harness.start(node, assignment.run_id)
-    harness.engine.step()
-    harness.service.add_hold(harness.admin, "n1", "deprovision", "retiring")
+    _held_node_running_a_job(harness)
     statements.clear()
     harness.engine.step()  # the node still runs its job: it stays, looked at again later
     assert len(_reading(statements, "node_holds")) == 1

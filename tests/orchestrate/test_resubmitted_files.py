@@ -8,17 +8,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support.engine_workflows import ONE_JOB
 from support.parse_counting import counting_loads
 
 from fuzzball_core.store.models import Workflow
-
-ONE_JOB = """
-version: v1
-jobs:
-  only:
-    image: {uri: docker://alpine:latest}
-    command: ["true"]
-"""
 
 
 def test_a_file_submitted_again_is_parsed_once_and_stored_each_time(

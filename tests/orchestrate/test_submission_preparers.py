@@ -9,16 +9,9 @@ import threading
 from typing import Any
 
 import pytest
+from support.engine_workflows import ONE_JOB
 
 from fuzzball_core.orchestrate.submission import PREPARE_THREADS
-
-ONE_JOB = """
-version: v1
-jobs:
-  only:
-    image: {uri: docker://alpine:latest}
-    command: ["true"]
-"""
 
 
 def test_a_burst_of_submissions_is_prepared_prepare_threads_at_once(

@@ -8,18 +8,11 @@ import asyncio
 
 import pytest
 from sqlalchemy import select
+from support.engine_workflows import ONE_JOB
 
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.store.models import Run, Stage
-
-ONE_JOB = """
-version: v1
-jobs:
-  only:
-    image: {uri: docker://alpine:latest}
-    command: ["true"]
-"""
 
 CLAIMING_A_MISSING_ENDPOINT = """
 version: v1

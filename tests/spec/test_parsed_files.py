@@ -5,20 +5,13 @@ a refused file is refused each time with its own source."""
 from __future__ import annotations
 
 import pytest
+from support.engine_workflows import ONE_JOB
 from support.parse_counting import counting_loads
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec import parsing
 from fuzzball_core.spec.models import Workflow
 from fuzzball_core.spec.parsed_files import ParsedFiles
-
-ONE_JOB = """
-version: v1
-jobs:
-  only:
-    image: {uri: docker://alpine:latest}
-    command: ["true"]
-"""
 
 REFUSED = "version: v1\njobs:\n  only:\n    command: [true]\n"
 

@@ -9,3 +9,12 @@ jobs:
     image: {uri: docker://alpine:latest}
     command: [echo, hi]
 """
+
+#: one v1 job that runs ``true``
+ONE_JOB = """
+version: v1
+jobs:
+  only:
+    image: {uri: docker://alpine:latest}
+    command: ["true"]
+"""
