@@ -118,7 +118,8 @@ class RegisteredCluster(FederateBase):
 class FederateTrust(FederateBase):
     """A Federate this Federate accepts forwarded identities from, recorded when it generated
     a registration for it (this Federate a member of that one): its name and public key, and
-    the account that registration made (the key goes when it ends)."""
+    the account that registration made (the key is honoured only with a live token of that
+    account, and goes when the registration ends or its tokens all lapse)."""
 
     __tablename__ = "federate_trusted_federates"
 

@@ -64,7 +64,7 @@ from fuzzball_core.service.forwarded_identity import (
     key_from_jwk,
     public_jwk,
 )
-from fuzzball_core.service.registration_keys import forget_keys_of
+from fuzzball_core.service.registration_keys import forget_keys_of, forget_lapsed_keys
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec.names import printable
 from fuzzball_core.store.secret_box import SecretBox
@@ -252,7 +252,9 @@ class Registrations:
 
     def load(self) -> None:
         """Add the stored members and trust the stored Federates (at start, after the
-        configured members, whose names and ids they may not take)."""
+        configured members, whose names and ids they may not take); a Federate whose
+        registration here has no live token left is dropped instead."""
+        forget_lapsed_keys(self.accounts, FederateTrust, self.trusted)
         with self.sessions() as session:
             rows = list(session.scalars(select(RegisteredCluster)))
             trusts = list(session.scalars(select(FederateTrust)))
@@ -262,7 +264,8 @@ class Registrations:
             except (AlreadyExists, FuzzballError) as exc:
                 log.warning("registered cluster %s not loaded: %s", row.name, exc.message)
         for trust in trusts:
-            self.trusted.trust(TrustedFederate(trust.name, key_from_jwk(trust.public_jwk)))
+            key = key_from_jwk(trust.public_jwk)
+            self.trusted.trust(TrustedFederate(trust.name, key, trust.account_id))
 
     def _member(self, row: RegisteredCluster, token: str) -> Member:
         config = FederateMemberConfig(
@@ -635,6 +638,7 @@ class Registrations:
                 key = key_from_jwk(federate_jwk)
             except ValueError as exc:
                 raise InvalidArgument(f"federateJwk: {exc}") from None
+        forget_lapsed_keys(self.accounts, FederateTrust, self.trusted)
         account = f"federate-{federate_name or 'registration'}-{secrets.token_hex(4)}"
         made, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
         if key is not None:
@@ -662,4 +666,4 @@ class Registrations:
                 )
             else:
                 row.public_jwk, row.account_id = jwk, account_id
-        self.trusted.trust(TrustedFederate(name, key))
+        self.trusted.trust(TrustedFederate(name, key, account_id))

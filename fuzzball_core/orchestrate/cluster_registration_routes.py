@@ -17,9 +17,10 @@ Given ``?federateName=NAME&federateJwk=JWK`` (the Federate's ``federate.name`` a
 key, as ``fuzzball cluster join`` passes them) the Federate is trusted from then on: it is
 recorded in ``trusted_federate_keys`` and its forwarded identities are accepted beside those
 of ``orchestrate.trusted-federates``. A name the configuration trusts with another key is
-refused (the file wins; change it there). The key is kept with the registration's account,
-and dropped when that registration ends (below): a request signed with it is refused after,
-unless a later registration recorded it again.
+refused (the file wins; change it there). The key is kept with the registration's account
+and honoured only on requests bearing a live token of that account; it is dropped when that
+registration ends (below) or once the account has no live token left: a request signed with
+it is refused after, unless a later registration recorded it again.
 
 ``DELETE /v3/admin/cluster/{id}`` with this cluster's own id is the member's side of leaving:
 the Federate, presenting the registration's token (as itself, no forwarded identity), ends
@@ -58,7 +59,7 @@ from fuzzball_core.service.forwarded_identity import (
 )
 from fuzzball_core.service.oidc import OidcIssuer
 from fuzzball_core.service.permissions import require
-from fuzzball_core.service.registration_keys import forget_keys_of
+from fuzzball_core.service.registration_keys import forget_keys_of, forget_lapsed_keys
 from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec.names import printable
@@ -117,12 +118,15 @@ class ClusterRegistration:
 
     def load(self) -> None:
         """Trust the Federates recorded in the store (at start), unless the configuration
-        trusts the same name (it wins)."""
+        trusts the same name (it wins); those whose registration has no live token left are
+        dropped instead."""
+        forget_lapsed_keys(self.accounts, TrustedFederateKey, self.trusted())
         with self.sessions() as session:
             rows = list(session.scalars(select(TrustedFederateKey)))
         for row in rows:
             if self.trusted().trusts(row.name) is None:
-                self.trusted().trust(TrustedFederate(row.name, key_from_jwk(row.public_jwk)))
+                key = key_from_jwk(row.public_jwk)
+                self.trusted().trust(TrustedFederate(row.name, key, row.account_id))
 
     def cluster_id(self) -> str:
         """This cluster's id, made on first use and kept in the store."""
@@ -147,7 +151,7 @@ class ClusterRegistration:
                 )
             else:
                 row.public_jwk, row.account_id = jwk, account_id
-        self.trusted().trust(TrustedFederate(name, key))
+        self.trusted().trust(TrustedFederate(name, key, account_id))
         log.info("Federate %s trusted by registration", name)
 
     def _key(self, name: str, jwk: str) -> Any:
@@ -186,6 +190,7 @@ class ClusterRegistration:
             raise InvalidArgument(f"name: at most {_NAME_LIMIT} printable characters")
         if federate_name:
             self._key(federate_name, federate_jwk)  # refused before an account is made
+        forget_lapsed_keys(self.accounts, TrustedFederateKey, self.trusted())
         account = f"federate-{federate_name or 'registration'}-{secrets.token_hex(4)}"
         made, token = self.accounts.create(account[:200], kind=AccountKind.FEDERATE)
         if federate_name:
@@ -219,11 +224,14 @@ class ClusterRegistration:
         """Every token of some accounts revoked: the keys their registrations recorded are
         no longer trusted (nothing to do for a revocation naming no account). Told that
         anything may have been revoked unheard (``everything``), the trusted keys are read
-        again: those whose rows another process deleted meanwhile go."""
+        again: those whose rows another process deleted meanwhile go, and those whose
+        registration has no live token left (:func:`forget_lapsed_keys`)."""
         if revocation.account_ids or revocation.everything:
             forget_keys_of(
                 self.sessions, TrustedFederateKey, revocation.account_ids, self.trusted()
             )
+        if revocation.everything:
+            forget_lapsed_keys(self.accounts, TrustedFederateKey, self.trusted())
 
 
 def _json(value: object) -> str:

@@ -7,8 +7,9 @@ a short-lived JWT naming that caller (subject, name, email, organization, kind a
 permissions) with its own Ed25519 key, and sends it in :data:`HEADER`. A member that trusts
 the Federate (its public key in ``orchestrate.trusted-federates``) verifies it and acts as the
 caller: with the permissions both the caller and the Federate's account hold, audited under
-the caller's name. A member that trusts no Federate refuses a forwarded identity instead of
-ignoring it.
+the caller's name. A key a registration recorded (rather than the configuration) is honoured
+only with a live token of that registration's account. A member that trusts no Federate
+refuses a forwarded identity instead of ignoring it.
 
 The key is the Federate's own: made on first start in its data directory (owner-only, 0600),
 its public half printed by ``fuzzball-federate identity-key`` for the members' configuration.
@@ -133,10 +134,14 @@ class IdentitySigner:
 
 @dataclass(frozen=True)
 class TrustedFederate:
-    """A Federate a member accepts forwarded identities from."""
+    """A Federate a member accepts forwarded identities from: with any bearer when
+    ``account_id`` is None (the configuration's ``orchestrate.trusted-federates``), else only
+    from a caller holding a token of that ``federate`` account (the registration that
+    recorded the key)."""
 
     name: str
     public_key: Ed25519PublicKey
+    account_id: str | None = None
 
     @classmethod
     def from_pem(cls, name: str, pem: bytes) -> TrustedFederate:
@@ -199,12 +204,22 @@ class TrustedFederates:
     def principal(self, bearer: Principal, assertion: str) -> Principal:
         """Who ``bearer`` (the Federate's account here) acts for: the caller ``assertion``
         names, with only the permissions both hold; Unauthenticated when no trusted Federate
-        signed it, or it expired, or it is malformed."""
+        signed it, or it expired, or it is malformed, or its key was recorded by a
+        registration whose account ``bearer`` is not (``bearer`` is authenticated already: a
+        live token)."""
         if not self._by_name:
             raise Unauthenticated(
                 f"{HEADER}: this cluster trusts no Federate (orchestrate.trusted-federates)"
             )
-        claims = self._verified(assertion)
+        federate, claims = self._verified(assertion)
+        # A registration's key is that registration's: honoured only beside its own live
+        # token, so it is worth nothing once every token of its account expired or was
+        # revoked, whether or not the Federate's end of the registration ever arrived.
+        if federate.account_id is not None and bearer.account_id != federate.account_id:
+            raise Unauthenticated(
+                f"{HEADER}: Federate {federate.name!r} is trusted here only with the token of"
+                " the registration that recorded its key"
+            )
         kind = claims.get("kind", AccountKind.USER)
         permissions = frozenset(claims.get("permissions") or ()) & _KNOWN_PERMISSIONS
         granted = frozenset(bearer.permissions or ()) & permissions
@@ -219,7 +234,7 @@ class TrustedFederates:
             permissions=granted,
         )
 
-    def _verified(self, assertion: str) -> dict[str, Any]:
+    def _verified(self, assertion: str) -> tuple[TrustedFederate, dict[str, Any]]:
         try:
             issuer = jwt.decode(assertion, options={"verify_signature": False}).get("iss")
         except jwt.PyJWTError:
@@ -243,4 +258,4 @@ class TrustedFederates:
             raise Unauthenticated(
                 f"{HEADER}: the forwarded identity is not valid ({exc})"
             ) from None
-        return claims
+        return federate, claims

@@ -9,6 +9,12 @@ refused from then on. A key a later registration recorded again (a draining memb
 registered again) belongs to that registration and stays. Revoking every token of the
 account (``revoke-token --account NAME``, what a member's administrator is told to do when
 the Federate could not reach it as it left) ends the registration the same way.
+
+The key is honoured only beside a live token of its account
+(:class:`~fuzzball_core.service.forwarded_identity.TrustedFederate`), so a registration whose
+tokens all expired (the Federate's end of it arriving too late, answered Unauthenticated)
+trusts nothing; :func:`forget_lapsed_keys` deletes such keys' rows as well, at start and
+when revocations are caught up, so that none is kept forever.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.forwarded_identity import TrustedFederates
 
 log = logging.getLogger("fuzzball.accounts")
@@ -43,8 +50,36 @@ def forget_keys_of(
                 session.delete(row)
             session.flush()
         kept = set(session.scalars(select(table.name)))
+    return _distrust_all_but(kept, trusted, "its registration ended")
+
+
+def forget_lapsed_keys(
+    accounts: Accounts, table: type[Any], trusted: TrustedFederates
+) -> list[str]:
+    """Stop trusting the keys in ``table`` whose registration's account (in ``accounts``'
+    token table) has no live token left, each expired or revoked: such a key could no longer
+    be honoured (it needs a live token of its account), so its row is deleted rather than
+    kept forever. Keys recorded with no account (before revision 0019 / f0006 found none)
+    stay. The names no longer trusted."""
+    tokens = accounts.token_table
+    live = select(tokens.account_id).where(
+        tokens.revoked_at.is_(None),
+        or_(tokens.expires_at.is_(None), tokens.expires_at > accounts.clock()),
+    )
+    with accounts.sessions() as session, session.begin():
+        lapsed = select(table).where(table.account_id.is_not(None), table.account_id.not_in(live))
+        for row in session.scalars(lapsed):
+            session.delete(row)
+        session.flush()
+        kept = set(session.scalars(select(table.name)))
+    return _distrust_all_but(kept, trusted, "its registration's tokens all expired or were revoked")
+
+
+def _distrust_all_but(kept: set[str], trusted: TrustedFederates, why: str) -> list[str]:
+    """Distrust each recorded key of ``trusted`` whose name ``kept`` (the rows left) lacks;
+    those names."""
     gone = [name for name in trusted.recorded() if name not in kept]
     for name in gone:
         trusted.distrust(name)
-        log.info("Federate %s no longer trusted: its registration ended", name)
+        log.info("Federate %s no longer trusted: %s", name, why)
     return gone

@@ -569,8 +569,9 @@ class ClusterIdentity(Base):
 
 class TrustedFederateKey(Base):
     """A Federate whose forwarded identities this cluster accepts, recorded by a registration
-    generated for it (beside ``orchestrate.trusted-federates`` of the configuration), until
-    the registration that last recorded it (its federate account) ends."""
+    generated for it (beside ``orchestrate.trusted-federates`` of the configuration), on
+    requests bearing a live token of the registration that last recorded it (its federate
+    account), until that registration ends or its tokens all lapse."""
 
     __tablename__ = "trusted_federate_keys"
 

@@ -15,7 +15,7 @@ from support.live_api import HELLO
 from support.tcp_relay import TcpRelay
 
 from fuzzball_core.client import FuzzballClient
-from fuzzball_core.config import parse_config
+from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME, parse_config
 from fuzzball_core.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -24,8 +24,9 @@ from fuzzball_core.errors import (
     PermissionDenied,
     Unauthenticated,
 )
+from fuzzball_core.orchestrate.cluster_registration_routes import ClusterRegistration
 from fuzzball_core.service.forwarded_identity import HEADER as FORWARDED_IDENTITY
-from fuzzball_core.service.forwarded_identity import public_jwk
+from fuzzball_core.service.forwarded_identity import TrustedFederates, public_jwk
 from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.store.models import TrustedFederateKey
 from fuzzball_federation.main import ENDS, build, federate_health, poll_members, reach_members
@@ -414,19 +415,26 @@ def test_registering_a_member_that_takes_work_is_still_refused(fed, late):
 # -- the Federate's key, trusted by registration --------------------------------------------------
 
 
-def _as_the_federates_user(fed, late) -> int:
-    """The status ``late`` answers a request made with a federate account's token (not the
-    registration's) and an identity the Federate signed with its forwarding key."""
-    assertion = fed.service.signer.assertion(fed.who, late.name)
-    headers = {"Authorization": f"Bearer {late.token}", FORWARDED_IDENTITY: assertion}
+def _as_the_federates_user(fed, late, token) -> int:
+    """The status ``late`` answers a request made with ``token`` (None: no Authorization)
+    and an identity the Federate signed with its forwarding key."""
+    headers = {FORWARDED_IDENTITY: fed.service.signer.assertion(fed.who, late.name)}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     return httpx.get(f"{late.rest_url}/v3/workflows", headers=headers, timeout=30).status_code
+
+
+def _trusts_the_federate(late) -> bool:
+    """Whether ``late`` still trusts the Federate's key (in memory; its row aside)."""
+    return late.stack.service.trusted_federates.trusts("federate") is not None
 
 
 def test_a_member_that_leaves_refuses_requests_signed_with_the_federates_key(fed, late):
     config = _join(fed, late)
-    assert _as_the_federates_user(fed, late) == 200
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 200
     fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
-    assert _as_the_federates_user(fed, late) == 401
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 401
+    assert not _trusts_the_federate(late)
     with late.stack.service.sessions() as session:
         assert session.scalars(select(TrustedFederateKey)).all() == []
 
@@ -436,10 +444,11 @@ def test_a_drained_member_that_left_refuses_requests_signed_with_the_federates_k
     running = fed.client().start_workflow(CPU)
     with pytest.raises(FailedPrecondition):
         fed.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
-    assert _as_the_federates_user(fed, late) == 200  # trusted while it drains
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 200  # trusted, draining
     fed.client().stop_workflow(running)
     fed.service.registrations.finish_draining()
-    assert _as_the_federates_user(fed, late) == 401
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 401
+    assert not _trusts_the_federate(late)
 
 
 def test_a_draining_member_registered_again_still_trusts_the_federates_key(fed, late):
@@ -447,18 +456,18 @@ def test_a_draining_member_registered_again_still_trusts_the_federates_key(fed, 
     again = _generate(late, fed)
     # the Federate revokes the registration it replaced: the key is the new one's
     fed.client().call_json("POST", "/admin/cluster/registration", body={"config": again})
-    assert _as_the_federates_user(fed, late) == 200
+    assert _as_the_federates_user(fed, late, again["apiToken"]) == 200
 
 
 def test_a_key_another_process_dropped_is_refused_once_revocations_are_caught_up(fed, late):
     # the `revoke-token --account` command deleted the row and its notification was lost;
     # the revocation listener, listening again, announces that anything may have been revoked
-    _join(fed, late)
+    config = _join(fed, late)
     with late.stack.service.sessions() as session, session.begin():
         session.execute(delete(TrustedFederateKey))
-    assert _as_the_federates_user(fed, late) == 200  # still trusted in memory
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 200  # trusted in memory
     late.stack.service.accounts.revocations.announce(Revocation(everything=True))
-    assert _as_the_federates_user(fed, late) == 401
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 401
 
 
 # -- a member unreachable as it leaves: its registration ended once it answers ----------------
@@ -498,12 +507,12 @@ def test_a_member_unreachable_as_it_left_has_its_registration_ended_once_reachab
 ):
     caplog.set_level(logging.INFO)
     config = _leave_unreachable(fed, late, relayed)
-    assert _as_the_federates_user(fed, late) == 200  # the key still trusted there
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 200  # still trusted there
     relayed.up = True
     _later(fed, END_RETRY_FIRST)
     assert fed.service.registrations.retry_ends() == ["late"]
     assert _revoked_on(late, config["apiToken"])
-    assert _as_the_federates_user(fed, late) == 401
+    assert not _trusts_the_federate(late)
     assert fed.service.registrations.pending_ends() == []
     assert "ended its registration now" in caplog.text
 
@@ -547,7 +556,7 @@ def test_a_member_registered_again_with_the_registration_it_left_is_not_ended(fe
     fed.client().call_json("POST", "/admin/cluster/registration", body={"config": config})
     assert fed.service.registrations.pending_ends() == []
     assert not _revoked_on(late, config["apiToken"])
-    assert _as_the_federates_user(fed, late) == 200
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 200
 
 
 def test_a_pending_end_shows_in_federates_health_until_it_is_done(fed, late, relayed):
@@ -576,3 +585,56 @@ def test_a_pending_ends_token_is_in_no_log_or_store_row(fed, late, relayed, capl
             .all()
         )
     assert len(rows) == 1 and config["apiToken"] not in repr(rows)
+
+
+# -- a registration whose token expired before the Federate's end reached the member -----------
+
+
+def _leave_until_the_token_expired(fed, late, relay):
+    """``late`` joined through ``relay`` with a registration token good for a minute, left
+    while cut off, and is reached again once that token expired (its clock two minutes on):
+    the Federate's retry is answered Unauthenticated, taken as done."""
+    accounts = late.stack.service.accounts
+    accounts.token_lifetime = 60.0  # what accounts.token-lifetime sets
+    config = _leave_unreachable(fed, late, relay)
+    accounts.token_lifetime = DEFAULT_TOKEN_LIFETIME
+    accounts.clock = lambda: time.time() + 120
+    relay.up = True
+    _later(fed, END_RETRY_FIRST)
+    assert fed.service.registrations.retry_ends() == ["late"]
+    assert fed.service.registrations.pending_ends() == []
+    return config
+
+
+def test_a_key_whose_registration_token_expired_is_refused_with_another_federate_accounts_token(
+    fed, late, relayed
+):
+    # late.token: the static members' federate account, live
+    _leave_until_the_token_expired(fed, late, relayed)
+    assert _as_the_federates_user(fed, late, late.token) == 401
+
+
+def test_a_registrations_key_is_refused_with_another_federate_accounts_token(fed, late):
+    config = _join(fed, late)
+    assert _as_the_federates_user(fed, late, config["apiToken"]) == 200
+    assert _as_the_federates_user(fed, late, late.token) == 401
+
+
+def test_a_key_whose_registration_token_expired_is_dropped_once_revocations_are_caught_up(
+    fed, late, relayed
+):
+    _leave_until_the_token_expired(fed, late, relayed)
+    late.stack.service.accounts.revocations.announce(Revocation(everything=True))
+    assert not _trusts_the_federate(late)
+    with late.stack.service.sessions() as session:
+        assert session.scalars(select(TrustedFederateKey)).all() == []
+
+
+def test_a_key_whose_registration_token_expired_is_dropped_at_start(fed, late, relayed):
+    _leave_until_the_token_expired(fed, late, relayed)
+    service = late.stack.service
+    restarted = TrustedFederates(())
+    ClusterRegistration(service.sessions, service.accounts, lambda: restarted, name="x").load()
+    assert restarted.trusts("federate") is None
+    with service.sessions() as session:
+        assert session.scalars(select(TrustedFederateKey)).all() == []

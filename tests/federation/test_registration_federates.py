@@ -3,6 +3,8 @@ trusts by registration in its store."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select
@@ -10,6 +12,7 @@ from support.federation_harness import start_federation
 from support.live_api import HELLO
 
 from fuzzball_core.client import FuzzballClient
+from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import FailedPrecondition, Unauthenticated
 from fuzzball_core.orchestrate.cluster_registration_routes import ClusterRegistration
 from fuzzball_core.service.accounts import Accounts
@@ -21,6 +24,7 @@ from fuzzball_core.service.forwarded_identity import (
 from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.store.models import Account, TrustedFederateKey
 from fuzzball_federation.forwarding import acting_for
+from fuzzball_federation.models import FederateTrust
 
 GENERATE = "/admin/cluster/registration/configuration:generate"
 
@@ -129,8 +133,7 @@ def test_a_federate_that_leaves_a_federate_member_has_its_token_revoked_there(up
 def test_a_federate_member_refuses_identities_from_a_federate_that_left_it(upper, lower):
     config = _join(upper, lower)
     member = lower.service
-    _, token = member.create_account("fed-account", kind="federate")  # not the registration's
-    who = member.authenticate(token)
+    who = member.authenticate(config["apiToken"])  # kept: the token is revoked as it leaves
     assertion = upper.service.signer.assertion(upper.who, "lower")
     assert member.forwarded_principal(who, assertion).name.endswith("via upper")
     upper.client().call_json("DELETE", f"/admin/cluster/{config['id']}")
@@ -183,3 +186,28 @@ def test_revoking_a_registrations_tokens_from_another_process_ends_its_key_s_tru
     assert service.trusted_federates.trusts("elsewhere") is None
     with service.sessions() as session:
         assert session.get(TrustedFederateKey, "elsewhere") is None
+
+
+def test_a_federate_member_honours_a_registrations_key_only_with_that_registrations_token(
+    upper, lower
+):
+    config = _join(upper, lower)
+    member = lower.service
+    _, token = member.create_account("fed-account", kind="federate")  # not the registration's
+    assertion = upper.service.signer.assertion(upper.who, "lower")
+    registration = member.authenticate(config["apiToken"])
+    assert member.forwarded_principal(registration, assertion).name.endswith("via upper")
+    with pytest.raises(Unauthenticated, match="only with the token of the registration"):
+        member.forwarded_principal(member.authenticate(token), assertion)
+
+
+def test_a_federate_member_drops_a_key_whose_registration_tokens_expired_at_start(upper, lower):
+    _join(upper, lower)
+    member = lower.service
+    member.accounts.clock = lambda: time.time() + DEFAULT_TOKEN_LIFETIME + 60
+    restarted = TrustedFederates(())
+    member.registrations.trusted = restarted
+    member.registrations.load()
+    assert restarted.trusts("upper") is None
+    with member.sessions() as session:
+        assert session.scalars(select(FederateTrust)).all() == []
