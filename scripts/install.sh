@@ -12,6 +12,7 @@ APT_PACKAGES=(
   bubblewrap runc
   docker-registry apache2-utils skopeo umoci
   iproute2 procps nftables
+  strace
   postgresql
   mpich libmpich-dev
   openmpi-bin libopenmpi-dev

@@ -5,8 +5,11 @@
  * It runs on the agent's memory (CLONE_VM) while the agent's thread waits for its report and
  * other agent threads keep running: it only makes system calls, writes its own stack and
  * reads the spec. All signals stay blocked from clone to exec (the agent blocked them), so no
- * agent signal handler can run in here; the init sets its own dispositions. */
+ * agent signal handler can run in here; the signals the agent ignored at the clone are put
+ * back to their default here (default_ignored_signals), the handled ones go back at the
+ * exec. */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -17,7 +20,7 @@
 
 #include "container.h"
 
-/* Parked descriptors go above the low numbers so that dup2 onto 0..5 cannot clobber one. */
+/* Parked descriptors go above the low numbers so that dup3 onto 0..7 cannot clobber one. */
 #define FD_HIGH 64
 
 static void __attribute__((noreturn)) die(int report_fd, const struct fbrt_error *e) {
@@ -28,10 +31,16 @@ static void __attribute__((noreturn)) die(int report_fd, const struct fbrt_error
     _exit(127);
 }
 
-/* Duplicate FD to a number >= FD_HIGH; -1 stays -1. */
+/* The numbers descriptors are placed on: 0..2, the FBRT_FD_* pipes, the init's binary and
+ * the template (init_fd_number, template_fd_number), at most 0..7. */
+#define FD_PLACED 8
+
+/* FD itself when no placement can clobber it (it is above every number placed), else a
+ * duplicate at a number >= FD_HIGH; -1 stays -1. The agent's descriptors are almost always
+ * above 7, so a start places them without the eight F_DUPFD calls it made before. */
 static int lift(int fd, int report_fd, struct fbrt_error *e, const char *what) {
-    if (fd < 0)
-        return -1;
+    if (fd < 0 || fd >= FD_PLACED)
+        return fd;
     int high = fcntl(fd, F_DUPFD, FD_HIGH);
     if (high < 0) {
         fbrt_fail(e, errno, "duplicate the %s descriptor %d", what, fd);
@@ -40,9 +49,11 @@ static int lift(int fd, int report_fd, struct fbrt_error *e, const char *what) {
     return high;
 }
 
-static void place(int high, int target, int report_fd, struct fbrt_error *e) {
-    if (high >= 0 && dup2(high, target) < 0) {
-        fbrt_fail(e, errno, "dup2 %d onto %d", high, target);
+/* Put HIGH (a descriptor above every placed number, see lift) on TARGET with FLAGS (0 or
+ * O_CLOEXEC); HIGH < 0 places nothing. */
+static void place(int high, int target, int flags, int report_fd, struct fbrt_error *e) {
+    if (high >= 0 && dup3(high, target, flags) < 0) {
+        fbrt_fail(e, errno, "dup3 %d onto %d", high, target);
         die(report_fd, e);
     }
 }
@@ -72,25 +83,41 @@ static void place_descriptors(const struct fbrt_child_args *args, struct fbrt_er
     int init_high = lift(spec->init_fd, report, e, "init");
     int template_high = lift(spec->mnt_template_fd, report, e, "mount template");
     report = error_high;
-    place(in, 0, report, e);
-    place(out, 1, report, e);
-    place(err, 2, report, e);
-    place(error_high, FBRT_FD_ERROR, report, e);
-    place(status_high, FBRT_FD_STATUS, report, e);
-    place(lifeline, FBRT_FD_LIFELINE, report, e);
+    place(in, 0, 0, report, e);
+    place(out, 1, 0, report, e);
+    place(err, 2, 0, report, e);
+    place(error_high, FBRT_FD_ERROR, 0, report, e);
+    place(status_high, FBRT_FD_STATUS, 0, report, e);
+    place(lifeline, FBRT_FD_LIFELINE, 0, report, e);
     report = FBRT_FD_ERROR;
-    /* dup2 leaves 0..5 without close-on-exec: they pass to the init, which keeps the pipes
-     * from the command. The init's binary and the template go just above them,
-     * close-on-exec, since only this child uses them. */
+    /* 0..5 without close-on-exec: they pass to the init, which keeps the pipes from the
+     * command. The init's binary and the template go just above them, close-on-exec in the
+     * same call, since only this child uses them. */
     int next = init_fd_number(spec);
-    place(init_high, next, report, e);
-    fcntl(next, F_SETFD, FD_CLOEXEC);
-    place(template_high, ++next, report, e);
-    fcntl(next, F_SETFD, FD_CLOEXEC);
+    place(init_high, next, O_CLOEXEC, report, e);
+    place(template_high, ++next, O_CLOEXEC, report, e);
     if (syscall(SYS_close_range, next + 1, ~0U, 0) < 0) {
         fbrt_fail(e, errno, "close inherited descriptors");
         die(report, e);
     }
+}
+
+/* The command must start with every disposition at its default. Handled signals go back to
+ * it at the init's exec, ignored ones survive it (the agent ignores SIGPIPE, and an ignored
+ * SIGCHLD would have the kernel reap the command before PID 1 reads its status): those the
+ * agent's thread read just before the clone (args->ignored, fbrt_ignored_signals) are put
+ * back here. Two calls for Python's two, where the init made all 64 (34 us in a new
+ * process here; the thread's read 15). */
+static void default_ignored_signals(unsigned long long ignored) {
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        unsigned long long mask;
+    } dfl = {SIG_DFL, 0, NULL, 0}; /* the kernel's struct sigaction, as the init passes it */
+    for (int sig = 1; sig <= 64; sig++)
+        if (ignored >> (sig - 1) & 1)
+            syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
 }
 
 int fbrt_child_main(void *arg) {
@@ -104,6 +131,7 @@ int fbrt_child_main(void *arg) {
     struct fbrt_error e;
     memset(&e, 0, sizeof(e));
     umask(0);
+    default_ignored_signals(args->ignored);
     for (int i = 0; i < spec->ncgroup_fds; i++) {
         if (write(spec->cgroup_fds[i], "0", 1) < 0) {
             fbrt_fail(&e, errno, "join cgroup (tasks descriptor %d)", spec->cgroup_fds[i]);

@@ -25,7 +25,14 @@ struct fbrt_child_args {
     char *const *init_argv;        /* built by the agent: see fbrt_internal.h */
     long long boottime_ns;         /* CLOCK_BOOTTIME at the child's first instruction */
     int in_cgroup_v2;              /* cloned into spec->cgroup_v2_fd's group already */
+    unsigned long long ignored;    /* bit N-1: signal N is ignored (fbrt_ignored_signals) */
 };
+
+/* The signals the agent ignores (dispositions are the process's, shared by its threads):
+ * SigIgn of /proc/thread-self/status, whose entries stay in the dentry cache for a
+ * long-lived thread (15 us here, where a new process's own /proc/self/status costs 31);
+ * all 64 when it cannot be read or parsed (signals.c). */
+unsigned long long fbrt_ignored_signals(void);
 
 /* The child's entry point (clone's fn); never returns. */
 int fbrt_child_main(void *args);

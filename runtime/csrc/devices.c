@@ -96,10 +96,14 @@ int fbrt_devices_setup(int rootfd, const struct fbrt_spec *spec,
         rc = fbrt_fail(e, errno, "mkdir /dev/shm and /dev/pts in the container");
         goto out;
     }
-    rc = fbrt_mount_in_root(rootfd, "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-                            "newinstance,ptmxmode=0666,mode=0620", e);
-    if (rc < 0)
+    /* On the directory just made, named from /dev's own descriptor: this tmpfs is the
+     * child's alone until the command starts, so nothing can have put a link there, and the
+     * in-root open (and its close) that a path from the container's root needs is spared. */
+    if (fchdir(dev) < 0 || mount("devpts", "pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                                 "newinstance,ptmxmode=0666,mode=0620") < 0) {
+        rc = fbrt_fail(e, errno, "mount devpts devpts on /dev/pts");
         goto out;
+    }
     for (int i = 0; i < spec->ndevices && rc == 0; i++)
         rc = add_host_device(rootfd, spec->devices[i], &host[i], e);
 out:

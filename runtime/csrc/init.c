@@ -208,17 +208,13 @@ int main(int argc, char **argv) {
     parse_options(argc, argv, &o);
     sys_prctl(PR_SET_NAME, (unsigned long)FBRT_INIT_NAME);
     /* Signals stay blocked here and are read from a signalfd, to be forwarded or reaped.
-     * Dispositions go back to the default: the agent ignores some (SIGPIPE) and an ignored
-     * SIGCHLD would have the kernel reap the command before its status is read. The
-     * command inherits these defaults. */
+     * Every disposition is the default already, which the command inherits: the set-up
+     * child put back those the agent ignores (child.c), the exec the handled ones. */
     init_sigset all = INIT_ALL_SIGNALS;
     sys_sigprocmask(SIG_SETMASK, &all);
-    for (int sig = 1; sig <= 64; sig++)
-        sys_signal_default(sig);
-    sys_fcntl(FBRT_FD_ERROR, F_SETFD, FD_CLOEXEC);
-    sys_fcntl(FBRT_FD_STATUS, F_SETFD, FD_CLOEXEC);
-    if (o.lifeline)
-        sys_fcntl(FBRT_FD_LIFELINE, F_SETFD, FD_CLOEXEC);
+    /* The error, status and lifeline pipes stay open across the command's exec only until
+     * it runs: the command marks them close-on-exec in its own descriptor table
+     * (init_exec_command), one call there instead of three here. */
     struct fbrt_error e;
     memset(&e, 0, sizeof(e));
     long signals = sys_signalfd(&all, SFD_CLOEXEC);
@@ -234,16 +230,11 @@ int main(int argc, char **argv) {
         init_die(&e);
     }
     /* The command's copy of the error pipe closes when it executes (or after it reported
-     * why not): the agent reads EOF then, and knows the command runs. */
-    sys_close(FBRT_FD_ERROR);
-    long null = sys_open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
-        sys_dup2((int)null, 0);
-        sys_dup2((int)null, 1);
-        sys_dup2((int)null, 2);
-        if (null > 2)
-            sys_close((int)null);
-    }
+     * why not): the agent reads EOF then, and knows the command runs. PID 1 lets go of its
+     * own copy and of the job's stdio with it, so that the job's pipes end with the
+     * command's last process, in one close_range: it opens nothing afterwards, so nothing
+     * lands on 0..2 (it used to put /dev/null there: an open, three dup2 and two closes). */
+    init_close_low(FBRT_FD_ERROR);
     struct pollfd watch[2] = {{(int)signals, POLLIN, 0}, {FBRT_FD_LIFELINE, POLLIN, 0}};
     unsigned long nwatch = o.lifeline ? 2 : 1;
     for (;;) {

@@ -30,10 +30,15 @@ static int exec_search(const char *file, const char *path, char *const *argv) {
 }
 
 void init_exec_command(const struct init_options *o) {
-    /* Dispositions are already the defaults: PID 1 reset them all before it forked, and
-     * installs no handler (it reads signals from a signalfd). Only the mask is left. */
+    /* Dispositions are already the defaults: the set-up child put back the ignored ones, the
+     * init's exec the handled ones, and PID 1 installs no handler (it reads signals from a
+     * signalfd). Only the mask is left. */
     init_sigset none = 0;
     sys_sigprocmask(SIG_SETMASK, &none);
+    /* Nothing of PID 1's passes on but stdio: the error pipe closes at the exec (the agent's
+     * EOF: the command runs), the status and lifeline pipes and the signalfd with it. In
+     * this process's own table (cloned without CLONE_FILES), so PID 1 keeps its copies. */
+    init_cloexec_from(FBRT_FD_ERROR, FBRT_FD_LIFELINE);
     sys_umask(022);
     init_affinity_restore(); /* cloned on PID 1's CPU (init.c) */
     struct fbrt_error e;
@@ -51,7 +56,8 @@ void init_exec_command(const struct init_options *o) {
         fbrt_fail(&e, (int)-rc, "setuid %u", (unsigned)o->uid);
         init_die(&e);
     }
-    if (o->cwd && (rc = sys_chdir(o->cwd)) < 0) {
+    /* "/" is where the set-up child left PID 1 (and so this process): no walk for it. */
+    if (o->cwd && init_strcmp(o->cwd, "/") != 0 && (rc = sys_chdir(o->cwd)) < 0) {
         fbrt_fail(&e, (int)-rc, "chdir %s (working directory, as uid %u)", o->cwd,
                   (unsigned)o->uid);
         init_die(&e);

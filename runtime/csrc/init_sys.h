@@ -11,6 +11,7 @@
 #ifndef FBRT_INIT_SYS_H
 #define FBRT_INIT_SYS_H
 
+#include <fcntl.h>
 #include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -55,19 +56,30 @@ static inline long sys_dup2(int old, int new_fd) {
 static inline long sys_fcntl(int fd, int cmd, long arg) {
     return INIT_SYS3(SYS_fcntl, fd, cmd, arg);
 }
+static inline long sys_close_range(unsigned int first, unsigned int last, unsigned int flags) {
+    return INIT_SYS3(SYS_close_range, first, last, flags);
+}
+#define INIT_CLOSE_RANGE_CLOEXEC (1U << 2) /* linux/close_range.h, Linux 5.11 */
+
+/* Close descriptors 0..LAST in one call; one by one where close_range is missing. */
+static inline void init_close_low(int last) {
+    if (sys_close_range(0, (unsigned int)last, 0) < 0)
+        for (int fd = 0; fd <= last; fd++)
+            sys_close(fd);
+}
+
+/* Mark every descriptor from FIRST on close-on-exec in one call; where the kernel lacks
+ * CLOSE_RANGE_CLOEXEC, FIRST..UPTO one by one (the caller's highest open one). */
+static inline void init_cloexec_from(int first, int upto) {
+    if (sys_close_range((unsigned int)first, ~0U, INIT_CLOSE_RANGE_CLOEXEC) < 0)
+        for (int fd = first; fd <= upto; fd++)
+            sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
 static inline long sys_prctl(int option, unsigned long arg) {
     return INIT_SYS5(SYS_prctl, option, arg, 0, 0, 0);
 }
 static inline long sys_sigprocmask(int how, const init_sigset *set) {
     return INIT_SYS4(SYS_rt_sigprocmask, how, set, 0, INIT_SIGSET_BYTES);
-}
-/* Back to the default disposition (SIG_DFL is 0: handler, flags, restorer and mask zero). */
-static inline long sys_signal_default(int sig) {
-    struct {
-        unsigned long handler, flags, restorer;
-        init_sigset mask;
-    } action = {0, 0, 0, 0};
-    return INIT_SYS4(SYS_rt_sigaction, sig, &action, 0, INIT_SIGSET_BYTES);
 }
 static inline long sys_signalfd(const init_sigset *set, int flags) {
     return INIT_SYS4(SYS_signalfd4, -1, set, INIT_SIGSET_BYTES, flags);

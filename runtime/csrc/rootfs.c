@@ -318,7 +318,7 @@ static int populate(int rootfd, int tmp, const struct fbrt_spec *spec,
         rc = attach_binds(rootfd, spec, trees, e);
     /* The working directory exists, as Docker makes it: an image's WorkingDir need not be in
      * its tree. Made by root (0755) after the binds, so that one inside a bind lands there. */
-    if (rc == 0 && spec->cwd) {
+    if (rc == 0 && spec->cwd && strcmp(spec->cwd, "/") != 0) { /* the root is there */
         int fd = fbrt_open_in_root(rootfd, spec->cwd, 1, e);
         if (fd < 0)
             rc = fd;

@@ -484,7 +484,10 @@ int fbrt_container_start(const struct fbrt_spec *spec, struct fbrt_started *out,
         init_argv_free(&init);
         return rc;
     }
-    struct fbrt_child_args args = {spec, error_pipe[1], status_pipe[1], init.argv, 0, 0};
+    /* Read just before the clone, whose copy of the dispositions the child then has: a
+     * disposition another thread changes between the two is the only one missed. */
+    struct fbrt_child_args args = {spec, error_pipe[1], status_pipe[1], init.argv, 0, 0,
+                                   fbrt_ignored_signals()};
     int pidfd = -1;
     long long before = boottime_ns();
     start_cpu_pin(&cpu);

@@ -81,6 +81,19 @@ def test_a_signal_the_agent_ignores_has_its_default_action_in_the_command(run) -
     assert status.signal == signal.SIGPIPE
 
 
+def test_a_real_time_signal_the_agent_ignores_has_its_default_action_in_the_command(
+    run,
+) -> None:
+    # Ignored signals come back from the agent's SigIgn, all 64 of them, not only 1-31.
+    sig = signal.SIGRTMIN + 5
+    previous = signal.signal(sig, signal.SIG_IGN)
+    try:
+        status, _ = run(f"kill -{int(sig)} $$; echo survived")
+    finally:
+        signal.signal(sig, previous)
+    assert status.signal == sig
+
+
 def test_a_failure_in_pid_1_is_reported_with_the_errors_description(
     image, state_dir, tmp_path
 ) -> None:
@@ -137,3 +150,17 @@ def test_a_thread_restricted_to_some_cpus_starts_containers_restricted_to_them(r
     finally:
         os.sched_setaffinity(0, mine)
     assert inside == {"/proc/1/status": some, "/proc/self/status": some}
+
+
+def test_pid_1_holds_no_standard_descriptor_while_the_command_runs(run) -> None:
+    # The job's pipes end with the command's processes: PID 1 keeps none of 0..2.
+    status, output = run("ls /proc/1/fd")
+    assert status.exit_code == 0
+    assert not {"0", "1", "2"} & set(output.split())
+
+
+def test_the_command_holds_only_its_standard_descriptors(run) -> None:
+    # PID 1's error, status and lifeline pipes and its signalfd are not inherited.
+    # Two commands, so that the shell forks ls instead of becoming it: $$ is the shell.
+    status, output = run("ls /proc/$$/fd; true")
+    assert (status.exit_code, sorted(output.split())) == (0, ["0", "1", "2"])
