@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,15 @@ class Traced:
         self.command = next(text for text in texts if 'execve("/bin/true"' in text)
 
 
+def _default_dispositions() -> None:
+    """Every signal at its default in the traced process before Python sets its own: one
+    started by ``nohup`` or as a background job inherits SIGHUP, SIGINT and SIGQUIT ignored,
+    and those too would (rightly) be put back."""
+    for number in signal.valid_signals():
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(number, signal.SIG_DFL)
+
+
 @pytest.fixture
 def traced(image: Path, state_dir: Path, tmp_path: Path) -> Traced:
     """One ``true`` container started and waited for under ``strace -ff``."""
@@ -53,6 +63,7 @@ def traced(image: Path, state_dir: Path, tmp_path: Path) -> Traced:
         check=True,
         env=os.environ,
         timeout=60,
+        preexec_fn=_default_dispositions,
     )
     return Traced(out)
 
