@@ -137,7 +137,7 @@ class ClusterRegistration:
                 session.add(row)
             return row.id
 
-    def trust(self, name: str, jwk: str, *, account_id: str | None = None) -> None:
+    def trust(self, name: str, jwk: str, *, account_id: str) -> None:
         """Accept forwarded identities of Federate ``name`` signed with the key of ``jwk``,
         until the registration of federate account ``account_id`` ends (:meth:`end`)."""
         key = self._key(name, jwk)

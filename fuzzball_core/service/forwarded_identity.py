@@ -135,9 +135,9 @@ class IdentitySigner:
 @dataclass(frozen=True)
 class TrustedFederate:
     """A Federate a member accepts forwarded identities from: with any bearer when
-    ``account_id`` is None (the configuration's ``orchestrate.trusted-federates``), else only
-    from a caller holding a token of that ``federate`` account (the registration that
-    recorded the key)."""
+    ``account_id`` is None (the configuration's ``orchestrate.trusted-federates``, the
+    administrator's own), else only from a caller holding a token of that ``federate``
+    account (the registration that recorded the key: every recorded key names one)."""
 
     name: str
     public_key: Ed25519PublicKey
@@ -181,7 +181,12 @@ class TrustedFederates:
 
     def trust(self, federate: TrustedFederate) -> None:
         """Trust ``federate`` from now on (a registration recorded in the store), replacing
-        a key trusted under the same name before."""
+        a key trusted under the same name before. ValueError when it names no account: a
+        recorded key is honoured only beside its registration's token, never any bearer's."""
+        if federate.account_id is None:
+            raise ValueError(
+                f"Federate {federate.name!r}: a key recorded by a registration names its account"
+            )
         self._by_name = {**self._by_name, federate.name: federate}
 
     def recorded(self) -> list[str]:

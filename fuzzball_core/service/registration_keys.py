@@ -14,7 +14,10 @@ The key is honoured only beside a live token of its account
 (:class:`~fuzzball_core.service.forwarded_identity.TrustedFederate`), so a registration whose
 tokens all expired (the Federate's end of it arriving too late, answered Unauthenticated)
 trusts nothing; :func:`forget_lapsed_keys` deletes such keys' rows as well, at start and
-when revocations are caught up, so that none is kept forever.
+when revocations are caught up, so that none is kept forever. So does it a key recorded before
+registrations named their account that the migrations (0019, f0006) matched to none: no
+registration can be named for it, so nothing it signs is honoured, and the Federate must
+register again.
 """
 
 from __future__ import annotations
@@ -57,21 +60,29 @@ def forget_lapsed_keys(
     accounts: Accounts, table: type[Any], trusted: TrustedFederates
 ) -> list[str]:
     """Stop trusting the keys in ``table`` whose registration's account (in ``accounts``'
-    token table) has no live token left, each expired or revoked: such a key could no longer
-    be honoured (it needs a live token of its account), so its row is deleted rather than
-    kept forever. Keys recorded with no account (before revision 0019 / f0006 found none)
-    stay. The names no longer trusted."""
+    token table) has no live token left, each expired or revoked, or that name no account
+    at all (recorded before revision 0019 / f0006, which found none for them): such a key
+    could no longer be honoured (it needs a live token of its account), so its row is
+    deleted rather than kept forever. The names no longer trusted."""
     tokens = accounts.token_table
     live = select(tokens.account_id).where(
         tokens.revoked_at.is_(None),
         or_(tokens.expires_at.is_(None), tokens.expires_at > accounts.clock()),
     )
     with accounts.sessions() as session, session.begin():
-        lapsed = select(table).where(table.account_id.is_not(None), table.account_id.not_in(live))
+        unnamed = list(session.scalars(select(table.name).where(table.account_id.is_(None))))
+        lapsed = select(table).where(or_(table.account_id.is_(None), table.account_id.not_in(live)))
         for row in session.scalars(lapsed):
             session.delete(row)
         session.flush()
         kept = set(session.scalars(select(table.name)))
+    for name in unnamed:
+        log.warning(
+            "Federate %s's key was recorded before registrations named their account and no"
+            " account was found for it: it is no longer trusted; the Federate must register"
+            " again (configuration:generate)",
+            name,
+        )
     return _distrust_all_but(kept, trusted, "its registration's tokens all expired or were revoked")
 
 

@@ -1,7 +1,8 @@
 """Federate's revision f0006 on a database whose registrations trusted Federates before it:
 each key is matched to the newest federate account its registration made
 (``federate-{name}-{8 hex}``), so the Federate leaving drops it as it drops a key recorded
-since; a key no account matches stays unmatched."""
+since; a key no account matches stays unmatched (and is dropped at the member's next
+start: ``forget_lapsed_keys``)."""
 
 import pytest
 from sqlalchemy import text

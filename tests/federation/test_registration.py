@@ -638,3 +638,32 @@ def test_a_key_whose_registration_token_expired_is_dropped_at_start(fed, late, r
     assert restarted.trusts("federate") is None
     with service.sessions() as session:
         assert session.scalars(select(TrustedFederateKey)).all() == []
+
+
+def test_a_key_recorded_with_no_account_is_dropped_at_start_and_the_log_says_to_register_again(
+    fed, late, caplog
+):
+    # a key recorded before revision 0019 that the migration matched to no account
+    _join(fed, late)
+    service = late.stack.service
+    with service.sessions() as session, session.begin():
+        session.get(TrustedFederateKey, "federate").account_id = None
+    restarted = TrustedFederates(())
+    with caplog.at_level(logging.WARNING, logger="fuzzball.accounts"):
+        ClusterRegistration(service.sessions, service.accounts, lambda: restarted, name="x").load()
+    assert restarted.trusts("federate") is None
+    with service.sessions() as session:
+        assert session.scalars(select(TrustedFederateKey)).all() == []
+    assert "Federate federate's key" in caplog.text
+    assert "must register again" in caplog.text
+
+
+def test_a_key_recorded_with_no_account_is_not_honoured_with_another_accounts_token(fed, late):
+    _join(fed, late)
+    service = late.stack.service
+    with service.sessions() as session, session.begin():
+        session.get(TrustedFederateKey, "federate").account_id = None
+    service.trusted_federates = TrustedFederates(())  # as after a restart
+    trusted = lambda: service.trusted_federates  # noqa: E731
+    ClusterRegistration(service.sessions, service.accounts, trusted, name="x").load()
+    assert _as_the_federates_user(fed, late, late.token) == 401

@@ -149,8 +149,8 @@ def test_a_federate_member_refuses_identities_from_a_federate_that_left_it(upper
 def test_a_configured_key_is_trusted_again_once_a_registration_for_its_name_ends():
     configured = TrustedFederate("hub", Ed25519PrivateKey.generate().public_key())
     trusted = TrustedFederates([configured])
-    trusted.trust(TrustedFederate("hub", Ed25519PrivateKey.generate().public_key()))
-    trusted.trust(TrustedFederate("other", Ed25519PrivateKey.generate().public_key()))
+    trusted.trust(TrustedFederate("hub", Ed25519PrivateKey.generate().public_key(), "a1"))
+    trusted.trust(TrustedFederate("other", Ed25519PrivateKey.generate().public_key(), "a2"))
     trusted.distrust("hub")
     trusted.distrust("other")
     assert trusted.trusts("hub") == configured
@@ -205,6 +205,26 @@ def test_a_federate_member_drops_a_key_whose_registration_tokens_expired_at_star
     _join(upper, lower)
     member = lower.service
     member.accounts.clock = lambda: time.time() + DEFAULT_TOKEN_LIFETIME + 60
+    restarted = TrustedFederates(())
+    member.registrations.trusted = restarted
+    member.registrations.load()
+    assert restarted.trusts("upper") is None
+    with member.sessions() as session:
+        assert session.scalars(select(FederateTrust)).all() == []
+
+
+def test_a_key_a_registration_records_must_name_its_account():
+    trusted = TrustedFederates(())
+    with pytest.raises(ValueError, match="names its account"):
+        trusted.trust(TrustedFederate("hub", Ed25519PrivateKey.generate().public_key()))
+    assert trusted.trusts("hub") is None
+
+
+def test_a_federate_member_drops_a_key_recorded_with_no_account_at_start(upper, lower):
+    _join(upper, lower)
+    member = lower.service
+    with member.sessions() as session, session.begin():
+        session.get(FederateTrust, "upper").account_id = None
     restarted = TrustedFederates(())
     member.registrations.trusted = restarted
     member.registrations.load()
