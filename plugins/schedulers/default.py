@@ -100,8 +100,10 @@ from fuzzball_plugins.schedulers.node_index import (
 )
 from fuzzball_plugins.schedulers.timeline import (
     EndsByClass,
+    StartAsk,
     StartQuery,
     replay_ends,
+    replay_starts,
     start_or_none,
 )
 
@@ -109,6 +111,9 @@ from fuzzball_plugins.schedulers.timeline import (
 _OPTIONS = ("estimate_starts", "fair_share")
 #: the C call unlisting a running job's end (see EndsByClass)
 remove_end = lib.fi_end_remove
+release_entry = lib.fi_release_entry
+#: the C call placing a one-node job (see NodeIndex.place)
+place_call = lib.fi_place
 #: How many shapes' feasibility verdicts are kept by shape object before the table starts
 #: over (shapes are interned, so a few hundred normally; more only when their table
 #: started over)
@@ -141,14 +146,18 @@ _BISECTS_PER_FILTER = 32
 
 #: A running job as the scheduler remembers it: its node ids, its expected end, what it holds
 #: on all its nodes together (its account's fair-share charge), the numbers of the classes its
-#: end is listed under (see EndsByClass; each once), its account and the CPU layout it asked
-#: for. A plain tuple, read by the positions below: one of strings, numbers and tuples of them
-#: (and None for a job without a CPU layout) is untracked by the cyclic collector after its
+#: end is listed under (see EndsByClass; each once), its account, the CPU layout it asked
+#: for and its entry in the node index's book (NodeIndex.release_entry; a job of several
+#: nodes: a tuple of its entries, one per node id in order). A plain tuple, read by the
+#: positions below: one of strings, numbers and tuples of them (and None for a job without a
+#: CPU layout) is untracked by the cyclic collector after its
 #: first young collection, where an object per running job (a slotted class, holding the job
 #: and its nodes' classes) lived until a full collection and made those come sooner and walk
 #: longer (tens of thousands of running jobs).
-_Allocation = tuple[tuple[str, ...], float, Charge, tuple[int, ...], str, CpuPinning | None]
-_NODE_IDS, _END, _CHARGE, _CLASSES, _ACCOUNT, _PINNING = range(6)
+_Allocation = tuple[
+    tuple[str, ...], float, Charge, tuple[int, ...], str, CpuPinning | None, int | tuple[int, ...]
+]
+_NODE_IDS, _END, _CHARGE, _CLASSES, _ACCOUNT, _PINNING, _ENTRY = range(7)
 
 
 class _Running(dict[str, _Allocation]):
@@ -182,6 +191,11 @@ class _Plan:
     #: the shape (the placements by one C call record it: a new tuple per placement was one
     #: more object per running job for the cyclic collector and for memory)
     usage: Usage = (0, 0, ())
+    #: ``usage``'s number in the node index's table (what the book's entries keep)
+    usage_number: int = -1
+    #: the classes' numbers and the request as a C array of each one's key, for the
+    #: estimated starts' replay in C (:func:`.timeline.replay_starts`)
+    asks: tuple[list[int], list[Any]] = ([], [])
     #: the same as class -> request key, read-only: built once, not at every placement
     #: under a reservation and every start question
     keys: dict[NodeClass, tuple[int, ...]] = field(init=False)
@@ -284,6 +298,8 @@ class DefaultScheduler(Scheduler):
         self._estimate_starts = estimate
         self._fair = FairShare(FairShareConfig.from_options(self.config.get("fair_share")))
         self._index = NodeIndex()
+        #: the index's book (the placing and releasing C calls are made on it here)
+        self._book = self._index.book
         self._diagnostics = Diagnostics(self._index)
         #: every running job (the replay reads their nodes here): a :class:`_Running`, not a
         #: plain dict (see there)
@@ -343,7 +359,9 @@ class DefaultScheduler(Scheduler):
                     classes,
                     *allocation[_ACCOUNT:],
                 )
-                self._ends.add(number, allocation[_END], job_id)
+                entry = allocation[-1]
+                first = entry if entry.__class__ is int else entry[0]
+                self._ends.add(number, allocation[_END], job_id, first)
 
     def remove_node(self, node_id: str) -> None:
         """Forget a node with nothing allocated; see :meth:`Scheduler.remove_node`."""
@@ -427,21 +445,40 @@ class DefaultScheduler(Scheduler):
         allocation = self._allocations.pop(job_id, None)
         if allocation is None:
             raise NotFound(f"job {job_id} holds no allocation")
-        node_ids, end, charge, classes, account, _ = allocation
+        node_ids, end, charge, classes, account, _, entry = allocation
         self._fair.refund(account, charge)
+        if entry.__class__ is int and len(classes) == 1 and not charge[2]:
+            # a job placed by one C call: its entry names its node, cores and memory and
+            # keeps its id, and (usually) one C call forgets it, unlists its end and moves
+            # its node (the call itself, as NodeIndex.release_entry makes it, without that
+            # frame, and without encoding the id)
+            store = self._ends_store
+            number = classes[0]
+            failed = release_entry(self._book, entry, store, number, end)
+            if failed:
+                data = job_id.encode("utf-8", "surrogatepass")
+                self._index.entry_released(
+                    failed, entry, node_ids[0], job_id, store, number, end, data
+                )
+            return
         data = job_id.encode("utf-8", "surrogatepass")
         if len(node_ids) == 1 and len(classes) == 1:
-            # most releases: one node of one class, whose end is unlisted and node moved
-            # in one C call
-            self._index.release_listed(node_ids[0], job_id, self._ends_store, classes[0], end, data)
+            # one node of one class (a job with devices: its end is unlisted and node moved
+            # in one C call)
+            self._index.release_listed(
+                node_ids[0], job_id, self._ends_store, classes[0], end, data, entry
+            )
             return
         # the C store's call itself, as EndsByClass.remove makes it, without that frame
         for number in classes:
             if remove_end(self._ends_store, number, end, data, len(data)):
                 raise KeyError(job_id)
         release = self._index.release
-        for node_id in node_ids:
-            release(node_id, job_id)
+        if entry.__class__ is int:
+            release(node_ids[0], job_id, entry)
+            return
+        for node_id, node_entry in zip(node_ids, entry, strict=True):
+            release(node_id, job_id, node_entry)
 
     def _place_one(
         self,
@@ -461,18 +498,35 @@ class DefaultScheduler(Scheduler):
         index = self._index
         runtime = job.expected_runtime
         end = math.inf if runtime is None else self._now + runtime
-        # the node found, moved and the job's end listed under its class in one C call
-        node = index.place(
-            classes,
+        # the node found, moved, the job's entry made and its end listed under its class in
+        # one C call (the call itself, as NodeIndex.place makes it, without that frame)
+        avoid = NO_SLOTS if protection is None else protection.slots
+        where = index.where
+        data = job.id.encode("utf-8", "surrogatepass")
+        slot = place_call(
+            self._book,
+            classes.classes,
+            classes.needs,
+            classes.count,
             full,
-            job.id,
-            usage,
-            NO_SLOTS if protection is None else protection.slots,
+            usage[0],
+            usage[1],
+            avoid.array,
+            avoid.count,
+            where,
             self._ends_store,
+            classes.numbers,
             end,
-            job.id.encode("utf-8", "surrogatepass"),
+            data,
+            len(data),
+            plan.usage_number,
         )
-        leading = index.where[0]
+        if slot < 0 or usage[2] or where[3] < 0:
+            # nothing placed, a job with devices, or an error
+            node = index.placed(slot, classes, job.id, usage)
+        else:
+            node = index.by_slot[slot]
+        leading = where[0]
         if leading > full:
             # as _find: the classes before the first with room have none for the pass
             self._full_classes[shape] = leading
@@ -480,7 +534,8 @@ class DefaultScheduler(Scheduler):
             return None
         node_ids, classes_of = node.id_tuple, node.cls.number_tuple
         # a one-node job's charge is its usage (see _record)
-        self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None)
+        entry = where[3]
+        self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None, entry)
         self._fair.charge(job, usage)
         return node_ids
 
@@ -502,6 +557,7 @@ class DefaultScheduler(Scheduler):
         ports = job.shape.host_ports
         cpus: dict[str, tuple[int, ...]] = {}
         charge: Charge = usage
+        entries: list[int] = []
         if len(nodes) > 1 and not exclusive:
             count = len(nodes)
             devices = tuple((kind, n * count) for kind, n in resources.device_items)
@@ -521,7 +577,7 @@ class DefaultScheduler(Scheduler):
                 else:
                     core_ids = node.cores_for(job.shape) or ()
                     cpus[node.id] = logical_cpus(topology, core_ids, pinning.threads)
-            index.add_job(node, job_id, usage, exclusive, core_ids, ports)
+            entries.append(index.add_job(node, job_id, usage, exclusive, core_ids, ports))
         # most jobs run on one node: no generator, and the node's and its class's one-item
         # tuples (new ones were two more objects per running job for the cyclic collector
         # to count toward its full collections)
@@ -532,10 +588,13 @@ class DefaultScheduler(Scheduler):
         else:
             node_ids = tuple([node.id for node in nodes])
             classes = tuple(dict.fromkeys(n.cls.number for n in nodes))
-        self._allocations[job_id] = (node_ids, end, charge, classes, job.account, pinning)
+        entry = entries[0] if len(entries) == 1 else tuple(entries)
+        if len(entries) > 1:
+            index.chain(entries)
+        self._allocations[job_id] = (node_ids, end, charge, classes, job.account, pinning, entry)
         self._fair.charge(job, charge)
         for number in classes:
-            self._ends.add(number, end, job_id)
+            self._ends.add(number, end, job_id, entries[0])
         # a job that asked for no CPU layout shares one empty mapping (a dict per placement
         # was one more container for the cyclic collector to count)
         return cpus or _NO_CPUS
@@ -838,7 +897,13 @@ class DefaultScheduler(Scheduler):
             search = ClassList(classes)
             if _one_call(shape) and not any(cls.one_job_at_a_time for cls, _ in classes):
                 fast = search
-        plan = _Plan(classes, fast, search, (shape.cores, shape.memory, shape.devices))
+        usage = (shape.cores, shape.memory, shape.devices)
+        index = self._index
+        asks = (
+            [cls.number for cls, _ in classes],
+            [index.request_array(request_key) for _, request_key in classes],
+        )
+        plan = _Plan(classes, fast, search, usage, index.usage_number(usage), asks)
         self._plans[shape] = plan
         return plan
 
@@ -1091,15 +1156,34 @@ class DefaultScheduler(Scheduler):
         """Earliest start of each shape with no room, as running work ends (a lower bound)."""
         if not self._estimate_starts or not no_room:
             return {}
-        queries = [
-            self._start_query(
-                shape, self._plans.get(shape) or self._plan(shape), _fits_nowhere(shape)
-            )
-            for shape in no_room
-        ]
-        classes = {cls for query in queries for cls in query.request_keys}
-        replay_ends(self._index, self._ends.walk(classes), self._allocations, queries)
-        return {query.shape: start_or_none(query.start) for query in queries}
+        starts: dict[JobShape, float | None] = {}
+        asks: list[StartAsk] = []
+        plans = self._plans
+        for shape in no_room:
+            plan = plans.get(shape) or self._plan(shape)
+            if _fits_nowhere(shape):
+                asks.append((shape, plan.asks, ()))
+                continue
+            query = self._start_query(shape, plan)
+            if query.answered:
+                starts[shape] = None  # as the replay leaves a question its seeds answer
+            else:
+                asks.append((shape, plan.asks, query.fitting))
+        if not asks:
+            return starts
+        # the starts alone in one C call over the book's entries; in Python when the book
+        # lacks what that needs (see fi_replay)
+        answered = replay_starts(self._index, self._ends, asks)
+        if answered is None:
+            queries = [
+                self._start_query(shape, plans[shape], not seeds) for shape, _, seeds in asks
+            ]
+            classes = {cls for query in queries for cls in query.request_keys}
+            replay_ends(self._index, self._ends.walk(classes), self._allocations, queries)
+            answered = [query.start for query in queries]
+        for (shape, _, _), start in zip(asks, answered, strict=True):
+            starts[shape] = start_or_none(start)
+        return starts
 
 
 def _one_call(shape: JobShape) -> bool:

@@ -271,7 +271,7 @@ class Diagnostics:
                 node is not None
                 and node.cls is cls
                 and node.in_index
-                and not node.jobs
+                and not node.job_count()
                 and refused_by_reservation(node_id, request_key)
             ):
                 kept += 1

@@ -18,6 +18,16 @@ class's *idle* nodes (indexed, nothing running), in the order they became idle, 
 C index keeps through the same calls. A single-node job of a settled plan is found and placed
 by one call over the plan's classes (``fi_place``, :meth:`NodeIndex.place`).
 
+The book also keeps an *entry* per running job and node: the node's slot, the job's cores,
+memory and device counts there (by the class's device kinds), its id (copied) and its usage
+as a number of the index's table of usages (:meth:`NodeIndex.usage_number`), listed per node
+oldest first, a job of several nodes' entries chained from its first. The placing call makes
+a one-node job's entry and the releasing call forgets it (``fi_release_entry``), so neither
+writes a Python object; the node's jobs (:attr:`IndexedNode.jobs`) are read from the
+entries. A node out of the index is told to the book with its state (``fi_note_node``) when
+it leaves or changes, so that the estimated starts' replay runs in C over the entries alone
+(``fi_replay``, :func:`.timeline.replay_starts`).
+
 Finding a node for ``c`` cores, ``m`` bytes and ``d`` devices bisects ``keys`` to the first key
 whose leading component is large enough, walks keys upward until one dominates the request,
 and bisects that key's list for the least memory that is at least ``m``: best fit on devices,
@@ -96,7 +106,7 @@ class NodeClass:
         "cap_devices",
         "cap_key",
         "cap_memory",
-        "changes",
+        "changes_at",
         "device_kinds",
         "device_plugin_failed",
         "free",
@@ -148,9 +158,16 @@ class NodeClass:
         self.indexed = 0
         #: label -> number of members kept out of the index for that reason
         self.unavailable: Counter[str] = Counter()
-        #: bumped whenever a node enters, leaves or moves in the index (``free`` and the
-        #: idle nodes change only then): what was computed from them at an equal count holds
-        self.changes = 0
+        #: where the C index counts the class's changes (see :attr:`changes`), read without
+        #: a call (the diagnoses read it twice per walk they remember)
+        self.changes_at = lib.fi_class_changes_at(self.free)
+
+    @property
+    def changes(self) -> int:
+        """Bumped whenever a node enters, leaves or moves in the index (``free`` and the
+        idle nodes change only then): what was computed from them at an equal count holds.
+        The C index counts it (a move counts two) in the calls that move nodes."""
+        return self.changes_at[0]  # type: ignore[no-any-return]
 
     def request_key(self, shape: JobShape) -> tuple[int, ...] | None:
         """``shape``'s request as a free key of this class, or None if the class lacks one of
@@ -251,17 +268,17 @@ class IndexedNode:
     """One registered node: what it is, what runs on it and what it has free."""
 
     __slots__ = (
+        "_cores",
+        "_memory",
         "cls",
         "exclusive_job",
         "free_core_ids",
-        "free_cores",
         "free_devices",
-        "free_memory",
         "id",
         "id_tuple",
         "in_index",
+        "index",
         "info",
-        "jobs",
         "pinned",
         "ports",
         "rank",
@@ -269,8 +286,13 @@ class IndexedNode:
         "unavailable_label",
     )
 
-    def __init__(self, info: NodeInfo, cls: NodeClass, rank: int, slot: int) -> None:
+    def __init__(
+        self, info: NodeInfo, cls: NodeClass, rank: int, slot: int, index: NodeIndex
+    ) -> None:
         self.id = info.id
+        #: the index whose book holds the node's running jobs (their entries) and, while the
+        #: node is indexed, its free cores and memory
+        self.index = index
         #: ``(id,)``: the node ids of every job placed on this node alone, one tuple for all
         self.id_tuple: tuple[str] = (info.id,)
         #: the node's place in the order of node ids (ties of free memory in the index)
@@ -279,10 +301,11 @@ class IndexedNode:
         self.slot = slot
         self.info = info
         self.cls = cls
-        self.jobs: dict[str, Usage] = {}
         self.exclusive_job: str | None = None
-        self.free_cores = cls.cap_cores
-        self.free_memory = cls.cap_memory
+        #: the free cores and memory while the node is out of the index (the C index keeps
+        #: them while it is in: see free_cores)
+        self._cores = cls.cap_cores
+        self._memory = cls.cap_memory
         self.free_devices: list[int] = list(cls.cap_devices)
         #: whether the node is in its class's free index
         self.in_index = False
@@ -294,6 +317,43 @@ class IndexedNode:
         self.pinned: dict[str, tuple[int, ...]] = {}
         #: host port (``tcp/8080``) -> the job holding it
         self.ports: dict[str, str] = {}
+
+    @property
+    def free_cores(self) -> int:
+        """The node's free cores (the C index's, while the node is indexed)."""
+        if self.in_index:
+            return int(lib.fi_free_cores(self.index._book, self.slot))
+        return self._cores
+
+    @free_cores.setter
+    def free_cores(self, cores: int) -> None:
+        # an indexed node is moved by the C index's calls alone
+        if self.in_index:
+            raise RuntimeError(f"node {self.id} is indexed: its free cores are the index's")
+        self._cores = cores
+
+    @property
+    def free_memory(self) -> int:
+        """The node's free memory (the C index's, while the node is indexed)."""
+        if self.in_index:
+            return int(lib.fi_free_memory(self.index._book, self.slot))
+        return self._memory
+
+    @free_memory.setter
+    def free_memory(self, memory: int) -> None:
+        if self.in_index:
+            raise RuntimeError(f"node {self.id} is indexed: its free memory is the index's")
+        self._memory = memory
+
+    @property
+    def jobs(self) -> dict[str, Usage]:
+        """Job id -> usage of the jobs running here, oldest first (a copy made from the
+        book's entries: see :meth:`NodeIndex.jobs_of`)."""
+        return self.index.jobs_of(self)
+
+    def job_count(self) -> int:
+        """How many jobs run here."""
+        return int(lib.fi_entry_count(self.index._book, self.slot))
 
     def free_key(self) -> tuple[int, ...]:
         """The node's current free key: ``(free devices..., free cores)``."""
@@ -358,7 +418,7 @@ class NodeIndex:
         self.total_devices: dict[str, int] = {}
         #: bumped whenever what a node's usage shows may have changed: a node registered,
         #: updated or removed, a job added to, placed on or removed from a node
-        self.usage_changes = 0
+        self._usage_changes = 0
         #: how many classes are annotated PLACE_UNTIL: while none is, a job's expected
         #: runtime has no say in where it can go, and shapes that differ only by it are one
         self.timed_classes = 0
@@ -370,6 +430,16 @@ class NodeIndex:
         self._book = ffi.gc(lib.fi_book_new(), lib.fi_book_free)
         if self._book == ffi.NULL:
             raise MemoryError("no memory for the node index's book")
+        #: usage number -> a usage, and back: the book's entries keep a job's usage on its
+        #: node as a number in this table (a job's id the entry copies itself), so that a
+        #: placement writes no Python object (distinct usages are few: one per shape, and
+        #: an exclusive job's node capacity per class)
+        self._usages: list[Usage] = []
+        self._usage_numbers: dict[Usage, int] = {}
+        self._id_length = ffi.new("int32_t[1]")
+        self._entry_room = ffi.new("int32_t[]", 64)
+        #: :meth:`state_of`'s free cores and memory
+        self._state = ffi.new("int64_t[2]")
         #: slots of removed nodes, taken again before new ones
         self._free_slots: list[int] = []
         self._slots = 0
@@ -387,7 +457,7 @@ class NodeIndex:
         #: :meth:`_shift_devices`'s change of a free key (as long as the widest class's key)
         self._delta = ffi.new("int64_t[]", 8)
         #: what fi_place found (see :meth:`place`)
-        self.where = ffi.new("int32_t[3]")
+        self.where = ffi.new("int32_t[4]")
         #: :meth:`scan_free`'s ranks with room (as long as the largest class's index)
         self._scan_room = ffi.new("int64_t[]", _BATCH)
         self._scan_lacking = ffi.new("int64_t[]", 8)
@@ -396,6 +466,129 @@ class NodeIndex:
         #: every registered node id, sorted (ranks follow this order)
         self._ids: list[str] = []
         self._ranks: dict[str, int] = {}
+
+    @property
+    def book(self) -> Any:
+        """The ``fi_book``: the scheduler releases a placed job by one call on it."""
+        return self._book
+
+    @property
+    def usage_changes(self) -> int:
+        """Bumped whenever what a node's usage shows may have changed: a node registered,
+        updated or removed, a job added to, placed on or removed from a node (the book
+        counts the placements and releases made in C)."""
+        return self._usage_changes + int(lib.fi_book_changes(self._book))
+
+    # -- running jobs' entries --------------------------------------------------------------
+
+    def _entries(self, node: IndexedNode) -> list[int]:
+        """The numbers of ``node``'s entries, oldest first."""
+        book = self._book
+        count = lib.fi_entry_count(book, node.slot)
+        if len(self._entry_room) < count:
+            self._entry_room = ffi.new("int32_t[]", max(count, 2 * len(self._entry_room)))
+        written = lib.fi_entries(book, node.slot, self._entry_room, count)
+        return ffi.unpack(self._entry_room, written)  # type: ignore[no-any-return]
+
+    def state_of(self, node: IndexedNode) -> tuple[list[int], int, int]:
+        """``node``'s free key (as a list), free memory and running jobs, in one C call
+        (a replay's first look at a node)."""
+        state = self._state
+        jobs = lib.fi_node_state(self._book, node.slot, state)
+        if node.in_index:
+            return [*node.free_devices, state[0]], state[1], jobs
+        return [*node.free_devices, node._cores], node._memory, jobs
+
+    def usage_number(self, usage: Usage) -> int:
+        """``usage``'s number in the table the book's entries name usages by (a new one for
+        a usage not seen before; numbers are never taken back)."""
+        number = self._usage_numbers.get(usage)
+        if number is None:
+            number = self._usage_numbers[usage] = len(self._usages)
+            self._usages.append(usage)
+        return number
+
+    def _entry_id(self, e: int) -> str:
+        """The id of the job whose live entry is ``e`` (the book's copy, decoded)."""
+        length = self._id_length
+        data = lib.fi_entry_id(self._book, e, length)
+        return ffi.unpack(data, length[0]).decode("utf-8", "surrogatepass")  # type: ignore[no-any-return]
+
+    def jobs_of(self, node: IndexedNode) -> dict[str, Usage]:
+        """Job id -> usage of the jobs running on ``node``, oldest first."""
+        usages, book = self._usages, self._book
+        return {self._entry_id(e): usages[lib.fi_entry_usage(book, e)] for e in self._entries(node)}
+
+    def job_ids(self, node: IndexedNode) -> list[str]:
+        """The ids of the jobs running on ``node``, oldest first."""
+        return [self._entry_id(e) for e in self._entries(node)]
+
+    def _entry_of(self, node: IndexedNode, job_id: str) -> int:
+        """The number of ``job_id``'s entry on ``node``, or -1."""
+        data = job_id.encode("utf-8", "surrogatepass")
+        return int(lib.fi_entry_find(self._book, node.slot, data, len(data)))
+
+    def usage_of(self, node: IndexedNode, job_id: str) -> Usage:
+        """``job_id``'s usage on ``node`` (KeyError when it does not run there)."""
+        e = self._entry_of(node, job_id)
+        if e < 0:
+            raise KeyError(job_id)
+        return self.usage_at(e)
+
+    def usage_at(self, entry: int) -> Usage:
+        """The usage of the job whose live entry is ``entry``."""
+        return self._usages[lib.fi_entry_usage(self._book, entry)]
+
+    def _new_entry(self, node: IndexedNode, job_id: str, usage: Usage, plain: bool) -> int:
+        """A new entry for ``job_id`` of ``usage`` on ``node``, last in its list."""
+        data = job_id.encode("utf-8", "surrogatepass")
+        e = lib.fi_entry_add(
+            self._book,
+            node.slot,
+            usage[0],
+            usage[1],
+            plain,
+            self.usage_number(usage),
+            data,
+            len(data),
+        )
+        if e < 0:
+            raise MemoryError(f"no memory to record job {job_id} on node {node.id}")
+        if node.cls.device_kinds:
+            self._note_devices(int(e), node.cls, usage)
+        return int(e)
+
+    def _note_devices(self, e: int, cls: NodeClass, usage: Usage) -> None:
+        """Tell the book entry ``e``'s device counts by ``cls``'s device kinds (what the
+        estimated starts' replay gives back; a kind the class lacks is not counted, as
+        the replay in Python does not)."""
+        kinds = cls.device_kinds
+        counts = [0] * len(kinds)
+        for kind, count in usage[2]:
+            if kind in kinds:
+                counts[kinds.index(kind)] += count
+        lib.fi_entry_devices(self._book, e, counts, len(counts))
+
+    def chain(self, entries: Sequence[int]) -> None:
+        """Chain a job's ``entries`` (one per node, in its nodes' order) in the book, so
+        that the estimated starts' replay finds every one from the first."""
+        book = self._book
+        for e, following in itertools.pairwise(entries):
+            lib.fi_entry_chain(book, e, following)
+
+    def request_array(self, request_key: tuple[int, ...]) -> Any:
+        """``request_key`` as a C array (the searches' own, kept)."""
+        return self._need(request_key)
+
+    def _pop_entry(self, node: IndexedNode, job_id: str, entry: int = -1) -> Usage | None:
+        """Forget ``job_id``'s entry on ``node`` (``entry`` when the caller knows it, else
+        found on the node's list); its usage, or None when it has none."""
+        e = entry if entry >= 0 else self._entry_of(node, job_id)
+        if e < 0:
+            return None
+        usage = self.usage_at(e)
+        lib.fi_entry_remove(self._book, e)
+        return usage
 
     # -- registration ---------------------------------------------------------------------
 
@@ -422,10 +615,11 @@ class NodeIndex:
         if old is not None and old.info == info:
             return old
         self.version += 1
-        self.usage_changes += 1
+        self._usage_changes += 1
         jobs: dict[str, Usage] = {}
         exclusive_job: str | None = None
         if old is not None:
+            # the running jobs' entries stay the slot's, which the node keeps
             jobs, exclusive_job = old.jobs, old.exclusive_job
             self._detach(old)
             rank, slot = old.rank, old.slot
@@ -433,13 +627,16 @@ class NodeIndex:
             rank = self._new_rank(info.id)
             slot = self._free_slots.pop() if self._free_slots else self._new_slot()
         cls = self._class_for(info)
-        node = IndexedNode(info, cls, rank, slot)
+        node = IndexedNode(info, cls, rank, slot, self)
         self.by_rank[rank] = node
         self.by_slot[slot] = node
-        node.jobs = jobs
         node.exclusive_job = exclusive_job
         for usage in jobs.values():
             self._subtract(node, usage)
+        if old is not None and cls.device_kinds != old.cls.device_kinds:
+            # the entries count devices by the class's kinds: by the new class's now
+            for e in self._entries(node):
+                self._note_devices(e, cls, self.usage_at(e))
         if old is not None:
             # what running jobs hold stays theirs; cores the new topology lacks are dropped
             node.pinned = old.pinned
@@ -456,7 +653,7 @@ class NodeIndex:
         """Forget a node (the caller checked that nothing runs on it)."""
         node = self.get(node_id)
         self.version += 1
-        self.usage_changes += 1
+        self._usage_changes += 1
         self._detach(node)
         del self.nodes[node_id]
         del self.by_rank[node.rank]
@@ -545,12 +742,25 @@ class NodeIndex:
             devices[kind] = devices.get(kind, 0) + sign * count
 
     def _attach(self, node: IndexedNode) -> None:
-        """Put a member of its class into the index or the matching counter."""
+        """Put a member of its class into the index or the matching counter (the book told
+        the node's class, and for a node out of the index its state now: see
+        ``fi_note_node``)."""
         label = self._out_of_index_label(node)
         if label is None:
             self._index(node)
+            lib.fi_note_node(self._book, node.slot, node.cls.number, 1, ffi.NULL, 0, 0)
         else:
             node.cls.unavailable[label] += 1
+            self._note_outside(node)
+
+    def _note_outside(self, node: IndexedNode) -> None:
+        """Tell the book a node out of the index: its class, whether it takes new work,
+        its free key and memory as they are now (the replay in C reads them there)."""
+        key = [*node.free_devices, node._cores]
+        usable = node.unavailable_label is None
+        lib.fi_note_node(
+            self._book, node.slot, node.cls.number, usable, key, len(key), node._memory
+        )
 
     @staticmethod
     def _out_of_index_label(node: IndexedNode) -> str | None:
@@ -564,21 +774,22 @@ class NodeIndex:
 
     def _index(self, node: IndexedNode) -> None:
         cls = node.cls
-        key = ffi.new("int64_t[]", (*node.free_devices, node.free_cores))
-        jobs = len(node.jobs)
-        if lib.fi_put(self._book, node.slot, cls.free, key, node.free_memory, node.rank, jobs):
+        key = ffi.new("int64_t[]", (*node.free_devices, node._cores))
+        jobs = lib.fi_entry_count(self._book, node.slot)
+        if lib.fi_put(self._book, node.slot, cls.free, key, node._memory, node.rank, jobs):
             raise MemoryError(f"no memory to index node {node.id}")
         cls.indexed += 1
-        cls.changes += 1
         node.in_index = True
 
     def _unindex(self, node: IndexedNode) -> None:
         if not node.in_index:
             return
+        # the free cores and memory are the node's own again
+        node._cores = node.free_cores
+        node._memory = node.free_memory
         lib.fi_drop(self._book, node.slot)
         cls = node.cls
         cls.indexed -= 1
-        cls.changes += 1
         node.in_index = False
 
     # -- allocations ----------------------------------------------------------------------
@@ -591,31 +802,30 @@ class NodeIndex:
         exclusive: bool,
         core_ids: Sequence[int] = (),
         ports: Sequence[str] = (),
-    ) -> None:
+    ) -> int:
         """Deduct ``usage`` from ``node`` for ``job_id`` and re-index the node; the job also
-        holds the cores ``core_ids`` (pinned) and the host ``ports`` there."""
-        self.usage_changes += 1
-        if node.in_index and not (exclusive or core_ids or ports or node.cls.one_job_at_a_time):
+        holds the cores ``core_ids`` (pinned) and the host ``ports`` there. The job's entry
+        on the node (which :meth:`release` takes)."""
+        self._usage_changes += 1
+        cores, memory, devices = usage
+        attached = bool(exclusive or core_ids or ports or node.cls.one_job_at_a_time)
+        if node.in_index and not attached:
             # most placements: an indexed node stays indexed, under another free key
-            node.jobs[job_id] = usage
-            cores, memory, devices = usage
+            entry = self._new_entry(node, job_id, usage, not devices)
             if devices:
                 self._shift_devices(node, usage, 1)
-                return
+                return entry
             # the usual job, without devices: only the free cores (the key's last
             # component) and memory change, and the C index moves the node by that, counting
             # the job (a node running one is not idle) in the same call
-            node.free_cores -= cores
-            node.free_memory -= memory
             if lib.fi_shift(self._book, node.slot, -memory, -cores, 1):
                 self._lost(node)
-            node.cls.changes += 2
-            return
+            return entry
         if node.in_index:
             self._unindex(node)
         else:
             self._detach_counter(node)
-        node.jobs[job_id] = usage
+        entry = self._new_entry(node, job_id, usage, not (devices or attached))
         self._subtract(node, usage)
         if exclusive or node.cls.one_job_at_a_time:
             # on a one-job-at-a-time node every job keeps the node to itself, as an
@@ -627,52 +837,87 @@ class NodeIndex:
         for port in ports:
             node.ports[port] = job_id
         self._attach(node)
+        return entry
 
-    def release(self, node_id: str, job_id: str) -> None:
+    def release(self, node_id: str, job_id: str, entry: int = -1) -> None:
         """Give ``job_id``'s usage back to the node ``node_id`` and re-index the node;
-        nothing when the node is not registered or does not run the job. The lookup, the
-        check and the move are one call (in the churn run a release's calls cost more than
-        the work in them)."""
+        nothing when the node is not registered or does not run the job. ``entry``: the
+        job's entry there when the caller knows it (else it is found on the node's list)."""
         node = self.nodes.get(node_id)
         if node is None:
             return
         if node.in_index and not node.pinned and not node.ports:
             # most releases: an indexed node runs no exclusive job (it would be out of the
             # index), and without pinned cores or ports only its free key changes
-            usage = node.jobs.pop(job_id, None)
+            usage = self._pop_entry(node, job_id, entry)
             if usage is None:
                 return
-            self.usage_changes += 1
+            self._usage_changes += 1
             cores, memory, devices = usage
             if devices:
                 self._shift_devices(node, usage, -1)
                 return
-            node.free_cores += cores
-            node.free_memory += memory
             # the C index counts the job off: a node left with none joins the idle ones last
             if lib.fi_shift(self._book, node.slot, memory, cores, -1):
                 self._lost(node)
-            node.cls.changes += 2
-        elif job_id in node.jobs:
-            self.usage_changes += 1
-            self._remove_attached(node, job_id)
+        elif entry >= 0 or self._entry_of(node, job_id) >= 0:
+            self._usage_changes += 1
+            self._remove_attached(node, job_id, entry)
+
+    def release_entry(
+        self, entry: int, node_id: str, job_id: str, ends: Any, number: int, end: float, data: bytes
+    ) -> None:
+        """:meth:`release_listed` of the one-node job whose entry is ``entry`` (as
+        :meth:`place` gave it, :attr:`where` ``[3]``): a plain entry (no devices, pinned
+        cores, ports or exclusivity) on an indexed node in one C call (``fi_release_entry``:
+        the entry forgotten, the end unlisted and the node moved), the others as
+        :meth:`release_listed` does. KeyError as there."""
+        failed = lib.fi_release_entry(self._book, entry, ends, number, end)
+        if failed:
+            self.entry_released(failed, entry, node_id, job_id, ends, number, end, data)
+
+    def entry_released(
+        self,
+        failed: int,
+        entry: int,
+        node_id: str,
+        job_id: str,
+        ends: Any,
+        number: int,
+        end: float,
+        data: bytes,
+    ) -> None:
+        """What :meth:`release_entry` does after ``fi_release_entry`` answered ``failed``
+        (not 0): the release by :meth:`release_listed` (1: not a plain entry on an indexed
+        node), or the error."""
+        if failed == 1:
+            self.release_listed(node_id, job_id, ends, number, end, data, entry)
+            return
+        if -failed & 1:
+            self._lost(self.nodes[node_id])
+        raise KeyError(job_id)
 
     def release_listed(
-        self, node_id: str, job_id: str, ends: Any, number: int, end: float, data: bytes
+        self,
+        node_id: str,
+        job_id: str,
+        ends: Any,
+        number: int,
+        end: float,
+        data: bytes,
+        entry: int = -1,
     ) -> None:
         """:meth:`release` of a job listed in ``ends`` (an ``fi_ends``) under class
         ``number`` with ``end`` (``data``: its id as UTF-8), unlisting it there too: for the
         usual job (no devices, on an indexed node without pinned cores or ports) in one C
         call (``fi_release``). KeyError when the job was not listed so (the node released
-        all the same)."""
+        all the same). ``entry`` as :meth:`release`'s."""
         node = self.nodes.get(node_id)
         if node is not None and node.in_index and not node.pinned and not node.ports:
-            usage = node.jobs.pop(job_id, None)
+            usage = self._pop_entry(node, job_id, entry)
             if usage is not None and not usage[2]:
-                self.usage_changes += 1
+                self._usage_changes += 1
                 cores, memory, _ = usage
-                node.free_cores += cores
-                node.free_memory += memory
                 failed = lib.fi_release(
                     self._book, node.slot, memory, cores, ends, number, end, data, len(data)
                 )
@@ -680,33 +925,33 @@ class NodeIndex:
                     if -failed & 1:
                         self._lost(node)
                     raise KeyError(job_id)
-                node.cls.changes += 2
                 return
             if lib.fi_end_remove(ends, number, end, data, len(data)):
                 raise KeyError(job_id)
             if usage is not None:
-                self.usage_changes += 1
+                self._usage_changes += 1
                 self._shift_devices(node, usage, -1)
             return
         if lib.fi_end_remove(ends, number, end, data, len(data)):
             raise KeyError(job_id)
-        self.release(node_id, job_id)
+        self.release(node_id, job_id, entry)
 
     def remove_job(self, node: IndexedNode, job_id: str) -> None:
         """Give ``job_id``'s usage back to ``node`` (KeyError when it does not run there) and
         re-index the node."""
-        if job_id not in node.jobs:
+        if self._entry_of(node, job_id) < 0:
             raise KeyError(job_id)
         self.release(node.id, job_id)
 
-    def _remove_attached(self, node: IndexedNode, job_id: str) -> None:
+    def _remove_attached(self, node: IndexedNode, job_id: str, entry: int = -1) -> None:
         """:meth:`release` of a job from a node out of the index, or one whose pinned cores
         or host ports change too: the node leaves wherever it is and comes back."""
         if node.in_index:
             self._unindex(node)
         else:
             self._detach_counter(node)
-        usage = node.jobs.pop(job_id)
+        usage = self._pop_entry(node, job_id, entry)
+        assert usage is not None
         self._subtract(node, usage, sign=-1)
         if node.exclusive_job == job_id:
             node.exclusive_job = None
@@ -748,18 +993,19 @@ class NodeIndex:
             if len(delta) <= width:
                 delta = self._delta = ffi.new("int64_t[]", width + 1)
             delta[0 : width + 1] = change
-        node.free_cores -= sign * cores
-        node.free_memory -= sign * memory
+        # the C index moves the free cores and memory with the key
         if lib.fi_shift_key(self._book, node.slot, -sign * memory, delta, sign):
             self._lost(node)
-        # as leaving the index and coming back counts
-        node.cls.changes += 2
 
-    @staticmethod
-    def _lost(node: IndexedNode) -> None:
-        """A node the C index had no memory to move (it is out of the index now)."""
+    def _lost(self, node: IndexedNode) -> None:
+        """A node the C index had no memory to move (it is out of the index now, its free
+        cores and memory as the move left them in its record)."""
+        book, slot = self._book, node.slot
+        node._cores = int(lib.fi_key_at(book, slot, len(node.cls.cap_key) - 1))
+        node._memory = int(lib.fi_free_memory(book, slot))
         node.in_index = False
         node.cls.indexed -= 1
+        self._note_outside(node)
         raise MemoryError(f"no memory to index node {node.id}")
 
     def _detach_counter(self, node: IndexedNode) -> None:
@@ -772,6 +1018,7 @@ class NodeIndex:
 
     @staticmethod
     def _subtract(node: IndexedNode, usage: Usage, sign: int = 1) -> None:
+        """Deduct (``sign`` 1) or give back (-1) ``usage`` on ``node``, out of the index."""
         cores, memory, devices = usage
         node.free_cores -= sign * cores
         node.free_memory -= sign * memory
@@ -793,21 +1040,30 @@ class NodeIndex:
         avoid: SlotSet = NO_SLOTS,
         ends: Any = ffi.NULL,
         end: float = 0.0,
-        data: bytes = b"",
+        data: bytes | None = None,
+        usage_number: int = -1,
     ) -> IndexedNode | None:
         """Place ``job_id``, a one-node job of ``usage``, on the best fit of ``plan``'s
         classes from position ``start`` (the first class with room gives :meth:`first_fit`'s
         node), in one C call that finds and moves the node (its free devices too, for a job
-        with devices) and counts the job; the node, or None when no class has room or the
-        best fit is one of ``avoid``'s nodes (then nothing changed). Afterwards ``where[0]``
-        is the position of the first class from ``start`` with room (the plan's length when
-        none). With ``ends`` (an ``fi_ends``), the same call lists the job there as running
-        until ``end`` on its node's class (``data``: the job's id as UTF-8, as
-        :meth:`EndsByClass.add <.timeline.EndsByClass.add>` gives it). The caller makes sure
-        no class of ``plan`` is annotated PLACE_UNTIL or takes one job at a time (their
+        with devices), counts the job and makes its entry; the node, or None when no class
+        has room or the best fit is one of ``avoid``'s nodes (then nothing changed).
+        Afterwards ``where[0]`` is the position of the first class from ``start`` with room
+        (the plan's length when none) and ``where[3]`` the job's entry (for
+        :meth:`release_entry`), which keeps the job's id (``data``: as UTF-8, as
+        :meth:`EndsByClass.add <.timeline.EndsByClass.add>` gives it; made from ``job_id``
+        when not given) and ``usage`` by its number (``usage_number``, :meth:`usage_number`'s,
+        looked up when not given): the placement writes no Python object. With ``ends`` (an
+        ``fi_ends``), the same call lists the job there as running until ``end`` on its
+        node's class. The caller makes
+        sure no class of ``plan`` is annotated PLACE_UNTIL or takes one job at a time (their
         placements take :meth:`add_job`)."""
-        cores, memory, devices = usage
+        cores, memory, _ = usage
         where = self.where
+        if data is None:
+            data = job_id.encode("utf-8", "surrogatepass")
+        if usage_number < 0:
+            usage_number = self.usage_number(usage)
         slot = lib.fi_place(
             self._book,
             plan.classes,
@@ -824,32 +1080,39 @@ class NodeIndex:
             end,
             data,
             len(data),
+            usage_number,
         )
+        return self.placed(slot, plan, job_id, usage)
+
+    def placed(self, slot: int, plan: ClassList, job_id: str, usage: Usage) -> IndexedNode | None:
+        """What :meth:`place` does after its C call (``fi_place``) answered ``slot`` for
+        ``job_id`` of ``usage`` over ``plan``: the node, or None (nothing placed); a job
+        with devices has them taken off the node's free devices; MemoryError as there. The
+        scheduler makes the C call itself and calls this only for a job with devices or
+        when the call did not place the job as usual."""
+        where = self.where
+        devices = usage[2]
         unlisted = slot == -4
         if unlisted:
             slot = where[2]  # placed all the same: the node's bookkeeping below, then raised
         if slot < 0:
             if slot == -3:
-                self.usage_changes += 1
+                self._usage_changes += 1
                 lost = self.by_slot[where[2]]
                 assert lost is not None
                 # as add_job leaves a node the C index had no memory to move
-                lost.jobs[job_id] = usage
-                lost.free_cores -= cores
-                lost.free_memory -= memory
+                self._new_entry(lost, job_id, usage, not devices)
                 if devices:
                     self._take_devices(lost, plan.request_keys[where[1]])
                 self._lost(lost)
             return None
         node = self.by_slot[slot]
         assert node is not None
-        self.usage_changes += 1
-        node.jobs[job_id] = usage
-        node.free_cores -= cores
-        node.free_memory -= memory
+        if where[3] < 0:
+            # the node moved, but no memory for its entry
+            self._new_entry(node, job_id, usage, not devices)
         if devices:
             self._take_devices(node, plan.request_keys[where[1]])
-        node.cls.changes += 2
         if unlisted:
             raise MemoryError(f"no memory to list job {job_id}'s end")
         return node

@@ -10,6 +10,13 @@ jobs with no expected runtime end at infinity), gives each ending job's capacity
 nodes that take new work count: capacity coming back on a held or not-ready node helps no one.
 Other pending work is ignored, so an estimate for anything but the reservation is a lower
 bound.
+
+The estimated starts (questions of start only) are replayed in one C call over the node
+index's book (:func:`replay_starts`): the running jobs' ends walked from the C store, each
+job given back from its entries, without a Python record read; the reservation's replay,
+which also needs its nodes and their room, is :func:`replay_ends`. Both answer a question
+alike (the C one is checked against it in the tests), and the Python one is made for the
+estimates too when the book lacks a job's entries.
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ from typing import Any
 
 from fuzzball_core.scheduling import JobShape
 from fuzzball_plugins.schedulers._free_index import ffi, lib
-from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex
+from fuzzball_plugins.schedulers.node_index import IndexedNode, NodeClass, NodeIndex, Usage
 
 #: How many job handles a walk's buffer holds at first (it grows for an end with more jobs).
 _WALK_ROOM = 256
 
 #: A running job as the replay reads it: a record whose first item is the ids of its nodes
-#: (the scheduler's allocation record, a plain tuple: see ``default._Allocation``).
+#: and whose last is its entry in the node index's book, or a tuple of them for a job of
+#: several nodes, one per node id in order (the scheduler's allocation
+#: record, a plain tuple: see ``default._Allocation``).
 Running = tuple[Any, ...]
 
 
@@ -79,10 +88,12 @@ class EndsByClass:
         #: the C store (fi_ends), freed with this object
         self.store = ffi.gc(store, lib.fi_ends_free)
 
-    def add(self, number: int, end: float, job_id: str) -> None:
-        """``job_id`` runs until ``end`` on nodes of class ``number`` (once per class)."""
+    def add(self, number: int, end: float, job_id: str, entry: int = -1) -> None:
+        """``job_id`` runs until ``end`` on nodes of class ``number`` (once per class);
+        ``entry``: its first entry in the node index's book, which the estimated starts'
+        replay in C gives back from (-1: none, and such a replay is made in Python)."""
         data = job_id.encode("utf-8", "surrogatepass")
-        if lib.fi_end_add(self.store, number, end, data, len(data)):
+        if lib.fi_end_add(self.store, number, end, data, len(data), entry):
             raise MemoryError(f"no memory to list job {job_id}'s end")
 
     def remove(self, number: int, end: float, job_id: str) -> None:
@@ -210,16 +221,16 @@ class Shadow:
         """The node's shadow free key, free memory and running-job count."""
         state = self.state.get(node.id)
         if state is None:
-            return [*node.free_devices, node.free_cores], node.free_memory, len(node.jobs)
+            return self._index.state_of(node)
         return state[0], state[1], state[2]
 
-    def give_back(self, node: IndexedNode, job_id: str) -> list:
-        """Return ``job_id``'s usage on ``node`` to the shadow and the node's new state."""
+    def give_back(self, node: IndexedNode, usage: Usage) -> list:
+        """Return a job's ``usage`` on ``node`` to the shadow and the node's new state."""
         state = self.state.get(node.id)
         if state is None:
-            state = [[*node.free_devices, node.free_cores], node.free_memory, len(node.jobs)]
+            state = list(self._index.state_of(node))
             self.state[node.id] = state
-        cores, memory, devices = node.jobs[job_id]
+        cores, memory, devices = usage
         key = state[0]
         key[-1] += cores
         state[1] += memory
@@ -261,17 +272,24 @@ def replay_ends(
         narrow({cls.number for cls in by_class})
     nodes = index.nodes
     give_back = shadow.give_back
+    usage_at = index.usage_at
     for end, job_ids in ends:
         for job_id in job_ids:
             answered: list[StartQuery] = []
-            for node_id in allocations[job_id][0]:
+            allocation = allocations[job_id]
+            # the job's entries name its usage on each node: one entry for a one-node job,
+            # else one per node, in the order of its node ids
+            entries = allocation[-1]
+            for at, node_id in enumerate(allocation[0]):
                 node = nodes[node_id]
                 if node.unavailable_label is not None:
                     continue
                 asking = by_class.get(node.cls)
                 if asking is None:
                     continue
-                free_key, free_memory, running = give_back(node, job_id)
+                # a one-node job's charge is its usage there (see DefaultScheduler._record)
+                usage = allocation[2] if entries.__class__ is int else usage_at(entries[at])
+                free_key, free_memory, running = give_back(node, usage)
                 for query, request_key, fitting, memory, exclusive, needed in asking:
                     if node_id in fitting:
                         continue
@@ -303,6 +321,62 @@ def replay_ends(
                 if _drop_answered(by_class, answered) and narrow is not None:
                     narrow({cls.number for cls in by_class})
     return shadow
+
+
+#: One start question for :func:`replay_starts`: the shape, the classes it may run on with
+#: its request as a C array of each one's key (:attr:`NodeIndex.request_array`), in two
+#: lists, and the ids of the nodes that have room for it now (fewer than it needs)
+StartAsk = tuple[JobShape, tuple[list[int], list[Any]], Collection[str]]
+
+
+def replay_starts(
+    index: NodeIndex, ends: EndsByClass, asks: Sequence[StartAsk]
+) -> list[float | None] | None:
+    """Each question's start (the end at which enough nodes have room; None when never) as
+    :func:`replay_ends` would answer it, in one C call over the book's entries
+    (``fi_replay``) instead of a walk of Python records; None when a job or node is not
+    recorded for it (then nothing is answered: the caller replays in Python)."""
+    ask_number: list[int] = []
+    asked_by: list[int] = []
+    asked_key: list[Any] = []
+    memory: list[int] = []
+    exclusive: list[bool] = []
+    needed: list[int] = []
+    seed_start = [0]
+    seeds: list[int] = []
+    nodes = index.nodes
+    for at, (shape, (numbers, keys), fitting) in enumerate(asks):
+        ask_number += numbers
+        asked_key += keys
+        asked_by += [at] * len(numbers)
+        memory.append(shape.memory)
+        exclusive.append(shape.exclusive)
+        needed.append(shape.nodes)
+        if fitting:
+            seeds.extend([nodes[node_id].slot for node_id in fitting])
+        seed_start.append(len(seeds))
+    count = len(asks)
+    starts = ffi.new("double[]", count)
+    failed = lib.fi_replay(
+        index.book,
+        ends.store,
+        len(ask_number),
+        ask_number,
+        asked_by,
+        asked_key,
+        count,
+        memory,
+        exclusive,
+        needed,
+        seed_start,
+        seeds,
+        starts,
+    )
+    if failed < 0:
+        raise MemoryError("no memory to replay the running jobs' ends")
+    if failed:
+        return None
+    return [None if math.isnan(start) else start for start in ffi.unpack(starts, count)]
 
 
 def _drop_answered(by_class: dict[NodeClass, list[_Asking]], answered: list[StartQuery]) -> bool:

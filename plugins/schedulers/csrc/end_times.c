@@ -19,6 +19,7 @@ typedef struct {
     int32_t len;
     int16_t nul;
     int16_t dead;
+    int32_t entry; /* the job's first entry in the node index's book (-1: not given) */
 } end_job;
 
 static const char *id_of(const end_job *job) {
@@ -109,7 +110,8 @@ static int32_t job_position(const end_bucket *bucket, const char *id, int32_t le
     return low;
 }
 
-int fi_end_add(fi_ends *ends, int32_t number, double end, const char *id, int32_t len) {
+int fi_end_add(fi_ends *ends, int32_t number, double end, const char *id, int32_t len,
+               int32_t entry) {
     if (number < 0 || len < 0)
         return -1;
     if (number >= ends->count) {
@@ -140,7 +142,8 @@ int fi_end_add(fi_ends *ends, int32_t number, double end, const char *id, int32_
         list->count++;
     }
     end_bucket *bucket = list->buckets + at;
-    end_job made = {.len = len, .nul = memchr(id, 0, (size_t)len) != NULL, .dead = 0};
+    end_job made = {
+        .len = len, .nul = memchr(id, 0, (size_t)len) != NULL, .dead = 0, .entry = entry};
     char *copy = made.id.inline_id;
     if (len > INLINE_ID)
         copy = made.id.heap = malloc((size_t)len);
@@ -337,4 +340,49 @@ int64_t fi_ends_count(const fi_ends *ends, int32_t number) {
     for (int32_t b = 0; b < list->count; b++)
         count += list->buckets[b].live;
     return count;
+}
+
+int64_t fi_ends_next_entries(const fi_ends *ends, const int32_t *numbers, int32_t n,
+                             int32_t *cursors, double *end, int32_t *out, int64_t room) {
+    int found = 0;
+    double least = 0;
+    for (int32_t c = 0; c < n; c++) {
+        int32_t number = numbers[c];
+        if (number < 0 || number >= ends->count)
+            continue;
+        const end_list *list = ends->lists + number;
+        if (cursors[c] < list->count && (!found || list->buckets[cursors[c]].end < least)) {
+            least = list->buckets[cursors[c]].end;
+            found = 1;
+        }
+    }
+    if (!found)
+        return -1;
+    int64_t total = 0;
+    for (int32_t c = 0; c < n; c++) {
+        int32_t number = numbers[c];
+        if (number < 0 || number >= ends->count)
+            continue;
+        const end_list *list = ends->lists + number;
+        if (cursors[c] < list->count && list->buckets[cursors[c]].end == least)
+            total += list->buckets[cursors[c]].live;
+    }
+    if (total > room)
+        return -3 - total;
+    int64_t written = 0;
+    for (int32_t c = 0; c < n; c++) {
+        int32_t number = numbers[c];
+        if (number < 0 || number >= ends->count)
+            continue;
+        const end_list *list = ends->lists + number;
+        if (cursors[c] < list->count && list->buckets[cursors[c]].end == least) {
+            const end_bucket *bucket = list->buckets + cursors[c];
+            for (int32_t i = 0; i < bucket->count; i++)
+                if (!bucket->jobs[i].dead)
+                    out[written++] = bucket->jobs[i].entry;
+            cursors[c]++;
+        }
+    }
+    *end = least;
+    return written;
 }

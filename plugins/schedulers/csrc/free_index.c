@@ -1,6 +1,7 @@
 /* The default scheduler's free-capacity index: see free_index.h. */
 #include "free_index.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,8 @@ struct fi_class {
     int32_t idle_head;
     int32_t idle_tail;
     int64_t idle_count;
+    /* entries inserted or removed: a move counts 2 (NodeClass.changes reads it) */
+    int64_t changes;
 };
 
 /* Where a slot's node is indexed: its class (NULL: out of the index), key and entry. */
@@ -41,11 +44,56 @@ typedef struct {
     int32_t idle_prev; /* its neighbours in its class's idle list (-1: none) */
     int32_t idle_next;
     int idle; /* whether it is in that list */
+    /* the node's running jobs' entries (all of them, indexed or not), oldest first */
+    int32_t head;
+    int32_t tail;
+    int32_t njobs;
+    /* what fi_note_node told: the node's class number (-1: not told), and while it is out
+     * of the index whether it takes new work and its free key and memory now */
+    int32_t number;
+    int32_t usable;
+    int32_t oncomp; /* 0: not told */
+    int32_t oroom;
+    int64_t *okey;
+    int64_t omemory;
 } record;
+
+/* An id of up to this many bytes is kept in its entry; a longer one is copied apart. */
+#define ENTRY_ID_INLINE 16
+/* How many device kinds an entry counts (a job on a node of more is replayed in Python). */
+#define ENTRY_DEVICES 4
+/* The widest free key fi_replay's shadow holds (a wider one is replayed in Python). */
+#define REPLAY_WIDTH 16
+
+/* One running job on one node: the node's slot, the job's cores and memory there, whether
+ * fi_release_entry may release it alone (no devices, pinned cores, ports or exclusivity),
+ * its neighbours in its node's list (-1: none; `next` links the free entries too). */
+typedef struct {
+    int32_t slot; /* -1: a free entry */
+    int32_t prev;
+    int32_t next;
+    int32_t plain;
+    int64_t cores;
+    int64_t memory;
+    int32_t usage; /* the caller's number for the job's usage on the node (NodeIndex's table) */
+    int32_t sibling; /* the job's next entry (on its next node), -1: none */
+    int32_t ndev;    /* device counts by the class's kinds (-1: more kinds than `dev` holds) */
+    int64_t dev[ENTRY_DEVICES];
+    int32_t len; /* the job's id: `len` bytes, in `small` when they fit, else in `id` */
+    char *id;
+    char small[ENTRY_ID_INLINE];
+} job_entry;
 
 struct fi_book {
     int32_t count;
     record *records;
+    job_entry *entries;
+    int32_t nentries; /* entries ever made (free ones included) */
+    int32_t entry_room;
+    int32_t free_entry; /* head of the free entries, -1: none */
+    int32_t *shadow_of; /* fi_replay's scratch: slot -> its shadow (-1), `shadow_room` long */
+    int32_t shadow_room;
+    int64_t changes;    /* placements and releases made in C (NodeIndex.usage_changes) */
 };
 
 fi_class *fi_class_new(int ncomp) {
@@ -73,14 +121,26 @@ int64_t fi_class_count(const fi_class *cls) { return cls->indexed; }
 
 int32_t fi_class_nkeys(const fi_class *cls) { return cls->nkeys; }
 
-fi_book *fi_book_new(void) { return calloc(1, sizeof(fi_book)); }
+fi_book *fi_book_new(void) {
+    fi_book *book = calloc(1, sizeof(fi_book));
+    if (book != NULL)
+        book->free_entry = -1;
+    return book;
+}
 
 void fi_book_free(fi_book *book) {
     if (book == NULL)
         return;
-    for (int32_t i = 0; i < book->count; i++)
+    for (int32_t i = 0; i < book->count; i++) {
         free(book->records[i].key);
+        free(book->records[i].okey);
+    }
+    free(book->shadow_of);
     free(book->records);
+    for (int32_t e = 0; e < book->nentries; e++)
+        if (book->entries[e].slot >= 0)
+            free(book->entries[e].id);
+    free(book->entries);
     free(book);
 }
 
@@ -180,6 +240,7 @@ static int insert(fi_class *cls, const int64_t *key, int64_t memory, int64_t ran
     list->entries[at] = (entry){memory, rank, slot};
     list->count++;
     cls->indexed++;
+    cls->changes++;
     return 0;
 }
 
@@ -196,6 +257,7 @@ static void remove_entry(fi_class *cls, const int64_t *key, int64_t memory, int6
             sizeof(entry) * (size_t)(list->count - at - 1));
     list->count--;
     cls->indexed--;
+    cls->changes++;
     if (list->count)
         return;
     /* the key's last node left: the key goes (its list's memory with it) */
@@ -219,6 +281,10 @@ static record *record_of(fi_book *book, int32_t slot) {
         if (records == NULL)
             return NULL;
         memset(records + book->count, 0, sizeof(record) * (size_t)(count - book->count));
+        for (int32_t i = book->count; i < count; i++) {
+            records[i].head = records[i].tail = -1;
+            records[i].number = -1;
+        }
         book->records = records;
         book->count = count;
     }
@@ -423,9 +489,9 @@ int64_t fi_first_fit(const fi_class *cls, const int64_t *need, int64_t memory) {
 int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
                  int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
                  int32_t navoid, int32_t *where, fi_ends *ends, const int32_t *numbers,
-                 double end, const char *id, int32_t len) {
+                 double end, const char *id, int32_t len, int32_t usage) {
     where[0] = n;
-    where[1] = where[2] = -1;
+    where[1] = where[2] = where[3] = -1;
     for (int32_t position = start < 0 ? 0 : start; position < n; position++) {
         const entry *found = best_fit(classes[position], needs[position], memory);
         if (found == NULL)
@@ -440,7 +506,16 @@ int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *
         /* the need's device counts come off too (zeros for a job without devices) */
         if (shift(book, slot, -memory, needs[position], -1, -cores, 1) != 0)
             return -3;
-        if (ends != NULL && fi_end_add(ends, numbers[position], end, id, len) != 0)
+        book->changes++;
+        /* the need's device counts: a job with none may be released by fi_release_entry */
+        int plain = 1;
+        for (int i = 0; i < classes[position]->ncomp - 1; i++)
+            plain &= needs[position][i] == 0;
+        where[3] = fi_entry_add(book, slot, cores, memory, plain, usage, id, len);
+        if (where[3] < 0)
+            return -4;
+        fi_entry_devices(book, where[3], needs[position], classes[position]->ncomp - 1);
+        if (ends != NULL && fi_end_add(ends, numbers[position], end, id, len, where[3]) != 0)
             return -4;
         return slot;
     }
@@ -557,4 +632,454 @@ int32_t fi_scan(const fi_class *cls, const int64_t *need, int64_t memory, int64_
     }
     *score = best;
     return written;
+}
+
+int64_t fi_class_changes(const fi_class *cls) { return cls->changes; }
+
+int64_t fi_book_changes(const fi_book *book) { return book->changes; }
+
+int32_t fi_entry_add(fi_book *book, int32_t slot, int64_t cores, int64_t memory, int32_t plain,
+                     int32_t usage, const char *id, int32_t len) {
+    char *copy = NULL;
+    if (len > ENTRY_ID_INLINE) {
+        copy = malloc((size_t)len);
+        if (copy == NULL)
+            return -1;
+        memcpy(copy, id, (size_t)len);
+    }
+    record *r = record_of(book, slot);
+    if (r == NULL) {
+        free(copy);
+        return -1;
+    }
+    int32_t e = book->free_entry;
+    if (e >= 0) {
+        book->free_entry = book->entries[e].next;
+    } else {
+        if (book->nentries == book->entry_room) {
+            int32_t room = book->entry_room ? book->entry_room * 2 : 1024;
+            job_entry *entries = realloc(book->entries, sizeof(job_entry) * (size_t)room);
+            if (entries == NULL) {
+                free(copy);
+                return -1;
+            }
+            book->entries = entries;
+            book->entry_room = room;
+        }
+        e = book->nentries++;
+    }
+    job_entry *j = book->entries + e;
+    *j = (job_entry){slot, r->tail, -1, plain, cores, memory, usage, -1, 0, {0}, len, copy, {0}};
+    if (copy == NULL && len > 0)
+        memcpy(j->small, id, (size_t)len);
+    if (r->tail >= 0)
+        book->entries[r->tail].next = e;
+    else
+        r->head = e;
+    r->tail = e;
+    r->njobs++;
+    return e;
+}
+
+int32_t fi_entry_remove(fi_book *book, int32_t e) {
+    if (e < 0 || e >= book->nentries || book->entries[e].slot < 0)
+        return -1;
+    job_entry *j = book->entries + e;
+    int32_t slot = j->slot;
+    record *r = book->records + slot;
+    if (j->prev >= 0)
+        book->entries[j->prev].next = j->next;
+    else
+        r->head = j->next;
+    if (j->next >= 0)
+        book->entries[j->next].prev = j->prev;
+    else
+        r->tail = j->prev;
+    r->njobs--;
+    free(j->id);
+    j->id = NULL;
+    j->slot = -1;
+    j->next = book->free_entry;
+    book->free_entry = e;
+    return slot;
+}
+
+int32_t fi_entry_count(const fi_book *book, int32_t slot) {
+    return slot >= 0 && slot < book->count ? book->records[slot].njobs : 0;
+}
+
+int32_t fi_entries(const fi_book *book, int32_t slot, int32_t *out, int32_t room) {
+    int32_t written = 0;
+    if (slot < 0 || slot >= book->count)
+        return 0;
+    for (int32_t e = book->records[slot].head; e >= 0 && written < room; e = book->entries[e].next)
+        out[written++] = e;
+    return written;
+}
+
+int64_t fi_free_cores(const fi_book *book, int32_t slot) {
+    const record *r = book->records + slot;
+    return r->key[r->cls->ncomp - 1];
+}
+
+int64_t fi_free_memory(const fi_book *book, int32_t slot) { return book->records[slot].memory; }
+
+int fi_release_entry(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end) {
+    if (e < 0 || e >= book->nentries || book->entries[e].slot < 0)
+        return 1;
+    job_entry *j = book->entries + e;
+    int32_t slot = j->slot;
+    if (!j->plain || book->records[slot].cls == NULL)
+        return 1;
+    int64_t cores = j->cores, memory = j->memory;
+    /* unlisted by the entry's copy of the id, before the entry (and a long copy) goes */
+    int unlisted = fi_end_remove(ends, number, end, j->id != NULL ? j->id : j->small, j->len) != 0;
+    fi_entry_remove(book, e);
+    book->changes++;
+    int lost = shift(book, slot, memory, NULL, 0, cores, -1) != 0;
+    return -(lost + 2 * unlisted);
+}
+
+int64_t fi_key_at(const fi_book *book, int32_t slot, int32_t at) {
+    return book->records[slot].key[at];
+}
+
+const int64_t *fi_class_changes_at(const fi_class *cls) { return &cls->changes; }
+
+int32_t fi_node_state(const fi_book *book, int32_t slot, int64_t *out) {
+    const record *r = book->records + slot;
+    if (r->cls != NULL) {
+        out[0] = r->key[r->cls->ncomp - 1];
+        out[1] = r->memory;
+    }
+    return r->njobs;
+}
+
+const char *fi_entry_id(const fi_book *book, int32_t e, int32_t *len) {
+    const job_entry *j = book->entries + e;
+    *len = j->len;
+    return j->id != NULL ? j->id : j->small;
+}
+
+int32_t fi_entry_usage(const fi_book *book, int32_t e) { return book->entries[e].usage; }
+
+int32_t fi_entry_find(const fi_book *book, int32_t slot, const char *id, int32_t len) {
+    if (slot < 0 || slot >= book->count)
+        return -1;
+    for (int32_t e = book->records[slot].head; e >= 0; e = book->entries[e].next) {
+        const job_entry *j = book->entries + e;
+        if (j->len == len && memcmp(j->id != NULL ? j->id : j->small, id, (size_t)len) == 0)
+            return e;
+    }
+    return -1;
+}
+
+int fi_note_node(fi_book *book, int32_t slot, int32_t number, int32_t usable,
+                 const int64_t *key, int32_t ncomp, int64_t memory) {
+    record *r = record_of(book, slot);
+    if (r == NULL)
+        return -1;
+    r->number = number;
+    if (key == NULL)
+        return 0;
+    if (r->oroom < ncomp) {
+        int64_t *room = realloc(r->okey, sizeof(int64_t) * (size_t)ncomp);
+        if (room == NULL) {
+            r->oncomp = 0; /* not told: a replay meeting the node is made in Python */
+            return -1;
+        }
+        r->okey = room;
+        r->oroom = ncomp;
+    }
+    memcpy(r->okey, key, sizeof(int64_t) * (size_t)ncomp);
+    r->oncomp = ncomp;
+    r->omemory = memory;
+    r->usable = usable;
+    return 0;
+}
+
+void fi_entry_devices(fi_book *book, int32_t e, const int64_t *devices, int32_t n) {
+    job_entry *j = book->entries + e;
+    if (n > ENTRY_DEVICES) {
+        j->ndev = -1;
+        return;
+    }
+    j->ndev = n;
+    for (int32_t i = 0; i < n; i++)
+        j->dev[i] = devices[i];
+}
+
+void fi_entry_chain(fi_book *book, int32_t e, int32_t next) { book->entries[e].sibling = next; }
+
+static int compare_ints(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* One node's state in a replay: its free key, free memory and running jobs. */
+typedef struct {
+    int32_t slot;
+    int32_t ncomp;
+    int32_t running;
+    int64_t memory;
+    int64_t key[REPLAY_WIDTH];
+} shadow_state;
+
+/* A question's fitting nodes (slots), in the order they came. */
+typedef struct {
+    int32_t count;
+    int32_t room;
+    int32_t *slots;
+} fitting_set;
+
+static int fitting_has(const fitting_set *set, int32_t slot) {
+    for (int32_t i = 0; i < set->count; i++)
+        if (set->slots[i] == slot)
+            return 1;
+    return 0;
+}
+
+static int fitting_add(fitting_set *set, int32_t slot) {
+    if (set->count == set->room) {
+        int32_t room = set->room ? set->room * 2 : 8;
+        int32_t *slots = realloc(set->slots, sizeof(int32_t) * (size_t)room);
+        if (slots == NULL)
+            return -1;
+        set->slots = slots;
+        set->room = room;
+    }
+    set->slots[set->count++] = slot;
+    return 0;
+}
+
+int fi_replay(fi_book *book, const fi_ends *ends, int32_t nasks, const int32_t *ask_number,
+              const int32_t *asked_by, const int64_t *const *asked_key, int32_t nqueries,
+              const int64_t *memory, const int32_t *exclusive, const int32_t *needed,
+              const int32_t *seed_start, const int32_t *seeds, double *starts) {
+    int rc = -1;
+    /* the questions grouped by class: class c's are ask_query[ask_start[c]..ask_start[c+1]]
+     * (with their keys in ask_key), the classes in the order they were first asked */
+    int32_t nclasses = 0;
+    int32_t *numbers = malloc(sizeof(int32_t) * (size_t)(nasks ? nasks : 1));
+    int32_t *ask_start = calloc((size_t)nasks + 2, sizeof(int32_t));
+    int32_t *ask_query = malloc(sizeof(int32_t) * (size_t)(nasks ? nasks : 1));
+    const int64_t **ask_key = malloc(sizeof(int64_t *) * (size_t)(nasks ? nasks : 1));
+    int32_t *class_of = malloc(sizeof(int32_t) * (size_t)(nasks ? nasks : 1));
+    if (numbers == NULL || ask_start == NULL || ask_query == NULL || ask_key == NULL ||
+        class_of == NULL) {
+        free(numbers);
+        free(ask_start);
+        free(ask_query);
+        free(ask_key);
+        free(class_of);
+        return -1;
+    }
+    for (int32_t i = 0; i < nasks; i++) {
+        int32_t c = 0;
+        while (c < nclasses && numbers[c] != ask_number[i])
+            c++;
+        if (c == nclasses)
+            numbers[nclasses++] = ask_number[i];
+        class_of[i] = c;
+        ask_start[c + 1]++;
+    }
+    for (int32_t c = 0; c < nclasses; c++)
+        ask_start[c + 1] += ask_start[c];
+    {
+        /* placed by a counting sort (each class's questions in the order asked) */
+        int32_t *fill = calloc((size_t)(nclasses ? nclasses : 1), sizeof(int32_t));
+        if (fill == NULL) {
+            free(numbers);
+            free(ask_start);
+            free(ask_query);
+            free(ask_key);
+            free(class_of);
+            return -1;
+        }
+        for (int32_t i = 0; i < nasks; i++) {
+            int32_t c = class_of[i];
+            int32_t at = ask_start[c] + fill[c]++;
+            ask_query[at] = asked_by[i];
+            ask_key[at] = asked_key[i];
+        }
+        free(fill);
+    }
+    free(class_of);
+    fitting_set *fitting = calloc((size_t)(nqueries ? nqueries : 1), sizeof(fitting_set));
+    int32_t *class_open = calloc((size_t)(nclasses ? nclasses : 1), sizeof(int32_t));
+    int32_t *cursors = calloc((size_t)(nclasses ? nclasses : 1), sizeof(int32_t));
+    /* the classes walked: those with a question open (a class answered is walked no more) */
+    int32_t *walked = malloc(sizeof(int32_t) * (size_t)(nclasses ? nclasses : 1));
+    int32_t nwalked = nclasses;
+    int64_t room = 256;
+    int32_t *heads = malloc(sizeof(int32_t) * (size_t)room);
+    int32_t nshadows = 0, shadow_room = 64;
+    shadow_state *shadows = malloc(sizeof(shadow_state) * (size_t)shadow_room);
+    if (fitting == NULL || class_open == NULL || cursors == NULL || walked == NULL ||
+        heads == NULL || shadows == NULL)
+        goto done;
+    memcpy(walked, numbers, sizeof(int32_t) * (size_t)nclasses);
+    if (book->shadow_room < book->count) {
+        int32_t *map = realloc(book->shadow_of, sizeof(int32_t) * (size_t)book->count);
+        if (map == NULL)
+            goto done;
+        for (int32_t i = book->shadow_room; i < book->count; i++)
+            map[i] = -1;
+        book->shadow_of = map;
+        book->shadow_room = book->count;
+    }
+    int32_t open = nqueries;
+    for (int32_t q = 0; q < nqueries; q++) {
+        starts[q] = NAN;
+        for (int32_t i = seed_start[q]; i < seed_start[q + 1]; i++)
+            if (!fitting_has(fitting + q, seeds[i]) && fitting_add(fitting + q, seeds[i]) != 0)
+                goto done;
+    }
+    for (int32_t c = 0; c < nclasses; c++)
+        class_open[c] = ask_start[c + 1] - ask_start[c];
+    rc = 0;
+    while (open > 0) {
+        double end;
+        int64_t count = fi_ends_next_entries(ends, walked, nwalked, cursors, &end, heads, room);
+        if (count == -1)
+            break;
+        if (count < -1) {
+            room = -3 - count;
+            int32_t *grown = realloc(heads, sizeof(int32_t) * (size_t)room);
+            if (grown == NULL) {
+                rc = -1;
+                goto done;
+            }
+            heads = grown;
+            continue;
+        }
+        /* a job listed under several of the classes once */
+        qsort(heads, (size_t)count, sizeof(int32_t), compare_ints);
+        for (int64_t h = 0; h < count && open > 0; h++) {
+            if (h && heads[h] == heads[h - 1])
+                continue;
+            if (heads[h] < 0) {
+                rc = 1;
+                goto done;
+            }
+            for (int32_t e = heads[h]; e >= 0; e = book->entries[e].sibling) {
+                const job_entry *j = book->entries + e;
+                if (j->slot < 0) {
+                    rc = 1;
+                    goto done;
+                }
+                const record *r = book->records + j->slot;
+                int32_t c = 0;
+                while (c < nclasses && numbers[c] != r->number)
+                    c++;
+                if (c == nclasses || !class_open[c])
+                    continue;
+                if (r->cls == NULL && !r->usable)
+                    continue;
+                int32_t at = book->shadow_of[j->slot];
+                if (at < 0) {
+                    int32_t ncomp = r->cls != NULL ? r->cls->ncomp : r->oncomp;
+                    if (ncomp == 0 || ncomp > REPLAY_WIDTH) {
+                        rc = 1;
+                        goto done;
+                    }
+                    if (nshadows == shadow_room) {
+                        shadow_room *= 2;
+                        shadow_state *grown =
+                            realloc(shadows, sizeof(shadow_state) * (size_t)shadow_room);
+                        if (grown == NULL) {
+                            rc = -1;
+                            goto done;
+                        }
+                        shadows = grown;
+                    }
+                    at = book->shadow_of[j->slot] = nshadows++;
+                    shadow_state *made = shadows + at;
+                    made->slot = j->slot;
+                    made->ncomp = ncomp;
+                    made->running = r->njobs;
+                    made->memory = r->cls != NULL ? r->memory : r->omemory;
+                    memcpy(made->key, r->cls != NULL ? r->key : r->okey,
+                           sizeof(int64_t) * (size_t)ncomp);
+                }
+                shadow_state *state = shadows + at;
+                int32_t ncomp = state->ncomp;
+                if (j->ndev != ncomp - 1) {
+                    rc = 1; /* devices not counted by this class's kinds */
+                    goto done;
+                }
+                state->key[ncomp - 1] += j->cores;
+                state->memory += j->memory;
+                for (int32_t i = 0; i < j->ndev; i++)
+                    state->key[i] += j->dev[i];
+                state->running--;
+                for (int32_t i = ask_start[c]; i < ask_start[c + 1]; i++) {
+                    int32_t q = ask_query[i];
+                    if (!isnan(starts[q]) || fitting_has(fitting + q, j->slot))
+                        continue;
+                    if (exclusive[q]) {
+                        if (state->running)
+                            continue;
+                    } else {
+                        if (state->memory < memory[q])
+                            continue;
+                        const int64_t *need = ask_key[i];
+                        int covered = 1;
+                        for (int32_t k = 0; k < ncomp && covered; k++)
+                            covered = state->key[k] >= need[k];
+                        if (!covered)
+                            continue;
+                    }
+                    if (fitting_add(fitting + q, j->slot) != 0) {
+                        rc = -1;
+                        goto done;
+                    }
+                    if (fitting[q].count >= needed[q]) {
+                        starts[q] = end;
+                        open--;
+                        /* the classes it asked about have one question fewer open */
+                        for (int32_t d = 0; d < nclasses; d++) {
+                            for (int32_t k = ask_start[d]; k < ask_start[d + 1]; k++)
+                                if (ask_query[k] == q)
+                                    class_open[d]--;
+                            if (class_open[d])
+                                continue;
+                            /* no question left on the class: its ends are walked no more */
+                            for (int32_t w = 0; w < nwalked; w++) {
+                                if (walked[w] != numbers[d])
+                                    continue;
+                                memmove(walked + w, walked + w + 1,
+                                        sizeof(int32_t) * (size_t)(nwalked - w - 1));
+                                memmove(cursors + w, cursors + w + 1,
+                                        sizeof(int32_t) * (size_t)(nwalked - w - 1));
+                                nwalked--;
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+done:
+    if (rc != 0)
+        for (int32_t q = 0; q < nqueries; q++)
+            starts[q] = NAN;
+    if (shadows != NULL)
+        for (int32_t i = 0; i < nshadows; i++)
+            book->shadow_of[shadows[i].slot] = -1;
+    if (fitting != NULL)
+        for (int32_t q = 0; q < nqueries; q++)
+            free(fitting[q].slots);
+    free(fitting);
+    free(class_open);
+    free(cursors);
+    free(walked);
+    free(heads);
+    free(numbers);
+    free(ask_start);
+    free(ask_query);
+    free(ask_key);
+    free(shadows);
+    return rc;
 }

@@ -67,15 +67,17 @@ int32_t fi_idle(const fi_book *book, const fi_class *cls, int32_t *cursor, int32
  * -need, 1) would (its need's device counts and cores taken off) and its slot returned, unless it is one of the `navoid` slots of `avoid` (kept for a
  * reservation): then nothing moves and -2 is returned. -1 when no class from `start` has room;
  * -3 when out of memory moving the node (it is then out of the index, as after fi_shift's -1).
- * `where` (three ints) gets the position of the first class from `start` with room (`n` when
- * none), that of the class the node is in and the node's slot (-1 and -1 when none).
+ * `where` (four ints) gets the position of the first class from `start` with room (`n` when
+ * none), that of the class the node is in, the node's slot (-1 and -1 when none) and the
+ * job's new entry (fi_entry_add's with `usage`, `id` and `len`, plain when the need has no
+ * devices; -4 when none).
  * With `ends` not NULL, the job (id `id`, `len` bytes) is listed there as running until
  * `end` on the class's number (`numbers`, one per class, as `classes`), as fi_end_add
  * would: -4 when out of memory doing so (the node moved all the same; nothing listed). */
 int64_t fi_place(fi_book *book, fi_class *const *classes, const int64_t *const *needs, int32_t n,
                  int32_t start, int64_t cores, int64_t memory, const int32_t *avoid,
                  int32_t navoid, int32_t *where, fi_ends *ends, const int32_t *numbers,
-                 double end, const char *id, int32_t len);
+                 double end, const char *id, int32_t len, int32_t usage);
 /* A release of a job without devices from indexed node `slot` in one call: the job (id
  * `id`, `len` bytes) is unlisted from `ends` under class `number` and `end`, as
  * fi_end_remove would, and the node moved as fi_shift(slot, memory, cores, -1) would.
@@ -137,7 +139,8 @@ fi_ends *fi_ends_new(void);
 void fi_ends_free(fi_ends *ends);
 /* The job of id `id` (`len` bytes) runs until `end` on nodes of class `number`. 0; -1 when
  * out of memory or `number` is negative (nothing added). */
-int fi_end_add(fi_ends *ends, int32_t number, double end, const char *id, int32_t len);
+int fi_end_add(fi_ends *ends, int32_t number, double end, const char *id, int32_t len,
+               int32_t entry);
 /* The job of id `id` listed under class `number` with `end` no longer runs. 0; -1 when no
  * such job is listed. */
 int fi_end_remove(fi_ends *ends, int32_t number, double end, const char *id, int32_t len);
@@ -154,6 +157,73 @@ int64_t fi_ends_next(const fi_ends *ends, const int32_t *numbers, int32_t n, int
                      int32_t *plain);
 /* How many jobs are listed under class `number`. */
 int64_t fi_ends_count(const fi_ends *ends, int32_t number);
+/* The running jobs' entries (csrc/free_index.c): one per job and node, numbered by the book
+ * (numbers of released entries are used again), listed per node oldest first. */
+/* A new entry for job `id` (`len` bytes, copied) of `cores` and `memory` on node `slot`
+ * (`plain`: fi_release_entry may release it alone; `usage`: the caller's number for the
+ * job's usage there, kept as it is); its number, or -1 when out of memory. */
+int32_t fi_entry_add(fi_book *book, int32_t slot, int64_t cores, int64_t memory, int32_t plain,
+                     int32_t usage, const char *id, int32_t len);
+/* A live entry's id (its length to `len`; valid until the entry is forgotten) and usage
+ * number; the entry of node `slot` whose id is `id` (`len` bytes), or -1. */
+const char *fi_entry_id(const fi_book *book, int32_t e, int32_t *len);
+int32_t fi_entry_usage(const fi_book *book, int32_t e);
+int32_t fi_entry_find(const fi_book *book, int32_t slot, const char *id, int32_t len);
+/* Forget entry `e` (the index is left as it is); its slot, or -1 when no such entry. */
+int32_t fi_entry_remove(fi_book *book, int32_t e);
+/* How many entries node `slot` has, and (at most `room` of) their numbers, oldest first. */
+int32_t fi_entry_count(const fi_book *book, int32_t slot);
+int32_t fi_entries(const fi_book *book, int32_t slot, int32_t *out, int32_t room);
+/* An indexed node's free cores (its key's last component) and free memory. */
+int64_t fi_free_cores(const fi_book *book, int32_t slot);
+int64_t fi_free_memory(const fi_book *book, int32_t slot);
+/* Component `at` of the key node `slot` was last indexed under (kept when it left). */
+int64_t fi_key_at(const fi_book *book, int32_t slot, int32_t at);
+/* Release plain entry `e` on an indexed node in one call: the entry forgotten, the job (by
+ * the id its entry keeps) unlisted from `ends` under `number` and `end`, the node moved as
+ * fi_shift(slot, memory, cores, -1) would. 1 (nothing done) when the entry is not plain or
+ * its node is not indexed; else fi_release's 0 or negative sum. */
+int fi_release_entry(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end);
+/* Entries inserted in or removed from the class's lists (a move counts two), and the
+ * placements and releases the book made itself. */
+int64_t fi_class_changes(const fi_class *cls);
+int64_t fi_book_changes(const fi_book *book);
+/* Where the class's count of changes lives (as long as the class does): read without a call. */
+const int64_t *fi_class_changes_at(const fi_class *cls);
+/* Node `slot`'s running jobs (returned) and, when it is indexed, its free cores and free
+ * memory (to `out`, two ints): a replay's first look at a node in one call. */
+int32_t fi_node_state(const fi_book *book, int32_t slot, int64_t *out);
+/* The node's class number, and for a node out of the index whether it takes new work and
+ * its free key (`ncomp` components) and free memory as they are now (`key` NULL for an
+ * indexed node: the index has them); what fi_replay reads of a node. */
+int fi_note_node(fi_book *book, int32_t slot, int32_t number, int32_t usable,
+                 const int64_t *key, int32_t ncomp, int64_t memory);
+/* Entry `e`'s device counts by its node's class's device kinds (`n` of them; a job without
+ * devices has none), and the job's next entry on another node (its entries chained in the
+ * order of its nodes: fi_replay gives back each). */
+void fi_entry_devices(fi_book *book, int32_t e, const int64_t *devices, int32_t n);
+void fi_entry_chain(fi_book *book, int32_t e, int32_t next);
+/* The estimated starts' replay in one call (timeline.replay_ends for questions of start
+ * only): the running jobs listed in `ends` under the classes asked about are given back,
+ * end by end ascending, to a shadow of their nodes (the nodes that take new work), and
+ * question q (of `nqueries`) is answered at the end when `needed[q]` nodes have room: its
+ * seeded nodes (`seeds[seed_start[q]..seed_start[q + 1]]`, slots) and those gaining room,
+ * for an exclusive one (`exclusive[q]`) by running nothing, else by `memory[q]` and its
+ * request key on the node's class. Ask i (of `nasks`) is question `asked_by[i]`'s on class
+ * number `ask_number[i]`, with the request key `asked_key[i]` (the class's width).
+ * `starts[q]` gets the end, or NAN when unanswered. 0; 1 when a job or node is not
+ * recorded for it (nothing answered: the caller replays in Python); -1 when out of
+ * memory. */
+int fi_replay(fi_book *book, const fi_ends *ends, int32_t nasks, const int32_t *ask_number,
+              const int32_t *asked_by, const int64_t *const *asked_key, int32_t nqueries,
+              const int64_t *memory, const int32_t *exclusive, const int32_t *needed,
+              const int32_t *seed_start, const int32_t *seeds, double *starts);
 /* cffi-cdef-end */
+
+/* The live jobs' first entries at the least next end of the classes `numbers` (their
+ * `cursors` advanced past it), to `out`: how many (a job under several classes once per
+ * class), -1 when no end is left, -3 - needed when `room` is too small (nothing moved). */
+int64_t fi_ends_next_entries(const fi_ends *ends, const int32_t *numbers, int32_t n,
+                             int32_t *cursors, double *end, int32_t *out, int64_t room);
 
 #endif
