@@ -65,21 +65,21 @@ def supports_cpusets(layout: CgroupLayout) -> bool:
         return False
 
 
-def _write(directory: Path, name: str, value: str) -> None:
+def _write(directory: str | Path, name: str, value: str) -> None:
     err = new_error()
-    check(lib.fbrt_cgroup_write(bytes(directory), name.encode(), value.encode(), err), err)
+    check(lib.fbrt_cgroup_write(os.fsencode(directory), name.encode(), value.encode(), err), err)
 
 
-def _read(directory: Path, name: str) -> str:
+def _read(directory: str | Path, name: str) -> str:
     err = new_error()
     buf = ffi.new("char[]", 4096)
-    n = check(lib.fbrt_cgroup_read(bytes(directory), name.encode(), buf, 4096, err), err)
+    n = check(lib.fbrt_cgroup_read(os.fsencode(directory), name.encode(), buf, 4096, err), err)
     return ffi.unpack(buf, n).decode()
 
 
-def _mkdir(directory: Path) -> None:
+def _mkdir(directory: str | Path) -> None:
     err = new_error()
-    check(lib.fbrt_cgroup_create(bytes(directory), err), err)
+    check(lib.fbrt_cgroup_create(os.fsencode(directory), err), err)
 
 
 def _counter(text: str, key: str) -> int:
@@ -101,10 +101,12 @@ class CgroupJoin:
     tasks: list[int] = field(default_factory=list)
     #: the v2 group's directory (-1: none)
     v2: int = -1
+    #: whether :meth:`close` closes ``v2`` (not when it is another owner's descriptor)
+    owns_v2: bool = True
 
     def close(self) -> None:
-        """Close the descriptors (the child holds what it needs once started)."""
-        for fd in [*self.tasks, self.v2]:
+        """Close the descriptors it owns (the child holds what it needs once started)."""
+        for fd in [*self.tasks, self.v2 if self.owns_v2 else -1]:
             if fd >= 0:
                 os.close(fd)
         self.tasks, self.v2 = [], -1
@@ -115,31 +117,53 @@ class CgroupJoin:
 #: and preparing the parent at every start was a stat, and on a v2 host a read of the
 #: root's controllers and a write of its subtree_control too. A parent removed since (the
 #: sweep removes those without jobs) is made again when a job's mkdir finds it missing.
-_PREPARED_PARENTS: set[tuple[Path, str, bool]] = set()
+_PREPARED_PARENTS: set[tuple[str, str, bool]] = set()
 #: the controllers this process enabled for the children of each v2 root ("+memory +cpu")
 _ROOT_CONTROLLERS: dict[Path, str] = {}
 
 
-@dataclass
 class JobCgroups:
-    """The cgroups of one job: created with their limits, joined by the child, removed."""
+    """The cgroups of one job: created with their limits, joined by the child, removed.
 
-    layout: CgroupLayout
-    group: str
-    job_id: str
-    #: every directory created, deepest last (removal goes in that order)
-    dirs: list[Path] = field(default_factory=list)
-    memory_dir: Path | None = None
-    v2_dir: Path | None = None
+    The directories are kept as text and given out as paths (:attr:`dirs`, :attr:`v2_dir`,
+    :attr:`memory_dir`): a job's groups are made, opened and removed by their names alone,
+    and pathlib's joins, hashes, comparisons and conversions of them were about 30 us of a
+    start's and release's CPU, more than the system calls they named."""
 
-    def _job_dir(self, root: Path, *, v2_controllers: str = "", v1_cpuset: bool = False) -> Path:
-        parent = root / self.group
+    def __init__(self, layout: CgroupLayout, group: str, job_id: str) -> None:
+        self.layout = layout
+        self.group = group
+        self.job_id = job_id
+        #: every directory created, deepest last (removal goes in that order)
+        self.dir_names: list[str] = []
+        #: the group whose memory events tell an OOM kill (None: no memory limit)
+        self.memory_dir_name: str | None = None
+        #: the v2 group: metering's, and the one the child is cloned into
+        self.v2_dir_name: str | None = None
+
+    @property
+    def dirs(self) -> list[Path]:
+        """Every directory created, deepest last."""
+        return [Path(name) for name in self.dir_names]
+
+    @property
+    def memory_dir(self) -> Path | None:
+        """The group holding the memory limit, if any."""
+        return None if self.memory_dir_name is None else Path(self.memory_dir_name)
+
+    @property
+    def v2_dir(self) -> Path | None:
+        """The job's cgroup v2 group, if any."""
+        return None if self.v2_dir_name is None else Path(self.v2_dir_name)
+
+    def _job_dir(self, root: Path, *, v2_controllers: str = "", v1_cpuset: bool = False) -> str:
+        parent = os.path.join(os.fspath(root), self.group)
         prepared = (parent, v2_controllers, v1_cpuset)
         if prepared not in _PREPARED_PARENTS:
-            self._prepare_parent(root, parent, v2_controllers, v1_cpuset)
+            self._prepare_parent(root, Path(parent), v2_controllers, v1_cpuset)
             _PREPARED_PARENTS.add(prepared)
-        job = parent / self.job_id
-        if job not in self.dirs:
+        job = f"{parent}/{self.job_id}"
+        if job not in self.dir_names:
             try:
                 _mkdir(job)
             except RuntimeFailure as exc:
@@ -147,10 +171,10 @@ class JobCgroups:
                     raise
                 # the parent was removed since (a sweep found it without jobs): made again
                 _PREPARED_PARENTS.discard(prepared)
-                self._prepare_parent(root, parent, v2_controllers, v1_cpuset)
+                self._prepare_parent(root, Path(parent), v2_controllers, v1_cpuset)
                 _PREPARED_PARENTS.add(prepared)
                 _mkdir(job)
-            self.dirs.append(job)
+            self.dir_names.append(job)
         return job
 
     @staticmethod
@@ -179,7 +203,7 @@ class JobCgroups:
             if self.layout.hybrid:
                 self._create_v1(memory, cpus, cpuset, pids)
                 if need_v2 and self.layout.unified is not None:
-                    self.v2_dir = self._job_dir(self.layout.unified)
+                    self.v2_dir_name = self._job_dir(self.layout.unified)
             else:
                 self._create_v2(memory, cpus, cpuset, pids)
         except BaseException:
@@ -193,10 +217,10 @@ class JobCgroups:
         if memory is not None:
             job = self._job_dir(v1["memory"])
             _write(job, "memory.limit_in_bytes", str(memory))
-            if (job / "memory.memsw.limit_in_bytes").exists():
+            if os.path.exists(f"{job}/memory.memsw.limit_in_bytes"):
                 # Without this, swap lets the job live past its limit instead of being killed.
                 _write(job, "memory.memsw.limit_in_bytes", str(memory))
-            self.memory_dir = job
+            self.memory_dir_name = job
         if cpus is not None:
             job = self._job_dir(v1["cpu"])
             _write(job, "cpu.cfs_period_us", str(CPU_PERIOD_US))
@@ -204,7 +228,7 @@ class JobCgroups:
         if cpuset is not None:
             job = self._job_dir(v1["cpuset"], v1_cpuset=True)
             _write(job, "cpuset.cpus", cpuset)
-            _write(job, "cpuset.mems", _read(job.parent, "cpuset.mems").strip() or "0")
+            _write(job, "cpuset.mems", _read(os.path.dirname(job), "cpuset.mems").strip() or "0")
         if pids is not None:
             job = self._job_dir(v1["pids"])
             _write(job, "pids.max", str(pids))
@@ -224,12 +248,12 @@ class JobCgroups:
                 _write(root, "cgroup.subtree_control", controllers)
             _ROOT_CONTROLLERS[root] = controllers
         job = self._job_dir(root, v2_controllers=controllers)
-        self.v2_dir = job
+        self.v2_dir_name = job
         if memory is not None:
             _write(job, "memory.max", str(memory))
-            if (job / "memory.swap.max").exists():
+            if os.path.exists(f"{job}/memory.swap.max"):
                 _write(job, "memory.swap.max", "0")
-            self.memory_dir = job
+            self.memory_dir_name = job
         if cpus is not None:
             _write(job, "cpu.max", f"{int(cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
         if cpuset is not None:
@@ -237,49 +261,59 @@ class JobCgroups:
         if pids is not None:
             _write(job, "pids.max", str(pids))
 
-    def open_join(self) -> CgroupJoin:
-        """The descriptors the child joins the groups by (:class:`CgroupJoin`)."""
-        opened: dict[Path, int] = {}
+    def open_join(self, v2_fd: int = -1) -> CgroupJoin:
+        """The descriptors the child joins the groups by (:class:`CgroupJoin`).
+
+        ``v2_fd``, when given (>= 0), is the v2 group's directory already open for reading
+        (metering's descriptor): the join uses it instead of opening another, and leaves
+        closing it to its owner."""
+        tasks: list[int] = []
+        v2 = -1
         try:
-            for directory in self.dirs:
-                v1 = directory != self.v2_dir
+            for directory in self.dir_names:
+                v1 = directory != self.v2_dir_name
+                if not v1 and v2_fd >= 0:
+                    continue
                 err = new_error()
-                opened[directory] = check(
-                    lib.fbrt_cgroup_open_join(bytes(directory), int(v1), err), err
-                )
+                fd = check(lib.fbrt_cgroup_open_join(os.fsencode(directory), int(v1), err), err)
+                if v1:
+                    tasks.append(fd)
+                else:
+                    v2 = fd
         except BaseException:
-            CgroupJoin(list(opened.values())).close()
+            CgroupJoin(tasks, v2).close()
             raise
-        v2 = opened.pop(self.v2_dir, -1) if self.v2_dir is not None else -1
-        return CgroupJoin(list(opened.values()), v2)
+        if v2_fd >= 0 and self.v2_dir_name is not None:
+            return CgroupJoin(tasks, v2_fd, owns_v2=False)
+        return CgroupJoin(tasks, v2)
 
     def oom_killed(self) -> bool:
         """Whether the kernel OOM-killed anything in the job's memory group."""
-        if self.memory_dir is None:
+        if self.memory_dir_name is None:
             return False
         with contextlib.suppress(Exception):
             if self.layout.hybrid:
-                return _counter(_read(self.memory_dir, "memory.oom_control"), "oom_kill") > 0
-            return _counter(_read(self.memory_dir, "memory.events"), "oom_kill") > 0
+                return _counter(_read(self.memory_dir_name, "memory.oom_control"), "oom_kill") > 0
+            return _counter(_read(self.memory_dir_name, "memory.events"), "oom_kill") > 0
         return False
 
     def remove(self) -> None:
         """Kill what is left in the groups and remove them (missing ones are fine)."""
         failures: list[Exception] = []
-        for directory in reversed(self.dirs):
+        for directory in reversed(self.dir_names):
             try:
                 remove_dir(directory)
             except Exception as exc:
                 failures.append(exc)
-        self.dirs.clear()
+        self.dir_names.clear()
         if failures:
             raise failures[0]
 
 
-def remove_dir(directory: Path, timeout_ms: int = 2000) -> None:
+def remove_dir(directory: str | Path, timeout_ms: int = 2000) -> None:
     """Remove one cgroup directory, killing its remaining members."""
     err = new_error()
-    check(lib.fbrt_cgroup_remove(bytes(directory), timeout_ms, err), err)
+    check(lib.fbrt_cgroup_remove(os.fsencode(directory), timeout_ms, err), err)
 
 
 def job_dirs(layout: CgroupLayout, group: str) -> list[Path]:
@@ -302,6 +336,6 @@ def remove_group_parents(layout: CgroupLayout, group: str) -> list[Path]:
         if parent.is_dir() and not any(p.is_dir() for p in parent.iterdir()):
             remove_dir(parent)
             removed.append(parent)
-            for prepared in [p for p in list(_PREPARED_PARENTS) if p[0] == parent]:
+            for prepared in [p for p in list(_PREPARED_PARENTS) if p[0] == str(parent)]:
                 _PREPARED_PARENTS.discard(prepared)
     return removed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import select
 import signal
 import threading
@@ -138,7 +139,10 @@ class _Stream:
             child, parent = (r, w) if reading else (w, r)
             self.child_fd = child
             self._close_after_start.append(child)
-            self.parent_file = open(parent, "wb" if reading else "rb")  # noqa: SIM115
+            # Unbuffered (a FileIO): a buffered file costs two more system calls per pipe
+            # (isatty's ioctl, a tell's lseek) and a buffer object, and the agent reads the
+            # descriptor itself; read() and readline() still work on it.
+            self.parent_file = open(parent, "wb" if reading else "rb", buffering=0)  # noqa: SIM115
         elif target == DEVNULL:
             self.child_fd = _devnull()
         elif isinstance(target, int):
@@ -185,8 +189,10 @@ class Container:
             state = _STATE_DIRS.setdefault(spec.state_dir, StateDir(spec.state_dir))
         state.ensure()
         # 64 random bits in 16 hex digits, as uuid4's first 16 were (less its version digit),
-        # without building a UUID object
-        container_id = os.urandom(8).hex()
+        # without building a UUID object, and from the random module's generator (seeded
+        # from the system's randomness at start and again in a forked child): unique names,
+        # not secrets, so no getrandom call per container
+        container_id = f"{random.getrandbits(64):016x}"
         notes: list[str] = []
         memlock = -1
         if spec.memory is not None:
@@ -216,7 +222,9 @@ class Container:
                 )
                 if spec.metering:
                     meter_fd = self._attach_meter(job, notes)
-                joining = job.open_join()
+                # metering's descriptor is the v2 group's directory opened for reading, as
+                # clone3 takes the group: the child joins by it, no second open and close
+                joining = job.open_join(v2_fd=meter_fd)
             if spec.isolated is not None:
                 network = NodeNetwork(state, spec.isolated.subnet)
                 attachment = network.attach(container_id, spec.isolated)
@@ -264,7 +272,7 @@ class Container:
                 agent_pid=agent_pid,
                 agent_start=agent_start,
                 image_key=image_key,
-                cgroups=[str(d) for d in (job.dirs if job else [])],
+                cgroups=list(job.dir_names) if job else [],
             )
         )
         for note in notes:
@@ -303,13 +311,16 @@ class Container:
 
     @staticmethod
     def _attach_meter(job: cgroups.JobCgroups, notes: list[str]) -> int:
-        if job.v2_dir is None:
+        if job.v2_dir_name is None:
             notes.append("metering is off: no cgroup v2 hierarchy to attach the programs to")
             return -1
         err = new_error()
         try:
             return check(
-                lib.fbrt_meter_attach(bytes(job.v2_dir), err), err, MeteringError, "metering"
+                lib.fbrt_meter_attach(os.fsencode(job.v2_dir_name), err),
+                err,
+                MeteringError,
+                "metering",
             )
         except MeteringError as exc:
             notes.append(f"metering is off: {exc} (errno {exc.errno})")

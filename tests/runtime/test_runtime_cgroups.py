@@ -89,6 +89,24 @@ def test_a_jobs_group_is_made_again_after_its_parent_was_removed() -> None:
     assert not parent.exists()
 
 
+def test_a_jobs_groups_are_kept_by_name_and_given_out_as_paths() -> None:
+    # made, opened and removed by their names (text), without a Path per step
+    layout = detect_layout()
+    if layout.unified is None:
+        pytest.skip("no cgroup v2 hierarchy to make metered jobs' groups in")
+    group = f"fbrt-test-names-{os.getpid()}"
+    job = _metered_job(layout, group, "job-1")
+    try:
+        assert job.dir_names == [os.path.join(layout.unified, group, "job-1")]
+        assert job.dirs == [Path(name) for name in job.dir_names]
+        assert job.v2_dir == Path(job.dir_names[0])
+        assert job.memory_dir is None
+    finally:
+        job.remove()
+        remove_group_parents(layout, group)
+    assert job.dir_names == []
+
+
 def test_container_runs_in_every_group_of_its_job(image, state_dir) -> None:
     # v1 groups are joined through their tasks files, the v2 group by being cloned into it
     # (or through cgroup.procs where the kernel cannot): either way, all of them
