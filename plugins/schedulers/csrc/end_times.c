@@ -227,23 +227,36 @@ int fi_end_remove(fi_ends *ends, int32_t number, double end, const char *id, int
     return 0;
 }
 
-int64_t fi_ends_next(const fi_ends *ends, const int32_t *numbers, int32_t n, int32_t *cursors,
-                     double *end, char *out, int32_t *lengths, int64_t room, int32_t *jobs,
-                     int32_t *plain) {
-    /* the least next end over the classes */
+/* the bucket class ``c`` of a walk stands at (its list numbered ``numbers[c]``, its cursor
+ * ``cursors[c]``), or NULL when the class has no list or its walk is over */
+static const end_bucket *bucket_at(const fi_ends *ends, const int32_t *numbers,
+                                   const int32_t *cursors, int32_t c) {
+    int32_t number = numbers[c];
+    if (number < 0 || number >= ends->count)
+        return NULL;
+    const end_list *list = ends->lists + number;
+    return cursors[c] < list->count ? list->buckets + cursors[c] : NULL;
+}
+
+/* the least end the classes' walks stand at, in ``*least``; 0 when every walk is over */
+static int least_next_end(const fi_ends *ends, const int32_t *numbers, int32_t n,
+                          const int32_t *cursors, double *least) {
     int found = 0;
-    double least = 0;
     for (int32_t c = 0; c < n; c++) {
-        int32_t number = numbers[c];
-        if (number < 0 || number >= ends->count)
-            continue;
-        const end_list *list = ends->lists + number;
-        if (cursors[c] < list->count && (!found || list->buckets[cursors[c]].end < least)) {
-            least = list->buckets[cursors[c]].end;
+        const end_bucket *bucket = bucket_at(ends, numbers, cursors, c);
+        if (bucket != NULL && (!found || bucket->end < *least)) {
+            *least = bucket->end;
             found = 1;
         }
     }
-    if (!found)
+    return found;
+}
+
+int64_t fi_ends_next(const fi_ends *ends, const int32_t *numbers, int32_t n, int32_t *cursors,
+                     double *end, char *out, int32_t *lengths, int64_t room, int32_t *jobs,
+                     int32_t *plain) {
+    double least = 0;
+    if (!least_next_end(ends, numbers, n, cursors, &least))
         return -1;
     /* the buckets of that end, merged by id (a job under several classes once); a walk
      * over more classes than the stack's arrays hold takes them from the heap */
@@ -263,12 +276,9 @@ int64_t fi_ends_next(const fi_ends *ends, const int32_t *numbers, int32_t n, int
     int32_t parts = 0;
     int64_t total = 0;
     for (int32_t c = 0; c < n; c++) {
-        int32_t number = numbers[c];
-        if (number < 0 || number >= ends->count)
-            continue;
-        const end_list *list = ends->lists + number;
-        if (cursors[c] < list->count && list->buckets[cursors[c]].end == least) {
-            merged[parts] = list->buckets + cursors[c];
+        const end_bucket *bucket = bucket_at(ends, numbers, cursors, c);
+        if (bucket != NULL && bucket->end == least) {
+            merged[parts] = bucket;
             at[parts] = 0;
             /* every job's id and its NUL, tombstones counted too (a bound) */
             for (int32_t i = 0; i < merged[parts]->count; i++)
@@ -319,11 +329,8 @@ int64_t fi_ends_next(const fi_ends *ends, const int32_t *numbers, int32_t n, int
     }
     /* only now: a call told to make room is asked again from the same place */
     for (int32_t c = 0; c < n; c++) {
-        int32_t number = numbers[c];
-        if (number < 0 || number >= ends->count)
-            continue;
-        const end_list *list = ends->lists + number;
-        if (cursors[c] < list->count && list->buckets[cursors[c]].end == least)
+        const end_bucket *bucket = bucket_at(ends, numbers, cursors, c);
+        if (bucket != NULL && bucket->end == least)
             cursors[c]++;
     }
     *end = least;
@@ -344,39 +351,21 @@ int64_t fi_ends_count(const fi_ends *ends, int32_t number) {
 
 int64_t fi_ends_next_entries(const fi_ends *ends, const int32_t *numbers, int32_t n,
                              int32_t *cursors, double *end, int32_t *out, int64_t room) {
-    int found = 0;
     double least = 0;
-    for (int32_t c = 0; c < n; c++) {
-        int32_t number = numbers[c];
-        if (number < 0 || number >= ends->count)
-            continue;
-        const end_list *list = ends->lists + number;
-        if (cursors[c] < list->count && (!found || list->buckets[cursors[c]].end < least)) {
-            least = list->buckets[cursors[c]].end;
-            found = 1;
-        }
-    }
-    if (!found)
+    if (!least_next_end(ends, numbers, n, cursors, &least))
         return -1;
     int64_t total = 0;
     for (int32_t c = 0; c < n; c++) {
-        int32_t number = numbers[c];
-        if (number < 0 || number >= ends->count)
-            continue;
-        const end_list *list = ends->lists + number;
-        if (cursors[c] < list->count && list->buckets[cursors[c]].end == least)
-            total += list->buckets[cursors[c]].live;
+        const end_bucket *bucket = bucket_at(ends, numbers, cursors, c);
+        if (bucket != NULL && bucket->end == least)
+            total += bucket->live;
     }
     if (total > room)
         return -3 - total;
     int64_t written = 0;
     for (int32_t c = 0; c < n; c++) {
-        int32_t number = numbers[c];
-        if (number < 0 || number >= ends->count)
-            continue;
-        const end_list *list = ends->lists + number;
-        if (cursors[c] < list->count && list->buckets[cursors[c]].end == least) {
-            const end_bucket *bucket = list->buckets + cursors[c];
+        const end_bucket *bucket = bucket_at(ends, numbers, cursors, c);
+        if (bucket != NULL && bucket->end == least) {
             for (int32_t i = 0; i < bucket->count; i++)
                 if (!bucket->jobs[i].dead)
                     out[written++] = bucket->jobs[i].entry;
