@@ -201,16 +201,22 @@ def test_a_federate_member_honours_a_registrations_key_only_with_that_registrati
         member.forwarded_principal(member.authenticate(token), assertion)
 
 
-def test_a_federate_member_drops_a_key_whose_registration_tokens_expired_at_start(upper, lower):
-    _join(upper, lower)
-    member = lower.service
-    member.accounts.clock = lambda: time.time() + DEFAULT_TOKEN_LIFETIME + 60
+def _assert_the_key_is_dropped_at_start(member):
+    """``member``, loading its trusted Federates as at a restart, trusts no key of "upper" and
+    keeps no row of one."""
     restarted = TrustedFederates(())
     member.registrations.trusted = restarted
     member.registrations.load()
     assert restarted.trusts("upper") is None
     with member.sessions() as session:
         assert session.scalars(select(FederateTrust)).all() == []
+
+
+def test_a_federate_member_drops_a_key_whose_registration_tokens_expired_at_start(upper, lower):
+    _join(upper, lower)
+    member = lower.service
+    member.accounts.clock = lambda: time.time() + DEFAULT_TOKEN_LIFETIME + 60
+    _assert_the_key_is_dropped_at_start(member)
 
 
 def test_a_key_a_registration_records_must_name_its_account():
@@ -225,9 +231,4 @@ def test_a_federate_member_drops_a_key_recorded_with_no_account_at_start(upper, 
     member = lower.service
     with member.sessions() as session, session.begin():
         session.get(FederateTrust, "upper").account_id = None
-    restarted = TrustedFederates(())
-    member.registrations.trusted = restarted
-    member.registrations.load()
-    assert restarted.trusts("upper") is None
-    with member.sessions() as session:
-        assert session.scalars(select(FederateTrust)).all() == []
+    _assert_the_key_is_dropped_at_start(member)
