@@ -80,13 +80,20 @@ def test_random_placements_and_releases_keep_the_book_equal_to_a_python_model():
     assert sum(ends.count(cls.number) for cls in classes) == len(running)
 
 
-def test_a_released_entry_is_forgotten_and_its_number_taken_by_the_next_job():
+def _node_a_running_j1():
+    """An index of one node "a" (8 cores, 32 GiB) running job "j1" (2 cores, 1 GiB, ending at
+    9.0), its class, the ends store it is listed in, and the plan that placed it."""
     index = NodeIndex()
     index.upsert(node("a", cores=8, memory_gib=32))
     cls = index.nodes["a"].cls
     ends = EndsByClass()
     plan = ClassList([(cls, (2,))])
     index.place(plan, 0, "j1", (2, GiB, ()), ends=ends.store, end=9.0, data=b"j1")
+    return index, cls, ends, plan
+
+
+def test_a_released_entry_is_forgotten_and_its_number_taken_by_the_next_job():
+    index, cls, ends, plan = _node_a_running_j1()
     first = index.where[3]
     index.release_entry(first, "a", "j1", ends.store, cls.number, 9.0, b"j1")
     assert index.jobs_of(index.nodes["a"]) == {}
@@ -97,12 +104,7 @@ def test_a_released_entry_is_forgotten_and_its_number_taken_by_the_next_job():
 
 
 def test_a_placed_job_on_a_node_held_since_is_released_by_the_python_path():
-    index = NodeIndex()
-    index.upsert(node("a", cores=8, memory_gib=32))
-    cls = index.nodes["a"].cls
-    ends = EndsByClass()
-    plan = ClassList([(cls, (2,))])
-    index.place(plan, 0, "j1", (2, GiB, ()), ends=ends.store, end=9.0, data=b"j1")
+    index, cls, ends, _ = _node_a_running_j1()
     entry = index.where[3]
     held = index.upsert(node("a", cores=8, memory_gib=32, ready=False))
     assert not held.in_index and held.free_cores == 6
