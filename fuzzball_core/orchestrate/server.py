@@ -314,27 +314,19 @@ def volume_entries(sessions: Callable[[], Session]) -> Callable[[Principal], lis
 #: once (their first join, a flap, Orchestrate restarted) thousands are refused and each node
 #: tries again after its backoff. Measured at 5,000 hollow nodes: about 36,000 refused calls
 #: through a join and a flap, half of the fleets' CPU. Held calls are small (a Register, a
-#: stream's open).
+#: stream's open); one held past ``grpc.server_max_unrequested_time_in_server`` (30 s) is
+#: still cancelled.
 PENDING_CALLS = 20_000
-#: Seconds gRPC core holds a call the loop has not taken before cancelling it (its default:
-#: 30). 5,000 nodes' Registers after a flap are taken at about 100 a second, so about 1,800
-#: of them waited past 30 s and were CANCELLED (traced in the fleets' log: the refused tries
-#: left after :data:`PENDING_CALLS`, all at 30-35 s after the drop or the first join's
-#: start), each node then calling again at the queue's end. A node that gives up on its call
-#: ends it itself (its deadline, its channel closing), which frees the call in gRPC core.
-UNREQUESTED_SECONDS = 300
 
 
 def grpc_server_options(config: FuzzballConfig) -> list[tuple[str, int]]:
     """The gRPC server's arguments: the node keepalive's pings, one listener per port, and
-    room for a whole cluster's calls arriving at once (:data:`PENDING_CALLS`), held until
-    the loop takes them (:data:`UNREQUESTED_SECONDS`)."""
+    room for a whole cluster's calls arriving at once (:data:`PENDING_CALLS`)."""
     return [
         ("grpc.so_reuseport", 0),
         *server_options(config.orchestrate.node_keepalive),
         ("grpc.server.max_pending_requests", PENDING_CALLS),
         ("grpc.server.max_pending_requests_hard_limit", 2 * PENDING_CALLS),
-        ("grpc.server_max_unrequested_time_in_server", UNREQUESTED_SECONDS),
     ]
 
 

@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FuzzballError, ResourceExhausted, Unavailable
-from fuzzball_core.store.idle_pings import ping_when_idle
 from fuzzball_core.store.private_files import private_file, private_umask, tighten
 
 if TYPE_CHECKING:
@@ -107,9 +106,7 @@ def connect(url: str) -> Engine:
         event.listen(engine, "do_connect", _connect_privately)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    engine = create_engine(url)
-    ping_when_idle(engine)  # not every checkout: a round trip a transaction
-    return engine
+    return create_engine(url, pool_pre_ping=True)
 
 
 def alembic_config(engine: Engine, migrations: Path = MIGRATIONS) -> Config:
