@@ -38,7 +38,11 @@ def builder(folder: str) -> FFI:
     ffi.set_source(
         "fuzzball_plugins.schedulers._free_index",
         '#include "free_index.h"',
-        sources=[f"{folder}/free_index.c", f"{folder}/end_times.c"],
+        sources=[
+            f"{folder}/free_index.c",
+            f"{folder}/end_times.c",
+            f"{folder}/place_run.c",
+        ],
         include_dirs=[str(CSRC)],
         extra_compile_args=CFLAGS,
     )

@@ -52,8 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress
-from operator import attrgetter, not_
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -79,7 +78,7 @@ from fuzzball_core.scheduling import (
     ScheduleResult,
 )
 from fuzzball_plugins.schedulers import domains
-from fuzzball_plugins.schedulers._free_index import lib
+from fuzzball_plugins.schedulers._free_index import ffi, lib
 from fuzzball_plugins.schedulers.cpu_layout import cores_of, logical_cpus
 from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
 from fuzzball_plugins.schedulers.fair_share import (
@@ -98,6 +97,7 @@ from fuzzball_plugins.schedulers.node_index import (
     SlotSet,
     Usage,
 )
+from fuzzball_plugins.schedulers.queue_run import QueueRuns
 from fuzzball_plugins.schedulers.timeline import (
     EndsByClass,
     StartAsk,
@@ -127,6 +127,10 @@ _REFUSED = 3  # a reservation was held; the nodes with room were kept for it
 _INFEASIBLE = 4  # no registered node could ever hold it
 _NO_DOMAIN = 5  # enough nodes have room, but no NVLink domain has enough (and it requires one)
 _BACKFILL = frozenset({_BACKFILL_NO_ROOM, _REFUSED})
+#: a blocked key's sets, as bits (see DefaultScheduler._pass's ``blocked``)
+_IN_NO_ROOM = 1
+_IN_INFEASIBLE = 2
+_IN_REFUSED = 4
 #: reasons that fair share may put first: a job waits for room others took
 _WAITS_FOR_ROOM = frozenset({ReasonCode.INSUFFICIENT_RESOURCES, ReasonCode.BACKFILL_NO_FIT})
 #: situations whose estimated start is the reservation's
@@ -142,6 +146,8 @@ _JOB_ID = attrgetter("job_id")
 _Items = TypeVar("_Items", list[JobRequest], "array[int]")
 #: a filtering pass over the queue copy costs about this many bisected removals
 _BISECTS_PER_FILTER = 32
+#: jobs a queue copy made whole gives its queue in C per call
+_FILL_CHUNK = 16384
 
 
 #: A running job as the scheduler remembers it: its node ids, its expected end, what it holds
@@ -196,6 +202,9 @@ class _Plan:
     #: the classes' numbers and the request as a C array of each one's key, for the
     #: estimated starts' replay in C (:func:`.timeline.replay_starts`)
     asks: tuple[list[int], list[Any]] = ([], [])
+    #: the plan's number among the scheduler's current plans (its slot in the pass's count
+    #: of leading classes without room, which the walk in C reads and raises too)
+    number: int = -1
     #: the same as class -> request key, read-only: built once, not at every placement
     #: under a reservation and every start question
     keys: dict[NodeClass, tuple[int, ...]] = field(init=False)
@@ -316,9 +325,19 @@ class DefaultScheduler(Scheduler):
         self._now = 0.0
         #: this pass's words for the shapes that wait for room in one NVLink domain
         self._domain_shortfalls: dict[JobShape, str] = {}
-        #: this pass's count, per shape, of its plan's leading classes without room for it
-        #: (see _find)
-        self._full_classes: dict[JobShape, int] = {}
+        #: this pass's count, per plan number, of its plan's leading classes without room
+        #: for its shape (see _find), as a C array the queue's walk in C raises too
+        self._full = ffi.new("int32_t[]", 64)
+        #: the current plans by number, and their usages (``_Plan.usage``)
+        self._plan_list: list[_Plan] = []
+        self._plan_usages: list[Usage] = []
+        #: the shapes whose jobs a pass over a plain queue places in C (see queue_run)
+        self._runs = QueueRuns()
+        #: (a job, fi_place's answer for it) when the walk in C tried to place the job and
+        #: stopped there (nothing placed): _place_one takes the answer instead of asking again
+        self._tried: tuple[JobRequest, int] | None = None
+        #: the current pass's reservation, once made (the walk in C keeps off its nodes)
+        self._protection: _Protection | None = None
         #: id(a job's shape) -> (that shape, the shape the pass answers for it): the shape
         #: without its runtime while no class is annotated PLACE_UNTIL (then equal requests
         #: with different timeouts share plans, surveys and start estimates), else itself.
@@ -492,7 +511,7 @@ class DefaultScheduler(Scheduler):
         placed (no class has room, or the best fit is one of the reserved nodes)."""
         classes = plan.fast
         assert classes is not None
-        full = self._full_classes.get(shape, 0)
+        full = self._full[plan.number]
         # the shape's usage: JobRequest made its shape from these very resources
         usage = plan.usage
         index = self._index
@@ -502,25 +521,31 @@ class DefaultScheduler(Scheduler):
         # one C call (the call itself, as NodeIndex.place makes it, without that frame)
         avoid = NO_SLOTS if protection is None else protection.slots
         where = index.where
-        data = job.id.encode("utf-8", "surrogatepass")
-        slot = place_call(
-            self._book,
-            classes.classes,
-            classes.needs,
-            classes.count,
-            full,
-            usage[0],
-            usage[1],
-            avoid.array,
-            avoid.count,
-            where,
-            self._ends_store,
-            classes.numbers,
-            end,
-            data,
-            len(data),
-            plan.usage_number,
-        )
+        tried = self._tried
+        if tried is not None and tried[0] is job:
+            # the walk in C tried it and stopped here (index.where holds that call's where)
+            self._tried = None
+            slot = tried[1]
+        else:
+            data = job.id.encode("utf-8", "surrogatepass")
+            slot = place_call(
+                self._book,
+                classes.classes,
+                classes.needs,
+                classes.count,
+                full,
+                usage[0],
+                usage[1],
+                avoid.array,
+                avoid.count,
+                where,
+                self._ends_store,
+                classes.numbers,
+                end,
+                data,
+                len(data),
+                plan.usage_number,
+            )
         if slot < 0 or usage[2] or where[3] < 0:
             # nothing placed, a job with devices, or an error
             node = index.placed(slot, classes, job.id, usage)
@@ -529,7 +554,7 @@ class DefaultScheduler(Scheduler):
         leading = where[0]
         if leading > full:
             # as _find: the classes before the first with room have none for the pass
-            self._full_classes[shape] = leading
+            self._full[plan.number] = leading
         if node is None:
             return None
         node_ids, classes_of = node.id_tuple, node.cls.number_tuple
@@ -677,8 +702,7 @@ class DefaultScheduler(Scheduler):
                 raise InvalidArgument(f"pending job {job.id} is already allocated")
         for job_id in changes.departed:
             copy.remove(job_id)
-        for job in changes.arrived:
-            copy.add(job)
+        copy.add_all(changes.arrived)
         if len(copy.jobs) != changes.size:
             return self._resync(pending(), now)
         # a job left waiting by the last pass was not allocated then; since then only
@@ -690,7 +714,7 @@ class DefaultScheduler(Scheduler):
         queue = self._fair.queue(
             copy.ordered, now, self._index, ordered=True, accounts=len(copy.accounts)
         )
-        result = self._pass(queue, now, copy.shapes)
+        result = self._pass(queue, now, copy)
         # a queue met in the copy's order left its waiting jobs in that order
         copy.remove_placed(result.placements, self._waited.placed_at())
         self._copy = copy
@@ -704,11 +728,11 @@ class DefaultScheduler(Scheduler):
         self._copy = copy
         return result
 
-    def _pass(self, queue: Queue, now: float, shapes: array[int] | None = None) -> ScheduleResult:
+    def _pass(self, queue: Queue, now: float, copy: _QueueCopy | None = None) -> ScheduleResult:
         """Place, reserve and diagnose the jobs of ``queue`` (checked) in its order;
-        ``shapes``, when given, is id(each job's shape) in the order ``queue`` was given in
-        (the queue copy's: a pass through :meth:`schedule`, without a copy, keeps a table of
-        every waiting job, which its next check reads whole)."""
+        ``copy``, when given, is the queue copy ``queue`` was made from, in its order (a pass
+        through :meth:`schedule`, without a copy, keeps a table of every waiting job, which
+        its next check reads whole)."""
         plans = self._current_plans()
         self._now = self._diagnostics.now = now
         placements: list[Placement] = []
@@ -717,7 +741,9 @@ class DefaultScheduler(Scheduler):
         refused: set[JobShape] = set()
         infeasible: dict[JobShape, tuple[str, Survey]] = {}
         self._domain_shortfalls.clear()
-        self._full_classes.clear()
+        self._full = ffi.new("int32_t[]", len(self._full))
+        self._tried = None
+        self._protection = None
         protection: _Protection | None = None
         keys = self._pass_keys()
         #: id(a job's shape) -> the answer later jobs of that very shape take without a look:
@@ -729,13 +755,46 @@ class DefaultScheduler(Scheduler):
         in_order = queue.in_order
         visits: Iterable[JobRequest] = queue
         skipped: _Skipped | None = None
-        if in_order is not None and shapes is not None:
-            # A plain queue: the jobs of settled shapes are passed over by C iterators, not a
-            # Python step each (a long queue's tail is mostly such jobs: the loop's step per
-            # waiting job was 8-9 % of the churn run); what each passed-over job is told is
+        runs: QueueRuns | None = None
+        #: a key shape -> which of no_room, infeasible and refused hold it (_IN_*): what the
+        #: walk's settles read (one lookup, not three)
+        blocked: dict[JobShape, int] = {}
+        if in_order is not None and copy is not None:
+            # A plain queue: the jobs of settled shapes are passed over, and the one-node
+            # jobs of shapes placed by one C call placed, by the walk in C (see queue_run),
+            # not a Python step each (a long queue's tail is mostly settled jobs: the loop's
+            # step per waiting job was 8-9 % of the churn run, and the step per placed job
+            # most of what was left of a placement); what each passed-over job is told is
             # read from ``settled`` when someone asks (see _Skipped).
-            skipped = _Skipped(in_order, shapes, placements, settled)
-            visits = skipped.visits()
+            skipped = _Skipped(in_order, placements, settled)
+            runs = self._runs
+            runs.start_pass()
+            # (id(key), situation, guarded) -> the answer: waiting.bucket's, without hashing
+            # the key shape (a tuple of a dozen fields) at each settle
+            answers: dict[tuple[int, int, bool], _Answer] = {}
+
+            def settle(job: JobRequest, guarded: int) -> None:
+                # the loop's steps below for a job of a shape whose key is blocked (known),
+                # made for the walk in C at the job it met (nothing else changed since);
+                # ``guarded``: the walk's protection.applies_to(job, now)
+                shape_id = id(job.shape)
+                key = keys[shape_id][1]
+                kinds = blocked[key]
+                if kinds & _IN_NO_ROOM:
+                    known = _NO_ROOM if protection is None else _BACKFILL_NO_ROOM
+                elif kinds & _IN_INFEASIBLE:
+                    known = _INFEASIBLE
+                elif guarded and kinds & _IN_REFUSED:
+                    known = _REFUSED
+                else:
+                    raise AssertionError(f"the walk settled job {job.id}, whose key is open")
+                backfill = bool(guarded) and known in _BACKFILL
+                same = answers.get((id(key), known, backfill))
+                if same is None:
+                    same = answers[id(key), known, backfill] = waiting.bucket(key, known, backfill)
+                settled[shape_id] = left_waiting[job.id] = same
+
+            visits = self._walked(skipped, copy.queue, len(copy.accounts) == 1, settle)
         # the positions in the queue of the jobs placed, noted as they are (see _Skipped)
         met: list[int] = []
         placed_at: list[int] | None = None
@@ -749,6 +808,9 @@ class DefaultScheduler(Scheduler):
             job_id = job.id
             entry = keys.get(id(job.shape))
             shape = (entry or self._key_entry(job.shape))[1]
+            if runs is not None:
+                # the walk in C settles the shape's later jobs once its key is blocked
+                runs.note(job.shape, shape)
             guarded = protection is not None and protection.applies_to(job, now)
             known: int | None = None
             if shape in no_room:
@@ -760,6 +822,8 @@ class DefaultScheduler(Scheduler):
             if known is not None:
                 same = settled[id(job.shape)] = waiting.bucket(shape, known, guarded)
                 left_waiting[job_id] = same
+                if runs is not None:
+                    runs.settle(id(job.shape))
                 continue
             plan = plans.get(shape) or self._plan(shape)
             if plan.fast is not None:
@@ -769,6 +833,18 @@ class DefaultScheduler(Scheduler):
                     placements.append(Placement(job_id, node_ids, _NO_CPUS))
                     if placed_at is not None:
                         placed_at.append(met[-1])
+                    if runs is not None and shape not in refused and not runs.placing(job.shape):
+                        # the walk in C places this shape's later jobs
+                        usage = plan.usage
+                        runs.place(
+                            job.shape,
+                            shape,
+                            plan.fast,
+                            usage[0],
+                            usage[1],
+                            plan.usage_number,
+                            plan.number,
+                        )
                     continue
                 # no room from the first class not known full (now known), or the best fit
                 # is kept for the reservation: the search below asks again from there
@@ -787,24 +863,35 @@ class DefaultScheduler(Scheduler):
                 continue
             if guarded and self._locate(shape, plan, None)[0] is not None:
                 refused.add(shape)
+                if runs is not None:
+                    runs.block(shape, refused=True)
+                    blocked[shape] = blocked.get(shape, 0) | _IN_REFUSED
                 waiting.add(job_id, shape, _REFUSED, guarded)
                 continue
             verdict = self._infeasibility(job)
             if verdict is not None:
                 infeasible[shape] = verdict
+                if runs is not None:
+                    runs.block(shape)
+                    blocked[shape] = blocked.get(shape, 0) | _IN_INFEASIBLE
                 waiting.add(job_id, shape, _INFEASIBLE, guarded)
                 continue
             no_room.add(shape)
+            if runs is not None:
+                runs.block(shape)
+                blocked[shape] = blocked.get(shape, 0) | _IN_NO_ROOM
             if shape.domain is DomainPolicy.REQUIRE:
                 waiting.add(job_id, shape, self._domain_wait(shape, plan), guarded)
             elif protection is None:
-                protection = self._reserve(job, plan)
+                protection = self._protection = self._reserve(job, plan)
                 waiting.add(job_id, shape, _NO_ROOM if protection is None else _HOLDER, guarded)
                 if protection is not None:
                     # later jobs of the shapes settled so far now wait behind a reservation
                     if skipped is not None:
                         skipped.reserved_at()
                     settled.clear()
+                    if runs is not None:
+                        runs.unsettle()
             else:
                 waiting.add(job_id, shape, _BACKFILL_NO_ROOM, guarded)
         diagnoses = self._diagnose(waiting, no_room, infeasible, protection, now, queue, skipped)
@@ -816,6 +903,117 @@ class DefaultScheduler(Scheduler):
                 protection.job_id, start_or_none(protection.start), protection.node_ids
             )
         return ScheduleResult(tuple(placements), diagnoses, reservation)
+
+    def _charge_run(
+        self, jobs: list[JobRequest], positions: list[int], plans: list[int], single: bool
+    ) -> None:
+        """Charge fair share for the jobs a walk in C placed (at ``positions`` of ``jobs``, of
+        the plans numbered ``plans``): each holds its plan's usage, so the jobs of one plan
+        and account are charged in one call; ``single``: the queue holds one account's jobs."""
+        charge_many = self._fair.charge_many
+        plan_list = self._plan_list
+        if single:
+            for number, count in Counter(plans).items():
+                first = jobs[positions[plans.index(number)]]
+                charge_many(first, plan_list[number].usage, count)
+            return
+        for position, number in zip(positions, plans, strict=True):
+            job = jobs[position]
+            charge_many(job, plan_list[number].usage, 1)
+
+    def _walked(
+        self,
+        skipped: _Skipped,
+        queue: Any,
+        single: bool,
+        settle: Callable[[JobRequest, int], None],
+    ) -> Iterator[JobRequest]:
+        """The jobs of the queue (its copy's ``queue`` in C) the pass must
+        look at, in order. The jobs between them of settled shapes are passed over, those of
+        shapes placed by one C call placed (and recorded here as :meth:`_place_one` records
+        its placements), by the walk; a job where the walk tried a placement that failed is
+        yielded with the call's answer kept for :meth:`_place_one` (``_tried``)."""
+        runs = self._runs
+        jobs = skipped.jobs
+        met = skipped.met
+        placed_at = skipped.placed_positions
+        placements = skipped.placements
+        count = len(jobs)
+        out, settled_out, stop = runs.out, runs.settled, runs.stop
+        index = self._index
+        by_slot, where = index.by_slot, index.where
+        take_devices = index.take_devices
+        plan_list = self._plan_list
+        #: each plan's usage by number (a plan made during the pass is appended)
+        usage_of = self._plan_usages
+        allocations = self._allocations
+        make = tuple.__new__
+        run, table = lib.fi_place_run, runs.table
+        runs.bind(self._book, self._ends_store, queue, self._full)
+        now = self._now
+        inf = math.inf
+        charged_positions: list[int] = []
+        charged_plans: list[int] = []
+        try:
+            position = 0
+            while position < count:
+                protection = self._protection
+                if protection is None:
+                    placed = run(table, position, now, 0, 0.0, ffi.NULL, 0)
+                else:
+                    slots = protection.slots
+                    placed = run(
+                        table, position, now, 1, protection.start, slots.array, slots.count
+                    )
+                if stop[6]:
+                    # jobs of blocked shapes: the walk settled each shape at the job noted
+                    noted = ffi.unpack(settled_out, 2 * stop[6])
+                    for position, guarded in zip(*[iter(noted)] * 2, strict=True):
+                        settle(jobs[position], guarded)
+                if placed:
+                    numbers = ffi.unpack(out, 5 * placed)
+                    for position, slot, entry, plan_number, class_at in zip(
+                        *[iter(numbers)] * 5, strict=True
+                    ):
+                        job = jobs[position]
+                        node = by_slot[slot]
+                        usage = usage_of[plan_number]
+                        if usage[2]:
+                            # as NodeIndex.placed: the devices off the node's free devices
+                            plan = plan_list[plan_number]
+                            take_devices(node, plan.fast.request_keys[class_at])
+                        runtime = job.expected_runtime
+                        node_ids = node.id_tuple
+                        job_id = job.id
+                        allocations[job_id] = (
+                            node_ids,
+                            inf if runtime is None else now + runtime,
+                            usage,
+                            node.cls.number_tuple,
+                            job.account,
+                            None,
+                            entry,
+                        )
+                        # the named tuple made without its __new__'s frame
+                        placements.append(make(Placement, (job_id, node_ids, _NO_CPUS, "")))
+                    positions = numbers[0::5]
+                    placed_at += positions
+                    charged_positions += positions
+                    charged_plans += numbers[3::5]
+                position = stop[0]
+                if position >= count:
+                    break
+                job = jobs[position]
+                if stop[1] != -5:
+                    where[0], where[1], where[2], where[3] = stop[2], stop[3], stop[4], stop[5]
+                    self._tried = (job, stop[1])
+                met.append(position)
+                yield job
+                position += 1
+        finally:
+            # fair share's charges once per pass (nothing in the pass reads them), and for
+            # the jobs placed before whatever stopped the pass
+            self._charge_run(jobs, charged_positions, charged_plans, single)
 
     def _check_pending(self, pending: Sequence[JobRequest]) -> None:
         """InvalidArgument, before anything is placed, for a job listed twice or running."""
@@ -850,6 +1048,8 @@ class DefaultScheduler(Scheduler):
             keys.clear()
             self._bare.clear()
             self._keys_timed = timed
+            # the shapes' keys, and so their plans, may change
+            self._runs.clear()
         return keys
 
     def _key_entry(self, shape: JobShape) -> tuple[JobShape, JobShape]:
@@ -869,6 +1069,10 @@ class DefaultScheduler(Scheduler):
     def _current_plans(self) -> dict[JobShape, _Plan]:
         if self._plans_epoch != self._index.epoch:
             self._plans.clear()
+            self._plan_list.clear()
+            self._plan_usages.clear()
+            # the walk in C reads the plans' arrays
+            self._runs.clear()
             self._plans_epoch = self._index.epoch
         return self._plans
 
@@ -903,8 +1107,17 @@ class DefaultScheduler(Scheduler):
             [cls.number for cls, _ in classes],
             [index.request_array(request_key) for _, request_key in classes],
         )
-        plan = _Plan(classes, fast, search, usage, index.usage_number(usage), asks)
+        number = len(self._plan_list)
+        plan = _Plan(classes, fast, search, usage, index.usage_number(usage), asks, number)
         self._plans[shape] = plan
+        self._plan_list.append(plan)
+        self._plan_usages.append(plan.usage)
+        if number >= len(self._full):
+            # the pass's counts so far kept
+            grown = ffi.new("int32_t[]", 2 * len(self._full))
+            ffi.memmove(grown, self._full, ffi.sizeof(self._full))
+            self._full = grown
+            self._runs.rebind_full(grown)
         return plan
 
     def _find(
@@ -922,7 +1135,7 @@ class DefaultScheduler(Scheduler):
             # has none for the rest of the pass: a shape placed on its fifth class asks the
             # first four once per pass, not once per job. ``full`` is how many leading
             # classes are known to be so (or to be closed to it by PLACE_UNTIL).
-            full = self._full_classes.get(shape, 0)
+            full = self._full[plan.number]
             leading = True
             for position in range(full, len(classes)):
                 cls, request_key = classes[position]
@@ -932,7 +1145,7 @@ class DefaultScheduler(Scheduler):
                     node = first_fit(cls, request_key, memory)
                 if node is None:
                     if leading:
-                        self._full_classes[shape] = position + 1
+                        self._full[plan.number] = position + 1
                     continue
                 leading = False
                 if protection is None or protection.admits(node, request_key, memory):
@@ -1214,9 +1427,16 @@ def _fits_nowhere(shape: JobShape) -> bool:
     )
 
 
-def _shape_ids(jobs: Sequence[JobRequest]) -> array[int]:
-    """The ``id`` of each job's shape, in order (see _QueueCopy)."""
-    return array("Q", map(id, map(_SHAPE, jobs)))
+def _insert(queue: Any, position: int, job: JobRequest) -> None:
+    """``job`` at ``position`` of a queue copy's queue in C (see queue_run): its shape's id,
+    expected runtime (NaN for none) and id's bytes (encoded once per job here, not at its
+    placement)."""
+    data = job.id.encode("utf-8", "surrogatepass")
+    runtime = job.expected_runtime
+    if lib.fi_queue_insert(
+        queue, position, id(job.shape), math.nan if runtime is None else runtime, data, len(data)
+    ):
+        raise MemoryError("no memory for the queue copy")
 
 
 def _without(items: _Items, positions: list[int]) -> _Items:
@@ -1234,18 +1454,73 @@ class _QueueCopy:
     """The scheduler's own copy of the engine's queue (see
     :meth:`DefaultScheduler.schedule_changes`): the waiting jobs by id, the same jobs in
     queue order (:attr:`JobRequest.order_key`, unique: it ends with the id), and how many
-    wait per account (one account: the pass needs no fair-share order), and ``shapes``: the
-    ``id`` of each job's shape, in the same order, as one array of numbers (a pass over a
-    plain queue reads them to pass over the jobs of settled shapes without reading the
-    jobs: each job object it read was a cache miss, about 0.24 µs, in the churn run)."""
+    wait per account (one account: the pass needs no fair-share order), and ``queue``: the
+    same jobs in the same order as a queue in C (``fi_queue``: each job's shape's ``id``,
+    expected runtime and id's bytes), which the pass's walk in C reads (see queue_run): it
+    passes over the jobs of settled shapes and places those of shapes placed by one C call
+    without reading the jobs (each job object read was a cache miss, about 0.24 µs, in the
+    churn run)."""
 
-    __slots__ = ("accounts", "jobs", "ordered", "shapes")
+    __slots__ = ("accounts", "jobs", "ordered", "queue")
 
     def __init__(self, jobs: Sequence[JobRequest]) -> None:
         self.jobs = {job.id: job for job in jobs}
         self.ordered = sorted(self.jobs.values(), key=_ORDER)
-        self.shapes = _shape_ids(self.ordered)
+        self._fill()
         self.accounts = Counter(job.account for job in self.ordered)
+
+    def _fill(self) -> None:
+        """The copy's queue in C made again from ``ordered``."""
+        queue = ffi.gc(lib.fi_queue_new(), lib.fi_queue_free)
+        if queue == ffi.NULL:
+            raise MemoryError("no memory for the queue copy")
+        self.queue = queue
+        ordered = self.ordered
+        # in chunks: a million jobs' ids and arrays at once were 70 MiB more at the peak
+        for start in range(0, len(ordered), _FILL_CHUNK):
+            self._flush(ordered[start : start + _FILL_CHUNK])
+
+    def add_all(self, arrivals: Iterable[JobRequest]) -> None:
+        """Each of ``arrivals`` waits, as :meth:`add` of each in turn would have it; those
+        that come behind the last job go to the queue in C together (a call per job was
+        most of an arrival's cost)."""
+        ordered, jobs, accounts = self.ordered, self.jobs, self.accounts
+        behind: list[JobRequest] = []
+        for job in arrivals:
+            if job.id in jobs or (ordered and ordered[-1].order_key > job.order_key):
+                # a replacement, or not behind the last: the queue in C made whole first
+                self._flush(behind)
+                self.add(job)
+                continue
+            jobs[job.id] = job
+            ordered.append(job)
+            behind.append(job)
+            accounts[job.account] += 1
+        self._flush(behind)
+
+    def _flush(self, behind: list[JobRequest]) -> None:
+        """The jobs of ``behind``, the last of ``ordered``, go to the queue in C."""
+        if not behind:
+            return
+        ids = [job.id.encode("utf-8", "surrogatepass") for job in behind]
+        shapes = array("Q", [id(job.shape) for job in behind])
+        nan = math.nan
+        runtimes = array(
+            "d",
+            [nan if job.expected_runtime is None else job.expected_runtime for job in behind],
+        )
+        lengths = array("i", map(len, ids))
+        with (
+            ffi.from_buffer("uint64_t[]", shapes) as shape_view,
+            ffi.from_buffer("double[]", runtimes) as runtime_view,
+            ffi.from_buffer("int32_t[]", lengths) as length_view,
+        ):
+            failed = lib.fi_queue_extend(
+                self.queue, len(behind), shape_view, runtime_view, b"".join(ids), length_view
+            )
+        if failed:
+            raise MemoryError("no memory for the queue copy")
+        behind.clear()
 
     def add(self, job: JobRequest) -> None:
         """``job`` waits (replacing a job of the same id)."""
@@ -1255,12 +1530,12 @@ class _QueueCopy:
         # arrivals mostly come in queue order: behind the last job, no bisect through the
         # key function
         if not ordered or ordered[-1].order_key < job.order_key:
+            _insert(self.queue, len(ordered), job)
             ordered.append(job)
-            self.shapes.append(id(job.shape))
         else:
             position = bisect_left(ordered, job.order_key, key=_ORDER)
+            _insert(self.queue, position, job)
             ordered.insert(position, job)
-            self.shapes.insert(position, id(job.shape))
         self.accounts[job.account] += 1
 
     def remove_placed(
@@ -1276,19 +1551,26 @@ class _QueueCopy:
         # less than a bisect through the key function and a shift per job
         jobs = self.jobs
         accounts = self.accounts
-        for placement in placements:
-            job = jobs.pop(placement.job_id)
-            accounts[job.account] -= 1
-            if not accounts[job.account]:
-                del accounts[job.account]
+        placed = list(map(jobs.pop, map(_JOB_ID, placements)))
+        if len(accounts) == 1:
+            # one account (the usual): its count taken down once
+            (account,) = accounts
+            accounts[account] -= len(placed)
+            if not accounts[account]:
+                del accounts[account]
+        else:
+            for job in placed:
+                accounts[job.account] -= 1
+                if not accounts[job.account]:
+                    del accounts[job.account]
         if placed_at is not None and len(self.ordered) - len(placed_at) == len(jobs):
             # the runs between the placed jobs, without a look at any other job (the filter
             # below was 3-4 % of the churn run)
             self.ordered = _without(self.ordered, placed_at)
-            self.shapes = _without(self.shapes, placed_at)
+            lib.fi_queue_drop(self.queue, placed_at, len(placed_at))
         else:
             self.ordered = [job for job in self.ordered if job.id in jobs]
-            self.shapes = _shape_ids(self.ordered)
+            self._fill()
 
     def remove(self, job_id: str) -> None:
         """``job_id`` no longer waits (nothing when it did not)."""
@@ -1297,7 +1579,7 @@ class _QueueCopy:
             return
         position = bisect_left(self.ordered, job.order_key, key=_ORDER)
         del self.ordered[position]
-        del self.shapes[position]
+        lib.fi_queue_delete(self.queue, position)
         accounts = self.accounts
         accounts[job.account] -= 1
         if not accounts[job.account]:
@@ -1385,20 +1667,16 @@ class _Skipped:
         "placed_positions",
         "placements",
         "settled",
-        "shapes",
     )
 
     def __init__(
         self,
         jobs: list[JobRequest],
-        shapes: array[int],
         placements: list[Placement],
         settled: dict[int, _Answer],
     ) -> None:
         #: the pass's queue, in the order it met it (the pass's own list)
         self.jobs = jobs
-        #: id(each job's shape), in that order (read during the pass only)
-        self.shapes = shapes
         #: the pass's placements (filled as it goes)
         self.placements = placements
         #: id(a job's shape) -> its answer (the pass's table, as it ends)
@@ -1412,19 +1690,6 @@ class _Skipped:
         self._holder_at = -1
         self._positions: dict[str, int] | None = None
         self._placed: set[str] | None = None
-
-    def visits(self) -> Iterator[JobRequest]:
-        """The jobs of the queue whose shape is not settled when the pass reaches them.
-
-        ``compress`` asks ``settled`` about a job only when the pass asks for the next one,
-        after it has handled every job before it: the jobs yielded are those a step per job
-        would not have passed over, and the others cost no bytecode."""
-        jobs = self.jobs
-        met = self.met
-        unsettled = map(not_, map(self.settled.__contains__, self.shapes))
-        for position in compress(itertools.count(), unsettled):
-            met.append(position)
-            yield jobs[position]
 
     def reserved_at(self) -> None:
         """The reservation was made for the job the pass is at, and ``settled`` is emptied

@@ -268,6 +268,20 @@ class FairShare:
         for kind, count in devices:
             held.devices[kind] = held.devices.get(kind, 0) + count
 
+    def charge_many(self, job: JobRequest, charge: Charge, count: int) -> None:
+        """``count`` jobs of ``job``'s account and organization now run, each holding
+        ``charge``: :meth:`charge` of each, in one call (the walk in C places runs of them)."""
+        held = self.running.get(job.account)
+        if held is None:
+            held = self.running[job.account] = Held()
+            self.organization[job.account] = job.organization
+        cores, memory, devices = charge
+        held.cores += cores * count
+        held.memory += memory * count
+        held.jobs += count
+        for kind, number in devices:
+            held.devices[kind] = held.devices.get(kind, 0) + number * count
+
     def refund(self, account: str, charge: Charge) -> None:
         """A job of ``account`` that held ``charge`` ended."""
         held = self.running[account]

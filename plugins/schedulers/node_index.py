@@ -1103,7 +1103,7 @@ class NodeIndex:
                 # as add_job leaves a node the C index had no memory to move
                 self._new_entry(lost, job_id, usage, not devices)
                 if devices:
-                    self._take_devices(lost, plan.request_keys[where[1]])
+                    self.take_devices(lost, plan.request_keys[where[1]])
                 self._lost(lost)
             return None
         node = self.by_slot[slot]
@@ -1112,13 +1112,13 @@ class NodeIndex:
             # the node moved, but no memory for its entry
             self._new_entry(node, job_id, usage, not devices)
         if devices:
-            self._take_devices(node, plan.request_keys[where[1]])
+            self.take_devices(node, plan.request_keys[where[1]])
         if unlisted:
             raise MemoryError(f"no memory to list job {job_id}'s end")
         return node
 
     @staticmethod
-    def _take_devices(node: IndexedNode, request_key: tuple[int, ...]) -> None:
+    def take_devices(node: IndexedNode, request_key: tuple[int, ...]) -> None:
         """Take a request's device counts (its key's leading components, by the class's
         device kinds) off ``node``'s free devices, as :meth:`place`'s C call took them off
         its free key."""

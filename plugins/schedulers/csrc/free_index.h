@@ -218,6 +218,70 @@ int fi_replay(fi_book *book, const fi_ends *ends, int32_t nasks, const int32_t *
               const int32_t *asked_by, const int64_t *const *asked_key, int32_t nqueries,
               const int64_t *memory, const int32_t *exclusive, const int32_t *needed,
               const int32_t *seed_start, const int32_t *seeds, double *starts);
+/* A run of queued one-node jobs placed by one call (the pass's walk over its queue in C;
+ * plugins/schedulers/csrc/place_run.c). A table of the queue's shapes, by a 64-bit key each
+ * (Python's id of the shape object), says for each what the walk does with its jobs: pass
+ * over them (the shape is settled for the pass), place them by fi_place over the shape's
+ * plan (set by fi_run_set), or stop there and hand the job back (no entry, or blocked). */
+typedef struct fi_run fi_run;
+fi_run *fi_run_new(void);
+void fi_run_free(fi_run *run);
+/* How many shapes the table holds. */
+int32_t fi_run_count(const fi_run *run);
+/* Forget every shape (their plans' arrays may be gone). */
+void fi_run_clear(fi_run *run);
+/* Jobs of shape `key` are placed by fi_place over the plan's arrays (`classes`, `needs`, `n`
+ * of them, `numbers`; kept alive by the caller until fi_run_clear), `cores` and `memory`, the
+ * usage number `usage`, the plan's number `plan` (its slot in the walk's `full`); the shape's
+ * flags are kept. 0; -1 when out of memory. */
+int fi_run_set(fi_run *run, uint64_t key, fi_class *const *classes, const int64_t *const *needs,
+               int32_t n, const int32_t *numbers, int64_t cores, int64_t memory, int32_t usage,
+               int32_t plan);
+/* Flag shape `key` (1: settled, passed over; 2: blocked, settled at its next job; 8: refused,
+ * settled at its next job the reservation guards; 0: none, an entry all the same), an entry
+ * made when it has none. 0; -1 when out of memory. */
+int fi_run_flag(fi_run *run, uint64_t key, int32_t flag);
+/* Take `flags` off every shape. */
+void fi_run_unflag(fi_run *run, int32_t flags);
+/* The queue the walk reads: per position (the scheduler's copy of the queue, in its order)
+ * the job's shape key, its expected runtime (NAN for none) and its id's bytes (copied). */
+typedef struct fi_queue fi_queue;
+fi_queue *fi_queue_new(void);
+void fi_queue_free(fi_queue *queue);
+int32_t fi_queue_count(const fi_queue *queue);
+/* A job at `position` (0 .. count: the ones from there move up one). 0; -1 when out of
+ * memory (nothing changed). */
+int fi_queue_insert(fi_queue *queue, int32_t position, uint64_t shape, double runtime,
+                    const char *id, int32_t len);
+/* `n` jobs behind the last: their shape keys, runtimes and ids (`ids` the bytes back to back,
+ * `lengths` each one's length). 0; -1 when out of memory (those appended before it kept). */
+int fi_queue_extend(fi_queue *queue, int32_t n, const uint64_t *shapes, const double *runtimes,
+                    const char *ids, const int32_t *lengths);
+/* Flag each of the `n` shapes `keys` as fi_run_flag does. 0; -1 when out of memory. */
+int fi_run_flag_many(fi_run *run, const uint64_t *keys, int32_t n, int32_t flag);
+/* The job at `position` leaves (the ones after it move down one). */
+void fi_queue_delete(fi_queue *queue, int32_t position);
+/* The jobs at `positions` (`n` of them, ascending) leave, the others keeping their order. */
+void fi_queue_drop(fi_queue *queue, const int32_t *positions, int32_t n);
+/* What the walks of `run` work on until bound again: the book, the ends store, the queue,
+ * the plans' counts of leading classes without room (`full`, by plan number) and where a
+ * walk writes (`out` and `settled`, room for `room` jobs each; `stop`, seven ints). */
+void fi_run_bind(fi_run *run, fi_book *book, fi_ends *ends, const fi_queue *queue,
+                 int32_t *full, int32_t *out, int32_t *settled, int32_t room, int32_t *stop);
+/* Walk the bound queue from position `from`: a settled shape's job is passed over; a blocked
+ * shape's (or a refused one's that the reservation guards: `guard` and expected to end after
+ * `start`, see below) settles it: its position and whether the reservation guards it are
+ * written to `settled` (two ints), and the shape's later jobs are passed over; a placed shape's is placed by fi_place (its end `now` + runtime, INFINITY for none; `avoid`,
+ * `navoid` kept off when `guard` is set and the job is expected to end after `start` or has
+ * no expected end, or `start` is INFINITY), and the plan's `full` raised to the first class
+ * with room as the Python pass does; any other job stops the walk. Each placed job writes
+ * five ints to `out`: its position, node slot, entry, plan number and the position of its
+ * class in the plan (at most `room` jobs: the walk stops before the next). Returns how many
+ * were placed; `stop` gets the position the walk stopped at (the queue's count at its end),
+ * fi_place's return and `where` for the job there when a placement was tried (it failed:
+ * nothing placed), else -5, and how many jobs settled shapes (`stop[6]`). */
+int32_t fi_place_run(fi_run *run, int32_t from, double now, int guard, double start,
+                     const int32_t *avoid, int32_t navoid);
 /* cffi-cdef-end */
 
 /* The live jobs' first entries at the least next end of the classes `numbers` (their
