@@ -211,13 +211,22 @@ def retune(ctx: EngineContext, *, skip: str = "") -> None:
     connected while the cluster was small would otherwise keep heartbeating at its rate.
 
     The lease grows here before the node hears of it, and never shrinks while its stream
-    lasts, so no node is held to an interval it was not told."""
+    lasts, so no node is held to an interval it was not told. The lease the node's last
+    message bought grows too, to that message plus the new term: the agent, told the
+    longer interval, sends no heartbeat within half of it of its last message
+    (:meth:`~fuzzball_core.substrate.agent.Outbox.heartbeat`), so a node whose interval
+    more than doubled within one interval (a cluster joining faster than about
+    ``HEARTBEATS_PER_SECOND`` nodes a second) was silent past the old term and lost, though
+    up and heartbeating as told. The lease stays its last message plus its term, as
+    ``last_seen`` reads it."""
     lease, heartbeat = lease_terms(ctx, len(ctx.leases))
     if heartbeat < RETUNE_GROWTH * max(ctx.tuned_heartbeat, ctx.lease_seconds / 3):
         return
     ctx.tuned_heartbeat = heartbeat
-    for node_id in ctx.leases:
-        if node_id != skip and lease_of(ctx, node_id) < lease:
+    leases = ctx.leases
+    for node_id in leases:
+        if node_id != skip and (term := lease_of(ctx, node_id)) < lease:
+            leases[node_id] += lease - term
             ctx.node_leases[node_id] = lease
             ctx.hub.send(node_id, node_pb2.ControlMessage(welcome=welcome(ctx, node_id)))
 

@@ -6,6 +6,7 @@ message from a node renews its lease, so a busy node need send no heartbeat."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -67,6 +68,35 @@ def test_connected_nodes_are_told_the_longer_lease_as_the_cluster_grows(harness,
     assert retold[first].heartbeat_seconds == retold[first].lease_seconds / 3
     assert retold[first].lease_seconds > 15
     assert not retold[first].unknown_run_ids  # not a reconnect: nothing to drop
+
+
+def test_a_node_told_a_longer_interval_is_held_to_it_from_its_last_message(harness, monkeypatch):
+    # a cluster joining fast more than doubles the interval within one of a node's
+    # intervals; the agent, told the longer one, skips its next turn's heartbeat (its last
+    # message is within half the new interval: Outbox.heartbeat) and sends a whole new
+    # interval later, past the old lease its last message bought
+    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.5)
+    first, welcome = connect(harness, "n1")
+    assert welcome.heartbeat_seconds == 5
+    harness.report(first, heartbeat=node_pb2.Heartbeat())  # its last message
+    harness.sent("welcome")
+    for index in range(2, 6):
+        harness.node(f"n{index}")  # registered; their Hellos still to come
+    connect(harness, "n6")  # a cluster of 6: 15 s at 0.5 heartbeats a second
+    retold = {node_id: m.welcome for node_id, m in harness.sent("welcome")}[first]
+    assert retold.heartbeat_seconds == pytest.approx(15)
+    # the agent's turn at 5 s sends nothing (5 s since its last message, under half of
+    # 15 s); its next turn is at 20 s
+    outbox = Outbox()
+    outbox.last_taken = time.monotonic() - 5
+    assert not outbox.heartbeat(retold.heartbeat_seconds)
+    harness.clock.now += 5 + retold.heartbeat_seconds - 1
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, first).status == "READY"
+    # silent for the lease it was told, from its last message: lost
+    harness.clock.now += retold.lease_seconds - (5 + retold.heartbeat_seconds - 1) + 1
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, first).status == "OFFLINE"
 
 
 def test_the_cluster_is_not_retold_for_every_node_that_joins(harness, monkeypatch):
