@@ -180,6 +180,11 @@ def measure_flap(size: int, lease: float, keepalive: NodeKeepaliveConfig) -> tup
         cluster.add_nodes(size)
         cluster.wait_welcomed(size, timeout=max(300.0, 0.2 * size))
         time.sleep(lease / 3 + 2)
+        # a node lost in the join (not READY at the drop) would be counted lost in the flap:
+        # runs that "lost" 2-10 nodes in the flap had them OFFLINE before it began
+        ready = sum(n["status"] == "READY" for n in cluster.http.get("/nodes").json()["nodes"])
+        if ready < size:
+            raise RuntimeError(f"{size - ready} of {size} nodes not READY before the drop")
         welcomed = cluster.stats().welcomed  # the streams' Welcomes so far, counted on
         drop_streams(cluster.grpc_port)
         dropped = time.monotonic()
