@@ -66,6 +66,10 @@ def register(
     node.annotations = dict(annotations)
     node.cpu_topology = [core.to_dict() for core in cpu_topology] or None
     node.last_seen = tx.now
+    # the cluster's lease from the Register on, not only from the Hello: thousands of nodes
+    # joining at once queue their Connects behind the others' calls in gRPC's server, and
+    # a node waiting there longer than the configured lease was lost before its Hello
+    _lease_for_cluster(ctx, node.id)
     node.lease_expires_at = tx.now + lease_of(ctx, node.id)
     _track_lease(ctx, node)
     # a node reconnecting registers first: it is back, and its Hello may wait its turn behind
@@ -107,11 +111,7 @@ def hello(
         raise NotFound(f"node {node_id} is not registered")
     # the lease its Welcome will name, for the cluster as it is now (a new stream starts
     # from the cluster's size, not from what an earlier stream was told)
-    lease, _ = lease_terms(ctx, len(ctx.leases) + (node_id not in ctx.leases))
-    if lease > ctx.lease_seconds:
-        ctx.node_leases[node_id] = lease
-    else:
-        ctx.node_leases.pop(node_id, None)
+    _lease_for_cluster(ctx, node_id)
     # the scheduler already has the node as the row says (every change of its readiness or
     # holds tells it): renew tells it again only if the node was offline and is back
     renew(ctx, tx, node)
@@ -180,6 +180,16 @@ def lease_terms(ctx: EngineContext, ready_nodes: int) -> tuple[float, float]:
     of running up to that factor past it."""
     heartbeat = max(ctx.lease_seconds / 3, ready_nodes * RETUNE_GROWTH / HEARTBEATS_PER_SECOND)
     return 3 * heartbeat, heartbeat
+
+
+def _lease_for_cluster(ctx: EngineContext, node_id: str) -> None:
+    """Hold the node to the lease of a node of the cluster as it is now (counting it), as its
+    next Welcome names it."""
+    lease, _ = lease_terms(ctx, len(ctx.leases) + (node_id not in ctx.leases))
+    if lease > ctx.lease_seconds:
+        ctx.node_leases[node_id] = lease
+    else:
+        ctx.node_leases.pop(node_id, None)
 
 
 def lease_of(ctx: EngineContext, node_id: str) -> float:

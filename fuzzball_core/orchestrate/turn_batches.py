@@ -11,6 +11,14 @@ loop waits for nothing but that turn: a batch of one, the transaction it had bef
 
 If a batch's transaction fails (one change refused, a fault), nothing of it happened, and
 each change is applied again alone, so that one change's refusal is its own answer.
+
+A wave of changes (thousands of nodes reconnecting after a flap) would otherwise still be
+applied one by one: gRPC's asyncio server takes one call off its queue per turn of the loop,
+so the first change of a turn is applied before the next call is even read, each in a
+transaction of its own, and calls queued in gRPC's core longer than its 30 s are cancelled
+and tried again by their nodes. With ``gather`` (seconds), a change arriving while a wave goes
+on (a batch applied within :data:`WAVE` seconds) waits that long for the others, or until a
+whole batch waits: the loop takes more calls meanwhile and applies them together.
 """
 
 from __future__ import annotations
@@ -30,6 +38,10 @@ C = TypeVar("C")
 #: How the engine runs one transaction and publishes it (``Engine.change``).
 Change = Callable[[Callable[[Transaction], Any]], Any]
 
+#: Seconds since the last batch within which a new change is part of a wave (and waits
+#: ``gather`` for the others); a change arriving later on a quiet loop is applied at once.
+WAVE = 1.0
+
 
 class TurnBatches(Generic[C]):
     """The changes waiting for the event loop's next turn.
@@ -46,6 +58,7 @@ class TurnBatches(Generic[C]):
         *,
         max_batch: int,
         what: str,
+        gather: float = 0.0,
     ) -> None:
         self._change = change
         self._together = together
@@ -56,7 +69,13 @@ class TurnBatches(Generic[C]):
         self.max_batch = max_batch
         #: what the changes are, for the log
         self._what = what
+        #: seconds a change arriving during a wave waits for others to join its batch
+        self.gather = gather
         self._waiting: list[tuple[C, asyncio.Future[Any]]] = []
+        #: the scheduled application of the changes waiting, if any
+        self._due: asyncio.Handle | None = None
+        #: the loop's time when the last batch was applied
+        self._last_batch = float("-inf")
         #: how many batches were applied, and how many changes they held
         self.batches = 0
         self.applied = 0
@@ -65,25 +84,42 @@ class TurnBatches(Generic[C]):
         """Apply ``change`` with the others of this turn of the loop; its answer, later."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Any] = loop.create_future()
-        if not self._waiting:
-            # after what the loop has ready now: the changes read off the wire meanwhile
-            # join this batch
-            loop.call_soon(self._apply)
         self._waiting.append((change, answer))
+        if self._due is None:
+            self._schedule(loop)
+        elif len(self._waiting) == self.max_batch:
+            self._due.cancel()  # a whole batch waits: nothing more to gather
+            self._schedule(loop)
         return answer
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Apply the changes waiting after what the loop has ready now (the changes read off
+        the wire meanwhile join them), or, in a wave and short of a whole batch, after
+        :attr:`gather` seconds."""
+        wave = loop.time() - self._last_batch < WAVE
+        if self.gather and wave and len(self._waiting) < self.max_batch:
+            self._due = loop.call_later(self.gather, self._apply)
+        else:
+            self._due = loop.call_soon(self._apply)
 
     def apply_waiting(self) -> None:
         """Apply every change waiting now, without waiting for the loop's turn (for work
         that should see them, such as the engine's next pass)."""
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
         while self._waiting:
             self._apply_batch()
 
     def _apply(self) -> None:
+        self._due = None
         if not self._waiting:
             return  # applied before their turn came (:meth:`apply_waiting`)
         self._apply_batch()
+        loop = asyncio.get_running_loop()
+        self._last_batch = loop.time()
         if self._waiting:
-            asyncio.get_running_loop().call_soon(self._apply)  # the rest, after other work
+            self._schedule(loop)  # the rest, after other work
 
     def _apply_batch(self) -> None:
         """Apply the first :attr:`max_batch` changes waiting, together when there are

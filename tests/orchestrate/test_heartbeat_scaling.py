@@ -54,6 +54,18 @@ def test_a_lengthened_lease_holds_the_node_until_it_ends(harness, monkeypatch):
     assert harness.service.get_node(harness.admin, node_id).status == "OFFLINE"
 
 
+def test_a_node_of_a_large_cluster_keeps_its_lease_between_its_register_and_its_hello(
+    harness, monkeypatch
+):
+    # thousands of nodes joining at once: a node's Connect waits behind the others' calls
+    monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)
+    connect(harness, "n1")
+    node_id = harness.node("n2")  # registered; its Hello not yet applied
+    harness.clock.now += 20  # past the configured 15 s, within the cluster's 30 s
+    harness.engine.step()
+    assert harness.service.get_node(harness.admin, node_id).status == "READY"
+
+
 def test_connected_nodes_are_told_the_longer_lease_as_the_cluster_grows(harness, monkeypatch):
     monkeypatch.setattr(nodes, "HEARTBEATS_PER_SECOND", 0.25)
     first, first_welcome = connect(harness, "n1")
