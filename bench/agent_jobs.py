@@ -37,7 +37,7 @@ from fuzzball_core.substrate.drivers import NodeServices, RunRequest, driver_for
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.volumes import WorkflowVolumes
-from fuzzball_runtime import sweep
+from fuzzball_runtime import release_kept_cgroups, sweep
 
 JOB = {"image": {"uri": "docker://alpine:latest"}, "command": ["/bin/true"]}
 
@@ -132,6 +132,7 @@ def main() -> None:
             node.pull_pool.shutdown()
             if node.mount_holds is not None:
                 node.mount_holds.release_all()
+            release_kept_cgroups()
             sweep(node.state_dir)
             registry.stop()
     own = after.user + after.system - before.user - before.system

@@ -36,7 +36,11 @@ Crash recovery: PID 1 of every container watches a lifeline pipe held by the age
 that started it and ends the job when the agent dies. ``sweep(state_dir)``, run at agent
 start-up, kills any container whose agent died that is still running and frees their cgroups,
 image mounts (whose loop devices detach themselves), network and records; it leaves
-containers of live agents alone. Layout of the state directory: see :mod:`fuzzball_runtime.state`.
+containers of live agents alone. A job whose spec sets ``keep_cgroups`` may leave its emptied
+groups to the next job with the same key (:mod:`fuzzball_runtime.kept`: no process left, the
+limits written again, metering counted from the job's start); ``release_kept_cgroups()``
+removes them at the agent's stop, and the sweep removes those of a dead agent. Layout of the
+state directory: see :mod:`fuzzball_runtime.state`.
 
 PID 1 of a container is ``fbrt-init`` (``csrc/init.c``), a small statically linked program
 built at install time next to the compiled module: it starts the command, forwards signals to
@@ -61,6 +65,7 @@ Images (``fuzzball_runtime.erofs``): ``build_from_dir(src, out)``,
 
 from .container import Container, ContainerHandle
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
+from .kept import release_kept_cgroups
 from .spec import DEVNULL, PIPE, Bind, ContainerSpec, ExitStatus, Metering
 from .sweep import sweep
 
@@ -77,5 +82,6 @@ __all__ = [
     "MeteringError",
     "RuntimeFailure",
     "RuntimeWarningMessage",
+    "release_kept_cgroups",
     "sweep",
 ]

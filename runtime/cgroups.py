@@ -77,6 +77,11 @@ def _read(directory: str | Path, name: str) -> str:
     return ffi.unpack(buf, n).decode()
 
 
+def read_file(directory: str | Path, name: str) -> str:
+    """The text of the control file ``name`` of the group ``directory`` (up to 4 KiB)."""
+    return _read(directory, name)
+
+
 def _mkdir(directory: str | Path) -> None:
     err = new_error()
     check(lib.fbrt_cgroup_create(os.fsencode(directory), err), err)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from . import cgroups
+from . import cgroups, kept
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
 from .native import INIT_PATH, check, ffi, lib, new_error
 from .network import Attachment, NodeNetwork, resolv_conf_for_isolated
@@ -207,21 +207,36 @@ class Container:
         network: NodeNetwork | None = None
         attachment: Attachment | None = None
         meter_fd = -1
+        #: metering's counters as this job started in a kept group (None: fresh counters)
+        meter_start: Metering | None = None
+        shape: kept.Shape | None = None
         joining = cgroups.CgroupJoin()
         streams: list[_Stream] = []
         try:
             image_key, lower = state.hold_image(spec.image)
             if spec.needs_cgroups():
-                job = cgroups.JobCgroups(cgroups.detect_layout(), state.cgroup_group, container_id)
-                job.create(
-                    memory=spec.memory,
-                    cpus=spec.cpus,
-                    cpuset=spec.cpuset,
-                    pids=spec.pids_limit,
-                    need_v2=spec.metering,
-                )
-                if spec.metering:
-                    meter_fd = self._attach_meter(job, notes)
+                shape = kept.shape_of(spec, state.cgroup_group)
+                reused = kept.KEPT.take(shape) if shape is not None else None
+                if reused is not None:
+                    try:
+                        meter_start = kept.reset(reused, spec)
+                        job, meter_fd = reused.job, reused.meter_fd
+                    except RuntimeFailure:
+                        pass  # removed by the reset: this job makes fresh groups
+                if job is None:
+                    name = container_id
+                    if shape is not None:
+                        name = kept.kept_name(*_agent_identity(), container_id)
+                    job = cgroups.JobCgroups(cgroups.detect_layout(), state.cgroup_group, name)
+                    job.create(
+                        memory=spec.memory,
+                        cpus=spec.cpus,
+                        cpuset=spec.cpuset,
+                        pids=spec.pids_limit,
+                        need_v2=spec.metering,
+                    )
+                    if spec.metering:
+                        meter_fd = self._attach_meter(job, notes)
                 # metering's descriptor is the v2 group's directory opened for reading, as
                 # clone3 takes the group: the child joins by it, no second open and close
                 joining = job.open_join(v2_fd=meter_fd)
@@ -288,6 +303,8 @@ class Container:
             network=network,
             address=attachment.address if attachment is not None else None,
             meter_fd=meter_fd,
+            meter_start=meter_start,
+            keep=shape if (spec.metering and meter_fd >= 0) or not spec.metering else None,
             stdin=streams[0].parent_file,
             stdout=streams[1].parent_file,
             stderr=streams[2].parent_file,
@@ -417,6 +434,8 @@ class ContainerHandle:
         stdout: IO[bytes] | None,
         stderr: IO[bytes] | None,
         warnings: tuple[str, ...],
+        meter_start: Metering | None = None,
+        keep: kept.Shape | None = None,
     ) -> None:
         self.id = container_id
         #: host pid of the container's PID 1
@@ -434,6 +453,12 @@ class ContainerHandle:
         self._cgroups = cgroups
         self._network = network
         self._meter_fd = meter_fd
+        #: metering's descriptor is the handle's to close (not once its group is kept)
+        self._meter_owned = True
+        #: the counters as the job started (a kept group's, counting on from its last job)
+        self._meter_start = meter_start
+        #: the shape the job's groups are kept as when it ends (None: removed)
+        self._keep = keep
         #: the counters as the job's cgroup was removed (they end with it)
         self._final_metering: Metering | None = None
         self._status: ExitStatus | None = None
@@ -520,6 +545,9 @@ class ContainerHandle:
             counters.egress_bytes,
             counters.egress_packets,
         )
+        if self._meter_start is not None:
+            # a kept group's counters run on from its earlier jobs: this job's are the rest
+            metering = metering.since(self._meter_start)
         if self._status is not None:
             # reaped: PID 1 and with it every process of the container is gone, so these are
             # the final counts (and the release need not read them again)
@@ -543,10 +571,20 @@ class ContainerHandle:
                     self._final_metering = self.metering()
                 except RuntimeFailure as exc:
                     failures.append(exc)
-            try:
-                self._cgroups.remove()
-            except RuntimeFailure as exc:
-                failures.append(exc)
+            if (
+                not failures
+                and self._keep is not None
+                and kept.KEPT.keep(
+                    self._keep, kept.KeptGroup(self._cgroups, self._meter_fd), self._final_metering
+                )
+            ):
+                # the pool holds the groups and metering's descriptor now
+                self._meter_owned = False
+            else:
+                try:
+                    self._cgroups.remove()
+                except RuntimeFailure as exc:
+                    failures.append(exc)
             self._cgroups = None
         if self._network is not None:
             try:
@@ -571,7 +609,8 @@ class ContainerHandle:
             self.kill(signal.SIGKILL)
         self.wait()
         if self._meter_fd >= 0:
-            os.close(self._meter_fd)
+            if self._meter_owned:
+                os.close(self._meter_fd)
             self._meter_fd = -1
         for stream in (self.stdin, self.stdout, self.stderr):
             if stream is not None:

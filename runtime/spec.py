@@ -84,6 +84,10 @@ class ContainerSpec:
     #: resolvers on the host's loopback, which it cannot reach)
     resolv_conf: str | None = None
     extra_hosts: dict[str, str] = field(default_factory=dict)
+    #: jobs with the same key may run in the same cgroups one after the other: this job's
+    #: groups are kept after it for the next (and it may take a predecessor's) where
+    #: :mod:`fuzzball_runtime.kept` finds that safe; None makes and removes them each time
+    keep_cgroups: str | None = None
 
     def validate(self) -> None:
         """Raise ``InvalidArgument`` / ``NotFound`` naming the first bad field."""
@@ -150,6 +154,17 @@ class Metering:
             "egress_bytes": self.egress_bytes,
             "egress_packets": self.egress_packets,
         }
+
+    def since(self, start: Metering | None) -> Metering:
+        """The counts since ``start`` (a reading of the same counters; None: since zero)."""
+        if start is None:
+            return self
+        return Metering(
+            self.ingress_bytes - start.ingress_bytes,
+            self.ingress_packets - start.ingress_packets,
+            self.egress_bytes - start.egress_bytes,
+            self.egress_packets - start.egress_packets,
+        )
 
 
 @dataclass(frozen=True)

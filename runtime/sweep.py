@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import cgroups
 from .errors import RuntimeFailure
+from .kept import kept_owner
 from .native import check, lib, new_error
 from .network import NodeNetwork
 from .spec import DEFAULT_STATE_DIR
@@ -43,7 +44,8 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
     """Free the containers of dead agents recorded in ``state_dir``.
 
     Containers whose agent still runs are left alone. For the others: PID 1 is SIGKILLed
-    (taking the whole PID namespace with it), the cgroups removed, the image references
+    (taking the whole PID namespace with it), the cgroups removed (with the groups a dead
+    agent kept for its next jobs), the image references
     dropped and unreferenced image mounts unmounted (their loop devices detach themselves),
     and their network released (:meth:`fuzzball_runtime.network.NodeNetwork.sweep`).
     """
@@ -67,11 +69,17 @@ def sweep(state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> SweepReport:
         state.remove_record(record.id)
         report.records.append(record.id)
     state.remove_dead_journals()
-    # Leftovers no record points at (a crash between taking them and writing the record).
+    # Leftovers no record points at (a crash between taking them and writing the record),
+    # and the groups agents kept for their next jobs (``kept-PID-START-ID``): a live
+    # agent's are its own to reuse or remove at its stop, a dead one's are removed.
     for leftover in cgroups.job_dirs(cgroups.detect_layout(), state.cgroup_group):
-        if leftover.name not in live:
-            cgroups.remove_dir(leftover)
-            report.cgroups.append(str(leftover))
+        if leftover.name in live:
+            continue
+        owner = kept_owner(leftover.name)
+        if owner is not None and is_alive(*owner):
+            continue
+        cgroups.remove_dir(leftover)
+        report.cgroups.append(str(leftover))
     report.network = NodeNetwork(state).sweep(live)
     if not live:
         layout = cgroups.detect_layout()

@@ -78,7 +78,7 @@ from fuzzball_core.substrate.topology import pinnable_cores
 from fuzzball_core.substrate.volume_sizes import measured
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_core.tls import grpc_channel_credentials
-from fuzzball_runtime import sweep
+from fuzzball_runtime import release_kept_cgroups, sweep
 from fuzzball_runtime.network import DEFAULT_SUBNET
 
 log = logging.getLogger("fuzzball.substrate")
@@ -515,9 +515,11 @@ class Agent:
             await asyncio.wait(self._tasks, timeout=10)
         self.services.start_pool.shutdown(wait=False, cancel_futures=True)
         self.services.pull_pool.shutdown(wait=False, cancel_futures=True)
-        # a clean stop leaves nothing behind: no image mounts, no cgroup parents
+        # a clean stop leaves nothing behind: no image mounts, no kept job groups, no cgroup
+        # parents
         if self.services.mount_holds is not None:
             self.services.mount_holds.release_all()
+        release_kept_cgroups()
         report = sweep(self.services.state_dir)
         if report.killed:
             log.warning("stopped %d containers still running at shutdown", len(report.killed))

@@ -15,7 +15,7 @@ from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.drivers import NodeServices
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.volumes import WorkflowVolumes
-from fuzzball_runtime import sweep
+from fuzzball_runtime import release_kept_cgroups, sweep
 
 
 @pytest.fixture(scope="session")
@@ -58,4 +58,5 @@ def node(
     yield services
     services.start_pool.shutdown()
     services.pull_pool.shutdown()
+    release_kept_cgroups()  # the groups the jobs left for their workflows' next jobs
     sweep(services.state_dir)  # the runtime's per-state-directory cgroup parents go too

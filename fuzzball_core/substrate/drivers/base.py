@@ -167,6 +167,11 @@ class NodeServices:
     start_pool: Executor
     pull_pool: Executor
     metering: bool = True
+    #: a job's emptied cgroups are kept for the workflow's next job on the node where the
+    #: runtime finds it safe (``ContainerSpec.keep_cgroups``), instead of made and removed
+    #: for each (the agent's start and release threads' ``mkdir``, ``rmdir`` and metering's
+    #: attach)
+    keep_cgroups: bool = True
     #: keeps recently used image mounts between jobs (None: every job mounts its own)
     mount_holds: ImageMountHolds | None = None
     #: the node's address and its isolated jobs' subnet
