@@ -235,3 +235,12 @@ def test_the_sweep_removes_the_kept_groups_of_a_killed_agent(image, state_dir, p
     report = sweep(state_dir)
     assert set(directories) <= set(report.cgroups)
     assert not any(os.path.exists(d) for d in directories)
+
+
+def test_a_kept_group_whose_reset_fails_is_removed_for_fresh_groups(image, state_dir, pool) -> None:
+    first, _ = _run(_spec(image, state_dir, ["true"], pids_limit=64))
+    pids = next(d for d in first if os.path.exists(f"{d}/pids.max"))
+    os.rmdir(pids)  # the pids limit can no longer be written
+    second, _ = _run(_spec(image, state_dir, ["true"], pids_limit=32))
+    assert not set(second) & set(first)
+    assert not any(os.path.exists(directory) for directory in first)
