@@ -304,7 +304,8 @@ class Container:
             address=attachment.address if attachment is not None else None,
             meter_fd=meter_fd,
             meter_start=meter_start,
-            keep=shape if (spec.metering and meter_fd >= 0) or not spec.metering else None,
+            # a metered job whose attach failed leaves no metered group to keep
+            keep=shape if meter_fd >= 0 or not spec.metering else None,
             stdin=streams[0].parent_file,
             stdout=streams[1].parent_file,
             stderr=streams[2].parent_file,
