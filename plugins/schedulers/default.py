@@ -114,6 +114,12 @@ remove_end = lib.fi_end_remove
 release_entry = lib.fi_release_entry
 #: the C call placing a one-node job (see NodeIndex.place)
 place_call = lib.fi_place
+#: the C calls placing and releasing a job of several nodes (see DefaultScheduler._spread)
+place_nodes = lib.fi_place_nodes
+release_nodes = lib.fi_release_nodes
+#: the C calls placing and releasing an exclusive job of one node (see DefaultScheduler._whole)
+place_whole = lib.fi_place_whole
+release_whole = lib.fi_release_whole
 #: How many shapes' feasibility verdicts are kept by shape object before the table starts
 #: over (shapes are interned, so a few hundred normally; more only when their table
 #: started over)
@@ -205,6 +211,14 @@ class _Plan:
     #: the plan's number among the scheduler's current plans (its slot in the pass's count
     #: of leading classes without room, which the walk in C reads and raises too)
     number: int = -1
+    #: ``search`` when a job of the shape is placed and recorded by one C call
+    #: (:meth:`DefaultScheduler._spread`: several nodes, not exclusive, no devices, CPU
+    #: layout, host ports or domain policy, no class taking one job at a time), else None
+    spread: ClassList | None = None
+    #: the classes' capacities as C arrays when an exclusive job of the shape is placed and
+    #: recorded by one C call (:meth:`DefaultScheduler._whole`: one node, no CPU layout,
+    #: host ports or domain policy, no class annotated PLACE_UNTIL), else None
+    whole: WholeList | None = None
     #: the same as class -> request key, read-only: built once, not at every placement
     #: under a reservation and every start question
     keys: dict[NodeClass, tuple[int, ...]] = field(init=False)
@@ -336,6 +350,13 @@ class DefaultScheduler(Scheduler):
         #: (a job, fi_place's answer for it) when the walk in C tried to place the job and
         #: stopped there (nothing placed): _place_one takes the answer instead of asking again
         self._tried: tuple[JobRequest, int] | None = None
+        #: _spread's answers (the nodes' slots and the entries made on them) and
+        #: DefaultScheduler.release's class numbers for fi_release_nodes, grown as needed
+        self._spread_slots = ffi.new("int32_t[]", 8)
+        self._spread_entries = ffi.new("int32_t[]", 8)
+        self._release_numbers = ffi.new("int32_t[]", 8)
+        #: _whole's answer (the class's position, the entry, the node's free cores and memory)
+        self._whole_where = ffi.new("int64_t[]", 4)
         #: the current pass's reservation, once made (the walk in C keeps off its nodes)
         self._protection: _Protection | None = None
         #: id(a job's shape) -> (that shape, the shape the pass answers for it): the shape
@@ -466,20 +487,55 @@ class DefaultScheduler(Scheduler):
             raise NotFound(f"job {job_id} holds no allocation")
         node_ids, end, charge, classes, account, _, entry = allocation
         self._fair.refund(account, charge)
-        if entry.__class__ is int and len(classes) == 1 and not charge[2]:
-            # a job placed by one C call: its entry names its node, cores and memory and
-            # keeps its id, and (usually) one C call forgets it, unlists its end and moves
-            # its node (the call itself, as NodeIndex.release_entry makes it, without that
-            # frame, and without encoding the id)
+        if entry.__class__ is int and len(classes) == 1:
             store = self._ends_store
             number = classes[0]
-            failed = release_entry(self._book, entry, store, number, end)
-            if failed:
-                data = job_id.encode("utf-8", "surrogatepass")
-                self._index.entry_released(
-                    failed, entry, node_ids[0], job_id, store, number, end, data
+            if not charge[2]:
+                # a job placed by one C call: its entry names its node, cores and memory and
+                # keeps its id, and (usually) one C call forgets it, unlists its end and moves
+                # its node (the call itself, as NodeIndex.release_entry makes it, without
+                # that frame, and without encoding the id)
+                failed = release_entry(self._book, entry, store, number, end)
+                if not failed:
+                    return
+                if failed != 1:
+                    data = job_id.encode("utf-8", "surrogatepass")
+                    self._index.entry_released(
+                        failed, entry, node_ids[0], job_id, store, number, end, data
+                    )
+                    return
+            # not a plain entry: a job holding its node alone (out of the index) puts it
+            # back by one C call, unless the node is held since, or pins cores or ports
+            node = self._index.nodes.get(node_ids[0])
+            if (
+                node is not None
+                and node.exclusive_job == job_id
+                and node.unavailable_label is None
+                and node.cls.number == number
+                and not node.pinned
+                and not node.ports
+            ):
+                failed = release_whole(
+                    self._book, entry, store, number, end, node.cls.free, node.rank
                 )
-            return
+                if failed != 1:
+                    self._index.given_back_whole(node, charge, failed, job_id)
+                    return
+        if entry.__class__ is tuple and not charge[2]:
+            # a job of several nodes without devices (plain entries, chained): unlisted,
+            # its entries forgotten and its nodes moved by one C call, unless one of them is
+            # not plain or is out of the index (1: nothing done, the Python way below)
+            numbers = self._release_numbers
+            if len(numbers) < len(classes):
+                numbers = self._release_numbers = ffi.new("int32_t[]", 2 * len(classes))
+            numbers[0 : len(classes)] = classes
+            failed = release_nodes(
+                self._book, entry[0], self._ends_store, numbers, len(classes), end
+            )
+            if failed != 1:
+                if failed:
+                    self._index.released_nodes(failed, node_ids, job_id)
+                return
         data = job_id.encode("utf-8", "surrogatepass")
         if len(node_ids) == 1 and len(classes) == 1:
             # one node of one class (a job with devices: its end is unlisted and node moved
@@ -561,6 +617,142 @@ class DefaultScheduler(Scheduler):
         # a one-node job's charge is its usage (see _record)
         entry = where[3]
         self._allocations[job.id] = (node_ids, end, usage, classes_of, job.account, None, entry)
+        self._fair.charge(job, usage)
+        return node_ids
+
+    def _spread(
+        self, job: JobRequest, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> tuple[str, ...] | None:
+        """Place ``job`` (of key ``shape``) of a plan with ``spread`` (several nodes, see
+        :func:`_spread`) on the nodes :meth:`_choose` would choose and record it as
+        :meth:`_record` would, in one C call (``fi_place_nodes``: the nodes moved, an entry
+        on each, chained, the end listed under each class); its node ids, or None when too
+        few nodes have room (nothing placed). When one of the nodes is one of
+        ``protection``'s, :meth:`_choose` and :meth:`_place` decide (what the reservation
+        leaves there is Python's)."""
+        spread = plan.spread
+        assert spread is not None
+        need = job.nodes
+        slots, entries = self._spread_slots, self._spread_entries
+        if len(slots) < need:
+            slots = self._spread_slots = ffi.new("int32_t[]", 2 * need)
+            entries = self._spread_entries = ffi.new("int32_t[]", 2 * need)
+        cores, memory, _ = plan.usage
+        avoid = NO_SLOTS if protection is None else protection.slots
+        runtime = job.expected_runtime
+        end = math.inf if runtime is None else self._now + runtime
+        job_id = job.id
+        data = job_id.encode("utf-8", "surrogatepass")
+        placed = place_nodes(
+            self._book,
+            spread.classes,
+            spread.needs,
+            spread.count,
+            need,
+            cores,
+            memory,
+            avoid.array,
+            avoid.count,
+            self._ends_store,
+            spread.numbers,
+            end,
+            data,
+            len(data),
+            plan.usage_number,
+            slots,
+            entries,
+        )
+        if placed != need:
+            if placed == -3:
+                # a reserved node among the first: the search that asks the reservation
+                chosen = self._choose(shape, plan, protection)
+                if chosen is None:
+                    return None
+                self._place(job, chosen, plan, self._now, protection)
+                return self._allocations[job_id][_NODE_IDS]
+            if placed == -1:
+                raise MemoryError(f"no memory to record job {job_id}")
+            if placed < -3:
+                # a node the C index had no memory to move (out of the index now)
+                self._index.lost(slots[-4 - placed])
+            return None
+        by_slot = self._index.by_slot
+        nodes = [by_slot[slot] for slot in ffi.unpack(slots, need)]
+        node_ids = tuple([node.id for node in nodes])
+        classes = tuple(dict.fromkeys(node.cls.number for node in nodes))
+        # as _record charges a job of several nodes: its usage on each, times their count
+        charge: Charge = (cores * need, memory * need, ())
+        self._allocations[job_id] = (
+            node_ids,
+            end,
+            charge,
+            classes,
+            job.account,
+            None,
+            tuple(ffi.unpack(entries, need)),
+        )
+        self._fair.charge(job, charge)
+        return node_ids
+
+    def _whole(
+        self, job: JobRequest, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> tuple[str, ...] | None:
+        """Place exclusive ``job`` (of key ``shape``) of a plan with ``whole`` (one node, see
+        :func:`_whole`) on the idle node :meth:`_choose` would choose and record it as
+        :meth:`_record` would, in one C call (``fi_place_whole``: the node out of the index,
+        the entry of its whole capacity, the book told, the end listed); its node ids, or
+        None when no class has an idle node. When the node is one of ``protection``'s,
+        :meth:`_choose` and :meth:`_place` decide."""
+        whole, search = plan.whole, plan.search
+        assert whole is not None and search is not None
+        avoid = NO_SLOTS if protection is None else protection.slots
+        runtime = job.expected_runtime
+        end = math.inf if runtime is None else self._now + runtime
+        job_id = job.id
+        data = job_id.encode("utf-8", "surrogatepass")
+        where = self._whole_where
+        slot = place_whole(
+            self._book,
+            search.classes,
+            whole.caps,
+            whole.memories,
+            whole.numbers,
+            search.count,
+            avoid.array,
+            avoid.count,
+            self._ends_store,
+            search.numbers,
+            end,
+            data,
+            len(data),
+            where,
+        )
+        if slot < 0:
+            if slot == -3:
+                # the reservation's node: the search that asks the reservation
+                chosen = self._choose(shape, plan, protection)
+                if chosen is None:
+                    return None
+                self._place(job, chosen, plan, self._now, protection)
+                return self._allocations[job_id][_NODE_IDS]
+            if slot == -4:
+                raise MemoryError(f"no memory to record job {job_id}")
+            return None
+        node = self._index.by_slot[slot]
+        assert node is not None
+        usage = whole.usages[where[0]]
+        # what NodeIndex.add_job does in Python for a job holding its node alone
+        self._index.taken_whole(node, job_id, usage, where[2], where[3])
+        node_ids = node.id_tuple
+        self._allocations[job_id] = (
+            node_ids,
+            end,
+            usage,
+            node.cls.number_tuple,
+            job.account,
+            None,
+            int(where[1]),
+        )
         self._fair.charge(job, usage)
         return node_ids
 
@@ -848,19 +1040,32 @@ class DefaultScheduler(Scheduler):
                     continue
                 # no room from the first class not known full (now known), or the best fit
                 # is kept for the reservation: the search below asks again from there
-            if shape.domain is None:
-                # most shapes: best fit, without _locate's call and tuple
-                chosen, note = self._find(shape, plan, protection if guarded else None), ""
+            if plan.spread is not None or plan.whole is not None:
+                # a job of several nodes, or an exclusive one: found, placed and recorded by
+                # one C call (None: too few nodes have room, as _choose would have found)
+                if plan.spread is not None:
+                    node_ids = self._spread(job, shape, plan, protection if guarded else None)
+                else:
+                    node_ids = self._whole(job, shape, plan, protection if guarded else None)
+                if node_ids is not None:
+                    placements.append(Placement(job_id, node_ids, _NO_CPUS))
+                    if placed_at is not None:
+                        placed_at.append(met[-1])
+                    continue
             else:
-                chosen, note = self._locate(shape, plan, protection if guarded else None)
-            if chosen is not None:
-                cpus = self._place(job, chosen, plan, now, protection if guarded else None)
-                # _place recorded the node ids as a tuple already
-                node_ids = self._allocations[job_id][_NODE_IDS]
-                placements.append(Placement(job_id, node_ids, cpus, note=note))
-                if placed_at is not None:
-                    placed_at.append(met[-1])
-                continue
+                if shape.domain is None:
+                    # most shapes: best fit, without _locate's call and tuple
+                    chosen, note = self._find(shape, plan, protection if guarded else None), ""
+                else:
+                    chosen, note = self._locate(shape, plan, protection if guarded else None)
+                if chosen is not None:
+                    cpus = self._place(job, chosen, plan, now, protection if guarded else None)
+                    # _place recorded the node ids as a tuple already
+                    node_ids = self._allocations[job_id][_NODE_IDS]
+                    placements.append(Placement(job_id, node_ids, cpus, note=note))
+                    if placed_at is not None:
+                        placed_at.append(met[-1])
+                    continue
             if guarded and self._locate(shape, plan, None)[0] is not None:
                 refused.add(shape)
                 if runs is not None:
@@ -1108,7 +1313,18 @@ class DefaultScheduler(Scheduler):
             [index.request_array(request_key) for _, request_key in classes],
         )
         number = len(self._plan_list)
-        plan = _Plan(classes, fast, search, usage, index.usage_number(usage), asks, number)
+        spread = whole = None
+        if (
+            search is not None
+            and _spread(shape)
+            and not any(c.one_job_at_a_time for c, _ in classes)
+        ):
+            spread = search
+        if search is not None and _whole(shape):
+            whole = WholeList(search, index)
+        plan = _Plan(
+            classes, fast, search, usage, index.usage_number(usage), asks, number, spread, whole
+        )
         self._plans[shape] = plan
         self._plan_list.append(plan)
         self._plan_usages.append(plan.usage)
@@ -1410,6 +1626,60 @@ def _one_call(shape: JobShape) -> bool:
         and not shape.host_ports
         and shape.domain is None
     )
+
+
+def _spread(shape: JobShape) -> bool:
+    """Whether a job of ``shape`` may be placed and recorded by one C call over several
+    nodes (``fi_place_nodes``): it runs on several, not exclusively, without devices, CPU
+    layout, host ports or a domain policy (those :meth:`DefaultScheduler._record` and
+    :mod:`.domains` handle in Python)."""
+    return (
+        shape.nodes > 1
+        and not shape.exclusive
+        and not shape.devices
+        and shape.cpu is None
+        and not shape.host_ports
+        and shape.domain is None
+    )
+
+
+def _whole(shape: JobShape) -> bool:
+    """Whether an exclusive job of ``shape`` may be placed and recorded by one C call on one
+    idle node (``fi_place_whole``): it runs on one node, without CPU layout, host ports or a
+    domain policy."""
+    return (
+        shape.nodes == 1
+        and shape.exclusive
+        and shape.cpu is None
+        and not shape.host_ports
+        and shape.domain is None
+    )
+
+
+class WholeList:
+    """A plan's classes' capacities, for the placement of an exclusive job of one node by
+    one C call (:meth:`DefaultScheduler._whole`): what the job holds on a node of each class
+    (its whole capacity) as C arrays, and as the usage tuples its record keeps."""
+
+    __slots__ = ("caps", "keys", "memories", "numbers", "usages")
+
+    def __init__(self, search: ClassList, index: NodeIndex) -> None:
+        owners = search.owners
+        #: each class's usage (cores, memory, device items) of a node held whole
+        self.usages: list[Usage] = [
+            (
+                cls.cap_cores,
+                cls.cap_memory,
+                tuple(zip(cls.device_kinds, cls.cap_devices, strict=True)),
+            )
+            for cls in owners
+        ]
+        #: the capacity keys' arrays, kept alive here (``caps`` only points at them)
+        self.keys = [ffi.new("int64_t[]", cls.cap_key) for cls in owners]
+        self.caps = ffi.new("int64_t *[]", self.keys)
+        self.memories = ffi.new("int64_t[]", [cls.cap_memory for cls in owners])
+        #: the usages' numbers in the node index's table (what the book's entries keep)
+        self.numbers = ffi.new("int32_t[]", [index.usage_number(usage) for usage in self.usages])
 
 
 def _fits_nowhere(shape: JobShape) -> bool:

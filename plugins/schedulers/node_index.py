@@ -997,6 +997,69 @@ class NodeIndex:
         if lib.fi_shift_key(self._book, node.slot, -sign * memory, delta, sign):
             self._lost(node)
 
+    def taken_whole(
+        self, node: IndexedNode, job_id: str, usage: Usage, cores: int, memory: int
+    ) -> None:
+        """What :meth:`add_job` does in Python for an exclusive job of ``usage`` (the node's
+        whole capacity) that ``fi_place_whole`` placed on ``node`` (out of the index now,
+        with ``cores`` and ``memory`` free): its free devices, the class's counts, the job
+        that holds it."""
+        node._cores = cores
+        node._memory = memory
+        kinds = node.cls.device_kinds
+        free_devices = node.free_devices
+        for kind, count in usage[2]:
+            if kind in kinds:
+                free_devices[kinds.index(kind)] -= count
+        cls = node.cls
+        cls.indexed -= 1
+        node.in_index = False
+        node.exclusive_job = job_id
+        cls.unavailable[EXCLUSIVE_BUSY] += 1
+
+    def given_back_whole(self, node: IndexedNode, usage: Usage, failed: int, job_id: str) -> None:
+        """What :meth:`release` does in Python for the job holding ``node`` alone (of
+        ``usage`` there) that ``fi_release_whole`` released (answering ``failed``: 0, or
+        negative): the class's counts, the node's free devices, back in the index. MemoryError
+        when the node could not be put back, KeyError when the job's end was not listed."""
+        cls = node.cls
+        counter = cls.unavailable
+        counter[EXCLUSIVE_BUSY] -= 1
+        if not counter[EXCLUSIVE_BUSY]:
+            del counter[EXCLUSIVE_BUSY]
+        node.exclusive_job = None
+        kinds = cls.device_kinds
+        free_devices = node.free_devices
+        for kind, count in usage[2]:
+            if kind in kinds:
+                free_devices[kinds.index(kind)] += count
+        if -failed & 1:
+            # out of the index still, with what it has free now (as _attach would leave it)
+            node._cores += usage[0]
+            node._memory += usage[1]
+            raise MemoryError(f"no memory to index node {node.id}")
+        cls.indexed += 1
+        node.in_index = True
+        if failed:
+            raise KeyError(job_id)
+
+    def lost(self, slot: int) -> None:
+        """The node at ``slot`` could not be moved by a C call for want of memory (it is out
+        of the index now): its record brought in line, then MemoryError."""
+        self._lost(self.by_slot[slot])  # type: ignore[arg-type]
+
+    def released_nodes(self, failed: int, node_ids: Sequence[str], job_id: str) -> None:
+        """What a release by ``fi_release_nodes`` answered ``failed`` (negative) means: a
+        node it could not move (out of the index now, its record brought in line) raises
+        MemoryError, a job not listed under one of its classes KeyError."""
+        if -failed & 1:
+            book = self._book
+            for node_id in node_ids:
+                node = self.nodes.get(node_id)
+                if node is not None and node.in_index and not lib.fi_indexed(book, node.slot):
+                    self._lost(node)
+        raise KeyError(job_id)
+
     def _lost(self, node: IndexedNode) -> None:
         """A node the C index had no memory to move (it is out of the index now, its free
         cores and memory as the move left them in its record)."""

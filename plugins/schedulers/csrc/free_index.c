@@ -547,6 +547,150 @@ int32_t fi_choose(const fi_book *book, fi_class *const *classes, const int64_t *
     return written;
 }
 
+int32_t fi_place_nodes(fi_book *book, fi_class *const *classes, const int64_t *const *needs,
+                       int32_t n, int32_t nneed, int64_t cores, int64_t memory,
+                       const int32_t *avoid, int32_t navoid, fi_ends *ends,
+                       const int32_t *numbers, double end, const char *id, int32_t len,
+                       int32_t usage, int32_t *slots, int32_t *entries) {
+    /* the nodes first, as the Python search lists them before any moves */
+    int32_t found = fi_choose(book, classes, needs, n, memory, 0, slots, nneed);
+    if (found < nneed)
+        return found;
+    for (int32_t i = 0; i < nneed; i++) {
+        for (int32_t k = 0; k < navoid; k++) {
+            if (avoid[k] == slots[i])
+                return -3;
+        }
+    }
+    int32_t position = 0, listed = -1;
+    for (int32_t i = 0; i < nneed; i++) {
+        int32_t slot = slots[i];
+        /* the node's class among the plan's: the listing goes class by class in order */
+        const fi_class *cls = book->records[slot].cls;
+        while (position < n && classes[position] != cls)
+            position++;
+        int32_t e = entries[i] = fi_entry_add(book, slot, cores, memory, 1, usage, id, len);
+        if (e < 0)
+            return -1;
+        /* the need's device counts are zeros: what the replay gives back of the entry */
+        fi_entry_devices(book, e, needs[position], cls->ncomp - 1);
+        if (i > 0)
+            fi_entry_chain(book, entries[i - 1], e);
+        book->changes++;
+        if (shift(book, slot, -memory, NULL, 0, -cores, 1) != 0)
+            return -4 - i;
+        if (position != listed) {
+            listed = position;
+            if (fi_end_add(ends, numbers[position], end, id, len, entries[0]) != 0)
+                return -1;
+        }
+    }
+    return nneed;
+}
+
+int32_t fi_place_whole(fi_book *book, fi_class *const *classes, const int64_t *const *caps,
+                       const int64_t *memories, const int32_t *usages, int32_t n,
+                       const int32_t *avoid, int32_t navoid, fi_ends *ends,
+                       const int32_t *numbers, double end, const char *id, int32_t len,
+                       int64_t *where) {
+    int32_t position = 0;
+    while (position < n && classes[position]->idle_head < 0)
+        position++;
+    if (position == n)
+        return -1;
+    int32_t slot = classes[position]->idle_head;
+    for (int32_t k = 0; k < navoid; k++) {
+        if (avoid[k] == slot)
+            return -3;
+    }
+    const fi_class *cls = classes[position];
+    int ncomp = cls->ncomp;
+    const int64_t *cap = caps[position];
+    int64_t memory = memories[position];
+    int32_t e = fi_entry_add(book, slot, cap[ncomp - 1], memory, 0, usages[position], id, len);
+    if (e < 0)
+        return -4;
+    fi_entry_devices(book, e, cap, ncomp - 1);
+    record *r = book->records + slot;
+    /* the key and memory it was indexed under stay in its record */
+    fi_drop(book, slot);
+    int64_t small[REPLAY_WIDTH];
+    int64_t *key = ncomp <= REPLAY_WIDTH ? small : malloc(sizeof(int64_t) * (size_t)ncomp);
+    if (key == NULL)
+        return -4;
+    for (int i = 0; i < ncomp; i++)
+        key[i] = r->key[i] - cap[i];
+    fi_note_node(book, slot, numbers[position], 1, key, ncomp, r->memory - memory);
+    where[0] = position;
+    where[1] = e;
+    where[2] = key[ncomp - 1];
+    where[3] = r->memory - memory;
+    if (key != small)
+        free(key);
+    book->changes++;
+    if (fi_end_add(ends, numbers[position], end, id, len, e) != 0)
+        return -4;
+    return slot;
+}
+
+int fi_release_whole(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end,
+                     fi_class *cls, int64_t rank) {
+    if (e < 0 || e >= book->nentries || book->entries[e].slot < 0)
+        return 1;
+    job_entry *j = book->entries + e;
+    int32_t slot = j->slot;
+    record *r = book->records + slot;
+    int ncomp = cls->ncomp;
+    if (r->cls != NULL || r->oncomp != ncomp || j->ndev != ncomp - 1)
+        return 1;
+    int64_t small[REPLAY_WIDTH];
+    int64_t *key = ncomp <= REPLAY_WIDTH ? small : malloc(sizeof(int64_t) * (size_t)ncomp);
+    if (key == NULL)
+        return 1;
+    for (int i = 0; i < ncomp - 1; i++)
+        key[i] = r->okey[i] + j->dev[i];
+    key[ncomp - 1] = r->okey[ncomp - 1] + j->cores;
+    int64_t memory = r->omemory + j->memory;
+    /* unlisted by the entry's copy of the id, before the entry (and a long copy) goes */
+    int unlisted = fi_end_remove(ends, number, end, j->id != NULL ? j->id : j->small, j->len) != 0;
+    fi_entry_remove(book, e);
+    book->changes++;
+    int lost = fi_put(book, slot, cls, key, memory, rank, r->njobs) != 0;
+    if (key != small)
+        free(key);
+    if (!lost)
+        fi_note_node(book, slot, number, 1, NULL, 0, 0);
+    return -(lost + 2 * unlisted);
+}
+
+int fi_release_nodes(fi_book *book, int32_t e, fi_ends *ends, const int32_t *numbers, int32_t n,
+                     double end) {
+    if (e < 0 || e >= book->nentries || book->entries[e].slot < 0)
+        return 1;
+    for (int32_t at = e; at >= 0; at = book->entries[at].sibling) {
+        const job_entry *j = book->entries + at;
+        if (j->slot < 0 || !j->plain || book->records[j->slot].cls == NULL)
+            return 1;
+    }
+    const job_entry *first = book->entries + e;
+    const char *id = first->id != NULL ? first->id : first->small;
+    int unlisted = 0, lost = 0;
+    /* unlisted by the first entry's copy of the id, before the entry (and its copy) goes */
+    for (int32_t k = 0; k < n; k++)
+        unlisted |= fi_end_remove(ends, numbers[k], end, id, first->len) != 0;
+    int32_t at = e;
+    while (at >= 0) {
+        job_entry *j = book->entries + at;
+        int32_t slot = j->slot, next = j->sibling;
+        int64_t cores = j->cores, memory = j->memory;
+        fi_entry_remove(book, at);
+        book->changes++;
+        lost |= shift(book, slot, memory, NULL, 0, cores, -1) != 0;
+        at = next;
+    }
+    return -(lost + 2 * unlisted);
+}
+
 int32_t fi_fitting(const fi_class *cls, const int64_t *need, int64_t memory, int32_t *cursor,
                    int64_t *out, int32_t room) {
     int ncomp = cls->ncomp;

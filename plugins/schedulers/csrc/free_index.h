@@ -93,6 +93,60 @@ int fi_release(fi_book *book, int32_t slot, int64_t memory, int64_t cores, fi_en
  * `out` and returns how many it wrote (fewer than `room`: every such node). */
 int32_t fi_choose(const fi_book *book, fi_class *const *classes, const int64_t *const *needs,
                   int32_t n, int64_t memory, int exclusive, int32_t *out, int32_t room);
+/* Place a job of `nneed` nodes (more than one, not exclusive, without devices: each need's
+ * device counts are zeros) of `cores` cores and `memory` on each, on the first `nneed` nodes
+ * fi_choose lists for it (not exclusive) over a plan's classes, in one call: each node moved
+ * as fi_shift(slot, -memory, -cores, 1) would, an entry made for the job on each
+ * (fi_entry_add's, plain, with `usage`, `id` and `len`, and its zero device counts) and the
+ * entries chained in the nodes' order, and the job listed in `ends` as running until `end`
+ * under the number (`numbers`, one per class, as `classes`) of each class it got a node of,
+ * from its first entry. Writes the nodes' slots to `slots` and their entries to `entries`
+ * (room for `nneed` each) and returns `nneed`. Nothing moves and fewer is returned (how many
+ * nodes have room) when fewer than `nneed` nodes have room; nothing moves and -3 is returned
+ * when one of the first `nneed` is one of the `navoid` slots of `avoid` (a reservation's:
+ * the caller's search decides whether it may take the job). -1 when out of memory making an
+ * entry or listing the end, -4 - i when out of memory moving the i-th node (it is then out of
+ * the index, as after fi_shift's -1); the nodes before it moved and recorded. */
+int32_t fi_place_nodes(fi_book *book, fi_class *const *classes, const int64_t *const *needs,
+                       int32_t n, int32_t nneed, int64_t cores, int64_t memory,
+                       const int32_t *avoid, int32_t navoid, fi_ends *ends,
+                       const int32_t *numbers, double end, const char *id, int32_t len,
+                       int32_t usage, int32_t *slots, int32_t *entries);
+/* Place an exclusive job of one node on the first idle node of a plan's classes (`classes`,
+ * `n` of them, in order; fi_choose's first for an exclusive job) in one call: the node taken
+ * out of the index, an entry made for the job there (not plain: the node's whole capacity,
+ * `caps[position]`'s cores (its last component) and `memories[position]`, usage number
+ * `usages[position]`, with `caps[position]`'s device counts), the book told the node out of
+ * the index with its free key and memory less that capacity (as fi_note_node(slot,
+ * numbers[position], 1, ...) would) and the job listed in `ends` as running until `end`
+ * under `numbers[position]` from its entry. Returns the node's slot and writes to `where`
+ * (four ints) the class's position, the entry, and the node's free cores and memory now. -1 (nothing done) when no class has an
+ * idle node; -3 (nothing done) when the node is one of the `navoid` slots of `avoid` (the
+ * caller's search decides); -4 when out of memory making the entry or listing the end. */
+int32_t fi_place_whole(fi_book *book, fi_class *const *classes, const int64_t *const *caps,
+                       const int64_t *memories, const int32_t *usages, int32_t n,
+                       const int32_t *avoid, int32_t navoid, fi_ends *ends,
+                       const int32_t *numbers, double end, const char *id, int32_t len,
+                       int64_t *where);
+/* Release the one-node job of entry `e` from a node out of the index that the book was told
+ * (fi_note_node) and that goes back into the index under class `cls` (number `number`) with
+ * rank `rank`: the job (by its entry's id) unlisted from `ends` under `number` and `end`, the
+ * entry forgotten and the node put back in the index (fi_put's) under its told free key and
+ * memory plus the entry's cores, memory and device counts, counting the jobs left on it.
+ * 1 (nothing done) when the entry is not live, its node is indexed or was not told, or its
+ * device counts are not known; else 0 or minus the sum of 1 when putting the node back failed
+ * (it stays out of the index) and 2 when the job was not listed so. */
+int fi_release_whole(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end,
+                     fi_class *cls, int64_t rank);
+/* Release a job of several nodes from its first entry `e` (its entries chained as
+ * fi_entry_chain made them) in one call when every entry of the chain is plain and its node
+ * indexed: the job (by the first entry's id) unlisted from `ends` under each of the `n`
+ * class numbers `numbers` with `end`, every entry forgotten and its node moved as
+ * fi_shift(slot, memory, cores, -1) would. 1 (nothing done) when an entry is not live, not
+ * plain or on a node out of the index; else 0 or minus the sum of 1 when a move failed (that
+ * node is out of the index) and 2 when the job was not listed under one of the numbers. */
+int fi_release_nodes(fi_book *book, int32_t e, fi_ends *ends, const int32_t *numbers, int32_t n,
+                     double end);
 /* 1 when node `slot` is indexed, else 0. */
 int fi_indexed(const fi_book *book, int32_t slot);
 /* Give indexed nodes new ranks, keeping every list's order: set each slot's new rank with
