@@ -112,6 +112,8 @@ _OPTIONS = ("estimate_starts", "fair_share")
 #: the C call unlisting a running job's end (see EndsByClass)
 remove_end = lib.fi_end_remove
 release_entry = lib.fi_release_entry
+#: the C call releasing a one-node job with devices (see DefaultScheduler.release)
+release_devices = lib.fi_release_devices
 #: the C call placing a one-node job (see NodeIndex.place)
 place_call = lib.fi_place
 #: the C calls placing and releasing a job of several nodes (see DefaultScheduler._spread)
@@ -520,6 +522,19 @@ class DefaultScheduler(Scheduler):
                 )
                 if failed != 1:
                     self._index.given_back_whole(node, charge, failed, job_id)
+                    return
+            elif (
+                node is not None
+                and node.in_index
+                and charge[2]
+                and not node.pinned
+                and not node.ports
+            ):
+                # a job with devices on an indexed node (as NodeIndex.release_listed's):
+                # unlisted, its entry forgotten and its node moved by one C call
+                failed = release_devices(self._book, entry, store, number, end)
+                if failed != 1:
+                    self._index.given_back_devices(node, charge, failed, job_id)
                     return
         if entry.__class__ is tuple and not charge[2]:
             # a job of several nodes without devices (plain entries, chained): unlisted,

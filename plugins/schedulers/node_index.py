@@ -1043,6 +1043,23 @@ class NodeIndex:
         if failed:
             raise KeyError(job_id)
 
+    def given_back_devices(self, node: IndexedNode, usage: Usage, failed: int, job_id: str) -> None:
+        """What :meth:`release_listed` does in Python for a job of ``usage`` (devices
+        among it) on indexed ``node`` that ``fi_release_devices`` released (answering
+        ``failed``: 0, or negative): the node's free devices given back. MemoryError when
+        the node could not be moved (out of the index now), KeyError when the job's end was
+        not listed."""
+        kinds = node.cls.device_kinds
+        free_devices = node.free_devices
+        for kind, count in usage[2]:
+            # a kind the node does not have (a reconciled oddity) cannot be accounted
+            if kind in kinds:
+                free_devices[kinds.index(kind)] += count
+        if -failed & 1:
+            self._lost(node)
+        if failed:
+            raise KeyError(job_id)
+
     def lost(self, slot: int) -> None:
         """The node at ``slot`` could not be moved by a C call for want of memory (it is out
         of the index now): its record brought in line, then MemoryError."""

@@ -2,9 +2,10 @@
 twenty-second scheduler round): ``fi_place_nodes`` finds a job of several nodes the nodes
 the Python search would choose, moves them, makes and chains its entries and lists its end;
 ``fi_place_whole`` takes an idle node whole for an exclusive job of one node; their releases
-(``fi_release_nodes``, ``fi_release_whole``) give back what the book's entries hold. A
-reserved node among the first found leaves the choice to the Python search, a node held
-since its exclusive job started leaves the release to the Python path."""
+(``fi_release_nodes``, ``fi_release_whole``), and that of a one-node job with devices
+(``fi_release_devices``), give back what the book's entries hold. A reserved node among the
+first found leaves the choice to the Python search, a node held since its exclusive job
+started leaves the release to the Python path."""
 
 import random
 
@@ -98,6 +99,7 @@ def test_passes_with_the_one_call_placements_decide_as_passes_in_python(seed, mo
     placed_whole = counting(monkeypatch, "place_whole")
     released_nodes = counting(monkeypatch, "release_nodes")
     released_whole = counting(monkeypatch, "release_whole")
+    released_devices = counting(monkeypatch, "release_devices")
     rng = random.Random(seed)
     told, python = cluster(*_nodes()), PythonOnly()
     for info in _nodes():
@@ -130,7 +132,7 @@ def test_passes_with_the_one_call_placements_decide_as_passes_in_python(seed, mo
             running.append(placement.job_id)
     # each C call did its work in this run, and its releases too
     assert [n for n in placed_nodes if n > 0] and [s for s in placed_whole if s >= 0]
-    assert released_nodes.count(0) and released_whole.count(0)
+    assert released_nodes.count(0) and released_whole.count(0) and released_devices.count(0)
 
 
 def test_a_job_of_several_nodes_lands_on_the_nodes_the_python_search_chooses(monkeypatch):
@@ -229,3 +231,19 @@ def test_a_reserved_node_among_the_first_found_leaves_the_choice_to_the_python_s
     assert sorted(result.reservation.node_ids) == ["n0", "n1", "n2"]
     assert [(p.job_id, p.node_ids) for p in result.placements] == [("pair", ("n3", "n4"))]
     assert summary(result) == summary(expected)
+
+
+def test_a_release_of_a_one_node_job_with_devices_gives_its_devices_back(monkeypatch):
+    answers = counting(monkeypatch, "release_devices")
+    scheduler = cluster(node("n0", cores=16, gpus=4))
+    scheduler.schedule([job("one", cores=2, gpus=3), job("other", cores=1, gpus=1)], 0.0)
+    scheduler.release("one")
+    usage = scheduler.node_usage("n0")
+    assert answers == [0]
+    assert (usage.free_cores, dict(usage.free_devices), usage.job_ids) == (
+        15,
+        {"nvidia.com/gpu": 3},
+        ("other",),
+    )
+    # the index moved with it: a job of three GPUs fits again
+    assert scheduler.schedule([job("three", gpus=3)], 1.0).placements

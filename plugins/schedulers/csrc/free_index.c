@@ -884,6 +884,25 @@ int fi_release_entry(fi_book *book, int32_t e, fi_ends *ends, int32_t number, do
     return -(lost + 2 * unlisted);
 }
 
+int fi_release_devices(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end) {
+    if (e < 0 || e >= book->nentries || book->entries[e].slot < 0)
+        return 1;
+    job_entry *j = book->entries + e;
+    int32_t slot = j->slot;
+    const fi_class *cls = book->records[slot].cls;
+    if (cls == NULL || j->ndev != cls->ncomp - 1)
+        return 1;
+    int64_t cores = j->cores, memory = j->memory;
+    int64_t devices[ENTRY_DEVICES];
+    memcpy(devices, j->dev, sizeof devices);
+    /* unlisted by the entry's copy of the id, before the entry (and a long copy) goes */
+    int unlisted = fi_end_remove(ends, number, end, j->id != NULL ? j->id : j->small, j->len) != 0;
+    fi_entry_remove(book, e);
+    book->changes++;
+    int lost = shift(book, slot, memory, devices, 1, cores, -1) != 0;
+    return -(lost + 2 * unlisted);
+}
+
 int64_t fi_key_at(const fi_book *book, int32_t slot, int32_t at) {
     return book->records[slot].key[at];
 }

@@ -238,6 +238,13 @@ int64_t fi_key_at(const fi_book *book, int32_t slot, int32_t at);
  * fi_shift(slot, memory, cores, -1) would. 1 (nothing done) when the entry is not plain or
  * its node is not indexed; else fi_release's 0 or negative sum. */
 int fi_release_entry(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end);
+/* Release entry `e` of a one-node job with devices on an indexed node in one call: the job
+ * (by the id its entry keeps) unlisted from `ends` under `number` and `end`, the entry
+ * forgotten and the node moved as fi_shift_key(slot, memory, the entry's device counts and
+ * cores, -1) would. 1 (nothing done) when the entry is not live, its node is not indexed or
+ * its device counts are not known; else 0 or minus the sum of 1 when the move failed (the
+ * node is out of the index) and 2 when the job was not listed so. */
+int fi_release_devices(fi_book *book, int32_t e, fi_ends *ends, int32_t number, double end);
 /* Entries inserted in or removed from the class's lists (a move counts two), and the
  * placements and releases the book made itself. */
 int64_t fi_class_changes(const fi_class *cls);
