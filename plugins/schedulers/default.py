@@ -680,11 +680,7 @@ class DefaultScheduler(Scheduler):
         if placed != need:
             if placed == -3:
                 # a reserved node among the first: the search that asks the reservation
-                chosen = self._choose(shape, plan, protection)
-                if chosen is None:
-                    return None
-                self._place(job, chosen, plan, self._now, protection)
-                return self._allocations[job_id][_NODE_IDS]
+                return self._searched(job, shape, plan, protection)
             if placed == -1:
                 raise MemoryError(f"no memory to record job {job_id}")
             if placed < -3:
@@ -708,6 +704,18 @@ class DefaultScheduler(Scheduler):
         )
         self._fair.charge(job, charge)
         return node_ids
+
+    def _searched(
+        self, job: JobRequest, shape: JobShape, plan: _Plan, protection: _Protection | None
+    ) -> tuple[str, ...] | None:
+        """Place ``job`` by :meth:`_choose`'s search and :meth:`_place` (the path that asks
+        ``protection``, which the C calls hand back when a reserved node is among their
+        choices); its node ids, or None when nothing fits."""
+        chosen = self._choose(shape, plan, protection)
+        if chosen is None:
+            return None
+        self._place(job, chosen, plan, self._now, protection)
+        return self._allocations[job.id][_NODE_IDS]
 
     def _whole(
         self, job: JobRequest, shape: JobShape, plan: _Plan, protection: _Protection | None
@@ -745,11 +753,7 @@ class DefaultScheduler(Scheduler):
         if slot < 0:
             if slot == -3:
                 # the reservation's node: the search that asks the reservation
-                chosen = self._choose(shape, plan, protection)
-                if chosen is None:
-                    return None
-                self._place(job, chosen, plan, self._now, protection)
-                return self._allocations[job_id][_NODE_IDS]
+                return self._searched(job, shape, plan, protection)
             if slot == -4:
                 raise MemoryError(f"no memory to record job {job_id}")
             return None
