@@ -639,7 +639,7 @@ class DefaultScheduler(Scheduler):
         self, job: JobRequest, shape: JobShape, plan: _Plan, protection: _Protection | None
     ) -> tuple[str, ...] | None:
         """Place ``job`` (of key ``shape``) of a plan with ``spread`` (several nodes, see
-        :func:`_spread`) on the nodes :meth:`_choose` would choose and record it as
+        :func:`_spread_call`) on the nodes :meth:`_choose` would choose and record it as
         :meth:`_record` would, in one C call (``fi_place_nodes``: the nodes moved, an entry
         on each, chained, the end listed under each class); its node ids, or None when too
         few nodes have room (nothing placed). When one of the nodes is one of
@@ -721,7 +721,7 @@ class DefaultScheduler(Scheduler):
         self, job: JobRequest, shape: JobShape, plan: _Plan, protection: _Protection | None
     ) -> tuple[str, ...] | None:
         """Place exclusive ``job`` (of key ``shape``) of a plan with ``whole`` (one node, see
-        :func:`_whole`) on the idle node :meth:`_choose` would choose and record it as
+        :func:`_whole_call`) on the idle node :meth:`_choose` would choose and record it as
         :meth:`_record` would, in one C call (``fi_place_whole``: the node out of the index,
         the entry of its whole capacity, the book told, the end listed); its node ids, or
         None when no class has an idle node. When the node is one of ``protection``'s,
@@ -1335,11 +1335,11 @@ class DefaultScheduler(Scheduler):
         spread = whole = None
         if (
             search is not None
-            and _spread(shape)
+            and _spread_call(shape)
             and not any(c.one_job_at_a_time for c, _ in classes)
         ):
             spread = search
-        if search is not None and _whole(shape):
+        if search is not None and _whole_call(shape):
             whole = WholeList(search, index)
         plan = _Plan(
             classes, fast, search, usage, index.usage_number(usage), asks, number, spread, whole
@@ -1647,7 +1647,7 @@ def _one_call(shape: JobShape) -> bool:
     )
 
 
-def _spread(shape: JobShape) -> bool:
+def _spread_call(shape: JobShape) -> bool:
     """Whether a job of ``shape`` may be placed and recorded by one C call over several
     nodes (``fi_place_nodes``): it runs on several, not exclusively, without devices, CPU
     layout, host ports or a domain policy (those :meth:`DefaultScheduler._record` and
@@ -1662,7 +1662,7 @@ def _spread(shape: JobShape) -> bool:
     )
 
 
-def _whole(shape: JobShape) -> bool:
+def _whole_call(shape: JobShape) -> bool:
     """Whether an exclusive job of ``shape`` may be placed and recorded by one C call on one
     idle node (``fi_place_whole``): it runs on one node, without CPU layout, host ports or a
     domain policy."""
