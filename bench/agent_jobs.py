@@ -4,8 +4,11 @@ Runs ``--tasks`` assignments of one ``/bin/true`` array stage through the path t
 takes for each (``RunRequest.from_assignment``, ``driver_for``, the driver's ``start`` and
 ``wait``, the ``RunExited`` message, ``destroy``), ``--concurrency`` at a time on one event
 loop, as the agent's loop runs them, with the node's real image cache, runtime and mount
-holds. Prints the CPU per job of this process (its loop, its container-start threads: the
-agent's share) and of its reaped children (the containers), and the loop thread's alone.
+holds. With ``--separate`` each job is instead the one job of a workflow of its own, all of
+one owner (``--owner``; empty: assignments without one, as an older Orchestrate sends, whose
+kept cgroups go only to the same workflow's jobs). Prints the CPU per job of this process
+(its loop, its container-start threads: the agent's share) and of its reaped children (the
+containers), and the loop thread's alone.
 No gRPC stream, no Orchestrate: the figure is the part of the agent's CPU that its drivers
 spend, which the load of other processes inflates far less than bench/e2e.py's whole
 system. To compare two trees, run it alternately with each on PYTHONPATH, e.g.
@@ -24,6 +27,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
@@ -63,17 +67,30 @@ def node_services(directory: Path, registry_url: str) -> NodeServices:
     )
 
 
-async def one_job(node: NodeServices, task_id: int, job_json: str) -> None:
-    """One task, as ``Agent._assign`` and ``Agent._execute`` run it."""
+@dataclass(frozen=True)
+class Workload:
+    """What the assignments look like: one array's tasks or separate workflows' jobs."""
+
+    job_json: str
+    #: each job its own workflow's (else all tasks of workflow ``wf``)
+    separate: bool = False
+    #: the workflows' owner as Orchestrate names it ("": none, as an older Orchestrate)
+    owner: str = ""
+
+
+async def one_job(node: NodeServices, task_id: int, work: Workload) -> None:
+    """One task (or separate workflow's job), as ``Agent._assign`` and ``Agent._execute``
+    run it."""
     assignment = node_pb2.Assignment(
         run_id=task_id,
-        workflow_id="wf",
+        workflow_id=f"wf-{task_id}" if work.separate else "wf",
         stage_name="jobs.true",
-        job_json=job_json,
-        task_id=task_id,
-        has_task=True,
+        job_json=work.job_json,
+        task_id=0 if work.separate else task_id,
+        has_task=not work.separate,
         # as Orchestrate sends a job needing no secret: with its workflow's token
         workflow_token="bench-workflow-token",
+        owner=work.owner,
     )
     request = RunRequest.from_assignment(assignment, "node")
     execution = driver_for(request, node, lambda _run, _stream, _data: None)
@@ -88,14 +105,15 @@ async def one_job(node: NodeServices, task_id: int, job_json: str) -> None:
         raise AssertionError(f"task {task_id}: {outcome}")
 
 
-async def run_tasks(node: NodeServices, tasks: int, concurrency: int, first: int) -> None:
+async def run_tasks(
+    node: NodeServices, tasks: int, concurrency: int, first: int, work: Workload
+) -> None:
     """``tasks`` tasks, at most ``concurrency`` at once."""
-    job_json = json.dumps(JOB)
     slots = asyncio.Semaphore(concurrency)
 
     async def slot(task_id: int) -> None:
         async with slots:
-            await one_job(node, task_id, job_json)
+            await one_job(node, task_id, work)
 
     await asyncio.gather(*(slot(first + index) for index in range(tasks)))
 
@@ -105,7 +123,16 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--label", default="", help="printed before the figures")
+    parser.add_argument(
+        "--separate", action="store_true", help="each job the one job of its own workflow"
+    )
+    parser.add_argument(
+        "--owner",
+        default="bench-account/bench-user",
+        help="the workflows' owner in the assignments ('': none, as an older Orchestrate)",
+    )
     args = parser.parse_args()
+    work = Workload(json.dumps(JOB), separate=args.separate, owner=args.owner)
     missing = have_prerequisites()
     if missing is not None:
         sys.exit(f"bench/agent_jobs.py: {missing}")
@@ -115,13 +142,13 @@ def main() -> None:
         node = node_services(directory, registry.url)
         try:
             # warm: the image pulled, converted, pinned and its mount held
-            asyncio.run(run_tasks(node, 8, 8, 0))
+            asyncio.run(run_tasks(node, 8, 8, 0, work))
             before = os.times()
             began = time.perf_counter()
 
             async def measured() -> float:
                 start = time.thread_time()
-                await run_tasks(node, args.tasks, args.concurrency, 1000)
+                await run_tasks(node, args.tasks, args.concurrency, 1000, work)
                 return time.thread_time() - start
 
             loop_cpu = asyncio.run(measured())

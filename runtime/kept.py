@@ -25,9 +25,11 @@ one:
   such socket exists. Asking the kernel for the group's sockets (sock_diag) took 2-3 ms a
   job here (TCP's dump walks the whole connection table). Only jobs in the agent's network
   namespace are kept (the sockets of a namespace of the job's own could outlive it unseen),
-  and only for a next job with the same ``keep_cgroups`` key (the agent's: the workflow),
-  so that a socket a job handed to a process outside it unused can only be counted within
-  its workflow.
+  and only for a next job with the same ``keep_cgroups`` key, so that a socket a job handed
+  to a process outside it unused can only be counted within that key. The agent's key is the
+  workflow's owner (its account and submitting user, as the ``Assignment`` names them; the
+  workflow when an older Orchestrate names none): such traffic may count to another job of
+  the same owner, in another of its workflows, never to another owner's.
 
 Kept groups are named ``kept-PID-START-ID`` after the agent process that made them: the sweep
 (:func:`fuzzball_runtime.sweep`) leaves a live agent's alone and removes a dead one's, and

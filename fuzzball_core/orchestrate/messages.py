@@ -31,6 +31,9 @@ class Assign:
     #: the workflow's token when the job needs nothing else from ``RunSecrets`` ("": the
     #: run asks as it starts); never in a repr or log line
     workflow_token: str = field(default="", repr=False)
+    #: who owns the workflow (:func:`workflow_owner`): the agent may give the job cgroups
+    #: a job of the same owner left ("": only the same workflow's, as an older Orchestrate)
+    owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,3 +70,12 @@ class LogsStored:
 
 #: Anything the engine sends to a node.
 ToNode = Assign | Cancel | Shutdown | RemoveVolume | LogsStored
+
+
+def workflow_owner(account_id: str, user_id: str | None) -> str:
+    """The owner of a workflow as its assignments name it: ``ACCOUNT_ID/USER_ID``, the
+    account (whose organization it belongs to is fixed) and the user who submitted it
+    (empty for an account's own token, which no user's submission shares). Jobs of one owner
+    may reuse each other's cgroups on a node, so metering's counters never mix two
+    owners'."""
+    return f"{account_id}/{user_id or ''}"

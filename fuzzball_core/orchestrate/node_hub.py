@@ -40,6 +40,7 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
                 cpus=dict(message.cpus),
                 volumes_json=message.volumes_json,
                 workflow_token=message.workflow_token,
+                owner=message.owner,
             )
         )
     if isinstance(message, Cancel):

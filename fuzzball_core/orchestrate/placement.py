@@ -22,7 +22,7 @@ from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate import events, multinode, name_resolution, workflow_volumes
 from fuzzball_core.orchestrate.context import EngineContext, LiveRun, PendingRun
 from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
-from fuzzball_core.orchestrate.messages import Assign
+from fuzzball_core.orchestrate.messages import Assign, workflow_owner
 from fuzzball_core.orchestrate.requests import job_request, run_key, timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, run_moved, transition
 from fuzzball_core.orchestrate.transaction import RunFields, Transaction, task_label
@@ -438,6 +438,7 @@ def send_assignment(ctx: EngineContext, tx: Transaction, run: RunFields) -> None
         cpus=tuple((node, format_cpu_list(cpus)) for node, cpus in (run.cpus or {}).items()),
         volumes_json=_volumes_json(ctx, tx, workflow, definition, run),
         workflow_token=token,
+        owner=workflow_owner(workflow.account_id, workflow.user_id),
     )
     tx.send(run.node_ids, assignment)
 

@@ -215,7 +215,7 @@ class MetricsScraped(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., text: _Optional[bytes] = ..., error: _Optional[str] = ..., content_type: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json", "hosts", "cpus", "volumes_json", "workflow_token")
+    __slots__ = ("run_id", "workflow_id", "stage_name", "has_task", "task_id", "job_json", "timeout_seconds", "node_ids", "volume_ingress_json", "hosts", "cpus", "volumes_json", "workflow_token", "owner")
     class HostsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +243,7 @@ class Assignment(_message.Message):
     CPUS_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_JSON_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     workflow_id: str
     stage_name: str
@@ -256,7 +257,8 @@ class Assignment(_message.Message):
     cpus: _containers.ScalarMap[str, str]
     volumes_json: str
     workflow_token: str
-    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ..., hosts: _Optional[_Mapping[str, str]] = ..., cpus: _Optional[_Mapping[str, str]] = ..., volumes_json: _Optional[str] = ..., workflow_token: _Optional[str] = ...) -> None: ...
+    owner: str
+    def __init__(self, run_id: _Optional[int] = ..., workflow_id: _Optional[str] = ..., stage_name: _Optional[str] = ..., has_task: _Optional[bool] = ..., task_id: _Optional[int] = ..., job_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., node_ids: _Optional[_Iterable[str]] = ..., volume_ingress_json: _Optional[str] = ..., hosts: _Optional[_Mapping[str, str]] = ..., cpus: _Optional[_Mapping[str, str]] = ..., volumes_json: _Optional[str] = ..., workflow_token: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("run_id", "reason")

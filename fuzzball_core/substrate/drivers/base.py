@@ -83,6 +83,8 @@ class RunRequest:
     #: the workflow's token, when Orchestrate sent it with the assignment because the job
     #: needs nothing else from ``RunSecrets`` ("": asked for as the run starts)
     workflow_token: str = field(default="", repr=False)
+    #: who owns the workflow ("ACCOUNT_ID/USER_ID"; "": an older Orchestrate's assignment)
+    owner: str = ""
 
     @classmethod
     def from_assignment(cls, assignment: node_pb2.Assignment, node_id: str = "") -> RunRequest:
@@ -109,7 +111,18 @@ class RunRequest:
                 for name, location in _json_object(assignment.volumes_json).items()
             },
             workflow_token=assignment.workflow_token,
+            owner=assignment.owner,
         )
+
+    @property
+    def cgroup_key(self) -> str:
+        """Which jobs may reuse the cgroups this run's job leaves (``ContainerSpec.keep_cgroups``):
+        its owner's (metering's counters then mix only that owner's traffic), or, when the
+        assignment names no owner (an older Orchestrate), its workflow's. The prefixes keep
+        a workflow id from ever equalling an owner."""
+        if self.owner:
+            return f"owner:{self.owner}"
+        return f"workflow:{self.workflow_id}"
 
     @property
     def job_name(self) -> str:
@@ -167,7 +180,7 @@ class NodeServices:
     start_pool: Executor
     pull_pool: Executor
     metering: bool = True
-    #: a job's emptied cgroups are kept for the workflow's next job on the node where the
+    #: a job's emptied cgroups are kept for the owner's next job on the node where the
     #: runtime finds it safe (``ContainerSpec.keep_cgroups``), instead of made and removed
     #: for each (the agent's start and release threads' ``mkdir``, ``rmdir`` and metering's
     #: attach)

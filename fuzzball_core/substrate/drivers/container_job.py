@@ -256,7 +256,7 @@ class ContainerJobDriver(ContainerDriver):
             isolated=self.node.network.isolation(job),
             extra_hosts=self.extra_hosts(),
             node_ports=self.node.network.node_ports(job),
-            keep_cgroups=request.workflow_id if self.node.keep_cgroups else None,
+            keep_cgroups=request.cgroup_key if self.node.keep_cgroups else None,
         )
 
     def extra_hosts(self) -> dict[str, str]:
