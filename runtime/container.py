@@ -572,20 +572,25 @@ class ContainerHandle:
                     self._final_metering = self.metering()
                 except RuntimeFailure as exc:
                     failures.append(exc)
-            if (
-                not failures
-                and self._keep is not None
-                and kept.KEPT.keep(
-                    self._keep, kept.KeptGroup(self._cgroups, self._meter_fd), self._final_metering
-                )
-            ):
-                # the pool holds the groups and metering's descriptor now
-                self._meter_owned = False
-            else:
+            group = kept.KeptGroup(self._cgroups, self._meter_fd)
+            leftover: kept.KeptGroup | None = group
+            if not failures and self._keep is not None:
+                leftover = kept.KEPT.keep(self._keep, group, self._final_metering)
+            if leftover is group:
                 try:
                     self._cgroups.remove()
                 except RuntimeFailure as exc:
                     failures.append(exc)
+            else:
+                # the pool holds the groups and metering's descriptor now
+                self._meter_owned = False
+                if leftover is not None:
+                    # the group the full pool let go for this one: removed as this one was
+                    # to be
+                    try:
+                        leftover.remove()
+                    except RuntimeFailure as exc:
+                        failures.append(exc)
             self._cgroups = None
         if self._network is not None:
             try:

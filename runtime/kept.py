@@ -141,14 +141,21 @@ class KeptGroup:
 
 class KeptGroups:
     """The pool: kept groups by shape, at most :data:`MAX_KEPT`, for this process only (a
-    forked child starts with none and never touches its parent's)."""
+    forked child starts with none and never touches its parent's). A full pool lets its least
+    recently kept group go for a new one: the keys are owners (or workflows), and an agent
+    that outlives its first 64 of them would otherwise hold groups nobody asks for again
+    while every newer key's groups were removed."""
 
     def __init__(self, limit: int = MAX_KEPT) -> None:
         self.limit = limit
         self._lock = threading.Lock()
         self._pid = current_pid()
-        self._groups: dict[Shape, list[KeptGroup]] = {}
-        self._count = 0
+        #: each shape's kept groups, oldest first, with the number each was kept under; a
+        #: shape with none is not a key (the shapes name owners: they come and go)
+        self._groups: dict[Shape, list[tuple[int, KeptGroup]]] = {}
+        #: the number each group was kept under -> its shape, in the order they were kept
+        self._order: dict[int, Shape] = {}
+        self._kept = 0
 
     def _mine(self) -> None:
         # called with the lock held: a forked child drops (without closing or removing) the
@@ -156,12 +163,12 @@ class KeptGroups:
         if self._pid != current_pid():
             self._pid = current_pid()
             self._groups = {}
-            self._count = 0
+            self._order = {}
 
     def __len__(self) -> int:
         with self._lock:
             self._mine()
-            return self._count
+            return len(self._order)
 
     def take(self, shape: Shape) -> KeptGroup | None:
         """A kept group of ``shape`` (most recently kept first), or None."""
@@ -170,39 +177,56 @@ class KeptGroups:
             kept = self._groups.get(shape)
             if not kept:
                 return None
-            self._count -= 1
-            return kept.pop()
+            number, group = kept.pop()
+            if not kept:
+                del self._groups[shape]
+            del self._order[number]
+            return group
 
-    def keep(self, shape: Shape, group: KeptGroup, final: Metering | None) -> bool:
+    def keep(self, shape: Shape, group: KeptGroup, final: Metering | None) -> KeptGroup | None:
         """Keep ``group`` after its job ended, if it is safe to give to another job (see the
         module docstring); ``final`` is the job's own metering as it ended (None: unmetered).
-        Returns False, leaving the group untouched, when it is not kept."""
+        Returns the group the caller must remove now: ``group`` itself, untouched, when it
+        is not kept; the least recently kept group, out of the pool, when ``group`` took its
+        place in a full pool; None when it was kept in a pool with room."""
         if group.meter_fd >= 0 and (final is None or any(final.as_dict().values())):
-            return False
-        with self._lock:
-            self._mine()
-            if self._count >= self.limit:
-                return False
+            return group
         try:
             if not unpopulated(group.job):
-                return False
+                return group
         except RuntimeFailure:
-            return False
+            return group
         with self._lock:
             self._mine()
-            if self._count >= self.limit:
-                return False
-            self._groups.setdefault(shape, []).append(group)
-            self._count += 1
-        return True
+            evicted = None
+            if len(self._order) >= self.limit:
+                if self.limit <= 0:
+                    return group
+                evicted = self._take_oldest()
+            self._kept += 1
+            self._groups.setdefault(shape, []).append((self._kept, group))
+            self._order[self._kept] = shape
+        return evicted
+
+    def _take_oldest(self) -> KeptGroup:
+        # called with the lock held and the pool not empty: the oldest kept group of all is
+        # the first of its shape's, which are kept oldest first
+        number, shape = next(iter(self._order.items()))
+        kept = self._groups[shape]
+        first, group = kept.pop(0)
+        assert first == number, "a shape's kept groups are in the order they were kept"
+        if not kept:
+            del self._groups[shape]
+        del self._order[number]
+        return group
 
     def release(self) -> list[str]:
         """Remove every kept group of this process; returns their directories."""
         with self._lock:
             self._mine()
-            groups = [group for kept in self._groups.values() for group in kept]
+            groups = [group for kept in self._groups.values() for _, group in kept]
             self._groups = {}
-            self._count = 0
+            self._order = {}
         removed: list[str] = []
         failures: list[RuntimeFailure] = []
         for group in groups:

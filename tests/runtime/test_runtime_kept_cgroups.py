@@ -98,7 +98,7 @@ def test_a_kept_groups_next_job_reports_only_its_own_metering(image, state_dir, 
     )
     assert sender.wait(timeout=30) == 0
     assert kept.read_counters(group.meter_fd).egress_packets >= 5
-    assert pool.keep(_shape(spec), group, QUIET)
+    assert pool.keep(_shape(spec), group, QUIET) is None
     second, metering = _run(spec)
     assert second == first
     assert metering == QUIET
@@ -115,7 +115,7 @@ def test_a_group_still_populated_is_not_kept(image, state_dir, pool) -> None:
         while "populated 1" not in Path(group.job.v2_dir_name, "cgroup.events").read_text():
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert not pool.keep(_shape(spec), group, QUIET)
+        assert pool.keep(_shape(spec), group, QUIET) is group
         assert len(pool) == 0
     finally:
         member.kill()
@@ -203,6 +203,38 @@ def test_release_kept_cgroups_removes_the_pool(image, state_dir, pool) -> None:
     assert sorted(release_kept_cgroups()) == sorted(first)
     assert len(pool) == 0
     assert not any(os.path.exists(directory) for directory in first)
+
+
+def test_a_full_pool_lets_its_least_recently_kept_group_go_for_a_new_one(
+    image, state_dir, pool, monkeypatch
+) -> None:
+    # an agent outlives its first owners: their groups give way to the newest key's
+    monkeypatch.setattr(pool, "limit", 2)
+    old, newer, newest = (_spec(image, state_dir, ["true"], keep_cgroups=key) for key in "abc")
+    oldest_dirs, _ = _run(old)
+    newer_dirs, _ = _run(newer)
+    newest_dirs, _ = _run(newest)
+    assert len(pool) == 2
+    assert not any(os.path.exists(directory) for directory in oldest_dirs)
+    assert all(os.path.isdir(directory) for directory in newer_dirs + newest_dirs)
+    assert pool.take(_shape(old)) is None
+    taken = pool.take(_shape(newest))
+    assert taken is not None
+    taken.remove()
+
+
+def test_a_group_taken_and_kept_again_is_the_last_to_go(
+    image, state_dir, pool, monkeypatch
+) -> None:
+    # reuse renews a group: the pool lets the one not asked for go first
+    monkeypatch.setattr(pool, "limit", 2)
+    first, second, third = (_spec(image, state_dir, ["true"], keep_cgroups=key) for key in "abc")
+    first_dirs, _ = _run(first)
+    second_dirs, _ = _run(second)
+    assert _run(first)[0] == first_dirs
+    _run(third)
+    assert not any(os.path.exists(directory) for directory in second_dirs)
+    assert all(os.path.isdir(directory) for directory in first_dirs)
 
 
 def test_the_sweep_leaves_a_live_agents_kept_groups(image, state_dir, pool) -> None:
