@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -51,6 +52,17 @@ def _run(node: NodeServices, request: RunRequest) -> None:
     assert asyncio.run(scenario()) == 0
 
 
+def _run_and_keep(node: NodeServices, request: RunRequest, kept_after: int) -> None:
+    """:func:`_run`, then wait until the pool holds ``kept_after`` groups: an ended job's
+    groups are freed (kept) on the start pool after its outcome, so a next job started at
+    once could come before they are in the pool."""
+    _run(node, request)
+    deadline = time.monotonic() + 10
+    while len(kept.KEPT) != kept_after:
+        assert time.monotonic() < deadline, f"the pool holds {len(kept.KEPT)} groups"
+        time.sleep(0.005)
+
+
 def _kept_groups(node: NodeServices) -> set[str]:
     """The names of the kept groups in the node's v2 group (metered jobs have one there)."""
     unified = cgroups.detect_layout().unified
@@ -85,21 +97,21 @@ def test_a_workflow_id_never_equals_an_owners_key() -> None:
 
 @pytest.mark.root
 def test_two_workflows_of_one_owner_reuse_a_group(metered_node: NodeServices) -> None:
-    _run(metered_node, _request(FIRST, ALICE))
+    _run_and_keep(metered_node, _request(FIRST, ALICE), kept_after=1)
     left = _kept_groups(metered_node)
     assert len(left) == 1
 
-    _run(metered_node, _request(SECOND, ALICE))
+    _run_and_keep(metered_node, _request(SECOND, ALICE), kept_after=1)
 
     assert _kept_groups(metered_node) == left
 
 
 @pytest.mark.root
 def test_two_owners_never_share_a_group(metered_node: NodeServices) -> None:
-    _run(metered_node, _request(FIRST, ALICE))
+    _run_and_keep(metered_node, _request(FIRST, ALICE), kept_after=1)
     alices = _kept_groups(metered_node)
 
-    _run(metered_node, _request(SECOND, BOB))
+    _run_and_keep(metered_node, _request(SECOND, BOB), kept_after=2)
 
     bobs = _kept_groups(metered_node) - alices
     assert len(bobs) == 1 and alices <= _kept_groups(metered_node)
@@ -107,12 +119,12 @@ def test_two_owners_never_share_a_group(metered_node: NodeServices) -> None:
 
 @pytest.mark.root
 def test_an_assignment_without_owner_keys_by_workflow(metered_node: NodeServices) -> None:
-    _run(metered_node, _request(FIRST, ""))
+    _run_and_keep(metered_node, _request(FIRST, ""), kept_after=1)
     firsts = _kept_groups(metered_node)
-    _run(metered_node, _request(SECOND, ""))
+    _run_and_keep(metered_node, _request(SECOND, ""), kept_after=2)
     both = _kept_groups(metered_node)
     assert len(firsts) == 1 and len(both) == 2
 
-    _run(metered_node, _request(FIRST, ""))
+    _run_and_keep(metered_node, _request(FIRST, ""), kept_after=2)
 
     assert _kept_groups(metered_node) == both
