@@ -205,12 +205,16 @@ def test_release_kept_cgroups_removes_the_pool(image, state_dir, pool) -> None:
     assert not any(os.path.exists(directory) for directory in first)
 
 
-def test_a_full_pool_lets_its_least_recently_kept_group_go_for_a_new_one(
-    image, state_dir, pool, monkeypatch
-) -> None:
-    # an agent outlives its first owners: their groups give way to the newest key's
+@pytest.fixture
+def three_keys(image, state_dir, pool, monkeypatch) -> list[ContainerSpec]:
+    """Jobs of three keys, for a pool that holds two groups."""
     monkeypatch.setattr(pool, "limit", 2)
-    old, newer, newest = (_spec(image, state_dir, ["true"], keep_cgroups=key) for key in "abc")
+    return [_spec(image, state_dir, ["true"], keep_cgroups=key) for key in "abc"]
+
+
+def test_a_full_pool_lets_its_least_recently_kept_group_go_for_a_new_one(pool, three_keys) -> None:
+    # an agent outlives its first owners: their groups give way to the newest key's
+    old, newer, newest = three_keys
     oldest_dirs, _ = _run(old)
     newer_dirs, _ = _run(newer)
     newest_dirs, _ = _run(newest)
@@ -223,12 +227,9 @@ def test_a_full_pool_lets_its_least_recently_kept_group_go_for_a_new_one(
     taken.remove()
 
 
-def test_a_group_taken_and_kept_again_is_the_last_to_go(
-    image, state_dir, pool, monkeypatch
-) -> None:
+def test_a_group_taken_and_kept_again_is_the_last_to_go(three_keys) -> None:
     # reuse renews a group: the pool lets the one not asked for go first
-    monkeypatch.setattr(pool, "limit", 2)
-    first, second, third = (_spec(image, state_dir, ["true"], keep_cgroups=key) for key in "abc")
+    first, second, third = three_keys
     first_dirs, _ = _run(first)
     second_dirs, _ = _run(second)
     assert _run(first)[0] == first_dirs
