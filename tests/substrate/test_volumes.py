@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -72,3 +73,38 @@ def test_a_restarted_agent_expires_leftovers_one_retention_after_it_started(
     assert volumes.adopt_leftovers(now=100) == [WORKFLOW]
     assert volumes.expire(now=105) == []
     assert volumes.expire(now=110) == [WORKFLOW]
+
+
+def test_a_run_starting_while_its_workflow_expires_keeps_its_directory(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+    data = volumes.volume_dir(WORKFLOW, "data")
+    (data / "kept").write_text("the dependent run's")
+    volumes.acquire(WORKFLOW)
+    volumes.release(WORKFLOW, now=100)
+    take_due = volumes._take_due
+
+    def a_run_starts_meanwhile(now: float) -> list[str]:
+        # the agent expires in a worker thread: a dependent run of the workflow starts
+        # (on another thread) after the expiry found it due, before its removal
+        due = take_due(now)
+        volumes.acquire(WORKFLOW)
+        return due
+
+    with mock.patch.object(volumes, "_take_due", a_run_starts_meanwhile):
+        assert volumes.expire(now=110) == []
+    assert (data / "kept").read_text() == "the dependent run's"
+    volumes.release(WORKFLOW, now=200)
+    assert volumes.expire(now=210) == [WORKFLOW]
+
+
+def test_workflows_go_idle_again_in_the_order_of_their_last_release(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+    for workflow_id in ("wf-a", "wf-b"):
+        volumes.acquire(workflow_id)
+    volumes.release("wf-a", now=100)
+    volumes.release("wf-b", now=150)
+    volumes.acquire("wf-a")  # a dependent run: wf-a is idle again after wf-b
+    volumes.release("wf-a", now=200)
+
+    assert volumes.expire(now=170) == ["wf-b"]
+    assert volumes.expire(now=210) == ["wf-a"]
