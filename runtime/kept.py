@@ -155,7 +155,8 @@ class KeptGroups:
         self._groups: dict[Shape, list[tuple[int, KeptGroup]]] = {}
         #: the number each group was kept under -> its shape, in the order they were kept
         self._order: dict[int, Shape] = {}
-        self._kept = 0
+        #: the number the last group kept was given (they count up: older groups, lower)
+        self._last_number = 0
 
     def _mine(self) -> None:
         # called with the lock held: a forked child drops (without closing or removing) the
@@ -203,9 +204,9 @@ class KeptGroups:
                 if self.limit <= 0:
                     return group
                 evicted = self._take_oldest()
-            self._kept += 1
-            self._groups.setdefault(shape, []).append((self._kept, group))
-            self._order[self._kept] = shape
+            self._last_number += 1
+            self._groups.setdefault(shape, []).append((self._last_number, group))
+            self._order[self._last_number] = shape
         return evicted
 
     def _take_oldest(self) -> KeptGroup:
