@@ -16,6 +16,7 @@ import ast
 import errno
 import re
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FuzzballError, ResourceExhausted, Unavailable
 from fuzzball_core.store.private_files import private_file, private_umask, tighten
+from fuzzball_core.store.wal_checkpoints import BACKSTOP_PAGES, WalCheckpoints
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -71,6 +73,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     # wait this long (ms) for another writer's lock before the write fails as busy
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    # checkpoints are the checkpoint thread's (wal_checkpoints): a commit runs one only
+    # should the thread fall far behind
+    cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
     cursor.close()
 
 
@@ -95,6 +100,26 @@ def _connect_privately(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> 
         return dialect.connect(*cargs, **cparams)
 
 
+#: each SQLite engine's checkpoints (:func:`background_checkpoints`)
+_BACKGROUND_CHECKPOINTS: weakref.WeakKeyDictionary[Engine, WalCheckpoints] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def background_checkpoints(engine: Engine) -> WalCheckpoints | None:
+    """The checkpoints the checkpoint thread runs for ``engine``'s SQLite file, None for
+    another database."""
+    return _BACKGROUND_CHECKPOINTS.get(engine)
+
+
+def _checkpoint_in_background(engine: Engine, database: Path) -> None:
+    """Have the checkpoint thread checkpoint ``database`` after ``engine``'s commits, until
+    the engine is let go (:mod:`fuzzball_core.store.wal_checkpoints`)."""
+    checkpoints = _BACKGROUND_CHECKPOINTS[engine] = WalCheckpoints(database)
+    event.listen(engine, "commit", lambda _connection: checkpoints.committed())
+    weakref.finalize(engine, checkpoints.close)
+
+
 def connect(url: str) -> Engine:
     """An SQLAlchemy engine for ``url``, with the per-dialect settings above."""
     url = normalise_url(url)
@@ -105,6 +130,8 @@ def connect(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "do_connect", _connect_privately)
         event.listen(engine, "connect", _sqlite_pragmas)
+        if path and path != ":memory:":
+            _checkpoint_in_background(engine, Path(path))
         return engine
     return create_engine(url, pool_pre_ping=True)
 
