@@ -71,15 +71,21 @@ class WalCheckpoints:
         self._connection: sqlite3.Connection | None = None
         #: held while a checkpoint runs, so that closing waits for it
         self._running = threading.Lock()
+        #: the process whose thread runs them: a forked child leaves them alone (its copy of
+        #: the lock may be held by a thread it does not have)
+        self._pid = os.getpid()
 
     def committed(self) -> None:
         """Note a commit: a checkpoint is due :data:`CHECKPOINT_DELAY` from the first commit
         since the last one."""
-        if not self._pending:  # read without the lock: the usual case costs one attribute
+        if not self._pending and os.getpid() == self._pid:
+            # read without the lock: when a checkpoint is due, this is all a commit costs
             _WORKER.schedule(self, time.monotonic() + CHECKPOINT_DELAY)
 
     def close(self) -> None:
         """Run no more checkpoints and close the connection (after a checkpoint under way)."""
+        if os.getpid() != self._pid:
+            return
         _WORKER.forget(self)
         with self._running:
             self._closed = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -145,3 +147,21 @@ def test_letting_the_engine_go_closes_its_checkpoints(tmp_path: Path) -> None:
 
 def test_an_in_memory_database_has_no_checkpoints() -> None:
     assert background_checkpoints(connect("sqlite:///:memory:")) is None
+
+
+def test_a_forked_child_leaves_its_parents_checkpoints_alone(engine: Engine) -> None:
+    checkpoints = _checkpoints(engine)
+    with checkpoints._running:  # a checkpoint under way in the parent's thread at the fork
+        pid = os.fork()
+        if pid == 0:  # the child: would wait forever on the lock copied held
+            checkpoints.committed()
+            checkpoints.close()
+            os._exit(0)
+        deadline = time.monotonic() + 10
+        while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if ended[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        assert ended[0] == pid and os.waitstatus_to_exitcode(ended[1]) == 0
+    assert not checkpoints._closed
