@@ -237,6 +237,20 @@ class RegistryClient:
             )
         return Manifest(data=data, media_type=media_type, digest=digest)
 
+    def head_manifest(self, reference: str | None = None) -> str | None:
+        """The digest the registry names for a tag or digest now (default: the reference's
+        own), from a HEAD of its manifest: its ``Docker-Content-Digest``, None when it names
+        none. Docker Hub counts a GET of a manifest as a pull against its rate limit and a
+        HEAD not. Raises as :meth:`get_manifest` does for a missing image or refused
+        credentials."""
+        wanted = reference or self.reference.reference
+        path = f"/v2/{self.repository}/manifests/{wanted}"
+        what = f"image {self._name(wanted)}"
+        with self._open("HEAD", path, {"Accept": _ACCEPT}, what=what) as response:
+            response.read()  # nothing: read to its end, the connection goes back to the pool
+            announced = response.headers.get("docker-content-digest")
+        return announced or None
+
     def get_blob_bytes(self, digest: str, max_bytes: int = MAX_MANIFEST_BYTES) -> bytes:
         """Fetch a small blob (an image config) into memory, verified against ``digest``."""
         path = f"/v2/{self.repository}/blobs/{digest}"

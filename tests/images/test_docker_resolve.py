@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from support.oci_pusher import Pusher, file, layer
 from support.registry_images import SharedImages
-from support.registry_server import RegistryServer, free_port
+from support.registry_server import AccessRecord, RegistryServer, free_port
 
 from fuzzball_core.errors import InvalidArgument, NotFound, Unavailable
 from fuzzball_plugins.images.docker_backend import DockerBackend
+from fuzzball_plugins.images.registry_client import RegistryClient
 
 AMD64 = {"platform": "linux/amd64"}
 
@@ -125,31 +128,103 @@ def test_mirror_urls_must_name_a_scheme() -> None:
         DockerBackend({"registries": {"docker.io": {"mirrors": ["127.0.0.1:5000"]}}})
 
 
-def test_pinning_a_tag_again_reads_only_its_manifest(own_registry: RegistryServer) -> None:
-    """The config blob is named by its digest: pinned once, it is not fetched again, but a
-    tag moved to another image is pinned to the new image and its config."""
+def _settled_log(server: RegistryServer) -> list[AccessRecord]:
+    """The registry's access log once no line was added for 50 ms (it writes a request's
+    line as it ends, maybe after its answer reached the client)."""
+    log = server.access_log()
+    while True:
+        time.sleep(0.05)
+        again = server.access_log()
+        if len(again) == len(log):
+            return again
+        log = again
+
+
+def test_pinning_a_tag_again_asks_the_registry_with_a_head_only(
+    own_registry: RegistryServer,
+) -> None:
+    """The manifest and config are named by their digests: pinned once, they are not fetched
+    again; the tag is asked with a HEAD at every pin (Docker Hub counts a GET of a manifest
+    as a pull), and a tag moved to another image is pinned to the new image and its
+    config."""
     pusher = Pusher(own_registry.url)
     first = pusher.push_image("tests/moving", "1", [layer([file("a", b"first\n")])])
     uri = f"docker://{own_registry.host}/tests/moving:1"
 
-    def gets() -> tuple[int, int]:
+    def requests() -> tuple[int, int, int]:
         log = own_registry.access_log()
+        heads = sum(1 for r in log if r.method == "HEAD" and "/manifests/" in r.path)
         manifests = sum(1 for r in log if r.method == "GET" and "/manifests/" in r.path)
-        return manifests, sum(1 for r in log if r.method == "GET" and "/blobs/" in r.path)
+        return heads, manifests, sum(1 for r in log if r.method == "GET" and "/blobs/" in r.path)
 
-    before = gets()
+    before = requests()
     assert DockerBackend(AMD64).resolve(uri).digest == first.digest
-    once = gets()
+    once = requests()
     assert DockerBackend(AMD64).resolve(uri).digest == first.digest
-    twice = gets()
+    twice = requests()
     moved = pusher.push_image(
         "tests/moving", "1", [layer([file("a", b"second\n")])], config_extra={"User": "1"}
     )
     pusher.close()
     resolved = DockerBackend(AMD64).resolve(uri)
 
-    assert once == (before[0] + 1, before[1] + 1)
-    assert twice == (once[0] + 1, once[1])  # the manifest only
+    assert once == (before[0] + 1, before[1] + 1, before[2] + 1)
+    assert twice == (once[0] + 1, once[1], once[2])  # a HEAD only
     assert resolved.digest == moved.digest != first.digest
     assert resolved.config is not None and resolved.config.user == "1"
-    assert gets() == (twice[0] + 1, twice[1] + 1)  # the new image's config
+    assert requests() == (twice[0] + 1, twice[1] + 1, twice[2] + 1)  # the new image's
+
+
+def test_pinning_an_index_again_asks_the_registry_with_a_head_only(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    uri = f"docker://{registry.host}/tests/multi:1"
+    DockerBackend(AMD64).resolve(uri)
+    before = len(_settled_log(registry))
+
+    resolved = DockerBackend(AMD64).resolve(uri)
+
+    assert resolved.digest == test_images.multi_amd64.digest
+    asked = _settled_log(registry)[before:]
+    assert [(r.method, r.path) for r in asked] == [("HEAD", "/v2/tests/multi/manifests/1")]
+
+
+def test_a_tag_the_registry_names_no_digest_for_is_pinned_from_its_manifest(
+    own_registry: RegistryServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pusher = Pusher(own_registry.url)
+    pushed = pusher.push_image("tests/nameless", "1", [layer([file("a", b"x\n")])])
+    pusher.close()
+    uri = f"docker://{own_registry.host}/tests/nameless:1"
+    DockerBackend(AMD64).resolve(uri)
+    monkeypatch.setattr(RegistryClient, "head_manifest", lambda self, reference=None: None)
+    before = len(_settled_log(own_registry))
+
+    assert DockerBackend(AMD64).resolve(uri).digest == pushed.digest
+    assert [r.method for r in _settled_log(own_registry)[before:]] == ["GET"]
+
+
+def test_a_registry_refusing_a_head_is_asked_with_a_get(
+    own_registry: RegistryServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pusher = Pusher(own_registry.url)
+    pushed = pusher.push_image("tests/headless", "1", [layer([file("a", b"y\n")])])
+    pusher.close()
+
+    def refused(self: RegistryClient, reference: str | None = None) -> str | None:
+        raise InvalidArgument("registry refused image: HTTP 405")
+
+    monkeypatch.setattr(RegistryClient, "head_manifest", refused)
+    resolved = DockerBackend(AMD64).resolve(f"docker://{own_registry.host}/tests/headless:1")
+
+    assert resolved.digest == pushed.digest
+
+
+def test_a_missing_tag_is_not_found_from_its_head(
+    registry: RegistryServer, test_images: SharedImages
+) -> None:
+    before = len(_settled_log(registry))
+
+    with pytest.raises(NotFound, match=r"tests/single:gone not found in registry"):
+        DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/single:gone")
+    assert [r.method for r in _settled_log(registry)[before:]] == ["HEAD"]

@@ -60,3 +60,20 @@ def test_bearer_auth_with_a_forged_token_is_refused(token_registry: RegistryServ
             f"docker://{token_registry.host}/private/app:1",
             credentials={"token": "eyJhbGciOiJub25lIn0.e30.forged"},
         )
+
+
+@pytest.mark.parametrize("server", ["private_registry", "token_registry"])
+def test_a_private_image_pinned_before_is_refused_to_a_caller_without_credentials(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """The manifest kept from a pin with credentials is reached only through a HEAD the
+    registry answered for this caller."""
+    host = request.getfixturevalue(server).host
+    uri = f"docker://{host}/private/app:1"
+    pinned = BACKEND.resolve(uri, credentials=GOOD)
+    assert BACKEND.resolve(uri, credentials=GOOD).digest == pinned.digest  # from its HEAD
+
+    with pytest.raises(Unauthenticated, match=host):
+        BACKEND.resolve(uri)
+    with pytest.raises(Unauthenticated, match=host):
+        BACKEND.resolve(uri, credentials=WRONG)
