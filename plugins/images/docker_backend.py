@@ -8,20 +8,17 @@ object, which Orchestrate checks the job against) and again when a node pulls th
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from fuzzball_core.drivers import ImageConfig, ResolvedImage
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_plugins.images.pinned_manifests import KeptByDigest, listed_manifest, pinned_manifest
 from fuzzball_plugins.images.platforms import platform_matches, platform_of
 from fuzzball_plugins.images.reference import ImageReference
 from fuzzball_plugins.images.registry_backend import Conversion, RegistryImageBackend
 from fuzzball_plugins.images.registry_client import INDEX_TYPES, Manifest, RegistryClient
-
-T = TypeVar("T")
 
 #: Layer media types the runtime's layer applier understands (tar, optionally gzip-compressed).
 LAYER_TYPES = frozenset(
@@ -41,7 +38,7 @@ class DockerBackend(RegistryImageBackend):
 
     def _pin(self, client: RegistryClient, reference: ImageReference) -> ResolvedImage:
         wanted = self.settings.platform
-        manifest = _pinned_manifest(client)
+        manifest = pinned_manifest(client)
         annotations: dict[str, str] = {}
         if manifest.media_type in INDEX_TYPES:
             annotations["index-digest"] = manifest.digest
@@ -82,7 +79,7 @@ class DockerBackend(RegistryImageBackend):
                 continue  # attestation manifests (buildx provenance) are not runnable
             available.append(platform)
             if platform_matches(platform, wanted):
-                return _listed_manifest(client, str(entry["digest"]))
+                return listed_manifest(client, str(entry["digest"]))
         listed = ", ".join(sorted(set(available))) or "none"
         raise InvalidArgument(f"no {wanted} image in {reference}; available: {listed}")
 
@@ -124,74 +121,8 @@ class _LayerConversion(Conversion):
         self.build.build(out_path)
 
 
-class _KeptByDigest(Generic[T]):
-    """What registries served under a content digest (config blobs, manifests), verified,
-    by registry, repository and digest. Named by its content, a kept one never goes stale.
-    Only a request just answered by the same repository for this caller leads to one (the
-    manifest that names a config; the HEAD that names a manifest's digest), so whoever
-    reaches it was allowed to read it. Most recently used first out of :attr:`LIMIT`.
-    """
-
-    #: items kept (a config or manifest is a few KiB)
-    LIMIT = 256
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str, str], T] = OrderedDict()
-
-    def get(self, client: RegistryClient, digest: str) -> T | None:
-        """The item kept under ``digest`` in ``client``'s repository, or None."""
-        key = (client.reference.registry, client.repository, digest)
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
-
-    def keep(self, client: RegistryClient, digest: str, item: T) -> None:
-        """Keep ``item`` (verified against ``digest``) for ``client``'s repository."""
-        with self._lock:
-            self._items[(client.reference.registry, client.repository, digest)] = item
-            while len(self._items) > self.LIMIT:
-                self._items.popitem(last=False)
-
-
 #: config blobs read when pinning: a tag pinned at each submission costs no config fetch
-_CONFIG_BLOBS: _KeptByDigest[bytes] = _KeptByDigest()
-#: manifests and indexes read when pinning, by their digest
-_MANIFESTS: _KeptByDigest[Manifest] = _KeptByDigest()
-
-
-def _pinned_manifest(client: RegistryClient, reference: str | None = None) -> Manifest:
-    """The manifest or index a tag or digest (default: ``client``'s own) names now.
-
-    The registry is asked at every pin, with a HEAD (a moved tag is seen at once); the body
-    is fetched only for a digest not read before, or when the registry names no digest, or
-    refuses a HEAD. A burst of submissions of one image then costs its registry a HEAD each
-    round trip instead of a GET, which Docker Hub counts as a pull against its rate limit
-    (10 an hour for an address without credentials) even when every node has the image.
-    """
-    try:
-        announced = client.head_manifest(reference)
-    except InvalidArgument:  # refused as a method (HTTP 405 and the like): the GET decides
-        announced = None
-    if announced is not None:
-        kept = _MANIFESTS.get(client, announced)
-        if kept is not None:
-            return kept
-    manifest = client.get_manifest(reference)
-    _MANIFESTS.keep(client, manifest.digest, manifest)
-    return manifest
-
-
-def _listed_manifest(client: RegistryClient, digest: str) -> Manifest:
-    """The manifest ``digest`` an index just pinned lists: kept, else fetched and kept (no
-    HEAD: the index named it, and a registry keeps what an index it serves lists)."""
-    kept = _MANIFESTS.get(client, digest)
-    if kept is None:
-        kept = client.get_manifest(digest)
-        _MANIFESTS.keep(client, digest, kept)
-    return kept
+_CONFIG_BLOBS: KeptByDigest[bytes] = KeptByDigest()
 
 
 def _config_document(

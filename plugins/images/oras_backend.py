@@ -8,6 +8,7 @@ range requests when the image is pinned, from the pulled file on a node.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,10 +16,11 @@ from typing import Any
 
 from fuzzball_core.drivers import ImageConfig, ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument
+from fuzzball_plugins.images.pinned_manifests import KeptByDigest, pinned_manifest
 from fuzzball_plugins.images.platforms import platform_matches
 from fuzzball_plugins.images.reference import ImageReference
 from fuzzball_plugins.images.registry_backend import RegistryImageBackend
-from fuzzball_plugins.images.registry_client import MANIFEST_TYPES, RegistryClient
+from fuzzball_plugins.images.registry_client import MANIFEST_TYPES, Manifest, RegistryClient
 from fuzzball_plugins.images.sif import (
     HEADER,
     file_reader,
@@ -29,6 +31,9 @@ from fuzzball_plugins.images.sif import (
 
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
 SIF_CONFIG = "application/vnd.sylabs.sif.config.v1+json"
+#: what a pin read of a SIF artifact, by its manifest's digest: a tag pinned again costs a
+#: HEAD, not the manifest and the range requests of its header and config
+_SIF_PINS: KeptByDigest[ResolvedImage] = KeptByDigest()
 
 
 def _sif_layer(manifest: Mapping[str, Any], reference: object) -> Mapping[str, Any]:
@@ -47,21 +52,29 @@ class OrasBackend(RegistryImageBackend):
     schemes = ("oras",)
 
     def _pin(self, client: RegistryClient, reference: ImageReference) -> ResolvedImage:
-        manifest = client.get_manifest()
+        manifest = pinned_manifest(client)
         if manifest.media_type not in MANIFEST_TYPES:
             raise InvalidArgument(f"{reference} is an index, not a SIF artifact")
-        document = manifest.json()
-        sif_layer = _sif_layer(document, reference)
+        read = _SIF_PINS.get(client, manifest.digest)
+        if read is None:
+            read = self._read_sif(client, reference, manifest)
+            _SIF_PINS.keep(client, manifest.digest, read)
+        self._check_platform(read.platform, reference)
+        return dataclasses.replace(read, uri=reference.uri())
+
+    def _read_sif(
+        self, client: RegistryClient, reference: ImageReference, manifest: Manifest
+    ) -> ResolvedImage:
+        """What the SIF of ``manifest`` says of itself: its platform and config, read with
+        range requests (the platform first, so a foreign image is refused without more)."""
+        sif_layer = _sif_layer(manifest.json(), reference)
         # The SIF header names the architecture: read just its first 128 bytes, so a
         # foreign image fails at submission rather than after a long download.
         digest = str(sif_layer["digest"])
         what = f"SIF image in {reference}"
         header = parse_header(client.get_blob_range(digest, 0, HEADER.size), what=what)
         platform = f"linux/{header.architecture}"
-        if not platform_matches(platform, self.settings.platform):
-            raise InvalidArgument(
-                f"no {self.settings.platform} image in {reference}; available: {platform}"
-            )
+        self._check_platform(platform, reference)
         return ResolvedImage(
             uri=reference.uri(),
             digest=manifest.digest,
@@ -74,6 +87,12 @@ class OrasBackend(RegistryImageBackend):
                 what=what,
             ),
         )
+
+    def _check_platform(self, platform: str, reference: ImageReference) -> None:
+        if not platform_matches(platform, self.settings.platform):
+            raise InvalidArgument(
+                f"no {self.settings.platform} image in {reference}; available: {platform}"
+            )
 
     def _blobs_to_fetch(self, manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
         return [_sif_layer(manifest, "the artifact")]

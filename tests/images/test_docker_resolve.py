@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from support.oci_pusher import Pusher, file, layer
 from support.registry_images import SharedImages
-from support.registry_server import AccessRecord, RegistryServer, free_port
+from support.registry_server import RegistryServer, free_port
 
 from fuzzball_core.errors import InvalidArgument, NotFound, Unavailable
 from fuzzball_plugins.images.docker_backend import DockerBackend
@@ -128,18 +126,6 @@ def test_mirror_urls_must_name_a_scheme() -> None:
         DockerBackend({"registries": {"docker.io": {"mirrors": ["127.0.0.1:5000"]}}})
 
 
-def _settled_log(server: RegistryServer) -> list[AccessRecord]:
-    """The registry's access log once no line was added for 50 ms (it writes a request's
-    line as it ends, maybe after its answer reached the client)."""
-    log = server.access_log()
-    while True:
-        time.sleep(0.05)
-        again = server.access_log()
-        if len(again) == len(log):
-            return again
-        log = again
-
-
 def test_pinning_a_tag_again_asks_the_registry_with_a_head_only(
     own_registry: RegistryServer,
 ) -> None:
@@ -180,12 +166,12 @@ def test_pinning_an_index_again_asks_the_registry_with_a_head_only(
 ) -> None:
     uri = f"docker://{registry.host}/tests/multi:1"
     DockerBackend(AMD64).resolve(uri)
-    before = len(_settled_log(registry))
+    before = len(registry.settled_access_log())
 
     resolved = DockerBackend(AMD64).resolve(uri)
 
     assert resolved.digest == test_images.multi_amd64.digest
-    asked = _settled_log(registry)[before:]
+    asked = registry.settled_access_log()[before:]
     assert [(r.method, r.path) for r in asked] == [("HEAD", "/v2/tests/multi/manifests/1")]
 
 
@@ -198,10 +184,10 @@ def test_a_tag_the_registry_names_no_digest_for_is_pinned_from_its_manifest(
     uri = f"docker://{own_registry.host}/tests/nameless:1"
     DockerBackend(AMD64).resolve(uri)
     monkeypatch.setattr(RegistryClient, "head_manifest", lambda self, reference=None: None)
-    before = len(_settled_log(own_registry))
+    before = len(own_registry.settled_access_log())
 
     assert DockerBackend(AMD64).resolve(uri).digest == pushed.digest
-    assert [r.method for r in _settled_log(own_registry)[before:]] == ["GET"]
+    assert [r.method for r in own_registry.settled_access_log()[before:]] == ["GET"]
 
 
 def test_a_registry_refusing_a_head_is_asked_with_a_get(
@@ -223,8 +209,8 @@ def test_a_registry_refusing_a_head_is_asked_with_a_get(
 def test_a_missing_tag_is_not_found_from_its_head(
     registry: RegistryServer, test_images: SharedImages
 ) -> None:
-    before = len(_settled_log(registry))
+    before = len(registry.settled_access_log())
 
     with pytest.raises(NotFound, match=r"tests/single:gone not found in registry"):
         DockerBackend(AMD64).resolve(f"docker://{registry.host}/tests/single:gone")
-    assert [r.method for r in _settled_log(registry)[before:]] == ["HEAD"]
+    assert [r.method for r in registry.settled_access_log()[before:]] == ["HEAD"]

@@ -56,6 +56,41 @@ def test_sif_artifact_resolves_to_its_architecture(
     assert resolved.uri == f"oras://{own_registry.host}/tests/sif:amd64"
 
 
+def test_pinning_a_sif_tag_again_asks_the_registry_with_a_head_only(
+    own_registry: RegistryServer, tmp_path: Path
+) -> None:
+    """The manifest, the SIF's header and its config are read once a manifest digest."""
+    uri = _push_sif(own_registry, tmp_path, "again", "amd64")
+    first = BACKEND.resolve(uri)
+    before = len(own_registry.settled_access_log())
+
+    again = BACKEND.resolve(uri)
+
+    asked = own_registry.settled_access_log()[before:]
+    assert [(r.method, r.path) for r in asked] == [("HEAD", "/v2/tests/sif/manifests/again")]
+    assert again == first
+
+
+def test_a_sif_pinned_under_another_tag_keeps_that_tag(
+    own_registry: RegistryServer, tmp_path: Path
+) -> None:
+    first = BACKEND.resolve(_push_sif(own_registry, tmp_path, "one", "amd64"))
+    pusher = Pusher(own_registry.url)
+    try:  # the same manifest under a second tag
+        document = pusher.http.get(
+            f"{own_registry.url}/v2/tests/sif/manifests/one",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+        ).json()
+        assert pusher.push_manifest("tests/sif", "two", document)[0] == first.digest
+    finally:
+        pusher.close()
+
+    second = BACKEND.resolve(f"oras://{own_registry.host}/tests/sif:two")
+
+    assert second.digest == first.digest
+    assert second.uri == f"oras://{own_registry.host}/tests/sif:two"
+
+
 def test_sif_for_another_architecture_fails_at_resolve(
     own_registry: RegistryServer, tmp_path: Path
 ) -> None:

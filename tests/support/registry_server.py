@@ -141,6 +141,17 @@ class RegistryServer:
                 )
         return records
 
+    def settled_access_log(self) -> list[AccessRecord]:
+        """:meth:`access_log` once no line was added for 50 ms (the registry writes a
+        request's line as it ends, which may be after its answer reached the client)."""
+        log = self.access_log()
+        while True:
+            time.sleep(0.05)
+            again = self.access_log()
+            if len(again) == len(log):
+                return again
+            log = again
+
     def blob_gets(self, digest: str) -> list[AccessRecord]:
         """The successful GETs of one blob (full or ranged)."""
         return [
