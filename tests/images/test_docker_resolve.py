@@ -175,35 +175,38 @@ def test_pinning_an_index_again_asks_the_registry_with_a_head_only(
     assert [(r.method, r.path) for r in asked] == [("HEAD", "/v2/tests/multi/manifests/1")]
 
 
+def _pushed(server: RegistryServer, repository: str) -> tuple[str, str]:
+    """An image of one small layer pushed as ``repository:1``: its URI and digest."""
+    pusher = Pusher(server.url)
+    try:
+        pushed = pusher.push_image(repository, "1", [layer([file("a", repository.encode())])])
+    finally:
+        pusher.close()
+    return f"docker://{server.host}/{repository}:1", pushed.digest
+
+
 def test_a_tag_the_registry_names_no_digest_for_is_pinned_from_its_manifest(
     own_registry: RegistryServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pusher = Pusher(own_registry.url)
-    pushed = pusher.push_image("tests/nameless", "1", [layer([file("a", b"x\n")])])
-    pusher.close()
-    uri = f"docker://{own_registry.host}/tests/nameless:1"
+    uri, digest = _pushed(own_registry, "tests/nameless")
     DockerBackend(AMD64).resolve(uri)
     monkeypatch.setattr(RegistryClient, "head_manifest", lambda self, reference=None: None)
     before = len(own_registry.settled_access_log())
 
-    assert DockerBackend(AMD64).resolve(uri).digest == pushed.digest
+    assert DockerBackend(AMD64).resolve(uri).digest == digest
     assert [r.method for r in own_registry.settled_access_log()[before:]] == ["GET"]
 
 
 def test_a_registry_refusing_a_head_is_asked_with_a_get(
     own_registry: RegistryServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pusher = Pusher(own_registry.url)
-    pushed = pusher.push_image("tests/headless", "1", [layer([file("a", b"y\n")])])
-    pusher.close()
+    uri, digest = _pushed(own_registry, "tests/headless")
 
     def refused(self: RegistryClient, reference: str | None = None) -> str | None:
         raise InvalidArgument("registry refused image: HTTP 405")
 
     monkeypatch.setattr(RegistryClient, "head_manifest", refused)
-    resolved = DockerBackend(AMD64).resolve(f"docker://{own_registry.host}/tests/headless:1")
-
-    assert resolved.digest == pushed.digest
+    assert DockerBackend(AMD64).resolve(uri).digest == digest
 
 
 def test_a_missing_tag_is_not_found_from_its_head(
