@@ -39,6 +39,12 @@ from fuzzball_core.errors import (
     Unauthenticated,
     Unavailable,
 )
+from fuzzball_plugins.images.authorizations import (
+    AUTHORIZATIONS,
+    STATIC_SECONDS,
+    fingerprint,
+    token_seconds,
+)
 from fuzzball_plugins.images.reference import ImageReference
 from fuzzball_plugins.images.settings import ImageSettings
 
@@ -188,7 +194,10 @@ class RegistryClient:
         self.endpoints = settings.endpoints_for(reference)
         self.retry: Backoff = settings.retry
         self._credentials = dict(credentials or {})
+        self._fingerprint = fingerprint(self._credentials)
+        #: each endpoint's Authorization header, and how long one just made may be kept
         self._authorization: dict[str, str] = {}
+        self._lifetime: dict[str, float] = {}
         self._sleep = sleep
         self._owns_http = http is None
         self._http = http_client(settings) if http is None else http
@@ -477,6 +486,11 @@ class RegistryClient:
     ) -> httpx.Response:
         url = endpoint + path
         request_headers = dict(headers)
+        key = (endpoint, self.repository, self._fingerprint)
+        if endpoint not in self._authorization:
+            kept = AUTHORIZATIONS.get(key)  # an earlier client's, for the same credentials
+            if kept is not None:
+                self._authorization[endpoint] = kept
         for attempt in range(2):
             if endpoint in self._authorization:
                 request_headers["Authorization"] = self._authorization[endpoint]
@@ -497,12 +511,18 @@ class RegistryClient:
             if response.status_code == 401 and attempt == 0:
                 challenge = response.headers.get("www-authenticate", "")
                 response.close()
+                refused = self._authorization.get(endpoint)
+                if refused is not None:
+                    AUTHORIZATIONS.forget(key, refused)  # expired or revoked early
                 try:
                     self._authorization[endpoint] = self._answer_challenge(endpoint, challenge)
                 except FuzzballError as exc:
                     raise _EndpointFailure(exc, retryable=isinstance(exc, Unavailable)) from None
                 continue
             if response.status_code < 300:
+                if attempt:  # the header just made was accepted
+                    accepted = self._authorization.get(endpoint, "")
+                    AUTHORIZATIONS.keep(key, accepted, self._lifetime.pop(endpoint, 0.0))
                 return response
             response.read()
             response.close()
@@ -546,12 +566,14 @@ class RegistryClient:
             if username is None or password is None:
                 return ""  # the retry then fails with a clear "requires credentials"
             raw = f"{username}:{password}".encode()
+            self._lifetime[endpoint] = STATIC_SECONDS
             return "Basic " + base64.b64encode(raw).decode()
         if scheme != "bearer":
             raise Unauthenticated(
                 f"registry {self.registry} asks for unsupported authentication {scheme!r}"
             )
         if token:
+            self._lifetime[endpoint] = STATIC_SECONDS
             return f"Bearer {token}"
         realm = params.get("realm")
         if not realm:
@@ -577,6 +599,7 @@ class RegistryClient:
         try:
             body = reply.json()
             issued = body.get("token") or body.get("access_token")
+            self._lifetime[endpoint] = token_seconds(body.get("expires_in"))
         except (ValueError, AttributeError):
             issued = None
         if not issued:

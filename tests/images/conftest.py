@@ -144,11 +144,21 @@ def cache_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+def token_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenServer]:
+    """The token service :func:`token_registry` sends its clients to."""
+    tokens = TokenServer(tmp_path_factory.mktemp("token-service"), PRIVATE_USER, PRIVATE_PASSWORD)
+    tokens.start()
+    yield tokens
+    tokens.stop()
+
+
+@pytest.fixture(scope="session")
+def token_registry(
+    tmp_path_factory: pytest.TempPathFactory, token_service: TokenServer
+) -> Iterator[RegistryServer]:
     """A registry behind bearer-token authentication, with its token service."""
     workdir = tmp_path_factory.mktemp("token-registry")
-    tokens = TokenServer(workdir, PRIVATE_USER, PRIVATE_PASSWORD)
-    tokens.start()
+    tokens = token_service
     auth = TokenAuth(tokens.realm, SERVICE, ISSUER, tokens.cert_path)
     server = start_registry(workdir, token_auth=auth)
     pusher = Pusher(server.url, bearer_token=tokens.issue("repository:private/app:pull,push"))
@@ -158,4 +168,3 @@ def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registr
         pusher.close()
     yield server
     server.kill()
-    tokens.stop()

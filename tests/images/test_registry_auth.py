@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER
 from support.registry_server import RegistryServer
+from support.token_server import TokenServer
 
 from fuzzball_core.errors import Unauthenticated
+from fuzzball_plugins.images.authorizations import AUTHORIZATIONS, fingerprint
 from fuzzball_plugins.images.docker_backend import DockerBackend
 
 GOOD = {"username": PRIVATE_USER, "password": PRIVATE_PASSWORD}
@@ -77,3 +81,58 @@ def test_a_private_image_pinned_before_is_refused_to_a_caller_without_credential
         BACKEND.resolve(uri)
     with pytest.raises(Unauthenticated, match=host):
         BACKEND.resolve(uri, credentials=WRONG)
+
+
+def test_a_second_pin_reuses_the_token_the_first_was_issued(
+    token_registry: RegistryServer, token_service: TokenServer
+) -> None:
+    uri = f"docker://{token_registry.host}/private/app:1"
+    BACKEND.resolve(uri, credentials=GOOD)  # an earlier test's token may serve it
+    issued = token_service.issued
+
+    BACKEND.resolve(uri, credentials=GOOD)
+    BACKEND.resolve(uri, credentials=GOOD)
+
+    assert token_service.issued == issued
+
+
+def test_a_second_pin_with_basic_credentials_is_not_refused_first(
+    private_registry: RegistryServer,
+) -> None:
+    uri = f"docker://{private_registry.host}/private/app:1"
+    BACKEND.resolve(uri, credentials=GOOD)
+    before = len(private_registry.settled_access_log())
+
+    BACKEND.resolve(uri, credentials=GOOD)
+
+    asked = private_registry.settled_access_log()[before:]
+    assert [(r.method, r.status) for r in asked] == [("HEAD", 200)]
+
+
+def test_an_expired_token_is_asked_for_again(
+    token_registry: RegistryServer, token_service: TokenServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"docker://{token_registry.host}/private/app:1"
+    BACKEND.resolve(uri, credentials=GOOD)
+    issued = token_service.issued
+    later = time.monotonic() + 300  # the test service's tokens live 300 s
+
+    monkeypatch.setattr(AUTHORIZATIONS, "_clock", lambda: later)
+    BACKEND.resolve(uri, credentials=GOOD)
+
+    assert token_service.issued == issued + 1
+
+
+def test_a_kept_token_the_registry_refuses_is_asked_for_again(
+    token_registry: RegistryServer, token_service: TokenServer
+) -> None:
+    uri = f"docker://{token_registry.host}/private/app:1"
+    with BACKEND.client(BACKEND.parse(uri), GOOD) as client:
+        key = (client.endpoints[0], client.repository, fingerprint(GOOD))
+    AUTHORIZATIONS.keep(key, "Bearer forged", 60)
+    issued = token_service.issued
+
+    assert BACKEND.resolve(uri, credentials=GOOD).digest.startswith("sha256:")
+
+    assert token_service.issued == issued + 1
+    assert AUTHORIZATIONS.get(key) not in (None, "Bearer forged")

@@ -52,6 +52,8 @@ class TokenServer:
         )
         self.cert_path = workdir / "token-signer.pem"
         self.cert_path.write_bytes(self.certificate.public_bytes(serialization.Encoding.PEM))
+        #: tokens issued to requests (not those made by :meth:`issue` directly)
+        self.issued = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.realm = f"http://127.0.0.1:{self._httpd.server_address[1]}/token"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -107,6 +109,7 @@ class TokenServer:
                     return
                 query = parse_qs(urlparse(self.path).query)
                 token = server.issue(" ".join(query.get("scope", [])))
+                server.issued += 1
                 body = json.dumps({"token": token, "access_token": token, "expires_in": 300})
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
