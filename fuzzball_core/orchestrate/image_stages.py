@@ -24,7 +24,7 @@ from typing import Any
 
 from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
-from fuzzball_core.orchestrate.pin_flights import PinFlights
+from fuzzball_core.orchestrate.pin_flights import PinFlights, credentials_key
 from fuzzball_core.plugins import PluginRegistry, get_registry
 from fuzzball_core.spec import ImagePull, Plan, parse_duration
 from fuzzball_core.spec.models import ImageBuild, Job
@@ -77,7 +77,8 @@ class ImageStages:
     #: username, password and/or token (the secrets service, for the principal submitting)
     credentials_for: Callable[[Any, str, str, str], Mapping[str, str]] | None = None
     _backends: dict[str, ImageBackend] = field(default_factory=dict)
-    #: anonymous pins of one URI asked for at once, sharing a registry round trip
+    #: pins of one URI asked for at once (anonymous, or with the same credentials), sharing
+    #: a registry round trip
     _pins: PinFlights[ResolvedImage] = field(default_factory=PinFlights)
 
     # -- submission ----------------------------------------------------------------------------
@@ -131,7 +132,11 @@ class ImageStages:
             if credentials is None:
                 # what one submitter may read any may (no secret): one request serves all
                 return self._pins.answer(uri, lambda: backend.resolve(uri))
-            return backend.resolve(uri, credentials=credentials)
+            # and what one holder of a secret may read, every holder of the same may
+            return self._pins.answer(
+                (uri, credentials_key(credentials)),
+                lambda: backend.resolve(uri, credentials=credentials),
+            )
         except FuzzballError as exc:
             raise type(exc)(f"{where}: {exc.message}") from exc
         except Exception as exc:  # a backend's unexpected failure is still the image's

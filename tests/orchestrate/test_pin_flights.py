@@ -6,11 +6,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pytest
 
+from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.errors import NotFound
+from fuzzball_core.orchestrate.image_stages import ImageStages
 from fuzzball_core.orchestrate.pin_flights import PinFlights
 
 
@@ -136,3 +138,51 @@ def test_many_pins_at_once_are_each_answered_by_a_round_trip_begun_after_they_as
         sys.setswitchinterval(interval)
     assert problems == []
     assert len(began) < 8 * 50  # shared: fewer round trips than pins
+
+
+class CredentialedBackend:
+    """Answers with a digest naming the credentials it was asked with; its first round trip
+    waits until released."""
+
+    def __init__(self) -> None:
+        self.asked_by: list[str] = []
+        self.first_began = threading.Event()
+        self.release_first = threading.Event()
+
+    def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
+        user = (credentials or {})["username"]
+        self.asked_by.append(user)
+        if len(self.asked_by) == 1:
+            self.first_began.set()
+            assert self.release_first.wait(10)
+        return ResolvedImage(uri, f"sha256:{user}", 1, "linux/amd64")
+
+
+def test_pins_with_the_same_credentials_share_a_round_trip_and_others_have_their_own() -> None:
+    backend = CredentialedBackend()
+    stages = ImageStages(enabled=True, _backends={"docker": backend})  # type: ignore[dict-item]
+    alice = {"username": "alice", "password": "a"}
+    bob = {"username": "bob", "password": "b"}
+    pinned: dict[str, list[ResolvedImage]] = {"alice": [], "bob": []}
+
+    def pin(credentials: dict[str, str]) -> threading.Thread:
+        def run() -> None:
+            got = stages.resolve("docker://r.example/x:1", "acct", credentials=credentials)
+            pinned[credentials["username"]].append(got)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    first = pin(alice)
+    assert backend.first_began.wait(10)
+    others = [pin(alice), pin(alice), pin(alice), pin(bob)]
+    time.sleep(0.2)  # into answer(): alice's three wait for the next round trip together
+    backend.release_first.set()
+    for thread in [first, *others]:
+        thread.join(10)
+
+    assert sorted(backend.asked_by) == ["alice", "alice", "bob"]
+    assert {pin.digest for pin in pinned["alice"]} == {"sha256:alice"}
+    assert len(pinned["alice"]) == 4
+    assert [pin.digest for pin in pinned["bob"]] == ["sha256:bob"]
