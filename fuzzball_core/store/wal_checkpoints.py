@@ -30,8 +30,6 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from fuzzball_core.store.private_files import private_umask
-
 log = logging.getLogger(__name__)
 
 #: seconds from a commit to the checkpoint that syncs it (commits meanwhile share it)
@@ -100,14 +98,16 @@ class WalCheckpoints:
             if self._closed:
                 return None
             if self._connection is None:
-                # rw: a database removed meanwhile is not created again, empty, here
-                with private_umask():
-                    self._connection = sqlite3.connect(
-                        f"file:{self.database}?mode=rw",
-                        uri=True,
-                        isolation_level=None,
-                        check_same_thread=False,
-                    )
+                # rw: a database removed meanwhile is not created again, empty, here. No
+                # private umask around it: the umask is the process's, and this thread runs
+                # at any time (another thread's files made meanwhile would be 0600); SQLite
+                # gives the WAL and shm files the database file's own mode (0600)
+                self._connection = sqlite3.connect(
+                    f"file:{self.database}?mode=rw",
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
             query = "PRAGMA wal_checkpoint(PASSIVE)"
             busy, pages, copied = self._connection.execute(query).fetchone()
             self.count += 1

@@ -6,10 +6,12 @@ import gc
 import logging
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
@@ -165,3 +167,30 @@ def test_a_forked_child_leaves_its_parents_checkpoints_alone(engine: Engine) -> 
             os.waitpid(pid, 0)
         assert ended[0] == pid and os.waitstatus_to_exitcode(ended[1]) == 0
     assert not checkpoints._closed
+
+
+def test_a_checkpoint_leaves_the_process_umask_alone(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The umask is the process's: changed in the checkpoint thread, it would make other
+    threads' files private meanwhile (an image's tree unreadable to a job's user)."""
+    monkeypatch.setattr(wal_checkpoints, "CHECKPOINT_DELAY", 0.01)
+    umasks: list[int] = []
+    connect = sqlite3.connect
+
+    def observed(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        current = os.umask(0)
+        os.umask(current)
+        umasks.append(current)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(wal_checkpoints.sqlite3, "connect", observed)
+    process_umask = os.umask(0o022)
+    try:
+        checkpoints = _checkpoints(engine)
+        before = checkpoints.count
+        _write(engine, 1)
+        _until(lambda: checkpoints.count > before)
+    finally:
+        os.umask(process_umask)
+    assert umasks and set(umasks) == {0o022}
