@@ -22,9 +22,10 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzball_core.credentials_fingerprints import credentials_fingerprint
 from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
-from fuzzball_core.orchestrate.pin_flights import PinFlights, credentials_key
+from fuzzball_core.orchestrate.pin_flights import PinFlights
 from fuzzball_core.plugins import PluginRegistry, get_registry
 from fuzzball_core.spec import ImagePull, Plan, parse_duration
 from fuzzball_core.spec.models import ImageBuild, Job
@@ -134,7 +135,7 @@ class ImageStages:
                 return self._pins.answer(uri, lambda: backend.resolve(uri))
             # and what one holder of a secret may read, every holder of the same may
             return self._pins.answer(
-                (uri, credentials_key(credentials)),
+                (uri, credentials_fingerprint(credentials)),
                 lambda: backend.resolve(uri, credentials=credentials),
             )
         except FuzzballError as exc:

@@ -7,30 +7,19 @@ asked for while another of the same key waits to begin joins that one; once a ro
 has begun, a newcomer waits for the next one, which begins after it ended. So every answer
 comes from a request sent after the pin was asked for: a tag moved just before a submission
 (pushed, then submitted) is never answered with what the registry said before. Pins with a
-registry secret share only with pins holding the same credentials (:func:`credentials_key`):
-what one holder of a secret may read, every holder may.
+registry secret share only with pins holding the same credentials (a flight's key holds
+their fingerprint, ``fuzzball_core.credentials_fingerprints``): what one holder of a secret
+may read, every holder may.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, wait
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
-
-_CREDENTIALS_KEY = secrets.token_bytes(32)
-
-
-def credentials_key(credentials: Mapping[str, str]) -> str:
-    """What tells pins' registry ``credentials`` apart in a flight's key: an HMAC of them
-    under a key made when the process starts (none is kept in the clear)."""
-    text = "\0".join(f"{name}={value}" for name, value in sorted(credentials.items()))
-    return hmac.new(_CREDENTIALS_KEY, text.encode(), hashlib.sha256).hexdigest()
 
 
 class PinFlights(Generic[T]):

@@ -10,7 +10,7 @@ repository and the caller's credentials, until its token expires (the token serv
 made from the credentials alone; a kept header the registry refuses is dropped and the
 challenge answered again.
 
-Credentials are told apart by an HMAC of them under a key made when the process starts:
+Credentials are told apart by their fingerprint (``fuzzball_core.credentials_fingerprints``):
 another caller's header is never reached with other credentials (or none), and no
 credential is kept here in the clear.
 """
@@ -18,13 +18,10 @@ credential is kept here in the clear.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
-import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 #: seconds a header made from the credentials alone (basic, or a token given as the
 #: credential) is kept: a password changed meanwhile is a new key, a revoked one a 401
@@ -38,16 +35,6 @@ LIMIT = 256
 
 #: (endpoint, repository, credentials' fingerprint)
 Key = tuple[str, str, str]
-
-_FINGERPRINT_KEY = secrets.token_bytes(32)
-
-
-def fingerprint(credentials: Mapping[str, str]) -> str:
-    """What tells ``credentials`` apart here (empty for none)."""
-    if not credentials:
-        return ""
-    text = "\0".join(f"{name}={value}" for name, value in sorted(credentials.items()))
-    return hmac.new(_FINGERPRINT_KEY, text.encode(), hashlib.sha256).hexdigest()
 
 
 def token_seconds(expires_in: object) -> float:

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import httpx
 
 from fuzzball_core.backoff import Backoff
+from fuzzball_core.credentials_fingerprints import credentials_fingerprint
 from fuzzball_core.errors import (
     FailedPrecondition,
     FuzzballError,
@@ -42,7 +43,6 @@ from fuzzball_core.errors import (
 from fuzzball_plugins.images.authorizations import (
     AUTHORIZATIONS,
     STATIC_SECONDS,
-    fingerprint,
     token_seconds,
 )
 from fuzzball_plugins.images.reference import ImageReference
@@ -194,7 +194,7 @@ class RegistryClient:
         self.endpoints = settings.endpoints_for(reference)
         self.retry: Backoff = settings.retry
         self._credentials = dict(credentials or {})
-        self._fingerprint = fingerprint(self._credentials)
+        self._fingerprint = credentials_fingerprint(self._credentials)
         #: each endpoint's Authorization header, and how long one just made may be kept
         self._authorization: dict[str, str] = {}
         self._lifetime: dict[str, float] = {}

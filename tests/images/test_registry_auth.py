@@ -9,8 +9,9 @@ from support.registry_images import PRIVATE_PASSWORD, PRIVATE_USER
 from support.registry_server import RegistryServer
 from support.token_server import TokenServer
 
+from fuzzball_core.credentials_fingerprints import credentials_fingerprint
 from fuzzball_core.errors import Unauthenticated
-from fuzzball_plugins.images.authorizations import AUTHORIZATIONS, fingerprint
+from fuzzball_plugins.images.authorizations import AUTHORIZATIONS
 from fuzzball_plugins.images.docker_backend import DockerBackend
 
 GOOD = {"username": PRIVATE_USER, "password": PRIVATE_PASSWORD}
@@ -128,7 +129,7 @@ def test_a_kept_token_the_registry_refuses_is_asked_for_again(
 ) -> None:
     uri = f"docker://{token_registry.host}/private/app:1"
     with BACKEND.client(BACKEND.parse(uri), GOOD) as client:
-        key = (client.endpoints[0], client.repository, fingerprint(GOOD))
+        key = (client.endpoints[0], client.repository, credentials_fingerprint(GOOD))
     AUTHORIZATIONS.keep(key, "Bearer forged", 60)
     issued = token_service.issued
 
