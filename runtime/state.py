@@ -8,7 +8,8 @@ Layout under the state directory (default ``/run/fuzzball-runtime``)::
                              one however many containers), or another holder's id
     images/<key>.lock        flock serialising mount/unmount decisions across agents
     containers/<holder>.records  what the running containers of one process hold, for the
-                             start-up sweep: a journal, one line per start and one per end
+                             start-up sweep: a journal, one line per start and one per end,
+                             deleted at the process's exit once every container ended
                              (``containers/<id>.json``, one file per container, from older
                              runtimes, is still read)
     work/                    where each container's PID 1 mounts its private tmpfs
@@ -21,6 +22,7 @@ image cache names files by content digest, so one key is one image.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -333,6 +335,7 @@ class StateDir:
                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
                     0o600,
                 )
+                atexit.register(self._drop_ended_journal, self._holds_pid, self._holder)
             os.write(self._journal_fd, line)
             self._journal_live[record.id] = line
             self._journal_lines += 1
@@ -350,6 +353,22 @@ class StateDir:
                 return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{self._containers}/{container_id}.json")
+
+    def _drop_ended_journal(self, pid: int, holder: str) -> None:
+        """At the exit of the process that wrote the journal ``holder``: delete it when
+        every container it recorded has ended (a one-shot ``fuzzball-runtime run`` left one
+        file behind per run until a sweep); one naming a live container stays for the
+        sweep. A forked child exiting normally runs its parent's handlers: not its journal."""
+        if current_pid() != pid:
+            return
+        with self._holds_lock:
+            if self._holds_pid != pid or self._holder != holder or self._journal_live:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self._containers}/{holder}.records")
+            if self._journal_fd >= 0:
+                os.close(self._journal_fd)
+                self._journal_fd = -1
 
     def _compact_journal(self) -> None:
         """Rewrite this process's journal with its live records only (atomically: a sweep

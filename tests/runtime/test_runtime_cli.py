@@ -31,6 +31,14 @@ def test_run_exits_128_plus_the_signal_that_killed_the_command(image, state_dir)
     assert result.returncode == 128 + 15
 
 
+def test_run_leaves_no_journal_of_its_containers_behind(image, state_dir) -> None:
+    journals = set((state_dir / "containers").glob("*.records"))
+    result = cli("run", "--state-dir", str(state_dir), str(image), "--", "true")
+    assert result.returncode == 0, result.stderr
+    # its container ended: nothing is left for a sweep to read
+    assert set((state_dir / "containers").glob("*.records")) == journals
+
+
 def test_run_applies_hostname_uid_gid_and_binds(image, state_dir, tmp_path) -> None:
     tmp_path.chmod(0o755)  # readable by uid 7
     (tmp_path / "in.txt").write_text("bound\n")

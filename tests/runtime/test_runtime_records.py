@@ -114,6 +114,41 @@ def test_a_journal_is_rewritten_with_its_live_records_once_ended_ones_pile_up(
         journal.unlink()
 
 
+def _journals_left_by_a_process_that(state_dir: Path, ends: bool) -> set[Path]:
+    """The journals a process leaves that records a container and exits normally, having
+    recorded its end when ``ends``."""
+    containers = Path(state_dir) / "containers"
+    before = set(containers.glob("*.records"))
+    code = (
+        "import sys\n"
+        "from fuzzball_runtime.state import ContainerRecord, StateDir\n"
+        "state = StateDir(sys.argv[1]).ensure()\n"
+        "state.write_record(ContainerRecord('c1', 1, 1, 1, 1, 'k'))\n"
+        "if sys.argv[2] == 'ends':\n"
+        "    state.remove_record('c1')\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(state_dir), "ends" if ends else "runs"], check=True
+    )
+    return set(containers.glob("*.records")) - before
+
+
+def test_a_process_whose_containers_all_ended_deletes_its_journal_at_exit(
+    state_dir: Path,
+) -> None:
+    assert _journals_left_by_a_process_that(state_dir, ends=True) == set()
+
+
+def test_a_process_exiting_with_a_container_recorded_leaves_its_journal_for_the_sweep(
+    state_dir: Path,
+) -> None:
+    (journal,) = _journals_left_by_a_process_that(state_dir, ends=False)
+    try:
+        assert [r.id for r in StateDir(state_dir)._journal_records(journal.read_bytes())] == ["c1"]
+    finally:
+        journal.unlink()
+
+
 def test_sweep_frees_a_dead_processes_records_and_deletes_its_journal(
     image: Path, state_dir: Path
 ) -> None:
