@@ -115,6 +115,10 @@ def is_alive(pid: int, start: int) -> bool:
     return fields is not None and fields[0] != b"Z" and int(fields[19]) == start
 
 
+#: seconds a process's exit waits for its records' lock before it leaves its journal be
+_EXIT_LOCK_WAIT = 2.0
+
+
 class StateDir:
     """One node state directory; see the module docstring for its layout."""
 
@@ -359,9 +363,11 @@ class StateDir:
         every container it recorded has ended (a one-shot ``fuzzball-runtime run`` left one
         file behind per run until a sweep); one naming a live container stays for the
         sweep. A forked child exiting normally runs its parent's handlers: not its journal."""
-        if current_pid() != pid:
+        # a thread stuck holding the lock (a mount under way as the process is told to
+        # exit) leaves the journal to the sweep rather than hanging the exit
+        if current_pid() != pid or not self._holds_lock.acquire(timeout=_EXIT_LOCK_WAIT):
             return
-        with self._holds_lock:
+        try:
             if self._holds_pid != pid or self._holder != holder or self._journal_live:
                 return
             with contextlib.suppress(FileNotFoundError):
@@ -369,6 +375,8 @@ class StateDir:
             if self._journal_fd >= 0:
                 os.close(self._journal_fd)
                 self._journal_fd = -1
+        finally:
+            self._holds_lock.release()
 
     def _compact_journal(self) -> None:
         """Rewrite this process's journal with its live records only (atomically: a sweep
