@@ -138,7 +138,7 @@ class FuzzballClient:
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(method, _checked_path(path), **kwargs)
         except httpx.HTTPError as exc:
             raise Unavailable(f"cannot reach the Fuzzball API at {self.base_url}: {exc}") from None
         if response.status_code >= 400:
@@ -193,19 +193,21 @@ class FuzzballClient:
 
     def get_workflow(self, workflow_id: str) -> pb.Workflow:
         """One workflow with its stages under ``jobs``."""
-        return self._call("GET", f"/workflows/{workflow_id}", pb.Workflow)
+        return self._call("GET", _workflow_path(workflow_id), pb.Workflow)
 
     def workflow_status(self, workflow_id: str) -> pb.GetWorkflowStatusResponse:
         """A workflow's status and its stages' statuses (under ``status.stages``)."""
-        return self._call("GET", f"/workflows/{workflow_id}:status", pb.GetWorkflowStatusResponse)
+        return self._call(
+            "GET", _workflow_path(workflow_id, ":status"), pb.GetWorkflowStatusResponse
+        )
 
     def stop_workflow(self, workflow_id: str) -> None:
         """Cancel the workflow's unfinished stages."""
-        self._request("PATCH", f"/workflows/{workflow_id}:stop")
+        self._request("PATCH", _workflow_path(workflow_id, ":stop"))
 
     def list_events(self, workflow_id: str, *, after_seq: int = 0) -> list[pb.WorkflowEvent]:
         """The workflow's events after ``after_seq``, oldest first."""
-        path, params = f"/workflows/{workflow_id}:events", {"afterSeq": after_seq}
+        path, params = _workflow_path(workflow_id, ":events"), {"afterSeq": after_seq}
         return list(self._call("GET", path, pb.ListEventsResponse, params=params).events)
 
     def list_node_events(self, node_id: str, *, after_seq: int = 0) -> list[pb.WorkflowEvent]:
@@ -241,7 +243,7 @@ class FuzzballClient:
 
     def release_hold(self, node_id: str, hold_id: str | int) -> None:
         """Release one hold of a node by its id."""
-        self._request("DELETE", f"{_node_path(node_id)}/holds/{quote(str(hold_id), safe='')}")
+        self._request("DELETE", f"{_node_path(node_id)}/holds/{path_segment(str(hold_id), 'hold')}")
 
     def uncordon(self, node_id: str) -> pb.UncordonNodeResponse:
         """Release the node's admin cordon holds: how many, and the holds left."""
@@ -252,12 +254,14 @@ class FuzzballClient:
     ) -> list[pb.StageExplanation]:
         """Why each waiting stage (every stage with ``include_finished``) is where it is."""
         params = {"all": "true"} if include_finished else {}
-        path = f"/workflows/{workflow_id}:why"
+        path = _workflow_path(workflow_id, ":why")
         return list(self._call("GET", path, pb.ExplainWorkflowResponse, params=params).stages)
 
     def account_token(self, account_id: str) -> str:
         """Exchange this client's (identity-provider) token for an account's API token."""
-        return str(self._request("GET", f"/accounts/{account_id}/token")["token"])
+        return str(
+            self._request("GET", f"/accounts/{path_segment(account_id, 'account')}/token")["token"]
+        )
 
     def read_logs(
         self, workflow_id: str, name: str | None = None, *, task_id: int | None = None
@@ -279,7 +283,7 @@ class FuzzballClient:
         of the next page, empty when this page ends the log."""
         params = _log_params(name, task_id, tail)
         params.update(pageSize=page_size, pageToken=page_token)
-        path = f"/workflows/{workflow_id}:log"
+        path = _workflow_path(workflow_id, ":log")
         try:
             response = self._http.get(path, params=params)
         except httpx.HTTPError as exc:
@@ -311,9 +315,11 @@ class FuzzballClient:
                     return
         params = _log_params(name, task_id, tail)
         params["show.follow"] = "true"
-        path = f"/workflows/{workflow_id}:log"
+        path = _workflow_path(workflow_id, ":log")
         try:
-            with self._http.stream("GET", path, params=params, timeout=None) as response:
+            with self._http.stream(
+                "GET", _checked_path(path), params=params, timeout=None
+            ) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise _error_of(response)
@@ -336,9 +342,36 @@ def _log_params(name: str | None, task_id: int | None, tail: int | None) -> dict
     return params
 
 
+def path_segment(value: str, what: str = "ID") -> str:
+    """``value`` (an ID or name a user typed) escaped as one segment of a request's path:
+    ``a/b`` cannot reach another route, and ``.`` or ``..``, which a URL resolves against
+    the path before it (``/secrets/..`` is ``/``), are refused."""
+    if not value or value in _DOT_SEGMENTS:
+        raise InvalidArgument(f"{what} {value!r} is not valid: it must be an ID or a name")
+    return quote(value, safe="")
+
+
+def _checked_path(path: str) -> str:
+    """``path`` unless one of its segments is ``.`` or ``..``: every path is built here, so
+    one can only come from an ID given unescaped (each goes through :func:`path_segment`;
+    this keeps a forgotten one from reaching another route)."""
+    if any(segment in _DOT_SEGMENTS for segment in path.split("?", 1)[0].split("/")):
+        raise InvalidArgument(f"request path {path!r} has a '.' or '..' segment")
+    return path
+
+
+#: the segments a URL resolves away (RFC 3986, 5.2.4)
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def _workflow_path(workflow_id: str, action: str = "") -> str:
+    """``/workflows/<id>`` and an ``action`` (``:status``), the id one path segment."""
+    return f"/workflows/{path_segment(workflow_id, 'workflow')}{action}"
+
+
 def _node_path(node_id: str) -> str:
     """``/nodes/<id or name>``, the reference escaped so it stays one path segment."""
-    return f"/nodes/{quote(node_id, safe='')}"
+    return f"/nodes/{path_segment(node_id, 'node')}"
 
 
 def _log_chunk(line: dict[str, Any]) -> pb.WorkflowLogChunk:

@@ -27,7 +27,7 @@ from fuzzball_core.cli.monitoring_cmd import monitoring
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.provisioner_cmd import provisioner
 from fuzzball_core.cli.storage_cmd import storage
-from fuzzball_core.client import FuzzballClient
+from fuzzball_core.client import FuzzballClient, path_segment
 from fuzzball_core.spec.names import printable
 from fuzzball_core.vocabulary import SERVICE_ACCOUNT_KINDS, AuditAction, OrganizationRole
 
@@ -38,6 +38,11 @@ _ORGANIZATION_OPTION = click.option(
     help="The organization (id or name) to act on; cluster administrators only."
     " Default: the caller's own.",
 )
+
+
+def _member_path(user_id: str, rest: str = "") -> str:
+    """``/organization/members/<id>`` and ``rest``, the id one path segment."""
+    return f"/organization/members/{path_segment(user_id, 'member')}{rest}"
 
 
 @click.group()
@@ -225,7 +230,7 @@ def remove_member(state: CliState, user: str, organization: str | None) -> None:
     """Remove a member (by id or email); their tokens stop working."""
     api = state.api
     user_id = _member_id(api, user, _organization_params(api, organization))
-    api.call_json("DELETE", f"/organization/members/{user_id}")
+    api.call_json("DELETE", _member_path(user_id))
     _say(f"Removed {user}.")
 
 
@@ -254,7 +259,7 @@ def reset_password(
     body: dict[str, Any] = {"requireUpdatePassword": require_update}
     if password is not None:
         body["newPassword"] = password
-    reset = api.call_json("POST", f"/organization/members/{user_id}/password", body=body)
+    reset = api.call_json("POST", _member_path(user_id, "/password"), body=body)
     _say(f"Reset the password of {user}.")
     if reset.get("generatedPassword"):
         click.echo(f"Generated password (shown only once): {reset['generatedPassword']}")

@@ -23,7 +23,7 @@ from fuzzball_core.api.rest_messages import read_reply
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
-from fuzzball_core.client import FuzzballClient
+from fuzzball_core.client import FuzzballClient, path_segment
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 
 _HEADERS = ["ID", "NAME", "KIND", "STATUS"]
@@ -80,7 +80,9 @@ def list_clusters(state: CliState, output: str) -> None:
 @click.pass_obj
 def show_cluster(state: CliState, cluster_id: str, output: str) -> None:
     """Show one cluster by id."""
-    cluster = read_reply(state.api.call_json("GET", f"/cluster/{cluster_id}"), pb.Cluster)
+    cluster = read_reply(
+        state.api.call_json("GET", f"/cluster/{path_segment(cluster_id, 'cluster')}"), pb.Cluster
+    )
     emit(cluster, output, headers=_HEADERS, rows=[_row(cluster)])
 
 
@@ -90,7 +92,7 @@ def show_cluster(state: CliState, cluster_id: str, output: str) -> None:
 def leave_cluster(state: CliState, cluster_id: str) -> None:
     """Remove member CLUSTER_ID from the federation (refused, the member draining, while
     federated workflows run there; `join` it again to take it back)."""
-    state.api.call_json("DELETE", f"/admin/cluster/{cluster_id}")
+    state.api.call_json("DELETE", f"/admin/cluster/{path_segment(cluster_id, 'cluster')}")
     click.echo(f'Cluster "{cluster_id}" left the federation.')
 
 

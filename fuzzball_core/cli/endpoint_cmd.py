@@ -16,6 +16,7 @@ import click
 
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.client import path_segment
 from fuzzball_core.spec.names import printable
 
 _HEADERS = ["NAME", "ID", "TYPE", "SCOPE", "PERSISTENT", "WORKFLOW", "SERVICE", "URL"]
@@ -113,7 +114,7 @@ def register(group: click.Group) -> None:
     @click.pass_obj
     def describe(state: CliState, endpoint: str, output: str) -> None:
         """Show one endpoint, by id or (a persistent one) by name."""
-        found = state.api.call_json("GET", f"/endpoints/{endpoint}")
+        found = state.api.call_json("GET", f"/endpoints/{path_segment(endpoint, 'endpoint')}")
         if output != "table":
             emit(found, output)
             return
@@ -127,7 +128,7 @@ def register(group: click.Group) -> None:
     @click.pass_obj
     def delete(state: CliState, endpoint: str) -> None:
         """Delete a persistent endpoint no running workflow serves."""
-        state.api.call_json("DELETE", f"/endpoints/{endpoint}")
+        state.api.call_json("DELETE", f"/endpoints/{path_segment(endpoint, 'endpoint')}")
         click.echo(printable(f"Deleted endpoint {endpoint}"))
 
 

@@ -16,9 +16,20 @@ import click
 
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.client import path_segment
 from fuzzball_core.spec.names import printable
 
 _STATE_PREFIX = "ADMIN_PROVISIONER_INSTANCE_STATE_"
+
+
+def _definition_path(definition_id: str) -> str:
+    """``/admin/provisioner/definitions/<id>``, the id one path segment."""
+    return f"/admin/provisioner/definitions/{path_segment(definition_id, 'definition')}"
+
+
+def _instance_path(instance_id: str) -> str:
+    """``/admin/provisioner/instances/<id>``, the id one path segment."""
+    return f"/admin/provisioner/instances/{path_segment(instance_id, 'instance')}"
 
 
 @click.group()
@@ -73,7 +84,7 @@ def list_definitions(state: CliState, output: str) -> None:
 @click.pass_obj
 def show_definition(state: CliState, definition_id: str, output: str) -> None:
     """Show one provisioner definition."""
-    found = state.api.call_json("GET", f"/admin/provisioner/definitions/{definition_id}")
+    found = state.api.call_json("GET", _definition_path(definition_id))
     headers = ["ID", "BACKEND", "CORES", "MEMORY", "COST/HOUR"]
     emit(found, output, headers=headers, rows=[_definition_row(found)])
 
@@ -137,7 +148,7 @@ def list_instances(state: CliState, output: str) -> None:
 @click.pass_obj
 def show_instance(state: CliState, instance_id: str, output: str) -> None:
     """Show one instance."""
-    found = state.api.call_json("GET", f"/admin/provisioner/instances/{instance_id}")
+    found = state.api.call_json("GET", _instance_path(instance_id))
     emit(found, output, headers=_INSTANCE_HEADERS, rows=[_instance_row(found)])
 
 
@@ -146,5 +157,5 @@ def show_instance(state: CliState, instance_id: str, output: str) -> None:
 @click.pass_obj
 def delete_instance(state: CliState, instance_id: str) -> None:
     """Delete an instance now (once; deleting it again changes nothing)."""
-    state.api.call_json("DELETE", f"/admin/provisioner/instances/{instance_id}")
+    state.api.call_json("DELETE", _instance_path(instance_id))
     click.echo(printable(f"Deleted instance {instance_id}"))

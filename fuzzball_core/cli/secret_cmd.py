@@ -19,6 +19,7 @@ import yaml
 
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.client import path_segment
 from fuzzball_core.spec.names import printable
 
 #: each ``--scope`` word: the route and the scope it creates
@@ -168,7 +169,7 @@ def list_secrets(state: CliState, scope: str, output: str) -> None:
 @click.pass_obj
 def describe(state: CliState, secret_id: str, scope: str, output: str) -> None:
     """Show one secret (its public parts: never its value)."""
-    found = state.api.call_json("GET", f"{_SCOPES[scope][0]}/{secret_id}")
+    found = state.api.call_json("GET", f"{_SCOPES[scope][0]}/{path_segment(secret_id, 'secret')}")
     emit(found, output, headers=_HEADERS, rows=_rows([found]))
 
 
@@ -179,7 +180,7 @@ def describe(state: CliState, secret_id: str, scope: str, output: str) -> None:
 @click.pass_obj
 def update(state: CliState, secret_id: str, scope: str, value: str | None, from_file: Any) -> None:
     """Replace a secret's value (or fields) with new ones of its type."""
-    path = f"{_SCOPES[scope][0]}/{secret_id}"
+    path = f"{_SCOPES[scope][0]}/{path_segment(secret_id, 'secret')}"
     kind = _FIELD_OF_TYPE.get(str(state.api.call_json("GET", path).get("type")), "value")
     state.api.call_json("PATCH", path, body={kind: _content(kind, value, from_file)})
     click.echo(printable(f"Updated secret {secret_id}"))
@@ -191,5 +192,5 @@ def update(state: CliState, secret_id: str, scope: str, value: str | None, from_
 @click.pass_obj
 def delete(state: CliState, secret_id: str, scope: str) -> None:
     """Delete a secret."""
-    state.api.call_json("DELETE", f"{_SCOPES[scope][0]}/{secret_id}")
+    state.api.call_json("DELETE", f"{_SCOPES[scope][0]}/{path_segment(secret_id, 'secret')}")
     click.echo(printable(f"Deleted secret {secret_id}"))

@@ -15,7 +15,13 @@ import yaml
 
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.client import path_segment
 from fuzzball_core.spec.names import printable
+
+
+def _class_path(class_id: str, action: str = "") -> str:
+    """``/admin/storage-classes/<id or name>`` and an ``action``, the id one path segment."""
+    return f"/admin/storage-classes/{path_segment(class_id, 'storage class')}{action}"
 
 
 @click.group()
@@ -75,7 +81,7 @@ def list_drivers(state: CliState, output: str) -> None:
 @click.pass_obj
 def uninstall_driver(state: CliState, driver_id: str) -> None:
     """Uninstall a driver (by id or name) no storage class uses."""
-    state.api.call_json("DELETE", f"/admin/drivers/{driver_id}")
+    state.api.call_json("DELETE", f"/admin/drivers/{path_segment(driver_id, 'driver')}")
     click.echo(printable(f"Uninstalled driver {driver_id}"))
 
 
@@ -97,7 +103,7 @@ def create_class(state: CliState, definition: Path) -> None:
 def update_class(state: CliState, class_id: str, definition: Path) -> None:
     """Replace a storage class's definition (by id or name)."""
     body = {"class": _definition(definition)}
-    answer = state.api.call_json("PUT", f"/admin/storage-classes/{class_id}", body=body)
+    answer = state.api.call_json("PUT", _class_path(class_id), body=body)
     _warn(answer)
     click.echo(printable(f"Updated storage class {class_id}"))
 
@@ -129,7 +135,7 @@ def list_classes(state: CliState, output: str) -> None:
 @click.pass_obj
 def describe_class(state: CliState, class_id: str, output: str) -> None:
     """Show a storage class (by id or name) with its definition."""
-    found = state.api.call_json("GET", f"/admin/storage-classes/{class_id}:describe")
+    found = state.api.call_json("GET", _class_path(class_id, ":describe"))
     emit(found, "yaml" if output == "table" else output)
 
 
@@ -138,7 +144,7 @@ def describe_class(state: CliState, class_id: str, output: str) -> None:
 @click.pass_obj
 def delete_class(state: CliState, class_id: str) -> None:
     """Delete a storage class (by id or name) that holds no volume."""
-    state.api.call_json("DELETE", f"/admin/storage-classes/{class_id}")
+    state.api.call_json("DELETE", _class_path(class_id))
     click.echo(printable(f"Deleted storage class {class_id}"))
 
 
@@ -147,7 +153,7 @@ def delete_class(state: CliState, class_id: str) -> None:
 @click.pass_obj
 def disable_class(state: CliState, class_id: str) -> None:
     """Disable a storage class: no volume of it is created or mounted."""
-    state.api.call_json("PATCH", f"/admin/storage-classes/{class_id}:disable", body={})
+    state.api.call_json("PATCH", _class_path(class_id, ":disable"), body={})
     click.echo(printable(f"Disabled storage class {class_id}"))
 
 
@@ -156,5 +162,5 @@ def disable_class(state: CliState, class_id: str) -> None:
 @click.pass_obj
 def enable_class(state: CliState, class_id: str) -> None:
     """Enable a disabled storage class again."""
-    state.api.call_json("PATCH", f"/admin/storage-classes/{class_id}:enable", body={})
+    state.api.call_json("PATCH", _class_path(class_id, ":enable"), body={})
     click.echo(printable(f"Enabled storage class {class_id}"))

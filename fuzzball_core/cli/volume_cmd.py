@@ -14,6 +14,7 @@ import click
 
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.client import path_segment
 from fuzzball_core.spec.names import printable
 
 _HEADERS = ["NAME", "ID", "REFERENCE", "STATUS", "NODE", "SIZE", "ACCESSED"]
@@ -51,7 +52,9 @@ def _rows(found: list[dict[str, Any]]) -> list[list[Any]]:
 def _find(state: CliState, volume: str) -> dict[str, Any]:
     """A volume by id, or by its reference among the caller's volumes."""
     if not volume.startswith("volume://"):
-        found: dict[str, Any] = state.api.call_json("GET", f"/volumes/{volume}")
+        found: dict[str, Any] = state.api.call_json(
+            "GET", f"/volumes/{path_segment(volume, 'volume')}"
+        )
         return found
     for candidate in state.api.call_json("GET", "/volumes").get("volumes") or []:
         if candidate.get("reference") == volume:
@@ -130,7 +133,7 @@ def register(group: click.Group) -> None:
     def delete(state: CliState, volume: str) -> None:
         """Delete a volume, by id or reference (its data is kept when its class retains)."""
         found = _find(state, volume)
-        answer = state.api.call_json("DELETE", f"/volumes/{found['id']}")
+        answer = state.api.call_json("DELETE", f"/volumes/{path_segment(found['id'], 'volume')}")
         if answer.get("retained"):
             data = " (its data is retained by its storage class)"
         elif answer.get("status") == "VOLUME_STATUS_DELETED":

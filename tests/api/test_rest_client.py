@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
+import httpx
 import pytest
 from support.live_api import HELLO
 
 from fuzzball_core import FUZZBALL_API_RELEASE
-from fuzzball_core.client import FuzzballClient, address_url, discover_base_url
+from fuzzball_core.client import FuzzballClient, address_url, discover_base_url, path_segment
 from fuzzball_core.errors import InvalidArgument, NotFound, Unauthenticated, Unavailable
 
 
@@ -71,3 +73,38 @@ def test_a_workflow_round_trips_through_the_client(stack):
         assert [w.id for w in api.list_workflows()] == [workflow_id]
         assert api.get_workflow(workflow_id).raw_specification == HELLO
         assert api.validate_workflow(HELLO) == []
+
+
+def _requested_paths() -> tuple[FuzzballClient, list[str]]:
+    """A client whose every request is answered ``{}`` and its raw path noted."""
+    paths: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.raw_path.decode())
+        return httpx.Response(200, json={})
+
+    client = FuzzballClient("http://api.test/v3", "t", transport=httpx.MockTransport(answer))
+    return client, paths
+
+
+def test_an_id_with_a_slash_stays_one_path_segment():
+    client, paths = _requested_paths()
+    with client:
+        client.stop_workflow("../nodes/n1")
+        client.call_json("DELETE", f"/secrets/{path_segment('a/b?c#d', 'secret')}")
+    assert paths == ["/v3/workflows/..%2Fnodes%2Fn1:stop", "/v3/secrets/a%2Fb%3Fc%23d"]
+
+
+@pytest.mark.parametrize("value", ["", ".", ".."])
+def test_an_id_a_url_would_resolve_away_is_refused_before_any_request(value):
+    client, paths = _requested_paths()
+    with client, pytest.raises(InvalidArgument, match=r"workflow .* is not valid"):
+        client.get_workflow(value)
+    assert paths == []
+
+
+def test_a_path_built_with_a_dot_segment_is_refused_before_any_request():
+    client, paths = _requested_paths()
+    with client, pytest.raises(InvalidArgument, match=re.escape("'.' or '..' segment")):
+        client.call_json("DELETE", "/secrets/../organization/members/u1")
+    assert paths == []

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from support.secret_stack import Person, SecretStack, secret_stack
 
 from fuzzball_core.cli.main import cli
-from fuzzball_core.errors import PermissionDenied
+from fuzzball_core.errors import InvalidArgument, NotFound, PermissionDenied
 from fuzzball_core.service.secrets import Secrets
 
 VALUE = "cli-secret-value-Q9w"
@@ -107,3 +107,24 @@ def test_a_refusal_names_the_permission_and_never_the_value(fuzzball):
     assert isinstance(result.exception, PermissionDenied)
     assert "administer_cluster" in str(result.exception)
     assert VALUE not in str(result.exception) + result.output
+
+
+def test_an_id_naming_another_route_reaches_no_other_kind_of_object(fuzzball):
+    # as typed, ``/endpoints/../secrets/ID`` would be ``/secrets/ID``: the secret's delete
+    fuzzball("secret", "create", "kept", "--value", VALUE)
+    secret_id = _only_id(fuzzball)
+
+    result = fuzzball("endpoint", "delete", f"../secrets/{secret_id}")
+
+    assert isinstance(result.exception, NotFound), result.output
+    assert "Deleted" not in result.output
+    assert [s["id"] for s in json.loads(fuzzball("secret", "list", "-o", "json").output)] == [
+        secret_id
+    ]
+
+
+@pytest.mark.parametrize("typed", [".", ".."])
+def test_a_dot_segment_for_an_id_is_refused_naming_it(fuzzball, typed):
+    result = fuzzball("secret", "delete", typed)
+    assert isinstance(result.exception, InvalidArgument)
+    assert f"secret '{typed}' is not valid" in str(result.exception)
