@@ -542,9 +542,11 @@ class RegistryClient:
                 )
             return _EndpointFailure(Unauthenticated(message), retryable=False)
         if status == 404:
-            return _EndpointFailure(
-                NotFound(f"{what} not found in registry {self.registry}"), retryable=False
-            )
+            # a mirror's 404 names the mirror: the next endpoint's failure follows it
+            where = self._where(endpoint)
+            if not where.startswith("mirror "):
+                where = f"registry {self.registry}"
+            return _EndpointFailure(NotFound(f"{what} not found in {where}"), retryable=False)
         if status in _RETRYABLE_STATUS:
             return _EndpointFailure(
                 Unavailable(f"{self._where(endpoint)} answered HTTP {status}"),

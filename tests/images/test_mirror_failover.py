@@ -17,7 +17,7 @@ import pytest
 from support.oci_pusher import Pusher, file, layer
 from support.registry_server import RegistryServer, free_port
 
-from fuzzball_core.errors import Unavailable
+from fuzzball_core.errors import FuzzballError, Unavailable
 from fuzzball_plugins.images.docker_backend import DockerBackend
 
 REPOSITORY = "tests/failover"
@@ -179,3 +179,16 @@ def test_a_mirror_cutting_a_manifest_midway_is_passed_over_for_the_next_mirror(
     assert resolved.digest.startswith("sha256:")
     assert cutting_mirror.requests >= 1  # it was asked first, and cut its reply
     assert second.access_log()  # the rest came from the second mirror
+
+
+def test_a_tag_missing_from_the_mirror_names_the_mirror_then_the_unreachable_registry(mirrors):
+    first, _ = mirrors
+    backend = _backend(first.url, attempts=1)
+
+    with pytest.raises(FuzzballError) as failed:
+        backend.resolve(f"docker://{ORIGIN}/{REPOSITORY}:missing")
+
+    message = failed.value.message
+    assert f"not found in mirror {first.url} of {ORIGIN}" in message
+    assert f"registry {ORIGIN} is unreachable" in message
+    assert f"not found in registry {ORIGIN}" not in message
