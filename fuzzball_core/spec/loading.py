@@ -109,11 +109,30 @@ def load_document(data: bytes | str) -> Any:
             problem = f"nested deeper than {MAX_DEPTH} levels"
         raise _reject(problem, exc.problem_mark) from None
     except yaml.reader.ReaderError as exc:
-        raise _reject(f"not UTF-8 or UTF-16 text (byte offset {exc.position})") from None
+        raise _reject(_unreadable(data, exc)) from None
     except yaml.YAMLError as exc:
         raise _reject(f"malformed YAML: {type(exc).__name__}") from None
     except (RecursionError, MemoryError) as exc:  # defensive: limits should make these unreachable
         raise _reject(f"document too complex ({type(exc).__name__})") from None
+
+
+def _unreadable(data: bytes, error: yaml.reader.ReaderError) -> str:
+    """What the reader refused in ``data``, and where: a control character YAML does not
+    allow (in valid text), a NUL (a binary file), or bytes that are no UTF-8 or UTF-16."""
+    offset = error.position
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
+    line = data.count(b"\n", 0, offset) + 1
+    where = f"line {line}, column {column}"
+    character = error.character
+    if error.reason == "control characters are not allowed" and isinstance(character, int):
+        if character == 0:
+            return f"not a text file: a NUL byte at {where}"
+        return (
+            f"control character U+{character:04X} at {where}: YAML does not allow it "
+            f"(write it as the escape \\x{character:02x} in a double-quoted string)"
+        )
+    return f"not UTF-8 or UTF-16 text: {error.reason} at {where} (byte offset {offset})"
 
 
 def _too_large(size: int) -> InvalidArgument:

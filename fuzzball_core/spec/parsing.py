@@ -91,7 +91,11 @@ def parse_unchecked(data: bytes | str, *, source: str = "<workflow>") -> ParsedW
     """:func:`parse_workflow` without the plugin validators: the file's own checks, which
     depend on its text alone (so their result may be reused for the same text, with
     :func:`check_extra` run each time)."""
-    document = load_document(data)  # raises InvalidArgument on its own
+    try:
+        document = load_document(data)
+    except InvalidArgument as exc:
+        # named like the file's other errors (the details, by field, are the same)
+        raise InvalidArgument(f"{source}: {exc.message}", details=exc.details) from None
     normalized = normalize_document(document)
     errors: list[tuple[str, str]] = list(normalized.errors)
     warnings = list(normalized.warnings)

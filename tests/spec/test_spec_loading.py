@@ -83,6 +83,22 @@ def test_malformed_files_are_invalid_arguments(data: bytes, problem: str) -> Non
     assert problem in rejected(data)
 
 
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (
+            b'version: v4\njobs:\n  a:\n    command: [echo, "a\x01b"]\n',
+            "control character U+0001 at line 4, column 23: YAML does not allow it",
+        ),
+        ('x: "\u00e9\x1b"\n'.encode(), "control character U+001B at line 1, column 6"),
+        (b"\x00\x01\x02binary", "not a text file: a NUL byte at line 1, column 1"),
+        (b"a: 1\nb: \xff\xfe", "not UTF-8 or UTF-16 text: invalid leading UTF-8 octet at line 2"),
+    ],
+)
+def test_unreadable_text_is_named_for_what_it_holds_and_where(data: bytes, problem: str) -> None:
+    assert problem in rejected(data)
+
+
 @pytest.mark.parametrize("data", [b"[1, 2]", b"just text", b"42", b"version: v4\njobs: [a, b]\n"])
 def test_documents_of_the_wrong_shape_are_invalid_arguments(data: bytes) -> None:
     rejected(data)
@@ -190,3 +206,9 @@ def test_wrong_types_anywhere_give_an_invalid_argument_not_a_crash(
         parse_workflow(yaml.safe_dump(document))
     except InvalidArgument as error:
         assert error.details
+
+
+def test_an_unreadable_file_is_named_in_the_message_like_an_invalid_one() -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        parse_workflow(b"jobs: {a: [\n", source="ctrl.yaml")
+    assert caught.value.message.startswith("ctrl.yaml: not a valid workflow file: ")
