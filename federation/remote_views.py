@@ -50,7 +50,7 @@ def stage_view(stage: pb.WorkflowStage, workflow_id: str) -> StageView:
         status=status_of(stage.status),
         node_ids=tuple(details.node_ids),
         exit_code=_optional(details, "exit_code"),
-        message=stage.error,
+        message=details.message or stage.error,  # a member before details.message: error
         attempt=details.attempt or 1,
         created_at=_time(stage, "create_time"),
         started_at=_time(stage, "start_time"),

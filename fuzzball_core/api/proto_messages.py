@@ -111,14 +111,16 @@ def started_message(started: StartedWorkflow) -> pb.StartWorkflowResponse:
 
 def stage_message(stage: StageView) -> pb.WorkflowStage:
     """A ``WorkflowStage``; the task counters are set for task arrays only, the metering for
-    stages some run of which reported traffic."""
+    stages some run of which reported traffic; ``error`` is the stage's message unless it
+    finished (``details.message`` always)."""
     array = stage.task_count is not None
     return pb.WorkflowStage(
         id=stage.id,
         name=stage.name,
         status=status_enum(stage.status),
         kind=kind_enum(stage.kind),
-        error=_if_set(stage.message),
+        # a finished stage's message ("exited with code 0") is no error: details say it
+        error=_if_set(stage.message) if stage.status != Status.FINISHED else None,
         create_time=timestamp(stage.created_at),
         start_time=timestamp(stage.started_at),
         end_time=timestamp(stage.finished_at),
@@ -132,6 +134,7 @@ def stage_message(stage: StageView) -> pb.WorkflowStage:
             tasks_failed=stage.tasks_failed if array else None,
             tasks_running=stage.tasks_running if array else None,
             metering=metering_message(stage.metering),
+            message=stage.message,
         ),
     )
 

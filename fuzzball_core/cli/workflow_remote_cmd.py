@@ -173,7 +173,8 @@ def _wait_for_end(state: CliState, workflow_id: str) -> Status:
                 current = status_name(stage.status)
                 if seen.get(stage.name) != current:
                     seen[stage.name] = current
-                    message = f" ({stage.error})" if stage.error else ""
+                    said = stage.error or stage.details.message
+                    message = f" ({said})" if said else ""
                     changes.append((current, f"{stage.name}: {current}{message}"))
             # a stage's progress comes after it started and before it ended
             for line in (line for current, line in changes if not current.terminal):

@@ -132,7 +132,7 @@ class ListWorkflowsResponse(_message.Message):
     def __init__(self, workflows: _Optional[_Iterable[_Union[Workflow, _Mapping]]] = ...) -> None: ...
 
 class StageDetails(_message.Message):
-    __slots__ = ("workflow_id", "node_ids", "exit_code", "attempt", "task_count", "tasks_finished", "tasks_failed", "tasks_running", "metering")
+    __slots__ = ("workflow_id", "node_ids", "exit_code", "attempt", "task_count", "tasks_finished", "tasks_failed", "tasks_running", "metering", "message")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,7 @@ class StageDetails(_message.Message):
     TASKS_FAILED_FIELD_NUMBER: _ClassVar[int]
     TASKS_RUNNING_FIELD_NUMBER: _ClassVar[int]
     METERING_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     exit_code: int
@@ -151,7 +152,8 @@ class StageDetails(_message.Message):
     tasks_failed: int
     tasks_running: int
     metering: TrafficMetering
-    def __init__(self, workflow_id: _Optional[str] = ..., node_ids: _Optional[_Iterable[str]] = ..., exit_code: _Optional[int] = ..., attempt: _Optional[int] = ..., task_count: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_running: _Optional[int] = ..., metering: _Optional[_Union[TrafficMetering, _Mapping]] = ...) -> None: ...
+    message: str
+    def __init__(self, workflow_id: _Optional[str] = ..., node_ids: _Optional[_Iterable[str]] = ..., exit_code: _Optional[int] = ..., attempt: _Optional[int] = ..., task_count: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_running: _Optional[int] = ..., metering: _Optional[_Union[TrafficMetering, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class TrafficMetering(_message.Message):
     __slots__ = ("ingress_bytes", "ingress_packets", "egress_bytes", "egress_packets")
