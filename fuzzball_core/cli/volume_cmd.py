@@ -15,6 +15,8 @@ import click
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.client import path_segment
+from fuzzball_core.errors import FuzzballError
+from fuzzball_core.scheduling import format_bytes
 from fuzzball_core.spec.names import printable
 
 _HEADERS = ["NAME", "ID", "REFERENCE", "STATUS", "NODE", "SIZE", "ACCESSED"]
@@ -26,7 +28,7 @@ _DESCRIBED = (
     ("Scope", "scope"),
     ("Status", "status"),
     ("Node", "node"),
-    ("Size (bytes)", "sizeBytes"),
+    ("Size", "size"),
     ("Display name", "displayName"),
     ("Description", "description"),
     ("Created", "createTime"),
@@ -34,19 +36,45 @@ _DESCRIBED = (
 )
 
 
-def _rows(found: list[dict[str, Any]]) -> list[list[Any]]:
-    return [
-        [
-            v.get("name", ""),
-            v.get("id", ""),
-            v.get("reference", ""),
-            str(v.get("status", "")).removeprefix("VOLUME_STATUS_"),
-            v.get("node") or "-",
-            v.get("sizeBytes") or "0",
-            v.get("accessTime") or "-",
-        ]
-        for v in found
-    ]
+def _node_names(state: CliState, volumes: list[dict[str, Any]]) -> dict[str, str]:
+    """Node id -> name for the nodes holding node-local ``volumes``, as the node list
+    names them (empty where none does, or the caller may not list nodes: ids are shown)."""
+    if not any(v.get("node") for v in volumes):
+        return {}
+    try:
+        return {node.id: node.name for node in state.api.list_nodes()}
+    except FuzzballError:
+        return {}
+
+
+def _shown(volume: dict[str, Any], names: dict[str, str]) -> dict[str, str]:
+    """The fields a table shows as the node commands show theirs: the status without its
+    enum prefix, the node by name, the size in binary units."""
+    node = volume.get("node") or ""
+    size = int(volume.get("sizeBytes") or 0)
+    return {
+        "status": str(volume.get("status", "")).removeprefix("VOLUME_STATUS_"),
+        "node": names.get(node, node) or "-",
+        "size": format_bytes(size),
+    }
+
+
+def _rows(found: list[dict[str, Any]], names: dict[str, str]) -> list[list[Any]]:
+    rows = []
+    for v in found:
+        shown = _shown(v, names)
+        rows.append(
+            [
+                v.get("name", ""),
+                v.get("id", ""),
+                v.get("reference", ""),
+                shown["status"],
+                shown["node"],
+                shown["size"],
+                v.get("accessTime") or "-",
+            ]
+        )
+    return rows
 
 
 def _find(state: CliState, volume: str) -> dict[str, Any]:
@@ -112,7 +140,8 @@ def register(group: click.Group) -> None:
     def list_volumes(state: CliState, output: str) -> None:
         """List your volumes and the account's, with the node holding node-local ones."""
         found = state.api.call_json("GET", "/volumes").get("volumes") or []
-        emit(found, output, headers=_HEADERS, rows=_rows(found))
+        names = _node_names(state, found) if output == "table" else {}
+        emit(found, output, headers=_HEADERS, rows=_rows(found, names))
 
     @group.command("describe")
     @click.argument("volume")
@@ -124,8 +153,10 @@ def register(group: click.Group) -> None:
         if output != "table":
             emit(found, output)
             return
+        shown = _shown(found, _node_names(state, [found]))
         for label, key in _DESCRIBED:
-            click.echo(printable(f"{label + ':':<14} {found.get(key) or '-'}"))
+            value = shown[key] if key in shown else found.get(key)
+            click.echo(printable(f"{label + ':':<14} {value or '-'}"))
 
     @group.command("delete")
     @click.argument("volume")

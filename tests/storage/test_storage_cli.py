@@ -70,3 +70,17 @@ def test_a_member_is_refused_the_admin_storage_commands(stack, tmp_path) -> None
     assert refused.exit_code != 0
     # the console script prints it as "error: ..." (fuzzball_core.console)
     assert "needs the administer_cluster permission" in str(refused.exception)
+
+
+def test_a_volumes_list_and_its_describe_show_status_and_size_alike(stack, tmp_path) -> None:
+    fuzzball = signed_in(stack, tmp_path, stack.tenants.acme_owner.token)
+    assert fuzzball("volume", "create", "alike").exit_code == 0
+    try:
+        (row,) = [
+            line for line in fuzzball("volume", "list").output.splitlines() if "alike" in line
+        ]
+        described = fuzzball("volume", "describe", "volume://user/persistent/alike").output
+        assert " ENABLED " in f" {row} " and "Status:        ENABLED" in described, described
+        assert " 0 B " in f" {row} " and "Size:          0 B" in described, described
+    finally:
+        fuzzball("volume", "delete", "volume://user/persistent/alike")
