@@ -28,13 +28,27 @@ def register(group: click.Group) -> None:
 @click.option("--address", required=True, help="host:port or URL of the Fuzzball API.")
 @click.option("--token", default="", help="API bearer token to store with the context.")
 @click.option("--oidc-server-url", default="", help="OIDC realm URL used by 'context login'.")
+@click.option(
+    "--cafile",
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    default=None,
+    help="PEM file of the CA that signed the API's certificate (default: the system's roots),"
+    " for the login server too.",
+)
 @click.pass_obj
 def create_context(
-    state: CliState, name: str, address: str, token: str, oidc_server_url: str
+    state: CliState,
+    name: str,
+    address: str,
+    token: str,
+    oidc_server_url: str,
+    cafile: str | None,
 ) -> None:
     """Add context NAME for the API at ADDRESS (the first context becomes the active one)."""
     contexts = state.contexts
-    contexts.create(name, address, oidc_server_url=oidc_server_url, token=token)
+    context = contexts.create(name, address, oidc_server_url=oidc_server_url, token=token)
+    if cafile:
+        context.ca_file = cafile
     contexts.save()
     active = " (active)" if contexts.active_name == name else ""
     click.echo(f'Context "{name}" created{active}.')

@@ -99,12 +99,14 @@ def _tell_about_owner(owner: OwnerSignIn) -> None:
             f"  {owner.email}'s password (shown once; kept in {owner.password_file}):"
             f" {owner.generated_password}"
         )
+    # the local deployment's own CA: their context must name a copy of it
+    cafile = f" --cafile {owner.ca_file}" if owner.ca_file else ""
     click.echo(
         "Others log in once the owner adds them:\n"
         "  fuzzball admin member add EMAIL        (prints their password)\n"
         "then, on their side:\n"
         f"  fuzzball context create NAME --address {owner.address}"
-        f" --oidc-server-url {owner.issuer_url}\n"
+        f" --oidc-server-url {owner.issuer_url}{cafile}\n"
         "  fuzzball context login"
     )
 

@@ -51,6 +51,9 @@ class OwnerSignIn:
     issuer_url: str
     generated_password: str | None = None
     problem: str = ""
+    #: the CA the API's certificate is checked against, which others name in their context
+    #: (empty: the system's roots verify it)
+    ca_file: str = ""
 
 
 def password_file(directory: Path) -> Path:
@@ -113,7 +116,9 @@ def sign_in_owner(
         issuer_url = config.accounts.oidc_issuer or f"{address.rstrip('/')}{REALM_PATH}"
         context.entry["address"] = address
         context.entry["oidcServerURL"] = issuer_url
-        result = OwnerSignIn(organization, email, kept, address, issuer_url, generated)
+        result = OwnerSignIn(
+            organization, email, kept, address, issuer_url, generated, ca_file=context.ca_file
+        )
         if _signed_in_as(accounts, context, email):
             return result
         try:

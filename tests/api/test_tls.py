@@ -5,6 +5,7 @@ tokenless ``/version`` that clients probe."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import grpc
 import httpx
 import pytest
 import yaml
+from click.testing import CliRunner, Result
 from support.cluster import InProcessOrchestrate, free_port
 
 from fuzzball_core import FUZZBALL_API_RELEASE
@@ -24,6 +26,7 @@ from fuzzball_core.api.rest import HSTS
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.certificates import CertificateAuthority, local_hosts
+from fuzzball_core.cli.main import cli
 from fuzzball_core.client import FuzzballClient, discover_base_url
 from fuzzball_core.config import ConfigError, parse_config
 from fuzzball_core.errors import Unavailable
@@ -172,6 +175,45 @@ def test_the_cli_client_trusts_the_ca_it_is_given(over_tls: Served, pki: Pki):
 def test_the_cli_client_without_the_ca_cannot_reach_the_api(over_tls: Served):
     with pytest.raises(Unavailable, match="CERTIFICATE_VERIFY_FAILED"):
         discover_base_url(over_tls.rest, over_tls.token)
+
+
+def test_a_context_created_with_the_cafile_reaches_the_api_over_https(
+    over_tls: Served, pki: Pki, tmp_path: Path
+):
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "home"), "HOME": str(tmp_path / "home")}
+
+    def fuzzball(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), env=env)
+
+    created = fuzzball(
+        "context",
+        "create",
+        "lab",
+        "--address",
+        over_tls.rest,
+        "--token",
+        over_tls.token,
+        "--cafile",
+        str(pki.ca.cert_file),
+    )
+    listed = fuzzball("workflow", "list", "-o", "json")
+
+    assert created.exit_code == 0, created.output
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output) == []
+
+
+def test_a_context_without_the_cafile_is_refused_by_the_clis_own_check(
+    over_tls: Served, tmp_path: Path
+):
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "home"), "HOME": str(tmp_path / "home")}
+    runner = CliRunner()
+    runner.invoke(
+        cli, ["context", "create", "lab", "--address", over_tls.rest, "--token", "t"], env=env
+    )
+    listed = runner.invoke(cli, ["workflow", "list"], env=env)
+    assert isinstance(listed.exception, Unavailable)
+    assert "CERTIFICATE_VERIFY_FAILED" in str(listed.exception)
 
 
 # -- gRPC -------------------------------------------------------------------------------------
