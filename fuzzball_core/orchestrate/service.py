@@ -539,6 +539,8 @@ class SqlOrchestrateService(ListReads, AccountCalls):
     ) -> list[LogChunkView]:
         with self.sessions() as session:
             self._owned(session, who, workflow_id)
+            if task_id is not None and stage_name is not None:
+                self._check_task(workflow_id, stage_name, task_id)
             query = select(LogChunk).where(
                 LogChunk.workflow_id == workflow_id, LogChunk.seq > after_seq
             )
@@ -573,6 +575,23 @@ class SqlOrchestrateService(ListReads, AccountCalls):
                     break
                 page.append(LogChunkView(c.seq, c.time, c.stage_name, c.stream, c.data, c.task_id))
             return page
+
+    def _check_task(self, workflow_id: str, stage_name: str, task_id: int) -> None:
+        """InvalidArgument naming ``taskId`` unless ``task_id`` is a task of the task array
+        ``stage_name`` (its range from the workflow's plan: a task not yet dispatched has
+        no run, and may have output later)."""
+        plan = self.engine.plan_of(workflow_id)
+        full = stage_name if "." in stage_name else f"jobs.{stage_name}"
+        planned = None if plan is None else plan.stages.get(full)
+        if planned is None:
+            return  # no such job: reading finds nothing, as for any name not found
+        tasks = planned.tasks
+        if tasks is None:
+            raise InvalidArgument(f"taskId: {full} is not a task array (it has no task {task_id})")
+        if not tasks.start <= task_id <= tasks.end:
+            raise InvalidArgument(
+                f"taskId: {full} has tasks {tasks.start} to {tasks.end}, not {task_id}"
+            )
 
     # -- nodes ---------------------------------------------------------------------------------
 

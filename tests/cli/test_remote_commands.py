@@ -284,6 +284,20 @@ def test_logs_task_selects_one_task(logged_in):
     assert logged_in("workflow", "logs", workflow_id, "hello", "--task", "2").output == "two\n"
 
 
+def test_logs_of_a_task_outside_the_array_is_refused_naming_its_range(logged_in):
+    workflow_id = logged_in.service.start_workflow(logged_in.who, raw_specification=TASKS)
+    result = logged_in("workflow", "logs", workflow_id, "hello", "--task", "99")
+    assert isinstance(result.exception, InvalidArgument)
+    assert "jobs.hello has tasks 1 to 2, not 99" in str(result.exception)
+
+
+def test_logs_of_a_task_of_a_job_that_is_no_array_is_refused(logged_in):
+    workflow_id = logged_in.service.start_workflow(logged_in.who, raw_specification=HELLO)
+    result = logged_in("workflow", "logs", workflow_id, "hello", "--task", "1")
+    assert isinstance(result.exception, InvalidArgument)
+    assert "jobs.hello is not a task array" in str(result.exception)
+
+
 def test_logs_follow_prints_until_the_workflow_ends(logged_in):
     workflow_id = logged_in.service.start_workflow(logged_in.who, raw_specification=HELLO)
     logged_in.service.emit_log(workflow_id, "jobs.hello", "early\n")
