@@ -7,7 +7,8 @@ is group's old name) go to ``/secrets``, ``organization`` to ``/organization/sec
 ``--from-file`` or stdin; the other types (``s3``, ``http``, ``image``, ``map``,
 ``decryption``) read a YAML or JSON object of the swagger's fields from ``--from-file`` or
 stdin (``{"username": ..., "password": ...}``; a map's is the map itself). Values are
-never printed: reads show the public parts only, as the server answers them.
+never printed: reads show the public parts only, as the server answers them. ``describe``,
+``update`` and ``delete`` take a secret's ID or its name in the scope.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.client import path_segment
+from fuzzball_core.errors import NotFound
 from fuzzball_core.spec.names import printable
 
 #: each ``--scope`` word: the route and the scope it creates
@@ -144,12 +146,8 @@ def create(
     click.echo(printable(f"Created secret {name} ({created['id']})"))
 
 
-@secret.command("list")
-@_SCOPE_OPTION
-@output_option
-@click.pass_obj
-def list_secrets(state: CliState, scope: str, output: str) -> None:
-    """List the secrets of the scope's route (user and group secrets together)."""
+def _listed(state: CliState, scope: str) -> list[dict[str, Any]]:
+    """Every secret of the scope's route, page after page."""
     path = _SCOPES[scope][0]
     found: list[dict[str, Any]] = []
     token = ""
@@ -158,39 +156,68 @@ def list_secrets(state: CliState, scope: str, output: str) -> None:
         found += page.get("secrets") or []
         token = page.get("pageToken") or ""
         if not token:
-            break
+            return found
+
+
+def _on_secret(state: CliState, scope: str, given: str, method: str, **body: Any) -> Any:
+    """``method`` on the secret ``given``: its ID, else its name among the scope's secrets
+    (the name ``secret list`` shows, which workflows use in ``secret://SCOPE/NAME``)."""
+    route, scope_name = _SCOPES[scope]
+    try:
+        return state.api.call_json(method, f"{route}/{path_segment(given, 'secret')}", **body)
+    except NotFound:
+        named = [
+            s
+            for s in _listed(state, scope)
+            if s.get("name") == given and s.get("scope") == scope_name
+        ]
+        if len(named) != 1:
+            raise NotFound(f"no {scope} secret has the ID or name {given!r}") from None
+        secret_id = str(named[0]["id"])
+    return state.api.call_json(method, f"{route}/{path_segment(secret_id, 'secret')}", **body)
+
+
+@secret.command("list")
+@_SCOPE_OPTION
+@output_option
+@click.pass_obj
+def list_secrets(state: CliState, scope: str, output: str) -> None:
+    """List the secrets of the scope's route (user and group secrets together)."""
+    found = _listed(state, scope)
     emit(found, output, headers=_HEADERS, rows=_rows(found))
 
 
 @secret.command("describe")
-@click.argument("secret_id")
+@click.argument("secret")
 @_SCOPE_OPTION
 @output_option
 @click.pass_obj
-def describe(state: CliState, secret_id: str, scope: str, output: str) -> None:
-    """Show one secret (its public parts: never its value)."""
-    found = state.api.call_json("GET", f"{_SCOPES[scope][0]}/{path_segment(secret_id, 'secret')}")
+def describe(state: CliState, secret: str, scope: str, output: str) -> None:
+    """Show one secret, by ID or name (its public parts: never its value)."""
+    found = _on_secret(state, scope, secret, "GET")
     emit(found, output, headers=_HEADERS, rows=_rows([found]))
 
 
 @secret.command("update")
-@click.argument("secret_id")
+@click.argument("secret")
 @_SCOPE_OPTION
 @_with_value_options
 @click.pass_obj
-def update(state: CliState, secret_id: str, scope: str, value: str | None, from_file: Any) -> None:
-    """Replace a secret's value (or fields) with new ones of its type."""
-    path = f"{_SCOPES[scope][0]}/{path_segment(secret_id, 'secret')}"
-    kind = _FIELD_OF_TYPE.get(str(state.api.call_json("GET", path).get("type")), "value")
-    state.api.call_json("PATCH", path, body={kind: _content(kind, value, from_file)})
-    click.echo(printable(f"Updated secret {secret_id}"))
+def update(state: CliState, secret: str, scope: str, value: str | None, from_file: Any) -> None:
+    """Replace a secret's value (or fields), by ID or name, with new ones of its type."""
+    found = _on_secret(state, scope, secret, "GET")
+    kind = _FIELD_OF_TYPE.get(str(found.get("type")), "value")
+    route = _SCOPES[scope][0]
+    body = {kind: _content(kind, value, from_file)}
+    state.api.call_json("PATCH", f"{route}/{path_segment(str(found['id']), 'secret')}", body=body)
+    click.echo(printable(f"Updated secret {secret}"))
 
 
 @secret.command("delete")
-@click.argument("secret_id")
+@click.argument("secret")
 @_SCOPE_OPTION
 @click.pass_obj
-def delete(state: CliState, secret_id: str, scope: str) -> None:
-    """Delete a secret."""
-    state.api.call_json("DELETE", f"{_SCOPES[scope][0]}/{path_segment(secret_id, 'secret')}")
-    click.echo(printable(f"Deleted secret {secret_id}"))
+def delete(state: CliState, secret: str, scope: str) -> None:
+    """Delete a secret, by ID or name."""
+    _on_secret(state, scope, secret, "DELETE")
+    click.echo(printable(f"Deleted secret {secret}"))

@@ -128,3 +128,24 @@ def test_a_dot_segment_for_an_id_is_refused_naming_it(fuzzball, typed):
     result = fuzzball("secret", "delete", typed)
     assert isinstance(result.exception, InvalidArgument)
     assert f"secret '{typed}' is not valid" in str(result.exception)
+
+
+def test_describe_update_and_delete_take_the_name_a_listing_shows(fuzzball, stack, alice):
+    fuzzball("secret", "create", "named", "--value", "old")
+
+    described = fuzzball("secret", "describe", "named", "-o", "json")
+    updated = fuzzball("secret", "update", "named", input="new\n")
+    resolved = _resolve(stack, alice, "secret://user/named")
+    deleted = fuzzball("secret", "delete", "named")
+
+    assert described.exit_code == 0, described.output
+    assert json.loads(described.output)["name"] == "named"
+    assert updated.exit_code == 0 and resolved == "new"
+    assert deleted.exit_code == 0, deleted.output
+    assert json.loads(fuzzball("secret", "list", "-o", "json").output) == []
+
+
+def test_a_secret_neither_id_nor_name_finds_is_not_found_naming_both(fuzzball):
+    result = fuzzball("secret", "describe", "nothing-here")
+    assert isinstance(result.exception, NotFound)
+    assert "no user secret has the ID or name 'nothing-here'" in str(result.exception)
