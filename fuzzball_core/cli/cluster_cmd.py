@@ -47,6 +47,17 @@ def fetch_clusters(api: FuzzballClient) -> list[pb.Cluster]:
         ) from None
 
 
+def _on_federate(api: FuzzballClient, method: str, path: str) -> Any:
+    """``method`` on a Federate's cluster route; a NotFound from an API that is no Federate
+    (it has no such route) is the FailedPrecondition :func:`fetch_clusters` says, not
+    "no API path"."""
+    try:
+        return api.call_json(method, path)
+    except NotFound:
+        fetch_clusters(api)  # raises when the API is no Federate's
+        raise
+
+
 def status_text(cluster: pb.Cluster) -> str:
     """The STATUS cell: the enum's name, DRAINING for a draining member, and why."""
     if cluster.status == pb.CLUSTER_STATUS_DISABLED and cluster.status_reason == "draining":
@@ -80,9 +91,8 @@ def list_clusters(state: CliState, output: str) -> None:
 @click.pass_obj
 def show_cluster(state: CliState, cluster_id: str, output: str) -> None:
     """Show one cluster by id."""
-    cluster = read_reply(
-        state.api.call_json("GET", f"/cluster/{path_segment(cluster_id, 'cluster')}"), pb.Cluster
-    )
+    path = f"/cluster/{path_segment(cluster_id, 'cluster')}"
+    cluster = read_reply(_on_federate(state.api, "GET", path), pb.Cluster)
     emit(cluster, output, headers=_HEADERS, rows=[_row(cluster)])
 
 
@@ -92,7 +102,7 @@ def show_cluster(state: CliState, cluster_id: str, output: str) -> None:
 def leave_cluster(state: CliState, cluster_id: str) -> None:
     """Remove member CLUSTER_ID from the federation (refused, the member draining, while
     federated workflows run there; `join` it again to take it back)."""
-    state.api.call_json("DELETE", f"/admin/cluster/{path_segment(cluster_id, 'cluster')}")
+    _on_federate(state.api, "DELETE", f"/admin/cluster/{path_segment(cluster_id, 'cluster')}")
     click.echo(f'Cluster "{cluster_id}" left the federation.')
 
 

@@ -120,6 +120,15 @@ def test_cluster_list_against_an_orchestrate_says_it_is_not_a_federate(tmp_path,
     assert "is not a Federate" in result.exception.message
 
 
+def test_cluster_show_against_an_orchestrate_says_it_is_not_a_federate(tmp_path, members):
+    onprem = members[0]
+    home = tmp_path / "home"
+    _fuzzball(home, "context", "create", "o", "--address", onprem.rest_url, "--token", onprem.token)
+    result = _fuzzball(home, "cluster", "show", "nosuch")
+    assert isinstance(result.exception, FailedPrecondition)
+    assert "is not a Federate" in result.exception.message
+
+
 def test_cluster_join_takes_the_file_registration_config_printed(tmp_path, members):
     late = start_member(tmp_path, "late", [{"name": "n", "cores": 2, "memory": 4 * GIB}])
     _, admin = late.stack.create_account("root", kind="admin")
