@@ -139,8 +139,20 @@ def caller(service: OrchestrateService, context: grpc.aio.ServicerContext) -> Pr
     for key, value in context.invocation_metadata() or ():
         if key.lower() == FORWARDED_IDENTITY.lower():
             text = value.decode() if isinstance(value, bytes) else value
-            return service.forwarded_principal(who, text)
-    return who
+            who = service.forwarded_principal(who, text)
+            break
+    return who.coming_from(peer_address(context.peer() or ""))
+
+
+def peer_address(peer: str) -> str:
+    """The address in a gRPC peer (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``), without
+    its port; a ``unix:`` peer as it is."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    return peer
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:

@@ -246,7 +246,7 @@ def _authenticated(request: web.Request, token: str) -> Principal:
     forwarded = request.headers.get(FORWARDED_IDENTITY)
     if forwarded is not None:  # a Federate calling for one of its users: act as them
         who = service.forwarded_principal(who, forwarded)
-    return who
+    return who.coming_from(request.remote or "")
 
 
 def _authenticated_elsewhere(request: web.Request, token: str) -> bool:

@@ -314,6 +314,7 @@ class ListReads:
             organization_id=who.organization_id,
             target=target,
             outcome=outcome,
+            source=who.source,
             detail=dict(detail or {}),
         )
 
@@ -673,10 +674,16 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         self._audit(
             who,
             AuditAction.HOLD_ADDED,
-            f"node {hold.node_id}",
+            self._node_target(who, node_ref),
             detail={"hold": hold.id, "effect": effect, "source": source, "reason": reason},
         )
         return hold
+
+    def _node_target(self, who: Principal, node_ref: str) -> str:
+        """A node as the audit log names it, whether the caller gave its id or its name:
+        ``node NAME (ID)``."""
+        node = self.get_node(who, node_ref)
+        return f"node {node.name} ({node.id})"
 
     def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
         """Every hold on a node, oldest first."""
@@ -686,7 +693,8 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         """Release one hold by id (any source; the caller must be allowed to hold nodes)."""
         self.hold_source(who)
         self.engine.release_holds(node_ref, hold_id=hold_id, released_by=who.name)
-        self._audit(who, AuditAction.HOLD_RELEASED, f"node {node_ref}", detail={"hold": hold_id})
+        target = self._node_target(who, node_ref)
+        self._audit(who, AuditAction.HOLD_RELEASED, target, detail={"hold": hold_id})
 
     def uncordon(self, who: Principal, node_ref: str) -> int:
         """Release the node's admin cordon holds only; return how many were released."""
@@ -698,7 +706,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
             self._audit(
                 who,
                 AuditAction.HOLD_RELEASED,
-                f"node {node_ref}",
+                self._node_target(who, node_ref),
                 detail={"effect": "cordon", "source": "admin", "released": released},
             )
         return released

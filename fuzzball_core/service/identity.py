@@ -219,6 +219,7 @@ class Identity:
                 actor_id=by.user_id or by.account_id if by else None,
                 organization_id=organization.id,
                 target=f"organization {name}",
+                source=by.source if by else "",
                 detail={"owner": owner.email},
                 session=session,
             )
@@ -962,6 +963,7 @@ class Identity:
             actor=_actor(by),
             actor_id=(by.user_id or by.account_id) if by else None,
             target=f"service account {created.name}",
+            source=by.source if by else "",
             detail={"kind": chosen.value},
         )
         return created, token
@@ -1001,7 +1003,7 @@ class Identity:
             actor_id=who.user_id or who.account_id,
             organization_id=organization_id,
             target=target,
-            source=source,
+            source=source or who.source,
             detail=detail,
             session=session,
         )

@@ -312,6 +312,7 @@ class Secrets:
             actor=who.email or who.name,
             actor_id=who.user_id or who.account_id,
             target=f"secret {secret.id} ({secret.scope} {secret.name})",
+            source=who.source,
             session=session,
         )
 

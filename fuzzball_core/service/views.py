@@ -6,6 +6,7 @@ service layer sees a database row.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -56,6 +57,9 @@ class Principal:
     workflow_id: str | None = None
     #: None (the default) means the permissions of the kind, role and credential
     permissions: frozenset[str] | None = None
+    #: where the request came from (the client's address, as the server saw it), for the
+    #: audit log; empty when not known (the server's own command line)
+    source: str = ""
 
     def __post_init__(self) -> None:
         if self.permissions is None:  # callers that name no permissions get their kind's own
@@ -63,6 +67,10 @@ class Principal:
                 self.kind, role=self.role, cluster_admin=self.is_admin, credential=self.credential
             )
             object.__setattr__(self, "permissions", granted)
+
+    def coming_from(self, address: str) -> Principal:
+        """This caller, making a request from ``address``."""
+        return dataclasses.replace(self, source=address)
 
     def may(self, permission: str) -> bool:
         """Whether the caller holds ``permission`` (a :class:`Permission`)."""

@@ -107,7 +107,7 @@ def page(handler: PageHandler) -> Callable[[web.Request], Awaitable[web.StreamRe
             return sign_in_redirect(request, expired=False)
         ui = request.app[UI]
         try:
-            who = ui.service.authenticate(token)
+            who = ui.service.authenticate(token).coming_from(request.remote or "")
         except Unauthenticated:
             return sign_in_redirect(request, expired=True)
         visitor = Visitor(who, csrf_token(token), ui.nav)

@@ -12,6 +12,7 @@ from google.protobuf import struct_pb2
 from support.live_api import HELLO, TASKS, Stack
 
 from fuzzball_core import FUZZBALL_API_RELEASE
+from fuzzball_core.api.grpc_client import peer_address
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
 from fuzzball_core.service.views import FAILED, FINISHED
@@ -226,3 +227,16 @@ def test_a_user_listing_nodes_is_permission_denied(stack, channel):
         nodes.ListNodes(pb.ListNodesRequest(), metadata=auth(stack.token))
     assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "read_nodes" in (error.value.details() or "")
+
+
+@pytest.mark.parametrize(
+    ("peer", "address"),
+    [
+        ("ipv4:127.0.0.1:50051", "127.0.0.1"),
+        ("ipv6:[::1]:50051", "::1"),
+        ("unix:/run/fuzzball.sock", "unix:/run/fuzzball.sock"),
+        ("", ""),
+    ],
+)
+def test_a_grpc_callers_address_is_its_peer_without_the_port(peer, address):
+    assert peer_address(peer) == address

@@ -20,7 +20,7 @@ def test_unset_optional_fields_are_left_out_and_plain_fields_always_written():
         "name": "jobs.a",
         "status": "STAGE_STATUS_UNSPECIFIED",
         "kind": "STAGE_KIND_UNSPECIFIED",
-        "details": {"workflowId": "", "nodeIds": [], "attempt": 1},
+        "details": {"workflowId": "", "nodeIds": [], "attempt": 1, "message": ""},
     }
 
 

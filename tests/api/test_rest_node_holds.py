@@ -9,7 +9,9 @@ from support.live_api import HELLO, Stack
 from support.sql_stack import ADMIN
 from test_rest_gateway import assert_status_body, call, get
 
+from fuzzball_core.service.audit import AuditQuery
 from fuzzball_core.service.views import FINISHED, STARTED
+from fuzzball_core.vocabulary import AuditAction
 
 
 @pytest.fixture
@@ -191,3 +193,16 @@ def test_why_of_a_running_job_says_it_runs(stack):
 def test_why_of_another_accounts_workflow_is_404(stack):
     workflow_id = stack.start(HELLO)
     assert_status_body(get(stack, f"/workflows/{workflow_id}:why", stack.other_token), 404, 5)
+
+
+def test_a_holds_placing_and_release_are_audited_alike_with_the_callers_address(stack, admin_token):
+    hold = place(stack, admin_token).json()
+    node_id = stack.service.get_node(ADMIN, "node-1").id
+    call(stack, "DELETE", f"/nodes/{node_id}/holds/{hold['id']}", admin_token)
+
+    audit = stack.service.service.audit
+    placed = audit.query(AuditQuery(action=AuditAction.HOLD_ADDED)).entries[0]
+    released = audit.query(AuditQuery(action=AuditAction.HOLD_RELEASED)).entries[0]
+    # placed by the node's name, released by its id: one target
+    assert placed.target == released.target == f"node node-1 ({node_id})"
+    assert placed.source == released.source == "127.0.0.1"

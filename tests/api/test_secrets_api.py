@@ -9,7 +9,9 @@ from collections.abc import Iterator
 import pytest
 from support.secret_stack import SecretStack, secret_stack
 
+from fuzzball_core.service.audit import AuditQuery
 from fuzzball_core.service.secrets import Secrets
+from fuzzball_core.vocabulary import AuditAction
 
 VALUE = "s3cr3t-value-that-must-never-be-read-back"
 
@@ -288,3 +290,11 @@ def test_the_openapi_document_describes_the_secret_routes(secrets):
         assert "requestBody" in create, create
         assert set(by_id) == {"get", "patch", "delete"}
         assert "not described" not in str(document["paths"][path]).lower()
+
+
+def test_a_secrets_audit_entry_names_the_address_the_request_came_from(secrets):
+    alice = secrets.tenant("acme", "alice@acme.example")
+    with secrets.client(alice.token) as api:
+        _create(api, name="db", scope="SECRET_SCOPE_USER", value={"value": VALUE})
+    (entry,) = secrets.service.audit.query(AuditQuery(action=AuditAction.SECRET_CREATED)).entries
+    assert entry.source == "127.0.0.1"
