@@ -30,7 +30,8 @@ from fuzzball_core.console import run_console_script
     "--config",
     "config_file",
     envvar="FUZZBALL_CONFIG",
-    type=click.Path(dir_okay=False),
+    # a file named but missing is an error for every command, not for those that read it
+    type=click.Path(dir_okay=False, exists=True),
     help="Configuration file shared by every Fuzzball process (also $FUZZBALL_CONFIG).",
 )
 @click.pass_context

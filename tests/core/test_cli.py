@@ -1,6 +1,7 @@
 """The CLI frame: nouns, --help everywhere, output formats, errors without tracebacks."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -88,6 +89,19 @@ def test_bad_config_key_exits_2_naming_the_key(tmp_path):
     )
     assert result.returncode == 2
     assert "scheduler.drivr: unknown key" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_missing_config_file_is_refused_naming_it_even_where_none_is_read(tmp_path):
+    missing = tmp_path / "nonexist.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "fuzzball_core.cli", "--config", str(missing), "context", "list"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "home")},
+    )
+    assert result.returncode == 2
+    assert f"'{missing}' does not exist" in result.stderr
     assert "Traceback" not in result.stderr
 
 
