@@ -41,10 +41,24 @@ def address_url(address: str) -> str:
     if not address:
         raise InvalidArgument("address: empty; give host:port or a URL")
     if "://" in address:
-        return address
-    host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
-    loopback = host in ("localhost", "127.0.0.1", "[::1]")
-    return f"{'http' if loopback else 'https'}://{address}"
+        url = address
+    else:
+        host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+        loopback = host in ("localhost", "127.0.0.1", "[::1]")
+        url = f"{'http' if loopback else 'https'}://{address}"
+    _check_url(url, address)
+    return url
+
+
+def _check_url(url: str, address: str) -> None:
+    """InvalidArgument naming ``address`` unless ``url`` is an http(s) URL with a host and,
+    if any, a port (``not a url`` became ``https://not a url`` and failed at the first call)."""
+    try:
+        parsed = httpx.URL(url)  # a port that is no number is refused here
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise InvalidArgument(f"address: {address!r} is not host:port or a URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host or " " in url:
+        raise InvalidArgument(f"address: {address!r} is not host:port or an http(s) URL")
 
 
 def _error_of(response: httpx.Response) -> FuzzballError:

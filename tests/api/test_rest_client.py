@@ -108,3 +108,9 @@ def test_a_path_built_with_a_dot_segment_is_refused_before_any_request():
     with client, pytest.raises(InvalidArgument, match=re.escape("'.' or '..' segment")):
         client.call_json("DELETE", "/secrets/../organization/members/u1")
     assert paths == []
+
+
+@pytest.mark.parametrize("address", ["not a url", "ftp://host", "host:notaport"])
+def test_an_address_that_is_no_host_port_or_http_url_is_invalid_naming_it(address):
+    with pytest.raises(InvalidArgument, match=re.escape(f"address: {address!r}")):
+        address_url(address)
