@@ -60,6 +60,9 @@ def get_config(state: CliState, revision: int, output: str) -> None:
     """Print the central configuration's document."""
     params = {"revision": str(revision)} if revision else None
     text = _document(state.api.call_json("GET", _PATH, params=params))
+    if not text.strip() and not revision:
+        # nothing stored: an empty document says so on stderr, not as a blank line alone
+        click.echo("note: no central configuration is stored yet ('admin config set')", err=True)
     if output == "json":
         click.echo(json.dumps(yaml.safe_load(text) or {}, indent=2))
     else:

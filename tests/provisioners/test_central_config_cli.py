@@ -131,8 +131,11 @@ def test_get_an_earlier_revision(served):
     assert "definitions: []" in served.ok("admin", "config", "get")
 
 
-def test_get_before_any_revision_prints_an_empty_document(served):
-    assert served.ok("admin", "config", "get").strip() == ""
+def test_get_before_any_revision_prints_an_empty_document_and_says_so_on_stderr(served):
+    result = served.fuzzball("admin", "config", "get")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == ""
+    assert "no central configuration is stored yet" in result.stderr
 
 
 def test_history_lists_every_revision(served):
