@@ -299,15 +299,19 @@ class RegistryImageBackend(ImageBackend):
         digest = str(descriptor["digest"])
         size = int(descriptor["size"])
         step = f"download {digest}"
+        #: the bytes last reported: a blob whose download reported its whole size is not
+        #: reported done a second time (each report is an event the workflow shows)
+        reported = [-1]
+
+        def on_bytes(done: int, total: int) -> None:
+            reported[0] = done
+            report(step, done, total)
+
         with store.lock(digest):
             if not store.has(digest, size):
-                client.download_blob(
-                    digest,
-                    size,
-                    store.path(digest),
-                    on_bytes=lambda done, total: report(step, done, total),
-                )
-        report(step, size, size)
+                client.download_blob(digest, size, store.path(digest), on_bytes=on_bytes)
+        if reported[0] != size:
+            report(step, size, size)
         return store.path(digest)
 
 

@@ -142,3 +142,18 @@ def test_docker_manifest_list_pull_gets_the_amd64_image(
     assert image.digest == test_images.docker_amd64.digest
     assert image.annotations["index-digest"] == test_images.docker_list_digest
     assert (tree / "format").read_text() == "docker\n"
+
+
+def test_a_downloaded_layer_is_reported_done_once(
+    registry: RegistryServer, test_images: SharedImages, cache_dir: Path
+) -> None:
+    backend = DockerBackend(CONFIG)
+    image = backend.resolve(f"docker://{registry.host}/tests/layered:1")
+    reports: list[tuple[str, int, int]] = []
+
+    backend.fetch(image, cache_dir, progress=lambda *report: reports.append(report))
+
+    for item in test_images.layered.layers:
+        step = f"download {item.digest}"
+        whole = [r for r in reports if r[0] == step and r[1] == r[2]]
+        assert len(whole) == 1, [r for r in reports if r[0] == step]
