@@ -50,6 +50,9 @@ def prepare(document: dict[str, Any], deployment_dir: Path, *, enabled: bool = T
     if not enabled:
         monitoring["enabled"] = False
     if not monitoring.get("enabled", True):
+        # no Prometheus scrapes it: the node starts no node_exporter (it listened on every
+        # interface of the machine for nobody), unless the user's configuration says where
+        document.setdefault("substrate", {}).setdefault("node-exporter-listen", "")
         return
     monitoring.setdefault("webhook-listen", DEFAULT_WEBHOOK)
     ca_dir = Path(monitoring.setdefault("ca-dir", str(_directory(deployment_dir) / "ca")))

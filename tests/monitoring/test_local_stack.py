@@ -42,6 +42,15 @@ def test_no_monitoring_turns_the_stack_off(tmp_path: Path) -> None:
     assert monitoring_stack.status(config, tmp_path) == {}
 
 
+def test_no_monitoring_starts_no_node_exporter_unless_the_user_placed_one(tmp_path: Path) -> None:
+    plain: dict = {}
+    placed: dict = {"substrate": {"node-exporter-listen": "127.0.0.1:9100"}}
+    monitoring_stack.prepare(plain, tmp_path, enabled=False)
+    monitoring_stack.prepare(placed, tmp_path, enabled=False)
+    assert parse_config(plain).node_exporter_listen == ""
+    assert parse_config(placed).node_exporter_listen == "127.0.0.1:9100"
+
+
 @pytest.fixture
 def deployment(tmp_path: Path) -> Iterator[tuple[FuzzballConfig, Path]]:
     reason = have_stack()
