@@ -190,6 +190,12 @@ class ImageBackend(ABC):
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}
 
+    def check_reference(self, uri: str) -> None:
+        """Raise ``InvalidArgument`` when ``uri`` cannot name an image this backend pins, as
+        far as that is told without a registry (``fuzzball workflow validate`` asks it
+        offline, before a submission would). The default checks nothing."""
+        return None
+
     @abstractmethod
     def resolve(self, uri: str, *, credentials: Mapping[str, str] | None = None) -> ResolvedImage:
         """Pin ``uri`` to a digest without downloading layers (runs at submission time).

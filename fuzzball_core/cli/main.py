@@ -18,6 +18,7 @@ from fuzzball_core import __version__
 from fuzzball_core.cli import endpoint_cmd, workflow_remote_cmd
 from fuzzball_core.cli.admin_cmd import admin
 from fuzzball_core.cli.context import CliState
+from fuzzball_core.cli.image_references import image_reference_validator
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.cli.plugin_cmd import plugin
 from fuzzball_core.cli.secret_cmd import secret
@@ -72,13 +73,17 @@ def _deferred(registrar: str) -> dict[str, Any]:
 
 
 class _PluginValidators:
-    """The plugins' workflow validators, loaded only when a command iterates over them."""
+    """The plugins' workflow validators and the image backends' offline reference check,
+    loaded only when a command iterates over them."""
 
     def __init__(self, state: CliState) -> None:
         self._state = state
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._state.registry.workflow_validators("fuzzball workflow validate"))
+        registry = self._state.registry
+        yield from registry.workflow_validators("fuzzball workflow validate")
+        images = self._state.config.images.model_dump(mode="json", by_alias=True)
+        yield image_reference_validator(registry, images)
 
 
 @cli.command()

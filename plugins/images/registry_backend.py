@@ -129,6 +129,10 @@ class RegistryImageBackend(ImageBackend):
             )
         return reference
 
+    def check_reference(self, uri: str) -> None:
+        """:meth:`parse`, offline: a malformed reference (``docker://Alpine``) is refused."""
+        self.parse(uri)
+
     def client(
         self, reference: ImageReference, credentials: Mapping[str, str] | None
     ) -> RegistryClient:

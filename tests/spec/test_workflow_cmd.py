@@ -130,3 +130,19 @@ def test_upgrade_of_a_missing_file_is_an_error_message(runner: CliRunner, tmp_pa
     result = runner.invoke(workflow, ["upgrade", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 1
     assert "no such file" in result.stderr
+
+
+def test_validate_refuses_an_image_reference_its_backend_refuses_naming_the_field(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    from fuzzball_core.cli.main import cli
+
+    job = "version: v1\njobs:\n  a:\n    image: {{uri: '{uri}'}}\n    command: [echo, hi]\n"
+    bad = write(tmp_path, "bad.yaml", job.format(uri="docker://Alpine:latest"))
+    good = write(tmp_path, "good.yaml", job.format(uri="docker://alpine:latest"))
+
+    result = runner.invoke(cli, ["workflow", "validate", bad, good])
+
+    assert result.exit_code == 1
+    assert "jobs.a.image.uri: 'library/Alpine' in 'docker://Alpine:latest'" in result.output
+    assert f"{good}: valid" in result.output
