@@ -199,9 +199,7 @@ def read_configuration(config: dict[str, Any], *, prefix: str = "") -> dict[str,
     for endpoint in ("apiEndpoint", "openapiEndpoint"):
         value = fields.get(endpoint, "")
         if value and (
-            len(value) > _ENDPOINT_LIMIT
-            or not value.isprintable()
-            or not address_url(value).startswith(("http://", "https://"))
+            len(value) > _ENDPOINT_LIMIT or not value.isprintable() or not _http_address(value)
         ):
             raise InvalidArgument(f"{prefix}{endpoint}: expected an http(s) address")
     jwk = fields.get("jwkPublicKey", "")
@@ -667,3 +665,12 @@ class Registrations:
             else:
                 row.public_jwk, row.account_id = jwk, account_id
         self.trusted.trust(TrustedFederate(name, key, account_id))
+
+
+def _http_address(value: str) -> bool:
+    """Whether ``value`` is host:port or an http(s) URL (as a context's address is)."""
+    try:
+        address_url(value)
+    except InvalidArgument:
+        return False
+    return True
