@@ -648,11 +648,14 @@ class StorageDriver(ABC):
         """Delete ``location``'s data on this node (nothing when it is not here)."""
 
 
+#: the entry-point group of the image backends, each named by the URI scheme it serves
+IMAGE_BACKENDS = "fuzzball.image_backends"
+
 #: entry-point group -> the interface every driver in it implements
 DRIVER_INTERFACES: dict[str, type] = {
     "fuzzball.schedulers": Scheduler,
     "fuzzball.provisioners": Provisioner,
-    "fuzzball.image_backends": ImageBackend,
+    IMAGE_BACKENDS: ImageBackend,
     "fuzzball.routers": Router,
     "fuzzball.storage_drivers": StorageDriver,
 }

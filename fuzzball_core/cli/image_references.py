@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from fuzzball_core.drivers import IMAGE_BACKENDS
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.spec.models import Workflow
 
-#: the entry-point group of the image backends
-GROUP = "fuzzball.image_backends"
+GROUP = IMAGE_BACKENDS
 
 Violations = list[tuple[str, str]]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzball_core.credentials_fingerprints import credentials_fingerprint
-from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage
+from fuzzball_core.drivers import IMAGE_BACKENDS, ImageBackend, ImageConfig, ResolvedImage
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.orchestrate.pin_flights import PinFlights
 from fuzzball_core.plugins import PluginRegistry, get_registry
@@ -32,7 +32,7 @@ from fuzzball_core.spec.models import ImageBuild, Job
 from fuzzball_core.store.object_cache import SCHEMES, CacheAddress, ObjectCache
 from fuzzball_core.vocabulary import EventKind
 
-GROUP = "fuzzball.image_backends"
+GROUP = IMAGE_BACKENDS
 #: how an image stage's name begins (``images.URI`` pulls, ``images.NAME`` builds)
 IMAGE_STAGE_PREFIX = "images."
 PULL = "image-pull"

@@ -670,20 +670,15 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         """Place a hold (cordon, evict or deprovision) on a node as the caller."""
         source = self.hold_source(who)
         hold_id = self.engine.add_hold(node_ref, effect, source, reason, who.name)
-        hold = next(h for h in self.get_node(who, node_ref).holds if h.id == hold_id)
+        node = self.get_node(who, node_ref)
+        hold = next(h for h in node.holds if h.id == hold_id)
         self._audit(
             who,
             AuditAction.HOLD_ADDED,
-            self._node_target(who, node_ref),
+            _node_target(node),
             detail={"hold": hold.id, "effect": effect, "source": source, "reason": reason},
         )
         return hold
-
-    def _node_target(self, who: Principal, node_ref: str) -> str:
-        """A node as the audit log names it, whether the caller gave its id or its name:
-        ``node NAME (ID)``."""
-        node = self.get_node(who, node_ref)
-        return f"node {node.name} ({node.id})"
 
     def list_holds(self, who: Principal, node_ref: str) -> list[HoldView]:
         """Every hold on a node, oldest first."""
@@ -693,7 +688,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         """Release one hold by id (any source; the caller must be allowed to hold nodes)."""
         self.hold_source(who)
         self.engine.release_holds(node_ref, hold_id=hold_id, released_by=who.name)
-        target = self._node_target(who, node_ref)
+        target = _node_target(self.get_node(who, node_ref))
         self._audit(who, AuditAction.HOLD_RELEASED, target, detail={"hold": hold_id})
 
     def uncordon(self, who: Principal, node_ref: str) -> int:
@@ -706,7 +701,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
             self._audit(
                 who,
                 AuditAction.HOLD_RELEASED,
-                self._node_target(who, node_ref),
+                _node_target(self.get_node(who, node_ref)),
                 detail={"effect": "cordon", "source": "admin", "released": released},
             )
         return released
@@ -1083,3 +1078,9 @@ def _event_view(event: Event) -> EventView:
         event.node_id,
         dict(event.data or {}),
     )
+
+
+def _node_target(node: NodeView) -> str:
+    """A node as the audit log names it, whether the caller gave its id or its name:
+    ``node NAME (ID)``."""
+    return f"node {node.name} ({node.id})"

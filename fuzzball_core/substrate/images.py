@@ -27,11 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzball_core.drivers import ImageBackend, ImageConfig, ResolvedImage, image_config_path
+from fuzzball_core.drivers import (
+    IMAGE_BACKENDS,
+    ImageBackend,
+    ImageConfig,
+    ResolvedImage,
+    image_config_path,
+)
 from fuzzball_core.errors import FuzzballError, InvalidArgument
 from fuzzball_core.plugins import PluginRegistry
 
-GROUP = "fuzzball.image_backends"
+GROUP = IMAGE_BACKENDS
 #: the scheme of the backend that stores images on the cluster (the object cache): pulled
 #: images are written back and built images stored through it
 STORE_SCHEME = "fuzzball"
