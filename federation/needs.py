@@ -72,19 +72,15 @@ class VolumeNeed:
 
 
 def persistent_reference(volume: Volume) -> str | None:
-    """The ``volume://`` reference of a named persistent volume (its ``reference`` naming a
-    volume of a class other than ``ephemeral``, v4's ``use: persistent`` with a ``name``, or a
-    ``name`` alone); None for ephemeral, host and nameless volumes. The same reading as
-    Orchestrate's ``workflow_volumes.reference_text``, which Federate may not import."""
-    if volume.reference is not None:
-        parts = [p for p in str(volume.reference).removeprefix(VOLUME_SCHEME).split("/") if p]
-        if len(parts) >= 3 and parts[1] != "ephemeral":
-            return VOLUME_SCHEME + "/".join(parts)
+    """The ``volume://`` reference of a named persistent volume (the volume's
+    :attr:`~fuzzball_core.spec.models.Volume.storage_reference` when it names a volume of a
+    class other than ``ephemeral``); None for ephemeral, host and nameless volumes."""
+    reference = volume.storage_reference
+    if reference is None:
         return None
-    if volume.type is not None or volume.path is not None or not volume.name:
-        return None
-    if volume.use in (None, "persistent"):
-        return f"{VOLUME_SCHEME}user/persistent/{volume.name}"
+    parts = [p for p in reference.removeprefix(VOLUME_SCHEME).split("/") if p]
+    if len(parts) >= 3 and parts[1] != "ephemeral":
+        return VOLUME_SCHEME + "/".join(parts)
     return None
 
 

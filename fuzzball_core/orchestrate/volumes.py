@@ -254,6 +254,11 @@ def resolve(
         catalog.access_mode(storage_class) == "MODE_UNSPECIFIED"
     )
     shared = driver.shared and multi_node
+    if not storage_class.persistent and reference.name is not None:
+        raise InvalidArgument(
+            f"{where}: storage class {storage_class.name!r} makes one volume per workflow, "
+            f"which has no name; write {reference.text()[: -len(reference.name) - 1]}"
+        )
     if not storage_class.persistent:
         return ResolvedVolume(
             reference=reference.text(),

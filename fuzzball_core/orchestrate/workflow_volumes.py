@@ -41,24 +41,6 @@ def installed_driver(name: str) -> StorageDriver:
     return driver
 
 
-def reference_text(volume: Volume) -> str | None:
-    """The ``volume://`` reference a workflow's volume stands for: its ``reference``, v4's
-    ``use: persistent`` (+ ``name``) or a volume given by ``name`` alone (a persistent
-    volume), else the workflow's ephemeral volume (``type: EPHEMERAL``, ``use: ephemeral``,
-    a ``size`` alone); None for what is not a storage class's volume (host directories and
-    storage provisioners, refused by the capabilities)."""
-    if volume.reference is not None:
-        return str(volume.reference)
-    if volume.type == "HOST" or volume.path is not None:
-        return None
-    if volume.use == "persistent" or (volume.use is None and volume.name is not None):
-        return "volume://user/persistent" + (f"/{volume.name}" if volume.name else "")
-    if volume.use in (None, "ephemeral"):
-        # EPHEMERAL, use: ephemeral, or only a size: the workflow's own scratch volume
-        return "volume://user/ephemeral"
-    return None
-
-
 def _resolve_all(
     session: Session,
     owner: VolumeOwner,
@@ -71,7 +53,7 @@ def _resolve_all(
     for name, volume in (declared or {}).items():
         if names is not None and name not in names:
             continue
-        text = reference_text(volume)
+        text = volume.storage_reference
         if text is None:
             continue
         resolved[name] = volumes.resolve(

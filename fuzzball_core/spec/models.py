@@ -310,12 +310,60 @@ class Volume(SpecModel):
                 "a volume needs a reference such as volume://user/ephemeral (v1) or use: "
                 "ephemeral (v4)"
             )
+        conflict = self._conflict()
+        if conflict is not None:
+            raise ValueError(conflict)
         return self
 
+    def _conflict(self) -> str | None:
+        """Why the fields naming this volume's kind contradict each other (None when they
+        agree): one kind is what the volume is, and a second that says otherwise would be
+        dropped silently, keeping data meant to go or losing data meant to stay."""
+        host = self.type == "HOST" or self.path is not None
+        if self.reference is not None:
+            parts = _volume_parts(self.reference)
+            if host:
+                given = "path" if self.path is not None else "type: HOST"
+                return f"{given} contradicts reference {self.reference}; give one of them"
+            if self.type == "EPHEMERAL" and parts[1] != "ephemeral":
+                return f"type: EPHEMERAL contradicts reference {self.reference}; give one of them"
+            if self.use is not None and self.use != parts[1]:
+                return f"use: {self.use} contradicts reference {self.reference}; give one of them"
+            if self.use == "persistent" and self.name is not None and parts[2:] != [self.name]:
+                return (
+                    f"name: {self.name} contradicts reference {self.reference} (use: persistent "
+                    "names the volume); give one of them"
+                )
+            if parts[1] == "ephemeral" and len(parts) > 2:
+                return (
+                    f"reference {self.reference}: the workflow's ephemeral volume has no name; "
+                    f"write volume://{parts[0]}/ephemeral"
+                )
+            return None
+        if self.use is not None and (host or self.type == "EPHEMERAL"):
+            given = "type: EPHEMERAL" if self.type == "EPHEMERAL" else "a host volume"
+            return f"use: {self.use} contradicts {given}; give one of them"
+        return None
+
     @property
-    def is_nameless_persistent(self) -> bool:
-        """True for ``volume://SCOPE/persistent`` without a volume name."""
-        return self.reference is not None and _volume_parts(self.reference)[1:] == ["persistent"]
+    def storage_reference(self) -> str | None:
+        """The ``volume://`` reference this volume stands for: its ``reference``; v4's
+        ``use: persistent`` (with its ``name``) or a ``name`` alone: a persistent volume;
+        ``type: EPHEMERAL`` (whose ``name`` is only v1's copy of its key), ``use:
+        ephemeral`` or a ``size`` alone: the workflow's ephemeral volume. None for what is
+        no storage class's volume (host directories, and ``use`` naming a storage
+        provisioner), which the cluster's capabilities refuse."""
+        if self.reference is not None:
+            return str(self.reference)
+        if self.type == "HOST" or self.path is not None:
+            return None
+        if self.type == "EPHEMERAL" or self.use == "ephemeral":
+            return "volume://user/ephemeral"
+        if self.use == "persistent" or (self.use is None and self.name is not None):
+            return "volume://user/persistent" + (f"/{self.name}" if self.name else "")
+        if self.use is None:
+            return "volume://user/ephemeral"
+        return None
 
 
 class ImageBuild(SpecModel):

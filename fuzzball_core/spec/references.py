@@ -11,9 +11,10 @@ path either a declared top-level file (``file://NAME``) or its content written i
 workflow-built images are not built from each other in a cycle; every endpoint proxies to a
 declared port and endpoint names are unique; no image, ingress or egress URI carries credentials
 (``user:password@``), which would be stored and shown with the workflow.
-Warned: nameless persistent volume references, ``policy.retry`` without ``on``, and a volume's
-egress that can never run because a service mounting it serves until the workflow is stopped
-(``persist: true``, or a workflow of services alone), and a stop cancels egress.
+Warned: nameless persistent volume references (and ``use: persistent`` without a name),
+``policy.retry`` without ``on``, and a volume's egress that can never run because a service
+mounting it serves until the workflow is stopped (``persist: true``, or a workflow of
+services alone), and a stop cancels egress.
 Cycle detection is linear in the number of steps and dependencies.
 """
 
@@ -153,7 +154,13 @@ def _check_transfer_credentials(volumes: dict[str, Any]) -> list[Violation]:
 
 def _check_volumes(volumes: dict[str, Any], warnings: list[str]) -> None:
     for name, volume in volumes.items():
-        reference = _mapping(volume).get("reference")
+        volume = _mapping(volume)
+        reference = volume.get("reference")
+        if reference is None and volume.get("use") == "persistent" and not volume.get("name"):
+            warnings.append(
+                f"volumes.{name}.use: persistent without a name resolves to the default "
+                "persistent volume; name it (name: NAME)"
+            )
         if not isinstance(reference, str):
             continue
         parts = [p for p in reference.removeprefix("volume://").split("/") if p]

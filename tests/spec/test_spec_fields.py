@@ -82,7 +82,7 @@ Row = Used | Warned | Refused
 # --- consumers ------------------------------------------------------------------------------
 
 UPGRADE = "fuzzball_core.spec.upgrade"
-WORKFLOW_VOLUMES = "fuzzball_core.orchestrate.workflow_volumes"
+VOLUME_KIND = "fuzzball_core.spec.models:Volume.storage_reference"
 PLAN = "fuzzball_core.spec.plan:plan_workflow"
 DEFAULTS = "fuzzball_core.spec.defaults:combine_defaults"
 RESOURCES = "fuzzball_core.spec.resources"
@@ -331,10 +331,10 @@ TABLE: dict[str, Row] = {
     **_mount_rows("defaults.service.mounts", DEFAULTS, "mounts"),
     **_resource_rows("defaults.service.resource", defaults=True),
     # volumes: every volume here is a directory each node makes for its workflow
-    "volumes.*.name": Used(f"{WORKFLOW_VOLUMES}:reference_text", "name"),
-    "volumes.*.type": Used(f"{WORKFLOW_VOLUMES}:reference_text", "type"),
-    "volumes.*.reference": Used(f"{WORKFLOW_VOLUMES}:reference_text", "reference"),
-    "volumes.*.use": Used(f"{WORKFLOW_VOLUMES}:reference_text", "use"),
+    "volumes.*.name": Used(VOLUME_KIND, "name"),
+    "volumes.*.type": Used(VOLUME_KIND, "type"),
+    "volumes.*.reference": Used(VOLUME_KIND, "reference"),
+    "volumes.*.use": Used(VOLUME_KIND, "use"),
     "volumes.*.path": Refused(
         "host volumes are not supported here; use a storage class of the hostpath driver"
         " (volume://user/CLASS/NAME)"
@@ -567,7 +567,7 @@ def _resolve(consumer: str) -> Any:
     found: Any = importlib.import_module(module)
     for part in qualified.split(".") if qualified else ():
         found = getattr(found, part)
-    return found
+    return found.fget if isinstance(found, property) else found
 
 
 def _rows(kind: type) -> list[str]:

@@ -662,3 +662,46 @@ def test_a_presigned_ingress_url_is_not_taken_for_credentials(parse: Parse) -> N
     )
 
     assert parsed.model.volumes["v"].ingress[0].source.uri.endswith("Signature=a@b")
+
+
+def test_a_persistent_use_without_a_name_produces_a_warning(parse: Parse) -> None:
+    parsed = parse(one_job("", head="volumes:\n  v: {use: persistent}\n"))
+    assert [w.split(":")[0] for w in parsed.warnings] == ["volumes.v.use"]
+    assert "default persistent volume" in parsed.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ("{use: persistent, name: results, reference: 'volume://user/ephemeral'}", "use"),
+        ("{type: EPHEMERAL, reference: 'volume://user/persistent/results'}", "type"),
+        ("{type: HOST, reference: 'volume://user/ephemeral'}", "type: HOST"),
+        ("{use: persistent, name: a, reference: 'volume://user/persistent/b'}", "name: a"),
+        ("{use: persistent, type: EPHEMERAL}", "use: persistent"),
+        ("{reference: 'volume://user/ephemeral/scratch'}", "has no name"),
+    ],
+)
+def test_a_volume_whose_kind_fields_contradict_each_other_is_refused(
+    violations: Violations, fields: str, named: str
+) -> None:
+    found = violations(one_job("", head=f"volumes:\n  v: {fields}\n"))
+    assert [path for path, _ in found] == ["volumes.v"]
+    assert named in found[0][1]
+
+
+@pytest.mark.parametrize(
+    ("fields", "reference"),
+    [
+        ("{type: EPHEMERAL, name: scratch}", "volume://user/ephemeral"),
+        ("{use: ephemeral, name: scratch}", "volume://user/ephemeral"),
+        ("{name: v, reference: 'volume://user/ephemeral'}", "volume://user/ephemeral"),
+        ("{use: persistent, name: results}", "volume://user/persistent/results"),
+        ("{name: results}", "volume://user/persistent/results"),
+        ("{size: 1GiB}", "volume://user/ephemeral"),
+    ],
+)
+def test_a_volume_stands_for_the_storage_reference_its_kind_fields_say(
+    parse: Parse, fields: str, reference: str
+) -> None:
+    parsed = parse(one_job("", head=f"volumes:\n  v: {fields}\n"))
+    assert parsed.model.volumes["v"].storage_reference == reference

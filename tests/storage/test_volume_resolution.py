@@ -56,6 +56,15 @@ def test_a_nameless_persistent_reference_is_the_default_volume_with_a_warning(
     assert "default persistent volume" in resolved.warnings[0]
 
 
+def test_a_name_on_a_per_workflow_class_is_refused_naming_the_reference(
+    session: Session,
+) -> None:
+    with pytest.raises(
+        InvalidArgument, match=r"makes one volume per workflow.*volume://user/ephemeral$"
+    ):
+        resolve(session, ALICE, "volume://user/ephemeral/scratch", "wf-9")
+
+
 def test_an_ephemeral_reference_is_a_per_workflow_volume(session: Session) -> None:
     resolved = resolve(session, ALICE, "volume://user/ephemeral", "wf-9")
     assert resolved.volume_id is None
