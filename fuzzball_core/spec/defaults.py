@@ -17,7 +17,15 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from fuzzball_core.spec.models import DefaultJob, DefaultSteps, Job, Retry, Service, Workflow
+from fuzzball_core.spec.models import (
+    DefaultJob,
+    DefaultSteps,
+    Job,
+    Policy,
+    Retry,
+    Service,
+    Workflow,
+)
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _Step = TypeVar("_Step", Job, Service)
@@ -56,6 +64,14 @@ def merge_models(defaults: _Model | None, own: _Model | None) -> _Model | None:
     return own.model_copy(update=update) if update else own
 
 
+def _inheritable(defaults: Policy, own: Policy | None) -> Policy:
+    """The part of a default ``policy`` a job inherits: ``retry`` and ``restart`` say one
+    thing (whether a run is tried again), so a job declaring either inherits neither."""
+    if own is None or (own.retry is None and own.restart is None):
+        return defaults
+    return defaults.model_copy(update={"retry": None, "restart": None})
+
+
 def apply_defaults(step: _Step, defaults: DefaultJob | None) -> _Step:
     """Return ``step`` with ``defaults`` applied (the step itself is not modified)."""
     if defaults is None:
@@ -69,7 +85,7 @@ def apply_defaults(step: _Step, defaults: DefaultJob | None) -> _Step:
     if defaults.resource is not None:
         update["resource"] = merge_models(defaults.resource, step.resource)
     if isinstance(step, Job) and defaults.policy is not None:
-        update["policy"] = merge_models(defaults.policy, step.policy)
+        update["policy"] = merge_models(_inheritable(defaults.policy, step.policy), step.policy)
     return step.model_copy(update=update) if update else step
 
 

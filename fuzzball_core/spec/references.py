@@ -183,8 +183,10 @@ def _check_egress_behind_services(
     sent = {name for name, volume in volumes.items() if _list(_mapping(volume).get("egress"))}
     if not sent:
         return
+    # what a service inherits, as fuzzball_core.spec.defaults.service_defaults merges it
     inherited = {
         **_mapping(defaults.get("mounts")),
+        **_mapping(_mapping(defaults.get("job")).get("mounts")),
         **_mapping(_mapping(defaults.get("service")).get("mounts")),
     }
     for name, service in services.items():

@@ -126,6 +126,14 @@ def test_jobs_inherit_the_default_retry_unless_they_declare_their_own(parse: Par
     assert parsed.jobs["restarts"].policy.retry.attempts is None
 
 
+def test_a_job_saying_restart_never_inherits_no_default_retry(parse: Parse) -> None:
+    parsed = parse(
+        "version: v4\ndefaults:\n  job:\n    policy:\n      retry: {on: [node, 1], attempts: 5}\n"
+        "jobs:\n  a:\n    image: {uri: docker://a}\n    policy: {restart: never}\n"
+    )
+    assert parsed.jobs["a"].policy.effective_retry is None
+
+
 # --- services -------------------------------------------------------------------------------
 
 
@@ -452,6 +460,19 @@ def test_an_egress_behind_a_workflow_of_services_alone_is_warned_as_never_runnin
 
     assert [w.split(":")[0] for w in parsed.warnings] == ["volumes.v.egress"]
     assert "a workflow of services alone" in parsed.warnings[0]
+
+
+def test_an_egress_behind_a_persisting_service_mounting_it_from_the_jobs_defaults_is_warned(
+    parse: Parse,
+) -> None:
+    parsed = parse(
+        "version: v4\ndefaults:\n  job:\n    mounts: {/data: v}\n"
+        + EGRESSED_VOLUME
+        + "jobs:\n  a:\n    image: {uri: docker://a}\n"
+        + "services:\n  s:\n    image: {uri: docker://nginx}\n    persist: true\n"
+    )
+
+    assert [w.split(":")[0] for w in parsed.warnings] == ["volumes.v.egress"]
 
 
 def test_an_egress_behind_a_service_stopped_after_the_jobs_is_not_warned(parse: Parse) -> None:
