@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 
 from fuzzball_core.spec import Job, Service
+from fuzzball_core.spec.resources import job_resources
 from fuzzball_core.substrate.network import NodeInterface
 
 #: Starts the node's ranks of a command, run as ``/bin/sh LAUNCHER FIRST COUNT COMMAND...``
@@ -78,11 +79,15 @@ class RankLayout:
 
     @classmethod
     def of(cls, job: Job | Service, node_ids: list[str], node_id: str) -> RankLayout | None:
-        """The layout for ``node_id``, or None for a job (or service) that is not multinode."""
+        """The layout for ``node_id``, or None for a job (or service) that is not multinode.
+
+        Without ``procs-per-node`` a node runs one process per core the job has there, as
+        the API defines it ("the number of CPUs allocated to the job container")."""
         if job.multinode is None:
             return None
         part = node_ids.index(node_id) if node_id in node_ids else 0
-        return cls(part, job.multinode.nodes, job.multinode.procs_per_node or 1)
+        procs = job.multinode.procs_per_node or job_resources(job).cores
+        return cls(part, job.multinode.nodes, procs)
 
     @property
     def first_rank(self) -> int:

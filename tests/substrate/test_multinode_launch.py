@@ -16,6 +16,7 @@ from pyroute2 import IPRoute
 from support.netns_tools import create_namespace, entered, remove_namespace
 
 from fuzzball_core.errors import FailedPrecondition
+from fuzzball_core.spec import Job, parse_workflow
 from fuzzball_core.substrate import hwloc, openmpi, rendezvous
 from fuzzball_core.substrate.network import NodeInterface, node_interface
 from fuzzball_core.substrate.ranks import RankLayout, primary_interface, transport_environment
@@ -25,6 +26,25 @@ DAEMON_LINE = (
     '( test ! -r ./.profile || . ./.profile; orted --daemonize -mca ess "env"'
     ' -mca ess_base_vpid 1 -mca orte_hnp_uri "1.0;tcp://10.0.0.2:5000" )'
 )
+
+
+def _job(multinode: str, resource: str = "") -> Job:
+    text = (
+        "version: v4\njobs:\n  j:\n    image: {uri: docker://a}\n"
+        f"    multinode: {multinode}\n{resource}"
+    )
+    return parse_workflow(text).jobs["j"]
+
+
+def test_a_part_without_procs_per_node_runs_a_process_per_core_of_the_job() -> None:
+    job = _job("{nodes: 2, implementation: openmpi}", "    resource: {cpu: {cores: 6}}\n")
+    layout = RankLayout.of(job, ["n0", "n1"], "n1")
+    assert (layout.procs_per_node, layout.first_rank, layout.size) == (6, 6, 12)
+
+
+def test_procs_per_node_wins_over_the_jobs_cores() -> None:
+    job = _job("{nodes: 2, procs-per-node: 2}", "    resource: {cpu: {cores: 6}}\n")
+    assert RankLayout.of(job, ["n0", "n1"], "n0").procs_per_node == 2
 
 
 def test_part_0_runs_mpirun_with_every_part_as_a_host_of_its_slots() -> None:
