@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from support.cluster import Cluster, LocalRegistry
-from support.config_images import push_config_image
+from support.config_images import GROUP, push_config_image
 
 from fuzzball_core.errors import InvalidArgument
 
@@ -87,6 +87,20 @@ def test_a_script_runs_without_the_entrypoint_or_cmd(
     log, stage = _run(cluster, image(**ENTRY_AND_CMD), "script: echo from-script")
 
     assert (stage.status, log) == ("FINISHED", "from-script\n")
+
+
+def test_a_script_naming_its_interpreter_is_run_by_it_with_the_args(
+    cluster: Cluster, image: Callable[..., str]
+) -> None:
+    # /bin/cat as the interpreter prints the script itself, then each argument's file;
+    # under /bin/sh the second line would be run as a command
+    log, stage = _run(
+        cluster,
+        image(**ENTRY_AND_CMD),
+        "script: |\n  #!/bin/cat\n  not a command\nargs: [/etc/group]",
+    )
+
+    assert (stage.status, log) == ("FINISHED", "#!/bin/cat\nnot a command\n" + GROUP)
 
 
 def test_the_cmd_alone_runs_when_the_image_has_no_entrypoint(

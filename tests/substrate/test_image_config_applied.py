@@ -60,6 +60,12 @@ def test_a_script_runs_without_the_entrypoint_or_cmd() -> None:
     assert job_command(job, "/.fuzzball/script", IMAGE) == ["/bin/sh", "/.fuzzball/script", "x"]
 
 
+def test_a_script_naming_its_interpreter_is_run_itself() -> None:
+    job = _job(script="#!/usr/bin/env python3\nprint('hi')\n", args=["x"])
+
+    assert job_command(job, "/.fuzzball/script", IMAGE) == ["/.fuzzball/script", "x"]
+
+
 def test_a_command_replaces_a_cmd_without_entrypoint() -> None:
     image = ImageConfig(cmd=("/bin/sh",))
 

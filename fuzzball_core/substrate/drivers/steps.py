@@ -112,19 +112,20 @@ def volume_binds(
     return binds
 
 
-def readable_file(path: Path, content: str) -> Path:
+def readable_file(path: Path, content: str, mode: int = 0o644) -> Path:
     """Write ``content`` to ``path`` readable by every user (whoever the job runs as reads
     it through a bind, which skips the host directories above it)."""
     path.write_text(content)
-    path.chmod(0o644)
+    path.chmod(mode)
     path.parent.chmod(0o755)
     return path
 
 
 def script_bind(claims: RunClaims, script: str) -> tuple[Bind, str]:
-    """The job's script in a read-only directory, and its path inside the container."""
+    """The job's script in a read-only directory (executable by every user: a script
+    naming its interpreter is run itself), and its path inside the container."""
     script_dir = claims.directory("script")
-    readable_file(script_dir / "script", script)
+    readable_file(script_dir / "script", script, mode=0o755)
     return Bind(str(script_dir), SCRIPT_DIR, readonly=True), f"{SCRIPT_DIR}/script"
 
 
@@ -175,11 +176,14 @@ def _hostname_base(job_name: str) -> str:
 def job_command(
     job: Job | Service, script_path: str | None, image: ImageConfig = NO_CONFIG
 ) -> list[str]:
-    """The argv: the script run by /bin/sh with the job's ``args``; else the image's
-    ``Entrypoint`` then the job's ``command`` and ``args`` or, when it gives neither, the
-    image's ``Cmd``. Empty when nothing names a command."""
+    """The argv: the script with the job's ``args``, run by the interpreter its ``#!`` line
+    names (the kernel reads it, as a shell runs an executable script) or else by /bin/sh;
+    else the image's ``Entrypoint`` then the job's ``command`` and ``args`` or, when it
+    gives neither, the image's ``Cmd``. Empty when nothing names a command."""
     args = list(job.args or [])
     if script_path is not None:
+        if (job.script or "").startswith("#!"):
+            return [script_path, *args]
         return ["/bin/sh", script_path, *args]
     given = [*(job.command or []), *args]
     return [*(image.entrypoint or ()), *(given or image.cmd or ())]
