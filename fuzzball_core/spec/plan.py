@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec.defaults import effective_jobs, effective_services
 from fuzzball_core.spec.models import Job, Service, Workflow
-from fuzzball_core.spec.references import built_image_name
+from fuzzball_core.spec.references import built_image_name, step_file_contents
 
 
 class StageKind(StrEnum):
@@ -292,7 +292,9 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
         edges.append(Edge(f"images.{uri}", target, Condition.ON_SUCCESS))
 
     for name, image in images.items():
-        stages.append(Stage(f"images.{name}", StageKind.IMAGE, name, definition=image))
+        # the files as written into the image: file://NAME resolved, as a step's are
+        built = image.model_copy(update={"files": step_file_contents(image.files, model.files)})
+        stages.append(Stage(f"images.{name}", StageKind.IMAGE, name, definition=built))
         image_source(str(image.from_.uri), image.from_.secret, f"images.{name}")
     for name, volume in (model.volumes or {}).items():
         stages.append(Stage(f"volumes.{name}", StageKind.VOLUME, name, definition=volume))

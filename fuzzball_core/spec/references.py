@@ -6,11 +6,12 @@ anything of the wrong shape is skipped here because the model reports it.
 
 Checked: at least one job or service; jobs and services do not share names; every dependency
 names a job or service, ``RUNNING`` dependencies name services, and dependencies form no
-cycle; every mount names a declared volume; every step's ``files`` entry puts at an absolute
-path either a declared top-level file (``file://NAME``) or its content written inline;
-workflow-built images are not built from each other in a cycle; every endpoint proxies to a
-declared port and endpoint names are unique; no image, ingress or egress URI carries credentials
-(``user:password@``), which would be stored and shown with the workflow.
+cycle; every mount names a declared volume; every step's (and built image's) ``files`` entry
+puts at an absolute path either a declared top-level file (``file://NAME``) or its content
+written inline; workflow-built images are not built from each other in a cycle; every
+endpoint proxies to a declared port and endpoint names are unique; no image, ingress or egress
+URI carries credentials (``user:password@``), which would be stored and shown with the
+workflow.
 Warned: nameless persistent volume references (and ``use: persistent`` without a name),
 ``policy.retry`` without ``on``, and a volume's egress that can never run because a service
 mounting it serves until the workflow is stopped (``persist: true``, or a workflow of
@@ -87,6 +88,8 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
         chain = " -> ".join(cycle)
         errors.append((f"{first}.depends-on[{index}].name", f"dependency cycle: {chain}"))
 
+    for name, image in _mapping(document.get("images")).items():
+        _check_step_files(_mapping(image).get("files"), f"images.{name}", workflow_files, errors)
     errors.extend(_check_image_builds(_mapping(document.get("images"))))
     errors.extend(_check_image_credentials(document))
     errors.extend(_check_transfer_credentials(_mapping(document.get("volumes"))))

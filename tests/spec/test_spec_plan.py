@@ -213,3 +213,15 @@ jobs:
         pull_stages=True,
     )
     assert plan.stages["images.docker://x"].definition.secret == "secret://user/reg"
+
+
+def test_a_built_images_files_hold_the_content_of_the_top_level_files_they_name() -> None:
+    plan = plan_workflow(
+        parse_workflow(
+            "version: v4\nfiles: {conf: 'x=1'}\nimages:\n  t:\n    from: {uri: docker://a}\n"
+            "    files: {/etc/a.conf: 'file://conf', /etc/inline: 'y=2'}\n"
+            "jobs:\n  j: {image: {uri: fuzzball://user/t}}\n"
+        )
+    )
+    build = next(stage for stage in plan if stage.id == "images.t").definition
+    assert build.files == {"/etc/a.conf": "x=1", "/etc/inline": "y=2"}

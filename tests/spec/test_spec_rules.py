@@ -321,6 +321,22 @@ def test_an_image_of_another_scope_with_the_same_name_is_not_a_build_dependency(
     parse(one_job("", head="images:\n  a: {from: {uri: fuzzball://group/a}}\n"))
 
 
+def test_a_built_images_files_name_declared_files_at_absolute_paths(
+    violations: Violations,
+) -> None:
+    found = violations(
+        one_job(
+            "",
+            head="files: {conf: 'x=1'}\nimages:\n  t:\n    from: {uri: docker://a}\n"
+            "    files: {/etc/a.conf: 'file://conf', relative: 'x', /etc/b: 'file://nosuch'}\n",
+        )
+    )
+    assert found == [
+        ("images.t.files.relative", "the path in the container must be absolute"),
+        ("images.t.files./etc/b", "file nosuch is not declared in files"),
+    ]
+
+
 # --- volumes and mounts -----------------------------------------------------------------------
 
 
