@@ -7,9 +7,14 @@ rewrites someone's screen, and no bidirectional override hides what a name says.
 
 What was stored before these rules, and every other text a server sends (messages, errors,
 events), is shown through :func:`printable`, which escapes what a terminal would act on.
+
+A step's name also becomes a host name (:func:`dns_label`): the job's own hostname, and the
+name other containers of the workflow reach a service by.
 """
 
 from __future__ import annotations
+
+import re
 
 from fuzzball_core.errors import InvalidArgument
 
@@ -17,6 +22,14 @@ from fuzzball_core.errors import InvalidArgument
 MAX_WORKFLOW_NAME = 256
 #: Longest hold reason, in characters.
 MAX_HOLD_REASON = 1024
+
+_LABEL_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(name: str) -> str:
+    """``name`` as a DNS label: lower case, each run of other characters than letters,
+    digits and ``-`` as one ``-``, no ``-`` at either end (empty when nothing is left)."""
+    return _LABEL_UNSAFE.sub("-", name.lower()).strip("-")
 
 
 def check_printable(field: str, value: str, *, limit: int) -> str:

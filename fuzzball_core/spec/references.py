@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fuzzball_core.spec.names import dns_label
+
 Violation = tuple[str, str]
 _BUILT_IMAGE_SCHEMES = ("fuzzball://", "fb://")
 #: how a step's ``files`` entry names one of the workflow's top-level ``files``
@@ -76,7 +78,7 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
             if section == "jobs":
                 _check_retry(step.get("policy"), path, warnings)
             else:
-                _check_endpoints(step, path, errors)
+                _check_endpoints(step, path, errors, warnings)
             if section == "services" and name in jobs:
                 continue  # already an error; keep the dependency graph keyed by unique names
             dependencies[f"{section}.{name}"] = _step_dependencies(
@@ -94,6 +96,7 @@ def check_references(document: dict[str, Any]) -> tuple[list[Violation], list[st
     errors.extend(_check_image_credentials(document))
     errors.extend(_check_transfer_credentials(_mapping(document.get("volumes"))))
     _check_unique_endpoint_names(services, errors)
+    _check_host_names(services, errors)
     _check_egress_behind_services(volumes, services, all_defaults, bool(jobs), warnings)
     return errors, warnings
 
@@ -358,18 +361,66 @@ def _check_image_builds(images: dict[str, Any]) -> list[Violation]:
     ]
 
 
-def _check_endpoints(service: dict[str, Any], path: str, errors: list[Violation]) -> None:
+def _check_endpoints(
+    service: dict[str, Any], path: str, errors: list[Violation], warnings: list[str]
+) -> None:
     network = _mapping(service.get("network"))
-    ports = {port.get("name") for port in _list(network.get("ports")) if isinstance(port, dict)}
-    for index, endpoint in enumerate(_list(network.get("endpoints"))):
-        port_name = _mapping(endpoint).get("port-name")
-        if isinstance(port_name, str) and port_name and port_name not in ports:
+    ports: dict[str, tuple[int, Any]] = {}
+    for index, port in enumerate(_list(network.get("ports"))):
+        name = _mapping(port).get("name")
+        if not isinstance(name, str):
+            continue
+        if name in ports:
             errors.append(
                 (
-                    f"{path}.network.endpoints[{index}].port-name",
-                    f"no port named {port_name} in network.ports",
+                    f"{path}.network.ports[{index}].name",
+                    f"port name {name} is already given to network.ports[{ports[name][0]}]",
                 )
             )
+        else:
+            ports[name] = (index, _mapping(port).get("protocol"))
+    endpoints = _list(network.get("endpoints"))
+    for index, endpoint in enumerate(endpoints):
+        port_name = _mapping(endpoint).get("port-name")
+        if not isinstance(port_name, str) or not port_name:
+            continue
+        where = f"{path}.network.endpoints[{index}].port-name"
+        if port_name not in ports:
+            errors.append((where, f"no port named {port_name} in network.ports"))
+        elif str(ports[port_name][1]).lower() == "udp":
+            errors.append((where, f"port {port_name} is udp; an endpoint proxies TCP streams"))
+    scale = _mapping(service.get("scale"))
+    if str(scale.get("min")) == "0" and not endpoints:
+        errors.append(
+            (
+                f"{path}.scale.min",
+                "0 starts the service on the first request to one of its endpoints, and it "
+                "declares none (network.endpoints), so it would never start",
+            )
+        )
+    if scale.get("idle-timeout") is not None and str(scale.get("min")) != "0":
+        warnings.append(
+            f"{path}.scale.idle-timeout: has no effect unless scale.min is 0 (a service scaled "
+            "to zero stops after this long without a request)"
+        )
+
+
+def _check_host_names(services: dict[str, Any], errors: list[Violation]) -> None:
+    """Services reach each other by name (and its DNS label, :func:`dns_label`): two whose
+    names give one host name would each hide the other."""
+    taken: dict[str, str] = {}
+    for name in services:
+        for host in dict.fromkeys((name, dns_label(name))):
+            if host in taken and taken[host] != name:
+                errors.append(
+                    (
+                        f"services.{name}",
+                        f"answers to host name {host}, as services.{taken[host]} does; "
+                        "rename one of them",
+                    )
+                )
+                break
+            taken[host] = name
 
 
 def _check_unique_endpoint_names(services: dict[str, Any], errors: list[Violation]) -> None:

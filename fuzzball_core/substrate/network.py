@@ -19,7 +19,6 @@ resolves, and the address this node is reached at.
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,10 +26,9 @@ from dataclasses import dataclass
 from pyroute2 import IPRoute
 
 from fuzzball_core.spec.models import Job, Service
+from fuzzball_core.spec.names import dns_label
 from fuzzball_core.spec.resources import host_ports
 from fuzzball_runtime.network import DEFAULT_SUBNET, IsolatedNetwork
-
-_LABEL_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 
 def node_address(configured: str, orchestrate_address: str) -> str:
@@ -81,7 +79,7 @@ def node_interface(address: str) -> NodeInterface | None:
 def host_names(name: str) -> list[str]:
     """The names a service answers to in /etc/hosts: its own and, when that is not one, the
     DNS label made of it (lower case, other characters as ``-``)."""
-    label = _LABEL_UNSAFE.sub("-", name.lower()).strip("-")
+    label = dns_label(name)
     return [name] if label in ("", name) else [name, label]
 
 

@@ -660,10 +660,62 @@ def test_a_job_and_a_service_may_not_share_a_name(paths: Paths) -> None:
 
 
 def test_service_scale_and_persist_are_read(parse: Parse, paths: Paths) -> None:
-    parsed = parse(service("    persist: true\n    scale: {min: 0, max: 4, idle-timeout: 30m}\n"))
+    parsed = parse(service("    persist: true\n    scale: {min: 1, max: 4}\n"))
     assert parsed.model.services["s"].persist is True
     assert parsed.model.services["s"].scale.max == 4
     assert paths(service("    scale: {min: 5, max: 2}\n")) == ["services.s.scale"]
+
+
+SERVED = (
+    "    network:\n      ports: [{name: http, port: 80}]\n"
+    "      endpoints: [{name: web, port-name: http}]\n"
+)
+
+
+def test_a_service_scaled_to_zero_with_an_endpoint_is_accepted(parse: Parse) -> None:
+    parsed = parse(service(SERVED + "    scale: {min: 0, idle-timeout: 30m}\n"))
+    assert parsed.model.services["s"].scale.min == 0
+    assert parsed.warnings == []
+
+
+def test_a_service_scaled_to_zero_without_an_endpoint_is_refused(violations: Violations) -> None:
+    found = violations(service("    scale: {min: 0}\n"))
+    assert [path for path, _ in found] == ["services.s.scale.min"]
+    assert "would never start" in found[0][1]
+
+
+def test_an_idle_timeout_of_a_service_not_scaled_to_zero_is_warned(parse: Parse) -> None:
+    parsed = parse(service("    scale: {min: 1, idle-timeout: 30m}\n"))
+    assert [w.split(":")[0] for w in parsed.warnings] == ["services.s.scale.idle-timeout"]
+
+
+def test_two_ports_of_one_name_are_refused(paths: Paths) -> None:
+    ports = "    network:\n      ports: [{name: p, port: 80}, {name: p, port: 81}]\n"
+    assert paths(service(ports)) == ["services.s.network.ports[1].name"]
+
+
+def test_an_endpoint_on_a_udp_port_is_refused(violations: Violations) -> None:
+    found = violations(
+        service(
+            "    network:\n      ports: [{name: dns, port: 53, protocol: udp}]\n"
+            "      endpoints: [{name: web, port-name: dns}]\n"
+        )
+    )
+    assert found == [
+        (
+            "services.s.network.endpoints[0].port-name",
+            "port dns is udp; an endpoint proxies TCP streams",
+        )
+    ]
+
+
+def test_services_whose_names_give_one_host_name_are_refused(violations: Violations) -> None:
+    found = violations(
+        "version: v4\nservices:\n  Web: {image: {uri: docker://a}}\n"
+        "  web: {image: {uri: docker://a}}\n  w_1: {image: {uri: docker://a}}\n"
+        "  w-1: {image: {uri: docker://a}}\n"
+    )
+    assert [path for path, _ in found] == ["services.web", "services.w-1"]
 
 
 def test_ingress_and_egress_uris_carrying_credentials_are_refused_without_repeating_them(

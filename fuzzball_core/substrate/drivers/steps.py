@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.hookspecs import ContainerPreparation, Device
 from fuzzball_core.spec.models import Job, Service
+from fuzzball_core.spec.names import dns_label
 from fuzzball_core.substrate.drivers.base import NodeServices, RunRequest
 from fuzzball_core.substrate.ranks import RankLayout
 from fuzzball_runtime import Bind
@@ -37,8 +37,6 @@ NO_CONFIG = ImageConfig()
 
 #: Where a job's script appears inside its container (read-only).
 SCRIPT_DIR = "/.fuzzball"
-
-_HOSTNAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 
 class RunClaims:
@@ -170,7 +168,7 @@ def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> 
 def _hostname_base(job_name: str) -> str:
     """A job name as a DNS label (a function of the name alone: every task of an array
     shares it)."""
-    return _HOSTNAME_UNSAFE.sub("-", job_name.lower()).strip("-") or "job"
+    return dns_label(job_name) or "job"
 
 
 def job_command(
