@@ -93,8 +93,12 @@ class ContainerSpec:
         """Raise ``InvalidArgument`` / ``NotFound`` naming the first bad field."""
         if not os.path.isfile(self.image):
             raise NotFound(f"spec.image: {os.fspath(self.image)}: no such image file")
-        if not self.command or not all(isinstance(a, str) and a for a in self.command):
-            raise InvalidArgument("spec.command: must be a non-empty list of non-empty strings")
+        # an empty argument is an argument (sh -c 'echo "[$1]"' sh ""); only the program
+        # itself must be named
+        if not self.command or not all(isinstance(a, str) for a in self.command):
+            raise InvalidArgument("spec.command: must be a non-empty list of strings")
+        if not self.command[0]:
+            raise InvalidArgument("spec.command[0]: the program to run may not be empty")
         if any("\0" in a for a in self.command):
             raise InvalidArgument("spec.command: arguments may not contain NUL")
         for name, value in self.env.items():

@@ -84,6 +84,20 @@ def _check_env_entry(value: str) -> str:
     # The value after '=' may be a credential: the message never repeats it.
     if not _ENV_ENTRY.match(value):
         raise ValueError("must be KEY=VALUE")
+    if "\0" in value:
+        raise ValueError("may not hold a NUL character (an environment entry is a C string)")
+    return value
+
+
+def _check_argument(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("may not hold a NUL character (an argument is a C string)")
+    return value
+
+
+def _check_program(value: list[str]) -> list[str]:
+    if value and not value[0]:
+        raise ValueError("the first item, the program to run, may not be empty")
     return value
 
 
@@ -150,6 +164,10 @@ Name = Annotated[str, AfterValidator(_check_name)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
 EnvEntry = Annotated[str, AfterValidator(_check_env_entry)]
+#: one item of a command's argv (an empty one is an empty argument, as in a shell's "")
+Argument = Annotated[str, AfterValidator(_check_argument)]
+#: a command: its first item names the program
+Command = Annotated[list[Argument], AfterValidator(_check_program)]
 PositiveInt = Annotated[int, Field(ge=1, le=INT32_MAX)]
 NonNegativeInt = Annotated[int, Field(ge=0, le=INT32_MAX)]
 TaskId = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
@@ -478,9 +496,9 @@ class _Step(SpecModel):
 
     name: str | None = None  # ignored: the map key names the step
     image: ImageRef
-    command: list[str] | None = None
+    command: Command | None = None
     script: str | None = None
-    args: list[str] | None = None
+    args: list[Argument] | None = None
     env: list[EnvEntry] | None = None
     cwd: AbsolutePath | None = None
     #: path in the container -> ``file://NAME`` (a top-level ``files`` entry) or the content

@@ -32,6 +32,17 @@ def test_command_runs_as_child_of_the_runtime_init(run) -> None:
     assert output.split() == ["2", "1", "fbrt-init"]
 
 
+def test_empty_arguments_reach_the_command(run) -> None:
+    status, output = run('echo "[$1]" "$#"', command=["sh", "-c", 'echo "[$1]" "$#"', "sh", ""])
+    assert (status.exit_code, output) == (0, "[] 1\n")
+
+
+def test_an_empty_program_name_is_refused_naming_it(image, state_dir) -> None:
+    spec = ContainerSpec(image=image, command=["", "x"], state_dir=state_dir)
+    with pytest.raises(InvalidArgument, match=r"spec.command\[0\]"):
+        Container(spec).start()
+
+
 def test_container_sees_its_own_hostname(run) -> None:
     status, output = run("hostname", hostname="job-42")
     assert (status.exit_code, output.strip()) == (0, "job-42")

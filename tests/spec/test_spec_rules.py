@@ -794,3 +794,23 @@ def test_a_volume_stands_for_the_storage_reference_its_kind_fields_say(
 ) -> None:
     parsed = parse(one_job("", head=f"volumes:\n  v: {fields}\n"))
     assert parsed.model.volumes["v"].storage_reference == reference
+
+
+def _commanded(body: str) -> str:
+    return "version: v4\njobs:\n  a:\n    image: {uri: docker://alpine:3.19}\n" + body
+
+
+def test_an_empty_argument_is_accepted_but_not_an_empty_program(
+    parse: Parse, violations: Violations
+) -> None:
+    parsed = parse(_commanded("    command: [sh, -c, 'echo \"[$1]\"', sh, '']\n"))
+    assert parsed.jobs["a"].command[-1] == ""
+    found = violations(_commanded("    command: ['', x]\n"))
+    assert found == [("jobs.a.command", "the first item, the program to run, may not be empty")]
+
+
+def test_a_nul_in_an_argument_or_environment_entry_is_refused_naming_it(paths: Paths) -> None:
+    assert paths(_commanded('    command: [echo, "a\\0b"]\n    env: ["A=x\\0y"]\n')) == [
+        "jobs.a.command[1]",
+        "jobs.a.env[0]",
+    ]
