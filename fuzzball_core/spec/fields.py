@@ -59,6 +59,10 @@ _IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled i
 _BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
 _INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source every time"
 _DESTINATION_SECRET = "has no effect here; the destination is a file inside the volume"
+_WORKFLOW_ANNOTATIONS = (
+    "kept and shown with the workflow, but no placement here reads them; a job's or "
+    "service's resource.annotations place it"
+)
 _ONE_INSTANCE = "above 1 has no effect here; a service runs one instance (or none, with min 0)"
 
 
@@ -72,6 +76,7 @@ NO_EFFECT: tuple[NoEffect, ...] = (
     NoEffect("jobs.*.preemptible", _PREEMPT, _true),
     NoEffect("services.*.preemptible", _PREEMPT, _true),
     NoEffect("completed", "ignored; an internal anchor of Fuzzball's API, not for workflows"),
+    NoEffect("annotations", _WORKFLOW_ANNOTATIONS),
     NoEffect("jobs.*.name", _NAME, _not_the_key),
     NoEffect("services.*.name", _NAME, _not_the_key),
     NoEffect("jobs.*.image.cache", _IMAGE_CACHE),

@@ -310,7 +310,11 @@ def _transfer_rows(prefix: str, *, egress: bool) -> dict[str, Row]:
 TABLE: dict[str, Row] = {
     "version": Used(f"{UPGRADE}:normalize_document", "version"),
     "preemptible": Warned(PREEMPT),
-    "annotations.*": KEPT,
+    "annotations.*": Warned(
+        "kept and shown with the workflow, but no placement here reads them; a job's or "
+        "service's resource.annotations place it",
+        at="annotations",
+    ),
     "completed.status": Warned(
         "ignored; an internal anchor of Fuzzball's API, not for workflows", at="completed"
     ),

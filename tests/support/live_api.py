@@ -103,6 +103,33 @@ TASKS = HELLO.replace(
 )
 
 
+#: A retry policy without ``on`` is valid but retries nothing, which draws a warning; the
+#: workflow's annotations are shown with it and draw another (they place nothing here).
+WARNED = """\
+version: v4
+annotations: {zone: lab-2, team: genomics}
+jobs:
+  hello:
+    image: {uri: docker://alpine:latest}
+    command: [echo, hello]
+    policy: {retry: {attempts: 2}}
+    resource: {cpu: {cores: 1}, memory: {size: 1GB}}
+"""
+
+RETRY_WARNING = "jobs.hello.policy.retry.on: not set, so nothing is retried"
+ANNOTATIONS_WARNING = "annotations: kept and shown with the workflow"
+#: WARNED's two warnings, as :func:`warned` gives them
+BOTH = sorted([RETRY_WARNING, ANNOTATIONS_WARNING])
+
+
+def warned(warnings: list[str]) -> list[str]:
+    """The start of each warning, one of WARNED's two (else the whole warning), sorted."""
+    return sorted(
+        next((s for s in (RETRY_WARNING, ANNOTATIONS_WARNING) if w.startswith(s)), w)
+        for w in warnings
+    )
+
+
 @dataclass
 class Stack:
     """A running service, its servers, and two accounts' tokens."""
