@@ -54,6 +54,9 @@ def validate(ctx: click.Context, files: tuple[str, ...]) -> None:
     for path in files:
         try:
             parsed = parse_workflow(_read(path), source=path, extra_validators=validators)
+            # the stages as a submission plans them: what only the plan can refuse (a
+            # volume taking the name of another's egress stage) is refused here too
+            parsed.plan(pull_stages=True)
         except click.ClickException as exc:
             click.echo(f"Error: {exc.message}", err=True)
             failed = True

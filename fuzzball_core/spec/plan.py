@@ -324,10 +324,13 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
     sending = []
     for name in sorted(egress):
         if f"{name}.egress" in (model.volumes or {}):
+            description = (
+                f"the volume {name}.egress takes the name of volume {name}'s egress stage; "
+                "rename one of them"
+            )
             raise InvalidArgument(
-                f"volumes.{name}.egress: the volume {name}.egress takes the name of volume"
-                f" {name}'s egress stage; rename one of them",
-                details=[{"field": f"volumes.{name}.egress", "description": "name taken"}],
+                f"volumes.{name}.egress: {description}",
+                details=[{"field": f"volumes.{name}.egress", "description": description}],
             )
         volume = egress[name]
         sending.append(Stage(egress_stage_id(name), StageKind.FILE, name, definition=volume))

@@ -49,6 +49,18 @@ def test_validate_reports_every_error_with_its_path_and_exits_1(
     assert "Traceback" not in result.output
 
 
+def test_validate_refuses_what_only_the_plan_refuses(runner: CliRunner, tmp_path: Path) -> None:
+    clash = (
+        "version: v4\njobs:\n  j: {image: {uri: 'docker://a'}, command: [x], mounts: {/a: a}}\n"
+        "volumes:\n  a.egress: {reference: volume://user/ephemeral}\n"
+        "  a:\n    reference: volume://user/ephemeral\n"
+        "    egress: [{source: {uri: 'file://x'}, destination: {uri: 's3://b/k'}}]\n"
+    )
+    result = runner.invoke(workflow, ["validate", write(tmp_path, "clash.yaml", clash)])
+    assert result.exit_code == 1
+    assert "volumes.a.egress: the volume a.egress takes the name" in result.stderr
+
+
 def test_validate_checks_every_file_even_after_a_bad_one(runner: CliRunner, tmp_path: Path) -> None:
     bad, good = write(tmp_path, "bad.yaml", BAD), write(tmp_path, "good.yaml", GOOD)
     result = runner.invoke(workflow, ["validate", bad, good])
