@@ -30,7 +30,12 @@ from pydantic import (
     model_validator,
 )
 
-from fuzzball_core.spec.units import MAX_DURATION_SECONDS, parse_duration, parse_memory_size
+from fuzzball_core.spec.units import (
+    MAX_DURATION_SECONDS,
+    MAX_MEMORY_BYTES,
+    parse_duration,
+    parse_memory_size,
+)
 
 #: URI schemes a container image may come from (Fuzzball 4.4 rejects all others).
 IMAGE_SCHEMES: tuple[str, ...] = ("docker", "oras", "fuzzball", "fb")
@@ -232,6 +237,13 @@ class Timeout(SpecModel):
 
     execute: Duration | None = None
 
+    @model_validator(mode="after")
+    def _positive(self) -> Timeout:
+        if self.execute is not None and parse_duration(self.execute) <= 0:
+            # 0 would read as no timeout at all on the node: leaving it out says that
+            raise ValueError("execute must be longer than 0; leave it out for no timeout")
+        return self
+
     @property
     def execute_seconds(self) -> float | None:
         """The execute timeout in seconds, or None when unset."""
@@ -431,6 +443,18 @@ class Resource(SpecModel):
     devices: dict[NonEmptyStr, NonNegativeInt] | None = None
     exclusive: bool | None = None
     annotations: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _memory_bounded(self) -> Resource:
+        memory, cpu = self.memory, self.cpu
+        if memory is None or not memory.by_core or cpu is None or cpu.cores is None:
+            return self
+        size = memory.size_bytes
+        if size is not None and size * cpu.cores > MAX_MEMORY_BYTES:
+            raise ValueError(
+                "memory.size x cpu.cores (memory.by-core) must be at most 1TiB x 1024 (1 PiB)"
+            )
+        return self
 
 
 class Multinode(SpecModel):

@@ -814,3 +814,15 @@ def test_a_nul_in_an_argument_or_environment_entry_is_refused_naming_it(paths: P
         "jobs.a.command[1]",
         "jobs.a.env[0]",
     ]
+
+
+def test_an_execute_timeout_of_zero_is_refused_rather_than_read_as_none(paths: Paths) -> None:
+    assert paths(one_job("    policy: {timeout: {execute: 0s}}\n")) == ["jobs.a.policy.timeout"]
+
+
+def test_memory_by_core_beyond_a_pebibyte_in_all_is_refused(violations: Violations) -> None:
+    found = violations(
+        one_job("    resource: {memory: {size: 1TiB, by-core: true}, cpu: {cores: 2048}}\n")
+    )
+    assert [path for path, _ in found] == ["jobs.a.resource"]
+    assert "1 PiB" in found[0][1]
