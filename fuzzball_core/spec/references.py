@@ -167,6 +167,19 @@ def _check_volumes(volumes: dict[str, Any], warnings: list[str]) -> None:
                 f"volumes.{name}.use: persistent without a name resolves to the default "
                 "persistent volume; name it (name: NAME)"
             )
+        named = volume.get("name")
+        # v1's name is a copy of the key; only v4's use: persistent (or a name alone) reads it
+        kind_given = reference is not None or volume.get("type") is not None or volume.get("use")
+        if (
+            kind_given
+            and named is not None
+            and str(named) != name
+            and volume.get("use") != "persistent"
+        ):
+            warnings.append(
+                f"volumes.{name}.name: ignored; the key names the volume, and its "
+                f"{'reference' if reference is not None else 'type or use'} says which it is"
+            )
         if not isinstance(reference, str):
             continue
         parts = [p for p in reference.removeprefix("volume://").split("/") if p]

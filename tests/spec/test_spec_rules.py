@@ -826,3 +826,18 @@ def test_memory_by_core_beyond_a_pebibyte_in_all_is_refused(violations: Violatio
     )
     assert [path for path, _ in found] == ["jobs.a.resource"]
     assert "1 PiB" in found[0][1]
+
+
+def test_a_volume_name_other_than_its_key_beside_a_reference_is_warned_as_ignored(
+    parse: Parse,
+) -> None:
+    parsed = parse(
+        one_job("", head="volumes:\n  v: {name: other, reference: 'volume://user/ephemeral'}\n")
+    )
+    assert [w.split(":")[0] for w in parsed.warnings] == ["volumes.v.name"]
+    assert (
+        parse(
+            one_job("", head="volumes:\n  v: {name: v, reference: 'volume://user/ephemeral'}\n")
+        ).warnings
+        == []
+    )
