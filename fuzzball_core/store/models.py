@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -20,9 +32,24 @@ class Account(Base):
     """A user or service account; owns workflows and API tokens."""
 
     __tablename__ = "accounts"
+    __table_args__ = (
+        # an organization's accounts (groups, and personal accounts named after their user's
+        # email) are named within it: another organization may use the same name, and its
+        # own names tell nothing of the others'
+        UniqueConstraint("organization_id", "name", name="uq_accounts_organization_name"),
+        # the cluster's own accounts (service accounts: no organization) are named within
+        # the cluster, which a unique constraint over a NULL organization would not hold
+        Index(
+            "uq_accounts_cluster_name",
+            "name",
+            unique=True,
+            sqlite_where=text("organization_id IS NULL"),
+            postgresql_where=text("organization_id IS NULL"),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     #: an AccountKind (admin, monitoring, provisioner, user), set when it is created: what the
     #: account may do beyond its own workflows (never derived from its name)

@@ -1,6 +1,10 @@
 """Every schema change is an Alembic revision: an empty database goes to head and back."""
 
-from sqlalchemy import inspect
+import re
+
+import pytest
+from sqlalchemy import func, insert, inspect, select
+from sqlalchemy.exc import IntegrityError
 
 from fuzzball_core.store.database import connect, downgrade, migrate
 from fuzzball_core.store.models import Base
@@ -53,3 +57,126 @@ def test_database_behind_head_is_upgraded_although_head_is_read_without_alembic(
     migrate(engine)
     tables = set(inspect(engine).get_table_names())
     assert set(Base.metadata.tables) <= tables
+
+
+# -- 0020: account names within their organization ------------------------------------------
+
+ORGANIZATION_A, ORGANIZATION_B = (f"{c * 8}-0000-0000-0000-{'0' * 12}" for c in "ab")
+
+
+def _tables(*names: str):
+    return [Base.metadata.tables[name] for name in names]
+
+
+def _two_organizations_with_a_member_each(connection) -> None:
+    """Organizations ``a`` and ``b``, user ``carol`` of ``a`` with her personal account, a
+    token, a membership and a workflow, as revision 0019 held them."""
+    organizations, users, accounts, members, tokens, workflows = _tables(
+        "organizations", "users", "accounts", "account_members", "api_tokens", "workflows"
+    )
+    connection.execute(
+        insert(organizations),
+        [{"id": ORGANIZATION_A, "name": "a", "created_at": 0.0},
+         {"id": ORGANIZATION_B, "name": "b", "created_at": 0.0}],
+    )  # fmt: skip
+    connection.execute(
+        insert(users).values(
+            id="u1", organization_id=ORGANIZATION_A, email="carol@a.test", role="OWNER",
+            cluster_admin=False, require_password_update=False, failed_logins=0, created_at=0.0,
+        )
+    )  # fmt: skip
+    connection.execute(
+        insert(accounts).values(
+            id="p1", name="carol@a.test", is_admin=False, kind="user",
+            organization_id=ORGANIZATION_A, owner_user_id="u1", created_at=0.0,
+        )
+    )  # fmt: skip
+    connection.execute(
+        insert(members).values(
+            account_id="p1", user_id="u1", relationship="ACCOUNT_OWNER", created_at=0.0
+        )
+    )
+    connection.execute(
+        insert(tokens).values(account_id="p1", token_sha256="0" * 64, created_at=0.0, user_id="u1")
+    )
+    connection.execute(
+        insert(workflows).values(
+            id="w1", account_id="p1", name="w", status="FINISHED", raw_specification="",
+            definition_v4="", error="", created_at=0.0,
+        )
+    )  # fmt: skip
+
+
+def test_0020_keeps_every_accounts_tokens_memberships_and_workflows(database_url):
+    # SQLite copies the accounts table to drop its old constraint: with foreign keys on,
+    # dropping the old copy would delete the tokens and memberships and refuse the workflows
+    engine = connect(database_url)
+    migrate(engine, "0019")
+    with engine.begin() as connection:
+        _two_organizations_with_a_member_each(connection)
+    migrate(engine)
+    with engine.connect() as connection:
+        counts = [
+            connection.execute(select(func.count()).select_from(table)).scalar()
+            for table in _tables("accounts", "account_members", "api_tokens", "workflows")
+        ]
+    assert counts == [1, 1, 1, 1]
+
+
+def test_after_0020_another_organization_may_use_an_accounts_name(database_url):
+    engine = connect(database_url)
+    migrate(engine, "0019")
+    with engine.begin() as connection:
+        _two_organizations_with_a_member_each(connection)
+    migrate(engine)
+    (accounts,) = _tables("accounts")
+    with engine.begin() as connection:
+        connection.execute(
+            insert(accounts).values(
+                id="g1", name="carol@a.test", is_admin=False, kind="group",
+                organization_id=ORGANIZATION_B, created_at=0.0,
+            )
+        )  # fmt: skip
+    assert len(_names(engine, "carol@a.test")) == 2
+
+
+def _names(engine, name: str) -> list[str]:
+    (accounts,) = _tables("accounts")
+    with engine.connect() as connection:
+        return list(connection.execute(select(accounts.c.id).where(accounts.c.name == name)))
+
+
+@pytest.mark.parametrize("organization", [ORGANIZATION_A, None])
+def test_after_0020_a_name_is_still_unique_within_its_organization_and_the_cluster(
+    database_url, organization
+):
+    engine = connect(database_url)
+    migrate(engine)
+    (organizations, accounts) = _tables("organizations", "accounts")
+    row = {"name": "lab", "is_admin": False, "kind": "group", "created_at": 0.0}
+    with engine.begin() as connection:
+        connection.execute(
+            insert(organizations).values(id=ORGANIZATION_A, name="a", created_at=0.0)
+        )
+        connection.execute(insert(accounts).values(id="g1", organization_id=organization, **row))
+    with pytest.raises(IntegrityError), engine.begin() as connection:
+        connection.execute(insert(accounts).values(id="g2", organization_id=organization, **row))
+
+
+def test_downgrading_0020_refuses_while_two_organizations_share_a_name(database_url):
+    engine = connect(database_url)
+    migrate(engine, "0019")
+    with engine.begin() as connection:
+        _two_organizations_with_a_member_each(connection)
+    migrate(engine)
+    (accounts,) = _tables("accounts")
+    with engine.begin() as connection:
+        connection.execute(
+            insert(accounts).values(
+                id="g1", name="carol@a.test", is_admin=False, kind="group",
+                organization_id=ORGANIZATION_B, created_at=0.0,
+            )
+        )  # fmt: skip
+    with pytest.raises(RuntimeError, match=re.escape("'carol@a.test'; rename them first")):
+        downgrade(engine, "0019")
+    assert len(_names(engine, "carol@a.test")) == 2

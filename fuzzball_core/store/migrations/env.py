@@ -1,4 +1,12 @@
-"""Alembic environment: runs migrations on the engine the caller put in the config."""
+"""Alembic environment: runs migrations on the engine the caller put in the config.
+
+On SQLite, foreign keys are off while the migrations run, as SQLite's own procedure for
+changing a table's shape has it: batch mode copies a table and drops the old one, and with
+foreign keys on that drop would first delete every row referencing the table (the tokens,
+memberships and workflows of ``accounts``). The setting cannot change inside a transaction,
+so it is set before the migrations' transaction begins; the references are checked before
+it commits.
+"""
 
 from alembic import context
 
@@ -6,10 +14,31 @@ from fuzzball_core.store.models import Base
 
 engine = context.config.attributes["engine"]
 
-with engine.begin() as connection:
-    context.configure(
-        connection=connection,
-        target_metadata=Base.metadata,
-        render_as_batch=connection.dialect.name == "sqlite",
-    )
-    context.run_migrations()
+
+def _set_sqlite_foreign_keys(connection, on: bool) -> None:
+    connection.exec_driver_sql(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+    connection.commit()
+
+
+with engine.connect() as connection:
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:
+        _set_sqlite_foreign_keys(connection, on=False)
+    try:
+        with connection.begin():
+            context.configure(
+                connection=connection,
+                target_metadata=Base.metadata,
+                render_as_batch=sqlite,
+            )
+            context.run_migrations()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                if broken:
+                    raise RuntimeError(
+                        f"the migrations left {len(broken)} rows referencing rows that do not"
+                        f" exist (first: {tuple(broken[0])}); nothing was changed"
+                    )
+    finally:
+        if sqlite:
+            _set_sqlite_foreign_keys(connection, on=True)
