@@ -61,11 +61,18 @@ def add_account_commands(
     @click.argument("name")
     @click.pass_obj
     def issue_token(config_file: str | None, name: str) -> None:
-        """Print a new bearer token for an existing account."""
+        """Print a new bearer token for an existing account: NAME is a service account's
+        name, an organization's account's when one organization alone has that name, or an
+        account's id."""
         click.echo(service_for(config_file).issue_token(name))
 
     @group.command("revoke-token")
-    @click.option("--account", "name", help="Revoke every token of this account instead.")
+    @click.option(
+        "--account",
+        "name",
+        help="Revoke every token of this account instead (its name, as issue-token takes it,"
+        " or its id).",
+    )
     @click.pass_obj
     def revoke_token(config_file: str | None, name: str | None) -> None:
         """Revoke the bearer token read from stdin, or every token of --account."""

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from fuzzball_core.config import DEFAULT_TOKEN_LIFETIME
 from fuzzball_core.errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -30,6 +31,7 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.service.revocations import Revocation, Revocations
 from fuzzball_core.service.views import Principal
+from fuzzball_core.store.database import checked_write
 from fuzzball_core.store.models import Account, ApiToken, User
 from fuzzball_core.vocabulary import AccountKind, CredentialKind
 
@@ -80,11 +82,14 @@ class Accounts:
     def create(
         self, name: str, *, kind: str = AccountKind.USER, admin: bool = False
     ) -> tuple[Principal, str]:
-        """Create an account of ``kind`` (``admin=True`` is kind admin) and its first token."""
+        """Create an account of the cluster (of no organization) of ``kind`` (``admin=True``
+        is kind admin) and its first token. Its name is unique among the cluster's accounts;
+        an organization's group of the same name is another account."""
         chosen = AccountKind.ADMIN if admin else account_kind(kind)
-        with self.sessions() as session, session.begin():
+
+        def create(session: Session) -> tuple[Principal, str]:
             if session.scalars(
-                select(self.account_table).where(self.account_table.name == name)
+                self._cluster_accounts().where(self.account_table.name == name)
             ).first():
                 raise AlreadyExists(f"account {name!r} already exists")
             account = self.account_table(
@@ -97,7 +102,16 @@ class Accounts:
             session.add(account)
             session.flush()
             token = self._add_token(session, self.token_row(account.id))
-        return Principal(account.id, name, account.is_admin, chosen), token
+            return Principal(account.id, name, account.is_admin, chosen), token
+
+        return checked_write(self.sessions, create)
+
+    def _cluster_accounts(self) -> Any:
+        """A SELECT of the cluster's own accounts: those of no organization (every account
+        of a table that has no organizations, as Federate's)."""
+        statement = select(self.account_table)
+        organization = getattr(self.account_table, "organization_id", None)
+        return statement if organization is None else statement.where(organization.is_(None))
 
     def issue_token(self, name: str) -> str:
         """A new bearer token for an existing account."""
@@ -105,9 +119,22 @@ class Accounts:
             return self._add_token(session, self.token_row(self._account(session, name).id))
 
     def _account(self, session: Session, name: str) -> Any:
-        account = session.scalars(
-            select(self.account_table).where(self.account_table.name == name)
-        ).first()
+        """The account the server's command line names (``issue-token NAME``,
+        ``revoke-token --account NAME``): the cluster's own account of that name (a group
+        an organization names alike never stands in for it), else the one organization
+        account of that name, else the account with that id. FailedPrecondition when
+        several organizations have an account of that name: the id then says which."""
+        table = self.account_table
+        account = session.scalars(self._cluster_accounts().where(table.name == name)).first()
+        if account is not None:
+            return account
+        named = session.scalars(select(table).where(table.name == name).limit(2)).all()
+        if len(named) > 1:
+            raise FailedPrecondition(
+                f"account {name!r}: several organizations have an account of that name;"
+                " name the one meant by its id"
+            )
+        account = named[0] if named else session.get(table, name)
         if account is None:
             raise NotFound(f"account {name!r} not found")
         return account

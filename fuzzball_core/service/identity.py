@@ -10,7 +10,13 @@ cluster, not to an organization.
 
 What a caller may do is decided by its permissions (:mod:`~fuzzball_core.vocabulary`); what a
 caller may not see answers NotFound exactly as if it did not exist: another organization's
-users and accounts, and accounts the caller is no member of.
+users and accounts, and accounts the caller is no member of. Names are each organization's
+own: a group's, and a personal account's, is unique within its organization only, so no name
+tells one organization of another's accounts. An email names one user of the cluster (sign-in
+asks for no organization): one that another organization's user has is refused with
+:data:`EMAIL_UNAVAILABLE`, which names no one. Every write that checks a name is free runs
+through :func:`~fuzzball_core.store.database.checked_write`, so that a concurrent request
+taking the name between the check and the insert is answered as a taken name.
 
 Sign-in (:meth:`Identity.check_password`) locks a user out for :data:`LOCKOUT_SECONDS` after
 :data:`MAX_FAILED_LOGINS` failures in a row; logins, failures and lockouts are audited.
@@ -55,6 +61,7 @@ from fuzzball_core.service.passwords import (
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.service.views import Principal
+from fuzzball_core.store.database import checked_write
 from fuzzball_core.store.models import (
     Account,
     AccountMember,
@@ -83,6 +90,11 @@ BAD_CREDENTIALS = "invalid email or password"
 COMMAND_LINE = "command line"
 #: Longest names an organization or account may have (their columns' width).
 MAX_NAME = 200
+#: The refusal of an email that another organization's user signs in with, to anyone but a
+#: cluster administrator: it tells no more than that this organization cannot have it.
+EMAIL_UNAVAILABLE = (
+    "email: {email!r} cannot be used in this organization; ask a cluster administrator"
+)
 
 
 @functools.cache
@@ -200,9 +212,9 @@ class Identity:
             require(by, Permission.ADMINISTER_CLUSTER, "create organizations")
         name = _checked_name("organization", name)
         now = self.clock()
-        with self.sessions() as session, session.begin():
-            if session.scalars(select(Organization).where(Organization.name == name)).first():
-                raise AlreadyExists(f"organization {name!r} already exists")
+
+        def create(session: Session) -> tuple[OrganizationView, UserView, str | None]:
+            _organization_name_free(session, name)
             organization = Organization(id=str(uuid.uuid4()), name=name, created_at=now)
             session.add(organization)
             session.flush()
@@ -212,6 +224,7 @@ class Identity:
                 owner_email,
                 role=OrganizationRole.OWNER,
                 password=owner_password,
+                sees_every_organization=True,
             )
             self.audit.record(
                 AuditAction.ORGANIZATION_CREATED,
@@ -224,6 +237,8 @@ class Identity:
                 session=session,
             )
             return OrganizationView.of(organization), UserView.of(owner), generated
+
+        return checked_write(self.sessions, create)
 
     def list_organizations(self, who: Principal) -> list[OrganizationView]:
         """Every organization of the cluster, by name (cluster administrators)."""
@@ -244,18 +259,19 @@ class Identity:
     ) -> OrganizationView:
         """Rename the caller's organization (its owners, or a cluster administrator)."""
         name = _checked_name("organization", name)
-        with self.sessions() as session, session.begin():
+
+        def rename(session: Session) -> OrganizationView:
             organization = self._organization(session, who, organization_id)
             self._require_manager(who, organization.id, "rename the organization")
-            clash = session.scalars(select(Organization).where(Organization.name == name)).first()
-            if clash is not None and clash.id != organization.id:
-                raise AlreadyExists(f"organization {name!r} already exists")
+            _organization_name_free(session, name, but=organization.id)
             old, organization.name, organization.updated_at = organization.name, name, self.clock()
             self._audit(
                 session, who, AuditAction.ORGANIZATION_UPDATED, organization.id,
                 f"organization {name}", detail={"old_name": old},
             )  # fmt: skip
             return OrganizationView.of(organization)
+
+        return checked_write(self.sessions, rename)
 
     def _organization(
         self, session: Session, who: Principal, organization_id: str | None
@@ -303,7 +319,8 @@ class Identity:
         chosen = organization_role(role)
         if cluster_admin:
             require(who, Permission.ADMINISTER_CLUSTER, "make cluster administrators")
-        with self.sessions() as session, session.begin():
+
+        def add(session: Session) -> tuple[UserView, str | None]:
             organization = self._organization(session, who, organization_id)
             self._require_manager(who, organization.id, "add organization members")
             user, generated = self._new_user(
@@ -315,12 +332,15 @@ class Identity:
                 cluster_admin=cluster_admin,
                 require_update=require_update,
                 name=name,
+                sees_every_organization=who.may(Permission.ADMINISTER_CLUSTER),
             )
             self._audit(
                 session, who, AuditAction.MEMBER_ADDED, organization.id, f"user {user.email}",
                 detail={"role": chosen.value, "cluster_admin": cluster_admin},
             )  # fmt: skip
             return UserView.of(user), generated
+
+        return checked_write(self.sessions, add)
 
     def _new_user(
         self,
@@ -333,14 +353,16 @@ class Identity:
         cluster_admin: bool = False,
         require_update: bool = False,
         name: str = "",
+        sees_every_organization: bool = False,
     ) -> tuple[User, str | None]:
+        """A new user of ``organization_id`` and their personal account (named ``email``);
+        ``sees_every_organization``: the caller may be told of another organization's user
+        (see :func:`_email_free`)."""
         email = _checked_email(email)
         if len(name) > MAX_NAME or not name.isprintable():
             raise InvalidArgument(f"name: a user's name is printable and at most {MAX_NAME} long")
-        if session.scalars(select(User).where(func.lower(User.email) == email.lower())).first():
-            raise AlreadyExists(f"user {email!r} already exists")
-        if session.scalars(select(Account).where(Account.name == email)).first():
-            raise AlreadyExists(f"an account named {email!r} already exists")
+        _email_free(session, email, organization_id, tell_where=sees_every_organization)
+        _account_name_free(session, organization_id, email)
         generated = None
         if password is None or password == "":
             password = generated = generate_password(username=name, email=email)
@@ -414,7 +436,8 @@ class Identity:
         chosen = organization_role(role) if role else None
         if cluster_admin is not None:
             require(who, Permission.ADMINISTER_CLUSTER, "make or unmake cluster administrators")
-        with self.sessions() as session, session.begin():
+
+        def change(session: Session) -> UserView:
             user = self._managed_user(session, who, user_id, "change organization members")
             detail: dict[str, Any] = {}
             if chosen is not None and chosen.value != user.role:
@@ -424,7 +447,7 @@ class Identity:
             if cluster_admin is not None and cluster_admin != user.cluster_admin:
                 user.cluster_admin = detail["cluster_admin"] = cluster_admin
             if email is not None and email != user.email:
-                self._rename_user(session, user, _checked_email(email))
+                self._rename_user(session, who, user, _checked_email(email))
                 detail["email"] = user.email
             user.updated_at = self.clock()
             self._audit(
@@ -433,14 +456,15 @@ class Identity:
             )  # fmt: skip
             return UserView.of(user)
 
-    def _rename_user(self, session: Session, user: User, email: str) -> None:
-        clash = session.scalars(select(User).where(func.lower(User.email) == email.lower()))
-        if any(other.id != user.id for other in clash):
-            raise AlreadyExists(f"user {email!r} already exists")
+        return checked_write(self.sessions, change)
+
+    def _rename_user(self, session: Session, who: Principal, user: User, email: str) -> None:
+        """Give ``user`` (and their personal account) the sign-in ``email``."""
+        tell_where = who.may(Permission.ADMINISTER_CLUSTER)
+        _email_free(session, email, user.organization_id, tell_where=tell_where, but=user.id)
         personal = self._personal_account(session, user.id)
         if personal is not None:
-            if session.scalars(select(Account).where(Account.name == email)).first():
-                raise AlreadyExists(f"an account named {email!r} already exists")
+            _account_name_free(session, user.organization_id, email, but=personal.id)
             personal.name = email
         user.email = email
 
@@ -694,17 +718,17 @@ class Identity:
             raise FailedPrecondition(f"{who.name} is no member of an organization")
         if who.credential == CredentialKind.WORKFLOW:
             raise PermissionDenied("a workflow's token may not create groups")
-        now = self.clock()
-        with self.sessions() as session, session.begin():
-            if session.scalars(select(Account).where(Account.name == name)).first():
-                raise AlreadyExists(f"an account named {name!r} already exists")
+        organization_id, owner_id, now = who.organization_id, who.user_id, self.clock()
+
+        def create(session: Session) -> AccountView:
+            _account_name_free(session, organization_id, name)
             account = _add_owned_account(
-                session, name, AccountKind.GROUP, who.organization_id, who.user_id, now
+                session, name, AccountKind.GROUP, organization_id, owner_id, now
             )
-            self._audit(
-                session, who, AuditAction.ACCOUNT_CREATED, who.organization_id, f"group {name}"
-            )
+            self._audit(session, who, AuditAction.ACCOUNT_CREATED, organization_id, f"group {name}")
             return AccountView.of(account)
+
+        return checked_write(self.sessions, create)
 
     def list_accounts(
         self, who: Principal, *, show_user_accounts: bool = False
@@ -770,17 +794,18 @@ class Identity:
     def update_account(self, who: Principal, account_id: str, *, name: str) -> AccountView:
         """Rename a group (its owners, or the organization's)."""
         name = _checked_name("group", name)
-        with self.sessions() as session, session.begin():
+
+        def rename(session: Session) -> AccountView:
             account = self._managed_group(session, who, account_id, "rename the group")
-            clash = session.scalars(select(Account).where(Account.name == name)).first()
-            if clash is not None and clash.id != account.id:
-                raise AlreadyExists(f"an account named {name!r} already exists")
+            _account_name_free(session, account.organization_id, name, but=account.id)
             old, account.name, account.updated_at = account.name, name, self.clock()
             self._audit(
                 session, who, AuditAction.ACCOUNT_UPDATED, account.organization_id,
                 f"group {name}", detail={"old_name": old},
             )  # fmt: skip
             return AccountView.of(account)
+
+        return checked_write(self.sessions, rename)
 
     def delete_account(self, who: Principal, account_id: str) -> None:
         """Delete a group that has run no workflows (its owners, or the organization's); its
@@ -831,7 +856,8 @@ class Identity:
         """Add a member of the organization to a group (its owners, or the
         organization's)."""
         chosen = group_relationship(relationship)
-        with self.sessions() as session, session.begin():
+
+        def add(session: Session) -> MemberView:
             account = self._managed_group(session, who, account_id, "add group members")
             user = _lookup(session, User, user_id)
             if user is None or user.organization_id != account.organization_id:
@@ -851,6 +877,8 @@ class Identity:
                 f"group {account.name}", detail={"added": user.email, "as": chosen.value},
             )  # fmt: skip
             return MemberView(UserView.of(user), chosen.value)
+
+        return checked_write(self.sessions, add)
 
     def update_account_member(
         self, who: Principal, account_id: str, user_id: str, *, relationship: str
@@ -929,11 +957,12 @@ class Identity:
         """Change any user's email and password together, or neither (cluster
         administrators); a new password is policy checked and ends a lockout."""
         require(who, Permission.ADMINISTER_CLUSTER, "change the cluster's users")
-        with self.sessions() as session, session.begin():
+
+        def change(session: Session) -> UserView:
             user = self._visible_user(session, who, user_id)
             detail: dict[str, Any] = {}
             if email is not None and email != user.email:
-                self._rename_user(session, user, _checked_email(email))
+                self._rename_user(session, who, user, _checked_email(email))
                 detail["email"] = user.email
             if password:
                 self._set_password(user, password, require_update=False)
@@ -944,6 +973,8 @@ class Identity:
                 f"user {user.email}", detail=detail,
             )  # fmt: skip
             return UserView.of(user)
+
+        return checked_write(self.sessions, change)
 
     def create_service_account(
         self, name: str, kind: str, *, by: Principal | None = None
@@ -1007,6 +1038,54 @@ class Identity:
             detail=detail,
             session=session,
         )
+
+
+def _organization_name_free(session: Session, name: str, *, but: str | None = None) -> None:
+    """AlreadyExists when an organization other than ``but`` is named ``name`` (only cluster
+    administrators and the server's command line create or name organizations)."""
+    clash = session.scalars(select(Organization).where(Organization.name == name)).first()
+    if clash is not None and clash.id != but:
+        raise AlreadyExists(f"organization {name!r} already exists")
+
+
+def _account_name_free(
+    session: Session, organization_id: str | None, name: str, *, but: str | None = None
+) -> None:
+    """AlreadyExists when an account of ``organization_id`` (None: the cluster's own) other
+    than ``but`` is named ``name``: a group, or a member's personal account (named after
+    their email). Names are the organization's own; another organization's accounts are
+    never looked at."""
+    clash = session.scalars(
+        select(Account.id).where(Account.organization_id == organization_id, Account.name == name)
+    ).first()
+    if clash is not None and clash != but:
+        raise AlreadyExists(f"an account named {name!r} already exists in this organization")
+
+
+def _email_free(
+    session: Session, email: str, organization_id: str, *, tell_where: bool, but: str = ""
+) -> None:
+    """Refuse ``email`` for a user of ``organization_id`` when a user other than ``but``
+    signs in with it: an email names one user of the cluster, since signing in asks for no
+    organization.
+
+    A user of the same organization is AlreadyExists, as the organization's owners can list
+    its members anyway. A user of another organization is that organization's own: unless
+    ``tell_where`` (a cluster administrator, who sees every organization), the refusal says
+    neither that a user has the email nor where, only that this organization cannot have it
+    (:data:`EMAIL_UNAVAILABLE`)."""
+    holder = session.scalars(
+        select(User).where(func.lower(User.email) == email.lower(), User.id != but)
+    ).first()
+    if holder is None:
+        return
+    if holder.organization_id == organization_id:
+        raise AlreadyExists(f"user {email!r} is already a member of this organization")
+    if tell_where:
+        elsewhere = session.get(Organization, holder.organization_id)
+        where = elsewhere.name if elsewhere is not None else holder.organization_id
+        raise AlreadyExists(f"user {email!r} already exists in organization {where!r}")
+    raise FailedPrecondition(EMAIL_UNAVAILABLE.format(email=email))
 
 
 def _add_owned_account(

@@ -19,11 +19,11 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.backoff import Backoff
@@ -54,6 +54,14 @@ _PG_GONE = frozenset({"57P01", "57P02", "57P03"})
 BUSY_TIMEOUT_MS = 10_000
 _BUSY_TEXT = ("database is locked", "database table is locked")
 _FULL_TEXT = ("database or disk is full", "no space left on device", "disk full")
+#: SQLite's extended result codes for a UNIQUE and a PRIMARY KEY constraint failing, and
+#: PostgreSQL's SQLSTATE for a unique violation.
+_SQLITE_UNIQUE = frozenset({2067, 1555})
+_PG_UNIQUE = "23505"
+#: How many times :func:`checked_write` runs its work when each run's write collides.
+CHECKED_WRITE_ATTEMPTS = 3
+
+T = TypeVar("T")
 
 
 def normalise_url(url: str) -> str:
@@ -275,6 +283,37 @@ def unreachable_error(error: BaseException) -> Unavailable | None:
         "the database server cannot be reached (it may be restarting): nothing was changed;"
         " try again"
     )
+
+
+def is_unique_violation(error: BaseException) -> bool:
+    """Whether ``error`` is a write refused by a unique constraint (or a primary key)."""
+    if not isinstance(error, IntegrityError):
+        return False
+    cause = _driver_error(error)
+    code = getattr(cause, "sqlite_errorcode", None)
+    if code is not None:
+        return code in _SQLITE_UNIQUE
+    return getattr(cause, "sqlstate", None) == _PG_UNIQUE
+
+
+def checked_write(sessions: sessionmaker[Session], work: Callable[[Session], T]) -> T:
+    """Run ``work`` in one transaction of ``sessions`` and commit it; its result.
+
+    ``work`` checks that the names it writes are free and refuses (AlreadyExists...) when
+    one is taken; a concurrent request can still write the same name between that check and
+    this write, which the store's unique constraint then refuses. The work is run again in a
+    new transaction, whose check sees the other request's row and answers as for any taken
+    name, instead of the constraint's error escaping as an internal one. Nothing of a
+    refused run is kept (its transaction is rolled back)."""
+    attempts = 1
+    while True:
+        try:
+            with sessions() as session, session.begin():
+                return work(session)
+        except IntegrityError as error:
+            if attempts >= CHECKED_WRITE_ATTEMPTS or not is_unique_violation(error):
+                raise
+            attempts += 1
 
 
 def is_store_failure(error: BaseException) -> bool:

@@ -14,6 +14,8 @@ from support.live_api import Stack
 from support.tenants import PASSWORD, Person, Tenants, make_tenants, person
 
 from fuzzball_core.errors import Unauthenticated
+from fuzzball_core.service import identity as identity_module
+from fuzzball_core.service.identity import EMAIL_UNAVAILABLE
 from fuzzball_core.service.passwords import policy_violations
 
 INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED = 3, 5, 6, 7
@@ -157,9 +159,15 @@ def test_a_member_may_not_add_members(stack, tenants):
     refused(response, 403, PERMISSION_DENIED)
 
 
-def test_an_email_already_in_use_is_refused(stack, tenants):
+def test_an_email_of_a_member_already_is_refused_as_existing(stack, tenants):
+    response = add_member(stack, tenants.acme_owner.token, "dev@acme.test", password=PASSWORD)
+    assert "already a member" in refused(response, 409, ALREADY_EXISTS)
+
+
+def test_an_email_of_another_organization_is_refused_without_saying_it_exists(stack, tenants):
     response = add_member(stack, tenants.acme_owner.token, "owner@globex.test", password=PASSWORD)
-    refused(response, 409, ALREADY_EXISTS)
+    message = refused(response, 400, FAILED_PRECONDITION)
+    assert message == EMAIL_UNAVAILABLE.format(email="owner@globex.test")
 
 
 def test_an_unknown_body_field_is_refused_by_name(stack, tenants):
@@ -344,6 +352,35 @@ def test_a_removed_group_member_loses_the_groups_token(stack, tenants):
     )  # fmt: skip
     assert removed.status_code == 200
     refused(call(stack, "GET", "/organization", token["token"]), 401, UNAUTHENTICATED)
+
+
+def test_another_organization_creates_and_renames_groups_named_as_this_ones(stack, tenants):
+    new_group(stack, tenants.acme_owner.token, "groupA")
+    assert new_group(stack, tenants.globex_owner.token, "groupA")["name"] == "groupA"
+    assert new_group(stack, tenants.globex_owner.token, tenants.acme_member.email)
+    other = new_group(stack, tenants.globex_owner.token, "other")
+    renamed = call(
+        stack, "PATCH", f"/accounts/{other['id']}", tenants.globex_owner.token,
+        json={"name": tenants.acme_owner.email},
+    )  # fmt: skip
+    assert renamed.status_code == 200, renamed.text
+
+
+def test_a_group_created_meanwhile_by_another_request_is_409_not_500(stack, tenants, monkeypatch):
+    # the race of parallel POSTs, made deterministic: the other request's group is
+    # committed right after this one found the name free, before its insert
+    check = identity_module._account_name_free
+    raced: list[bool] = []
+
+    def checked_then_raced(*args, **kwargs) -> None:
+        check(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            assert new_group(stack, tenants.acme_member.token, "rg5")
+
+    monkeypatch.setattr(identity_module, "_account_name_free", checked_then_raced)
+    response = call(stack, "POST", "/accounts", tenants.acme_owner.token, json={"name": "rg5"})
+    assert "'rg5' already exists" in refused(response, 409, ALREADY_EXISTS)
 
 
 def test_a_user_of_another_organization_cannot_join_a_group(stack, tenants):
