@@ -18,7 +18,9 @@ not exist (another organization's, another user's). A workflow's token (credenti
 
 Workflows refer to secrets as ``secret://SCOPE/NAME[/KEY]`` (SCOPE: user, account, group,
 organization, cluster); :meth:`Secrets.resolve` reads one for whoever the workflow runs as,
-recording ``secret_read`` in the audit log.
+recording ``secret_read`` in the audit log, and only what that user may read through the API
+(a private organization secret: its owners; a cluster secret: cluster administrators). A
+reference to any other is "no such secret", exactly as a missing one.
 """
 
 from __future__ import annotations
@@ -44,11 +46,17 @@ from fuzzball_core.errors import (
     PermissionDenied,
 )
 from fuzzball_core.service.audit import AuditLog
-from fuzzball_core.service.permissions import require
+from fuzzball_core.service.permissions import permissions_for, require
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Account, Secret, User, Workflow
 from fuzzball_core.store.secret_box import SecretBox
-from fuzzball_core.vocabulary import AuditAction, Permission, SecretScope, SecretType
+from fuzzball_core.vocabulary import (
+    AuditAction,
+    CredentialKind,
+    Permission,
+    SecretScope,
+    SecretType,
+)
 
 #: the owner id of cluster secrets
 CLUSTER_OWNER = "cluster"
@@ -158,6 +166,10 @@ class SecretOwner:
     organization_id: str | None
     #: who the audit log names as reading (``workflow ID``, a user's email)
     actor: str
+    #: what the user may do through the API (their role's, their account kind's, a cluster
+    #: administrator's): which secrets beyond their own they may read. Empty: nothing beyond
+    #: their user and account secrets and their organization's public ones
+    permissions: frozenset[str] = frozenset()
 
 
 def scope_of(text: str) -> SecretScope:
@@ -320,7 +332,8 @@ class Secrets:
 
     def owner_of_workflow(self, workflow_id: str) -> SecretOwner:
         """Whom workflow ``workflow_id``'s references resolve for: its submitter, in its
-        account and organization."""
+        account and organization, with what they may read now (their role and cluster
+        administration as they are when the run asks, not as they were at submission)."""
         with self.sessions() as session:
             workflow = session.get(Workflow, workflow_id)
             if workflow is None:
@@ -329,19 +342,42 @@ class Secrets:
             user_id = getattr(workflow, "user_id", None) or (
                 account.owner_user_id if account is not None else None
             )
+            user = session.get(User, user_id) if user_id is not None else None
             organization_id = account.organization_id if account is not None else None
-            if organization_id is None and user_id is not None:
-                user = session.get(User, user_id)
-                organization_id = user.organization_id if user is not None else None
+            if organization_id is None and user is not None:
+                organization_id = user.organization_id
+            permissions = (
+                permissions_for(
+                    account.kind,
+                    role=user.role if user is not None else None,
+                    cluster_admin=bool(
+                        account.is_admin or (user is not None and user.cluster_admin)
+                    ),
+                )
+                if account is not None
+                else frozenset()
+            )
         return SecretOwner(
-            workflow.account_id, user_id, organization_id, actor=f"workflow {workflow_id}"
+            workflow.account_id,
+            user_id,
+            organization_id,
+            actor=f"workflow {workflow_id}",
+            permissions=permissions,
         )
 
     @staticmethod
     def owner_of(who: Principal) -> SecretOwner:
-        """Whom a caller's references resolve for: the caller."""
+        """Whom a caller's references resolve for: the caller. A workflow's token reads what
+        its user may (as the workflow it runs in does), not only what the token may do."""
         actor = f"workflow {who.workflow_id}" if who.workflow_id else (who.email or who.name)
-        return SecretOwner(who.account_id, who.user_id, who.organization_id, actor=actor)
+        permissions = (
+            permissions_for(who.kind, role=who.role, cluster_admin=who.is_admin)
+            if who.credential == CredentialKind.WORKFLOW
+            else who.permissions or frozenset()
+        )
+        return SecretOwner(
+            who.account_id, who.user_id, who.organization_id, actor=actor, permissions=permissions
+        )
 
     def resolve(self, owner: SecretOwner, reference: str, *, where: str = "") -> str:
         """The value ``reference`` names for ``owner``: a value secret's value, or the KEY of
@@ -442,7 +478,8 @@ class Secrets:
                 if owner_id is not None
                 else None
             )
-            if row is None:
+            if row is None or not _may_resolve(owner, row):
+                # one refused reads exactly as one missing: its existence is not revealed
                 raise NotFound(f"{prefix}{reference}: no such secret")
             payload = json.loads(self.box.decrypt(row.ciphertext))
             self.audit.record(
@@ -538,6 +575,18 @@ class Secrets:
 
 
 # -- bodies -------------------------------------------------------------------------------------
+
+
+def _may_resolve(owner: SecretOwner, row: Secret) -> bool:
+    """Whether ``owner`` may read ``row`` through a workflow: what the API lets them read (a
+    private organization secret: its owners, ``manage_organization``; a cluster secret:
+    cluster administrators, ``administer_cluster``). User and group secrets are found only
+    under the owner's own user and account."""
+    if row.scope == SecretScope.CLUSTER:
+        return Permission.ADMINISTER_CLUSTER in owner.permissions
+    if row.scope == SecretScope.ORGANIZATION and row.private:
+        return Permission.MANAGE_ORGANIZATION in owner.permissions
+    return True
 
 
 def _trusted(host: str, domains: list[str]) -> bool:

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 from support.secret_stack import Person, SecretStack, secret_stack
+from support.sql_stack import ADMIN
 
 from fuzzball_core.errors import InvalidArgument, NotFound, PermissionDenied
 from fuzzball_core.orchestrate.run_secrets import RunSecretsService, registry_host
-from fuzzball_core.service.secrets import Family
+from fuzzball_core.service.secrets import Family, Secrets
 from fuzzball_core.store.models import Workflow
 from fuzzball_core.vocabulary import CredentialKind
 
@@ -183,3 +184,93 @@ def test_a_malformed_reference_is_refused_at_submission_naming_its_field(
 
     assert field in [detail["field"] for detail in refused.value.details]
     assert "hunter2" not in str(refused.value)
+
+
+ORGANIZATION_JOB = JOB.replace(
+    "env: [PLAIN=1, DB=secret://user/db, KEY=secret://group/conf/key]",
+    "env: [PW=secret://organization/orgpriv]",
+)
+PLAIN_JOB = JOB.replace(
+    "env: [PLAIN=1, DB=secret://user/db, KEY=secret://group/conf/key]", "env: [PLAIN=1]"
+)
+CLUSTER_JOB = JOB.replace(
+    "env: [PLAIN=1, DB=secret://user/db, KEY=secret://group/conf/key]",
+    "env: [PW=secret://cluster/shared]",
+)
+
+
+def _private_organization_secret(stack: SecretStack, owner: Person) -> None:
+    who = stack.service.authenticate(owner.token)
+    body = {"name": "orgpriv", "private": True, "value": {"value": VALUE}}
+    stack.secrets.create(who, Family.ORGANIZATION, body)
+
+
+def _cluster_secret(stack: SecretStack) -> None:
+    body = {"name": "shared", "value": {"value": VALUE}}
+    stack.secrets.create(ADMIN, Family.CLUSTER, body)
+
+
+def test_a_private_organization_secret_resolves_for_a_workflow_of_an_owner(secrets, alice):
+    _private_organization_secret(secrets, alice)
+    service = _service(secrets)
+    _, run_id = _start(secrets, alice.token, ORGANIZATION_JOB)
+
+    assert _for_run(secrets, service, run_id).env["PW"] == VALUE
+
+
+def test_a_private_organization_secret_is_no_such_secret_to_a_members_workflow(secrets, alice):
+    _private_organization_secret(secrets, alice)
+    bob = secrets.member("acme", "bob@acme.example")
+    service = _service(secrets)
+    _, run_id = _start(secrets, bob.token, ORGANIZATION_JOB)
+
+    with pytest.raises(NotFound) as refused:
+        _for_run(secrets, service, run_id)
+
+    assert str(refused.value) == "jobs.show.env.PW: secret://organization/orgpriv: no such secret"
+
+
+def test_a_members_child_workflow_reads_no_private_organization_secret(secrets, alice):
+    _private_organization_secret(secrets, alice)
+    bob = secrets.member("acme", "bob@acme.example")
+    service = _service(secrets)
+    _, run_id = _start(secrets, bob.token, PLAIN_JOB)
+    token = _for_run(secrets, service, run_id).workflow_token
+    _, child_run = _start(secrets, token, ORGANIZATION_JOB)
+
+    with pytest.raises(NotFound, match="no such secret"):
+        _for_run(secrets, service, child_run)
+
+
+def test_a_cluster_secret_is_no_such_secret_to_a_workflow_of_a_user_who_is_no_administrator(
+    secrets, alice
+):
+    _cluster_secret(secrets)
+    service = _service(secrets)
+    _, run_id = _start(secrets, alice.token, CLUSTER_JOB)
+
+    with pytest.raises(NotFound) as refused:
+        _for_run(secrets, service, run_id)
+
+    assert str(refused.value) == "jobs.show.env.PW: secret://cluster/shared: no such secret"
+
+
+def test_a_cluster_secret_resolves_for_a_workflow_of_a_cluster_administrator(secrets, alice):
+    _cluster_secret(secrets)
+    carol = secrets.member("acme", "carol@acme.example", cluster_admin=True)
+    service = _service(secrets)
+    _, run_id = _start(secrets, carol.token, CLUSTER_JOB)
+
+    assert _for_run(secrets, service, run_id).env["PW"] == VALUE
+
+
+def test_a_refused_image_secret_at_submission_reads_as_a_missing_one(secrets, alice):
+    _cluster_secret(secrets)
+    who = secrets.service.authenticate(alice.token)
+
+    with pytest.raises(NotFound) as refused:
+        secrets.secrets.credentials(
+            Secrets.owner_of(who), "secret://cluster/shared", where="jobs.show.image.secret"
+        )
+
+    assert str(refused.value) == "jobs.show.image.secret: secret://cluster/shared: no such secret"
