@@ -19,6 +19,7 @@ cache, which nodes reach with their own token.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -56,7 +57,14 @@ from fuzzball_core.api.http_errors import (
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.api.openapi import Operation, Query, documented, openapi_document
-from fuzzball_core.api.requests import hold_effect, hold_reason, workflow_name, workflow_source
+from fuzzball_core.api.requests import (
+    START_FIELDS_CHECKED_APART,
+    hold_effect,
+    hold_reason,
+    start_request_fields,
+    workflow_name,
+    workflow_source,
+)
 from fuzzball_core.api.rest_messages import parse_request, to_json
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FuzzballError, Internal, InvalidArgument, Unauthenticated
@@ -79,10 +87,6 @@ _NODE_LIST = web.AppKey("node_list_body", NodeListBody)
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _WORKFLOW_ID = "{id:[^/:]+}"
 _NODE_ID = "{id:[^/:]+}"
-
-#: StartWorkflowRequest fields of the swagger this server accepts but does not act on
-#: (``clusterId`` is acted on by a service that routes to clusters: Federate pins the member).
-_IGNORED_START_FIELDS = frozenset({"workflowId", "secretsMap", "clusterId", "applicationId"})
 
 #: The ranges of the wire schema's integer fields.
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -409,16 +413,16 @@ async def _openapi(request: web.Request) -> web.Response:
 )
 async def _start_workflow(request: web.Request) -> web.Response:
     sent = await _json_body(request)
-    body = parse_request(sent, pb.StartWorkflowRequest, ignored=_IGNORED_START_FIELDS)
+    body = parse_request(sent, pb.StartWorkflowRequest, ignored=START_FIELDS_CHECKED_APART)
     source, name = _source(body, sent), workflow_name(body)
     service = _service(request)
-    cluster_id = sent.get("clusterId")
-    if cluster_id is not None and not isinstance(cluster_id, str):
-        raise InvalidArgument("clusterId: expected a string")
-    if cluster_id and getattr(service, "PINS_CLUSTERS", False):
-        source["cluster_id"] = cluster_id
+    extra = start_request_fields(sent, pins_clusters=getattr(service, "PINS_CLUSTERS", False))
+    if extra.cluster_id:
+        source["cluster_id"] = extra.cluster_id
     started = await service.start_workflow_async(_principal(request), name=name, **source)
-    return _reply(msg.started_message(started))
+    # the request's own warnings first, then the workflow's
+    warnings = (*extra.warnings, *started.warnings)
+    return _reply(msg.started_message(dataclasses.replace(started, warnings=warnings)))
 
 
 @documented(

@@ -122,7 +122,7 @@ def parse_request(
 ) -> M:
     """A REST request body as a ``message_type``.
 
-    ``ignored`` names (in JSON spelling) fields the API accepts but does not act on;
+    ``ignored`` names (in JSON spelling) fields the caller checks apart, left out of the message;
     ``from_path`` names (proto spelling) fields the URL path gives, which the body may not.
     ``InvalidArgument`` names the first field that does not fit: unknown, of the wrong JSON
     type, or a second member of a ``oneof``.

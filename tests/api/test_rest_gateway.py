@@ -163,6 +163,33 @@ def test_bad_start_bodies_are_400_naming_the_field(stack, payload, words):
     assert words in body["message"]
 
 
+def test_secrets_sent_with_a_start_are_refused_naming_the_field_never_their_values(stack):
+    payload = {
+        "rawSpecification": HELLO,
+        "secretsMap": {"secrets": {"db": {"value": "hunter2-Qz"}}},
+    }
+    body = assert_status_body(call(stack, "POST", "/workflows", json=payload), 400, 3)
+    assert body["message"].startswith("secretsMap: not supported")
+    assert "hunter2-Qz" not in json.dumps(body)
+    assert get(stack, "/workflows").json() == {"workflows": []}
+
+
+@pytest.mark.parametrize("field", ["workflowId", "clusterId", "applicationId"])
+def test_a_start_field_without_effect_here_is_accepted_with_a_warning_naming_it(stack, field):
+    payload = {"rawSpecification": HELLO, field: "asked-for-7"}
+    response = call(stack, "POST", "/workflows", json=payload)
+    assert response.status_code == 200
+    warnings = response.json()["warnings"]
+    assert [w for w in warnings if w.startswith(f"{field}: has no effect here")] == warnings[:1]
+    assert response.json()["id"] != "asked-for-7"
+
+
+def test_a_start_field_without_effect_of_the_wrong_type_is_400_naming_it(stack):
+    payload = {"rawSpecification": HELLO, "workflowId": 7}
+    body = assert_status_body(call(stack, "POST", "/workflows", json=payload), 400, 3)
+    assert body["message"] == "workflowId: expected a string"
+
+
 def test_an_infinite_number_in_a_definition_is_400_naming_it(stack):
     body = b'{"definition": {"version": "v1", "x": Infinity}}'  # Python's JSON reads it
     refused = assert_status_body(call(stack, "POST", "/workflows", content=body), 400, 3)

@@ -114,7 +114,7 @@ def test_null_leaves_a_field_unset():
     assert request.WhichOneof("source") == "raw_specification"
 
 
-def test_ignored_fields_are_accepted_and_dropped():
+def test_fields_checked_apart_are_left_out_of_the_message():
     request = parse_request(
         {"rawSpecification": "x", "clusterId": 5}, pb.StartWorkflowRequest, ignored={"clusterId"}
     )
