@@ -34,10 +34,10 @@ from aiohttp import web
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
-from fuzzball_core.errors import InvalidArgument, PermissionDenied
+from fuzzball_core.errors import FuzzballError, InvalidArgument, PermissionDenied, Unauthenticated
 from fuzzball_core.orchestrate import identity_schemas as schema
 from fuzzball_core.service.audit import MAX_PAGE_SIZE, AuditEntryView, AuditQuery
-from fuzzball_core.service.identity import Identity
+from fuzzball_core.service.identity import BAD_CREDENTIALS, Identity
 from fuzzball_core.service.identity_views import (
     AccountView,
     MemberView,
@@ -440,15 +440,20 @@ class IdentityRoutes:
         for name in ("currentPassword", "newPassword"):
             if not fields.get(name):
                 raise InvalidArgument(f"{name}: required")
-        await self._call(
-            request,
-            lambda who: self.identity.change_password(
-                who,
-                current_password=fields["currentPassword"],
-                new_password=fields["newPassword"],
-                source=_source(request),
-            ),
-        )
+        try:
+            await self._call(
+                request,
+                lambda who: self.identity.change_password(
+                    who,
+                    current_password=fields["currentPassword"],
+                    new_password=fields["newPassword"],
+                    source=_source(request),
+                ),
+            )
+        except Unauthenticated as refused:
+            # the caller's token was good: what was refused is the password they sent, which
+            # a 401 would have a client take for its sign-in gone bad
+            raise current_password_refusal(refused) from None
         return web.json_response({})
 
     # -- accounts (groups) ---------------------------------------------------------------------
@@ -695,3 +700,12 @@ class IdentityRoutes:
 
 def _member_json(member: MemberView) -> dict[str, Any]:
     return user_json(member.user, member.relationship)
+
+
+def current_password_refusal(refused: Unauthenticated) -> FuzzballError:
+    """What a change of one's own password answers when the current password was refused by
+    the sign-in check: a wrong one is InvalidArgument naming ``currentPassword``, a user
+    locked out PermissionDenied saying until when (never 401: the caller's token is good)."""
+    if refused.message == BAD_CREDENTIALS:
+        return InvalidArgument("currentPassword: not your current password")
+    return PermissionDenied(f"currentPassword: {refused.message}")

@@ -90,7 +90,8 @@ class ImageStages:
         """Refuse builds when disabled; pin every pull stage's image (with its ``secret``'s
         credentials, read for ``who``). Returns pins by stage id.
 
-        Raises InvalidArgument, NotFound or Unauthenticated naming the stage's image.
+        Raises InvalidArgument, NotFound, FailedPrecondition (credentials the registry needs)
+        or PermissionDenied (credentials it rejected) naming the stage's image.
         """
         builds = [s.id for s in plan if isinstance(s.definition, ImageBuild)]
         if builds and not self.builds_enabled:

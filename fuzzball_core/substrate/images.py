@@ -129,7 +129,7 @@ class NodeImages:
         without asking the registry again; with ``cached`` too (the pinned ``fuzzball://``
         URI of the object cache's copy of that image) it is fetched from the object cache
         first. ``progress(step, done, total)`` follows the backend's steps. Raises the
-        backend's typed errors (NotFound, Unauthenticated, InvalidArgument, ...).
+        backend's typed errors (NotFound, FailedPrecondition, PermissionDenied, ...).
         """
         pinned = self._fresh(uri) if not digest else None
         if pinned is not None:

@@ -37,7 +37,7 @@ from fuzzball_core.errors import (
     FuzzballError,
     InvalidArgument,
     NotFound,
-    Unauthenticated,
+    PermissionDenied,
     Unavailable,
 )
 from fuzzball_plugins.images.authorizations import (
@@ -533,14 +533,7 @@ class RegistryClient:
         status = response.status_code
         codes = _registry_error_codes(response)
         if status in (401, 403):
-            if self._credentials:
-                message = f"registry {self.registry} rejected the credentials for {self.repository}"
-            else:
-                message = (
-                    f"registry {self.registry} requires credentials for {self.repository} "
-                    "(give them in image.secret)"
-                )
-            return _EndpointFailure(Unauthenticated(message), retryable=False)
+            return _EndpointFailure(self._refusal(), retryable=False)
         if status == 404:
             # a mirror's 404 names the mirror: the next endpoint's failure follows it
             where = self._where(endpoint)
@@ -558,6 +551,19 @@ class RegistryClient:
             retryable=False,
         )
 
+    def _refusal(self) -> FuzzballError:
+        """The registry's refusal of this caller: credentials it requires when none were
+        given (FailedPrecondition), else credentials it rejected (PermissionDenied). Never
+        Unauthenticated: that is what a client reads as its own token refused."""
+        if self._credentials:
+            return PermissionDenied(
+                f"registry {self.registry} rejected the credentials for {self.repository}"
+            )
+        return FailedPrecondition(
+            f"registry {self.registry} requires credentials for {self.repository} "
+            "(give them in image.secret)"
+        )
+
     def _answer_challenge(self, endpoint: str, challenge: str) -> str:
         """Turn a ``WWW-Authenticate`` challenge into an ``Authorization`` header value."""
         scheme, params = _parse_challenge(challenge)
@@ -571,7 +577,7 @@ class RegistryClient:
             self._lifetime[endpoint] = STATIC_SECONDS
             return "Basic " + base64.b64encode(raw).decode()
         if scheme != "bearer":
-            raise Unauthenticated(
+            raise FailedPrecondition(
                 f"registry {self.registry} asks for unsupported authentication {scheme!r}"
             )
         if token:
@@ -579,7 +585,9 @@ class RegistryClient:
             return f"Bearer {token}"
         realm = params.get("realm")
         if not realm:
-            raise Unauthenticated(f"registry {self.registry} sent a bearer challenge without realm")
+            raise FailedPrecondition(
+                f"registry {self.registry} sent a bearer challenge without realm"
+            )
         query = {"scope": params.get("scope") or f"repository:{self.repository}:pull"}
         if params.get("service"):
             query["service"] = params["service"]
@@ -591,9 +599,7 @@ class RegistryClient:
                 f"the token service of registry {self.registry} is unreachable"
             ) from None
         if reply.status_code in (401, 403):
-            raise Unauthenticated(
-                f"registry {self.registry} rejected the credentials for {self.repository}"
-            )
+            raise self._refusal()
         if reply.status_code >= 300:
             raise Unavailable(
                 f"the token service of registry {self.registry} answered HTTP {reply.status_code}"

@@ -15,7 +15,7 @@ from support.tenants import PASSWORD, Person, Tenants, make_tenants, person
 
 from fuzzball_core.errors import Unauthenticated
 from fuzzball_core.service import identity as identity_module
-from fuzzball_core.service.identity import EMAIL_UNAVAILABLE
+from fuzzball_core.service.identity import EMAIL_UNAVAILABLE, MAX_FAILED_LOGINS
 from fuzzball_core.service.passwords import policy_violations
 
 INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED = 3, 5, 6, 7
@@ -250,13 +250,25 @@ def test_a_member_changes_their_own_password(stack, tenants):
     assert not signs_in(stack, tenants.acme_member.email, PASSWORD)
 
 
-def test_changing_ones_password_needs_the_current_one(stack, tenants):
+def test_changing_ones_password_needs_the_current_one_and_says_that_one_is_wrong(stack, tenants):
     response = call(
         stack, "POST", "/profile/password", tenants.acme_member.token,
         json={"currentPassword": "Not-The-Current-1", "newPassword": "Another-Good-Pass-7"},
     )  # fmt: skip
-    refused(response, 401, UNAUTHENTICATED)
+    message = refused(response, 400, INVALID_ARGUMENT)
+    assert message == "currentPassword: not your current password"
     assert signs_in(stack, tenants.acme_member.email, PASSWORD)
+
+
+def test_a_locked_out_user_changing_their_password_is_403_not_401(stack, tenants):
+    wrong = {"currentPassword": "Not-The-Current-1", "newPassword": "Another-Good-Pass-7"}
+    for _ in range(MAX_FAILED_LOGINS):
+        call(stack, "POST", "/profile/password", tenants.acme_member.token, json=wrong)
+
+    response = call(stack, "POST", "/profile/password", tenants.acme_member.token, json=wrong)
+
+    assert refused(response, 403, PERMISSION_DENIED).startswith("currentPassword: ")
+    assert "locked out" in response.json()["message"]
 
 
 # -- groups (accounts) --------------------------------------------------------------------------

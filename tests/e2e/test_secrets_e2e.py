@@ -288,7 +288,8 @@ def test_a_private_registry_image_without_its_secret_is_refused_at_submission(
     definition = _private_job(private_registry, None)
     started = client.call("POST", "/workflows", json={"name": "anon", "definition": definition})
 
-    assert started.status_code == 401, started.text
+    assert started.status_code == 400, started.text  # not 401: the caller's token is good
+    assert started.json()["code"] == 9  # FAILED_PRECONDITION
     assert "requires credentials" in started.json()["message"]
 
 

@@ -1,4 +1,7 @@
-"""Basic and bearer-token authentication against real registries; secrets never in errors."""
+"""Basic and bearer-token authentication against real registries; secrets never in errors,
+and a registry's refusal never an Unauthenticated (a client would read it as its own token
+refused): credentials it requires are a failed precondition, ones it rejects permission
+denied."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from support.registry_server import RegistryServer
 from support.token_server import TokenServer
 
 from fuzzball_core.credentials_fingerprints import credentials_fingerprint
-from fuzzball_core.errors import Unauthenticated
+from fuzzball_core.errors import FailedPrecondition, PermissionDenied
 from fuzzball_plugins.images.authorizations import AUTHORIZATIONS
 from fuzzball_plugins.images.docker_backend import DockerBackend
 
@@ -28,7 +31,7 @@ def test_basic_auth_with_good_credentials_resolves(private_registry: RegistrySer
 def test_basic_auth_with_wrong_password_names_the_registry_not_the_secret(
     private_registry: RegistryServer,
 ) -> None:
-    with pytest.raises(Unauthenticated) as error:
+    with pytest.raises(PermissionDenied) as error:
         BACKEND.resolve(f"docker://{private_registry.host}/private/app:1", credentials=WRONG)
 
     assert private_registry.host in str(error.value)
@@ -39,7 +42,7 @@ def test_basic_auth_with_wrong_password_names_the_registry_not_the_secret(
 def test_private_image_without_credentials_asks_for_them(
     private_registry: RegistryServer,
 ) -> None:
-    with pytest.raises(Unauthenticated, match=r"requires credentials .* image\.secret"):
+    with pytest.raises(FailedPrecondition, match=r"requires credentials .* image\.secret"):
         BACKEND.resolve(f"docker://{private_registry.host}/private/app:1")
 
 
@@ -52,7 +55,7 @@ def test_bearer_auth_with_good_credentials_resolves(token_registry: RegistryServ
 def test_bearer_auth_with_wrong_password_names_the_registry_not_the_secret(
     token_registry: RegistryServer,
 ) -> None:
-    with pytest.raises(Unauthenticated) as error:
+    with pytest.raises(PermissionDenied) as error:
         BACKEND.resolve(f"docker://{token_registry.host}/private/app:1", credentials=WRONG)
 
     assert token_registry.host in str(error.value)
@@ -60,7 +63,7 @@ def test_bearer_auth_with_wrong_password_names_the_registry_not_the_secret(
 
 
 def test_bearer_auth_with_a_forged_token_is_refused(token_registry: RegistryServer) -> None:
-    with pytest.raises(Unauthenticated, match=token_registry.host):
+    with pytest.raises(PermissionDenied, match=token_registry.host):
         BACKEND.resolve(
             f"docker://{token_registry.host}/private/app:1",
             credentials={"token": "eyJhbGciOiJub25lIn0.e30.forged"},
@@ -78,9 +81,9 @@ def test_a_private_image_pinned_before_is_refused_to_a_caller_without_credential
     pinned = BACKEND.resolve(uri, credentials=GOOD)
     assert BACKEND.resolve(uri, credentials=GOOD).digest == pinned.digest  # from its HEAD
 
-    with pytest.raises(Unauthenticated, match=host):
+    with pytest.raises(FailedPrecondition, match=host):
         BACKEND.resolve(uri)
-    with pytest.raises(Unauthenticated, match=host):
+    with pytest.raises(PermissionDenied, match=host):
         BACKEND.resolve(uri, credentials=WRONG)
 
 
