@@ -91,6 +91,7 @@ def add_object_cache_routes(
             request.match_info["scope"],
             request.match_info["name"],
             group=held.group_of(account_id),
+            field="path",
         )
         entry = held.lookup(address)
         if entry is None:
@@ -118,7 +119,11 @@ def add_object_cache_routes(
         held = cache(request)
         owner = request.query.get("owner", "")  # what Orchestrate told the node: either scope's
         address = CacheAddress.checked(
-            owner, request.match_info["scope"], request.match_info["name"], group=owner
+            owner,
+            request.match_info["scope"],
+            request.match_info["name"],
+            group=owner,
+            field="path",
         )
         ttl_text = request.query.get("ttl", "")
         try:

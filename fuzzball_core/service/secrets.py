@@ -601,8 +601,10 @@ def _trusted(host: str, domains: list[str]) -> bool:
 
 
 def _name(sent: Any) -> str:
-    if not isinstance(sent, str) or not sent:
+    if sent is None or sent == "":
         raise InvalidArgument("name: required")
+    if not isinstance(sent, str):
+        raise InvalidArgument("name: expected a string")
     if not _NAME.match(sent):
         raise InvalidArgument(
             "name: letters, digits, '.', '_' and '-', starting with a letter or digit,"

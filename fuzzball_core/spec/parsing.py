@@ -185,6 +185,11 @@ _MESSAGE_REWRITES = {
     "string_type": "must be text",
     "model_type": "must be a mapping",
     "model_attributes_type": "must be a mapping",
+    # 1.5 or "1.5" where a count is wanted: pydantic's words ("unable to parse string as an
+    # integer") speak of its own parse, not of what the field needs
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
 }
 
 

@@ -69,14 +69,17 @@ class CacheAddress:
         return cls.checked(account_id, scope.lower(), name, group=group)
 
     @classmethod
-    def checked(cls, account_id: str, scope: str, name: str, *, group: str = "") -> CacheAddress:
+    def checked(
+        cls, account_id: str, scope: str, name: str, *, group: str = "", field: str = "image.uri"
+    ) -> CacheAddress:
         """The address of ``name`` in ``scope``: the account's (``user``) or the
-        organization's (``group``, whose id ``group`` is); InvalidArgument for a bad scope or
-        name."""
+        organization's (``group``, whose id ``group`` is); InvalidArgument naming ``field``
+        (where the address came from: a workflow's ``image.uri``, a request's path) for a
+        bad scope or name."""
         if scope not in SCOPES:
-            raise InvalidArgument(f"image.uri: scope {scope!r} must be one of user, group")
+            raise InvalidArgument(f"{field}: scope {scope[:40]!r} must be one of user, group")
         if not name or name.startswith("/") or ".." in name.split("/") or len(name) > 300:
-            raise InvalidArgument(f"image.uri: {name!r} is not a valid object name")
+            raise InvalidArgument(f"{field}: {name[:300]!r} is not a valid object name")
         return cls(account_id if scope == "user" else group, scope, name)
 
 

@@ -517,6 +517,19 @@ def test_a_user_image_is_the_accounts_own(stack):
     assert (reply.status_code, reply.content) == (200, b"an EROFS image")
 
 
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("/objects/user/..%2F..", "path: '../..' is not a valid object name"),
+        ("/objects/nobody/tools", "path: scope 'nobody' must be one of user, group"),
+    ],
+)
+def test_an_object_path_that_names_no_object_is_refused_naming_the_path(stack, path, words):
+    reply = stack.call(stack.tenants.acme_owner.token, "GET", path)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"] == words
+
+
 # -- gRPC ---------------------------------------------------------------------------------------
 
 

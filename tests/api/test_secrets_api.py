@@ -191,6 +191,18 @@ def test_cluster_secrets_need_a_cluster_administrator(secrets):
     assert [(s["id"], s["scope"]) for s in listed] == [(secret_id, "SECRET_SCOPE_CLUSTER")]
 
 
+@pytest.mark.parametrize(
+    ("name", "words"), [(5, "name: expected a string"), ("", "name: required")]
+)
+def test_a_secret_name_that_is_no_name_says_what_is_wrong_with_it(secrets, name, words):
+    alice = secrets.tenant("acme", "alice@acme.example")
+    body = {"name": name, "scope": "SECRET_SCOPE_USER", "value": {"value": VALUE}}
+    with secrets.client(alice.token) as api:
+        reply = api.put("/v3/secrets", json=body)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"] == words
+
+
 def test_a_scope_sent_to_the_wrong_route_names_the_right_one(secrets):
     alice = secrets.tenant("acme", "alice@acme.example")
     body = {"name": "x", "scope": "SECRET_SCOPE_ORGANIZATION", "value": {"value": "v"}}

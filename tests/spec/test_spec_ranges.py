@@ -64,3 +64,9 @@ def test_an_image_ttl_in_seconds_past_the_longest_duration_is_refused(paths: Pat
 def test_an_integer_of_thousands_of_digits_is_refused_naming_the_field(paths: Paths):
     text = one_job(f"    task-array: {{start: 1, end: {'9' * 5000}}}\n")
     assert paths(text) == ["jobs.a.task-array.end"]
+
+
+@pytest.mark.parametrize("cores", ["1.5", "'1.5'", "many"])
+def test_a_count_that_is_no_whole_number_says_it_must_be_one(violations: Violations, cores):
+    text = one_job(f"    resource: {{cpu: {{cores: {cores}}}}}\n")
+    assert violations(text) == [("jobs.a.resource.cpu.cores", "must be a whole number")]
