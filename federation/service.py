@@ -291,7 +291,9 @@ class FederateService(AccountCalls):
         wanted = {volume.reference for volume in volumes}
         found: dict[str, dict[str, int]] = {}
         with acting_for(self._sign(who)):
-            answers = self._ask_each(members, lambda api: api.call_json("GET", "/volumes"))
+            answers = self._ask_each(
+                members, lambda api: {"volumes": api.every_item("/volumes", "volumes")}
+            )
         for member, answer in answers:
             if isinstance(answer, FuzzballError):
                 log.warning("volumes of cluster %s unreadable: %s", member.name, answer)

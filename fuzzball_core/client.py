@@ -171,6 +171,19 @@ class FuzzballClient:
         identity and administration routes): the decoded reply."""
         return self._request(method, path, params=params, json=body)
 
+    def every_item(self, path: str, key: str, params: dict[str, str] | None = None) -> list[Any]:
+        """Every item (under ``key``) of the paged list route ``path``, page after page as
+        each answer's ``pageToken`` leads ("" on the last page)."""
+        items: list[Any] = []
+        token = ""
+        while True:
+            query = {**(params or {}), **({"pageToken": token} if token else {})}
+            page = self.call_json("GET", path, params=query or None)
+            items += page.get(key) or []
+            token = page.get("pageToken") or ""
+            if not token:
+                return items
+
     def _call(self, method: str, path: str, reply: type[M], **kwargs: Any) -> M:
         """A request whose reply is a ``reply`` message."""
         return read_reply(self._request(method, path, **kwargs), reply)

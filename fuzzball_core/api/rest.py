@@ -55,6 +55,7 @@ from fuzzball_core.api.http_errors import (
     status_of_http_exception,
 )
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.list_pages import MAX_PAGE, keyed_page, refuse_unknown
 from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.api.openapi import Operation, Query, documented, openapi_document
 from fuzzball_core.api.requests import (
@@ -201,9 +202,17 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
         response.headers["Strict-Transport-Security"] = HSTS
 
 
+#: what a 401 says a request needs (RFC 6750): a bearer token
+WWW_AUTHENTICATE = 'Bearer realm="fuzzball"'
+
+
 def status_response(error: FuzzballError) -> web.Response:
-    """The google.rpc.Status reply for ``error`` with its HTTP status."""
-    return web.json_response(error.to_status(), status=error.http_status)
+    """The google.rpc.Status reply for ``error`` with its HTTP status; a 401 says with
+    ``WWW-Authenticate`` that a bearer token is what is wanted."""
+    response = web.json_response(error.to_status(), status=error.http_status)
+    if error.http_status == 401:
+        response.headers["WWW-Authenticate"] = WWW_AUTHENTICATE
+    return response
 
 
 @web.middleware
@@ -213,7 +222,10 @@ async def _error_middleware(request: web.Request, handler: Handler) -> web.Strea
     except FuzzballError as exc:
         return status_response(exc)
     except web.HTTPException as exc:  # aiohttp's own: no route, no such method, body too large
-        return status_response(status_of_http_exception(exc, request))
+        response = status_response(status_of_http_exception(exc, request))
+        if "Allow" in exc.headers:  # a 405 says which methods the path takes
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except Exception as exc:
         unavailable = unreachable_error(exc)
         if unavailable is not None:  # the database server is away: no bug, no traceback
@@ -259,6 +271,7 @@ def _authenticated_elsewhere(request: web.Request, token: str) -> bool:
     against what this process holds: the OIDC issuer's keys, the trusted Federates)."""
     return (
         request.match_info.handler in _LISTS_SERVED_ELSEWHERE
+        and not request.query  # a page, or a refusal of its parameters, is made here
         and _LIST_SERVER in request.app
         and FORWARDED_IDENTITY not in request.headers
         and not looks_like_jwt(token)
@@ -337,6 +350,18 @@ def _source(
     if source["definition"] is not None:
         source["definition"] = sent["definition"]
     return source
+
+
+#: the query parameters of ``:log``
+_LOG_PARAMETERS = ("name", "taskId", "show.follow", "show.tail", "pageSize", "pageToken")
+#: the ``show.tail`` that asks for no tail (the whole log), as clients have sent it
+NO_TAIL = -1
+
+
+def _takes_only(request: web.Request, *known: str) -> None:
+    """InvalidArgument naming the first query parameter the route does not take."""
+    takes = f"it takes {', '.join(known)}" if known else "it takes none"
+    refuse_unknown(request.query, known, why=f"not a parameter of this route ({takes})")
 
 
 def _query_bool(request: web.Request, name: str) -> bool:
@@ -440,10 +465,14 @@ async def _validate_workflow(request: web.Request) -> web.Response:
     return _reply(pb.ValidateWorkflowResponse(warnings=warnings))
 
 
-def workflow_list_text(workflows: Iterable[WorkflowView]) -> str:
-    """The JSON text of a ``ListWorkflowsResponse`` of ``workflows``."""
+def workflow_list_text(workflows: Iterable[WorkflowView], page_token: str | None = None) -> str:
+    """The JSON text of a ``ListWorkflowsResponse`` of ``workflows``; with ``page_token``
+    (a page of the list), its ``pageToken`` ("" on the last page)."""
     message = pb.ListWorkflowsResponse(workflows=[msg.workflow_message(w) for w in workflows])
-    return json.dumps(to_json(message))
+    body = to_json(message)
+    if page_token is not None:
+        body["pageToken"] = page_token
+    return json.dumps(body)
 
 
 class ListServer(Protocol):
@@ -489,19 +518,38 @@ async def _served_elsewhere(request: web.Request, route: str) -> web.Response | 
     return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
 
 
-@documented(Operation("the caller's workflows", pb.ListWorkflowsResponse, tags=_WORKFLOWS))
+@documented(
+    Operation(
+        "the caller's workflows, newest first (with pageSize or pageToken: one page, and the"
+        " next page's token in pageToken)",
+        pb.ListWorkflowsResponse,
+        query=(
+            Query("pageSize", "integer", f"one page of at most this many (at most {MAX_PAGE})"),
+            Query("pageToken", "string", "the page after the one that answered this token"),
+        ),
+        tags=_WORKFLOWS,
+    )
+)
 @any_thread
 async def _list_workflows(request: web.Request) -> web.Response:
-    served = await _served_elsewhere(request, "workflows")
-    if served is not None:
-        return served
+    refuse_unknown(request.query, why="not supported; workflows are listed newest first")
+    if not request.query:  # the whole list, where lists are served
+        served = await _served_elsewhere(request, "workflows")
+        if served is not None:
+            return served
     workflows = await _run(request, lambda s, who: s.list_workflows(who))
-    return web.json_response(text=workflow_list_text(workflows))
+    if not request.query:
+        return web.json_response(text=workflow_list_text(workflows))
+    page, token = keyed_page(
+        request.query, workflows, lambda w: (w.created_at, w.id), default=MAX_PAGE
+    )
+    return web.json_response(text=workflow_list_text(page, token))
 
 
 @documented(Operation("one workflow with its stages", pb.Workflow, tags=_WORKFLOWS))
 @any_thread
 async def _get_workflow(request: web.Request) -> web.Response:
+    _takes_only(request)
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
     return _reply(msg.workflow_message(workflow))
@@ -511,18 +559,30 @@ async def _get_workflow(request: web.Request) -> web.Response:
     Operation(
         "a workflow's status and its stages' statuses",
         pb.GetWorkflowStatusResponse,
+        query=(Query("force", "boolean", "accepted: a status is always read as it is now"),),
         tags=_WORKFLOWS,
     )
 )
 @any_thread
 async def _workflow_status(request: web.Request) -> web.Response:
+    _takes_only(request, "force")
+    _query_bool(request, "force")  # checked: a status is always read as it is now
     workflow_id = request.match_info["id"]
     workflow = await _run(request, lambda s, who: s.get_workflow(who, workflow_id))
     return _reply(msg.workflow_status_message(workflow))
 
 
-@documented(Operation("cancel a workflow", pb.WorkflowIdResponse, tags=_WORKFLOWS))
+@documented(
+    Operation(
+        "cancel a workflow",
+        pb.WorkflowIdResponse,
+        query=(Query("force", "boolean", "accepted: a stop always kills what runs at once"),),
+        tags=_WORKFLOWS,
+    )
+)
 async def _stop_workflow(request: web.Request) -> web.Response:
+    _takes_only(request, "force")
+    _query_bool(request, "force")  # checked: a stop always kills what runs at once
     workflow_id = request.match_info["id"]
     await _run(request, lambda s, who: s.stop_workflow(who, workflow_id))
     return _reply(pb.WorkflowIdResponse(id=workflow_id))
@@ -538,6 +598,7 @@ async def _stop_workflow(request: web.Request) -> web.Response:
 )
 @any_thread
 async def _workflow_events(request: web.Request) -> web.Response:
+    _takes_only(request, "afterSeq")
     after_seq = _query_int(request, "afterSeq") or 0
     workflow_id = request.match_info["id"]
     events = await _run(
@@ -566,6 +627,7 @@ async def _node_events(request: web.Request) -> web.Response:
     )
 )
 async def _explain_workflow(request: web.Request) -> web.Response:
+    _takes_only(request, "all")
     workflow_id, everything = request.match_info["id"], _query_bool(request, "all")
     explanations = await _run(
         request, lambda s, who: s.explain_workflow(who, workflow_id, include_finished=everything)
@@ -589,7 +651,7 @@ def _log_line(key: str, body: dict[str, Any]) -> bytes:
             Query("name", "string", "one stage (job name)"),
             Query("taskId", "integer", "one task of a task array"),
             Query("show.follow", "boolean", "keep streaming until the workflow ends"),
-            Query("show.tail", "integer", "only the last chunks, counted from the end"),
+            Query("show.tail", "integer", "only the last chunks, counted from the end (-1: all)"),
             Query("pageSize", "integer", "one page of at most this many chunks (0: all)"),
             Query("pageToken", "string", "the page after the one whose token this is"),
         ),
@@ -600,8 +662,17 @@ def _log_line(key: str, body: dict[str, Any]) -> bytes:
 @any_thread
 async def _workflow_log(request: web.Request) -> web.StreamResponse:
     service, who, workflow_id = _service(request), _principal(request), request.match_info["id"]
+    for unsupported in ("rank", "command"):  # the swagger's, for output this server keeps not
+        if unsupported in request.query:
+            raise InvalidArgument(
+                f"{unsupported}: not supported; a job's output is read whole, by job (name)"
+                " and task (taskId)"
+            )
+    _takes_only(request, *_LOG_PARAMETERS)
     follow = _query_bool(request, "show.follow")
     tail = _query_int(request, "show.tail")
+    if tail is not None and tail < NO_TAIL:
+        raise InvalidArgument(f"show.tail: expected 0 or more (or {NO_TAIL}: no tail), got {tail}")
     task_id = _query_int(request, "taskId")
     requested_size = _query_int(request, "pageSize") or 0
     size = page_size(requested_size, "pageSize")

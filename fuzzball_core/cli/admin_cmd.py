@@ -92,14 +92,7 @@ def _organization_params(api: FuzzballClient, organization: str | None) -> dict[
 
 def _all(api: FuzzballClient, path: str, key: str, params: dict[str, str] | None = None) -> list:
     """Every item of a paged list route."""
-    items: list[Any] = []
-    token = ""
-    while True:
-        page = api.call_json("GET", path, params={**(params or {}), "pageToken": token})
-        items += page.get(key) or []
-        token = page.get("pageToken") or ""
-        if not token:
-            return items
+    return api.every_item(path, key, params)
 
 
 def _member_id(api: FuzzballClient, user: str, params: dict[str, str]) -> str:

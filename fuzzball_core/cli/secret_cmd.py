@@ -148,15 +148,7 @@ def create(
 
 def _listed(state: CliState, scope: str) -> list[dict[str, Any]]:
     """Every secret of the scope's route, page after page."""
-    path = _SCOPES[scope][0]
-    found: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        page = state.api.call_json("GET", path, params={"pageToken": token} if token else None)
-        found += page.get("secrets") or []
-        token = page.get("pageToken") or ""
-        if not token:
-            return found
+    return state.api.every_item(_SCOPES[scope][0], "secrets")
 
 
 def _on_secret(state: CliState, scope: str, given: str, method: str, **body: Any) -> Any:

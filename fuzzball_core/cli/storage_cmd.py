@@ -69,7 +69,7 @@ def install_driver(state: CliState, definition: Path) -> None:
 @click.pass_obj
 def list_drivers(state: CliState, output: str) -> None:
     """List the installed storage drivers."""
-    found = state.api.call_json("GET", "/admin/drivers").get("drivers") or []
+    found = state.api.every_item("/admin/drivers", "drivers")
     rows = [
         [d["driver"].get("name", ""), d["id"], d["driver"].get("description", "")] for d in found
     ]
@@ -113,7 +113,7 @@ def update_class(state: CliState, class_id: str, definition: Path) -> None:
 @click.pass_obj
 def list_classes(state: CliState, output: str) -> None:
     """List the storage classes."""
-    found = state.api.call_json("GET", "/admin/storage-classes").get("classes") or []
+    found = state.api.every_item("/admin/storage-classes", "classes")
     rows = [
         [
             c.get("name"),

@@ -84,7 +84,7 @@ def _find(state: CliState, volume: str) -> dict[str, Any]:
             "GET", f"/volumes/{path_segment(volume, 'volume')}"
         )
         return found
-    for candidate in state.api.call_json("GET", "/volumes").get("volumes") or []:
+    for candidate in state.api.every_item("/volumes", "volumes"):
         if candidate.get("reference") == volume:
             return dict(candidate)
     raise click.ClickException(f"no volume {volume}")
@@ -139,7 +139,7 @@ def register(group: click.Group) -> None:
     @click.pass_obj
     def list_volumes(state: CliState, output: str) -> None:
         """List your volumes and the account's, with the node holding node-local ones."""
-        found = state.api.call_json("GET", "/volumes").get("volumes") or []
+        found = state.api.every_item("/volumes", "volumes")
         names = _node_names(state, found) if output == "table" else {}
         emit(found, output, headers=_HEADERS, rows=_rows(found, names))
 
@@ -178,7 +178,7 @@ def register(group: click.Group) -> None:
     @click.pass_obj
     def classes(state: CliState, output: str) -> None:
         """List the storage classes volumes may use."""
-        found = state.api.call_json("GET", "/storage-classes").get("classes") or []
+        found = state.api.every_item("/storage-classes", "classes")
         rows = [
             [c.get("name"), "yes" if c.get("persistent") else "no", c.get("status", "")]
             for c in found

@@ -25,19 +25,20 @@ OpenAPI document (:mod:`~fuzzball_core.orchestrate.identity_schemas`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.list_pages import page_size, paged, refuse_unknown
 from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import FuzzballError, InvalidArgument, PermissionDenied, Unauthenticated
 from fuzzball_core.orchestrate import identity_schemas as schema
 from fuzzball_core.service.audit import MAX_PAGE_SIZE, AuditEntryView, AuditQuery
-from fuzzball_core.service.identity import BAD_CREDENTIALS, Identity
+from fuzzball_core.service.identity import BAD_CREDENTIALS, Identity, group_relationship
 from fuzzball_core.service.identity_views import (
     AccountView,
     MemberView,
@@ -49,8 +50,6 @@ from fuzzball_core.vocabulary import AccountRelationship, AuditAction, Organizat
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Any]
-#: How many items a list page holds when the caller names no ``pageSize``, and the most.
-DEFAULT_LIST_PAGE, MAX_LIST_PAGE = 100, 1000
 
 
 def identity_routes(identity: Identity) -> ExtraRoutes:
@@ -210,34 +209,6 @@ def _rfc3339(value: str) -> float:
     return moment.timestamp()
 
 
-def page_size(request: web.Request, default: int, most: int) -> int:
-    """The ``pageSize`` query parameter, ``default`` when absent or 0."""
-    value = request.query.get("pageSize", "")
-    if not value:
-        return default
-    if not (value.isascii() and value.isdigit() and len(value) <= 9):
-        raise InvalidArgument(f"pageSize: expected a whole number, got {value[:40]!r}")
-    size = int(value)
-    if size > most:
-        raise InvalidArgument(f"pageSize: at most {most}")
-    return size or default
-
-
-def paged(request: web.Request, items: Sequence[T]) -> tuple[Sequence[T], str]:
-    """The page of ``items`` the request asks for, and the next page's token ("": none).
-    The token is the offset of the next item; ``orderBy`` and ``filter`` are refused."""
-    for refused in ("orderBy", "filter"):
-        if request.query.get(refused):
-            raise InvalidArgument(f"{refused}: not supported; lists come in one order")
-    size = page_size(request, DEFAULT_LIST_PAGE, MAX_LIST_PAGE)
-    token = request.query.get("pageToken", "")
-    if token and not (token.isascii() and token.isdigit() and len(token) <= 9):
-        raise InvalidArgument(f"pageToken: {token[:40]!r} is not a page token of this list")
-    start = int(token or 0)
-    page = items[start : start + size]
-    return page, str(start + size) if start + size < len(items) else ""
-
-
 def relationship_query(request: web.Request) -> str | None:
     """The ``relationship`` query parameter (None: absent)."""
     return request.query.get("relationship") or None
@@ -248,6 +219,17 @@ def _source(request: web.Request) -> str:
 
 
 # -- the routes ----------------------------------------------------------------------------------
+
+#: what the audit log is filtered by, and every query parameter it takes
+_AUDIT_FILTERS = ("action", "actor", "organizationId", "outcome", "since", "until")
+_AUDIT_PARAMETERS = (*_AUDIT_FILTERS, "orderBy", "pageSize", "pageToken")
+
+#: what changing a member takes, in the query (the swagger's) or in a JSON body
+_MEMBER_UPDATE_FIELDS: dict[str, type] = {
+    "relationship": str,
+    "updateRelationship": bool,
+    "clusterAdmin": bool,
+}
 
 _MEMBER_FIELDS: dict[str, type] = {
     "email": str,
@@ -353,7 +335,7 @@ class IdentityRoutes:
             request,
             lambda who: self.identity.list_members(who, role=role, organization_id=organization_id),
         )
-        page, token = paged(request, members)
+        page, token = paged(request.query, members)
         return web.json_response(
             _present({"pageToken": token}) | {"users": [user_json(u) for u in page]}
         )
@@ -396,15 +378,21 @@ class IdentityRoutes:
     @documented(schema.UPDATE_MEMBER)
     async def update_member(self, request: web.Request) -> web.Response:
         user_id = request.match_info["id"]
-        change_role = query_bool(request, "updateRelationship")
-        role = relationship_query(request)
+        # the swagger has them in the query; a body giving them (as a JSON client would) is
+        # honoured the same, never taken for success while ignored
+        sent = await body_fields(request, _MEMBER_UPDATE_FIELDS) if request.can_read_body else {}
+        for name in sent:
+            if request.query.get(name):
+                raise InvalidArgument(f"{name}: given in both the query and the body; give it once")
+        change_role = sent.get("updateRelationship", query_bool(request, "updateRelationship"))
+        role = sent.get("relationship", relationship_query(request))
         if change_role and not role:
             raise InvalidArgument("relationship: updateRelationship needs the new relationship")
         if role and not change_role:
             raise InvalidArgument(
                 "updateRelationship: set it to true to change the member's relationship"
             )
-        cluster_admin = query_bool(request, "clusterAdmin")
+        cluster_admin = sent.get("clusterAdmin", query_bool(request, "clusterAdmin"))
         updated = await self._call(
             request,
             lambda who: self.identity.update_member(
@@ -464,7 +452,7 @@ class IdentityRoutes:
         accounts = await self._call(
             request, lambda who: self.identity.list_accounts(who, show_user_accounts=show)
         )
-        page, token = paged(request, accounts)
+        page, token = paged(request.query, accounts)
         return web.json_response(
             _present({"pageToken": token}) | {"accounts": [account_json(a) for a in page]}
         )
@@ -502,17 +490,16 @@ class IdentityRoutes:
     @documented(schema.LIST_ACCOUNT_MEMBERS)
     async def list_account_members(self, request: web.Request) -> web.Response:
         account_id = request.match_info["id"]
-        relationship = relationship_query(request)
-        if relationship is not None and relationship not in set(AccountRelationship):
-            known = ", ".join(r.value for r in AccountRelationship)
-            raise InvalidArgument(f"relationship: {relationship[:40]!r} is not one of {known}")
+        asked = relationship_query(request)
+        # the deprecated ACCOUNT_* spellings filter as their GROUP_* equals, as writes store them
+        relationship = group_relationship(asked[:40]).value if asked is not None else None
         members = await self._call(
             request,
             lambda who: self.identity.list_account_members(
                 who, account_id, relationship=relationship
             ),
         )
-        page, token = paged(request, members)
+        page, token = paged(request.query, members)
         return web.json_response(
             _present({"pageToken": token}) | {"users": [_member_json(m) for m in page]}
         )
@@ -572,7 +559,7 @@ class IdentityRoutes:
     @documented(schema.LIST_USERS)
     async def list_users(self, request: web.Request) -> web.Response:
         users = await self._call(request, self.identity.list_users)
-        page, token = paged(request, users)
+        page, token = paged(request.query, users)
         return web.json_response(
             _present({"pageToken": token}) | {"users": [admin_user_json(u) for u in page]}
         )
@@ -628,7 +615,7 @@ class IdentityRoutes:
     @documented(schema.LIST_ORGANIZATIONS)
     async def list_organizations(self, request: web.Request) -> web.Response:
         organizations = await self._call(request, self.identity.list_organizations)
-        page, token = paged(request, organizations)
+        page, token = paged(request.query, organizations)
         return web.json_response(
             _present({"pageToken": token}) | {"organizations": [organization_json(o) for o in page]}
         )
@@ -653,7 +640,7 @@ class IdentityRoutes:
     @documented(schema.LIST_SERVICE_ACCOUNTS)
     async def list_service_accounts(self, request: web.Request) -> web.Response:
         accounts = await self._call(request, self.identity.list_service_accounts)
-        page, token = paged(request, accounts)
+        page, token = paged(request.query, accounts)
         return web.json_response(
             _present({"pageToken": token}) | {"accounts": [service_account_json(a) for a in page]}
         )
@@ -674,6 +661,11 @@ class IdentityRoutes:
 
     @documented(schema.LIST_AUDIT)
     async def list_audit(self, request: web.Request) -> web.Response:
+        refuse_unknown(
+            request.query,
+            _AUDIT_PARAMETERS,
+            why="not supported; the audit log is filtered by " + ", ".join(_AUDIT_FILTERS),
+        )
         order = request.query.get("orderBy", "")
         if order not in ("", "seq desc", "seq asc", "time desc", "time asc"):
             raise InvalidArgument(
@@ -688,7 +680,7 @@ class IdentityRoutes:
             since=query_float(request, "since"),
             until=query_float(request, "until"),
             oldest_first=order.endswith("asc"),
-            page_size=page_size(request, 50, MAX_PAGE_SIZE),
+            page_size=page_size(request.query, 50, MAX_PAGE_SIZE),
             page_token=request.query.get("pageToken", ""),
         )
         page = await self._call(request, lambda who: self.identity.audit_page(who, query))

@@ -127,8 +127,12 @@ ADD_MEMBER_V2 = operation(
     query=(_ORGANIZATION_ID,),
 )
 UPDATE_MEMBER = operation(
-    "change a member's relationship or cluster-administrator flag",
+    "change a member's relationship or cluster-administrator flag (in the query, or the same"
+    " fields in a JSON body; each once)",
     USER,
+    request=_object(
+        {"relationship": _STRING, "updateRelationship": _BOOLEAN, "clusterAdmin": _BOOLEAN}
+    ),
     query=(
         Query("relationship", "string", "the new relationship"),
         Query("updateRelationship", "boolean", "change the relationship"),

@@ -11,14 +11,17 @@
 
 Bodies and answers are the swagger's (InstallDriverRequest, DriverInfoResponse,
 CreateStorageClassRequest, StorageClassInfoResponse, CreateVolumeRequest, VolumeInfoResponse,
-...). Answers that accept a definition add ``warnings``: the fields accepted that have no
-effect here. A VolumeInfoResponse adds ``storageClass``, ``scope``, ``node`` (the node holding
-a node-local volume) and ``sizeBytes``.
+...). Lists page with ``pageSize`` and ``pageToken`` (``pageToken`` in the answer: the
+next page's, "" on the last; 1,000 a page unless asked for fewer); any other query parameter
+(``filter``, ``orderBy``) is refused naming it. Answers that accept a definition add
+``warnings``: the fields accepted that have no effect here. A VolumeInfoResponse adds
+``storageClass``, ``scope``, ``node`` (the node holding a node-local volume) and
+``sizeBytes``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +29,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.list_pages import MAX_PAGE, paged, refuse_unknown
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import storage_catalog as catalog
@@ -35,11 +39,15 @@ from fuzzball_core.orchestrate.volumes import VolumeOwner
 from fuzzball_core.orchestrate.workflow_volumes import installed_driver
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import Principal
+from fuzzball_core.spec.names import check_printable
 from fuzzball_core.store.models import StorageClass, StorageDriverRow, Volume
 from fuzzball_core.vocabulary import Permission
 
 #: a path parameter that stops before ``:verb``
 _ID = "{id:[^/:]+}"
+#: the one order of each list (said when a parameter asking another is refused)
+_CLASS_ORDER = "storage classes are listed by name"
+_VOLUME_ORDER = "volumes are listed oldest first"
 
 
 def storage_routes(engine: Engine) -> ExtraRoutes:
@@ -121,7 +129,20 @@ def _text(document: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def _volume_definition(value: Any) -> dict[str, Any]:
+#: the longest volume display name (its column's width) and description, in characters
+MAX_DISPLAY_NAME, MAX_DESCRIPTION = 255, 1024
+#: a volume request's fields accepted that have no effect here, and why
+_VOLUME_FIELDS_WITHOUT_EFFECT = {
+    "clusterId": "has no effect here: this server is one cluster",
+    "volume.version": "has no effect here: volumes have one version",
+}
+
+
+def _volume_request(data: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The ``volume`` of a CreateVolumeRequest or UpdateVolumeRequest body, checked, and the
+    warnings for the fields given that have no effect here (``clusterId``,
+    ``volume.version``). Display names and descriptions are bounded and printable."""
+    value = _body(data, "volume")
     if not isinstance(value, dict):
         raise InvalidArgument("volume: required, an object")
     known = {"version", "name", "displayName", "description", "storageClassName", "scope"}
@@ -132,7 +153,16 @@ def _volume_definition(value: Any) -> dict[str, Any]:
         )
     for key in known:
         _text(value, key, "volume")
-    return value
+    for key, limit in (("displayName", MAX_DISPLAY_NAME), ("description", MAX_DESCRIPTION)):
+        if value.get(key):
+            check_printable(f"volume.{key}", value[key], limit=limit)
+    given = {"clusterId": data.get("clusterId"), "volume.version": value.get("version")}
+    warnings = tuple(
+        f"{field}: {effect}"
+        for field, effect in _VOLUME_FIELDS_WITHOUT_EFFECT.items()
+        if given[field]
+    )
+    return value, warnings
 
 
 def add_storage_routes(
@@ -156,6 +186,13 @@ def add_storage_routes(
     def with_warnings(answer: dict[str, Any], warnings: tuple[str, ...]) -> web.Response:
         return web.json_response({**answer, **({"warnings": list(warnings)} if warnings else {})})
 
+    def listing(request: web.Request, key: str, items: Sequence[Any], order: str) -> web.Response:
+        """One page of ``items`` (already in their one ``order``) as ``{key: [...],
+        "pageToken"}``; query parameters other than pageSize and pageToken are refused."""
+        refuse_unknown(request.query, why=f"not supported; {order}")
+        page, token = paged(request.query, items, default=MAX_PAGE)
+        return web.json_response({key: list(page), "pageToken": token})
+
     # -- drivers -------------------------------------------------------------------------------
 
     async def list_drivers(request: web.Request) -> web.Response:
@@ -166,7 +203,7 @@ def add_storage_routes(
             rows = tx.session.scalars(select(StorageDriverRow).order_by(StorageDriverRow.name))
             return [driver_json(row) for row in rows]
 
-        return web.json_response({"drivers": engine.change(read)})
+        return listing(request, "drivers", engine.change(read), "drivers are listed by name")
 
     async def install_driver(request: web.Request) -> web.Response:
         admin(request, "install storage drivers")
@@ -215,7 +252,7 @@ def add_storage_routes(
 
     async def admin_list_classes(request: web.Request) -> web.Response:
         admin(request, "list storage classes")
-        return web.json_response({"classes": engine.change(classes)})
+        return listing(request, "classes", engine.change(classes), _CLASS_ORDER)
 
     async def create_class(request: web.Request) -> web.Response:
         admin(request, "create storage classes")
@@ -274,7 +311,7 @@ def add_storage_routes(
 
     async def list_classes(request: web.Request) -> web.Response:
         member(request, "list storage classes")
-        return web.json_response({"classes": engine.change(classes)})
+        return listing(request, "classes", engine.change(classes), _CLASS_ORDER)
 
     async def get_class(request: web.Request) -> web.Response:
         member(request, "read storage classes")
@@ -290,13 +327,15 @@ def add_storage_routes(
 
     async def list_volumes(request: web.Request) -> web.Response:
         owner = member(request, "list volumes")
+        refuse_unknown(request.query, why=f"not supported; {_VOLUME_ORDER}")
         with engine.sessions() as session:
-            rows = volumes.listed(session, owner)
-            return web.json_response({"volumes": [answer_volume(session, r) for r in rows]})
+            rows, token = paged(request.query, volumes.listed(session, owner), default=MAX_PAGE)
+            listed = [answer_volume(session, r) for r in rows]
+        return web.json_response({"volumes": listed, "pageToken": token})
 
     async def create_volume(request: web.Request) -> web.Response:
         owner = member(request, "create volumes")
-        definition = _volume_definition(_body(parse_json_body(await request.read()), "volume"))
+        definition, warnings = _volume_request(parse_json_body(await request.read()))
         if not definition.get("name"):
             raise InvalidArgument("volume.name: required")
 
@@ -312,7 +351,7 @@ def add_storage_routes(
                 now=tx.now,
             ).id
 
-        return web.json_response({"id": engine.change(add)})
+        return with_warnings({"id": engine.change(add)}, warnings)
 
     async def get_volume(request: web.Request) -> web.Response:
         owner = member(request, "read volumes")
@@ -322,7 +361,7 @@ def add_storage_routes(
 
     async def update_volume(request: web.Request) -> web.Response:
         owner = member(request, "change volumes")
-        definition = _volume_definition(_body(parse_json_body(await request.read()), "volume"))
+        definition, warnings = _volume_request(parse_json_body(await request.read()))
         if definition.get("storageClassName") or definition.get("scope"):
             raise InvalidArgument("volume.storageClassName: a volume keeps its class and scope")
 
@@ -338,7 +377,7 @@ def add_storage_routes(
             )
             return answer_volume(tx.session, row)
 
-        return web.json_response(engine.change(change))
+        return with_warnings(engine.change(change), warnings)
 
     async def delete_volume(request: web.Request) -> web.Response:
         owner = member(request, "delete volumes")

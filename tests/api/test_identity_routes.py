@@ -195,6 +195,42 @@ def test_an_owner_makes_a_member_an_owner(stack, tenants):
     assert response.json()["relationship"] == "ORGANIZATION_OWNER"
 
 
+def test_an_owner_makes_a_member_an_owner_with_the_fields_in_a_json_body(stack, tenants):
+    response = call(
+        stack, "PUT", f"/organization/members/{tenants.acme_member.id}", tenants.acme_owner.token,
+        json={"relationship": "ORGANIZATION_OWNER", "updateRelationship": True},
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.json()["relationship"] == "ORGANIZATION_OWNER"
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"role": "ORGANIZATION_OWNER"}, "unknown field 'role'"),
+        ({"updateRelationship": "yes"}, "updateRelationship: expected true or false"),
+        ({"relationship": "ORGANIZATION_OWNER"}, "updateRelationship: set it to true"),
+    ],
+)
+def test_a_member_change_body_that_cannot_be_honoured_is_400_naming_the_field(
+    stack, tenants, body, words
+):
+    response = call(
+        stack, "PUT", f"/organization/members/{tenants.acme_member.id}", tenants.acme_owner.token,
+        json=body,
+    )  # fmt: skip
+    assert words in refused(response, 400, INVALID_ARGUMENT)
+
+
+def test_a_member_change_field_in_both_query_and_body_is_400_naming_it(stack, tenants):
+    response = call(
+        stack, "PUT",
+        f"/organization/members/{tenants.acme_member.id}?clusterAdmin=false",
+        tenants.acme_owner.token, json={"clusterAdmin": True},
+    )  # fmt: skip
+    assert refused(response, 400, INVALID_ARGUMENT).startswith("clusterAdmin: given in both")
+
+
 def test_the_last_owner_stays_an_owner(stack, tenants):
     response = call(
         stack, "PUT",
@@ -349,6 +385,23 @@ def test_group_members_are_listed_with_their_relationship(stack, tenants):
         tenants.acme_member.email: "GROUP_OWNER",
         tenants.acme_owner.email: "GROUP_MEMBER",  # the deprecated spelling, read as its equal
     }
+
+
+@pytest.mark.parametrize(
+    ("relationship", "expected"),
+    [("ACCOUNT_MEMBER", "GROUP_MEMBER"), ("ACCOUNT_OWNER", "GROUP_OWNER")],
+)
+def test_a_deprecated_relationship_filter_lists_as_its_group_equal(
+    stack, tenants, relationship, expected
+):
+    group = new_group(stack, tenants.acme_member.token)
+    call(
+        stack, "POST", f"/accounts/{group['id']}/members", tenants.acme_member.token,
+        json={"userId": tenants.acme_owner.id},
+    )  # fmt: skip
+    path = f"/accounts/{group['id']}/members?relationship={relationship}"
+    listed = call(stack, "GET", path, tenants.acme_member.token).json()["users"]
+    assert [u["relationship"] for u in listed] == [expected]
 
 
 def test_a_removed_group_member_loses_the_groups_token(stack, tenants):
@@ -606,6 +659,12 @@ def test_the_audit_log_is_read_from_a_time_on(stack, tenants):
     assert [e["seq"] for e in since["entries"]] == [entries[0]["seq"]]
     later = call(stack, "GET", "/admin/audit?since=2999-01-01T00:00:00Z", tenants.admin_token)
     assert later.json()["entries"] == []
+
+
+def test_an_audit_log_parameter_it_does_not_take_is_refused_naming_it(stack, tenants):
+    response = call(stack, "GET", "/admin/audit?filter=((", tenants.admin_token)
+    message = refused(response, 400, INVALID_ARGUMENT)
+    assert message.startswith("filter: not supported; the audit log is filtered by action")
 
 
 def test_a_time_the_audit_log_cannot_read_is_refused(stack, tenants):

@@ -97,6 +97,18 @@ def test_a_wrong_method_is_405_with_a_status_body(stack):
     assert_status_body(call(stack, "DELETE", "/workflows"), 405, 12)
 
 
+def test_a_405_names_the_methods_the_path_takes(stack):
+    response = call(stack, "DELETE", "/workflows")
+    assert set(response.headers["Allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
+
+
+@pytest.mark.parametrize("token", [None, "not-a-token"])
+def test_a_401_asks_for_a_bearer_token(stack, token):
+    response = call(stack, "GET", "/workflows", token=token)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
 # -- workflows ------------------------------------------------------------------------------
 
 
@@ -225,6 +237,40 @@ def test_list_shows_only_the_callers_workflows_newest_first(stack):
     assert get(stack, "/workflows", token=stack.other_token).json() == {"workflows": []}
 
 
+def test_workflows_are_listed_a_page_at_a_time_newest_first(stack):
+    started = []
+    for name in ("one", "two", "three"):
+        started.append(stack.start(name=name))
+        time.sleep(0.01)
+    first = get(stack, "/workflows", params={"pageSize": 2}).json()
+    second = get(
+        stack, "/workflows", params={"pageSize": 2, "pageToken": first["pageToken"]}
+    ).json()
+    assert [w["id"] for w in first["workflows"]] == started[:0:-1]
+    assert [w["id"] for w in second["workflows"]] == started[:1]
+    assert second["pageToken"] == ""
+
+
+def test_a_workflow_started_between_pages_neither_repeats_nor_hides_one(stack):
+    older, newer = stack.start(name="older"), stack.start(name="newer")
+    first = get(stack, "/workflows", params={"pageSize": 1}).json()
+    stack.start(name="meanwhile")
+    second = get(stack, "/workflows", params={"pageSize": 1, "pageToken": first["pageToken"]})
+    assert [w["id"] for w in first["workflows"] + second.json()["workflows"]] == [newer, older]
+
+
+@pytest.mark.parametrize("parameter", ["filter", "orderBy", "status", "scope", "aipFilter"])
+def test_a_workflow_list_parameter_not_implemented_is_400_naming_it(stack, parameter):
+    body = assert_status_body(get(stack, "/workflows", params={parameter: "x"}), 400, 3)
+    assert body["message"].startswith(f"{parameter}: not supported")
+
+
+@pytest.mark.parametrize("token", ["x", "W10=", "WzEsMl0="])  # not base64 JSON, [], [1,2]
+def test_a_workflow_page_token_of_no_page_is_400_naming_it(stack, token):
+    body = assert_status_body(get(stack, "/workflows", params={"pageToken": token}), 400, 3)
+    assert body["message"].startswith("pageToken: ")
+
+
 def test_get_workflow_has_swagger_fields(stack):
     workflow_id = stack.start()
     workflow = get(stack, f"/workflows/{workflow_id}").json()
@@ -306,6 +352,41 @@ def test_log_is_newline_delimited_results_with_base64_output(stack):
     lines = log_lines(get(stack, f"/workflows/{workflow_id}:log", params={"name": "hello"}))
     assert [base64.b64decode(line["result"]["output"]) for line in lines] == [b"hello\n", b"oops\n"]
     assert [line["result"]["stream"] for line in lines] == ["stdout", "stderr"]
+
+
+@pytest.mark.parametrize(
+    ("route", "params", "words"),
+    [
+        (":log", {"rank": "3"}, "rank: not supported"),
+        (":log", {"command": "EXEC"}, "command: not supported"),
+        (":log", {"show.tail": "-5"}, "show.tail: expected 0 or more"),
+        (":log", {"tial": "5"}, "tial: not a parameter of this route"),
+        (":status", {"force": "maybe"}, "force: expected true or false"),
+        (":status", {"verbose": "true"}, "verbose: not a parameter of this route"),
+        (":events", {"after": "3"}, "after: not a parameter of this route"),
+        ("", {"view": "full"}, "view: not a parameter of this route (it takes none)"),
+    ],
+)
+def test_a_workflow_route_parameter_it_does_not_take_is_400_naming_it(stack, route, params, words):
+    workflow_id = stack.start()
+    response = get(stack, f"/workflows/{workflow_id}{route}", params=params)
+    assert words in assert_status_body(response, 400, 3)["message"]
+
+
+def test_stop_takes_force_and_still_cancels(stack):
+    workflow_id = stack.start()
+    response = call(stack, "PATCH", f"/workflows/{workflow_id}:stop", params={"force": "true"})
+    assert response.status_code == 200, response.text
+    status = get(stack, f"/workflows/{workflow_id}:status", params={"force": "true"}).json()
+    assert status["workflowStatus"] == "STAGE_STATUS_CANCELED"
+
+
+def test_a_tail_of_minus_one_is_the_whole_log(stack):
+    workflow_id = stack.start()
+    for text in ("a\n", "b\n"):
+        stack.service.emit_log(workflow_id, "jobs.hello", text)
+    response = get(stack, f"/workflows/{workflow_id}:log", params={"show.tail": "-1"})
+    assert len(log_lines(response)) == 2
 
 
 def test_log_tail_keeps_the_last_chunks(stack):

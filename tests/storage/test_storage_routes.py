@@ -163,3 +163,80 @@ def test_a_disabled_volume_says_so(stack) -> None:
 def test_another_organizations_volumes_are_not_listed(stack) -> None:
     stranger = stack.call(stack.tenants.globex_owner.token, "GET", "/volumes").json()
     assert stranger["volumes"] == []
+
+
+def test_volumes_are_listed_a_page_at_a_time_in_one_order(stack) -> None:
+    for name in ("paged-1", "paged-2", "paged-3"):
+        owner(stack, "POST", "/volumes", {"volume": {"name": name}})
+    whole = owner(stack, "GET", "/volumes").json()
+    pages, token = [], None
+    while token != "":
+        query = "?pageSize=2" + (f"&pageToken={token}" if token else "")
+        answer = owner(stack, "GET", f"/volumes{query}").json()
+        pages.append([v["id"] for v in answer["volumes"]])
+        token = answer["pageToken"]
+
+    assert whole["pageToken"] == ""
+    assert all(len(page) <= 2 for page in pages) and len(pages) > 1
+    assert [i for page in pages for i in page] == [v["id"] for v in whole["volumes"]]
+
+
+@pytest.mark.parametrize("path", ["/volumes", "/storage-classes"])
+def test_a_members_list_pages_by_page_size(stack, path) -> None:
+    answer = owner(stack, "GET", f"{path}?pageSize=1").json()
+    assert len(next(iter(v for k, v in answer.items() if k != "pageToken"))) == 1
+    assert answer["pageToken"] == "1"
+
+
+@pytest.mark.parametrize(
+    "path", ["/volumes", "/storage-classes", "/admin/storage-classes", "/admin/drivers"]
+)
+@pytest.mark.parametrize("parameter", ["filter", "orderBy", "colour"])
+def test_a_list_parameter_not_implemented_is_refused_naming_it(stack, path, parameter) -> None:
+    reply = admin(stack, "GET", f"{path}?{parameter}=name")
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith(f"{parameter}: not supported; ")
+
+
+def test_a_page_token_of_no_page_is_refused_naming_it(stack) -> None:
+    reply = admin(stack, "GET", "/admin/drivers?pageToken=x1")
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("pageToken: ")
+
+
+@pytest.mark.parametrize(
+    ("volume", "words"),
+    [
+        ({"name": "ctl", "displayName": "a\u0000b\u001b[31m"}, "volume.displayName: character 2"),
+        ({"name": "esc", "description": "red\u001b[31m"}, "volume.description: character 4"),
+        ({"name": "long", "displayName": "x" * 256}, "volume.displayName: 256 characters"),
+        ({"name": "huge", "description": "x" * 100_000}, "volume.description: 100000 characters"),
+    ],
+)
+def test_an_unprintable_or_overlong_volume_text_is_refused_naming_the_field(
+    stack, volume, words
+) -> None:
+    reply = owner(stack, "POST", "/volumes", {"volume": volume})
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith(words)
+
+
+def test_a_volume_renamed_to_an_unprintable_display_name_keeps_its_own(stack) -> None:
+    volume_id = owner(stack, "POST", "/volumes", {"volume": {"name": "kept"}}).json()["id"]
+    reply = owner(stack, "PUT", f"/volumes/{volume_id}", {"volume": {"displayName": "a\u0007"}})
+    assert reply.status_code == 400, reply.text
+    assert "(U+0007) is not printable" in reply.json()["message"]
+    assert owner(stack, "GET", f"/volumes/{volume_id}").json()["displayName"] == ""
+
+
+def test_volume_fields_without_effect_are_accepted_with_a_warning_naming_each(stack) -> None:
+    created = owner(
+        stack, "POST", "/volumes", {"volume": {"name": "warned", "version": "v7"}, "clusterId": "c"}
+    )
+    assert created.status_code == 200, created.text
+    assert [w.split(":")[0] for w in created.json()["warnings"]] == ["clusterId", "volume.version"]
+    volume_id = created.json()["id"]
+    changed = owner(stack, "PUT", f"/volumes/{volume_id}", {"volume": {"version": "v8"}})
+    assert changed.json()["warnings"] == [
+        "volume.version: has no effect here: volumes have one version"
+    ]
