@@ -655,7 +655,31 @@ def _payload(
         raise InvalidArgument("value.value: required")
     if kind_name == "map" and not checked.get("map"):
         raise InvalidArgument("map.map: required (at least one key)")
+    _check_credentials(kind_name, checked)
     return kind_name, checked
+
+
+#: what each credential type holds at the least, as alternatives of fields all given: a
+#: create or update (which replaces the content whole) without them would keep a secret that
+#: authenticates nothing, as a partial update once silently did
+_REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "s3": (("accessKeyId", "secretAccessKey"),),
+    "http": (("username", "password"), ("token",)),
+    "image": (("username", "password"),),
+    "decryption": (("passphrase",), ("pem",)),
+}
+
+
+def _check_credentials(kind_name: str, checked: Mapping[str, Any]) -> None:
+    alternatives = _REQUIRED.get(kind_name)
+    if not alternatives or any(all(checked.get(f) for f in fields) for fields in alternatives):
+        return
+    wanted = " or ".join(
+        " and ".join(f"{kind_name}.{f}" for f in fields) for fields in alternatives
+    )
+    raise InvalidArgument(
+        f"{kind_name}: {wanted} required (an update replaces the secret's content whole)"
+    )
 
 
 def _info(kind_name: str, payload: Mapping[str, Any]) -> dict[str, Any]:

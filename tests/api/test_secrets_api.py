@@ -90,6 +90,35 @@ def test_patch_of_another_type_is_refused_naming_it(secrets):
     assert VALUE not in reply.text
 
 
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"s3": {}}, "s3.accessKeyId and s3.secretAccessKey required"),
+        ({"http": {"username": "u"}}, "http.username and http.password or http.token required"),
+        ({"image": {"password": VALUE}}, "image.username and image.password required"),
+    ],
+)
+def test_a_credential_secret_without_its_credentials_is_refused_naming_them(secrets, body, named):
+    alice = secrets.tenant("acme", "alice@acme.example")
+    with secrets.client(alice.token) as api:
+        reply = api.put("/v3/secrets", json={"name": "x", "scope": "SECRET_SCOPE_USER", **body})
+    assert reply.status_code == 400
+    assert named in reply.json()["message"]
+    assert VALUE not in reply.text
+
+
+def test_a_partial_update_of_an_s3_secret_is_refused_keeping_its_credentials(secrets):
+    alice = secrets.tenant("acme", "alice@acme.example")
+    keys = {"accessKeyId": "AKIA1", "secretAccessKey": VALUE, "region": "us-east-1"}
+    with secrets.client(alice.token) as api:
+        secret_id = _create(api, name="bucket", scope="SECRET_SCOPE_USER", s3=keys)
+        patched = api.patch(f"/v3/secrets/{secret_id}", json={"s3": {"region": "eu-west-1"}})
+    owner = Secrets.owner_of(secrets.service.identity.login_principal(alice.user_id))
+    assert patched.status_code == 400
+    assert "replaces the secret's content whole" in patched.json()["message"]
+    assert secrets.secrets.resolve(owner, "secret://user/bucket/secretAccessKey") == VALUE
+
+
 def test_bad_bodies_are_400_naming_the_field_never_the_value(secrets):
     alice = secrets.tenant("acme", "alice@acme.example")
     cases = [
