@@ -123,7 +123,9 @@ def test_0020_keeps_every_accounts_tokens_memberships_and_workflows(database_url
     assert counts == [1, 1, 1, 1]
 
 
-def test_after_0020_another_organization_may_use_an_accounts_name(database_url):
+def _migrated_with_a_name_both_organizations_use(database_url):
+    """A database migrated through 0020 with two organizations, whose second has a group
+    named as the first's member's personal account (carol@a.test)."""
     engine = connect(database_url)
     migrate(engine, "0019")
     with engine.begin() as connection:
@@ -137,6 +139,11 @@ def test_after_0020_another_organization_may_use_an_accounts_name(database_url):
                 organization_id=ORGANIZATION_B, created_at=0.0,
             )
         )  # fmt: skip
+    return engine
+
+
+def test_after_0020_another_organization_may_use_an_accounts_name(database_url):
+    engine = _migrated_with_a_name_both_organizations_use(database_url)
     assert len(_names(engine, "carol@a.test")) == 2
 
 
@@ -164,19 +171,7 @@ def test_after_0020_a_name_is_still_unique_within_its_organization_and_the_clust
 
 
 def test_downgrading_0020_refuses_while_two_organizations_share_a_name(database_url):
-    engine = connect(database_url)
-    migrate(engine, "0019")
-    with engine.begin() as connection:
-        _two_organizations_with_a_member_each(connection)
-    migrate(engine)
-    (accounts,) = _tables("accounts")
-    with engine.begin() as connection:
-        connection.execute(
-            insert(accounts).values(
-                id="g1", name="carol@a.test", is_admin=False, kind="group",
-                organization_id=ORGANIZATION_B, created_at=0.0,
-            )
-        )  # fmt: skip
+    engine = _migrated_with_a_name_both_organizations_use(database_url)
     with pytest.raises(RuntimeError, match=re.escape("'carol@a.test'; rename them first")):
         downgrade(engine, "0019")
     assert len(_names(engine, "carol@a.test")) == 2
