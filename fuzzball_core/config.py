@@ -144,7 +144,8 @@ class EndpointsConfig(_Section):
     domain: str = ""
     #: how long a request waits for a service scaled to zero to wake (then 503)
     wake_timeout: Seconds = 60.0
-    #: the cookie holding a Fuzzball token, for browsers (the Web UI sets it)
+    #: the cookie holding a Fuzzball token, for browsers (the Web UI sets it at sign-in; it
+    #: reaches path endpoints on the Web UI's host)
     cookie: str = "fuzzball_endpoint_token"
     #: check an https service's certificate (services mostly serve self-signed ones)
     verify_upstream_tls: bool = False

@@ -242,6 +242,7 @@ def rest_app(orchestrate: Orchestrate) -> web.Application:
 def web_ui(orchestrate: Orchestrate) -> WebUi:
     """What the Web UI's pages (served at ``/``) read and act through."""
     service = orchestrate.service
+    endpoints = orchestrate.config.orchestrate.endpoints
     return WebUi(
         service,
         service.identity,
@@ -250,6 +251,7 @@ def web_ui(orchestrate: Orchestrate) -> WebUi:
         orchestrate.secrets,
         endpoint_links(orchestrate.engine.sessions, orchestrate.endpoints.urls),
         volumes=volume_entries(orchestrate.engine.sessions),
+        endpoint_cookie=endpoints.cookie if endpoints.listen else "",
     )
 
 

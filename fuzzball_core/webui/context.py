@@ -70,6 +70,9 @@ class WebUi:
     endpoints: Callable[[Principal], list[EndpointLink]] | None = None
     clusters: Callable[[], list[pb.Cluster]] | None = None
     volumes: Callable[[Principal], list[VolumeEntry]] | None = None
+    #: the cookie the endpoint proxy reads a token from (``orchestrate.endpoints.cookie``),
+    #: set beside the session's so that Connect reaches a service signed in; "": no proxy
+    endpoint_cookie: str = ""
 
     @property
     def federate(self) -> bool:

@@ -50,15 +50,24 @@ def csrf_token(session_token: str) -> str:
 
 
 def set_session(request: web.Request, response: web.StreamResponse, token: str) -> None:
-    """Put ``token`` in the session cookie of ``response``."""
-    response.set_cookie(
-        SESSION_COOKIE, token, path="/", httponly=True, samesite="Strict", secure=request.secure
-    )
+    """Put ``token`` in the session cookie of ``response``, and in the endpoint proxy's
+    cookie when Orchestrate serves one: a cookie is the host's whatever its port, so the
+    proxy's path endpoints on this host see it (a subdomain endpoint's host does not)."""
+    for name in _session_cookies(request):
+        response.set_cookie(
+            name, token, path="/", httponly=True, samesite="Strict", secure=request.secure
+        )
 
 
-def clear_session(response: web.StreamResponse) -> None:
-    """Tell the browser to forget its session cookie."""
-    response.del_cookie(SESSION_COOKIE, path="/")
+def clear_session(request: web.Request, response: web.StreamResponse) -> None:
+    """Tell the browser to forget its session cookie (and the endpoint proxy's)."""
+    for name in _session_cookies(request):
+        response.del_cookie(name, path="/")
+
+
+def _session_cookies(request: web.Request) -> tuple[str, ...]:
+    endpoint_cookie = request.app[UI].endpoint_cookie
+    return (SESSION_COOKIE, endpoint_cookie) if endpoint_cookie else (SESSION_COOKIE,)
 
 
 def sign_in_redirect(request: web.Request, *, expired: bool) -> web.StreamResponse:
@@ -74,7 +83,7 @@ def sign_in_redirect(request: web.Request, *, expired: bool) -> web.StreamRespon
     else:
         response = web.Response(status=303, headers={"Location": target})
     if expired:
-        clear_session(response)
+        clear_session(request, response)
     return response
 
 

@@ -129,7 +129,7 @@ async def sign_out(request: web.Request, visitor: Visitor) -> web.StreamResponse
     with contextlib.suppress(NotFound):  # revoked meanwhile: signed out all the same
         request.app[UI].accounts.revoke(request.cookies[SESSION_COOKIE])
     response = web.Response(status=303, headers={"Location": f"{SIGN_IN_PATH}?signed_out=1"})
-    clear_session(response)
+    clear_session(request, response)
     return response
 
 
