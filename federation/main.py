@@ -30,7 +30,7 @@ from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.backoff import Backoff
-from fuzzball_core.config import ConfigError, FuzzballConfig
+from fuzzball_core.config import ConfigError, FuzzballConfig, split_listen
 from fuzzball_core.console import run_console_script, serve_until_signalled
 from fuzzball_core.drivers import Router
 from fuzzball_core.health import HEALTH_PATHS, Health, describe, health_routes, keep_running
@@ -251,11 +251,10 @@ async def run_failover(failover: Failover, health: Health) -> None:
 
 
 def _host_port(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
     try:
-        return host or "127.0.0.1", int(port)
-    except ValueError:
-        raise ConfigError(f"federate.listen: expected host:port, got {listen!r}") from None
+        return split_listen(listen)
+    except ValueError as exc:  # the schema refuses it first; a caller may pass its own
+        raise ConfigError(f"federate.listen: {exc}") from None
 
 
 async def serve(

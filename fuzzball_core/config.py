@@ -29,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -61,8 +62,41 @@ def _seconds(value: Any) -> Any:
     return parse_duration(value) if isinstance(value, str) else value
 
 
+#: the longest duration a key takes (ten years): every consumer can count it in
+#: milliseconds as a 64-bit integer, and an infinite one is refused
+MAX_SECONDS = 10 * 365 * 24 * 3600.0
+
 ByteSize = Annotated[int, BeforeValidator(_bytes), Field(ge=0)]
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+#: a count of a kind of device (``nvidia.com/gpu: 4``)
+DeviceCounts = dict[str, Annotated[int, Field(ge=0)]]
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0, le=MAX_SECONDS)]
+#: a duration where 0 means at once (or never waiting)
+SecondsOrZero = Annotated[float, BeforeValidator(_seconds), Field(ge=0, le=MAX_SECONDS)]
+#: gRPC counts keepalive times in milliseconds as a 32-bit integer (at most 24.8 days)
+KeepaliveSeconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0, le=24 * 3600.0)]
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; no host: loopback) as host and port; ValueError saying
+    what is wrong otherwise."""
+    host, colon, port = listen.rpartition(":")
+    if not colon or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise ValueError(f"expected host:port with a port of 0-65535, got {listen!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"an IPv6 host is written in brackets ([::1]:PORT), got {listen!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _listen(value: str) -> str:
+    if value:
+        split_listen(value)
+    return value
+
+
+#: where a server listens, ``host:port``; "" where the key says it means none
+Listen = Annotated[str, AfterValidator(_listen)]
 
 
 def _hyphenate(name: str) -> str:
@@ -80,13 +114,26 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("fuzzball", appauthor=False))
 
 
+#: the stores Orchestrate and Federate run on: SQLite and PostgreSQL, any driver
+_DATABASE_URL = re.compile(r"^(?:sqlite|postgresql|postgres)(?:\+[A-Za-z0-9_]+)?://")
+
+
+def _database_url(value: str) -> str:
+    if value and not _DATABASE_URL.match(value):
+        raise ValueError(
+            "expected an SQLAlchemy URL of SQLite or PostgreSQL (sqlite:///PATH, "
+            "postgresql://USER@HOST/NAME)"
+        )
+    return value
+
+
 class DatabaseConfig(_Section):
     """Orchestrate's store. ``url`` is an SQLAlchemy URL; empty means SQLite in data-dir."""
 
-    url: str = ""
+    url: Annotated[str, AfterValidator(_database_url)] = ""
     #: how long a starting Orchestrate or Federate retries a database server that does not
     #: answer (started beside it, restarting) before it gives up; 0: give up at once
-    start_wait: Annotated[float, BeforeValidator(_seconds), Field(ge=0)] = 60.0
+    start_wait: SecondsOrZero = 60.0
 
 
 #: how long a bearer token stays valid by default (90 days)
@@ -135,7 +182,7 @@ class EndpointsConfig(_Section):
     """
 
     #: where the proxy listens (``host:port``); empty: no proxy is served
-    listen: str = ""
+    listen: Listen = ""
     #: the proxy's address as users reach it (``https://fuzzball.example.org``), for the URLs
     #: ``fuzzball endpoint`` shows and jobs read from ``FB_SERVICE_*_ENDPOINT_*``; default
     #: ``http://<listen>``
@@ -167,16 +214,16 @@ class NodeKeepaliveConfig(_Section):
     """
 
     #: how long a connection may stay quiet (nothing read) before its side sends a ping
-    interval: Seconds = 15.0
+    interval: KeepaliveSeconds = 15.0
     #: how long a ping may go unanswered before the connection is closed
-    timeout: Seconds = 10.0
+    timeout: KeepaliveSeconds = 10.0
 
 
 class OrchestrateConfig(_Section):
     """Where Orchestrate listens (gRPC for clients and nodes, REST gateway)."""
 
-    grpc_listen: str = "127.0.0.1:50051"
-    rest_listen: str = "127.0.0.1:8080"
+    grpc_listen: Listen = Field(default="127.0.0.1:50051", min_length=1)
+    rest_listen: Listen = Field(default="127.0.0.1:8080", min_length=1)
     #: shared secret every Substrate presents; no node may connect while it is empty
     node_token: str = ""
     node_lease: Seconds = 15.0
@@ -186,7 +233,7 @@ class OrchestrateConfig(_Section):
     #: the next, so that requests are served between passes (longer: fewer round trips to
     #: the store per report; shorter: answers wait less for a busy engine)
     pass_budget: Seconds = 0.1
-    max_eviction_restarts: int = Field(default=3, ge=0)
+    max_eviction_restarts: int = Field(default=3, ge=0, strict=True)
     #: the retry declaration of steps that declare neither policy.retry nor policy.restart
     #: (same shape as policy.retry: ``{on: [node], attempts: 2}``)
     default_retry: Retry | None = None
@@ -216,14 +263,14 @@ class SubstrateConfig(_Section):
     node_name: str | None = None
     cores: int | None = Field(default=None, ge=1)
     memory: ByteSize | None = None
-    devices: dict[str, int] = Field(default_factory=dict)
+    devices: DeviceCounts = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     #: where the node's fuzzball_node_* metrics (and /healthz, /readyz) are served; None:
     #: ``health.metrics-address`` port 9101 (every interface when that is empty); "": off
-    metrics_listen: str | None = None
+    metrics_listen: Listen | None = None
     #: where the bundled node_exporter Substrate starts listens; None: ``health.metrics-address``
     #: port 9100; "": none is started
-    node_exporter_listen: str | None = None
+    node_exporter_listen: Listen | None = None
     #: where device plugins look for device nodes (a containerised agent mounts the host's)
     dev_root: Path = Path("/dev")
     #: count each job's network traffic (eBPF on the job's cgroup; costs a few ms per job)
@@ -309,10 +356,10 @@ class MonitoringConfig(_Section):
 
     enabled: bool = True
     node_metrics_mode: Literal["direct", "proxy"] = "direct"
-    webhook_listen: str = ""
+    webhook_listen: Listen = ""
     ca_dir: Path | None = None
-    prometheus_listen: str = "127.0.0.1:9090"
-    alertmanager_listen: str = "127.0.0.1:9093"
+    prometheus_listen: Listen = "127.0.0.1:9090"
+    alertmanager_listen: Listen = "127.0.0.1:9093"
     scrape_interval: Seconds = 15.0
     evaluation_interval: Seconds = 15.0
 
@@ -324,10 +371,16 @@ class SchedulerConfig(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+def _mirror(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
+        raise ValueError(f"a mirror is an http:// or https:// URL, got {value!r}")
+    return value
+
+
 class RegistryConfig(_Section):
     """Per-registry settings: mirrors tried in order before the registry itself."""
 
-    mirrors: list[str] = Field(default_factory=list)
+    mirrors: list[Annotated[str, AfterValidator(_mirror)]] = Field(default_factory=list)
     insecure: bool = False
 
 
@@ -335,7 +388,7 @@ class ImagesConfig(_Section):
     """Image pulls and the node's EROFS cache."""
 
     registries: dict[str, RegistryConfig] = Field(default_factory=dict)
-    cache_max_bytes: ByteSize = 20 * 1024**3
+    cache_max_bytes: ByteSize = Field(default=20 * 1024**3, gt=0)
     cache_write_back: bool = False
     #: seconds without upload progress after which a write-back is abandoned (the pull stays)
     cache_write_back_stall: Seconds = 60.0
@@ -371,13 +424,13 @@ class FederateConfig(_Section):
 
     #: how long a member may stay unreachable before the workflows it holds that have not
     #: started any job are submitted to another member (once each; ``federation/failover.py``)
-    failover_grace: Seconds = Field(default=60.0, ge=0)
+    failover_grace: SecondsOrZero = 60.0
 
     router: str = "fit"
     router_options: dict[str, Any] = Field(default_factory=dict)
     clusters: list[FederateMemberConfig] = Field(default_factory=list)
     #: where Federate's REST gateway listens
-    listen: str = "127.0.0.1:8090"
+    listen: Listen = Field(default="127.0.0.1:8090", min_length=1)
     #: seconds Federate waits for a member's API before calling it unreachable
     member_timeout: Seconds = 10.0
     #: the name Federate signs the identities it forwards to members with (the name members
@@ -421,14 +474,14 @@ class ProvisionerDefinitionConfig(_Section):
     #: the ``fuzzball.provisioners`` driver (aws, gcp, oci, onprem, local, a site's own)
     driver: str = Field(min_length=1)
     cores: int = Field(ge=1)
-    memory: ByteSize
-    devices: dict[str, int] = Field(default_factory=dict)
+    memory: ByteSize = Field(gt=0)
+    devices: DeviceCounts = Field(default_factory=dict)
     #: carried by every node of this definition (jobs select them as node annotations)
     annotations: dict[str, str] = Field(default_factory=dict)
     cost_per_hour_estimate: float = Field(default=0.0, ge=0)
     #: how long from the request until one of its nodes takes work (Federate's routing
     #: weighs it against free capacity elsewhere; listed as ``startupTimeEstimate``)
-    startup_time_estimate: Annotated[float, BeforeValidator(_seconds), Field(ge=0)] = 300.0
+    startup_time_estimate: SecondsOrZero = 300.0
     #: how many of its instances may exist at once (CREATING or CREATED)
     max_nodes: int = Field(default=1, ge=1)
     #: an empty node is deprovisioned after this long
@@ -442,6 +495,16 @@ class ProvisionerDefinitionConfig(_Section):
     exclusive: bool = False
     #: the driver's own settings (instance type, image, inventory, commands, ...)
     config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _buffer_within_ttl(self) -> ProvisionerDefinitionConfig:
+        if self.ttl_buffer is not None and self.ttl is None:
+            raise ValueError("ttl-buffer needs a ttl: it is kept free before an instance's ttl")
+        if self.ttl_buffer is not None and self.ttl is not None and self.ttl_buffer >= self.ttl:
+            raise ValueError(
+                "ttl-buffer must be shorter than ttl: no job could be placed on its nodes"
+            )
+        return self
 
 
 class ProvisionerConfig(_Section):
@@ -520,6 +583,37 @@ class ConfigError(InvalidArgument):
     """The configuration file is unreadable or invalid; processes refuse to start."""
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans and no duplicate keys.
+
+    YAML 1.1 reads ``on``, ``off``, ``yes`` and ``no`` as booleans, so the documented
+    ``default-retry: {on: [node]}`` had the key ``True``; only ``true`` and ``false`` are
+    booleans here, as in workflow files. A key written twice is refused: the first block
+    would be dropped in silence.
+    """
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def _error_path(loc: tuple[Any, ...]) -> str:
     path = ""
     for part in loc:
@@ -534,7 +628,8 @@ def _describe_error(error: Any) -> str:
     path = _error_path(tuple(error["loc"]))
     if error["type"] == "extra_forbidden":
         return f"{path}: unknown key"
-    return f"{path}: {error['msg']}"
+    # pydantic prefixes the message of a ValueError a validator raised; the key says where
+    return f"{path}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> FuzzballConfig:
@@ -572,7 +667,7 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> FuzzballConfi
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"cannot read configuration {path}: {reason}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_ConfigLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from fuzzball_core.config import ConfigError, parse_config
 from fuzzball_core.drivers import (
     InstanceSpec,
     Launch,
@@ -59,6 +60,10 @@ def _alive(pid: int, config: Path) -> bool:
     return state not in ("Z", "X") and str(config).encode() in cmdline
 
 
+#: what a definition's ``config`` holds for this driver
+_DEFINITION_KEYS = frozenset({"state-dir", "base-config", "substrate"})
+
+
 class LocalProvisioner(Provisioner):
     """Substrates as child processes of this machine, one per instance.
 
@@ -81,7 +86,20 @@ class LocalProvisioner(Provisioner):
         return path
 
     def check_definition(self, definition: InstanceSpec) -> None:
-        """A definition needs a ``state-dir``; ``base-config`` must exist when given."""
+        """A definition needs a ``state-dir``; ``base-config`` must exist when given; its
+        ``substrate`` settings must be a Substrate's; no other key is read (a misspelt one
+        is refused rather than ignored)."""
+        unknown = sorted(set(definition.driver_config) - _DEFINITION_KEYS)
+        if unknown:
+            raise InvalidArgument(
+                f"provisioner definition config: {unknown[0]}: unknown key (local reads "
+                f"{', '.join(sorted(_DEFINITION_KEYS))})"
+            )
+        substrate = definition.driver_config.get("substrate") or {}
+        try:
+            parse_config({"substrate": substrate}, source="provisioner definition config")
+        except ConfigError as exc:
+            raise InvalidArgument(exc.message) from None
         self._state_dir(definition.driver_config)
         base = definition.driver_config.get("base-config")
         if base and not Path(str(base)).is_file():

@@ -71,6 +71,12 @@ class OnPremProvisioner(Provisioner):
     def check_definition(self, definition: InstanceSpec) -> None:
         """A definition needs a ``state-dir`` and an inventory of hosts with both commands."""
         settings = definition.driver_config
+        unknown = sorted(set(settings) - {"state-dir", "inventory"})
+        if unknown:
+            raise InvalidArgument(
+                f"provisioner definition {definition.definition}: {unknown[0]}: unknown key "
+                "(onprem reads state-dir and inventory)"
+            )
         if not settings.get("state-dir"):
             raise InvalidArgument(
                 f"provisioner definition {definition.definition}: state-dir is required (onprem)"
@@ -85,6 +91,11 @@ class OnPremProvisioner(Provisioner):
             where = f"provisioner definition {definition.definition}: inventory[{index}]"
             if not isinstance(machine, dict) or not machine.get("host"):
                 raise InvalidArgument(f"{where}: host is required")
+            extra = sorted(set(machine) - {"host", "power-on", "power-off"})
+            if extra:
+                raise InvalidArgument(
+                    f"{where}.{extra[0]}: unknown key (a machine has host, power-on, power-off)"
+                )
             for key in ("power-on", "power-off"):
                 _check_template(machine.get(key), f"{where}.{key}")
             self._machines[str(machine["host"])] = (machine, state)

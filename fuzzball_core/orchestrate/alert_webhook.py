@@ -18,6 +18,7 @@ from fuzzball_core.api.http_errors import RestRunner
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.rest import status_response
 from fuzzball_core.certificates import CertificateAuthority, local_hosts
+from fuzzball_core.config import split_listen
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate.alert_holds import AlertHolds, outcomes_json
 
@@ -78,8 +79,7 @@ class AlertWebhook:
         """Serve on ``listen`` (nothing when it is empty)."""
         if not self.listen:
             return
-        host, _, port_text = self.listen.rpartition(":")
-        host, port = host.strip("[]") or "127.0.0.1", int(port_text)
+        host, port = split_listen(self.listen)
         self.ca_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         ca = CertificateAuthority.load_or_create(self.ca_dir)
         context = webhook_ssl_context(ca, self.ca_dir, host)

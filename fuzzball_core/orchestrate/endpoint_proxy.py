@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from fuzzball_core.backoff import Backoff
-from fuzzball_core.config import EndpointsConfig
+from fuzzball_core.config import EndpointsConfig, split_listen
 from fuzzball_core.errors import (
     FuzzballError,
     NotFound,
@@ -580,14 +580,12 @@ class EndpointServing:
             return
         if self.revocations is not None:
             self._unfollow = self.proxy.follow(self.revocations)
-        host, _, port = self.config.listen.rpartition(":")
+        host, port = split_listen(self.config.listen)
         if ssl_context is None:
             self.process = ProxyProcess(self.proxy, self.directory)
-            await self.process.start(host or "127.0.0.1", int(port))
+            await self.process.start(host, port)
         else:
-            self._server = await serve(
-                self.proxy.gate, self.proxy.pool, host or "127.0.0.1", int(port), ssl_context
-            )
+            self._server = await serve(self.proxy.gate, self.proxy.pool, host, port, ssl_context)
         log.info("endpoint proxy serving on %s", self.config.listen)
 
     async def close(self) -> None:

@@ -18,7 +18,7 @@ import time
 
 from sqlalchemy import select
 
-from fuzzball_core.config import FuzzballConfig
+from fuzzball_core.config import ConfigError, FuzzballConfig
 from fuzzball_core.drivers import Provisioner
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.orchestrate import events, nodes
@@ -50,7 +50,13 @@ def build_provisioning(
     for name in sorted({d.driver for d in settings.definitions}):
         assert registry is not None  # refused above
         drivers[name] = registry.driver("fuzzball.provisioners", name)
-    ca_pem = config.tls.ca_file.read_text() if config.tls.ca_file else ""
+    ca_pem = ""
+    if config.tls.ca_file is not None:
+        try:
+            ca_pem = config.tls.ca_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise ConfigError(f"tls.ca-file: cannot read {config.tls.ca_file}: {reason}") from None
     return Provisioning(
         settings,
         drivers,

@@ -29,7 +29,7 @@ from fuzzball_core.api.gateway_thread import GatewayThread
 from fuzzball_core.api.grpc_client import add_client_servicers
 from fuzzball_core.api.rest import ExtraRoutes, build_rest_app, serve_lists_from
 from fuzzball_core.api.v1 import node_pb2_grpc
-from fuzzball_core.config import FuzzballConfig
+from fuzzball_core.config import FuzzballConfig, split_listen
 from fuzzball_core.console import (
     run_console_script,
     serve_until_signalled,
@@ -201,11 +201,6 @@ def _provisioner(registry: PluginRegistry, name: str) -> Provisioner:
     return driver
 
 
-def _host_port(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host or "127.0.0.1", int(port)
-
-
 def rest_app(orchestrate: Orchestrate) -> web.Application:
     """The REST gateway Orchestrate serves: the API's routes and every process route (object
     cache, identity, health, secrets, OIDC). The route isolation tests serve this same app,
@@ -360,7 +355,7 @@ async def serve(orchestrate: Orchestrate, stop: asyncio.Event) -> None:
         server.add_secure_port(config.grpc_listen, security.grpc_credentials)
     # REST is served from a thread of its own: the engine's passes hold this loop, and a
     # list waiting out each pass it met took a third of a second at 500 busy nodes
-    host, port = _host_port(config.rest_listen)
+    host, port = split_listen(config.rest_listen)
     app = rest_app(orchestrate)
     # the workflow and node lists from a process of their own (list_worker): in this one they
     # took their CPU in GIL turns with the engine's thread, 180-240 ms a node list (median) at

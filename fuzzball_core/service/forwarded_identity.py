@@ -29,6 +29,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from fuzzball_core.config import ConfigError
 from fuzzball_core.errors import Unauthenticated
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.private_files import open_private
@@ -170,10 +171,22 @@ class TrustedFederates:
 
     @classmethod
     def from_files(cls, files: Mapping[str, Path]) -> TrustedFederates:
-        """Trust each Federate by name with the public key (PEM) in its file."""
-        return cls(
-            TrustedFederate.from_pem(name, path.read_bytes()) for name, path in files.items()
-        )
+        """Trust each Federate by name with the public key (PEM) in its file; ConfigError
+        naming ``orchestrate.trusted-federates.NAME`` for a file unreadable or holding no
+        Ed25519 public key."""
+        federates = []
+        for name, path in files.items():
+            key = f"orchestrate.trusted-federates.{name}"
+            try:
+                federates.append(TrustedFederate.from_pem(name, path.read_bytes()))
+            except OSError as exc:
+                raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+            except ValueError:
+                raise ConfigError(
+                    f"{key}: {path} holds no Ed25519 public key in PEM "
+                    "(fuzzball-federate identity-key writes one)"
+                ) from None
+        return cls(federates)
 
     def trusts(self, name: str) -> TrustedFederate | None:
         """The Federate trusted as ``name``, if any."""

@@ -21,6 +21,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from fuzzball_core.config import split_listen
+
 log = logging.getLogger(__name__)
 
 #: A metric name and an optional label set, as the metrics hooks write their samples' keys.
@@ -120,12 +122,6 @@ def exposition(samples: Iterable[Sample]) -> str:
     sample_list = list(samples)
     registry.register(NodeCollector(lambda: sample_list))
     return generate_latest(registry).decode()
-
-
-def split_listen(listen: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port``) as host and port; no host is loopback."""
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def advertised(listen: str, node_address: str) -> str:

@@ -1,10 +1,17 @@
 """The shared configuration file: defaults, validation and errors that name the key."""
 
+import re
 from pathlib import Path
 
 import pytest
 
-from fuzzball_core.config import ConfigError, FuzzballConfig, load_config, parse_config
+from fuzzball_core.config import (
+    ConfigError,
+    FuzzballConfig,
+    load_config,
+    parse_config,
+    split_listen,
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -109,3 +116,81 @@ def test_the_engine_pass_budget_defaults_to_a_tenth_of_a_second():
 def test_a_pass_budget_that_is_not_positive_is_refused_naming_the_key():
     with pytest.raises(ConfigError, match=r"orchestrate\.pass-budget"):
         parse_config({"orchestrate": {"pass-budget": 0}})
+
+
+def test_on_and_off_are_keys_not_booleans(tmp_path):
+    path = write(tmp_path, "orchestrate:\n  default-retry: {on: [node], attempts: 2}\n")
+    retry = load_config(path).orchestrate.default_retry
+    assert retry is not None and retry.on == ["node"] and retry.attempts == 2
+
+
+def test_a_key_written_twice_is_refused_naming_it_and_its_line(tmp_path):
+    path = write(tmp_path, "scheduler:\n  driver: a\nscheduler:\n  driver: b\n")
+    with pytest.raises(ConfigError, match=r"line 3, column 1: duplicate key 'scheduler'"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("section", "listen"),
+    [
+        ({"orchestrate": {"rest-listen": "nonsense"}}, "orchestrate.rest-listen"),
+        ({"orchestrate": {"grpc-listen": "127.0.0.1:99999"}}, "orchestrate.grpc-listen"),
+        ({"orchestrate": {"endpoints": {"listen": "0.0.0.0:70000"}}}, "endpoints.listen"),
+        ({"substrate": {"metrics-listen": "1.2.3.4"}}, "substrate.metrics-listen"),
+        ({"federate": {"listen": "::1:8090"}}, "federate.listen"),
+    ],
+)
+def test_a_listen_address_that_is_no_host_and_port_is_refused_naming_it(section, listen):
+    with pytest.raises(ConfigError, match=rf"{re.escape(listen)}: (expected host:port|an IPv6)"):
+        parse_config(section)
+
+
+def test_an_ipv6_listen_address_is_written_in_brackets():
+    assert split_listen(
+        parse_config({"orchestrate": {"rest-listen": "[::1]:8080"}}).orchestrate.rest_listen
+    ) == ("::1", 8080)
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        ({"orchestrate": {"node-keepalive": {"interval": "600h"}}}, "node-keepalive.interval"),
+        ({"monitoring": {"scrape-interval": float("inf")}}, "monitoring.scrape-interval"),
+        ({"images": {"cache-max-bytes": 0}}, "images.cache-max-bytes"),
+        ({"images": {"registries": {"docker.io": {"mirrors": ["ftp://m"]}}}}, "mirrors[0]"),
+        ({"substrate": {"devices": {"nvidia.com/gpu": -1}}}, "substrate.devices"),
+        ({"database": {"url": "bogus://"}}, "database.url"),
+        ({"orchestrate": {"max-eviction-restarts": True}}, "max-eviction-restarts"),
+    ],
+)
+def test_a_value_its_consumer_cannot_use_is_refused_naming_the_key(section, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        parse_config(section)
+
+
+@pytest.mark.parametrize(
+    ("timing", "why"),
+    [
+        ({"ttl-buffer": 20}, "needs a ttl"),
+        ({"ttl": 10, "ttl-buffer": 20}, "must be shorter than ttl"),
+    ],
+)
+def test_a_ttl_buffer_without_room_before_the_ttl_is_refused(timing, why):
+    definition = {"id": "a", "driver": "local", "cores": 1, "memory": "1GiB", **timing}
+    with pytest.raises(ConfigError, match=rf"provisioner\.definitions\[0\]: ttl-buffer {why}"):
+        parse_config({"provisioner": {"definitions": [definition]}})
+
+
+def test_a_failover_grace_of_zero_fails_over_at_once():
+    assert parse_config({"federate": {"failover-grace": 0}}).federate.failover_grace == 0
+
+
+def test_a_trusted_federates_key_file_unreadable_or_not_a_key_is_refused_naming_it(tmp_path):
+    from fuzzball_core.service.forwarded_identity import TrustedFederates
+
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a key")
+    with pytest.raises(ConfigError, match=r"orchestrate\.trusted-federates\.hq: cannot read"):
+        TrustedFederates.from_files({"hq": tmp_path / "absent.pem"})
+    with pytest.raises(ConfigError, match=r"trusted-federates\.hq: .* holds no Ed25519"):
+        TrustedFederates.from_files({"hq": garbage})

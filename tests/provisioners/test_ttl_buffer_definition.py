@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from support.scripted_provisioner import ScriptedProvisioner
 
 from fuzzball_core.config import ProvisionerConfig
@@ -49,7 +51,12 @@ def test_a_node_of_a_definition_with_ttl_and_buffer_is_free_by_ttl_less_buffer()
 
 
 def test_a_node_of_a_definition_without_ttl_carries_no_bound() -> None:
-    assert PLACE_UNTIL not in registered_annotations(**{"ttl-buffer": 600})
+    assert PLACE_UNTIL not in registered_annotations()
+
+
+def test_a_buffer_without_a_ttl_is_refused_rather_than_ignored() -> None:
+    with pytest.raises(ValidationError, match="ttl-buffer needs a ttl"):
+        registered_annotations(**{"ttl-buffer": 600})
 
 
 def test_a_job_ending_before_the_bound_is_placed() -> None:
