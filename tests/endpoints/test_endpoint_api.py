@@ -245,6 +245,9 @@ services:
     image: {uri: docker://alpine:latest}
     command: [busybox, sleep, "60"]
     resource: {cpu: {cores: 512}, memory: {size: 4TiB}}
+    network:
+      ports: [{name: http, port: 8080}]
+      endpoints: [{name: big, port-name: http}]
     scale: {min: 0, max: 4}
 """
 
