@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -86,7 +87,7 @@ class User(Base):
     organization_id: Mapped[str] = mapped_column(
         ForeignKey("organizations.id", ondelete="CASCADE"), index=True
     )
-    #: the sign-in name (unique across the cluster)
+    #: the sign-in name (unique across the cluster, whatever its letters' case)
     email: Mapped[str] = mapped_column(String(320), unique=True)
     name: Mapped[str] = mapped_column(String(200), default="")
     #: an OrganizationRole
@@ -103,6 +104,11 @@ class User(Base):
     last_login_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# signing in compares emails in any case, and so does the store: otherwise two users added at
+# once as Ann@ and ann@ would both pass the check and sign in with one email (migration 0021)
+Index("uq_users_email_lower", func.lower(User.email), unique=True)
 
 
 class AccountMember(Base):

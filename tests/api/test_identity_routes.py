@@ -170,6 +170,26 @@ def test_an_email_of_another_organization_is_refused_without_saying_it_exists(st
     assert message == EMAIL_UNAVAILABLE.format(email="owner@globex.test")
 
 
+def test_an_email_added_meanwhile_in_another_case_is_409_not_a_second_user(
+    stack, tenants, monkeypatch
+):
+    # the race of parallel adds, made deterministic: the other request's Ann@ is committed
+    # right after this one found ann@ free, before its insert; the store compares in any case
+    check = identity_module._email_free
+    raced: list[bool] = []
+
+    def checked_then_raced(*args, **kwargs) -> None:
+        check(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            other = add_member(stack, tenants.acme_owner.token, "Ann@acme.test", password=PASSWORD)
+            assert other.status_code == 200, other.text
+
+    monkeypatch.setattr(identity_module, "_email_free", checked_then_raced)
+    response = add_member(stack, tenants.acme_owner.token, "ann@acme.test", password=PASSWORD)
+    assert "already a member" in refused(response, 409, ALREADY_EXISTS)
+
+
 def test_an_unknown_body_field_is_refused_by_name(stack, tenants):
     response = add_member(
         stack, tenants.acme_owner.token, "z@acme.test", password=PASSWORD, nickname="zed"
