@@ -108,7 +108,9 @@ class ImageStages:
             if isinstance(stage.definition, ImagePull):
                 pull = stage.definition
                 credentials = self._credentials(who, pull, f"{stage.id}.secret")
-                pins[stage.id] = self.resolve(pull.uri, account_id, stage.id, credentials)
+                pins[stage.id] = self.resolve(
+                    pull.uri, account_id, stage.id, credentials, reuse_within=pull.cache_ttl
+                )
         return pins
 
     def _credentials(self, who: Any, pull: ImagePull, where: str) -> Mapping[str, str] | None:
@@ -124,20 +126,25 @@ class ImageStages:
         account_id: str,
         where: str = "image.uri",
         credentials: Mapping[str, str] | None = None,
+        *,
+        reuse_within: float | None = None,
     ) -> ResolvedImage:
         """Pin ``uri`` for the account: object-cache images by lookup, others by backend
-        (with ``credentials`` for a private registry)."""
+        (with ``credentials`` for a private registry); a registry's pin made for an earlier
+        submission at most ``reuse_within`` seconds ago (the image's ``cache-ttl``) is
+        reused."""
         try:
             if is_object_cache_uri(uri):
                 return self._resolve_cached(uri, account_id)
             backend = self._backend(uri)
             if credentials is None:
                 # what one submitter may read any may (no secret): one request serves all
-                return self._pins.answer(uri, lambda: backend.resolve(uri))
+                return self._pins.answer(uri, lambda: backend.resolve(uri), reuse_within)
             # and what one holder of a secret may read, every holder of the same may
             return self._pins.answer(
                 (uri, credentials_fingerprint(credentials)),
                 lambda: backend.resolve(uri, credentials=credentials),
+                reuse_within,
             )
         except FuzzballError as exc:
             raise type(exc)(f"{where}: {exc.message}") from exc

@@ -131,12 +131,13 @@ class Plans:
             )
         payload = job_payload(definition, entry.parsed.model.files)
         uri = str(definition.image.uri)
-        if self.images.enabled and image_stages.is_object_cache_uri(uri):
-            # the node cannot tell whose fuzzball://user/... this is: hand it the digest
+        digest = self.image_digest(tx, workflow, uri) if self.images.enabled else ""
+        if digest:
+            # every run of the workflow runs the image its submission pinned, on any node
+            # however late (a tag moved since is not followed), fetched by digest; and the
+            # node cannot tell whose fuzzball://user/... this is
             document = json.loads(payload)
-            document["image"]["uri"] = image_stages.pinned_uri(
-                uri, self.image_digest(tx, workflow, uri)
-            )
+            document["image"]["uri"] = image_stages.pinned_uri(uri, digest)
             payload = json.dumps(document, separators=(",", ":"))
         return payload
 

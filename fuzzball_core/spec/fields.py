@@ -55,8 +55,9 @@ class NoEffect:
 
 _PREEMPT = "has no effect here; this cluster never preempts work"
 _NAME = "ignored; the key names it"
-_IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled image is reused"
-_BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
+_IMAGE_CACHE = (
+    "has no effect on images here; cache-ttl sets how long a pin of the image may be reused"
+)
 _INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source every time"
 _DESTINATION_SECRET = "has no effect here; the destination is a file inside the volume"
 _WORKFLOW_ANNOTATIONS = (
@@ -81,8 +82,7 @@ NO_EFFECT: tuple[NoEffect, ...] = (
     NoEffect("services.*.name", _NAME, _not_the_key),
     NoEffect("jobs.*.image.cache", _IMAGE_CACHE),
     NoEffect("services.*.image.cache", _IMAGE_CACHE),
-    NoEffect("images.*.from.cache", _BASE_CACHE),
-    NoEffect("images.*.from.cache-ttl", _BASE_CACHE),
+    NoEffect("images.*.from.cache", _IMAGE_CACHE),
     NoEffect("volumes.*.size", "has no effect here; volumes are directories on a node's disk"),
     NoEffect(
         "volumes.*.annotations",

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.spec.defaults import effective_jobs, effective_services
-from fuzzball_core.spec.models import Job, Service, Workflow
+from fuzzball_core.spec.models import Job, Service, URIRef, Workflow
 from fuzzball_core.spec.references import built_image_name, step_file_contents
 
 
@@ -102,6 +102,18 @@ class ImagePull:
     uri: str
     #: the secret of the first step naming this URI with one
     secret: str | None = None
+    #: seconds a pin of the URI made for an earlier submission may be reused for this one
+    #: (the least ``cache-ttl`` of the steps and builds naming it; None, the default, when
+    #: any of them gives none: the registry is asked again)
+    cache_ttl: int | None = None
+
+    def naming_again(self, secret: str | None, cache_ttl: int | None) -> ImagePull:
+        """This pull, as another step naming the URI with ``secret`` and ``cache-ttl`` also
+        needs it: the first secret given, and a pin no older than both steps allow."""
+        ttl = None
+        if self.cache_ttl is not None and cache_ttl is not None:
+            ttl = min(self.cache_ttl, cache_ttl)
+        return ImagePull(self.uri, self.secret if self.secret is not None else secret, ttl)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +290,9 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
     raw_images = {name: {"scope": image.effective_scope} for name, image in images.items()}
     pulls: dict[str, ImagePull] = {}
 
-    def image_source(uri: str, secret: str | None, target: str) -> None:
+    def image_source(image: URIRef, target: str) -> None:
         """The edge into ``target`` from the stage that provides its image."""
+        uri = str(image.uri)
         parent = built_image_name(uri, raw_images)
         if parent is not None:
             edges.append(Edge(f"images.{parent}", target, Condition.ON_SUCCESS))
@@ -287,15 +300,17 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
         if not pull_stages:
             return
         known = pulls.get(uri)
-        if known is None or (known.secret is None and secret is not None):
-            pulls[uri] = ImagePull(uri, secret)
+        if known is None:
+            pulls[uri] = ImagePull(uri, image.secret, image.cache_ttl)
+        else:
+            pulls[uri] = known.naming_again(image.secret, image.cache_ttl)
         edges.append(Edge(f"images.{uri}", target, Condition.ON_SUCCESS))
 
     for name, image in images.items():
         # the files as written into the image: file://NAME resolved, as a step's are
         built = image.model_copy(update={"files": step_file_contents(image.files, model.files)})
         stages.append(Stage(f"images.{name}", StageKind.IMAGE, name, definition=built))
-        image_source(str(image.from_.uri), image.from_.secret, f"images.{name}")
+        image_source(image.from_, f"images.{name}")
     for name, volume in (model.volumes or {}).items():
         stages.append(Stage(f"volumes.{name}", StageKind.VOLUME, name, definition=volume))
     egress = {name: volume for name, volume in (model.volumes or {}).items() if volume.egress}
@@ -308,7 +323,7 @@ def plan_workflow(workflow: Workflow | Any, *, pull_stages: bool = False) -> Pla
         for name, step in steps.items():
             stage_id = f"{section}.{name}"
             stages.append(_step_stage(stage_id, kind, name, step))
-            image_source(str(step.image.uri), step.image.secret, stage_id)
+            image_source(step.image, stage_id)
             for volume_name in dict.fromkeys(m.volume for m in (step.mounts or {}).values()):
                 edges.append(Edge(f"volumes.{volume_name}", stage_id, Condition.ON_SUCCESS))
                 if volume_name in egress:

@@ -5,9 +5,14 @@
 scheme is a docker reference. Each backend pins the reference to a digest (one registry
 round trip), then returns the cached EROFS file or pulls and converts it.
 
-Pinning is remembered for ``resolve_ttl`` seconds (or the job's ``image.cache-ttl``), so a
-burst of jobs with one image costs one registry request, and concurrent jobs wait for a
-single pull instead of each starting their own.
+A job's image comes pinned: Orchestrate pinned it at submission and sends the job's URI with
+that digest attached (``docker://alpine:3@sha256:...``), so every run of the workflow, on
+any node and however late, runs the image the submission saw, fetched by digest (from the
+cache, without asking the registry, when the pull stage or an earlier job made it ready
+here). A URI without a digest (images not pinned by Orchestrate) is pinned here, and that
+pin is remembered for ``resolve_ttl`` seconds (or the job's ``image.cache-ttl``), so a burst
+of jobs with one image costs one registry request; concurrent jobs wait for a single pull
+instead of each starting their own.
 
 A pull whose image another node already wrote back to the cluster's object cache comes with
 that copy's pinned ``fuzzball://`` URI (``cached``): the converted EROFS file is fetched from
@@ -125,12 +130,15 @@ class NodeImages:
     ) -> Path:
         """The EROFS file of ``uri``, pulled and converted when the cache lacks it (blocking).
 
-        With ``digest`` (pinned by Orchestrate at submission) the image is fetched by it
-        without asking the registry again; with ``cached`` too (the pinned ``fuzzball://``
-        URI of the object cache's copy of that image) it is fetched from the object cache
-        first. ``progress(step, done, total)`` follows the backend's steps. Raises the
-        backend's typed errors (NotFound, FailedPrecondition, PermissionDenied, ...).
+        With ``digest`` (pinned by Orchestrate at submission), or a URI with its digest
+        attached (``...@sha256:...``: a job's), the image is fetched by it without asking
+        the registry again; with ``cached`` too (the pinned ``fuzzball://`` URI of the
+        object cache's copy of that image) it is fetched from the object cache first.
+        ``progress(step, done, total)`` follows the backend's steps. Raises the backend's
+        typed errors (NotFound, FailedPrecondition, PermissionDenied, ...).
         """
+        uri, attached = split_digest(uri)
+        digest = digest or attached
         pinned = self._fresh(uri) if not digest else None
         if pinned is not None:
             if progress is not None:
@@ -146,17 +154,20 @@ class NodeImages:
                 path = copy
             else:
                 if digest:
-                    resolved = ResolvedImage(uri.split("@", 1)[0], digest, 0, "")
+                    resolved = ResolvedImage(uri, digest, 0, "")
                 else:
                     resolved = backend.resolve(uri, credentials=credentials)
                 path = backend.fetch(
                     resolved, self.cache_dir, credentials=credentials, progress=progress
                 )
-            lifetime = self.resolve_ttl if ttl is None else ttl
             with self._lock:
-                self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)
                 if digest:
                     self._by_digest[(uri, digest)] = Path(path)
+                else:
+                    # only the registry's answer tells what the tag names now: a fetch by a
+                    # digest pinned earlier (a submission's) does not
+                    lifetime = self.resolve_ttl if ttl is None else ttl
+                    self._pinned[uri] = _Pinned(Path(path), self._clock() + lifetime)
             return Path(path)
 
     def _from_object_cache(
@@ -176,8 +187,12 @@ class NodeImages:
             return None
 
     def pinned(self, uri: str) -> Path | None:
-        """The EROFS file of ``uri`` when its tag is pinned here and still fresh (what
-        :meth:`ensure` would return without asking anyone), else None. Never blocks."""
+        """The EROFS file of ``uri`` when it is ready here at the digest attached to it, or
+        its tag is pinned here and still fresh (what :meth:`ensure` would return without
+        asking anyone), else None. Never blocks."""
+        uri, digest = split_digest(uri)
+        if digest:
+            return self.ready(uri, digest)
         return self._fresh(uri)
 
     def ready(self, uri: str, digest: str) -> Path | None:
@@ -188,7 +203,7 @@ class NodeImages:
         if not digest:
             return None
         with self._lock:
-            path = self._by_digest.get((uri, digest))
+            path = self._by_digest.get((split_digest(uri)[0], digest))
         if path is None or not path.exists():
             return None
         return path
@@ -221,6 +236,15 @@ class NodeImages:
         if pinned is None or pinned.expires_at <= self._clock() or not pinned.path.exists():
             return None
         return pinned.path
+
+
+def split_digest(uri: str) -> tuple[str, str]:
+    """``uri`` without the digest attached to it, and that digest ("" when none):
+    ``docker://alpine:3@sha256:ab...`` -> (``docker://alpine:3``, ``sha256:ab...``)."""
+    name, separator, digest = uri.rpartition("@")
+    if not separator or ":" not in digest or "/" in digest:
+        return uri, ""
+    return name, digest
 
 
 def describe_pull_failure(uri: str, exc: BaseException) -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.config import parse_config
+from fuzzball_core.drivers import ResolvedImage
 from fuzzball_core.orchestrate.image_stages import configure_images
 from fuzzball_core.store.object_cache import CacheAddress
 
@@ -157,3 +158,57 @@ def test_a_pull_whose_node_is_lost_runs_again_on_another_node(images) -> None:
     images.run_to_end(second_node, again)
     assert images.stages(workflow_id)[PULL] == "FINISHED"
     assert "retried" in images.events(workflow_id)
+
+
+# -- registry images: pinned at submission, every run carries the pin ----------------------------
+
+
+class MovingTag:
+    """A registry backend stand-in whose tag names a new digest at each pin (pushed again
+    between any two submissions); counts its round trips."""
+
+    def __init__(self) -> None:
+        self.pins = 0
+
+    def resolve(self, uri: str, *, credentials=None) -> ResolvedImage:
+        self.pins += 1
+        return ResolvedImage(uri, f"sha256:{self.pins:064x}", 1, "linux/amd64")
+
+
+def _registry_workflow(cache_ttl: int | None = None) -> str:
+    ttl = "" if cache_ttl is None else f", cache-ttl: {cache_ttl}"
+    return (
+        "version: v1\njobs:\n"
+        f"  one: {{image: {{uri: docker://r.test/x:1{ttl}}}, command: [/bin/true]}}\n"
+    )
+
+
+@pytest.fixture
+def moving(images) -> MovingTag:
+    backend = MovingTag()
+    images.engine.images._backends["docker"] = backend
+    return backend
+
+
+def test_a_jobs_image_uri_carries_the_digest_its_submission_pinned(images, moving) -> None:
+    node = images.node()
+    images.submit(_registry_workflow())
+    (pull,) = images.assignments()
+    images.run_to_end(node, pull)
+
+    (job,) = images.assignments()
+
+    pinned = json.loads(pull.job_json)["digest"]
+    assert json.loads(job.job_json)["image"]["uri"] == f"docker://r.test/x:1@{pinned}"
+
+
+def test_each_submission_pins_its_image_afresh_without_a_cache_ttl(images, moving) -> None:
+    images.submit(_registry_workflow())
+    images.submit(_registry_workflow())
+    assert moving.pins == 2
+
+
+def test_a_submission_reuses_a_pin_younger_than_its_images_cache_ttl(images, moving) -> None:
+    images.submit(_registry_workflow(cache_ttl=600))
+    images.submit(_registry_workflow(cache_ttl=600))
+    assert moving.pins == 1

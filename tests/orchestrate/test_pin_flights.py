@@ -186,3 +186,60 @@ def test_pins_with_the_same_credentials_share_a_round_trip_and_others_have_their
     assert {pin.digest for pin in pinned["alice"]} == {"sha256:alice"}
     assert len(pinned["alice"]) == 4
     assert [pin.digest for pin in pinned["bob"]] == ["sha256:bob"]
+
+
+# -- cache-ttl: an earlier answer reused ---------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def counted() -> tuple[list[int], Callable[[], str]]:
+    calls: list[int] = []
+
+    def ask() -> str:
+        calls.append(1)
+        return f"answer {len(calls)}"
+
+    return calls, ask
+
+
+def test_a_pin_allowing_an_older_answer_reuses_one_begun_within_that_many_seconds() -> None:
+    clock = Clock()
+    flights: PinFlights[str] = PinFlights(clock)
+    calls, ask = counted()
+    assert flights.answer("docker://alpine:latest", ask) == "answer 1"
+    clock.now += 30
+    assert flights.answer("docker://alpine:latest", ask, reuse_within=30) == "answer 1"
+    assert len(calls) == 1
+
+
+def test_a_pin_allowing_an_older_answer_asks_again_once_the_last_is_older() -> None:
+    clock = Clock()
+    flights: PinFlights[str] = PinFlights(clock)
+    calls, ask = counted()
+    flights.answer("docker://alpine:latest", ask)
+    clock.now += 31
+    assert flights.answer("docker://alpine:latest", ask, reuse_within=30) == "answer 2"
+    assert len(calls) == 2
+
+
+def test_a_pin_without_a_ttl_asks_again_however_recent_the_last_answer() -> None:
+    clock = Clock()
+    flights: PinFlights[str] = PinFlights(clock)
+    calls, ask = counted()
+    flights.answer("docker://alpine:latest", ask)
+    assert flights.answer("docker://alpine:latest", ask) == "answer 2"
+    assert len(calls) == 2
+
+
+def test_a_pins_reused_answer_is_only_its_own_keys() -> None:
+    flights: PinFlights[str] = PinFlights(Clock())
+    _, ask = counted()
+    flights.answer("docker://alpine:latest", ask)
+    assert flights.answer("docker://busybox:latest", ask, reuse_within=3600) == "answer 2"

@@ -106,24 +106,23 @@ IMAGE_SECRETS = "is not read here; give the registry credentials in secret"
 ENCRYPTED = "encrypted images are not supported here yet"
 DESTINATION = "has no effect here; the destination is a file inside the volume"
 INGRESS_CACHE = "has no effect here; an ingress file is fetched from its source every time"
-IMAGE_CACHE = "has no effect on images here; cache-ttl sets how long a pulled image is reused"
-BASE_CACHE = "has no effect here; a build pulls its base image as a job does, without a TTL"
+IMAGE_CACHE = (
+    "has no effect on images here; cache-ttl sets how long a pin of the image may be reused"
+)
 EGRESS_STAGE = "fuzzball_core.orchestrate.egress_stage:payload"
 EGRESS_SOURCE = "has no meaning here: the source is a file of the volume"
 LIVENESS = "liveness probes are not checked here yet"
 PROBE_ACTION = "only tcp-socket and http-get readiness probes are checked here yet"
 
 
-def _image_rows(prefix: str, *, built: bool = False) -> dict[str, Row]:
-    cache_row: Row = Warned(BASE_CACHE) if built else Warned(IMAGE_CACHE)
-    ttl_row: Row = Warned(BASE_CACHE) if built else Used(CONTAINER_JOB, "cache_ttl")
+def _image_rows(prefix: str) -> dict[str, Row]:
     return {
         f"{prefix}.uri": Used(PLAN, "uri"),
         f"{prefix}.secret": Used(PLAN, "secret"),
         f"{prefix}.secrets.*": Refused(IMAGE_SECRETS, at=f"{prefix}.secrets"),
         f"{prefix}.decryption-secret": Refused(ENCRYPTED),
-        f"{prefix}.cache": cache_row,
-        f"{prefix}.cache-ttl": ttl_row,
+        f"{prefix}.cache": Warned(IMAGE_CACHE),
+        f"{prefix}.cache-ttl": Used(PLAN, "cache_ttl"),
     }
 
 
@@ -351,7 +350,7 @@ TABLE: dict[str, Row] = {
     **_transfer_rows("volumes.*.ingress[]", egress=False),
     **_transfer_rows("volumes.*.egress[]", egress=True),
     # images the workflow builds
-    **_image_rows("images.*.from", built=True),
+    **_image_rows("images.*.from"),
     "images.*.files.*": Used(IMAGE_STAGES, "files"),
     "images.*.post": Used(IMAGE_STAGES, "post"),
     "images.*.scope": Used(IMAGE_STAGES, "scope"),

@@ -215,6 +215,31 @@ jobs:
     assert plan.stages["images.docker://x"].definition.secret == "secret://user/reg"
 
 
+def _pull_ttl(jobs: str) -> int | None:
+    plan = plan_workflow(parse_workflow(f"version: v4\njobs:\n{jobs}"), pull_stages=True)
+    return plan.stages["images.docker://x"].definition.cache_ttl
+
+
+def test_a_pull_stage_may_reuse_a_pin_as_long_as_the_least_cache_ttl_of_its_steps() -> None:
+    assert (
+        _pull_ttl(
+            "  a: {image: {uri: docker://x, cache-ttl: 600}, command: [true]}\n"
+            "  b: {image: {uri: docker://x, cache-ttl: 60}, command: [true]}\n"
+        )
+        == 60
+    )
+
+
+def test_a_pull_stage_reuses_no_pin_when_one_of_its_steps_gives_no_cache_ttl() -> None:
+    assert (
+        _pull_ttl(
+            "  a: {image: {uri: docker://x, cache-ttl: 600}, command: [true]}\n"
+            "  b: {image: {uri: docker://x}, command: [true]}\n"
+        )
+        is None
+    )
+
+
 def test_a_built_images_files_hold_the_content_of_the_top_level_files_they_name() -> None:
     plan = plan_workflow(
         parse_workflow(

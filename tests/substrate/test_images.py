@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.cluster import LocalRegistry
+from support.oci_pusher import Pusher, busybox_entries, file, layer
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 from fuzzball_core.plugins import get_registry
@@ -80,3 +81,45 @@ def test_an_image_made_ready_at_its_digest_is_ready_until_it_leaves_the_cache(
 
     path.unlink()  # evicted
     assert images.ready(uri, digest) is None
+
+
+def _push_moving(local_registry: LocalRegistry, release: bytes) -> None:
+    """``library/moving:1`` (a repository of this test's own) as an image saying ``release``."""
+    pusher = Pusher(local_registry.url)
+    try:
+        pusher.push_image(
+            "library/moving", "1", [layer(busybox_entries()), layer([file("etc/r", release)])]
+        )
+    finally:
+        pusher.close()
+
+
+def test_a_uri_with_its_digest_attached_is_that_digests_image_after_the_tag_moved(
+    tmp_path: Path, images_config: dict[str, object], local_registry: LocalRegistry
+) -> None:
+    # a job's URI comes pinned by its submission: a tag pushed again since is not followed
+    images = NodeImages(get_registry(), images_config, tmp_path)
+    uri = "docker://moving:1"
+    _push_moving(local_registry, b"first\n")
+    submitted = images.backend("docker").resolve(uri).digest
+    _push_moving(local_registry, b"second\n")
+    assert images.backend("docker").resolve(uri).digest != submitted
+
+    path = images.ensure(f"{uri}@{submitted}")
+
+    assert images.ready(uri, submitted) == path
+    assert images.ensure(uri) != path  # the tag itself is the new image
+
+
+def test_a_uri_with_its_digest_attached_is_pinned_once_ready_at_that_digest(
+    tmp_path: Path, images_config: dict[str, object]
+) -> None:
+    images = NodeImages(get_registry(), images_config, tmp_path)
+    uri = "docker://alpine:latest"
+    digest = images.backend("docker").resolve(uri).digest
+    assert images.pinned(f"{uri}@{digest}") is None
+
+    path = images.ensure(uri, digest=digest)  # the pull stage's
+
+    assert images.pinned(f"{uri}@{digest}") == path
+    assert images.pinned(f"{uri}@sha256:{'0' * 64}") is None
