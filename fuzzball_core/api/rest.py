@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from google.protobuf.message import Message
+from multidict import MultiMapping
 
 from fuzzball_core import FUZZBALL_API_RELEASE
 from fuzzball_core.api import proto_messages as msg
@@ -55,7 +56,7 @@ from fuzzball_core.api.http_errors import (
     status_of_http_exception,
 )
 from fuzzball_core.api.json_body import parse_json_body
-from fuzzball_core.api.list_pages import MAX_PAGE, keyed_page, refuse_unknown
+from fuzzball_core.api.list_pages import MAX_PAGE, PAGE_PARAMETERS, keyed_page, refuse_unknown
 from fuzzball_core.api.node_listing import NodeListBody
 from fuzzball_core.api.openapi import Operation, Query, documented, openapi_document
 from fuzzball_core.api.requests import (
@@ -465,6 +466,11 @@ async def _validate_workflow(request: web.Request) -> web.Response:
     return _reply(pb.ValidateWorkflowResponse(warnings=warnings))
 
 
+#: the workflow list's status filters (the swagger's; ``status`` is its deprecated one)
+_STATUSES, _STATUS = "requestedStatuses", "status"
+_STATUS_NAMES = frozenset(pb.WorkflowStatus.keys())
+
+
 def workflow_list_text(workflows: Iterable[WorkflowView], page_token: str | None = None) -> str:
     """The JSON text of a ``ListWorkflowsResponse`` of ``workflows``; with ``page_token``
     (a page of the list), its ``pageToken`` ("" on the last page)."""
@@ -526,24 +532,51 @@ async def _served_elsewhere(request: web.Request, route: str) -> web.Response | 
         query=(
             Query("pageSize", "integer", f"one page of at most this many (at most {MAX_PAGE})"),
             Query("pageToken", "string", "the page after the one that answered this token"),
+            Query(
+                _STATUSES,
+                "string",
+                "only workflows of these statuses (repeat the parameter for several;"
+                " STAGE_STATUS_UNSPECIFIED is pending)",
+            ),
+            Query(_STATUS, "string", f"one status (deprecated: {_STATUSES} takes several)"),
         ),
         tags=_WORKFLOWS,
     )
 )
 @any_thread
 async def _list_workflows(request: web.Request) -> web.Response:
-    refuse_unknown(request.query, why="not supported; workflows are listed newest first")
+    refuse_unknown(
+        request.query,
+        (*PAGE_PARAMETERS, _STATUSES, _STATUS),
+        why="not supported; workflows are listed newest first",
+    )
     if not request.query:  # the whole list, where lists are served
         served = await _served_elsewhere(request, "workflows")
         if served is not None:
             return served
+    wanted = _requested_statuses(request.query)
     workflows = await _run(request, lambda s, who: s.list_workflows(who))
     if not request.query:
         return web.json_response(text=workflow_list_text(workflows))
+    if wanted:
+        workflows = [w for w in workflows if w.status in wanted]
     page, token = keyed_page(
         request.query, workflows, lambda w: (w.created_at, w.id), default=MAX_PAGE
     )
     return web.json_response(text=workflow_list_text(page, token))
+
+
+def _requested_statuses(query: MultiMapping[str]) -> frozenset[str]:
+    """The view statuses ``requestedStatuses`` (repeated) and ``status`` ask for (empty:
+    every status); InvalidArgument naming a value that is no ``WorkflowStatus``."""
+    wanted = set()
+    for name in (_STATUSES, _STATUS):
+        for value in query.getall(name, ()):
+            if value not in _STATUS_NAMES:
+                known = ", ".join(pb.WorkflowStatus.keys())
+                raise InvalidArgument(f"{name}: {value[:60]!r} is not one of {known}")
+            wanted.add(msg.status_of(pb.WorkflowStatus.Value(value)).value)
+    return frozenset(wanted)
 
 
 @documented(Operation("one workflow with its stages", pb.Workflow, tags=_WORKFLOWS))

@@ -259,7 +259,31 @@ def test_a_workflow_started_between_pages_neither_repeats_nor_hides_one(stack):
     assert [w["id"] for w in first["workflows"] + second.json()["workflows"]] == [newer, older]
 
 
-@pytest.mark.parametrize("parameter", ["filter", "orderBy", "status", "scope", "aipFilter"])
+def _listed_ids(stack, params) -> list[str]:
+    return [w["id"] for w in get(stack, "/workflows", params=params).json()["workflows"]]
+
+
+def test_the_workflow_list_keeps_only_the_requested_statuses(stack):
+    running = stack.start(name="running")
+    stopped = stack.start(name="stopped")
+    assert call(stack, "PATCH", f"/workflows/{stopped}:stop").status_code == 200
+    assert _listed_ids(stack, {"requestedStatuses": "STAGE_STATUS_CANCELED"}) == [stopped]
+    assert _listed_ids(stack, {"status": "STAGE_STATUS_STARTED"}) == [running]
+    both = [
+        ("requestedStatuses", "STAGE_STATUS_CANCELED"),
+        ("requestedStatuses", "STAGE_STATUS_STARTED"),
+    ]
+    assert set(_listed_ids(stack, both)) == {running, stopped}
+    assert _listed_ids(stack, {"requestedStatuses": "STAGE_STATUS_FAILED"}) == []
+
+
+def test_a_workflow_status_filter_of_no_status_is_400_naming_it(stack):
+    response = get(stack, "/workflows", params={"requestedStatuses": "DONE"})
+    body = assert_status_body(response, 400, 3)
+    assert body["message"].startswith("requestedStatuses: 'DONE' is not one of STAGE_STATUS_")
+
+
+@pytest.mark.parametrize("parameter", ["filter", "orderBy", "scope", "aipFilter"])
 def test_a_workflow_list_parameter_not_implemented_is_400_naming_it(stack, parameter):
     body = assert_status_body(get(stack, "/workflows", params={parameter: "x"}), 400, 3)
     assert body["message"].startswith(f"{parameter}: not supported")
