@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import inspect
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ from stevedore.exception import MultipleMatches, NoMatches
 from fuzzball_core import hookspecs
 from fuzzball_core.drivers import DRIVER_INTERFACES
 from fuzzball_core.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
 
 HOOK_GROUP = "fuzzball.plugins"
 DRIVER_GROUPS: tuple[str, ...] = tuple(DRIVER_INTERFACES)
@@ -200,6 +203,21 @@ class PluginRegistry:
                 record.error = "disabled by configuration (plugins.disable)"
                 continue
             record.error = self._register_hooks(ext.name, ext.plugin, record)
+        self._warn_disabled_unknown()
+
+    def _warn_disabled_unknown(self) -> None:
+        """Warn of each ``plugins.disable`` name no hook plugin here has: it leaves nothing
+        out (not refused: one configuration may serve hosts with other plugins installed;
+        a driver is chosen in its own section, never disabled)."""
+        hooks = sorted({r.name for r in self._records if r.group == HOOK_GROUP})
+        drivers = {r.name for r in self._records if r.group != HOOK_GROUP}
+        for name in sorted(self._disabled.difference(hooks)):
+            why = (
+                "it is a driver's name; drivers are chosen in their own section"
+                if name in drivers
+                else f"no hook plugin of that name is installed ({', '.join(hooks) or 'none'})"
+            )
+            log.warning("plugins.disable: %r has no effect here: %s", name, why)
 
     def _register_hooks(self, name: str, plugin: Any, record: PluginRecord) -> str | None:
         """Register one hook plugin; return why it is broken, or None."""

@@ -50,3 +50,20 @@ def test_listing_imports_and_checks_every_driver():
     registry = PluginRegistry()
     assert all(r.unchecked is None for r in registry.records)
     assert any(r.group == "fuzzball.provisioners" and r.name == "gcp" for r in registry.records)
+
+
+def test_disabling_a_hook_plugin_not_installed_warns_that_it_has_no_effect(caplog):
+    with caplog.at_level("WARNING", logger="fuzzball_core.plugins"):
+        PluginRegistry(disabled=["procfs-metrics", "no-such-plugin"])
+    (warning,) = caplog.messages
+    assert warning.startswith("plugins.disable: 'no-such-plugin' has no effect here: no hook")
+    assert "procfs-metrics" in warning  # the installed ones are named
+
+
+def test_disabling_a_drivers_name_warns_that_drivers_are_chosen_in_their_section(caplog):
+    with caplog.at_level("WARNING", logger="fuzzball_core.plugins"):
+        PluginRegistry(disabled=["aws"])
+    assert caplog.messages == [
+        "plugins.disable: 'aws' has no effect here: it is a driver's name;"
+        " drivers are chosen in their own section"
+    ]
