@@ -260,9 +260,11 @@ class SubstrateConfig(_Section):
     orchestrate_address: str = "127.0.0.1:50051"
     node_token: str = ""
     work_dir: Path | None = None
-    node_name: str | None = None
+    #: None (left out): the host's name; the cores and memory the node offers, None: the
+    #: machine's (an empty name or no memory would be a mistake, not a request for those)
+    node_name: str | None = Field(default=None, min_length=1)
     cores: int | None = Field(default=None, ge=1)
-    memory: ByteSize | None = None
+    memory: ByteSize | None = Field(default=None, gt=0)
     devices: DeviceCounts = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     #: where the node's fuzzball_node_* metrics (and /healthz, /readyz) are served; None:

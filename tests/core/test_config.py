@@ -72,6 +72,13 @@ def test_bad_size_names_the_key_and_the_units():
         parse_config({"images": {"cache-max-bytes": "lots"}})
 
 
+@pytest.mark.parametrize(("key", "value"), [("memory", 0), ("node-name", ""), ("cores", 0)])
+def test_a_nodes_empty_name_or_resources_are_refused_not_taken_for_the_machines(key, value):
+    # left out, each is the machine's own; given empty, it is a mistake to name
+    with pytest.raises(ConfigError, match=rf"substrate\.{key}"):
+        parse_config({"substrate": {key: value}})
+
+
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ConfigError) as excinfo:
         parse_config({"nope": 1, "scheduler": {"driver": 5}})
