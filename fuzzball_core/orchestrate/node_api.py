@@ -2,7 +2,8 @@
 
 A node authenticates with the shared node token (``orchestrate.node-token``), or, when it was
 provisioned, with its instance's own registration token (good for that node's name only, while
-the instance lives; docs/provisioners.md). On Connect,
+the instance lives; docs/provisioners.md). ``RunSecrets`` answers a node about the runs placed
+on it only (:class:`~fuzzball_core.orchestrate.run_secrets.CallingNode`). On Connect,
 its first message is a Hello listing the runs it knows; the engine reconciles those, then the
 stream carries assignments and cancellations down and reports up until either side ends it.
 """
@@ -23,7 +24,7 @@ from fuzzball_core.orchestrate.node_arrivals import Arrivals, Registration
 from fuzzball_core.orchestrate.node_hub import NodeHub, NodeQueue
 from fuzzball_core.orchestrate.node_metrics import NodeMonitoring
 from fuzzball_core.orchestrate.provisioning import Provisioning
-from fuzzball_core.orchestrate.run_secrets import RunSecretsService
+from fuzzball_core.orchestrate.run_secrets import CallingNode, RunSecretsService
 from fuzzball_core.scheduling import CpuCore, Resources
 
 
@@ -110,15 +111,37 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
     async def RunSecrets(
         self, request: node_pb2.RunSecretsRequest, context: grpc.aio.ServicerContext
     ) -> node_pb2.RunSecretsResponse:
-        """The secrets and workflow token a run needs, as its node starts it."""
-        await self._authenticate(context)
+        """The secrets and workflow token a run needs, as its node starts it: the node asking
+        is told of the runs placed on it only."""
+        caller = await self._calling_node(request, context)
         if self.run_secrets is None:
             return node_pb2.RunSecretsResponse()  # no secrets kept here: nothing to resolve
         try:  # on the loop: the engine's plans are read there only
-            return self.run_secrets.for_run(request.run_id)
+            return self.run_secrets.for_run(request.run_id, caller)
         except FuzzballError as exc:  # its message names the field, never a value
             await context.abort(exc.grpc_code, exc.message)
             raise  # abort raises; for the type checker
+
+    async def _calling_node(
+        self, request: node_pb2.RunSecretsRequest, context: grpc.aio.ServicerContext
+    ) -> CallingNode:
+        """The node a ``RunSecrets`` call comes from: the one its request names, and, with a
+        provisioned instance's token, the one that token registers (whatever the request
+        names). The shared node token is good for any node, so its caller must name one."""
+        instance_token = await self._authenticate(context)
+        if instance_token is None:
+            if not request.node_id:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "node_id: RunSecrets with the node token must name the calling node "
+                    "(an agent of an earlier release names none: upgrade it)",
+                )
+            return CallingNode(request.node_id)
+        instance = self.provisioning.holder(instance_token) if self.provisioning else None
+        if instance is None:  # deleted since it authenticated
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the node token is not valid")
+            raise AssertionError  # abort raises; for the type checker
+        return CallingNode(request.node_id, bound_name=instance.name)
 
     async def Connect(
         self,

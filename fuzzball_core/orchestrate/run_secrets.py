@@ -6,7 +6,9 @@ events and the Assignment a node receives keep the reference only; the node asks
 values when it starts the run (``NodeAgent.RunSecrets``, with the node token), and they are
 resolved then, for the user who submitted the workflow in its account and organization
 (:meth:`Secrets.owner_of_workflow`), each read audited as ``secret_read``. Only a live run
-(assigned or started) is answered; any other is NotFound.
+(assigned or started) placed on the node asking (:class:`CallingNode`) is answered; any
+other is NotFound, the same answer, after the same query, as a run that does not exist: a
+node's credential tells nothing of the runs of other nodes, not even that they exist.
 
 Each running workflow has one token of its own (credential ``workflow``: it may submit
 child workflows and read secrets, never write them), handed to every job as
@@ -26,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -44,7 +46,7 @@ from fuzzball_core.service.revocations import Revocation
 from fuzzball_core.service.secrets import SecretOwner, Secrets, is_reference, parse_reference
 from fuzzball_core.spec import ImagePull, StageKind
 from fuzzball_core.spec import Stage as PlannedStage
-from fuzzball_core.spec.models import ImageBuild, Volume
+from fuzzball_core.spec.models import INT32_MAX, ImageBuild, Volume
 from fuzzball_core.store.models import Account, ApiToken, Run, Stage, Workflow
 from fuzzball_core.vocabulary import CredentialKind, EventKind, Status
 
@@ -70,6 +72,40 @@ IngressOf = Callable[[Workflow, str], str]
 #: which ends with the pass's transaction), by workflow id: two runs of a workflow assigned
 #: in one pass share one.
 _MINTED = "fuzzball.workflow_tokens"
+
+
+@dataclass(frozen=True)
+class CallingNode:
+    """The node asking ``RunSecrets``, as its credential and its request identify it: only
+    the runs placed on it are answered.
+
+    With the shared node token the node is the one the request names (``node_id``); with a
+    provisioned instance's registration token it is the node registered under the name that
+    token is good for (and the one the request names, when it names one). Either way a
+    caller identifying no node is answered no run."""
+
+    #: the node id the request names (Register's answer); "" when it names none
+    node_id: str = ""
+    #: the node name a provisioned instance's registration token is good for; None for the
+    #: shared node token
+    bound_name: str | None = None
+
+    def runs(self, node_ids: Iterable[str], node_names: Mapping[str, str]) -> bool:
+        """Whether a run placed on ``node_ids`` is placed on this node (``node_names``: the
+        engine's node id -> name)."""
+        if not self.node_id and self.bound_name is None:
+            return False  # nothing identifies the caller: no run is its own
+        return any(
+            (not self.node_id or node_id == self.node_id)
+            and (self.bound_name is None or node_names.get(node_id) == self.bound_name)
+            for node_id in node_ids
+        )
+
+
+def _not_running(run_id: int) -> NotFound:
+    """The one answer for a run the caller is not told of: ended, never existed, or placed
+    on another node alike."""
+    return NotFound(f"run {run_id} is not running")
 
 
 @dataclass
@@ -159,6 +195,7 @@ class RunSecretsService:
         definition_of: DefinitionOf,
         ingress_of: IngressOf | None = None,
         live_runs: Mapping[int, LiveRun] | None = None,
+        node_names: Mapping[str, str] | None = None,
     ) -> None:
         self.sessions = sessions
         self.secrets = secrets
@@ -168,6 +205,9 @@ class RunSecretsService:
         #: the engine's live runs (``EngineContext.live_runs``): which run may be answered
         #: from memory, and for which workflow and stage
         self.live_runs: Mapping[int, LiveRun] = {} if live_runs is None else live_runs
+        #: the engine's node names by id (``EngineContext.node_names``): which node a
+        #: provisioned instance's token speaks for
+        self.node_names: Mapping[str, str] = {} if node_names is None else node_names
         self._tokens: dict[str, _Held] = {}
         #: account id -> its owner's user id (:meth:`_account_owner`)
         self._owners: dict[str, str | None] = {}
@@ -187,6 +227,7 @@ class RunSecretsService:
             ),
             engine.context.plans.ingress,
             engine.context.live_runs,
+            engine.context.node_names,
         )
         engine.context.assignment_hook = run_secrets.assigned
         previous = engine.context.event_hook
@@ -252,25 +293,33 @@ class RunSecretsService:
         with self._lock:
             self._tokens.setdefault(workflow_id, held)
 
-    def for_run(self, run_id: int) -> node_pb2.RunSecretsResponse:
-        """The secrets run ``run_id`` needs now. NotFound when it is not live; NotFound or
+    def for_run(self, run_id: int, caller: CallingNode) -> node_pb2.RunSecretsResponse:
+        """The secrets run ``run_id`` needs now, told to the node ``caller`` only. NotFound
+        when it is not live or not placed on ``caller`` (one answer for both); NotFound or
         InvalidArgument naming the field and reference when a secret cannot be read. A live
-        run that needs nothing but its workflow's token, minted in the pass that assigned
-        it, is answered from memory."""
-        known = self._token_only_answer(run_id)
+        run of the caller that needs nothing but its workflow's token, minted in the pass
+        that assigned it, is answered from memory."""
+        if not 0 < run_id <= INT32_MAX:  # the wire's int64, past the id column's range
+            raise _not_running(run_id)
+        known = self._token_only_answer(run_id, caller)
         if known is not None:
             return known
         with self.sessions() as session:
-            # the run with its workflow and stage in one query, not three
+            # the run with its workflow and stage in one query, not three; a run of another
+            # node is refused after it as well, so that its refusal takes an unknown run's time
             found = session.execute(
-                select(Run.status, Workflow, Stage)
+                select(Run.status, Run.node_ids, Workflow, Stage)
                 .join(Workflow, Workflow.id == Run.workflow_id)
                 .join(Stage, Stage.id == Run.stage_id)
                 .where(Run.id == run_id)
             ).first()
-            if found is None or found[0] not in LIVE_RUN:
-                raise NotFound(f"run {run_id} is not running")
-            _status, workflow, stage = found
+            if (
+                found is None
+                or found[0] not in LIVE_RUN
+                or not caller.runs(found[1] or (), self.node_names)
+            ):
+                raise _not_running(run_id)
+            _status, _node_ids, workflow, stage = found
             definition = self.definition_of(workflow, stage.name)
             ingress = self.ingress_of(workflow, stage.name) if self.ingress_of else ""
         # whom references resolve for, read only when one is (most runs reference none)
@@ -366,11 +415,14 @@ class RunSecretsService:
             raise InvalidArgument(f"{where}: expected a secret://SCOPE/NAME reference")
         return self.secrets.credentials(owner, reference, where=where, host=registry_host(uri))
 
-    def _token_only_answer(self, run_id: int) -> node_pb2.RunSecretsResponse | None:
-        """The answer of a live run that needs only its workflow's token, when this
-        Orchestrate minted it and knows the run's stage needs nothing else; else None."""
+    def _token_only_answer(
+        self, run_id: int, caller: CallingNode
+    ) -> node_pb2.RunSecretsResponse | None:
+        """The answer of a live run of ``caller`` that needs only its workflow's token, when
+        this Orchestrate minted it and knows the run's stage needs nothing else; else None
+        (a run of another node included: it is refused as an unknown one is)."""
         live = self.live_runs.get(run_id)
-        if live is None:
+        if live is None or not caller.runs(live.node_ids, self.node_names):
             return None
         with self._lock:
             held = self._tokens.get(live.workflow_id)

@@ -469,7 +469,9 @@ class Agent:
         )
         async with channel:
             stub = node_pb2_grpc.NodeAgentStub(channel)
-            self.services.run_secrets = RunSecretsClient(stub, self._metadata).fetch
+            self.services.run_secrets = RunSecretsClient(
+                stub, self._metadata, lambda: self.node_id
+            ).fetch
             while not stop.is_set():
                 began = time.monotonic()
                 session = asyncio.ensure_future(self._session(stub))

@@ -94,19 +94,27 @@ class WorkflowTokens:
 
 
 class RunSecretsClient:
-    """Calls ``RunSecrets`` on Orchestrate's node API with the node token."""
+    """Calls ``RunSecrets`` on Orchestrate's node API with the node token, naming this node
+    (Orchestrate answers about the runs placed on it only)."""
 
     def __init__(
-        self, stub: node_pb2_grpc.NodeAgentStub, metadata: Sequence[tuple[str, str]]
+        self,
+        stub: node_pb2_grpc.NodeAgentStub,
+        metadata: Sequence[tuple[str, str]],
+        node_id: Callable[[], str],
     ) -> None:
         self.stub = stub
         self.metadata = tuple(metadata)
+        #: this node's id as its last Register answered it
+        self.node_id = node_id
 
     async def fetch(self, run_id: int) -> RunSecrets:
         """Run ``run_id``'s secrets; Orchestrate's refusal as its FuzzballError."""
         try:
             reply = await self.stub.RunSecrets(
-                node_pb2.RunSecretsRequest(run_id=run_id), metadata=self.metadata, timeout=60.0
+                node_pb2.RunSecretsRequest(run_id=run_id, node_id=self.node_id()),
+                metadata=self.metadata,
+                timeout=60.0,
             )
         except grpc.aio.AioRpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

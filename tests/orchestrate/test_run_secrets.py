@@ -13,7 +13,7 @@ from support.secret_stack import Person, SecretStack, secret_stack
 from support.sql_stack import ADMIN
 
 from fuzzball_core.errors import InvalidArgument, NotFound, PermissionDenied
-from fuzzball_core.orchestrate.run_secrets import RunSecretsService, registry_host
+from fuzzball_core.orchestrate.run_secrets import CallingNode, RunSecretsService, registry_host
 from fuzzball_core.service.secrets import Family, Secrets
 from fuzzball_core.store.models import Workflow
 from fuzzball_core.vocabulary import CredentialKind
@@ -61,7 +61,9 @@ def _start(stack: SecretStack, token: str, spec: str = JOB) -> tuple[str, int]:
 
 
 def _for_run(stack: SecretStack, service: RunSecretsService, run_id: int) -> Any:
-    return stack.stack._on_loop(lambda: service.for_run(run_id))
+    """What the node the run is placed on (the stack's first) is told as it starts it."""
+    node = CallingNode(stack.stack._node_ids[0])
+    return stack.stack._on_loop(lambda: service.for_run(run_id, node))
 
 
 def test_a_live_runs_env_references_are_resolved_for_its_submitter(secrets, alice):

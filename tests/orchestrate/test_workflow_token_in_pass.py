@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy import select
 from support.engine_workflows import HELLO
 
+from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import NotFound
 from fuzzball_core.orchestrate.messages import Assign
-from fuzzball_core.orchestrate.run_secrets import RunSecretsService
+from fuzzball_core.orchestrate.run_secrets import CallingNode, RunSecretsService
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.service.secrets import Secrets
 from fuzzball_core.store.models import ApiToken
@@ -47,6 +48,11 @@ def run_secrets(harness, tmp_path) -> RunSecretsService:
     return RunSecretsService.attach(harness.engine, harness.service.accounts, secrets)
 
 
+def _asked(run_secrets: RunSecretsService, assignment: node_pb2.Assignment):
+    """What the node the run was assigned to is told as it starts it."""
+    return run_secrets.for_run(assignment.run_id, CallingNode(assignment.node_ids[0]))
+
+
 def _tokens_of(harness, workflow_id: str) -> list[ApiToken]:
     with harness.engine.sessions() as session:
         return list(session.scalars(select(ApiToken).where(ApiToken.workflow_id == workflow_id)))
@@ -70,7 +76,7 @@ def test_a_job_needing_only_its_token_is_answered_without_a_statement(
     (assignment,) = harness.assignments()
     statements.clear()
 
-    reply = run_secrets.for_run(assignment.run_id)
+    reply = _asked(run_secrets, assignment)
 
     assert statements == []
     who = harness.service.accounts.authenticate(reply.workflow_token)
@@ -86,7 +92,7 @@ def test_runs_of_a_workflow_assigned_in_one_pass_share_one_token(harness, run_se
     workflow_id = harness.submit(TWO_JOBS)
     first, second = harness.assignments()
 
-    answers = {run_secrets.for_run(a.run_id).workflow_token for a in (first, second)}
+    answers = {_asked(run_secrets, a).workflow_token for a in (first, second)}
 
     assert len(_tokens_of(harness, workflow_id)) == 1
     assert len(answers) == 1
@@ -100,8 +106,8 @@ def test_a_run_that_ended_is_told_nothing_while_its_workflow_runs(harness, run_s
     assert harness.status(workflow_id) == "STARTED"
 
     with pytest.raises(NotFound):
-        run_secrets.for_run(ended.run_id)
-    assert run_secrets.for_run(running.run_id).workflow_token
+        _asked(run_secrets, ended)
+    assert _asked(run_secrets, running).workflow_token
 
 
 def test_a_token_minted_by_a_pass_that_failed_is_never_handed_out(
@@ -127,7 +133,7 @@ def test_a_token_minted_by_a_pass_that_failed_is_never_handed_out(
     harness.engine.step()
     (assignment,) = harness.assignments()
 
-    token = run_secrets.for_run(assignment.run_id).workflow_token
+    token = _asked(run_secrets, assignment).workflow_token
 
     assert harness.service.accounts.authenticate(token).credential == CredentialKind.WORKFLOW
 
@@ -140,7 +146,7 @@ def test_the_assignment_of_a_job_needing_only_its_token_carries_it(harness, run_
     who = harness.service.accounts.authenticate(assignment.workflow_token)
 
     assert (who.credential, who.workflow_id) == (CredentialKind.WORKFLOW, workflow_id)
-    assert assignment.workflow_token == run_secrets.for_run(assignment.run_id).workflow_token
+    assert assignment.workflow_token == _asked(run_secrets, assignment).workflow_token
 
 
 def test_the_assignment_of_a_job_referencing_a_secret_carries_no_token(harness, run_secrets):

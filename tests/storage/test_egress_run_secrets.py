@@ -12,7 +12,7 @@ from support.secret_stack import Person, SecretStack, secret_stack
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.orchestrate.run_secrets import RunSecretsService
+from fuzzball_core.orchestrate.run_secrets import CallingNode, RunSecretsService
 from fuzzball_core.service.secrets import Family
 
 SECRET_KEY = "s3-egress-key-Zr8"
@@ -71,7 +71,9 @@ def _egress_secrets(stack: SecretStack, token: str, spec: str = SPEC):
         node_pb2.NodeMessage(exited=node_pb2.RunExited(run_id=job, exit_code=0, time=time.time())),
     )
     egress = stack.stack._run_id(workflow_id, "volumes.data.egress", None)
-    return stack.stack._on_loop(lambda: service.for_run(egress))
+    return stack.stack._on_loop(
+        lambda: service.for_run(egress, CallingNode(stack.stack._node_ids[0]))
+    )
 
 
 def test_an_egress_destinations_s3_secret_reaches_the_node_by_its_index(secrets, alice) -> None:

@@ -10,7 +10,7 @@ import pytest
 from support.secret_stack import Person, SecretStack, secret_stack
 
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.orchestrate.run_secrets import RunSecretsService
+from fuzzball_core.orchestrate.run_secrets import CallingNode, RunSecretsService
 from fuzzball_core.service.secrets import Family
 
 SECRET_KEY = "s3-secret-key-Wq4"
@@ -61,7 +61,9 @@ def _for_run(stack: SecretStack, token: str, spec: str = SPEC):
     who = stack.service.authenticate(token)
     workflow_id = stack.stack.start_workflow(who, raw_specification=spec, name="w")
     run_id = stack.stack._run_id(workflow_id, "jobs.show", None)
-    return stack.stack._on_loop(lambda: service.for_run(run_id))
+    return stack.stack._on_loop(
+        lambda: service.for_run(run_id, CallingNode(stack.stack._node_ids[0]))
+    )
 
 
 def test_an_s3_sources_secret_reaches_the_node_as_s3_credentials(secrets, alice) -> None:

@@ -363,10 +363,12 @@ class ScrapeMetrics(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
 
 class RunSecretsRequest(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "node_id")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: int
-    def __init__(self, run_id: _Optional[int] = ...) -> None: ...
+    node_id: str
+    def __init__(self, run_id: _Optional[int] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class RunSecretsResponse(_message.Message):
     __slots__ = ("env", "image_credentials", "workflow_token", "ingress_authorization", "transfer_s3")
