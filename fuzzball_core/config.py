@@ -283,6 +283,10 @@ class SubstrateConfig(_Section):
     #: the private subnet of this node's isolated jobs (``network.isolated``); None: the
     #: runtime's default. Agents sharing one network namespace need one each.
     job_subnet: Annotated[str | None, AfterValidator(_job_subnet)] = None
+    #: isolated jobs never reach the link-local addresses (169.254.0.0/16), where clouds
+    #: serve instance metadata and credentials; false: a site whose jobs need them
+    #: (docs/architecture.md, Jobs' networks: jobs on the node's network are not covered)
+    metadata_guard: bool = True
 
 
 class HealthConfig(_Section):

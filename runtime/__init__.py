@@ -19,8 +19,9 @@ Containers::
 ``ContainerSpec`` fields: image, command, env, cwd, hostname, uid, gid, groups, binds
 (``Bind(src, dst, readonly)``), devices, memory (bytes: cgroup limit and RLIMIT_MEMLOCK),
 cpus (quota in cores), cpuset, pids_limit, network (new net namespace, lo up), isolated
-(``IsolatedNetwork(subnet, expose_tcp, expose_udp)``: the job's own namespace on the node's
-bridge with an address, NAT out and the exposed ports forwarded; ``handle.address``; see
+(``IsolatedNetwork(subnet, expose_tcp, expose_udp, metadata_guard)``: the job's own namespace
+on the node's bridge with an address, NAT out, the exposed ports forwarded and the link-local
+metadata addresses dropped; ``handle.address``; see
 :mod:`fuzzball_runtime.network`), node_ports (``tcp/8080``: what a container on the node's
 network serves, open to the node's isolated jobs), stdin/stdout/stderr (None inherit, PIPE,
 DEVNULL, a path or a descriptor), metering, state_dir, scratch_dir (host directory for the

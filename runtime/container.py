@@ -241,7 +241,9 @@ class Container:
                 # clone3 takes the group: the child joins by it, no second open and close
                 joining = job.open_join(v2_fd=meter_fd)
             if spec.isolated is not None:
-                network = NodeNetwork(state, spec.isolated.subnet)
+                network = NodeNetwork(
+                    state, spec.isolated.subnet, metadata_guard=spec.isolated.metadata_guard
+                )
                 attachment = network.attach(container_id, spec.isolated)
             elif spec.node_ports:
                 network = NodeNetwork(state)

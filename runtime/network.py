@@ -11,7 +11,10 @@ ones; the sweep (at the agent's start and stop) removes them once no job uses th
   that containers on the node's network declare they serve (:meth:`NodeNetwork.open_ports`:
   a service's, so isolated jobs reach a service on their own node too), and the maps
   ``tcp_expose``/``udp_expose`` (host port -> job address) that forward the node's ports a
-  job exposes (DNAT);
+  job exposes (DNAT); and, unless the node turns it off (``substrate.metadata-guard``), the
+  chain ``metadata_guard`` that drops what the jobs send to the link-local addresses
+  (:data:`METADATA_SUBNET`), where clouds serve instance metadata (169.254.169.254: a
+  provisioned node's user data holds its registration token);
 * ``net.ipv4.ip_forward`` on, in this namespace.
 
 Per isolated job: a network namespace with no name, made by a short-lived thread that
@@ -54,6 +57,13 @@ from .state import StateDir
 #: The subnet of a node's isolated jobs unless configured: private, and unlikely to be a
 #: site's own (Docker uses 172.17.0.0/16, Podman 10.88.0.0/16, Kubernetes 10.244.0.0/16).
 DEFAULT_SUBNET = "10.213.0.0/24"
+#: What isolated jobs never reach while the node's metadata guard is on: IPv4's link-local
+#: block, where clouds serve instance metadata and credentials (AWS, GCP, Azure, OCI:
+#: 169.254.169.254; AWS ECS: 169.254.170.2). IPv6 (AWS's fd00:ec2::254) is out of their reach
+#: anyway: their namespace has an IPv4 address and route only.
+METADATA_SUBNET = "169.254.0.0/16"
+#: the chain of the node's table holding the metadata guard's rule
+METADATA_GUARD_CHAIN = "metadata_guard"
 #: The job's end of its veth pair, inside its namespace.
 JOB_INTERFACE = "eth0"
 CLONE_NEWNET = 0x40000000
@@ -73,6 +83,8 @@ class IsolatedNetwork:
     #: node ports forwarded to the same port of the job
     expose_tcp: tuple[int, ...] = ()
     expose_udp: tuple[int, ...] = ()
+    #: drop what the job sends to :data:`METADATA_SUBNET` (a node setting, like ``subnet``)
+    metadata_guard: bool = True
 
     def validate(self) -> None:
         """Raise ``InvalidArgument`` naming the first bad field."""
@@ -238,9 +250,13 @@ class Attachment:
 class NodeNetwork:
     """The isolated jobs' network of one state directory, in the current network namespace."""
 
-    def __init__(self, state: StateDir, subnet: str = DEFAULT_SUBNET) -> None:
+    def __init__(
+        self, state: StateDir, subnet: str = DEFAULT_SUBNET, *, metadata_guard: bool = True
+    ) -> None:
         self.state = state
         self.subnet = parse_subnet(subnet)
+        #: whether the table drops the jobs' traffic to :data:`METADATA_SUBNET`
+        self.metadata_guard = metadata_guard
         tag = state.tag
         self.bridge = f"fbrt{tag}"
         self.table = f"fbrt_{tag}"
@@ -393,10 +409,35 @@ class NodeNetwork:
                         f"create the bridge {self.bridge}: {os.strerror(exc.code)}",
                         errno=exc.code,
                     ) from None
-        if not _nft_json("list", "table", "ip", self.table):
+        listed = _nft_json("list", "table", "ip", self.table)
+        if not listed:
             _nft(self._table_script())
             self._sync_open_ports()
+        else:  # a table an agent of an earlier release, or another setting, left
+            self._sync_metadata_guard(listed)
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+
+    def _sync_metadata_guard(self, listed: list[dict[str, object]]) -> None:
+        """Add or remove the metadata guard's chain of an existing table as the node's
+        setting says (read from the table's listing: no second ``nft`` call)."""
+        guarded = any(
+            isinstance(chain := entry.get("chain"), dict)
+            and chain.get("name") == METADATA_GUARD_CHAIN
+            for entry in listed
+        )
+        if guarded and not self.metadata_guard:
+            _nft(f"delete chain ip {self.table} {METADATA_GUARD_CHAIN}\n")
+        elif self.metadata_guard and not guarded:
+            _nft(f"table ip {self.table} {{\n{self._metadata_guard_chain()}}}\n")
+
+    def _metadata_guard_chain(self) -> str:
+        """The chain dropping what the jobs send to :data:`METADATA_SUBNET` (forwarded:
+        not to the node itself, which the ``input`` chain guards)."""
+        return f"""  chain {METADATA_GUARD_CHAIN} {{
+    type filter hook forward priority filter; policy accept;
+    iifname "{self.bridge}" ip daddr {METADATA_SUBNET} drop
+  }}
+"""
 
     def _check_subnet_free(self, ipr: IPRoute) -> None:
         """Refuse a subnet that overlaps an address this namespace already has: its jobs
@@ -442,7 +483,7 @@ table ip {self.table} {{
     iifname "{bridge}" meta l4proto . th dport @open_ports accept
     iifname "{bridge}" drop
   }}
-}}
+{self._metadata_guard_chain() if self.metadata_guard else ""}}}
 """
 
     def _remove_node_if_unused(self) -> bool:

@@ -325,6 +325,7 @@ class Agent:
             network=NodeNetwork(
                 address=node_address(settings.address, settings.orchestrate_address),
                 job_subnet=settings.job_subnet or DEFAULT_SUBNET,
+                metadata_guard=settings.metadata_guard,
             ),
         )
         self.node_id = ""

@@ -4,8 +4,10 @@ resolves, and the address this node is reached at.
 * A job with ``network.isolated: true`` gets its own network namespace on this node's bridge
   (:class:`fuzzball_runtime.network.IsolatedNetwork`): an address of the node's job subnet
   (``substrate.job-subnet``), NAT out, and its ``expose-tcp``/``expose-udp`` ports forwarded
-  from the node's. Every other job, and every service, keeps the node's network (Fuzzball's
-  default), where the ports it listens on are the node's.
+  from the node's; it never reaches the link-local addresses where clouds serve instance
+  metadata (``substrate.metadata-guard``, on unless a site turns it off). Every other job,
+  and every service, keeps the node's network (Fuzzball's default), where the ports it
+  listens on are the node's, and which the guard does not cover.
 * The ports a service declares (``network.ports``) stay reachable for the node's isolated
   jobs, which reach no other port of their node.
 * A job reaches the workflow's services by name: Orchestrate sends, with each assignment,
@@ -91,6 +93,9 @@ class NodeNetwork:
     address: str = ""
     #: the subnet of this node's isolated jobs
     job_subnet: str = DEFAULT_SUBNET
+    #: isolated jobs' traffic to the link-local metadata addresses is dropped
+    #: (``substrate.metadata-guard``)
+    metadata_guard: bool = True
 
     def isolation(self, step: Job | Service) -> IsolatedNetwork | None:
         """The isolated network ``step`` asks for, or None for the node's network."""
@@ -101,6 +106,7 @@ class NodeNetwork:
             subnet=self.job_subnet,
             expose_tcp=tuple(network.expose_tcp or ()),
             expose_udp=tuple(network.expose_udp or ()),
+            metadata_guard=self.metadata_guard,
         )
 
     def node_ports(self, step: Job | Service) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.root
 NODE_ADDRESS = "198.51.100.1"
 OUTSIDE_ADDRESS = "198.51.100.2"
 SUBNET = "10.213.7.0/24"
+METADATA_ADDRESS = "169.254.169.254"
 
 
 @pytest.fixture
@@ -89,8 +90,23 @@ def listener() -> Iterator[Callable[..., Listener]]:
         server.close()
 
 
-def isolated(**ports: tuple[int, ...]) -> IsolatedNetwork:
-    return IsolatedNetwork(subnet=SUBNET, **ports)
+def isolated(**fields: object) -> IsolatedNetwork:
+    return IsolatedNetwork(subnet=SUBNET, **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def metadata_service(on_node: str) -> Iterator[Listener]:
+    """The cloud's instance metadata service at 169.254.169.254, on the node's link (in the
+    outside namespace, routed to from the node's), answering each connection."""
+    with entered(on_node), IPRoute() as ipr:
+        uplink = ipr.link_lookup(ifname="uplink")[0]
+        ipr.addr("add", index=uplink, address=METADATA_ADDRESS, prefixlen=32)
+    with IPRoute() as ipr:
+        ipr.route("add", dst=f"{METADATA_ADDRESS}/32", gateway=OUTSIDE_ADDRESS)
+    with entered(on_node):
+        server = Listener(METADATA_ADDRESS, reply=b"user-data\n")
+    yield server
+    server.close()
 
 
 def connect_output(
@@ -153,6 +169,45 @@ def test_isolated_job_reaches_other_machines_through_nat(run, on_node, listener)
         "from-the-node\n"
     )
     assert server.peers == [NODE_ADDRESS]  # masqueraded: the subnet stays inside the node
+
+
+def test_an_isolated_job_does_not_reach_the_instance_metadata_service(
+    run, metadata_service
+) -> None:
+    port = metadata_service.port
+
+    assert connect_output(run, METADATA_ADDRESS, port, isolated=isolated()) == ""
+    # the node's network is not guarded (docs/architecture.md): the service is there
+    assert connect_output(run, METADATA_ADDRESS, port) == "user-data\n"
+
+
+def test_with_the_metadata_guard_off_an_isolated_job_reaches_the_metadata_service(
+    run, metadata_service
+) -> None:
+    port = metadata_service.port
+
+    reached = connect_output(run, METADATA_ADDRESS, port, isolated=isolated(metadata_guard=False))
+
+    assert reached == "user-data\n"
+
+
+def test_the_metadata_guard_follows_the_nodes_setting_on_a_table_already_made(
+    image, state_dir, run, metadata_service
+) -> None:
+    port = metadata_service.port
+    holding = ContainerSpec(
+        image=image,
+        command=["sleep", "30"],
+        state_dir=state_dir,
+        isolated=isolated(metadata_guard=False),
+    )
+    with Container(holding).start():  # made the table without the guard, and keeps it
+        guarded = connect_output(run, METADATA_ADDRESS, port, isolated=isolated())
+        unguarded = connect_output(
+            run, METADATA_ADDRESS, port, isolated=isolated(metadata_guard=False)
+        )
+
+    assert (guarded, unguarded) == ("", "user-data\n")
 
 
 def test_exposed_port_is_reachable_from_another_network_namespace(
