@@ -8,7 +8,9 @@ for ``federate.failover-grace`` seconds, each of its workflows that
 
 - had not ended at its last answer,
 - had no job or service started there (started work may have run: it is never run twice),
-- was never re-routed (at most once per workflow), and
+- was never re-routed (at most once per workflow),
+- was not asked to stop (a stop asked while its member does not answer is recorded and
+  delivered to that member when it answers again, never lost to a re-route), and
 - keeps its file (rows from before revision f0003 do not)
 
 is submitted again, unchanged and for its owner, to the best other member the router
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from fuzzball_core.api.proto_messages import status_of
 from fuzzball_core.api.v1 import client_pb2 as pb
@@ -91,13 +94,15 @@ class Failover:
         self.unreachable: dict[str, tuple[float, str]] = {}
 
     def _open_rows(self) -> list[FederatedWorkflow]:
-        """Rows whose member has yet to say they ended, and rows with a stale copy."""
+        """Rows whose member has yet to say they ended, rows with a stale copy, and rows
+        with a stop still to deliver."""
         ended = [str(status) for status in TERMINAL_STATUSES]
         with self.service.sessions() as session:
             query = select(FederatedWorkflow).where(
                 (FederatedWorkflow.last_status.is_(None))
                 | (FederatedWorkflow.last_status.not_in(ended))
                 | (FederatedWorkflow.stale_remote_id.is_not(None))
+                | (FederatedWorkflow.stop_pending.is_(True))
             )
             return list(session.scalars(query))
 
@@ -135,6 +140,7 @@ class Failover:
                 log.warning("failover could not look at cluster %s: %s", member.name, answer)
                 continue
             self._record(answer)
+            self._deliver_stops(member.name, rows)
             self._stop_stale(member.name, rows)
         due = []
         for cluster, (since, why) in self.unreachable.items():
@@ -154,18 +160,38 @@ class Failover:
                     row.last_status = str(status_of(workflow.status))
                     row.job_started = row.job_started or work_started(workflow)
 
+    def _stop_on(self, cluster: str, remote_id: str, what: str) -> bool:
+        """Stop ``remote_id`` on ``cluster`` as Federate's own account; whether it is stopped
+        (or not there to stop). ``what`` names it in the log when the stop fails."""
+        try:
+            with acting_for(None):
+                self.service.members.get(cluster).client().stop_workflow(remote_id)
+        except NotFound:
+            pass  # never stored there, or gone: nothing to stop
+        except FuzzballError as exc:
+            log.warning("stopping %s on cluster %s failed: %s", what, cluster, exc)
+            return False
+        return True
+
+    def _deliver_stops(self, cluster: str, rows: list[FederatedWorkflow]) -> None:
+        """Deliver to ``cluster``, answering again, the stops asked while it did not."""
+        for row in rows:
+            if row.cluster != cluster or not row.stop_pending:
+                continue
+            if not self._stop_on(cluster, row.remote_id, f"workflow {row.id}"):
+                continue
+            with self.service.sessions() as session, session.begin():
+                stored = session.get(FederatedWorkflow, row.id)
+                if stored is not None and stored.remote_id == row.remote_id:
+                    stored.stop_pending = False
+            log.info("workflow %s: its recorded stop delivered to cluster %s", row.id, cluster)
+
     def _stop_stale(self, cluster: str, rows: list[FederatedWorkflow]) -> None:
         """Tell ``cluster``, answering again, to stop the copies of workflows that left it."""
         for row in rows:
             if row.rerouted_from != cluster or not row.stale_remote_id:
                 continue
-            try:
-                with acting_for(None):
-                    self.service.members.get(cluster).client().stop_workflow(row.stale_remote_id)
-            except NotFound:
-                pass  # never stored there, or gone: nothing to stop
-            except FuzzballError as exc:
-                log.warning("stopping %s's stale copy on %s failed: %s", row.id, cluster, exc)
+            if not self._stop_on(cluster, row.stale_remote_id, f"{row.id}'s stale copy"):
                 continue
             with self.service.sessions() as session, session.begin():
                 stored = session.get(FederatedWorkflow, row.id)
@@ -192,6 +218,8 @@ class Failover:
         """Submit ``row``'s file to another member for its owner and move the row there;
         None (and tried again next turn) when no other member takes it."""
         reason = f"cluster {row.cluster} unreachable for over {self.grace:g}s ({why})"
+        if self._stop_asked(row.id):
+            return None  # asked to stop since this turn read it: it stays, its stop recorded
         try:
             owner = self._owner(row)
             parsed, raw = self.service._parse(row.specification, None, row.name)
@@ -203,25 +231,48 @@ class Failover:
             return None
         now = self.clock()
         with self.service.sessions() as session, session.begin():
-            stored = session.get(FederatedWorkflow, row.id)
-            if stored is None:
-                return None
-            stored.stale_remote_id = stored.remote_id
-            stored.rerouted_from = stored.cluster
-            stored.rerouted_at = now
-            stored.reroute_reason = reason
-            stored.cluster = cluster
-            stored.remote_id = remote_id
-            stored.last_status = None
-            stored.job_started = False
-            # the router's second decision for this workflow, with the first in its events
-            # and in ``workflow why``
-            decided = self.service._decision_row(row.id, cluster)
-            if decided is not None:
-                session.add(decided)
+            stored = session.get(FederatedWorkflow, row.id, with_for_update=True)
+            stopped = stored is None or stored.stop_requested_at is not None
+            if stored is not None and not stopped:
+                self._move(session, stored, cluster, remote_id, now, reason)
+        if stopped:
+            # asked to stop while it was being submitted: the copy just made goes too
+            self._stop_on(cluster, remote_id, f"workflow {row.id}'s re-submitted copy")
+            return None
         log.info("workflow %s re-routed from %s to %s: %s", row.id, row.cluster, cluster, reason)
         self._announce(row, cluster, now, reason)
         return Reroute(row.id, row.cluster, cluster, reason)
+
+    def _stop_asked(self, workflow_id: str) -> bool:
+        """Whether a stop was asked for ``workflow_id`` (read now, not at the turn's start)."""
+        with self.service.sessions() as session:
+            stored = session.get(FederatedWorkflow, workflow_id)
+            return stored is None or stored.stop_requested_at is not None
+
+    def _move(
+        self,
+        session: Session,
+        stored: FederatedWorkflow,
+        cluster: str,
+        remote_id: str,
+        now: float,
+        reason: str,
+    ) -> None:
+        """Move ``stored`` to ``remote_id`` on ``cluster``, its old copy kept as stale (to
+        stop when its member answers again), with the router's decision recorded."""
+        stored.stale_remote_id = stored.remote_id
+        stored.rerouted_from = stored.cluster
+        stored.rerouted_at = now
+        stored.reroute_reason = reason
+        stored.cluster = cluster
+        stored.remote_id = remote_id
+        stored.last_status = None
+        stored.job_started = False
+        # the router's second decision for this workflow, with the first in its events and
+        # in ``workflow why``
+        decided = self.service._decision_row(stored.id, cluster)
+        if decided is not None:
+            session.add(decided)
 
     def _announce(self, row: FederatedWorkflow, cluster: str, when: float, reason: str) -> None:
         """Tell the ``fuzzball_event`` hooks of the re-route (a hook's failure is logged)."""
@@ -250,7 +301,11 @@ def _open(row: FederatedWorkflow) -> bool:
 def _movable(row: FederatedWorkflow) -> bool:
     """Whether ``row``'s workflow may be submitted elsewhere (see the module's rules)."""
     return (
-        _open(row) and not row.job_started and row.rerouted_at is None and bool(row.specification)
+        _open(row)
+        and not row.job_started
+        and row.rerouted_at is None
+        and row.stop_requested_at is None
+        and bool(row.specification)
     )
 
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 from fuzzball_core.client import FuzzballClient, discover_base_url
 from fuzzball_core.config import FederateMemberConfig
-from fuzzball_core.errors import AlreadyExists, NotFound, Unavailable
+from fuzzball_core.errors import AlreadyExists, NotFound
 from fuzzball_core.listeners import Listeners
 from fuzzball_core.tls import client_ssl_context
 from fuzzball_federation.forwarding import ForwardedIdentityAuth
@@ -92,24 +92,25 @@ class Member:
         return not self.draining
 
     def client(self) -> FuzzballClient:
-        """The member's client; ``Unavailable`` (naming the member) if it cannot be reached."""
+        """The member's client; ``Unavailable`` (naming the member, not its address) if it
+        cannot be reached, now or by any later call of the client."""
         with self._lock:
             if self._client is None:
                 token = self.config.token or None
                 # an https member is verified against its ca-file (the system's roots without)
                 verify = client_ssl_context(self.config.ca_file)
-                try:
-                    base = discover_base_url(
-                        self.config.address, token, timeout=self.timeout, verify=verify
-                    )
-                except Unavailable as exc:
-                    raise Unavailable(f"cluster {self.name}: unreachable ({exc.message})") from None
+                # its errors name the cluster, never the address Federate reaches it at
+                named = f"cluster {self.name}"
+                base = discover_base_url(
+                    self.config.address, token, timeout=self.timeout, verify=verify, named=named
+                )
                 self._client = FuzzballClient(
                     base,
                     token,
                     timeout=self.timeout,
                     verify=verify,
                     auth=ForwardedIdentityAuth(self.name),
+                    named=named,
                 )
             return self._client
 

@@ -88,6 +88,12 @@ class FederatedWorkflow(FederateBase):
     #: the id the member it left gave it, until that member answers again and is told to
     #: stop it there (so it never runs twice)
     stale_remote_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: when its owner (or an administrator) asked to stop it (revision f0008): from then on
+    #: it is never re-routed
+    stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the stop is still to be delivered to its member, which did not answer when it was
+    #: asked (failover's turns deliver it once the member answers again)
+    stop_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
 
 
 class RegisteredCluster(FederateBase):

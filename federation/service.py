@@ -504,8 +504,36 @@ class FederateService(AccountCalls):
             return unknown_view(row, _problem(exc))
         return self._view(row, workflow)
 
-    def stop_workflow(self, who: Principal, workflow_id: str) -> None:
-        self._proxy(who, workflow_id, lambda api, rid: api.stop_workflow(rid))
+    def stop_workflow(self, who: Principal, workflow_id: str) -> str | None:
+        """Stop the workflow on its member. The stop is recorded on Federate's row first, so
+        failover never re-routes the workflow from then on. When the member does not answer,
+        the stop stays recorded as pending and failover's turns deliver it once the member
+        answers again; the caller is told so (a note, not an error: the stop will happen)."""
+        self._record(who, workflow_id)  # another organization's workflow is not found
+        with self.sessions() as session, session.begin():
+            row = session.get(FederatedWorkflow, workflow_id, with_for_update=True)
+            if row is None:
+                raise NotFound(f"workflow {workflow_id!r} not found")
+            row.stop_requested_at = row.stop_requested_at or time.time()
+            cluster = row.cluster  # read under the lock: a re-route before it is seen
+        try:
+            note = self._proxy(who, workflow_id, lambda api, rid: api.stop_workflow(rid))
+        except Unavailable as exc:
+            self._set_stop_pending(workflow_id, True)
+            log.warning("workflow %s: stop recorded, cluster %s away", workflow_id, cluster)
+            return (
+                f"stop recorded: cluster {cluster} does not answer ({_problem(exc)}); the stop is"
+                " delivered when it answers again, and the workflow is not re-routed"
+            )
+        self._set_stop_pending(workflow_id, False)  # delivered: an earlier one is done too
+        return note or None
+
+    def _set_stop_pending(self, workflow_id: str, pending: bool) -> None:
+        """Record whether the stop asked for ``workflow_id`` is still to be delivered."""
+        with self.sessions() as session, session.begin():
+            row = session.get(FederatedWorkflow, workflow_id)
+            if row is not None:
+                row.stop_pending = pending
 
     def list_events(
         self, who: Principal, workflow_id: str, *, after_seq: int = 0
@@ -674,6 +702,14 @@ def unknown_view(row: FederatedWorkflow, problem: str) -> WorkflowView:
     last = Status(row.last_status) if row.last_status else None
     if last is not None and last.terminal:
         status, next_step = last, "it had ended there"
+    elif row.stop_pending:
+        status = Status.UNKNOWN
+        next_step = (
+            "its stop is recorded and delivered when the cluster answers; it is not re-routed"
+        )
+    elif row.stop_requested_at is not None:
+        status = Status.UNKNOWN
+        next_step = "it was stopped; its status shows again once the cluster answers"
     elif row.job_started or not row.specification or row.rerouted_at is not None:
         status = Status.UNKNOWN
         next_step = "its status shows again once the cluster answers"

@@ -76,6 +76,14 @@ def _error_of(response: httpx.Response) -> FuzzballError:
     )
 
 
+def _unreachable(named: str | None, root: str, exc: httpx.HTTPError) -> Unavailable:
+    """The error of a call that reached nothing: naming ``named`` when given (Federate names
+    a member by its cluster, never by the address it reaches it at), else the address."""
+    if named:
+        return Unavailable(f"{named}: unreachable ({exc})")
+    return Unavailable(f"cannot reach the Fuzzball API at {root}: {exc}")
+
+
 def discover_base_url(
     address: str,
     token: str | None,
@@ -84,12 +92,14 @@ def discover_base_url(
     timeout: float = DEFAULT_TIMEOUT,
     verify: ssl.SSLContext | bool = True,
     auth: httpx.Auth | None = None,
+    named: str | None = None,
 ) -> str:
     """The API's versioned base URL at ``address`` (``https://host/v3``).
 
     A probe answered with 401 means the API is there but refuses the token: that
     ``Unauthenticated`` is raised rather than looking further. ``auth`` sends (and renews)
-    the token instead of ``token``.
+    the token instead of ``token``. ``named``: what an ``Unavailable`` names instead of the
+    address.
     """
     root = address_url(address)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -101,14 +111,15 @@ def discover_base_url(
             try:
                 response = http.get(url)
             except httpx.HTTPError as exc:
-                raise Unavailable(f"cannot reach the Fuzzball API at {root}: {exc}") from None
+                raise _unreachable(named, root, exc) from None
             if response.status_code < 400:
                 return f"{root}/{version}"
             if response.status_code == 401:
                 raise _error_of(response)
-    raise Unavailable(
-        f"no Fuzzball API answers at {root} (probed /{', /'.join(PROBED_VERSIONS)}/version)"
-    )
+    probed = f"probed /{', /'.join(PROBED_VERSIONS)}/version"
+    if named:
+        raise Unavailable(f"{named}: no Fuzzball API answers ({probed})")
+    raise Unavailable(f"no Fuzzball API answers at {root} ({probed})")
 
 
 class FuzzballClient:
@@ -123,9 +134,12 @@ class FuzzballClient:
         timeout: float = DEFAULT_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
         auth: httpx.Auth | None = None,
+        named: str | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
+        #: what an ``Unavailable`` names instead of the address (None: the address)
+        self.named = named
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=headers,
@@ -154,7 +168,7 @@ class FuzzballClient:
         try:
             response = self._http.request(method, _checked_path(path), **kwargs)
         except httpx.HTTPError as exc:
-            raise Unavailable(f"cannot reach the Fuzzball API at {self.base_url}: {exc}") from None
+            raise _unreachable(self.named, self.base_url, exc) from None
         if response.status_code >= 400:
             raise _error_of(response)
         return response.json()
@@ -228,9 +242,12 @@ class FuzzballClient:
             "GET", _workflow_path(workflow_id, ":status"), pb.GetWorkflowStatusResponse
         )
 
-    def stop_workflow(self, workflow_id: str) -> None:
-        """Cancel the workflow's unfinished stages."""
-        self._request("PATCH", _workflow_path(workflow_id, ":stop"))
+    def stop_workflow(self, workflow_id: str) -> str:
+        """Cancel the workflow's unfinished stages; the answer's ``message`` (empty when the
+        stop is done; a Federate whose member does not answer says it recorded the stop and
+        delivers it when the member answers)."""
+        answer = self._request("PATCH", _workflow_path(workflow_id, ":stop"))
+        return str(answer.get("message") or "") if isinstance(answer, dict) else ""
 
     def list_events(self, workflow_id: str, *, after_seq: int = 0) -> list[pb.WorkflowEvent]:
         """The workflow's events after ``after_seq``, oldest first."""
@@ -314,7 +331,7 @@ class FuzzballClient:
         try:
             response = self._http.get(path, params=params)
         except httpx.HTTPError as exc:
-            raise Unavailable(f"cannot reach the Fuzzball API at {self.base_url}: {exc}") from None
+            raise _unreachable(self.named, self.base_url, exc) from None
         if response.status_code >= 400:
             raise _error_of(response)
         chunks = [_log_chunk(json.loads(line)) for line in response.text.splitlines() if line]

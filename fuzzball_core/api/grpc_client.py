@@ -251,8 +251,8 @@ class _WorkflowServicer(_Servicer, pb_grpc.WorkflowServiceServicer):
 
     async def StopWorkflow(self, request: pb.WorkflowIdRequest, context: Any) -> Any:
         def respond(who: Principal) -> pb.WorkflowIdResponse:
-            self.service.stop_workflow(who, _required(request.id, "id"))
-            return pb.WorkflowIdResponse(id=request.id)
+            note = self.service.stop_workflow(who, _required(request.id, "id"))
+            return pb.WorkflowIdResponse(id=request.id, message=note)
 
         return await self._answer(context, respond)
 

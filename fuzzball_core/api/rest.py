@@ -617,8 +617,8 @@ async def _stop_workflow(request: web.Request) -> web.Response:
     _takes_only(request, "force")
     _query_bool(request, "force")  # checked: a stop always kills what runs at once
     workflow_id = request.match_info["id"]
-    await _run(request, lambda s, who: s.stop_workflow(who, workflow_id))
-    return _reply(pb.WorkflowIdResponse(id=workflow_id))
+    note = await _run(request, lambda s, who: s.stop_workflow(who, workflow_id))
+    return _reply(pb.WorkflowIdResponse(id=workflow_id, message=note))
 
 
 @documented(

@@ -417,8 +417,11 @@ def events(state: CliState, workflow_id: str, output: str) -> None:
 @click.pass_obj
 def stop(state: CliState, workflow_id: str) -> None:
     """Stop a workflow: every stage not yet finished is canceled."""
-    state.api.stop_workflow(workflow_id)
-    click.echo(f'Workflow "{workflow_id}" stopped.')
+    note = state.api.stop_workflow(workflow_id)
+    if note:  # recorded, not yet done (a Federate whose member does not answer)
+        click.echo(f'Workflow "{workflow_id}": {note}')
+    else:
+        click.echo(f'Workflow "{workflow_id}" stopped.')
 
 
 #: Stage kinds whose waiting is decided by the scheduler, so an estimated start applies.

@@ -509,10 +509,11 @@ class SqlOrchestrateService(ListReads, AccountCalls):
             )
             return self._owned_view(view, _emails(session, [workflow]))
 
-    def stop_workflow(self, who: Principal, workflow_id: str) -> None:
+    def stop_workflow(self, who: Principal, workflow_id: str) -> str | None:
         with self.sessions() as session:
             self._owned(session, who, workflow_id)
         self.engine.stop(workflow_id)
+        return None
 
     def list_events(
         self, who: Principal, workflow_id: str, *, after_seq: int = 0

@@ -91,8 +91,10 @@ class OrchestrateService(Protocol):
     def get_workflow(self, who: Principal, workflow_id: str) -> WorkflowView:
         """One workflow with every stage. ``NotFound`` if absent or not the caller's."""
 
-    def stop_workflow(self, who: Principal, workflow_id: str) -> None:
-        """Cancel every stage not yet finished; running containers are killed."""
+    def stop_workflow(self, who: Principal, workflow_id: str) -> str | None:
+        """Cancel every stage not yet finished; running containers are killed. None once
+        done; a note for the caller when the stop is recorded but not yet done (Federate,
+        whose member does not answer, delivers it when the member answers again)."""
 
     def list_events(
         self, who: Principal, workflow_id: str, *, after_seq: int = 0

@@ -15,6 +15,7 @@ from aiohttp import web
 from support.federated_workflows import CPU
 
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.errors import Unavailable
 from fuzzball_core.service.views import FINISHED, STARTED
 from fuzzball_core.vocabulary import EventKind, Status
 from fuzzball_federation.failover import Failover
@@ -256,3 +257,114 @@ def test_work_with_no_other_member_able_to_run_it_stays_and_is_tried_again(feder
     finally:
         bring_back(federation.members["aws"])
     assert _row(federation, workflow_id).cluster == "onprem"
+
+
+def _status_on(member, remote_id) -> Status:
+    return member.stack.get_workflow(member.stack.authenticate(member.token), remote_id).status
+
+
+def test_a_stop_while_the_member_is_unreachable_is_recorded_and_the_answer_says_so(
+    federation, failover
+):
+    watcher, _ = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    aws = federation.members["aws"]
+    take_down(aws)
+    try:
+        note = client.stop_workflow(workflow_id)
+    finally:
+        bring_back(aws)
+    assert note.startswith("stop recorded: cluster aws does not answer")
+    assert "delivered when it answers again" in note
+    row = _row(federation, workflow_id)
+    assert row.stop_requested_at is not None and row.stop_pending
+
+
+def test_a_workflow_asked_to_stop_is_never_rerouted(federation, failover):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    take_down(federation.members["aws"])
+    try:
+        client.stop_workflow(workflow_id)
+        watcher.turn()
+        clock.now += GRACE
+        assert watcher.turn() == []
+        shown = client.get_workflow(workflow_id)
+    finally:
+        bring_back(federation.members["aws"])
+    assert _row(federation, workflow_id).cluster == "aws"
+    assert "its stop is recorded and delivered when the cluster answers" in shown.status_reason
+
+
+def test_a_recorded_stop_is_delivered_when_the_member_answers_again(federation, failover):
+    watcher, _ = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    remote_id = _row(federation, workflow_id).remote_id
+    watcher.turn()
+    aws = federation.members["aws"]
+    take_down(aws)
+    try:
+        client.stop_workflow(workflow_id)
+        watcher.turn()
+    finally:
+        bring_back(aws)
+    assert _status_on(aws, remote_id) != Status.CANCELED
+    watcher.turn()
+    assert _status_on(aws, remote_id) == Status.CANCELED
+    assert not _row(federation, workflow_id).stop_pending
+
+
+def test_a_stop_the_member_takes_at_once_is_answered_without_a_note(federation, failover):
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    assert client.stop_workflow(workflow_id) == ""
+    aws = federation.members["aws"]
+    assert _status_on(aws, _row(federation, workflow_id).remote_id) == Status.CANCELED
+
+
+def test_a_stop_asked_during_a_reroute_stops_the_copy_it_made(federation, failover, monkeypatch):
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    watcher.turn()
+    submit = federation.service.submit
+
+    def submit_then_user_stops(*args, **kwargs):
+        made = submit(*args, **kwargs)
+        client.stop_workflow(workflow_id)  # aws is away: recorded
+        return made
+
+    monkeypatch.setattr(federation.service, "submit", submit_then_user_stops)
+    take_down(federation.members["aws"])
+    try:
+        watcher.turn()
+        clock.now += GRACE
+        assert watcher.turn() == []
+    finally:
+        bring_back(federation.members["aws"])
+    assert _row(federation, workflow_id).cluster == "aws"
+    onprem = federation.members["onprem"]
+    (copy,) = onprem.stack.service.list_workflows(onprem.stack.authenticate(onprem.token))
+    assert copy.status == Status.CANCELED
+
+
+def test_errors_about_an_unreachable_member_name_its_cluster_not_its_address(federation, failover):
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    aws = federation.members["aws"]
+    address = urlsplit(aws.rest_url).netloc
+    take_down(aws)
+    try:
+        with pytest.raises(Unavailable) as refused:
+            client.list_events(workflow_id)
+        shown = client.get_workflow(workflow_id)
+    finally:
+        bring_back(aws)
+    assert "cluster aws: unreachable" in refused.value.message
+    assert address not in refused.value.message
+    assert address not in shown.status_reason

@@ -116,10 +116,12 @@ class WorkflowIdRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class WorkflowIdResponse(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "message")
     ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    message: str
+    def __init__(self, id: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
     __slots__ = ()
