@@ -7,7 +7,7 @@ that does not answer is remembered from the first turn it failed. Once it has no
 for ``federate.failover-grace`` seconds, each of its workflows that
 
 - had not ended at its last answer,
-- had no job or service started there (started work may have run: it is never run twice),
+- had no job or service started there at its last answer (work seen started is never moved),
 - was never re-routed (at most once per workflow),
 - was not asked to stop (a stop asked while its member does not answer is recorded and
   delivered to that member when it answers again, never lost to a re-route), and
@@ -21,8 +21,14 @@ gave it is kept until that member answers again and is told to stop it there.
 
 Work that had started on a member that does not answer is not re-routed: the workflow view
 shows it UNKNOWN with the reason (``service.unknown_view``) until the member answers again.
-A job that starts between the last answer and the member's going away is not seen; the
-grace period is what keeps that window small next to the member's own recovery.
+
+This is at-most-once only for a member that is down. Federate cannot tell a member that is
+down from one that is alive but cannot be reached (a partition, its API down while its
+scheduler runs): such a member may start the workflow after its last answer, and the
+re-route then runs it twice. Once that member answers again, its copy is stopped, and a copy
+found to have started work is said in the re-route's reason ("it ran on both clusters").
+Never-twice needs the member to fence itself (start no federated work without Federate's
+fresh grant), which members do not do yet: docs/federate-routing.md, Failover.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from sqlalchemy.orm import Session
 
 from fuzzball_core.api.proto_messages import status_of
 from fuzzball_core.api.v1 import client_pb2 as pb
-from fuzzball_core.errors import FuzzballError, NotFound, Unavailable
+from fuzzball_core.errors import FailedPrecondition, FuzzballError, NotFound, Unavailable
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import TERMINAL_STATUSES, AccountKind, EventKind
@@ -166,8 +172,8 @@ class Failover:
         try:
             with acting_for(None):
                 self.service.members.get(cluster).client().stop_workflow(remote_id)
-        except NotFound:
-            pass  # never stored there, or gone: nothing to stop
+        except (NotFound, FailedPrecondition):
+            pass  # never stored there, gone, or already ended: nothing to stop
         except FuzzballError as exc:
             log.warning("stopping %s on cluster %s failed: %s", what, cluster, exc)
             return False
@@ -187,17 +193,40 @@ class Failover:
             log.info("workflow %s: its recorded stop delivered to cluster %s", row.id, cluster)
 
     def _stop_stale(self, cluster: str, rows: list[FederatedWorkflow]) -> None:
-        """Tell ``cluster``, answering again, to stop the copies of workflows that left it."""
+        """Tell ``cluster``, answering again, to stop the copies of workflows that left it.
+        A copy found to have started work there (the member was partitioned, not down) is
+        said in the re-route's reason: the workflow then ran on both members."""
         for row in rows:
             if row.rerouted_from != cluster or not row.stale_remote_id:
                 continue
+            ran = self._stale_copy_ran(cluster, row.stale_remote_id)
             if not self._stop_on(cluster, row.stale_remote_id, f"{row.id}'s stale copy"):
                 continue
             with self.service.sessions() as session, session.begin():
                 stored = session.get(FederatedWorkflow, row.id)
                 if stored is not None:
                     stored.stale_remote_id = None
+                    if ran:
+                        stored.reroute_reason = f"{stored.reroute_reason}; {ran}"
+            if ran:
+                log.warning("workflow %s ran on both clusters: %s", row.id, ran)
             log.info("workflow %s: its copy on cluster %s stopped", row.id, cluster)
+
+    def _stale_copy_ran(self, cluster: str, remote_id: str) -> str | None:
+        """What the copy ``remote_id`` left on ``cluster`` had done while Federate could not
+        see it, when it had started work (None: it had not, or it cannot be read)."""
+        try:
+            with acting_for(None):
+                copy = self.service.members.get(cluster).client().get_workflow(remote_id)
+        except FuzzballError:
+            return None
+        if not work_started(copy):
+            return None
+        status = status_of(copy.status)
+        return (
+            f"its copy on cluster {cluster} had started work before it was stopped"
+            f" ({status} there): it ran on both clusters"
+        )
 
     def _owner(self, row: FederatedWorkflow) -> Principal:
         """The workflow's owner, as Federate forwards it to the member taking it over."""

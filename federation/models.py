@@ -78,7 +78,7 @@ class FederatedWorkflow(FederateBase):
     user_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     email: Mapped[str | None] = mapped_column(String(320), nullable=True)
     #: the member's last answer: its status, and whether a job or service had started there
-    #: (then it is never re-routed: it may have run, and running it twice is not failover)
+    #: (then it is never re-routed: work seen started is never moved)
     last_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     job_started: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     #: the re-route, at most one per workflow: the member it left, when, and why
@@ -86,7 +86,7 @@ class FederatedWorkflow(FederateBase):
     rerouted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     reroute_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: the id the member it left gave it, until that member answers again and is told to
-    #: stop it there (so it never runs twice)
+    #: stop it there (a partitioned member may have run it meanwhile: see failover.py)
     stale_remote_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     #: when its owner (or an administrator) asked to stop it (revision f0008): from then on
     #: it is never re-routed

@@ -368,3 +368,35 @@ def test_errors_about_an_unreachable_member_name_its_cluster_not_its_address(fed
     assert "cluster aws: unreachable" in refused.value.message
     assert address not in refused.value.message
     assert address not in shown.status_reason
+
+
+def test_a_rerouted_workflow_whose_partitioned_member_ran_it_says_it_ran_on_both(
+    federation, failover, monkeypatch
+):
+    """At-least-once under a partition (docs/federate-routing.md, Failover): a member alive
+    but unreachable from Federate may start the work after Federate's last answer; the
+    re-route then runs it twice, and says so once that member answers again."""
+    watcher, clock = failover
+    client = federation.client()
+    workflow_id = client.start_workflow(CPU, name="cpu")
+    remote_id = _row(federation, workflow_id).remote_id
+    watcher.turn()
+    aws = federation.members["aws"]
+    member = federation.service.members.get("aws")
+
+    def partitioned():
+        raise Unavailable("cluster aws: unreachable (partition)")
+
+    monkeypatch.setattr(member, "client", partitioned)
+    aws.stack.set_stage(remote_id, "jobs.main", STARTED)  # aws starts it, unseen
+    watcher.turn()
+    clock.now += GRACE
+    assert [m.to_cluster for m in watcher.turn()] == ["onprem"]
+    aws.stack.set_stage(remote_id, "jobs.main", FINISHED)
+    monkeypatch.undo()  # the partition heals
+    watcher.turn()
+    (rerouted,) = [
+        e for e in client.list_events(workflow_id) if e.kind == EventKind.WORKFLOW_REROUTED
+    ]
+    assert "its copy on cluster aws had started work before it was stopped" in rerouted.message
+    assert rerouted.message.endswith("it ran on both clusters")
