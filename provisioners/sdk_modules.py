@@ -30,5 +30,11 @@ def sdk_module(name: str) -> ModuleType:
     spec.loader = loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        # what the import system does for a submodule it loads; without it ``botocore`` has
+        # no ``exceptions`` once ``botocore.exceptions`` is in sys.modules, and boto3's own
+        # ``import botocore.exceptions`` then ``botocore.exceptions.X`` fails
+        setattr(sys.modules[parent], child, module)
     loader.exec_module(module)
     return module
