@@ -1,8 +1,9 @@
 """``fuzzball-orchestrate secrets rotate-key``: a new secret key, run on the server's machine.
 
-Every stored secret is re-encrypted with a new primary key, after which the old keys are
-dropped from the key file (``DATA_DIR/secret-keys``). A running Orchestrate reads the new
-file by itself; nothing needs a restart.
+Every stored secret (and every central configuration revision, sealed for its credentials)
+is re-encrypted with a new primary key, after which the old keys are dropped from the key
+file (``DATA_DIR/secret-keys``). A running Orchestrate reads the new file by itself; nothing
+needs a restart.
 """
 
 from __future__ import annotations

@@ -306,7 +306,8 @@ class Secrets:
             return secret_id
 
     def rotate_key(self) -> int:
-        """A new primary key, every secret re-encrypted with it; how many were."""
+        """A new primary key, every sealed value (secrets, central configuration revisions)
+        re-encrypted with it; how many were."""
         count = self.box.rotate(self.sessions)
         self.audit.record(
             AuditAction.SECRET_KEY_ROTATED,

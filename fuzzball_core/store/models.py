@@ -580,13 +580,22 @@ class ProvisionerInstance(Base):
 
 
 class CentralConfigRevision(Base):
-    """One revision of the central configuration (``/admin/centralconfig``): the YAML
-    document as it was set; the newest revision is in force."""
+    """One revision of the central configuration (``/admin/centralconfig``); the newest
+    revision is in force.
+
+    ``document`` is the YAML document as reads show it, its credentials redacted
+    (:mod:`fuzzball_core.orchestrate.central_config_secrets`); ``document_sealed`` the
+    document as it was set, encrypted with the data directory's secret keys
+    (:class:`~fuzzball_core.store.secret_box.SecretBox`), so a copy of the database alone
+    reveals no credential. A row written before migration 0022 has ``document_sealed`` NULL
+    and ``document`` in the clear until Orchestrate's start seals it.
+    """
 
     __tablename__ = "central_config_revisions"
 
     revision: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     document: Mapped[str] = mapped_column(Text)
+    document_sealed: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 

@@ -4,27 +4,37 @@ The keys live in one file of the data directory (``secret-keys``, 0600 from crea
 Fernet key a line, the first the primary) and never in the database, so a copy of the
 database alone reveals no secret. :class:`SecretBox` encrypts with the primary key and
 decrypts with any key of the file (``cryptography``'s ``MultiFernet``). :meth:`SecretBox.rotate`
-makes a new primary key, re-encrypts every stored secret with it, and only once that
-transaction committed drops the old keys from the file: a crash at any point leaves every
-row readable with the keys the file holds.
+makes a new primary key, re-encrypts every value sealed with it (secrets, the central
+configuration's documents: :data:`SEALED`), and only once that transaction committed drops
+the old keys from the file: a crash at any point leaves every row readable with the keys
+the file holds.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import inspect, select
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
 from fuzzball_core.errors import FailedPrecondition, Internal
-from fuzzball_core.store.models import Secret
+from fuzzball_core.store.models import CentralConfigRevision, Secret
 from fuzzball_core.store.private_files import FILE_MODE, private_directory
 
 #: the key file's name in the data directory
 KEY_FILE = "secret-keys"
+
+#: the columns holding values sealed with the box (NULL where a row has none): a rotation
+#: re-encrypts them all
+SEALED: tuple[InstrumentedAttribute[Any], ...] = (
+    Secret.ciphertext,
+    CentralConfigRevision.document_sealed,
+)
 
 
 class SecretBox:
@@ -56,25 +66,19 @@ class SecretBox:
             ) from None
 
     def rotate(self, sessions: sessionmaker[Session]) -> int:
-        """Make a new primary key, re-encrypt every stored secret with it, then drop the old
-        keys. Returns how many secrets were re-encrypted."""
+        """Make a new primary key, re-encrypt every sealed value (:data:`SEALED`) with it,
+        then drop the old keys. Returns how many values were re-encrypted."""
         with self._lock:
             old = self._read_keys()
             new = Fernet.generate_key()
             self._write_keys([new, *old])  # readable both ways while rows move over
             both = MultiFernet([Fernet(k) for k in (new, *old)])
             with sessions() as session, session.begin():
-                rows = session.scalars(select(Secret)).all()
-                for row in rows:
-                    try:
-                        row.ciphertext = both.rotate(row.ciphertext.encode("ascii")).decode()
-                    except InvalidToken:
-                        raise Internal(
-                            f"secret {row.id} cannot be decrypted with the keys in {self.path};"
-                            " nothing was rotated"
-                        ) from None
-                count = len(rows)
-            # a secret another process wrote with an old key while the rows moved over (it
+                count = 0
+                for row, column in _sealed_values(session):
+                    self._move(row, column, both, "nothing was rotated")
+                    count += 1
+            # a value another process wrote with an old key while the rows moved over (it
             # read the key file before the new key was in it) moves over now, before the old
             # keys are dropped
             self._move_stragglers(sessions, Fernet(new), both)
@@ -86,17 +90,22 @@ class SecretBox:
         self, sessions: sessionmaker[Session], new: Fernet, both: MultiFernet
     ) -> None:
         with sessions() as session, session.begin():
-            for row in session.scalars(select(Secret)).all():
+            for row, column in _sealed_values(session):
                 try:
-                    new.decrypt(row.ciphertext.encode("ascii"))
+                    new.decrypt(getattr(row, column).encode("ascii"))
                 except InvalidToken:
-                    try:
-                        row.ciphertext = both.rotate(row.ciphertext.encode("ascii")).decode()
-                    except InvalidToken:
-                        raise Internal(
-                            f"secret {row.id} cannot be decrypted with the keys in {self.path};"
-                            " the old key was kept"
-                        ) from None
+                    self._move(row, column, both, "the old key was kept")
+
+    def _move(self, row: Any, column: str, keys: MultiFernet, outcome: str) -> None:
+        """Re-encrypt ``row``'s ``column`` with the primary key of ``keys``."""
+        try:
+            setattr(row, column, keys.rotate(getattr(row, column).encode("ascii")).decode())
+        except InvalidToken:
+            identity = ", ".join(str(part) for part in inspect(row).identity or ())
+            raise Internal(
+                f"{row.__tablename__} {identity}: its {column} cannot be decrypted with the"
+                f" keys in {self.path}; {outcome}"
+            ) from None
 
     # -- the key file ------------------------------------------------------------------------
 
@@ -137,3 +146,11 @@ class SecretBox:
         finally:
             os.close(fd)
         os.replace(staging, self.path)
+
+
+def _sealed_values(session: Session) -> Iterator[tuple[Any, str]]:
+    """Every row holding a sealed value, with the column holding it."""
+    for column in SEALED:
+        query = select(column.class_).where(column.is_not(None))
+        for row in session.scalars(query):
+            yield row, column.key

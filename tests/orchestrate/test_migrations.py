@@ -217,3 +217,22 @@ def test_0021_refuses_naming_the_emails_while_two_users_differ_only_in_case(data
         migrate(engine)
     with engine.connect() as connection:
         assert connection.execute(select(func.count()).select_from(users)).scalar() == 2
+
+
+# -- 0022: central configuration revisions sealed ---------------------------------------------
+
+
+def test_downgrading_0022_refuses_while_a_central_configuration_revision_is_sealed(database_url):
+    engine = connect(database_url)
+    migrate(engine)
+    (revisions,) = _tables("central_config_revisions")
+    with engine.begin() as connection:
+        connection.execute(
+            insert(revisions).values(
+                revision=3, document="shown", document_sealed="gAAAA-sealed", created_at=0.0
+            )
+        )
+    with pytest.raises(RuntimeError, match="central configuration revision 3 is sealed"):
+        downgrade(engine, "0021")
+    with engine.connect() as connection:
+        assert connection.execute(select(revisions.c.document_sealed)).scalar() == "gAAAA-sealed"
