@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument
@@ -325,6 +328,13 @@ class Provisioner(ABC):
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         self.config: Mapping[str, Any] = config or {}
 
+    def secret_settings(self) -> frozenset[tuple[str, ...]]:
+        """The keys (paths) of a definition's ``config`` that hold credentials: the central
+        configuration seals them at rest and shows them redacted. The default is none; a
+        driver reading its settings with a pydantic model answers :func:`secret_fields` of
+        it."""
+        return frozenset()
+
     def check_definition(self, definition: InstanceSpec) -> None:  # noqa: B027  (optional)
         """Refuse a definition this driver could never create (``InvalidArgument`` naming the
         setting), when the configuration is loaded; the default accepts any."""
@@ -368,6 +378,36 @@ class Provisioner(ABC):
     @abstractmethod
     def list_instances(self) -> Sequence[ProvisionedInstance]:
         """Every instance this driver created and that is not yet deleted."""
+
+
+def secret_fields(model: type[BaseModel]) -> frozenset[tuple[str, ...]]:
+    """The paths of ``model``'s fields holding a ``SecretStr`` or ``SecretBytes`` (alone, in
+    an optional, a list or a mapping), through nested models; each path once by the fields'
+    aliases and once by their names, since a model may accept both."""
+    paths: set[tuple[str, ...]] = set()
+    for name, field_info in model.model_fields.items():
+        keys = {name, field_info.alias or name}
+        if _holds_secret(field_info.annotation):
+            paths.update((key,) for key in keys)
+        for nested in _models_in(field_info.annotation):
+            paths.update((key, *inner) for key in keys for inner in secret_fields(nested))
+    return frozenset(paths)
+
+
+def _holds_secret(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, (SecretStr, SecretBytes)):
+        return True
+    return any(_holds_secret(arg) for arg in get_args(annotation))
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field holds directly or as an optional (not in a list or mapping: their
+    paths would need a key or index)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [m for arg in get_args(annotation) for m in _models_in(arg)]
+    return []
 
 
 #: where :class:`NodeBootstrap`'s user data writes the node's configuration

@@ -20,7 +20,13 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance, Provisioner
+from fuzzball_core.drivers import (
+    InstanceSpec,
+    Launch,
+    ProvisionedInstance,
+    Provisioner,
+    secret_fields,
+)
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.vocabulary import InstanceState
 from fuzzball_provisioners.cloud import Accounts, hush_wire_logs, read_settings, with_directives
@@ -52,11 +58,17 @@ class CloudProvisioner(Provisioner, Generic[_A, _S, _C]):
         hush_wire_logs()
         #: the driver's name, in logs and errors
         self.cloud = cloud
+        self.account_model = account_model
         self.shape_model = shape_model
         #: the cloud's create call, named in logs when it fails (``RunInstances``)
         self.create_call = create_call
         self.log = logging.getLogger(f"fuzzball.provisioners.{cloud}")
         self.accounts: Accounts[_A, _C] = Accounts(cloud, account_model, self.config, connect)
+
+    def secret_settings(self) -> frozenset[tuple[str, ...]]:
+        """The credentials among a definition's settings: the ``SecretStr`` fields of the
+        account and shape models."""
+        return secret_fields(self.account_model) | secret_fields(self.shape_model)
 
     def shape(self, definition: InstanceSpec) -> tuple[_A, _S]:
         """The definition's account and instance settings (InvalidArgument naming what is
