@@ -3,8 +3,10 @@ cluster administrators; docs/provisioners.md), a YAML document kept with every r
 
 * ``get [--revision N]`` prints a revision's document (the newest without ``--revision``):
   as stored with ``-o yaml`` (the default: comments and order kept), as JSON with ``-o json``;
+  the server shows its credentials (a driver's secret settings) as ``<redacted>``;
 * ``set FILE`` (``-`` for standard input) makes FILE the next revision, in force at once; the
-  server refuses what it may not hold, naming it;
+  server refuses what it may not hold, naming it, and keeps the stored value of a credential
+  FILE gives as ``<redacted>`` (so ``get``, edit, ``set`` keeps them);
 * ``history`` lists the revisions and when each was set (``-o table|json|yaml``).
 """
 

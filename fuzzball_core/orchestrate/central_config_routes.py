@@ -2,8 +2,9 @@
 for cluster administrators (``administer_cluster``):
 
 * ``GET /admin/centralconfig[?revision=N]``: ``{"config"}``, the document (base64) of
-  revision N, or of the newest for 0 or none;
-* ``POST /admin/centralconfig`` ``{"config"}``: a new revision, in force at once;
+  revision N, or of the newest for 0 or none, its credentials shown as ``<redacted>``;
+* ``POST /admin/centralconfig`` ``{"config"}``: a new revision, in force at once (a
+  credential sent as ``<redacted>`` keeps its stored value);
 * ``GET /admin/centralconfig/revisions``: ``{"revisions": [{"revision", "createdTime"}]}``.
 """
 
@@ -19,7 +20,7 @@ from aiohttp import web
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.orchestrate.central_config import CentralConfig, document_of, revision_json
+from fuzzball_core.orchestrate.central_config import CentralConfig, revision_json
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import Permission
@@ -56,8 +57,8 @@ class _Handlers:
         raw = request.query.get("revision", "0")
         if not raw.isdigit():
             raise InvalidArgument(f"revision: expected a whole number, got {raw!r}")
-        found = await asyncio.to_thread(self.central.revision, int(raw))
-        encoded = base64.b64encode(document_of(found).encode()).decode()
+        document = await asyncio.to_thread(self.central.document, int(raw))
+        encoded = base64.b64encode(document.encode()).decode()
         return web.json_response({"config": encoded})
 
     async def set_config(self, request: web.Request) -> web.Response:

@@ -189,7 +189,10 @@ def build(
     provisioning = build_provisioning(config, engine, registry)
     built.provisioner = ProvisionerRunner(engine, provisioning)
     load_driver = None if registry is None else functools.partial(_provisioner, registry)
-    built.central_config = CentralConfig(engine.sessions, provisioning, load_driver)
+    built.central_config = CentralConfig(
+        engine.sessions, provisioning, load_driver, box=secrets.box
+    )
+    built.central_config.seal_clear_revisions()
     built.central_config.apply_latest()
     return built
 

@@ -20,6 +20,7 @@ from fuzzball_core.orchestrate.central_config import CentralConfig
 from fuzzball_core.orchestrate.provisioning import Provisioning
 from fuzzball_core.scheduling import JobRequest, Resources
 from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_provisioners.onprem import OnPremProvisioner
 
 
@@ -186,7 +187,8 @@ def test_central_definitions_are_in_force_again_after_a_restart(tmp_path):
     )
     provisioning = Provisioning(file_only, {"onprem": OnPremProvisioner()}, node_address="x:1")
     sessions = session_factory(connect(f"sqlite:///{tmp_path / 'orchestrate.db'}"))
-    CentralConfig(sessions, provisioning, lambda name: OnPremProvisioner()).apply_latest()
+    box = SecretBox(tmp_path / "data")
+    CentralConfig(sessions, provisioning, lambda name: OnPremProvisioner(), box=box).apply_latest()
     assert sorted(provisioning.definitions) == ["extra", "rack"]
 
 
@@ -202,7 +204,7 @@ def test_dropping_a_central_definition_that_has_instances_is_refused_naming_it(s
 def test_without_a_provisioning_loop_central_definitions_are_refused_saying_why(tmp_path):
     database = connect(f"sqlite:///{tmp_path / 'orchestrate.db'}")
     migrate(database)
-    central = CentralConfig(session_factory(database), None, None)
+    central = CentralConfig(session_factory(database), None, None, box=SecretBox(tmp_path / "data"))
     document = yaml.safe_dump({"provisioner": {"definitions": [onprem(tmp_path, "x", "x-1")]}})
     with pytest.raises(FailedPrecondition, match="runs no provisioning loop"):
         central.set(document)

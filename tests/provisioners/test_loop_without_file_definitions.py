@@ -22,6 +22,7 @@ from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.scheduling import Resources
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.database import connect, migrate, session_factory
+from fuzzball_core.store.secret_box import SecretBox
 from fuzzball_plugins.schedulers.default import DefaultScheduler
 
 GIB = 1024**3
@@ -49,6 +50,13 @@ class Cluster:
         self.provisioning: Provisioning = build_provisioning(config, self.engine, None)
         self.engine.context.provisioning = self.provisioning
         self.user: Principal = self.service.create_account(f"user-{uuid.uuid4().hex[:6]}")[0]
+        self.box = SecretBox(directory / "data")
+
+    def central(self) -> CentralConfig:
+        """The central configuration over this loop, its drivers scripted."""
+        return CentralConfig(
+            self.sessions, self.provisioning, lambda _: ScriptedProvisioner(), box=self.box
+        )
 
     def submit(self, text: str) -> str:
         return self.service.start_workflow(self.user, raw_specification=text, name="wf")
@@ -83,20 +91,20 @@ def test_with_no_definition_a_job_no_node_could_hold_is_refused_naming_the_nodes
 
 def test_a_central_definition_makes_a_job_only_it_could_hold_acceptable(cluster):
     cluster.engine.register_node("small", Resources(4, 8 * GIB), {})
-    central = CentralConfig(cluster.sessions, cluster.provisioning, lambda _: ScriptedProvisioner())
+    central = cluster.central()
     central.set(central_document("wide", 32))
     assert cluster.submit(BIG_JOB)
 
 
 def test_a_job_no_central_definition_could_hold_is_refused_listing_each(cluster):
     cluster.engine.register_node("small", Resources(4, 8 * GIB), {})
-    central = CentralConfig(cluster.sessions, cluster.provisioning, lambda _: ScriptedProvisioner())
+    central = cluster.central()
     central.set(central_document("narrow", 8))
     with pytest.raises(InvalidArgument, match="narrow: 16 cores asked, its nodes have 8"):
         cluster.submit(BIG_JOB)
 
 
 def test_the_loop_built_from_the_file_takes_central_definitions(cluster):
-    central = CentralConfig(cluster.sessions, cluster.provisioning, lambda _: ScriptedProvisioner())
+    central = cluster.central()
     central.set(central_document("wide", 32))
     assert sorted(cluster.provisioning.definitions) == ["wide"]
