@@ -167,15 +167,12 @@ class CentralConfig:
         definitions = parse_document(document)
         with self._lock:
             drivers = self._load_drivers(definitions)
+            credentials = self._credentials(drivers)
             newest = self.revision(0)
-            clear = restore(
-                document,
-                self._credentials(drivers),
-                "" if newest is None else self._clear(newest),
-            )
+            clear = restore(document, credentials, "" if newest is None else self._clear(newest))
             if clear != document:
                 definitions = parse_document(clear)
-            shown = redact(clear, self._credentials(drivers))
+            shown = redact(clear, credentials)
             self._apply(definitions, drivers)
             with self.sessions() as session, session.begin():
                 last = session.scalar(select(func.max(CentralConfigRevision.revision)))
