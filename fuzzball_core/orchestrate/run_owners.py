@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 from sqlalchemy.types import Integer
 
-from fuzzball_core.store.models import Run, Stage, Workflow
+from fuzzball_core.store.models import Account, Run, Stage, Workflow
 
 #: run ids a statement names at most (bounded ``IN`` lists where arrays are not bound)
 CHUNK = 10_000
@@ -34,18 +34,34 @@ class RunOwner(NamedTuple):
     #: ``<workflow id>/<stage name>[/<task>]``: made once, when the run is read, not at each
     #: list that names it
     label: str
+    #: the Federate account whose caller the account is kept for (None: not a caller's)
+    federate_account_id: str | None = None
 
 
-def _owner(workflow_id: str, stage_name: str, task_id: int | None, account_id: str) -> RunOwner:
+def _owner(
+    workflow_id: str,
+    stage_name: str,
+    task_id: int | None,
+    account_id: str,
+    federate_account_id: str | None,
+) -> RunOwner:
     base = f"{workflow_id}/{stage_name}"
     label = base if task_id is None else f"{base}/{task_id}"
-    return RunOwner(workflow_id, stage_name, task_id, account_id, label)
+    return RunOwner(workflow_id, stage_name, task_id, account_id, label, federate_account_id)
 
 
 _OWNER = (
-    select(Run.id, Run.workflow_id, Stage.name, Run.task_id, Workflow.account_id)
+    select(
+        Run.id,
+        Run.workflow_id,
+        Stage.name,
+        Run.task_id,
+        Workflow.account_id,
+        Account.federate_account_id,
+    )
     .join(Stage, Stage.id == Run.stage_id)
     .join(Workflow, Workflow.id == Run.workflow_id)
+    .outerjoin(Account, Account.id == Workflow.account_id)
 )
 #: PostgreSQL: every id as one array parameter, one statement text whatever their number
 #: (an IN list renders and parses a parameter per id)
@@ -64,8 +80,8 @@ def read_owners(session: Session, run_ids: Collection[int]) -> dict[int, RunOwne
         for chunk in range(0, len(ids), CHUNK):
             rows += session.execute(_OWNER.where(Run.id.in_(ids[chunk : chunk + CHUNK])))
     return {
-        run_id: _owner(workflow_id, stage_name, task_id, account_id)
-        for run_id, workflow_id, stage_name, task_id, account_id in rows
+        run_id: _owner(workflow_id, stage_name, task_id, account_id, federate_account_id)
+        for run_id, workflow_id, stage_name, task_id, account_id, federate_account_id in rows
     }
 
 

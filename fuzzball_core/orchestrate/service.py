@@ -18,7 +18,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from fuzzball_core import __version__
@@ -44,6 +44,7 @@ from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.audit import AuditLog
 from fuzzball_core.service.contract import LOG_PAGE, LOG_PAGE_BYTES
+from fuzzball_core.service.forwarded_accounts import ForwardedAccounts
 from fuzzball_core.service.forwarded_identity import TrustedFederates
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import OidcIssuer, looks_like_jwt
@@ -67,6 +68,7 @@ from fuzzball_core.spec import ParsedWorkflow
 from fuzzball_core.spec.parsed_files import ParsedFiles
 from fuzzball_core.spec.plan import Condition
 from fuzzball_core.store.models import (
+    Account,
     Event,
     LogChunk,
     Node,
@@ -144,8 +146,9 @@ class ListReads:
     def list_workflows(self, who: Principal) -> list[WorkflowView]:
         with self.sessions() as session:
             query = select(Workflow).order_by(Workflow.created_at.desc()).limit(PAGE)
-            if not who.may(Permission.READ_CLUSTER):
-                query = query.where(Workflow.account_id == who.account_id)
+            seen = workflows_seen_by(who)
+            if seen is not None:
+                query = query.where(seen)
             workflows = list(session.scalars(query))
             emails = _emails(session, workflows)
             return [self._owned_view(_workflow_view(w, ()), emails) for w in workflows]
@@ -350,6 +353,8 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         #: submitted files' parses, reused when the same text comes again
         self._files = ParsedFiles()
         self.accounts = Accounts(sessions, token_lifetime=token_lifetime)
+        #: the accounts kept for the callers trusted Federates forward
+        self.forwarded_accounts = ForwardedAccounts(sessions)
         #: organizations, users, groups, sign-in and service accounts
         self.identity = Identity(sessions, self.accounts, self.audit)
 
@@ -369,8 +374,11 @@ class SqlOrchestrateService(ListReads, AccountCalls):
     def forwarded_principal(self, who: Principal, assertion: str) -> Principal:
         """Who ``who`` (a Federate's account) acts for, by the identity a trusted Federate
         signed (:mod:`~fuzzball_core.service.forwarded_identity`): that caller, with only the
-        permissions both hold. Unauthenticated when no trusted Federate signed it."""
-        return self.trusted_federates.principal(who, assertion)
+        permissions both hold, in the account this cluster keeps for it
+        (:mod:`~fuzzball_core.service.forwarded_accounts`), so that two callers of a Federate
+        share nothing here. Unauthenticated when no trusted Federate signed it."""
+        caller = self.trusted_federates.caller(who, assertion)
+        return caller.principal(self.forwarded_accounts.account_of(caller))
 
     def version(self) -> str:
         return f"v{__version__}"
@@ -439,7 +447,14 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         """The workflow if ``who`` may see it; otherwise NotFound, worded exactly as for an
         id that does not exist, so that nobody learns another account's workflow ids."""
         workflow = session.get(Workflow, workflow_id)
-        if workflow is None or not sees_workflows_of(who, workflow.account_id):
+        if workflow is None:
+            raise NotFound(f"workflow {workflow_id} not found")
+        if sees_workflows_of(who, workflow.account_id):
+            return workflow
+        owner = session.get(Account, workflow.account_id) if _forwards(who) else None
+        if owner is None or not sees_workflows_of(
+            who, workflow.account_id, federate_account_id=owner.federate_account_id
+        ):
             raise NotFound(f"workflow {workflow_id} not found")
         return workflow
 
@@ -468,8 +483,9 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         query = select(Workflow).options(
             defer(Workflow.raw_specification), defer(Workflow.definition_v4)
         )
-        if not who.may(Permission.READ_CLUSTER):
-            query = query.where(Workflow.account_id == who.account_id)
+        seen = workflows_seen_by(who)
+        if seen is not None:
+            query = query.where(seen)
         if status:
             query = query.where(Workflow.status == status)
         if name:
@@ -791,11 +807,40 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         return unmet
 
 
-def sees_workflows_of(who: Principal, account_id: str) -> bool:
+def sees_workflows_of(
+    who: Principal, account_id: str, *, federate_account_id: str | None = None
+) -> bool:
     """Whether ``who`` may see the workflows of account ``account_id``: those of the account
     it works in, or, with :attr:`Permission.READ_CLUSTER` (cluster administrators, the
-    ``admin`` service account), every account's of every organization."""
-    return account_id == who.account_id or who.may(Permission.READ_CLUSTER)
+    ``admin`` service account), every account's of every organization.
+
+    A Federate's caller (``who.forwarded_by``) also sees those the Federate submitted in its
+    own account before each caller had an account here (Federate tells its callers' apart for
+    those); a Federate's own account, those of the accounts kept for its callers, when the
+    account's ``federate_account_id`` (given) names it."""
+    if account_id == who.account_id or who.may(Permission.READ_CLUSTER):
+        return True
+    if who.forwarded_by is not None:
+        return account_id == who.forwarded_by
+    return federate_account_id is not None and federate_account_id == who.account_id
+
+
+def _forwards(who: Principal) -> bool:
+    """Whether ``who`` is a Federate's own account (it sees its callers' workflows)."""
+    return who.kind == AccountKind.FEDERATE and who.forwarded_by is None
+
+
+def workflows_seen_by(who: Principal) -> ColumnElement[bool] | None:
+    """The condition :func:`sees_workflows_of` puts on ``Workflow.account_id``, for a
+    query; None when ``who`` sees every workflow."""
+    if who.may(Permission.READ_CLUSTER):
+        return None
+    accounts = [who.account_id] if who.forwarded_by is None else [who.account_id, who.forwarded_by]
+    seen: ColumnElement[bool] = Workflow.account_id.in_(accounts)
+    if _forwards(who):
+        callers = select(Account.id).where(Account.federate_account_id == who.account_id)
+        seen = or_(seen, Workflow.account_id.in_(callers))
+    return seen
 
 
 def _run_ids(job_ids: Iterable[str]) -> list[int]:
@@ -816,12 +861,24 @@ def _run_labels(owners: Mapping[int, RunOwner], who: Principal) -> dict[int, str
     the runs ``who`` may see (its own; an administrator's, every one); each run of another
     account is :data:`IN_USE`, so the node's use shows and nothing else of it."""
     # asked once an account, not once a run (an array's runs are all one account's)
-    accounts = {owner.account_id for owner in owners.values()}
-    seen = {account: sees_workflows_of(who, account) for account in accounts}
+    accounts = {owner.account_id: owner.federate_account_id for owner in owners.values()}
+    seen = {
+        account: _sees_runs_of(who, account, federate) for account, federate in accounts.items()
+    }
     return {
         run_id: owner.label if seen[owner.account_id] else IN_USE
         for run_id, owner in owners.items()
     }
+
+
+def _sees_runs_of(who: Principal, account_id: str, federate_account_id: str | None) -> bool:
+    """Whether a node view shows ``who`` the runs of account ``account_id``: those of the
+    workflows it sees, and, to a Federate's caller (reading nodes: the Federate's
+    administrators), the runs of each caller of that Federate, which the Federate shows each
+    of its callers only for their own workflows (by its record of whose each is)."""
+    if sees_workflows_of(who, account_id, federate_account_id=federate_account_id):
+        return True
+    return who.forwarded_by is not None and federate_account_id == who.forwarded_by
 
 
 def _node_view_of(

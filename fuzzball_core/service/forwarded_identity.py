@@ -7,9 +7,11 @@ a short-lived JWT naming that caller (subject, name, email, organization, kind a
 permissions) with its own Ed25519 key, and sends it in :data:`HEADER`. A member that trusts
 the Federate (its public key in ``orchestrate.trusted-federates``) verifies it and acts as the
 caller: with the permissions both the caller and the Federate's account hold, audited under
-the caller's name. A key a registration recorded (rather than the configuration) is honoured
-only with a live token of that registration's account. A member that trusts no Federate
-refuses a forwarded identity instead of ignoring it.
+the caller's name, and (on an Orchestrate) in an account kept for that caller
+(:mod:`~fuzzball_core.service.forwarded_accounts`), so two callers share nothing there. A key
+a registration recorded (rather than the configuration) is honoured only with a live token
+of that registration's account. A member that trusts no Federate refuses a forwarded identity
+instead of ignoring it.
 
 The key is the Federate's own: made on first start in its data directory (owner-only, 0600),
 its public half printed by ``fuzzball-federate identity-key`` for the members' configuration.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,8 @@ _ALGORITHM = "EdDSA"
 _LEEWAY = 10.0
 _KNOWN_PERMISSIONS = frozenset(p.value for p in Permission)
 _KINDS = frozenset(k.value for k in AccountKind)
+#: the namespace of the ids of the accounts members keep for forwarded callers
+_FORWARDED_ACCOUNTS = uuid.UUID("6f1f2a52-3c8e-4d5b-9a57-0e8f6f4c2b11")
 
 
 def load_or_create_key(path: Path) -> Ed25519PrivateKey:
@@ -152,6 +157,52 @@ class TrustedFederate:
         return cls(name, key)
 
 
+@dataclass(frozen=True)
+class ForwardedCaller:
+    """A caller a trusted Federate vouches for, as its signed identity names them: the
+    ``federate`` (issuer), the ``subject`` (its account or user id there) and the
+    Federate's ``organization`` for them, if it has any; ``permissions`` are only those
+    both the caller and ``bearer`` (the Federate's account here) hold."""
+
+    bearer: Principal
+    federate: str
+    subject: str
+    organization: str | None
+    name: str
+    email: str | None
+    kind: AccountKind
+    permissions: frozenset[str]
+
+    @property
+    def account_id(self) -> str:
+        """The id of the account a member keeps for this caller: one per caller of each
+        Federate account (never another's, whatever the claims of another caller say)."""
+        key = "\x1f".join(
+            (self.bearer.account_id, self.federate, self.organization or "", self.subject)
+        )
+        return str(uuid.uuid5(_FORWARDED_ACCOUNTS, key))
+
+    @property
+    def display_name(self) -> str:
+        """``alice@lab.test via federate``: the caller as audits and holds name them."""
+        return f"{self.email or self.name} via {self.federate}"
+
+    def principal(self, account_id: str) -> Principal:
+        """The caller acting in ``account_id``: the account the member keeps for it, or
+        the Federate's own (``bearer``'s)."""
+        return Principal(
+            account_id,
+            self.display_name,
+            Permission.READ_CLUSTER in self.permissions,
+            self.kind,
+            email=self.email,
+            organization_id=self.bearer.organization_id,
+            credential=self.bearer.credential,
+            permissions=self.permissions,
+            forwarded_by=None if account_id == self.bearer.account_id else self.bearer.account_id,
+        )
+
+
 class TrustedFederates:
     """The Federates a member trusts, and what a forwarded identity makes of a caller."""
 
@@ -219,9 +270,9 @@ class TrustedFederates:
             kept[name] = self._configured[name]
         self._by_name = kept
 
-    def principal(self, bearer: Principal, assertion: str) -> Principal:
-        """Who ``bearer`` (the Federate's account here) acts for: the caller ``assertion``
-        names, with only the permissions both hold; Unauthenticated when no trusted Federate
+    def caller(self, bearer: Principal, assertion: str) -> ForwardedCaller:
+        """The caller ``assertion`` names, for whom ``bearer`` (the Federate's account here)
+        acts, with only the permissions both hold; Unauthenticated when no trusted Federate
         signed it, or it expired, or it is malformed, or its key was recorded by a
         registration whose account ``bearer`` is not (``bearer`` is authenticated already: a
         live token)."""
@@ -240,17 +291,25 @@ class TrustedFederates:
             )
         kind = claims.get("kind", AccountKind.USER)
         permissions = frozenset(claims.get("permissions") or ()) & _KNOWN_PERMISSIONS
-        granted = frozenset(bearer.permissions or ()) & permissions
-        return Principal(
-            bearer.account_id,
-            f"{claims.get('email') or claims.get('name') or claims['sub']} via {claims['iss']}",
-            Permission.READ_CLUSTER in granted,
-            AccountKind(kind) if kind in _KINDS else AccountKind.USER,
+        org = claims.get("org")
+        return ForwardedCaller(
+            bearer=bearer,
+            federate=str(claims["iss"]),
+            subject=str(claims["sub"]),
+            organization=str(org) if org else None,
+            name=str(claims.get("name") or claims["sub"]),
             email=claims.get("email"),
-            organization_id=bearer.organization_id,
-            credential=bearer.credential,
-            permissions=granted,
+            kind=AccountKind(kind) if kind in _KINDS else AccountKind.USER,
+            permissions=frozenset(bearer.permissions or ()) & permissions,
         )
+
+    def principal(self, bearer: Principal, assertion: str) -> Principal:
+        """Who ``bearer`` acts for (:meth:`caller`), in ``bearer``'s own account: how a
+        Federate that is itself a member of another one takes that one's callers (it keeps
+        their workflows under that Federate's account). An Orchestrate member gives each
+        caller an account of its own instead (:class:`~fuzzball_core.service.
+        forwarded_accounts.ForwardedAccounts`)."""
+        return self.caller(bearer, assertion).principal(bearer.account_id)
 
     def _verified(self, assertion: str) -> tuple[TrustedFederate, dict[str, Any]]:
         try:

@@ -60,6 +60,10 @@ class Principal:
     #: where the request came from (the client's address, as the server saw it), for the
     #: audit log; empty when not known (the server's own command line)
     source: str = ""
+    #: for a Federate's caller acting on this cluster through a forwarded identity, the
+    #: account of the Federate that vouches for it (``account_id`` is then the account this
+    #: cluster keeps for that caller); None for everyone else
+    forwarded_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.permissions is None:  # callers that name no permissions get their kind's own

@@ -63,6 +63,10 @@ class Account(Base):
     organization_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     #: the user whose personal account this is (kind ``user``)
     owner_user_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    #: for the account kept for a Federate's caller (one per caller a Federate forwards:
+    #: ``service/forwarded_accounts``), the Federate's own account here, which sees its
+    #: workflows; None for every other account
+    federate_account_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 

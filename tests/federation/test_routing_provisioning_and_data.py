@@ -21,6 +21,7 @@ from support.cluster import InProcessOrchestrate, LocalRegistry, cluster_config,
 from support.federated_workflows import CPU, GPU
 from support.federation_harness import GIB, Federation, start_federation, start_member
 
+from fuzzball_core.service.forwarded_identity import HEADER
 from fuzzball_core.vocabulary import EventKind
 
 
@@ -103,10 +104,14 @@ def test_free_capacity_wins_over_provisionable_capacity_that_costs(cloud_and_lab
 
 def test_a_workflow_mounting_a_persistent_volume_goes_to_the_member_holding_it(cloud_and_lab):
     federation, cloud = cloud_and_lab
+    # the user's own volume there: made with their identity, as Federate forwards it
     created = httpx.post(
         f"{cloud.rest_url}/v3/volumes",
         json={"volume": {"name": "results"}},
-        headers={"Authorization": f"Bearer {cloud.token}"},
+        headers={
+            "Authorization": f"Bearer {cloud.token}",
+            HEADER: federation.service.signer.assertion(federation.who, "cloud"),
+        },
         timeout=30,
     )
     assert created.status_code == 200, created.text

@@ -31,6 +31,7 @@ from fuzzball_core.orchestrate.cluster_registration_routes import (
     ClusterRegistration,
     cluster_registration_routes,
 )
+from fuzzball_core.orchestrate.storage_routes import storage_routes
 from fuzzball_core.plugins import get_registry
 from fuzzball_core.service.forwarded_identity import TrustedFederate, TrustedFederates
 from fuzzball_federation.failover import Failover
@@ -68,7 +69,8 @@ class MemberCluster:
 
 def start_member(directory: Path, name: str, nodes: list[dict[str, Any]]) -> MemberCluster:
     """A real Orchestrate on loopback with scripted ``nodes`` and a ``federate`` account; it
-    serves ``/admin/cluster/registration/configuration:generate`` as Orchestrate does."""
+    serves ``/admin/cluster/registration/configuration:generate`` and the storage routes
+    (``/storage-classes``, ``/volumes``) as Orchestrate does."""
     loop = LoopThread()
     stack = SqlStack(loop, directory / f"{name}.db")
     _, token = stack.create_account("federate", kind="federate")
@@ -80,9 +82,8 @@ def start_member(directory: Path, name: str, nodes: list[dict[str, Any]]) -> Mem
     registration = ClusterRegistration(
         service.sessions, service.accounts, lambda: service.trusted_federates, name=name
     )
-    servers = loop.run(
-        start_servers(service, extra_routes=[cluster_registration_routes(registration)])
-    )
+    routes = [cluster_registration_routes(registration), storage_routes(service.engine)]
+    servers = loop.run(start_servers(service, extra_routes=routes))
     return MemberCluster(name, stack, servers.rest_url, token, loop, servers)
 
 
