@@ -1,8 +1,9 @@
 """Member capacity kept current for routing: each member's offer, cached and refreshed.
 
 A routing decision reads :meth:`CapacityCache.offers` and asks no member anything: a
-background thread asks every member for its nodes (``GET /v3/nodes``) and its provisioner
-definitions (``GET /v3/provisioner/definitions``) every ``interval`` seconds (default
+background thread asks every member for its nodes (``GET /v3/nodes``), its provisioner
+definitions (``GET /v3/provisioner/definitions``) and its storage classes
+(``GET /v3/storage-classes``) every ``interval`` seconds (default
 :data:`REFRESH_INTERVAL`), as Federate's own account on the member, and keeps the
 :class:`~fuzzball_federation.offers.MemberOffer` with the time it was asked. A member the cache
 has no offer for yet (it just joined), or whose offer is older than ``max_age`` (the refresher
@@ -12,7 +13,9 @@ decision. A member that did not answer is an unhealthy offer naming why, until i
 The refresher stops itself after ``idle_stop`` seconds without a decision (an idle Federate
 polls nobody for capacity) and the next decision starts it again. A member's route for
 definitions answering 404 (an Orchestrate without provisioning) means no provisionable
-capacity; any other failure to read them is a note on the offer, named in decisions.
+capacity, and its route for storage classes answering 404 (a Federate member) means its
+classes are unknown (storage then rejects nothing there); any other failure to read either is
+a note on the offer, named in decisions.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from fuzzball_core.errors import FuzzballError, NotFound, Unavailable
@@ -32,7 +35,7 @@ log = logging.getLogger("fuzzball.federate")
 REFRESH_INTERVAL = 2.0
 #: the refresher stops after this long without a decision
 IDLE_STOP = 120.0
-#: definitions asked per page
+#: definitions (and storage classes) asked per page
 DEFINITIONS_PAGE = 100
 
 
@@ -50,28 +53,49 @@ AskEach = Callable[[Iterable[Any], Callable[[Any], Any]], list[tuple[Any, Any]]]
 Problem = Callable[[FuzzballError], str]
 
 
+def _pages(api: Any, path: str, key: str) -> Iterator[list[dict[str, Any]]]:
+    """The items (under ``key``) of each page of a member's paged list route ``path``."""
+    token = ""
+    while True:
+        params = {"pageSize": str(DEFINITIONS_PAGE)}
+        if token:
+            params["pageToken"] = token
+        page = api.call_json("GET", path, params=params)
+        yield list(page.get(key) or [])
+        following = page.get("pageToken") or ""
+        if not following or following == token:
+            return
+        token = following
+
+
 def provisioner_definitions(api: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """A member's provisioner definitions (JSON, every page) and notes on what could not be
     read; none without a provisioner (404)."""
     definitions: list[dict[str, Any]] = []
-    token = ""
     try:
-        while True:
-            params = {"pageSize": str(DEFINITIONS_PAGE)}
-            if token:
-                params["pageToken"] = token
-            page = api.call_json("GET", "/provisioner/definitions", params=params)
-            definitions += list(page.get("definitions") or [])
-            following = page.get("pageToken") or ""
-            if not following or following == token:
-                return definitions, []
-            token = following
+        for page in _pages(api, "/provisioner/definitions", "definitions"):
+            definitions += page
+        return definitions, []
     except NotFound:
         return [], []
     except Unavailable:
         raise
     except FuzzballError as exc:
         return definitions, [f"provisioner definitions unreadable ({exc.message})"]
+
+
+def storage_classes(api: Any) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """A member's storage classes (JSON, every page) and notes on what could not be read;
+    None (unknown) from a member that serves no ``/storage-classes`` (404: a Federate, or an
+    older Orchestrate) or whose answer failed."""
+    try:
+        return [c for page in _pages(api, "/storage-classes", "classes") for c in page], []
+    except NotFound:
+        return None, []
+    except Unavailable:
+        raise
+    except FuzzballError as exc:
+        return None, [f"storage classes unreadable ({exc.message})"]
 
 
 class CapacityCache:
@@ -134,10 +158,11 @@ class CapacityCache:
 
     # -- asking -----------------------------------------------------------------------------
 
-    def _ask(self, api: Any) -> tuple[Any, list[dict[str, Any]], list[str]]:
+    def _ask(self, api: Any) -> tuple[Any, list[dict[str, Any]], list[str], Any]:
         nodes = api.list_nodes()
         definitions, notes = provisioner_definitions(api)
-        return nodes, definitions, notes
+        classes, unread = storage_classes(api)
+        return nodes, definitions, notes + unread, classes
 
     def refresh(self, members: Sequence[_Member] | None = None) -> None:
         """Ask ``members`` (every current member by default) for their offers, at once."""
@@ -152,9 +177,15 @@ class CapacityCache:
                     member.name, labels, self._problem(answer), fetched_at=now
                 )
             else:
-                nodes, definitions, notes = answer
+                nodes, definitions, notes, classes = answer
                 fresh[member.name] = member_offer(
-                    member.name, labels, nodes, definitions, fetched_at=now, notes=notes
+                    member.name,
+                    labels,
+                    nodes,
+                    definitions,
+                    fetched_at=now,
+                    notes=notes,
+                    storage_classes=classes,
                 )
         with self._lock:
             self.asked += len(answers)

@@ -1,5 +1,6 @@
-"""What a workflow asks of a member: one :class:`StepNeed` per job and service, and the
-persistent volumes it mounts (:class:`VolumeNeed`).
+"""What a workflow asks of a member: one :class:`StepNeed` per job and service, the
+persistent volumes it mounts (:class:`VolumeNeed`) and the storage class each of its volumes
+needs (:class:`StorageNeed`).
 
 Federate's routers rank members by these, and Federate names the largest of them when no
 member can run a workflow; both read them here, so neither depends on the other.
@@ -71,6 +72,16 @@ class VolumeNeed:
     reference: str
 
 
+@dataclass(frozen=True)
+class StorageNeed:
+    """A storage class a workflow's volume needs on the member running it: the volume's
+    name, its ``volume://`` reference and the class that reference names."""
+
+    name: str
+    reference: str
+    storage_class: str
+
+
 def persistent_reference(volume: Volume) -> str | None:
     """The ``volume://`` reference of a named persistent volume (the volume's
     :attr:`~fuzzball_core.spec.models.Volume.storage_reference` when it names a volume of a
@@ -119,6 +130,20 @@ def parsed_volumes(parsed: ParsedWorkflow) -> list[VolumeNeed]:
     return found
 
 
+def parsed_storage(parsed: ParsedWorkflow) -> list[StorageNeed]:
+    """The storage class of each volume a parsed workflow declares (ephemeral and nameless
+    ones too: every class must exist where it runs); none for host directories."""
+    found = []
+    for name, volume in (parsed.model.volumes or {}).items():
+        reference = volume.storage_reference
+        if reference is None:
+            continue
+        parts = [p for p in reference.removeprefix(VOLUME_SCHEME).split("/") if p]
+        if len(parts) >= 2:
+            found.append(StorageNeed(name, reference, parts[1]))
+    return found
+
+
 def _parse(workflow: Mapping[str, Any]) -> ParsedWorkflow:
     return parse_workflow(yaml.safe_dump(dict(workflow), sort_keys=False), source="<federate>")
 
@@ -129,24 +154,24 @@ class _Recent(threading.local):
     kept so its id is not reused while it is remembered."""
 
     workflow: Mapping[str, Any] | None = None
-    needs: tuple[list[StepNeed], list[VolumeNeed]] = ([], [])
+    needs: tuple[list[StepNeed], list[VolumeNeed], list[StorageNeed]] = ([], [], [])
 
 
 _recent = _Recent()
 
 
-def _read(workflow: Mapping[str, Any]) -> tuple[list[StepNeed], list[VolumeNeed]]:
+def _read(
+    workflow: Mapping[str, Any],
+) -> tuple[list[StepNeed], list[VolumeNeed], list[StorageNeed]]:
     if _recent.workflow is not workflow:
-        parsed = _parse(workflow)
-        _recent.needs = (parsed_needs(parsed), parsed_volumes(parsed))
-        _recent.workflow = workflow
+        remember(workflow, _parse(workflow))
     return _recent.needs
 
 
 def remember(workflow: Mapping[str, Any], parsed: ParsedWorkflow) -> None:
     """Read ``workflow``'s needs from ``parsed`` (the same workflow, already parsed) for the
     router's reads in this thread, instead of parsing the mapping again."""
-    _recent.needs = (parsed_needs(parsed), parsed_volumes(parsed))
+    _recent.needs = (parsed_needs(parsed), parsed_volumes(parsed), parsed_storage(parsed))
     _recent.workflow = workflow
 
 
@@ -158,3 +183,8 @@ def workflow_needs(workflow: Mapping[str, Any]) -> list[StepNeed]:
 def workflow_volumes(workflow: Mapping[str, Any]) -> list[VolumeNeed]:
     """The named persistent volumes of a v4 (or v1) definition mapping."""
     return list(_read(workflow)[1])
+
+
+def workflow_storage(workflow: Mapping[str, Any]) -> list[StorageNeed]:
+    """The storage class each volume of a v4 (or v1) definition mapping needs."""
+    return list(_read(workflow)[2])

@@ -8,6 +8,8 @@ A :class:`MemberOffer` is a :class:`~fuzzball_core.drivers.ClusterOffer` that al
   evict, deprovision; an administrator's or monitoring's) stops new work there;
 * its **provisionable capacity** (:class:`Provisionable`): the member's provisioner
   definitions, each a node shape it can add at ``cost_per_hour`` after ``startup`` seconds;
+* its **storage classes** (:class:`StorageClassOffer`, from ``GET /v3/storage-classes``),
+  each with whether it is usable now (not disabled); unknown for a member that does not say;
 * its **prices**, from the member's labels (:data:`PRICE_LABEL`, :data:`EGRESS_PRICE_LABEL`,
   :data:`EGRESS_RATE_LABEL`); a label that is not a non-negative number makes the member
   unhealthy for routing, naming the label;
@@ -39,6 +41,8 @@ EGRESS_PRICE_LABEL = "egress-price-per-gib"
 EGRESS_RATE_LABEL = "egress-gib-per-second"
 #: about 1 Gbit/s: the transfer rate assumed for a member that does not say
 DEFAULT_EGRESS_RATE = 0.125
+#: the status of a storage class whose volumes can be used
+STORAGE_CLASS_READY = "STORAGE_CLASS_STATUS_READY"
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,21 @@ class Provisionable:
 
 
 @dataclass(frozen=True)
+class StorageClassOffer:
+    """A storage class of a member (``GET /v3/storage-classes``): its name and whether
+    volumes of it can be used now (a disabled class's cannot)."""
+
+    name: str
+    ready: bool = True
+
+
+def storage_class_offer(info: Mapping[str, Any]) -> StorageClassOffer:
+    """A StorageClassInfoResponse (JSON) as what routing needs of it."""
+    status = str(info.get("status") or STORAGE_CLASS_READY)
+    return StorageClassOffer(name=str(info.get("name", "")), ready=status == STORAGE_CLASS_READY)
+
+
+@dataclass(frozen=True)
 class MemberOffer(ClusterOffer):
     """A member cluster with its node shapes, provisionable shapes and prices; ``problem``
     says why an unhealthy one is."""
@@ -85,6 +104,9 @@ class MemberOffer(ClusterOffer):
     fetched_at: float = 0.0
     #: what the offer could not learn (definitions unreadable, ...), named in decisions
     notes: tuple[str, ...] = ()
+    #: its storage classes by name; None when it could not say (a member serving no
+    #: ``/storage-classes``, or whose answer failed): then storage constrains nothing
+    storage_classes: Mapping[str, StorageClassOffer] | None = None
 
     @property
     def ready_nodes(self) -> int:
@@ -195,9 +217,11 @@ def member_offer(
     *,
     fetched_at: float = 0.0,
     notes: Sequence[str] = (),
+    storage_classes: Sequence[Mapping[str, Any]] | None = None,
 ) -> MemberOffer:
-    """The offer of a member that answered, from its ``GET /v3/nodes`` listing and its
-    provisioner definitions (JSON, as ``GET /v3/provisioner/definitions`` lists them)."""
+    """The offer of a member that answered, from its ``GET /v3/nodes`` listing, its
+    provisioner definitions (JSON, as ``GET /v3/provisioner/definitions`` lists them) and
+    its storage classes (JSON, as ``GET /v3/storage-classes`` lists them; None: unknown)."""
     try:
         price = price_label(labels, PRICE_LABEL, 0.0)
         egress_price = price_label(labels, EGRESS_PRICE_LABEL, 0.0)
@@ -225,6 +249,9 @@ def member_offer(
         egress_rate=egress_rate or DEFAULT_EGRESS_RATE,
         fetched_at=fetched_at,
         notes=tuple(notes),
+        storage_classes=None
+        if storage_classes is None
+        else {c.name: c for c in map(storage_class_offer, storage_classes)},
     )
 
 

@@ -3,7 +3,8 @@
 Federate runs no workflow itself. ``start_workflow`` validates the file here (so errors name
 field paths exactly as Orchestrate's do), asks each member for its nodes, lets the router
 choose, and submits the file unchanged to the first choice through the member's REST API,
-as the member account configured for it. The store maps the federated id it hands out to
+as the member account configured for it (to the next choice when a member refuses it or does
+not answer). The store maps the federated id it hands out to
 (cluster, remote id); every later call about that workflow is proxied to its cluster, and
 the answers come back as views with the federated id. Nodes are every member's nodes, each
 annotated with its cluster's name (``fuzzball.io/cluster``).
@@ -402,8 +403,15 @@ class FederateService(AccountCalls):
         cluster_id: str | None = None,
     ) -> tuple[str, str]:
         """Submit ``raw`` for ``who`` to the best member that accepts it (never ``avoid``):
-        that member's name and the id it gave the workflow."""
+        that member's name and the id it gave the workflow.
+
+        A member that went away (Unavailable) or refuses the workflow (InvalidArgument,
+        FailedPrecondition: something it lacks that its offer did not show) is passed over
+        for the next chosen one, and the decision recorded names it among the rejected with
+        its reason. When every chosen member refused, InvalidArgument names each member's
+        reason; when one was unreachable, Unavailable."""
         failures = []
+        refused_only = True
         for cluster in self._choose(parsed, who, cluster_id=cluster_id):
             if cluster == avoid:
                 continue
@@ -414,9 +422,30 @@ class FederateService(AccountCalls):
             except Unavailable as exc:
                 # the chosen member went away between the offer and the submission
                 failures.append(f"cluster {cluster}: {_problem(exc)}")
+                refused_only = False
+                self._passed_over(cluster, _problem(exc))
+            except (InvalidArgument, FailedPrecondition) as exc:
+                failures.append(f"cluster {cluster}: refused it: {exc.message}")
+                self._passed_over(cluster, f"refused it: {exc.message}")
         if avoid is not None and not failures:
             failures.append(f"no member but {avoid} can run it")
-        raise Unavailable("no chosen member cluster accepted the workflow: " + "; ".join(failures))
+            refused_only = False
+        because = "; ".join(failures)
+        if refused_only:
+            raise InvalidArgument(f"no member cluster accepted the workflow: {because}")
+        raise Unavailable(f"no chosen member cluster accepted the workflow: {because}")
+
+    def _passed_over(self, cluster: str, why: str) -> None:
+        """Record in this thread's decision that ``cluster``, chosen, did not take the
+        workflow, and why: it is then among the rejected, no longer among the eligible."""
+        decision: Decision | None = getattr(self._routed, "decision", None)
+        if decision is None:
+            return
+        self._routed.decision = dataclasses.replace(
+            decision,
+            chosen=tuple(name for name in decision.chosen if name != cluster),
+            rejected={**decision.rejected, cluster: why},
+        )
 
     def validate_workflow(
         self,

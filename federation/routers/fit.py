@@ -14,7 +14,10 @@ For each job and service of the workflow a member offers, in this order:
    price; when it starts is unknown.
 
 A member none of these holds a job in is rejected with the first shortfall
-(``largest node has 4 cores, jobs.main needs 64``). A job's hours are its
+(``largest node has 4 cores, jobs.main needs 64``). So is a member lacking a storage class
+one of the workflow's volumes names, or having it disabled (``no storage class 'fast'
+(volumes.data)``), by the classes its offer lists; a member that did not say which it has is
+not rejected for storage. A job's hours are its
 ``policy.timeout.execute``; one that declares none is priced for ``default-hours`` (router
 option, 1) and the decision says so.
 
@@ -44,7 +47,15 @@ from typing import Any
 
 from fuzzball_core.drivers import ClusterOffer, Router
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_federation.needs import GIB, StepNeed, VolumeNeed, workflow_needs, workflow_volumes
+from fuzzball_federation.needs import (
+    GIB,
+    StepNeed,
+    StorageNeed,
+    VolumeNeed,
+    workflow_needs,
+    workflow_storage,
+    workflow_volumes,
+)
 from fuzzball_federation.offers import DEFAULT_EGRESS_RATE, NodeShape, Provisionable
 
 #: how a job would run on a member
@@ -78,6 +89,22 @@ def _nodes_of(offer: ClusterOffer) -> tuple[NodeShape, ...]:
             free_devices=dict(offer.free_devices),
         ),
     )
+
+
+def storage_problem(offer: ClusterOffer, storage: Sequence[StorageNeed]) -> str | None:
+    """Why ``offer`` cannot hold the workflow's volumes (a storage class it lacks or has
+    disabled), naming the class and the volume; None when it can, or when it did not say
+    which classes it has."""
+    classes = getattr(offer, "storage_classes", None)
+    if classes is None:
+        return None
+    for need in storage:
+        found = classes.get(need.storage_class)
+        if found is None:
+            return f"no storage class {need.storage_class!r} (volumes.{need.name})"
+        if not found.ready:
+            return f"storage class {need.storage_class!r} is disabled (volumes.{need.name})"
+    return None
 
 
 def _annotation_missing(key: str, value: str) -> str:
@@ -470,6 +497,9 @@ class FitRouter(Router):
         reason it cannot run there, as a string."""
         if not offer.healthy:
             return getattr(offer, "problem", "") or "unhealthy"
+        lacking = storage_problem(offer, workflow_storage(workflow))
+        if lacking is not None:
+            return lacking
         needs = workflow_needs(workflow) if needs is None else needs
         nodes = _nodes_of(offer)
         plans = []
@@ -537,7 +567,10 @@ class FitRouter(Router):
         # per member: the summed cost, the latest start (inf: a job waits for busy nodes)
         costs = [0.0] * count
         starts = [0.0] * count
-        failed = [not offer.healthy for offer in offers]
+        storage = workflow_storage(workflow)
+        failed = [
+            not offer.healthy or storage_problem(offer, storage) is not None for offer in offers
+        ]
         inf = math.inf
         for need in needs:
             hours = need.hours if need.hours is not None else self.default_hours
