@@ -1,7 +1,7 @@
 """accounts.federate_account_id: the accounts kept for a Federate's callers
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-12-07 07:00:00.000000
 
 A Federate's callers acted on a member in the Federate's own account, so every caller of the
@@ -16,8 +16,8 @@ accounts of no organization).
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
