@@ -19,8 +19,14 @@ missing = have_prerequisites()
 if missing is not None:
     pytest.skip(missing, allow_module_level=True)
 
+# The cluster and what it uses live as long as this folder's tests (package scope; the
+# __init__.py makes the folder a package, without which pytest keeps such a fixture for the
+# whole session): its Orchestrate runs in this process, and its engine loop, left running
+# through later folders' tests, took part in what they patched (a class-wide
+# Transaction.commit patch's one failure was taken by it instead of the test's own engine).
 
-@pytest.fixture(scope="session")
+
+@pytest.fixture(scope="package")
 def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
     """docker-registry on loopback holding a busybox-based library/alpine:latest."""
     registry = LocalRegistry(tmp_path_factory.mktemp("e2e-registry"))
@@ -28,7 +34,7 @@ def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRe
     registry.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def mpi_image(local_registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> str:
     """``docker://mpi-ring:latest`` holding ``/opt/ring`` and everything it needs (skips
     without MPICH)."""
@@ -38,7 +44,7 @@ def mpi_image(local_registry: LocalRegistry, tmp_path_factory: pytest.TempPathFa
     return push_ring_image(local_registry.url, program)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry
 ) -> Iterator[Cluster]:
