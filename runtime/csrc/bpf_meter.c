@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bpf_asm.h"
 #include "fbrt_internal.h"
 
 #ifndef BPF_MAP_TYPE_CGROUP_STORAGE
@@ -31,21 +32,6 @@ struct slot {
     uint64_t bytes;
     uint64_t packets;
 };
-
-static long sys_bpf(int cmd, union bpf_attr *attr) {
-    return syscall(SYS_bpf, cmd, attr, sizeof(*attr));
-}
-
-static struct bpf_insn insn(uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm) {
-    struct bpf_insn i;
-    memset(&i, 0, sizeof(i));
-    i.code = code;
-    i.dst_reg = dst & 0xf;
-    i.src_reg = src & 0xf;
-    i.off = off;
-    i.imm = imm;
-    return i;
-}
 
 /* Program: this attachment's storage (never NULL), then atomically add skb->len and 1. */
 static int build_program(struct bpf_insn *p, int map_fd) {
@@ -73,41 +59,12 @@ static enum bpf_attach_type attach_type(int slot) {
     return slot == SLOT_INGRESS ? BPF_CGROUP_INET_INGRESS : BPF_CGROUP_INET_EGRESS;
 }
 
-/* Load one direction's program over MAP_FD; returns its fd or -errno with ERR filled. The
- * verifier's log is asked for only when the load failed without it (writing it cost about
- * a third of the verifier's time). */
+/* Load one direction's program over MAP_FD; returns its fd or -errno with ERR filled. */
 static int load_program(int map_fd, int slot, struct fbrt_error *err) {
     struct bpf_insn program[16];
     int count = build_program(program, map_fd);
-    char log[2048];
-    log[0] = '\0';
-    union bpf_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.prog_type = BPF_PROG_TYPE_CGROUP_SKB;
-    attr.expected_attach_type = attach_type(slot);
-    attr.insns = (uint64_t)(uintptr_t)program;
-    attr.insn_cnt = (uint32_t)count;
-    attr.license = (uint64_t)(uintptr_t)"GPL";
-    strncpy(attr.prog_name, slot == SLOT_INGRESS ? "fbrt_ingress" : "fbrt_egress",
-            sizeof(attr.prog_name) - 1);
-    int prog = (int)sys_bpf(BPF_PROG_LOAD, &attr);
-    if (prog >= 0)
-        return prog;
-    int e = errno;
-    attr.log_buf = (uint64_t)(uintptr_t)log;
-    attr.log_size = sizeof(log);
-    attr.log_level = 1;
-    int again = (int)sys_bpf(BPF_PROG_LOAD, &attr);
-    if (again >= 0)
-        close(again);
-    if (again >= 0 || errno == ENOSPC)
-        log[0] = '\0'; /* no telling log: the first outcome stands */
-    log[200] = '\0';
-    for (char *c = log; *c; c++)
-        if (*c == '\n')
-            *c = ' ';
-    return fbrt_fail(err, e, "bpf BPF_PROG_LOAD cgroup_skb/%s (verifier: %s)",
-                     direction_name(slot), log[0] ? log : "no log");
+    return fbrt_bpf_load_cgroup_skb(program, count, attach_type(slot),
+                                    slot == SLOT_INGRESS ? "fbrt_ingress" : "fbrt_egress", err);
 }
 
 /* The process's programs and their storage maps, loaded by the first attach that needs them
