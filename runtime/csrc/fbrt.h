@@ -16,7 +16,7 @@
 /* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
  * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
  * version is refused at import. */
-#define FBRT_ABI_VERSION 7
+#define FBRT_ABI_VERSION 8
 
 /* cffi-cdef-begin */
 
@@ -75,6 +75,17 @@ struct fbrt_counters {
  * counters live as long as the cgroup: read them before removing it. */
 int fbrt_meter_attach(const char *cgroup_dir, struct fbrt_error *err);
 int fbrt_meter_read(int cgroup_fd, struct fbrt_counters *out, struct fbrt_error *err);
+
+/* ---- instance metadata guard (bpf_guard.c) ---- */
+
+/* Load the guard's cgroup_skb egress program (once per process) and test-run it on packets
+ * to the guarded addresses and to others (BPF_PROG_TEST_RUN): 0 when it drops exactly what
+ * it must; -errno naming the failed step or the packet it judged wrongly (EPROTO). */
+int fbrt_guard_check(struct fbrt_error *err);
+/* Attach the guard (BPF_F_ALLOW_MULTI, beside metering) to the cgroup v2 directory
+ * CGROUP_DIR: what the group's sockets send to the clouds' instance metadata addresses is
+ * dropped from then on. The attachment goes with the group. */
+int fbrt_guard_attach(const char *cgroup_dir, struct fbrt_error *err);
 
 /* ---- containers (start.c in the agent, child.c and rootfs.c in the child, init.c as PID 1) */
 
