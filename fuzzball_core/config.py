@@ -283,9 +283,10 @@ class SubstrateConfig(_Section):
     #: the private subnet of this node's isolated jobs (``network.isolated``); None: the
     #: runtime's default. Agents sharing one network namespace need one each.
     job_subnet: Annotated[str | None, AfterValidator(_job_subnet)] = None
-    #: isolated jobs never reach the link-local addresses (169.254.0.0/16), where clouds
-    #: serve instance metadata and credentials; false: a site whose jobs need them
-    #: (docs/architecture.md, Jobs' networks: jobs on the node's network are not covered)
+    #: no job, whatever its network, reaches the addresses where clouds serve instance
+    #: metadata and credentials (169.254.0.0/16 but DNS, fd00:ec2::254, fe80::a9fe:a9fe);
+    #: an agent whose host cannot guard refuses to start, a job that cannot be guarded is
+    #: not started; false: a site whose jobs need them (docs/architecture.md, Jobs' networks)
     metadata_guard: bool = True
 
 

@@ -19,19 +19,22 @@ Containers::
 ``ContainerSpec`` fields: image, command, env, cwd, hostname, uid, gid, groups, binds
 (``Bind(src, dst, readonly)``), devices, memory (bytes: cgroup limit and RLIMIT_MEMLOCK),
 cpus (quota in cores), cpuset, pids_limit, network (new net namespace, lo up), isolated
-(``IsolatedNetwork(subnet, expose_tcp, expose_udp, metadata_guard)``: the job's own namespace
-on the node's bridge with an address, NAT out, the exposed ports forwarded and the link-local
-metadata addresses dropped; ``handle.address``; see
+(``IsolatedNetwork(subnet, expose_tcp, expose_udp)``: the job's own namespace on the node's
+bridge with an address, NAT out and the exposed ports forwarded; ``handle.address``; see
 :mod:`fuzzball_runtime.network`), node_ports (``tcp/8080``: what a container on the node's
 network serves, open to the node's isolated jobs), stdin/stdout/stderr (None inherit, PIPE,
-DEVNULL, a path or a descriptor), metering, state_dir, scratch_dir (host directory for the
-writable layer instead of tmpfs), resolv_conf, extra_hosts.
+DEVNULL, a path or a descriptor), metering, metadata_guard (what the job sends to the clouds'
+instance metadata addresses is dropped, whatever its network: :mod:`fuzzball_runtime.guard`),
+state_dir, scratch_dir (host directory for the writable layer instead of tmpfs), resolv_conf,
+extra_hosts.
 
 Start-up failures raise :class:`ContainerStartError` (a ``fuzzball_core.errors.Internal``)
-carrying ``errno`` and a message naming the step. A job that starts but not exactly as asked
-(RLIMIT_MEMLOCK clamped to the hard limit, metering unavailable) gets a
-:class:`RuntimeWarningMessage` through :mod:`warnings` and the text in ``handle.warnings``
-and ``ExitStatus.warnings``.
+carrying ``errno`` and a message naming the step; a job asking for the metadata guard that
+cannot have it is refused with :class:`MetadataGuardError` (one), never started unguarded,
+and ``check_metadata_guard()`` tells at an agent's start-up whether the host can guard at
+all. A job that starts but not exactly as asked (RLIMIT_MEMLOCK clamped to the hard limit,
+metering unavailable) gets a :class:`RuntimeWarningMessage` through :mod:`warnings` and the
+text in ``handle.warnings`` and ``ExitStatus.warnings``.
 
 Crash recovery: PID 1 of every container watches a lifeline pipe held by the agent process
 that started it and ends the job when the agent dies. ``sweep(state_dir)``, run at agent
@@ -65,7 +68,14 @@ Images (``fuzzball_runtime.erofs``): ``build_from_dir(src, out)``,
 """
 
 from .container import Container, ContainerHandle
-from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
+from .errors import (
+    ContainerStartError,
+    MetadataGuardError,
+    MeteringError,
+    RuntimeFailure,
+    RuntimeWarningMessage,
+)
+from .guard import check_metadata_guard
 from .kept import release_kept_cgroups
 from .spec import DEVNULL, PIPE, Bind, ContainerSpec, ExitStatus, Metering
 from .sweep import sweep
@@ -79,10 +89,12 @@ __all__ = [
     "ContainerSpec",
     "ContainerStartError",
     "ExitStatus",
+    "MetadataGuardError",
     "Metering",
     "MeteringError",
     "RuntimeFailure",
     "RuntimeWarningMessage",
+    "check_metadata_guard",
     "release_kept_cgroups",
     "sweep",
 ]

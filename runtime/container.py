@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from . import cgroups, kept
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
+from .guard import attach_metadata_guard
 from .native import INIT_PATH, check, ffi, lib, new_error
 from .network import Attachment, NodeNetwork, resolv_conf_for_isolated
 from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
@@ -233,8 +234,10 @@ class Container:
                         cpus=spec.cpus,
                         cpuset=spec.cpuset,
                         pids=spec.pids_limit,
-                        need_v2=spec.metering,
+                        need_v2=spec.metering or spec.metadata_guard,
                     )
+                    if spec.metadata_guard:  # never started without it: raises instead
+                        attach_metadata_guard(job)
                     if spec.metering:
                         meter_fd = self._attach_meter(job, notes)
                 # metering's descriptor is the v2 group's directory opened for reading, as
@@ -242,7 +245,7 @@ class Container:
                 joining = job.open_join(v2_fd=meter_fd)
             if spec.isolated is not None:
                 network = NodeNetwork(
-                    state, spec.isolated.subnet, metadata_guard=spec.isolated.metadata_guard
+                    state, spec.isolated.subnet, metadata_guard=spec.metadata_guard
                 )
                 attachment = network.attach(container_id, spec.isolated)
             elif spec.node_ports:

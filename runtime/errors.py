@@ -23,6 +23,11 @@ class ContainerStartError(RuntimeFailure):
     """The container could not be set up or its command could not be executed."""
 
 
+class MetadataGuardError(ContainerStartError):
+    """The instance metadata guard (:mod:`fuzzball_runtime.guard`) cannot be attached to a
+    job's group, or does not work on this host: the job is not started without it."""
+
+
 class MeteringError(RuntimeFailure):
     """The eBPF metering programs could not be created, loaded or attached."""
 

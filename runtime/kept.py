@@ -11,7 +11,8 @@ one:
   kernel had killed its PID namespace before that; a group still populated (a member not yet
   gone) is removed the old way, which kills and waits.
 - **The limits are the new job's**: groups are kept by their shape (which of CPU quota,
-  cpuset and pids limit the job had, metered or not) and each limit the shape holds is
+  cpuset and pids limit the job had, metered or not, guarded from the instance metadata or
+  not: the guard stays attached to a kept group) and each limit the shape holds is
   written again with the new job's value (:meth:`JobCgroups.create` on the kept groups, no
   ``mkdir``); a limit the shape lacks was never written. Jobs with a memory limit are not
   kept: a memory group keeps its job's page cache charged after the job, which would count
@@ -55,8 +56,8 @@ KEPT_PREFIX = "kept-"
 MAX_KEPT = 64
 
 #: (state directory's cgroup group, keep key, cpu quota set, cpuset set, pids limit set,
-#: metered)
-Shape = tuple[str, str, bool, bool, bool, bool]
+#: metered, guarded from the instance metadata)
+Shape = tuple[str, str, bool, bool, bool, bool, bool]
 
 
 def kept_name(agent_pid: int, agent_start: int, container_id: str) -> str:
@@ -94,6 +95,7 @@ def shape_of(spec: ContainerSpec, group: str) -> Shape | None:
         spec.cpuset is not None,
         spec.pids_limit is not None,
         spec.metering,
+        spec.metadata_guard,  # a kept group keeps its guard: only a guarded job takes it
     )
 
 

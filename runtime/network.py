@@ -13,8 +13,9 @@ ones; the sweep (at the agent's start and stop) removes them once no job uses th
   ``tcp_expose``/``udp_expose`` (host port -> job address) that forward the node's ports a
   job exposes (DNAT); and, unless the node turns it off (``substrate.metadata-guard``), the
   chain ``metadata_guard`` that drops what the jobs send to the link-local addresses
-  (:data:`METADATA_SUBNET`), where clouds serve instance metadata (169.254.169.254: a
-  provisioned node's user data holds its registration token);
+  (:data:`METADATA_SUBNET`, DNS excepted), where clouds serve instance metadata
+  (169.254.169.254: a provisioned node's user data holds its registration token), beside the
+  eBPF guard every guarded job's cgroup carries (:mod:`fuzzball_runtime.guard`);
 * ``net.ipv4.ip_forward`` on, in this namespace.
 
 Per isolated job: a network namespace with no name, made by a short-lived thread that
@@ -57,13 +58,15 @@ from .state import StateDir
 #: The subnet of a node's isolated jobs unless configured: private, and unlikely to be a
 #: site's own (Docker uses 172.17.0.0/16, Podman 10.88.0.0/16, Kubernetes 10.244.0.0/16).
 DEFAULT_SUBNET = "10.213.0.0/24"
-#: What isolated jobs never reach while the node's metadata guard is on: IPv4's link-local
-#: block, where clouds serve instance metadata and credentials (AWS, GCP, Azure, OCI:
-#: 169.254.169.254; AWS ECS: 169.254.170.2). IPv6 (AWS's fd00:ec2::254) is out of their reach
-#: anyway: their namespace has an IPv4 address and route only.
+#: What isolated jobs never reach while the node's metadata guard is on, but for DNS: IPv4's
+#: link-local block, where clouds serve instance metadata and credentials (AWS, GCP, Azure,
+#: OCI: 169.254.169.254; AWS ECS: 169.254.170.2). IPv6 (AWS's fd00:ec2::254) is out of their
+#: reach anyway: their namespace has an IPv4 address and route only.
 METADATA_SUBNET = "169.254.0.0/16"
-#: the chain of the node's table holding the metadata guard's rule
+#: the chain of the node's table holding the metadata guard's rules
 METADATA_GUARD_CHAIN = "metadata_guard"
+#: the comment of the chain's rule letting DNS through (GCP's resolver is its metadata server)
+METADATA_DNS_COMMENT = "DNS passes"
 #: The job's end of its veth pair, inside its namespace.
 JOB_INTERFACE = "eth0"
 CLONE_NEWNET = 0x40000000
@@ -83,8 +86,6 @@ class IsolatedNetwork:
     #: node ports forwarded to the same port of the job
     expose_tcp: tuple[int, ...] = ()
     expose_udp: tuple[int, ...] = ()
-    #: drop what the job sends to :data:`METADATA_SUBNET` (a node setting, like ``subnet``)
-    metadata_guard: bool = True
 
     def validate(self) -> None:
         """Raise ``InvalidArgument`` naming the first bad field."""
@@ -418,24 +419,33 @@ class NodeNetwork:
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
 
     def _sync_metadata_guard(self, listed: list[dict[str, object]]) -> None:
-        """Add or remove the metadata guard's chain of an existing table as the node's
-        setting says (read from the table's listing: no second ``nft`` call)."""
-        guarded = any(
-            isinstance(chain := entry.get("chain"), dict)
-            and chain.get("name") == METADATA_GUARD_CHAIN
-            for entry in listed
-        )
+        """Add, remove or bring up to date the metadata guard's chain of an existing table as
+        the node's setting says (read from the table's listing: no second ``nft`` call while
+        nothing changes). A chain without the DNS rule is an earlier agent's: made again."""
+        guarded = current = False
+        for entry in listed:
+            chain, rule = entry.get("chain"), entry.get("rule")
+            if isinstance(chain, dict) and chain.get("name") == METADATA_GUARD_CHAIN:
+                guarded = True
+            if isinstance(rule, dict) and rule.get("chain") == METADATA_GUARD_CHAIN:
+                current = current or rule.get("comment") == METADATA_DNS_COMMENT
         if guarded and not self.metadata_guard:
             _nft(f"delete chain ip {self.table} {METADATA_GUARD_CHAIN}\n")
-        elif self.metadata_guard and not guarded:
-            _nft(f"table ip {self.table} {{\n{self._metadata_guard_chain()}}}\n")
+        elif self.metadata_guard and not (guarded and current):
+            flush = f"flush chain ip {self.table} {METADATA_GUARD_CHAIN}\n" if guarded else ""
+            _nft(f"{flush}table ip {self.table} {{\n{self._metadata_guard_chain()}}}\n")
 
     def _metadata_guard_chain(self) -> str:
-        """The chain dropping what the jobs send to :data:`METADATA_SUBNET` (forwarded:
-        not to the node itself, which the ``input`` chain guards)."""
+        """The chain dropping what the jobs send to :data:`METADATA_SUBNET` but DNS
+        (forwarded: not to the node itself, which the ``input`` chain guards). The jobs'
+        cgroups carry the guard's eBPF program as well (:mod:`fuzzball_runtime.guard`); the
+        chain is in the node's namespace, out of reach of a job's root, which could detach a
+        program from its own group or send past it through a packet socket."""
+        to_metadata = f'iifname "{self.bridge}" ip daddr {METADATA_SUBNET}'
         return f"""  chain {METADATA_GUARD_CHAIN} {{
     type filter hook forward priority filter; policy accept;
-    iifname "{self.bridge}" ip daddr {METADATA_SUBNET} drop
+    {to_metadata} meta l4proto {{ tcp, udp }} th dport 53 accept comment "{METADATA_DNS_COMMENT}"
+    {to_metadata} drop
   }}
 """
 

@@ -77,6 +77,11 @@ class ContainerSpec:
     stdout: StreamTarget = None
     stderr: StreamTarget = None
     metering: bool = False
+    #: drop what the job sends to the clouds' instance metadata addresses, whatever its
+    #: network (:mod:`fuzzball_runtime.guard`: an eBPF program on the job's cgroup v2 group;
+    #: for an isolated job also the node table's chain): a start that cannot attach it
+    #: fails with ``MetadataGuardError`` rather than run the job unguarded
+    metadata_guard: bool = False
     state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR
     #: host directory for the writable layer; None puts it on a per-container tmpfs
     scratch_dir: str | os.PathLike[str] | None = None
@@ -131,13 +136,14 @@ class ContainerSpec:
             self.isolated.validate()
 
     def needs_cgroups(self) -> bool:
-        """Whether any limit or metering asks for per-job cgroups."""
+        """Whether any limit, metering or the metadata guard asks for per-job cgroups."""
         return (
             self.memory is not None
             or self.cpus is not None
             or self.cpuset is not None
             or self.pids_limit is not None
             or self.metering
+            or self.metadata_guard
         )
 
 

@@ -78,7 +78,12 @@ from fuzzball_core.substrate.topology import pinnable_cores
 from fuzzball_core.substrate.volume_sizes import measured
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_core.tls import grpc_channel_credentials
-from fuzzball_runtime import release_kept_cgroups, sweep
+from fuzzball_runtime import (
+    MetadataGuardError,
+    check_metadata_guard,
+    release_kept_cgroups,
+    sweep,
+)
 from fuzzball_runtime.network import DEFAULT_SUBNET
 
 log = logging.getLogger("fuzzball.substrate")
@@ -870,7 +875,9 @@ def _images_config(config: FuzzballConfig) -> dict[str, Any]:
 
 
 def check_settings(config: FuzzballConfig) -> None:
-    """Refuse settings the agent cannot run with (raises FailedPrecondition)."""
+    """Refuse settings the agent cannot run with (raises FailedPrecondition), among them a
+    metadata guard (``substrate.metadata-guard``, on by default) this host cannot provide:
+    no job would start, and none may start unguarded."""
     if not config.substrate.node_token:
         raise FailedPrecondition(
             "substrate.node-token: must be set (the value of orchestrate.node-token)"
@@ -878,3 +885,8 @@ def check_settings(config: FuzzballConfig) -> None:
     if not config.substrate.orchestrate_address:
         raise FailedPrecondition("substrate.orchestrate-address: must be set")
     grpc_channel_credentials(config.tls)  # an unreadable tls.ca-file refuses to start
+    if config.substrate.metadata_guard:
+        try:
+            check_metadata_guard()
+        except MetadataGuardError as exc:  # the message names substrate.metadata-guard
+            raise FailedPrecondition(exc.message) from None

@@ -4,9 +4,11 @@
 ``substrate`` and ``images`` sections, sweeps what a crashed agent left in its work directory,
 registers with Orchestrate and runs the jobs it is given. It exits 0 on SIGTERM/SIGINT, and
 when Orchestrate deprovisions the node (a ``Shutdown`` once the node is empty; the log says
-so). A bad configuration, a missing required plugin or a missing node token refuses to start
-with exit code 2. Its health is served beside its metrics on ``substrate.metrics-listen``:
-``/healthz``, and ``/readyz`` (ready once registered and its stream to Orchestrate is up).
+so). A bad configuration, a missing required plugin, a missing node token or a host that
+cannot guard its jobs from the instance metadata (``substrate.metadata-guard``, on by
+default: :func:`fuzzball_runtime.check_metadata_guard`) refuses to start with exit code 2.
+Its health is served beside its metrics on ``substrate.metrics-listen``: ``/healthz``, and
+``/readyz`` (ready once registered and its stream to Orchestrate is up).
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@ resolves, and the address this node is reached at.
 * A job with ``network.isolated: true`` gets its own network namespace on this node's bridge
   (:class:`fuzzball_runtime.network.IsolatedNetwork`): an address of the node's job subnet
   (``substrate.job-subnet``), NAT out, and its ``expose-tcp``/``expose-udp`` ports forwarded
-  from the node's; it never reaches the link-local addresses where clouds serve instance
-  metadata (``substrate.metadata-guard``, on unless a site turns it off). Every other job,
-  and every service, keeps the node's network (Fuzzball's default), where the ports it
-  listens on are the node's, and which the guard does not cover.
+  from the node's. Every other job, and every service, keeps the node's network (Fuzzball's
+  default), where the ports it listens on are the node's.
+* No job, whatever its network, reaches the addresses where clouds serve instance metadata
+  (``substrate.metadata-guard``, on unless a site turns it off: ``ContainerSpec
+  .metadata_guard``, :mod:`fuzzball_runtime.guard`); a job that cannot be guarded is not
+  started.
 * The ports a service declares (``network.ports``) stay reachable for the node's isolated
   jobs, which reach no other port of their node.
 * A job reaches the workflow's services by name: Orchestrate sends, with each assignment,
@@ -93,8 +95,8 @@ class NodeNetwork:
     address: str = ""
     #: the subnet of this node's isolated jobs
     job_subnet: str = DEFAULT_SUBNET
-    #: isolated jobs' traffic to the link-local metadata addresses is dropped
-    #: (``substrate.metadata-guard``)
+    #: every job's traffic to the instance metadata addresses is dropped
+    #: (``substrate.metadata-guard``; ``ContainerSpec.metadata_guard``)
     metadata_guard: bool = True
 
     def isolation(self, step: Job | Service) -> IsolatedNetwork | None:
@@ -106,7 +108,6 @@ class NodeNetwork:
             subnet=self.job_subnet,
             expose_tcp=tuple(network.expose_tcp or ()),
             expose_udp=tuple(network.expose_udp or ()),
-            metadata_guard=self.metadata_guard,
         )
 
     def node_ports(self, step: Job | Service) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """Isolated jobs: their own network namespace on the node's bridge, NAT out, exposed ports
-forwarded, the node's own ports out of reach, and everything released (or swept).
+forwarded, the node's own ports out of reach, and everything released (or swept); and the
+instance metadata guard, on jobs of either network.
 
 Each test plays "the node" in a network namespace of its own (``node_ns``), with a second
 namespace beside it (``outside``, another machine on the node's link at 198.51.100.2, the
@@ -30,7 +31,13 @@ from support.netns_tools import (
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_runtime import Container, ContainerSpec, sweep
 from fuzzball_runtime.errors import NetworkError, PortInUse
-from fuzzball_runtime.network import IsolatedNetwork, NodeNetwork, resolv_conf_for_isolated
+from fuzzball_runtime.network import (
+    METADATA_DNS_COMMENT,
+    METADATA_GUARD_CHAIN,
+    IsolatedNetwork,
+    NodeNetwork,
+    resolv_conf_for_isolated,
+)
 from fuzzball_runtime.state import StateDir
 
 pytestmark = pytest.mark.root
@@ -176,19 +183,65 @@ def test_an_isolated_job_does_not_reach_the_instance_metadata_service(
 ) -> None:
     port = metadata_service.port
 
-    assert connect_output(run, METADATA_ADDRESS, port, isolated=isolated()) == ""
-    # the node's network is not guarded (docs/architecture.md): the service is there
-    assert connect_output(run, METADATA_ADDRESS, port) == "user-data\n"
+    reached = connect_output(run, METADATA_ADDRESS, port, isolated=isolated(), metadata_guard=True)
+
+    assert reached == ""
 
 
-def test_with_the_metadata_guard_off_an_isolated_job_reaches_the_metadata_service(
+def test_a_job_on_the_node_network_does_not_reach_the_instance_metadata_service(
+    run, metadata_service
+) -> None:
+    assert connect_output(run, METADATA_ADDRESS, metadata_service.port, metadata_guard=True) == ""
+
+
+def test_with_the_metadata_guard_off_a_job_reaches_the_metadata_service(
     run, metadata_service
 ) -> None:
     port = metadata_service.port
 
-    reached = connect_output(run, METADATA_ADDRESS, port, isolated=isolated(metadata_guard=False))
+    on_node = connect_output(run, METADATA_ADDRESS, port, metadata_guard=False)
+    from_isolated = connect_output(
+        run, METADATA_ADDRESS, port, isolated=isolated(), metadata_guard=False
+    )
 
-    assert reached == "user-data\n"
+    assert (on_node, from_isolated) == ("user-data\n", "user-data\n")
+
+
+def test_the_metadata_guard_leaves_a_jobs_other_traffic_alone(
+    run, on_node, listener, metadata_service
+) -> None:
+    with entered(on_node):
+        outside = listener()
+    beside_metadata = Listener(NODE_ADDRESS)  # the node's own port, on the node's network
+    try:
+        reached = [
+            connect_output(run, OUTSIDE_ADDRESS, outside.port, metadata_guard=True),
+            connect_output(run, NODE_ADDRESS, beside_metadata.port, metadata_guard=True),
+            connect_output(
+                run, OUTSIDE_ADDRESS, outside.port, isolated=isolated(), metadata_guard=True
+            ),
+        ]
+    finally:
+        beside_metadata.close()
+
+    assert reached == ["from-the-node\n"] * 3
+
+
+def test_dns_to_a_link_local_resolver_passes_the_metadata_guard(
+    run, on_node, metadata_service
+) -> None:
+    # GCP's resolver is its metadata server, which a node's /etc/resolv.conf may name
+    with entered(on_node):
+        resolver = Listener(METADATA_ADDRESS, reply=b"an-answer\n", port=53)
+    try:
+        on_the_node = connect_output(run, METADATA_ADDRESS, 53, metadata_guard=True)
+        isolated_job = connect_output(
+            run, METADATA_ADDRESS, 53, isolated=isolated(), metadata_guard=True
+        )
+    finally:
+        resolver.close()
+
+    assert (on_the_node, isolated_job) == ("an-answer\n", "an-answer\n")
 
 
 def test_the_metadata_guard_follows_the_nodes_setting_on_a_table_already_made(
@@ -199,15 +252,57 @@ def test_the_metadata_guard_follows_the_nodes_setting_on_a_table_already_made(
         image=image,
         command=["sleep", "30"],
         state_dir=state_dir,
-        isolated=isolated(metadata_guard=False),
+        isolated=isolated(),
+        metadata_guard=False,
     )
     with Container(holding).start():  # made the table without the guard, and keeps it
-        guarded = connect_output(run, METADATA_ADDRESS, port, isolated=isolated())
+        guarded = connect_output(
+            run, METADATA_ADDRESS, port, isolated=isolated(), metadata_guard=True
+        )
+        chain = guard_chain(state_dir)
         unguarded = connect_output(
-            run, METADATA_ADDRESS, port, isolated=isolated(metadata_guard=False)
+            run, METADATA_ADDRESS, port, isolated=isolated(), metadata_guard=False
         )
 
     assert (guarded, unguarded) == ("", "user-data\n")
+    assert f'dport 53 accept comment "{METADATA_DNS_COMMENT}"' in chain
+
+
+def test_an_earlier_agents_guard_chain_without_the_dns_rule_is_made_again(
+    image, state_dir, run, metadata_service
+) -> None:
+    run("true", isolated=isolated(), metadata_guard=True)  # the table, kept for the next
+    table = NodeNetwork(StateDir(state_dir)).table
+    subprocess.run(
+        ["nft", "delete", "rule", "ip", table, METADATA_GUARD_CHAIN, "handle", dns_rule(table)],
+        check=True,
+    )
+
+    run("true", isolated=isolated(), metadata_guard=True)
+
+    assert f'comment "{METADATA_DNS_COMMENT}"' in guard_chain(state_dir)
+    assert guard_chain(state_dir).count(" drop") == 1
+
+
+def guard_chain(state_dir: Path) -> str:
+    """The node table's metadata guard chain as ``nft`` lists it (empty: none)."""
+    table = NodeNetwork(StateDir(state_dir)).table
+    listed = subprocess.run(
+        ["nft", "list", "chain", "ip", table, METADATA_GUARD_CHAIN], capture_output=True
+    )
+    return listed.stdout.decode()
+
+
+def dns_rule(table: str) -> str:
+    """The handle of the guard chain's DNS rule in ``table``."""
+    listed = subprocess.run(
+        ["nft", "-a", "list", "chain", "ip", table, METADATA_GUARD_CHAIN],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    line = next(line for line in listed.splitlines() if METADATA_DNS_COMMENT in line)
+    return line.rsplit("# handle ", 1)[1].strip()
 
 
 def test_exposed_port_is_reachable_from_another_network_namespace(

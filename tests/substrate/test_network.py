@@ -24,13 +24,6 @@ def test_an_isolated_job_gets_the_node_subnet_and_its_exposed_ports() -> None:
     assert network.isolation(wanted) == IsolatedNetwork("10.9.8.0/24", (8080,), (53,))
 
 
-def test_an_isolated_job_is_guarded_from_instance_metadata_unless_the_node_turns_it_off() -> None:
-    wanted = job(network={"isolated": True})
-
-    assert NodeNetwork().isolation(wanted).metadata_guard is True
-    assert NodeNetwork(metadata_guard=False).isolation(wanted).metadata_guard is False
-
-
 def test_a_job_not_isolated_keeps_the_node_network() -> None:
     assert NodeNetwork().isolation(job(network={"expose-tcp": [8080]})) is None
     assert NodeNetwork().isolation(job()) is None

@@ -41,11 +41,14 @@ def entered(name: str) -> Iterator[None]:
 
 
 class Listener:
-    """A TCP server in the current namespace answering each connection with ``reply`` and
-    remembering the peers' addresses; closed by :meth:`close`."""
+    """A TCP server in the current namespace (on ``port``, else one the kernel picks)
+    answering each connection with ``reply`` and remembering the peers' addresses; closed by
+    :meth:`close`."""
 
-    def __init__(self, address: str = "0.0.0.0", reply: bytes = b"from-the-node\n") -> None:
-        self.sock = socket.create_server((address, 0))
+    def __init__(
+        self, address: str = "0.0.0.0", reply: bytes = b"from-the-node\n", port: int = 0
+    ) -> None:
+        self.sock = socket.create_server((address, port))
         self.port: int = self.sock.getsockname()[1]
         self.peers: list[str] = []
         self._reply = reply

@@ -252,6 +252,7 @@ class ContainerJobDriver(ContainerDriver):
             stdout=PIPE,
             stderr=PIPE,
             metering=self.node.metering,
+            metadata_guard=self.node.network.metadata_guard,
             state_dir=self.node.state_dir,
             isolated=self.node.network.isolation(job),
             extra_hosts=self.extra_hosts(),

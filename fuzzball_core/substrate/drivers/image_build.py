@@ -69,6 +69,7 @@ class ImageBuildDriver(ContainerDriver):
                 hostname=container_hostname(self.request),
                 # the host's network: package installs need it; everything else is confined
                 network=False,
+                metadata_guard=self.node.network.metadata_guard,
                 stdin=DEVNULL,
                 stdout=PIPE,
                 stderr=PIPE,
