@@ -4,6 +4,9 @@ Prints, from one run on this machine, with every peer measured in the same round
 machine's load changes by the second, so each round compares like with like; the rounds go
 through every order of their actions, because the place in a round and the action just
 before bias wall time):
+- what the instance metadata guard (``metadata_guard=True``) adds to a start, in rounds of
+  its own: to a container like an agent's job (a memory limit and metering, so a cgroup and
+  metering's attach without it), and to a bare one (where the guard's cgroup is made for it);
 - median start-to-exit of ``/bin/true`` over N rounds (default 200) for
   ``fuzzball_runtime.Container`` (image already converted; with the image mount shared by a
   long-running container, as on a busy node, and with a mount + unmount per run),
@@ -65,6 +68,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from fuzzball_runtime import Container, ContainerSpec, sweep
 from fuzzball_runtime.erofs import build_from_dir, mkfs_command
@@ -203,8 +207,8 @@ def _bwrap(rootfs: Path, *extra: str) -> Callable[[], None]:
     return run
 
 
-def _ours(image: Path, state_dir: Path, *, network: bool = False) -> Callable[[], None]:
-    spec = ContainerSpec(image=image, command=["/bin/true"], state_dir=state_dir, network=network)
+def _ours(image: Path, state_dir: Path, **fields: Any) -> Callable[[], None]:
+    spec = ContainerSpec(image=image, command=["/bin/true"], state_dir=state_dir, **fields)
 
     def run() -> None:
         handle = Container(spec).start()
@@ -318,6 +322,21 @@ def bench_start(
             },
             runs,
         )
+        # what the instance metadata guard adds to a job's start: to an agent's job (a
+        # memory limit and metering: a cgroup and metering's attach already), and alone
+        # (its cgroup made for it)
+        agent_job = {"memory": 256 << 20, "metering": True}
+        guard = interleaved(
+            {
+                "fuzzball": _ours(image, state_dir),
+                "fuzzball_guard": _ours(image, state_dir, metadata_guard=True),
+                "fuzzball_agent_job": _ours(image, state_dir, **agent_job),
+                "fuzzball_agent_job_guard": _ours(
+                    image, state_dir, **agent_job, metadata_guard=True
+                ),
+            },
+            runs,
+        )
     finally:
         keeper.close()
     runc, runc_error = _runc_action(rootfs, workdir)
@@ -326,6 +345,7 @@ def bench_start(
     return {
         "per_run": per_run,
         "shared": shared,
+        "guard": guard,
         "runc": with_runc,
         "runc_error": runc_error,
     }
@@ -416,6 +436,12 @@ def main() -> int:
     row("bwrap --unshare-all", shared["bwrap"])
     row("fuzzball (mount per run)", per_run["fuzzball_mount_per_run"])
     row("bwrap --unshare-all (same rounds)", per_run["bwrap"])
+    guard = start["guard"]
+    print("the instance metadata guard (metadata_guard=True), in rounds of its own:")
+    row("fuzzball", guard["fuzzball"])
+    row("fuzzball, metadata guard (and its cgroup)", guard["fuzzball_guard"])
+    row("fuzzball, memory limit + metering", guard["fuzzball_agent_job"])
+    row("fuzzball, memory limit + metering + guard", guard["fuzzball_agent_job_guard"])
     runc = start["runc"]
     if runc is None:
         print(f"  runc run: could not run here: {start['runc_error']}")
