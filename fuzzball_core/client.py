@@ -1,7 +1,10 @@
 """A small client of Fuzzball's REST API (the one the ``fuzzball`` CLI uses).
 
 The API's versioned base is found the way the real CLI finds it (``reference/cli-config.md``):
-probe ``{address}/v2/version``, ``/v3/version``, ... and take the first that answers below 400.
+probe ``{address}/v2/version``, ``/v3/version``, ... and take the first that answers below 400
+with a version reply (``{"version": "..."}``): a web server answering every path with a page is
+not taken for the API. Every reply is decoded here; one that is no JSON is an ``Unavailable``
+saying the address did not answer as a Fuzzball API, never a decoding traceback.
 Over https the server's certificate is verified (``verify``: the CA a context names in
 ``cafile``, else the system's roots). Error replies (google.rpc.Status bodies) come back as
 the typed ``FuzzballError`` they stand for; a server that cannot be reached is
@@ -76,6 +79,57 @@ def _error_of(response: httpx.Response) -> FuzzballError:
     )
 
 
+def _not_the_api(where: str, response: httpx.Response) -> Unavailable:
+    """The error of an answer that is no Fuzzball API reply (a proxy's or web server's page):
+    naming ``where`` (the address, or a Federate member's cluster), the status, the content
+    type and the start of the body."""
+    kind = response.headers.get("content-type", "").split(";", 1)[0].strip() or "no content type"
+    start = " ".join(response.text.split())[:_BODY_SHOWN]
+    shown = f": {start!r}" if start else ", empty body"
+    return Unavailable(
+        f"{where} did not answer as a Fuzzball API (HTTP {response.status_code}, {kind}{shown})"
+    )
+
+
+#: how much of a body that is no API reply an error shows
+_BODY_SHOWN = 60
+
+
+def _json_reply(response: httpx.Response, where: str) -> dict[str, Any]:
+    """The decoded JSON object of a reply (every API reply is one), or :func:`_not_the_api`
+    when it is none."""
+    try:
+        body = response.json()
+    except ValueError:  # json's and the text decoding's errors both are ValueErrors
+        body = None
+    if not isinstance(body, dict):
+        raise _not_the_api(where, response)
+    return body
+
+
+def _json_line(line: str, response: httpx.Response, where: str) -> dict[str, Any]:
+    """One line of a JSON-lines reply (a log page or stream) as a mapping."""
+    try:
+        decoded = json.loads(line)
+    except ValueError:
+        decoded = None
+    if not isinstance(decoded, dict):
+        raise Unavailable(
+            f"{where} did not answer as a Fuzzball API (a log line is no JSON object:"
+            f" {line[:_BODY_SHOWN]!r})"
+        )
+    return decoded
+
+
+def _is_version_reply(response: httpx.Response) -> bool:
+    """Whether a probe's answer is ``/version``'s (``{"version": "..."}``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("version"), str)
+
+
 def _unreachable(named: str | None, root: str, exc: httpx.HTTPError) -> Unavailable:
     """The error of a call that reached nothing: naming ``named`` when given (Federate names
     a member by its cluster, never by the address it reaches it at), else the address."""
@@ -103,6 +157,8 @@ def discover_base_url(
     """
     root = address_url(address)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    #: the first answer below 400 that was no version reply (what the error shows)
+    impostor: httpx.Response | None = None
     with httpx.Client(
         headers=headers, transport=transport, timeout=timeout, verify=verify, auth=auth
     ) as http:
@@ -113,9 +169,13 @@ def discover_base_url(
             except httpx.HTTPError as exc:
                 raise _unreachable(named, root, exc) from None
             if response.status_code < 400:
-                return f"{root}/{version}"
+                if _is_version_reply(response):
+                    return f"{root}/{version}"
+                impostor = impostor or response
             if response.status_code == 401:
                 raise _error_of(response)
+    if impostor is not None:
+        raise _not_the_api(named or root, impostor)
     probed = f"probed /{', /'.join(PROBED_VERSIONS)}/version"
     if named:
         raise Unavailable(f"{named}: no Fuzzball API answers ({probed})")
@@ -164,14 +224,19 @@ class FuzzballClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         try:
             response = self._http.request(method, _checked_path(path), **kwargs)
         except httpx.HTTPError as exc:
             raise _unreachable(self.named, self.base_url, exc) from None
         if response.status_code >= 400:
             raise _error_of(response)
-        return response.json()
+        return _json_reply(response, self._where)
+
+    @property
+    def _where(self) -> str:
+        """What an answer that is no API reply names: the member's cluster, or the base."""
+        return self.named or self.base_url
 
     def call_json(
         self,
@@ -247,7 +312,7 @@ class FuzzballClient:
         stop is done; a Federate whose member does not answer says it recorded the stop and
         delivers it when the member answers)."""
         answer = self._request("PATCH", _workflow_path(workflow_id, ":stop"))
-        return str(answer.get("message") or "") if isinstance(answer, dict) else ""
+        return str(answer.get("message") or "")
 
     def list_events(self, workflow_id: str, *, after_seq: int = 0) -> list[pb.WorkflowEvent]:
         """The workflow's events after ``after_seq``, oldest first."""
@@ -303,9 +368,14 @@ class FuzzballClient:
 
     def account_token(self, account_id: str) -> str:
         """Exchange this client's (identity-provider) token for an account's API token."""
-        return str(
-            self._request("GET", f"/accounts/{path_segment(account_id, 'account')}/token")["token"]
-        )
+        answer = self._request("GET", f"/accounts/{path_segment(account_id, 'account')}/token")
+        token = answer.get("token")
+        if not isinstance(token, str) or not token:
+            raise Unavailable(
+                f"{self._where} did not answer as a Fuzzball API (its account token reply"
+                " holds no token)"
+            )
+        return token
 
     def read_logs(
         self, workflow_id: str, name: str | None = None, *, task_id: int | None = None
@@ -334,7 +404,11 @@ class FuzzballClient:
             raise _unreachable(self.named, self.base_url, exc) from None
         if response.status_code >= 400:
             raise _error_of(response)
-        chunks = [_log_chunk(json.loads(line)) for line in response.text.splitlines() if line]
+        chunks = [
+            _log_chunk(_json_line(line, response, self._where))
+            for line in response.text.splitlines()
+            if line
+        ]
         return chunks, response.headers.get(NEXT_PAGE_TOKEN, "")
 
     def stream_logs(
@@ -369,7 +443,7 @@ class FuzzballClient:
                     raise _error_of(response)
                 for line in response.iter_lines():
                     if line.strip():
-                        yield _log_chunk(json.loads(line))
+                        yield _log_chunk(_json_line(line, response, self._where))
         except httpx.HTTPError as exc:
             raise Unavailable(f"log stream from {self.base_url} broke off: {exc}") from None
 
