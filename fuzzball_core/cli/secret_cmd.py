@@ -6,7 +6,7 @@ is group's old name) go to ``/secrets``, ``organization`` to ``/organization/sec
 ``cluster`` to ``/admin/cluster/secrets``. A value secret's value comes from ``--value``,
 ``--from-file`` or stdin; the other types (``s3``, ``http``, ``image``, ``map``,
 ``decryption``) read a YAML or JSON object of the swagger's fields from ``--from-file`` or
-stdin (``{"username": ..., "password": ...}``; a map's is the map itself). Values are
+stdin (``--value`` and ``--from-file`` together are refused) (``{"username": ..., "password": ...}``; a map's is the map itself). Values are
 never printed: reads show the public parts only, as the server answers them. ``describe``,
 ``update`` and ``delete`` take a secret's ID or its name in the scope.
 """
@@ -78,7 +78,10 @@ def secret() -> None:
 
 
 def _content(kind: str, value: str | None, source: Any) -> dict[str, Any]:
-    """The body field of a ``kind`` secret: from ``--value``, the file, or stdin."""
+    """The body field of a ``kind`` secret: from ``--value``, the file, or stdin (one
+    source: given both, neither is dropped silently)."""
+    if value is not None and source is not None:
+        raise click.UsageError("--value and --from-file are mutually exclusive: give one")
     if value is not None:
         if kind != "value":
             raise click.UsageError(

@@ -149,3 +149,20 @@ def test_a_secret_neither_id_nor_name_finds_is_not_found_naming_both(fuzzball):
     result = fuzzball("secret", "describe", "nothing-here")
     assert isinstance(result.exception, NotFound)
     assert "no user secret has the ID or name 'nothing-here'" in str(result.exception)
+
+
+@pytest.mark.parametrize("command", ["create", "update"])
+def test_value_and_from_file_together_are_refused_and_nothing_changes(
+    fuzzball, stack, alice, tmp_path, command
+):
+    assert fuzzball("secret", "create", "s7", "--value", "first").exit_code == 0
+    source = tmp_path / "value.txt"
+    source.write_text("FILEVALUE\n")
+    name = "s8" if command == "create" else "s7"
+
+    both = fuzzball("secret", command, name, "--value", "ARG", "--from-file", str(source))
+
+    assert both.exit_code == 2
+    assert "--value and --from-file are mutually exclusive" in both.output
+    assert _resolve(stack, alice, "secret://user/s7") == "first"
+    assert "s8" not in fuzzball("secret", "list").output
