@@ -30,7 +30,7 @@ from fuzzball_core.cli.output import (
     short_time,
 )
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_core.vocabulary import TERMINAL_STATUSES, Status
+from fuzzball_core.vocabulary import TERMINAL_STATUSES, EventKind, Status
 
 #: Seconds between two status polls of ``start --wait``.
 WAIT_POLL_INTERVAL = 0.5
@@ -160,10 +160,11 @@ def _print_job_logs(state: CliState, workflow_id: str) -> None:
 
 
 def _wait_for_end(state: CliState, workflow_id: str) -> Status:
-    """Print each stage status change, and image stages' progress, until the workflow ends;
-    return its final status."""
+    """Print each stage status change, image stages' progress and why a stage waits for a
+    node, until the workflow ends; return its final status."""
     seen: dict[str, str] = {}
     events = _EventCursor(state, workflow_id)
+    blocked = BlockedReasons()
     # stdout keeps the article's lines (started, then the ended workflow); progress is stderr's
     with ImageProgress(err=True) as progress:
         while True:
@@ -179,7 +180,10 @@ def _wait_for_end(state: CliState, workflow_id: str) -> Status:
             # a stage's progress comes after it started and before it ended
             for line in (line for current, line in changes if not current.terminal):
                 progress.echo(line)
-            progress.feed(events.new())
+            recorded = events.new()
+            progress.feed(recorded)
+            for line in blocked.lines(recorded):
+                progress.echo(line)
             for line in (line for current, line in changes if current.terminal):
                 progress.echo(line)
             final = status_name(reply.workflow_status)
@@ -188,6 +192,27 @@ def _wait_for_end(state: CliState, workflow_id: str) -> Status:
                 progress.echo(f'Workflow "{workflow_id}" {final.lower()}{error}.')
                 return final
             time.sleep(WAIT_POLL_INTERVAL)
+
+
+class BlockedReasons:
+    """Why stages wait for placement, from ``scheduling_blocked`` events: a line each time a
+    stage's reason changes (the same reason again says nothing new), so a wait for a node
+    never looks like a hang."""
+
+    def __init__(self) -> None:
+        #: the reason last shown, by stage
+        self._shown: dict[str, str] = {}
+
+    def lines(self, events: Sequence[pb.WorkflowEvent]) -> list[str]:
+        """The lines to print for ``events`` (other kinds of event are left out)."""
+        lines = []
+        for event in events:
+            if event.kind != EventKind.SCHEDULING_BLOCKED:
+                continue
+            if self._shown.get(event.stage_name) != event.message:
+                self._shown[event.stage_name] = event.message
+                lines.append(f"waiting: {event.message}")
+        return lines
 
 
 class _EventCursor:

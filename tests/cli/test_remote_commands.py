@@ -10,7 +10,10 @@ import time
 import pytest
 import yaml
 from support.live_api import HELLO, TASKS
+from support.sql_stack import ADMIN
 
+from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.cli.workflow_remote_cmd import WAIT_POLL_INTERVAL, BlockedReasons
 from fuzzball_core.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from fuzzball_core.service.views import FAILED, FINISHED, STARTED
 
@@ -134,6 +137,53 @@ def test_start_wait_follows_stages_and_exits_zero_on_success(logged_in, hello_fi
     assert "jobs.hello: STARTED" in progress
     assert "jobs.hello: FINISHED (exited with code 0)" in progress
     assert progress[-1].endswith('" finished.')
+
+
+def _stop_first_workflow_once_blocked(fuzzball, polls: int) -> threading.Thread:
+    """Stops the first workflow once a ``scheduling_blocked`` event was recorded for it and
+    ``start --wait`` has polled ``polls`` times more."""
+
+    def run() -> None:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            workflows = fuzzball.service.list_workflows(fuzzball.who)
+            recorded = (
+                fuzzball.service.list_events(fuzzball.who, workflows[0].id) if workflows else []
+            )
+            if any(event.kind == "scheduling_blocked" for event in recorded):
+                break
+            time.sleep(0.02)
+        time.sleep(polls * WAIT_POLL_INTERVAL)
+        fuzzball.service.stop_workflow(fuzzball.who, workflows[0].id)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_start_wait_says_once_why_a_job_waits_for_a_node(logged_in, hello_file):
+    logged_in.service.add_hold(ADMIN, "node-1", "cordon", "maintenance")
+    stopper = _stop_first_workflow_once_blocked(logged_in, polls=3)
+    result = logged_in("workflow", "start", str(hello_file), "--wait")
+    stopper.join()
+    progress = result.stderr.splitlines()
+    reason = "waiting: jobs.hello: 0/1 nodes available: 1 held (cordon by admin)"
+    assert progress.count(reason) == 1, result.stderr
+    assert progress.index("jobs.hello: PENDING") < progress.index(reason)
+
+
+def test_a_blocked_reason_is_shown_again_only_when_it_changes():
+    def blocked(stage: str, message: str) -> pb.WorkflowEvent:
+        return pb.WorkflowEvent(kind="scheduling_blocked", stage_name=stage, message=message)
+
+    reasons = BlockedReasons()
+    first = [blocked("jobs.a", "jobs.a: 1 held"), blocked("jobs.b", "jobs.b: 1 held")]
+    assert reasons.lines(first) == ["waiting: jobs.a: 1 held", "waiting: jobs.b: 1 held"]
+    assert reasons.lines([blocked("jobs.a", "jobs.a: 1 held")]) == []
+    assert reasons.lines([blocked("jobs.a", "jobs.a: 1 not ready")]) == [
+        "waiting: jobs.a: 1 not ready"
+    ]
+    assert reasons.lines([pb.WorkflowEvent(kind="stage_started", stage_name="jobs.a")]) == []
 
 
 def test_start_wait_prints_the_ended_workflow_as_the_real_cli_does(logged_in, hello_file):
