@@ -226,6 +226,9 @@ class ContextsFile:
 
 
 def _check_document(path: Path, document: Any) -> None:
+    """``InvalidArgument`` naming the file and the path in it of the first field whose shape
+    this CLI cannot use (a hand edit or another tool's): never a traceback or a value shown
+    as a Python object."""
     if not isinstance(document, Mapping):
         raise InvalidArgument(f"{path}: the contexts file must be a mapping")
     contexts = document.get("contexts")
@@ -233,9 +236,31 @@ def _check_document(path: Path, document: Any) -> None:
         return
     if not isinstance(contexts, list):
         raise InvalidArgument(f"{path}: contexts: must be a list")
+    first_of_name: dict[str, int] = {}
     for index, entry in enumerate(contexts):
+        where = f"{path}: contexts[{index}]"
         if not isinstance(entry, dict):
-            raise InvalidArgument(f"{path}: contexts[{index}]: must be a mapping")
+            raise InvalidArgument(f"{where}: must be a mapping")
         for key in ("name", "address"):
             if not isinstance(entry.get(key, ""), str):
-                raise InvalidArgument(f"{path}: contexts[{index}].{key}: must be a string")
+                raise InvalidArgument(f"{where}.{key}: must be a string")
+        for key in _OPTIONAL_STRINGS:
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                raise InvalidArgument(f"{where}.{key}: must be a string")
+        accounts = entry.get("accounts")
+        if accounts is not None and not isinstance(accounts, list):
+            raise InvalidArgument(f"{where}.accounts: must be a list")
+        for number, account in enumerate(accounts or []):
+            if not isinstance(account, dict):
+                raise InvalidArgument(f"{where}.accounts[{number}]: must be a mapping")
+        name = entry.get("name", "")
+        if name in first_of_name:
+            raise InvalidArgument(
+                f"{where}.name: {name!r} is already the name of contexts[{first_of_name[name]}];"
+                " context names must be unique"
+            )
+        first_of_name[name] = index
+
+
+#: a context's fields that may be absent or empty but, when given, are strings
+_OPTIONAL_STRINGS = ("oidcServerURL", "currentaccountid", "cafile")

@@ -145,6 +145,23 @@ def test_no_active_context_says_what_to_run(tmp_path):
         ("contexts: 3\n", "contexts: must be a list"),
         ("contexts: [3]\n", r"contexts\[0\]: must be a mapping"),
         ("contexts: [{name: [1]}]\n", r"contexts\[0\].name: must be a string"),
+        ("contexts: [{name: a, accounts: 7}]\n", r"contexts\[0\].accounts: must be a list"),
+        (
+            "contexts: [{name: a, accounts: [7]}]\n",
+            r"contexts\[0\].accounts\[0\]: must be a mapping",
+        ),
+        (
+            "contexts: [{name: a, currentaccountid: {x: 1}}]\n",
+            r"contexts\[0\].currentaccountid: must be a string",
+        ),
+        (
+            "contexts: [{name: a, oidcServerURL: 3}]\n",
+            r"contexts\[0\].oidcServerURL: must be a string",
+        ),
+        (
+            "contexts: [{name: a}, {name: b}, {name: a}]\n",
+            r"contexts\[2\].name: 'a' is already the name of contexts\[0\]",
+        ),
         ("contexts: [\n", "not valid YAML"),
     ],
 )
@@ -154,3 +171,20 @@ def test_a_broken_file_is_an_invalid_argument_naming_the_path(tmp_path, text, wo
     with pytest.raises(InvalidArgument, match=words) as error:
         ContextsFile.load(path)
     assert str(path) in str(error.value)
+
+
+def test_a_context_with_empty_optional_fields_is_read(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("contexts:\n- name: a\n  currentaccountid:\n  accounts:\n  oidcServerURL:\n")
+    (context,) = ContextsFile.load(path).contexts
+    assert (context.current_account_id, context.accounts) == ("", [])
+
+
+def test_context_list_of_a_file_with_accounts_no_list_is_one_error(fuzzball):
+    fuzzball.config_file.parent.mkdir(parents=True)
+    fuzzball.config_file.write_text(
+        "activeContext: a\ncontexts:\n- name: a\n  address: 127.0.0.1:8080\n  accounts: 7\n"
+    )
+    result = fuzzball("context", "list")
+    assert isinstance(result.exception, InvalidArgument)
+    assert str(result.exception) == f"{fuzzball.config_file}: contexts[0].accounts: must be a list"
