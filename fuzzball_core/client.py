@@ -16,6 +16,7 @@ not know of a newer server's reply is dropped.
 from __future__ import annotations
 
 import json
+import re
 import ssl
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -40,12 +41,15 @@ DEFAULT_TIMEOUT = 30.0
 def address_url(address: str) -> str:
     """A URL for a context's address: ``host:port`` gets ``https://``, or ``http://`` for
     loopback hosts; a URL is kept as it is (without a trailing slash)."""
-    address = address.strip().rstrip("/")
+    address = address.strip()
     if not address:
         raise InvalidArgument("address: empty; give host:port or a URL")
     if "://" in address:
-        url = address
+        # the scheme is told before the trailing slashes go: "http://" is a URL without a
+        # host, not the host "http"
+        url = address.rstrip("/")
     else:
+        address = address.rstrip("/")
         host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
         loopback = host in ("localhost", "127.0.0.1", "[::1]")
         url = f"{'http' if loopback else 'https'}://{address}"
@@ -53,15 +57,38 @@ def address_url(address: str) -> str:
     return url
 
 
+def context_address(address: str) -> str:
+    """``address`` as ``context create`` keeps it: one :func:`address_url` takes, without a
+    user name or password in it (the API's token goes in ``auth.credentials.token``; a
+    password in the address would be shown wherever the address is)."""
+    if httpx.URL(address_url(address)).userinfo:
+        raise InvalidArgument(
+            f"address: {shown_url(address)!r} holds a user name or password: give the address"
+            " without it, and the API token with --token or 'fuzzball context login'"
+        )
+    return address
+
+
+def shown_url(url: str) -> str:
+    """``url`` (or a context's address) as errors and listings show it: a user name or
+    password in it replaced by ``***``, so that a file holding one never has it printed."""
+    return _USERINFO.sub(r"\1***@", url)
+
+
+#: the user name and password of a URL (``https://user:pw@``) or of an address (``user@host``)
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://)?)[^/@?#]*@")
+
+
 def _check_url(url: str, address: str) -> None:
     """InvalidArgument naming ``address`` unless ``url`` is an http(s) URL with a host and,
     if any, a port (``not a url`` became ``https://not a url`` and failed at the first call)."""
+    shown = shown_url(address)
     try:
         parsed = httpx.URL(url)  # a port that is no number is refused here
     except (httpx.InvalidURL, ValueError) as exc:
-        raise InvalidArgument(f"address: {address!r} is not host:port or a URL ({exc})") from None
+        raise InvalidArgument(f"address: {shown!r} is not host:port or a URL ({exc})") from None
     if parsed.scheme not in ("http", "https") or not parsed.host or " " in url:
-        raise InvalidArgument(f"address: {address!r} is not host:port or an http(s) URL")
+        raise InvalidArgument(f"address: {shown!r} is not host:port or an http(s) URL")
 
 
 def _error_of(response: httpx.Response) -> FuzzballError:
@@ -132,10 +159,19 @@ def _is_version_reply(response: httpx.Response) -> bool:
 
 def _unreachable(named: str | None, root: str, exc: httpx.HTTPError) -> Unavailable:
     """The error of a call that reached nothing: naming ``named`` when given (Federate names
-    a member by its cluster, never by the address it reaches it at), else the address."""
+    a member by its cluster, never by the address it reaches it at), else the address (a
+    user name or password in it shown as ``***``, in the cause too)."""
+    cause = _without_userinfo(str(exc), root)
     if named:
-        return Unavailable(f"{named}: unreachable ({exc})")
-    return Unavailable(f"cannot reach the Fuzzball API at {root}: {exc}")
+        return Unavailable(f"{named}: unreachable ({cause})")
+    return Unavailable(f"cannot reach the Fuzzball API at {shown_url(root)}: {cause}")
+
+
+def _without_userinfo(text: str, url: str) -> str:
+    """``text`` (an error's words) with ``url``'s user name and password, if any, as ``***``."""
+    userinfo = _USERINFO.match(url)
+    secret = userinfo.group(0)[len(userinfo.group(1)) : -1] if userinfo else ""
+    return text.replace(secret, "***") if secret else text
 
 
 def discover_base_url(
@@ -175,11 +211,11 @@ def discover_base_url(
             if response.status_code == 401:
                 raise _error_of(response)
     if impostor is not None:
-        raise _not_the_api(named or root, impostor)
+        raise _not_the_api(named or shown_url(root), impostor)
     probed = f"probed /{', /'.join(PROBED_VERSIONS)}/version"
     if named:
         raise Unavailable(f"{named}: no Fuzzball API answers ({probed})")
-    raise Unavailable(f"no Fuzzball API answers at {root} ({probed})")
+    raise Unavailable(f"no Fuzzball API answers at {shown_url(root)} ({probed})")
 
 
 class FuzzballClient:
@@ -234,9 +270,14 @@ class FuzzballClient:
         return _json_reply(response, self._where)
 
     @property
+    def shown_url(self) -> str:
+        """The versioned base as messages show it (see :func:`shown_url`)."""
+        return shown_url(self.base_url)
+
+    @property
     def _where(self) -> str:
         """What an answer that is no API reply names: the member's cluster, or the base."""
-        return self.named or self.base_url
+        return self.named or self.shown_url
 
     def call_json(
         self,
@@ -445,7 +486,8 @@ class FuzzballClient:
                     if line.strip():
                         yield _log_chunk(_json_line(line, response, self._where))
         except httpx.HTTPError as exc:
-            raise Unavailable(f"log stream from {self.base_url} broke off: {exc}") from None
+            cause = _without_userinfo(str(exc), self.base_url)
+            raise Unavailable(f"log stream from {self._where} broke off: {cause}") from None
 
 
 def _log_params(name: str | None, task_id: int | None, tail: int | None) -> dict[str, Any]:

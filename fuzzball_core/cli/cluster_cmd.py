@@ -42,7 +42,7 @@ def fetch_clusters(api: FuzzballClient) -> list[pb.Cluster]:
         return api.list_clusters()
     except NotFound:
         raise FailedPrecondition(
-            f"the API at {api.base_url} is not a Federate (it has no member clusters);"
+            f"the API at {api.shown_url} is not a Federate (it has no member clusters);"
             " use a context that points at fuzzball-federate"
         ) from None
 

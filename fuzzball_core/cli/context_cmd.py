@@ -14,7 +14,7 @@ from fuzzball_core.cli.sign_in import (
     must_choose_password,
     token_email,
 )
-from fuzzball_core.client import address_url
+from fuzzball_core.client import context_address
 from fuzzball_core.errors import FailedPrecondition
 
 
@@ -46,7 +46,7 @@ def create_context(
     cafile: str | None,
 ) -> None:
     """Add context NAME for the API at ADDRESS (the first context becomes the active one)."""
-    address_url(address)  # refused now, naming it, rather than at the first call
+    context_address(address)  # refused now, naming it, rather than at the first call
     contexts = state.contexts
     context = contexts.create(name, address, oidc_server_url=oidc_server_url, token=token)
     if cafile:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from fuzzball_core.client import shown_url
 from fuzzball_core.errors import AlreadyExists, InvalidArgument, NotFound
 from fuzzball_core.tls import client_ssl_context
 
@@ -119,11 +120,12 @@ class Context:
         return credentials
 
     def summary(self, *, active: bool) -> dict[str, Any]:
-        """What ``context list`` shows: everything but the token (only whether there is one)."""
+        """What ``context list`` shows: everything but the token (only whether there is one)
+        and a user name or password in the address (``***``)."""
         return {
             "name": self.name,
             "active": active,
-            "address": self.address,
+            "address": shown_url(self.address),
             "oidcServerURL": self.oidc_server_url,
             "currentaccountid": self.current_account_id,
             "accounts": self.accounts,

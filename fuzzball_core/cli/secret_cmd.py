@@ -3,10 +3,11 @@ context's API.
 
 ``--scope`` picks whose secret it is, and so the route: ``user`` and ``group`` (``account``
 is group's old name) go to ``/secrets``, ``organization`` to ``/organization/secrets``,
-``cluster`` to ``/admin/cluster/secrets``. A value secret's value comes from ``--value``,
-``--from-file`` or stdin; the other types (``s3``, ``http``, ``image``, ``map``,
-``decryption``) read a YAML or JSON object of the swagger's fields from ``--from-file`` or
-stdin (``--value`` and ``--from-file`` together are refused) (``{"username": ..., "password": ...}``; a map's is the map itself). Values are
+``cluster`` to ``/admin/cluster/secrets``. A value secret's value comes from one of
+``--value``, ``--from-file`` or stdin (both options together are refused); the other types
+(``s3``, ``http``, ``image``, ``map``, ``decryption``) read a YAML or JSON object of the
+swagger's fields from ``--from-file`` or stdin (``{"username": ..., "password": ...}``; a
+map's is the map itself). Values are
 never printed: reads show the public parts only, as the server answers them. ``describe``,
 ``update`` and ``delete`` take a secret's ID or its name in the scope.
 """

@@ -56,7 +56,8 @@ def test_a_catch_all_page_is_reported_as_no_fuzzball_api(monkeypatch, capsys, tm
         code, err = fuzzball(monkeypatch, capsys, tmp_path, *command)
     assert code == 1
     assert err == (
-        f"Error: {address} did not answer as a Fuzzball API (HTTP 200, text/html: '<html>hi</html>')\n"
+        f"Error: {address} did not answer as a Fuzzball API"
+        " (HTTP 200, text/html: '<html>hi</html>')\n"
     )
 
 
