@@ -152,7 +152,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "fuzzball = fuzzball_core.cli.main:main",
+            "fuzzball = fuzzball_core.cli.entry:main",
             "fuzzball-orchestrate = fuzzball_core.orchestrate.server:main",
             "fuzzball-substrate = fuzzball_core.substrate.main:main",
             "fuzzball-federate = fuzzball_federation.main:main",

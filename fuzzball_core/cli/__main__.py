@@ -1,5 +1,5 @@
 """``python -m fuzzball_core.cli`` is the ``fuzzball`` command."""
 
-from fuzzball_core.cli.main import main
+from fuzzball_core.cli.entry import main
 
 main()
