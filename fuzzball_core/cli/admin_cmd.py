@@ -295,7 +295,7 @@ def list_service_accounts(state: CliState, output: str) -> None:
 @audit.command("list")
 @click.option("--action", type=click.Choice([a.value for a in AuditAction]), default=None)
 @click.option("--actor", default=None, help="Who acted: an email or an account's name.")
-@click.option("--organization", default=None, help="The organization's id.")
+@click.option("--organization", default=None, help="Entries of this organization (its id or name).")
 @click.option("--outcome", type=click.Choice(["ok", "denied", "failed"]), default=None)
 @click.option("--since", default=None, help="From this time on (RFC 3339, or epoch seconds).")
 @click.option("--until", default=None, help="Before this time (RFC 3339, or epoch seconds).")
@@ -320,10 +320,12 @@ def list_audit(
     output: str,
 ) -> None:
     """One page of the audit log, newest first."""
+    api = state.api
     asked = {
         "action": action,
         "actor": actor,
-        "organizationId": organization,
+        # a name is looked up as 'admin member list' does: it never silently matches nothing
+        **_organization_params(api, organization),
         "outcome": outcome,
         "since": since,
         "until": until,
@@ -332,7 +334,7 @@ def list_audit(
         "pageToken": page_token,
     }
     params = {name: value for name, value in asked.items() if value}
-    page = state.api.call_json("GET", "/admin/audit", params=params)
+    page = api.call_json("GET", "/admin/audit", params=params)
     entries = page.get("entries") or []
     rows = [
         [

@@ -159,6 +159,33 @@ def test_the_audit_log_table_says_how_to_read_the_next_page(operator, owner):
     assert "More: --page-token" in result.output
 
 
+@pytest.mark.parametrize("given", ["name", "id"])
+def test_the_audit_log_is_filtered_by_an_organization_named_or_by_id(
+    operator, owner, tenants, given
+):
+    owner("admin", "member", "add", "a1@acme.test")
+    organization = tenants.acme.name if given == "name" else tenants.acme.id
+    result = operator(
+        "admin",
+        "audit",
+        "list",
+        "--action",
+        "member_added",
+        "--organization",
+        organization,
+        "-o",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    assert "user a1@acme.test" in [e["target"] for e in json.loads(result.output)["entries"]]
+
+
+def test_the_audit_log_of_an_unknown_organization_is_refused_naming_it(operator):
+    result = operator("admin", "audit", "list", "--organization", "nosuch")
+    assert result.exit_code == 2
+    assert "--organization: no organization 'nosuch'" in result.output
+
+
 def test_an_owner_may_not_read_the_audit_log(owner):
     result = owner("admin", "audit", "list")
     assert isinstance(result.exception, PermissionDenied)
