@@ -3,7 +3,8 @@
 
 A volume is named the way workflows refer to it: ``volume://user/persistent/results`` is the
 volume ``results`` of class ``persistent`` (scope ``user``: yours; ``group``: the account in
-use). ``describe`` and ``delete`` take its id or that reference.
+use). ``describe`` and ``delete`` take its id, that reference, or its name (a user volume
+before a group one; a name two classes share is refused, listing their references).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import click
 from fuzzball_core.cli.context import CliState
 from fuzzball_core.cli.output import emit, output_option
 from fuzzball_core.client import path_segment
-from fuzzball_core.errors import FuzzballError
+from fuzzball_core.errors import FuzzballError, NotFound
 from fuzzball_core.scheduling import format_bytes
 from fuzzball_core.spec.names import printable
 
@@ -78,16 +79,42 @@ def _rows(found: list[dict[str, Any]], names: dict[str, str]) -> list[list[Any]]
 
 
 def _find(state: CliState, volume: str) -> dict[str, Any]:
-    """A volume by id, or by its reference among the caller's volumes."""
-    if not volume.startswith("volume://"):
+    """A volume by its reference, its id, or its name among the caller's volumes (the user's
+    first, then the group's, as ``volume list`` shows them)."""
+    if volume.startswith("volume://"):
+        for candidate in state.api.every_item("/volumes", "volumes"):
+            if candidate.get("reference") == volume:
+                return dict(candidate)
+        raise click.ClickException(f"no volume {volume}")
+    try:
         found: dict[str, Any] = state.api.call_json(
             "GET", f"/volumes/{path_segment(volume, 'volume')}"
         )
         return found
-    for candidate in state.api.every_item("/volumes", "volumes"):
-        if candidate.get("reference") == volume:
-            return dict(candidate)
-    raise click.ClickException(f"no volume {volume}")
+    except NotFound:
+        return _named(state, volume)
+
+
+def _named(state: CliState, name: str) -> dict[str, Any]:
+    """The caller's volume called ``name``: a user volume before a group one; names that
+    two classes share in one scope are refused, listing their references."""
+    named = [v for v in state.api.every_item("/volumes", "volumes") if v.get("name") == name]
+    for scope in ("user", "group"):
+        matching = [
+            v for v in named if str(v.get("reference", "")).startswith(f"volume://{scope}/")
+        ]
+        if len(matching) == 1:
+            return dict(matching[0])
+        if matching:
+            references = ", ".join(str(v.get("reference")) for v in matching)
+            raise click.UsageError(
+                f"{len(matching)} {scope} volumes are called {name!r}: give the one meant by"
+                f" its reference ({references}) or id"
+            )
+    raise NotFound(
+        f"volume {name!r} not found: give a volume's id, name or reference"
+        " (volume://SCOPE/CLASS/NAME), as 'fuzzball volume list' shows them"
+    )
 
 
 def register(group: click.Group) -> None:
@@ -148,7 +175,7 @@ def register(group: click.Group) -> None:
     @output_option
     @click.pass_obj
     def describe(state: CliState, volume: str, output: str) -> None:
-        """Show one volume, by id or reference."""
+        """Show one volume, by id, name or reference."""
         found = _find(state, volume)
         if output != "table":
             emit(found, output)
@@ -162,7 +189,8 @@ def register(group: click.Group) -> None:
     @click.argument("volume")
     @click.pass_obj
     def delete(state: CliState, volume: str) -> None:
-        """Delete a volume, by id or reference (its data is kept when its class retains)."""
+        """Delete a volume, by id, name or reference (its data is kept when its class
+        retains)."""
         found = _find(state, volume)
         answer = state.api.call_json("DELETE", f"/volumes/{path_segment(found['id'], 'volume')}")
         if answer.get("retained"):

@@ -84,3 +84,37 @@ def test_a_volumes_list_and_its_describe_show_status_and_size_alike(stack, tmp_p
         assert " 0 B " in f" {row} " and "Size:          0 B" in described, described
     finally:
         fuzzball("volume", "delete", "volume://user/persistent/alike")
+
+
+def test_a_volume_is_described_and_deleted_by_the_name_its_list_shows(stack, tmp_path) -> None:
+    fuzzball = signed_in(stack, tmp_path, stack.tenants.acme_owner.token)
+    assert fuzzball("volume", "create", "v1", "--description", "by name").exit_code == 0
+    described = fuzzball("volume", "describe", "v1")
+    assert described.exit_code == 0, described.output
+    assert "Reference:     volume://user/persistent/v1" in described.output
+    deleted = fuzzball("volume", "delete", "v1")
+    assert deleted.exit_code == 0, deleted.output
+    assert "Deleted volume volume://user/persistent/v1" in deleted.output
+
+
+def test_a_name_finds_the_users_volume_before_the_groups(stack, tmp_path) -> None:
+    fuzzball = signed_in(stack, tmp_path, stack.tenants.acme_owner.token)
+    assert fuzzball("volume", "create", "both", "--scope", "group").exit_code == 0
+    try:
+        group = fuzzball("volume", "describe", "both")
+        assert "Reference:     volume://group/persistent/both" in group.output, group.output
+        assert fuzzball("volume", "create", "both").exit_code == 0
+        user = fuzzball("volume", "describe", "both")
+        assert "Reference:     volume://user/persistent/both" in user.output, user.output
+    finally:
+        fuzzball("volume", "delete", "volume://user/persistent/both")
+        fuzzball("volume", "delete", "volume://group/persistent/both")
+
+
+def test_a_name_no_volume_has_says_what_to_give(stack, tmp_path) -> None:
+    fuzzball = signed_in(stack, tmp_path, stack.tenants.acme_owner.token)
+    missing = fuzzball("volume", "describe", "nosuch")
+    assert missing.exit_code == 1
+    assert "volume 'nosuch' not found: give a volume's id, name or reference" in str(
+        missing.exception
+    )
