@@ -54,6 +54,11 @@ def _rows(found: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 def _list(state: CliState, workflow_id: str | None, output: str) -> None:
+    """List the endpoints (of ``workflow_id`` only, when given)."""
+    if workflow_id:
+        # the list route filters by the id alone: a workflow that does not exist (or is
+        # another organization's) would list as no endpoints, rather than as not found
+        state.api.get_workflow(workflow_id)
     params = {"workflowId": workflow_id} if workflow_id else None
     found = state.api.call_json("GET", "/endpoints", params=params).get("endpoints") or []
     emit(found, output, headers=_HEADERS, rows=_rows(found))

@@ -43,6 +43,20 @@ def output_option(func: F) -> F:
     )(func)
 
 
+def document_output_option(func: F) -> F:
+    """Add ``-o/--output yaml|json`` to a command showing one document that has no table
+    (a storage class's definition): offering ``table`` there would print something else."""
+    return click.option(
+        "-o",
+        "--output",
+        "output",
+        type=click.Choice(("yaml", "json")),
+        default="yaml",
+        show_default=True,
+        help="Output format.",
+    )(func)
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell, separated by `` | ``, headers upper-cased; what
     a cell holds that a terminal would act on is escaped (:func:`printable`)."""

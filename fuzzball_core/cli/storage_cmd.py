@@ -14,7 +14,7 @@ import click
 import yaml
 
 from fuzzball_core.cli.context import CliState
-from fuzzball_core.cli.output import emit, output_option
+from fuzzball_core.cli.output import document_output_option, emit, output_option
 from fuzzball_core.client import path_segment
 from fuzzball_core.spec.names import printable
 
@@ -131,12 +131,12 @@ def list_classes(state: CliState, output: str) -> None:
 
 @storage_class.command("describe")
 @click.argument("class_id")
-@output_option
+@document_output_option
 @click.pass_obj
 def describe_class(state: CliState, class_id: str, output: str) -> None:
-    """Show a storage class (by id or name) with its definition."""
+    """Show a storage class (by id or name) with its definition, as YAML or JSON."""
     found = state.api.call_json("GET", _class_path(class_id, ":describe"))
-    emit(found, "yaml" if output == "table" else output)
+    emit(found, output)
 
 
 @storage_class.command("delete")

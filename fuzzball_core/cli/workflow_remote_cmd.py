@@ -121,6 +121,11 @@ def start(
         text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidArgument(f"{file}: not UTF-8 text (byte {exc.start})") from None
+    if name is not None and not name.strip():
+        # an empty name would silently become the file's: say so instead
+        raise click.BadParameter(
+            "must not be empty (leave --name out to use the file's name)", param_hint="--name"
+        )
     if show_logs and not wait:
         raise click.UsageError("--logs needs --wait")
     if wait and output != "table":

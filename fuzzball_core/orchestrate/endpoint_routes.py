@@ -165,6 +165,9 @@ def add_endpoint_routes(
         who = principal_of(request)
         require(who, Permission.RUN_WORKFLOWS, "create endpoints")
         body = _create_body(parse_json_body(await request.read()))
+        problem = urls.subdomain_problem()
+        if str(body.get("type", "")).lower() == "subdomain" and problem:
+            raise InvalidArgument(f"type: subdomain: {problem}; use type path")
 
         def add(tx: Any) -> endpoints.EndpointView:
             row = endpoints.create(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from ipaddress import ip_address
 from urllib.parse import urlsplit
 
 from sqlalchemy import or_, select
@@ -29,6 +30,19 @@ class EndpointUrls:
         scheme = "https" if secure else "http"
         base = (url or (f"{scheme}://{listen}" if listen else "")).rstrip("/")
         return cls(base, domain or urlsplit(base).hostname or "")
+
+    def subdomain_problem(self) -> str | None:
+        """Why a subdomain endpoint (``{id}.<domain>``) cannot be reached here, or None:
+        a domain that is an IP address (the proxy's host when ``domain`` is unset, as with
+        ``fuzzball local up``) has no names under it."""
+        try:
+            ip_address(self.domain)
+        except ValueError:
+            return None
+        return (
+            f"this deployment has no endpoints domain (orchestrate.endpoints.domain) and its"
+            f" proxy's host, {self.domain}, is an IP address: no name ID.{self.domain} resolves"
+        )
 
     def url(self, row: ServiceEndpoint) -> str:
         """The endpoint's URL ('' when no proxy is configured)."""

@@ -103,6 +103,14 @@ def test_start_sends_the_file_unchanged_and_prints_the_id(logged_in, hello_file)
     assert logged_in.service.get_workflow(logged_in.who, workflow.id).raw_specification == HELLO
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_start_with_an_empty_name_is_refused_and_starts_nothing(logged_in, hello_file, name):
+    result = logged_in("workflow", "start", str(hello_file), "--name", name)
+    assert result.exit_code == 2
+    assert "--name" in result.output and "must not be empty" in result.output
+    assert logged_in.service.list_workflows(logged_in.who) == []
+
+
 def test_start_of_an_invalid_file_reports_the_field_path(logged_in, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text(HELLO.replace("cores: 1", "cores: lots"))

@@ -16,7 +16,7 @@ from support.cluster import InProcessOrchestrate, LocalRegistry, free_port
 from support.tenants import Tenants, make_tenants
 
 from fuzzball_core.cli.main import cli
-from fuzzball_core.errors import FailedPrecondition, InvalidArgument
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 
 PUBLIC_URL = "https://fb.example"
 Fuzzball = Callable[..., Result]
@@ -25,7 +25,7 @@ Fuzzball = Callable[..., Result]
 class ApiStack:
     """Orchestrate serving REST (images mirrored from the local registry), two organizations."""
 
-    def __init__(self, directory: Path, registry_url: str) -> None:
+    def __init__(self, directory: Path, registry_url: str, public_url: str = PUBLIC_URL) -> None:
         rest = f"127.0.0.1:{free_port()}"
         self.orchestrate = InProcessOrchestrate(
             {
@@ -35,7 +35,7 @@ class ApiStack:
                     "grpc-listen": f"127.0.0.1:{free_port()}",
                     "rest-listen": rest,
                     "node-token": "api-node-token",
-                    "endpoints": {"url": PUBLIC_URL},
+                    "endpoints": {"url": public_url},
                 },
                 "images": {"registries": {"docker.io": {"mirrors": [registry_url]}}},
                 "tls": {"plaintext": True},
@@ -132,6 +132,39 @@ def test_a_subdomain_endpoint_is_addressed_by_its_id_under_the_domain(fuzzball: 
 
     endpoint = json.loads(created.output)
     assert endpoint["url"] == f"https://{endpoint['id']}.fb.example/"
+
+
+@pytest.fixture(scope="module")
+def stack_at_an_ip(
+    tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry
+) -> Iterator[ApiStack]:
+    """Orchestrate whose proxy is reached at an IP address and has no endpoints domain, as
+    ``fuzzball local up``'s is."""
+    directory = tmp_path_factory.mktemp("endpoint-api-ip")
+    running = ApiStack(directory, local_registry.url, public_url="https://127.0.0.1:8081")
+    yield running
+    running.orchestrate.close()
+
+
+def test_a_subdomain_endpoint_without_an_endpoints_domain_is_refused_saying_why(
+    stack_at_an_ip: ApiStack, tmp_path: Path
+) -> None:
+    token = stack_at_an_ip.tenants.acme_owner.token
+    refused = stack_at_an_ip.call(token, "POST", "/endpoints", {"name": "ep2", "type": "subdomain"})
+    assert refused.status_code == 400
+    assert refused.json()["message"] == (
+        "type: subdomain: this deployment has no endpoints domain"
+        " (orchestrate.endpoints.domain) and its proxy's host, 127.0.0.1, is an IP address:"
+        " no name ID.127.0.0.1 resolves; use type path"
+    )
+    path = stack_at_an_ip.call(token, "POST", "/endpoints", {"name": "ep3", "type": "path"})
+    assert path.json()["url"] == f"https://127.0.0.1:8081/endpoints/{path.json()['id']}/"
+
+
+def test_list_of_an_unknown_workflows_endpoints_is_not_found(fuzzball: Fuzzball) -> None:
+    listed = fuzzball("endpoint", "list", "--workflow", "bogus")
+    assert isinstance(listed.exception, NotFound), listed.output
+    assert "bogus" in str(listed.exception)
 
 
 def test_list_shows_the_accounts_endpoints_and_delete_removes_one(fuzzball: Fuzzball) -> None:

@@ -3,10 +3,12 @@ gateway: what each prints, and the warnings of a class definition on stderr."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 from support.isolation_stack import IsolationStack
 
@@ -118,3 +120,16 @@ def test_a_name_no_volume_has_says_what_to_give(stack, tmp_path) -> None:
     assert "volume 'nosuch' not found: give a volume's id, name or reference" in str(
         missing.exception
     )
+
+
+def test_a_storage_class_is_described_as_yaml_or_json_and_no_table_is_offered(
+    stack, tmp_path
+) -> None:
+    fuzzball = signed_in(stack, tmp_path, stack.tenants.admin_token)
+    as_yaml = fuzzball("admin", "storage", "class", "describe", "persistent")
+    as_json = fuzzball("admin", "storage", "class", "describe", "persistent", "-o", "json")
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert yaml.safe_load(as_yaml.output) == json.loads(as_json.output)
+    table = fuzzball("admin", "storage", "class", "describe", "persistent", "-o", "table")
+    assert table.exit_code == 2
+    assert "'table' is not one of 'yaml', 'json'" in table.output
