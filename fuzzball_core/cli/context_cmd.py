@@ -1,5 +1,5 @@
-"""``fuzzball context create|use|list|login|token|update-user``: API addresses and
-credentials."""
+"""``fuzzball context create|use|list|login|logout|delete|token|update-user``: API addresses
+and credentials."""
 
 from __future__ import annotations
 
@@ -20,7 +20,16 @@ from fuzzball_core.errors import FailedPrecondition
 
 def register(group: click.Group) -> None:
     """Add the context commands to the ``context`` group."""
-    for command in (create_context, use_context, list_contexts, login, show_token, update_user):
+    for command in (
+        create_context,
+        use_context,
+        list_contexts,
+        login,
+        logout,
+        delete_context,
+        show_token,
+        update_user,
+    ):
         group.add_command(command)
 
 
@@ -149,6 +158,42 @@ def login(state: CliState, token: str | None, username: str | None, password: st
         f'Logged in to context "{context.name}"{who}, account {signed_in.account_name}'
         f" ({signed_in.account_id})."
     )
+
+
+@click.command("logout")
+@click.argument("name", required=False)
+@click.pass_obj
+def logout(state: CliState, name: str | None) -> None:
+    """Remove the stored API and refresh tokens of context NAME (default: the active one).
+
+    The tokens are removed from the contexts file only: an API token already handed out stays
+    valid at the server until it expires."""
+    contexts = state.contexts
+    context = contexts.get(name) if name is not None else contexts.active()
+    held = context.log_out()
+    contexts.save()
+    if held:
+        click.echo(f'Logged out of context "{context.name}": its tokens are removed.')
+    else:
+        click.echo(f'Context "{context.name}" held no token.')
+
+
+@click.command("delete")
+@click.argument("name")
+@click.pass_obj
+def delete_context(state: CliState, name: str) -> None:
+    """Remove context NAME and its stored tokens from the contexts file."""
+    contexts = state.contexts
+    was_active = contexts.active_name == name
+    contexts.delete(name)
+    contexts.save()
+    if was_active:
+        click.echo(
+            f'Context "{name}" deleted. No context is active now: run'
+            " 'fuzzball context use NAME'."
+        )
+    else:
+        click.echo(f'Context "{name}" deleted.')
 
 
 @click.command("token")

@@ -104,6 +104,15 @@ class Context:
         else:
             self._credentials().pop("refreshToken", None)
 
+    def log_out(self) -> bool:
+        """Remove the API token and the refresh token (``auth.credentials`` keeps its other
+        fields, and ``token``, empty, as the real CLI's files have it); whether there was
+        one."""
+        held = bool(self.token or self.refresh_token)
+        self.token = ""
+        self.refresh_token = ""
+        return held
+
     def _credential(self, key: str) -> str:
         auth = self.entry.get("auth")
         credentials = auth.get("credentials") if isinstance(auth, dict) else None
@@ -211,6 +220,16 @@ class ContextsFile:
         if "activeContext" not in self.document:
             self.document = {"activeContext": name, **self.document}
         self.document["activeContext"] = name
+
+    def delete(self, name: str) -> None:
+        """Remove the context ``name`` with its credentials; when it was the active one, no
+        context is active afterwards (``activeContext`` is removed)."""
+        self.get(name)
+        self.document["contexts"] = [
+            entry for entry in self.document.get("contexts") or [] if entry.get("name") != name
+        ]
+        if self.active_name == name:
+            self.document.pop("activeContext", None)
 
     def save(self) -> None:
         """Write the document atomically (owner read/write only)."""

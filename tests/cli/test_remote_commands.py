@@ -60,6 +60,63 @@ def test_context_use_switches_and_refuses_unknown_names(logged_in):
     assert "known contexts: lab, other" in str(result.exception)
 
 
+def _context(fuzzball, name: str) -> dict:
+    document = yaml.safe_load(fuzzball.config_file.read_text())
+    return next(c for c in document["contexts"] if c["name"] == name)
+
+
+def test_logout_removes_the_active_contexts_tokens_and_keeps_the_rest(logged_in):
+    document = yaml.safe_load(logged_in.config_file.read_text())
+    document["contexts"][0]["auth"]["credentials"]["refreshToken"] = "r3fresh"
+    logged_in.config_file.write_text(yaml.safe_dump(document))
+
+    result = logged_in("context", "logout")
+
+    assert result.output == 'Logged out of context "lab": its tokens are removed.\n'
+    lab = _context(logged_in, "lab")
+    assert lab["auth"] == {"credentials": {"token": ""}}
+    assert lab["address"] == logged_in.rest_url
+    assert "r3fresh" not in logged_in.config_file.read_text()
+    assert isinstance(logged_in("workflow", "list").exception, Unauthenticated)
+
+
+def test_logout_of_a_named_context_leaves_the_active_one_logged_in(logged_in):
+    logged_in("context", "create", "other", "--address", "o.example.org:443", "--token", "t2")
+    assert logged_in("context", "logout", "other").exit_code == 0
+    assert _context(logged_in, "other")["auth"]["credentials"]["token"] == ""
+    assert _context(logged_in, "lab")["auth"]["credentials"]["token"] == logged_in.token
+
+
+def test_logout_of_a_context_without_a_token_says_so(logged_in):
+    logged_in("context", "logout")
+    assert logged_in("context", "logout").output == 'Context "lab" held no token.\n'
+
+
+def test_delete_removes_a_context_and_its_token(logged_in):
+    logged_in("context", "create", "other", "--address", "o.example.org:443", "--token", "t2")
+    result = logged_in("context", "delete", "other")
+    assert result.output == 'Context "other" deleted.\n'
+    document = yaml.safe_load(logged_in.config_file.read_text())
+    assert [c["name"] for c in document["contexts"]] == ["lab"]
+    assert (document["activeContext"], "t2" in logged_in.config_file.read_text()) == ("lab", False)
+
+
+def test_deleting_the_active_context_leaves_none_active(logged_in):
+    result = logged_in("context", "delete", "lab")
+    assert "No context is active now" in result.output
+    assert yaml.safe_load(logged_in.config_file.read_text()) == {"contexts": []}
+    listed = logged_in("workflow", "list")
+    assert isinstance(listed.exception, NotFound)
+    assert "no active context" in str(listed.exception)
+
+
+@pytest.mark.parametrize("command", [("delete", "nope"), ("logout", "nope")])
+def test_delete_and_logout_of_an_unknown_context_list_the_known_ones(logged_in, command):
+    result = logged_in("context", *command)
+    assert isinstance(result.exception, NotFound)
+    assert "'nope' does not exist (known contexts: lab)" in str(result.exception)
+
+
 def test_context_login_with_a_token_stores_it(logged_in):
     assert logged_in("context", "login", "--token", "fresh").exit_code == 0
     document = yaml.safe_load(logged_in.config_file.read_text())
