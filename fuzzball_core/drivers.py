@@ -31,13 +31,22 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, SecretBytes, SecretStr
 
 from fuzzball_core.backoff import Backoff
-from fuzzball_core.errors import FailedPrecondition, InvalidArgument
+from fuzzball_core.errors import (
+    FailedPrecondition,
+    FuzzballError,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+)
 from fuzzball_core.scheduling import Scheduler
 from fuzzball_core.vocabulary import InstanceState
 
 __all__ = [
     "BOOTSTRAP_CA_PATH",
     "BOOTSTRAP_CONFIG_PATH",
+    "CREATE_REFUSALS",
     "DEFAULT_IMAGE_RETRY",
     "DRIVER_INTERFACES",
     "IMAGE_CONFIG_SUFFIX",
@@ -363,8 +372,13 @@ class Provisioner(ABC):
 
         ``annotations`` are the instance's (tags or labels where the infrastructure has them);
         ``ttl`` the seconds it may live (Orchestrate deletes it then; a driver may also tell
-        its infrastructure). Raises a ``FuzzballError`` when nothing was created; an instance
-        that failed on its own comes back with state ERROR and a ``detail``.
+        its infrastructure). Raises one of :data:`CREATE_REFUSALS` when the infrastructure
+        refused and nothing was created; an instance that failed on its own comes back with
+        state ERROR and a ``detail``. A launch whose outcome is unknown (the call timed out,
+        the connection dropped) comes back CREATING with an empty ``instance_id`` and a
+        ``detail``; any other error raised means the same for every launch. Orchestrate then
+        finds such an instance by its name (:meth:`list_instances`) and deletes it if it never
+        registers, so a lost answer never leaves a machine running unrecorded.
         """
 
     @abstractmethod
@@ -377,7 +391,23 @@ class Provisioner(ABC):
 
     @abstractmethod
     def list_instances(self) -> Sequence[ProvisionedInstance]:
-        """Every instance this driver created and that is not yet deleted."""
+        """Every instance this driver created and that is not yet deleted, each with the
+        :attr:`Launch.name` it was created for as its ``name`` (the cloud drivers read it
+        from the ``fuzzball-instance`` tag or label): Orchestrate finds by it the instances
+        whose create call's answer it never got."""
+
+
+#: The errors with which an infrastructure refuses a create call: nothing was created. Any
+#: other (``Unavailable``: a timeout, a dropped connection, a server error) leaves it unknown
+#: whether the instance exists.
+CREATE_REFUSALS: tuple[type[FuzzballError], ...] = (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    FailedPrecondition,
+    Unauthenticated,
+)
 
 
 def secret_fields(model: type[BaseModel]) -> frozenset[tuple[str, ...]]:

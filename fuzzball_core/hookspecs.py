@@ -206,6 +206,7 @@ def fuzzball_event(event: Mapping[str, Any]) -> None:
     - volume stages: ``volume_transfer`` (an ingress or egress transfer's progress, size and
       time);
     - provisioned instances (``node_id`` set once the node exists): ``instance_requested``,
-      ``instance_create_failed``, ``instance_registered``, ``instance_idle``,
-      ``instance_deleting``, ``instance_deleted``, ``instance_never_registered``.
+      ``instance_create_failed``, ``instance_found``, ``instance_registered``,
+      ``instance_idle``, ``instance_deleting``, ``instance_deleted``,
+      ``instance_never_registered``.
     """

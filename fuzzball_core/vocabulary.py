@@ -326,6 +326,8 @@ class EventKind(StrEnum):
     INSTANCE_REQUESTED = "instance_requested"
     INSTANCE_CREATE_FAILED = "instance_create_failed"
     INSTANCE_REGISTERED = "instance_registered"
+    #: an instance whose create call's answer was lost, found by its name through its driver
+    INSTANCE_FOUND = "instance_found"
     INSTANCE_IDLE = "instance_idle"
     INSTANCE_DELETING = "instance_deleting"
     INSTANCE_DELETED = "instance_deleted"

@@ -9,7 +9,9 @@ alike, so each driver module keeps only its cloud's calls.
   cloud call per launch (:meth:`CloudProvisioner.launch`, each launch has its own user data
   and token). A launch the cloud refused is answered as an ERROR instance with the reason;
   when every launch was refused, the first refusal is raised, so the loop sees that nothing
-  was created.
+  was created. A launch whose call failed without a refusal (a timeout: the cloud may have
+  started it) is answered CREATING with no instance id, so the loop finds it by its
+  ``fuzzball-instance`` mark instead of forgetting it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from fuzzball_core.drivers import (
+    CREATE_REFUSALS,
     InstanceSpec,
     Launch,
     ProvisionedInstance,
@@ -112,7 +115,7 @@ class CloudProvisioner(Provisioner, Generic[_A, _S, _C]):
         shape = with_directives(self.shape_model, definition.definition, shape, directives)
         client = self.accounts.of(definition)[1]
         created: list[ProvisionedInstance] = []
-        first_error: FuzzballError | None = None
+        first_refusal: FuzzballError | None = None
         for launch in launches:
             try:
                 created.append(
@@ -122,16 +125,18 @@ class CloudProvisioner(Provisioner, Generic[_A, _S, _C]):
                 self.log.warning(
                     "%s: %s for instance %s: %s", self.cloud, self.create_call, launch.name, error
                 )
-                first_error = first_error or error
+                refused = isinstance(error, CREATE_REFUSALS)
+                first_refusal = first_refusal or (error if refused else None)
                 created.append(
                     ProvisionedInstance(
                         instance_id="",
                         name=launch.name,
                         definition=definition.definition,
-                        state=InstanceState.ERROR,
+                        # not refused: the cloud may have started it; the loop looks for it
+                        state=InstanceState.ERROR if refused else InstanceState.CREATING,
                         detail=str(error),
                     )
                 )
-        if first_error is not None and all(i.state == InstanceState.ERROR for i in created):
-            raise first_error
+        if first_refusal is not None and all(i.state == InstanceState.ERROR for i in created):
+            raise first_refusal
         return created

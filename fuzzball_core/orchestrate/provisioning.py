@@ -19,6 +19,11 @@ The release notes' failures are the rules kept:
   no DELETING or DELETED instance is ever deleted again (so an address reused by a new
   instance is never torn down by an old record);
 - an instance that never registered is deleted ``unregistered-grace`` after its deadline;
+- a create call whose answer was lost (a timeout, a restart before the driver's id was
+  written) is not taken for "nothing was created": the instance stays CREATING (counted
+  against ``max-nodes``) until its driver lists it under its name (then it is recorded, and
+  deleted like any other) or its deadline and grace passed; a record whose driver id is
+  unknown is marked DELETED only once its driver lists no instance of its name;
 - the definition's and the instance's annotations are merged into every registration, so a
   restarted Substrate keeps them.
 """
@@ -37,7 +42,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from fuzzball_core.config import ProvisionerConfig, ProvisionerDefinitionConfig
-from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap, Provisioner
+from fuzzball_core.drivers import (
+    CREATE_REFUSALS,
+    InstanceSpec,
+    Launch,
+    NodeBootstrap,
+    ProvisionedInstance,
+    Provisioner,
+)
 from fuzzball_core.errors import (
     FailedPrecondition,
     FuzzballError,
@@ -381,16 +393,21 @@ class Provisioning:
             )
         except FuzzballError as exc:
             for record in records:
-                self._fail(record, exc.message)
+                if isinstance(exc, CREATE_REFUSALS):
+                    self._fail(record, exc.message)
+                else:  # a timeout is not "nothing was created"
+                    self._unanswered(record, exc.message)
             return records
         by_name = {answer.name: answer for answer in answers}
         for record in records:
             answer = by_name.get(record.name)
             if answer is None:
-                self._fail(record, "the driver did not create it")
+                self._unanswered(record, "the driver gave no answer for it")
             elif answer.state is InstanceState.ERROR:
                 record.driver_id = answer.instance_id
                 self._fail(record, answer.detail or "the driver failed to create it")
+            elif not answer.instance_id:
+                self._unanswered(record, answer.detail or "the driver gave no instance id")
             else:
                 record.driver_id = answer.instance_id
                 self._save(record)
@@ -400,6 +417,17 @@ class Provisioning:
         record.state = InstanceState.ERROR
         record.detail = why
         self._event(record, EventKind.INSTANCE_CREATE_FAILED, f"not created: {why}")
+
+    def _unanswered(self, record: InstanceRecord, why: str) -> None:
+        # the instance may exist: it stays CREATING (its room taken, its token good) until its
+        # driver lists it by name (reconcile) or it is deleted after its deadline
+        record.detail = why
+        self._event(
+            record,
+            EventKind.INSTANCE_CREATE_FAILED,
+            f"no answer from the driver ({why}); it may exist: looked for by its name, and"
+            " deleted if it never registers",
+        )
 
     # -- registration ----------------------------------------------------------------------
 
@@ -518,6 +546,10 @@ class Provisioning:
                 why = self._why_down(record, idle_since.get(record.name), now)
                 if why is not None:
                     self._deprovision(record, why)
+            elif record.state is InstanceState.ERROR and record.driver_id:
+                # the driver made something that failed: it never registers (an ERROR
+                # instance's token is refused), so whatever it is goes now
+                self._delete(record)
 
     def _why_down(self, record: InstanceRecord, idle: float | None, now: float) -> str | None:
         definition = self.definitions[record.definition_id]
@@ -538,9 +570,15 @@ class Provisioning:
     def reconcile(self) -> None:
         """Mark DELETED the live instances their drivers no longer have (deleted outside
         Fuzzball, or by ``local down``), so they free their room under ``max-nodes`` and are
-        never deleted again. A driver that cannot answer now leaves them as they are."""
+        never deleted again; record the driver's id of those whose create call's answer was
+        lost, found by their names in the driver's list. A driver that cannot answer now
+        leaves them as they are."""
         with self.lock:
             live = [r for r in self.instances.values() if r.state in _LIVE and r.driver_id]
+            unanswered = [
+                r for r in self.instances.values() if r.state in _LIVE and not r.driver_id
+            ]
+        self._look_for(unanswered)
         for record in live:
             driver = self.drivers[self.definitions[record.definition_id].driver]
             try:
@@ -579,17 +617,63 @@ class Provisioning:
         # DELETING first: whatever happens in the driver, no sweep picks this record again
         record.state = InstanceState.DELETING
         self._event(record, EventKind.INSTANCE_DELETING, "deleting")
-        if record.driver_id:
-            driver = self.drivers[self.definitions[record.definition_id].driver]
-            try:
+        driver = self.drivers[self.definitions[record.definition_id].driver]
+        try:
+            if not record.driver_id:  # its create call's answer was lost: ask the driver
+                self._found(record, self._listed(driver).get(record.name))
+            if record.driver_id:
                 driver.delete(record.driver_id)
-            except FuzzballError as exc:
-                record.detail = exc.message
-                self._event(record, EventKind.INSTANCE_DELETING, f"delete failed: {exc.message}")
-                return
+        except FuzzballError as exc:
+            record.detail = exc.message
+            self._event(record, EventKind.INSTANCE_DELETING, f"delete failed: {exc.message}")
+            return
         record.state = InstanceState.DELETED
         record.deleted_at = self.clock()
-        self._event(record, EventKind.INSTANCE_DELETED, "deleted")
+        self._event(
+            record,
+            EventKind.INSTANCE_DELETED,
+            "deleted" if record.driver_id else "deleted: its driver has no instance of its name",
+        )
+
+    # -- instances whose create call's answer was lost ----------------------------------------
+
+    @staticmethod
+    def _listed(driver: Provisioner) -> dict[str, ProvisionedInstance]:
+        """The driver's instances that exist, by the name each was launched under."""
+        return {
+            found.name: found
+            for found in driver.list_instances()
+            if found.name and found.instance_id and found.state is not InstanceState.DELETED
+        }
+
+    def _look_for(self, records: Sequence[InstanceRecord]) -> None:
+        """Record the driver's id of each of ``records`` (its driver's id unknown) that its
+        driver lists under its name: one list per driver; one that cannot answer now is
+        asked again next round."""
+        by_driver: dict[str, list[InstanceRecord]] = {}
+        for record in records:
+            definition = self.definitions.get(record.definition_id)
+            if definition is not None:
+                by_driver.setdefault(definition.driver, []).append(record)
+        for name, waiting in by_driver.items():
+            try:
+                listed = self._listed(self.drivers[name])
+            except FuzzballError:
+                continue
+            with self.lock:
+                for record in waiting:
+                    if not record.driver_id and record.state is not InstanceState.DELETED:
+                        self._found(record, listed.get(record.name))
+
+    def _found(self, record: InstanceRecord, instance: ProvisionedInstance | None) -> None:
+        if instance is None:
+            return
+        record.driver_id = instance.instance_id
+        self._event(
+            record,
+            EventKind.INSTANCE_FOUND,
+            f"found as {instance.instance_id} by its name (its create call's answer was lost)",
+        )
 
     # -- explaining ------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore import exceptions as botocore_exceptions
 from support.moto_ec2 import SECRET_ACCESS_KEY, MotoEc2
 
 from fuzzball_core.drivers import InstanceSpec, Launch, NodeBootstrap
@@ -235,6 +236,25 @@ def test_an_ec2_refusal_is_an_error_naming_the_call_and_its_code(moto):
     spec = definition(moto, **{"subnet-id": "subnet-00000000"})
     with pytest.raises(InvalidArgument, match=r"aws: RunInstances: InvalidSubnetID\.NotFound"):
         create(driver, spec)
+
+
+def test_a_launch_whose_answer_timed_out_is_answered_creating_without_an_id(moto):
+    driver = AwsProvisioner()
+    spec = definition(moto)
+    driver.check_definition(spec)
+    accounts = driver.accounts.of(spec)
+    ec2 = accounts[1]
+    real = ec2.run_instances
+
+    def timed_out(**request: Any) -> Any:
+        real(**request)  # EC2 started it; the answer is lost
+        raise botocore_exceptions.ReadTimeoutError(endpoint_url="https://ec2.test")
+
+    ec2.run_instances = timed_out
+    (answer,) = create(driver, spec)
+    assert (answer.state, answer.instance_id) == (InstanceState.CREATING, "")
+    assert "Read timeout" in answer.detail
+    assert [i.name for i in driver.list_instances()] == ["cpu-0001"]
 
 
 def test_neither_the_token_nor_the_secret_key_reaches_any_log(moto, caplog):

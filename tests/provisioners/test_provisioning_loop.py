@@ -3,6 +3,7 @@ driver that records its calls: the release notes' provisioning failures, one tes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -256,3 +257,85 @@ def test_a_failed_delete_is_tried_again_on_the_same_instance() -> None:
     provisioning.sweep({})
     assert record.state is InstanceState.DELETED
     assert driver.deleted == ["i-1"]
+
+
+def test_a_lost_create_answer_is_found_by_name_and_deleted_if_it_never_registers() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    driver.lose_answers = True
+    provisioning = loop(clock, driver)
+    (record,) = provisioning.create("small", 1)
+    assert (record.state, record.driver_id) == (InstanceState.CREATING, "")
+    provisioning.reconcile()
+    assert record.driver_id == "i-1"
+    clock.now += 600 + 900 + 1
+    provisioning.sweep({})
+    assert driver.deleted == ["i-1"]
+    assert record.state is InstanceState.DELETED
+
+
+def test_a_lost_create_answer_still_counts_against_max_nodes() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    driver.lose_answers = True
+    provisioning = loop(clock, driver, **{"max-nodes": 1})
+    provisioning.create("small", 1)
+    driver.lose_answers = False
+    provisioning.scale_up([job(1)])
+    assert len(driver.launches) == 1
+
+
+def test_a_lost_create_answer_registers_and_is_deleted_by_the_id_found() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    driver.lose_answers = True
+    provisioning = loop(clock, driver)
+    (record,) = provisioning.create("small", 1)
+    boot(provisioning, driver)
+    assert record.state is InstanceState.CREATED
+    provisioning.delete(record.id)  # found by its name, though the reconcile never ran
+    assert driver.deleted == ["i-1"]
+    assert record.state is InstanceState.DELETED
+
+
+def test_a_lost_answer_with_no_instance_of_its_name_is_deleted_without_a_driver_delete() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    driver.lose_answers = True
+    provisioning = loop(clock, driver)
+    (record,) = provisioning.create("small", 1)
+    driver.existing.clear()  # the cloud never started it after all
+    clock.now += 600 + 900 + 1
+    provisioning.sweep({})
+    assert driver.deleted == []
+    assert record.state is InstanceState.DELETED
+    assert "no instance of its name" in record.history[-1][2]
+
+
+def test_a_lost_answer_is_not_marked_deleted_while_its_driver_cannot_list() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    driver.lose_answers = True
+    provisioning = loop(clock, driver)
+    (record,) = provisioning.create("small", 1)
+    listing = driver.list_instances
+    driver.list_instances = lambda: (_ for _ in ()).throw(Unavailable("api down"))
+    clock.now += 600 + 900 + 1
+    provisioning.sweep({})
+    assert record.state is InstanceState.DELETING
+    driver.list_instances = listing
+    provisioning.sweep({})
+    assert driver.deleted == ["i-1"]
+    assert record.state is InstanceState.DELETED
+
+
+def test_an_error_instance_the_driver_made_is_deleted_at_the_next_sweep() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    provisioning = loop(clock, driver)
+    original = driver.create
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        made = original(*args, **kwargs)
+        return [replace(i, state=InstanceState.ERROR, detail="it failed to boot") for i in made]
+
+    driver.create = failing  # type: ignore[method-assign]
+    (record,) = provisioning.create("small", 1)
+    assert (record.state, record.detail) == (InstanceState.ERROR, "it failed to boot")
+    provisioning.sweep({})
+    assert driver.deleted == ["i-1"]
+    assert "it failed to boot" in record.detail

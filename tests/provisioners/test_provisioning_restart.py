@@ -3,6 +3,7 @@ restarted Orchestrate knows its instances again, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
 from support.scripted_provisioner import ScriptedProvisioner
 
 from fuzzball_core.config import ProvisionerConfig
@@ -72,3 +73,30 @@ def test_a_restarted_orchestrate_keeps_each_instances_history(database_url):
     (record,) = started(database_url, driver, clock).create("small", 1)
     history = started(database_url, driver, clock).instances[record.id].history
     assert [kind for _, kind, _ in history] == ["instance_requested"]
+
+
+class _Killed(BaseException):
+    """Orchestrate killed between the driver's answer and the record of its id."""
+
+
+def test_an_instance_created_just_before_a_restart_is_found_and_deleted_unregistered(database_url):
+    clock, driver = [1000.0], ScriptedProvisioner()
+    first = started(database_url, driver, clock)
+    original = driver.create
+
+    def killed(*args, **kwargs):
+        original(*args, **kwargs)
+        raise _Killed
+
+    driver.create = killed
+    with pytest.raises(_Killed):
+        first.create("small", 1)
+    driver.create = original
+    again = started(database_url, driver, clock)
+    (record,) = again.instances.values()
+    assert (record.state, record.driver_id) == (InstanceState.CREATING, "")
+    again.reconcile()
+    clock[0] += 600 + 900 + 1  # the default registration deadline and grace
+    again.sweep({})
+    assert driver.deleted == ["i-1"]
+    assert started(database_url, driver, clock).instances[record.id].state is InstanceState.DELETED

@@ -1,8 +1,9 @@
 """A provisioner driver that only records what it was asked: the loop's tests watch its calls.
 
 It keeps every create and delete call, hands out instance ids ``i-1``, ``i-2``, ... and can be
-told to fail creates. It boots nothing: a test registers its instances itself, reading each
-launch's user data as a node would.
+told to refuse creates (out of capacity: nothing made) or to lose their answers (the instances
+are made, then the call fails as a timeout would). It boots nothing: a test registers its
+instances itself, reading each launch's user data as a node would.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fuzzball_core.drivers import InstanceSpec, Launch, ProvisionedInstance, Provisioner
-from fuzzball_core.errors import Unavailable
+from fuzzball_core.errors import ResourceExhausted, Unavailable
 
 
 class ScriptedProvisioner(Provisioner):
@@ -25,6 +26,7 @@ class ScriptedProvisioner(Provisioner):
         self.deleted: list[str] = []
         self.existing: dict[str, ProvisionedInstance] = {}
         self.fail_creates = False
+        self.lose_answers = False
 
     def create(
         self,
@@ -35,9 +37,9 @@ class ScriptedProvisioner(Provisioner):
         ttl: float | None = None,
         directives: Mapping[str, str] | None = None,
     ) -> Sequence[ProvisionedInstance]:
-        """Record the launches; fail all of them when told to."""
+        """Record the launches; refuse all of them, or lose the answer, when told to."""
         if self.fail_creates:
-            raise Unavailable("the scripted cloud is out of capacity")
+            raise ResourceExhausted("the scripted cloud is out of capacity")
         made = []
         for launch in launches:
             self.launches.append(launch)
@@ -48,6 +50,8 @@ class ScriptedProvisioner(Provisioner):
             )
             self.existing[instance.instance_id] = instance
             made.append(instance)
+        if self.lose_answers:
+            raise Unavailable("the scripted cloud's answer timed out")
         return made
 
     def delete(self, instance_id: str) -> None:
