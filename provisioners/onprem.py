@@ -131,16 +131,27 @@ class OnPremProvisioner(Provisioner):
         ttl: float | None = None,
         directives: Mapping[str, str] | None = None,
     ) -> Sequence[ProvisionedInstance]:
-        """Power on a free machine of the inventory for each launch."""
+        """Power on a free machine of the inventory for each launch; a launch left without
+        one is answered ERROR (FailedPrecondition when none got a machine), so the machines
+        already powered on stay recorded."""
         self.check_definition(definition)
         hosts = [str(m["host"]) for m in definition.driver_config["inventory"]]
-        made = []
+        made: list[ProvisionedInstance] = []
         for launch in launches:
             free = [host for host in hosts if self._holder(host) is None]
             if not free:
-                raise FailedPrecondition(
+                full = (
                     f"onprem: every machine of {definition.definition} is in use"
+                    f" ({len(hosts)} in its inventory)"
                 )
+                if not made:
+                    raise FailedPrecondition(full)
+                made.append(
+                    ProvisionedInstance(
+                        "", launch.name, definition.definition, InstanceState.ERROR, detail=full
+                    )
+                )
+                continue
             host = free[0]
             state = self._machines[host][1]
             state.mkdir(parents=True, exist_ok=True)
