@@ -78,6 +78,14 @@ class InstanceStore(Protocol):
 
 _LIVE = frozenset({InstanceState.CREATING, InstanceState.CREATED})
 
+
+def _unfinished(record: InstanceRecord) -> bool:
+    """Whether the record may still hold a machine its driver must delete."""
+    if record.state is InstanceState.ERROR:
+        return bool(record.driver_id)
+    return record.state is not InstanceState.DELETED
+
+
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
@@ -455,7 +463,7 @@ class Provisioning:
         """A node registers (first time, or again after a restart): return the annotations it
         carries: its own, then the definition's, then the instance's."""
         record = self.authenticate(name, token)
-        definition = self.definitions[record.definition_id]
+        definition = self._definition_of(record)
         if record.state is InstanceState.CREATING:
             record.state = InstanceState.CREATED
             record.registered_at = self.clock()
@@ -507,7 +515,7 @@ class Provisioning:
                 )
             driver.check_definition(spec_of(definition))
         for dropped in sorted(self.central_ids - seen):
-            if self.live(dropped):
+            if self._unfinished_of(dropped):
                 raise FailedPrecondition(
                     f"provisioner definition {dropped}: still has instances; delete them"
                     " before removing it"
@@ -518,6 +526,39 @@ class Provisioning:
             del self.definitions[dropped]
         self.definitions.update({d.id: d for d in definitions})
         self.central_ids = frozenset(seen)
+
+    def _unfinished_of(self, definition_id: str) -> list[InstanceRecord]:
+        return [r for r in self.records() if r.definition_id == definition_id and _unfinished(r)]
+
+    def check_instances_defined(self) -> None:
+        """Refuse to run (``FailedPrecondition``) while an instance not yet deleted belongs
+        to a definition neither the file nor the central configuration has any more (its
+        driver, and so its deletion, would be unknown), naming each such definition and its
+        instances. Orchestrate calls it at start-up, once both are read."""
+        orphans = sorted(
+            {r.definition_id for r in self.records() if r.definition_id not in self.definitions}
+        )
+        reasons = []
+        for definition_id in orphans:
+            left = self._unfinished_of(definition_id)
+            if left:
+                named = ", ".join(f"{r.name} ({r.state.value})" for r in left)
+                reasons.append(
+                    f"provisioner definition {definition_id}: removed from the configuration"
+                    f" while it still has instances {named}; put it back until they are"
+                    " deleted (fuzzball admin provisioner instance delete ID)"
+                )
+        if reasons:
+            raise FailedPrecondition("; ".join(reasons))
+
+    def _definition_of(self, record: InstanceRecord) -> ProvisionerDefinitionConfig:
+        definition = self.definitions.get(record.definition_id)
+        if definition is None:  # refused at start-up; never a KeyError that ends a round
+            raise FailedPrecondition(
+                f"provisioner instance {record.name}: its definition {record.definition_id}"
+                " is no longer configured"
+            )
+        return definition
 
     # -- scale down ------------------------------------------------------------------------
 
@@ -530,6 +571,8 @@ class Provisioning:
         now = self.clock()
         deadline = self.config.registration_deadline + self.config.unregistered_grace
         for record in list(self.instances.values()):
+            if record.definition_id not in self.definitions:
+                continue  # refused at start-up: one such record never ends the round
             if record.state is InstanceState.DELETING:
                 # a delete that failed (or was cut short by a restart): the same instance
                 # again, which the driver's idempotent delete allows
@@ -552,7 +595,7 @@ class Provisioning:
                 self._delete(record)
 
     def _why_down(self, record: InstanceRecord, idle: float | None, now: float) -> str | None:
-        definition = self.definitions[record.definition_id]
+        definition = self._definition_of(record)
         if record.ttl is not None and now - record.requested_at >= record.ttl:
             return f"its ttl of {record.ttl:.0f}s passed"
         if idle is not None and now - idle >= definition.idle_timeout:
@@ -574,13 +617,16 @@ class Provisioning:
         lost, found by their names in the driver's list. A driver that cannot answer now
         leaves them as they are."""
         with self.lock:
-            live = [r for r in self.instances.values() if r.state in _LIVE and r.driver_id]
-            unanswered = [
-                r for r in self.instances.values() if r.state in _LIVE and not r.driver_id
+            live = [
+                r
+                for r in self.instances.values()
+                if r.state in _LIVE and r.definition_id in self.definitions
             ]
-        self._look_for(unanswered)
+        self._look_for([r for r in live if not r.driver_id])
         for record in live:
-            driver = self.drivers[self.definitions[record.definition_id].driver]
+            if not record.driver_id:
+                continue
+            driver = self.drivers[self._definition_of(record).driver]
             try:
                 seen = driver.describe(record.driver_id)
             except FuzzballError:
@@ -600,7 +646,11 @@ class Provisioning:
     def torn_down(self, name: str) -> None:
         """A deprovision hold emptied the node ``name``: delete its instance (once)."""
         record = self._by_name.get(name)
-        if record is not None and record.state in _LIVE:
+        if (
+            record is not None
+            and record.state in _LIVE
+            and record.definition_id in self.definitions
+        ):
             self._delete(record)
 
     @_locked
@@ -610,6 +660,7 @@ class Provisioning:
         if record is None:
             raise NotFound(f"provisioner instance {instance_id} does not exist")
         if record.state in _LIVE or record.state is InstanceState.ERROR:
+            self._definition_of(record)  # FailedPrecondition naming it, before anything
             self._delete(record)
         return record
 
@@ -617,7 +668,7 @@ class Provisioning:
         # DELETING first: whatever happens in the driver, no sweep picks this record again
         record.state = InstanceState.DELETING
         self._event(record, EventKind.INSTANCE_DELETING, "deleting")
-        driver = self.drivers[self.definitions[record.definition_id].driver]
+        driver = self.drivers[self._definition_of(record).driver]
         try:
             if not record.driver_id:  # its create call's answer was lost: ask the driver
                 self._found(record, self._listed(driver).get(record.name))

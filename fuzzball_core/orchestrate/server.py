@@ -194,6 +194,9 @@ def build(
     )
     built.central_config.seal_clear_revisions()
     built.central_config.apply_latest()
+    # both the file's and the central definitions are known now: refuse to run while an
+    # instance belongs to neither, since nothing could delete it
+    provisioning.check_instances_defined()
     return built
 
 
