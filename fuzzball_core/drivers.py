@@ -358,6 +358,19 @@ class Provisioner(ABC):
                 f" (it understands: {known})"
             )
 
+    def check_request(
+        self,
+        definition: InstanceSpec,
+        *,
+        annotations: Mapping[str, str],
+        directives: Mapping[str, str],
+    ) -> None:
+        """Refuse, before anything is recorded or created, a request this driver would refuse
+        whatever its infrastructure says (``InvalidArgument`` naming the field: a directive's
+        value, an annotation it cannot carry). It must not call the infrastructure. The
+        default checks the directives' names (:meth:`check_directives`)."""
+        self.check_directives(directives)
+
     @abstractmethod
     def create(
         self,

@@ -243,6 +243,19 @@ class AwsProvisioner(CloudProvisioner[AwsSettings, AwsDefinition, Any]):
 
     # -- the contract ------------------------------------------------------------------------
 
+    def check_request(
+        self,
+        definition: InstanceSpec,
+        *,
+        annotations: Mapping[str, str],
+        directives: Mapping[str, str],
+    ) -> None:
+        """The directives, and annotations EC2 could not carry as tags, refused naming them
+        before anything is created."""
+        super().check_request(definition, annotations=annotations, directives=directives)
+        account, shape = self.shape(definition)
+        _tags(definition.definition, account, shape, annotations)
+
     def launch(
         self,
         definition: str,
@@ -373,7 +386,7 @@ def _tags(
         try:
             _check_tag(tag, value)
         except ValueError as exc:
-            raise InvalidArgument(f"annotation {key[:60]!r}: {exc}") from None
+            raise InvalidArgument(f"annotations: {key[:60]!r}: {exc}") from None
         tags[tag] = value
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 

@@ -86,6 +86,19 @@ class CloudProvisioner(Provisioner, Generic[_A, _S, _C]):
         self.shape(definition)
         self.accounts.of(definition)
 
+    def check_request(
+        self,
+        definition: InstanceSpec,
+        *,
+        annotations: Mapping[str, str],
+        directives: Mapping[str, str],
+    ) -> None:
+        """Refuse directives this driver does not know or whose values the shape's rules
+        refuse (``backendDirectives.KEY``), before anything is created."""
+        self.check_directives(directives)
+        shape = self.shape(definition)[1]
+        with_directives(self.shape_model, definition.definition, shape, dict(directives))
+
     def launch(
         self,
         definition: str,

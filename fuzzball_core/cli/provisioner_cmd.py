@@ -149,7 +149,8 @@ def list_instances(state: CliState, output: str) -> None:
 def show_instance(state: CliState, instance_id: str, output: str) -> None:
     """Show one instance."""
     found = state.api.call_json("GET", _instance_path(instance_id))
-    emit(found, output, headers=_INSTANCE_HEADERS, rows=[_instance_row(found)])
+    row = [*_instance_row(found), found.get("detail", "")]
+    emit(found, output, headers=[*_INSTANCE_HEADERS, "DETAIL"], rows=[row])
 
 
 @instance.command("delete")

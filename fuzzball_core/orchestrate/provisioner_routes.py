@@ -8,8 +8,10 @@ ProvisionerService and AdminProvisionerService.
 * ``POST /admin/provisioner/definitions/{id}/reset-resource``: refused, saying why (a
   definition's resource is its configured shape; nothing was learned to reset);
 * ``POST /admin/provisioner/instances`` (``definitionId``, ``count``, ``annotations``,
-  ``ttl``, ``backendDirectives``) answers ``{"ids"}``; ``GET`` lists them with their state,
-  ``GET``/``DELETE .../{id}`` reads or deletes one (``provision_nodes``).
+  ``ttl``, ``backendDirectives``) answers ``{"ids"}`` (400 naming the field the driver
+  refuses, with nothing created); ``GET`` lists them with their state and, as the extension
+  ``detail``, why (a create's failure); ``GET``/``DELETE .../{id}`` reads or deletes one
+  (``provision_nodes``).
 
 Definitions come from ``provisioner.definitions`` in the configuration; without any, the
 lists are empty and every id is unknown.
@@ -89,6 +91,11 @@ def instance_json(record: InstanceRecord) -> dict[str, Any]:
     }
     if record.deleted_at is not None:
         body["deleteTime"] = rfc3339(record.deleted_at)
+    if record.detail:
+        # an extension of the swagger's AdminProvisionerInstance, which has no field for it:
+        # why the instance is in its state (the driver's error for ERROR, a lost answer for
+        # CREATING, a failed delete for DELETING)
+        body["detail"] = record.detail
     return body
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 import time
@@ -59,6 +60,8 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.scheduling import EXCLUSIVE_NODE, PLACE_UNTIL, JobRequest, format_bytes
 from fuzzball_core.vocabulary import EventKind, InstanceState
+
+log = logging.getLogger("fuzzball.provisioning")
 
 #: (event kind, message, instance name) -> recorded as a node event by the engine
 EventSink = Callable[[EventKind, str, str], None]
@@ -307,7 +310,10 @@ class Provisioning:
         for definition_id, jobs in planned.items():
             if not jobs:  # a definition tried, but full
                 continue
-            created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
+            try:
+                created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
+            except FuzzballError as exc:  # its records say why; the other definitions go on
+                log.warning("scaling %s up failed: %s", definition_id, exc.message)
         return created
 
     @staticmethod
@@ -359,7 +365,13 @@ class Provisioning:
                 f" {definition_id} ({room} more may be created now)"
             )
         driver = self.drivers[definition.driver]
-        driver.check_directives(directives or {})
+        # a request the driver refuses whatever its infrastructure says is refused naming
+        # the field, and nothing is recorded
+        driver.check_request(
+            spec_of(definition),
+            annotations=dict(annotations or {}),
+            directives=dict(directives or {}),
+        )
         now = self.clock()
         records: list[InstanceRecord] = []
         launches: list[Launch] = []
@@ -405,6 +417,8 @@ class Provisioning:
                     self._fail(record, exc.message)
                 else:  # a timeout is not "nothing was created"
                     self._unanswered(record, exc.message)
+            if isinstance(exc, InvalidArgument):
+                raise  # the request's fault (the cloud refused a parameter): the caller's 400
             return records
         by_name = {answer.name: answer for answer in answers}
         for record in records:

@@ -138,6 +138,19 @@ def test_more_instances_than_max_nodes_are_refused_naming_the_bound(served):
     assert served.powered_lines() == []
 
 
+def test_why_an_instance_was_not_created_is_readable_in_the_instance(served, tmp_path):
+    (tmp_path / "onprem").mkdir()
+    for host in ("rack-1", "rack-2"):  # both machines held by instances of another Orchestrate
+        (tmp_path / "onprem" / f"{host}.json").write_text('{"name": "elsewhere"}')
+    created = served.call(
+        served.admin, "POST", "/admin/provisioner/instances", {"definitionId": "rack"}
+    )
+    (instance,) = created.json()["ids"]
+    got = served.call(served.admin, "GET", f"/admin/provisioner/instances/{instance}").json()
+    assert got["state"] == "ADMIN_PROVISIONER_INSTANCE_STATE_ERROR"
+    assert got["detail"] == "onprem: every machine of rack is in use (2 in its inventory)"
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [

@@ -339,3 +339,20 @@ def test_an_error_instance_the_driver_made_is_deleted_at_the_next_sweep() -> Non
     provisioning.sweep({})
     assert driver.deleted == ["i-1"]
     assert "it failed to boot" in record.detail
+
+
+def test_a_parameter_the_infrastructure_refuses_is_the_callers_error_and_frees_the_room() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    driver.create = lambda *a, **k: (_ for _ in ()).throw(  # type: ignore[method-assign]
+        InvalidArgument("scripted: RunInstances: InvalidSubnetID.NotFound")
+    )
+    provisioning = loop(clock, driver, **{"max-nodes": 1})
+    with pytest.raises(InvalidArgument, match="InvalidSubnetID"):
+        provisioning.create("small", 1)
+    (record,) = provisioning.records()
+    assert (record.state, record.detail) == (
+        InstanceState.ERROR,
+        "scripted: RunInstances: InvalidSubnetID.NotFound",
+    )
+    assert provisioning.scale_up([job(1)]) == []  # asked again (room was free): refused
+    assert len(provisioning.records()) == 2
