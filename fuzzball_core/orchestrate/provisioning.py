@@ -26,6 +26,13 @@ The release notes' failures are the rules kept:
   unknown is marked DELETED only once its driver lists no instance of its name;
 - the definition's and the instance's annotations are merged into every registration, so a
   restarted Substrate keeps them.
+
+The loop's lock guards the records only: no driver call is made holding it (a cloud call
+may take minutes), so a node's registration, and :meth:`Provisioning.holder` (which the
+node API calls on Orchestrate's event loop and which takes no lock at all), never wait for
+one. A record whose driver call is in flight is *claimed* (``_busy``) by the thread making
+it; no other thread calls the driver for it meanwhile, and a delete asked for it then is
+finished by that thread.
 """
 
 from __future__ import annotations
@@ -224,6 +231,8 @@ class Provisioning:
         self.place_hold = place_hold
         self.store = store
         self.lock = threading.RLock()
+        #: the records whose driver call (a create or a delete) a thread is making now
+        self._busy: set[str] = set()
         self.instances: dict[str, InstanceRecord] = {}
         self._by_name: dict[str, InstanceRecord] = {}
         self._by_digest: dict[str, InstanceRecord] = {}
@@ -268,13 +277,26 @@ class Provisioning:
 
     # -- scale up --------------------------------------------------------------------------
 
-    @_locked
     def scale_up(self, waiting: Sequence[JobRequest]) -> list[InstanceRecord]:
         """Request nodes for runs no current node can hold: oldest first, each on the
         cheapest definition that could hold it and has room under its ``max-nodes``. A run
         already waiting for an instance that may still take it asks for no other; one whose
         instance registered with too little of its ttl left for the run's timeout asks
         another definition. Return the new instances."""
+        with self.lock:
+            planned = self._plan(waiting)
+        created = []
+        for definition_id, jobs in planned.items():
+            # create() checks the room again, under the lock: an admin's create in between
+            # is refused here rather than passing max-nodes
+            try:
+                created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
+            except FuzzballError as exc:  # its records say why; the other definitions go on
+                log.warning("scaling %s up failed: %s", definition_id, exc.message)
+        return created
+
+    def _plan(self, waiting: Sequence[JobRequest]) -> dict[str, list[list[str]]]:
+        """Which definitions get how many instances, for which runs (see :meth:`scale_up`)."""
         now = self.clock()
         # runs an instance may still take whatever their timeout (most: one set lookup each),
         # and the registered ttl-bound instances, which take a run only if it ends in time
@@ -306,15 +328,7 @@ class Provisioning:
                     continue
                 batch.extend([job.id] for _ in range(job.nodes))  # a node per rank
                 break
-        created = []
-        for definition_id, jobs in planned.items():
-            if not jobs:  # a definition tried, but full
-                continue
-            try:
-                created.extend(self.create(definition_id, len(jobs), requested_for=jobs))
-            except FuzzballError as exc:  # its records say why; the other definitions go on
-                log.warning("scaling %s up failed: %s", definition_id, exc.message)
-        return created
+        return {definition_id: jobs for definition_id, jobs in planned.items() if jobs}
 
     @staticmethod
     def _too_late(
@@ -340,7 +354,6 @@ class Provisioning:
             return None
         return record.requested_at + record.ttl - definition.ttl_buffer
 
-    @_locked
     def create(
         self,
         definition_id: str,
@@ -352,18 +365,13 @@ class Provisioning:
         requested_for: Sequence[Sequence[str]] = (),
     ) -> list[InstanceRecord]:
         """Ask the definition's driver for ``count`` instances (the admin API's create, and
-        scale up's), never past ``max-nodes``."""
+        scale up's), never past ``max-nodes``. The records are made (and counted) under the
+        lock; the driver is called without it."""
         definition = self.definitions.get(definition_id)
         if definition is None:
             raise NotFound(f"provisioner definition {definition_id} does not exist")
         if count < 1:
             raise InvalidArgument(f"count: must be at least 1, got {count}")
-        room = definition.max_nodes - self.live(definition_id)
-        if count > room:
-            raise InvalidArgument(
-                f"count: {count} would exceed max-nodes {definition.max_nodes} of"
-                f" {definition_id} ({room} more may be created now)"
-            )
         driver = self.drivers[definition.driver]
         # a request the driver refuses whatever its infrastructure says is refused naming
         # the field, and nothing is recorded
@@ -372,6 +380,53 @@ class Provisioning:
             annotations=dict(annotations or {}),
             directives=dict(directives or {}),
         )
+        with self.lock:
+            records, launches = self._request(definition, count, annotations, ttl, requested_for)
+        claimed = {record.id for record in records}
+        error: FuzzballError | None = None
+        answers: Sequence[ProvisionedInstance] = ()
+        try:
+            answers = driver.create(
+                spec_of(definition),
+                launches,
+                annotations=dict(annotations or {}),
+                ttl=records[0].ttl,
+                directives=dict(directives or {}),
+            )
+        except FuzzballError as exc:
+            error = exc
+        except BaseException:
+            # no answer at all: the records stay CREATING with no driver id, found by name
+            with self.lock:
+                self._busy -= claimed
+            raise
+        with self.lock:
+            self._busy -= claimed
+            self._answered(records, answers, error)
+            # deleted while the driver was creating them: the delete is finished here
+            doomed = self._claim([r for r in records if r.state is InstanceState.DELETING])
+        self._finish_deletes(doomed)
+        if isinstance(error, InvalidArgument):
+            raise error  # the request's fault (the cloud refused a parameter): the caller's 400
+        return records
+
+    def _request(
+        self,
+        definition: ProvisionerDefinitionConfig,
+        count: int,
+        annotations: Mapping[str, str] | None,
+        ttl: float | None,
+        requested_for: Sequence[Sequence[str]],
+    ) -> tuple[list[InstanceRecord], list[Launch]]:
+        """Under the lock: ``count`` new records (CREATING, claimed for the create call) and
+        their launches, refused when they would pass ``max-nodes``."""
+        definition_id = definition.id
+        room = definition.max_nodes - self.live(definition_id)
+        if count > room:
+            raise InvalidArgument(
+                f"count: {count} would exceed max-nodes {definition.max_nodes} of"
+                f" {definition_id} ({room} more may be created now)"
+            )
         now = self.clock()
         records: list[InstanceRecord] = []
         launches: list[Launch] = []
@@ -397,33 +452,36 @@ class Provisioning:
             launches.append(Launch(record.name, bootstrap.render()))
             records.append(record)
             self._remember(record)
+            self._busy.add(record.id)
             self._event(
                 record,
                 EventKind.INSTANCE_REQUESTED,
                 f"requested from {definition_id}"
                 f" (estimated {definition.cost_per_hour_estimate:g} per hour)",
             )
-        try:
-            answers = driver.create(
-                spec_of(definition),
-                launches,
-                annotations=dict(annotations or {}),
-                ttl=records[0].ttl,
-                directives=dict(directives or {}),
-            )
-        except FuzzballError as exc:
-            for record in records:
-                if isinstance(exc, CREATE_REFUSALS):
-                    self._fail(record, exc.message)
-                else:  # a timeout is not "nothing was created"
-                    self._unanswered(record, exc.message)
-            if isinstance(exc, InvalidArgument):
-                raise  # the request's fault (the cloud refused a parameter): the caller's 400
-            return records
+        return records, launches
+
+    def _answered(
+        self,
+        records: Sequence[InstanceRecord],
+        answers: Sequence[ProvisionedInstance],
+        error: FuzzballError | None,
+    ) -> None:
+        """Under the lock: the records as the driver's create answered (or failed)."""
         by_name = {answer.name: answer for answer in answers}
         for record in records:
             answer = by_name.get(record.name)
-            if answer is None:
+            if record.state is InstanceState.DELETING:
+                # deleted meanwhile: only its id matters (none: looked up by name)
+                if answer is not None and answer.instance_id:
+                    record.driver_id = answer.instance_id
+                    self._save(record)
+            elif error is not None:
+                if isinstance(error, CREATE_REFUSALS):
+                    self._fail(record, error.message)
+                else:  # a timeout is not "nothing was created"
+                    self._unanswered(record, error.message)
+            elif answer is None:
                 self._unanswered(record, "the driver gave no answer for it")
             elif answer.state is InstanceState.ERROR:
                 record.driver_id = answer.instance_id
@@ -433,7 +491,6 @@ class Provisioning:
             else:
                 record.driver_id = answer.instance_id
                 self._save(record)
-        return records
 
     def _fail(self, record: InstanceRecord, why: str) -> None:
         record.state = InstanceState.ERROR
@@ -466,9 +523,12 @@ class Provisioning:
             raise Unauthenticated("the registration token is not valid for this node")
         return record
 
-    @_locked
     def holder(self, token: str) -> InstanceRecord | None:
-        """The live instance whose registration token ``token`` is; None for any other."""
+        """The live instance whose registration token ``token`` is; None for any other.
+
+        It takes no lock: the node API calls it on Orchestrate's event loop, which must never
+        wait for the loop's worker thread. One dictionary read and one state read, each
+        atomic, see a record as it was or as it is."""
         record = self._by_digest.get(_digest(token))
         return record if record is not None and record.state in _LIVE else None
 
@@ -576,37 +636,46 @@ class Provisioning:
 
     # -- scale down ------------------------------------------------------------------------
 
-    @_locked
     def sweep(self, idle_since: Mapping[str, float | None]) -> None:
         """Delete what should go: instances that never registered, past their deadline and
         grace; registered ones idle past the definition's timeout or past their ttl (through
         a deprovision hold when a hold placer is set). ``idle_since`` maps each provisioned
-        node's name to when it became empty (None: busy)."""
+        node's name to when it became empty (None: busy). Decided under the lock; the
+        driver's deletes are made without it."""
         now = self.clock()
         deadline = self.config.registration_deadline + self.config.unregistered_grace
-        for record in list(self.instances.values()):
-            if record.definition_id not in self.definitions:
-                continue  # refused at start-up: one such record never ends the round
-            if record.state is InstanceState.DELETING:
-                # a delete that failed (or was cut short by a restart): the same instance
-                # again, which the driver's idempotent delete allows
-                self._delete(record)
-            elif record.state is InstanceState.CREATING and now - record.requested_at > deadline:
-                self._event(
-                    record,
-                    EventKind.INSTANCE_NEVER_REGISTERED,
-                    f"never registered; deleted {self.config.unregistered_grace:.0f}s after its"
-                    " registration deadline",
-                )
-                self._delete(record)
-            elif record.state is InstanceState.CREATED and record.deprovision_requested_at is None:
-                why = self._why_down(record, idle_since.get(record.name), now)
-                if why is not None:
-                    self._deprovision(record, why)
-            elif record.state is InstanceState.ERROR and record.driver_id:
-                # the driver made something that failed: it never registers (an ERROR
-                # instance's token is refused), so whatever it is goes now
-                self._delete(record)
+        doomed: list[InstanceRecord] = []
+        with self.lock:
+            for record in list(self.instances.values()):
+                if record.definition_id not in self.definitions or record.id in self._busy:
+                    continue  # refused at start-up, or a driver call in flight: not now
+                if record.state is InstanceState.DELETING:
+                    # a delete that failed (or was cut short by a restart): the same instance
+                    # again, which the driver's idempotent delete allows
+                    doomed.append(record)
+                elif (
+                    record.state is InstanceState.CREATING and now - record.requested_at > deadline
+                ):
+                    self._event(
+                        record,
+                        EventKind.INSTANCE_NEVER_REGISTERED,
+                        f"never registered; deleted {self.config.unregistered_grace:.0f}s after"
+                        " its registration deadline",
+                    )
+                    doomed.append(record)
+                elif (
+                    record.state is InstanceState.CREATED
+                    and record.deprovision_requested_at is None
+                ):
+                    why = self._why_down(record, idle_since.get(record.name), now)
+                    if why is not None and self._deprovision(record, why):
+                        doomed.append(record)
+                elif record.state is InstanceState.ERROR and record.driver_id:
+                    # the driver made something that failed: it never registers (an ERROR
+                    # instance's token is refused), so whatever it is goes now
+                    doomed.append(record)
+            claimed = self._claim(doomed)
+        self._finish_deletes(claimed)
 
     def _why_down(self, record: InstanceRecord, idle: float | None, now: float) -> str | None:
         definition = self._definition_of(record)
@@ -616,13 +685,15 @@ class Provisioning:
             return f"idle for {now - idle:.0f}s (idle timeout {definition.idle_timeout:.0f}s)"
         return None
 
-    def _deprovision(self, record: InstanceRecord, why: str) -> None:
+    def _deprovision(self, record: InstanceRecord, why: str) -> bool:
+        """Under the lock: start taking the node down; whether to delete it now (no hold
+        placer: nothing drains it first)."""
         record.deprovision_requested_at = self.clock()
         self._event(record, EventKind.INSTANCE_IDLE, f"deprovisioning: {why}")
         if self.place_hold is None:
-            self._delete(record)
-        else:
-            self.place_hold(record.name, f"provisioner: {why}")
+            return True
+        self.place_hold(record.name, f"provisioner: {why}")
+        return False
 
     def reconcile(self) -> None:
         """Mark DELETED the live instances their drivers no longer have (deleted outside
@@ -634,7 +705,9 @@ class Provisioning:
             live = [
                 r
                 for r in self.instances.values()
-                if r.state in _LIVE and r.definition_id in self.definitions
+                if r.state in _LIVE
+                and r.definition_id in self.definitions
+                and r.id not in self._busy
             ]
         self._look_for([r for r in live if not r.driver_id])
         for record in live:
@@ -647,7 +720,7 @@ class Provisioning:
                 continue
             if seen is None or seen.state is InstanceState.DELETED:
                 with self.lock:
-                    if record.state in _LIVE:
+                    if record.state in _LIVE and record.id not in self._busy:
                         record.state = InstanceState.DELETED
                         record.deleted_at = self.clock()
                         self._event(
@@ -656,49 +729,84 @@ class Provisioning:
                             "gone (its driver has no such instance)",
                         )
 
-    @_locked
     def torn_down(self, name: str) -> None:
         """A deprovision hold emptied the node ``name``: delete its instance (once)."""
-        record = self._by_name.get(name)
-        if (
-            record is not None
-            and record.state in _LIVE
-            and record.definition_id in self.definitions
-        ):
-            self._delete(record)
+        with self.lock:
+            record = self._by_name.get(name)
+            if (
+                record is None
+                or record.state not in _LIVE
+                or record.definition_id not in self.definitions
+            ):
+                return
+            claimed = self._claim([record])
+        self._finish_deletes(claimed)
 
-    @_locked
     def delete(self, instance_id: str) -> InstanceRecord:
-        """The admin API's delete: the instance goes now (once; a deleted one stays so)."""
-        record = self.instances.get(instance_id)
-        if record is None:
-            raise NotFound(f"provisioner instance {instance_id} does not exist")
-        if record.state in _LIVE or record.state is InstanceState.ERROR:
+        """The admin API's delete: the instance goes now (once; a deleted one stays so). One
+        whose create call is still in flight is marked DELETING and deleted by that call's
+        thread once the driver answered."""
+        with self.lock:
+            record = self.instances.get(instance_id)
+            if record is None:
+                raise NotFound(f"provisioner instance {instance_id} does not exist")
+            if record.state not in _LIVE and record.state is not InstanceState.ERROR:
+                return record
             self._definition_of(record)  # FailedPrecondition naming it, before anything
-            self._delete(record)
+            claimed = self._claim([record])
+        self._finish_deletes(claimed)
         return record
 
-    def _delete(self, record: InstanceRecord) -> None:
-        # DELETING first: whatever happens in the driver, no sweep picks this record again
-        record.state = InstanceState.DELETING
-        self._event(record, EventKind.INSTANCE_DELETING, "deleting")
-        driver = self.drivers[self._definition_of(record).driver]
+    def _claim(self, records: Sequence[InstanceRecord]) -> list[tuple[InstanceRecord, Provisioner]]:
+        """Under the lock: mark each record DELETING (written before any driver call: no
+        sweep, and no restart, picks it for anything else) and claim it for this thread's
+        delete, with its driver. One whose driver call is in flight in another thread is
+        only marked: that thread finishes the delete."""
+        claimed = []
+        for record in records:
+            driver = self.drivers[self._definition_of(record).driver]
+            if record.state is not InstanceState.DELETING:
+                record.state = InstanceState.DELETING
+                self._event(record, EventKind.INSTANCE_DELETING, "deleting")
+            if record.id not in self._busy:
+                self._busy.add(record.id)
+                claimed.append((record, driver))
+        return claimed
+
+    def _finish_deletes(self, claimed: Sequence[tuple[InstanceRecord, Provisioner]]) -> None:
+        """Without the lock: each claimed record's driver delete (its instance looked up by
+        name first when its id is unknown); DELETED once done, left DELETING (the next
+        sweep tries again) when the driver failed."""
+        for record, driver in claimed:
+            try:
+                self._finish_delete(record, driver)
+            finally:
+                with self.lock:
+                    self._busy.discard(record.id)
+
+    def _finish_delete(self, record: InstanceRecord, driver: Provisioner) -> None:
         try:
             if not record.driver_id:  # its create call's answer was lost: ask the driver
-                self._found(record, self._listed(driver).get(record.name))
+                found = self._listed(driver).get(record.name)
+                with self.lock:
+                    self._found(record, found)
             if record.driver_id:
                 driver.delete(record.driver_id)
         except FuzzballError as exc:
-            record.detail = exc.message
-            self._event(record, EventKind.INSTANCE_DELETING, f"delete failed: {exc.message}")
+            with self.lock:
+                record.detail = exc.message
+                self._event(record, EventKind.INSTANCE_DELETING, f"delete failed: {exc.message}")
             return
-        record.state = InstanceState.DELETED
-        record.deleted_at = self.clock()
-        self._event(
-            record,
-            EventKind.INSTANCE_DELETED,
-            "deleted" if record.driver_id else "deleted: its driver has no instance of its name",
-        )
+        with self.lock:
+            record.state = InstanceState.DELETED
+            record.deleted_at = self.clock()
+            self._event(
+                record,
+                EventKind.INSTANCE_DELETED,
+                "deleted"
+                if record.driver_id
+                else "deleted: its driver has no instance of its name",
+            )
 
     # -- instances whose create call's answer was lost ----------------------------------------
 
@@ -727,7 +835,11 @@ class Provisioning:
                 continue
             with self.lock:
                 for record in waiting:
-                    if not record.driver_id and record.state is not InstanceState.DELETED:
+                    if (
+                        not record.driver_id
+                        and record.state in _LIVE
+                        and record.id not in self._busy
+                    ):
                         self._found(record, listed.get(record.name))
 
     def _found(self, record: InstanceRecord, instance: ProvisionedInstance | None) -> None:
@@ -744,7 +856,7 @@ class Provisioning:
 
     def waiting_reason(self, run_key: str) -> str | None:
         """``workflow why``'s line for a run waiting on a requested instance; None if none."""
-        for record in self.instances.values():
+        for record in list(self.instances.values()):  # read on the event loop: a snapshot
             if record.state is InstanceState.CREATING and run_key in record.requested_for:
                 at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.requested_at))
                 return (
@@ -756,7 +868,7 @@ class Provisioning:
         """The instances, oldest first, optionally only those in ``states``."""
         wanted = set(states) if states is not None else None
         return sorted(
-            (r for r in self.instances.values() if wanted is None or r.state in wanted),
+            (r for r in list(self.instances.values()) if wanted is None or r.state in wanted),
             key=lambda r: (r.requested_at, r.name),
         )
 
