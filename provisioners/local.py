@@ -64,6 +64,11 @@ def _alive(pid: int, config: Path) -> bool:
 _DEFINITION_KEYS = frozenset({"state-dir", "base-config", "substrate"})
 
 
+def _where(definition: InstanceSpec) -> str:
+    """Where a refusal points: the definition's ``config``, by the definition's id."""
+    return f"provisioner definition {definition.definition}: config"
+
+
 class LocalProvisioner(Provisioner):
     """Substrates as child processes of this machine, one per instance.
 
@@ -76,10 +81,10 @@ class LocalProvisioner(Provisioner):
         super().__init__(config)
         self._state_dirs: list[Path] = []
 
-    def _state_dir(self, definition_config: Mapping[str, Any]) -> Path:
-        state = definition_config.get("state-dir") or self.config.get("state-dir")
+    def _state_dir(self, definition: InstanceSpec) -> Path:
+        state = definition.driver_config.get("state-dir") or self.config.get("state-dir")
         if not state:
-            raise InvalidArgument("provisioner definition config: state-dir is required (local)")
+            raise InvalidArgument(f"{_where(definition)}: state-dir is required (local)")
         path = Path(str(state)).resolve()
         if path not in self._state_dirs:
             self._state_dirs.append(path)
@@ -89,21 +94,22 @@ class LocalProvisioner(Provisioner):
         """A definition needs a ``state-dir``; ``base-config`` must exist when given; its
         ``substrate`` settings must be a Substrate's; no other key is read (a misspelt one
         is refused rather than ignored)."""
+        where = _where(definition)
         unknown = sorted(set(definition.driver_config) - _DEFINITION_KEYS)
         if unknown:
             raise InvalidArgument(
-                f"provisioner definition config: {unknown[0]}: unknown key (local reads "
+                f"{where}: {unknown[0]}: unknown key (local reads "
                 f"{', '.join(sorted(_DEFINITION_KEYS))})"
             )
         substrate = definition.driver_config.get("substrate") or {}
         try:
-            parse_config({"substrate": substrate}, source="provisioner definition config")
+            parse_config({"substrate": substrate}, source=where)
         except ConfigError as exc:
             raise InvalidArgument(exc.message) from None
-        self._state_dir(definition.driver_config)
+        self._state_dir(definition)
         base = definition.driver_config.get("base-config")
         if base and not Path(str(base)).is_file():
-            raise InvalidArgument(f"provisioner definition config: base-config {base} is no file")
+            raise InvalidArgument(f"{where}: base-config {base} is no file")
 
     def create(
         self,
@@ -115,7 +121,7 @@ class LocalProvisioner(Provisioner):
         directives: Mapping[str, str] | None = None,
     ) -> Sequence[ProvisionedInstance]:
         """Write each node's configuration from its user data and start its Substrate."""
-        state = self._state_dir(definition.driver_config)
+        state = self._state_dir(definition)
         base: dict[str, Any] = {}
         if definition.driver_config.get("base-config"):
             loaded = yaml.safe_load(Path(str(definition.driver_config["base-config"])).read_text())

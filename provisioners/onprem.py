@@ -87,10 +87,18 @@ class OnPremProvisioner(Provisioner):
                 f"provisioner definition {definition.definition}: inventory must list machines"
             )
         state = Path(str(settings["state-dir"]))
+        listed: dict[str, int] = {}
         for index, machine in enumerate(inventory):
             where = f"provisioner definition {definition.definition}: inventory[{index}]"
             if not isinstance(machine, dict) or not machine.get("host"):
                 raise InvalidArgument(f"{where}: host is required")
+            host = str(machine["host"])
+            if host in listed:
+                # one holder file per host: the second entry could never be used
+                raise InvalidArgument(
+                    f"{where}.host: {host} is listed twice (also inventory[{listed[host]}])"
+                )
+            listed[host] = index
             extra = sorted(set(machine) - {"host", "power-on", "power-off"})
             if extra:
                 raise InvalidArgument(
@@ -98,7 +106,7 @@ class OnPremProvisioner(Provisioner):
                 )
             for key in ("power-on", "power-off"):
                 _check_template(machine.get(key), f"{where}.{key}")
-            self._machines[str(machine["host"])] = (machine, state)
+            self._machines[host] = (machine, state)
 
     def _holder_file(self, host: str) -> Path:
         return self._machines[host][1] / f"{host}.json"

@@ -44,3 +44,30 @@ def test_an_onprem_machine_with_an_unknown_key_is_refused_naming_it(tmp_path: Pa
         OnPremProvisioner().check_definition(
             spec({"state-dir": str(tmp_path), "inventory": [machine]})
         )
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"bogus-key": 1}, "provisioner definition lab: config: bogus-key: unknown key"),
+        ({"substrate": {"bogus": 1}}, "provisioner definition lab: config: "),
+        ({"base-config": "/nonexistent.yaml"}, "provisioner definition lab: config: base-config"),
+    ],
+)
+def test_a_local_definitions_refusal_names_the_definition(tmp_path: Path, config, named) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        LocalProvisioner().check_definition(spec({"state-dir": str(tmp_path), **config}))
+    assert named in refused.value.message
+
+
+def test_a_local_definition_without_a_state_dir_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidArgument, match="provisioner definition lab: config: state-dir"):
+        LocalProvisioner().check_definition(spec({}))
+
+
+def test_an_onprem_host_listed_twice_is_refused_naming_both_entries(tmp_path: Path) -> None:
+    machine = {"host": "m1", "power-on": "true", "power-off": "true"}
+    with pytest.raises(InvalidArgument, match=r"inventory\[1\]\.host: m1 is listed twice"):
+        OnPremProvisioner().check_definition(
+            spec({"state-dir": str(tmp_path), "inventory": [machine, dict(machine)]})
+        )
