@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from fuzzball_core.backoff import Backoff
 from fuzzball_core.errors import FuzzballError, ResourceExhausted, Unavailable
-from fuzzball_core.store.private_files import private_file, private_umask, tighten
+from fuzzball_core.store.private_files import make_private_dirs, private_file, tighten
 from fuzzball_core.store.wal_checkpoints import BACKSTOP_PAGES, WalCheckpoints
 
 if TYPE_CHECKING:
@@ -94,18 +94,16 @@ SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 def _private_sqlite_files(database: Path) -> None:
     """Create the database's directory (0700 when new) and the database file (0600), and
-    tighten the files an older version made readable by others."""
-    with private_umask():
-        database.parent.mkdir(parents=True, exist_ok=True)
+    tighten the files an older version made readable by others.
+
+    SQLite makes the WAL, shared-memory and journal files with the database file's own mode,
+    so the 0600 file made here keeps them private from their first byte, with no umask
+    changed around a connection (the umask is the process's: another thread's files made
+    meanwhile would have been private too)."""
+    make_private_dirs(database.parent)
     private_file(database)
     for suffix in SQLITE_COMPANIONS:
         tighten(database.with_name(database.name + suffix))
-
-
-def _connect_privately(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-    # A file SQLite creates while connecting is the service's own from its first byte.
-    with private_umask():
-        return dialect.connect(*cargs, **cparams)
 
 
 #: each SQLite engine's checkpoints (:func:`background_checkpoints`)
@@ -136,7 +134,6 @@ def connect(url: str) -> Engine:
         if path and path != ":memory:":
             _private_sqlite_files(Path(path))
         engine = create_engine(url, connect_args={"check_same_thread": False})
-        event.listen(engine, "do_connect", _connect_privately)
         event.listen(engine, "connect", _sqlite_pragmas)
         if path and path != ":memory:":
             _checkpoint_in_background(engine, Path(path))

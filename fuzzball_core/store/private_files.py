@@ -11,31 +11,31 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import IO
 
 #: permission bits of the service's directories and files
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
-#: the umask under which the service creates what it keeps: nothing for group or others
-PRIVATE_UMASK = 0o077
 
 
-@contextmanager
-def private_umask() -> Iterator[None]:
-    """Create files and directories as the service's own only while inside.
+def make_private_dirs(path: Path) -> Path:
+    """Create ``path`` and each missing parent as 0700; directories that exist are left as
+    they are.
 
-    For files created by code that takes no mode (SQLite's database, WAL and shared-memory
-    files). The umask is the process's, so the window is kept to the creating call; other
-    threads creating files meanwhile get stricter modes, never looser ones.
-    """
-    previous = os.umask(PRIVATE_UMASK)
-    try:
-        yield
-    finally:
-        os.umask(previous)
+    Each is made with its mode, never under a changed umask: the umask is the process's, and
+    a thread creating files meanwhile (a job's image unpacked on a node agent in the same
+    process) would have made them private too, where others must read them."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        with suppress(FileExistsError):
+            directory.mkdir(mode=DIRECTORY_MODE)  # the umask can only take bits away
+    return path
 
 
 def private_directory(path: Path) -> Path:
@@ -44,8 +44,7 @@ def private_directory(path: Path) -> Path:
     A directory shared with others is left as it is: a sticky one (``/tmp``) or one another
     user owns; only what the service itself owns is its to close.
     """
-    with private_umask():
-        path.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path)
     info = path.stat()
     ours = info.st_uid == os.geteuid() and not info.st_mode & stat.S_ISVTX
     if ours and stat.S_IMODE(info.st_mode) != DIRECTORY_MODE:

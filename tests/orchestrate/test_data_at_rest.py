@@ -54,6 +54,29 @@ def test_a_new_database_and_its_wal_and_shm_are_the_owners_only(tmp_path):
     engine.dispose()
 
 
+def test_opening_a_store_never_changes_the_process_umask(tmp_path, monkeypatch):
+    # the umask is the process's: under a private one, another thread's files made meanwhile
+    # (a node agent's image unpacked in the same process) were private too, and a job's
+    # non-root user could not run the image's programs
+    changed: list[int] = []
+    real_umask = os.umask
+
+    def recorded(mask: int) -> int:
+        changed.append(mask)
+        return real_umask(mask)
+
+    monkeypatch.setattr(os, "umask", recorded)
+    database = tmp_path / "new" / "data" / "orchestrate.db"
+    engine = connect(f"sqlite:///{database}")
+    migrate(engine)
+    with engine.connect() as connection:
+        connection.execute(text("SELECT count(*) FROM accounts"))
+    engine.dispose()
+    private_directory(tmp_path / "private" / "dir")
+    assert changed == []
+    assert mode(database.parent) == mode(database.parent.parent) == 0o700
+
+
 def test_a_database_an_older_version_left_readable_is_tightened_at_start(tmp_path):
     database = tmp_path / "orchestrate.db"
     engine = connect(f"sqlite:///{database}")
