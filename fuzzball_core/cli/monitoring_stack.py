@@ -124,6 +124,23 @@ def _pid(directory: Path, name: str, argv: list[str]) -> int | None:
     return pid if [a.decode(errors="replace") for a in running][1:] == argv[1:] else None
 
 
+def _until_recognized(
+    directory: Path, name: str, argv: list[str], child: subprocess.Popen[bytes]
+) -> None:
+    """Wait until ``/proc`` shows the child running ``argv``, or the child has exited.
+
+    ``Popen`` returns once the child's exec has closed its descriptors, but the kernel sets
+    the new command line a moment later: read in between, ``/proc/<pid>/cmdline`` is empty,
+    and a ``stop`` right after ``start`` took its own process for a stranger's and left it
+    running."""
+    deadline = time.monotonic() + 10.0
+    while _pid(directory, name, argv) is None and child.poll() is None:
+        if time.monotonic() > deadline:
+            log.warning("%s (pid %d) does not show its command line in /proc", name, child.pid)
+            return
+        time.sleep(0.005)
+
+
 def start(config: FuzzballConfig, deployment_dir: Path, orchestrate_url: str) -> dict[str, Any]:
     """Start what of the stack is not running; what ``up`` reports about it."""
     if not config.monitoring.enabled:
@@ -155,6 +172,7 @@ def start(config: FuzzballConfig, deployment_dir: Path, orchestrate_url: str) ->
                 start_new_session=True,
             )
         (settings.directory / f"{name}.pid").write_text(f"{child.pid}\n")
+        _until_recognized(settings.directory, name, argv, child)
     return {
         "enabled": True,
         "prometheus": f"http://{settings.prometheus_listen}",
