@@ -12,11 +12,9 @@ REST and gRPC are served over TLS with a CA of the deployment's own, which the `
 context names in ``cafile`` (:mod:`~fuzzball_core.cli.local_tls`), unless the user's
 configuration has a ``tls`` section of its own.
 
-A pid file alone does not say a process is ours and alive: the process may have died and be
-a zombie its parent has not reaped yet, or have died long ago and its pid been given to a
-stranger. A process counts as running only when ``/proc/PID/stat`` shows it is not a zombie
-and ``/proc/PID/cmdline`` is the command this deployment started it with. So ``up`` after a
-crash restarts what died, and ``down`` never signals a stranger. ``up`` is done when both
+A process counts as running only when ``/proc`` shows it alive and running the command
+this deployment started it with (:mod:`~fuzzball_core.cli.detached_processes`). So ``up``
+after a crash restarts what died, and ``down`` never signals a stranger. ``up`` is done when both
 processes answer ready on their ``/readyz`` (Orchestrate's store and engine loop; the node's
 registration and stream), not when a node record says READY, which it still does for a while
 after Substrate crashed; ``status`` shows those conditions.
@@ -39,6 +37,7 @@ import yaml
 
 from fuzzball_core.cli import monitoring_stack
 from fuzzball_core.cli.contexts import ContextsFile
+from fuzzball_core.cli.detached_processes import running_pid, start_detached
 from fuzzball_core.cli.local_owner import DEFAULT_ORGANIZATION, DEFAULT_OWNER, sign_in_owner
 from fuzzball_core.cli.local_provisioning import add_local_definition, delete_local_instances
 from fuzzball_core.cli.local_tls import rest_url, secure_deployment, trust
@@ -59,28 +58,6 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "orchestrate": ("fuzzball_core.orchestrate.server", ("serve",)),
     "substrate": ("fuzzball_core.substrate.main", ()),
 }
-
-#: ``/proc/PID/stat`` states of a process that has exited (zombie, dead)
-EXITED_STATES = frozenset({"Z", "X", "x"})
-
-
-def process_state(pid: int) -> str | None:
-    """The one-letter state of ``pid`` from ``/proc/PID/stat``; None when there is no such pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # the command name in parentheses may hold spaces and ')': the state follows the last ')'
-    return stat.rpartition(")")[2].split()[0]
-
-
-def command_line(pid: int) -> list[str] | None:
-    """``pid``'s arguments from ``/proc/PID/cmdline``; None when they cannot be read."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.decode(errors="replace").split("\0")[:-1]
 
 
 @dataclass(frozen=True)
@@ -111,22 +88,8 @@ class Deployment:
         return [sys.executable, "-c", code, "--config", str(self.config_file), *arguments]
 
     def pid(self, process: str) -> int | None:
-        """The process's pid if it is alive and ours, else None.
-
-        Alive: ``/proc`` has it and it is not a zombie. Ours: its command line is the one
-        :meth:`argv` gives, past the interpreter's path (which a symlink may spell otherwise).
-        """
-        try:
-            pid = int(self.pid_file(process).read_text().strip())
-        except (OSError, ValueError):
-            return None
-        state = process_state(pid)
-        if state is None or state in EXITED_STATES:
-            return None
-        running = command_line(pid)
-        if running is None or running[1:] != self.argv(process)[1:]:
-            return None
-        return pid
+        """The process's pid if it is alive and ours (:func:`running_pid`), else None."""
+        return running_pid(self.pid_file(process), self.argv(process))
 
 
 def deployment_for(config: FuzzballConfig) -> Deployment:
@@ -204,16 +167,9 @@ def admin_token(config: FuzzballConfig, deployment: Deployment, known: str = "")
 
 
 def _start(deployment: Deployment, process: str) -> subprocess.Popen[bytes]:
-    with open_private(deployment.log_file(process), "ab") as log:
-        child = subprocess.Popen(
-            deployment.argv(process),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    deployment.pid_file(process).write_text(f"{child.pid}\n")
-    return child
+    return start_detached(
+        deployment.argv(process), deployment.pid_file(process), deployment.log_file(process)
+    )
 
 
 def _api_base(config: FuzzballConfig) -> str:

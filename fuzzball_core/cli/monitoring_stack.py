@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 
 from fuzzball_core.certificates import CertificateAuthority
+from fuzzball_core.cli.detached_processes import running_pid, start_detached
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.errors import AlreadyExists, Unauthenticated
 from fuzzball_core.monitoring.stack import StackSettings, commands, missing_binaries, write_stack
@@ -113,32 +113,7 @@ def settings_for(
 
 def _pid(directory: Path, name: str, argv: list[str]) -> int | None:
     """The stack process's pid when it is alive and runs exactly ``argv``."""
-    try:
-        pid = int((directory / f"{name}.pid").read_text().strip())
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        running = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    except (OSError, ValueError):
-        return None
-    if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
-        return None
-    return pid if [a.decode(errors="replace") for a in running][1:] == argv[1:] else None
-
-
-def _until_recognized(
-    directory: Path, name: str, argv: list[str], child: subprocess.Popen[bytes]
-) -> None:
-    """Wait until ``/proc`` shows the child running ``argv``, or the child has exited.
-
-    ``Popen`` returns once the child's exec has closed its descriptors, but the kernel sets
-    the new command line a moment later: read in between, ``/proc/<pid>/cmdline`` is empty,
-    and a ``stop`` right after ``start`` took its own process for a stranger's and left it
-    running."""
-    deadline = time.monotonic() + 10.0
-    while _pid(directory, name, argv) is None and child.poll() is None:
-        if time.monotonic() > deadline:
-            log.warning("%s (pid %d) does not show its command line in /proc", name, child.pid)
-            return
-        time.sleep(0.005)
+    return running_pid(directory / f"{name}.pid", argv)
 
 
 def start(config: FuzzballConfig, deployment_dir: Path, orchestrate_url: str) -> dict[str, Any]:
@@ -163,16 +138,7 @@ def start(config: FuzzballConfig, deployment_dir: Path, orchestrate_url: str) ->
     for name, argv in commands(settings).items():
         if _pid(settings.directory, name, argv) is not None:
             continue
-        with open_private(settings.directory / f"{name}.log", "ab") as out:
-            child = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        (settings.directory / f"{name}.pid").write_text(f"{child.pid}\n")
-        _until_recognized(settings.directory, name, argv, child)
+        start_detached(argv, settings.directory / f"{name}.pid", settings.directory / f"{name}.log")
     return {
         "enabled": True,
         "prometheus": f"http://{settings.prometheus_listen}",

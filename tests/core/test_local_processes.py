@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzzball_core.cli import local
+from fuzzball_core.cli import detached_processes, local
 from fuzzball_core.cli.local import Deployment
 
 
@@ -49,7 +49,7 @@ def _zombie(child: subprocess.Popen[bytes]) -> None:
     """Kill ``child`` and leave it unreaped: a zombie, as after a crash nobody has waited on."""
     os.kill(child.pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while local.process_state(child.pid) != "Z":
+    while detached_processes.process_state(child.pid) != "Z":
         assert time.monotonic() < deadline, "the killed child never became a zombie"
         time.sleep(0.01)
 
@@ -97,3 +97,24 @@ def test_down_leaves_a_stranger_alone_and_forgets_its_pid(deployment, monkeypatc
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_start_returns_only_once_proc_shows_the_new_command(deployment, monkeypatch):
+    # the kernel sets a new program's command line a moment after the exec that lets Popen
+    # return; here that moment lasts five reads, as it can on a loaded machine
+    reads = {"left": 5}
+    real = detached_processes.command_line
+
+    def not_yet_set(pid: int) -> list[str] | None:
+        if reads["left"]:
+            reads["left"] -= 1
+            return []
+        return real(pid)
+
+    monkeypatch.setattr(detached_processes, "command_line", not_yet_set)
+    child = local._start(deployment, "orchestrate")
+    try:
+        assert deployment.pid("orchestrate") == child.pid
+    finally:
+        child.kill()
+        child.wait()
