@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,14 @@ class Deployment:
     def pid(self, process: str) -> int | None:
         """The process's pid if it is alive and ours (:func:`running_pid`), else None."""
         return running_pid(self.pid_file(process), self.argv(process))
+
+
+#: where ``up`` tells what it is doing (the CLI prints each line on stderr)
+Progress = Callable[[str], None]
+
+
+def _quiet(message: str) -> None:
+    pass
 
 
 def deployment_for(config: FuzzballConfig) -> Deployment:
@@ -215,6 +224,7 @@ def _wait_until_ready(
     timeout: float,
     *,
     want_node: bool = True,
+    progress: Progress = _quiet,
 ) -> list[dict[str, Any]]:
     """Wait until Orchestrate and the node are ready (Orchestrate alone without
     ``want_node``: nodes are provisioned on demand); return the nodes.
@@ -222,11 +232,12 @@ def _wait_until_ready(
     A node's READY record alone does not do: after a crash of Substrate it stays READY
     until its lease runs out, while the restarted agent has not registered yet. So the
     agent's own ``/readyz`` (registered, stream up) decides; only when its metrics port is
-    off (or taken by something else) does the node's READY record.
+    off (or taken by something else) does the node's READY record. What it waits for is
+    told to ``progress`` each time that changes.
     """
     deadline = time.monotonic() + timeout
     headers = {"Authorization": f"Bearer {token}"}
-    last_error = "no answer yet"
+    last_error = told = "no answer yet"
     while time.monotonic() < deadline:
         for process, child in children.items():
             if child.poll() is not None:
@@ -255,6 +266,9 @@ def _wait_until_ready(
                 last_error = f"HTTP {reply.status_code}"
         except httpx.HTTPError as exc:
             last_error = str(exc) or type(exc).__name__
+        if last_error != told:
+            progress(f"waiting: {last_error}")
+            told = last_error
         time.sleep(0.2)
     raise Unavailable(
         f"the local deployment did not become ready in {timeout:g}s ({last_error}); see"
@@ -270,8 +284,10 @@ def up(
     owner_email: str = DEFAULT_OWNER,
     monitoring: bool = True,
     provisioner: str | None = None,
+    progress: Progress = _quiet,
 ) -> dict[str, Any]:
     """Start the local deployment; return where things are. Idempotent when already up.
+    Each step, and what the wait for readiness is waiting on, is told to ``progress``.
 
     With ``provisioner`` (``local``) no node is started: nodes are provisioned when work
     needs them (:mod:`~fuzzball_core.cli.local_provisioning`).
@@ -302,10 +318,13 @@ def up(
     has_context = any(c.name == CONTEXT_NAME for c in contexts.contexts)
     known = contexts.get(CONTEXT_NAME).token if has_context else ""
     token = admin_token(config, deployment, known)
-    if deployment.pid("orchestrate") is None:
-        children["orchestrate"] = _start(deployment, "orchestrate")
-    if provisioner is None and deployment.pid("substrate") is None:
-        children["substrate"] = _start(deployment, "substrate")
+    for process in PROCESSES if provisioner is None else ("orchestrate",):
+        pid = deployment.pid(process)
+        if pid is None:
+            progress(f"starting {process} (log: {deployment.log_file(process)})")
+            children[process] = _start(deployment, process)
+        else:
+            progress(f"{process} is already running (pid {pid})")
 
     address = rest_url(config)
     if any(c.name == CONTEXT_NAME for c in contexts.contexts):
@@ -328,8 +347,16 @@ def up(
     contexts.save()
 
     nodes = _wait_until_ready(
-        config, token, deployment, children, timeout, want_node=provisioner is None
+        config,
+        token,
+        deployment,
+        children,
+        timeout,
+        want_node=provisioner is None,
+        progress=progress,
     )
+    if config.monitoring.enabled:
+        progress("starting Prometheus and Alertmanager")
     return {
         "api": address,
         "context": CONTEXT_NAME,

@@ -69,6 +69,7 @@ def up(
         owner_email=owner_email,
         monitoring=not no_monitoring,
         provisioner=provisioner,
+        progress=lambda message: click.echo(message, err=True),
     )
     click.echo(
         f"Fuzzball is up: API {where['api']} (context {where['context']!r},"

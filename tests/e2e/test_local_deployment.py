@@ -104,6 +104,18 @@ def test_local_up_twice_is_harmless(local_deployment):
     assert nodes.stdout.count('"local-node"') == 1
 
 
+def test_local_up_tells_each_step_on_stderr_while_it_waits(local_deployment):
+    _, env = local_deployment
+    up = fuzzball(env, "local", "up")
+    assert up.returncode == 0, up.stderr
+    assert "starting orchestrate (log: " in up.stderr
+    assert "starting substrate (log: " in up.stderr
+    assert "waiting: " in up.stderr  # nothing answers the moment the processes start
+    again = fuzzball(env, "local", "up")
+    assert "orchestrate is already running (pid " in again.stderr
+    assert "Fuzzball is up" not in up.stderr  # the result stays on stdout
+
+
 def test_local_up_signs_the_cli_in_as_the_owner_who_can_log_in_again(local_deployment, tmp_path):
     _, env = local_deployment
     up = fuzzball(env, "local", "up")
