@@ -222,13 +222,20 @@ class Declared:
     persistent: bool
 
 
-def declared(parsed: ParsedWorkflow) -> list[Declared]:
+def declared(parsed: ParsedWorkflow, subdomain_problem: str | None = None) -> list[Declared]:
     """The workflow's endpoints; InvalidArgument naming each field this cluster refuses (a
-    protocol other than http or https)."""
+    protocol other than http or https; type subdomain where ``subdomain_problem`` says why
+    no subdomain resolves here)."""
     found: list[Declared] = []
     problems: list[tuple[str, str]] = []
     for service_name, service in (parsed.model.services or {}).items():
         found.extend(_of_service(service_name, service, problems))
+    if subdomain_problem:
+        problems.extend(
+            (f"{e.field}.type", f"subdomain: {subdomain_problem}; use type path")
+            for e in found
+            if e.kind == "subdomain" and not e.persistent
+        )
     if problems:
         raise InvalidArgument(
             "; ".join(f"{path}: {message}" for path, message in problems),
@@ -277,7 +284,7 @@ def claim(
     persistent ones attached (or, held by another live workflow, taken over by the
     endpoint's strategy). FailedPrecondition naming the field when a persistent endpoint
     does not exist."""
-    for endpoint in declared(parsed):
+    for endpoint in declared(parsed, ctx.endpoint_urls.subdomain_problem()):
         if not endpoint.persistent:
             _add_own(tx, who, workflow_id, endpoint)
             continue

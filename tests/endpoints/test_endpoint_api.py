@@ -161,6 +161,24 @@ def test_a_subdomain_endpoint_without_an_endpoints_domain_is_refused_saying_why(
     assert path.json()["url"] == f"https://127.0.0.1:8081/endpoints/{path.json()['id']}/"
 
 
+def test_a_workflow_declaring_a_subdomain_endpoint_without_an_endpoints_domain_is_refused(
+    stack_at_an_ip: ApiStack,
+) -> None:
+    token = stack_at_an_ip.tenants.acme_owner.token
+    specification = served("desk", "type: subdomain")
+
+    refused = stack_at_an_ip.call(token, "POST", "/workflows", {"rawSpecification": specification})
+
+    assert refused.status_code == 400
+    assert refused.json()["message"].startswith(
+        "services.web.network.endpoints[0].type: subdomain: this deployment has no endpoints"
+        " domain (orchestrate.endpoints.domain)"
+    )
+    assert refused.json()["message"].endswith("; use type path")
+    listed = stack_at_an_ip.call(token, "GET", "/endpoints")
+    assert "desk" not in [e["name"] for e in listed.json()["endpoints"]]
+
+
 def test_list_of_an_unknown_workflows_endpoints_is_not_found(fuzzball: Fuzzball) -> None:
     listed = fuzzball("endpoint", "list", "--workflow", "bogus")
     assert isinstance(listed.exception, NotFound), listed.output
