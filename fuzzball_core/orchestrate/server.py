@@ -253,7 +253,13 @@ def web_ui(orchestrate: Orchestrate) -> WebUi:
         endpoint_links(orchestrate.engine.sessions, orchestrate.endpoints.urls),
         volumes=volume_entries(orchestrate.engine.sessions),
         endpoint_cookie=endpoints.cookie if endpoints.listen else "",
+        endpoint_domain=_subdomain_domain(orchestrate.endpoints.urls) if endpoints.listen else "",
     )
+
+
+def _subdomain_domain(urls: EndpointUrls) -> str:
+    """The domain subdomain endpoints are under; "" when they have none here (an IP)."""
+    return "" if urls.subdomain_problem() else urls.domain
 
 
 def endpoint_links(

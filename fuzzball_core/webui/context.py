@@ -73,6 +73,9 @@ class WebUi:
     #: the cookie the endpoint proxy reads a token from (``orchestrate.endpoints.cookie``),
     #: set beside the session's so that Connect reaches a service signed in; "": no proxy
     endpoint_cookie: str = ""
+    #: the domain subdomain endpoints are under (``{id}.<domain>``), whose hosts the endpoint
+    #: cookie is set for when the Web UI's host is that domain or under it; "": none
+    endpoint_domain: str = ""
 
     @property
     def federate(self) -> bool:

@@ -52,22 +52,44 @@ def csrf_token(session_token: str) -> str:
 def set_session(request: web.Request, response: web.StreamResponse, token: str) -> None:
     """Put ``token`` in the session cookie of ``response``, and in the endpoint proxy's
     cookie when Orchestrate serves one: a cookie is the host's whatever its port, so the
-    proxy's path endpoints on this host see it (a subdomain endpoint's host does not)."""
-    for name in _session_cookies(request):
+    proxy's path endpoints on this host see it. Subdomain endpoints (``{id}.<domain>``) see
+    it too where this host is the endpoints domain or under it: the proxy's cookie is then
+    the domain's (the proxy takes it off every request it passes on)."""
+    for name, domain in _session_cookies(request):
         response.set_cookie(
-            name, token, path="/", httponly=True, samesite="Strict", secure=request.secure
+            name,
+            token,
+            path="/",
+            domain=domain,
+            httponly=True,
+            samesite="Strict",
+            secure=request.secure,
         )
 
 
 def clear_session(request: web.Request, response: web.StreamResponse) -> None:
     """Tell the browser to forget its session cookie (and the endpoint proxy's)."""
-    for name in _session_cookies(request):
-        response.del_cookie(name, path="/")
+    for name, domain in _session_cookies(request):
+        response.del_cookie(name, path="/", domain=domain)
 
 
-def _session_cookies(request: web.Request) -> tuple[str, ...]:
-    endpoint_cookie = request.app[UI].endpoint_cookie
-    return (SESSION_COOKIE, endpoint_cookie) if endpoint_cookie else (SESSION_COOKIE,)
+def _session_cookies(request: web.Request) -> list[tuple[str, str | None]]:
+    """The session's cookies and the domain each is set for (None: this host only)."""
+    ui = request.app[UI]
+    cookies: list[tuple[str, str | None]] = [(SESSION_COOKIE, None)]
+    if ui.endpoint_cookie:
+        cookies.append((ui.endpoint_cookie, _endpoints_domain_of(request, ui.endpoint_domain)))
+    return cookies
+
+
+def _endpoints_domain_of(request: web.Request, domain: str) -> str | None:
+    """``domain`` where the browser would take a cookie for it from this page (this host is
+    the domain or under it), else None."""
+    host = (request.url.host or "").lower().rstrip(".")
+    domain = domain.lower().strip(".")
+    if domain and (host == domain or host.endswith(f".{domain}")):
+        return domain
+    return None
 
 
 def sign_in_redirect(request: web.Request, *, expired: bool) -> web.StreamResponse:
