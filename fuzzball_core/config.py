@@ -288,6 +288,11 @@ class SubstrateConfig(_Section):
     #: an agent whose host cannot guard refuses to start, a job that cannot be guarded is
     #: not started; false: a site whose jobs need them (docs/architecture.md, Jobs' networks)
     metadata_guard: bool = True
+    #: the Linux capabilities a job's processes may hold, as capabilities(7) names them
+    #: (``CHOWN`` or ``CAP_CHOWN``); every other one leaves the container's bounding set, so
+    #: a job running as root is not root over the node. None: Podman's default set
+    #: (``fuzzball_runtime.capabilities.DEFAULT``); ``[ALL]``: every one the agent has
+    job_capabilities: list[str] | None = None
 
 
 class HealthConfig(_Section):

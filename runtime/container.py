@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from . import cgroups, kept
+from . import capabilities, cgroups, kept
 from .errors import ContainerStartError, MeteringError, RuntimeFailure, RuntimeWarningMessage
 from .guard import attach_metadata_guard
 from .native import INIT_PATH, check, ffi, lib, new_error
@@ -392,6 +392,7 @@ class Container:
         c.resolv = text(resolv)
         c.uid = spec.uid
         c.gid = spec.gid
+        c.capabilities = capabilities.mask(spec.capabilities)
         groups = ffi.new("unsigned int[]", list(spec.groups) or [0])
         c.groups = groups
         c.ngroups = len(spec.groups)

@@ -17,7 +17,7 @@ from .errors import AbiMismatch, RuntimeFailure
 __all__ = ["ABI_VERSION", "INIT_PATH", "check", "check_abi", "ffi", "lib", "new_error"]
 
 #: The C ABI this package calls; equal to ``FBRT_ABI_VERSION`` in ``csrc/fbrt.h``.
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 #: The static container init, built next to the module at install time.
 INIT_PATH = Path(__file__).with_name("fbrt-init")

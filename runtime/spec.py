@@ -10,6 +10,7 @@ from typing import Literal
 
 from fuzzball_core.errors import InvalidArgument, NotFound
 
+from . import capabilities
 from .network import IsolatedNetwork
 
 DEFAULT_STATE_DIR = Path("/run/fuzzball-runtime")
@@ -55,6 +56,10 @@ class ContainerSpec:
     uid: int = 0
     gid: int = 0
     groups: list[int] = field(default_factory=list)
+    #: the capabilities the container's processes may hold (:mod:`fuzzball_runtime.
+    #: capabilities` names); every other one leaves the bounding set. None: every one the
+    #: agent has
+    capabilities: frozenset[str] | None = capabilities.DEFAULT
     binds: list[Bind] = field(default_factory=list)
     #: host device nodes (under /dev) recreated at the same path inside
     devices: list[str] = field(default_factory=list)
@@ -134,6 +139,8 @@ class ContainerSpec:
             raise InvalidArgument("spec.pids_limit: must be positive")
         if self.isolated is not None:
             self.isolated.validate()
+        if self.capabilities is not None:
+            capabilities.normalized(self.capabilities, "spec.capabilities")
 
     def needs_cgroups(self) -> bool:
         """Whether any limit, metering or the metadata guard asks for per-job cgroups."""

@@ -80,6 +80,7 @@ from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_core.tls import grpc_channel_credentials
 from fuzzball_runtime import (
     MetadataGuardError,
+    capabilities,
     check_metadata_guard,
     release_kept_cgroups,
     sweep,
@@ -87,6 +88,9 @@ from fuzzball_runtime import (
 from fuzzball_runtime.network import DEFAULT_SUBNET
 
 log = logging.getLogger("fuzzball.substrate")
+
+#: the setting of the jobs' capabilities, as errors name it
+JOB_CAPABILITIES = "substrate.job-capabilities"
 
 #: Reconnect backoff (seconds), spread by a fifth either way so that nodes restarted
 #: together do not knock on Orchestrate in step. Capped well inside a lease (15 s at the
@@ -332,6 +336,7 @@ class Agent:
                 job_subnet=settings.job_subnet or DEFAULT_SUBNET,
                 metadata_guard=settings.metadata_guard,
             ),
+            capabilities=capabilities.configured(settings.job_capabilities, JOB_CAPABILITIES),
         )
         self.node_id = ""
         self.lease_seconds = config.orchestrate.node_lease
@@ -885,6 +890,8 @@ def check_settings(config: FuzzballConfig) -> None:
     if not config.substrate.orchestrate_address:
         raise FailedPrecondition("substrate.orchestrate-address: must be set")
     grpc_channel_credentials(config.tls)  # an unreadable tls.ca-file refuses to start
+    # an unknown name refuses to start, naming it
+    capabilities.configured(config.substrate.job_capabilities, JOB_CAPABILITIES)
     if config.substrate.metadata_guard:
         try:
             check_metadata_guard()

@@ -16,7 +16,7 @@
 /* Version of the C runtime's ABI: bumped whenever a declaration below changes. Python's
  * fuzzball_runtime.native.ABI_VERSION must equal it; a compiled module reporting another
  * version is refused at import. */
-#define FBRT_ABI_VERSION 8
+#define FBRT_ABI_VERSION 9
 
 /* cffi-cdef-begin */
 
@@ -124,6 +124,9 @@ struct fbrt_spec {
     const char *hosts;        /* content of /etc/hosts */
     const char *resolv;       /* content of /etc/resolv.conf */
     unsigned int uid, gid;
+    uint64_t capabilities;    /* those the command may hold (bit N: capability N); every
+                               * other one leaves the bounding set before PID 1 starts it.
+                               * All ones: the agent's own, none dropped */
     const unsigned int *groups;
     int ngroups;
     const struct fbrt_bind *binds;

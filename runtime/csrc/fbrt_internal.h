@@ -45,6 +45,9 @@ int fbrt_net_join(int fd, struct fbrt_error *err);
 #define FBRT_OPT_CWD "--cwd="       /* absent: stay in / */
 #define FBRT_OPT_PATH "--path="     /* absent: the default PATH */
 #define FBRT_OPT_LIFELINE "--lifeline"
+/* The capabilities the container keeps, a 64-bit mask in hex (bit N: capability N); absent:
+ * every one PID 1 was started with. */
+#define FBRT_OPT_CAPS "--caps="
 /* The agent thread's CPU affinity, which PID 1 and the command keep (the start may run
  * pinned to the thread's CPU: see start.c): a cpu_set_t's bytes, two hex digits each. */
 #define FBRT_OPT_AFFINITY "--affinity="

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -73,6 +74,21 @@ static const char *option_value(const char *arg, const char *name) {
 }
 
 static void parse_affinity(const char *hex, const char *arg);
+static int hex_digit(char c);
+
+static unsigned long long parse_hex64(const char *hex, const char *arg) {
+    unsigned long long value = 0;
+    int n = 0;
+    for (const char *c = hex; *c; c++, n++) {
+        int digit = hex_digit(*c);
+        if (digit < 0 || n == 16)
+            usage_error("bad mask in", arg);
+        value = value << 4 | (unsigned long long)digit;
+    }
+    if (n == 0)
+        usage_error("bad mask in", arg);
+    return value;
+}
 
 static void parse_options(int argc, char **argv, struct init_options *o) {
     memset(o, 0, sizeof(*o));
@@ -94,7 +110,10 @@ static void parse_options(int argc, char **argv, struct init_options *o) {
             o->lifeline = 1;
         else if ((value = option_value(arg, FBRT_OPT_AFFINITY)))
             parse_affinity(value, arg);
-        else
+        else if ((value = option_value(arg, FBRT_OPT_CAPS))) {
+            o->caps_kept = parse_hex64(value, arg);
+            o->drop_caps = 1;
+        } else
             usage_error("unknown option", arg);
     }
     if (i + 1 >= argc)
@@ -203,6 +222,47 @@ static long spawn_command(const struct init_options *o) {
     return pid;
 }
 
+/* Keep only the capabilities in KEPT, for PID 1 and all it starts: every other one leaves the
+ * bounding set (so no exec, of a set-user-ID root program or of anything as root, gets it
+ * back) and the effective, permitted and inheritable sets; the ambient set is emptied. PID 1
+ * keeps what it needs of the default set: CAP_SETUID, CAP_SETGID and CAP_SETPCAP for the
+ * command's credentials, CAP_KILL to forward signals to a command of another user. A job
+ * running as root then holds no CAP_SYS_ADMIN, CAP_NET_ADMIN or CAP_BPF (the node's mounts,
+ * its network, the metadata guard's program) and no CAP_NET_RAW (packets past that program),
+ * as Podman's default set leaves them out. */
+static void drop_capabilities(unsigned long long kept) {
+    struct fbrt_error e;
+    memset(&e, 0, sizeof(e));
+    for (unsigned long cap = 0; cap < 64; cap++) {
+        if (kept >> cap & 1)
+            continue;
+        long rc = sys_prctl(PR_CAPBSET_DROP, cap);
+        if (rc == -EINVAL)
+            break; /* past the kernel's last capability */
+        if (rc < 0) {
+            fbrt_fail(&e, (int)-rc, "drop capability %lu from the bounding set", cap);
+            init_die(&e);
+        }
+    }
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    long rc = sys_capget(&header, data);
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        unsigned int word = (unsigned int)(kept >> (32 * i));
+        data[i].effective &= word;
+        data[i].permitted &= word;
+        data[i].inheritable &= word;
+    }
+    if (rc == 0)
+        rc = sys_capset(&header, data);
+    if (rc == 0)
+        rc = INIT_SYS5(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if (rc < 0) {
+        fbrt_fail(&e, (int)-rc, "keep only the container's capabilities (mask %llx)", kept);
+        init_die(&e);
+    }
+}
+
 int main(int argc, char **argv) {
     struct init_options o;
     parse_options(argc, argv, &o);
@@ -222,6 +282,8 @@ int main(int argc, char **argv) {
         fbrt_fail(&e, (int)-signals, "signalfd for the container's PID 1");
         init_die(&e);
     }
+    if (o.drop_caps)
+        drop_capabilities(o.caps_kept);
     pin_to_this_cpu();
     long command = spawn_command(&o);
     init_affinity_restore();

@@ -17,6 +17,8 @@ struct init_options {
     const char *cwd;     /* NULL: stay in / */
     const char *path;    /* NULL: FBRT_DEFAULT_PATH */
     int lifeline;        /* FBRT_FD_LIFELINE is open */
+    int drop_caps;       /* FBRT_OPT_CAPS was given: keep only caps_kept */
+    unsigned long long caps_kept;
     char *const *argv;   /* the command */
 };
 

@@ -78,6 +78,12 @@ static inline void init_cloexec_from(int first, int upto) {
 static inline long sys_prctl(int option, unsigned long arg) {
     return INIT_SYS5(SYS_prctl, option, arg, 0, 0, 0);
 }
+static inline long sys_capget(void *header, void *data) {
+    return INIT_SYS2(SYS_capget, header, data);
+}
+static inline long sys_capset(void *header, const void *data) {
+    return INIT_SYS2(SYS_capset, header, data);
+}
 static inline long sys_sigprocmask(int how, const init_sigset *set) {
     return INIT_SYS4(SYS_rt_sigprocmask, how, set, 0, INIT_SIGSET_BYTES);
 }

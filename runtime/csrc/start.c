@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -129,6 +130,13 @@ static void init_argv_free(struct init_argv *a) {
     a->argv = NULL;
 }
 
+/* FBRT_OPT_CAPS with the mask in hex. */
+static char *option_capabilities(uint64_t kept) {
+    char hex[17];
+    snprintf(hex, sizeof(hex), "%llx", (unsigned long long)kept);
+    return option_text(FBRT_OPT_CAPS, hex);
+}
+
 /* FBRT_OPT_AFFINITY with MASK's LEN bytes in hex. */
 static char *option_affinity(const unsigned char *mask, size_t len) {
     static const char digits[] = "0123456789abcdef";
@@ -196,7 +204,7 @@ static int init_argv_build(const struct fbrt_spec *spec, const struct start_cpu 
     int nargs = 0;
     while (spec->argv[nargs])
         nargs++;
-    enum { MAX_OPTIONS = 7 };
+    enum { MAX_OPTIONS = 8 };
     a->nopts = 0;
     a->argv = calloc((size_t)(1 + MAX_OPTIONS + 1 + nargs + 1), sizeof(char *));
     if (!a->argv)
@@ -215,6 +223,8 @@ static int init_argv_build(const struct fbrt_spec *spec, const struct start_cpu 
         options[n++] = option_text(FBRT_OPT_LIFELINE, "");
     if (cpu->len)
         options[n++] = option_affinity((const unsigned char *)&cpu->affinity, cpu->len);
+    if (spec->capabilities != UINT64_MAX)
+        options[n++] = option_capabilities(spec->capabilities);
     int missing = 0;
     for (int i = 0; i < n; i++) {
         a->argv[++a->nopts] = options[i];

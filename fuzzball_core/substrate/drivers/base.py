@@ -35,6 +35,7 @@ from fuzzball_core.substrate.mount_holds import ImageMountHolds
 from fuzzball_core.substrate.network import NodeNetwork
 from fuzzball_core.substrate.run_secrets import FetchRunSecrets, RunSecrets, WorkflowTokens
 from fuzzball_core.substrate.volumes import WorkflowVolumes
+from fuzzball_runtime.capabilities import DEFAULT as DEFAULT_CAPABILITIES
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,9 @@ class NodeServices:
     mount_holds: ImageMountHolds | None = None
     #: the node's address and its isolated jobs' subnet
     network: NodeNetwork = field(default_factory=NodeNetwork)
+    #: the capabilities its jobs' processes may hold (``substrate.job-capabilities``;
+    #: ``ContainerSpec.capabilities``, None: every one)
+    capabilities: frozenset[str] | None = DEFAULT_CAPABILITIES
     #: asks Orchestrate for a run's secrets as it starts (None: nothing to ask, no secrets)
     run_secrets: FetchRunSecrets | None = None
     #: the workflows' tokens, asked for once per workflow by runs that need no secret

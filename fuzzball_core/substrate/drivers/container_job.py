@@ -253,6 +253,7 @@ class ContainerJobDriver(ContainerDriver):
             stderr=PIPE,
             metering=self.node.metering,
             metadata_guard=self.node.network.metadata_guard,
+            capabilities=self.node.capabilities,
             state_dir=self.node.state_dir,
             isolated=self.node.network.isolation(job),
             extra_hosts=self.extra_hosts(),

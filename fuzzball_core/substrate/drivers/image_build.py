@@ -70,6 +70,7 @@ class ImageBuildDriver(ContainerDriver):
                 # the host's network: package installs need it; everything else is confined
                 network=False,
                 metadata_guard=self.node.network.metadata_guard,
+                capabilities=self.node.capabilities,
                 stdin=DEVNULL,
                 stdout=PIPE,
                 stderr=PIPE,
