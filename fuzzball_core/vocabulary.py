@@ -346,3 +346,9 @@ IMAGE_EVENT_KINDS = frozenset(
         EventKind.IMAGE_WRITE_BACK_ABANDONED,
     }
 )
+
+
+#: The Web UI's session cookie: it holds the visitor's API token. The endpoint proxy takes it
+#: off every request it passes on, as it does its own token cookie: path endpoints are on
+#: the Web UI's host, and a browser sends a host's cookies on every port.
+WEB_UI_SESSION_COOKIE = "fuzzball_session"

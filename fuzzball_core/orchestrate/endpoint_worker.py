@@ -47,7 +47,7 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -60,6 +60,7 @@ from fuzzball_core.orchestrate.endpoint_forwarder import (
     RequestHead,
     ServicePool,
 )
+from fuzzball_core.vocabulary import WEB_UI_SESSION_COOKIE
 
 log = logging.getLogger("fuzzball.orchestrate.endpoints")
 
@@ -114,22 +115,20 @@ class Routing:
         return ""
 
     def passed_cookie(self, head: RequestHead) -> str | None:
-        """The Cookie header the service gets: the client's without the token's cookie
-        (None: as sent)."""
-        if self.cookie and head.cookies:
+        """The Cookie header the service gets: the client's without the cookies that hold
+        a Fuzzball token, the proxy's and the Web UI session's (None: as sent, holding
+        neither)."""
+        if head.cookies:
             sent = b"; ".join(head.cookies).decode("latin-1")
-            return _without_cookie(sent, self.cookie)
+            return _without_cookies(sent, (self.cookie, WEB_UI_SESSION_COOKIE))
         return None
 
 
-def _without_cookie(header: str, name: str) -> str:
-    """A Cookie header without the cookie ``name``."""
-    kept: Iterable[str] = (
-        part.strip()
-        for part in header.split(";")
-        if part.strip() and part.strip().partition("=")[0].strip() != name
-    )
-    return "; ".join(kept)
+def _without_cookies(header: str, names: tuple[str, ...]) -> str | None:
+    """A Cookie header without the cookies ``names``; None when it holds none of them."""
+    parts = [part.strip() for part in header.split(";") if part.strip()]
+    kept = [part for part in parts if part.partition("=")[0].strip() not in names]
+    return "; ".join(kept) if len(kept) < len(parts) else None
 
 
 def _cookie(header: str, name: str) -> str:

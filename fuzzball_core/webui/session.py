@@ -21,10 +21,11 @@ from aiohttp import web
 
 from fuzzball_core.errors import FuzzballError, Unauthenticated
 from fuzzball_core.service.views import Principal
+from fuzzball_core.vocabulary import WEB_UI_SESSION_COOKIE
 from fuzzball_core.webui.context import ORCHESTRATE_NAV, UI
 from fuzzball_core.webui.render import html
 
-SESSION_COOKIE = "fuzzball_session"
+SESSION_COOKIE = WEB_UI_SESSION_COOKIE
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 SIGN_IN_PATH = "/signin"

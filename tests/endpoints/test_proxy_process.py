@@ -265,6 +265,21 @@ def test_routing_reads_paths_subdomains_and_the_tokens_cookie() -> None:
     assert routing.passed_cookie(head) == "a=1; b=2"
 
 
+def test_the_web_ui_session_cookie_never_reaches_a_service() -> None:
+    # it holds the visitor's API token, and path endpoints are on the Web UI's host, to
+    # which a browser sends it on every port
+    head = RequestHead.read(
+        b"GET / HTTP/1.1\r\nCookie: a=1; fuzzball_session=T0K; fb_token=T0K; b=2\r\n\r\n"
+    )
+    assert Routing("", "fb_token").passed_cookie(head) == "a=1; b=2"
+    assert Routing("", "").passed_cookie(head) == "a=1; fb_token=T0K; b=2"
+
+
+def test_cookies_holding_no_token_pass_as_sent() -> None:
+    head = RequestHead.read(b"GET / HTTP/1.1\r\nCookie: a=1; b=2\r\n\r\n")
+    assert Routing("", "fb_token").passed_cookie(head) is None
+
+
 def test_the_proxy_process_ends_quietly_when_orchestrate_dies_with_a_question_unread() -> None:
     # Orchestrate killed with the proxy's question unread: its end of the channel resets
     # (ECONNRESET), which ends the proxy's process like a closed channel, and the request
