@@ -493,6 +493,8 @@ class Dependency(SpecModel):
 
     name: NonEmptyStr
     #: FINISHED (run after success), FAILED (run only after failure), RUNNING (services only).
+    #: Left out, RUNNING for a service (``fuzzball_core.spec.upgrade`` writes it in) and
+    #: FINISHED for a job.
     status: DependencyStatus = "FINISHED"
     description: str | None = None
 

@@ -16,8 +16,9 @@ Stages, with ids that are the paths of their definitions:
 Edges point from the stage that must come first (``source``) to the one that waits
 (``target``) and carry a condition: ``on-success`` (``depends-on`` with ``FINISHED``, and
 every edge from an image or volume), ``on-failure`` (``FAILED``), ``on-running``
-(``RUNNING``, services only) or ``on-end`` (ended in any way, skipped included: what an
-egress waits for from each step mounting its volume, so a failed job's results still leave).
+(``RUNNING``, services only; a dependency on a service naming no status reads as it) or
+``on-end`` (ended in any way, skipped included: what an egress waits for from each step
+mounting its volume, so a failed job's results still leave).
 
 ``Plan.advance`` answers which stages can start and which can never run. A stage never runs
 (it is *skipped*, shown as Canceled) when a dependency was canceled or skipped, when an

@@ -5,14 +5,19 @@ the same way: load it, run ``normalize_document`` (which upgrades v1 and applies
 rules every version shares), then validate the result as a v4 model.
 
 v1 differs from v4 in two places: ``requires: [NAME, ...]`` becomes ``depends-on`` entries
-with ``status: FINISHED``, and mounts keyed by volume (``{VOLUME: {location: PATH}}``) are
-re-keyed by path (``{PATH: {volume: VOLUME}}``), in jobs, services and ``defaults.job``.
-Reading rules for both versions: ``policy.restart: on-node-fault`` is read as
-``policy.retry: {on: [node]}`` with a deprecation warning, ``policy`` on a service is
-dropped with a warning, a mount given in Fuzzball v4's short form, the volume's name
-alone (``/data: data``), is read as ``/data: {volume: data}``, and the five fields Fuzzball's
-API spells in camelCase (its swagger's names: ``byCore``, ``decryptionSecret``,
-``procsPerNode``, ``exposeTcp``, ``exposeUdp``) are read as the kebab-case names files use.
+with ``status: FINISHED`` (``RUNNING`` for a service: jobs use a service while it serves,
+and it serves until they have all ended), and mounts keyed by volume
+(``{VOLUME: {location: PATH}}``) are re-keyed by path (``{PATH: {volume: VOLUME}}``), in
+jobs, services and ``defaults.job``.
+Reading rules for both versions: a ``depends-on`` entry naming a service without a
+``status`` waits for it to run (``RUNNING``: ready, when it has a readiness probe), one
+naming a job for it to finish (``FINISHED``, the model's default);
+``policy.restart: on-node-fault`` is read as ``policy.retry: {on: [node]}`` with a
+deprecation warning, ``policy`` on a service is dropped with a warning, a mount given in
+Fuzzball v4's short form, the volume's name alone (``/data: data``), is read as
+``/data: {volume: data}``, and the five fields Fuzzball's API spells in camelCase (its
+swagger's names: ``byCore``, ``decryptionSecret``, ``procsPerNode``, ``exposeTcp``,
+``exposeUdp``) are read as the kebab-case names files use.
 
 The functions here never trust the document's shape: anything malformed is left in place
 for the typed model to report, so every error is reported once, at its path.
@@ -84,6 +89,8 @@ def normalize_document(document: Any) -> NormalizedDocument:
     doc = result.document
     doc["version"] = "v4"
     upgrading = version == "v1"
+    services = doc.get("services")
+    service_names = set(services) if isinstance(services, dict) else set()
     defaults = doc.get("defaults")
     if isinstance(defaults, dict):
         doc["defaults"] = defaults = dict(defaults)
@@ -117,7 +124,8 @@ def normalize_document(document: Any) -> NormalizedDocument:
             _read_short_mounts(step, path, result)
             for spot in _STEP_SPELLING_SPOTS:
                 _read_api_spellings(step, spot, path, result)
-            _read_requires(step, path, result, upgrading)
+            _read_requires(step, path, result, upgrading, service_names)
+            _read_service_dependencies(step, service_names)
             if section == "services":
                 if "policy" in step:
                     del step["policy"]
@@ -232,9 +240,15 @@ def _read_short_mounts(holder: dict[str, Any], path: str, result: NormalizedDocu
 
 
 def _read_requires(
-    step: dict[str, Any], path: str, result: NormalizedDocument, upgrading: bool
+    step: dict[str, Any],
+    path: str,
+    result: NormalizedDocument,
+    upgrading: bool,
+    service_names: set[str],
 ) -> None:
-    """``requires: [NAME]`` -> ``depends-on: [{name: NAME, status: FINISHED}]``."""
+    """``requires: [NAME]`` -> ``depends-on: [{name: NAME, status: FINISHED}]``, or
+    ``status: RUNNING`` where NAME is a service (one serves until every job has ended, so
+    waiting for it to finish would keep the step waiting for ever)."""
     if "requires" not in step:
         return
     requires = step.pop("requires")
@@ -247,7 +261,10 @@ def _read_requires(
         result.errors.append((f"{path}.requires", "must be a list of job or service names"))
         return
     if not upgrading:
-        result.warnings.append(f"{path}.requires: deprecated, read as depends-on (FINISHED)")
+        result.warnings.append(
+            f"{path}.requires: deprecated, read as depends-on "
+            "(FINISHED for a job, RUNNING for a service)"
+        )
     dependencies: list[dict[str, str]] = []
     for index, name in enumerate(requires):
         if not isinstance(name, str):
@@ -256,8 +273,26 @@ def _read_requires(
         written = f"{path}.requires[{index}]"
         result.path_aliases[f"{path}.depends-on[{len(dependencies)}]"] = written
         result.path_aliases[f"{path}.depends-on[{len(dependencies)}].name"] = written
-        dependencies.append({"name": name, "status": "FINISHED"})
+        status = "RUNNING" if name in service_names else "FINISHED"
+        dependencies.append({"name": name, "status": status})
     step["depends-on"] = dependencies
+
+
+def _read_service_dependencies(step: dict[str, Any], service_names: set[str]) -> None:
+    """A ``depends-on`` entry naming a service without a ``status`` -> ``status: RUNNING``
+    (a new list: the input is never modified): a job uses a service while it serves."""
+    dependencies = step.get("depends-on")
+    if not isinstance(dependencies, list) or not service_names:
+        return
+    step["depends-on"] = [
+        {**entry, "status": "RUNNING"}
+        if isinstance(entry, dict)
+        and "status" not in entry
+        and isinstance(entry.get("name"), str)
+        and entry["name"] in service_names
+        else entry
+        for entry in dependencies
+    ]
 
 
 def _read_restart(step: dict[str, Any], path: str, result: NormalizedDocument) -> None:

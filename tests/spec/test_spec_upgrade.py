@@ -73,6 +73,49 @@ def test_validating_a_v1_file_validates_its_upgrade() -> None:
     assert parse_workflow(upgrade_to_v4(V1)).model == original.model
 
 
+V1_REQUIRES_A_SERVICE = """\
+version: v1
+services:
+  db: {image: {uri: docker://alpine}, command: [sleep, "600"]}
+jobs:
+  prepare: {image: {uri: docker://alpine}}
+  client: {image: {uri: docker://alpine}, requires: [prepare, db]}
+"""
+
+
+def test_requires_naming_a_service_becomes_depends_on_with_running() -> None:
+    client = yaml.safe_load(upgrade_to_v4(V1_REQUIRES_A_SERVICE))["jobs"]["client"]
+    assert client["depends-on"] == [
+        {"name": "prepare", "status": "FINISHED"},
+        {"name": "db", "status": "RUNNING"},
+    ]
+
+
+def test_depends_on_a_service_without_a_status_means_running_without_a_warning() -> None:
+    parsed = parse_workflow(
+        "version: v4\nservices:\n  db: {image: {uri: docker://x}}\n"
+        "jobs:\n  a: {image: {uri: docker://x}}\n"
+        "  b: {image: {uri: docker://x}, depends-on: [{name: db}, {name: a}]}\n"
+    )
+    assert [(d.name, d.status) for d in parsed.model.jobs["b"].depends_on] == [
+        ("db", "RUNNING"),
+        ("a", "FINISHED"),
+    ]
+    assert parsed.warnings == []
+
+
+def test_requires_in_a_v4_file_says_a_service_is_read_as_running() -> None:
+    parsed = parse_workflow(
+        "version: v4\nservices:\n  db: {image: {uri: docker://x}}\n"
+        "jobs:\n  b: {image: {uri: docker://x}, requires: [db]}\n"
+    )
+    assert [(d.name, d.status) for d in parsed.model.jobs["b"].depends_on] == [("db", "RUNNING")]
+    assert parsed.warnings == [
+        "jobs.b.requires: deprecated, read as depends-on "
+        "(FINISHED for a job, RUNNING for a service)"
+    ]
+
+
 def test_requires_next_to_depends_on_is_ignored_with_a_warning() -> None:
     parsed = parse_workflow(
         "version: v1\njobs:\n  a: {image: {uri: docker://x}}\n  b: {image: {uri: docker://x}}\n"
