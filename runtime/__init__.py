@@ -60,7 +60,8 @@ Users (``fuzzball_runtime.users``): ``image_identity(image, "app", state_dir)`` 
 image's ``User`` in the image's own /etc/passwd and /etc/group, as runc does, into the
 ``uid``, ``gid``, ``groups`` (and home) a ``ContainerSpec`` takes; the command drops to them
 in the process PID 1 forks for it, after the root is built. A working directory missing from
-the image is created.
+the image is created. A spec whose ``env`` sets no HOME gets the home of its uid's passwd entry
+in the image (root's too), ``/`` without one, as runc sets it.
 
 Images (``fuzzball_runtime.erofs``): ``build_from_dir(src, out)``,
 ``build_from_layers([layer.tar, ...], out)`` (OCI whiteouts and opaque directories applied),

@@ -20,6 +20,7 @@ from .native import INIT_PATH, check, ffi, lib, new_error
 from .network import Attachment, NodeNetwork, resolv_conf_for_isolated
 from .spec import DEVNULL, PIPE, ContainerSpec, ExitStatus, Metering, StreamTarget
 from .state import ContainerRecord, StateDir, current_pid, process_start_time
+from .users import home_in_image
 
 _AGENT: tuple[int, int] | None = None  # (pid, start time) of this process
 _LIFELINE: tuple[int, int] | None = None  # (owning pid, read end)
@@ -257,6 +258,9 @@ class Container:
                 _Stream(spec.stderr, reading=False),
             ]
             env = spec.env if late_env is None else {**spec.env, **late_env()}
+            if "HOME" not in env:
+                # as runc sets it: the passwd entry in the image of the uid the command runs as
+                env = {**env, "HOME": home_in_image(lower, spec.uid)}
             started = self._clone(
                 spec, env, state, lower, memlock, joining, streams, attachment, resolv
             )

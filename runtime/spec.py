@@ -50,6 +50,7 @@ class ContainerSpec:
 
     image: str | os.PathLike[str]
     command: list[str]
+    #: without HOME, the container gets its uid's home from the image's /etc/passwd (as runc)
     env: dict[str, str] = field(default_factory=lambda: {"PATH": DEFAULT_PATH})
     cwd: str = "/"
     hostname: str | None = None

@@ -7,10 +7,15 @@ no entry runs as that uid with gid 0), plus, as supplementary groups, every grou
 group from /etc/group instead and no supplementary groups. A name that is not in the files
 is an error; a missing file counts as empty. The files are read inside the mounted image
 (symlinks resolved within it), never the host's.
+
+HOME, when a container's environment sets none, is the home of the passwd entry of the uid it
+runs as (root's included), ``/`` when the image has no entry for it: what runc sets
+(:func:`home_in_image`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from dataclasses import dataclass
@@ -92,7 +97,7 @@ def resolve_user(root: Path, user: str) -> Identity:
     Raises ``InvalidArgument`` naming the user or group that the image does not know.
     """
     if not user:
-        return Identity(0, 0, (), "/root")
+        return Identity(0, 0, (), passwd_home(root, 0))
     user_part, _, group_part = user.partition(":")
     if not user_part:
         raise InvalidArgument(f"image user {user!r}: no user before the ':'")
@@ -141,6 +146,28 @@ def resolve_user(root: Path, user: str) -> Identity:
         and (gid := _file_id(row[2])) is not None
     )
     return Identity(identity.uid, identity.gid, members, identity.home)
+
+
+def passwd_home(root: Path, uid: int) -> str:
+    """The home directory of the first entry for ``uid`` in the /etc/passwd of the image at
+    ``root``; ``/`` when it has none (or no readable file, or the entry names no home), as
+    runc falls back (its default user's home)."""
+    try:
+        text = read_in_root(root, "/etc/passwd")
+    except (InvalidArgument, OSError):  # runc ignores a passwd file it cannot open
+        return "/"
+    for row in _entries(text, 7):
+        if _file_id(row[2]) == uid:
+            return row[5] or "/"
+    return "/"
+
+
+@functools.lru_cache(maxsize=256)
+def home_in_image(mount_point: str, uid: int) -> str:
+    """:func:`passwd_home` in the image mounted at ``mount_point``, remembered: a mount point's
+    name is its image file's key (device, inode, size, mtime and path), so the same name
+    always holds the same files, and every run of an array asks the same question."""
+    return passwd_home(Path(mount_point), uid)
 
 
 def image_identity(

@@ -1,5 +1,6 @@
 """An image's ``User`` is resolved in the image's own /etc/passwd and /etc/group, as runc
-resolves it; the working directory a container asks for exists in it."""
+resolves it; the working directory a container asks for exists in it; HOME, unless the
+environment sets it, is the passwd entry's of the uid the command runs as."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_runtime.users import Identity, image_identity, resolve_user
+from fuzzball_runtime.users import Identity, image_identity, passwd_home, resolve_user
 
 PASSWD = """root:x:0:0:root:/root:/bin/sh
 # a comment line
@@ -61,6 +62,20 @@ def test_numeric_uid_and_gid_need_no_entries(tree: Path) -> None:
 
 def test_no_user_is_root(tree: Path) -> None:
     assert resolve_user(tree, "") == Identity(0, 0, (), "/root")
+
+
+def test_no_user_takes_roots_home_from_the_image(tree: Path) -> None:
+    (tree / "etc" / "passwd").write_text("root:x:0:0:root:/var/root:/bin/sh\n")
+
+    assert resolve_user(tree, "").home == "/var/root"
+
+
+def test_a_uid_without_a_passwd_entry_has_the_root_directory_as_home(tree: Path) -> None:
+    assert passwd_home(tree, 4242) == "/"
+
+
+def test_an_image_without_passwd_gives_root_the_root_directory_as_home(tmp_path: Path) -> None:
+    assert passwd_home(tmp_path, 0) == "/"
 
 
 def test_an_unknown_user_name_is_refused_naming_it(tree: Path) -> None:
@@ -145,3 +160,28 @@ def test_the_command_runs_as_the_resolved_ids_with_its_groups(run) -> None:
         "Gid:", "1000", "1000", "1000", "1000",
         "Groups:", "10", "29",
     ]  # fmt: skip
+
+
+@pytest.mark.root
+def test_without_home_in_the_environment_root_gets_its_passwd_home(run) -> None:
+    # the test image's /etc/passwd: root:x:0:0:root:/root:/bin/sh
+    status, output = run('echo "$HOME"')
+
+    assert status.exit_code == 0
+    assert output == "/root\n"
+
+
+@pytest.mark.root
+def test_a_uid_without_a_passwd_entry_gets_the_root_directory_as_home(run) -> None:
+    status, output = run('echo "$HOME"', uid=4242, gid=4242)
+
+    assert status.exit_code == 0
+    assert output == "/\n"
+
+
+@pytest.mark.root
+def test_home_set_in_the_environment_is_kept(run) -> None:
+    status, output = run('echo "$HOME"', env={"PATH": "/bin", "HOME": "/work"})
+
+    assert status.exit_code == 0
+    assert output == "/work\n"

@@ -1,6 +1,7 @@
 """How a node applies an image's config to a job: Env under the job's env, Entrypoint and
 Cmd around the job's command (as ``docker run IMAGE ARGS``), WorkingDir unless the job sets
-cwd, and User resolved in the image; an image without a kept config runs with none."""
+cwd, and User resolved in the image, whose passwd entry names HOME (root's too) unless the
+environment sets it; an image without a kept config runs with none."""
 
 from __future__ import annotations
 
@@ -147,6 +148,32 @@ def test_the_job_runs_as_the_images_user_with_its_groups_and_home(
 
     assert outcome.exit_code == 0, outcome.message
     assert output.split("\n")[:4] == ["1000", "1000", "1000 29 50", "/home/app"]
+
+
+@pytest.mark.root
+def test_a_job_of_an_image_naming_no_user_gets_roots_home(
+    node: NodeServices, local_registry: Any
+) -> None:
+    uri = push_config_image(local_registry.url, "driver-root", {})
+
+    outcome, output = _run(node, uri, {"command": ["/bin/sh", "-c", "id -u; echo $HOME"]})
+
+    assert outcome.exit_code == 0, outcome.message
+    assert output == "0\n/root\n"
+
+
+@pytest.mark.root
+def test_home_the_image_env_sets_wins_over_the_users_passwd_entry(
+    node: NodeServices, local_registry: Any
+) -> None:
+    uri = push_config_image(
+        local_registry.url, "driver-home", {"User": "app", "Env": ["HOME=/data"]}
+    )
+
+    outcome, output = _run(node, uri, {"command": ["/bin/sh", "-c", "echo $HOME"]})
+
+    assert outcome.exit_code == 0, outcome.message
+    assert output == "/data\n"
 
 
 @pytest.mark.root
