@@ -18,6 +18,7 @@ from fuzzball_core.drivers import ImageConfig, image_config_path
 from fuzzball_core.spec.models import Job
 from fuzzball_core.substrate.drivers import NodeServices, RunOutcome, RunRequest, driver_for
 from fuzzball_core.substrate.drivers.steps import job_command, job_cwd, job_environment
+from fuzzball_runtime.spec import DEFAULT_PATH
 
 IMAGE = ImageConfig(
     env=("PATH=/opt/bin:/bin", "GREETING=image", "ONLY_IMAGE=yes"),
@@ -206,3 +207,61 @@ def test_an_image_without_a_kept_config_runs_with_none_and_says_so(
     assert outcome.exit_code == 0, outcome.message
     assert output == "0\n\n"
     assert "has no config kept beside it; it runs with an empty config" in caplog.text
+
+
+def _build(node: NodeServices, uri: str, post: str) -> tuple[RunOutcome, str]:
+    """Build on ``uri`` with ``post`` (no object cache to store it in: only its output)."""
+    payload = {
+        "kind": "image-build",
+        "name": "tools",
+        "from": {"uri": uri, "digest": ""},
+        "post": post,
+        "target": {"owner": "", "scope": "group", "name": "tools", "definition-hash": "h"},
+    }
+    request = RunRequest.from_assignment(
+        node_pb2.Assignment(
+            run_id=13,
+            workflow_id="8d0c7f52-0b8e-4a3c-9d61-3f2b1e0a9c47",
+            stage_name="images.tools",
+            job_json=json.dumps(payload),
+        )
+    )
+    output: list[bytes] = []
+
+    async def scenario() -> RunOutcome:
+        execution = driver_for(
+            request, node, lambda _run, s, d: output.append(d) if s == "stdout" else None
+        )
+        try:
+            return (await execution.start()) or (await execution.wait())
+        finally:
+            execution.destroy()
+
+    outcome = asyncio.run(scenario())
+    return outcome, b"".join(output).decode()
+
+
+@pytest.mark.root
+def test_a_builds_post_script_runs_with_the_bases_env_in_its_working_dir(
+    node: NodeServices, local_registry: Any
+) -> None:
+    uri = push_config_image(
+        local_registry.url,
+        "build-base",
+        {"Env": ["PATH=/opt/conda/bin:/bin", "GREETING=base"], "WorkingDir": "/srv/app"},
+    )
+
+    _, output = _build(node, uri, 'echo "$PATH"; echo "$GREETING"; pwd; echo "$HOME"')
+
+    assert output == "/opt/conda/bin:/bin\nbase\n/srv/app\n/root\n"
+
+
+@pytest.mark.root
+def test_a_builds_post_script_keeps_the_default_path_when_the_base_sets_none(
+    node: NodeServices, local_registry: Any
+) -> None:
+    uri = push_config_image(local_registry.url, "build-bare", {})
+
+    _, output = _build(node, uri, 'echo "$PATH"; pwd')
+
+    assert output == f"{DEFAULT_PATH}\n/\n"

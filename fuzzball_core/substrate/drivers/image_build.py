@@ -2,10 +2,13 @@
 
 The base image is pulled, the definition's ``files`` are written into the container's
 writable layer (a scratch directory of the run), and the ``post`` script runs as root in a
-container on the host's network. When it succeeds the layer is sealed onto the base into an
-EROFS file (:mod:`fuzzball_core.substrate.image_builds`) and stored through the storing image
-backend at the payload's ``target``, with its base's config (a build's ``post`` changes files,
-not how the image runs), kept beside it for the backend to store as well.
+container on the host's network, as a Dockerfile's ``RUN`` runs over its ``FROM``: with the
+base's Env (the default PATH only when it sets none; HOME root's passwd entry's unless it
+sets one) in its WorkingDir (created when the base lacks it, and so kept in the built
+image). When it succeeds the layer is sealed onto the base into an EROFS file
+(:mod:`fuzzball_core.substrate.image_builds`) and stored through the storing image backend
+at the payload's ``target``, with its base's config (a build's ``post`` changes files, not
+how the image runs), kept beside it for the backend to store as well.
 """
 
 from __future__ import annotations
@@ -23,10 +26,14 @@ from fuzzball_core.substrate.drivers.base import (
 )
 from fuzzball_core.substrate.drivers.containers import ContainerDriver
 from fuzzball_core.substrate.drivers.image_progress import ImageProgress
-from fuzzball_core.substrate.drivers.steps import container_hostname
+from fuzzball_core.substrate.drivers.steps import (
+    NO_CONFIG,
+    container_hostname,
+    image_cwd,
+    image_environment,
+)
 from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_runtime import DEVNULL, PIPE, ContainerSpec
-from fuzzball_runtime.spec import DEFAULT_PATH
 
 
 class ImageBuildDriver(ContainerDriver):
@@ -62,10 +69,12 @@ class ImageBuildDriver(ContainerDriver):
         scratch = self.claims.directory("scratch")
         try:
             image_builds.write_files(scratch / "upper", work.get("files") or {})
+            config = self.node.images.config(base) or NO_CONFIG
             spec = ContainerSpec(
                 image=base,
                 command=["/bin/sh", "-c", str(work.get("post") or "true")],
-                env={"PATH": DEFAULT_PATH, "HOME": "/root"},
+                env=image_environment(config),
+                cwd=image_cwd(config),
                 hostname=container_hostname(self.request),
                 # the host's network: package installs need it; everything else is confined
                 network=False,

@@ -20,6 +20,7 @@ import functools
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from fuzzball_core.drivers import ImageConfig
@@ -187,16 +188,20 @@ def job_command(
     return [*(image.entrypoint or ()), *(given or image.cmd or ())]
 
 
+def image_environment(image: ImageConfig = NO_CONFIG) -> dict[str, str]:
+    """What a container of ``image`` starts with: its ``Env`` over the default PATH (which
+    stays only when the image sets none). HOME is the runtime's to fill in when nothing sets
+    it: the passwd entry's of whom the command runs as, as runc does."""
+    return {"PATH": DEFAULT_PATH, **variables(image.env)}
+
+
 def job_environment(
     request: RunRequest, hostname: str, image: ImageConfig = NO_CONFIG
 ) -> dict[str, str]:
-    """The container's environment: defaults, the image's ``Env``, the job's ``env``, then
-    the ``FB_*`` variables (each later one wins)."""
+    """The container's environment: HOSTNAME, the image's (:func:`image_environment`), the
+    job's ``env``, then the ``FB_*`` variables (each later one wins)."""
     assert request.job is not None, "an image stage's run has no job environment"
-    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
-    for entry in [*image.env, *(request.job.env or ())]:
-        name, _, value = str(entry).partition("=")
-        env[name] = value
+    env = {"HOSTNAME": hostname, **image_environment(image), **variables(request.job.env)}
     env["FB_WORKFLOW_ID"] = request.workflow_id
     env["FB_JOB_NAME"] = request.job_name
     if request.task_id is not None:
@@ -204,11 +209,24 @@ def job_environment(
     return env
 
 
+def variables(entries: Iterable[str] | None) -> dict[str, str]:
+    """``NAME=VALUE`` entries (an image's ``Env``, a job's ``env``) as a mapping; a later
+    entry of a name wins."""
+    env = {}
+    for entry in entries or ():
+        name, _, value = str(entry).partition("=")
+        env[name] = value
+    return env
+
+
 def job_cwd(job: Job | Service, image: ImageConfig = NO_CONFIG) -> str:
-    """The working directory: the job's ``cwd``, else the image's ``WorkingDir`` (taken from
-    the root when it is relative, as Docker does), else /."""
-    if job.cwd:
-        return str(job.cwd)
+    """The working directory: the job's ``cwd``, else :func:`image_cwd`."""
+    return str(job.cwd) if job.cwd else image_cwd(image)
+
+
+def image_cwd(image: ImageConfig = NO_CONFIG) -> str:
+    """The image's ``WorkingDir`` (taken from the root when it is relative, as Docker does),
+    else /."""
     return "/" + image.working_dir.lstrip("/") if image.working_dir else "/"
 
 
