@@ -28,7 +28,10 @@ hostname to its node's address: ``mpirun`` and the daemons look each other up by
 ``mpirun`` launches every daemon itself (``plm_rsh_no_tree_spawn``: daemons would otherwise
 launch further daemons from their own node) and ranks and daemons talk over the subnet of
 the node's address (``btl_tcp_if_include``, ``oob_tcp_if_include``), never over a node-local
-bridge whose addresses repeat on every node. A rank that fails ends ``mpirun`` with its exit
+bridge whose addresses repeat on every node, unless the job or its image chooses that
+framework's interfaces itself (either of its ``_if_include`` and ``_if_exclude``). The agent
+and ``no_tree_spawn`` are Fuzzball's whatever the job sets; every other ``OMPI_*`` the job
+or its image sets is kept (:func:`environment`). A rank that fails ends ``mpirun`` with its exit
 code, which ends part 0 and, through Orchestrate, every other part.
 """
 
@@ -39,7 +42,7 @@ import contextlib
 import ctypes
 import os
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from fuzzball_core.substrate.ranks import RankLayout
@@ -77,20 +80,41 @@ printf '%s\\n' "$*" > "{LAUNCH_DIR}/.$host.tmp" && mv "{LAUNCH_DIR}/.$host.tmp" 
 """
 
 
-def environment(subnet: str | None) -> dict[str, str]:
-    """Open MPI's settings for every part's container: Fuzzball as the remote agent, every
-    daemon launched by ``mpirun``, the node network's ``subnet`` (``10.0.0.0/24``) for its
-    traffic when it is known, and root allowed to run ranks (a container's root is the job's
-    user, not the node's)."""
-    env = {
-        "OMPI_MCA_plm_rsh_agent": AGENT,
-        "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    }
+#: What wires the ranks up, whatever the job or its image sets: ``mpirun`` reaches the other
+#: parts only through Fuzzball's agent, and only part 0's Substrate watches for the daemon
+#: lines (a daemon spawning further daemons, ``no_tree_spawn`` 0, would call the agent on
+#: its own node, where nobody reads them). A job cannot sensibly set them.
+WIRING = {
+    "OMPI_MCA_plm_rsh_agent": AGENT,
+    "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
+}
+#: Defaults the job's ``env`` or its image's ``Env`` replaces: root allowed to run ranks (a
+#: container's root is the job's user, not the node's).
+DEFAULTS = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
+#: Open MPI's interface choices, each an include and an exclude setting that must not both
+#: be given (Open MPI aborts): the node network's subnet is included only when the job and
+#: its image set neither of the pair.
+INTERFACE_PAIRS = (
+    ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_btl_tcp_if_exclude"),
+    ("OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_oob_tcp_if_exclude"),
+)
+
+
+def environment(subnet: str | None, own: Collection[str] = ()) -> dict[str, str]:
+    """Open MPI's settings for every part's container (they go over the job's environment):
+    :data:`WIRING`; :data:`DEFAULTS` but those named in ``own`` (the variables the job's
+    ``env`` or its image's ``Env`` sets); and, when the node network's ``subnet``
+    (``10.0.0.0/24``) is known, each include of :data:`INTERFACE_PAIRS` whose pair ``own``
+    names neither of."""
+    env = dict(WIRING)
+    env.update((name, value) for name, value in DEFAULTS.items() if name not in own)
     if subnet:
-        env["OMPI_MCA_btl_tcp_if_include"] = subnet
-        env["OMPI_MCA_oob_tcp_if_include"] = subnet
+        for include, exclude in INTERFACE_PAIRS:
+            if include not in own and exclude not in own:
+                env[include] = subnet
     return env
 
 

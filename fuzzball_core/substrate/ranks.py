@@ -13,6 +13,7 @@ import fcntl
 import ipaddress
 import socket
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from fuzzball_core.spec import Job, Service
@@ -129,11 +130,11 @@ class RankLayout:
 TRANSPORT_INTERFACE_VARIABLES = ("UCX_NET_DEVICES", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
 
-def transport_environment(interface: str, job_env: list[str] | None) -> dict[str, str]:
+def transport_environment(interface: str, own: Collection[str] = ()) -> dict[str, str]:
     """:data:`TRANSPORT_INTERFACE_VARIABLES` set to ``interface`` (the one holding the node's
-    address), except those the job's own ``env`` sets: a job that names its interfaces (an
-    InfiniBand device for UCX, say) keeps them."""
-    own = {entry.partition("=")[0] for entry in job_env or []}
+    address), except those named in ``own``, the variables the job's ``env`` or its image's
+    ``Env`` sets: a job or image that names its interfaces (an InfiniBand device for UCX,
+    say) keeps them."""
     return {name: interface for name in TRANSPORT_INTERFACE_VARIABLES if name not in own}
 
 

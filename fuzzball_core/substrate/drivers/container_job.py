@@ -41,6 +41,7 @@ from fuzzball_core.substrate.drivers.steps import (
     job_command,
     job_cwd,
     job_environment,
+    own_variables,
     prepare_devices,
     readable_file,
     script_bind,
@@ -154,7 +155,7 @@ class ContainerJobDriver(ContainerDriver):
             if self.stopping is not None:
                 return self.outcome_without_start()
         try:
-            extra_env = {**await self.rank_environment(), **secrets.environment()}
+            extra_env = {**await self.rank_environment(config), **secrets.environment()}
             spec = self.container_spec(image, extra_env, config, user)
         except Exception as exc:
             if self.stopping is not None:  # stopped while it waited for other nodes
@@ -173,8 +174,9 @@ class ContainerJobDriver(ContainerDriver):
             return RunOutcome(message=f"the container could not start: {error_text(exc)}")
         return None
 
-    async def rank_environment(self) -> dict[str, str]:
-        """Variables the ranks of a multinode part need (none for one node)."""
+    async def rank_environment(self, config: ImageConfig = NO_CONFIG) -> dict[str, str]:
+        """Variables the ranks of a multinode part of an image with ``config`` need (none for
+        one node); they go over the job's environment."""
         return {}
 
     def image_config(self, image: Path) -> ImageConfig:
@@ -323,11 +325,14 @@ class MultinodePartDriver(ContainerJobDriver):
         """Whether Open MPI's launcher starts this job's ranks."""
         return self.implementation in OPEN_MPI
 
-    async def rank_environment(self) -> dict[str, str]:
+    async def rank_environment(self, config: ImageConfig = NO_CONFIG) -> dict[str, str]:
         """What this node's ranks need to find each other: Open MPI's settings, else the PMI
-        service's variables, plus torchrun's for a generic job. Also exports the node's
-        topology for the ranks' hwloc (once per agent process; see :mod:`.hwloc`)."""
+        service's variables, plus torchrun's for a generic job; the interfaces named only
+        where neither the job's ``env`` nor the image's ``Env`` (``config``) names them. Also
+        exports the node's topology for the ranks' hwloc (once per agent process; see
+        :mod:`.hwloc`)."""
         env: dict[str, str] = {}
+        own = own_variables(self.job, config)
         address = self.node.network.address
         pool = self.node.start_pool
         topology_dir = self.node.state_dir / "hwloc"
@@ -364,10 +369,10 @@ class MultinodePartDriver(ContainerJobDriver):
             if not self.open_mpi:
                 env.update(rendezvous.environment(self.ranks, exchanged))
         if self.open_mpi:
-            env.update(self._open_mpi_environment(interface))
+            env.update(self._open_mpi_environment(interface, own))
             return env
         if interface is not None:
-            env.update(transport_environment(interface.name, self.job.env))
+            env.update(transport_environment(interface.name, own))
         self._pmi = PmiService(
             self.ranks,
             f"fuzzball-run-{self.request.run_id}",
@@ -377,7 +382,9 @@ class MultinodePartDriver(ContainerJobDriver):
         env.update(self.ranks.environment(await self._pmi.start()))
         return env
 
-    def _open_mpi_environment(self, interface: NodeInterface | None) -> dict[str, str]:
+    def _open_mpi_environment(
+        self, interface: NodeInterface | None, own: frozenset[str]
+    ) -> dict[str, str]:
         if len(set(self._part_addresses)) < len(self._part_addresses):
             # mpirun would take another node for itself and wait for it forever
             raise FuzzballError(
@@ -385,8 +392,16 @@ class MultinodePartDriver(ContainerJobDriver):
                 " Open MPI tells its nodes apart by address; give each node its own"
                 " (substrate.address)"
             )
+        replaced = sorted(own & openmpi.WIRING.keys())
+        if replaced:
+            log.warning(
+                "run %s: %s, set by the job or its image, replaced by Fuzzball's: Open MPI's"
+                " launch reaches the other nodes through them",
+                self.request.run_id,
+                ", ".join(replaced),
+            )
         subnet = interface.subnet if interface is not None else None
-        env = openmpi.environment(subnet)
+        env = openmpi.environment(subnet, own)
         env.update(
             FB_NODE_INDEX=str(self.ranks.part),
             FB_NODE_COUNT=str(self.ranks.nodes),

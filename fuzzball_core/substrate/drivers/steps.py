@@ -219,6 +219,12 @@ def variables(entries: Iterable[str] | None) -> dict[str, str]:
     return env
 
 
+def own_variables(job: Job | Service, image: ImageConfig = NO_CONFIG) -> frozenset[str]:
+    """The names the image's ``Env`` or the job's ``env`` sets: a node's default for one of
+    them (a multinode job's interfaces, say) yields to it."""
+    return frozenset(variables(image.env)) | frozenset(variables(job.env))
+
+
 def job_cwd(job: Job | Service, image: ImageConfig = NO_CONFIG) -> str:
     """The working directory: the job's ``cwd``, else :func:`image_cwd`."""
     return str(job.cwd) if job.cwd else image_cwd(image)
