@@ -61,9 +61,19 @@ class ContainerPreparation:
     to the runtime unchanged.
     """
 
+    #: host device nodes recreated at the same path inside
     device_paths: list[str] = field(default_factory=list)
+    #: variables set over the job's own (the image's, then the job's ``env``)
     env: MutableMapping[str, str] = field(default_factory=dict)
+    #: ``(host path, container path)`` pairs, each bound read-only (a device plugin hands
+    #: the job the host's files, never a way to change them)
     binds: list[tuple[str, str]] = field(default_factory=list)
+    #: directories that path-list variables (``PATH``, ``LD_LIBRARY_PATH``) must include:
+    #: each appended to the variable's final value (after ``env``) unless already in it
+    search_paths: MutableMapping[str, list[str]] = field(default_factory=dict)
+    #: what the job should be told about its devices' set-up that did not stop it: each
+    #: becomes one ``stage_warning`` event of the job's stage
+    warnings: list[str] = field(default_factory=list)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -101,7 +111,8 @@ def fuzzball_job_prepare_container(
 
     Called on the node once per job start, after placement and before the runtime builds the
     container. Typical work: add GPU device nodes, set ``NVIDIA_VISIBLE_DEVICES`` and
-    ``NVIDIA_IMEX_CHANNELS``, bind driver libraries.
+    ``NVIDIA_IMEX_CHANNELS``, bind driver libraries (read-only) and put their directory on
+    ``LD_LIBRARY_PATH`` (``search_paths``), say what is missing (``warnings``).
 
     :param job: the job's v4 definition as a mapping (``resource``, ``env``, ``multinode``...).
     :param devices: the devices the scheduler allocated to this job on this node.
@@ -196,7 +207,8 @@ def fuzzball_event(event: Mapping[str, Any]) -> None:
     - a stage's life: ``stage_started``, ``stage_finished``, ``stage_failed``,
       ``stage_canceled``, ``scheduled``, ``scheduling_blocked`` (``data.reason`` says why),
       ``container_exited``, ``service_ready``, ``retried``, ``retries_exhausted``,
-      ``evicted``;
+      ``evicted``, ``stage_warning`` (a node's word on how a run was set up, which did
+      not stop it: ``data.warning``; ``node_id`` the node that said it);
     - image stages: ``image_resolved``, ``image_cached``, ``image_progress``,
       ``image_written_back``, ``image_write_back_retrying``, ``image_write_back_abandoned``;
     - nodes (``node_id`` set, ``workflow_id`` None): ``node_registered``, ``node_online``,

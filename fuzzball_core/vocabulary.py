@@ -298,6 +298,9 @@ class EventKind(StrEnum):
     RETRIED = "retried"
     RETRIES_EXHAUSTED = "retries_exhausted"
     EVICTED = "evicted"
+    #: a node's word on how a stage's run was set up, which did not stop it (a GPU job on
+    #: a node whose driver libraries were not found; ``data.warning``)
+    STAGE_WARNING = "stage_warning"
 
     # Image stages.
     IMAGE_RESOLVED = "image_resolved"

@@ -22,6 +22,7 @@ from fuzzball_core.orchestrate import (
     job_output,
     multinode,
     nodes,
+    run_warnings,
     runs,
     services,
     transfer_events,
@@ -178,18 +179,23 @@ def _log(ctx: EngineContext, tx: Transaction, node_id: str, data: node_pb2.LogDa
         node_ids = run.node_ids
     if data.stream == image_stages.PROGRESS_STREAM:
         name = printer.stage_name
-        progress = transfer_events.transfer_event(name, data.data) or image_stages.progress_event(
-            name, data.data
+        warning = run_warnings.warning_event(name, data.data)
+        progress = (
+            warning
+            or transfer_events.transfer_event(name, data.data)
+            or image_stages.progress_event(name, data.data)
         )
         if progress is not None and name != "?":
             kind, message, details = progress
+            # a warning is the word of the node that sent it (one part of a multinode job)
+            reporter = node_id if warning is not None else node_ids[0] if node_ids else None
             events.record(
                 tx,
                 kind,
                 message,
                 workflow_id=printer.workflow_id,
                 stage_name=name,
-                node_id=node_ids[0] if node_ids else None,
+                node_id=reporter,
                 **details,
             )
         return

@@ -37,6 +37,7 @@ from fuzzball_core.substrate.drivers.steps import (
     NO_CONFIG,
     container_hostname,
     cpu_limits,
+    device_binds,
     file_binds,
     job_command,
     job_cwd,
@@ -44,8 +45,10 @@ from fuzzball_core.substrate.drivers.steps import (
     own_variables,
     prepare_devices,
     readable_file,
+    report_warnings,
     script_bind,
     volume_binds,
+    with_search_paths,
 )
 from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
@@ -234,7 +237,9 @@ class ContainerJobDriver(ContainerDriver):
         resources = job_resources(job)
         preparation = prepare_devices(self.node, self.claims, request, dict(resources.devices))
         env.update(preparation.env)
-        binds.extend(Bind(src, dst) for src, dst in preparation.binds)
+        with_search_paths(env, preparation.search_paths)
+        binds.extend(device_binds(preparation))
+        report_warnings(self.sink, request.run_id, preparation.warnings)
         cpus, cpuset = cpu_limits(request, resources.cores)
         return ContainerSpec(
             image=image,

@@ -17,17 +17,19 @@ submitting user's identity decides.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.hookspecs import ContainerPreparation, Device
 from fuzzball_core.spec.models import Job, Service
 from fuzzball_core.spec.names import dns_label
-from fuzzball_core.substrate.drivers.base import NodeServices, RunRequest
+from fuzzball_core.substrate.drivers.base import LogSink, NodeServices, RunRequest
+from fuzzball_core.substrate.drivers.image_progress import PROGRESS_STREAM
 from fuzzball_core.substrate.ranks import RankLayout
 from fuzzball_runtime import Bind
 from fuzzball_runtime.spec import DEFAULT_PATH
@@ -153,6 +155,32 @@ def prepare_devices(
         job=request.definition, devices=devices, container=preparation
     )
     return preparation
+
+
+def device_binds(preparation: ContainerPreparation) -> list[Bind]:
+    """The device plugins' binds, each read-only (the host's files, never a way to change
+    them)."""
+    return [Bind(src, dst, readonly=True) for src, dst in preparation.binds]
+
+
+def with_search_paths(env: dict[str, str], search_paths: Mapping[str, list[str]]) -> None:
+    """Append to ``env``'s path-list variables the directories the device plugins need on
+    them (``LD_LIBRARY_PATH`` for the driver's libraries), each unless already there: the
+    image's and the job's own entries come first, as Apptainer's ``--nv`` appends its
+    library directory."""
+    for name, directories in search_paths.items():
+        entries = [e for e in env.get(name, "").split(":") if e]
+        entries += [d for d in dict.fromkeys(directories) if d not in entries]
+        if entries:
+            env[name] = ":".join(entries)
+
+
+def report_warnings(sink: LogSink, run_id: int, warnings: list[str]) -> None:
+    """Send each of the device plugins' warnings to Orchestrate (on the run's progress
+    stream, from the event loop's thread), which records each as a ``stage_warning`` event
+    of the job."""
+    for warning in dict.fromkeys(warnings):
+        sink(run_id, PROGRESS_STREAM, json.dumps({"warning": warning}).encode())
 
 
 def container_hostname(request: RunRequest, ranks: RankLayout | None = None) -> str:
