@@ -273,7 +273,9 @@ class SubstrateConfig(_Section):
     #: where the bundled node_exporter Substrate starts listens; None: ``health.metrics-address``
     #: port 9100; "": none is started
     node_exporter_listen: Listen | None = None
-    #: where device plugins look for device nodes (a containerised agent mounts the host's)
+    #: where device plugins look for device nodes (a containerised agent mounts the host's);
+    #: one other than /dev whose parent holds etc/ld.so.cache (/host/dev beside the host's
+    #: root at /host) is where the NVIDIA plugin also reads the driver's libraries and tools
     dev_root: Path = Path("/dev")
     #: count each job's network traffic (eBPF on the job's cgroup; costs a few ms per job)
     metering: bool = True

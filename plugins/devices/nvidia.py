@@ -4,7 +4,10 @@ GPUs appear as ``/dev/nvidiaN`` (resource ``nvidia.com/gpu``); IMEX channels, wh
 GPUs of a multi-node NVLink domain share memory, as
 ``/dev/nvidia-caps-imex-channels/channelN`` (resource ``nvidia.com/imex-channel``). A job given
 GPUs also needs the driver's control nodes, and ``NVIDIA_VISIBLE_DEVICES`` /
-``NVIDIA_IMEX_CHANNELS`` so the CUDA stack inside sees exactly what it was given.
+``NVIDIA_IMEX_CHANNELS`` so the CUDA stack inside sees exactly what it was given, and the
+driver's user-space libraries and tools of the host's driver version, bound read-only
+(:mod:`.nvidia_driver`: ``/usr/local/nvidia/lib64``, on ``LD_LIBRARY_PATH``, and
+``/usr/local/nvidia/bin``, on ``PATH``), as Apptainer's ``--nv`` gives them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzball_core.hookspecs import ContainerPreparation, Device, hookimpl
-from fuzzball_plugins.devices import nvidia_fabric
+from fuzzball_plugins.devices import nvidia_driver, nvidia_fabric
 from fuzzball_plugins.devices.nvidia_ecc import EccCounters
 
 GPU = "nvidia.com/gpu"
@@ -101,14 +104,39 @@ def fuzzball_node_discover_devices(node_config: Mapping[str, Any]) -> Sequence[D
     # the agent hands its ``substrate`` section as the file spells it (``dev-root``)
     dev_root = Path(node_config.get("dev-root") or node_config.get("dev_root") or "/dev")
     gpus_here = bool(_numbered(dev_root, _GPU_NODE))
+    if gpus_here:
+        driver_files(dev_root)  # searched now, at start, rather than by the first GPU job
     return discover(dev_root, nvml=nvidia_fabric.load_nvml() if gpus_here else None)
+
+
+def driver_files(dev_root: Path) -> nvidia_driver.DriverFiles:
+    """The driver's user-space files for the GPUs under ``dev_root`` (searched once per
+    agent)."""
+    return nvidia_driver.driver_files(nvidia_driver.host_root(dev_root), driver_proc_root(dev_root))
+
+
+def give_driver_files(dev_root: Path, container: ContainerPreparation) -> None:
+    """Bind the driver's libraries and tools into a GPU job's container and put their
+    directories on its search paths; on a node where they were not found, warn the job."""
+    files = driver_files(dev_root)
+    if files.problem:
+        container.warnings.append(
+            f"NVIDIA driver libraries not found on this node: {files.problem}; the job has"
+            " its GPUs' device nodes but no libcuda, libnvidia-ml or nvidia-smi from the host"
+        )
+        return
+    container.binds.extend(files.binds())
+    container.search_paths.setdefault("LD_LIBRARY_PATH", []).append(nvidia_driver.LIBRARY_DIR)
+    if files.binaries:
+        container.search_paths.setdefault("PATH", []).append(nvidia_driver.BINARY_DIR)
 
 
 @hookimpl
 def fuzzball_job_prepare_container(
     devices: Sequence[Device], container: ContainerPreparation
 ) -> None:
-    """Give the job its GPUs (plus the driver's control nodes) and IMEX channels."""
+    """Give the job its GPUs (plus the driver's control nodes and user-space files) and
+    IMEX channels."""
     gpus = [d for d in devices if d.kind == GPU]
     channels = [d for d in devices if d.kind == IMEX_CHANNEL]
     if gpus:
@@ -120,6 +148,7 @@ def fuzzball_job_prepare_container(
         for gpu in gpus:
             container.device_paths.extend(gpu.paths)
         container.env["NVIDIA_VISIBLE_DEVICES"] = ",".join(g.id for g in gpus)
+        give_driver_files(dev_root, container)
     if channels:
         for channel in channels:
             container.device_paths.extend(channel.paths)

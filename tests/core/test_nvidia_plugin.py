@@ -2,11 +2,23 @@
 
 from pathlib import Path
 
+import pytest
+from support import fake_nvidia_driver
+from support.fake_nvidia_driver import VERSION, make_driver
+
 from fuzzball_core.config import parse_config
 from fuzzball_core.hookspecs import ContainerPreparation
 from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.substrate.devices import device_annotations
-from fuzzball_plugins.devices import nvidia
+from fuzzball_plugins.devices import ld_cache, nvidia, nvidia_driver
+
+
+@pytest.fixture(autouse=True)
+def fresh_driver_search():
+    """Each test's driver is searched for anew (an agent searches once)."""
+    nvidia_driver.driver_files.cache_clear()
+    yield
+    nvidia_driver.driver_files.cache_clear()
 
 
 def fake_dev(tmp_path: Path, gpus: int, channels: int = 0) -> Path:
@@ -100,3 +112,170 @@ def test_discovery_reads_the_dev_root_of_the_substrate_section_as_the_agent_hand
     node_config = settings.model_dump(mode="json", by_alias=True)  # as agent.py hands it
     results = PluginRegistry().hook.fuzzball_node_discover_devices(node_config=node_config)
     assert [d.id for result in results for d in result if d.kind == "nvidia.com/gpu"] == ["0"]
+
+
+def prepare_gpu_job(dev: Path) -> ContainerPreparation:
+    """The container of a job given the first GPU under ``dev``, as the plugin prepares it."""
+    gpu = next(d for d in nvidia.discover(dev) if d.kind == "nvidia.com/gpu")
+    container = ContainerPreparation()
+    PluginRegistry().hook.fuzzball_job_prepare_container(job={}, devices=[gpu], container=container)
+    return container
+
+
+def test_a_gpu_job_gets_the_real_driver_libraries_under_their_sonames(tmp_path):
+    dev = make_driver(tmp_path)
+
+    binds = dict((dst, src) for src, dst in prepare_gpu_job(dev).binds)
+
+    lib_dir = tmp_path / fake_nvidia_driver.LIB_DIR
+    assert binds["/usr/local/nvidia/lib64/libcuda.so.1"] == str(lib_dir / f"libcuda.so.{VERSION}")
+    assert binds["/usr/local/nvidia/lib64/libnvidia-ml.so.1"] == str(
+        lib_dir / f"libnvidia-ml.so.{VERSION}"
+    )
+    assert "/usr/local/nvidia/lib64/libc.so.6" not in binds  # not the driver's
+
+
+def test_a_gpu_job_gets_the_driver_tools_under_usr_local_nvidia_bin(tmp_path):
+    dev = make_driver(tmp_path)
+
+    binds = dict((dst, src) for src, dst in prepare_gpu_job(dev).binds)
+
+    assert binds["/usr/local/nvidia/bin/nvidia-smi"] == str(tmp_path / "usr/bin/nvidia-smi")
+
+
+def test_a_gpu_job_gets_the_running_drivers_gsp_firmware_at_its_own_path(tmp_path):
+    dev = make_driver(tmp_path)
+
+    binds = dict((dst, src) for src, dst in prepare_gpu_job(dev).binds)
+
+    firmware = f"/lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin"
+    assert binds[firmware] == str(tmp_path / firmware.lstrip("/"))
+
+
+def test_the_library_and_tool_directories_go_on_the_search_paths(tmp_path):
+    container = prepare_gpu_job(make_driver(tmp_path))
+
+    assert container.search_paths == {
+        "LD_LIBRARY_PATH": ["/usr/local/nvidia/lib64"],
+        "PATH": ["/usr/local/nvidia/bin"],
+    }
+    assert container.warnings == []
+
+
+def test_a_library_left_by_another_driver_version_is_passed_over(tmp_path):
+    stale = tmp_path / fake_nvidia_driver.LIB_DIR / "libnvidia-cfg.so.535.104.05"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old\n")
+    entry = ("libnvidia-cfg.so.1", f"/{fake_nvidia_driver.LIB_DIR}/libnvidia-cfg.so.535.104.05")
+    dev = make_driver(tmp_path, extra_entries=[(*entry, ld_cache.native_flags())])
+
+    targets = [dst for _, dst in prepare_gpu_job(dev).binds]
+
+    assert "/usr/local/nvidia/lib64/libnvidia-cfg.so.1" not in targets
+    assert "/usr/local/nvidia/lib64/libcuda.so.1" in targets
+
+
+@pytest.mark.skipif(
+    ld_cache.native_flags() == ld_cache.ELF_LIBC6, reason="an architecture without 64-bit flags"
+)
+def test_the_32_bit_libraries_are_left_out(tmp_path):
+    lib32 = tmp_path / "usr/lib"
+    lib32.mkdir(parents=True)
+    (lib32 / f"libnvidia-encode.so.{VERSION}").write_text("32-bit\n")
+    entry = ("libnvidia-encode.so.1", f"/usr/lib/libnvidia-encode.so.{VERSION}")
+    dev = make_driver(tmp_path, extra_entries=[(*entry, ld_cache.ELF_LIBC6)])
+
+    targets = [dst for _, dst in prepare_gpu_job(dev).binds]
+
+    assert "/usr/local/nvidia/lib64/libnvidia-encode.so.1" not in targets
+
+
+def test_without_the_modules_version_the_libraries_tell_it(tmp_path):
+    dev = make_driver(tmp_path)
+    (tmp_path / "proc/driver/nvidia/version").unlink()
+
+    files = nvidia.driver_files(dev)
+
+    assert files.version == VERSION
+    assert [dst for _, dst in files.firmware] == [f"/lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin"]
+
+
+def test_a_node_without_driver_libraries_gives_the_device_nodes_and_a_warning(tmp_path):
+    dev = make_driver(tmp_path, libraries=False)
+
+    container = prepare_gpu_job(dev)
+
+    assert str(dev / "nvidia0") in container.device_paths
+    assert container.binds == []
+    assert container.search_paths == {}
+    (warning,) = container.warnings
+    assert (
+        f"no NVIDIA driver libraries of driver {VERSION} in {tmp_path}/etc/ld.so.cache" in warning
+    )
+    assert "no libcuda, libnvidia-ml or nvidia-smi" in warning
+
+
+def test_a_job_without_gpus_gets_no_driver_files(tmp_path):
+    dev = make_driver(tmp_path)
+    channel = dev / "nvidia-caps-imex-channels" / "channel0"
+    channel.parent.mkdir()
+    channel.touch()
+    channels = [d for d in nvidia.discover(dev) if d.kind == "nvidia.com/imex-channel"]
+    container = ContainerPreparation()
+
+    PluginRegistry().hook.fuzzball_job_prepare_container(
+        job={}, devices=channels, container=container
+    )
+
+    assert container.binds == [] and container.search_paths == {} and container.warnings == []
+
+
+def test_the_driver_is_searched_once_per_agent_at_discovery(tmp_path, monkeypatch):
+    dev = make_driver(tmp_path)
+    searches = []
+    search = nvidia_driver.find_driver_files
+    monkeypatch.setattr(
+        nvidia_driver, "find_driver_files", lambda *a: searches.append(a) or search(*a)
+    )
+
+    PluginRegistry().hook.fuzzball_node_discover_devices(node_config={"dev-root": str(dev)})
+    assert len(searches) == 1
+    for _ in range(3):
+        prepare_gpu_job(dev)
+
+    assert len(searches) == 1
+
+
+def test_an_absolute_symlink_resolves_inside_the_host_root(tmp_path):
+    (tmp_path / "usr/lib64").mkdir(parents=True)
+    (tmp_path / "usr/lib64/libcuda.so.1").write_text("real\n")
+    (tmp_path / "lib64").symlink_to("/usr/lib64")  # as on the host: absolute
+
+    resolved = nvidia_driver.resolve_in_root(tmp_path, "/lib64/libcuda.so.1")
+
+    assert resolved == tmp_path / "usr/lib64/libcuda.so.1"
+
+
+def test_a_symlink_loop_resolves_to_nothing(tmp_path):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+
+    assert nvidia_driver.resolve_in_root(tmp_path, "/a") is None
+
+
+def test_a_driver_file_that_cannot_be_read_is_a_warning_not_a_failed_plugin(tmp_path, monkeypatch):
+    dev = make_driver(tmp_path)
+
+    def unreadable(*_):
+        raise PermissionError(13, "Permission denied", "/usr/lib64")
+
+    monkeypatch.setattr(nvidia_driver, "find_driver_files", unreadable)
+
+    results = PluginRegistry().hook.fuzzball_node_discover_devices(
+        node_config={"dev-root": str(dev)}
+    )
+    container = prepare_gpu_job(dev)
+
+    assert [d.id for result in results for d in result if d.kind == "nvidia.com/gpu"] == ["0"]
+    (warning,) = container.warnings
+    assert "the driver's files could not be read ([Errno 13] Permission denied" in warning
