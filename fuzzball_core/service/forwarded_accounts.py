@@ -10,7 +10,11 @@ caller acts in it: everything keyed on the account is the caller's own, exactly 
 local accounts. The account belongs to no organization (a Federate's organization ids mean
 nothing here, and taking one would reach that organization's secrets); its
 ``federate_account_id`` names the Federate's account, which sees the workflows it submitted
-for its callers (to follow and stop them) and nothing else of theirs.
+for its callers (to follow and stop them) and nothing else of theirs. Its
+``federate_group_id`` (:attr:`ForwardedCaller.group_id`) stands for the caller's organization
+on the Federate: the callers of one organization share ``fuzzball://group/...`` images, as one
+organization's accounts do, and no other caller reads or overwrites them (a caller of no
+organization has no group but its own account).
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ class ForwardedAccounts:
             if account_id in self._known:
                 return account_id
         with self.sessions() as session:
-            if session.get(Account, account_id) is None:
+            account = session.get(Account, account_id)
+            if account is None:
                 session.add(
                     Account(
                         id=account_id,
@@ -58,6 +63,7 @@ class ForwardedAccounts:
                         kind=AccountKind.USER,
                         created_at=self.clock(),
                         federate_account_id=caller.bearer.account_id,
+                        federate_group_id=caller.group_id,
                     )
                 )
                 try:
@@ -66,6 +72,11 @@ class ForwardedAccounts:
                     session.rollback()
                     if session.get(Account, account_id) is None:
                         raise
+            elif account.federate_group_id != caller.group_id:
+                # made before accounts kept groups (migration 0024): the organization is
+                # part of the account's id, so its group never changes once set
+                account.federate_group_id = caller.group_id
+                session.commit()
         with self._lock:
             self._known.add(account_id)
         return account_id

@@ -48,6 +48,8 @@ _KNOWN_PERMISSIONS = frozenset(p.value for p in Permission)
 _KINDS = frozenset(k.value for k in AccountKind)
 #: the namespace of the ids of the accounts members keep for forwarded callers
 _FORWARDED_ACCOUNTS = uuid.UUID("6f1f2a52-3c8e-4d5b-9a57-0e8f6f4c2b11")
+#: the namespace of the ids of the groups members keep for a Federate's organizations
+_FORWARDED_GROUPS = uuid.UUID("0b9d5c1e-7a43-4f2e-8d61-3c5a9e2f4b70")
 
 
 def load_or_create_key(path: Path) -> Ed25519PrivateKey:
@@ -181,6 +183,17 @@ class ForwardedCaller:
             (self.bearer.account_id, self.federate, self.organization or "", self.subject)
         )
         return str(uuid.uuid5(_FORWARDED_ACCOUNTS, key))
+
+    @property
+    def group_id(self) -> str | None:
+        """The id of the group a member keeps for this caller's :attr:`organization` (on
+        the Federate, of this Federate account): the owner of its ``fuzzball://group/...``
+        images there, shared by that organization's callers and by nobody else. None for a
+        caller of no organization, whose group is its account alone."""
+        if not self.organization:
+            return None
+        key = "\x1f".join((self.bearer.account_id, self.federate, self.organization))
+        return str(uuid.uuid5(_FORWARDED_GROUPS, key))
 
     @property
     def display_name(self) -> str:

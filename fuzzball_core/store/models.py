@@ -67,6 +67,11 @@ class Account(Base):
     #: ``service/forwarded_accounts``), the Federate's own account here, which sees its
     #: workflows; None for every other account
     federate_account_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    #: for the account kept for a Federate's caller of an organization there, the group it
+    #: shares with that organization's other callers
+    #: (:attr:`~fuzzball_core.service.forwarded_identity.ForwardedCaller.group_id`): the owner
+    #: of its ``fuzzball://group/...`` images; None for every other account
+    federate_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     updated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
@@ -341,11 +346,13 @@ class CachedObject(Base):
     """An image in the cluster's object cache (``fuzzball://SCOPE/NAME``).
 
     ``owner`` is the account id for the ``user`` scope and the organization id for ``group``
-    (empty for accounts of no organization). ``digest`` is the image object's (content and
-    config, :mod:`fuzzball_core.image_objects`; the content's own digest in an entry from
-    before image objects, until its first lookup); the content, config and object document
-    live under the data directory, named by their digests; ``size`` is the content's.
-    ``definition_hash`` keys a workflow-built image to the definition it was built from.
+    (for an account of no organization its own id, or its Federate organization's group:
+    ``ObjectCache.group_of``; empty in entries stored before migration 0024). ``digest`` is
+    the image object's (content and config, :mod:`fuzzball_core.image_objects`; the
+    content's own digest in an entry from before image objects, until its first lookup);
+    the content, config and object document live under the data directory, named by their
+    digests; ``size`` is the content's. ``definition_hash`` keys a workflow-built image to
+    the definition it was built from.
     """
 
     __tablename__ = "cached_objects"

@@ -7,10 +7,13 @@ different configs (Env, Cmd, Entrypoint, WorkingDir, User) are two objects, pinn
 apart. The bytes live once per digest: the content under ``directory/blobs`` (shared by every
 object with that content), the configs under ``directory/configs``, the object documents
 under ``directory/objects``. ``user`` entries belong to one account, ``group`` entries to one
-organization (the owner is the organization's id; accounts of no organization, the cluster's
-service accounts and accounts older than organizations, share the group ``""``), so no
-organization reads or overwrites another's images. An entry with a ``ttl`` expires; an
-expired entry is never served and is replaced by the next write.
+organization (the owner is the organization's id), so no organization reads or overwrites
+another's images. An account of no organization is a group of its own (the owner is its id:
+the cluster's service accounts, accounts older than organizations), but for the accounts a
+member keeps for a Federate's callers of one organization there, which share the group their
+accounts' ``federate_group_id`` names (:mod:`~fuzzball_core.service.forwarded_accounts`).
+No two tenants share a group: there is no group of "no organization". An entry with a
+``ttl`` expires; an expired entry is never served and is replaced by the next write.
 
 An entry written before image objects names its content digest, and its config was kept
 beside the content (``blobs/<hex>.config.json``, one per content, so the last image stored
@@ -119,11 +122,15 @@ class ObjectCache:
             private_directory(directory / kind)
 
     def group_of(self, account_id: str) -> str:
-        """The ``group`` owner of account ``account_id``'s images: its organization's id, or
-        "" for an account of no organization (or one that no longer exists)."""
+        """The ``group`` owner of account ``account_id``'s images: its organization's id;
+        for an account of no organization the group its Federate's organization has here
+        (an account kept for a Federate's caller), else its own id (as for an account that
+        no longer exists): never one shared by accounts of different tenants."""
         with self.sessions() as session:
             account = session.get(Account, account_id)
-            return (account.organization_id or "") if account is not None else ""
+            if account is None:
+                return account_id
+            return account.organization_id or account.federate_group_id or account.id
 
     def blob_path(self, digest: str) -> Path:
         """Where the content with ``digest`` (``sha256:<hex>``) is kept."""

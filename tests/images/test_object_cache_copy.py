@@ -27,6 +27,9 @@ from fuzzball_plugins.images.docker_backend import DockerBackend
 from fuzzball_plugins.images.object_cache_backend import ObjectCacheBackend
 
 PLATFORM = {"platform": "linux/amd64"}
+#: the account whose pulls write back: one of no organization (not in the store), its own
+#: group
+ACCOUNT = "acct"
 
 
 @pytest.fixture
@@ -54,7 +57,7 @@ def _written_back(
     image = DockerBackend(PLATFORM).resolve(uri)
     erofs = DockerBackend(PLATFORM).fetch(image, node_a)
     name = write_back_name(uri)
-    target = {"owner": "", "scope": "group", "name": name, "definition-hash": image.digest}
+    target = {"owner": ACCOUNT, "scope": "group", "name": name, "definition-hash": image.digest}
     stored = ObjectCacheBackend({"object-cache-url": object_cache.url}).store(target, erofs)
     return uri, image, erofs, f"fuzzball://group/{name}@{stored['digest']}", stored["content"]
 
@@ -142,9 +145,9 @@ def test_a_pull_of_an_image_the_object_cache_holds_names_that_copy(
     pull = plan_workflow(parse_workflow(workflow), pull_stages=True).stages[f"images.{uri}"]
     stages = ImageStages(enabled=True, write_back=True, object_cache=object_cache.cache)
 
-    payload = json.loads(stages.pull_payload(pull.definition, image, "acct"))
+    payload = json.loads(stages.pull_payload(pull.definition, image, ACCOUNT))
     other = ResolvedImage(image.uri, "sha256:" + "0" * 64, 0, "")
-    elsewhere = json.loads(stages.pull_payload(pull.definition, other, "acct"))
+    elsewhere = json.loads(stages.pull_payload(pull.definition, other, ACCOUNT))
 
     assert payload["cached"] == cached and payload["write-back"] is None
     assert elsewhere["cached"] == "" and elsewhere["write-back"] is not None
