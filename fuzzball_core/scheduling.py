@@ -684,6 +684,11 @@ class ReasonCode(StrEnum):
     INFEASIBLE = "INFEASIBLE"
 
 
+#: the label of the nodes a backfill reservation keeps (in a Diagnosis's ``groups`` and
+#: message): it names no job, for the message is shown to every account's waiting jobs
+RESERVED_FOR_ANOTHER_JOB = "reserved for another job"
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """Why a job was not placed, aggregated over every registered node.
@@ -694,7 +699,8 @@ class Diagnosis:
     Labels are words: ``not ready``, ``held (cordon by admin)``, ``annotations mismatch``,
     ``missing device nvidia.com/gpu``, ``device plugin failed``, ``too small (memory)``,
     ``running an exclusive job``, ``not idle (exclusive)``, ``insufficient cores``,
-    ``insufficient memory``, ``insufficient nvidia.com/gpu``, ``reserved for job J``.
+    ``insufficient memory``, ``insufficient nvidia.com/gpu``, ``reserved for another job``
+    (never naming the job: ``reserved_for`` does, for the engine to name it to its account).
     ``nodes_available`` nodes passed every filter (fewer than the job
     needs), so ``nodes_available + sum(groups.values()) == nodes_considered``.
 
@@ -718,6 +724,9 @@ class Diagnosis:
     #: for an INFEASIBLE job, the part of its ``resource`` that no node can satisfy when that
     #: is one field of it (``cpu.affinity``, ``cpu.sockets``, ``cpu.threads``), else None
     resource_field: str | None = None
+    #: the job holding the backfill reservation that kept nodes from it (the ``reserved for
+    #: another job`` nodes), or None; kept out of ``message``, which any account may read
+    reserved_for: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from fuzzball_core.orchestrate.states import ASSIGNED, run_moved, transition
 from fuzzball_core.orchestrate.transaction import RunFields, Transaction, task_label
 from fuzzball_core.orchestrate.workflow_volumes import NODE_ANNOTATION
 from fuzzball_core.scheduling import (
+    RESERVED_FOR_ANOTHER_JOB,
     Diagnosis,
     JobRequest,
     Placement,
@@ -402,16 +403,31 @@ def _diagnosed_reason(diagnoses: Mapping[str, Diagnosis], job_id: str) -> Reason
 
 def waiting_diagnosis(ctx: EngineContext, stage_id: int) -> Diagnosis | None:
     """Why a stage's first waiting run was not placed in the last pass, if one waits (and,
-    for a run its volumes pin to a node, that they do)."""
+    for a run its volumes pin to a node, that they do; for one of the same account as the
+    run holding the backfill reservation, which that is)."""
     for waiting in ctx.pending.values():
         if waiting.stage_id == stage_id and waiting.request.id in ctx.diagnoses:
-            diagnosis = ctx.diagnoses[waiting.request.id]
+            diagnosis = _naming_own_reservation(ctx, waiting, ctx.diagnoses[waiting.request.id])
             pinned = waiting.request.annotations.get(NODE_ANNOTATION)
             if pinned is None:
                 return diagnosis
             why = f"; its volumes keep it on {ctx.node_names_of([pinned])}"
             return replace(diagnosis, message=diagnosis.message + why)
     return None
+
+
+def _naming_own_reservation(
+    ctx: EngineContext, waiting: PendingRun, diagnosis: Diagnosis
+) -> Diagnosis:
+    """``diagnosis`` naming the job the reservation is kept for where that job is of
+    ``waiting``'s own account: any other account's stays ``another job`` (the scheduler's
+    words), for whose work waits where is that account's business alone."""
+    holder = ctx.pending.get(diagnosis.reserved_for or "")
+    account = waiting.request.account
+    if holder is None or not account or holder.request.account != account:
+        return diagnosis
+    named = f"reserved for {holder.stage_name} of workflow {holder.workflow_id}"
+    return replace(diagnosis, message=diagnosis.message.replace(RESERVED_FOR_ANOTHER_JOB, named))
 
 
 def send_assignment(ctx: EngineContext, tx: Transaction, run: RunFields) -> None:

@@ -80,7 +80,7 @@ from fuzzball_core.scheduling import (
 from fuzzball_plugins.schedulers import domains
 from fuzzball_plugins.schedulers._free_index import ffi, lib
 from fuzzball_plugins.schedulers.cpu_layout import cores_of, logical_cpus
-from fuzzball_plugins.schedulers.diagnostics import Diagnostics, Survey
+from fuzzball_plugins.schedulers.diagnostics import RESERVED, Diagnostics, Survey
 from fuzzball_plugins.schedulers.fair_share import (
     AccountUse,
     Charge,
@@ -1562,7 +1562,12 @@ class DefaultScheduler(Scheduler):
         if standing is None or verdict.reason not in _WAITS_FOR_ROOM:
             return verdict
         prefix = f"{self._fair.describe_wait(standing)}; "
-        return _Verdict(ReasonCode.FAIR_SHARE, verdict.findings, lambda: prefix + verdict.message)
+        return _Verdict(
+            ReasonCode.FAIR_SHARE,
+            verdict.findings,
+            lambda: prefix + verdict.message,
+            verdict.reserved_for,
+        )
 
     def _verdict(
         self,
@@ -1579,15 +1584,16 @@ class DefaultScheduler(Scheduler):
             findings = self._diagnostics.survey(shape)
             message = f"{findings.message(shape.nodes)}; {self._domain_shortfalls[shape]}"
             return _Verdict(ReasonCode.INSUFFICIENT_RESOURCES, findings, message)
+        reserved_for = None
         if protection is not None:
             guard = protection
 
             def refused(node_id: str, request_key: tuple[int, ...]) -> bool:
                 return guard.refuses(node_id, request_key, shape.memory)
 
-            findings = self._diagnostics.survey(
-                shape, refused, f"reserved for job {guard.job_id}", guard.spare
-            )
+            findings = self._diagnostics.survey(shape, refused, RESERVED, guard.spare)
+            if RESERVED in findings.groups:
+                reserved_for = guard.job_id
         else:
             findings = self._diagnostics.survey(shape)
         if findings.room_without_device_plugin:
@@ -1599,7 +1605,7 @@ class DefaultScheduler(Scheduler):
         else:
             reason = ReasonCode.BACKFILL_NO_FIT
         # worded when first read: most passes nobody reads it (the engine asks the reason)
-        return _Verdict(reason, findings, partial(findings.message, shape.nodes))
+        return _Verdict(reason, findings, partial(findings.message, shape.nodes), reserved_for)
 
     def _estimated_starts(self, no_room: set[JobShape]) -> dict[JobShape, float | None]:
         """Earliest start of each shape with no room, as running work ends (a lower bound)."""
@@ -1916,14 +1922,20 @@ class _Verdict:
     a pass's 20-odd messages were 2 % of the churn run, and the engine reads one only when a
     job's reason changed."""
 
-    __slots__ = ("_words", "findings", "reason")
+    __slots__ = ("_words", "findings", "reason", "reserved_for")
 
     def __init__(
-        self, reason: ReasonCode, findings: Survey, words: str | Callable[[], str]
+        self,
+        reason: ReasonCode,
+        findings: Survey,
+        words: str | Callable[[], str],
+        reserved_for: str | None = None,
     ) -> None:
         self.reason = reason
         self.findings = findings
         self._words = words
+        #: the job whose reservation kept nodes from these jobs (counted as RESERVED)
+        self.reserved_for = reserved_for
 
     @property
     def message(self) -> str:
@@ -2145,7 +2157,12 @@ class _Diagnoses(Mapping[str, Diagnosis]):
             answer = self._answer(job_id)
             verdict, start = answer.verdict, answer.start
             built = self._built[job_id] = _diagnosis(
-                job_id, verdict.reason, verdict.message, verdict.findings, start
+                job_id,
+                verdict.reason,
+                verdict.message,
+                verdict.findings,
+                start,
+                verdict.reserved_for,
             )
         return built
 
@@ -2174,6 +2191,7 @@ def _diagnosis(
     message: str,
     findings: Survey,
     start: float | None,
+    reserved_for: str | None = None,
 ) -> Diagnosis:
     return Diagnosis(
         job_id=job_id,
@@ -2186,4 +2204,5 @@ def _diagnosis(
         shortfall=None if findings.shortfall is None else MappingProxyType(findings.shortfall),
         estimated_start=start,
         resource_field=findings.resource_field,
+        reserved_for=reserved_for,
     )

@@ -13,7 +13,10 @@ groups at once. Each node is counted under the *first* filter it fails, in this 
    ``insufficient cores``, ``insufficient memory``, ``insufficient <device kind>``;
 5. node by node among those with room, for the jobs that ask: ``host port tcp/P in use``,
    ``no free cores for <layout>``;
-6. ``reserved for job J``: room that EASY backfill keeps for the reservation.
+6. ``reserved for another job`` (:data:`RESERVED`): room that EASY backfill keeps for the
+   reservation. The label names no job: one message serves every job of a shape, whatever
+   its account, and whose the reservation is is its own account's business (the engine
+   names it to a job of the same account: the diagnosis's ``reserved_for``).
 
 The cost is one step per class plus one bisect per free key, whatever the number of nodes.
 """
@@ -24,7 +27,12 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from typing import NamedTuple
 
-from fuzzball_core.scheduling import JobRequest, JobShape, format_bytes
+from fuzzball_core.scheduling import (
+    RESERVED_FOR_ANOTHER_JOB,
+    JobRequest,
+    JobShape,
+    format_bytes,
+)
 from fuzzball_plugins.schedulers.node_index import (
     EXCLUSIVE_BUSY,
     OUTLASTS_NODE,
@@ -37,6 +45,8 @@ DEVICE_PLUGIN_FAILED = "device plugin failed"
 NOT_IDLE = "not idle (exclusive)"
 INSUFFICIENT_CORES = "insufficient cores"
 INSUFFICIENT_MEMORY = "insufficient memory"
+#: the label of the nodes EASY backfill keeps for the reservation
+RESERVED = RESERVED_FOR_ANOTHER_JOB
 #: how many remembered walks over classes' free keys a Diagnostics keeps before starting over
 _WALKS_BOUND = 4096
 

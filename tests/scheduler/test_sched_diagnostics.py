@@ -52,14 +52,17 @@ def test_several_holds_on_one_node_are_listed_together():
     assert dict(diagnosis.groups) == {"held (cordon by admin, evict by monitoring)": 1}
 
 
-def test_backfill_no_fit_names_the_reservation_keeping_the_room():
+def test_backfill_no_fit_says_the_room_is_reserved_naming_the_job_only_apart():
+    """The message is every account's to read: the reservation's job is only in
+    ``reserved_for``, which the engine names to that job's own account alone."""
     scheduler = cluster(node("n", cores=16))
     scheduler.allocate(job("running", cores=12, runtime=100), ["n"], started_at=0)
     head = job("head", cores=16, submitted_at=1)
     long = job("long", cores=4, submitted_at=2, runtime=500)
     diagnosis = scheduler.schedule([head, long], now=10).diagnoses["long"]
     assert diagnosis.reason == ReasonCode.BACKFILL_NO_FIT
-    assert diagnosis.message == "0/1 nodes available: 1 reserved for job head"
+    assert diagnosis.message == "0/1 nodes available: 1 reserved for another job"
+    assert diagnosis.reserved_for == "head"
     assert diagnosis.estimated_start == 100
 
 
