@@ -668,28 +668,53 @@ class FederateService(AccountCalls):
         workflows (any federated workflow's, for an administrator) under the federated id;
         everything else only :data:`IN_USE`, as Orchestrate shows other accounts' work."""
         entries = [entry.partition("/") for entry in stages]
-        remote_ids = {remote_id for remote_id, separator, _ in entries if separator}
+        federated = self._federated_ids(
+            who, cluster, {remote_id for remote_id, separator, _ in entries if separator}
+        )
+        return tuple(
+            f"{federated[remote_id]}/{rest}" if separator and remote_id in federated else IN_USE
+            for remote_id, separator, rest in entries
+        )
+
+    def _federated_ids(self, who: Principal, cluster: str, remote_ids: set[str]) -> dict[str, str]:
+        """Member workflow id -> federated id of those of ``remote_ids`` on ``cluster`` that
+        ``who`` may see: its own federated workflows (any, for an administrator)."""
+        if not remote_ids:
+            return {}
         with self.sessions() as session:
             query = select(FederatedWorkflow).where(
                 FederatedWorkflow.cluster == cluster, FederatedWorkflow.remote_id.in_(remote_ids)
             )
             if not who.may(Permission.READ_CLUSTER):
                 query = query.where(FederatedWorkflow.account_id == who.account_id)
-            federated = {row.remote_id: row.id for row in session.scalars(query)}
-        return tuple(
-            f"{federated[remote_id]}/{rest}" if separator and remote_id in federated else IN_USE
-            for remote_id, separator, rest in entries
-        )
+            return {row.remote_id: row.id for row in session.scalars(query)}
 
     def list_node_events(
         self, who: Principal, node_ref: str, *, after_seq: int = 0
     ) -> list[EventView]:
+        """A member node's events as ``who`` may see them (:meth:`_visible_work`'s rule):
+        the node's own (registration, holds) and those of ``who``'s federated workflows
+        (any federated workflow's, for an administrator) under the federated id; the
+        events of every other workflow on the node are left out, as Orchestrate leaves out
+        those of workflows a caller may not see."""
         with acting_for(self._sign(who)):
             member, node = self._node_member(
                 who, node_ref, Permission.READ_NODES, "read node events"
             )
-            events = member.client().list_node_events(node.id, after_seq=after_seq)
-        return [rv.event_view(e) for e in events]
+            events = [
+                rv.event_view(e)
+                for e in member.client().list_node_events(node.id, after_seq=after_seq)
+            ]
+        federated = self._federated_ids(
+            who, member.name, {e.workflow_id for e in events if e.workflow_id}
+        )
+        return [
+            dataclasses.replace(event, workflow_id=federated[event.workflow_id])
+            if event.workflow_id
+            else event
+            for event in events
+            if not event.workflow_id or event.workflow_id in federated
+        ]
 
     def remove_node(self, who: Principal, node_ref: str) -> None:
         with acting_for(self._sign(who)):
