@@ -49,6 +49,8 @@ __all__ = [
     "CREATE_REFUSALS",
     "DEFAULT_IMAGE_RETRY",
     "DRIVER_INTERFACES",
+    "ENV_SCRIPTS_KEY",
+    "ENV_SHELL_KEY",
     "IMAGE_CONFIG_SUFFIX",
     "ClusterOffer",
     "ImageBackend",
@@ -75,6 +77,11 @@ __all__ = [
 #: the suffix of the image config kept beside a cached EROFS file (``X.erofs`` ->
 #: ``X.config.json``)
 IMAGE_CONFIG_SUFFIX = ".config.json"
+#: the kept config's keys for :attr:`ImageConfig.env_scripts` and :attr:`ImageConfig.env_shell`
+#: (not OCI's: only the oras backend writes them; an image's own config naming them changes
+#: nothing but how that image's own jobs start)
+ENV_SCRIPTS_KEY = "FuzzballApptainerEnvScripts"
+ENV_SHELL_KEY = "FuzzballApptainerEnvShell"
 
 
 def _strings(value: Any) -> tuple[str, ...] | None:
@@ -94,6 +101,13 @@ class ImageConfig:
     set, and empty); ``env`` holds ``NAME=VALUE`` entries; ``working_dir`` and ``user`` are
     empty when unset (``user`` is ``NAME``, ``UID``, ``NAME:GROUP`` or ``UID:GID`` as in
     the image, resolved against the image's /etc/passwd and /etc/group when a job starts).
+
+    ``env_scripts`` and ``env_shell`` are Apptainer's, not OCI's: the names of a SIF image's
+    environment scripts (``/.singularity.d/env/*.sh``, which ``apptainer exec`` and ``run``
+    source before the command), empty for any other image, and whether the image has the
+    ``/bin/sh`` to source them with. The kept config carries them under
+    :data:`ENV_SCRIPTS_KEY` and :data:`ENV_SHELL_KEY`, and only when there are scripts, so
+    that every other image's config document stays what it was.
     """
 
     env: tuple[str, ...] = ()
@@ -101,6 +115,8 @@ class ImageConfig:
     cmd: tuple[str, ...] | None = None
     working_dir: str = ""
     user: str = ""
+    env_scripts: tuple[str, ...] = ()
+    env_shell: bool = False
 
     @classmethod
     def from_oci(cls, document: Mapping[str, Any]) -> ImageConfig:
@@ -114,6 +130,8 @@ class ImageConfig:
             cmd=_strings(config.get("Cmd")),
             working_dir=str(config.get("WorkingDir") or ""),
             user=str(config.get("User") or ""),
+            env_scripts=_strings(config.get(ENV_SCRIPTS_KEY)) or (),
+            env_shell=config.get(ENV_SHELL_KEY) is True,
         )
 
     @property
@@ -132,6 +150,9 @@ class ImageConfig:
             document["WorkingDir"] = self.working_dir
         if self.user:
             document["User"] = self.user
+        if self.env_scripts:
+            document[ENV_SCRIPTS_KEY] = list(self.env_scripts)
+            document[ENV_SHELL_KEY] = self.env_shell
         return document
 
     def write_beside(self, image: Path) -> Path:

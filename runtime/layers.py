@@ -98,6 +98,21 @@ def resolve_in_root(root: Path, path: str) -> Path:
     return root.joinpath(*resolved)
 
 
+def follow_in_root(root: Path, path: str) -> Path:
+    """``path`` inside ``root`` with every symlink followed, the last component's too, as if
+    ``root`` were ``/`` (what opening ``path`` in the root would reach; it may not exist)."""
+    current = path
+    for _ in range(MAX_SYMLINK_HOPS):
+        resolved = resolve_in_root(root, current)
+        if not resolved.is_symlink():
+            return resolved
+        target = os.readlink(resolved)
+        # a relative target is relative to the link's directory, inside the root
+        parent = resolved.parent.relative_to(root)
+        current = target if target.startswith("/") else f"/{parent}/{target}"
+    raise InvalidArgument(f"{path} in the image: too many levels of symbolic links")
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)

@@ -23,13 +23,12 @@ from pathlib import Path
 
 from fuzzball_core.errors import InvalidArgument
 
-from .layers import resolve_in_root
+from .layers import follow_in_root
 from .spec import DEFAULT_STATE_DIR
 from .state import StateDir
 
 #: the most bytes of /etc/passwd or /etc/group read
 MAX_FILE_BYTES = 4 << 20
-_MAX_SYMLINKS = 40
 _MAX_ID = 2**32 - 2
 
 
@@ -46,20 +45,11 @@ class Identity:
 def read_in_root(root: Path, path: str) -> str | None:
     """The text of ``path`` inside ``root``, every symlink resolved within ``root``; None
     when there is no such file."""
-    current = path
-    for _ in range(_MAX_SYMLINKS):
-        resolved = resolve_in_root(root, current)
-        if not resolved.is_symlink():
-            try:
-                with resolved.open("rb") as f:
-                    return f.read(MAX_FILE_BYTES).decode("utf-8", "replace")
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                return None
-        target = os.readlink(resolved)
-        # a relative target is relative to the link's directory, inside the root
-        parent = resolved.parent.relative_to(root)
-        current = target if target.startswith("/") else f"/{parent}/{target}"
-    raise InvalidArgument(f"{path} in the image: too many levels of symbolic links")
+    try:
+        with follow_in_root(root, path).open("rb") as f:
+            return f.read(MAX_FILE_BYTES).decode("utf-8", "replace")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
 
 
 def _numeric(text: str) -> int | None:

@@ -3,7 +3,8 @@
 The artifact's one SIF layer is pulled like any blob (verified, resumable, coalesced); its
 primary squashfs partition is unpacked with ``unsquashfs`` and the tree becomes EROFS. The
 image's config is the SIF's own (:func:`fuzzball_plugins.images.sif.image_config`): read with
-range requests when the image is pinned, from the pulled file on a node.
+range requests when the image is pinned, from the pulled file on a node, where the unpacked
+tree adds its Apptainer environment scripts (:func:`fuzzball_plugins.images.sif.with_env_scripts`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fuzzball_plugins.images.sif import (
     image_config,
     parse_header,
     primary_partition,
+    with_env_scripts,
 )
 
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
@@ -133,4 +135,17 @@ class OrasBackend(RegistryImageBackend):
                 f"the squashfs partition of SIF image {sif_path.name} could not be unpacked: "
                 f"{result.stderr.strip()[-500:]}"
             )
+        self._note_env_scripts(rootfs, out_path)
         build_from_dir(str(rootfs), str(out_path))
+
+    @staticmethod
+    def _note_env_scripts(rootfs: Path, out_path: Path) -> None:
+        """Add the unpacked tree's Apptainer environment scripts to the config kept beside
+        ``out_path`` (written before the conversion; rewritten before the EROFS file
+        appears): only the tree shows them, and the SIF's metadata read at the pin does not."""
+        config = ImageConfig.read_beside(out_path)
+        if config is None:
+            return
+        noted = with_env_scripts(config, rootfs)
+        if noted != config:
+            noted.write_beside(out_path)

@@ -13,12 +13,13 @@ Layout (github.com/sylabs/sif, all integers little-endian, structures packed):
 
 Besides the partition, the image's config is read from its metadata objects
 (:func:`image_config`): over range requests when Orchestrate pins the image, from the pulled
-file on a node.
+file on a node; the node adds what the unpacked tree says (:func:`with_env_scripts`).
 """
 
 from __future__ import annotations
 
 import json
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,6 +40,11 @@ DATA_GENERIC_JSON = 0x4006
 OCI_CONFIG_NAME = "oci-config.json"
 #: where Apptainer puts a definition file's %runscript inside the image
 RUNSCRIPT = "/.singularity.d/runscript"
+#: where Apptainer keeps the environment scripts its actions source before the command
+#: (90-environment.sh from ``%environment``, 10-docker2singularity.sh from a docker base...)
+ENV_SCRIPTS_DIR = "/.singularity.d/env"
+#: the shell that sources them
+SHELL = "/bin/sh"
 #: metadata objects (the config, the definition file) read into memory at most this big
 MAX_METADATA_BYTES = 1 << 20
 FS_SQUASHFS = 1
@@ -233,3 +239,38 @@ def _has_runscript(deffile: bytes) -> bool:
         if inside:
             body.append(line)
     return any(line.strip() and not line.strip().startswith("#") for line in body)
+
+
+def with_env_scripts(config: ImageConfig, root: Path) -> ImageConfig:
+    """``config`` with the environment scripts of the image tree unpacked at ``root``.
+
+    Those are the files ``/.singularity.d/env/*.sh`` (symlinks followed inside the tree, as
+    the shell that sources them would), in the order Apptainer's actions source them; with
+    them, whether ``/bin/sh`` is an executable file there. ``config`` unchanged when there
+    is none (an image not built by Apptainer).
+    """
+    # only a node unpacks a tree: Orchestrate, which pins SIFs, never loads the runtime
+    from fuzzball_runtime.layers import follow_in_root
+
+    directory = follow_in_root(root, ENV_SCRIPTS_DIR)
+    if not directory.is_dir():
+        return config
+    scripts = tuple(
+        sorted(
+            entry.name
+            for entry in directory.iterdir()
+            if entry.name.endswith(".sh")
+            and follow_in_root(root, f"{ENV_SCRIPTS_DIR}/{entry.name}").is_file()
+        )
+    )
+    if not scripts:
+        return config
+    return replace(config, env_scripts=scripts, env_shell=_executable(follow_in_root(root, SHELL)))
+
+
+def _executable(path: Path) -> bool:
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return stat.S_ISREG(mode) and bool(mode & 0o111)

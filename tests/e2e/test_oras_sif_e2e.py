@@ -65,3 +65,45 @@ def test_a_sif_served_through_oras_runs_a_job_from_its_tree(
     assert orchestrate.logs(workflow_id, "jobs.greet") == "hello from a SIF through oras\n"
     pull = next(s for s in view.stages if s.name == f"images.{uri}")
     assert pull.status == "FINISHED"
+
+
+def test_a_sif_jobs_command_runs_after_its_environment_scripts_under_the_jobs_env(
+    cluster: Cluster, local_registry: LocalRegistry, tmp_path: Path
+) -> None:
+    root = _sif_rootfs(tmp_path / "rootfs")
+    scripts = root / ".singularity.d/env"
+    scripts.mkdir(parents=True)
+    # what `apptainer build` writes for %environment
+    (scripts / "90-environment.sh").write_text(
+        'export PATH="/opt/app/bin:$PATH"\n'
+        "export WHO=image\n"
+        'export GREETING="hello from %environment"\n'
+    )
+    (root / "opt/app/bin").mkdir(parents=True)
+    (root / "opt/app/bin/greet").write_text('#!/bin/sh\necho "$GREETING, $WHO"\n')
+    (root / "opt/app/bin/greet").chmod(0o755)
+    sif = write_sif(root, tmp_path / "env.sif", arch=_node_arch())
+    pusher = Pusher(local_registry.url)
+    try:
+        pusher.push_artifact(
+            "tests/env-scripts",
+            "1",
+            sif.read_bytes(),
+            media_type=SIF_LAYER,
+            config_media_type=SIF_CONFIG,
+            title=sif.name,
+        )
+    finally:
+        pusher.close()
+    uri = f"oras://{local_registry.server.host}/tests/env-scripts:1"
+
+    orchestrate = cluster.orchestrate
+    workflow_id = orchestrate.start_workflow(
+        f"version: v1\njobs:\n  greet:\n    image: {{uri: '{uri}'}}\n"
+        "    env: ['WHO=the job']\n    command: [greet]\n",
+        name="sif-env",
+    )
+    view = orchestrate.wait_for(workflow_id, timeout=120)
+
+    assert view.status == "FINISHED", view
+    assert orchestrate.logs(workflow_id, "jobs.greet") == "hello from %environment, the job\n"

@@ -188,3 +188,27 @@ def test_a_fetched_sif_keeps_its_config_beside_the_erofs_file(
     erofs = backend.fetch(backend.resolve(uri), cache_dir)
 
     assert ImageConfig.read_beside(erofs) == FULL_CONFIG
+
+
+def test_a_fetched_sif_keeps_its_apptainer_env_scripts_in_the_config_beside_it(
+    config_registry: RegistryServer, tmp_path: Path, cache_dir: Path
+) -> None:
+    root = tmp_path / "rootfs-env"
+    (root / ".singularity.d/env").mkdir(parents=True)
+    (root / ".singularity.d/env/90-environment.sh").write_text("export PATH=/opt/app/bin:$PATH\n")
+    (root / ".singularity.d/env/99-base.sh").write_text("PS1='Apptainer> '\n")
+    uri = _push_sif(
+        config_registry,
+        tmp_path,
+        "env",
+        json_objects={"oci-config.json": json.dumps(FULL).encode()},
+    )
+    backend = OrasBackend(CONFIG)
+
+    erofs = backend.fetch(backend.resolve(uri), cache_dir)
+
+    kept = ImageConfig.read_beside(erofs)
+    assert kept is not None
+    assert kept.env_scripts == ("90-environment.sh", "99-base.sh")
+    assert kept.env_shell is False  # _push_sif's tree has a busybox but no /bin/sh
+    assert (kept.env, kept.cmd) == (FULL_CONFIG.env, FULL_CONFIG.cmd)

@@ -11,9 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.plugins import get_registry
 from fuzzball_core.substrate.devices import DevicePool
 from fuzzball_core.substrate.drivers import ContainerJobDriver, NodeServices, RunRequest
+from fuzzball_core.substrate.drivers.base import LogSink
+from fuzzball_core.substrate.drivers.steps import NO_CONFIG
 from fuzzball_core.substrate.images import NodeImages
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 from fuzzball_runtime import ContainerSpec
@@ -39,8 +42,17 @@ def node_services(tmp_path: Path) -> Iterator[NodeServices]:
         pool.shutdown()
 
 
-def container_spec(services: NodeServices, job: dict[str, object]) -> ContainerSpec:
-    """The container the node's job driver asks the runtime for, for ``job``."""
+def container_spec(
+    services: NodeServices,
+    job: dict[str, object],
+    *,
+    config: ImageConfig = NO_CONFIG,
+    extra_env: dict[str, str] | None = None,
+    sink: LogSink = lambda *_: None,
+) -> ContainerSpec:
+    """The container the node's job driver asks the runtime for, for ``job`` in an image of
+    ``config``, with the platform's ``extra_env`` (secrets, ranks'); ``sink`` gets the run's
+    output."""
     request = RunRequest.from_assignment(
         node_pb2.Assignment(
             run_id=3, workflow_id="wf", stage_name="jobs.j", job_json=json.dumps(job)
@@ -48,7 +60,7 @@ def container_spec(services: NodeServices, job: dict[str, object]) -> ContainerS
     )
 
     async def build() -> ContainerSpec:
-        driver = ContainerJobDriver(request, services, lambda *_: None)
-        return driver.container_spec(Path("/images/alpine.erofs"), {})
+        driver = ContainerJobDriver(request, services, sink)
+        return driver.container_spec(Path("/images/alpine.erofs"), dict(extra_env or {}), config)
 
     return asyncio.run(build())

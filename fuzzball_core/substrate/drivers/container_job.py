@@ -42,6 +42,7 @@ from fuzzball_core.substrate.drivers.steps import (
     job_command,
     job_cwd,
     job_environment,
+    job_variable_names,
     own_variables,
     prepare_devices,
     readable_file,
@@ -50,6 +51,7 @@ from fuzzball_core.substrate.drivers.steps import (
     volume_binds,
     with_search_paths,
 )
+from fuzzball_core.substrate.env_scripts import not_applied_notice, sourcing_env_scripts
 from fuzzball_core.substrate.images import describe_pull_failure
 from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.network import NodeInterface, node_interface
@@ -60,7 +62,11 @@ from fuzzball_core.substrate.ranks import (
     primary_interface,
     transport_environment,
 )
-from fuzzball_core.substrate.run_secrets import RunSecrets, references_secrets
+from fuzzball_core.substrate.run_secrets import (
+    WORKFLOW_TOKEN_ENV,
+    RunSecrets,
+    references_secrets,
+)
 from fuzzball_core.substrate.transfer_progress import SinkProgress
 from fuzzball_runtime import DEVNULL, PIPE, Bind, ContainerSpec
 from fuzzball_runtime.users import Identity, image_identity
@@ -240,6 +246,14 @@ class ContainerJobDriver(ContainerDriver):
         with_search_paths(env, preparation.search_paths)
         binds.extend(device_binds(preparation))
         report_warnings(self.sink, request.run_id, preparation.warnings)
+        if config.env_scripts:
+            command = self.sourcing_env_scripts(
+                command,
+                config,
+                # what the job and the platform set wins over the scripts, as Apptainer's
+                # --env and APPTAINERENV_ do; the token comes later, at the process's start
+                {*job_variable_names(request), *extra_env, *preparation.env, WORKFLOW_TOKEN_ENV},
+            )
         cpus, cpuset = cpu_limits(request, resources.cores)
         return ContainerSpec(
             image=image,
@@ -267,6 +281,19 @@ class ContainerJobDriver(ContainerDriver):
             node_ports=self.node.network.node_ports(job),
             keep_cgroups=request.cgroup_key if self.node.keep_cgroups else None,
         )
+
+    def sourcing_env_scripts(
+        self, command: list[str], config: ImageConfig, keep: set[str]
+    ) -> list[str]:
+        """``command`` run after the image's Apptainer environment scripts, the variables
+        ``keep`` names exported again over theirs; ``command`` itself, said in the run's log
+        (stderr) and the agent's, when the image has no shell to source them with."""
+        if config.env_shell:
+            return sourcing_env_scripts(command, keep)
+        notice = not_applied_notice(config)
+        log.warning("run %s: %s", self.request.run_id, notice.strip())
+        self.sink(self.request.run_id, "stderr", notice.encode())
+        return command
 
     def extra_hosts(self) -> dict[str, str]:
         """The container's extra /etc/hosts entries: the workflow's services'."""

@@ -230,11 +230,23 @@ def job_environment(
     job's ``env``, then the ``FB_*`` variables (each later one wins)."""
     assert request.job is not None, "an image stage's run has no job environment"
     env = {"HOSTNAME": hostname, **image_environment(image), **variables(request.job.env)}
-    env["FB_WORKFLOW_ID"] = request.workflow_id
-    env["FB_JOB_NAME"] = request.job_name
-    if request.task_id is not None:
-        env["FB_TASK_ID"] = str(request.task_id)
+    env.update(run_variables(request))
     return env
+
+
+def run_variables(request: RunRequest) -> dict[str, str]:
+    """The ``FB_*`` variables naming the run's workflow, job and task."""
+    named = {"FB_WORKFLOW_ID": request.workflow_id, "FB_JOB_NAME": request.job_name}
+    if request.task_id is not None:
+        named["FB_TASK_ID"] = str(request.task_id)
+    return named
+
+
+def job_variable_names(request: RunRequest) -> set[str]:
+    """The names of the variables the job sets itself (its ``env``) and the ``FB_*`` ones:
+    of :func:`job_environment`'s, those not from the defaults or the image."""
+    assert request.job is not None, "an image stage's run has no job environment"
+    return set(variables(request.job.env)) | run_variables(request).keys()
 
 
 def variables(entries: Iterable[str] | None) -> dict[str, str]:
