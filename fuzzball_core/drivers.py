@@ -104,10 +104,11 @@ class ImageConfig:
 
     ``env_scripts`` and ``env_shell`` are Apptainer's, not OCI's: the names of a SIF image's
     environment scripts (``/.singularity.d/env/*.sh``, which ``apptainer exec`` and ``run``
-    source before the command), empty for any other image, and whether the image has the
-    ``/bin/sh`` to source them with. The kept config carries them under
-    :data:`ENV_SCRIPTS_KEY` and :data:`ENV_SHELL_KEY`, and only when there are scripts, so
-    that every other image's config document stays what it was.
+    source before the command), empty when its tree has none, None when nobody looked (any
+    image but a SIF a node unpacked, or one unpacked before they were looked for), and
+    whether the image has the ``/bin/sh`` to source them with. The kept config carries them
+    under :data:`ENV_SCRIPTS_KEY` and :data:`ENV_SHELL_KEY`, only where they were looked
+    for, so that every other image's config document stays what it was.
     """
 
     env: tuple[str, ...] = ()
@@ -115,7 +116,7 @@ class ImageConfig:
     cmd: tuple[str, ...] | None = None
     working_dir: str = ""
     user: str = ""
-    env_scripts: tuple[str, ...] = ()
+    env_scripts: tuple[str, ...] | None = None
     env_shell: bool = False
 
     @classmethod
@@ -130,7 +131,7 @@ class ImageConfig:
             cmd=_strings(config.get("Cmd")),
             working_dir=str(config.get("WorkingDir") or ""),
             user=str(config.get("User") or ""),
-            env_scripts=_strings(config.get(ENV_SCRIPTS_KEY)) or (),
+            env_scripts=_strings(config.get(ENV_SCRIPTS_KEY)),
             env_shell=config.get(ENV_SHELL_KEY) is True,
         )
 
@@ -150,8 +151,9 @@ class ImageConfig:
             document["WorkingDir"] = self.working_dir
         if self.user:
             document["User"] = self.user
-        if self.env_scripts:
+        if self.env_scripts is not None:
             document[ENV_SCRIPTS_KEY] = list(self.env_scripts)
+        if self.env_scripts:
             document[ENV_SHELL_KEY] = self.env_shell
         return document
 

@@ -17,7 +17,9 @@ environment gave it, into a shell variable before sourcing and exports it back f
 afterwards, so a value with spaces, newlines or quotes survives and no value is ever shell
 source (nor in the argv anyone on the node can read). An image without ``/bin/sh`` runs
 without its scripts, its run's log saying which were not applied
-(:func:`not_applied_notice`). Every other image is untouched: no wrapper, no shell.
+(:func:`not_applied_notice`); a SIF converted before the scripts were looked for runs
+without them too, its run's log saying so (:func:`not_looked_for_notice`). Every other
+image is untouched: no wrapper, no shell.
 """
 
 from __future__ import annotations
@@ -73,12 +75,22 @@ def sourcing_env_scripts(command: list[str], keep: Iterable[str]) -> list[str]:
     return [SHELL, "-c", WRAPPER, WRAPPER_NAME, *names, END_OF_NAMES, *command]
 
 
+def not_looked_for_notice(uri: str) -> str:
+    """What a run's log says when its SIF image's kept config predates the looking for
+    environment scripts (the node, or the object cache, converted it earlier)."""
+    return (
+        f"fuzzball: warning: {uri} was converted before its Apptainer environment scripts "
+        f"were looked for: any in /.singularity.d/env are not applied to this run (they are "
+        f"once the image is pulled and converted again)\n"
+    )
+
+
 def not_applied_notice(config: ImageConfig) -> str:
     """What a run's log says when its image has environment scripts but no shell to
     source them with."""
     return (
         f"fuzzball: warning: the image's Apptainer environment scripts "
-        f"({', '.join(config.env_scripts)} in /.singularity.d/env) were not applied: the "
+        f"({', '.join(config.env_scripts or ())} in /.singularity.d/env) were not applied: the "
         f"image has no {SHELL} to source them with; the command runs with the image's Env "
         f"and the job's env only\n"
     )

@@ -246,25 +246,23 @@ def with_env_scripts(config: ImageConfig, root: Path) -> ImageConfig:
 
     Those are the files ``/.singularity.d/env/*.sh`` (symlinks followed inside the tree, as
     the shell that sources them would), in the order Apptainer's actions source them; with
-    them, whether ``/bin/sh`` is an executable file there. ``config`` unchanged when there
-    is none (an image not built by Apptainer).
+    them, whether ``/bin/sh`` is an executable file there. No scripts (an image not built
+    by Apptainer) are noted as none, so that a config never looked at can be told apart.
     """
     # only a node unpacks a tree: Orchestrate, which pins SIFs, never loads the runtime
     from fuzzball_runtime.layers import follow_in_root
 
     directory = follow_in_root(root, ENV_SCRIPTS_DIR)
-    if not directory.is_dir():
-        return config
     scripts = tuple(
         sorted(
             entry.name
-            for entry in directory.iterdir()
+            for entry in (directory.iterdir() if directory.is_dir() else ())
             if entry.name.endswith(".sh")
             and follow_in_root(root, f"{ENV_SCRIPTS_DIR}/{entry.name}").is_file()
         )
     )
     if not scripts:
-        return config
+        return replace(config, env_scripts=())
     return replace(config, env_scripts=scripts, env_shell=_executable(follow_in_root(root, SHELL)))
 
 

@@ -5,6 +5,7 @@ with, all read inside the tree (symlinks followed within it, never the host's)."
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from fuzzball_core.drivers import ENV_SCRIPTS_KEY, ImageConfig
@@ -47,10 +48,12 @@ def test_only_files_ending_in_sh_are_scripts(tmp_path: Path) -> None:
     assert config.env_scripts == ("90-environment.sh", "91-environment.sh")
 
 
-def test_a_tree_without_env_scripts_leaves_the_config_as_it_was(tmp_path: Path) -> None:
-    assert with_env_scripts(BASE, _tree(tmp_path / "empty")) == BASE
+def test_a_tree_without_env_scripts_is_noted_as_having_none(tmp_path: Path) -> None:
+    noted = replace(BASE, env_scripts=())
+
+    assert with_env_scripts(BASE, _tree(tmp_path / "empty")) == noted
     (tmp_path / "bare").mkdir()
-    assert with_env_scripts(BASE, tmp_path / "bare") == BASE
+    assert with_env_scripts(BASE, tmp_path / "bare") == noted
 
 
 def test_a_tree_without_bin_sh_has_scripts_and_no_shell(tmp_path: Path) -> None:
@@ -94,6 +97,15 @@ def test_the_kept_config_carries_the_scripts_and_reads_them_back(tmp_path: Path)
     assert ImageConfig.from_oci(config.as_oci()) == config
 
 
-def test_a_config_without_scripts_keeps_its_document_as_before() -> None:
-    assert ENV_SCRIPTS_KEY not in BASE.as_oci()
+def test_a_config_nobody_looked_at_for_scripts_keeps_its_document_as_before() -> None:
+    assert BASE.env_scripts is None
     assert set(BASE.as_oci()) == {"Env", "Cmd"}
+    assert ImageConfig.from_oci(BASE.as_oci()).env_scripts is None
+
+
+def test_a_tree_without_scripts_is_kept_as_looked_at(tmp_path: Path) -> None:
+    (tmp_path / "bare").mkdir()
+    document = with_env_scripts(BASE, tmp_path / "bare").as_oci()
+
+    assert document[ENV_SCRIPTS_KEY] == []
+    assert ImageConfig.from_oci(document).env_scripts == ()

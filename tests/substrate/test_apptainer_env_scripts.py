@@ -199,7 +199,7 @@ def test_an_image_without_env_scripts_runs_its_command_unwrapped(tmp_path: Path)
         spec = container_spec(
             services,
             {"image": IMAGE, "command": ["app", "x"]},
-            config=ImageConfig(env=("PATH=/bin",)),
+            config=ImageConfig(env=("PATH=/bin",), env_scripts=()),
         )
 
     assert spec.command == ["app", "x"]
@@ -224,3 +224,39 @@ def test_without_a_shell_the_command_runs_unwrapped_and_the_log_names_the_script
     assert stream == "stderr"
     assert b"90-environment.sh, 95-apps.sh" in text
     assert b"were not applied" in text and b"/bin/sh" in text
+
+
+def test_a_sif_converted_before_scripts_were_looked_for_says_so_in_the_log(
+    tmp_path: Path,
+) -> None:
+    output: list[tuple[int, str, bytes]] = []
+
+    with node_services(tmp_path) as services:
+        spec = container_spec(
+            services,
+            {"image": IMAGE, "command": ["app"]},
+            config=ImageConfig(env=("PATH=/bin",)),
+            sink=lambda *chunk: output.append(chunk),
+        )
+
+    assert spec.command == ["app"]
+    ((_, stream, text),) = output
+    assert stream == "stderr"
+    assert IMAGE["uri"].encode() in text and b"not applied" in text
+
+
+def test_a_docker_image_nobody_looked_at_for_scripts_runs_without_a_word(
+    tmp_path: Path,
+) -> None:
+    output: list[tuple[int, str, bytes]] = []
+
+    with node_services(tmp_path) as services:
+        spec = container_spec(
+            services,
+            {"image": {"uri": "docker://alpine:3"}, "command": ["app"]},
+            config=ImageConfig(env=("PATH=/bin",)),
+            sink=lambda *chunk: output.append(chunk),
+        )
+
+    assert spec.command == ["app"]
+    assert output == []

@@ -51,8 +51,12 @@ from fuzzball_core.substrate.drivers.steps import (
     volume_binds,
     with_search_paths,
 )
-from fuzzball_core.substrate.env_scripts import not_applied_notice, sourcing_env_scripts
-from fuzzball_core.substrate.images import describe_pull_failure
+from fuzzball_core.substrate.env_scripts import (
+    not_applied_notice,
+    not_looked_for_notice,
+    sourcing_env_scripts,
+)
+from fuzzball_core.substrate.images import describe_pull_failure, uri_scheme
 from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.network import NodeInterface, node_interface
 from fuzzball_core.substrate.pmi import Fence, PmiService
@@ -246,7 +250,9 @@ class ContainerJobDriver(ContainerDriver):
         with_search_paths(env, preparation.search_paths)
         binds.extend(device_binds(preparation))
         report_warnings(self.sink, request.run_id, preparation.warnings)
-        if config.env_scripts:
+        if config.env_scripts is None and uri_scheme(job.image.uri) == "oras":
+            self.notice(not_looked_for_notice(job.image.uri))
+        elif config.env_scripts:
             command = self.sourcing_env_scripts(
                 command,
                 config,
@@ -290,10 +296,13 @@ class ContainerJobDriver(ContainerDriver):
         (stderr) and the agent's, when the image has no shell to source them with."""
         if config.env_shell:
             return sourcing_env_scripts(command, keep)
-        notice = not_applied_notice(config)
-        log.warning("run %s: %s", self.request.run_id, notice.strip())
-        self.sink(self.request.run_id, "stderr", notice.encode())
+        self.notice(not_applied_notice(config))
         return command
+
+    def notice(self, text: str) -> None:
+        """Say ``text`` (a line) in the run's log, on stderr, and in the agent's."""
+        log.warning("run %s: %s", self.request.run_id, text.strip())
+        self.sink(self.request.run_id, "stderr", text.encode())
 
     def extra_hosts(self) -> dict[str, str]:
         """The container's extra /etc/hosts entries: the workflow's services'."""
