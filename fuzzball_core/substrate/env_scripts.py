@@ -16,9 +16,9 @@ argv names those variables, never their values: it copies each one's value, as t
 environment gave it, into a shell variable before sourcing and exports it back from there
 afterwards, so a value with spaces, newlines or quotes survives and no value is ever shell
 source (nor in the argv anyone on the node can read). An image without ``/bin/sh`` runs
-without its scripts, its run's log saying which were not applied
+without its scripts, a warning event of its run saying which were not applied
 (:func:`not_applied_notice`); a SIF converted before the scripts were looked for runs
-without them too, its run's log saying so (:func:`not_looked_for_notice`). Every other
+without them too, a warning event saying so (:func:`not_looked_for_notice`). Every other
 image is untouched: no wrapper, no shell.
 """
 
@@ -76,21 +76,21 @@ def sourcing_env_scripts(command: list[str], keep: Iterable[str]) -> list[str]:
 
 
 def not_looked_for_notice(uri: str) -> str:
-    """What a run's log says when its SIF image's kept config predates the looking for
+    """What a run's warning event says when its SIF image's kept config predates the looking for
     environment scripts (the node, or the object cache, converted it earlier)."""
     return (
-        f"fuzzball: warning: {uri} was converted before its Apptainer environment scripts "
-        f"were looked for: any in /.singularity.d/env are not applied to this run (they are "
-        f"once the image is pulled and converted again)\n"
+        f"{uri} was converted before its Apptainer environment scripts were looked for: any "
+        f"in /.singularity.d/env are not applied to this run (they are once the image is "
+        f"pulled and converted again)"
     )
 
 
 def not_applied_notice(config: ImageConfig) -> str:
-    """What a run's log says when its image has environment scripts but no shell to
-    source them with."""
+    """What a run's warning event says when its image has environment scripts but no
+    shell to source them with."""
     return (
-        f"fuzzball: warning: the image's Apptainer environment scripts "
+        f"the image's Apptainer environment scripts "
         f"({', '.join(config.env_scripts or ())} in /.singularity.d/env) were not applied: the "
         f"image has no {SHELL} to source them with; the command runs with the image's Env "
-        f"and the job's env only\n"
+        f"and the job's env only"
     )

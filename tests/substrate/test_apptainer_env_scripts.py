@@ -1,10 +1,12 @@
 """A SIF image's Apptainer environment scripts (/.singularity.d/env/*.sh) are sourced by the
 image's /bin/sh before a job's command, as ``apptainer exec`` sources them, and the job's own
-variables still win over theirs, as ``--env`` and ``APPTAINERENV_*`` do; without /bin/sh the
-run's log says which scripts were not applied; any other image runs its command as it is."""
+variables still win over theirs, as ``--env`` and ``APPTAINERENV_*`` do; without /bin/sh a
+warning event of the run says which scripts were not applied; any other image runs its
+command as it is."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from support.job_specs import container_spec, node_services
 
 from fuzzball_core.drivers import ImageConfig
+from fuzzball_core.substrate.drivers.image_progress import PROGRESS_STREAM
 from fuzzball_core.substrate.env_scripts import WRAPPER, WRAPPER_NAME, sourcing_env_scripts
 
 IMAGE = {"uri": "oras://example.test/tools/app:1"}
@@ -153,6 +156,13 @@ def test_the_command_replaces_the_shell_with_its_arguments_as_given(
 # -- the job's container --------------------------------------------------------------------
 
 
+def _warnings(output: list[tuple[int, str, bytes]]) -> list[str]:
+    """The warning events the run's output reports (what Orchestrate records as
+    ``stage_warning``); asserts nothing else was sent."""
+    assert all(stream == PROGRESS_STREAM for _, stream, _ in output), output
+    return [json.loads(data)["warning"] for _, _, data in output]
+
+
 def test_a_job_in_an_image_with_env_scripts_runs_through_the_wrapper(tmp_path: Path) -> None:
     job = {"image": IMAGE, "command": ["app", "x"], "env": ["WHO=job", "PATH=/job/bin"]}
 
@@ -205,7 +215,7 @@ def test_an_image_without_env_scripts_runs_its_command_unwrapped(tmp_path: Path)
     assert spec.command == ["app", "x"]
 
 
-def test_without_a_shell_the_command_runs_unwrapped_and_the_log_names_the_scripts(
+def test_without_a_shell_the_command_runs_unwrapped_and_a_warning_names_the_scripts(
     tmp_path: Path,
 ) -> None:
     output: list[tuple[int, str, bytes]] = []
@@ -220,13 +230,12 @@ def test_without_a_shell_the_command_runs_unwrapped_and_the_log_names_the_script
         )
 
     assert spec.command == ["app"]
-    ((_, stream, text),) = output
-    assert stream == "stderr"
-    assert b"90-environment.sh, 95-apps.sh" in text
-    assert b"were not applied" in text and b"/bin/sh" in text
+    (warning,) = _warnings(output)
+    assert "90-environment.sh, 95-apps.sh" in warning
+    assert "were not applied" in warning and "/bin/sh" in warning
 
 
-def test_a_sif_converted_before_scripts_were_looked_for_says_so_in_the_log(
+def test_a_sif_converted_before_scripts_were_looked_for_says_so_in_a_warning(
     tmp_path: Path,
 ) -> None:
     output: list[tuple[int, str, bytes]] = []
@@ -240,9 +249,8 @@ def test_a_sif_converted_before_scripts_were_looked_for_says_so_in_the_log(
         )
 
     assert spec.command == ["app"]
-    ((_, stream, text),) = output
-    assert stream == "stderr"
-    assert IMAGE["uri"].encode() in text and b"not applied" in text
+    (warning,) = _warnings(output)
+    assert IMAGE["uri"] in warning and "not applied" in warning
 
 
 def test_a_docker_image_nobody_looked_at_for_scripts_runs_without_a_word(

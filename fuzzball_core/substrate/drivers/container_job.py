@@ -292,17 +292,19 @@ class ContainerJobDriver(ContainerDriver):
         self, command: list[str], config: ImageConfig, keep: set[str]
     ) -> list[str]:
         """``command`` run after the image's Apptainer environment scripts, the variables
-        ``keep`` names exported again over theirs; ``command`` itself, said in the run's log
-        (stderr) and the agent's, when the image has no shell to source them with."""
+        ``keep`` names exported again over theirs; ``command`` itself, said in the run's
+        events and the agent's log (:meth:`notice`), when the image has no shell to source
+        them with."""
         if config.env_shell:
             return sourcing_env_scripts(command, keep)
         self.notice(not_applied_notice(config))
         return command
 
     def notice(self, text: str) -> None:
-        """Say ``text`` (a line) in the run's log, on stderr, and in the agent's."""
-        log.warning("run %s: %s", self.request.run_id, text.strip())
-        self.sink(self.request.run_id, "stderr", text.encode())
+        """Say ``text`` as a warning event of the run's job (``stage_warning``) and in the
+        agent's log."""
+        log.warning("run %s: %s", self.request.run_id, text)
+        report_warnings(self.sink, self.request.run_id, [text])
 
     def extra_hosts(self) -> dict[str, str]:
         """The container's extra /etc/hosts entries: the workflow's services'."""
