@@ -19,7 +19,10 @@ through :func:`~fuzzball_core.store.database.checked_write`, so that a concurren
 taking the name between the check and the insert is answered as a taken name.
 
 Sign-in (:meth:`Identity.check_password`) locks a user out for :data:`LOCKOUT_SECONDS` after
-:data:`MAX_FAILED_LOGINS` failures in a row; logins, failures and lockouts are audited.
+:data:`MAX_FAILED_LOGINS` failures in a row; logins, failures and lockouts are audited (a
+failure naming no user's email as :data:`UNKNOWN_EMAIL`, never as what was typed). A cluster
+administrator is changed (password, role, email, removal) only by another: an organization's
+owner managing the members could otherwise take the cluster over.
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ T = TypeVar("T")
 MAX_FAILED_LOGINS, LOCKOUT_SECONDS = 5, 15 * 60
 #: The one answer to a wrong email or password, so that it tells no one which users exist.
 BAD_CREDENTIALS = "invalid email or password"
+#: Who a failed sign-in naming no user's email is audited as: what was typed is kept out of
+#: the audit log (it may be a password typed into the wrong field).
+UNKNOWN_EMAIL = "<unknown email>"
 #: Who an action taken on the server's own machine (``fuzzball-orchestrate``) is audited as.
 COMMAND_LINE = "command line"
 #: Longest names an organization or account may have (their columns' width).
@@ -418,8 +424,18 @@ class Identity:
         return user
 
     def _managed_user(self, session: Session, who: Principal, user_id: str, doing: str) -> User:
+        """A user the caller may change: of an organization the caller manages. A cluster
+        administrator is the cluster's as well as their organization's: only a caller who
+        administers the cluster changes one (resets their password, changes their role or
+        email, removes them), or an organization's owner could sign in as them."""
         user = self._visible_user(session, who, user_id)
         self._require_manager(who, user.organization_id, doing)
+        if user.cluster_admin:
+            require(
+                who,
+                Permission.ADMINISTER_CLUSTER,
+                f"{doing}: {user.email} is a cluster administrator",
+            )
         return user
 
     def update_member(
@@ -432,7 +448,8 @@ class Identity:
         email: str | None = None,
     ) -> UserView:
         """Change a member's role, cluster-administrator flag or email (the organization's
-        owners; only cluster administrators change the flag). The last owner stays one."""
+        owners; only cluster administrators change the flag, or anything of a cluster
+        administrator). The last owner stays one."""
         chosen = organization_role(role) if role else None
         if cluster_admin is not None:
             require(who, Permission.ADMINISTER_CLUSTER, "make or unmake cluster administrators")
@@ -486,8 +503,9 @@ class Identity:
             )
 
     def remove_member(self, who: Principal, user_id: str) -> None:
-        """Remove a user from their organization (its owners, or a cluster administrator):
-        their tokens are revoked and their memberships end. Their personal account stays,
+        """Remove a user from their organization (its owners, or a cluster administrator; a
+        cluster administrator only by another): their tokens are revoked and their
+        memberships end. Their personal account stays,
         with its workflows' history, usable by no one, renamed so that the email can be
         added again."""
         with self.sessions() as session, session.begin():
@@ -520,7 +538,7 @@ class Identity:
     ) -> str | None:
         """Set a member's password to ``new_password`` (policy checked) or a generated one,
         returned then (shown once); their lockout ends. The organization's owners or a
-        cluster administrator."""
+        cluster administrator; a cluster administrator's only by another."""
         with self.sessions() as session, session.begin():
             user = self._managed_user(session, who, user_id, "reset members' passwords")
             generated = None
@@ -592,8 +610,10 @@ class Identity:
             ).first()
             if user is None:
                 verify_password(dummy_hash, password)  # as slow as a known user's refusal
+                # not the typed name: no user has it, and it may well be a password typed
+                # into the email field
                 self.audit.record(
-                    AuditAction.LOGIN_FAILED, actor=email[:320], target=f"user {email[:200]}",
+                    AuditAction.LOGIN_FAILED, actor=UNKNOWN_EMAIL, target=f"user {UNKNOWN_EMAIL}",
                     outcome="denied", source=source, detail={"reason": "unknown user"},
                     session=session,
                 )  # fmt: skip

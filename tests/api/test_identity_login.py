@@ -20,7 +20,12 @@ from fuzzball_core.errors import (
 )
 from fuzzball_core.service.accounts import Accounts
 from fuzzball_core.service.audit import AuditLog, AuditQuery
-from fuzzball_core.service.identity import BAD_CREDENTIALS, LOCKOUT_SECONDS, Identity
+from fuzzball_core.service.identity import (
+    BAD_CREDENTIALS,
+    LOCKOUT_SECONDS,
+    UNKNOWN_EMAIL,
+    Identity,
+)
 from fuzzball_core.store.database import connect, migrate, session_factory
 from fuzzball_core.vocabulary import AuditAction, CredentialKind
 
@@ -259,7 +264,20 @@ def test_a_user_who_must_choose_a_new_password_gets_no_account_token_until_they_
 def test_an_email_holding_a_nul_is_an_unknown_users_refusal(identity_on_both):
     assert fail(identity_on_both, 1, "dev\x00@acme.test") == [BAD_CREDENTIALS]
     failed = identity_on_both.audit.query(AuditQuery(action=AuditAction.LOGIN_FAILED)).entries[0]
-    assert failed.actor == "dev\\x00@acme.test"
+    assert failed.actor == UNKNOWN_EMAIL
+
+
+def test_a_password_typed_into_the_email_field_stays_out_of_the_audit_log(identity):
+    fail(identity, 1, email=PASSWORD)
+    failed = identity.audit.query(AuditQuery(action=AuditAction.LOGIN_FAILED)).entries[0]
+    assert (failed.actor, failed.target) == (UNKNOWN_EMAIL, f"user {UNKNOWN_EMAIL}")
+    assert PASSWORD not in repr(failed)
+
+
+def test_a_known_users_failed_sign_in_is_audited_under_their_email(identity):
+    fail(identity, 1, email="Dev@ACME.test")
+    failed = identity.audit.query(AuditQuery(action=AuditAction.LOGIN_FAILED)).entries[0]
+    assert (failed.actor, failed.target) == (EMAIL, f"user {EMAIL}")
 
 
 def test_an_id_holding_a_nul_is_not_found(identity_on_both):

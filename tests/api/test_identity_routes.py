@@ -295,6 +295,21 @@ def test_an_owner_resets_a_members_password_to_a_generated_one(stack, tenants):
     assert signs_in(stack, tenants.acme_member.email, generated)
 
 
+def test_an_owner_may_not_reset_a_cluster_administrators_password(stack, tenants):
+    identity = stack.service.service.identity
+    administrator = stack.service.authenticate(tenants.admin_token)
+    identity.update_member(administrator, tenants.acme_owner.id, cluster_admin=True)
+    identity.update_member(administrator, tenants.acme_member.id, role="ORGANIZATION_OWNER")
+    response = call(
+        stack, "POST", f"/organization/members/{tenants.acme_owner.id}/password",
+        tenants.acme_member.token, json={"newPassword": "Taken-Over-Lantern-9"},
+    )  # fmt: skip
+    message = refused(response, 403, PERMISSION_DENIED)
+    assert "owner@acme.test is a cluster administrator" in message
+    assert "administer_cluster" in message
+    assert signs_in(stack, tenants.acme_owner.email, PASSWORD)
+
+
 def test_a_member_changes_their_own_password(stack, tenants):
     new = "Another-Good-Pass-7"
     response = call(
