@@ -366,6 +366,7 @@ class FederateService(AccountCalls):
         """Route the workflow (to the ``cluster_id`` member only, when given) and submit it
         to the chosen member; its id here, and the file's warnings (read here, with the same
         rules as the member's)."""
+        self._require(who, Permission.RUN_WORKFLOWS, "start workflows")
         parsed, raw = self._parse(raw_specification, definition, name or "<api>")
         cluster, remote_id = self.submit(who, parsed, raw, name, cluster_id=cluster_id)
         workflow_id = str(uuid.uuid4())
@@ -537,8 +538,14 @@ class FederateService(AccountCalls):
         """Stop the workflow on its member. The stop is recorded on Federate's row first, so
         failover never re-routes the workflow from then on. When the member does not answer,
         the stop stays recorded as pending and failover's turns deliver it once the member
-        answers again; the caller is told so (a note, not an error: the stop will happen)."""
-        self._record(who, workflow_id)  # another organization's workflow is not found
+        answers again; the caller is told so (a note, not an error: the stop will happen).
+        It needs :attr:`Permission.RUN_WORKFLOWS`, and for another account's workflow
+        :attr:`Permission.ADMINISTER_CLUSTER` too (:attr:`Permission.READ_CLUSTER`, which
+        shows it, is read only)."""
+        self._require(who, Permission.RUN_WORKFLOWS, "stop workflows")
+        seen = self._record(who, workflow_id)  # another organization's workflow is not found
+        if seen.account_id != who.account_id:
+            self._require(who, Permission.ADMINISTER_CLUSTER, "stop workflows of another account")
         with self.sessions() as session, session.begin():
             row = session.get(FederatedWorkflow, workflow_id, with_for_update=True)
             if row is None:

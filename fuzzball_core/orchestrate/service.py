@@ -398,6 +398,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         definition: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> str:
+        self._require_to_start(who, name)
         source = name or "<api>"
         parsed, raw = self._parse(raw_specification, definition, source)
         return self.engine.submit(who, parsed, raw, name or "workflow")
@@ -413,6 +414,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         """:meth:`start_workflow` for the transports: parsing and pinning images (registry
         round trips) run in a worker thread, so the event loop keeps serving meanwhile. The
         reply carries the file's warnings, which the caller is shown."""
+        self._require_to_start(who, name)
         source = name or "<api>"
 
         def prepare() -> tuple[ParsedWorkflow, str, PreparedSubmission]:
@@ -433,6 +435,16 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         )
         return StartedWorkflow(workflow_id, tuple(parsed.warnings))
 
+    def _require_to_start(self, who: Principal, name: str | None) -> None:
+        """PermissionDenied unless ``who`` runs workflows (the cluster's monitoring and
+        provisioner accounts do not, whatever their tokens are trusted with); a set lookup on
+        the principal, nothing more: submissions pay it every time (the refusal's target is
+        made only for a refusal)."""
+        if not who.may(Permission.RUN_WORKFLOWS):
+            self._require(
+                who, Permission.RUN_WORKFLOWS, "start workflows", f"workflow {name or 'workflow'}"
+            )
+
     def validate_workflow(
         self,
         who: Principal,
@@ -451,11 +463,30 @@ class SqlOrchestrateService(ListReads, AccountCalls):
             raise NotFound(f"workflow {workflow_id} not found")
         if sees_workflows_of(who, workflow.account_id):
             return workflow
-        owner = session.get(Account, workflow.account_id) if _forwards(who) else None
-        if owner is None or not sees_workflows_of(
-            who, workflow.account_id, federate_account_id=owner.federate_account_id
+        if not _forwards(who) or not sees_workflows_of(
+            who, workflow.account_id, federate_account_id=_federate_of(session, workflow)
         ):
             raise NotFound(f"workflow {workflow_id} not found")
+        return workflow
+
+    def _controlled(
+        self, session: Session, who: Principal, workflow_id: str, doing: str
+    ) -> Workflow:
+        """The workflow if ``who`` may act on it (``doing``: stop it), not only see it: with
+        :attr:`Permission.RUN_WORKFLOWS`, one :func:`works_with_workflows_of` names;
+        another account's only with :attr:`Permission.ADMINISTER_CLUSTER` as well, since
+        :attr:`Permission.READ_CLUSTER`, which shows it, is read only. NotFound as
+        :meth:`_owned` for one it may not see."""
+        target = f"workflow {workflow_id}"
+        self._require(who, Permission.RUN_WORKFLOWS, doing, target)
+        workflow = self._owned(session, who, workflow_id)
+        if who.may(Permission.ADMINISTER_CLUSTER) or works_with_workflows_of(
+            who,
+            workflow.account_id,
+            federate_account_id=_federate_of(session, workflow) if _forwards(who) else None,
+        ):
+            return workflow
+        self._require(who, Permission.ADMINISTER_CLUSTER, f"{doing} of another account", target)
         return workflow
 
     def list_workflows_page(
@@ -527,7 +558,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
 
     def stop_workflow(self, who: Principal, workflow_id: str) -> str | None:
         with self.sessions() as session:
-            self._owned(session, who, workflow_id)
+            self._controlled(session, who, workflow_id, "stop workflows")
         self.engine.stop(workflow_id)
         return None
 
@@ -814,15 +845,34 @@ def sees_workflows_of(
     it works in, or, with :attr:`Permission.READ_CLUSTER` (cluster administrators, the
     ``admin`` service account), every account's of every organization.
 
-    A Federate's caller (``who.forwarded_by``) also sees those the Federate submitted in its
+    The others are those :func:`works_with_workflows_of` names."""
+    return works_with_workflows_of(
+        who, account_id, federate_account_id=federate_account_id
+    ) or who.may(Permission.READ_CLUSTER)
+
+
+def works_with_workflows_of(
+    who: Principal, account_id: str, *, federate_account_id: str | None = None
+) -> bool:
+    """Whether the workflows of account ``account_id`` are ``who``'s own to follow and stop,
+    not merely to read (as :attr:`Permission.READ_CLUSTER` shows every account's): those of
+    the account it works in.
+
+    A Federate's caller (``who.forwarded_by``) also has those the Federate submitted in its
     own account before each caller had an account here (Federate tells its callers' apart for
     those); a Federate's own account, those of the accounts kept for its callers, when the
     account's ``federate_account_id`` (given) names it."""
-    if account_id == who.account_id or who.may(Permission.READ_CLUSTER):
+    if account_id == who.account_id:
         return True
     if who.forwarded_by is not None:
         return account_id == who.forwarded_by
     return federate_account_id is not None and federate_account_id == who.account_id
+
+
+def _federate_of(session: Session, workflow: Workflow) -> str | None:
+    """The Federate account whose caller's account runs ``workflow`` (None: no caller's)."""
+    owner = session.get(Account, workflow.account_id)
+    return owner.federate_account_id if owner is not None else None
 
 
 def _forwards(who: Principal) -> bool:

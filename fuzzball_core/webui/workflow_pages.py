@@ -17,10 +17,11 @@ from sqlalchemy import select
 
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.contract import LOG_PAGE
+from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import TERMINAL, StageExplanation, StageView, WorkflowView
 from fuzzball_core.spec.names import check_printable
 from fuzzball_core.store.models import Node
-from fuzzball_core.vocabulary import Status
+from fuzzball_core.vocabulary import Permission, Status
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import html
 from fuzzball_core.webui.session import Visitor, page
@@ -204,10 +205,14 @@ async def stop(request: web.Request, visitor: Visitor) -> web.StreamResponse:
 
 @page
 async def rerun(request: web.Request, visitor: Visitor) -> web.StreamResponse:
-    """Start the workflow's file again under the very same name, then show the new run."""
+    """Start the workflow's file again under the very same name, then show the new run.
+    Another account's workflow (shown by the read-only READ_CLUSTER) reruns only for one who
+    administers the cluster; starting needs RUN_WORKFLOWS, as every start does."""
     ui = request.app[UI]
     service = ui.service
     workflow = await ui.call(service.get_workflow, visitor.who, request.match_info["workflow"])
+    if workflow.account_id != visitor.who.account_id:
+        require(visitor.who, Permission.ADMINISTER_CLUSTER, "rerun another account's workflows")
     if not workflow.raw_specification:
         raise InvalidArgument(f"workflow {workflow.id}: its file is not kept, so it cannot rerun")
     started = await service.start_workflow_async(

@@ -3,6 +3,7 @@ pages; a workflow's stages, graph, log, stop and rerun; the editor's server call
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
@@ -11,8 +12,9 @@ from support.webui_client import signed_in
 from support.webui_stack import WebUiStack
 from support.workflow_rows import add_workflows
 
+from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Workflow
-from fuzzball_core.vocabulary import Status
+from fuzzball_core.vocabulary import Permission, Status
 
 pytestmark = pytest.mark.slow
 
@@ -300,6 +302,34 @@ def test_another_users_workflow_is_not_found(ui: WebUiStack) -> None:
     assert member.get(f"/editor?from={workflow_id}").status_code == 404
     rerun = member.post(f"/workflows/{workflow_id}/rerun", data={"csrf": member_csrf})
     assert rerun.status_code == 404
+
+
+def test_a_cluster_reader_may_not_rerun_or_stop_another_accounts_workflow(
+    ui: WebUiStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    member, member_csrf = signed_in(ui, ui.member)
+    workflow_id = start(member, member_csrf, HELLO, "the-members")
+    service = ui.stack.service
+    authenticate = service.authenticate
+
+    def reading_only(token: str) -> Principal:
+        """The administrator, reading the cluster (READ_CLUSTER) but administering nothing."""
+        who = authenticate(token)
+        if who.user_id != ui.admin.user_id:
+            return who
+        held = (who.permissions or frozenset()) - {Permission.ADMINISTER_CLUSTER}
+        return dataclasses.replace(who, permissions=held)
+
+    monkeypatch.setattr(service, "authenticate", reading_only)
+    reader, reader_csrf = signed_in(ui, ui.admin)
+    assert reader.get(f"/workflows/{workflow_id}").status_code == 200
+    before = len(ui.stack.list_workflows_page(ui.admin_principal())[0])
+    rerun = reader.post(f"/workflows/{workflow_id}/rerun", data={"csrf": reader_csrf})
+    assert rerun.status_code == 403 and "administer_cluster" in rerun.text
+    stop = reader.post(f"/workflows/{workflow_id}/stop", data={"csrf": reader_csrf})
+    assert stop.status_code == 403 and "administer_cluster" in stop.text
+    assert len(ui.stack.list_workflows_page(ui.admin_principal())[0]) == before
+    assert ui.stack.get_workflow(ui.admin_principal(), workflow_id).status != Status.CANCELED
 
 
 # -- the list -------------------------------------------------------------------------------
