@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -219,6 +219,10 @@ class EngineContext:
         #: is answered from here where that suffices (set by placement, marked by the
         #: ``started`` report, dropped by :func:`~fuzzball_core.orchestrate.runs.finish_run`)
         self.live_runs: dict[int, LiveRun] = {}
+        #: node reports dropped because the run or volume they name is not the reporting
+        #: node's, by report kind (:func:`~fuzzball_core.orchestrate.node_reports.apply`;
+        #: Orchestrate's metrics)
+        self.dropped_reports: Counter[str] = Counter()
         #: which live nodes hold which pulled images (a pull stage of one finishes at once)
         self.images_on_nodes = ImagesOnNodes()
         #: what prepares, in the pass, for each run assigned (None: nothing)

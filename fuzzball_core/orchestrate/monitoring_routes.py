@@ -72,7 +72,11 @@ class Monitoring:
             config.monitoring.webhook_listen, self.holds, config.monitoring_ca_dir
         )
         self.collector = OrchestrateCollector(
-            engine.sessions, self.holds, lambda: engine.failed_passes, engine.timings
+            engine.sessions,
+            self.holds,
+            lambda: engine.failed_passes,
+            engine.timings,
+            lambda: engine.context.dropped_reports,
         )
 
     # -- the node API's calls ------------------------------------------------------------------

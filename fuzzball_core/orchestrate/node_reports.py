@@ -5,13 +5,20 @@ they mention at once and applies them in arrival order: heartbeats renew leases,
 and ``exited`` move runs, ``log`` is stored within ``orchestrate.logs``' limits
 (:mod:`~fuzzball_core.orchestrate.job_output`) or becomes image progress events, ``ready``
 releases a service's dependents and ``fence`` is relayed between a multinode run's nodes.
+
+A node speaks only for its own work: a report about a run is applied only when that run is
+placed on the reporting node, and one about a volume only when the volume is not another
+node's (:func:`apply`). The rest is dropped, logged and counted (``dropped_reports``, for
+Orchestrate's metrics). A run is placed once, on the nodes its row keeps for good (a retry
+is a new run), so a late report from the node a run ended on, lost or not, still passes and
+is handled as before: an ended run's report changes only what it may after the end.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
 
@@ -34,7 +41,7 @@ from fuzzball_core.orchestrate.messages import LogsStored
 from fuzzball_core.orchestrate.requests import timeout_seconds
 from fuzzball_core.orchestrate.states import ASSIGNED, LIVE_RUN, run_moved, transition
 from fuzzball_core.orchestrate.transaction import Transaction
-from fuzzball_core.store.models import Node, Run, Stage, Workflow
+from fuzzball_core.store.models import Node, Run, Stage, Volume, Workflow
 from fuzzball_core.vocabulary import StageKind, Status
 
 log = logging.getLogger(__name__)
@@ -74,6 +81,8 @@ def preload(
     single_exits: list[tuple[int, int]] = []  # (run id, stage id)
     for node_id, message in reports:
         kind = message.WhichOneof("kind")
+        if kind in _ABOUT_RUNS and _not_placed_on(ctx, node_id, getattr(message, kind).run_id):
+            continue  # dropped when applied: nothing of it is read
         if kind == "log" and (live := ctx.live_runs.get(message.log.run_id)):
             printers.add((live.workflow_id, message.log.run_id))
             if message.log.seq:
@@ -136,40 +145,102 @@ def _parents_held(ctx: EngineContext, tx: Transaction, run_id: int) -> bool:
 
 
 def apply(ctx: EngineContext, tx: Transaction, node_id: str, message: node_pb2.NodeMessage) -> None:
-    """Apply one report of ``node_id``."""
+    """Apply one report of ``node_id``.
+
+    One about a live run placed on other nodes is dropped here, from the placement the
+    engine holds (:attr:`EngineContext.live_runs`); one about a run that is not live is
+    checked against its row where its handler reads it, as is one about a volume."""
     kind = message.WhichOneof("kind")
+    if kind in _ABOUT_RUNS:
+        run_id = getattr(message, kind).run_id
+        if _not_placed_on(ctx, node_id, run_id):
+            _drop_run_report(ctx, node_id, kind, run_id)
+            return
     if kind == "heartbeat":
         node = tx.get(Node, node_id)
         if node is not None:
             nodes.renew(ctx, tx, node)
     elif kind == "started":
-        _run_started(ctx, tx, message.started.run_id, message.started.time)
+        _run_started(ctx, tx, node_id, message.started.run_id, message.started.time)
     elif kind == "exited":
         _run_exited(ctx, tx, node_id, message.exited)
     elif kind == "log":
         _log(ctx, tx, node_id, message.log)
     elif kind == "ready":
-        services.ready(ctx, tx, message.ready.run_id)
+        run = tx.get(Run, message.ready.run_id)
+        if run is not None and _placed_on(ctx, node_id, kind, run.id, run.node_ids):
+            services.ready(ctx, tx, run)
     elif kind == "fence":
         multinode.relay_fence(ctx, tx, node_id, message.fence)
     elif kind == "volume_removed":
         removed = message.volume_removed
-        volume_removal.removed(tx, node_id, removed.volume_id, removed.error)
+        volume = tx.get(Volume, removed.volume_id)
+        if volume is not None and _held_by(ctx, node_id, kind, volume):
+            volume_removal.removed(tx, node_id, volume, removed.error)
+
+
+def _not_placed_on(ctx: EngineContext, node_id: str, run_id: int) -> bool:
+    """Whether ``run_id`` is a live run placed on nodes other than ``node_id``: what the
+    engine holds in memory answers, without its row (a run that is not live: False, its row
+    is checked where it is read)."""
+    live = ctx.live_runs.get(run_id)
+    return live is not None and node_id not in live.node_ids
+
+
+def _placed_on(
+    ctx: EngineContext, node_id: str, kind: str, run_id: int, node_ids: Sequence[str]
+) -> bool:
+    """Whether ``node_ids``, where run ``run_id`` was placed, include ``node_id``; its
+    report is dropped if not."""
+    if node_id in node_ids:
+        return True
+    _drop_run_report(ctx, node_id, kind, run_id)
+    return False
+
+
+def _held_by(ctx: EngineContext, node_id: str, kind: str, volume: Volume) -> bool:
+    """Whether ``node_id`` may report on ``volume``: its holder for a node-local volume,
+    any node for one on a tree every node sees (as any READY node is told to remove it);
+    its report is dropped if not."""
+    if volume.node_id is None or volume.node_id == node_id:
+        return True
+    _drop(ctx, node_id, kind, f"volume {volume.id}, which another node holds")
+    return False
+
+
+def _drop_run_report(ctx: EngineContext, node_id: str, kind: str, run_id: int) -> None:
+    _drop(ctx, node_id, kind, f"run {run_id}, which is not placed on it")
+
+
+def _drop(ctx: EngineContext, node_id: str, kind: str, about: str) -> None:
+    """Drop ``node_id``'s ``kind`` report about what it does not hold: logged (never its
+    content, which may be a job's output) and counted."""
+    ctx.dropped_reports[kind] += 1
+    log.warning(
+        "node %s (%s) reported %s of %s: dropped",
+        ctx.node_names.get(node_id, "?"),
+        node_id,
+        kind,
+        about,
+    )
 
 
 def _log(ctx: EngineContext, tx: Transaction, node_id: str, data: node_pb2.LogData) -> None:
+    live = ctx.live_runs.get(data.run_id)
+    unread = live is not None and not tx.holds(Run, data.run_id)
+    run = None if unread else tx.get(Run, data.run_id)
+    if run is not None and not _placed_on(ctx, node_id, "log", run.id, run.node_ids):
+        return
     if data.seq:
         # answered even for a run that is gone, so the agent stops sending it again
         _acknowledge(tx, node_id, data.run_id, data.seq)
-    live = ctx.live_runs.get(data.run_id)
-    if live is not None and not tx.holds(Run, data.run_id):
+    if live is not None and unread:
         # what the engine knows of the run names its output: its row is not read
         if data.seq and not _first_live_receipt(tx, data.run_id, node_id, data.seq):
             return
         printer = job_output.Printer(live.workflow_id, data.run_id, live.task_id, live.stage_name)
         node_ids: tuple[str, ...] | list[str] = live.node_ids
     else:
-        run = tx.get(Run, data.run_id)
         if run is None or (data.seq and not _first_receipt(run, node_id, data.seq)):
             return
         stage = tx.get(Stage, run.stage_id)
@@ -249,7 +320,9 @@ def _acknowledge(tx: Transaction, node_id: str, run_id: int, seq: int) -> None:
     through[run_id] = max(through.get(run_id, 0), seq)
 
 
-def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float = 0.0) -> None:
+def _run_started(
+    ctx: EngineContext, tx: Transaction, node_id: str, run_id: int, when: float = 0.0
+) -> None:
     live = ctx.live_runs.get(run_id)
     if live is not None and live.started:
         return  # without its row: the pass need not read it
@@ -260,7 +333,9 @@ def _run_started(ctx: EngineContext, tx: Transaction, run_id: int, when: float =
         workflow_id, stage_id, node_ids = live.workflow_id, live.stage_id, list(live.node_ids)
     else:
         run = tx.get(Run, run_id)
-        if run is None or run.status != ASSIGNED:
+        if run is None or not _placed_on(ctx, node_id, "started", run_id, run.node_ids):
+            return
+        if run.status != ASSIGNED:
             return
         transition(tx, run, Status.STARTED, when=started_at)
         workflow_id, stage_id, node_ids = run.workflow_id, run.stage_id, list(run.node_ids)
@@ -335,7 +410,7 @@ def _run_exited(
             else _job_stage(tx, live.stage_id)
         )
         if stage is not None and (stage.task_count is not None or live.task_id is None):
-            _record_volume_sizes(tx, exited)
+            _record_volume_sizes(ctx, tx, node_id, exited)
             counters = _metering(exited.run_id, node_id, exited.metering_json)
             runs.finish_task(
                 ctx,
@@ -349,13 +424,14 @@ def _run_exited(
             )
             return
     run = tx.get(Run, exited.run_id)
-    if run is not None:
-        # kept even for a run already over: a multinode run's other parts report their
-        # traffic after the first failing part ended it
-        _keep_metering(run, node_id, exited.metering_json)
-    _record_volume_sizes(tx, exited)
-    if run is None or run.status not in LIVE_RUN:
-        return  # over already, or never placed: nothing of it runs on a node
+    if run is None or not _placed_on(ctx, node_id, "exited", run.id, run.node_ids):
+        return  # never ours, or another node's: nothing of it is kept
+    # kept even for a run already over: a multinode run's other parts report their traffic
+    # after the first failing part ended it
+    _keep_metering(run, node_id, exited.metering_json)
+    _record_volume_sizes(ctx, tx, node_id, exited)
+    if run.status not in LIVE_RUN:
+        return  # over already: nothing of it runs on a node
     if exited.canceled:
         status = Status.CANCELED
     elif exited.exit_code == 0 and not exited.timed_out and not exited.message:
@@ -383,10 +459,14 @@ def _run_exited(
 METERING_COUNTERS = ("ingress_bytes", "ingress_packets", "egress_bytes", "egress_packets")
 
 
-def _record_volume_sizes(tx: Transaction, exited: node_pb2.RunExited) -> None:
-    """Keep the sizes of the volumes the exit reported."""
+def _record_volume_sizes(
+    ctx: EngineContext, tx: Transaction, node_id: str, exited: node_pb2.RunExited
+) -> None:
+    """Keep the sizes of the volumes the exit reported, those ``node_id`` may measure."""
     for volume_id, size in exited.volume_sizes.items():
-        volumes.record_size(tx.session, volume_id, size, reported_time(exited.time, tx.now))
+        volume = tx.get(Volume, volume_id)
+        if volume is not None and _held_by(ctx, node_id, "volume_sizes", volume):
+            volumes.record_size(tx.session, volume_id, size, reported_time(exited.time, tx.now))
 
 
 def _keep_metering(run: Run, node_id: str, metering_json: str) -> None:

@@ -10,6 +10,9 @@
   placements_total`` (runs ever placed), ``fuzzball_scheduler_decision_seconds`` and
   ``fuzzball_engine_pass_seconds`` (summaries: count and sum since Orchestrate started),
   ``fuzzball_engine_failed_passes_total``;
+* ``fuzzball_engine_dropped_node_reports_total{kind}``: node reports about a run not placed
+  on the reporting node, or a volume another node holds, dropped since Orchestrate started,
+  by report kind (every kind has a series from the start);
 * ``fuzzball_monitoring_hold_ceiling_reached{pool}`` (see
   :mod:`~fuzzball_core.orchestrate.alert_holds`) and ``fuzzball_monitoring_held_nodes{pool}``.
 """
@@ -17,7 +20,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -38,6 +41,9 @@ from fuzzball_core.store.models import Node, NodeHold, Run
 from fuzzball_core.vocabulary import Status
 
 REASONS = ("node_lost", "evicted", "start_failed")
+#: the node reports that name a run or a volume, as ``fuzzball_engine_dropped_node_reports``
+#: labels them (the report's kind; ``volume_sizes``: a size an exit report carried)
+REPORT_KINDS = ("started", "exited", "log", "ready", "fence", "volume_removed", "volume_sizes")
 ATTRIBUTED = "fuzzball_node_attributed_job_failures"
 #: the name before v4.4, published with the same values until it is removed
 DEPRECATED_ATTRIBUTED = "fuzzball_scheduler_node_attributed_job_failures"
@@ -61,11 +67,13 @@ class OrchestrateCollector(Collector):
         holds: AlertHolds | None = None,
         failed_passes: Callable[[], int] = lambda: 0,
         timings: PassTimings | None = None,
+        dropped_reports: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.sessions = sessions
         self.holds = holds
         self.failed_passes = failed_passes
         self.timings = timings or PassTimings()
+        self.dropped_reports = dropped_reports
 
     def collect(self) -> Iterator[Metric]:
         """Every family above."""
@@ -132,6 +140,15 @@ class OrchestrateCollector(Collector):
             "Engine passes that raised since Orchestrate started.",
             value=self.failed_passes(),
         )
+        dropped = CounterMetricFamily(
+            "fuzzball_engine_dropped_node_reports",
+            "Node reports about a run or volume that is not the reporting node's, dropped.",
+            labels=["kind"],
+        )
+        counted = self.dropped_reports()
+        for kind in REPORT_KINDS:
+            dropped.add_metric([kind], counted.get(kind, 0))
+        yield dropped
         held = GaugeMetricFamily(
             "fuzzball_monitoring_held_nodes", "Nodes held by monitoring, per pool.", labels=["pool"]
         )

@@ -43,11 +43,11 @@ def running(
     }
 
 
-def ready(ctx: EngineContext, tx: Transaction, run_id: int) -> None:
-    """A service's readiness probe passed: its dependents may start."""
-    run = tx.session.get(Run, run_id)
-    stage = tx.session.get(Stage, run.stage_id) if run is not None else None
-    if run is None or stage is None or run.status not in LIVE_RUN:
+def ready(ctx: EngineContext, tx: Transaction, run: Run) -> None:
+    """A service's readiness probe passed (its node reported it for ``run``): its dependents
+    may start."""
+    stage = tx.session.get(Stage, run.stage_id)
+    if stage is None or run.status not in LIVE_RUN:
         return
     if not ctx.told.mark_ready(stage.id):
         return  # said again after a reconnect

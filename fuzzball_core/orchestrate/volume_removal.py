@@ -139,14 +139,14 @@ def resend(tx: Transaction, node_id: str, pending: list[Volume] | None = None) -
             _send(tx, row, [node_id])
 
 
-def removed(tx: Transaction, node_id: str, volume_id: str, error: str) -> None:
-    """A node answered a RemoveVolume: the volume is DELETED, or stays DELETING (told again
-    at the node's next connection) with the node's error logged."""
-    row = tx.session.get(Volume, volume_id)
-    if row is None or row.status != DELETING:
+def removed(tx: Transaction, node_id: str, row: Volume, error: str) -> None:
+    """Node ``node_id`` answered a RemoveVolume for ``row`` (one it may remove:
+    :mod:`~fuzzball_core.orchestrate.node_reports`): the volume is DELETED, or stays DELETING
+    (told again at the node's next connection) with the node's error logged."""
+    if row.status != DELETING:
         return  # answered twice (a reconnect re-sent it): the first answer counted
     if error:
-        log.warning("volume %s: node %s could not remove its data: %s", volume_id, node_id, error)
+        log.warning("volume %s: node %s could not remove its data: %s", row.id, node_id, error)
         return
     row.status = DELETED
     row.updated_at = tx.now
