@@ -27,6 +27,10 @@ from fuzzball_core.spec.models import (
     Workflow,
 )
 
+#: The fields of a step ``apply_defaults`` merges field by field, building values no
+#: validator saw (``env`` and ``mounts`` only gain entries validated where they are written).
+MERGED_MODELS = ("resource", "policy")
+
 _Model = TypeVar("_Model", bound=BaseModel)
 _Step = TypeVar("_Step", Job, Service)
 

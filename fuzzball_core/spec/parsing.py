@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 
 from fuzzball_core.errors import Internal, InvalidArgument
-from fuzzball_core.spec.defaults import effective_jobs, effective_services
+from fuzzball_core.spec.defaults import MERGED_MODELS, effective_jobs, effective_services
 from fuzzball_core.spec.fields import no_effect_warnings
 from fuzzball_core.spec.loading import load_document
 from fuzzball_core.spec.models import Job, Service, Workflow
@@ -111,6 +111,8 @@ def parse_unchecked(data: bytes | str, *, source: str = "<workflow>") -> ParsedW
     reference_errors, reference_warnings = check_references(normalized.document)
     errors.extend((normalized.written_path(p), m) for p, m in reference_errors)
     warnings.extend(reference_warnings)
+    if model is not None and not errors:
+        errors.extend((normalized.written_path(p), m) for p, m in _merged_step_errors(model))
     if errors:
         raise _invalid(source, errors)
     assert model is not None
@@ -118,6 +120,31 @@ def parse_unchecked(data: bytes | str, *, source: str = "<workflow>") -> ParsedW
         f"{normalized.written_path(path)}: {reason}" for path, reason in no_effect_warnings(model)
     )
     return ParsedWorkflow(model, warnings, normalized.source_version)
+
+
+def _merged_step_errors(model: Workflow) -> list[tuple[str, str]]:
+    """(path, message) for each job or service that is valid as written but not once its
+    defaults are merged in: a rule spanning two fields (``memory.by-core`` x ``cpu.cores``),
+    one of them from ``defaults``, is checked here on each merged part (``MERGED_MODELS``)."""
+    found: list[tuple[str, str]] = []
+    kinds = (
+        ("jobs", model.jobs or {}, effective_jobs(model)),
+        ("services", model.services or {}, effective_services(model)),
+    )
+    for kind, written, merged in kinds:
+        for name, step in merged.items():
+            for field_name in MERGED_MODELS:
+                value = getattr(step, field_name, None)
+                if value is getattr(written[name], field_name, None) or value is None:
+                    continue  # validated as written
+                try:
+                    type(value).model_validate(value.model_dump(by_alias=True, exclude_unset=True))
+                except pydantic.ValidationError as exc:
+                    found.extend(
+                        (path, f"with the workflow's defaults applied, {message}")
+                        for path, message in _schema_errors(exc, prefix=(kind, name, field_name))
+                    )
+    return found
 
 
 def check_extra(
@@ -193,11 +220,14 @@ _MESSAGE_REWRITES = {
 }
 
 
-def _schema_errors(exc: pydantic.ValidationError) -> list[tuple[str, str]]:
-    """(path, message) per pydantic error; messages never include the input value."""
+def _schema_errors(
+    exc: pydantic.ValidationError, *, prefix: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    """(path, message) per pydantic error, each path under ``prefix`` (the model's own place
+    in the file); messages never include the input value."""
     found = []
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        found.append((_loc_to_path(error["loc"]), _message(error)))
+        found.append((_loc_to_path((*prefix, *error["loc"])), _message(error)))
     return found
 
 

@@ -828,6 +828,51 @@ def test_memory_by_core_beyond_a_pebibyte_in_all_is_refused(violations: Violatio
     assert "1 PiB" in found[0][1]
 
 
+BY_CORE_TIB = "resource: {memory: {size: 1TiB, by-core: true}}"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [f"defaults:\n  job:\n    {BY_CORE_TIB}\n", f"defaults:\n  {BY_CORE_TIB}\n"],
+    ids=["defaults.job", "defaults"],
+)
+def test_memory_by_core_from_defaults_beyond_a_pebibyte_with_the_jobs_cores_is_refused(
+    violations: Violations, head: str
+) -> None:
+    found = violations(one_job("    resource: {cpu: {cores: 2048}}\n", head=head))
+    assert [path for path, _ in found] == ["jobs.a.resource"]
+    assert "1 PiB" in found[0][1]
+    assert "defaults" in found[0][1]
+
+
+def test_cores_from_defaults_beyond_a_pebibyte_with_the_jobs_memory_by_core_is_refused(
+    paths: Paths,
+) -> None:
+    text = one_job(
+        "    resource: {memory: {size: 1TiB, by-core: true}}\n",
+        head="defaults:\n  job:\n    resource: {cpu: {cores: 2048}}\n",
+    )
+    assert paths(text) == ["jobs.a.resource"]
+
+
+def test_memory_by_core_from_defaults_beyond_a_pebibyte_with_a_services_cores_is_refused(
+    paths: Paths,
+) -> None:
+    text = (
+        f"version: v4\ndefaults:\n  service:\n    {BY_CORE_TIB}\n"
+        "services:\n  s:\n    image: {uri: docker://nginx}\n"
+        "    resource: {cpu: {cores: 2048}}\n"
+    )
+    assert paths(text) == ["services.s.resource"]
+
+
+def test_memory_by_core_from_defaults_within_a_pebibyte_is_accepted(parse: Parse) -> None:
+    parsed = parse(
+        one_job("    resource: {cpu: {cores: 1024}}\n", head=f"defaults:\n  {BY_CORE_TIB}\n")
+    )
+    assert parsed.jobs["a"].resource.memory.size == "1TiB"
+
+
 def test_a_volume_name_other_than_its_key_beside_a_reference_is_warned_as_ignored(
     parse: Parse,
 ) -> None:
