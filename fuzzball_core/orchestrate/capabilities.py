@@ -15,10 +15,11 @@ from fuzzball_core.spec import Job, Service, Stage, StageKind
 from fuzzball_core.spec.models import ImageBuild, URIRef, Volume
 from fuzzball_core.spec.resources import IMEX_ENV, imex_channel_ids
 
-#: ``multinode.implementation`` values whose ranks Substrate can start: MPICH wires up through
-#: the PMI-1 service each node runs; Open MPI (``openmpi``, ``ompi``) through its own launcher,
-#: ``mpirun``, with Substrate as its remote agent; ``generic`` (and no implementation) gets
-#: PMI's environment and torchrun's (``MASTER_ADDR``...) and is left to use them or not.
+#: ``multinode.implementation`` values whose ranks Substrate can start: MPICH (and no
+#: implementation, which is read as ``mpich``) wires up through the PMI-1 service each node
+#: runs; Open MPI (``openmpi``, ``ompi``) through its own launcher, ``mpirun``, with Substrate
+#: as its remote agent; ``generic`` gets PMI's environment and torchrun's (``MASTER_ADDR``...)
+#: and is left to use them or not.
 LAUNCHABLE_IMPLEMENTATIONS = frozenset({"mpich", "openmpi", "ompi", "generic"})
 
 
