@@ -11,6 +11,10 @@ A rule names its fields with a pattern over the v4 model: segments are the file'
 ``*`` stands for any key of a mapping (a job's name, a volume's name) and ``NAME[]`` for every
 item of the list ``NAME``. Rules are checked on the typed model, so ``preemptible: "true"``
 and ``preemptible: yes`` are both true.
+
+One warning depends on another field of the step: an ``env`` entry naming a variable Open
+MPI's launch sets itself (``fuzzball_core.spec.multinode``) has no effect only in an Open MPI
+multinode job (:func:`open_mpi_launch_env_warnings`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from fuzzball_core.spec.models import Workflow
+from fuzzball_core.spec.models import Job, Service, Workflow
+from fuzzball_core.spec.multinode import OPEN_MPI_LAUNCH_ENV, is_open_mpi
 
 #: Segments of a concrete field path: field names, mapping keys and list indexes.
 Where = tuple[str | int, ...]
@@ -123,6 +128,45 @@ def no_effect_warnings(workflow: Workflow) -> list[tuple[str, str]]:
         for where, value in find(workflow, rule.pattern):
             if value is not None and rule.applies(value, where):
                 found.append((path_text(where), rule.reason))
+    return found + open_mpi_launch_env_warnings(workflow)
+
+
+def _launch_env_reason(name: str) -> str:
+    return (
+        f"has no effect on an Open MPI multinode job here: its launch sets {name} itself "
+        "(mpirun reaches the other nodes' containers through Fuzzball's agent)"
+    )
+
+
+def open_mpi_launch_env_warnings(workflow: Workflow) -> list[tuple[str, str]]:
+    """(field path, reason) for each ``env`` entry that names a variable an Open MPI job's
+    launch sets itself (``OPEN_MPI_LAUNCH_ENV``): in such a job or service, or in the
+    ``defaults`` one inherits. The reason names the variable, never its value."""
+    steps: list[tuple[Where, Job | Service]] = [
+        (("jobs", name), job) for name, job in (workflow.jobs or {}).items()
+    ]
+    steps += [(("services", name), service) for name, service in (workflow.services or {}).items()]
+    open_mpi = [(where, step) for where, step in steps if is_open_mpi(step)]
+    if not open_mpi:
+        return []
+    envs: list[tuple[Where, list[str] | None]] = [
+        ((*where, "env"), step.env) for where, step in open_mpi
+    ]
+    defaults = workflow.defaults
+    if defaults is not None:
+        # defaults.env and defaults.job.env reach jobs and services, defaults.service.env
+        # services alone
+        envs.append((("defaults", "env"), defaults.env))
+        if defaults.job is not None:
+            envs.append((("defaults", "job", "env"), defaults.job.env))
+        if defaults.service is not None and any(where[0] == "services" for where, _ in open_mpi):
+            envs.append((("defaults", "service", "env"), defaults.service.env))
+    found = []
+    for where, env in envs:
+        for index, entry in enumerate(env or ()):
+            name = entry.partition("=")[0]
+            if name in OPEN_MPI_LAUNCH_ENV:
+                found.append((path_text((*where, index)), _launch_env_reason(name)))
     return found
 
 

@@ -45,6 +45,7 @@ import shlex
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
+from fuzzball_core.spec.multinode import OPEN_MPI_AGENT_ENV, OPEN_MPI_TREE_SPAWN_ENV
 from fuzzball_core.substrate.ranks import RankLayout
 
 #: Where the agent and the launch folder appear inside the job's containers.
@@ -83,10 +84,11 @@ printf '%s\\n' "$*" > "{LAUNCH_DIR}/.$host.tmp" && mv "{LAUNCH_DIR}/.$host.tmp" 
 #: What wires the ranks up, whatever the job or its image sets: ``mpirun`` reaches the other
 #: parts only through Fuzzball's agent, and only part 0's Substrate watches for the daemon
 #: lines (a daemon spawning further daemons, ``no_tree_spawn`` 0, would call the agent on
-#: its own node, where nobody reads them). A job cannot sensibly set them.
+#: its own node, where nobody reads them). A job cannot sensibly set them: one that does is
+#: warned at submission (``fuzzball_core.spec.fields``).
 WIRING = {
-    "OMPI_MCA_plm_rsh_agent": AGENT,
-    "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
+    OPEN_MPI_AGENT_ENV: AGENT,
+    OPEN_MPI_TREE_SPAWN_ENV: "1",
 }
 #: Defaults the job's ``env`` or its image's ``Env`` replaces: root allowed to run ranks (a
 #: container's root is the job's user, not the node's).

@@ -22,6 +22,7 @@ from pathlib import Path
 from fuzzball_core.drivers import ImageConfig
 from fuzzball_core.errors import FuzzballError
 from fuzzball_core.spec.models import Job, Probe, Service
+from fuzzball_core.spec.multinode import OPEN_MPI
 from fuzzball_core.spec.resources import job_resources
 from fuzzball_core.substrate import hwloc, openmpi, rendezvous
 from fuzzball_core.substrate.drivers.base import (
@@ -81,8 +82,6 @@ ROOT = Identity(0, 0)
 
 #: where the launcher of a node's several ranks is bound in a multinode job's container
 RANKS_DIR = "/.fuzzball-ranks"
-#: ``multinode.implementation`` values whose ranks Open MPI's launcher starts
-OPEN_MPI = frozenset({"openmpi", "ompi"})
 #: The fences of a multinode run outside PMI: the parts' addresses (and a generic job's
 #: meeting point) before the containers start, ahead of PMI's barriers, which count from 1;
 #: Open MPI's daemon commands once ``mpirun`` asked for them (its ranks use no PMI barrier).
