@@ -15,7 +15,13 @@ the platform or the job set, not the image) and ``exec``\\ s the command. The wr
 argv names those variables, never their values: it copies each one's value, as the
 environment gave it, into a shell variable before sourcing and exports it back from there
 afterwards, so a value with spaces, newlines or quotes survives and no value is ever shell
-source (nor in the argv anyone on the node can read). An image without ``/bin/sh`` runs
+source (nor in the argv anyone on the node can read). The device plugins' directories
+(``/usr/local/nvidia/lib64`` on ``LD_LIBRARY_PATH``, :attr:`ContainerPreparation.search_paths`)
+are appended again after the scripts, each unless already there, as Apptainer appends its
+``--nv`` library directory after sourcing: a script that sets ``LD_LIBRARY_PATH`` outright
+would otherwise drop the driver's libraries. They reach the wrapper the same way, in
+environment variables (:func:`search_path_carriers`) that its argv names and that it unsets
+before sourcing, so neither the scripts nor the command see them. An image without ``/bin/sh`` runs
 without its scripts, a warning event of its run saying which were not applied
 (:func:`not_applied_notice`); a SIF converted before the scripts were looked for runs
 without them too, a warning event saying so (:func:`not_looked_for_notice`). Every other
@@ -25,7 +31,7 @@ image is untouched: no wrapper, no shell.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from fuzzball_core.drivers import ImageConfig
 
@@ -39,12 +45,21 @@ END_OF_NAMES = "--"
 #: they are
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-#: ``sh -c WRAPPER NAME0 VAR... -- COMMAND...``. The names are checked identifiers, so the
-#: ``eval``\\ s below only ever see names; values move by parameter expansion alone. Each
-#: variable set when the shell starts is copied to ``__fb_keep_NAME`` and its export added
-#: to ``__fb_restore``; the scripts are sourced in glob order (as Apptainer's actions do,
-#: with the command as ``$@``); the copies are exported back, and the command replaces the
-#: shell.
+#: the prefix of the environment variables that carry to the wrapper the directories a
+#: path-list variable must still hold after the scripts (``__fb_search_LD_LIBRARY_PATH``:
+#: ``:``-separated); the wrapper copies and unsets them before sourcing
+CARRIER_PREFIX = "__fb_search_"
+
+#: ``sh -c WRAPPER NAME0 VAR... -- PATHVAR... -- COMMAND...``. The names are checked
+#: identifiers, so the ``eval``\\ s below only ever see names; values move by parameter
+#: expansion alone. Each ``VAR`` set when the shell starts is copied to ``__fb_keep_VAR``
+#: and its export added to ``__fb_restore``; each ``PATHVAR``'s directories are copied from
+#: its carrier to ``__fb_dirs_PATHVAR``, the carrier unset, and a call of ``__fb_add`` added
+#: to ``__fb_extend``. The scripts are sourced in glob order (as Apptainer's actions do, with
+#: the command as ``$@``); the copies are exported back; each directory missing from its
+#: variable's entries is appended (``__fb_add`` is defined only then, so no script redefines
+#: it; ``eval`` of the calls, not a loop over words, so a script's ``IFS`` does not matter);
+#: and the command replaces the shell.
 WRAPPER = """\
 __fb_restore=
 while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
@@ -55,24 +70,81 @@ while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
   shift
 done
 [ "$#" -gt 0 ] && shift
+__fb_extend=
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+  eval "__fb_dirs_$1=\\"\\${__fb_search_$1-}\\""
+  unset "__fb_search_$1"
+  __fb_extend="$__fb_extend __fb_add $1;"
+  shift
+done
+[ "$#" -gt 0 ] && shift
 for __fb_script in /.singularity.d/env/*.sh; do
   if [ -f "$__fb_script" ]; then
     . "$__fb_script"
   fi
 done
 eval "$__fb_restore"
+__fb_add() {
+  eval "__fb_list=\\"\\${$1-}\\"; __fb_rest=\\"\\$__fb_dirs_$1\\""
+  while [ -n "$__fb_rest" ]; do
+    __fb_dir=${__fb_rest%%:*}
+    case $__fb_rest in
+      *:*) __fb_rest=${__fb_rest#*:} ;;
+      *) __fb_rest= ;;
+    esac
+    case :$__fb_list: in
+      *:"$__fb_dir":*) ;;
+      *) __fb_list=${__fb_list:+$__fb_list:}$__fb_dir ;;
+    esac
+  done
+  if [ -n "$__fb_list" ]; then
+    eval "export $1=\\"\\$__fb_list\\""
+  fi
+}
+eval "$__fb_extend"
 exec "$@"
 """
 
 
-def sourcing_env_scripts(command: list[str], keep: Iterable[str]) -> list[str]:
+def sourcing_env_scripts(
+    command: list[str],
+    keep: Iterable[str],
+    search_paths: Mapping[str, Iterable[str]] | None = None,
+) -> list[str]:
     """The argv that runs ``command`` after the image's environment scripts, the variables
     named in ``keep`` exported again over whatever the scripts set (those the container's
-    environment has). Names a shell cannot export are left out: the scripts cannot set
-    them, and whether they reach the command is the image's shell's business (dash and
-    BusyBox drop them)."""
+    environment has), then the directories of ``search_paths`` (the device plugins') appended
+    to their variables where missing; the container's environment must have
+    :func:`search_path_carriers` of the same ``search_paths``. Names a shell cannot export
+    are left out: the scripts cannot set them, and whether they reach the command is the
+    image's shell's business (dash and BusyBox drop them)."""
     names = sorted({name for name in keep if _SHELL_NAME.fullmatch(name)})
-    return [SHELL, "-c", WRAPPER, WRAPPER_NAME, *names, END_OF_NAMES, *command]
+    carriers = search_path_carriers(search_paths or {})
+    path_names = sorted(name.removeprefix(CARRIER_PREFIX) for name in carriers)
+    return [
+        SHELL,
+        "-c",
+        WRAPPER,
+        WRAPPER_NAME,
+        *names,
+        END_OF_NAMES,
+        *path_names,
+        END_OF_NAMES,
+        *command,
+    ]
+
+
+def search_path_carriers(search_paths: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """The environment variables that carry each path-list variable's directories to the
+    wrapper (``__fb_search_PATH=/usr/local/nvidia/bin``): each directory once, none empty
+    or with a ``:`` (which no path list can hold), a variable a shell cannot export left
+    out."""
+    carriers = {}
+    for name, directories in search_paths.items():
+        kept = [d for d in dict.fromkeys(directories) if d and ":" not in d]
+        if kept and _SHELL_NAME.fullmatch(name):
+            carriers[f"{CARRIER_PREFIX}{name}"] = ":".join(kept)
+    return carriers
 
 
 def not_looked_for_notice(uri: str) -> str:

@@ -1,22 +1,31 @@
 """A SIF image's Apptainer environment scripts (/.singularity.d/env/*.sh) are sourced by the
 image's /bin/sh before a job's command, as ``apptainer exec`` sources them, and the job's own
-variables still win over theirs, as ``--env`` and ``APPTAINERENV_*`` do; without /bin/sh a
-warning event of the run says which scripts were not applied; any other image runs its
-command as it is."""
+variables still win over theirs, as ``--env`` and ``APPTAINERENV_*`` do, and the device
+plugins' directories (the driver's libraries) stay on the search paths the scripts set, as
+Apptainer's ``--nv`` appends its own after sourcing; without /bin/sh a warning event of the
+run says which scripts were not applied; any other image runs its command as it is."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from support.job_specs import container_spec, node_services
 
 from fuzzball_core.drivers import ImageConfig
+from fuzzball_core.hookspecs import ContainerPreparation
 from fuzzball_core.substrate.drivers.image_progress import PROGRESS_STREAM
-from fuzzball_core.substrate.env_scripts import WRAPPER, WRAPPER_NAME, sourcing_env_scripts
+from fuzzball_core.substrate.env_scripts import (
+    WRAPPER,
+    WRAPPER_NAME,
+    search_path_carriers,
+    sourcing_env_scripts,
+)
 
 IMAGE = {"uri": "oras://example.test/tools/app:1"}
 SIF_CONFIG = ImageConfig(
@@ -31,6 +40,8 @@ SHELLS = [
     for name, path in (("dash", shutil.which("dash")), ("bash", shutil.which("bash")))
     if path
 ] + [pytest.param([path, "sh"], id="busybox") for path in [shutil.which("busybox")] if path]
+#: what the NVIDIA plugin puts on the search paths of a GPU job
+DEVICE_PATHS = {"LD_LIBRARY_PATH": ["/usr/local/nvidia/lib64"], "PATH": ["/usr/local/nvidia/bin"]}
 
 
 # -- the wrapper's argv ---------------------------------------------------------------------
@@ -47,6 +58,7 @@ def test_the_wrapper_is_the_images_sh_naming_the_kept_variables_then_the_command
         "A_VAR",
         "B_VAR",
         "--",
+        "--",
         "/bin/app",
         "an arg",
     ]
@@ -55,18 +67,47 @@ def test_the_wrapper_is_the_images_sh_naming_the_kept_variables_then_the_command
 def test_names_a_shell_cannot_export_are_left_out_of_the_wrapper() -> None:
     argv = sourcing_env_scripts(["true"], {"GOOD_1", "bad-name", "1BAD", "a b", "--"})
 
-    assert argv[4:] == ["GOOD_1", "--", "true"]
+    assert argv[4:] == ["GOOD_1", "--", "--", "true"]
+
+
+def test_the_search_path_variables_are_named_after_the_kept_ones() -> None:
+    argv = sourcing_env_scripts(["app"], {"WHO"}, DEVICE_PATHS)
+
+    assert argv[4:] == ["WHO", "--", "LD_LIBRARY_PATH", "PATH", "--", "app"]
+
+
+def test_the_search_path_directories_travel_in_carrier_variables_once_each() -> None:
+    carriers = search_path_carriers(
+        {
+            "LD_LIBRARY_PATH": ["/usr/local/nvidia/lib64", "/opt/lib", "/usr/local/nvidia/lib64"],
+            "PATH": ["", "/a:b", "/usr/local/nvidia/bin"],
+            "bad-name": ["/x"],
+            "MANPATH": [],
+        }
+    )
+
+    assert carriers == {
+        "__fb_search_LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/opt/lib",
+        "__fb_search_PATH": "/usr/local/nvidia/bin",
+    }
 
 
 # -- what the wrapper does, run by real shells ------------------------------------------------
 
 
 def _run_wrapper(
-    shell: list[str], scripts: Path, env: dict[str, str], keep: set[str], command: list[str]
+    shell: list[str],
+    scripts: Path,
+    env: dict[str, str],
+    keep: set[str],
+    command: list[str],
+    search_paths: Mapping[str, Sequence[str]] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``sourcing_env_scripts`` run by ``shell``, its scripts read from ``scripts``."""
-    argv = sourcing_env_scripts(command, keep)
+    """``sourcing_env_scripts`` run by ``shell``, its scripts read from ``scripts``, with
+    ``search_paths``' carriers added to ``env`` as the job's container adds them."""
+    argv = sourcing_env_scripts(command, keep, search_paths)
     argv[2] = argv[2].replace("/.singularity.d/env", str(scripts))
+    env = {**env, **search_path_carriers(search_paths or {})}
     return subprocess.run([*shell, *argv[1:]], env=env, capture_output=True, text=True, check=True)
 
 
@@ -153,7 +194,84 @@ def test_the_command_replaces_the_shell_with_its_arguments_as_given(
     assert result.stdout == "[a b][][--][*]"
 
 
+def _gpu_job_environment(shell: list[str], tmp_path: Path, script: str) -> dict[str, str]:
+    """The command's environment in a GPU job (the NVIDIA plugin's directories already
+    appended to the container's values) whose image's one environment script is
+    ``script``."""
+    directory = tmp_path / "env"
+    directory.mkdir()
+    (directory / "90-environment.sh").write_text(script)
+    given = {
+        "PATH": "/usr/bin:/bin:/usr/local/nvidia/bin",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64:/usr/local/nvidia/lib64",
+    }
+    result = _run_wrapper(shell, directory, given, set(), ["env", "-0"], DEVICE_PATHS)
+    return _environment(result.stdout)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_device_directories_are_appended_again_after_a_script_sets_the_variables_outright(
+    shell: list[str], tmp_path: Path
+) -> None:
+    env = _gpu_job_environment(
+        shell,
+        tmp_path,
+        "export LD_LIBRARY_PATH=/opt/app/lib\nexport PATH=/opt/app/bin:/usr/bin:/bin\n",
+    )
+
+    assert env["LD_LIBRARY_PATH"] == "/opt/app/lib:/usr/local/nvidia/lib64"
+    assert env["PATH"] == "/opt/app/bin:/usr/bin:/bin:/usr/local/nvidia/bin"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_device_directory_a_script_kept_is_not_appended_twice(
+    shell: list[str], tmp_path: Path
+) -> None:
+    env = _gpu_job_environment(
+        shell, tmp_path, "export LD_LIBRARY_PATH=/opt/app/lib:$LD_LIBRARY_PATH\n"
+    )
+
+    assert env["LD_LIBRARY_PATH"] == ("/opt/app/lib:/usr/local/cuda/lib64:/usr/local/nvidia/lib64")
+    assert env["PATH"] == "/usr/bin:/bin:/usr/local/nvidia/bin"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_variable_a_script_unsets_holds_the_device_directories_alone(
+    shell: list[str], tmp_path: Path
+) -> None:
+    env = _gpu_job_environment(shell, tmp_path, "unset LD_LIBRARY_PATH\n")
+
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_scripts_ifs_does_not_stop_the_directories_being_appended(
+    shell: list[str], tmp_path: Path
+) -> None:
+    env = _gpu_job_environment(shell, tmp_path, "IFS=:\nexport LD_LIBRARY_PATH=/opt/app/lib\n")
+
+    assert env["LD_LIBRARY_PATH"] == "/opt/app/lib:/usr/local/nvidia/lib64"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_carrier_variables_reach_neither_the_scripts_nor_the_command(
+    shell: list[str], tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen-by-script"
+    env = _gpu_job_environment(shell, tmp_path, f"env > {seen}\n")
+
+    assert not [name for name in env if name.startswith("__fb_")]
+    assert "__fb_" not in seen.read_text()
+
+
 # -- the job's container --------------------------------------------------------------------
+
+
+class DevicePlugin:
+    """A device plugin putting :data:`DEVICE_PATHS` on every job's search paths."""
+
+    def fuzzball_job_prepare_container(self, job, devices, container: ContainerPreparation) -> None:
+        container.search_paths.update(DEVICE_PATHS)
 
 
 def _warnings(output: list[tuple[int, str, bytes]]) -> list[str]:
@@ -181,7 +299,7 @@ def test_a_job_in_an_image_with_env_scripts_runs_through_the_wrapper(tmp_path: P
         "SECRET_TOKEN",
         "FB_WORKFLOW_TOKEN",
     }
-    assert spec.command[spec.command.index("--") + 1 :] == ["app", "x"]
+    assert spec.command[spec.command.index("--") + 1 :] == ["--", "app", "x"]  # no search path
 
 
 def test_the_images_own_env_and_defaults_are_not_kept_over_the_scripts(tmp_path: Path) -> None:
@@ -202,6 +320,33 @@ def test_the_wrapper_carries_names_only_never_values(tmp_path: Path) -> None:
         )
 
     assert not any("s3cr3t-value" in part or "job-value" in part for part in spec.command)
+
+
+def test_a_job_in_an_image_with_env_scripts_carries_the_device_search_paths(
+    tmp_path: Path,
+) -> None:
+    with node_services(tmp_path) as services:
+        services = dataclasses.replace(services, hooks=DevicePlugin())
+        spec = container_spec(services, {"image": IMAGE, "command": ["app"]}, config=SIF_CONFIG)
+
+    first_end = spec.command.index("--")
+    assert spec.command[first_end + 1 :] == ["LD_LIBRARY_PATH", "PATH", "--", "app"]
+    assert spec.env["__fb_search_LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+    assert spec.env["__fb_search_PATH"] == "/usr/local/nvidia/bin"
+
+
+def test_a_job_without_env_scripts_has_no_carrier_variables(tmp_path: Path) -> None:
+    with node_services(tmp_path) as services:
+        services = dataclasses.replace(services, hooks=DevicePlugin())
+        spec = container_spec(
+            services,
+            {"image": {"uri": "docker://alpine:3"}, "command": ["app"]},
+            config=ImageConfig(env=("PATH=/bin",)),
+        )
+
+    assert spec.command == ["app"]
+    assert spec.env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+    assert not [name for name in spec.env if name.startswith("__fb_")]
 
 
 def test_an_image_without_env_scripts_runs_its_command_unwrapped(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ from fuzzball_core.substrate.drivers.steps import (
 from fuzzball_core.substrate.env_scripts import (
     not_applied_notice,
     not_looked_for_notice,
+    search_path_carriers,
     sourcing_env_scripts,
 )
 from fuzzball_core.substrate.images import describe_pull_failure, uri_scheme
@@ -258,6 +259,8 @@ class ContainerJobDriver(ContainerDriver):
                 # what the job and the platform set wins over the scripts, as Apptainer's
                 # --env and APPTAINERENV_ do; the token comes later, at the process's start
                 {*job_variable_names(request), *extra_env, *preparation.env, WORKFLOW_TOKEN_ENV},
+                env,
+                preparation.search_paths,
             )
         cpus, cpuset = cpu_limits(request, resources.cores)
         return ContainerSpec(
@@ -288,14 +291,21 @@ class ContainerJobDriver(ContainerDriver):
         )
 
     def sourcing_env_scripts(
-        self, command: list[str], config: ImageConfig, keep: set[str]
+        self,
+        command: list[str],
+        config: ImageConfig,
+        keep: set[str],
+        env: dict[str, str],
+        search_paths: Mapping[str, list[str]],
     ) -> list[str]:
         """``command`` run after the image's Apptainer environment scripts, the variables
-        ``keep`` names exported again over theirs; ``command`` itself, said in the run's
-        events and the agent's log (:meth:`notice`), when the image has no shell to source
-        them with."""
+        ``keep`` names exported again over theirs and the device plugins' ``search_paths``
+        appended again to theirs (carried in ``env``, which this adds to); ``command``
+        itself, said in the run's events and the agent's log (:meth:`notice`), when the
+        image has no shell to source them with."""
         if config.env_shell:
-            return sourcing_env_scripts(command, keep)
+            env.update(search_path_carriers(search_paths))
+            return sourcing_env_scripts(command, keep, search_paths)
         self.notice(not_applied_notice(config))
         return command
 
