@@ -68,6 +68,10 @@ class ContainerPreparation:
     #: ``(host path, container path)`` pairs, each bound read-only (a device plugin hands
     #: the job the host's files, never a way to change them)
     binds: list[tuple[str, str]] = field(default_factory=list)
+    #: ``(host path, container path)`` pairs bound read-write: the sockets (or a directory of
+    #: them) of host daemons the job's libraries talk to, such as NVIDIA's persistence daemon
+    #: and MPS, which a client must be able to write to
+    socket_binds: list[tuple[str, str]] = field(default_factory=list)
     #: directories that path-list variables (``PATH``, ``LD_LIBRARY_PATH``) must include:
     #: each appended to the variable's final value (after ``env``) unless already in it
     search_paths: MutableMapping[str, list[str]] = field(default_factory=dict)
@@ -112,7 +116,8 @@ def fuzzball_job_prepare_container(
     Called on the node once per job start, after placement and before the runtime builds the
     container. Typical work: add GPU device nodes, set ``NVIDIA_VISIBLE_DEVICES`` and
     ``NVIDIA_IMEX_CHANNELS``, bind driver libraries (read-only) and put their directory on
-    ``LD_LIBRARY_PATH`` (``search_paths``), say what is missing (``warnings``).
+    ``LD_LIBRARY_PATH`` (``search_paths``), bind the driver's daemons' sockets (read-write,
+    ``socket_binds``), say what is missing (``warnings``).
 
     :param job: the job's v4 definition as a mapping (``resource``, ``env``, ``multinode``...).
     :param devices: the devices the scheduler allocated to this job on this node.

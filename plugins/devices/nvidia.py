@@ -7,11 +7,14 @@ GPUs also needs the driver's control nodes, and ``NVIDIA_VISIBLE_DEVICES`` /
 ``NVIDIA_IMEX_CHANNELS`` so the CUDA stack inside sees exactly what it was given, and the
 driver's user-space libraries and tools of the host's driver version, bound read-only
 (:mod:`.nvidia_driver`: ``/usr/local/nvidia/lib64``, on ``LD_LIBRARY_PATH``, and
-``/usr/local/nvidia/bin``, on ``PATH``), as Apptainer's ``--nv`` gives them.
+``/usr/local/nvidia/bin``, on ``PATH``), as Apptainer's ``--nv`` gives them, and the
+sockets of the driver's daemons the host runs (persistence daemon, fabric manager, MPS),
+bound read-write at their own paths, as libnvidia-container gives them.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +31,8 @@ GPU = "nvidia.com/gpu"
 GPU_MODEL = f"{GPU}.model"
 IMEX_CHANNEL = "nvidia.com/imex-channel"
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+log = logging.getLogger(__name__)
 
 _GPU_NODE = re.compile(r"nvidia(\d+)")
 _CHANNEL_NODE = re.compile(r"channel(\d+)")
@@ -106,6 +111,7 @@ def fuzzball_node_discover_devices(node_config: Mapping[str, Any]) -> Sequence[D
     gpus_here = bool(_numbered(dev_root, _GPU_NODE))
     if gpus_here:
         driver_files(dev_root)  # searched now, at start, rather than by the first GPU job
+        _log_daemon_sockets(dev_root)
     return discover(dev_root, nvml=nvidia_fabric.load_nvml() if gpus_here else None)
 
 
@@ -131,6 +137,24 @@ def give_driver_files(dev_root: Path, container: ContainerPreparation) -> None:
         container.search_paths.setdefault("PATH", []).append(nvidia_driver.BINARY_DIR)
 
 
+def give_daemon_sockets(dev_root: Path, container: ContainerPreparation) -> None:
+    """Bind, read-write at their own paths, the sockets of the driver's daemons (and the MPS
+    pipe directory) that the host has now: looked for per job, so that an MPS daemon started
+    after the agent serves the next job."""
+    root = nvidia_driver.host_root(dev_root)
+    container.socket_binds.extend(nvidia_driver.daemon_sockets(root, nvidia_driver.daemon_paths()))
+
+
+def _log_daemon_sockets(dev_root: Path) -> None:
+    """Say in the agent's log which daemons' sockets GPU jobs get, as of its start."""
+    root = nvidia_driver.host_root(dev_root)
+    found = [dst for _, dst in nvidia_driver.daemon_sockets(root, nvidia_driver.daemon_paths())]
+    log.info(
+        "NVIDIA driver: daemon sockets for GPU jobs: %s (looked for again at each job start)",
+        ", ".join(found) or "none yet",
+    )
+
+
 @hookimpl
 def fuzzball_job_prepare_container(
     devices: Sequence[Device], container: ContainerPreparation
@@ -149,6 +173,7 @@ def fuzzball_job_prepare_container(
             container.device_paths.extend(gpu.paths)
         container.env["NVIDIA_VISIBLE_DEVICES"] = ",".join(g.id for g in gpus)
         give_driver_files(dev_root, container)
+        give_daemon_sockets(dev_root, container)
     if channels:
         for channel in channels:
             container.device_paths.extend(channel.paths)

@@ -19,6 +19,15 @@ real library under its soname.
 The search runs once per agent (:func:`driver_files`, cached) since it reads the whole
 linker cache; a driver upgrade needs an agent restart, as it needs a reboot or a module
 reload anyway.
+
+The driver's daemons are reached through sockets, which libnvidia-container (``nvc_info.c``,
+``lookup_ipcs``) binds read-write at their own paths: the persistence daemon's
+(:data:`PERSISTENCED_SOCKET`), the fabric manager's (:data:`FABRICMANAGER_SOCKET`) and the
+MPS control daemon's pipe directory (``$CUDA_MPS_PIPE_DIRECTORY`` of the agent's
+environment, as libnvidia-container reads its own, else :data:`MPS_PIPE_DIR`). Which paths
+those are is settled once per agent (:func:`daemon_paths`); whether each is there is looked
+for per job (:func:`daemon_sockets`: a few ``lstat`` calls), since an MPS daemon is often
+started after the agent, and a daemon may stop or restart while it runs.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import functools
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -101,6 +111,14 @@ BINARIES = (
 
 #: where tools are looked for besides the agent's own ``PATH``
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+#: the host daemons' sockets, as libnvidia-container names them (``nvc_internal.h``)
+PERSISTENCED_SOCKET = "/var/run/nvidia-persistenced/socket"
+FABRICMANAGER_SOCKET = "/var/run/nvidia-fabricmanager/socket"
+#: the MPS control daemon's and servers' pipes and sockets, unless the environment names
+#: another directory in :data:`MPS_PIPE_DIRECTORY_ENV`
+MPS_PIPE_DIR = "/tmp/nvidia-mps"
+MPS_PIPE_DIRECTORY_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 
 LD_CACHE = "/etc/ld.so.cache"
 #: symlinks followed in one path before it is given up as a loop (the kernel's limit)
@@ -253,6 +271,54 @@ def _firmware(root: Path, version: str | None) -> list[tuple[str, str]]:
         real = resolve_in_root(root, f"{directory}/{name}")
         if real is not None and real.is_file():
             found.append((str(real), f"{directory}/{name}"))
+    return found
+
+
+@dataclass(frozen=True)
+class DaemonPath:
+    """Where one of the driver's daemons listens: a socket, or (MPS) a directory of them."""
+
+    path: str
+    directory: bool = False
+
+
+@functools.cache
+def daemon_paths() -> tuple[DaemonPath, ...]:
+    """The daemons' sockets and MPS pipe directory a GPU job is given where the host has
+    them, the pipe directory as the agent's environment names it (read once per agent; a
+    relative one is left out, said in the log)."""
+    mps = os.environ.get(MPS_PIPE_DIRECTORY_ENV) or MPS_PIPE_DIR
+    paths = [DaemonPath(PERSISTENCED_SOCKET), DaemonPath(FABRICMANAGER_SOCKET)]
+    if mps.startswith("/"):
+        paths.append(DaemonPath(os.path.normpath(mps), directory=True))
+    else:
+        log.warning(
+            "NVIDIA driver: %s=%r is not an absolute path; GPU jobs get no MPS pipe directory",
+            MPS_PIPE_DIRECTORY_ENV,
+            mps,
+        )
+    return tuple(paths)
+
+
+def daemon_sockets(root: Path, paths: Iterable[DaemonPath]) -> list[tuple[str, str]]:
+    """``(host path, container path)`` of each of ``paths`` there now under ``root``: a
+    socket where a socket is wanted, a directory for the MPS pipe directory. The directories
+    above it are resolved inside ``root`` (``/var/run`` is a link to ``/run``), but the last
+    component must itself be the socket or directory: a symlink there, which anyone can leave
+    in ``/tmp``, could otherwise hand every GPU job any directory of the host, writable."""
+    found = []
+    for wanted in paths:
+        where = PurePosixPath(wanted.path)
+        parent = resolve_in_root(root, str(where.parent))
+        if parent is None:
+            continue
+        host_path = parent / where.name
+        try:
+            mode = host_path.lstat().st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode) if wanted.directory else stat.S_ISSOCK(mode):
+            found.append((str(host_path), wanted.path))
     return found
 
 

@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 from support import fake_nvidia_driver
-from support.fake_nvidia_driver import VERSION, make_driver
+from support.fake_nvidia_driver import (
+    PERSISTENCED_SOCKET,
+    VERSION,
+    make_driver,
+    make_socket,
+    on_host,
+)
 
 from fuzzball_core.config import parse_config
 from fuzzball_core.hookspecs import ContainerPreparation
@@ -14,11 +20,15 @@ from fuzzball_plugins.devices import ld_cache, nvidia, nvidia_driver
 
 
 @pytest.fixture(autouse=True)
-def fresh_driver_search():
-    """Each test's driver is searched for anew (an agent searches once)."""
+def fresh_driver_search(monkeypatch):
+    """Each test's driver is searched for anew (an agent searches once), its MPS pipe
+    directory the default one."""
+    monkeypatch.delenv(nvidia_driver.MPS_PIPE_DIRECTORY_ENV, raising=False)
     nvidia_driver.driver_files.cache_clear()
+    nvidia_driver.daemon_paths.cache_clear()
     yield
     nvidia_driver.driver_files.cache_clear()
+    nvidia_driver.daemon_paths.cache_clear()
 
 
 def fake_dev(tmp_path: Path, gpus: int, channels: int = 0) -> Path:
@@ -279,3 +289,101 @@ def test_a_driver_file_that_cannot_be_read_is_a_warning_not_a_failed_plugin(tmp_
     assert [d.id for result in results for d in result if d.kind == "nvidia.com/gpu"] == ["0"]
     (warning,) = container.warnings
     assert "the driver's files could not be read ([Errno 13] Permission denied" in warning
+
+
+# -- the driver's daemons' sockets -------------------------------------------------------------
+
+
+def test_a_gpu_job_gets_the_persistence_daemons_socket_read_write_at_its_own_path(tmp_path):
+    container = prepare_gpu_job(make_driver(tmp_path))
+
+    assert container.socket_binds == [
+        (str(tmp_path / "run/nvidia-persistenced/socket"), PERSISTENCED_SOCKET)
+    ]
+    assert PERSISTENCED_SOCKET not in [dst for _, dst in container.binds]  # not read-only
+
+
+def test_the_fabric_managers_socket_is_bound_where_the_host_runs_one(tmp_path):
+    dev = make_driver(tmp_path, persistenced=False)
+    make_socket(on_host(tmp_path, nvidia_driver.FABRICMANAGER_SOCKET))
+
+    container = prepare_gpu_job(dev)
+
+    assert container.socket_binds == [
+        (str(tmp_path / "run/nvidia-fabricmanager/socket"), nvidia_driver.FABRICMANAGER_SOCKET)
+    ]
+
+
+def test_a_host_running_none_of_the_daemons_gives_no_sockets(tmp_path):
+    container = prepare_gpu_job(make_driver(tmp_path, persistenced=False))
+
+    assert container.socket_binds == []
+    assert container.warnings == []
+
+
+def test_an_mps_daemon_started_after_the_agent_is_found_at_the_next_job_start(tmp_path):
+    dev = make_driver(tmp_path)
+    PluginRegistry().hook.fuzzball_node_discover_devices(node_config={"dev-root": str(dev)})
+    before = prepare_gpu_job(dev)
+    pipes = tmp_path / "tmp/nvidia-mps"
+    make_socket(pipes / "control")
+
+    after = prepare_gpu_job(dev)
+
+    assert "/tmp/nvidia-mps" not in [dst for _, dst in before.socket_binds]
+    assert (str(pipes), "/tmp/nvidia-mps") in after.socket_binds
+
+
+def test_a_daemon_stopped_after_the_agent_started_is_not_bound(tmp_path):
+    dev = make_driver(tmp_path)
+    PluginRegistry().hook.fuzzball_node_discover_devices(node_config={"dev-root": str(dev)})
+    on_host(tmp_path, PERSISTENCED_SOCKET).unlink()
+
+    assert prepare_gpu_job(dev).socket_binds == []
+
+
+def test_the_mps_pipe_directory_is_the_one_the_agents_environment_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/var/lib/nvidia-mps/")
+    dev = make_driver(tmp_path, persistenced=False)
+    make_socket(tmp_path / "var/lib/nvidia-mps/control")
+    make_socket(tmp_path / "tmp/nvidia-mps/control")  # the default, not used
+
+    container = prepare_gpu_job(dev)
+
+    assert container.socket_binds == [(str(tmp_path / "var/lib/nvidia-mps"), "/var/lib/nvidia-mps")]
+
+
+def test_the_mps_pipe_directory_is_settled_once_per_agent(tmp_path, monkeypatch):
+    dev = make_driver(tmp_path, persistenced=False)
+    make_socket(tmp_path / "tmp/nvidia-mps/control")
+    PluginRegistry().hook.fuzzball_node_discover_devices(node_config={"dev-root": str(dev)})
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/elsewhere")
+
+    container = prepare_gpu_job(dev)
+
+    assert container.socket_binds == [(str(tmp_path / "tmp/nvidia-mps"), "/tmp/nvidia-mps")]
+
+
+def test_a_relative_mps_pipe_directory_is_left_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "nvidia-mps")
+    dev = make_driver(tmp_path, persistenced=False)
+    make_socket(tmp_path / "tmp/nvidia-mps/control")
+
+    assert prepare_gpu_job(dev).socket_binds == []
+
+
+def test_a_symlink_in_place_of_the_mps_pipe_directory_is_not_bound(tmp_path):
+    dev = make_driver(tmp_path, persistenced=False)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp/nvidia-mps").symlink_to(tmp_path / "etc")  # left by anyone, in /tmp
+
+    assert prepare_gpu_job(dev).socket_binds == []
+
+
+def test_a_plain_file_where_a_daemons_socket_belongs_is_not_bound(tmp_path):
+    dev = make_driver(tmp_path, persistenced=False)
+    socket_path = on_host(tmp_path, PERSISTENCED_SOCKET)
+    socket_path.parent.mkdir(parents=True)
+    socket_path.write_text("not a socket\n")
+
+    assert prepare_gpu_job(dev).socket_binds == []

@@ -1,6 +1,6 @@
-"""What the device plugins prepare reaches the job's container: their binds read-only,
-their directories on the container's search paths after the image's and the job's own, and
-their warnings to Orchestrate as the job's events."""
+"""What the device plugins prepare reaches the job's container: their binds read-only, their
+sockets read-write, their directories on the container's search paths after the image's and
+the job's own, and their warnings to Orchestrate as the job's events."""
 
 from __future__ import annotations
 
@@ -88,6 +88,15 @@ def test_a_device_plugins_binds_are_read_only(tmp_path, pool) -> None:
     spec = container_spec(services, {"image": IMAGE, "command": ["true"]})
 
     assert Bind(str(tmp_path), "/usr/local/nvidia/lib64/libcuda.so.1", readonly=True) in spec.binds
+
+
+def test_a_device_plugins_socket_binds_are_read_write(tmp_path, pool) -> None:
+    plugin = Plugin(socket_binds=[(str(tmp_path), "/var/run/nvidia-persistenced/socket")])
+    services = node_services(tmp_path, pool, plugin, DevicePool([], {}))
+
+    spec = container_spec(services, {"image": IMAGE, "command": ["true"]})
+
+    assert Bind(str(tmp_path), "/var/run/nvidia-persistenced/socket", readonly=False) in spec.binds
 
 
 def test_search_paths_come_after_the_jobs_own_entries_once_each(tmp_path, pool) -> None:

@@ -1,8 +1,10 @@
 """A fake NVIDIA driver laid out under a directory as the real one is under ``/``: GPU
 device nodes (plain files) in ``dev/``, the kernel module's ``proc/driver/nvidia/version``,
 versioned libraries with their soname links in ``usr/lib64/`` listed in an
-``etc/ld.so.cache`` written in glibc's format, ``nvidia-smi`` in ``usr/bin/`` and GSP
-firmware in ``lib/firmware/nvidia/<version>/``.
+``etc/ld.so.cache`` written in glibc's format, ``nvidia-smi`` in ``usr/bin/``, GSP
+firmware in ``lib/firmware/nvidia/<version>/`` and the persistence daemon's socket (a real
+unix socket, nobody listening unless a test does: :func:`listen`) under ``var/run``, a
+symlink to ``run`` as on most hosts.
 
 The NVIDIA device plugin reads such a directory as the host's root when its ``dev-root`` is
 the ``dev/`` inside it (``nvidia_driver.host_root``).
@@ -10,6 +12,8 @@ the ``dev/`` inside it (``nvidia_driver.host_root``).
 
 from __future__ import annotations
 
+import os
+import socket
 import struct
 from pathlib import Path
 
@@ -20,6 +24,40 @@ VERSION = "550.54.15"
 SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1")
 LIB_DIR = "usr/lib64"
 SMI_OUTPUT = "NVIDIA-SMI 550.54.15 (fake)"
+#: the persistence daemon's socket, as a job sees it (and, under the fake root, the host)
+PERSISTENCED_SOCKET = "/var/run/nvidia-persistenced/socket"
+
+
+def listen(path: Path) -> socket.socket:
+    """A unix stream socket listening at ``path`` (any file there replaced), bound through
+    its directory's descriptor so that a path longer than ``sun_path`` holds works."""
+    path.unlink(missing_ok=True)
+    directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(f"/proc/self/fd/{directory}/{path.name}")
+        server.listen()
+    except OSError:
+        server.close()
+        raise
+    finally:
+        os.close(directory)
+    return server
+
+
+def on_host(root: Path, path: str) -> Path:
+    """Where the fake host's ``path`` lies under its ``root``: its ``/var/run`` is ``/run``
+    (followed here, not through the link, whose target is absolute)."""
+    if path.startswith("/var/run/"):
+        path = path.removeprefix("/var")
+    return root / path.lstrip("/")
+
+
+def make_socket(path: Path) -> Path:
+    """A unix socket file at ``path`` that nothing listens on (as a stopped daemon's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    listen(path).close()
+    return path
 
 
 def write_ld_cache(path: Path, entries: list[tuple[str, str, int]]) -> None:
@@ -49,9 +87,11 @@ def make_driver(
     version: str = VERSION,
     libraries: bool = True,
     extra_entries: list[tuple[str, str, int]] | None = None,
+    persistenced: bool = True,
 ) -> Path:
     """Lay the fake driver out under ``root``; its ``dev`` directory (the plugin's
-    ``dev-root``). ``libraries=False`` leaves the driver's libraries out of the cache."""
+    ``dev-root``). ``libraries=False`` leaves the driver's libraries out of the cache;
+    ``persistenced=False`` the persistence daemon's socket out."""
     dev = root / "dev"
     dev.mkdir(parents=True, exist_ok=True)
     for name in ("nvidiactl", "nvidia-uvm", *(f"nvidia{i}" for i in range(gpus))):
@@ -81,4 +121,10 @@ def make_driver(
     firmware = root / "lib" / "firmware" / "nvidia" / version
     firmware.mkdir(parents=True, exist_ok=True)
     (firmware / "gsp_ga10x.bin").write_bytes(b"\x7fELF fake firmware")
+    (root / "run").mkdir(exist_ok=True)
+    (root / "var").mkdir(exist_ok=True)
+    if not (root / "var" / "run").is_symlink():
+        (root / "var" / "run").symlink_to("/run")  # absolute, as on the host
+    if persistenced:
+        make_socket(on_host(root, PERSISTENCED_SOCKET))
     return dev

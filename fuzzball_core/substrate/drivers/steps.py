@@ -158,9 +158,11 @@ def prepare_devices(
 
 
 def device_binds(preparation: ContainerPreparation) -> list[Bind]:
-    """The device plugins' binds, each read-only (the host's files, never a way to change
-    them)."""
-    return [Bind(src, dst, readonly=True) for src, dst in preparation.binds]
+    """The device plugins' binds: their files each read-only (the host's files, never a way
+    to change them), their daemons' sockets read-write (a client writes to them)."""
+    return [Bind(src, dst, readonly=True) for src, dst in preparation.binds] + [
+        Bind(src, dst) for src, dst in preparation.socket_binds
+    ]
 
 
 def with_search_paths(env: dict[str, str], search_paths: Mapping[str, list[str]]) -> None:
