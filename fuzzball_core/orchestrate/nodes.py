@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FailedPrecondition, NotFound
-from fuzzball_core.orchestrate import events, placement, runs, volume_removal
+from fuzzball_core.orchestrate import events, placement, runs, volume_removal, volumes
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.messages import Cancel, Shutdown
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
@@ -738,8 +738,12 @@ def find(session: Session, reference: str) -> Node:
 def add_hold(
     ctx: EngineContext, tx: Transaction, node_ref: str, hold: Hold, reason: str, placed_by: str
 ) -> int:
-    """Place a hold; ``evict`` also takes running work off. Return the hold's id."""
+    """Place a hold; ``evict`` also takes running work off. Return the hold's id. A
+    ``deprovision`` hold on a node holding node-local persistent volumes is refused naming
+    them (tearing the node down would lose their only copy)."""
     node = find(tx.session, node_ref)
+    if hold.effect is HoldEffect.DEPROVISION:
+        _refuse_if_holding_volumes(tx.session, node, "deprovision")
     row = NodeHold(
         node_id=node.id,
         effect=hold.effect.value,
@@ -840,7 +844,9 @@ def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> bool:
     held = tx.session.scalars(select(Node).where(Node.id.in_(held_ids), Node.status == READY))
     left = False
     for node in held:
-        if live_runs_on(tx.session, node.id):
+        # a node holding the only copy of a node-local volume stays up (the hold was placed
+        # before a job first used the volume there): deleting the volume lets it go
+        if live_runs_on(tx.session, node.id) or volumes.held_on(tx.session, node.id):
             left = True
             continue
         node.status = DEPROVISIONED
@@ -857,7 +863,8 @@ def deprovision_empty_nodes(ctx: EngineContext, tx: Transaction) -> bool:
 
 
 def remove(ctx: EngineContext, tx: Transaction, node_ref: str) -> None:
-    """Forget a node that is no longer up (offline or deprovisioned), with its holds."""
+    """Forget a node that is no longer up (offline or deprovisioned), with its holds;
+    refused while it holds node-local persistent volumes (naming them)."""
     node = find(tx.session, node_ref)
     if node.status == READY:
         raise FailedPrecondition(
@@ -866,6 +873,7 @@ def remove(ctx: EngineContext, tx: Transaction, node_ref: str) -> None:
         )
     if live_runs_on(tx.session, node.id):
         raise FailedPrecondition(f"node {node.name} still has work recorded on it")
+    _refuse_if_holding_volumes(tx.session, node, "remove")
     for hold in holds(tx.session, node.id):
         _drop_hold(tx, node, hold, "with the node's record")
     tx.session.flush()  # the holds go before the node row they point to
@@ -875,6 +883,12 @@ def remove(ctx: EngineContext, tx: Transaction, node_ref: str) -> None:
     tx.session.delete(node)
     ctx.node_names.pop(node.id, None)
     ctx.node_addresses.pop(node.id, None)
+
+
+def _refuse_if_holding_volumes(session: Session, node: Node, doing: str) -> None:
+    held = volumes.held_on(session, node.id)
+    if held:
+        raise FailedPrecondition(volumes.holding_refusal(session, node.name, held, doing))
 
 
 def hold_of(row: NodeHold) -> Hold:

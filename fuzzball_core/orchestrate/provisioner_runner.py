@@ -21,7 +21,7 @@ from sqlalchemy import select
 from fuzzball_core.config import ConfigError, FuzzballConfig
 from fuzzball_core.drivers import Provisioner
 from fuzzball_core.errors import FuzzballError
-from fuzzball_core.orchestrate import events, nodes
+from fuzzball_core.orchestrate import events, nodes, volumes
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.provisioning import Provisioning
 from fuzzball_core.orchestrate.provisioning_store import SqlInstanceStore
@@ -137,8 +137,9 @@ class ProvisionerRunner:
         ]
 
     def node_states(self) -> tuple[dict[str, float | None], list[str]]:
-        """Each live provisioned node's empty-since time (None: busy), and the provisioned
-        nodes a deprovision hold has emptied whose instances are not yet deleted."""
+        """Each live provisioned node's empty-since time (None: busy, running work or holding
+        node-local persistent volumes), and the provisioned nodes a deprovision hold has
+        emptied whose instances are not yet deleted."""
         live = {
             r.name
             for r in self.provisioning.records([InstanceState.CREATED, InstanceState.CREATING])
@@ -150,7 +151,8 @@ class ProvisionerRunner:
             for node in session.scalars(select(Node).where(Node.name.in_(live))):
                 if node.status == NodeStatus.DEPROVISIONED:
                     torn_down.append(node.name)
-                elif nodes.live_runs_on(session, node.id):
+                elif nodes.live_runs_on(session, node.id) or volumes.held_on(session, node.id):
+                    # the only copy of a node-local volume lives there: never idle
                     self.empty_since.pop(node.name, None)
                     idle[node.name] = None
                 else:

@@ -231,7 +231,12 @@ def _store_rest(tx: Transaction, submitted: Submission, workflow_id: str) -> Non
     # persistent volumes are made on first use (or the submission refused naming them)
     if parsed.model.volumes:  # resolving none would still read the owner's account and user
         workflow = tx.session.get_one(Workflow, workflow_id)  # the one read: it declares some
-        workflow_volumes.resolve_at_submission(tx.session, workflow, parsed.model.volumes, tx.now)
+        resolved = workflow_volumes.resolve_at_submission(
+            tx.session, workflow, parsed.model.volumes, tx.now
+        )
+        workflow_volumes.refuse_multinode_on_one_node(
+            {"jobs": parsed.model.jobs, "services": parsed.model.services}, resolved
+        )
     events.record(
         tx, EventKind.WORKFLOW_STARTED, f"workflow {name} started", workflow_id=workflow_id
     )

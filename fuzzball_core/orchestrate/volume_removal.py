@@ -6,8 +6,9 @@ becomes :data:`DELETING` and a ``RemoveVolume`` goes to the node that holds the 
 holding node of a node-local volume, any READY node for a driver whose tree every node
 sees. The node calls its storage driver's ``remove`` and answers ``VolumeRemoved``; the row
 is then :data:`DELETED`. A node that is offline is told again when it reconnects (its Hello),
-until it answers. A volume that a live run mounts is never deleted: the delete is refused
-naming the workflow.
+until it answers. A volume that a workflow not yet ended declares is never deleted: the
+delete is refused naming the workflow (a later stage would get a new, empty volume of the
+same name). A lost volume (its node gone) is DELETED at once: no node holds its data.
 """
 
 from __future__ import annotations
@@ -15,23 +16,23 @@ from __future__ import annotations
 import json
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from fuzzball_core.errors import FailedPrecondition, FuzzballError
 from fuzzball_core.orchestrate import volumes, workflow_volumes
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.messages import RemoveVolume
-from fuzzball_core.orchestrate.states import LIVE_RUN, READY
+from fuzzball_core.orchestrate.states import READY
 from fuzzball_core.orchestrate.transaction import Transaction
 from fuzzball_core.store.models import (
+    Account,
     Node,
-    Run,
-    Stage,
     StorageClass,
     StorageDriverRow,
     Volume,
     Workflow,
 )
+from fuzzball_core.vocabulary import TERMINAL_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -41,29 +42,30 @@ DELETING = "VOLUME_STATUS_DELETING"
 DELETED = "VOLUME_STATUS_DELETED"
 
 
-def mounted_by(ctx: EngineContext, tx: Transaction, volume_id: str) -> list[str]:
-    """The names of the workflows whose live runs mount volume ``volume_id``."""
-    live = tx.session.execute(
-        select(Workflow, Stage.name)
-        .join(Run, Run.workflow_id == Workflow.id)
-        .join(Stage, Stage.id == Run.stage_id)
-        .where(Run.status.in_(LIVE_RUN))
-    ).all()
+def declared_by(ctx: EngineContext, tx: Transaction, row: Volume) -> list[str]:
+    """The names of the workflows not yet ended that declare volume ``row``: a later stage
+    of one may mount it, and deleting it in between would hand that stage a new, empty
+    volume of the same name (references resolve by name)."""
+    # an account of no organization owns its volumes under the organization id ""
+    same_organization = (
+        Account.organization_id == row.organization_id
+        if row.organization_id
+        else or_(Account.organization_id.is_(None), Account.organization_id == "")
+    )
+    unended = tx.session.scalars(
+        select(Workflow)
+        .join(Account, Account.id == Workflow.account_id)
+        .where(Workflow.status.not_in(TERMINAL_STATUSES), same_organization)
+        .order_by(Workflow.created_at, Workflow.id)
+    )
     found: list[str] = []
-    for workflow, stage_name in live:
-        if workflow.name in found:
+    for workflow in unended:
+        declared = ctx.plans.entry(workflow).parsed.model.volumes or {}
+        references = [v.storage_reference for v in declared.values() if v.storage_reference]
+        if not references:
             continue
-        definition = ctx.plans.run_definition(workflow, stage_name)
-        if not workflow_volumes.mounted(definition):
-            continue
-        declared = ctx.plans.entry(workflow).parsed.model.volumes
-        try:
-            resolved = workflow_volumes.resolved_for(
-                tx.session, workflow, definition, declared, tx.now
-            )
-        except FuzzballError:
-            continue  # its volumes cannot be resolved any more: this one is not among them
-        if any(r.volume_id == volume_id for r in resolved.values()):
+        owner = volumes.VolumeOwner.of_workflow(tx.session, workflow)
+        if any(volumes.refers_to(tx.session, owner, text, row) for text in references):
             found.append(workflow.name)
     return found
 
@@ -71,23 +73,26 @@ def mounted_by(ctx: EngineContext, tx: Transaction, volume_id: str) -> list[str]
 def delete(
     ctx: EngineContext, tx: Transaction, owner: volumes.VolumeOwner, volume_id: str
 ) -> dict[str, object]:
-    """Delete the owner's volume (FailedPrecondition naming the workflows that mount it
-    now); its data is kept when its class retains on delete, else removed from its node.
-    Answers ``{"retained": bool, "status": ...}``."""
+    """Delete the owner's volume (FailedPrecondition naming the workflows not yet ended that
+    declare it); its data is kept when its class retains on delete, else removed from its
+    node. Answers ``{"retained": bool, "status": ...}``."""
     row = volumes.find(tx.session, owner, volume_id)
-    users = mounted_by(ctx, tx, row.id)
+    users = declared_by(ctx, tx, row)
     if users:
         raise FailedPrecondition(
-            f"volume {volumes.reference_of(tx.session, row)} is mounted by running workflow "
-            f"{', '.join(repr(name) for name in users)}: delete it when they end"
+            f"volume {volumes.reference_of(tx.session, row)} is declared by workflow(s) not "
+            f"yet ended: {', '.join(repr(name) for name in users)}; delete it when they end "
+            "(or stop them)"
         )
+    lost = row.status == volumes.LOST
     retained = volumes.delete(tx.session, owner, volume_id, tx.now)
-    if retained:
+    if retained and not lost:
         return {"retained": True, "status": row.status}
     row.status = DELETING
-    targets = _targets(tx, row)
+    targets = None if lost else _targets(tx, row)
     if targets is None:
-        row.status = DELETED  # a node-local volume no job ever used: no node holds data
+        # a node-local volume no job ever used, or whose node is gone: no node holds data
+        row.status = DELETED
     else:
         _send(tx, row, targets)
     return {"retained": False, "status": row.status}

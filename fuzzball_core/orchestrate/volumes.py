@@ -33,6 +33,7 @@ from fuzzball_core.orchestrate import storage_catalog as catalog
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import (
     Account,
+    Node,
     StorageClass,
     StorageDriverRow,
     User,
@@ -44,6 +45,9 @@ from fuzzball_core.vocabulary import AccountKind
 ENABLED = "VOLUME_STATUS_ENABLED"
 DISABLED = "VOLUME_STATUS_DISABLED"
 STATUSES = (ENABLED, DISABLED)
+#: a node-local volume whose holding node is gone, and its data with it: mounting it is
+#: refused naming the node (deleting it frees its name)
+LOST = "VOLUME_STATUS_LOST"
 
 #: the name a nameless persistent reference (``volume://user/persistent``) resolves to
 DEFAULT_NAME = "default"
@@ -292,6 +296,11 @@ def resolve(
                 f"{storage_class.name!r} is restricted (create it with fuzzball volume create)"
             )
         row = _new_volume(session, owner, reference, storage_class, name, now)
+    if driver.node_local and _holder_gone(session, row, now):
+        raise FailedPrecondition(
+            f"{where}: volume {reference.text(name)} lived on node {row.node_id}, which is "
+            "gone: its data is lost (delete the volume to use its name again)"
+        )
     if row.status != ENABLED:
         raise FailedPrecondition(f"{where}: volume {reference.text(name)} is disabled")
     row.access_time = now
@@ -312,6 +321,57 @@ def resolve(
         node_local=driver.node_local,
         node_id=row.node_id,
         warnings=warnings,
+    )
+
+
+def _holder_gone(session: Session, row: Volume, now: float) -> bool:
+    """Whether node-local volume ``row`` is lost: marked so, or its holding node's record
+    is gone (marked :data:`LOST` now, so reads show it)."""
+    if row.status == LOST:
+        return True
+    if row.node_id is None or session.get(Node, row.node_id) is not None:
+        return False
+    row.status = LOST
+    row.updated_at = now
+    return True
+
+
+def refers_to(session: Session, owner: VolumeOwner, text: str, row: Volume) -> bool:
+    """Whether reference ``text``, read for ``owner``, names persistent volume ``row``
+    (read only: unlike :func:`resolve`, nothing is created)."""
+    try:
+        reference = Reference.parse(text)
+    except InvalidArgument:
+        return False
+    storage_class = session.get(StorageClass, row.class_id)
+    return (
+        storage_class is not None
+        and reference.storage_class == storage_class.name
+        and reference.scope == row.scope
+        and (reference.name or DEFAULT_NAME) == row.name
+        and owner.organization_id == row.organization_id
+        and owner.owner_id(reference.scope) == row.owner_id
+    )
+
+
+def held_on(session: Session, node_id: str) -> list[Volume]:
+    """The node-local volumes whose only copy node ``node_id`` holds: not deleted, not lost
+    (a class retaining deleted volumes keeps their data beyond the API's reach, not counted)."""
+    return list(
+        session.scalars(
+            select(Volume)
+            .where(Volume.node_id == node_id, Volume.deleted_at.is_(None), Volume.status != LOST)
+            .order_by(Volume.created_at, Volume.id)
+        )
+    )
+
+
+def holding_refusal(session: Session, node_name: str, held: Sequence[Volume], doing: str) -> str:
+    """Why ``doing`` to node ``node_name`` is refused: it holds the only copy of ``held``."""
+    names = ", ".join(f"{reference_of(session, row)} ({row.id})" for row in held)
+    return (
+        f"cannot {doing} node {node_name}: it holds node-local persistent volume(s) {names}, "
+        "whose data would be lost; delete them first (fuzzball volume delete)"
     )
 
 

@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.drivers import StorageDriver
+from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import volumes
 from fuzzball_core.orchestrate.volumes import ResolvedVolume, VolumeOwner
 from fuzzball_core.plugins import get_registry
@@ -71,11 +72,38 @@ def _resolve_all(
 
 def resolve_at_submission(
     session: Session, workflow: Workflow, declared: Mapping[str, Volume] | None, now: float
-) -> None:
+) -> dict[str, ResolvedVolume]:
     """Resolve every volume of a workflow being stored (creating persistent ones on first
-    use); raises what :func:`~fuzzball_core.orchestrate.volumes.resolve` refuses."""
+    use); raises what :func:`~fuzzball_core.orchestrate.volumes.resolve` refuses. Returns
+    them by name."""
     owner = VolumeOwner.of_workflow(session, workflow)
-    _resolve_all(session, owner, declared, None, workflow.id, now)
+    return _resolve_all(session, owner, declared, None, workflow.id, now)
+
+
+def refuse_multinode_on_one_node(
+    steps: Mapping[str, Mapping[str, Job] | Mapping[str, Service] | None],
+    resolved: Mapping[str, ResolvedVolume],
+) -> None:
+    """InvalidArgument naming the mount of the first multinode step (``steps``: the
+    workflow's ``jobs`` and ``services``) that mounts a node-local persistent volume: the
+    volume lives on one node, so every other node's ranks would write to a copy of their
+    own that is never seen again."""
+    for field, named in steps.items():
+        for name, step in sorted((named or {}).items()):
+            if step.multinode is None or step.multinode.nodes <= 1:
+                continue
+            for path, mount in sorted((step.mounts or {}).items()):
+                volume = resolved.get(mount.volume)
+                if volume is None or not volume.node_local:
+                    continue
+                raise InvalidArgument(
+                    f"{field}.{name}.mounts.{path}: volume {mount.volume} "
+                    f"({volume.reference}) is node-local (storage class "
+                    f"{volume.location.storage_class!r}, driver {volume.location.driver!r}) "
+                    f"and the job runs on {step.multinode.nodes} nodes: only the first "
+                    "node's writes would be kept; use a class whose volumes every node "
+                    "shares, or one node"
+                )
 
 
 def mounted(job: Job | Service | object) -> set[str]:

@@ -153,7 +153,7 @@ def test_a_class_that_retains_on_delete_keeps_the_data(cluster, tmp_path) -> Non
     assert blob.stat().st_size == WRITTEN
 
 
-def test_a_volume_a_running_job_mounts_cannot_be_deleted(cluster, tmp_path) -> None:
+def test_a_volume_a_running_workflow_declares_cannot_be_deleted(cluster, tmp_path) -> None:
     root = tmp_path / "shared"
     storage_class = _add_class(cluster, root, retain=False)
     workflow_id = cluster.orchestrate.start_workflow(
@@ -165,7 +165,7 @@ def test_a_volume_a_running_job_mounts_cannot_be_deleted(cluster, tmp_path) -> N
         assert time.monotonic() < deadline, "the job never started"
         time.sleep(0.1)
 
-    with pytest.raises(FailedPrecondition, match="running workflow 'holder'"):
+    with pytest.raises(FailedPrecondition, match="not yet ended: 'holder'"):
         _delete(cluster, workflow_id, _volume(cluster)["id"])
 
     (started,) = root.glob("*/*/started")

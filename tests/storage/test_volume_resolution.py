@@ -10,6 +10,7 @@ from fuzzball_core.errors import FailedPrecondition, InvalidArgument
 from fuzzball_core.orchestrate import storage_catalog as catalog
 from fuzzball_core.orchestrate import volumes
 from fuzzball_core.orchestrate.volumes import VolumeOwner
+from fuzzball_core.store.models import Node
 
 ALICE = VolumeOwner("org-acme", "acct-alice", "user-alice", "alice@acme.test")
 BOB = VolumeOwner("org-acme", "acct-bob", "user-bob", "bob@acme.test")
@@ -77,8 +78,32 @@ def test_the_default_persistent_class_is_node_local(session: Session) -> None:
     resolved = resolve(session, ALICE, "volume://user/persistent/results")
     assert resolved.node_local and resolved.node_id is None
     assert resolved.volume_id is not None
+    session.add(
+        Node(
+            id="node-7",
+            name="n7",
+            status="READY",
+            cores=1,
+            memory=1,
+            registered_at=100.0,
+            last_seen=100.0,
+            lease_expires_at=200.0,
+        )
+    )
     volumes.record_node(session, resolved.volume_id, "node-7", 101.0)
     assert resolve(session, ALICE, "volume://user/persistent/results").node_id == "node-7"
+
+
+def test_a_node_local_volume_whose_node_record_is_gone_is_lost_naming_it(
+    session: Session,
+) -> None:
+    resolved = resolve(session, ALICE, "volume://user/persistent/results")
+    assert resolved.volume_id is not None
+    volumes.record_node(session, resolved.volume_id, "node-gone", 101.0)
+    with pytest.raises(FailedPrecondition, match="lived on node node-gone, which is gone"):
+        resolve(session, ALICE, "volume://user/persistent/results")
+    (row,) = volumes.listed(session, ALICE)
+    assert row.status == volumes.LOST
 
 
 def test_an_unknown_class_is_refused_naming_it(session: Session) -> None:
