@@ -116,10 +116,10 @@ class ProvisionerRunner:
         if not self.provisioning.definitions and not self.provisioning.instances:
             return  # idle: nothing to scale, nothing to sweep (until central definitions)
         waiting = self.waiting()
-        idle, torn_down = self.node_states()
+        idle, holding, torn_down = self.node_states()
         if waiting:
             await asyncio.to_thread(self.provisioning.scale_up, waiting)
-        await asyncio.to_thread(self.provisioning.sweep, idle)
+        await asyncio.to_thread(self.provisioning.sweep, idle, holding)
         await asyncio.to_thread(self.provisioning.reconcile)
         for name in torn_down:
             await asyncio.to_thread(self.provisioning.torn_down, name)
@@ -136,28 +136,33 @@ class ProvisionerRunner:
             if pending.request.id in unplaced
         ]
 
-    def node_states(self) -> tuple[dict[str, float | None], list[str]]:
+    def node_states(self) -> tuple[dict[str, float | None], set[str], list[str]]:
         """Each live provisioned node's empty-since time (None: busy, running work or holding
-        node-local persistent volumes), and the provisioned nodes a deprovision hold has
-        emptied whose instances are not yet deleted."""
+        node-local persistent volumes), the nodes holding such volumes (kept past their ttl
+        too), and the provisioned nodes a deprovision hold has emptied whose instances are
+        not yet deleted."""
         live = {
             r.name
             for r in self.provisioning.records([InstanceState.CREATED, InstanceState.CREATING])
         }
         now = time.time()
         idle: dict[str, float | None] = {}
+        holding: set[str] = set()
         torn_down = []
         with self.engine.sessions() as session:
             for node in session.scalars(select(Node).where(Node.name.in_(live))):
                 if node.status == NodeStatus.DEPROVISIONED:
                     torn_down.append(node.name)
-                elif nodes.live_runs_on(session, node.id) or volumes.held_on(session, node.id):
+                    continue
+                if volumes.held_on(session, node.id):
                     # the only copy of a node-local volume lives there: never idle
+                    holding.add(node.name)
+                if node.name in holding or nodes.live_runs_on(session, node.id):
                     self.empty_since.pop(node.name, None)
                     idle[node.name] = None
                 else:
                     idle[node.name] = self.empty_since.setdefault(node.name, now)
-        return idle, torn_down
+        return idle, holding, torn_down
 
     def flush_events(self) -> None:
         """Write the loop's reports as node events (the node's own once it registered)."""

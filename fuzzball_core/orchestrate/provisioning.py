@@ -45,7 +45,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
@@ -636,12 +636,14 @@ class Provisioning:
 
     # -- scale down ------------------------------------------------------------------------
 
-    def sweep(self, idle_since: Mapping[str, float | None]) -> None:
+    def sweep(self, idle_since: Mapping[str, float | None], holding: Collection[str] = ()) -> None:
         """Delete what should go: instances that never registered, past their deadline and
         grace; registered ones idle past the definition's timeout or past their ttl (through
         a deprovision hold when a hold placer is set). ``idle_since`` maps each provisioned
-        node's name to when it became empty (None: busy). Decided under the lock; the
-        driver's deletes are made without it."""
+        node's name to when it became empty (None: busy). ``holding`` names the nodes
+        holding the only copy of node-local persistent volumes: kept past their ttl too
+        (they go once their volumes are deleted). Decided under the lock; the driver's
+        deletes are made without it."""
         now = self.clock()
         deadline = self.config.registration_deadline + self.config.unregistered_grace
         doomed: list[InstanceRecord] = []
@@ -667,6 +669,8 @@ class Provisioning:
                     record.state is InstanceState.CREATED
                     and record.deprovision_requested_at is None
                 ):
+                    if record.name in holding:
+                        continue  # its volumes' data would go with it
                     why = self._why_down(record, idle_since.get(record.name), now)
                     if why is not None and self._deprovision(record, why):
                         doomed.append(record)

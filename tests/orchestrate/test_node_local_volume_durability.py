@@ -132,9 +132,10 @@ def test_the_provisioning_loop_never_counts_a_node_holding_a_volume_idle(harness
     )
     runner = ProvisionerRunner(harness.engine, provisioning)  # type: ignore[arg-type]
     harness.engine.context.provisioning = None
-    idle, torn_down = runner.node_states()
+    idle, holding, torn_down = runner.node_states()
     assert idle["n1"] is None  # busy: the volume's only copy is there
     assert idle["n2"] is not None
+    assert holding == {"n1"}
     assert torn_down == []
 
 

@@ -113,6 +113,18 @@ def test_a_node_past_its_ttl_is_deleted_even_when_busy() -> None:
     assert driver.deleted == ["i-1"]
 
 
+def test_a_node_holding_node_local_volumes_outlives_its_ttl_until_they_are_gone() -> None:
+    clock, driver = Clock(), ScriptedProvisioner()
+    provisioning = loop(clock, driver, ttl=120)
+    provisioning.scale_up([job(1)])
+    name = boot(provisioning, driver)
+    clock.now += 120
+    provisioning.sweep({name: None}, holding={name})
+    assert driver.deleted == []
+    provisioning.sweep({name: clock.now})  # its volumes were deleted
+    assert driver.deleted == ["i-1"]
+
+
 def test_a_deleted_instance_name_is_never_reused() -> None:
     clock, driver = Clock(), ScriptedProvisioner()
     provisioning = loop(clock, driver, **{"idle-timeout": 1})
