@@ -290,7 +290,8 @@ def deprovision(
 
     No new work is placed on the node; running work finishes first unless --evict or --force
     takes it off. Without --force the command waits, printing progress, until every node is
-    torn down (status DEPROVISIONED).
+    torn down (status DEPROVISIONED). A node holding node-local persistent volumes is refused
+    (naming them; delete them first): the others still go, and the command then fails.
     """
     if all_nodes and node_ids:
         raise click.UsageError("give NODE names or --all, not both")
@@ -303,11 +304,18 @@ def deprovision(
     else:
         raise click.UsageError("give at least one NODE, or --all")
     targets = []
+    refused: list[str] = []
     for node_id, status in zip(node_ids, statuses, strict=True):
         if status == DEPROVISIONED:
             click.echo(f'Node "{node_id}" is already deprovisioned.')
             continue
-        state.api.add_hold(node_id, "deprovision", reason)
+        try:
+            state.api.add_hold(node_id, "deprovision", reason)
+        except FailedPrecondition as exc:
+            # a node holding node-local volumes' only copy: the others still go
+            click.echo(f'Node "{node_id}" is not deprovisioned: {exc.message}', err=True)
+            refused.append(exc.message)
+            continue
         if force or evict_first:
             state.api.add_hold(node_id, "evict", reason)
         if force:
@@ -318,6 +326,8 @@ def deprovision(
         targets.append(node_id)
     if not force:
         wait_until_deprovisioned(state.api, targets)
+    if refused:
+        raise FailedPrecondition("; ".join(refused))
 
 
 def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> None:
@@ -361,7 +371,8 @@ def wait_until_deprovisioned(api: FuzzballClient, node_ids: Sequence[str]) -> No
 @click.argument("node_ids", metavar="NODE...", nargs=-1, required=True)
 @click.pass_obj
 def remove(state: CliState, node_ids: tuple[str, ...]) -> None:
-    """Clear the record of each offline or deprovisioned NODE, releasing its holds."""
+    """Clear the record of each offline or deprovisioned NODE, releasing its holds (refused
+    for a node holding node-local persistent volumes, naming them)."""
     nodes = _look_up(state.api, node_ids)
     up = [
         node_id

@@ -6,15 +6,20 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 
 import pytest
 import yaml
+from sqlalchemy import select
 from support.live_api import HELLO
 from support.sql_stack import ADMIN
 
 from fuzzball_core.cli import node_cmd
 from fuzzball_core.errors import FailedPrecondition, NotFound, PermissionDenied
+from fuzzball_core.orchestrate import storage_catalog as catalog
+from fuzzball_core.orchestrate import volumes
 from fuzzball_core.service.views import FAILED, FINISHED, STARTED
+from fuzzball_core.store.models import StorageClass, Volume
 
 GIB = 1024**3
 #: HELLO, declaring that losing its node may run it again.
@@ -213,6 +218,43 @@ def test_deprovision_all_tears_down_every_empty_node(admin):
         assert admin.service.get_node(ADMIN, node).status == "DEPROVISIONED"
 
 
+def give_volume(cli, node: str) -> None:
+    """A node-local persistent volume whose only copy ``node`` holds."""
+    node_id = cli.service.get_node(ADMIN, node).id
+    with cli.service.engine.sessions() as session:
+        catalog.ensure_defaults(session, 0.0)
+        persistent = session.scalars(
+            select(StorageClass.id).where(StorageClass.name == catalog.PERSISTENT_CLASS)
+        ).one()
+        session.add(
+            Volume(
+                id=str(uuid.uuid4()),
+                organization_id="",
+                class_id=persistent,
+                scope="user",
+                owner_id="someone",
+                account_id="someone",
+                name="results",
+                status=volumes.ENABLED,
+                node_id=node_id,
+                created_at=0.0,
+                updated_at=0.0,
+            )
+        )
+        session.commit()
+
+
+def test_deprovision_all_leaves_a_node_holding_a_volume_and_fails_naming_it(admin):
+    admin.service.add_node("node-2", 8, 16 * GIB)
+    give_volume(admin, "node-1")
+    result = admin("node", "deprovision", "--all")
+    assert isinstance(result.exception, FailedPrecondition)
+    assert "volume://user/persistent/results" in str(result.exception)
+    assert 'Node "node-2" is empty and was torn down.' in result.output
+    assert admin.service.get_node(ADMIN, "node-1").status == "READY"
+    assert holds_of(admin, "node-1") == []
+
+
 def test_deprovision_needs_nodes_or_all_but_not_both(admin):
     assert "--all" in admin("node", "deprovision").output
     assert "not both" in admin("node", "deprovision", "node-1", "--all").output
@@ -227,6 +269,16 @@ def test_remove_refuses_a_node_that_is_up(admin):
     assert isinstance(result.exception, FailedPrecondition)
     assert "node-1 is still up" in str(result.exception)
     assert admin.service.get_node(ADMIN, "node-1").status == "READY"
+
+
+def test_remove_refuses_an_offline_node_holding_a_volume_naming_it(admin):
+    admin.service.add_node("old", 2, GIB, lease_seconds=0.1)
+    admin.service.wait_for_node_status("old", "OFFLINE")
+    give_volume(admin, "old")
+    result = admin("node", "remove", "old")
+    assert isinstance(result.exception, FailedPrecondition)
+    assert "remove node old: it holds node-local persistent volume(s)" in str(result.exception)
+    assert sorted(n.name for n in admin.service.list_nodes(ADMIN)) == ["node-1", "old"]
 
 
 def test_remove_clears_an_offline_node_and_its_holds(admin):
