@@ -6,8 +6,10 @@ job of the workflow starts there; later jobs of the workflow on that node find t
 workflow's marker and start at once, and jobs starting together wait for one fetch.
 Sources are HTTP(S) URLs and ``s3://BUCKET/KEY`` objects (:mod:`.s3_transfer`; Orchestrate
 refuses others at submission).
-Each download streams into a temporary file beside its destination and is renamed into
-place, so a job never sees half a file. A transfer whose ``policy.retry.attempts`` is N is
+Each download streams into a temporary file of its own beside its destination and is renamed
+into place, so a job never sees half a file, and two fetches into one destination (two
+workflows filling one persistent volume, two nodes filling a shared one) never write into one
+file: the destination ends as one of them whole. A transfer whose ``policy.retry.attempts`` is N is
 tried again up to N times (``retries`` in the transfer) before the run fails naming it.
 Destinations are resolved inside the volume's directory, symlinks included, so no
 destination writes outside it.
@@ -202,7 +204,7 @@ def _fetch(
     started = time.monotonic()
     done = 0
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
+    partial = s3_transfer.temporary_beside(target)
     timeout = httpx.Timeout(READ_TIMEOUT, connect=15.0)
     try:
         # httpx drops Authorization on a redirect to another origin: the credentials go to

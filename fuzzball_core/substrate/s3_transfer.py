@@ -12,6 +12,8 @@ returns the bytes moved and the time it took.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import shutil
 import threading
 import time
@@ -165,7 +167,7 @@ def download(
         raise Unavailable(
             f"{field}: {location} is {size} bytes but the volume has {free} bytes free"
         )
-    partial = target.with_name(f".{target.name}.partial")
+    partial = temporary_beside(target)
     meter = _Meter(f"{field}: fetching {location}", size, progress)
     try:
         client.download_file(
@@ -181,6 +183,21 @@ def download(
     report = TransferReport(size, time.monotonic() - started)
     log.info("%s: fetched %s, %d bytes in %.1fs", field, location, report.bytes, report.seconds)
     return report
+
+
+def temporary_beside(target: Path) -> Path:
+    """A new empty file of this fetch's own beside ``target`` (``.NAME.RANDOM.partial``: its
+    directory, so renaming it into place is atomic), made as opening ``target`` would make it
+    (mode 0666 less the umask). Two fetches into one destination (two workflows filling one
+    persistent volume, two nodes filling a shared one) each write their own file, and the
+    destination is always one of them whole."""
+    while True:
+        partial = target.with_name(f".{target.name[:200]}.{secrets.token_hex(6)}.partial")
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return partial
 
 
 def upload(

@@ -10,11 +10,13 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.s3_stand_in import REGION, S3StandIn
 
 from fuzzball_core.errors import Unavailable
+from fuzzball_core.substrate import s3_transfer
 from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.s3_transfer import S3Credentials
 from fuzzball_core.substrate.volumes import WorkflowVolumes
@@ -94,3 +96,33 @@ def test_an_object_larger_than_the_volumes_free_space_is_refused_before_it_is_fe
         assert not list(small.rglob("*.partial"))
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+class _OneObjectBucket:
+    """An S3 client serving ``body`` for every key, noting where each download wrote."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.written: list[Path] = []
+
+    def head_object(self, **_: Any) -> dict[str, int]:
+        return {"ContentLength": len(self.body)}
+
+    def download_file(self, _bucket: str, _key: str, filename: str, **_: Any) -> None:
+        self.written.append(Path(filename))
+        Path(filename).write_bytes(self.body)
+
+
+def test_two_s3_fetches_into_one_destination_each_write_a_temporary_file_of_their_own(
+    tmp_path, monkeypatch
+) -> None:
+    bucket = _OneObjectBucket(b"units lj\n")
+    monkeypatch.setattr(S3Credentials, "client", lambda _self: bucket)
+    target = tmp_path / "in.bin"
+    for _ in range(2):
+        s3_transfer.download(f"s3://{BUCKET}/in.bin", target, S3Credentials(), field="f")
+    first, second = bucket.written
+    assert first != second
+    assert first.parent == second.parent == tmp_path
+    assert target.read_bytes() == b"units lj\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["in.bin"]
