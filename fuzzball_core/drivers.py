@@ -751,7 +751,8 @@ class StorageDriver(ABC):
 
     @abstractmethod
     def remove(self, location: VolumeLocation, *, work_dir: Path) -> None:
-        """Delete ``location``'s data on this node (nothing when it is not here)."""
+        """Delete ``location``'s data on this node (nothing when it is not here); an error
+        naming the path and the reason when it could not be deleted."""
 
 
 #: the entry-point group of the image backends, each named by the URI scheme it serves

@@ -4,13 +4,17 @@ and per volume. Its storage class names the tree with the parameter ``root``."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
 from fuzzball_core.drivers import StorageDriver, VolumeLocation
 from fuzzball_core.errors import InvalidArgument
-from fuzzball_plugins.storage.layout import contained, make_directory, relative_path
+from fuzzball_plugins.storage.layout import (
+    contained,
+    make_directory,
+    relative_path,
+    remove_tree,
+)
 
 ROOT_PARAMETER = "root"
 
@@ -48,4 +52,4 @@ class HostPathDriver(StorageDriver):
         """Delete the volume's directory from the shared tree."""
         root = self._root(location)
         path = contained(root, root / relative_path(location))
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)

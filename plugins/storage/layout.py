@@ -8,11 +8,14 @@ outside its driver's tree however its ids read.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
 from fuzzball_core.drivers import VolumeLocation
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import InvalidArgument, Unavailable
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
@@ -72,3 +75,20 @@ def contained(root: Path, path: Path) -> Path:
     if resolved != resolved_root and resolved_root not in resolved.parents:
         raise InvalidArgument(f"volume path {path} leads outside {root}")
     return path
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the volume directory ``path`` and all it holds (nothing when it is not there).
+    Deletes what it can; Unavailable naming the path and the first reason when the directory
+    is still there afterwards, so that a failed delete is never reported as done."""
+    failures: list[OSError] = []
+
+    def note(_function: Any, _path: str, error: Any) -> None:
+        failure = error[1] if isinstance(error, tuple) else error
+        if not isinstance(failure, FileNotFoundError):
+            failures.append(failure)
+
+    shutil.rmtree(path, onerror=note)  # onexc from Python 3.12; onerror still works there
+    if os.path.lexists(path):
+        reason = failures[0] if failures else "it is still there"
+        raise Unavailable(f"volume directory {path}: could not be deleted: {reason}")

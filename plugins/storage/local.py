@@ -5,12 +5,16 @@ is its own filesystem of that size (:mod:`.quota`), so jobs cannot write past it
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from fuzzball_core.drivers import StorageDriver, VolumeLocation
 from fuzzball_plugins.storage import quota
-from fuzzball_plugins.storage.layout import contained, make_directory, relative_path
+from fuzzball_plugins.storage.layout import (
+    contained,
+    make_directory,
+    relative_path,
+    remove_tree,
+)
 
 #: the node-local volumes' tree under the work directory
 LOCAL_ROOT = "volumes"
@@ -37,4 +41,4 @@ class LocalDriver(StorageDriver):
         root = work_dir / LOCAL_ROOT
         path = contained(root, root / relative_path(location))
         quota.release(path)
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)

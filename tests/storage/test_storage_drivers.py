@@ -3,6 +3,7 @@ and that no location reaches outside the driver's tree."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from support.storage import plugin_driver
 
 from fuzzball_core.drivers import VolumeLocation
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.errors import InvalidArgument, Unavailable
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 
 
@@ -90,6 +91,37 @@ def test_remove_deletes_the_volumes_data(tmp_path) -> None:
     path = plugin_driver("local").directory(location, work_dir=tmp_path)
     plugin_driver("local").remove(location, work_dir=tmp_path)
     assert not path.exists()
+
+
+def removable(driver: str, tmp_path: Path) -> VolumeLocation:
+    if driver == "hostpath":
+        return persistent("hostpath", root=str(tmp_path / "shared"))
+    return persistent("local")
+
+
+@pytest.mark.parametrize("driver", ["hostpath", "local"])
+def test_a_volume_that_could_not_be_deleted_fails_naming_its_path_and_why(
+    tmp_path, monkeypatch, driver
+) -> None:
+    location = removable(driver, tmp_path)
+    path = plugin_driver(driver).directory(location, work_dir=tmp_path)
+    (path / "result.txt").write_text("42\n")
+    real_unlink = os.unlink
+
+    def refused(name, *args, **kwargs):
+        if os.path.basename(name) == "result.txt":
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refused)
+    with pytest.raises(Unavailable, match=f"{path}: could not be deleted: .*Permission denied"):
+        plugin_driver(driver).remove(location, work_dir=tmp_path)
+    assert (path / "result.txt").read_text() == "42\n"
+
+
+@pytest.mark.parametrize("driver", ["hostpath", "local"])
+def test_removing_a_volume_this_node_never_held_does_nothing(tmp_path, driver) -> None:
+    plugin_driver(driver).remove(removable(driver, tmp_path), work_dir=tmp_path)
 
 
 def test_substrate_binds_a_located_volume_from_its_driver(tmp_path) -> None:
