@@ -721,8 +721,10 @@ class StorageDriver(ABC):
     chosen by a storage class's ``driver``).
 
     Orchestrate reads only the class attributes and :meth:`check_parameters` (to accept a
-    storage class and to place jobs); each node calls :meth:`directory` before a job that
-    mounts a volume starts, and :meth:`remove` when a volume's data is to go. ``work_dir``
+    storage class and to place jobs); each node calls :meth:`fit_capacity` when a run takes a
+    persistent volume no other run of the node uses, :meth:`directory` before a job that
+    mounts a volume starts (and to measure it after), and :meth:`remove` when a volume's data
+    is to go. ``work_dir``
     is the node's Substrate work directory (node-local data lives beneath it).
     """
 
@@ -753,6 +755,15 @@ class StorageDriver(ABC):
     def remove(self, location: VolumeLocation, *, work_dir: Path) -> None:
         """Delete ``location``'s data on this node (nothing when it is not here); an error
         naming the path and the reason when it could not be deleted."""
+
+    def fit_capacity(  # noqa: B027  (optional: the default does nothing)
+        self, location: VolumeLocation, *, work_dir: Path
+    ) -> None:
+        """Bring a persistent volume to its class's ``capacity`` where that is unsafe while
+        a job uses it (the ``local`` driver grows its filesystem). The node calls it when a
+        run takes the volume and no other run on the node uses it, before :meth:`directory`;
+        :meth:`directory` itself must leave a volume in use as it is. The default does
+        nothing."""
 
 
 #: the entry-point group of the image backends, each named by the URI scheme it serves

@@ -15,6 +15,15 @@ in a worker thread: removing a directory tree is ~0.3-0.4 ms of system calls a w
 which at hundreds of separate workflows a second would stall its event loop for seconds
 every heartbeat turn. Each is removed holding the lock that ``acquire`` takes, after
 checking that no run took the workflow again since it was found due.
+
+The node also counts the runs using each persistent volume (:meth:`WorkflowVolumes.take` as
+a run first needs its volumes, :meth:`WorkflowVolumes.let_go` as it ends). Only a run taking a
+volume no other run here uses lets the driver change it under the mount
+(:meth:`~fuzzball_core.drivers.StorageDriver.fit_capacity`: the ``local`` driver grows its
+filesystem to a raised capacity): a container has its volumes bind-mounted in a mount namespace
+of its own, so nothing on the host can tell whether a job still writes to one; only the agent,
+which started the job, knows. A growth wanted while runs use the volume waits for the next run
+that finds it unused.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from fuzzball_core.drivers import StorageDriver, VolumeLocation
@@ -74,6 +83,10 @@ class WorkflowVolumes:
         self._active: dict[str, int] = {}
         self._idle_since: dict[str, float] = {}
         self._lock = threading.Lock()
+        #: persistent volume id -> the runs on this node using it
+        self._users: dict[str, int] = {}
+        #: persistent volume id -> held while a run takes it (a first one may resize it)
+        self._taking: dict[str, threading.Lock] = {}
 
     def workflow_dir(self, workflow_id: str) -> Path:
         """The directory holding everything of ``workflow_id`` on this node."""
@@ -118,6 +131,47 @@ class WorkflowVolumes:
     def remove(self, location: VolumeLocation) -> None:
         """Delete a deleted volume's data on this node with its storage driver."""
         self.drivers(location.driver).remove(location, work_dir=self.work_dir)
+
+    def take(self, locations: Iterable[VolumeLocation]) -> list[VolumeLocation]:
+        """A run starts using the persistent volumes among ``locations``; those it took, to
+        :meth:`let_go` when it ends. A volume no other run here uses is first fitted to its
+        class's capacity by its driver (a second run taking it meanwhile waits for that). On
+        an error (the driver's, naming the volume) the run holds none of them."""
+        taken: list[VolumeLocation] = []
+        try:
+            for location in locations:
+                if location.persistent:
+                    self._take_one(location)
+                    taken.append(location)
+        except BaseException:
+            self.let_go(taken)
+            raise
+        return taken
+
+    def let_go(self, locations: Iterable[VolumeLocation]) -> None:
+        """A run that took ``locations`` (:meth:`take`'s answer) no longer uses them."""
+        with self._lock:
+            for location in locations:
+                left = self._users.get(location.volume_id, 0) - 1
+                if left > 0:
+                    self._users[location.volume_id] = left
+                else:
+                    self._users.pop(location.volume_id, None)
+
+    def users(self, volume_id: str) -> int:
+        """How many runs on this node use the persistent volume ``volume_id`` now."""
+        with self._lock:
+            return self._users.get(volume_id, 0)
+
+    def _take_one(self, location: VolumeLocation) -> None:
+        with self._lock:
+            taking = self._taking.setdefault(location.volume_id, threading.Lock())
+        with taking:
+            if self.users(location.volume_id) == 0:
+                driver = self.drivers(location.driver)
+                driver.fit_capacity(location, work_dir=self.work_dir)
+            with self._lock:
+                self._users[location.volume_id] = self._users.get(location.volume_id, 0) + 1
 
     def acquire(self, workflow_id: str) -> None:
         """A run of ``workflow_id`` starts here: keep its directories."""

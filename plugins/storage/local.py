@@ -30,11 +30,20 @@ class LocalDriver(StorageDriver):
     def directory(self, location: VolumeLocation, *, work_dir: Path) -> Path:
         """``WORK_DIR/volumes/ORG/VOLUME``, created if new; with a capacity, the mount point
         of the volume's own filesystem of that size (a per-workflow volume is checked only
-        before its ingress)."""
+        before its ingress). A capacity raised since is not applied here (jobs may be using
+        the volume): :meth:`fit_capacity` grows it."""
         path = make_directory(work_dir / LOCAL_ROOT, location)
         if location.capacity_bytes and location.persistent:
             quota.hold_within(path, location.capacity_bytes)
         return path
+
+    def fit_capacity(self, location: VolumeLocation, *, work_dir: Path) -> None:
+        """Grow the volume's filesystem to a capacity raised since it was made (the node
+        calls this only while no job of it uses the volume)."""
+        if location.capacity_bytes and location.persistent:
+            root = work_dir / LOCAL_ROOT
+            path = contained(root, root / relative_path(location))
+            quota.grow_to(path, location.capacity_bytes)
 
     def remove(self, location: VolumeLocation, *, work_dir: Path) -> None:
         """Delete the volume's directory on this node (and its filesystem image, unmounted)."""

@@ -11,10 +11,18 @@ mount: a restarted Substrate finds the directory still mounted, a rebooted node 
 image again on the next job, and :func:`release` unmounts and deletes both.
 
 A volume that already holds files when its class gains a capacity has them copied into the
-new filesystem; one holding more than the capacity is refused, naming both sizes. A capacity
-raised later grows the filesystem (``resize2fs``, offline: online growth needs
-CAP_SYS_RESOURCE) the next time a job finds the volume idle; a capacity lowered later leaves
-the volume at its size (ext4 is not shrunk), with a warning in the node's log.
+new filesystem, built as ``.VOLUME.ext4.partial`` and named ``VOLUME.ext4`` only once the copy
+succeeded (a node that died mid-copy finds the partial image, deletes it and copies again,
+rather than mounting a half-filled filesystem over the files); one holding more than the
+capacity is refused, naming both sizes.
+
+A capacity raised later grows the filesystem only through :func:`grow_to` (``resize2fs``,
+offline: online growth needs CAP_SYS_RESOURCE), which the node calls when it knows that no run
+of its uses the volume: a container has the volume bind-mounted in its own mount namespace,
+so the host's ``umount`` succeeding says nothing about whether a job still writes to it, and
+checking or resizing a filesystem a job still writes corrupts it. :func:`hold_within` never
+grows; it logs that the growth waits. A capacity lowered later leaves the volume at its size
+(ext4 is not shrunk), with a warning in the node's log.
 """
 
 from __future__ import annotations
@@ -52,28 +60,62 @@ def hold_within(directory: Path, capacity: int) -> None:
     fit, Unavailable when the node cannot make or mount the image (naming the tool's error)."""
     with _lock_for(directory):
         image = image_of(directory)
-        if os.path.ismount(directory):
-            if capacity > image.stat().st_size:
-                _grow_mounted(image, directory, capacity)
-            return
-        fresh = not image.exists()
-        if fresh:
-            _make_image(image, capacity)
-            if any(directory.iterdir()):
-                _adopt(directory, image, capacity)
-        elif capacity > image.stat().st_size:
-            _grow(image, capacity)
-        _mount(image, directory)
-        if fresh:
-            _drop_lost_and_found(directory)
-        if capacity < image.stat().st_size:
+        mounting = not os.path.ismount(directory)
+        if mounting:
+            fresh = not image.exists()
+            if fresh:
+                _make_filled_image(directory, image, capacity)
+            _mount(image, directory)
+            if fresh:
+                _drop_lost_and_found(directory)
+        size = image.stat().st_size
+        if capacity > size:
+            log.warning(
+                "volume %s: its class's capacity grew to %d bytes from its filesystem's %d; it "
+                "grows the next time a job takes it while no other job on this node uses it",
+                directory.name,
+                capacity,
+                size,
+            )
+        elif capacity < size and mounting:
             log.warning(
                 "volume %s: its class's capacity is now %d bytes, below its filesystem's %d; "
                 "ext4 is not shrunk, so it keeps its size",
                 directory.name,
                 capacity,
-                image.stat().st_size,
+                size,
             )
+
+
+def grow_to(directory: Path, capacity: int) -> None:
+    """Grow ``directory``'s filesystem to ``capacity`` bytes when it is smaller (nothing to do
+    for a volume without an image yet, or one already as large). Only for a volume no job uses:
+    the caller knows (the node counts the runs using each volume); a mounted one is unmounted,
+    grown and mounted again. A mount some process on the node itself still holds keeps its size,
+    with a warning. Unavailable naming the tool when the check or the resize fails."""
+    with _lock_for(directory):
+        image = image_of(directory)
+        if not image.exists() or capacity <= image.stat().st_size:
+            return
+        if not os.path.ismount(directory):
+            _grow(image, capacity)
+            return
+        done = subprocess.run(
+            ["umount", str(directory)], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            log.warning(
+                "volume %s: not grown to %d bytes, a process on this node holds it (%s); it "
+                "grows the next time a job takes it while no other job on this node uses it",
+                directory.name,
+                capacity,
+                done.stderr.strip(),
+            )
+            return
+        try:
+            _grow(image, capacity)
+        finally:
+            _mount(image, directory)
 
 
 def release(directory: Path) -> None:
@@ -86,25 +128,40 @@ def release(directory: Path) -> None:
         image_of(directory).unlink(missing_ok=True)
 
 
-def _make_image(image: Path, capacity: int) -> None:
+def _make_filled_image(directory: Path, image: Path, capacity: int) -> None:
+    """Make ``image`` holding a copy of what ``directory`` holds, then empty ``directory``.
+    The image is built under a partial name and renamed into place only once complete: an
+    ``image`` that exists is always a whole copy, and a partial one left by a node that died
+    while making it is made again (the files are still in ``directory``)."""
     partial = image.with_name(f".{image.name}.partial")
-    with partial.open("wb") as out:
-        out.truncate(capacity)  # sparse: the node's disk holds only what is written
-    features = [] if capacity >= _JOURNAL_FROM else ["-O", "^has_journal"]
+    partial.unlink(missing_ok=True)
     try:
-        _run(
-            ["mkfs.ext4", "-q", "-F", "-m", "0", *features, "-E", "nodiscard", str(partial)],
-            image,
-        )
-    except Unavailable:
+        _make_image(partial, capacity)
+        if any(directory.iterdir()):
+            _adopt(directory, partial, capacity)
+    except BaseException:
         partial.unlink(missing_ok=True)
         raise
     partial.replace(image)
+    _empty(directory)
+
+
+def _make_image(image: Path, capacity: int) -> None:
+    with image.open("wb") as out:
+        out.truncate(capacity)  # sparse: the node's disk holds only what is written
+    features = [] if capacity >= _JOURNAL_FROM else ["-O", "^has_journal"]
+    _run(
+        ["mkfs.ext4", "-q", "-F", "-m", "0", *features, "-E", "nodiscard", str(image)],
+        image,
+    )
 
 
 def _adopt(directory: Path, image: Path, capacity: int) -> None:
-    """Copy ``directory``'s files into the fresh ``image``, then empty ``directory``."""
+    """Copy ``directory``'s files into the fresh ``image`` (FailedPrecondition when they do
+    not fit)."""
     staging = directory.with_name(f".{directory.name}.adopting")
+    if os.path.ismount(staging):  # left mounted by a node that died while adopting
+        _run(["umount", "--lazy", str(staging)], directory)
     staging.mkdir(mode=0o700, exist_ok=True)
     _run(["mount", "-o", _MOUNT_OPTIONS, str(image), str(staging)], directory)
     try:
@@ -119,11 +176,13 @@ def _adopt(directory: Path, image: Path, capacity: int) -> None:
         _run(["umount", str(staging)], directory)
         staging.rmdir()
     if copied.returncode != 0:
-        image.unlink(missing_ok=True)
         raise FailedPrecondition(
             f"volume {directory.name}: holds more than its storage class's capacity of "
             f"{capacity} bytes; the quota cannot be applied"
         )
+
+
+def _empty(directory: Path) -> None:
     for entry in directory.iterdir():
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -153,22 +212,6 @@ def _grow(image: Path, capacity: int) -> None:
     # e2fsck exits 1 when it fixed something (here: a device larger than its filesystem)
     _run(["e2fsck", "-f", "-p", str(image)], image, succeeded=(0, 1))
     _run(["resize2fs", str(image)], image)
-
-
-def _grow_mounted(image: Path, directory: Path, capacity: int) -> None:
-    """Grow a mounted volume when no job holds it (unmount, grow, mount again); otherwise
-    it grows the next time a job finds it idle."""
-    done = subprocess.run(["umount", str(directory)], capture_output=True, check=False)
-    if done.returncode != 0:
-        log.warning(
-            "volume %s: its class's capacity grew to %d bytes; it is in use, so it grows when "
-            "a job finds it idle",
-            directory.name,
-            capacity,
-        )
-        return
-    _grow(image, capacity)
-    _mount(image, directory)
 
 
 def _run(command: list[str], about: Path, succeeded: tuple[int, ...] = (0,)) -> None:

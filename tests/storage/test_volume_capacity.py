@@ -9,6 +9,7 @@ import errno
 import os
 import stat
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +23,7 @@ from fuzzball_core.errors import FailedPrecondition, InvalidArgument
 from fuzzball_core.orchestrate.storage_catalog import check_class
 from fuzzball_core.substrate.ingress import fetch_ingress
 from fuzzball_core.substrate.volumes import WorkflowVolumes
+from fuzzball_plugins.storage import quota
 
 MIB = 1 << 20
 
@@ -116,12 +118,134 @@ def test_files_larger_than_a_new_capacity_refuse_the_quota_and_stay(work_dir) ->
     assert not path.with_name(path.name + ".ext4").exists()
 
 
-def test_a_raised_capacity_grows_the_mounted_filesystem(work_dir) -> None:
-    driver = plugin_driver("local")
-    path = driver.directory(kept(16 * MIB), work_dir=work_dir)
-    driver.directory(kept(64 * MIB), work_dir=work_dir)
+def size_of(path: Path) -> int:
     filesystem = os.statvfs(path)
-    assert filesystem.f_blocks * filesystem.f_frsize > 48 * MIB
+    return filesystem.f_blocks * filesystem.f_frsize
+
+
+@pytest.fixture
+def node_volumes(work_dir: Path) -> WorkflowVolumes:
+    return WorkflowVolumes(work_dir, drivers=plugin_driver)
+
+
+@pytest.fixture
+def filesystem_tools(monkeypatch) -> list[str]:
+    """The tools the quota module runs (umount, e2fsck, resize2fs...), in order."""
+    ran: list[str] = []
+    real_run = subprocess.run
+
+    def recording(command, *args, **kwargs):
+        ran.append(Path(command[0]).name)
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(quota.subprocess, "run", recording)
+    return ran
+
+
+def test_a_raised_capacity_grows_the_volume_when_a_run_takes_it_unused(node_volumes) -> None:
+    path = node_volumes.locate("wf-1", "results", kept(16 * MIB))
+    taken = node_volumes.take([kept(64 * MIB)])
+    assert size_of(node_volumes.locate("wf-1", "results", kept(64 * MIB))) > 48 * MIB
+    assert os.path.ismount(path)
+    node_volumes.let_go(taken)
+
+
+def test_a_raised_capacity_waits_while_a_run_on_the_node_uses_the_volume(
+    node_volumes, filesystem_tools
+) -> None:
+    first = node_volumes.take([kept(16 * MIB)])
+    path = node_volumes.locate("wf-1", "results", kept(16 * MIB))
+    with (path / "checkpoint").open("w") as held:  # the job's container writes it
+        held.write("step 1\n")
+        filesystem_tools.clear()
+        second = node_volumes.take([kept(64 * MIB)])
+        assert node_volumes.locate("wf-2", "results", kept(64 * MIB)) == path
+        assert filesystem_tools == []  # no umount, no e2fsck, no resize2fs
+        assert size_of(path) < 16 * MIB
+        node_volumes.let_go(first)
+        node_volumes.let_go(second)
+        held.write("step 2\n")
+    third = node_volumes.take([kept(64 * MIB)])
+    assert "resize2fs" in filesystem_tools
+    assert size_of(path) > 48 * MIB
+    assert (path / "checkpoint").read_text() == "step 1\nstep 2\n"
+    node_volumes.let_go(third)
+
+
+def test_measuring_a_volume_after_its_run_never_grows_it(node_volumes, filesystem_tools) -> None:
+    path = node_volumes.locate("wf-1", "results", kept(16 * MIB))
+    filesystem_tools.clear()
+    measured = node_volumes.persistent_directories({"results": kept(64 * MIB)})
+    assert measured == {kept(0).volume_id: path}
+    assert filesystem_tools == []
+    assert size_of(path) < 16 * MIB
+
+
+def test_an_adopted_volume_image_gets_its_name_only_once_the_copy_is_whole(
+    work_dir, monkeypatch
+) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(0), work_dir=work_dir)
+    (path / "energy.txt").write_text("-4.2\n")
+    image = path.with_name(path.name + ".ext4")
+    real_adopt = quota._adopt
+
+    def node_dies_mid_copy(directory, partial, capacity):
+        assert not image.exists()
+        real_adopt(directory, partial, capacity)
+        raise SystemExit("the agent was killed")
+
+    monkeypatch.setattr(quota, "_adopt", node_dies_mid_copy)
+    with pytest.raises(SystemExit):
+        driver.directory(kept(16 * MIB), work_dir=work_dir)
+    assert not image.exists()
+    assert not os.path.ismount(path)
+    assert (path / "energy.txt").read_text() == "-4.2\n"
+
+
+_KILLED_MID_COPY = """
+import os, signal, subprocess, sys
+from pathlib import Path
+from fuzzball_core.drivers import VolumeLocation
+from fuzzball_plugins.storage import quota
+from support.storage import plugin_driver
+
+real_run = subprocess.run
+def run(command, *args, **kwargs):
+    if command[0] == "cp":  # the node dies while it copies the files in
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_run(command, *args, **kwargs)
+quota.subprocess.run = run
+location = VolumeLocation(**eval(sys.argv[2]))
+plugin_driver("local").directory(location, work_dir=Path(sys.argv[1]))
+"""
+
+
+def test_a_node_killed_while_adopting_files_adopts_them_again_on_its_next_start(
+    work_dir,
+) -> None:
+    driver = plugin_driver("local")
+    path = driver.directory(kept(0), work_dir=work_dir)
+    (path / "energy.txt").write_text("-4.2\n")
+    location = kept(16 * MIB)
+    fields = {
+        "driver": location.driver,
+        "storage_class": location.storage_class,
+        "organization_id": location.organization_id,
+        "volume_id": location.volume_id,
+        "capacity_bytes": location.capacity_bytes,
+    }
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_COPY, str(work_dir), repr(fields)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=False,
+    )
+    assert killed.returncode == -9
+    assert not path.with_name(path.name + ".ext4").exists()
+    assert driver.directory(location, work_dir=work_dir) == path
+    assert os.path.ismount(path)
+    assert (path / "energy.txt").read_text() == "-4.2\n"
+    assert not path.with_name(f".{path.name}.ext4.partial").exists()
 
 
 def test_removing_the_volume_unmounts_it_and_deletes_its_image(work_dir) -> None:

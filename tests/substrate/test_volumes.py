@@ -7,7 +7,9 @@ from unittest import mock
 
 import pytest
 
-from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.drivers import StorageDriver, VolumeLocation
+from fuzzball_core.errors import InvalidArgument, Unavailable
+from fuzzball_core.substrate.drivers.steps import RunClaims
 from fuzzball_core.substrate.volumes import WorkflowVolumes
 
 WORKFLOW = "3f1c2a52-0c4e-4a53-9d55-1f0e3c9a7b10"
@@ -108,3 +110,82 @@ def test_workflows_go_idle_again_in_the_order_of_their_last_release(tmp_path: Pa
 
     assert volumes.expire(now=170) == ["wf-b"]
     assert volumes.expire(now=210) == ["wf-a"]
+
+
+class _ResizingDriver(StorageDriver):
+    """A storage driver noting each volume it was asked to fit to its capacity."""
+
+    def __init__(self, fails: bool = False) -> None:
+        super().__init__()
+        self.fitted: list[str] = []
+        self.fails = fails
+
+    def directory(self, location: VolumeLocation, *, work_dir: Path) -> Path:
+        return work_dir / location.volume_id
+
+    def remove(self, location: VolumeLocation, *, work_dir: Path) -> None:
+        pass
+
+    def fit_capacity(self, location: VolumeLocation, *, work_dir: Path) -> None:
+        if self.fails and location.volume_id == "vol-b":
+            raise Unavailable("volume vol-b: resize2fs failed: no space")
+        self.fitted.append(location.volume_id)
+
+
+def _kept(volume_id: str = "vol-a") -> VolumeLocation:
+    return VolumeLocation(
+        driver="resizing", storage_class="kept", organization_id="org", volume_id=volume_id
+    )
+
+
+def test_only_a_run_taking_a_volume_no_other_run_uses_lets_its_driver_resize_it(
+    tmp_path: Path,
+) -> None:
+    driver = _ResizingDriver()
+    volumes = WorkflowVolumes(tmp_path, drivers=lambda _name: driver)
+
+    first = volumes.take([_kept()])
+    second = volumes.take([_kept()])
+    volumes.let_go(first)
+    third = volumes.take([_kept()])
+    assert driver.fitted == ["vol-a"]  # the first run's: the others found it in use
+
+    volumes.let_go(second)
+    volumes.let_go(third)
+    assert volumes.users("vol-a") == 0
+    volumes.take([_kept()])
+    assert driver.fitted == ["vol-a", "vol-a"]
+
+
+def test_per_workflow_volumes_are_not_counted_or_resized(tmp_path: Path) -> None:
+    driver = _ResizingDriver()
+    volumes = WorkflowVolumes(tmp_path, drivers=lambda _name: driver)
+    scratch = VolumeLocation(
+        driver="resizing", storage_class="s", organization_id="org", workflow_id=WORKFLOW
+    )
+    assert volumes.take([scratch]) == []
+    assert driver.fitted == []
+
+
+def test_a_run_whose_volume_could_not_be_prepared_holds_none_of_them(tmp_path: Path) -> None:
+    driver = _ResizingDriver(fails=True)
+    volumes = WorkflowVolumes(tmp_path, drivers=lambda _name: driver)
+    with pytest.raises(Unavailable, match="vol-b"):
+        volumes.take([_kept("vol-a"), _kept("vol-b")])
+    assert volumes.users("vol-a") == volumes.users("vol-b") == 0
+
+
+def test_a_run_uses_its_persistent_volumes_from_its_claim_until_it_is_released(
+    tmp_path: Path,
+) -> None:
+    driver = _ResizingDriver()
+    volumes = WorkflowVolumes(tmp_path, drivers=lambda _name: driver)
+    node = mock.Mock(volumes=volumes, runs_dir=tmp_path / "runs")
+    request = mock.Mock(workflow_id=WORKFLOW, run_id=7, volume_locations={"data": _kept()})
+    claims = RunClaims(node, request)
+
+    claims.claim_volumes()
+    claims.claim_volumes()
+    assert volumes.users("vol-a") == 1
+    claims.release()
+    assert volumes.users("vol-a") == 0

@@ -147,22 +147,23 @@ class ContainerJobDriver(ContainerDriver):
                 message=f"the job's container could not be prepared: {error_text(exc)}"
             )
         if request.volume_ingress:
-            self.claims.claim_volumes()
-            try:
-                await self.loop.run_in_executor(
-                    self.node.pull_pool,
-                    lambda: fetch_ingress(
-                        self.node.volumes,
-                        request.workflow_id,
-                        request.volume_ingress,
-                        secrets.ingress_authorization,
-                        secrets.transfer_s3,
-                        # the fetched files belong to whom the job runs as
-                        owner=(user.uid, user.gid),
-                        progress=SinkProgress(request.run_id, self.sink, self.loop),
-                        locations=request.volume_locations,
-                    ),
+
+            def fill() -> None:
+                self.claims.claim_volumes()  # may resize a volume: off the event loop too
+                fetch_ingress(
+                    self.node.volumes,
+                    request.workflow_id,
+                    request.volume_ingress,
+                    secrets.ingress_authorization,
+                    secrets.transfer_s3,
+                    # the fetched files belong to whom the job runs as
+                    owner=(user.uid, user.gid),
+                    progress=SinkProgress(request.run_id, self.sink, self.loop),
+                    locations=request.volume_locations,
                 )
+
+            try:
+                await self.loop.run_in_executor(self.node.pull_pool, fill)
             except Exception as exc:
                 return RunOutcome(message=error_text(exc))
             if self.stopping is not None:

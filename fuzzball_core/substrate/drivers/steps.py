@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from fuzzball_core.drivers import ImageConfig
+from fuzzball_core.drivers import ImageConfig, VolumeLocation
 from fuzzball_core.hookspecs import ContainerPreparation, Device
 from fuzzball_core.spec.models import Job, Service
 from fuzzball_core.spec.names import dns_label
@@ -44,13 +44,15 @@ SCRIPT_DIR = "/.fuzzball"
 
 class RunClaims:
     """What one run holds on the node, freed together by :meth:`release`: its directory
-    under the node's runs directory, its workflow's volumes and its devices."""
+    under the node's runs directory, its workflow's volumes (and its place among the users
+    of its persistent volumes) and its devices."""
 
     def __init__(self, node: NodeServices, request: RunRequest) -> None:
         self._node = node
         self._request = request
         self._run_dir: Path | None = None
         self._volumes = False
+        self._taken: list[VolumeLocation] = []
         self._devices: list[Device] = []
 
     @property
@@ -67,8 +69,12 @@ class RunClaims:
         return path
 
     def claim_volumes(self) -> None:
-        """Keep the workflow's volumes on this node while this run needs them (once)."""
+        """Keep the workflow's volumes on this node while this run needs them, and count the
+        run among the users of its persistent volumes (once; blocking: a volume no other run
+        uses may first be resized). Raises the driver's error naming a volume it could not
+        prepare, holding none."""
         if not self._volumes:
+            self._taken = self._node.volumes.take(self._request.volume_locations.values())
             self._node.volumes.acquire(self._request.workflow_id)
             self._volumes = True
 
@@ -86,6 +92,8 @@ class RunClaims:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
         if self._volumes:
+            self._node.volumes.let_go(self._taken)
+            self._taken = []
             self._node.volumes.release(self._request.workflow_id, time.time())
             self._volumes = False
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from fuzzball_core.drivers import VolumeLocation
 from fuzzball_core.substrate.drivers.base import (
     LogSink,
     NodeServices,
@@ -34,6 +35,7 @@ class VolumeEgressDriver(PoolTaskDriver):
     def __init__(self, request: RunRequest, node: NodeServices, sink: LogSink) -> None:
         super().__init__(request, node, sink)
         self._claimed = False
+        self._taken: list[VolumeLocation] = []
 
     @property
     def volume(self) -> str:
@@ -63,9 +65,12 @@ class VolumeEgressDriver(PoolTaskDriver):
         return None
 
     def destroy(self) -> None:
-        """Let the workflow's volumes expire on this node again."""
+        """Let the workflow's volumes expire on this node again (and no longer count this run
+        among the volume's users)."""
         if self._claimed:
             self._claimed = False
+            self.node.volumes.let_go(self._taken)
+            self._taken = []
             self.node.volumes.release(self.request.workflow_id, time.time())
 
     def _send(self, s3: dict[str, S3Credentials]) -> RunOutcome:
@@ -73,9 +78,10 @@ class VolumeEgressDriver(PoolTaskDriver):
         volume = self.volume
         progress = SinkProgress(request.run_id, self.sink, self.loop)
         try:
-            directory = self.node.volumes.locate(
-                request.workflow_id, volume, request.volume_locations.get(volume)
-            )
+            location = request.volume_locations.get(volume)
+            # counted among the volume's users while it is read: nothing resizes it meanwhile
+            self._taken = self.node.volumes.take([location] if location else [])
+            directory = self.node.volumes.locate(request.workflow_id, volume, location)
             send_egress(
                 directory,
                 volume,
