@@ -146,24 +146,30 @@ class ContainerJobDriver(ContainerDriver):
             return RunOutcome(
                 message=f"the job's container could not be prepared: {error_text(exc)}"
             )
-        if request.volume_ingress:
-
-            def fill() -> None:
-                self.claims.claim_volumes()  # may resize a volume: off the event loop too
-                fetch_ingress(
-                    self.node.volumes,
-                    request.workflow_id,
-                    request.volume_ingress,
-                    secrets.ingress_authorization,
-                    secrets.transfer_s3,
-                    # the fetched files belong to whom the job runs as
-                    owner=(user.uid, user.gid),
-                    progress=SinkProgress(request.run_id, self.sink, self.loop),
-                    locations=request.volume_locations,
-                )
-
+        if request.volume_ingress or self.job.mounts:
             try:
-                await self.loop.run_in_executor(self.node.pull_pool, fill)
+                # blocking: a volume no other run uses may be resized first (e2fsck, resize2fs)
+                await self.loop.run_in_executor(self.node.start_pool, self.claims.claim_volumes)
+            except Exception as exc:
+                return RunOutcome(
+                    message=f"the job's volumes could not be prepared: {error_text(exc)}"
+                )
+        if request.volume_ingress:
+            try:
+                await self.loop.run_in_executor(
+                    self.node.pull_pool,
+                    lambda: fetch_ingress(
+                        self.node.volumes,
+                        request.workflow_id,
+                        request.volume_ingress,
+                        secrets.ingress_authorization,
+                        secrets.transfer_s3,
+                        # the fetched files belong to whom the job runs as
+                        owner=(user.uid, user.gid),
+                        progress=SinkProgress(request.run_id, self.sink, self.loop),
+                        locations=request.volume_locations,
+                    ),
+                )
             except Exception as exc:
                 return RunOutcome(message=error_text(exc))
             if self.stopping is not None:
