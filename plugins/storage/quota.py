@@ -95,7 +95,9 @@ def grow_to(directory: Path, capacity: int) -> None:
     with a warning. Unavailable naming the tool when the check or the resize fails."""
     with _lock_for(directory):
         image = image_of(directory)
-        if not image.exists() or capacity <= image.stat().st_size:
+        # the filesystem's size, not the image's: a grow cut short (the node died, resize2fs
+        # failed) leaves the image at the capacity and its filesystem smaller
+        if not image.exists() or capacity <= _filesystem_size(image):
             return
         if not os.path.ismount(directory):
             _grow(image, capacity)
@@ -202,6 +204,27 @@ def _mount(image: Path, directory: Path) -> None:
     # the filesystem's root takes the place of the directory: same owner and mode
     os.chown(directory, stat.st_uid, stat.st_gid)
     directory.chmod(stat.st_mode & 0o7777)
+
+
+def _filesystem_size(image: Path) -> int:
+    """The size of the ext4 filesystem in ``image``, in bytes, from its superblock."""
+    try:
+        done = subprocess.run(
+            ["dumpe2fs", "-h", str(image)], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise Unavailable(
+            f"volume {image.name}: dumpe2fs is not installed on this node (needed for its "
+            "storage class's capacity)"
+        ) from None
+    fields = dict(line.split(":", 1) for line in done.stdout.splitlines() if line.count(":") >= 1)
+    try:
+        return int(fields["Block count"]) * int(fields["Block size"])
+    except (KeyError, ValueError):
+        reason = done.stderr.strip().splitlines()
+        raise Unavailable(
+            f"volume {image.name}: dumpe2fs failed: {reason[-1] if reason else done.returncode}"
+        ) from None
 
 
 def _grow(image: Path, capacity: int) -> None:

@@ -172,6 +172,17 @@ def test_a_raised_capacity_waits_while_a_run_on_the_node_uses_the_volume(
     node_volumes.let_go(third)
 
 
+def test_a_growth_cut_short_is_finished_by_the_next_run_taking_the_volume_unused(
+    node_volumes,
+) -> None:
+    path = node_volumes.locate("wf-1", "results", kept(16 * MIB))
+    subprocess.run(["umount", str(path)], check=True)
+    with path.with_name(path.name + ".ext4").open("r+b") as image:
+        image.truncate(64 * MIB)  # the node died before resize2fs
+    node_volumes.let_go(node_volumes.take([kept(64 * MIB)]))
+    assert size_of(node_volumes.locate("wf-1", "results", kept(64 * MIB))) > 48 * MIB
+
+
 def test_measuring_a_volume_after_its_run_never_grows_it(node_volumes, filesystem_tools) -> None:
     path = node_volumes.locate("wf-1", "results", kept(16 * MIB))
     filesystem_tools.clear()
