@@ -295,6 +295,11 @@ class SubstrateConfig(_Section):
     #: a job running as root is not root over the node. None: Podman's default set
     #: (``fuzzball_runtime.capabilities.DEFAULT``); ``[ALL]``: every one the agent has
     job_capabilities: list[str] | None = None
+    #: the backstop of per-workflow volumes: how long a workflow's directory (its ephemeral
+    #: volumes, its ingress markers) outlives its last run on this node when no Orchestrate
+    #: that tells workflow ends was connected meanwhile (an older one, or none). While one
+    #: is, a directory lives until Orchestrate says its workflow ended, however long that is
+    workflow_volume_retention: Seconds = 7 * 24 * 3600.0
 
 
 class HealthConfig(_Section):

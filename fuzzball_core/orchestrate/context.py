@@ -219,6 +219,9 @@ class EngineContext:
         #: is answered from here where that suffices (set by placement, marked by the
         #: ``started`` report, dropped by :func:`~fuzzball_core.orchestrate.runs.finish_run`)
         self.live_runs: dict[int, LiveRun] = {}
+        #: the nodes holding a directory of each live workflow (its per-workflow volumes):
+        #: told when it ends (:mod:`~fuzzball_core.orchestrate.workflow_ends`)
+        self.workflow_nodes: dict[str, set[str]] = {}
         #: node reports dropped because the run or volume they name is not the reporting
         #: node's, by report kind (:func:`~fuzzball_core.orchestrate.node_reports.apply`;
         #: Orchestrate's metrics)

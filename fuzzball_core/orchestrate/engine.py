@@ -392,12 +392,18 @@ class Engine:
         self._deprovisions_due = True  # a node under a deprovision hold may be READY again
         return self._change(lambda tx: node_arrivals.register(self.context, tx, registration))
 
-    def node_hello(self, node_id: str, known_run_ids: Iterable[int]) -> list[int]:
-        """A node (re)connected knowing these runs: reconcile, and return the ones to drop
-        (see :func:`~fuzzball_core.orchestrate.nodes.hello`)."""
+    def node_hello(
+        self, node_id: str, known_run_ids: Iterable[int], kept_workflows: Iterable[str] = ()
+    ) -> list[int]:
+        """A node (re)connected knowing these runs (and keeping the directories of these
+        workflows): reconcile, and return the runs to drop (see
+        :func:`~fuzzball_core.orchestrate.nodes.hello`)."""
         known = set(known_run_ids)
+        kept = frozenset(kept_workflows)
         self._deprovisions_due = True
-        return self._change(lambda tx: nodes.hello(self.context, tx, node_id, known))
+        return self._change(
+            lambda tx: nodes.hello(self.context, tx, node_id, known, kept_workflows=kept)
+        )
 
     def node_stream_closed(self, node_id: str) -> None:
         """The node's Connect stream ended and no other replaced it: it has a grace to say

@@ -60,6 +60,14 @@ class RemoveVolume:
     location_json: str
 
 
+@dataclass(frozen=True)
+class WorkflowEnded:
+    """These workflows ended: the node removes their directories (per-workflow volumes,
+    ingress markers) once no run of theirs is left on it."""
+
+    workflow_ids: tuple[str, ...]
+
+
 @dataclass
 class LogsStored:
     """The node's output is stored: for each run id, every chunk up to this ``seq``
@@ -69,7 +77,7 @@ class LogsStored:
 
 
 #: Anything the engine sends to a node.
-ToNode = Assign | Cancel | Shutdown | RemoveVolume | LogsStored
+ToNode = Assign | Cancel | Shutdown | RemoveVolume | LogsStored | WorkflowEnded
 
 
 def workflow_owner(account_id: str, user_id: str | None) -> str:

@@ -165,7 +165,9 @@ class NodeAgentServicer(node_pb2_grpc.NodeAgentServicer):
                 )
         queue = self.hub.attach(node_id, batches=first.hello.accepts_batches)
         try:
-            unwanted = await self.arrivals.hello(node_id, first.hello.running_run_ids)
+            unwanted = await self.arrivals.hello(
+                node_id, first.hello.running_run_ids, first.hello.workflow_ids
+            )
         except BaseException as exc:  # refused, or the call went while its Hello waited
             self.stream_ended(node_id, queue)
             if isinstance(exc, FuzzballError):

@@ -87,10 +87,12 @@ def register(
 
 @dataclass(frozen=True)
 class Hello:
-    """A node's Hello on a new Connect stream: the runs it knows."""
+    """A node's Hello on a new Connect stream: the runs it knows, and the workflows whose
+    directories it keeps."""
 
     node_id: str
     known: frozenset[int]
+    kept_workflows: frozenset[str] = frozenset()
 
 
 Arrival = Registration | Hello
@@ -100,7 +102,9 @@ def apply(ctx: EngineContext, tx: Transaction, arrival: Arrival, preloaded: Any 
     """Apply one arrival in ``tx``: a Registration's node id, a Hello's runs to drop."""
     if isinstance(arrival, Registration):
         return register(ctx, tx, arrival, preloaded)
-    return nodes.hello(ctx, tx, arrival.node_id, set(arrival.known), preloaded)
+    return nodes.hello(
+        ctx, tx, arrival.node_id, set(arrival.known), preloaded, arrival.kept_workflows
+    )
 
 
 def apply_all(ctx: EngineContext, tx: Transaction, arrivals: Iterable[Arrival]) -> list[Any]:
@@ -116,6 +120,12 @@ def apply_all(ctx: EngineContext, tx: Transaction, arrivals: Iterable[Arrival]) 
             for arrival in arrivals
             if isinstance(arrival, Hello)
         ],
+        {
+            workflow_id
+            for arrival in arrivals
+            if isinstance(arrival, Hello)
+            for workflow_id in arrival.kept_workflows
+        },
     )
     return [apply(ctx, tx, arrival, preloaded) for arrival in arrivals]
 
@@ -149,8 +159,12 @@ class Arrivals:
         node_id: str = await self._batches.add(registration)
         return node_id
 
-    async def hello(self, node_id: str, known: Iterable[int]) -> list[int]:
+    async def hello(
+        self, node_id: str, known: Iterable[int], kept_workflows: Iterable[str] = ()
+    ) -> list[int]:
         """Reconcile a node's Hello with the others of this turn; the runs it is to drop
         (:func:`nodes.hello`)."""
-        unwanted: list[int] = await self._batches.add(Hello(node_id, frozenset(known)))
+        unwanted: list[int] = await self._batches.add(
+            Hello(node_id, frozenset(known), frozenset(kept_workflows))
+        )
         return unwanted

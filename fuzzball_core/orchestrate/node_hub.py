@@ -19,6 +19,7 @@ from fuzzball_core.orchestrate.messages import (
     RemoveVolume,
     Shutdown,
     ToNode,
+    WorkflowEnded,
 )
 
 
@@ -58,6 +59,10 @@ def control_message(message: ToNode) -> node_pb2.ControlMessage:
     if isinstance(message, LogsStored):
         return node_pb2.ControlMessage(
             logs_stored=node_pb2.LogsStored(through_seq=message.through_seq)
+        )
+    if isinstance(message, WorkflowEnded):
+        return node_pb2.ControlMessage(
+            workflow_ended=node_pb2.WorkflowEnded(workflow_ids=list(message.workflow_ids))
         )
     raise TypeError(f"not a message for nodes: {message!r}")
 

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import String, cast, or_, select, update
@@ -18,7 +18,14 @@ from sqlalchemy.orm import Session
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.errors import FailedPrecondition, NotFound
-from fuzzball_core.orchestrate import events, placement, runs, volume_removal, volumes
+from fuzzball_core.orchestrate import (
+    events,
+    placement,
+    runs,
+    volume_removal,
+    volumes,
+    workflow_ends,
+)
 from fuzzball_core.orchestrate.context import EngineContext
 from fuzzball_core.orchestrate.messages import Cancel, Shutdown
 from fuzzball_core.orchestrate.retries import NODE as NODE_CAUSE
@@ -98,13 +105,16 @@ def hello(
     node_id: str,
     known: set[int],
     preloaded: Preloaded | None = None,
+    kept_workflows: Collection[str] = (),
 ) -> list[int]:
     """A node (re)connected knowing these runs: reconcile, and return the ones to drop.
 
     Runs assigned to the node that it never received are sent again; runs it should be
     running but no longer knows failed with it; runs it knows that are over (or were never
-    ours) are returned so the node stops them. ``preloaded``: the rows a batch of arrivals
-    read at once (:func:`preload`).
+    ours) are returned so the node stops them. Of the workflows whose directories it keeps
+    (``kept_workflows``), it is told those that ended
+    (:func:`~fuzzball_core.orchestrate.workflow_ends.answer_hello`). ``preloaded``: the rows
+    a batch of arrivals read at once (:func:`preload`).
     """
     node = tx.session.get(Node, node_id)
     if node is None:
@@ -136,6 +146,9 @@ def hello(
         # stream that closed while this Hello waited leaves the grace running)
         _back_within_grace(ctx, node_id, tx.now)
     volume_removal.resend(tx, node_id, preloaded.deleting if preloaded else None)
+    workflow_ends.answer_hello(
+        ctx, tx, node_id, kept_workflows, preloaded.workflow_statuses if preloaded else None
+    )
     # the runs it knows, in one query (the session keeps rows only while they are referenced:
     # a get() per run would read each again, 20 statements for a node running 20 jobs)
     rows = {run.id: run for run in placed}
@@ -209,6 +222,7 @@ def welcome(
         unknown_run_ids=unknown_run_ids,
         accepts_batches=True,  # the node API takes a NodeBatch apart
         acknowledges_logs=True,  # node_reports answers counted output with LogsStored
+        tells_workflow_ends=True,  # workflow_ends: at each end, and answering the Hello
     )
 
 
@@ -542,6 +556,9 @@ class Preloaded:
     asked: set[int] = field(default_factory=set)
     #: the volumes whose removal a node has yet to answer (told again to each Hello's node)
     deleting: list[Volume] = field(default_factory=list)
+    #: the status of each workflow the Hellos' nodes keep directories of that exists here
+    #: (None: not read)
+    workflow_statuses: dict[str, str] | None = None
 
     def holds_of(self, name: str) -> list[NodeHold] | None:
         """The holds of the node registering as ``name``, as the batch read them: once, and
@@ -557,11 +574,13 @@ def preload(
     tx: Transaction,
     names: Iterable[str],
     hellos: Iterable[tuple[str, set[int]]],
+    kept_workflows: Iterable[str] = (),
 ) -> Preloaded:
     """Read what the Registers of ``names`` and the Hellos of ``hellos`` (node id, the runs
-    it knows) will need, in four queries: their nodes, the registering nodes' holds, the
-    runs the Hellos' nodes hold or know, and the volumes being removed. The rows are kept
-    referenced by ``tx``."""
+    it knows) will need, in five queries: their nodes, the registering nodes' holds, the
+    runs the Hellos' nodes hold or know, the volumes being removed, and the statuses of the
+    workflows the Hellos' nodes keep directories of (``kept_workflows``; none read when
+    there are none). The rows are kept referenced by ``tx``."""
     names = set(names)
     hellos = list(hellos)
     ids = {node_id for node_id, _ in hellos}
@@ -592,6 +611,7 @@ def preload(
         runs=runs,
         asked=run_ids,
         deleting=volume_removal.deleting(tx) if hellos else [],
+        workflow_statuses=workflow_ends.statuses(tx.session, kept_workflows),
     )
 
 

@@ -19,7 +19,13 @@ from typing import Any, NamedTuple, Protocol
 from sqlalchemy.orm import object_session
 
 from fuzzball_core.errors import FuzzballError
-from fuzzball_core.orchestrate import events, multinode, name_resolution, workflow_volumes
+from fuzzball_core.orchestrate import (
+    events,
+    multinode,
+    name_resolution,
+    workflow_ends,
+    workflow_volumes,
+)
 from fuzzball_core.orchestrate.context import EngineContext, LiveRun, PendingRun
 from fuzzball_core.orchestrate.endpoint_urls import with_endpoint_env
 from fuzzball_core.orchestrate.messages import Assign, workflow_owner
@@ -324,6 +330,7 @@ def _assign(
     ctx.live_runs[run.id] = LiveRun(
         run.workflow_id, stage_name or "?", run.stage_id, run.task_id, tuple(run.node_ids)
     )
+    workflow_ends.ran_on(ctx, run.workflow_id, run.node_ids)
     send_assignment(ctx, tx, run)
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fuzzball_core.errors import FuzzballError, NotFound
-from fuzzball_core.orchestrate import nodes, placement
+from fuzzball_core.orchestrate import nodes, placement, workflow_ends
 from fuzzball_core.orchestrate.context import EngineContext, LiveRun
 from fuzzball_core.orchestrate.states import OPEN_RUN, READY
 from fuzzball_core.store.models import Node, Run, Stage, Workflow
@@ -91,6 +91,8 @@ def rebuild(ctx: EngineContext, *, restarted: bool = False) -> None:
                 ctx.live_runs[run.id] = LiveRun(
                     workflow.id, stage.name, stage.id, run.task_id, tuple(run.node_ids), started
                 )
+                # the nodes of its ended runs say so in their Hellos (workflow_ends)
+                workflow_ends.ran_on(ctx, workflow.id, run.node_ids)
                 request = placement.request_for(ctx, workflow, stage, run, run.created_at)
                 ctx.scheduler.allocate(
                     request, run.node_ids, started_at=run.started_at, cpus=run.cpus

@@ -14,7 +14,13 @@ from typing import Any
 from sqlalchemy import select
 
 from fuzzball_core.errors import NotFound
-from fuzzball_core.orchestrate import multinode, placement, retries, service_pools
+from fuzzball_core.orchestrate import (
+    multinode,
+    placement,
+    retries,
+    service_pools,
+    workflow_ends,
+)
 from fuzzball_core.orchestrate.context import EngineContext, LiveRun
 from fuzzball_core.orchestrate.image_stages import IMAGE_STAGE_PREFIX
 from fuzzball_core.orchestrate.messages import Cancel
@@ -222,7 +228,8 @@ def end_stage(
 def end_workflow(
     ctx: EngineContext, tx: Transaction, workflow: Workflow, status: str, error: str
 ) -> None:
-    """End a workflow (``error`` is kept unless it finished) and drop its plan."""
+    """End a workflow (``error`` is kept unless it finished), drop its plan, and tell the
+    nodes holding its directories (:func:`workflow_ends.tell_nodes`)."""
     failed = status != Status.FINISHED
     workflow.error = error if failed else ""
     transition(
@@ -232,3 +239,4 @@ def end_workflow(
         f"workflow {workflow.name}: {status.lower()}" + (f" ({error})" if error and failed else ""),
     )
     ctx.plans.forget(workflow.id)
+    workflow_ends.tell_nodes(ctx, tx, workflow.id)

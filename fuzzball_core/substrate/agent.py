@@ -15,9 +15,11 @@ retried, never ends the heartbeats).
 
 When the stream breaks (Orchestrate restarted, network trouble) the containers keep running;
 the agent re-registers and reconnects with exponential backoff, and the Hello/Welcome
-exchange reconciles both sides. A finished run's report is kept until it was sent on a
-stream that then stayed up for ``2 * lease`` seconds, so no result is lost to a crash of
-Orchestrate; duplicates are ignored on the other side.
+exchange reconciles both sides (the Hello also names the workflows whose directories the
+node keeps, and Orchestrate answers with a ``WorkflowEnded`` for those that ended meanwhile).
+A finished run's report is kept until it was sent on a stream that then stayed up for
+``2 * lease`` seconds, so no result is lost to a crash of Orchestrate; duplicates are
+ignored on the other side.
 
 A ``Shutdown`` (the node carries a deprovision hold and is empty) winds the agent down: it
 takes no more work, stops whatever Orchestrate no longer counts as running here (an evicted
@@ -121,6 +123,9 @@ STABLE_STREAM = 10.0
 #: the stream after the agent half-closed it.
 WIND_DOWN_RUNS = 10.0
 WIND_DOWN_STREAM = 5.0
+#: The most kept workflow directories one Hello asks Orchestrate about (a few hundred KiB;
+#: the rest are asked about on a later reconnect or meet the backstop).
+KEPT_WORKFLOWS_ASKED = 10_000
 
 
 def machine_memory() -> int:
@@ -322,7 +327,7 @@ class Agent:
         threads = max(4, min(16, 4 * (os.cpu_count() or 1)))
         self.services = NodeServices(
             images=NodeImages(registry, _images_config(config), self.work_dir / "cache"),
-            volumes=WorkflowVolumes(self.work_dir),
+            volumes=WorkflowVolumes(self.work_dir, retention=settings.workflow_volume_retention),
             devices=self.devices,
             hooks=registry.hook,
             state_dir=self.work_dir / "runtime",
@@ -356,6 +361,9 @@ class Agent:
         #: Orchestrate answers counted output with ``LogsStored`` (its Welcome said so): the
         #: output is kept until then and sent again after a reconnect
         self._output_acknowledged = False
+        #: the current stream's Orchestrate sends ``WorkflowEnded`` (its Welcome said so):
+        #: while it is connected no workflow directory is removed before it says so
+        self._workflow_ends_told = False
         #: why Orchestrate deprovisioned this node, once it sent ``Shutdown``
         self.deprovisioned: str | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -583,6 +591,7 @@ class Agent:
         self._generation += 1
         generation = self._live = self._generation
         self._welcomed = asyncio.Event()
+        self._workflow_ends_told = False  # until this stream's Welcome says otherwise
         call = self._call = stub.Connect(self._requests(generation), metadata=self._metadata)
         upkeep = asyncio.create_task(
             keep_running(
@@ -614,7 +623,11 @@ class Agent:
     async def _requests(self, generation: int) -> AsyncIterator[node_pb2.NodeMessage]:
         yield node_pb2.NodeMessage(
             hello=node_pb2.Hello(
-                node_id=self.node_id, running_run_ids=sorted(self.runs), accepts_batches=True
+                node_id=self.node_id,
+                running_run_ids=sorted(self.runs),
+                accepts_batches=True,
+                # Orchestrate answers with the ones that ended while it could not tell us
+                workflow_ids=self.services.volumes.kept(KEPT_WORKFLOWS_ASKED),
             )
         )
         await self._welcomed.wait()
@@ -687,8 +700,10 @@ class Agent:
         self.services.workflow_tokens.keep_only(
             {known.request.workflow_id for known in self.runs.values() if known.outcome is None}
         )
-        # removing expired workflows' directories blocks (~0.3-0.7 ms a workflow): never
-        # on the loop, which starts and reports every run of the node
+        if self._workflow_ends_told and generation == self._live:
+            self.services.volumes.vouch(time.time())
+        # removing ended and expired workflows' directories blocks (~0.3-0.7 ms a workflow):
+        # never on the loop, which starts and reports every run of the node
         await asyncio.to_thread(self.services.volumes.expire, time.time())
 
     def _send(self, message: node_pb2.NodeMessage) -> None:
@@ -713,6 +728,7 @@ class Agent:
             self.heartbeat_seconds = control.welcome.heartbeat_seconds
             self._batches = control.welcome.accepts_batches
             self._output_acknowledged = control.welcome.acknowledges_logs
+            self._workflow_ends_told = control.welcome.tells_workflow_ends
             for run_id in control.welcome.unknown_run_ids:
                 self._forget(run_id)
             self._welcomed.set()
@@ -724,6 +740,8 @@ class Agent:
             self._spawn(self._answer_scrape(control.scrape))
         elif kind == "remove_volume":
             self._spawn(self._remove_volume(control.remove_volume))
+        elif kind == "workflow_ended":  # removed at the next upkeep turn, off the loop
+            self.services.volumes.end(control.workflow_ended.workflow_ids)
         elif kind == "logs_stored":
             for run_id, seq in control.logs_stored.through_seq.items():
                 stored = self.runs.get(run_id)

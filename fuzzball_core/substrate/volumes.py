@@ -8,13 +8,20 @@ found with :meth:`WorkflowVolumes.locate`.
 A volume with no location (an assignment from before storage classes) is a per-workflow
 directory: every job of a workflow that mounts volume ``data`` on this node sees the same
 directory, ``<work-dir>/workflows/<workflow id>/volumes/data``, bind-mounted at its mount
-path, as the ``ephemeral`` driver lays them out. The workflow's directory is removed
-``retention`` seconds after its last run on this node ended (a later run of the same
-workflow, e.g. a dependent stage placed here, cancels the removal). The agent expires them
-in a worker thread: removing a directory tree is ~0.3-0.4 ms of system calls a workflow,
-which at hundreds of separate workflows a second would stall its event loop for seconds
-every heartbeat turn. Each is removed holding the lock that ``acquire`` takes, after
-checking that no run took the workflow again since it was found due.
+path, as the ``ephemeral`` driver lays them out. The workflow's directory (its volumes and
+its ingress markers) lives until Orchestrate says the workflow ended (``WorkflowEnded``, on
+the stream or as the answer to the Hello's list of kept workflows; :meth:`WorkflowVolumes.end`),
+then goes once no run of it is left here: a dependent job or egress placed here long after
+the workflow's last run on this node still finds what it left. Only while no Orchestrate that
+tells workflow ends is connected (an older one, or none for a long time) does the backstop
+apply: a directory is removed ``retention`` seconds (``substrate.workflow-volume-retention``,
+7 days) after its last run ended and after such an Orchestrate was last connected
+(:meth:`WorkflowVolumes.vouch`).
+
+The agent removes them in a worker thread: removing a directory tree is ~0.3-0.4 ms of system
+calls a workflow, which at hundreds of separate workflows a second would stall its event loop
+for seconds every heartbeat turn. Each is removed holding the lock that ``acquire`` takes,
+after checking that no run took the workflow again since it was found due.
 
 The node also counts the runs using each persistent volume (:meth:`WorkflowVolumes.take` as
 a run first needs its volumes, :meth:`WorkflowVolumes.let_go` as it ends). Only a run taking a
@@ -38,9 +45,10 @@ from fuzzball_core.drivers import StorageDriver, VolumeLocation
 from fuzzball_core.errors import FuzzballError, InvalidArgument
 from fuzzball_core.plugins import get_registry
 
-#: Seconds a workflow's volumes outlive its last run on this node (its dependents usually
-#: start within a scheduler pass or two; this leaves room for stragglers).
-DEFAULT_RETENTION = 300.0
+#: Seconds a workflow's volumes outlive its last run on this node when no Orchestrate tells
+#: this node that the workflow ended (the backstop: a workflow's dependents may wait for
+#: hours behind a long sibling or a full node, and only Orchestrate knows when none is left).
+DEFAULT_RETENTION = 7 * 24 * 3600.0
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
@@ -65,8 +73,11 @@ def _checked(kind: str, name: str) -> str:
 class WorkflowVolumes:
     """The node's per-workflow volume directories and their lifetimes.
 
-    ``acquire``/``release`` count the runs of each workflow on this node; ``expire`` removes
-    the directories of workflows idle for longer than ``retention``. Thread-safe.
+    ``acquire``/``release`` count the runs of each workflow on this node; ``end`` marks the
+    workflows Orchestrate says ended, and ``expire`` removes their directories once no run of
+    theirs is left, and, as the backstop, those of workflows idle for longer than
+    ``retention`` since an Orchestrate telling workflow ends was last connected
+    (``vouch``). Thread-safe.
     """
 
     def __init__(
@@ -82,6 +93,13 @@ class WorkflowVolumes:
         self.retention = retention
         self._active: dict[str, int] = {}
         self._idle_since: dict[str, float] = {}
+        #: ended workflows with a run still here: removed once their last run is released
+        self._ended: set[str] = set()
+        #: ended workflows with no run here: removed by the next ``expire`` (a dict: ordered)
+        self._due: dict[str, None] = {}
+        #: when an Orchestrate that tells this node of workflow ends was last connected: the
+        #: backstop counts a workflow's idle time from no earlier than this
+        self._vouched = float("-inf")
         self._lock = threading.Lock()
         #: persistent volume id -> the runs on this node using it
         self._users: dict[str, int] = {}
@@ -178,6 +196,9 @@ class WorkflowVolumes:
         with self._lock:
             self._active[workflow_id] = self._active.get(workflow_id, 0) + 1
             self._idle_since.pop(workflow_id, None)
+            if workflow_id in self._due:  # said ended: goes once this run is released
+                del self._due[workflow_id]
+                self._ended.add(workflow_id)
 
     def release(self, workflow_id: str, now: float) -> None:
         """A run of ``workflow_id`` ended here at ``now``."""
@@ -187,49 +208,90 @@ class WorkflowVolumes:
                 self._active[workflow_id] = left
                 return
             self._active.pop(workflow_id, None)
+            if workflow_id in self._ended:
+                self._ended.discard(workflow_id)
+                self._due[workflow_id] = None
+                return
             # re-inserted at the end: the idle workflows stay in the order they went idle,
             # which lets expire() stop at the first one not yet due
             self._idle_since.pop(workflow_id, None)
             self._idle_since[workflow_id] = now
 
+    def end(self, workflow_ids: Iterable[str]) -> None:
+        """Orchestrate says these workflows ended: their directories go at the next
+        ``expire``, or, for one with a run still here (its container being stopped), once
+        that run is released. Names that are not workflow ids are ignored (nothing of
+        theirs can be here)."""
+        with self._lock:
+            for workflow_id in workflow_ids:
+                if not _SAFE_NAME.fullmatch(workflow_id) or workflow_id in (".", ".."):
+                    continue
+                if workflow_id in self._active:
+                    self._ended.add(workflow_id)
+                    continue
+                self._idle_since.pop(workflow_id, None)
+                self._due[workflow_id] = None
+
+    def vouch(self, now: float) -> None:
+        """An Orchestrate that tells this node of workflow ends is connected at ``now``: it
+        will say when each kept workflow ends, so the backstop removes none before ``now +
+        retention``."""
+        with self._lock:
+            self._vouched = max(self._vouched, now)
+
+    def kept(self, limit: int) -> list[str]:
+        """The workflows whose directories this node keeps (those with runs here first, then
+        the idle ones in the order they went idle), at most ``limit``: what the Hello asks
+        Orchestrate about."""
+        with self._lock:
+            return [*self._active, *self._idle_since][:limit]
+
     def expire(self, now: float) -> list[str]:
-        """Remove the directories of workflows idle since before ``now - retention``; the
-        workflows removed, in the order they went idle.
+        """Remove the directories of the workflows Orchestrate said ended, then those idle
+        since before ``now - retention`` (and before the last ``vouch``); the workflows
+        removed.
 
         Blocking (a directory tree a workflow): the agent calls it in a worker thread. A
         workflow acquired again after it was found due keeps its directory: each is removed
         holding the lock, so a run's ``acquire`` waits for at most one removal and the
-        directory it then makes is its own. Workflows are looked at in the order they went
-        idle, up to the first not yet due (a clock set back delays later ones; none goes
+        directory it then makes is its own. Idle workflows are looked at in the order they
+        went idle, up to the first not yet due (a clock set back delays later ones; none goes
         early).
         """
         due = self._take_due(now)
         removed = []
         for workflow_id in due:
             with self._lock:
-                if workflow_id in self._active or workflow_id in self._idle_since:
+                if (
+                    workflow_id in self._active
+                    or workflow_id in self._idle_since
+                    or workflow_id in self._due
+                ):
                     continue  # a run took it again: it lives on
                 shutil.rmtree(self.workflow_dir(workflow_id), ignore_errors=True)
             removed.append(workflow_id)
         return removed
 
     def _take_due(self, now: float) -> list[str]:
-        """The workflows due for removal at ``now``, no longer counted as idle."""
-        due: list[str] = []
+        """The workflows due for removal at ``now``, no longer counted as idle or ended."""
         with self._lock:
+            due = list(self._due)
+            self._due.clear()
+            idle = []
             for workflow_id, since in self._idle_since.items():
-                if now - since < self.retention:
+                if now - max(since, self._vouched) < self.retention:
                     break
-                due.append(workflow_id)
-            for workflow_id in due:
+                idle.append(workflow_id)
+            for workflow_id in idle:
                 del self._idle_since[workflow_id]
-        return due
+        return due + idle
 
     def adopt_leftovers(self, now: float) -> list[str]:
         """At start-up: directories of workflows no run of this agent uses any more.
 
-        A restarted agent no longer knows when their runs ended, so it starts their
-        retention from now rather than deleting what a dependent job may still need.
+        A restarted agent no longer knows when their runs ended, so it starts their backstop
+        retention from now rather than deleting what a dependent job may still need; its
+        Hello names them (:meth:`kept`) and Orchestrate says which ended.
         """
         if not self.root.is_dir():
             return []

@@ -189,3 +189,125 @@ def test_a_run_uses_its_persistent_volumes_from_its_claim_until_it_is_released(
     assert volumes.users("vol-a") == 1
     claims.release()
     assert volumes.users("vol-a") == 0
+
+
+# -- lifetimes: until Orchestrate says the workflow ended ---------------------------------
+
+DAY = 24 * 3600.0
+
+
+def _used_and_left(volumes: WorkflowVolumes, at: float) -> Path:
+    """A job of WORKFLOW wrote ``result`` in its volume and ended at ``at``."""
+    volumes.acquire(WORKFLOW)
+    data = volumes.volume_dir(WORKFLOW, "data")
+    (data / "result").write_text("job A's")
+    volumes.release(WORKFLOW, now=at)
+    return data
+
+
+def test_a_dependent_job_long_after_the_last_run_still_sees_its_files(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    _used_and_left(volumes, at=1000)
+
+    # job B waited behind a long sibling: far more than the five minutes volumes once had
+    assert volumes.expire(now=1000 + 301) == []
+    assert volumes.expire(now=1000 + 3 * DAY) == []
+    volumes.acquire(WORKFLOW)
+
+    assert (volumes.volume_dir(WORKFLOW, "data") / "result").read_text() == "job A's"
+
+
+def test_while_orchestrate_tells_workflow_ends_no_retention_removes_a_directory(
+    tmp_path: Path,
+) -> None:
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+    data = _used_and_left(volumes, at=100)
+
+    for now in (105, 500, 10 * DAY):
+        volumes.vouch(now)  # each heartbeat turn with such an Orchestrate connected
+        assert volumes.expire(now) == []
+    assert (data / "result").read_text() == "job A's"
+
+
+def test_the_backstop_counts_from_when_orchestrate_was_last_connected(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path, retention=10)
+    _used_and_left(volumes, at=100)
+    volumes.vouch(500)  # then only an Orchestrate that never tells workflow ends
+
+    assert volumes.expire(now=505) == []
+    assert volumes.expire(now=510) == [WORKFLOW]
+
+
+def test_the_backstop_is_a_week_by_default(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    _used_and_left(volumes, at=100)
+
+    assert volumes.expire(now=100 + 7 * DAY - 1) == []
+    assert volumes.expire(now=100 + 7 * DAY) == [WORKFLOW]
+
+
+def test_an_ended_workflows_directory_and_ingress_markers_go_at_the_next_expiry(
+    tmp_path: Path,
+) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    _used_and_left(volumes, at=100)
+    markers = volumes.workflow_dir(WORKFLOW) / "ingress-done"
+    markers.mkdir()
+    (markers / "data").touch()
+
+    volumes.end([WORKFLOW])
+
+    assert volumes.expire(now=101) == [WORKFLOW]
+    assert not volumes.workflow_dir(WORKFLOW).exists()
+    assert volumes.kept(100) == []
+
+
+def test_an_ended_workflow_with_a_run_still_here_goes_once_that_run_is_released(
+    tmp_path: Path,
+) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    volumes.acquire(WORKFLOW)  # its container still being stopped
+    volumes.volume_dir(WORKFLOW, "data")
+
+    volumes.end([WORKFLOW])
+    assert volumes.expire(now=100) == []
+    assert volumes.workflow_dir(WORKFLOW).is_dir()
+    volumes.release(WORKFLOW, now=101)
+
+    assert volumes.expire(now=101) == [WORKFLOW]
+
+
+def test_ending_other_or_malformed_workflows_leaves_this_one(tmp_path: Path) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    data = _used_and_left(volumes, at=100)
+
+    volumes.end(["another-workflow", "../..", ""])
+
+    assert volumes.expire(now=101) == ["another-workflow"]
+    assert (data / "result").is_file()
+    assert (tmp_path / "workflows").is_dir()
+
+
+def test_the_kept_workflows_are_those_running_then_the_idle_oldest_first(
+    tmp_path: Path,
+) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    for workflow_id in ("wf-a", "wf-b", "wf-c"):
+        volumes.acquire(workflow_id)
+    volumes.release("wf-b", now=100)
+    volumes.release("wf-a", now=200)
+
+    assert volumes.kept(10) == ["wf-c", "wf-b", "wf-a"]
+    assert volumes.kept(2) == ["wf-c", "wf-b"]
+
+
+def test_a_restarted_agent_keeps_its_leftovers_and_names_them_for_orchestrate(
+    tmp_path: Path,
+) -> None:
+    WorkflowVolumes(tmp_path).volume_dir(WORKFLOW, "data")
+    volumes = WorkflowVolumes(tmp_path)
+    volumes.adopt_leftovers(now=100)
+
+    assert volumes.kept(10) == [WORKFLOW]
+    volumes.end([WORKFLOW])
+    assert volumes.expire(now=100) == [WORKFLOW]

@@ -75,14 +75,16 @@ class RegisterResponse(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("node_id", "running_run_ids", "accepts_batches")
+    __slots__ = ("node_id", "running_run_ids", "accepts_batches", "workflow_ids")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNING_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_IDS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     running_run_ids: _containers.RepeatedScalarFieldContainer[int]
     accepts_batches: bool
-    def __init__(self, node_id: _Optional[str] = ..., running_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
+    workflow_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., running_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ..., workflow_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ()
@@ -269,18 +271,20 @@ class Cancel(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("lease_seconds", "unknown_run_ids", "accepts_batches", "heartbeat_seconds", "acknowledges_logs")
+    __slots__ = ("lease_seconds", "unknown_run_ids", "accepts_batches", "heartbeat_seconds", "acknowledges_logs", "tells_workflow_ends")
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_RUN_IDS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ACKNOWLEDGES_LOGS_FIELD_NUMBER: _ClassVar[int]
+    TELLS_WORKFLOW_ENDS_FIELD_NUMBER: _ClassVar[int]
     lease_seconds: float
     unknown_run_ids: _containers.RepeatedScalarFieldContainer[int]
     accepts_batches: bool
     heartbeat_seconds: float
     acknowledges_logs: bool
-    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ..., heartbeat_seconds: _Optional[float] = ..., acknowledges_logs: _Optional[bool] = ...) -> None: ...
+    tells_workflow_ends: bool
+    def __init__(self, lease_seconds: _Optional[float] = ..., unknown_run_ids: _Optional[_Iterable[int]] = ..., accepts_batches: _Optional[bool] = ..., heartbeat_seconds: _Optional[float] = ..., acknowledges_logs: _Optional[bool] = ..., tells_workflow_ends: _Optional[bool] = ...) -> None: ...
 
 class LogsStored(_message.Message):
     __slots__ = ("through_seq",)
@@ -319,7 +323,7 @@ class FenceDone(_message.Message):
     def __init__(self, run_id: _Optional[int] = ..., seq: _Optional[int] = ..., kvs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume", "batch", "logs_stored")
+    __slots__ = ("welcome", "assign", "cancel", "shutdown", "fence_done", "scrape", "remove_volume", "batch", "logs_stored", "workflow_ended")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -329,6 +333,7 @@ class ControlMessage(_message.Message):
     REMOVE_VOLUME_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     LOGS_STORED_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ENDED_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assign: Assignment
     cancel: Cancel
@@ -338,7 +343,14 @@ class ControlMessage(_message.Message):
     remove_volume: RemoveVolume
     batch: ControlBatch
     logs_stored: LogsStored
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ..., batch: _Optional[_Union[ControlBatch, _Mapping]] = ..., logs_stored: _Optional[_Union[LogsStored, _Mapping]] = ...) -> None: ...
+    workflow_ended: WorkflowEnded
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., fence_done: _Optional[_Union[FenceDone, _Mapping]] = ..., scrape: _Optional[_Union[ScrapeMetrics, _Mapping]] = ..., remove_volume: _Optional[_Union[RemoveVolume, _Mapping]] = ..., batch: _Optional[_Union[ControlBatch, _Mapping]] = ..., logs_stored: _Optional[_Union[LogsStored, _Mapping]] = ..., workflow_ended: _Optional[_Union[WorkflowEnded, _Mapping]] = ...) -> None: ...
+
+class WorkflowEnded(_message.Message):
+    __slots__ = ("workflow_ids",)
+    WORKFLOW_IDS_FIELD_NUMBER: _ClassVar[int]
+    workflow_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, workflow_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ControlBatch(_message.Message):
     __slots__ = ("messages",)
