@@ -97,6 +97,8 @@ class WorkflowVolumes:
         self._ended: set[str] = set()
         #: ended workflows with no run here: removed by the next ``expire`` (a dict: ordered)
         self._due: dict[str, None] = {}
+        #: ended workflows an ``expire`` took from ``_due`` and is removing
+        self._removing: set[str] = set()
         #: when an Orchestrate that tells this node of workflow ends was last connected: the
         #: backstop counts a workflow's idle time from no earlier than this
         self._vouched = float("-inf")
@@ -196,8 +198,9 @@ class WorkflowVolumes:
         with self._lock:
             self._active[workflow_id] = self._active.get(workflow_id, 0) + 1
             self._idle_since.pop(workflow_id, None)
-            if workflow_id in self._due:  # said ended: goes once this run is released
-                del self._due[workflow_id]
+            if workflow_id in self._due or workflow_id in self._removing:
+                # said ended (a canceled run starting late): goes once this run is released
+                self._due.pop(workflow_id, None)
                 self._ended.add(workflow_id)
 
     def release(self, workflow_id: str, now: float) -> None:
@@ -262,12 +265,13 @@ class WorkflowVolumes:
         removed = []
         for workflow_id in due:
             with self._lock:
+                self._removing.discard(workflow_id)
                 if (
                     workflow_id in self._active
                     or workflow_id in self._idle_since
                     or workflow_id in self._due
                 ):
-                    continue  # a run took it again: it lives on
+                    continue  # a run took it again: it lives on (until told, if ended)
                 shutil.rmtree(self.workflow_dir(workflow_id), ignore_errors=True)
             removed.append(workflow_id)
         return removed
@@ -276,6 +280,7 @@ class WorkflowVolumes:
         """The workflows due for removal at ``now``, no longer counted as idle or ended."""
         with self._lock:
             due = list(self._due)
+            self._removing.update(due)
             self._due.clear()
             idle = []
             for workflow_id, since in self._idle_since.items():

@@ -311,3 +311,23 @@ def test_a_restarted_agent_keeps_its_leftovers_and_names_them_for_orchestrate(
     assert volumes.kept(10) == [WORKFLOW]
     volumes.end([WORKFLOW])
     assert volumes.expire(now=100) == [WORKFLOW]
+
+
+def test_an_ended_workflow_a_late_run_takes_during_its_removal_goes_after_that_run(
+    tmp_path: Path,
+) -> None:
+    volumes = WorkflowVolumes(tmp_path)
+    volumes.volume_dir(WORKFLOW, "data")
+    volumes.end([WORKFLOW])
+    take_due = volumes._take_due
+
+    def a_canceled_run_starts_meanwhile(now: float) -> list[str]:
+        due = take_due(now)
+        volumes.acquire(WORKFLOW)
+        return due
+
+    with mock.patch.object(volumes, "_take_due", a_canceled_run_starts_meanwhile):
+        assert volumes.expire(now=100) == []
+    volumes.release(WORKFLOW, now=101)
+
+    assert volumes.expire(now=101) == [WORKFLOW]
