@@ -28,7 +28,13 @@ def test_a_node_without_the_image_fetches_the_written_back_copy_not_the_layers(
     assert orchestrate.wait_for(first, timeout=120).status == "FINISHED"
     stored = orchestrate.call(
         lambda: orchestrate.service.object_cache.lookup(
-            CacheAddress.checked("", "group", "docker/alpine:latest")
+            # the group of the account that submitted it: its own, as it has no organization
+            CacheAddress.checked(
+                "",
+                "group",
+                "docker/alpine:latest",
+                group=orchestrate.service.object_cache.group_of(orchestrate.admin.account_id),
+            )
         )
     )
     assert stored is not None

@@ -88,7 +88,13 @@ def test_a_pulled_image_is_written_back_and_a_later_fuzzball_uri_runs_it(
     assert uploads and uploads[-1].data["done"] == uploads[-1].data["total"]
     cached = orchestrate.call(
         lambda: orchestrate.service.object_cache.lookup(
-            CacheAddress.checked("", "group", "docker/alpine:latest")
+            # the group of the account that submitted it: its own, as it has no organization
+            CacheAddress.checked(
+                "",
+                "group",
+                "docker/alpine:latest",
+                group=orchestrate.service.object_cache.group_of(orchestrate.admin.account_id),
+            )
         )
     )
     assert cached is not None and cached.size > 0
