@@ -57,6 +57,8 @@ class SqlStack:
         self.service = SqlOrchestrateService(sessions, self.engine)
         self._runs: dict[RunKey, int] = {}
         self._node_ids: list[str] = []
+        #: run id -> the node it was assigned to (a report comes from its run's node)
+        self._run_nodes: dict[int, str] = {}
         self._node_tasks: list[asyncio.Future[None]] = []
         self._engine_task = self._on_loop(lambda: asyncio.ensure_future(self.engine.run(tick=0.05)))
 
@@ -133,6 +135,7 @@ class SqlStack:
                 assign = message.assign
                 task = assign.task_id if assign.has_task else None
                 self._runs[(assign.workflow_id, assign.stage_name, task)] = assign.run_id
+                self._run_nodes[assign.run_id] = node_id
             elif kind == "cancel":
                 exited = node_pb2.RunExited(
                     run_id=message.cancel.run_id, exit_code=-1, canceled=True, time=time.time()
@@ -148,8 +151,16 @@ class SqlStack:
         return self._runs[(workflow_id, stage_name, task_id)]
 
     def _send(self, *node_messages: node_pb2.NodeMessage) -> None:
-        node_id = self._node_ids[0]  # the tests' jobs all run on the first node
-        self._on_loop(lambda: [self.engine.node_message(node_id, m) for m in node_messages])
+        """Each report as its run's node sends it (Orchestrate applies a node's reports only
+        about its own runs)."""
+        self._on_loop(
+            lambda: [self.engine.node_message(self._node_of(m), m) for m in node_messages]
+        )
+
+    def _node_of(self, message: node_pb2.NodeMessage) -> str:
+        report = getattr(message, message.WhichOneof("kind") or "", None)
+        run_id = getattr(report, "run_id", None)
+        return self._run_nodes.get(run_id, self._node_ids[0]) if run_id else self._node_ids[0]
 
     def _settle(self, done: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 10
