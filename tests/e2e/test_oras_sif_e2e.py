@@ -35,14 +35,12 @@ def _node_arch() -> str:
     return arch
 
 
-def test_a_sif_served_through_oras_runs_a_job_from_its_tree(
-    cluster: Cluster, local_registry: LocalRegistry, tmp_path: Path
-) -> None:
-    sif = write_sif(_sif_rootfs(tmp_path / "rootfs"), tmp_path / "greeter.sif", arch=_node_arch())
+def _pushed(local_registry: LocalRegistry, sif: Path, repository: str) -> str:
+    """Push ``sif`` to the registry as an ORAS artifact, tag 1; its ``oras://`` URI."""
     pusher = Pusher(local_registry.url)
     try:
         pusher.push_artifact(
-            "tests/greeter",
+            repository,
             "1",
             sif.read_bytes(),
             media_type=SIF_LAYER,
@@ -51,7 +49,14 @@ def test_a_sif_served_through_oras_runs_a_job_from_its_tree(
         )
     finally:
         pusher.close()
-    uri = f"oras://{local_registry.server.host}/tests/greeter:1"
+    return f"oras://{local_registry.server.host}/{repository}:1"
+
+
+def test_a_sif_served_through_oras_runs_a_job_from_its_tree(
+    cluster: Cluster, local_registry: LocalRegistry, tmp_path: Path
+) -> None:
+    sif = write_sif(_sif_rootfs(tmp_path / "rootfs"), tmp_path / "greeter.sif", arch=_node_arch())
+    uri = _pushed(local_registry, sif, "tests/greeter")
 
     orchestrate = cluster.orchestrate
     workflow_id = orchestrate.start_workflow(
@@ -83,19 +88,7 @@ def test_a_sif_jobs_command_runs_after_its_environment_scripts_under_the_jobs_en
     (root / "opt/app/bin/greet").write_text('#!/bin/sh\necho "$GREETING, $WHO"\n')
     (root / "opt/app/bin/greet").chmod(0o755)
     sif = write_sif(root, tmp_path / "env.sif", arch=_node_arch())
-    pusher = Pusher(local_registry.url)
-    try:
-        pusher.push_artifact(
-            "tests/env-scripts",
-            "1",
-            sif.read_bytes(),
-            media_type=SIF_LAYER,
-            config_media_type=SIF_CONFIG,
-            title=sif.name,
-        )
-    finally:
-        pusher.close()
-    uri = f"oras://{local_registry.server.host}/tests/env-scripts:1"
+    uri = _pushed(local_registry, sif, "tests/env-scripts")
 
     orchestrate = cluster.orchestrate
     workflow_id = orchestrate.start_workflow(
