@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import reprlib
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -508,6 +509,20 @@ class FairQueue(Queue):
         priority, submitted_at, job_id = job.order_key
         return (priority, -score, submitted_at, job_id)
 
+    def _run_key(self, factor: float) -> Callable[[JobRequest], tuple[int, float, float, str]]:
+        """:meth:`_key` of a job of an account whose factor is ``factor``, as a key function
+        (an account's jobs, in queue order, have ascending keys: an earlier submission has
+        waited longer)."""
+        if self._fair.config.age_weight:
+            return lambda job: self._key(job, factor)
+        neg_score = -self._fair.config.fair_share_weight * factor
+
+        def key(job: JobRequest) -> tuple[int, float, float, str]:
+            priority, submitted_at, job_id = job.order_key
+            return (priority, neg_score, submitted_at, job_id)
+
+        return key
+
     def __iter__(self) -> Iterator[JobRequest]:
         by_account = self._by_account
         running = self._fair.running
@@ -517,8 +532,7 @@ class FairQueue(Queue):
         heap = [(self._key(jobs[0], factors[a]), a) for a, jobs in by_account.items()]
         heapq.heapify(heap)
         overtaken = self.overtaken
-        plain_score = not self._fair.config.age_weight
-        #: the largest plain queue order key considered so far
+        #: the largest plain queue order key met so far
         latest: tuple[int, float, str] | None = None
         position = dict.fromkeys(by_account, 0)
         while heap:
@@ -526,64 +540,54 @@ class FairQueue(Queue):
             jobs = by_account[account]
             at = position[account]
             count = len(jobs)
-            factor = factors[account]
             # The account keeps the turn while its next job goes before the best job of the
-            # others (``bound``): its factor changes only when one of its jobs is placed, so
-            # a run of its jobs is met without the heap (a pass meets every waiting job, and
-            # most are of shapes settled earlier in it: their step in the pass, the heap's
-            # and the overtaken table's were most of a churn run over four accounts).
-            bound = heap[0][0] if heap else None
-            neg_score = -self._fair.config.fair_share_weight * factor
+            # others: its factor changes only when one of its jobs is placed, so the run of
+            # its jobs up to ``stop`` is met without the heap, and those of shapes settled
+            # earlier in the pass (most of a pass's jobs) are answered here, not yielded
+            # (their step in the pass, the heap's and the overtaken table's were most of a
+            # churn run over four accounts).
+            run_key = self._run_key(factors[account])
+            stop = bisect_right(jobs, heap[0][0], at, count, key=run_key) if heap else count
+            # an account's own jobs come in queue order, so only another account's later
+            # work can have been met first: the jobs before ``cut``
+            cut = at if latest is None else bisect_left(jobs, latest, at, stop, key=_QUEUE_ORDER)
             # the last settled answer passed over, and the account's answer for it
             last_same = last_passed = None
-            while True:
+            placed = False
+            while at < stop:
                 job = jobs[at]
-                key = job.order_key
-                # an account's own jobs come in queue order, so only another account's later
-                # work can have been met first
-                behind = latest is not None and key < latest
-                if not behind:
-                    latest = key
                 same = settled.get(id(job.shape))
-                if same is not None:
-                    # answered as the pass answers a settled shape's job, without its step
-                    if behind:
-                        if same is not last_same:
-                            last_same = same
-                            last_passed = passed_over.get((same, account))
-                            if last_passed is None:
-                                last_passed = passed_over[same, account] = new_answer()
-                        answers[job.id] = last_passed
-                    else:
-                        answers[job.id] = same
-                    placed = False
-                else:
-                    if behind:
+                if same is None:
+                    if at < cut:
                         overtaken[job.id] = account
                     held = running.get(account)
                     holding = held.jobs if held is not None else 0
                     yield job
+                    at += 1
                     held = running.get(account)
-                    placed = (held.jobs if held is not None else 0) != holding
+                    if (held.jobs if held is not None else 0) != holding:
+                        placed = True
+                        break
+                    continue
+                # answered as the pass answers a settled shape's job, without its step
+                if at < cut:
+                    if same is not last_same:
+                        last_same = same
+                        last_passed = passed_over.get((same, account))
+                        if last_passed is None:
+                            last_passed = passed_over[same, account] = new_answer()
+                    answers[job.id] = last_passed
+                else:
+                    answers[job.id] = same
                 at += 1
-                if at == count:
-                    break
+            if at > cut:
+                latest = jobs[at - 1].order_key
+            position[account] = at
+            if at < count:
                 if placed:
                     # the account's use grew, and its factor with it: the heap decides again
-                    factor = factors[account] = self.factor(account)
-                    heapq.heappush(heap, (self._key(jobs[at], factor), account))
-                    break
-                if bound is not None:
-                    following = jobs[at]
-                    if plain_score:
-                        order = following.order_key
-                        next_key = (order[0], neg_score, order[1], order[2])
-                    else:
-                        next_key = self._key(following, factor)
-                    if next_key > bound:
-                        heapq.heappush(heap, (next_key, account))
-                        break
-            position[account] = at
+                    factors[account] = self.factor(account)
+                heapq.heappush(heap, (self._key(jobs[at], factors[account]), account))
 
 
 def _normalized_shares(
