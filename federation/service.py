@@ -51,7 +51,7 @@ from fuzzball_core.plugins import PluginRegistry
 from fuzzball_core.service.accounts import AccountCalls, Accounts
 from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_core.service.forwarded_identity import IdentitySigner, TrustedFederates
-from fuzzball_core.service.permissions import require
+from fuzzball_core.service.permissions import lacks_to_control_workflow, require
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -539,12 +539,11 @@ class FederateService(AccountCalls):
         failover never re-routes the workflow from then on. When the member does not answer,
         the stop stays recorded as pending and failover's turns deliver it once the member
         answers again; the caller is told so (a note, not an error: the stop will happen).
-        It needs :attr:`Permission.RUN_WORKFLOWS`, and for another account's workflow
-        :attr:`Permission.ADMINISTER_CLUSTER` too (:attr:`Permission.READ_CLUSTER`, which
-        shows it, is read only)."""
+        Who may stop it is :meth:`lacks_to_control_workflow`'s."""
         self._require(who, Permission.RUN_WORKFLOWS, "stop workflows")
         seen = self._record(who, workflow_id)  # another organization's workflow is not found
-        if seen.account_id != who.account_id:
+        if self._lacks_to_control(who, seen) is not None:
+            # RUN_WORKFLOWS is held (above): what is lacking is administering the cluster
             self._require(who, Permission.ADMINISTER_CLUSTER, "stop workflows of another account")
         with self.sessions() as session, session.begin():
             row = session.get(FederatedWorkflow, workflow_id, with_for_update=True)
@@ -563,6 +562,17 @@ class FederateService(AccountCalls):
             )
         self._set_stop_pending(workflow_id, False)  # delivered: an earlier one is done too
         return note or None
+
+    def lacks_to_control_workflow(self, who: Principal, workflow_id: str) -> Permission | None:
+        """The permission ``who`` lacks to stop or rerun the workflow (None: it may), as
+        :meth:`stop_workflow` would refuse it. NotFound as :meth:`get_workflow`."""
+        return self._lacks_to_control(who, self._record(who, workflow_id))
+
+    @staticmethod
+    def _lacks_to_control(who: Principal, row: FederatedWorkflow) -> Permission | None:
+        """:func:`~fuzzball_core.service.permissions.lacks_to_control_workflow` for a
+        workflow ``who`` sees: its own are its account's."""
+        return lacks_to_control_workflow(who, its_own=row.account_id == who.account_id)
 
     def _set_stop_pending(self, workflow_id: str, pending: bool) -> None:
         """Record whether the stop asked for ``workflow_id`` is still to be delivered."""

@@ -48,7 +48,11 @@ from fuzzball_core.service.forwarded_accounts import ForwardedAccounts
 from fuzzball_core.service.forwarded_identity import TrustedFederates
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import OidcIssuer, looks_like_jwt
-from fuzzball_core.service.permissions import require
+from fuzzball_core.service.permissions import (
+    lacks_to_control_workflow,
+    may_start_workflows,
+    require,
+)
 from fuzzball_core.service.submission import read_submission
 from fuzzball_core.service.views import (
     IN_USE,
@@ -440,7 +444,7 @@ class SqlOrchestrateService(ListReads, AccountCalls):
         provisioner accounts do not, whatever their tokens are trusted with); a set lookup on
         the principal, nothing more: submissions pay it every time (the refusal's target is
         made only for a refusal)."""
-        if not who.may(Permission.RUN_WORKFLOWS):
+        if not may_start_workflows(who):
             self._require(
                 who, Permission.RUN_WORKFLOWS, "start workflows", f"workflow {name or 'workflow'}"
             )
@@ -472,22 +476,37 @@ class SqlOrchestrateService(ListReads, AccountCalls):
     def _controlled(
         self, session: Session, who: Principal, workflow_id: str, doing: str
     ) -> Workflow:
-        """The workflow if ``who`` may act on it (``doing``: stop it), not only see it: with
-        :attr:`Permission.RUN_WORKFLOWS`, one :func:`works_with_workflows_of` names;
-        another account's only with :attr:`Permission.ADMINISTER_CLUSTER` as well, since
-        :attr:`Permission.READ_CLUSTER`, which shows it, is read only. NotFound as
+        """The workflow if ``who`` may act on it (``doing``: stop it), not only see it, as
+        :meth:`lacks_to_control_workflow` says; the refusal audited. NotFound as
         :meth:`_owned` for one it may not see."""
         target = f"workflow {workflow_id}"
+        # refused before the lookup: without it nothing is controlled, seen or not
         self._require(who, Permission.RUN_WORKFLOWS, doing, target)
         workflow = self._owned(session, who, workflow_id)
-        if who.may(Permission.ADMINISTER_CLUSTER) or works_with_workflows_of(
+        if self._lacks_to_control(session, who, workflow) is not None:
+            # RUN_WORKFLOWS is held (above): what is lacking is administering the cluster
+            self._require(who, Permission.ADMINISTER_CLUSTER, f"{doing} of another account", target)
+        return workflow
+
+    def _lacks_to_control(
+        self, session: Session, who: Principal, workflow: Workflow
+    ) -> Permission | None:
+        """:func:`~fuzzball_core.service.permissions.lacks_to_control_workflow` for a
+        workflow ``who`` sees: its own are those :func:`works_with_workflows_of` names."""
+        its_own = works_with_workflows_of(
             who,
             workflow.account_id,
             federate_account_id=_federate_of(session, workflow) if _forwards(who) else None,
-        ):
-            return workflow
-        self._require(who, Permission.ADMINISTER_CLUSTER, f"{doing} of another account", target)
-        return workflow
+        )
+        return lacks_to_control_workflow(who, its_own=its_own)
+
+    def lacks_to_control_workflow(self, who: Principal, workflow_id: str) -> Permission | None:
+        """The permission ``who`` lacks to stop or rerun the workflow (None: it may), as
+        :meth:`stop_workflow` would refuse it; nothing is audited (a question, not an
+        attempt). NotFound as :meth:`get_workflow` for one it may not see."""
+        with self.sessions() as session:
+            workflow = self._owned(session, who, workflow_id)
+            return self._lacks_to_control(session, who, workflow)
 
     def list_workflows_page(
         self,

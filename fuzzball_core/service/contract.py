@@ -24,6 +24,7 @@ from fuzzball_core.service.views import (
     StartedWorkflow,
     WorkflowView,
 )
+from fuzzball_core.vocabulary import Permission
 
 if TYPE_CHECKING:
     from fuzzball_core.store.object_cache import ObjectCache
@@ -95,6 +96,11 @@ class OrchestrateService(Protocol):
         """Cancel every stage not yet finished; running containers are killed. None once
         done; a note for the caller when the stop is recorded but not yet done (Federate,
         whose member does not answer, delivers it when the member answers again)."""
+
+    def lacks_to_control_workflow(self, who: Principal, workflow_id: str) -> Permission | None:
+        """The permission ``who`` lacks to stop or rerun the workflow, None when it may:
+        exactly what :meth:`stop_workflow` refuses by (the Web UI offers Stop and Rerun by
+        it). ``NotFound`` as :meth:`get_workflow`."""
 
     def list_events(
         self, who: Principal, workflow_id: str, *, after_seq: int = 0

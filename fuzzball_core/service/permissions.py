@@ -63,3 +63,25 @@ def require(who: Principal, permission: Permission, doing: str) -> None:
         raise PermissionDenied(
             f"{who.email or who.name} may not {doing} (needs the {permission.value} permission)"
         )
+
+
+def may_start_workflows(who: Principal) -> bool:
+    """Whether ``who`` may start workflows (a rerun is a start): with
+    :attr:`Permission.RUN_WORKFLOWS`, which the cluster's monitoring and provisioner accounts
+    lack whatever their tokens are trusted with."""
+    return who.may(Permission.RUN_WORKFLOWS)
+
+
+def lacks_to_control_workflow(who: Principal, *, its_own: bool) -> Permission | None:
+    """The permission ``who`` lacks to stop or rerun a workflow it can see, None when it may.
+
+    It needs :attr:`Permission.RUN_WORKFLOWS`; for a workflow that is not its own
+    (``its_own``: of the account it works in), :attr:`Permission.ADMINISTER_CLUSTER` as
+    well, since :attr:`Permission.READ_CLUSTER`, which shows another account's, is read
+    only. The services refuse with this and the Web UI offers the controls by it, so the
+    two never disagree."""
+    if not who.may(Permission.RUN_WORKFLOWS):
+        return Permission.RUN_WORKFLOWS
+    if its_own or who.may(Permission.ADMINISTER_CLUSTER):
+        return None
+    return Permission.ADMINISTER_CLUSTER

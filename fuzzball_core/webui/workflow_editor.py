@@ -21,6 +21,7 @@ from aiohttp import web
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.service.contract import OrchestrateService
+from fuzzball_core.service.permissions import may_start_workflows
 from fuzzball_core.service.views import Principal
 from fuzzball_core.spec import field_violations, upgrade_to_v4
 from fuzzball_core.spec.loading import load_document
@@ -142,6 +143,8 @@ def _editor_page(
         notice=notice,
         upgradable=declared_version(text) == "v1",
         lines=max(1, text.count("\n") + 1),
+        # Start is offered only to one the server lets start workflows; the others may check
+        may_start=may_start_workflows(visitor.who),
     )
 
 

@@ -21,7 +21,7 @@ from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import TERMINAL, StageExplanation, StageView, WorkflowView
 from fuzzball_core.spec.names import check_printable
 from fuzzball_core.store.models import Node
-from fuzzball_core.vocabulary import Permission, Status
+from fuzzball_core.vocabulary import Status
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import html
 from fuzzball_core.webui.session import Visitor, page
@@ -112,6 +112,8 @@ def _detail(ui: WebUi, visitor: Visitor, workflow_id: str) -> dict[str, Any]:
         "visitor": visitor,
         "workflow": workflow,
         "running": workflow.status not in TERMINAL,
+        # Stop and Rerun are offered only where the server would not refuse them
+        "controls": ui.service.lacks_to_control_workflow(visitor.who, workflow_id) is None,
         "graph": stage_graph(workflow),
         "stages": rows,
         "nodes_used": sorted({n for row in rows for n in row.nodes}),
@@ -206,13 +208,15 @@ async def stop(request: web.Request, visitor: Visitor) -> web.StreamResponse:
 @page
 async def rerun(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Start the workflow's file again under the very same name, then show the new run.
-    Another account's workflow (shown by the read-only READ_CLUSTER) reruns only for one who
-    administers the cluster; starting needs RUN_WORKFLOWS, as every start does."""
+    Whoever may stop the workflow may rerun it (the service's ``lacks_to_control_workflow``
+    says who): another account's workflow, shown by the read-only READ_CLUSTER, reruns only
+    for one who administers the cluster."""
     ui = request.app[UI]
     service = ui.service
     workflow = await ui.call(service.get_workflow, visitor.who, request.match_info["workflow"])
-    if workflow.account_id != visitor.who.account_id:
-        require(visitor.who, Permission.ADMINISTER_CLUSTER, "rerun another account's workflows")
+    lacking = await ui.call(service.lacks_to_control_workflow, visitor.who, workflow.id)
+    if lacking is not None:
+        require(visitor.who, lacking, f"rerun workflow {workflow.id}")
     if not workflow.raw_specification:
         raise InvalidArgument(f"workflow {workflow.id}: its file is not kept, so it cannot rerun")
     started = await service.start_workflow_async(

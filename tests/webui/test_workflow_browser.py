@@ -22,6 +22,7 @@ from support.webui_stack import WebUiStack
 
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import Status
+from fuzzball_core.webui.session import SESSION_COOKIE
 
 pytestmark = pytest.mark.slow
 
@@ -168,6 +169,27 @@ def test_rerun_keeps_the_workflows_name(fresh_browser: Any, ui: WebUiStack) -> N
     assert browser.find_element(By.TAG_NAME, "h1").text == "nightly"
     rerun_id = browser.current_url.rsplit("/", 1)[1]
     assert ui.stack.get_workflow(member(ui), rerun_id).name == "nightly"
+
+
+def test_without_start_the_editor_still_checks_and_enter_in_the_name_sends_nothing(
+    fresh_browser: Any, ui: WebUiStack
+) -> None:
+    browser = fresh_browser
+    # the monitoring service account runs no workflows; it has no password: its token is
+    # put in the session cookie as sign-in would
+    _, token = ui.stack.service.identity.create_service_account("watcher", "monitoring")
+    browser.get(f"{ui.url}/signin")
+    browser.add_cookie({"name": SESSION_COOKIE, "value": token, "path": "/"})
+    browser.get(f"{ui.url}/editor")
+    wait(browser, lambda b: text_of(b, "check-state") == "Valid")
+    assert not browser.find_elements(By.ID, "start")
+    browser.find_element(By.ID, "workflow-name").send_keys(Keys.ENTER)
+    text = browser.find_element(By.ID, "specification")
+    text.send_keys(Keys.CONTROL, Keys.END)
+    text.send_keys("    mounts:\n      /data:\n        volume: scratch\n")
+    wait(browser, lambda b: text_of(b, "check-state") == "1 error")
+    assert browser.current_url == f"{ui.url}/editor"
+    assert console_errors(browser) == []
 
 
 def test_the_editor_places_an_undeclared_volume_mount_at_its_line_as_it_is_typed(

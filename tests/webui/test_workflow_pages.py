@@ -7,6 +7,7 @@ import dataclasses
 import re
 import time
 
+import httpx
 import pytest
 from support.webui_client import signed_in
 from support.webui_stack import WebUiStack
@@ -15,6 +16,7 @@ from support.workflow_rows import add_workflows
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Workflow
 from fuzzball_core.vocabulary import Permission, Status
+from fuzzball_core.webui.session import SESSION_COOKIE, csrf_token
 
 pytestmark = pytest.mark.slow
 
@@ -304,16 +306,15 @@ def test_another_users_workflow_is_not_found(ui: WebUiStack) -> None:
     assert rerun.status_code == 404
 
 
-def test_a_cluster_reader_may_not_rerun_or_stop_another_accounts_workflow(
+def signed_in_reading_only(
     ui: WebUiStack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    member, member_csrf = signed_in(ui, ui.member)
-    workflow_id = start(member, member_csrf, HELLO, "the-members")
+) -> tuple[httpx.Client, str]:
+    """A client signed in as the administrator reading the cluster (READ_CLUSTER: every
+    account's workflows) but administering nothing, and its CSRF token."""
     service = ui.stack.service
     authenticate = service.authenticate
 
     def reading_only(token: str) -> Principal:
-        """The administrator, reading the cluster (READ_CLUSTER) but administering nothing."""
         who = authenticate(token)
         if who.user_id != ui.admin.user_id:
             return who
@@ -321,7 +322,15 @@ def test_a_cluster_reader_may_not_rerun_or_stop_another_accounts_workflow(
         return dataclasses.replace(who, permissions=held)
 
     monkeypatch.setattr(service, "authenticate", reading_only)
-    reader, reader_csrf = signed_in(ui, ui.admin)
+    return signed_in(ui, ui.admin)
+
+
+def test_a_cluster_reader_may_not_rerun_or_stop_another_accounts_workflow(
+    ui: WebUiStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    member, member_csrf = signed_in(ui, ui.member)
+    workflow_id = start(member, member_csrf, HELLO, "the-members")
+    reader, reader_csrf = signed_in_reading_only(ui, monkeypatch)
     assert reader.get(f"/workflows/{workflow_id}").status_code == 200
     before = len(ui.stack.list_workflows_page(ui.admin_principal())[0])
     rerun = reader.post(f"/workflows/{workflow_id}/rerun", data={"csrf": reader_csrf})
@@ -330,6 +339,100 @@ def test_a_cluster_reader_may_not_rerun_or_stop_another_accounts_workflow(
     assert stop.status_code == 403 and "administer_cluster" in stop.text
     assert len(ui.stack.list_workflows_page(ui.admin_principal())[0]) == before
     assert ui.stack.get_workflow(ui.admin_principal(), workflow_id).status != Status.CANCELED
+
+
+# -- who is offered Stop, Rerun and Start ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def monitoring(ui: WebUiStack) -> tuple[str, str]:
+    """The cluster's monitoring service account (it holds nodes, it runs no workflows): its
+    token and a STARTED workflow of its account, stored as a submission leaves it (the
+    account could not submit it: a workflow from before run_workflows was required)."""
+    account, token = ui.stack.service.identity.create_service_account("alerts", "monitoring")
+    rows = add_workflows(ui.stack.service.sessions, account.account_id, 2, prefix="monitors")
+    running = next(r for r in rows if r.status == Status.STARTED)
+    return token, running.id
+
+
+def signed_in_with_token(ui: WebUiStack, token: str) -> tuple[httpx.Client, str]:
+    """A client whose session holds ``token`` (a service account has no password to sign in
+    with), and its CSRF token."""
+    return httpx.Client(base_url=ui.url, cookies={SESSION_COOKIE: token}), csrf_token(token)
+
+
+def offered(page: str) -> set[str]:
+    """Which of the workflow actions (``stop``, ``rerun``) a page offers a button for."""
+    return set(re.findall(r'<button type="submit" id="(stop|rerun)"', page))
+
+
+def test_the_owner_is_offered_stop_and_rerun(ui: WebUiStack) -> None:
+    client, csrf = signed_in(ui, ui.member)
+    workflow_id = start(client, csrf, HELLO, "owned")
+    assert offered(client.get(f"/workflows/{workflow_id}").text) == {"stop", "rerun"}
+
+
+def test_an_account_without_run_workflows_is_offered_neither_stop_nor_rerun(
+    ui: WebUiStack, monitoring: tuple[str, str]
+) -> None:
+    token, workflow_id = monitoring
+    client, _ = signed_in_with_token(ui, token)
+    page = client.get(f"/workflows/{workflow_id}")
+    assert page.status_code == 200
+    assert offered(page.text) == set()
+    assert offered(client.get(f"/workflows/{workflow_id}/live").text) == set()
+
+
+def test_a_page_without_stop_and_rerun_still_shows_the_workflow_and_its_log_pane(
+    ui: WebUiStack, monitoring: tuple[str, str]
+) -> None:
+    token, workflow_id = monitoring
+    client, _ = signed_in_with_token(ui, token)
+    page = client.get(f"/workflows/{workflow_id}").text
+    assert 'id="workflow-status" class="status status-started">STARTED<' in page
+    assert 'id="log-pane"' in page and f'href="/editor?from={workflow_id}"' in page
+    assert client.get(f"/workflows/{workflow_id}/log").status_code == 200
+
+
+def test_the_server_still_refuses_stop_and_rerun_to_an_account_without_run_workflows(
+    ui: WebUiStack, monitoring: tuple[str, str]
+) -> None:
+    token, workflow_id = monitoring
+    client, csrf = signed_in_with_token(ui, token)
+    for action in ("stop", "rerun"):
+        answer = client.post(f"/workflows/{workflow_id}/{action}", data={"csrf": csrf})
+        assert answer.status_code == 403 and "run_workflows" in answer.text
+    assert ui.stack.get_workflow(ui.admin_principal(), workflow_id).status == Status.STARTED
+
+
+def test_a_cluster_reader_is_offered_neither_stop_nor_rerun_on_another_accounts_workflow(
+    ui: WebUiStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    member, member_csrf = signed_in(ui, ui.member)
+    workflow_id = start(member, member_csrf, HELLO, "read-by-the-reader")
+    reader, _ = signed_in_reading_only(ui, monkeypatch)
+    page = reader.get(f"/workflows/{workflow_id}")
+    assert page.status_code == 200
+    assert offered(page.text) == set()
+
+
+def test_a_cluster_administrator_is_offered_stop_and_rerun_on_another_accounts_workflow(
+    ui: WebUiStack,
+) -> None:
+    member, member_csrf = signed_in(ui, ui.member)
+    workflow_id = start(member, member_csrf, HELLO, "administered")
+    admin, _ = signed_in(ui, ui.admin)
+    assert offered(admin.get(f"/workflows/{workflow_id}").text) == {"stop", "rerun"}
+
+
+def test_the_editor_offers_no_start_to_an_account_without_run_workflows_saying_why(
+    ui: WebUiStack, monitoring: tuple[str, str]
+) -> None:
+    client, _ = signed_in_with_token(ui, monitoring[0])
+    page = client.get("/editor")
+    assert page.status_code == 200
+    assert 'id="start"' not in page.text
+    assert "may not start workflows" in page.text and "run_workflows" in page.text
 
 
 # -- the list -------------------------------------------------------------------------------

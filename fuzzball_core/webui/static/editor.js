@@ -43,6 +43,11 @@
       });
     });
     this.upgradeButton.addEventListener("click", function () { self.upgrade(); });
+    // no Start button (the visitor may not start workflows): Enter in the name field must
+    // not send the form, which the server would refuse
+    form.addEventListener("submit", function (event) {
+      if (!document.getElementById("start")) { event.preventDefault(); }
+    });
     this.list.addEventListener("click", function (event) {
       var button = event.target.closest("button[data-line]");
       if (button && button.getAttribute("data-line")) {
