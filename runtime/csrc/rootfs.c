@@ -223,7 +223,8 @@ static int make_overlay(const struct fbrt_spec *spec, int *tmp, int *etc_seeded,
     return fs_mount(fs, "overlay", 0, e);
 }
 
-/* Copy each bind's source into TREES (read-only ones made so before they are attached). */
+/* Copy each bind's source into TREES, every mount of each copy private, nosuid and nodev
+ * (read-only ones made so too) before they are attached. */
 static int open_binds(const struct fbrt_spec *spec, struct bind_tree *trees,
                       struct fbrt_error *e) {
     for (int i = 0; i < spec->nbinds; i++) {
@@ -237,11 +238,19 @@ static int open_binds(const struct fbrt_spec *spec, struct bind_tree *trees,
         if (trees[i].fd < 0)
             return fbrt_fail(e, errno, "copy bind source %s (open_tree)", b->src);
         /* Private, all of it: a copy of a shared mount joins the host's peer group, and
-         * mounts made inside the container would then appear on the host. */
-        struct mount_attr private = {.propagation = MS_PRIVATE};
-        if (syscall(SYS_mount_setattr, trees[i].fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &private,
-                    sizeof(private)) < 0)
-            return fbrt_fail(e, errno, "make the copy of bind source %s private", b->src);
+         * mounts made inside the container would then appear on the host. Nosuid and nodev,
+         * all of it, in the same call, as the image, /tmp and /proc are (and as Apptainer
+         * and Podman mount binds and volumes): otherwise a set-user-ID root program a root
+         * job leaves on a shared volume makes a later non-root job root in its container,
+         * and a device node on a volume opens the host's device past the container's /dev.
+         * Nothing needs either through a bind: device nodes come through /dev (devices.c),
+         * and the driver daemons' sockets and MPS pipes are no devices. */
+        struct mount_attr confined = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                      .propagation = MS_PRIVATE};
+        if (syscall(SYS_mount_setattr, trees[i].fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &confined,
+                    sizeof(confined)) < 0)
+            return fbrt_fail(e, errno, "make the copy of bind source %s private, nosuid and nodev",
+                             b->src);
         /* The top mount only, as a read-only bind remount does: mounts below it keep theirs. */
         struct mount_attr readonly = {.attr_set = MOUNT_ATTR_RDONLY};
         if (b->readonly && syscall(SYS_mount_setattr, trees[i].fd, "", AT_EMPTY_PATH, &readonly,

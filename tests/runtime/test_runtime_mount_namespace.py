@@ -81,6 +81,29 @@ def test_tmp_is_a_sticky_directory_of_the_upper_layers_tmpfs(run) -> None:
     assert {"nosuid", "nodev"} <= set(tmp["options"].split(","))
 
 
+@pytest.mark.parametrize("readonly", [False, True], ids=["read-write", "read-only"])
+def test_a_bind_is_nosuid_and_nodev(run, tmp_path, readonly) -> None:
+    status, output = run(
+        "cat /proc/self/mountinfo", binds=[Bind(str(tmp_path), "/data", readonly=readonly)]
+    )
+    assert status.exit_code == 0
+    options = set(_mount_at(output, "/data")["options"].split(","))
+    assert {"nosuid", "nodev"} <= options
+    assert ("ro" in options) == readonly
+
+
+def test_a_mount_below_a_bind_source_is_nosuid_and_nodev_too(run, tmp_path) -> None:
+    below = tmp_path / "below"
+    below.mkdir()
+    subprocess.run(["mount", "--bind", str(below), str(below)], check=True)
+    try:
+        status, output = run("cat /proc/self/mountinfo", binds=[Bind(str(tmp_path), "/data")])
+    finally:
+        subprocess.run(["umount", str(below)], check=True)
+    assert status.exit_code == 0
+    assert {"nosuid", "nodev"} <= set(_mount_at(output, "/data/below")["options"].split(","))
+
+
 def test_tmp_is_a_tmpfs_of_its_own_with_a_scratch_upper_layer(run, tmp_path) -> None:
     status, output = run("cat /proc/self/mountinfo", scratch_dir=str(tmp_path))
     assert status.exit_code == 0

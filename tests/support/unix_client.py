@@ -1,14 +1,12 @@
 """A static unix-socket client for the runtime tests' busybox image (whose ``nc`` speaks
 TCP only): ``unix-client PATH`` connects to the stream socket at ``PATH`` and copies what
-it reads to stdout. Compiled on demand with the host's C compiler."""
+it reads to stdout."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from support.static_program import build_static_program
 
 SOURCE = r"""
 #include <stdio.h>
@@ -41,15 +39,4 @@ int main(int argc, char **argv) {
 def build_unix_client(directory: Path) -> Path:
     """The client, compiled statically into ``directory``; skips the test without a C
     compiler that can link statically."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("needs a C compiler to build the unix-socket client")
-    source = directory / "unix-client.c"
-    source.write_text(SOURCE)
-    binary = directory / "unix-client"
-    result = subprocess.run(
-        [compiler, "-static", "-O", "-o", str(binary), str(source)], capture_output=True
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot link a static binary: {result.stderr.decode(errors='replace')}")
-    return binary
+    return build_static_program(directory, "unix-client", SOURCE)
