@@ -3,7 +3,7 @@
 import pytest
 
 from fuzzball_core.errors import PermissionDenied
-from fuzzball_core.service.permissions import permissions_for, require
+from fuzzball_core.service.permissions import lacks_to_control_workflow, permissions_for, require
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import CredentialKind, OrganizationRole, Permission
 
@@ -54,3 +54,25 @@ def test_a_refusal_names_what_was_refused_and_the_missing_permission():
     member = Principal("a", "ann", email="ann@example.org")
     with pytest.raises(PermissionDenied, match=r"ann@example.org may not cordon .*hold_nodes"):
         require(member, Permission.HOLD_NODES, "cordon nodes")
+
+
+def principal_with(*permissions: Permission) -> Principal:
+    return Principal("a", "ann", permissions=frozenset(permissions))
+
+
+def test_stopping_ones_own_workflow_needs_run_workflows_only():
+    runner = principal_with(Permission.RUN_WORKFLOWS)
+    assert lacks_to_control_workflow(runner, its_own=True) is None
+
+
+def test_stopping_another_accounts_workflow_needs_administer_cluster_too():
+    reader = principal_with(Permission.RUN_WORKFLOWS, Permission.READ_CLUSTER)
+    assert lacks_to_control_workflow(reader, its_own=False) is Permission.ADMINISTER_CLUSTER
+    admin = principal_with(Permission.RUN_WORKFLOWS, Permission.ADMINISTER_CLUSTER)
+    assert lacks_to_control_workflow(admin, its_own=False) is None
+
+
+def test_without_run_workflows_no_workflow_is_controlled_not_even_by_an_administrator():
+    monitoring = principal_with(Permission.ADMINISTER_CLUSTER, Permission.HOLD_NODES)
+    assert lacks_to_control_workflow(monitoring, its_own=True) is Permission.RUN_WORKFLOWS
+    assert lacks_to_control_workflow(monitoring, its_own=False) is Permission.RUN_WORKFLOWS
