@@ -553,7 +553,8 @@ class Volume(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     #: a VolumeStatus (VOLUME_STATUS_ENABLED or _DISABLED)
     status: Mapped[str] = mapped_column(String(40))
-    node_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: indexed: Orchestrate looks up the volumes a node holds as it is removed or deprovisioned
+    node_id: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
     size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
