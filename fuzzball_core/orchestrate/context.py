@@ -31,12 +31,18 @@ from fuzzball_core.orchestrate.node_hub import NodeHub
 from fuzzball_core.orchestrate.pending_queue import PendingQueue
 from fuzzball_core.orchestrate.plans import Plans
 from fuzzball_core.orchestrate.transaction import RunFields, Transaction
+from fuzzball_core.orchestrate.warning_limiter import WarningLimiter
 from fuzzball_core.scheduling import Diagnosis, JobRequest, Scheduler
 from fuzzball_core.spec.models import Retry
 from fuzzball_core.store.models import Stage, Workflow
 
 if TYPE_CHECKING:  # provisioning imports nothing of the engine; this is for the type only
     from fuzzball_core.orchestrate.provisioning import Provisioning
+
+#: seconds within which a node's dropped reports of one kind are logged once
+DROPPED_REPORT_WARNINGS_WINDOW = 60.0
+#: the (node, kind) pairs whose dropped reports' warnings are remembered (a bound on memory)
+DROPPED_REPORT_WARNINGS_KEPT = 4096
 
 
 @dataclass
@@ -226,6 +232,11 @@ class EngineContext:
         #: node's, by report kind (:func:`~fuzzball_core.orchestrate.node_reports.apply`;
         #: Orchestrate's metrics)
         self.dropped_reports: Counter[str] = Counter()
+        #: which dropped reports are logged: a node's first of a kind, then at most one a
+        #: minute with the count held back since (a node repeating them cannot fill the log)
+        self.dropped_report_warnings: WarningLimiter[tuple[str, str]] = WarningLimiter(
+            window=DROPPED_REPORT_WARNINGS_WINDOW, capacity=DROPPED_REPORT_WARNINGS_KEPT
+        )
         #: which live nodes hold which pulled images (a pull stage of one finishes at once)
         self.images_on_nodes = ImagesOnNodes()
         #: what prepares, in the pass, for each run assigned (None: nothing)

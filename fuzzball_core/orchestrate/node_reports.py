@@ -8,10 +8,12 @@ releases a service's dependents and ``fence`` is relayed between a multinode run
 
 A node speaks only for its own work: a report about a run is applied only when that run is
 placed on the reporting node, and one about a volume only when the volume is not another
-node's (:func:`apply`). The rest is dropped, logged and counted (``dropped_reports``, for
-Orchestrate's metrics). A run is placed once, on the nodes its row keeps for good (a retry
-is a new run), so a late report from the node a run ended on, lost or not, still passes and
-is handled as before: an ended run's report changes only what it may after the end.
+node's (:func:`apply`). The rest is dropped, counted (``dropped_reports``, for Orchestrate's
+metrics) and logged, a node's repeats of one kind at most once a minute
+(:mod:`~fuzzball_core.orchestrate.warning_limiter`). A run is placed once, on the nodes its
+row keeps for good (a retry is a new run), so a late report from the node a run ended on,
+lost or not, still passes and is handled as before: an ended run's report changes only what
+it may after the end.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 
@@ -213,15 +216,28 @@ def _drop_run_report(ctx: EngineContext, node_id: str, kind: str, run_id: int) -
 
 
 def _drop(ctx: EngineContext, node_id: str, kind: str, about: str) -> None:
-    """Drop ``node_id``'s ``kind`` report about what it does not hold: logged (never its
-    content, which may be a job's output) and counted."""
+    """Drop ``node_id``'s ``kind`` report about what it does not hold: counted, and logged
+    (never its content, which may be a job's output) within
+    :attr:`EngineContext.dropped_report_warnings`' limit, the next line saying how many of
+    the node's reports of that kind it held back."""
     ctx.dropped_reports[kind] += 1
+    admitted = ctx.dropped_report_warnings.admit((node_id, kind), ctx.clock())
+    if admitted is None:
+        return
+    name = ctx.node_names.get(node_id, "?")
+    if not admitted.held_back:
+        log.warning("node %s (%s) reported %s of %s: dropped", name, node_id, kind, about)
+        return
     log.warning(
-        "node %s (%s) reported %s of %s: dropped",
-        ctx.node_names.get(node_id, "?"),
+        "node %s (%s) reported %s of %s: dropped; %d more %s reports from it dropped since %s,"
+        " not logged",
+        name,
         node_id,
         kind,
         about,
+        admitted.held_back,
+        kind,
+        datetime.fromtimestamp(admitted.since, UTC).isoformat(timespec="seconds"),
     )
 
 
