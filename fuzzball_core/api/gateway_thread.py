@@ -29,6 +29,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from fuzzball_core.api.form_body import FORM_TYPES, read_form_ahead
 from fuzzball_core.api.http_errors import RestRunner
 
 T = TypeVar("T")
@@ -36,8 +37,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: the attribute :func:`any_thread` sets on a handler
 _ANY_THREAD = "_fuzzball_any_thread"
-#: form bodies: read ahead with ``post()`` so that the handler's own ``post()`` finds them
-_FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
 
 class HomeLoop:
@@ -90,9 +89,10 @@ async def home_loop_middleware(request: web.Request, handler: Handler) -> web.St
         return await handler(request)  # no route, or a route served here
     if request.can_read_body:
         # read(), post() and json() keep what they read: the handler's own calls on the
-        # home loop are answered from it without touching this loop's connection
-        if request.content_type in _FORM_TYPES:
-            await request.post()
+        # home loop are answered from it without touching this loop's connection (a
+        # malformed form's refusal is kept too, for the handler's read_form)
+        if request.content_type in FORM_TYPES:
+            await read_form_ahead(request)
         else:
             await request.read()
     return await on_loop(home, handler(request))

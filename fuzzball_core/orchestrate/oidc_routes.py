@@ -25,8 +25,9 @@ from typing import Any
 
 from aiohttp import web
 
+from fuzzball_core.api.form_body import read_form
 from fuzzball_core.api.rest import ExtraRoutes
-from fuzzball_core.errors import FailedPrecondition, NotFound, Unauthenticated
+from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.service.oidc import (
     GRANT_DEVICE,
@@ -158,9 +159,9 @@ async def _form(request: web.Request) -> dict[str, str]:
     if request.content_type != FORM_TYPE:
         raise OAuthError("invalid_request", f"the body must be {FORM_TYPE}")
     try:
-        posted = await request.post()
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise OAuthError("invalid_request", f"the form cannot be read: {exc}") from None
+        posted = await read_form(request)
+    except InvalidArgument as exc:
+        raise OAuthError("invalid_request", exc.message) from None
     form: dict[str, str] = {}
     for key in posted:
         values = posted.getall(key)

@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from fuzzball_core.api.form_body import read_form
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.views import NodeView
 from fuzzball_core.vocabulary import Permission
@@ -87,7 +88,7 @@ async def node_detail(request: web.Request, visitor: Visitor) -> web.StreamRespo
 
 
 async def _reason(request: web.Request) -> str:
-    reason = str((await request.post()).get("reason", "")).strip()
+    reason = str((await read_form(request)).get("reason", "")).strip()
     if len(reason) > MAX_REASON:
         raise InvalidArgument(f"reason: at most {MAX_REASON} characters")
     return reason
@@ -95,7 +96,7 @@ async def _reason(request: web.Request) -> str:
 
 async def _back(request: web.Request, node_id: str) -> web.StreamResponse:
     # back to the page the form was on: the list (with its filters) or the node's page
-    back = str((await request.post()).get("back", ""))
+    back = str((await read_form(request)).get("back", ""))
     if not (back.startswith("/nodes?") or back == "/nodes"):
         back = f"/nodes/{node_id}"
     return web.Response(status=303, headers={"Location": back})

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from fuzzball_core.api.form_body import read_form
 from fuzzball_core.errors import FuzzballError, Unauthenticated
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import WEB_UI_SESSION_COOKIE
@@ -116,7 +117,7 @@ async def _csrf_ok(request: web.Request, expected: str) -> bool:
         "application/x-www-form-urlencoded",
         "multipart/form-data",
     ):
-        sent = str((await request.post()).get(CSRF_FIELD, ""))
+        sent = str((await read_form(request)).get(CSRF_FIELD, ""))
     return sent is not None and hmac.compare_digest(sent.encode(), expected.encode())
 
 
@@ -143,10 +144,10 @@ def page(handler: PageHandler) -> Callable[[web.Request], Awaitable[web.StreamRe
         except Unauthenticated:
             return sign_in_redirect(request, expired=True)
         visitor = Visitor(who, csrf_token(token), ui.nav)
-        if request.method not in _SAFE_METHODS and not await _csrf_ok(request, visitor.csrf):
-            message = "this form is stale or came from another site (no valid CSRF token)"
-            return html("error.html", status=403, visitor=visitor, message=message)
         try:
+            if request.method not in _SAFE_METHODS and not await _csrf_ok(request, visitor.csrf):
+                message = "this form is stale or came from another site (no valid CSRF token)"
+                return html("error.html", status=403, visitor=visitor, message=message)
             return await handler(request, visitor)
         except FuzzballError as exc:
             return error_page(visitor, exc)

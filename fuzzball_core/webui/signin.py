@@ -13,6 +13,7 @@ import secrets
 
 from aiohttp import web
 
+from fuzzball_core.api.form_body import read_form
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import REALM_PATH
@@ -80,7 +81,10 @@ async def show_sign_in(request: web.Request) -> web.StreamResponse:
 
 async def sign_in(request: web.Request) -> web.StreamResponse:
     """Check the email and password; on success, a session cookie and on to the next page."""
-    form = await request.post()
+    try:
+        form = await read_form(request)
+    except InvalidArgument as exc:
+        return _form(request, status=400, error=exc.message)
     guard = request.cookies.get(_FORM_COOKIE, "")
     if not guard or not hmac.compare_digest(guard, str(form.get(CSRF_FIELD, ""))):
         return _form(request, status=403, error="The form expired; please sign in again.")

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from fuzzball_core.api.form_body import read_form
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.service.contract import OrchestrateService
@@ -193,7 +194,7 @@ def _form_text(form: Mapping[str, Any], field: str) -> str:
 async def start(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Start the text as typed under the name given; back to the editor, problems placed,
     if the server refuses it."""
-    form = await request.post()
+    form = await read_form(request)
     text = _form_text(form, "specification").replace("\r\n", "\n")  # a form sends CRLF
     name = _form_text(form, "name").strip()
     try:
