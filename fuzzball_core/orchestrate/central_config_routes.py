@@ -27,6 +27,8 @@ from fuzzball_core.vocabulary import Permission
 
 #: the largest document accepted, in bytes
 MAX_DOCUMENT = 1024 * 1024
+#: Most digits a ``revision`` query may have: any more would not fit the store's 64 bits.
+MAX_REVISION_DIGITS = 18
 
 
 def central_config_routes(central: CentralConfig) -> ExtraRoutes:
@@ -55,8 +57,13 @@ class _Handlers:
     async def get_config(self, request: web.Request) -> web.Response:
         self._admin(request, "read the central configuration")
         raw = request.query.get("revision", "0")
-        if not raw.isdigit():
-            raise InvalidArgument(f"revision: expected a whole number, got {raw!r}")
+        # ASCII digits only ("²" is a digit to isdigit, not to int) and few enough for the
+        # store's 64-bit column
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_REVISION_DIGITS:
+            raise InvalidArgument(
+                f"revision: expected a whole number of at most {MAX_REVISION_DIGITS} digits, "
+                f"got {raw[:40]!r}"
+            )
         document = await asyncio.to_thread(self.central.document, int(raw))
         encoded = base64.b64encode(document.encode()).decode()
         return web.json_response({"config": encoded})

@@ -36,6 +36,7 @@ from pathlib import Path
 from aiohttp import web
 
 from fuzzball_core.api.gateway_thread import any_thread
+from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.image_objects import MEDIA_TYPE
@@ -156,10 +157,9 @@ def add_object_cache_routes(
     async def node_store_config(request: web.Request) -> web.Response:
         if (request.content_length or 0) > MAX_CONFIG_BYTES:
             raise InvalidArgument(f"an image config is at most {MAX_CONFIG_BYTES} bytes")
-        try:
-            document = await request.json()
-        except ValueError as exc:
-            raise InvalidArgument("the image config is not JSON") from exc
+        # the bytes as UTF-8 JSON, whatever charset the Content-Type names (request.json()
+        # decodes with it, and an unknown one was a LookupError: a 500)
+        document = parse_json_body(await request.read())
         if not isinstance(document, dict):
             raise InvalidArgument("the image config is not a JSON object")
         return web.json_response({"digest": cache(request).store_config(document)})

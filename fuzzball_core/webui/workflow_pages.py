@@ -161,7 +161,7 @@ def _int_query(request: web.Request, name: str, default: int) -> int:
     text = request.query.get(name, "")
     if not text:
         return default
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:  # "²" is a digit to isdigit
         raise InvalidArgument(f"{name}: must be a whole number of at most 18 digits")
     return int(text)
 

@@ -3,7 +3,9 @@ each is refused naming what is wrong.
 
 A body sent as a form that is not a well-formed form is refused in the route's own way (a
 Status, an OAuth error, an error page), and its bytes are not echoed: the gateway thread reads
-every form body ahead of the handler, which is where these bodies failed.
+every form body ahead of the handler, which is where these bodies failed. A query number that
+only Unicode calls a digit, or too long for the store, is refused naming the parameter. A JSON
+body is read as UTF-8 whatever charset its Content-Type names.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from support.isolation_stack import IsolationStack
+from support.isolation_stack import NODE_TOKEN, IsolationStack
 
 from fuzzball_core.webui.session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 
@@ -107,3 +109,33 @@ def test_a_page_form_in_an_unknown_charset_is_an_error_page(stack):
     )
     assert reply.status_code == 400, reply.text
     assert "charset that is not a known text encoding" in reply.text
+
+
+@pytest.mark.parametrize("revision", ["9" * 30, "\u00b2"])
+def test_a_central_configuration_revision_that_is_no_stored_number_is_refused(stack, revision):
+    reply = stack.call(
+        stack.tenants.admin_token, "GET", f"/admin/centralconfig?revision={revision}"
+    )
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("revision: expected a whole number")
+
+
+def test_a_workflow_log_page_after_a_number_only_unicode_calls_a_digit_is_an_error_page(stack):
+    owner = stack.tenants.acme_owner.token
+    reply = stack.page(owner, "GET", f"/workflows/{stack.owned.workflow}/log?after=\u00b2")
+    assert reply.status_code == 400, reply.text
+    assert "after: must be a whole number" in reply.text
+
+
+def test_an_image_config_is_read_as_utf8_json_whatever_charset_its_content_type_names(stack):
+    reply = httpx.put(
+        f"{stack.rest_url}/node-objects/configs",
+        content=b'{"architecture": "amd64"}',
+        headers={
+            "Authorization": f"Bearer {NODE_TOKEN}",
+            "Content-Type": "application/json; charset=bogus",
+        },
+        timeout=30,
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["digest"].startswith("sha256:")
