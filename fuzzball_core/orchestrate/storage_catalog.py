@@ -350,7 +350,7 @@ def _capacity_bytes(definition: Mapping[str, Any]) -> int:
     size = capacity.get("size")
     if size in (None, ""):
         return 0
-    if isinstance(size, str) and size.isdigit():
+    if isinstance(size, str) and size.isascii() and size.isdigit():  # not "²"
         size = int(size)
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= _UINT64_MAX:
         raise InvalidArgument("class.capacity.size: must be a whole number (uint64)")

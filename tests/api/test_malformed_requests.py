@@ -139,3 +139,11 @@ def test_an_image_config_is_read_as_utf8_json_whatever_charset_its_content_type_
     )
     assert reply.status_code == 200, reply.text
     assert reply.json()["digest"].startswith("sha256:")
+
+
+def test_a_storage_class_capacity_that_only_unicode_calls_a_number_is_refused(stack):
+    capacity = {"size": "\u00b2", "unit": "GIB"}
+    body = {"class": {"name": "squared", "driver": "local", "capacity": capacity}}
+    reply = stack.call(stack.tenants.admin_token, "POST", "/admin/storage-classes", body)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"] == "class.capacity.size: must be a whole number (uint64)"
