@@ -158,7 +158,7 @@ def _parse_ttl(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise ValueError("must be a duration such as 720h, or a number of seconds")
     text = str(value).strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to isdigit, not to int
         parse_duration(text)
     elif len(text) > len(str(MAX_DURATION_SECONDS)) or int(text) > MAX_DURATION_SECONDS:
         raise ValueError("is longer than the longest duration allowed (about 290 years)")

@@ -61,6 +61,15 @@ def test_an_image_ttl_in_seconds_past_the_longest_duration_is_refused(paths: Pat
     assert paths(one_job("", head=head)) == ["images.b.ttl"]
 
 
+def test_an_image_ttl_of_a_digit_only_unicode_reads_as_one_is_refused_as_no_duration(
+    violations: Violations,
+):
+    head = "images:\n  b:\n    from: {uri: 'docker://alpine:3.19'}\n    ttl: '\u00b2'\n"
+    [(path, message)] = violations(one_job("", head=head))
+    assert path == "images.b.ttl"
+    assert message.startswith("must be a duration such as")
+
+
 def test_an_integer_of_thousands_of_digits_is_refused_naming_the_field(paths: Paths):
     text = one_job(f"    task-array: {{start: 1, end: {'9' * 5000}}}\n")
     assert paths(text) == ["jobs.a.task-array.end"]
