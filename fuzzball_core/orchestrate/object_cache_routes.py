@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import math
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -131,6 +132,9 @@ def add_object_cache_routes(
             ttl = float(ttl_text) if ttl_text else None
         except ValueError as exc:
             raise InvalidArgument(f"ttl: {ttl_text!r} is not a number of seconds") from exc
+        if ttl is not None and not 0 <= ttl < math.inf:
+            # NaN compares false with every time, so such an entry would never expire
+            raise InvalidArgument(f"ttl: {ttl_text!r} is not a finite number of seconds from 0")
         config = request.query.get("config", "")
         if config:
             held.open_config(config)  # refused before the content is read, not after

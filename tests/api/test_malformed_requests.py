@@ -147,3 +147,15 @@ def test_a_storage_class_capacity_that_only_unicode_calls_a_number_is_refused(st
     reply = stack.call(stack.tenants.admin_token, "POST", "/admin/storage-classes", body)
     assert reply.status_code == 400, reply.text
     assert reply.json()["message"] == "class.capacity.size: must be a whole number (uint64)"
+
+
+@pytest.mark.parametrize("ttl", ["nan", "1e999", "-1"])
+def test_a_cache_entry_ttl_that_is_no_finite_number_of_seconds_is_refused(stack, ttl):
+    reply = httpx.put(
+        f"{stack.rest_url}/node-objects/group/ttl-probe?ttl={ttl}",
+        content=b"content",
+        headers={"Authorization": f"Bearer {NODE_TOKEN}"},
+        timeout=30,
+    )
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"] == f"ttl: {ttl!r} is not a finite number of seconds from 0"
