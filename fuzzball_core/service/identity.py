@@ -554,9 +554,9 @@ class Identity:
     def change_password(
         self, who: Principal, *, current_password: str, new_password: str, source: str = ""
     ) -> None:
-        """The caller changes their own password: ``current_password`` is checked as a
-        sign-in is (failures count towards the lockout), ``new_password`` against the
-        policy."""
+        """The caller changes their own password: ``new_password`` is checked against the
+        policy, then ``current_password`` as a sign-in is (failures count towards the
+        lockout)."""
         if who.user_id is None:
             raise FailedPrecondition(f"{who.name} is a service account; it has no password")
         if who.credential == CredentialKind.WORKFLOW:
@@ -566,6 +566,9 @@ class Identity:
             if user is None:
                 raise NotFound(f"user {who.user_id} not found")
             email = user.email
+            # first: a refused new password must not record the current one's check as a
+            # sign-in (last_login_at, a ``login`` audit line) for a change that never happened
+            check_policy(new_password, username=user.name, email=email)
         self.check_password(email, current_password, source=source)
         with self.sessions() as session, session.begin():
             user = session.get(User, who.user_id)

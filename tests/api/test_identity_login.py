@@ -298,3 +298,15 @@ def test_a_workflows_token_may_not_change_its_users_password(identity):
             as_workflow, current_password=PASSWORD, new_password="Chosen-Lantern-44z"
         )
     assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
+
+
+def test_a_new_password_the_policy_refuses_records_no_sign_in(identity, clock):
+    owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
+    member = identity.check_password(EMAIL, PASSWORD)
+    clock.now = START + 60
+    with pytest.raises(InvalidArgument, match="password policy"):
+        identity.change_password(
+            identity.login_principal(member.id), current_password=PASSWORD, new_password="x"
+        )
+    assert actions(identity) == [AuditAction.LOGIN]  # the sign-in above, no other
+    assert identity.get_member(owner, member.id).last_login_at == START
