@@ -49,12 +49,13 @@ SIGNS_OUT = {"POST /signout"}
 
 @dataclass
 class Served:
-    """The stack, its store read from outside, and what refused requests changed."""
+    """The stack and its store, read from outside the service."""
 
     stack: IsolationStack
     store: sa.Engine
 
     def rows(self) -> StoreRows:
+        """Every row of the store now."""
         return read_rows(self.store)
 
 
