@@ -569,7 +569,9 @@ class Identity:
             # first: a refused new password must not record the current one's check as a
             # sign-in (last_login_at, a ``login`` audit line) for a change that never happened
             check_policy(new_password, username=user.name, email=email)
-        self.check_password(email, current_password, source=source)
+        # the current password proves who asks; it is no sign-in (no ``login`` line, no
+        # last sign-in time), though a wrong one counts towards the lockout as a sign-in's does
+        self.check_password(email, current_password, source=source, signing_in=False)
         with self.sessions() as session, session.begin():
             user = session.get(User, who.user_id)
             if user is None:
@@ -589,13 +591,17 @@ class Identity:
 
     # -- signing in ----------------------------------------------------------------------------
 
-    def check_password(self, email: str, password: str, *, source: str = "") -> UserView:
+    def check_password(
+        self, email: str, password: str, *, source: str = "", signing_in: bool = True
+    ) -> UserView:
         """The user signing in with ``email`` and ``password``; Unauthenticated otherwise.
 
         A wrong password and an unknown email get the same answer. After
         :data:`MAX_FAILED_LOGINS` failures in a row the user is locked out for
         :data:`LOCKOUT_SECONDS`: every attempt meanwhile, the right password too, is refused
-        saying until when. A good sign-in resets the count and records the time.
+        saying until when. A good sign-in resets the count and records the time and a
+        ``login`` audit line; with ``signing_in`` False (a password checked to confirm a
+        change) it only resets the count.
         """
         now = self.clock()
         # made before the lookup, so that the first sign-in pays for it whoever it names
@@ -622,7 +628,7 @@ class Identity:
                 )  # fmt: skip
                 refusal: Unauthenticated | None = Unauthenticated(BAD_CREDENTIALS)
             else:
-                refusal = self._attempt(session, user, password, now, source)
+                refusal = self._attempt(session, user, password, now, source, signing_in)
             view = UserView.of(user) if user is not None else None
         if refusal is not None:
             raise refusal
@@ -630,10 +636,17 @@ class Identity:
         return view
 
     def _attempt(
-        self, session: Session, user: User, password: str, now: float, source: str
+        self,
+        session: Session,
+        user: User,
+        password: str,
+        now: float,
+        source: str,
+        signing_in: bool,
     ) -> Unauthenticated | None:
-        """Check one sign-in of ``user``, recording how it went; the refusal to raise once
-        the record is committed (None: signed in)."""
+        """Check one sign-in of ``user`` (or, not ``signing_in``, its password alone),
+        recording how it went; the refusal to raise once the record is committed (None: the
+        password was right)."""
 
         def audit(action: AuditAction, outcome: str, **detail: Any) -> None:
             self.audit.record(
@@ -660,8 +673,10 @@ class Identity:
             return Unauthenticated(BAD_CREDENTIALS)
         if user.password_hash and needs_rehash(user.password_hash):
             user.password_hash = hash_password(password)
-        user.failed_logins, user.last_login_at = 0, now
-        audit(AuditAction.LOGIN, "ok")
+        user.failed_logins = 0
+        if signing_in:
+            user.last_login_at = now
+            audit(AuditAction.LOGIN, "ok")
         return None
 
     def login_principal(self, user_id: str) -> Principal:

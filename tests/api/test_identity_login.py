@@ -300,6 +300,20 @@ def test_a_workflows_token_may_not_change_its_users_password(identity):
     assert identity.check_password(EMAIL, PASSWORD).email == EMAIL
 
 
+def test_a_password_change_records_no_sign_in(identity, clock):
+    owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
+    member = identity.check_password(EMAIL, PASSWORD)
+    clock.now = START + 60
+    identity.change_password(
+        identity.login_principal(member.id),
+        current_password=PASSWORD,
+        new_password="Chosen-Lantern-44z",
+    )
+    # the sign-in above, then the change: the current password it checked is no sign-in
+    assert actions(identity) == [AuditAction.LOGIN, AuditAction.PASSWORD_CHANGED]
+    assert identity.get_member(owner, member.id).last_login_at == START
+
+
 def test_a_new_password_the_policy_refuses_records_no_sign_in(identity, clock):
     owner = identity.login_principal(identity.check_password("owner@acme.test", PASSWORD).id)
     member = identity.check_password(EMAIL, PASSWORD)
