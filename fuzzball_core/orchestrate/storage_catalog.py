@@ -556,13 +556,38 @@ def update_class(
                 raise FailedPrecondition(
                     f"class.{field}: cannot change while volumes of {row.name!r} exist"
                 )
+    warnings = accepted.warnings
+    if in_use is not None and drivers(driver.name).enforces_capacity:
+        warnings += _capacity_change(row, accepted.definition)
     row.name = accepted.definition["name"]
     row.driver_id = driver.id
     row.definition = accepted.definition
     row.persistent = bool(properties.get("persistent"))
     row.retain_on_delete = bool(properties.get("retainOnDelete"))
     row.updated_at = now
-    return row, accepted.warnings
+    return row, warnings
+
+
+def _capacity_change(row: StorageClass, definition: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a new capacity does to the volumes of ``row`` that exist (its driver holds each
+    volume to the capacity in a filesystem of that size):
+    a lower one leaves each at its size (ext4 is not shrunk), a higher one grows each only
+    when a job next takes it while no other job of its node uses it. Said to whoever changes
+    it, not only in the nodes' logs."""
+    before, after = capacity_bytes(row), _capacity_bytes(definition)
+    if before == after or not before or not after or not row.persistent:
+        return ()  # unchanged, or no quota before or after: no filesystem of that size
+    if after < before:
+        return (
+            f"class.capacity: lowered from {before} to {after} bytes while volumes of "
+            f"{row.name!r} exist: they keep their size (ext4 is not shrunk); only new volumes "
+            "get the new capacity",
+        )
+    return (
+        f"class.capacity: raised from {before} to {after} bytes while volumes of "
+        f"{row.name!r} exist: each grows when a job next takes it while no other job on its "
+        "node uses it",
+    )
 
 
 def delete_class(session: Session, reference: str) -> None:

@@ -117,6 +117,69 @@ def test_members_list_the_storage_classes(stack) -> None:
     assert {"ephemeral", "persistent"} <= {c["name"] for c in reply.json()["classes"]}
 
 
+def quota_class(name: str, gib: int) -> dict:
+    """A persistent ``local`` class holding each volume to ``gib`` GiB."""
+    return {
+        "class": {
+            "name": name,
+            "driver": "local",
+            "properties": {"persistent": True},
+            "capacity": {"size": str(gib), "unit": "GIB"},
+        }
+    }
+
+
+def capacity_warnings(reply) -> list[str]:
+    assert reply.status_code == 200, reply.text
+    return [w for w in reply.json().get("warnings", []) if w.startswith("class.capacity")]
+
+
+@pytest.fixture
+def quota_class_in_use(stack) -> Iterator[str]:
+    """A 10 GiB quota class of which a volume exists; its id."""
+    name = f"quota-{len(admin(stack, 'GET', '/admin/storage-classes').json()['classes'])}"
+    class_id = admin(stack, "POST", "/admin/storage-classes", quota_class(name, 10)).json()["id"]
+    volume = {"volume": {"name": f"{name}-data", "storageClassName": name}}
+    created = owner(stack, "POST", "/volumes", volume)
+    assert created.status_code == 200, created.text
+    yield name
+    owner(stack, "DELETE", f"/volumes/{created.json()['id']}")
+    admin(stack, "DELETE", f"/admin/storage-classes/{class_id}")
+
+
+def test_a_capacity_lowered_under_existing_volumes_warns_they_keep_their_size(
+    stack, quota_class_in_use
+) -> None:
+    name = quota_class_in_use
+    reply = admin(stack, "PUT", f"/admin/storage-classes/{name}", quota_class(name, 5))
+    assert capacity_warnings(reply) == [
+        f"class.capacity: lowered from {10 << 30} to {5 << 30} bytes while volumes of "
+        f"{name!r} exist: they keep their size (ext4 is not shrunk); only new volumes get "
+        "the new capacity"
+    ]
+
+
+def test_a_capacity_raised_over_existing_volumes_says_when_they_grow(
+    stack, quota_class_in_use
+) -> None:
+    name = quota_class_in_use
+    reply = admin(stack, "PUT", f"/admin/storage-classes/{name}", quota_class(name, 20))
+    assert capacity_warnings(reply) == [
+        f"class.capacity: raised from {10 << 30} to {20 << 30} bytes while volumes of "
+        f"{name!r} exist: each grows when a job next takes it while no other job on its node "
+        "uses it"
+    ]
+
+
+def test_a_capacity_changed_with_no_volume_of_the_class_warns_nothing(stack) -> None:
+    created = admin(stack, "POST", "/admin/storage-classes", quota_class("quota-unused", 10))
+    assert capacity_warnings(created) == []
+    reply = admin(
+        stack, "PUT", "/admin/storage-classes/quota-unused", quota_class("quota-unused", 5)
+    )
+    assert capacity_warnings(reply) == []
+
+
 def test_a_volume_is_created_listed_described_and_deleted(stack) -> None:
     created = owner(
         stack, "POST", "/volumes", {"volume": {"name": "inputs", "description": "raw data"}}
