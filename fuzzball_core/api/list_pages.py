@@ -45,14 +45,23 @@ def refuse(query: Mapping[str, str], names: Collection[str], *, why: str = _ONE_
             raise InvalidArgument(f"{name}: {why}")
 
 
+def whole_number(query: Mapping[str, str], name: str) -> int:
+    """The query parameter ``name`` as a whole number below 10^9 (0 when absent or empty);
+    InvalidArgument naming it for anything else: ASCII digits only ("²" is a digit to
+    ``isdigit``, not to ``int``), and few enough for any page or position."""
+    value = query.get(name, "")
+    if not value:
+        return 0
+    if not (value.isascii() and value.isdigit() and len(value) <= 9):
+        raise InvalidArgument(
+            f"{name}: expected a whole number below 1,000,000,000, got {value[:40]!r}"
+        )
+    return int(value)
+
+
 def page_size(query: Mapping[str, str], default: int, most: int) -> int:
     """The ``pageSize`` query parameter: ``default`` when absent or 0, at most ``most``."""
-    value = query.get("pageSize", "")
-    if not value:
-        return default
-    if not (value.isascii() and value.isdigit() and len(value) <= 9):
-        raise InvalidArgument(f"pageSize: expected a whole number, got {value[:40]!r}")
-    size = int(value)
+    size = whole_number(query, "pageSize")
     if size > most:
         raise InvalidArgument(f"pageSize: at most {most}")
     return size or default

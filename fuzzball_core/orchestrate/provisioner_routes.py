@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.list_pages import whole_number
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.config import ProvisionerDefinitionConfig
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -103,20 +104,11 @@ def _page(request: web.Request, items: list[Any]) -> tuple[list[Any], str]:
     for refused in ("filter", "orderBy"):
         if request.query.get(refused):
             raise InvalidArgument(f"{refused}: not supported; listed oldest first")
-    size = _number(request, "pageSize") or MAX_PAGE_SIZE
-    start = _number(request, "pageToken")
+    size = whole_number(request.query, "pageSize") or MAX_PAGE_SIZE
+    start = whole_number(request.query, "pageToken")
     page = items[start : start + min(size, MAX_PAGE_SIZE)]
     following = start + len(page)
     return page, str(following) if following < len(items) else ""
-
-
-def _number(request: web.Request, name: str) -> int:
-    text = request.query.get(name, "")
-    if not text:
-        return 0
-    if not (text.isascii() and text.isdigit()) or len(text) > 9:
-        raise InvalidArgument(f"{name}: expected a whole number below 1,000,000,000")
-    return int(text)
 
 
 def _string_map(body: dict[str, Any], name: str) -> dict[str, str]:

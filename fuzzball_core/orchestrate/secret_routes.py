@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.list_pages import whole_number
 from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
@@ -108,8 +109,8 @@ class _Handlers:
                 raise InvalidArgument(
                     f"{refused}: not supported; secrets are listed by scope and name"
                 )
-        size = _page_number(request, "pageSize", default=MAX_PAGE_SIZE) or MAX_PAGE_SIZE
-        start = _page_number(request, "pageToken", default=0)
+        size = whole_number(request.query, "pageSize") or MAX_PAGE_SIZE
+        start = whole_number(request.query, "pageToken")
         who = self.principal_of(request)
         views = await asyncio.to_thread(self.secrets.list, who, self.family)
         page = views[start : start + min(size, MAX_PAGE_SIZE)]
@@ -146,15 +147,6 @@ async def _object_body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidArgument("request body: expected a JSON object")
     return body
-
-
-def _page_number(request: web.Request, name: str, *, default: int) -> int:
-    text = request.query.get(name, "")
-    if not text:
-        return default
-    if not (text.isascii() and text.isdigit()) or len(text) > 9:
-        raise InvalidArgument(f"{name}: expected a whole number below 1,000,000,000")
-    return int(text)
 
 
 def _rfc3339(seconds: float) -> str:
