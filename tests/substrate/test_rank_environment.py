@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,8 +51,10 @@ def part_environment(
     implementation: str,
     env: list[str] | None = None,
     image: ImageConfig | None = None,
+    sink: Callable[[int, str, bytes], None] | None = None,
 ) -> dict[str, str]:
-    """The environment of a one-node multinode job's container, as its driver builds it."""
+    """The environment of a one-node multinode job's container, as its driver builds it
+    (what it says to Orchestrate goes to ``sink``)."""
     job = {
         "image": {"uri": "docker://alpine:latest"},
         "command": ["true"],
@@ -70,7 +72,7 @@ def part_environment(
         return offered  # what every part offered: this one's alone
 
     async def build() -> dict[str, str]:
-        driver = driver_for(request, services, lambda *_: None, fence=only_this_node)
+        driver = driver_for(request, services, sink or (lambda *_: None), fence=only_this_node)
         assert isinstance(driver, MultinodePartDriver)
         try:
             extra = await driver.rank_environment(config)
@@ -137,6 +139,22 @@ def test_the_launch_settings_stay_fuzzballs_and_the_log_says_so(
         "OMPI_MCA_plm_rsh_agent, OMPI_MCA_plm_rsh_no_tree_spawn, set by the job or its image,"
         " replaced by Fuzzball's" in caplog.text
     )
+
+
+def test_an_image_setting_the_launch_settings_is_told_so_in_the_jobs_events(
+    services: NodeServices,
+) -> None:
+    said: list[tuple[int, str, bytes]] = []
+    image = ImageConfig(env=("OMPI_MCA_plm_rsh_agent=ssh",))
+
+    env = part_environment(services, "openmpi", image=image, sink=lambda *m: said.append(m))
+
+    assert env["OMPI_MCA_plm_rsh_agent"] == "/.fuzzball-openmpi/agent"
+    warnings = [json.loads(data)["warning"] for _, stream, data in said if stream == "progress"]
+    assert warnings == [
+        "OMPI_MCA_plm_rsh_agent, set by the job or its image, replaced by Fuzzball's: Open"
+        " MPI's launch reaches the other nodes through them"
+    ]
 
 
 def test_transports_are_pointed_at_the_nodes_interface(services: NodeServices) -> None:

@@ -453,11 +453,11 @@ class MultinodePartDriver(ContainerJobDriver):
             )
         replaced = sorted(own & openmpi.WIRING.keys())
         if replaced:
-            log.warning(
-                "run %s: %s, set by the job or its image, replaced by Fuzzball's: Open MPI's"
-                " launch reaches the other nodes through them",
-                self.request.run_id,
-                ", ".join(replaced),
+            # a job's env entry was warned of at submission; an image's Env is seen only here,
+            # so the job's events say it too, not only the agent's log
+            self.notice(
+                f"{', '.join(replaced)}, set by the job or its image, replaced by Fuzzball's:"
+                " Open MPI's launch reaches the other nodes through them"
             )
         subnet = interface.subnet if interface is not None else None
         env = openmpi.environment(subnet, own)
