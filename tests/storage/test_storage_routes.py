@@ -147,27 +147,23 @@ def quota_class_in_use(stack) -> Iterator[str]:
     admin(stack, "DELETE", f"/admin/storage-classes/{class_id}")
 
 
-def test_a_capacity_lowered_under_existing_volumes_warns_they_keep_their_size(
-    stack, quota_class_in_use
+@pytest.mark.parametrize(
+    ("gib", "said"),
+    [
+        (5, "lowered from {old} to {new} bytes while volumes of {name!r} exist: they keep "
+         "their size (ext4 is not shrunk); only new volumes get the new capacity"),
+        (20, "raised from {old} to {new} bytes while volumes of {name!r} exist: each grows "
+         "when a job next takes it while no other job on its node uses it"),
+    ],
+    ids=["lowered", "raised"],
+)  # fmt: skip
+def test_a_capacity_changed_under_existing_volumes_says_what_it_does_to_them(
+    stack, quota_class_in_use, gib, said
 ) -> None:
     name = quota_class_in_use
-    reply = admin(stack, "PUT", f"/admin/storage-classes/{name}", quota_class(name, 5))
+    reply = admin(stack, "PUT", f"/admin/storage-classes/{name}", quota_class(name, gib))
     assert capacity_warnings(reply) == [
-        f"class.capacity: lowered from {10 << 30} to {5 << 30} bytes while volumes of "
-        f"{name!r} exist: they keep their size (ext4 is not shrunk); only new volumes get "
-        "the new capacity"
-    ]
-
-
-def test_a_capacity_raised_over_existing_volumes_says_when_they_grow(
-    stack, quota_class_in_use
-) -> None:
-    name = quota_class_in_use
-    reply = admin(stack, "PUT", f"/admin/storage-classes/{name}", quota_class(name, 20))
-    assert capacity_warnings(reply) == [
-        f"class.capacity: raised from {10 << 30} to {20 << 30} bytes while volumes of "
-        f"{name!r} exist: each grows when a job next takes it while no other job on its node "
-        "uses it"
+        "class.capacity: " + said.format(old=10 << 30, new=gib << 30, name=name)
     ]
 
 
