@@ -6,9 +6,10 @@ Each handler declares what it takes and answers with :func:`documented` (an
 route, with the JSON Schema of every message as the proto3 JSON mapping writes it
 (``rest_messages``). Routes whose bodies are plain JSON rather than a ``fuzzball.v1``
 message (the identity routes, shaped as Fuzzball's swagger defines them) declare JSON Schemas
-instead (:class:`JsonOperation`). A route added without a declaration is still listed, marked
-as not described, so the document cannot leave a served path out; the gateway serves it at
-``GET /v3/openapi.json``.
+instead (:class:`JsonOperation`). The Web UI's actions take HTML forms and answer with
+redirects and pages (:class:`FormOperation`). A route added without a declaration is still
+listed, marked as not described, so the document cannot leave a served path out; the gateway
+serves it at ``GET /v3/openapi.json``.
 """
 
 from __future__ import annotations
@@ -99,19 +100,56 @@ class Operation:
 @dataclass(frozen=True)
 class JsonOperation:
     """What a REST handler answering plain JSON takes and answers: the JSON Schemas of its
-    body (``request``; ``None``: no body) and of its reply."""
+    body (``request``; ``None``: no body) and of its reply.
+
+    ``signed_in_page``: a Web UI route for signed-in visitors (``webui.session.page``):
+    without a valid session it answers a 303 to the sign-in page, and refusals other than its
+    body's own (a missing CSRF token, a permission denied) are HTML error pages."""
 
     summary: str
     response: dict[str, Any]
     request: dict[str, Any] | None = None
     query: tuple[Query, ...] = ()
     tags: tuple[str, ...] = field(default=())
+    signed_in_page: bool = False
 
 
-_OPERATIONS: dict[Callable[..., Any], Operation | JsonOperation] = {}
+@dataclass(frozen=True)
+class FormField:
+    """One field of a form body: its JSON Schema (as text, the form's values are) and whether
+    the route refuses a form without it."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
 
 
-def documented(operation: Operation | JsonOperation) -> Callable[[H], H]:
+@dataclass(frozen=True)
+class FormOperation:
+    """What a Web UI action takes and answers: an ``application/x-www-form-urlencoded`` body
+    of ``fields`` (``multipart/form-data`` is read alike), a 303 to ``redirect`` when done,
+    and an HTML page (``refusal``) with a 4xx status when refused.
+
+    ``signed_in_page``: a page for signed-in visitors only (``webui.session.page``): without a
+    valid session the 303 leads to the sign-in page instead, and a request without the
+    session's CSRF token (the ``csrf`` field or the ``X-CSRF-Token`` header) is refused.
+    """
+
+    summary: str
+    redirect: str
+    fields: tuple[FormField, ...] = ()
+    refusal: str = "an error page saying why"
+    signed_in_page: bool = True
+    tags: tuple[str, ...] = field(default=("web ui",))
+
+
+Declaration = Operation | JsonOperation | FormOperation
+
+_OPERATIONS: dict[Callable[..., Any], Declaration] = {}
+
+
+def documented(operation: Declaration) -> Callable[[H], H]:
     """Declare what the decorated handler (a function, or a method of the object whose bound
     method is the route's handler) takes and answers, for the OpenAPI document."""
 
@@ -160,7 +198,7 @@ def openapi_document(
 
 
 def _operation(
-    method: str, path: str, operation: Operation | JsonOperation | None, schemas: dict[str, Any]
+    method: str, path: str, operation: Declaration | None, schemas: dict[str, Any]
 ) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -174,6 +212,8 @@ def _operation(
             "parameters": parameters,
             "responses": {"200": {"description": "the route's reply"}, **errors},
         }
+    if isinstance(operation, FormOperation):
+        return _form_operation(method, path, operation, parameters)
     parameters += [
         {"name": q.name, "in": "query", "required": False, "description": q.description}
         | {"schema": q.schema()}
@@ -219,6 +259,11 @@ def _json_operation(
         "parameters": parameters,
         "responses": {"200": _json_content(operation.summary, operation.response), **errors},
     }
+    if operation.signed_in_page:
+        entry["responses"]["303"] = dict(_SIGN_IN_REDIRECT)
+        refusal = entry["responses"]["default"]
+        refusal["description"] += " (an HTML error page where it is not the body's)"
+        refusal["content"] |= _html_content("")["content"]
     if operation.tags:
         entry["tags"] = list(operation.tags)
     if operation.request is not None:
@@ -227,6 +272,49 @@ def _json_operation(
             "content": {"application/json": {"schema": operation.request}},
         }
     return entry
+
+
+#: a signed-in page's answer to a request without a valid session
+_SIGN_IN_REDIRECT = {
+    "description": "without a valid session: to the sign-in page",
+    "headers": {"Location": {"schema": {"type": "string"}}},
+}
+
+
+def _form_operation(
+    method: str, path: str, operation: FormOperation, parameters: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The entry of a Web UI action taking a form."""
+    redirect = operation.redirect
+    if operation.signed_in_page:
+        redirect += "; without a valid session, the sign-in page"
+    form = {
+        "type": "object",
+        "properties": {
+            item.name: item.schema | {"description": item.description} for item in operation.fields
+        },
+    }
+    required = [item.name for item in operation.fields if item.required]
+    if required:
+        form["required"] = required
+    return {
+        "summary": operation.summary,
+        "operationId": _operation_id(method, path),
+        "tags": list(operation.tags),
+        "parameters": parameters,
+        "requestBody": {
+            "required": bool(required),
+            "content": {"application/x-www-form-urlencoded": {"schema": form}},
+        },
+        "responses": {
+            "303": _SIGN_IN_REDIRECT | {"description": redirect},
+            "4XX": _html_content(operation.refusal),
+        },
+    }
+
+
+def _html_content(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/html": {"schema": {"type": "string"}}}}
 
 
 def _json_content(description: str, schema: dict[str, Any]) -> dict[str, Any]:

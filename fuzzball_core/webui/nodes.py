@@ -11,13 +11,14 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
+from fuzzball_core.api.openapi import FormField, FormOperation, documented
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.views import NodeView
 from fuzzball_core.vocabulary import Permission
 from fuzzball_core.webui.context import UI
 from fuzzball_core.webui.hold_states import HOLD_STATES, hold_state
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import Visitor, page
+from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page
 
 #: the list's sortable columns and the key each sorts by (ties: by name)
 SORTS: dict[str, Callable[[NodeView], Any]] = {
@@ -30,6 +31,13 @@ SORTS: dict[str, Callable[[NodeView], Any]] = {
 }
 #: how long a hold's reason may be
 MAX_REASON = 500
+#: the field of every action's form saying which page to go back to
+BACK_FIELD = FormField(
+    "back",
+    {"type": "string"},
+    "the page to go back to: /nodes, with its query if any; otherwise the node's page",
+)
+_BACK = "back to the page the form was on (the field back)"
 
 
 def _query_choice(request: web.Request, name: str, choices: tuple[str, ...], default: str) -> str:
@@ -110,9 +118,24 @@ def _placing(effect: str) -> Callable[[web.Request], Awaitable[web.StreamRespons
         return await _back(request, node_id)
 
     place.__doc__ = f"Place a {effect} hold on the node."
-    return page(place)
+    reason = FormField(
+        "reason",
+        {"type": "string", "maxLength": MAX_REASON},
+        "why (surrounding blanks are dropped)",
+    )
+    form = FormOperation(
+        f"place a hold on the node ({effect})",
+        _BACK,
+        (reason, BACK_FIELD, CSRF_FORM_FIELD),
+    )
+    return documented(form)(page(place))
 
 
+@documented(
+    FormOperation(
+        "release the node's administrator cordon holds", _BACK, (BACK_FIELD, CSRF_FORM_FIELD)
+    )
+)
 @page
 async def uncordon(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Release the node's administrator cordon holds."""
@@ -121,6 +144,7 @@ async def uncordon(request: web.Request, visitor: Visitor) -> web.StreamResponse
     return await _back(request, node_id)
 
 
+@documented(FormOperation("release one hold of the node", _BACK, (BACK_FIELD, CSRF_FORM_FIELD)))
 @page
 async def release(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Release one hold of the node."""

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
+from fuzzball_core.api.openapi import FormField
 from fuzzball_core.errors import FuzzballError, Unauthenticated
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import WEB_UI_SESSION_COOKIE
@@ -29,6 +30,10 @@ from fuzzball_core.webui.render import html
 SESSION_COOKIE = WEB_UI_SESSION_COOKIE
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
+#: the CSRF field as every signed-in page's form declares it (for the OpenAPI document)
+CSRF_FORM_FIELD = FormField(
+    CSRF_FIELD, {"type": "string"}, f"the session's CSRF token (or the {CSRF_HEADER} header)"
+)
 SIGN_IN_PATH = "/signin"
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 

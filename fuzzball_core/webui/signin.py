@@ -14,6 +14,7 @@ import secrets
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
+from fuzzball_core.api.openapi import FormField, FormOperation, documented
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import REALM_PATH
@@ -22,6 +23,7 @@ from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import html
 from fuzzball_core.webui.session import (
     CSRF_FIELD,
+    CSRF_FORM_FIELD,
     SESSION_COOKIE,
     SIGN_IN_PATH,
     Visitor,
@@ -35,7 +37,8 @@ SIGN_OUT_PATH = "/signout"
 DEVICE_APPROVAL_PATH = f"{REALM_PATH}/device"
 #: the sign-in form's own CSRF guard, before there is a session: the form's hidden field
 #: must match this cookie (a page of another site can set neither)
-_FORM_COOKIE = "fuzzball_signin"
+SIGN_IN_FORM_COOKIE = "fuzzball_signin"
+_TEXT = {"type": "string"}
 _NOTICES = {
     "expired": "Your session has expired or was signed out elsewhere; please sign in again.",
     "signed_out": "You are signed out.",
@@ -53,7 +56,7 @@ def _form(
     request: web.Request, *, status: int = 200, error: str = "", email: str = ""
 ) -> web.Response:
     """The sign-in form (with a token field instead of email and password on Federate)."""
-    guard = request.cookies.get(_FORM_COOKIE) or secrets.token_urlsafe(24)
+    guard = request.cookies.get(SIGN_IN_FORM_COOKIE) or secrets.token_urlsafe(24)
     notice = next((text for key, text in _NOTICES.items() if request.query.get(key)), "")
     response = html(
         "signin.html",
@@ -68,7 +71,7 @@ def _form(
         token_sign_in=request.app[UI].identity is None,
     )
     response.set_cookie(
-        _FORM_COOKIE, guard, path=SIGN_IN_PATH, httponly=True, samesite="Strict",
+        SIGN_IN_FORM_COOKIE, guard, path=SIGN_IN_PATH, httponly=True, samesite="Strict",
         secure=request.secure,
     )  # fmt: skip
     return response
@@ -79,13 +82,33 @@ async def show_sign_in(request: web.Request) -> web.StreamResponse:
     return _form(request)
 
 
+@documented(
+    FormOperation(
+        "sign in",
+        "on to the next page (the field next), with the session cookie set",
+        (
+            FormField(
+                CSRF_FIELD,
+                _TEXT,
+                "the sign-in form's own CSRF token: its cookie's value",
+                required=True,
+            ),
+            FormField("email", _TEXT, "the user's email (Orchestrate)"),
+            FormField("password", _TEXT, "the user's password (Orchestrate)"),
+            FormField("token", _TEXT, "an API token of a Federate account (Federate)"),
+            FormField("next", _TEXT, "the path to go on to: one of this site's; otherwise /"),
+        ),
+        refusal="the sign-in form saying why",
+        signed_in_page=False,
+    )
+)
 async def sign_in(request: web.Request) -> web.StreamResponse:
     """Check the email and password; on success, a session cookie and on to the next page."""
     try:
         form = await read_form(request)
     except InvalidArgument as exc:
         return _form(request, status=400, error=exc.message)
-    guard = request.cookies.get(_FORM_COOKIE, "")
+    guard = request.cookies.get(SIGN_IN_FORM_COOKIE, "")
     if not guard or not hmac.compare_digest(guard, str(form.get(CSRF_FIELD, ""))):
         return _form(request, status=403, error="The form expired; please sign in again.")
     ui = request.app[UI]
@@ -104,7 +127,7 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
         status=303, headers={"Location": _next_page(str(form.get("next", "/")))}
     )
     set_session(request, response, token)
-    response.del_cookie(_FORM_COOKIE, path=SIGN_IN_PATH)
+    response.del_cookie(SIGN_IN_FORM_COOKIE, path=SIGN_IN_PATH)
     return response
 
 
@@ -127,6 +150,7 @@ def _token_session(ui: WebUi, token: str) -> str:
     return ui.accounts.issue_for(who.account_id, user_id=who.user_id, credential=who.credential)
 
 
+@documented(FormOperation("sign out", "to the sign-in page, saying so", (CSRF_FORM_FIELD,)))
 @page
 async def sign_out(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Revoke the session's token and forget the cookie."""

@@ -20,6 +20,12 @@ from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import (
+    FormField,
+    FormOperation,
+    JsonOperation,
+    documented,
+)
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
 from fuzzball_core.service.contract import OrchestrateService
 from fuzzball_core.service.permissions import may_start_workflows
@@ -29,7 +35,7 @@ from fuzzball_core.spec.loading import load_document
 from fuzzball_core.spec.names import MAX_WORKFLOW_NAME, check_printable
 from fuzzball_core.webui.context import UI
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import Visitor, page
+from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page
 from fuzzball_core.webui.spec_lines import line_of
 from fuzzball_core.webui.workflow_pages import WORKFLOW_ID
 
@@ -99,6 +105,23 @@ def _text_of(body: Any) -> str:
     return str(body["specification"])
 
 
+#: the body of the editor's server calls
+_SPECIFICATION = {
+    "type": "object",
+    "properties": {"specification": {"type": "string", "description": "a workflow file's text"}},
+    "required": ["specification"],
+}
+_PROBLEM = {
+    "type": "object",
+    "properties": {
+        "severity": {"type": "string", "enum": ["error", "warning"]},
+        "field": {"type": "string"},
+        "message": {"type": "string"},
+        "line": {"type": "integer", "nullable": True},
+    },
+}
+
+
 def _json_error(error: FuzzballError) -> web.Response:
     return web.json_response(error.to_status(), status=error.http_status)
 
@@ -149,6 +172,22 @@ def _editor_page(
     )
 
 
+@documented(
+    JsonOperation(
+        "the problems the server finds in a workflow file",
+        {
+            "type": "object",
+            "properties": {
+                "valid": {"type": "boolean"},
+                "problems": {"type": "array", "items": _PROBLEM},
+                "upgradable": {"type": "boolean"},
+            },
+        },
+        request=_SPECIFICATION,
+        tags=("web ui",),
+        signed_in_page=True,
+    )
+)
 @page
 async def check_route(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """``{"specification": TEXT}`` -> the problems (``problems``, ``valid``) and whether the
@@ -168,6 +207,15 @@ async def check_route(request: web.Request, visitor: Visitor) -> web.StreamRespo
     )
 
 
+@documented(
+    JsonOperation(
+        "a workflow file converted to v4 (its problems, placed, when it cannot be read)",
+        _SPECIFICATION,
+        request=_SPECIFICATION,
+        tags=("web ui",),
+        signed_in_page=True,
+    )
+)
 @page
 async def upgrade_route(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """``{"specification": TEXT}`` (v1 or v4) -> ``{"specification": V4 TEXT}``; a file that
@@ -190,6 +238,23 @@ def _form_text(form: Mapping[str, Any], field: str) -> str:
     return value
 
 
+@documented(
+    FormOperation(
+        "start a workflow from the editor's text",
+        "to the new workflow's page",
+        (
+            FormField("specification", {"type": "string"}, "the workflow file", required=True),
+            FormField(
+                "name",
+                {"type": "string", "maxLength": MAX_WORKFLOW_NAME},
+                "the workflow's name (surrounding blanks are dropped)",
+                required=True,
+            ),
+            CSRF_FORM_FIELD,
+        ),
+        refusal="the editor with the problems placed at their lines, or an error page",
+    )
+)
 @page
 async def start(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Start the text as typed under the name given; back to the editor, problems placed,

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
+from fuzzball_core.api.openapi import FormOperation, documented
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_core.service.permissions import require
@@ -24,7 +25,7 @@ from fuzzball_core.store.models import Node
 from fuzzball_core.vocabulary import Permission, Status
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import Visitor, page
+from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page
 from fuzzball_core.webui.stage_graph import stage_graph
 from fuzzball_core.webui.workflow_listing import Listing, workflow_page
 
@@ -196,6 +197,7 @@ async def workflow_log(request: web.Request, visitor: Visitor) -> web.StreamResp
     )
 
 
+@documented(FormOperation("stop the workflow", "to the workflow's page", (CSRF_FORM_FIELD,)))
 @page
 async def stop(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Stop the workflow, then show its page."""
@@ -205,6 +207,13 @@ async def stop(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     return web.Response(status=303, headers={"Location": f"/workflows/{workflow_id}"})
 
 
+@documented(
+    FormOperation(
+        "start the workflow's file again under its name",
+        "to the new run's page",
+        (CSRF_FORM_FIELD,),
+    )
+)
 @page
 async def rerun(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Start the workflow's file again under the very same name, then show the new run.

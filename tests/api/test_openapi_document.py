@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 import schemathesis
+from aiohttp import web
 from support.live_api import Stack
 
 from fuzzball_core.api import rest
@@ -16,6 +21,9 @@ from fuzzball_core.api.openapi import openapi_document
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.orchestrate.identity_routes import identity_routes
+from fuzzball_core.webui import nodes
+from fuzzball_core.webui.app import is_ui_path, webui_routes
+from fuzzball_core.webui.session import CSRF_FIELD
 
 DOCUMENT = "/v3/openapi.json"
 
@@ -128,3 +136,69 @@ def test_replies_conform_to_the_document(stack):
         operation = schema[template]["GET"]
         reply = fetch(stack, path)
         assert operation.validate_response(reply) is not False, path
+
+
+#: a form field read in the Web UI's handlers: ``form.get("NAME"``, ``read_form(request)).get(
+#: "NAME"``, ``_form_text(form, "NAME")``
+FORM_FIELD_READ = re.compile(r'(?:form\b[^\n]*?\.get\(|_form_text\(form, )"(\w+)"')
+
+
+def web_ui_app(*, federate: bool) -> web.Application:
+    """A gateway serving the Web UI (Orchestrate's pages, or Federate's); never served."""
+    ui = types.SimpleNamespace(federate=federate)
+    return build_rest_app(object(), extra_routes=[webui_routes(ui)])  # type: ignore[arg-type]
+
+
+def web_ui_actions(app: web.Application) -> dict[str, dict[str, Any]]:
+    """The Web UI's POST operations of ``app``'s document, by path."""
+    document = openapi_document(app, title="t", version="v")
+    return {path: methods["post"] for path, methods in document["paths"].items()
+            if is_ui_path(path) and "post" in methods}  # fmt: skip
+
+
+def form_fields_read(function: Callable[..., Any], seen: frozenset[str] = frozenset()) -> set[str]:
+    """The form fields ``function`` reads, itself or through the helpers of its module it
+    calls."""
+    module = sys.modules[function.__module__]
+    source = inspect.getsource(function)
+    read = set(FORM_FIELD_READ.findall(source))
+    for name in set(re.findall(r"\b(_\w+)\(", source)) - seen:
+        helper = getattr(module, name, None)
+        if inspect.isfunction(helper):
+            read |= form_fields_read(helper, seen | {name})
+    return read
+
+
+@pytest.mark.parametrize("federate", [False, True], ids=["orchestrate", "federate"])
+def test_every_web_ui_action_is_described(federate):
+    actions = web_ui_actions(web_ui_app(federate=federate))
+    assert "/editor/start" in actions
+    undescribed = [
+        path for path, action in actions.items() if action["summary"] == "(not described)"
+    ]
+    assert undescribed == []
+
+
+def test_a_web_ui_form_declares_exactly_the_fields_its_handler_reads():
+    app = web_ui_app(federate=False)
+    actions = web_ui_actions(app)
+    compared = 0
+    for route in app.router.routes():
+        if route.method != "POST" or not is_ui_path(route.resource.canonical):
+            continue
+        content = actions[route.resource.canonical].get("requestBody", {}).get("content", {})
+        form = content.get("application/x-www-form-urlencoded")
+        if form is None:  # the editor's calls: a JSON body
+            continue
+        declared = set(form["schema"]["properties"]) - {CSRF_FIELD}
+        assert declared == form_fields_read(inspect.unwrap(route.handler)), route
+        compared += 1
+    assert compared == 9
+
+
+def test_a_web_ui_form_is_urlencoded_with_its_bounds_and_answers_a_redirect_or_a_page():
+    cordon = web_ui_actions(web_ui_app(federate=False))["/nodes/{node}/cordon"]
+    form = cordon["requestBody"]["content"]["application/x-www-form-urlencoded"]["schema"]
+    assert form["properties"]["reason"]["maxLength"] == nodes.MAX_REASON
+    assert set(cordon["responses"]) == {"303", "4XX"}
+    assert "text/html" in cordon["responses"]["4XX"]["content"]

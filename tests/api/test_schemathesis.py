@@ -5,7 +5,8 @@ Each operation gets schemathesis' boundary cases (its coverage phase: every para
 field at and past its bounds) and ``FUZZBALL_SCHEMATHESIS_EXAMPLES`` generated examples per
 generation mode (valid and invalid data; 25 by default, which fits in CI; set more to hunt), on
 one stack that has a workflow and a node to find, so that the handlers behind the lookups run
-too.
+too. The Web UI's routes (its forms' bodies among them) are fuzzed the same way on Orchestrate
+as it serves (``IsolationStack``), signed in as the cluster administrator.
 """
 
 from __future__ import annotations
@@ -18,9 +19,18 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
+from support.isolation_stack import IsolationStack
 from support.live_api import HELLO, TASKS
 
+from fuzzball_core.webui.app import is_ui_path
+from fuzzball_core.webui.session import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, csrf_token
+from fuzzball_core.webui.signin import SIGN_IN_FORM_COOKIE
+
 EXAMPLES = int(os.environ.get("FUZZBALL_SCHEMATHESIS_EXAMPLES", "25"))
+#: operations not sent to the Web UI: signing out ends the session the others are sent in
+SIGNS_OUT = {"POST /signout"}
+#: the sign-in form's guard, sent as its cookie and, in valid sign-in forms, as their field
+SIGN_IN_GUARD = "fuzzed-sign-in-form"
 
 
 def test_no_served_route_answers_a_generated_request_with_a_server_error(module_stack):
@@ -36,23 +46,56 @@ def test_no_served_route_answers_a_generated_request_with_a_server_error(module_
         f"{method.upper()} {path}" for path, methods in served.items() for method in methods
     } - {"GET /v3/openapi.json"}
     server_errors: list[str] = []
+    send = _sender(stack.servers.rest_url, auth, server_errors)
     for operation in operations:
-        send = _sender(stack.servers.rest_url, auth, server_errors)
         for case in _boundary_cases(schema, operation):
             send(case)
         for mode in schemathesis.GenerationMode:
-            _fuzz(operation, mode, known, send)
+            _fuzz(operation, mode, {"id": [*known, "node-1"]}, send)
     assert server_errors == []
 
 
+def test_no_web_ui_route_answers_a_generated_request_with_a_server_error(tmp_path):
+    stack = IsolationStack(tmp_path)
+    try:
+        admin = stack.tenants.admin_token
+        root = stack.rest_url.removesuffix("/v3")
+        auth = {"Authorization": f"Bearer {admin}", CSRF_HEADER: csrf_token(admin)}
+        schema = schemathesis.openapi.from_url(f"{stack.rest_url}/openapi.json", headers=auth)
+        operations = [
+            operation
+            for operation in (result.ok() for result in schema.get_all_operations())
+            if is_ui_path(operation.path) and operation.label not in SIGNS_OUT
+        ]
+        assert "POST /editor/start" in {operation.label for operation in operations}
+        owned = stack.owned
+        real = {"node": [owned.node], "workflow": [owned.workflow], "hold": [owned.hold]}
+        cookies = {SESSION_COOKIE: admin, SIGN_IN_FORM_COOKIE: SIGN_IN_GUARD}
+        server_errors: list[str] = []
+        send = _sender(root, auth, server_errors, cookies=cookies)
+        for operation in operations:
+            for case in _boundary_cases(schema, operation):
+                send(case)
+            for mode in schemathesis.GenerationMode:
+                _fuzz(operation, mode, real, send)
+        assert server_errors == []
+    finally:
+        stack.close()
+
+
 def _sender(
-    base_url: str, auth: dict[str, str], server_errors: list[str]
+    base_url: str,
+    auth: dict[str, str],
+    server_errors: list[str],
+    cookies: dict[str, str] | None = None,
 ) -> Callable[[schemathesis.Case], None]:
-    """Send a case; a 5xx answer is added to ``server_errors`` as ``METHOD PATH -> STATUS
-    BODY``."""
+    """Send a case (with ``cookies``, if any); a 5xx answer is added to ``server_errors`` as
+    ``METHOD PATH -> STATUS BODY``."""
 
     def send(case: schemathesis.Case) -> None:
-        response = case.call(base_url=base_url, headers=auth, timeout=30)
+        response = case.call(
+            base_url=base_url, headers=auth, cookies=cookies, timeout=30, allow_redirects=False
+        )
         if response.status_code >= 500:
             server_errors.append(
                 f"{case.method} {case.formatted_path} -> {response.status_code} "
@@ -77,12 +120,17 @@ def _boundary_cases(
 def _fuzz(
     operation: schemathesis.APIOperation,
     mode: schemathesis.GenerationMode,
-    known: list[str],
+    real: dict[str, list[str]],
     send: Callable[[schemathesis.Case], None],
 ) -> None:
-    """Send ``EXAMPLES`` generated requests of ``operation`` in ``mode``."""
-    # a generated id now and then is a real workflow's or node's, so lookups succeed too
-    ids = st.one_of(st.sampled_from([*known, "node-1"]), st.text(min_size=1, max_size=40))
+    """Send ``EXAMPLES`` generated requests of ``operation`` in ``mode``; a valid one's path
+    parameter named in ``real`` is now and then one of its real values there, so that
+    lookups succeed too, and a valid sign-in form carries the sign-in form's guard, so that
+    its email and password are checked."""
+    values = {
+        name: st.one_of(st.sampled_from(known), st.text(min_size=1, max_size=40))
+        for name, known in real.items()
+    }
 
     @settings(
         max_examples=EXAMPLES,
@@ -91,10 +139,14 @@ def _fuzz(
         derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
-    @given(case=operation.as_strategy(mode), real_id=ids)
-    def generated(case: schemathesis.Case, real_id: str) -> None:
-        if mode is schemathesis.GenerationMode.POSITIVE and "id" in (case.path_parameters or {}):
-            case.path_parameters["id"] = real_id
+    @given(case=operation.as_strategy(mode), data=st.data())
+    def generated(case: schemathesis.Case, data: st.DataObject) -> None:
+        if mode is schemathesis.GenerationMode.POSITIVE:
+            for name in case.path_parameters or {}:
+                if name in values:
+                    case.path_parameters[name] = data.draw(values[name])
+            if case.operation.label == "POST /signin" and isinstance(case.body, dict):
+                case.body[CSRF_FIELD] = SIGN_IN_GUARD
         send(case)
 
     try:
