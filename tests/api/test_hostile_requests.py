@@ -17,8 +17,9 @@ from typing import Any
 from urllib.parse import quote_from_bytes
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from support.fuzz_runs import fuzz_settings
 from support.live_api import HELLO
 
 EXAMPLES = int(os.environ.get("FUZZBALL_HOSTILE_EXAMPLES", "40"))
@@ -114,13 +115,7 @@ def _fuzz(
     query_names = [p["name"] for p in operation["parameters"] if p["in"] == "query"]
     has_body = "requestBody" in operation
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(
         body=_bodies if has_body else st.none(),
         query=st.dictionaries(st.sampled_from(query_names), _query_values)

@@ -25,9 +25,10 @@ import httpx
 import pytest
 import schemathesis
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
+from support.fuzz_runs import fuzz_settings
 from support.isolation_stack import IsolationStack
 from support.store_rows import StoreRows, changes, read_rows
 from support.tenants import PASSWORD
@@ -183,13 +184,7 @@ def _fuzz_invalid(
     objects in their path (not a DELETE's: one made valid so would delete what later
     requests are meant to find)."""
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(case=operation.as_strategy(schemathesis.GenerationMode.NEGATIVE), data=st.data())
     def generated(case: schemathesis.Case, data: st.DataObject) -> None:
         if case.method != "DELETE" and case.path_parameters and data.draw(st.booleans()):

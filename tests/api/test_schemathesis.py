@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 import httpx
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
+from support.fuzz_runs import fuzz_settings
 from support.isolation_stack import IsolationStack
 from support.live_api import HELLO, TASKS
 
@@ -132,13 +133,7 @@ def _fuzz(
         for name, known in real.items()
     }
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(case=operation.as_strategy(mode), data=st.data())
     def generated(case: schemathesis.Case, data: st.DataObject) -> None:
         if mode is schemathesis.GenerationMode.POSITIVE:
