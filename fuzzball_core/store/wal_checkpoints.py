@@ -69,6 +69,8 @@ class WalCheckpoints:
         self._connection: sqlite3.Connection | None = None
         #: held while a checkpoint runs, so that closing waits for it
         self._running = threading.Lock()
+        #: the thread running a checkpoint now, if any (see :meth:`close`)
+        self._checkpointing_in: int | None = None
         #: the process whose thread runs them: a forked child leaves them alone (its copy of
         #: the lock may be held by a thread it does not have)
         self._pid = os.getpid()
@@ -85,6 +87,13 @@ class WalCheckpoints:
         if os.getpid() != self._pid:
             return
         _WORKER.forget(self)
+        if self._checkpointing_in == threading.get_ident():
+            # a collection that started inside this thread's own checkpoint found the engine
+            # unreachable: waiting here would wait on this thread forever, and the collector,
+            # still marked running, would collect nothing more in the process. The checkpoint
+            # closes the connection as it ends.
+            self._closed = True
+            return
         with self._running:
             self._closed = True
             if self._connection is not None:
@@ -97,22 +106,32 @@ class WalCheckpoints:
         with self._running:
             if self._closed:
                 return None
-            if self._connection is None:
-                # rw: a database removed meanwhile is not created again, empty, here. No
-                # private umask around it: the umask is the process's, and this thread runs
-                # at any time (another thread's files made meanwhile would be 0600); SQLite
-                # gives the WAL and shm files the database file's own mode (0600)
-                self._connection = sqlite3.connect(
-                    f"file:{self.database}?mode=rw",
-                    uri=True,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            query = "PRAGMA wal_checkpoint(PASSIVE)"
-            busy, pages, copied = self._connection.execute(query).fetchone()
-            self.count += 1
-            self.last = CheckpointResult(bool(busy), pages, copied)
-            return self.last
+            self._checkpointing_in = threading.get_ident()
+            try:
+                return self._checkpoint()
+            finally:
+                self._checkpointing_in = None
+                if self._closed and self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+
+    def _checkpoint(self) -> CheckpointResult:
+        if self._connection is None:
+            # rw: a database removed meanwhile is not created again, empty, here. No
+            # private umask around it: the umask is the process's, and this thread runs
+            # at any time (another thread's files made meanwhile would be 0600); SQLite
+            # gives the WAL and shm files the database file's own mode (0600)
+            self._connection = sqlite3.connect(
+                f"file:{self.database}?mode=rw",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        query = "PRAGMA wal_checkpoint(PASSIVE)"
+        busy, pages, copied = self._connection.execute(query).fetchone()
+        self.count += 1
+        self.last = CheckpointResult(bool(busy), pages, copied)
+        return self.last
 
 
 class _Worker:

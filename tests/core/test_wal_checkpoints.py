@@ -147,6 +147,40 @@ def test_letting_the_engine_go_closes_its_checkpoints(tmp_path: Path) -> None:
     assert not checkpoints._pending
 
 
+def test_an_engine_collected_during_its_own_checkpoint_is_closed_without_waiting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A collection can run in the checkpoint thread while it checkpoints the very engine it
+    finds unreachable: the engine's finalizer closing the checkpoints must not wait on the
+    checkpoint under way in its own thread (a deadlock that stopped every later collection in
+    the process)."""
+    monkeypatch.setattr(wal_checkpoints, "CHECKPOINT_DELAY", 3600.0)
+    connect_sqlite = sqlite3.connect
+
+    def collecting(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        gc.collect()  # as an allocation in the checkpoint may start one
+        return connect_sqlite(*args, **kwargs)
+
+    monkeypatch.setattr(wal_checkpoints.sqlite3, "connect", collecting)
+    gc.disable()  # the engine stays, unreachable, until the checkpoint's collection
+    try:
+        engine = connect(f"sqlite:///{tmp_path / 'store.db'}")
+        checkpoints = _checkpoints(engine)
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE pages (data BLOB)"))
+        cycle: list[object] = [engine]
+        cycle.append(cycle)
+        del engine, connection, cycle
+        checkpointing = threading.Thread(target=checkpoints.checkpoint, daemon=True)
+        checkpointing.start()
+        checkpointing.join(10)
+    finally:
+        gc.enable()
+    assert not checkpointing.is_alive()
+    assert checkpoints._closed and checkpoints._connection is None
+    assert checkpoints.checkpoint() is None
+
+
 def test_an_in_memory_database_has_no_checkpoints() -> None:
     assert background_checkpoints(connect("sqlite:///:memory:")) is None
 
