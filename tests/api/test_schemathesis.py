@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from support.fuzz_runs import fuzz_settings
 from support.isolation_stack import IsolationStack
-from support.live_api import HELLO, TASKS
+from support.live_api import HELLO, TASKS, gateway_operations
 
 from fuzzball_core.webui.app import is_ui_path
 from fuzzball_core.webui.session import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, csrf_token
@@ -74,6 +74,46 @@ def test_no_web_ui_route_answers_a_generated_request_with_a_server_error(tmp_pat
         cookies = {SESSION_COOKIE: admin, SIGN_IN_FORM_COOKIE: SIGN_IN_GUARD}
         server_errors: list[str] = []
         send = _sender(root, auth, server_errors, cookies=cookies)
+        for operation in operations:
+            for case in _boundary_cases(schema, operation):
+                send(case)
+            for mode in schemathesis.GenerationMode:
+                _fuzz(operation, mode, real, send)
+        assert server_errors == []
+    finally:
+        stack.close()
+
+
+def test_no_process_route_answers_a_generated_request_with_a_server_error(tmp_path):
+    """The routes Orchestrate adds to the gateway (storage, provisioners, central
+    configuration, monitoring, object cache, OIDC, health), fuzzed as it serves them, as the
+    cluster administrator; the gateway's own routes are the first test's."""
+    stack = IsolationStack(tmp_path)
+    try:
+        admin = stack.tenants.admin_token
+        root = stack.rest_url.removesuffix("/v3")
+        auth = {"Authorization": f"Bearer {admin}"}
+        schema = schemathesis.openapi.from_url(f"{stack.rest_url}/openapi.json", headers=auth)
+        gateways = gateway_operations()
+        operations = [
+            operation
+            for operation in (result.ok() for result in schema.get_all_operations())
+            if not is_ui_path(operation.path) and operation.label not in gateways
+        ]
+        assert "POST /v3/volumes" in {operation.label for operation in operations}
+        owned = stack.owned
+        real = {
+            "id": [
+                owned.volume,
+                owned.storage_class,
+                owned.storage_driver,
+                owned.provisioner_definition,
+                owned.provisioner_instance,
+            ],
+            "scope": ["user", "group"],
+        }
+        server_errors: list[str] = []
+        send = _sender(root, auth, server_errors)
         for operation in operations:
             for case in _boundary_cases(schema, operation):
                 send(case)

@@ -82,6 +82,18 @@ async def start_servers(
     return LiveServers(f"http://{host}:{port}", f"127.0.0.1:{grpc_port}", runner, server)
 
 
+def gateway_operations() -> set[str]:
+    """``METHOD /path`` of every route a live stack's gateway serves (:func:`start_servers`
+    without ``extra_routes``): the API's own and the identity routes."""
+    identity = identity_routes(object())  # type: ignore[arg-type]  # routes only; never called
+    app = build_rest_app(object(), extra_routes=[identity])  # type: ignore[arg-type]
+    return {
+        f"{route.method} {route.resource.canonical}"
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+
+
 HELLO = """\
 version: v1
 jobs:
