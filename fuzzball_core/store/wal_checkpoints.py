@@ -86,16 +86,16 @@ class WalCheckpoints:
         """Run no more checkpoints and close the connection (after a checkpoint under way)."""
         if os.getpid() != self._pid:
             return
-        _WORKER.forget(self)
+        # The engine's finalizer calls this, from whatever collection finds it unreachable:
+        # one may run in the checkpoint thread, amid its bookkeeping or this very checkpoint.
+        # So no lock of the thread's is taken (it drops a closed database's due checkpoint
+        # when it comes), and none this thread holds is waited on: that wait would never end,
+        # and the collector, still marked running, would collect nothing more in the process.
+        self._closed = True
+        self._pending = False
         if self._checkpointing_in == threading.get_ident():
-            # a collection that started inside this thread's own checkpoint found the engine
-            # unreachable: waiting here would wait on this thread forever, and the collector,
-            # still marked running, would collect nothing more in the process. The checkpoint
-            # closes the connection as it ends.
-            self._closed = True
-            return
+            return  # the checkpoint closes the connection as it ends
         with self._running:
-            self._closed = True
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
@@ -157,12 +157,6 @@ class _Worker:
                 )
                 self._thread.start()
             self._changed.notify()
-
-    def forget(self, checkpoints: WalCheckpoints) -> None:
-        """Drop a due checkpoint of ``checkpoints``."""
-        with self._changed:
-            self._due.pop(checkpoints, None)
-            checkpoints._pending = False
 
     def _run(self) -> None:
         while True:

@@ -181,6 +181,19 @@ def test_an_engine_collected_during_its_own_checkpoint_is_closed_without_waiting
     assert checkpoints.checkpoint() is None
 
 
+def test_closing_takes_no_lock_of_the_checkpoint_threads(engine: Engine) -> None:
+    """A collection in the checkpoint thread may run the finalizer amid the thread's own
+    bookkeeping (its due checkpoints being read under its condition)."""
+    checkpoints = _checkpoints(engine)
+    _write(engine, 1)  # a checkpoint due
+    with wal_checkpoints._WORKER._changed:
+        closing = threading.Thread(target=checkpoints.close, daemon=True)
+        closing.start()
+        closing.join(10)
+        assert not closing.is_alive()
+    assert checkpoints._closed and checkpoints._connection is None
+
+
 def test_an_in_memory_database_has_no_checkpoints() -> None:
     assert background_checkpoints(connect("sqlite:///:memory:")) is None
 
