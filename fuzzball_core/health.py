@@ -192,24 +192,33 @@ async def keep_running(
             delays = None
 
 
+class HealthRoutes:
+    """``GET /healthz`` and ``GET /readyz`` over one process's :class:`Health` (methods, so
+    that the layers above can declare them in their OpenAPI documents)."""
+
+    def __init__(self, health: Health) -> None:
+        self.health = health
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """Alive: the event loop answers; the conditions are listed for whoever looks."""
+        return web.json_response({**self.health.report(), "alive": True})
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        """200 when every required condition holds (probes checked afresh), 503 otherwise."""
+        await self.health.check_probes()
+        body = self.health.report()
+        return web.json_response(body, status=200 if body["ready"] else 503)
+
+    def add(self, app: web.Application) -> None:
+        """Add both routes to ``app``."""
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+
+
 def health_routes(health: Health) -> Callable[[web.Application], None]:
     """A function adding ``/healthz`` and ``/readyz`` over ``health`` to an aiohttp app.
 
     The caller must let :data:`HEALTH_PATHS` through without a token (an orchestrator's
     liveness probe has none).
     """
-
-    async def healthz(_request: web.Request) -> web.Response:
-        # alive: the event loop answers; the conditions are listed for whoever looks
-        return web.json_response({**health.report(), "alive": True})
-
-    async def readyz(_request: web.Request) -> web.Response:
-        await health.check_probes()
-        body = health.report()
-        return web.json_response(body, status=200 if body["ready"] else 503)
-
-    def add(app: web.Application) -> None:
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
-
-    return add
+    return HealthRoutes(health).add

@@ -15,6 +15,7 @@ serves it at ``GET /v3/openapi.json``.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -104,7 +105,10 @@ class JsonOperation:
 
     ``signed_in_page``: a Web UI route for signed-in visitors (``webui.session.page``):
     without a valid session it answers a 303 to the sign-in page, and refusals other than its
-    body's own (a missing CSRF token, a permission denied) are HTML error pages."""
+    body's own (a missing CSRF token, a permission denied) are HTML error pages.
+
+    ``also``: other statuses answered with the same reply (``/readyz``'s 503 while the
+    process is not ready), each with what it means."""
 
     summary: str
     response: dict[str, Any]
@@ -112,6 +116,7 @@ class JsonOperation:
     query: tuple[Query, ...] = ()
     tags: tuple[str, ...] = field(default=())
     signed_in_page: bool = False
+    also: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,10 @@ class FormOperation:
 
 Declaration = Operation | JsonOperation | FormOperation
 
-_OPERATIONS: dict[Callable[..., Any], Declaration] = {}
+# weak: a handler made per application (a closure) is forgotten with its application
+_OPERATIONS: weakref.WeakKeyDictionary[Callable[..., Any], Declaration] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def documented(operation: Declaration) -> Callable[[H], H]:
@@ -259,6 +267,8 @@ def _json_operation(
         "parameters": parameters,
         "responses": {"200": _json_content(operation.summary, operation.response), **errors},
     }
+    for status, meaning in operation.also:
+        entry["responses"][str(status)] = _json_content(meaning, operation.response)
     if operation.signed_in_page:
         entry["responses"]["303"] = dict(_SIGN_IN_REDIRECT)
         refusal = entry["responses"]["default"]

@@ -32,6 +32,9 @@ from google.protobuf.message import Message
 from multidict import MultiMapping
 
 from fuzzball_core import FUZZBALL_API_RELEASE
+
+# declares the process's /healthz and /readyz, which every gateway serving them lists
+from fuzzball_core.api import health_schemas  # noqa: F401
 from fuzzball_core.api import proto_messages as msg
 from fuzzball_core.api.following import (
     NEXT_PAGE_TOKEN,

@@ -18,8 +18,10 @@ from collections.abc import Callable
 from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
+from fuzzball_core.orchestrate import central_config_schemas as schema
 from fuzzball_core.orchestrate.central_config import CentralConfig, revision_json
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import Principal
@@ -54,6 +56,7 @@ class _Handlers:
     def _admin(self, request: web.Request, doing: str) -> None:
         require(self.principal_of(request), Permission.ADMINISTER_CLUSTER, doing)
 
+    @documented(schema.GET_CONFIG)
     async def get_config(self, request: web.Request) -> web.Response:
         self._admin(request, "read the central configuration")
         raw = request.query.get("revision", "0")
@@ -68,6 +71,7 @@ class _Handlers:
         encoded = base64.b64encode(document.encode()).decode()
         return web.json_response({"config": encoded})
 
+    @documented(schema.SET_CONFIG)
     async def set_config(self, request: web.Request) -> web.Response:
         self._admin(request, "set the central configuration")
         body = parse_json_body(await request.read())
@@ -92,6 +96,7 @@ class _Handlers:
         await asyncio.to_thread(self.central.set, document)
         return web.json_response({})
 
+    @documented(schema.LIST_REVISIONS)
     async def list_revisions(self, request: web.Request) -> web.Response:
         self._admin(request, "list the central configuration's revisions")
         revisions = await asyncio.to_thread(self.central.revisions)

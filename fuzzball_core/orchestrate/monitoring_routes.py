@@ -29,11 +29,13 @@ from aiohttp import web
 from sqlalchemy import select
 
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.certificates import CertificateAuthority
 from fuzzball_core.config import FuzzballConfig
 from fuzzball_core.errors import InvalidArgument, Unavailable
+from fuzzball_core.orchestrate import monitoring_schemas as schema
 from fuzzball_core.orchestrate import nodes
 from fuzzball_core.orchestrate.alert_holds import AlertHolds, pool_of
 from fuzzball_core.orchestrate.alert_webhook import AlertWebhook
@@ -109,6 +111,7 @@ class Monitoring:
         base: str,
         principal_of: Callable[[web.Request], Principal],
     ) -> None:
+        @documented(schema.SD_CONFIG)
         async def sd_config(request: web.Request) -> web.Response:
             require(principal_of(request), Permission.READ_NODES, "list node metrics targets")
             mode = request.query.get("mode", self.config.monitoring.node_metrics_mode)
@@ -141,6 +144,7 @@ class Monitoring:
                 body=exposition(self.collector), headers={"Content-Type": TEXT_FORMAT}
             )
 
+        @documented(schema.CLIENT_CERTIFICATE)
         async def client_certificate(request: web.Request) -> web.Response:
             who = principal_of(request)
             require(who, Permission.ADMINISTER_CLUSTER, "issue monitoring client certificates")

@@ -28,9 +28,11 @@ from aiohttp import web
 
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.list_pages import whole_number
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.config import ProvisionerDefinitionConfig
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from fuzzball_core.orchestrate import provisioner_schemas as schema
 from fuzzball_core.orchestrate.provisioning import InstanceRecord, Provisioning
 from fuzzball_core.service.permissions import require
 from fuzzball_core.service.views import Principal
@@ -112,7 +114,10 @@ def _page(request: web.Request, items: list[Any]) -> tuple[list[Any], str]:
 
 
 def _string_map(body: dict[str, Any], name: str) -> dict[str, str]:
-    value = body.get(name) or {}
+    # absent or null is empty (the proto3 JSON mapping); any other non-object is refused
+    value = body.get(name)
+    if value is None:
+        return {}
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
@@ -173,24 +178,29 @@ class _Handlers:
             raise NotFound(f"provisioner instance {instance_id} does not exist")
         return found
 
+    @documented(schema.LIST_DEFINITIONS)
     async def list_definitions(self, request: web.Request) -> web.Response:
         self._who(request, Permission.RUN_WORKFLOWS, "list provisioner definitions")
         page, token = _page(request, [definition_json(d) for d in self._definitions()])
         return web.json_response({"definitions": page, "pageToken": token})
 
+    @documented(schema.GET_DEFINITION)
     async def get_definition(self, request: web.Request) -> web.Response:
         self._who(request, Permission.RUN_WORKFLOWS, "read provisioner definitions")
         return web.json_response(definition_json(self._definition(request.match_info["id"])))
 
+    @documented(schema.ADMIN_LIST_DEFINITIONS)
     async def admin_list_definitions(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "administer provisioner definitions")
         page, token = _page(request, [definition_json(d) for d in self._definitions()])
         return web.json_response({"definitions": page, "pageToken": token})
 
+    @documented(schema.ADMIN_GET_DEFINITION)
     async def admin_get_definition(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "administer provisioner definitions")
         return web.json_response(definition_json(self._definition(request.match_info["id"])))
 
+    @documented(schema.RESET_RESOURCE)
     async def reset_resource(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "administer provisioner definitions")
         definition = self._definition(request.match_info["id"])
@@ -199,16 +209,19 @@ class _Handlers:
             " provisioner.definitions; nothing was learned from its nodes to reset"
         )
 
+    @documented(schema.LIST_INSTANCES)
     async def list_instances(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "list provisioner instances")
         records = self.provisioning.records() if self.provisioning else []
         page, token = _page(request, [instance_json(r) for r in records])
         return web.json_response({"instances": page, "pageToken": token})
 
+    @documented(schema.GET_INSTANCE)
     async def get_instance(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "read provisioner instances")
         return web.json_response(instance_json(self._instance(request.match_info["id"])))
 
+    @documented(schema.CREATE_INSTANCES)
     async def create_instances(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "create provisioner instances")
         body = parse_json_body(await request.read())
@@ -236,6 +249,7 @@ class _Handlers:
         )
         return web.json_response({"ids": [r.id for r in records], "transactionId": ""})
 
+    @documented(schema.DELETE_INSTANCE)
     async def delete_instance(self, request: web.Request) -> web.Response:
         self._who(request, Permission.PROVISION_NODES, "delete provisioner instances")
         record = self._instance(request.match_info["id"])

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 from support.monitoring import Receiver
+from support.openapi_routes import check_reply, openapi_of, undescribed
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.store.models import Run, Stage, Workflow
@@ -117,6 +118,38 @@ def test_sd_config_refuses_an_unknown_mode_by_name(make_receiver: Callable[..., 
     receiver = make_receiver()
     reply = _get(receiver, "/v4/nodes/-/sd_config", receiver.token, mode="carrier-pigeon")
     assert reply.status_code == 400 and "mode" in reply.json()["message"]
+
+
+SD_CONFIG = "GET /v4/nodes/-/sd_config"
+CLIENT_CERTIFICATES = "POST /v3/monitoring/client-certificates"
+
+
+def test_the_openapi_document_describes_the_json_monitoring_routes(
+    make_receiver: Callable[..., Receiver],
+) -> None:
+    receiver = make_receiver()
+    document = openapi_of(f"{receiver.orchestrate.rest_url}/v3", receiver.token)
+    assert undescribed(document, {SD_CONFIG, CLIENT_CERTIFICATES}) == set()
+
+
+def test_the_json_monitoring_routes_answer_as_the_openapi_document_says(
+    make_receiver: Callable[..., Receiver],
+) -> None:
+    receiver = make_receiver()
+    _registered(receiver, "node-1", "10.0.0.1:9101", "10.0.0.1:9100")
+    document = openapi_of(f"{receiver.orchestrate.rest_url}/v3", receiver.token)
+    for mode in ("direct", "proxy"):
+        reply = _get(receiver, "/v4/nodes/-/sd_config", receiver.token, mode=mode)
+        check_reply(document, SD_CONFIG, reply)
+    service = receiver.orchestrate.service
+    _, admin = receiver.orchestrate.call(lambda: service.create_account("ops", admin=True))
+    issued = httpx.post(
+        f"{receiver.orchestrate.rest_url}/v3/monitoring/client-certificates",
+        json={"name": "site-am"},
+        headers={"Authorization": f"Bearer {admin}"},
+        timeout=30,
+    )
+    check_reply(document, CLIENT_CERTIFICATES, issued)
 
 
 def test_the_proxy_answers_404_for_a_node_that_does_not_exist(

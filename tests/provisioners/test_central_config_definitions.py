@@ -13,6 +13,7 @@ import httpx
 import pytest
 import yaml
 from support.cluster import InProcessOrchestrate, free_port
+from support.openapi_routes import check_reply, openapi_of, undescribed
 
 from fuzzball_core.config import ProvisionerConfig
 from fuzzball_core.errors import FailedPrecondition
@@ -157,6 +158,29 @@ def test_every_revision_is_kept_and_readable(served):
     assert yaml.safe_load(base64.b64decode(first["config"])) == served.definitions("extra")
     latest = served.call(served.admin, "GET", "/admin/centralconfig").json()
     assert yaml.safe_load(base64.b64decode(latest["config"])) == served.definitions("extra", "more")
+
+
+CENTRAL_CONFIG = "/v3/admin/centralconfig"
+CENTRAL_CONFIG_OPERATIONS = {
+    f"GET {CENTRAL_CONFIG}",
+    f"POST {CENTRAL_CONFIG}",
+    f"GET {CENTRAL_CONFIG}/revisions",
+}
+
+
+def test_the_openapi_document_describes_every_central_configuration_route(served):
+    document = openapi_of(served.url, served.admin)
+    assert undescribed(document, CENTRAL_CONFIG_OPERATIONS) == set()
+
+
+def test_the_central_configuration_is_set_and_read_as_the_openapi_document_says(served):
+    document = openapi_of(served.url, served.admin)
+    check_reply(document, f"POST {CENTRAL_CONFIG}", served.set_config(served.definitions("extra")))
+    for operation, path in (
+        (f"GET {CENTRAL_CONFIG}", "/admin/centralconfig?revision=1"),
+        (f"GET {CENTRAL_CONFIG}/revisions", "/admin/centralconfig/revisions"),
+    ):
+        check_reply(document, operation, served.call(served.admin, "GET", path))
 
 
 def test_an_unknown_revision_is_not_found(served):

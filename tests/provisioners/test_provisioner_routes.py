@@ -11,6 +11,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from support.cluster import InProcessOrchestrate, free_port
+from support.openapi_routes import check_reply, openapi_of, undescribed
 
 from fuzzball_core.cli.main import cli
 
@@ -158,6 +159,8 @@ def test_why_an_instance_was_not_created_is_readable_in_the_instance(served, tmp
         ({"definitionId": "rack", "backendDirectives": {"spot": "1"}}, "spot not understood"),
         ({"definitionId": "rack", "count": 0}, "count:"),
         ({"definitionId": "rack", "annotations": {"a": 1}}, "annotations:"),
+        ({"definitionId": "rack", "annotations": []}, "annotations: expected an object"),
+        ({"definitionId": "rack", "backendDirectives": ""}, "backendDirectives: expected"),
         ({}, "definitionId: required"),
     ],
 )
@@ -178,6 +181,52 @@ def test_reset_resource_is_refused_saying_the_shape_is_configured(served):
     reply = served.call(served.admin, "POST", "/admin/provisioner/definitions/rack/reset-resource")
     assert reply.status_code == 400
     assert "configured in provisioner.definitions" in reply.json()["message"]
+
+
+# -- the OpenAPI document ----------------------------------------------------------------------
+
+DEFINITIONS = "/v3/provisioner/definitions"
+ADMIN_DEFINITIONS = "/v3/admin/provisioner/definitions"
+INSTANCES = "/v3/admin/provisioner/instances"
+PROVISIONER_OPERATIONS = {
+    f"GET {DEFINITIONS}",
+    f"GET {DEFINITIONS}/{{id}}",
+    f"GET {ADMIN_DEFINITIONS}",
+    f"GET {ADMIN_DEFINITIONS}/{{id}}",
+    f"POST {ADMIN_DEFINITIONS}/{{id}}/reset-resource",
+    f"GET {INSTANCES}",
+    f"POST {INSTANCES}",
+    f"GET {INSTANCES}/{{id}}",
+    f"DELETE {INSTANCES}/{{id}}",
+}
+
+
+def test_the_openapi_document_describes_every_provisioner_route(served):
+    document = openapi_of(served.url, served.admin)
+    assert undescribed(document, PROVISIONER_OPERATIONS) == set()
+
+
+def test_the_definitions_are_read_as_the_openapi_document_says(served):
+    document = openapi_of(served.url, served.admin)
+    for operation, path in (
+        (f"GET {DEFINITIONS}", "/provisioner/definitions"),
+        (f"GET {DEFINITIONS}/{{id}}", "/provisioner/definitions/rack"),
+        (f"GET {ADMIN_DEFINITIONS}", "/admin/provisioner/definitions"),
+        (f"GET {ADMIN_DEFINITIONS}/{{id}}", "/admin/provisioner/definitions/rack"),
+    ):
+        check_reply(document, operation, served.call(served.admin, "GET", path))
+
+
+def test_instances_are_created_read_and_deleted_as_the_openapi_document_says(served):
+    document = openapi_of(served.url, served.admin)
+    body = {"definitionId": "rack", "count": "1", "ttl": 3600, "annotations": {"team": "ml"}}
+    created = served.call(served.admin, "POST", "/admin/provisioner/instances", body)
+    check_reply(document, f"POST {INSTANCES}", created)
+    path = f"/admin/provisioner/instances/{created.json()['ids'][0]}"
+    check_reply(document, f"GET {INSTANCES}/{{id}}", served.call(served.admin, "GET", path))
+    check_reply(document, f"DELETE {INSTANCES}/{{id}}", served.call(served.admin, "DELETE", path))
+    listed = served.call(served.admin, "GET", "/admin/provisioner/instances")
+    check_reply(document, f"GET {INSTANCES}", listed)
 
 
 # -- fuzzball admin provisioner ----------------------------------------------------------------
