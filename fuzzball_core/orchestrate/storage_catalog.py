@@ -41,21 +41,31 @@ DISABLED = "STORAGE_CLASS_STATUS_DISABLED"
 EPHEMERAL_CLASS = "ephemeral"
 PERSISTENT_CLASS = "persistent"
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+#: a driver's or class's name
+NAME_PATTERN = "[a-z0-9][a-z0-9-]{0,62}"
+_NAME = re.compile(NAME_PATTERN)
 
 #: access modes whose volumes may be used from several nodes at once
 MULTI_NODE_MODES = frozenset(
     {"MULTI_NODE_READER_ONLY", "MULTI_NODE_SINGLE_WRITER", "MULTI_NODE_MULTI_WRITER"}
 )
-_ACCESS_MODES = MULTI_NODE_MODES | {
+ACCESS_MODES = MULTI_NODE_MODES | {
     "MODE_UNSPECIFIED",
     "SINGLE_NODE_WRITER",
     "SINGLE_NODE_READER_ONLY",
     "SINGLE_NODE_SINGLE_WRITER",
     "SINGLE_NODE_MULTI_WRITER",
 }
-_SCOPES = ("SCOPE_UNSPECIFIED", "ALL", "USER", "ACCOUNT", "GROUP")
-_NAME_ARGS = (
+#: the access types accepted (BLOCK is refused: volumes are directories)
+ACCESS_TYPES = ("TYPE_UNSPECIFIED", "FILESYSTEM")
+#: a mount's user and group ownerships (accepted with a warning: a volume belongs to its job)
+OWNERSHIPS = ("OWNERSHIP_UNSPECIFIED", "ROOT", "USER", "ACCOUNT", "GROUP")
+#: an affinity's types (accepted with a warning: jobs are placed by their own annotations)
+AFFINITY_TYPES = ("AFFINITY_UNSPECIFIED", "ANNOTATION", "RESOURCE")
+#: a mount's ``permissions``: an octal mode
+PERMISSIONS_PATTERN = "0?[0-7]{3,4}"
+SCOPES = ("SCOPE_UNSPECIFIED", "ALL", "USER", "ACCOUNT", "GROUP")
+NAME_ARGS = (
     "USERNAME",
     "ORGANIZATION_ID",
     "ACCOUNT_ID",
@@ -203,7 +213,7 @@ def _check_access(access: dict[str, Any], driver: StorageDriver, name: str) -> l
     if kind not in ("TYPE_UNSPECIFIED", "FILESYSTEM"):
         raise InvalidArgument(f"class.access.type: unknown type {kind!r}")
     mode = _string(access.get("mode"), "class.access.mode") or "MODE_UNSPECIFIED"
-    if mode not in _ACCESS_MODES:
+    if mode not in ACCESS_MODES:
         raise InvalidArgument(f"class.access.mode: unknown mode {mode!r}")
     if mode in MULTI_NODE_MODES and not driver.shared:
         raise InvalidArgument(
@@ -227,24 +237,42 @@ def _check_mount(mount: dict[str, Any]) -> list[str]:
     _string(mount.get("filesystem"), "class.mount.filesystem")
     _strings(mount.get("options"), "class.mount.options")
     for key in ("user", "group"):
-        if _string(mount.get(key), f"class.mount.{key}") not in ("", "OWNERSHIP_UNSPECIFIED"):
+        ownership = _string(mount.get(key), f"class.mount.{key}")
+        if ownership and ownership not in OWNERSHIPS:
+            raise InvalidArgument(
+                f"class.mount.{key}: unknown ownership {ownership!r} "
+                f"(one of {', '.join(OWNERSHIPS)})"
+            )
+        if ownership not in ("", "OWNERSHIP_UNSPECIFIED"):
             warnings.append(
                 f"class.mount.{key}: has no effect (a volume belongs to the uid and gid of the "
                 "job using it)"
             )
     permissions = _string(mount.get("permissions"), "class.mount.permissions")
-    if permissions and not re.fullmatch(r"0?[0-7]{3,4}", permissions):
+    if permissions and not re.fullmatch(PERMISSIONS_PATTERN, permissions):
         raise InvalidArgument(
             f"class.mount.permissions: must be an octal mode such as 0770, got {permissions!r}"
         )
     return warnings
 
 
+def _check_affinity(affinity: dict[str, Any], at: str) -> None:
+    """An Affinity of the swagger's shape (accepted with a warning: it has no effect)."""
+    _unknown(affinity, frozenset({"type", "key", "filter"}), at)
+    kind = _string(affinity.get("type"), f"{at}.type")
+    if kind and kind not in AFFINITY_TYPES:
+        raise InvalidArgument(
+            f"{at}.type: unknown type {kind!r} (one of {', '.join(AFFINITY_TYPES)})"
+        )
+    _string(affinity.get("key"), f"{at}.key")
+    _string(affinity.get("filter"), f"{at}.filter")
+
+
 def _check_volumes(volumes: dict[str, Any]) -> None:
     _unknown(volumes, frozenset({"nameArgs", "nameFormat", "maxByAccount"}), "class.volumes")
     args = _strings(volumes.get("nameArgs"), "class.volumes.nameArgs")
     for arg in args:
-        if arg not in _NAME_ARGS:
+        if arg not in NAME_ARGS:
             raise InvalidArgument(f"class.volumes.nameArgs: unknown argument {arg!r}")
     name_format = _string(volumes.get("nameFormat"), "class.volumes.nameFormat")
     if "%" in name_format.replace("%%", "").replace("%s", "") or (
@@ -255,13 +283,22 @@ def _check_volumes(volumes: dict[str, Any]) -> None:
             f"({len(args)}), got {name_format!r}"
         )
     limit = volumes.get("maxByAccount")
-    if limit is not None:
-        try:
-            count = int(limit)  # int64 fields arrive as JSON strings or numbers
-        except (TypeError, ValueError):
-            raise InvalidArgument("class.volumes.maxByAccount: must be an integer") from None
-        if isinstance(limit, bool) or count < 0:
-            raise InvalidArgument("class.volumes.maxByAccount: must be 0 (no limit) or more")
+    if limit is not None and _whole_number(limit, _INT64_MAX) is None:
+        # an int64 field arrives as a JSON string or number; a fraction, an exponent that
+        # overflows (1e400 reads as infinity) or a negative count is no count of volumes
+        raise InvalidArgument(
+            f"class.volumes.maxByAccount: must be a whole number from 0 (no limit) to {_INT64_MAX}"
+        )
+
+
+def _whole_number(value: Any, most: int) -> int | None:
+    """``value`` (a JSON number or a string of digits) as an integer from 0 to ``most``;
+    None for anything else (a boolean, a fraction, a sign, a non-ASCII digit)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        return None
+    return value
 
 
 def check_class(document: Any, drivers: DriverLookup, driver_name: str | None = None) -> Accepted:
@@ -285,6 +322,7 @@ def check_class(document: Any, drivers: DriverLookup, driver_name: str | None = 
     for parameter, why in driver.check_parameters(parameters):
         raise InvalidArgument(f"class.parameters.{parameter}: {why}")
     secrets = _object(definition.get("secrets"), "class.secrets")
+    _unknown(secrets, frozenset({"default"}), "class.secrets")
     if _string(secrets.get("default"), "class.secrets.default"):
         warnings.append("class.secrets.default: has no effect (no driver here takes secrets)")
     properties = _object(definition.get("properties"), "class.properties")
@@ -300,7 +338,7 @@ def check_class(document: Any, drivers: DriverLookup, driver_name: str | None = 
         if capability != "CAPABILITY_UNSPECIFIED":
             raise InvalidArgument(f"class.capabilities: {capability} is not supported here")
     scope = _string(definition.get("scope"), "class.scope") or "SCOPE_UNSPECIFIED"
-    if scope not in _SCOPES:
+    if scope not in SCOPES:
         raise InvalidArgument(f"class.scope: unknown scope {scope!r}")
     if _capacity_bytes(definition) and not (
         driver.enforces_capacity and properties.get("persistent")
@@ -311,7 +349,9 @@ def check_class(document: Any, drivers: DriverLookup, driver_name: str | None = 
             "before each ingress transfer (jobs may write past it)"
         )
     for index, affinity in enumerate(definition.get("affinities") or []):
-        _object(affinity, f"class.affinities[{index}]")
+        _check_affinity(
+            _object(affinity, f"class.affinities[{index}]"), f"class.affinities[{index}]"
+        )
         warnings.append(
             f"class.affinities[{index}]: has no effect (jobs are placed by their own "
             "annotations and their volumes' nodes)"
@@ -339,8 +379,9 @@ def class_scope(row: StorageClass) -> str:
 
 
 #: StorageClassDefinition.Capacity.Unit -> bytes
-_CAPACITY_UNITS = {"MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "PIB": 1 << 50, "EIB": 1 << 60}
+CAPACITY_UNITS = {"MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "PIB": 1 << 50, "EIB": 1 << 60}
 _UINT64_MAX = (1 << 64) - 1
+_INT64_MAX = (1 << 63) - 1
 
 
 def _capacity_bytes(definition: Mapping[str, Any]) -> int:
@@ -350,18 +391,17 @@ def _capacity_bytes(definition: Mapping[str, Any]) -> int:
     size = capacity.get("size")
     if size in (None, ""):
         return 0
-    if isinstance(size, str) and size.isascii() and size.isdigit():  # not "²"
-        size = int(size)
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= _UINT64_MAX:
+    size = _whole_number(size, _UINT64_MAX)  # not "²"
+    if size is None:
         raise InvalidArgument("class.capacity.size: must be a whole number (uint64)")
     if size == 0:
         return 0
     unit = _string(capacity.get("unit"), "class.capacity.unit")
-    if unit not in _CAPACITY_UNITS:
+    if unit not in CAPACITY_UNITS:
         raise InvalidArgument(
-            f"class.capacity.unit: must be one of {', '.join(_CAPACITY_UNITS)} (got {unit!r})"
+            f"class.capacity.unit: must be one of {', '.join(CAPACITY_UNITS)} (got {unit!r})"
         )
-    total = size * _CAPACITY_UNITS[unit]
+    total = size * CAPACITY_UNITS[unit]
     if total > _UINT64_MAX:
         raise InvalidArgument("class.capacity: larger than 2^64 bytes")
     return total
@@ -484,8 +524,8 @@ def find_driver(session: Session, reference: str) -> StorageDriverRow:
     return row
 
 
-def uninstall_driver(session: Session, reference: str) -> None:
-    """Remove a driver no storage class uses (FailedPrecondition naming the classes)."""
+def uninstall_driver(session: Session, reference: str) -> str:
+    """Remove a driver no storage class uses (FailedPrecondition naming the classes); its id."""
     row = find_driver(session, reference)
     users = session.scalars(select(StorageClass.name).where(StorageClass.driver_id == row.id)).all()
     if users:
@@ -493,6 +533,7 @@ def uninstall_driver(session: Session, reference: str) -> None:
             f"storage driver {row.name!r} is used by the storage classes {', '.join(sorted(users))}"
         )
     session.delete(row)
+    return row.id
 
 
 def find_class(session: Session, reference: str) -> StorageClass:
@@ -590,13 +631,14 @@ def _capacity_change(row: StorageClass, definition: Mapping[str, Any]) -> tuple[
     )
 
 
-def delete_class(session: Session, reference: str) -> None:
-    """Remove a class no volume uses (FailedPrecondition saying how many do)."""
+def delete_class(session: Session, reference: str) -> str:
+    """Remove a class no volume uses (FailedPrecondition saying how many do); its id."""
     row = find_class(session, reference)
     count = len(session.scalars(select(Volume.id).where(Volume.class_id == row.id)).all())
     if count:
         raise FailedPrecondition(f"storage class {row.name!r} still holds {count} volume(s)")
     session.delete(row)
+    return row.id
 
 
 def set_class_status(session: Session, reference: str, status: str, now: float) -> StorageClass:

@@ -30,9 +30,11 @@ from sqlalchemy import select
 
 from fuzzball_core.api.json_body import parse_json_body
 from fuzzball_core.api.list_pages import MAX_PAGE, paged, refuse_unknown
+from fuzzball_core.api.openapi import JsonOperation, documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.orchestrate import storage_catalog as catalog
+from fuzzball_core.orchestrate import storage_schemas as schema
 from fuzzball_core.orchestrate import volume_removal, volumes
 from fuzzball_core.orchestrate.engine import Engine
 from fuzzball_core.orchestrate.volumes import VolumeOwner
@@ -109,14 +111,15 @@ def volume_json(row: Volume, storage_class: StorageClass | None) -> dict[str, An
     }
 
 
-def _body(data: Any, key: str) -> Any:
-    """``data[key]`` of a request body that must be an object with only ``key`` (and, for
-    volumes, ``clusterId``)."""
+def _body(data: Any, key: str, *, cluster_id: bool = False) -> Any:
+    """``data[key]`` of a request body that must be an object with only ``key`` (and, with
+    ``cluster_id``, a volume request's ``clusterId``, which the swagger defines there only)."""
     if not isinstance(data, dict):
         raise InvalidArgument("the body must be a JSON object")
-    extra = sorted(set(data) - {key, "clusterId"})
+    known = {key, "clusterId"} if cluster_id else {key}
+    extra = sorted(set(data) - known)
     if extra:
-        raise InvalidArgument(f"{extra[0]}: unknown field (known: {key})")
+        raise InvalidArgument(f"{extra[0]}: unknown field (known: {', '.join(sorted(known))})")
     if "clusterId" in data and not isinstance(data["clusterId"], str):
         raise InvalidArgument("clusterId: must be a string")
     return data.get(key)
@@ -129,8 +132,6 @@ def _text(document: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-#: the longest volume display name (its column's width) and description, in characters
-MAX_DISPLAY_NAME, MAX_DESCRIPTION = 255, 1024
 #: a volume request's fields accepted that have no effect here, and why
 _VOLUME_FIELDS_WITHOUT_EFFECT = {
     "clusterId": "has no effect here: this server is one cluster",
@@ -138,11 +139,23 @@ _VOLUME_FIELDS_WITHOUT_EFFECT = {
 }
 
 
+def _empty_body(data: bytes) -> None:
+    """Refuse a body that is neither absent nor an empty JSON object (the swagger's
+    Enable/DisableStorageClass bodies define no field)."""
+    if not data:
+        return
+    body = parse_json_body(data)
+    if not isinstance(body, dict):
+        raise InvalidArgument("the body must be a JSON object")
+    if body:
+        raise InvalidArgument(f"{sorted(body)[0]}: unknown field (the body defines none)")
+
+
 def _volume_request(data: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The ``volume`` of a CreateVolumeRequest or UpdateVolumeRequest body, checked, and the
     warnings for the fields given that have no effect here (``clusterId``,
     ``volume.version``). Display names and descriptions are bounded and printable."""
-    value = _body(data, "volume")
+    value = _body(data, "volume", cluster_id=True)
     if not isinstance(value, dict):
         raise InvalidArgument("volume: required, an object")
     known = {"version", "name", "displayName", "description", "storageClassName", "scope"}
@@ -153,7 +166,10 @@ def _volume_request(data: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
         )
     for key in known:
         _text(value, key, "volume")
-    for key, limit in (("displayName", MAX_DISPLAY_NAME), ("description", MAX_DESCRIPTION)):
+    for key, limit in (
+        ("displayName", volumes.MAX_DISPLAY_NAME),
+        ("description", volumes.MAX_DESCRIPTION),
+    ):
         if value.get(key):
             check_printable(f"volume.{key}", value[key], limit=limit)
     given = {"clusterId": data.get("clusterId"), "volume.version": value.get("version")}
@@ -195,6 +211,7 @@ def add_storage_routes(
 
     # -- drivers -------------------------------------------------------------------------------
 
+    @documented(schema.LIST_DRIVERS)
     async def list_drivers(request: web.Request) -> web.Response:
         admin(request, "list storage drivers")
 
@@ -205,6 +222,7 @@ def add_storage_routes(
 
         return listing(request, "drivers", engine.change(read), "drivers are listed by name")
 
+    @documented(schema.INSTALL_DRIVER)
     async def install_driver(request: web.Request) -> web.Response:
         admin(request, "install storage drivers")
         document = _body(parse_json_body(await request.read()), "driver")
@@ -216,6 +234,7 @@ def add_storage_routes(
 
         return with_warnings({"id": engine.change(add)}, accepted.warnings)
 
+    @documented(schema.GET_DRIVER)
     async def get_driver(request: web.Request) -> web.Response:
         admin(request, "read storage drivers")
         with engine.sessions() as session:
@@ -223,6 +242,7 @@ def add_storage_routes(
                 driver_json(catalog.find_driver(session, request.match_info["id"]))
             )
 
+    @documented(schema.UPDATE_DRIVER)
     async def update_driver(request: web.Request) -> web.Response:
         admin(request, "change storage drivers")
         document = _body(parse_json_body(await request.read()), "driver")
@@ -238,10 +258,13 @@ def add_storage_routes(
 
         return with_warnings(engine.change(change), accepted.warnings)
 
+    @documented(schema.UNINSTALL_DRIVER)
     async def uninstall_driver(request: web.Request) -> web.Response:
         admin(request, "uninstall storage drivers")
-        engine.change(lambda tx: catalog.uninstall_driver(tx.session, request.match_info["id"]))
-        return web.json_response({})
+        uninstalled = engine.change(
+            lambda tx: catalog.uninstall_driver(tx.session, request.match_info["id"])
+        )
+        return web.json_response({"id": uninstalled})
 
     # -- classes -------------------------------------------------------------------------------
 
@@ -250,10 +273,12 @@ def add_storage_routes(
         rows = tx.session.scalars(select(StorageClass).order_by(StorageClass.name))
         return [class_json(row) for row in rows]
 
+    @documented(schema.ADMIN_LIST_CLASSES)
     async def admin_list_classes(request: web.Request) -> web.Response:
         admin(request, "list storage classes")
         return listing(request, "classes", engine.change(classes), _CLASS_ORDER)
 
+    @documented(schema.CREATE_CLASS)
     async def create_class(request: web.Request) -> web.Response:
         admin(request, "create storage classes")
         document = _body(parse_json_body(await request.read()), "class")
@@ -266,18 +291,21 @@ def add_storage_routes(
         created, warnings = engine.change(add)
         return with_warnings({"id": created}, warnings)
 
+    @documented(schema.ADMIN_GET_CLASS)
     async def admin_get_class(request: web.Request) -> web.Response:
         admin(request, "read storage classes")
         with engine.sessions() as session:
             row = catalog.find_class(session, request.match_info["id"])
             return web.json_response(class_json(row))
 
+    @documented(schema.DESCRIBE_CLASS)
     async def describe_class(request: web.Request) -> web.Response:
         admin(request, "describe storage classes")
         with engine.sessions() as session:
             row = catalog.find_class(session, request.match_info["id"])
             return web.json_response({"class": class_json(row), "pendingExecution": False})
 
+    @documented(schema.UPDATE_CLASS)
     async def update_class(request: web.Request) -> web.Response:
         admin(request, "change storage classes")
         document = _body(parse_json_body(await request.read()), "class")
@@ -291,28 +319,38 @@ def add_storage_routes(
         changed, warnings = engine.change(change)
         return with_warnings({"id": changed}, warnings)
 
+    @documented(schema.DELETE_CLASS)
     async def delete_class(request: web.Request) -> web.Response:
         admin(request, "delete storage classes")
-        engine.change(lambda tx: catalog.delete_class(tx.session, request.match_info["id"]))
-        return web.json_response({})
+        deleted = engine.change(
+            lambda tx: catalog.delete_class(tx.session, request.match_info["id"])
+        )
+        return web.json_response({"id": deleted})
 
-    def set_class(status: str, doing: str) -> Callable[[web.Request], Any]:
+    def set_class(
+        status: str, doing: str, operation: JsonOperation
+    ) -> Callable[[web.Request], Any]:
+        @documented(operation)
         async def handler(request: web.Request) -> web.Response:
             admin(request, doing)
-            parse_json_body(await request.read() or b"{}")
-            engine.change(
-                lambda tx: catalog.set_class_status(
-                    tx.session, request.match_info["id"], status, tx.now
+            _empty_body(await request.read())
+            row_id = engine.change(
+                lambda tx: (
+                    catalog.set_class_status(
+                        tx.session, request.match_info["id"], status, tx.now
+                    ).id
                 )
             )
-            return web.json_response({})
+            return web.json_response({"id": row_id})
 
         return handler
 
+    @documented(schema.LIST_CLASSES)
     async def list_classes(request: web.Request) -> web.Response:
         member(request, "list storage classes")
         return listing(request, "classes", engine.change(classes), _CLASS_ORDER)
 
+    @documented(schema.GET_CLASS)
     async def get_class(request: web.Request) -> web.Response:
         member(request, "read storage classes")
         with engine.sessions() as session:
@@ -325,6 +363,7 @@ def add_storage_routes(
     def answer_volume(session: Any, row: Volume) -> dict[str, Any]:
         return volume_json(row, session.get(StorageClass, row.class_id))
 
+    @documented(schema.LIST_VOLUMES)
     async def list_volumes(request: web.Request) -> web.Response:
         owner = member(request, "list volumes")
         refuse_unknown(request.query, why=f"not supported; {_VOLUME_ORDER}")
@@ -333,6 +372,7 @@ def add_storage_routes(
             listed = [answer_volume(session, r) for r in rows]
         return web.json_response({"volumes": listed, "pageToken": token})
 
+    @documented(schema.CREATE_VOLUME)
     async def create_volume(request: web.Request) -> web.Response:
         owner = member(request, "create volumes")
         definition, warnings = _volume_request(parse_json_body(await request.read()))
@@ -353,12 +393,14 @@ def add_storage_routes(
 
         return with_warnings({"id": engine.change(add)}, warnings)
 
+    @documented(schema.GET_VOLUME)
     async def get_volume(request: web.Request) -> web.Response:
         owner = member(request, "read volumes")
         with engine.sessions() as session:
             row = volumes.find(session, owner, request.match_info["id"])
             return web.json_response(answer_volume(session, row))
 
+    @documented(schema.UPDATE_VOLUME)
     async def update_volume(request: web.Request) -> web.Response:
         owner = member(request, "change volumes")
         definition, warnings = _volume_request(parse_json_body(await request.read()))
@@ -379,19 +421,21 @@ def add_storage_routes(
 
         return with_warnings(engine.change(change), warnings)
 
+    @documented(schema.DELETE_VOLUME)
     async def delete_volume(request: web.Request) -> web.Response:
         owner = member(request, "delete volumes")
+        volume_id = request.match_info["id"]
         answer = engine.change(
-            lambda tx: volume_removal.delete(engine.context, tx, owner, request.match_info["id"])
+            lambda tx: volume_removal.delete(engine.context, tx, owner, volume_id)
         )
-        return web.json_response(answer)
+        return web.json_response({"id": volume_id, **answer})
 
+    @documented(schema.SET_VOLUME_STATUS)
     async def set_volume_status(request: web.Request) -> web.Response:
         owner = member(request, "change volumes")
-        body = parse_json_body(await request.read())
-        if not isinstance(body, dict) or not isinstance(body.get("status"), str):
+        status = _body(parse_json_body(await request.read()), "status")
+        if not isinstance(status, str):
             raise InvalidArgument("status: required, one of " + ", ".join(volumes.STATUSES))
-        status = body["status"]
 
         def change(tx: Any) -> dict[str, Any]:
             row = volumes.set_status(tx.session, owner, request.match_info["id"], status, tx.now)
@@ -412,11 +456,12 @@ def add_storage_routes(
     router.add_delete(f"{base}/admin/storage-classes/{_ID}", delete_class)
     router.add_get(f"{base}/admin/storage-classes/{_ID}:describe", describe_class)
     router.add_patch(
-        f"{base}/admin/storage-classes/{_ID}:enable", set_class(catalog.READY, "enable classes")
+        f"{base}/admin/storage-classes/{_ID}:enable",
+        set_class(catalog.READY, "enable classes", schema.ENABLE_CLASS),
     )
     router.add_patch(
         f"{base}/admin/storage-classes/{_ID}:disable",
-        set_class(catalog.DISABLED, "disable classes"),
+        set_class(catalog.DISABLED, "disable classes", schema.DISABLE_CLASS),
     )
     router.add_get(f"{base}/storage-classes", list_classes)
     router.add_get(f"{base}/storage-classes/{_ID}", get_class)

@@ -53,8 +53,13 @@ LOST = "VOLUME_STATUS_LOST"
 DEFAULT_NAME = "default"
 
 SCHEME = "volume://"
-_SCOPES = {"user": "user", "group": "group", "account": "group"}
-_VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+#: a reference's scope as written -> the scope it is (``account`` is the old name of ``group``)
+SCOPES = {"user": "user", "group": "group", "account": "group"}
+#: a volume's name
+VOLUME_NAME_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]{0,62}"
+_VOLUME_NAME = re.compile(VOLUME_NAME_PATTERN)
+#: the longest volume display name (its column's width) and description, in characters
+MAX_DISPLAY_NAME, MAX_DESCRIPTION = 255, 1024
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class Reference:
         if not text.startswith(SCHEME):
             raise InvalidArgument(f"{where}: must start with {SCHEME}, got {text!r}")
         parts = text.removeprefix(SCHEME).rstrip("/").split("/")
-        if len(parts) not in (2, 3) or parts[0] not in _SCOPES or not all(parts):
+        if len(parts) not in (2, 3) or parts[0] not in SCOPES or not all(parts):
             raise InvalidArgument(
                 f"{where}: must be volume://user|group/CLASS[/NAME], got {text!r}"
             )
@@ -117,7 +122,7 @@ class Reference:
             raise InvalidArgument(
                 f"{where}: volume name {name!r} must be 1-63 letters, digits, '.', '_' or '-'"
             )
-        return cls(_SCOPES[parts[0]], parts[1], name)
+        return cls(SCOPES[parts[0]], parts[1], name)
 
     def text(self, name: str | None = None) -> str:
         """The reference as text (with ``name`` in place of its own when given)."""
@@ -462,6 +467,10 @@ def create(
         raise InvalidArgument(
             f"volume.storageClassName: storage class {row.name!r} is not persistent (its "
             "volumes live with their workflow)"
+        )
+    if reference.name != name:  # "results/" reads as the reference of "results"
+        raise InvalidArgument(
+            f"volume.name: {name!r} must be 1-63 letters, digits, '.', '_' or '-'"
         )
     if _live(session, owner, reference.scope, row.id, name) is not None:
         raise AlreadyExists(f"volume {reference.text()} already exists")

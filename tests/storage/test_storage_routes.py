@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from support.isolation_stack import IsolationStack
 
@@ -66,6 +67,24 @@ def test_a_hostpath_class_is_created_with_warnings_for_fields_without_effect(sta
             "class.properties.persistent",
         ),
         ({"name": "Bad Name", "driver": "local"}, "class.name"),
+        ({"name": "k", "driver": "local", "secrets": {"colour": "x"}}, "class.secrets.colour"),
+        (
+            {"name": "a", "driver": "local", "affinities": [{"colour": "x"}]},
+            "class.affinities[0].colour",
+        ),
+        (
+            {"name": "t", "driver": "local", "affinities": [{"type": "NEARBY"}]},
+            "class.affinities[0].type",
+        ),
+        ({"name": "o", "driver": "local", "mount": {"user": "nobody"}}, "class.mount.user"),
+        (
+            {"name": "f", "driver": "local", "volumes": {"maxByAccount": 2.5}},
+            "class.volumes.maxByAccount",
+        ),
+        (
+            {"name": "g", "driver": "local", "volumes": {"maxByAccount": str(1 << 63)}},
+            "class.volumes.maxByAccount",
+        ),
     ],
 )
 def test_a_class_field_that_cannot_be_honoured_is_refused_naming_it(
@@ -74,6 +93,31 @@ def test_a_class_field_that_cannot_be_honoured_is_refused_naming_it(
     reply = admin(stack, "POST", "/admin/storage-classes", {"class": definition})
     assert reply.status_code == 400, reply.text
     assert reply.json()["message"].startswith(field), reply.text
+
+
+def test_a_volume_limit_that_overflows_to_infinity_is_refused_naming_it(stack) -> None:
+    # JSON's 1e400 reads as an infinite float, which no integer holds
+    reply = httpx.post(
+        f"{stack.rest_url}/admin/storage-classes",
+        headers={"Authorization": f"Bearer {stack.tenants.admin_token}"},
+        content=b'{"class": {"name": "inf", "driver": "local", '
+        b'"volumes": {"maxByAccount": 1e400}}}',
+    )
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("class.volumes.maxByAccount: must be a whole number")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/admin/storage-classes", {"class": {"name": "c", "driver": "local"}}),
+        ("/admin/drivers", {"driver": {"name": "local"}}),
+    ],
+)
+def test_a_cluster_id_is_refused_where_the_swagger_does_not_define_it(stack, path, body) -> None:
+    reply = admin(stack, "POST", path, {**body, "clusterId": "c"})
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("clusterId: unknown field")
 
 
 def test_a_class_naming_an_unknown_driver_is_not_found(stack) -> None:
@@ -190,6 +234,7 @@ def test_a_volume_is_created_listed_described_and_deleted(stack) -> None:
     assert volume_id in [v["id"] for v in listed]
     # never used by a job: no node holds its data, so it is deleted at once
     assert owner(stack, "DELETE", f"/volumes/{volume_id}").json() == {
+        "id": volume_id,
         "retained": False,
         "status": "VOLUME_STATUS_DELETED",
     }
@@ -217,6 +262,25 @@ def test_a_disabled_volume_says_so(stack) -> None:
         stack, "PATCH", f"/volumes/{volume_id}:set-status", {"status": "VOLUME_STATUS_DISABLED"}
     )
     assert reply.json() == {"id": volume_id, "status": "VOLUME_STATUS_DISABLED"}
+
+
+def test_a_volume_status_body_with_another_field_is_refused_and_changes_nothing(stack) -> None:
+    volume_id = owner(stack, "POST", "/volumes", {"volume": {"name": "steady"}}).json()["id"]
+    reply = owner(
+        stack,
+        "PATCH",
+        f"/volumes/{volume_id}:set-status",
+        {"status": "VOLUME_STATUS_DISABLED", "colour": "red"},
+    )
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("colour: unknown field")
+    assert owner(stack, "GET", f"/volumes/{volume_id}").json()["status"] == "VOLUME_STATUS_ENABLED"
+
+
+def test_a_volume_name_with_a_trailing_slash_is_refused(stack) -> None:
+    reply = owner(stack, "POST", "/volumes", {"volume": {"name": "slashed/"}})
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith("volume.name: 'slashed/'")
 
 
 def test_another_organizations_volumes_are_not_listed(stack) -> None:
@@ -299,3 +363,54 @@ def test_volume_fields_without_effect_are_accepted_with_a_warning_naming_each(st
     assert changed.json()["warnings"] == [
         "volume.version: has no effect here: volumes have one version"
     ]
+
+
+@pytest.mark.parametrize("body", [b'{"colour": "red"}', b"[]"])
+def test_a_class_status_body_that_is_not_empty_is_refused_and_changes_nothing(stack, body) -> None:
+    reply = httpx.patch(
+        f"{stack.rest_url}/admin/storage-classes/persistent:disable",
+        headers={"Authorization": f"Bearer {stack.tenants.admin_token}"},
+        content=body,
+    )
+    assert reply.status_code == 400, reply.text
+    persistent = admin(stack, "GET", "/admin/storage-classes/persistent").json()
+    assert persistent["status"] == "STORAGE_CLASS_STATUS_READY"
+
+
+def test_disabling_enabling_or_deleting_a_class_answers_its_id(stack) -> None:
+    created = admin(
+        stack,
+        "POST",
+        "/admin/storage-classes",
+        {"class": {"name": "toggled", "driver": "local", "properties": {"persistent": True}}},
+    )
+    class_id = created.json()["id"]
+    for method, path in (
+        ("PATCH", f"/admin/storage-classes/{class_id}:disable"),
+        ("PATCH", f"/admin/storage-classes/{class_id}:enable"),
+        ("DELETE", f"/admin/storage-classes/{class_id}"),
+    ):
+        assert admin(stack, method, path).json() == {"id": class_id}, path
+
+
+def test_uninstalling_a_driver_answers_its_id(tmp_path) -> None:
+    fresh = IsolationStack(tmp_path)  # its hostpath driver serves no class yet
+    try:
+        driver_id = admin(fresh, "GET", "/admin/drivers/hostpath").json()["id"]
+        uninstalled = admin(fresh, "DELETE", f"/admin/drivers/{driver_id}")
+        assert uninstalled.json() == {"id": driver_id}, uninstalled.text
+    finally:
+        fresh.close()
+
+
+def test_the_openapi_document_describes_every_storage_route(stack) -> None:
+    paths = admin(stack, "GET", "/openapi.json").json()["paths"]
+    storage = {
+        f"{method.upper()} {path}": operation["summary"]
+        for path, methods in paths.items()
+        if path.startswith(("/v3/admin/drivers", "/v3/admin/storage-classes"))
+        or path.startswith(("/v3/storage-classes", "/v3/volumes"))
+        for method, operation in methods.items()
+    }
+    assert len(storage) == 22, storage
+    assert [label for label, summary in storage.items() if summary == "(not described)"] == []
