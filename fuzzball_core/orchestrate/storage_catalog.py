@@ -552,7 +552,10 @@ def create_class(
 ) -> tuple[StorageClass, tuple[str, ...]]:
     """Add a storage class from its definition (checked by :func:`check_class`); the row and
     the warnings. AlreadyExists when its name is taken, NotFound for an unknown driver."""
-    driver = find_driver(session, _string(_object(document, "class").get("driver"), "class.driver"))
+    driver_name = _string(_object(document, "class").get("driver"), "class.driver")
+    if not driver_name:
+        raise InvalidArgument("class.driver: required (an installed driver's name)")
+    driver = find_driver(session, driver_name)
     accepted = check_class(document, drivers, driver.name)
     name = accepted.definition["name"]
     if session.scalars(select(StorageClass).where(StorageClass.name == name)).first():

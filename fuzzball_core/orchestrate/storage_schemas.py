@@ -141,6 +141,10 @@ CLASS_DEFINITION = _object(
     required=("name",),
 )
 CLASS_BODY = _object({"class": CLASS_DEFINITION}, required=("class",))
+#: a new class names its driver (a change keeps the class's own when it names none)
+CREATE_CLASS_BODY = _object(
+    {"class": CLASS_DEFINITION | {"required": ["name", "driver"]}}, required=("class",)
+)
 _CLASS_STATUS = _enum((catalog.READY, catalog.DISABLED))
 CLASS = _object(
     {
@@ -277,7 +281,7 @@ ADMIN_LIST_CLASSES = JsonOperation(
 CREATE_CLASS = JsonOperation(
     "create a storage class (each field used, warned about or refused)",
     ID_REPLY,
-    CLASS_BODY,
+    CREATE_CLASS_BODY,
     tags=_ADMIN_TAGS,
 )
 ADMIN_GET_CLASS = JsonOperation("one storage class, by id or name", CLASS, tags=_ADMIN_TAGS)

@@ -67,6 +67,7 @@ def test_a_hostpath_class_is_created_with_warnings_for_fields_without_effect(sta
             "class.properties.persistent",
         ),
         ({"name": "Bad Name", "driver": "local"}, "class.name"),
+        ({"name": "driverless"}, "class.driver: required"),
         ({"name": "k", "driver": "local", "secrets": {"colour": "x"}}, "class.secrets.colour"),
         (
             {"name": "a", "driver": "local", "affinities": [{"colour": "x"}]},
