@@ -7,7 +7,10 @@ route, with the JSON Schema of every message as the proto3 JSON mapping writes i
 (``rest_messages``). Routes whose bodies are plain JSON rather than a ``fuzzball.v1``
 message (the identity routes, shaped as Fuzzball's swagger defines them) declare JSON Schemas
 instead (:class:`JsonOperation`). The Web UI's actions take HTML forms and answer with
-redirects and pages (:class:`FormOperation`). A route added without a declaration is still
+redirects and pages (:class:`FormOperation`). Routes whose request or reply is of another
+media type (an HTML page, Prometheus text, a file's bytes, an OAuth form) declare it
+(:class:`MediaOperation`, its bodies :class:`Body`). A static folder's route (``add_static``)
+is described as its files, ``PREFIX/{filename}``. A route added without a declaration is still
 listed, marked as not described, so the document cannot leave a served path out; the gateway
 serves it at ``GET /v3/openapi.json``.
 """
@@ -73,10 +76,19 @@ class Query:
     name: str
     kind: Literal["integer", "boolean", "string"]
     description: str
+    #: the values the handler accepts, where it refuses any other (a string's)
+    choices: tuple[str, ...] = ()
+    #: whether the handler refuses a request without it
+    required: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The parameter's JSON Schema (integers are the wire schema's int32)."""
-        return dict(_INT32) if self.kind == "integer" else {"type": self.kind}
+        if self.kind == "integer":
+            return dict(_INT32)
+        schema: dict[str, Any] = {"type": self.kind}
+        if self.choices:
+            schema["enum"] = list(self.choices)
+        return schema
 
 
 @dataclass(frozen=True)
@@ -149,7 +161,49 @@ class FormOperation:
     tags: tuple[str, ...] = field(default=("web ui",))
 
 
-Declaration = Operation | JsonOperation | FormOperation
+#: the schema of a text body, and of a body of bytes
+TEXT: dict[str, Any] = {"type": "string"}
+BINARY: dict[str, Any] = {"type": "string", "format": "binary"}
+
+
+@dataclass(frozen=True)
+class Body:
+    """A body of one media type: ``schema`` is the JSON Schema of its content (:data:`TEXT`
+    for text, :data:`BINARY` for bytes, an object's schema for JSON or a form's fields)."""
+
+    media_type: str
+    description: str
+    schema: dict[str, Any] = field(default_factory=lambda: dict(TEXT))
+
+
+def form_body(fields: tuple[FormField, ...], description: str = "a form") -> Body:
+    """An ``application/x-www-form-urlencoded`` body of ``fields`` (those the route refuses a
+    form without are required)."""
+    return Body("application/x-www-form-urlencoded", description, _form_schema(fields))
+
+
+@dataclass(frozen=True)
+class MediaOperation:
+    """What a route whose request or reply is not (only) JSON takes and answers: a page
+    (``text/html``), Prometheus text, a file's bytes, an OAuth form.
+
+    ``reply``: the body of its 200 answer; ``request``: the body it takes (``None``: no body).
+    ``refusal``: the body of its refusals (``None``: a ``google.rpc.Status``, as the gateway
+    answers an error the handler raises). ``signed_in_page``: a Web UI page for signed-in
+    visitors (``webui.session.page``): without a valid session it answers a 303 to the
+    sign-in page.
+    """
+
+    summary: str
+    reply: Body
+    request: Body | None = None
+    query: tuple[Query, ...] = ()
+    refusal: Body | None = None
+    signed_in_page: bool = False
+    tags: tuple[str, ...] = field(default=())
+
+
+Declaration = Operation | JsonOperation | FormOperation | MediaOperation
 
 # weak: a handler made per application (a closure) is forgotten with its application
 _OPERATIONS: weakref.WeakKeyDictionary[Callable[..., Any], Declaration] = (
@@ -181,6 +235,8 @@ def openapi_document(
         path = route.resource.canonical
         # a bound method's declaration is its function's
         operation = _OPERATIONS.get(getattr(route.handler, "__func__", route.handler))
+        if isinstance(route.resource, web.StaticResource):
+            path, operation = f"{path}/{{filename}}", _STATIC_FILE
         entry = _operation(route.method, path, operation, schemas)
         if path in public_paths:
             entry["security"] = []
@@ -223,12 +279,14 @@ def _operation(
     if isinstance(operation, FormOperation):
         return _form_operation(method, path, operation, parameters)
     parameters += [
-        {"name": q.name, "in": "query", "required": False, "description": q.description}
+        {"name": q.name, "in": "query", "required": q.required, "description": q.description}
         | {"schema": q.schema()}
         for q in operation.query
     ]
     if isinstance(operation, JsonOperation):
         return _json_operation(method, path, operation, parameters, errors)
+    if isinstance(operation, MediaOperation):
+        return _media_operation(method, path, operation, parameters, errors)
     reply: dict[str, Any] = {"$ref": _ref(_message(operation.response.DESCRIPTOR, schemas))}
     if operation.stream:
         reply = {
@@ -291,6 +349,53 @@ _SIGN_IN_REDIRECT = {
 }
 
 
+def _media_operation(
+    method: str,
+    path: str,
+    operation: MediaOperation,
+    parameters: list[dict[str, Any]],
+    errors: dict[str, Any],
+) -> dict[str, Any]:
+    """The entry of a route declared with the media types of its bodies."""
+    refusal = errors["default"] if operation.refusal is None else _content(operation.refusal)
+    entry: dict[str, Any] = {
+        "summary": operation.summary,
+        "operationId": _operation_id(method, path),
+        "parameters": parameters,
+        "responses": {"200": _content(operation.reply), "default": refusal},
+    }
+    if operation.signed_in_page:
+        entry["responses"]["303"] = dict(_SIGN_IN_REDIRECT)
+    if operation.tags:
+        entry["tags"] = list(operation.tags)
+    if operation.request is not None:
+        entry["requestBody"] = {"required": True} | _content(operation.request)
+    return entry
+
+
+#: what a static folder's route serves (``add_static``): its files, as their types; another
+#: name is refused (404, or 403 outside the folder) as the gateway refuses a missing path
+_STATIC_FILE = MediaOperation("a file of the folder served here", Body("*/*", "the file", BINARY))
+
+
+def _content(body: Body) -> dict[str, Any]:
+    return {"description": body.description, "content": {body.media_type: {"schema": body.schema}}}
+
+
+def _form_schema(fields: tuple[FormField, ...]) -> dict[str, Any]:
+    """The JSON Schema of a form of ``fields``."""
+    form: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            item.name: item.schema | {"description": item.description} for item in fields
+        },
+    }
+    required = [item.name for item in fields if item.required]
+    if required:
+        form["required"] = required
+    return form
+
+
 def _form_operation(
     method: str, path: str, operation: FormOperation, parameters: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -298,15 +403,8 @@ def _form_operation(
     redirect = operation.redirect
     if operation.signed_in_page:
         redirect += "; without a valid session, the sign-in page"
-    form = {
-        "type": "object",
-        "properties": {
-            item.name: item.schema | {"description": item.description} for item in operation.fields
-        },
-    }
-    required = [item.name for item in operation.fields if item.required]
-    if required:
-        form["required"] = required
+    form = _form_schema(operation.fields)
+    required = form.get("required", [])
     return {
         "summary": operation.summary,
         "operationId": _operation_id(method, path),

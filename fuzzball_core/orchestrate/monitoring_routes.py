@@ -29,7 +29,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from fuzzball_core.api.json_body import parse_json_body
-from fuzzball_core.api.openapi import documented
+from fuzzball_core.api.openapi import Body, MediaOperation, Query, documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.certificates import CertificateAuthority
@@ -57,6 +57,21 @@ METRICS_PATH = "/v4/metrics"
 CLIENT_CERTIFICATES = "/monitoring/client-certificates"
 TARGETS = ("fuzzball", "node_exporter")
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+_METRICS_TEXT = "Prometheus text exposition"
+OWN_METRICS = MediaOperation(
+    "Orchestrate's own metrics (scrape_node_metrics)",
+    Body(TEXT_FORMAT, _METRICS_TEXT),
+    tags=("monitoring",),
+)
+NODE_METRICS = MediaOperation(
+    "a node's metrics, read over its Connect stream (scrape_node_metrics)",
+    Body(TEXT_FORMAT, f"{_METRICS_TEXT} (or the type the node's exporter answers with)"),
+    query=(
+        Query("node", "string", "the node's id or name", required=True),
+        Query("target", "string", "which of the node's exporters", choices=TARGETS),
+    ),
+    tags=("monitoring",),
+)
 
 
 class Monitoring:
@@ -119,6 +134,7 @@ class Monitoring:
                 raise InvalidArgument(f"mode: {printable(mode)!r} is not direct or proxy")
             return web.json_response(self.sd_groups(mode, request.host, request.scheme))
 
+        @documented(NODE_METRICS)
         async def node_metrics(request: web.Request) -> web.Response:
             who = principal_of(request)
             require(who, Permission.SCRAPE_NODE_METRICS, "read node metrics")
@@ -138,6 +154,7 @@ class Monitoring:
                 body=answer.text, headers={"Content-Type": answer.content_type or TEXT_FORMAT}
             )
 
+        @documented(OWN_METRICS)
         async def own_metrics(request: web.Request) -> web.Response:
             require(principal_of(request), Permission.SCRAPE_NODE_METRICS, "read metrics")
             return web.Response(

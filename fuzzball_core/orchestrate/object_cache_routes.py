@@ -33,11 +33,20 @@ import math
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from fuzzball_core.api.gateway_thread import any_thread
 from fuzzball_core.api.json_body import parse_json_body
+from fuzzball_core.api.openapi import (
+    BINARY,
+    Body,
+    JsonOperation,
+    MediaOperation,
+    Query,
+    documented,
+)
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.image_objects import MEDIA_TYPE
@@ -49,6 +58,79 @@ NODE_OBJECTS_PATH = "/v3/node-objects/"
 _CHUNK = 1 << 20
 #: the largest image config a node may store
 MAX_CONFIG_BYTES = 1 << 20
+
+# -- the routes' declarations, for the OpenAPI document ------------------------------------------
+_TAGS = ("object cache",)
+_STRING: dict[str, Any] = {"type": "string"}
+_CONTENT = Body("application/octet-stream", "the image's content (its bytes)", BINARY)
+_SIZED = {
+    "type": "object",
+    "properties": {"mediaType": _STRING, "digest": _STRING, "size": {"type": "integer"}},
+    "required": ["mediaType", "digest", "size"],
+}
+USER_OBJECT = MediaOperation(
+    "an image of the caller's account (scope user) or organization (scope group)",
+    _CONTENT,
+    tags=_TAGS,
+)
+NODE_BLOB = MediaOperation("content by its digest (the node token)", _CONTENT, tags=_TAGS)
+NODE_OBJECT = MediaOperation(
+    "the image object document of an object digest (the node token)",
+    Body(
+        MEDIA_TYPE,
+        "the object: its content's digest and size, and its config's",
+        {
+            "type": "object",
+            "properties": {
+                "mediaType": {"type": "string", "enum": [MEDIA_TYPE]},
+                "content": _SIZED,
+                "config": {**_SIZED, "nullable": True},
+            },
+            "required": ["mediaType", "content", "config"],
+        },
+    ),
+    tags=_TAGS,
+)
+NODE_CONFIG = MediaOperation(
+    "an image config (the OCI config object) by its digest (the node token)",
+    Body("application/json", "the config", {"type": "object"}),
+    tags=_TAGS,
+)
+_DIGEST_REPLY = {"type": "object", "properties": {"digest": _STRING}, "required": ["digest"]}
+STORE_CONFIG = JsonOperation(
+    f"store an image's config (the OCI config object, at most {MAX_CONFIG_BYTES} bytes) before"
+    " its content (the node token): its canonical document's digest",
+    _DIGEST_REPLY,
+    request={"type": "object"},
+    tags=_TAGS,
+)
+STORE_CONFIG_BY_CONTENT = JsonOperation(
+    "an older node's config after its content: always refused (404), configs are stored first",
+    _DIGEST_REPLY,
+    tags=_TAGS,
+)
+STORE = MediaOperation(
+    "store a built image's content (the node token): its object digest, content digest and size",
+    Body(
+        "application/json",
+        "the stored object",
+        {
+            "type": "object",
+            "properties": {"digest": _STRING, "content": _STRING, "size": {"type": "integer"}},
+            "required": ["digest", "content", "size"],
+        },
+    ),
+    request=_CONTENT,
+    query=(
+        Query(
+            "owner", "string", "the account (scope user) or organization (scope group) owning it"
+        ),
+        Query("definitionHash", "string", "the hash of the image's definition"),
+        Query("ttl", "string", "seconds it is kept unused: a finite number from 0 (none: forever)"),
+        Query("config", "string", "the digest of its config, stored before (none: no config)"),
+    ),
+    tags=_TAGS,
+)
 
 
 def object_cache_routes(service: ObjectCacheService) -> ExtraRoutes:
@@ -83,6 +165,7 @@ def add_object_cache_routes(
             raise FailedPrecondition("this Orchestrate holds no object cache")
         return held
 
+    @documented(USER_OBJECT)
     @any_thread
     async def user_object(request: web.Request) -> web.StreamResponse:
         held = cache(request)
@@ -102,20 +185,24 @@ def add_object_cache_routes(
             )
         return web.FileResponse(held.open_blob(entry.content))
 
+    @documented(NODE_BLOB)
     @any_thread
     async def node_blob(request: web.Request) -> web.StreamResponse:
         return web.FileResponse(cache(request).open_blob(request.match_info["digest"]))
 
+    @documented(NODE_OBJECT)
     @any_thread
     async def node_object(request: web.Request) -> web.StreamResponse:
         path = cache(request).open_object(request.match_info["digest"])
         return web.FileResponse(path, headers={"Content-Type": MEDIA_TYPE})
 
+    @documented(NODE_CONFIG)
     @any_thread
     async def node_config(request: web.Request) -> web.StreamResponse:
         path = cache(request).open_config(request.match_info["digest"])
         return web.FileResponse(path, headers={"Content-Type": "application/json"})
 
+    @documented(STORE)
     @any_thread
     async def node_store(request: web.Request) -> web.Response:
         held = cache(request)
@@ -157,6 +244,7 @@ def add_object_cache_routes(
             {"digest": entry.digest, "content": entry.content, "size": entry.size}
         )
 
+    @documented(STORE_CONFIG)
     @any_thread
     async def node_store_config(request: web.Request) -> web.Response:
         if (request.content_length or 0) > MAX_CONFIG_BYTES:
@@ -168,6 +256,7 @@ def add_object_cache_routes(
             raise InvalidArgument("the image config is not a JSON object")
         return web.json_response({"digest": cache(request).store_config(document)})
 
+    @documented(STORE_CONFIG_BY_CONTENT)
     @any_thread
     async def node_store_config_by_content(request: web.Request) -> web.Response:
         raise NotFound(

@@ -26,8 +26,10 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.rest import ExtraRoutes
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
+from fuzzball_core.orchestrate import oidc_schemas as schema
 from fuzzball_core.orchestrate.service import SqlOrchestrateService
 from fuzzball_core.service.oidc import (
     GRANT_DEVICE,
@@ -86,15 +88,19 @@ def add_oidc_routes(app: web.Application, issuer: OidcIssuer) -> None:
     def issuer_url(request: web.Request) -> str:
         return issuer.issuer_url(f"{request.scheme}://{request.host}")
 
+    @documented(schema.DISCOVERY)
     async def discovery(request: web.Request) -> web.Response:
         return web.json_response(issuer.discovery(issuer_url(request)))
 
+    @documented(schema.CERTS)
     async def certs(request: web.Request) -> web.Response:
         return web.json_response(issuer.jwks())
 
+    @documented(schema.TOKEN)
     async def token(request: web.Request) -> web.Response:
         return await _oauth(request, lambda form: _token_grant(issuer, request, form))
 
+    @documented(schema.DEVICE_AUTHORIZATION)
     async def device_authorization(request: web.Request) -> web.Response:
         def grant(form: dict[str, str]) -> dict[str, Any]:
             return issuer.device_authorization(
@@ -103,6 +109,7 @@ def add_oidc_routes(app: web.Application, issuer: OidcIssuer) -> None:
 
         return await _oauth(request, grant)
 
+    @documented(schema.LOGOUT)
     async def logout(request: web.Request) -> web.Response:
         def end(form: dict[str, str]) -> dict[str, Any]:
             issuer.logout(form.get("client_id", ""), form.get("refresh_token", ""))
@@ -110,9 +117,11 @@ def add_oidc_routes(app: web.Application, issuer: OidcIssuer) -> None:
 
         return await _oauth(request, end)
 
+    @documented(schema.APPROVAL_PAGE)
     async def approval_page(request: web.Request) -> web.Response:
         return _page(_approval_form(request.query.get("user_code", "")))
 
+    @documented(schema.DECIDE)
     async def approve(request: web.Request) -> web.Response:
         return await _decide(issuer, request)
 

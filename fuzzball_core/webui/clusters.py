@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.errors import FailedPrecondition
 from fuzzball_core.webui.context import UI
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import Visitor, page
+from fuzzball_core.webui.session import Visitor, page, page_operation
 
 CLUSTERS_PATH = "/clusters"
 
@@ -50,6 +51,7 @@ class ClusterRow:
         )
 
 
+@documented(page_operation("Federate's member clusters, with their health and free capacity"))
 @page
 async def clusters_page(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Every member cluster, asked afresh (each member is asked for its nodes)."""

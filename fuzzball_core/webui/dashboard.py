@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from aiohttp import web
 from sqlalchemy import ColumnElement, func, select, true
 
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.service.views import Principal
 from fuzzball_core.store.models import Workflow
 from fuzzball_core.vocabulary import Permission, Status
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.hold_states import HOLD_STATES, hold_state
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import Visitor, page
+from fuzzball_core.webui.session import Visitor, page, page_operation
 
 RECENT_FAILURES = 5
 
@@ -75,6 +76,7 @@ def node_counts(ui: WebUi, who: Principal) -> dict[str, int] | None:
     return {state: states.get(state, 0) for state in HOLD_STATES}
 
 
+@documented(page_operation("the dashboard: nodes by hold state, workflows, recent failures"))
 @page
 async def dashboard(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The dashboard page."""

@@ -8,11 +8,12 @@ from itertools import groupby
 
 from aiohttp import web
 
+from fuzzball_core.api.openapi import documented
 from fuzzball_core.service.secrets import Family
 from fuzzball_core.vocabulary import Permission
 from fuzzball_core.webui.context import UI, EndpointLink
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import Visitor, page
+from fuzzball_core.webui.session import Visitor, page, page_operation
 
 #: the secret families a visitor may list, and the permission each needs
 _FAMILIES = (
@@ -22,6 +23,7 @@ _FAMILIES = (
 )
 
 
+@documented(page_operation("the secrets the visitor may read, by family (never a value)"))
 @page
 async def secrets_page(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Every secret the visitor may read, by family (values are never read here)."""
@@ -47,6 +49,7 @@ def connect_groups(links: list[EndpointLink]) -> list[tuple[str, list[EndpointLi
     return [(key, list(group)) for key, group in groupby(served, lambda link: link.workflow_id)]
 
 
+@documented(page_operation("the visitor's account's endpoints, a Connect button per workflow"))
 @page
 async def endpoints_page(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The visitor's account's endpoints, with a Connect button (or menu) per workflow."""
@@ -61,6 +64,7 @@ async def endpoints_page(request: web.Request, visitor: Visitor) -> web.StreamRe
     )
 
 
+@documented(page_operation("the persistent volumes the visitor may use"))
 @page
 async def volumes_page(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The persistent volumes the visitor may use: theirs and their group's."""

@@ -11,14 +11,14 @@ from typing import Any
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
-from fuzzball_core.api.openapi import FormField, FormOperation, documented
+from fuzzball_core.api.openapi import FormField, FormOperation, Query, documented
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.views import NodeView
 from fuzzball_core.vocabulary import Permission
 from fuzzball_core.webui.context import UI
 from fuzzball_core.webui.hold_states import HOLD_STATES, hold_state
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page
+from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page, page_operation
 
 #: the list's sortable columns and the key each sorts by (ties: by name)
 SORTS: dict[str, Callable[[NodeView], Any]] = {
@@ -73,12 +73,22 @@ def _listing(request: web.Request, visitor: Visitor) -> dict[str, Any]:
     }
 
 
+@documented(
+    page_operation(
+        "every node, filtered and sorted as the query says",
+        Query("sort", "string", "the column sorted by (ties: by name)", choices=tuple(SORTS)),
+        Query("order", "string", "ascending or descending", choices=("asc", "desc")),
+        Query("state", "string", "only the nodes in this hold state", choices=("", *HOLD_STATES)),
+        Query("q", "string", "only the nodes whose name or id holds this text (any case)"),
+    )
+)
 @page
 async def node_list(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """Every node, filtered and sorted as the query says."""
     return html("nodes.html", visitor=visitor, **_listing(request, visitor))
 
 
+@documented(page_operation("one node: resources, holds and event log"))
 @page
 async def node_detail(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """One node: resources, holds and event log."""

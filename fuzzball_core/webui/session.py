@@ -20,7 +20,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
-from fuzzball_core.api.openapi import FormField
+from fuzzball_core.api.openapi import Body, FormField, MediaOperation, Query
 from fuzzball_core.errors import FuzzballError, Unauthenticated
 from fuzzball_core.service.views import Principal
 from fuzzball_core.vocabulary import WEB_UI_SESSION_COOKIE
@@ -35,6 +35,9 @@ CSRF_FORM_FIELD = FormField(
     CSRF_FIELD, {"type": "string"}, f"the session's CSRF token (or the {CSRF_HEADER} header)"
 )
 SIGN_IN_PATH = "/signin"
+#: a page, and the page a signed-in page answers a refusal with (the error's status)
+PAGE = Body("text/html", "the page")
+ERROR_PAGE = Body("text/html", "an error page saying why, with the error's status")
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
@@ -129,6 +132,15 @@ async def _csrf_ok(request: web.Request, expected: str) -> bool:
 def error_page(visitor: Visitor | None, error: FuzzballError) -> web.Response:
     """The page saying what went wrong, with the error's HTTP status."""
     return html("error.html", status=error.http_status, visitor=visitor, message=error.message)
+
+
+def page_operation(summary: str, *query: Query, reply: Body = PAGE) -> MediaOperation:
+    """The declaration (for the OpenAPI document) of a page for signed-in visitors
+    (:func:`page`): ``reply``, or an error page when refused, or without a valid session a
+    303 to the sign-in page."""
+    return MediaOperation(
+        summary, reply, query=query, refusal=ERROR_PAGE, signed_in_page=True, tags=("web ui",)
+    )
 
 
 def page(handler: PageHandler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

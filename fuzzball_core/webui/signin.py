@@ -14,7 +14,7 @@ import secrets
 from aiohttp import web
 
 from fuzzball_core.api.form_body import read_form
-from fuzzball_core.api.openapi import FormField, FormOperation, documented
+from fuzzball_core.api.openapi import FormField, FormOperation, MediaOperation, Query, documented
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from fuzzball_core.service.identity import Identity
 from fuzzball_core.service.oidc import REALM_PATH
@@ -24,6 +24,7 @@ from fuzzball_core.webui.render import html
 from fuzzball_core.webui.session import (
     CSRF_FIELD,
     CSRF_FORM_FIELD,
+    PAGE,
     SESSION_COOKIE,
     SIGN_IN_PATH,
     Visitor,
@@ -77,6 +78,18 @@ def _form(
     return response
 
 
+@documented(
+    MediaOperation(
+        "the sign-in form (setting its own CSRF guard's cookie)",
+        PAGE,
+        query=(
+            Query("next", "string", "the path to go on to once signed in: one of this site's"),
+            Query("expired", "string", "any value: say the session expired"),
+            Query("signed_out", "string", "any value: say the visitor signed out"),
+        ),
+        tags=("web ui",),
+    )
+)
 async def show_sign_in(request: web.Request) -> web.StreamResponse:
     """The sign-in form."""
     return _form(request)

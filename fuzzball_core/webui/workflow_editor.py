@@ -24,6 +24,7 @@ from fuzzball_core.api.openapi import (
     FormField,
     FormOperation,
     JsonOperation,
+    Query,
     documented,
 )
 from fuzzball_core.errors import FuzzballError, InvalidArgument, NotFound
@@ -35,7 +36,7 @@ from fuzzball_core.spec.loading import load_document
 from fuzzball_core.spec.names import MAX_WORKFLOW_NAME, check_printable
 from fuzzball_core.webui.context import UI
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page
+from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page, page_operation
 from fuzzball_core.webui.spec_lines import line_of
 from fuzzball_core.webui.workflow_pages import WORKFLOW_ID
 
@@ -126,6 +127,12 @@ def _json_error(error: FuzzballError) -> web.Response:
     return web.json_response(error.to_status(), status=error.http_status)
 
 
+@documented(
+    page_operation(
+        "the editor: hello world, or a workflow's file (v1 converted to v4)",
+        Query("from", "string", "the id of the workflow whose file to edit"),
+    )
+)
 @page
 async def editor(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The editor: hello world, or the file of the workflow ``?from=ID`` (v1 converted)."""

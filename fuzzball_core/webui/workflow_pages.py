@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
-from fuzzball_core.api.openapi import FormOperation, documented
+from fuzzball_core.api.openapi import Body, FormOperation, Query, documented
 from fuzzball_core.errors import InvalidArgument
 from fuzzball_core.service.contract import LOG_PAGE
 from fuzzball_core.service.permissions import require
@@ -25,9 +25,14 @@ from fuzzball_core.store.models import Node
 from fuzzball_core.vocabulary import Permission, Status
 from fuzzball_core.webui.context import UI, WebUi
 from fuzzball_core.webui.render import html
-from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page
+from fuzzball_core.webui.session import CSRF_FORM_FIELD, Visitor, page, page_operation
 from fuzzball_core.webui.stage_graph import stage_graph
-from fuzzball_core.webui.workflow_listing import Listing, workflow_page
+from fuzzball_core.webui.workflow_listing import (
+    NAME_FILTER_LIMIT,
+    ORDERS,
+    Listing,
+    workflow_page,
+)
 
 #: how often a running workflow's stages and events refresh, and its log is read
 REFRESH_SECONDS = 2
@@ -57,6 +62,20 @@ class StageRow:
     tasks: str = ""
 
 
+@documented(
+    page_operation(
+        "the workflows list, a page at a time",
+        Query("order", "string", "the time sorted by", choices=ORDERS),
+        Query("dir", "string", "ascending or descending (default)", choices=("asc", "desc")),
+        Query(
+            "status", "string", "only workflows of this status", choices=("", *Status.__members__)
+        ),
+        Query(
+            "name", "string", f"only workflows whose name holds this (at most {NAME_FILTER_LIMIT})"
+        ),
+        Query("page", "string", "the token of the page: the list's own next-page link"),
+    )
+)
 @page
 async def workflow_list(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The workflows list: Submitted newest first unless the query says otherwise."""
@@ -137,6 +156,7 @@ def _log_stages(workflow: WorkflowView) -> list[str]:
     return [s.name for s in workflow.stages if s.kind in ("job", "service", "image")]
 
 
+@documented(page_operation("a workflow's page: stage graph, stages, events and log pane"))
 @page
 async def workflow_detail(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """A workflow's page."""
@@ -150,6 +170,7 @@ async def workflow_detail(request: web.Request, visitor: Visitor) -> web.StreamR
     )
 
 
+@documented(page_operation("the refreshing part of a workflow's page (an HTML fragment)"))
 @page
 async def workflow_live(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """The refreshing part of a workflow's page (htmx swaps it in)."""
@@ -167,6 +188,37 @@ def _int_query(request: web.Request, name: str, default: int) -> int:
     return int(text)
 
 
+#: one page of a workflow's output, as ``workflow_log`` answers it
+_LOG_PAGE = {
+    "type": "object",
+    "properties": {
+        "chunks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "seq": {"type": "integer"},
+                    "stage": {"type": "string"},
+                    "stream": {"type": "string"},
+                    "data": {"type": "string"},
+                },
+                "required": ["seq", "stage", "stream", "data"],
+            },
+        },
+        "more": {"type": "boolean"},
+    },
+    "required": ["chunks", "more"],
+}
+
+
+@documented(
+    page_operation(
+        "one page of a workflow's output, for the log pane",
+        Query("stage", "string", f"only this stage's output (at most {MAX_STAGE_NAME})"),
+        Query("after", "string", "the chunks after this seq: a whole number of at most 18 digits"),
+        reply=Body("application/json", "the chunks, and whether more may come", _LOG_PAGE),
+    )
+)
 @page
 async def workflow_log(request: web.Request, visitor: Visitor) -> web.StreamResponse:
     """One page of a workflow's output as JSON, for the log pane: the chunks after

@@ -5,6 +5,7 @@ Everything goes over real HTTP to the gateway (support.oidc_stack), as a client 
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -12,11 +13,13 @@ import grpc
 import httpx
 import jwt
 import pytest
+from support.described_routes import undescribed_routes
 from support.live_api import start_servers
 from support.oidc_stack import PASSWORD
 
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.api.v1 import client_pb2_grpc as pb_grpc
+from fuzzball_core.orchestrate.oidc_routes import PUBLIC_PATHS, oidc_routes
 from fuzzball_core.service.audit import AuditQuery
 from fuzzball_core.service.oidc import AUDIENCE, CLIENT_ID, SigningKey
 from fuzzball_core.vocabulary import AuditAction, CredentialKind
@@ -240,3 +243,9 @@ def test_an_expired_access_token_is_refused_over_grpc(oidc, ada):
         workflows.ListWorkflows(pb.ListWorkflowsRequest(), metadata=bearer)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "access token expired" in refused.value.details()
+
+
+def test_the_openapi_document_describes_every_oidc_route():
+    routes, undescribed = undescribed_routes(oidc_routes(types.SimpleNamespace(oidc=object())))
+    assert {route.split(" ", 1)[1] for route in routes} == set(PUBLIC_PATHS)
+    assert undescribed == []

@@ -17,7 +17,15 @@ from aiohttp import web
 from support.live_api import Stack, gateway_operations
 
 from fuzzball_core.api import rest
-from fuzzball_core.api.openapi import openapi_document
+from fuzzball_core.api.openapi import (
+    BINARY,
+    TEXT,
+    Body,
+    MediaOperation,
+    Query,
+    documented,
+    openapi_document,
+)
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.api.v1 import client_pb2 as pb
 from fuzzball_core.webui import nodes
@@ -70,6 +78,10 @@ def test_every_route_but_the_document_itself_is_described(document):
         if operation["summary"] == "(not described)"
     ]
     assert undescribed == [f"get {DOCUMENT}"]
+
+
+async def _never_served(request: web.Request) -> web.StreamResponse:  # pragma: no cover
+    raise AssertionError
 
 
 def test_a_route_added_without_a_description_is_still_listed():
@@ -198,3 +210,86 @@ def test_a_web_ui_form_is_urlencoded_with_its_bounds_and_answers_a_redirect_or_a
     assert form["properties"]["reason"]["maxLength"] == nodes.MAX_REASON
     assert set(cordon["responses"]) == {"303", "4XX"}
     assert "text/html" in cordon["responses"]["4XX"]["content"]
+
+
+def test_a_route_of_other_media_types_declares_its_bodies_and_query():
+    operation = MediaOperation(
+        "store bytes",
+        Body("text/plain", "the receipt"),
+        request=Body("application/octet-stream", "the bytes", BINARY),
+        query=(Query("target", "string", "where", choices=("a", "b"), required=True),),
+    )
+    app = build_rest_app(object())  # type: ignore[arg-type]
+    app.router.add_put("/v3/extra", documented(operation)(_never_served))
+    entry = openapi_document(app, title="t", version="v")["paths"]["/v3/extra"]["put"]
+    assert entry["requestBody"]["content"] == {"application/octet-stream": {"schema": BINARY}}
+    assert entry["responses"]["200"]["content"] == {"text/plain": {"schema": TEXT}}
+    assert "application/json" in entry["responses"]["default"]["content"]  # a Status
+    (target,) = entry["parameters"]
+    assert target["required"] is True
+    assert target["schema"] == {"type": "string", "enum": ["a", "b"]}
+
+
+def test_a_signed_in_page_declares_its_error_page_and_the_sign_in_redirect():
+    app = web_ui_app(federate=False)
+    entry = openapi_document(app, title="t", version="v")["paths"]["/nodes"]["get"]
+    assert entry["responses"]["200"]["content"].keys() == {"text/html"}
+    assert entry["responses"]["default"]["content"].keys() == {"text/html"}
+    assert "Location" in entry["responses"]["303"]["headers"]
+
+
+def test_a_static_folder_is_described_as_its_files():
+    paths = openapi_document(web_ui_app(federate=False), title="t", version="v")["paths"]
+    assert "/static" not in paths
+    files = paths["/static/{filename}"]["get"]
+    assert files["parameters"][0]["name"] == "filename"
+    assert files["responses"]["200"]["content"]["*/*"]["schema"] == BINARY
+
+
+@pytest.mark.parametrize("federate", [False, True], ids=["orchestrate", "federate"])
+def test_every_web_ui_page_is_described(federate):
+    document = openapi_document(web_ui_app(federate=federate), title="t", version="v")
+    pages = {
+        path: methods["get"]
+        for path, methods in document["paths"].items()
+        if is_ui_path(path) and "get" in methods
+    }
+    assert "/workflows/{workflow}/log" in pages or federate
+    undescribed = [path for path, page in pages.items() if page["summary"] == "(not described)"]
+    # Federate's / only leads to its Clusters page
+    assert undescribed == (["/"] if federate else [])
+
+
+#: a query parameter read in the Web UI's pages: ``query.get("NAME"``, ``_query_choice(request,
+#: "NAME"``, ``_int_query(request, "NAME"``
+QUERY_READ = re.compile(r'(?:query\.get\(|_query_choice\(request, |_int_query\(request, )"(\w+)"')
+
+
+def query_read(function: Callable[..., Any], seen: frozenset[str] = frozenset()) -> set[str]:
+    """The query parameters ``function`` reads, itself or through the helpers (and the
+    ``from_query`` readers) of its module it calls."""
+    module = sys.modules[function.__module__]
+    source = inspect.getsource(function)
+    read = set(QUERY_READ.findall(source))
+    for name in set(re.findall(r"\b(_\w+)\(", source)) - seen:
+        helper = getattr(module, name, None)
+        if inspect.isfunction(helper):
+            read |= query_read(helper, seen | {name})
+    for name in re.findall(r"\b(\w+)\.from_query\(", source):
+        read |= query_read(getattr(module, name).from_query, seen)
+    return read
+
+
+def test_a_web_ui_page_declares_every_query_parameter_its_handler_reads():
+    app = web_ui_app(federate=False)
+    paths = openapi_document(app, title="t", version="v")["paths"]
+    compared = 0
+    for route in app.router.routes():
+        path = route.resource.canonical
+        if route.method != "GET" or not is_ui_path(path) or path.startswith("/static"):
+            continue
+        declared = {p["name"] for p in paths[path]["get"]["parameters"] if p["in"] == "query"}
+        read = query_read(inspect.unwrap(route.handler))
+        assert read <= declared, path
+        compared += len(read)
+    assert compared == 13

@@ -6,11 +6,13 @@ once. A document, config or content that does not match its digest is refused.""
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from support.described_routes import undescribed_routes
 from support.object_cache_server import ObjectCacheServer
 
 from fuzzball_core.api.v1 import node_pb2
@@ -18,6 +20,7 @@ from fuzzball_core.drivers import ImageConfig, ResolvedImage
 from fuzzball_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from fuzzball_core.image_objects import ImageObject, config_document, sha256_digest
 from fuzzball_core.orchestrate.image_stages import ImageStages, pinned_uri
+from fuzzball_core.orchestrate.object_cache_routes import object_cache_routes
 from fuzzball_core.plugins import get_registry
 from fuzzball_core.spec.models import Job
 from fuzzball_core.store.models import CachedObject
@@ -251,3 +254,9 @@ def test_the_object_cache_refuses_content_naming_a_config_it_does_not_hold(
     assert refused.status_code == 404 and "holds no config" in refused.text
     assert object_cache.cache.lookup(CacheAddress(ACCOUNT, "user", "a")) is None
     assert late.status_code == 404 and "older than Orchestrate" in late.text
+
+
+def test_the_openapi_document_describes_every_object_cache_route():
+    routes, undescribed = undescribed_routes(object_cache_routes(types.SimpleNamespace()))
+    assert "PUT /v3/node-objects/{scope}/{name}" in routes
+    assert undescribed == []

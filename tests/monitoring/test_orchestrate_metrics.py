@@ -12,6 +12,7 @@ from support.monitoring import Receiver
 from support.openapi_routes import check_reply, openapi_of, undescribed
 
 from fuzzball_core.api.v1 import node_pb2
+from fuzzball_core.orchestrate.monitoring_routes import TEXT_FORMAT
 from fuzzball_core.store.models import Run, Stage, Workflow
 
 
@@ -219,3 +220,13 @@ def test_failures_are_attributed_to_nodes_by_reason_and_a_commands_own_exit_is_n
             f'fuzzball_node_attributed_job_failures_total{{node="node-1",reason="{reason}"}} 1.0'
             in text
         )
+
+
+def test_the_openapi_document_describes_the_metrics_routes(
+    make_receiver: Callable[..., Receiver],
+) -> None:
+    receiver = make_receiver()
+    paths = _get(receiver, "/v3/openapi.json", receiver.token).json()["paths"]
+    for path in ("/v4/metrics", "/v4/metrics/node"):
+        reply = paths[path]["get"]["responses"]["200"]
+        assert reply["content"].keys() == {TEXT_FORMAT}, path
