@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.described_routes import undescribed_routes
 from support.object_cache_server import ObjectCacheServer
+from support.openapi_routes import document_adding, undescribed
 
 from fuzzball_core.api.v1 import node_pb2
 from fuzzball_core.drivers import ImageConfig, ResolvedImage
@@ -257,6 +257,6 @@ def test_the_object_cache_refuses_content_naming_a_config_it_does_not_hold(
 
 
 def test_the_openapi_document_describes_every_object_cache_route():
-    routes, undescribed = undescribed_routes(object_cache_routes(types.SimpleNamespace()))
+    document, routes = document_adding(object_cache_routes(types.SimpleNamespace()))
     assert "PUT /v3/node-objects/{scope}/{name}" in routes
-    assert undescribed == []
+    assert undescribed(document, routes) == set()

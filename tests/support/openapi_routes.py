@@ -1,5 +1,6 @@
 """Reading a served OpenAPI document in tests: which operations of some paths are not
-described, and whether a real reply is what an operation's document says it answers."""
+described, and whether a real reply is what an operation's document says it answers. A
+process's extra routes can also be read from a gateway built only (:func:`document_adding`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from typing import Any
 
 import httpx
 import jsonschema
+from aiohttp import web
+
+from fuzzball_core.api.openapi import openapi_document
+from fuzzball_core.api.rest import ExtraRoutes, build_rest_app
 
 NOT_DESCRIBED = "(not described)"
 
@@ -19,6 +24,22 @@ def openapi_of(rest_url: str, token: str) -> dict[str, Any]:
     reply.raise_for_status()
     document: dict[str, Any] = reply.json()
     return document
+
+
+def document_adding(extra: ExtraRoutes) -> tuple[dict[str, Any], set[str]]:
+    """The OpenAPI document of a gateway ``extra`` adds its routes to, built and never served
+    (the routes' services are never called), and ``METHOD /path`` of the routes it adds."""
+    own = _operations(build_rest_app(object()))  # type: ignore[arg-type]
+    app = build_rest_app(object(), extra_routes=[extra])  # type: ignore[arg-type]
+    return openapi_document(app, title="t", version="v"), _operations(app) - own
+
+
+def _operations(app: web.Application) -> set[str]:
+    return {
+        f"{route.method} {route.resource.canonical}"
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
 
 
 def undescribed(document: dict[str, Any], operations: set[str]) -> set[str]:
