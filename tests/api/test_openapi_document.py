@@ -14,6 +14,7 @@ import httpx
 import pytest
 import schemathesis
 from aiohttp import web
+from support.isolation_stack import IsolationStack
 from support.live_api import Stack, gateway_operations
 
 from fuzzball_core.api import rest
@@ -28,6 +29,7 @@ from fuzzball_core.api.openapi import (
 )
 from fuzzball_core.api.rest import build_rest_app
 from fuzzball_core.api.v1 import client_pb2 as pb
+from fuzzball_core.orchestrate.server import rest_app
 from fuzzball_core.webui import nodes
 from fuzzball_core.webui.app import is_ui_path, webui_routes
 from fuzzball_core.webui.session import CSRF_FIELD
@@ -82,6 +84,23 @@ def test_every_route_but_the_document_itself_is_described(document):
 
 async def _never_served(request: web.Request) -> web.StreamResponse:  # pragma: no cover
     raise AssertionError
+
+
+def test_every_route_orchestrate_serves_but_the_document_itself_is_described(tmp_path):
+    # Orchestrate as it serves: the gateway and every route the process adds to it
+    stack = IsolationStack(tmp_path)
+    try:
+        app = rest_app(stack.orchestrate.orchestrate)
+        document = openapi_document(app, title="t", version="v")
+    finally:
+        stack.close()
+    undescribed = [
+        f"{method} {path}"
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+        if operation["summary"] == "(not described)"
+    ]
+    assert undescribed == [f"get {DOCUMENT}"]
 
 
 def test_a_route_added_without_a_description_is_still_listed():
