@@ -237,7 +237,7 @@ def openapi_document(
         operation = _OPERATIONS.get(getattr(route.handler, "__func__", route.handler))
         if isinstance(route.resource, web.StaticResource):
             path, operation = f"{path}/{{filename}}", _STATIC_FILE
-        entry = _operation(route.method, path, operation, schemas)
+        entry = _operation(route.method, path, operation, schemas, _path_patterns(route))
         if path in public_paths:
             entry["security"] = []
         paths.setdefault(path, {})[route.method.lower()] = entry
@@ -261,11 +261,49 @@ def openapi_document(
     }
 
 
+def _path_patterns(route: web.AbstractRoute) -> dict[str, str]:
+    """Each path parameter's regular expression as the router matches it: aiohttp keeps them
+    only in the route's compiled pattern, as its named groups."""
+    compiled = route.resource.get_info().get("pattern") if route.resource else None
+    if compiled is None:
+        return {}
+    text = compiled.pattern
+    patterns = {}
+    for group in re.finditer(r"\(\?P<(\w+)>", text):
+        end = _group_end(text, group.end())
+        patterns[group.group(1)] = text[group.end() : end]
+    return patterns
+
+
+def _group_end(text: str, index: int) -> int:
+    """Where the group whose body starts at ``index`` closes (escapes and character classes,
+    whose brackets are no group's, skipped)."""
+    depth = 1
+    while True:
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "[":
+            index = text.index("]", index + 2)  # a class's first character may be "]"
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+
+
 def _operation(
-    method: str, path: str, operation: Declaration | None, schemas: dict[str, Any]
+    method: str,
+    path: str,
+    operation: Declaration | None,
+    schemas: dict[str, Any],
+    patterns: dict[str, str],
 ) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {"name": name, "in": "path", "required": True, "schema": _path_schema(patterns.get(name))}
         for name in re.findall(r"\{([^}:]+)\}", path)
     ]
     errors = {"default": _json_content("an error", {"$ref": _ref(_STATUS)})}
@@ -309,6 +347,14 @@ def _operation(
             "content": {"application/json": {"schema": {"$ref": _ref(body)}}},
         }
     return entry
+
+
+def _path_schema(pattern: str | None) -> dict[str, Any]:
+    """A path parameter's schema: a string the route's pattern matches whole (others are
+    answered by the router's 404, before any handler)."""
+    if pattern is None:
+        return {"type": "string"}
+    return {"type": "string", "minLength": 1, "pattern": f"^(?:{pattern})$"}
 
 
 def _json_operation(

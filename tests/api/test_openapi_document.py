@@ -144,6 +144,20 @@ def test_every_query_parameter_a_handler_reads_is_documented(document):
     assert read and read <= documented
 
 
+def test_a_path_parameter_carries_the_pattern_the_router_matches():
+    paths = openapi_document(web_ui_app(federate=False), title="t", version="v")["paths"]
+    release = paths["/nodes/{node}/holds/{hold}/release"]["post"]["parameters"]
+    schemas = {parameter["name"]: parameter["schema"] for parameter in release}
+    assert schemas["hold"] == {"type": "string", "minLength": 1, "pattern": "^(?:[0-9]{1,18})$"}
+    assert schemas["node"]["pattern"] == "^(?:[^/]+)$"
+
+
+def test_a_path_parameter_without_a_pattern_of_its_own_is_one_segment(document):
+    parameters = document["paths"]["/v3/nodes/{id}/holds/{holdId}"]["delete"]["parameters"]
+    (hold,) = [parameter for parameter in parameters if parameter["name"] == "holdId"]
+    assert hold["schema"]["pattern"] == "^(?:[^{}/]+)$"  # aiohttp's own
+
+
 def test_an_int32_query_parameter_carries_its_range(document):
     parameters = document["paths"]["/v3/workflows/{id}:events"]["get"]["parameters"]
     after_seq = next(p for p in parameters if p["name"] == "afterSeq")
