@@ -49,11 +49,7 @@ def test_no_served_route_answers_a_generated_request_with_a_server_error(module_
     } - {"GET /v3/openapi.json"}
     server_errors: list[str] = []
     send = _sender(stack.servers.rest_url, auth, server_errors)
-    for operation in operations:
-        for case in _boundary_cases(schema, operation):
-            send(case)
-        for mode in schemathesis.GenerationMode:
-            _fuzz(operation, mode, {"id": [*known, "node-1"]}, send)
+    _fuzz_each(schema, operations, {"id": [*known, "node-1"]}, lambda _operation: send)
     assert server_errors == []
 
 
@@ -75,11 +71,7 @@ def test_no_web_ui_route_answers_a_generated_request_with_a_server_error(tmp_pat
         cookies = {SESSION_COOKIE: admin, SIGN_IN_FORM_COOKIE: SIGN_IN_GUARD}
         server_errors: list[str] = []
         send = _sender(root, auth, server_errors, cookies=cookies)
-        for operation in operations:
-            for case in _boundary_cases(schema, operation):
-                send(case)
-            for mode in schemathesis.GenerationMode:
-                _fuzz(operation, mode, real, send)
+        _fuzz_each(schema, operations, real, lambda _operation: send)
         assert server_errors == []
     finally:
         stack.close()
@@ -117,15 +109,31 @@ def test_no_process_route_answers_a_generated_request_with_a_server_error(tmp_pa
         as_admin = _sender(root, auth, server_errors)
         # the nodes' own routes take the node token alone: the admin's stops at their 401
         as_node = _sender(root, {"Authorization": f"Bearer {NODE_TOKEN}"}, server_errors)
-        for operation in operations:
-            send = as_node if operation.path.startswith(NODE_OBJECTS_PATH) else as_admin
-            for case in _boundary_cases(schema, operation):
-                send(case)
-            for mode in schemathesis.GenerationMode:
-                _fuzz(operation, mode, real, send)
+        _fuzz_each(
+            schema,
+            operations,
+            real,
+            lambda operation: as_node if operation.path.startswith(NODE_OBJECTS_PATH) else as_admin,
+        )
         assert server_errors == []
     finally:
         stack.close()
+
+
+def _fuzz_each(
+    schema: schemathesis.BaseSchema,
+    operations: list[schemathesis.APIOperation],
+    real: dict[str, list[str]],
+    sender: Callable[[schemathesis.APIOperation], Callable[[schemathesis.Case], None]],
+) -> None:
+    """Send each operation's boundary cases, then its generated requests of each mode, with
+    the sender ``sender`` chooses for it (``real``: see :func:`_fuzz`)."""
+    for operation in operations:
+        send = sender(operation)
+        for case in _boundary_cases(schema, operation):
+            send(case)
+        for mode in schemathesis.GenerationMode:
+            _fuzz(operation, mode, real, send)
 
 
 def _sender(
