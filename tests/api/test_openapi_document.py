@@ -195,17 +195,26 @@ def web_ui_actions(app: web.Application) -> dict[str, dict[str, Any]]:
             if is_ui_path(path) and "post" in methods}  # fmt: skip
 
 
-def form_fields_read(function: Callable[..., Any], seen: frozenset[str] = frozenset()) -> set[str]:
-    """The form fields ``function`` reads, itself or through the helpers of its module it
-    calls."""
+def names_read(
+    function: Callable[..., Any], reading: re.Pattern[str], seen: frozenset[str] = frozenset()
+) -> set[str]:
+    """The names ``reading`` finds read in ``function``'s source, itself or through the
+    helpers of its module it calls (and the ``from_query`` readers it uses)."""
     module = sys.modules[function.__module__]
     source = inspect.getsource(function)
-    read = set(FORM_FIELD_READ.findall(source))
+    read = set(reading.findall(source))
     for name in set(re.findall(r"\b(_\w+)\(", source)) - seen:
         helper = getattr(module, name, None)
         if inspect.isfunction(helper):
-            read |= form_fields_read(helper, seen | {name})
+            read |= names_read(helper, reading, seen | {name})
+    for name in re.findall(r"\b(\w+)\.from_query\(", source):
+        read |= names_read(getattr(module, name).from_query, reading, seen)
     return read
+
+
+def form_fields_read(function: Callable[..., Any]) -> set[str]:
+    """The form fields ``function`` reads."""
+    return names_read(function, FORM_FIELD_READ)
 
 
 @pytest.mark.parametrize("federate", [False, True], ids=["orchestrate", "federate"])
@@ -296,19 +305,9 @@ def test_every_web_ui_page_is_described(federate):
 QUERY_READ = re.compile(r'(?:query\.get\(|_query_choice\(request, |_int_query\(request, )"(\w+)"')
 
 
-def query_read(function: Callable[..., Any], seen: frozenset[str] = frozenset()) -> set[str]:
-    """The query parameters ``function`` reads, itself or through the helpers (and the
-    ``from_query`` readers) of its module it calls."""
-    module = sys.modules[function.__module__]
-    source = inspect.getsource(function)
-    read = set(QUERY_READ.findall(source))
-    for name in set(re.findall(r"\b(_\w+)\(", source)) - seen:
-        helper = getattr(module, name, None)
-        if inspect.isfunction(helper):
-            read |= query_read(helper, seen | {name})
-    for name in re.findall(r"\b(\w+)\.from_query\(", source):
-        read |= query_read(getattr(module, name).from_query, seen)
-    return read
+def query_read(function: Callable[..., Any]) -> set[str]:
+    """The query parameters ``function`` reads."""
+    return names_read(function, QUERY_READ)
 
 
 def test_a_web_ui_page_declares_every_query_parameter_its_handler_reads():
